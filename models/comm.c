@@ -1,0 +1,52 @@
+/* ptdsim — α–β collective model after NCCL's tuner (see comm.h). */
+#include "comm.h"
+
+#include <math.h>
+
+double model_busbw_factor(ModelCollOp op, guint ranks) {
+  if (ranks <= 1)
+    return 0;
+  double n = ranks;
+  return op == MODEL_COLL_ALLREDUCE ? 2.0 * (n - 1) / n : (n - 1) / n;
+}
+
+const char *model_proto_name(ModelProto proto) {
+  static const char *names[] = {"LL", "LL128", "Simple"};
+  return proto < MODEL_N_PROTOS ? names[proto] : "?";
+}
+
+double model_collective_time_s(const ModelNet *net, ModelCollOp op, double bytes, guint ranks, guint nodes,
+                               ModelProto *proto_out) {
+  if (proto_out)
+    *proto_out = MODEL_PROTO_SIMPLE;
+  if (net->free_comm || ranks <= 1 || bytes <= 0)
+    return 0;
+  nodes = CLAMP(nodes, 1, ranks);
+  double per_node = (double)ranks / nodes;
+  double bw = net->nvlink_busbw;
+  if (nodes > 1)
+    bw = fmin(bw, per_node * net->nic_bw * net->nics_per_node / net->gpus_per_node);
+  /* Ring steps: an all-reduce is a reduce-scatter then an all-gather. */
+  guint steps = (op == MODEL_COLL_ALLREDUCE ? 2 : 1) * (ranks - 1);
+  guint inter = nodes > 1 ? (op == MODEL_COLL_ALLREDUCE ? 2 : 1) * nodes : 0;
+  guint intra = steps > inter ? steps - inter : 0;
+  double bus_bytes = bytes * model_busbw_factor(op, ranks);
+  double best = INFINITY;
+  for (int p = 0; p < MODEL_N_PROTOS; p++) {
+    double t = net->ring_base[p] + intra * net->nvlink_hop[p] + inter * net->net_hop[p] +
+               bus_bytes / (bw * net->proto_bw_factor[p]);
+    if (t < best) {
+      best = t;
+      if (proto_out)
+        *proto_out = (ModelProto)p;
+    }
+  }
+  return best;
+}
+
+double model_p2p_time_s(const ModelNet *net, double bytes, gboolean same_node) {
+  if (net->free_comm || bytes <= 0)
+    return 0;
+  return same_node ? net->p2p_latency_intra + bytes / net->nvlink_p2p_bw
+                   : net->p2p_latency_inter + bytes / net->nic_bw;
+}

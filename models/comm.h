@@ -1,0 +1,50 @@
+/* ptdsim — collective and point-to-point communication time, α–β per tier.
+ *
+ * Conventions are nccl-tests' (doc/PERFORMANCE.md there): a collective on n
+ * ranks moving a buffer of S bytes has bus bytes S * f(n) with f = 2(n-1)/n
+ * for all-reduce and (n-1)/n for all-gather and reduce-scatter, and
+ * time = latency + bus bytes / busbw.  The latency and the protocol choice
+ * follow NCCL's tuner (src/graph/tuning.cc, v2.12): for a ring of n ranks on
+ * N nodes, latency = base + intra_hops * nvlink_hop + inter_hops * net_hop,
+ * for each of the LL, LL128 and Simple protocols, whose bandwidth is scaled by
+ * a per-protocol factor; the fastest is taken.
+ *
+ * Bandwidth tiers: inside a node the measured NVSwitch ring busbw; across
+ * nodes, a ring gets one NIC per member GPU on each node (NCCL runs one ring
+ * channel per NIC, and the other GPUs of the node run their own
+ * communicators on the other rails at the same time), capped by NVLink.
+ */
+#pragma once
+
+#include <glib.h>
+
+typedef enum { MODEL_PROTO_LL, MODEL_PROTO_LL128, MODEL_PROTO_SIMPLE, MODEL_N_PROTOS } ModelProto;
+typedef enum { MODEL_COLL_ALLREDUCE, MODEL_COLL_ALLGATHER, MODEL_COLL_REDUCESCATTER } ModelCollOp;
+
+typedef struct {
+  guint gpus_per_node;
+  guint nics_per_node;
+  double nvlink_busbw;      /* B/s: NCCL ring busbw inside one node */
+  double nvlink_p2p_bw;     /* B/s: one direction between two GPUs of a node */
+  double nic_bw;            /* B/s: achievable per NIC in NCCL */
+  double p2p_latency_intra; /* s */
+  double p2p_latency_inter; /* s */
+  double ring_base[MODEL_N_PROTOS];   /* s */
+  double nvlink_hop[MODEL_N_PROTOS];  /* s */
+  double net_hop[MODEL_N_PROTOS];     /* s */
+  double proto_bw_factor[MODEL_N_PROTOS];
+  gboolean free_comm; /* the ideal profile: communication costs nothing */
+} ModelNet;
+
+/* nccl-tests' bus-bandwidth factor for `op` on n ranks. */
+double model_busbw_factor(ModelCollOp op, guint ranks);
+
+/* Seconds for one ring collective of `bytes` (nccl-tests' size convention:
+ * the all-reduce buffer, the all-gather output, the reduce-scatter input)
+ * over `ranks` GPUs spread evenly over `nodes` nodes.  `proto_out`, if not
+ * NULL, receives the protocol chosen. */
+double model_collective_time_s(const ModelNet *net, ModelCollOp op, double bytes, guint ranks, guint nodes,
+                               ModelProto *proto_out);
+/* Seconds for one point-to-point transfer of `bytes`. */
+double model_p2p_time_s(const ModelNet *net, double bytes, gboolean same_node);
+const char *model_proto_name(ModelProto proto);

@@ -1,0 +1,47 @@
+/* ptdsim — GEMM and memory-bound kernel times (formulas in compute.h). */
+#include "compute.h"
+
+#include <math.h>
+
+double model_gemm_flops(const ModelGemm *g) {
+  return 2.0 * (double)g->batch * (double)g->m * (double)g->n * (double)g->k;
+}
+
+/* Time of the math alone at the ceiling efficiency, with tile `i`. */
+static double tile_math_time(const ModelProfile *p, const ModelGemm *g, guint i, double e_max) {
+  double tm = p->tile_m[i], tn = p->tile_n[i];
+  double tiles = (double)g->batch * ceil((double)g->m / tm) * ceil((double)g->n / tn);
+  double waves = ceil(tiles / p->sms);
+  double launched = waves * p->sms * tm * tn;
+  double useful = (double)g->batch * (double)g->m * (double)g->n;
+  double q = useful / launched;
+  double kf = (double)g->k / ((double)g->k + p->gemm_k_half);
+  return model_gemm_flops(g) / (p->peak_flops * e_max * q * kf);
+}
+
+double model_gemm_math_time_s(const ModelProfile *p, const ModelGemm *g, double e_max) {
+  double best = INFINITY;
+  for (guint i = 0; i < p->n_tiles; i++)
+    best = fmin(best, tile_math_time(p, g, i, e_max));
+  return best;
+}
+
+double model_gemm_time_s(const ModelProfile *p, const ModelGemm *g) {
+  if (g->batch == 0 || g->m == 0 || g->n == 0 || g->k == 0)
+    return 0;
+  double math = model_gemm_math_time_s(p, g, p->gemm_efficiency_max);
+  double bytes = 2.0 * (double)g->batch * ((double)g->m * g->k + (double)g->k * g->n + (double)g->m * g->n);
+  double mem = bytes / (p->hbm_bytes_per_s * p->memory_efficiency);
+  return p->kernel_launch_s + fmax(math, mem);
+}
+
+double model_gemm_efficiency(const ModelProfile *p, const ModelGemm *g) {
+  double t = model_gemm_time_s(p, g);
+  return t > 0 ? model_gemm_flops(g) / t / p->peak_flops : 0;
+}
+
+double model_memop_time_s(const ModelProfile *p, double bytes) {
+  if (bytes <= 0)
+    return 0;
+  return p->kernel_launch_s + bytes / (p->hbm_bytes_per_s * p->memory_efficiency);
+}

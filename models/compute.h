@@ -1,0 +1,30 @@
+/* ptdsim — compute cost of kernels on a device profile.
+ *
+ * GEMM ("tile and wave quantization"): cuBLAS splits C = A B (M x N, inner
+ * dimension K) into output tiles of tm x tn, one thread block each, run in
+ * waves over the SMs.  With T = batch * ceil(M/tm) * ceil(N/tn) tiles the
+ * useful share of the launched work is
+ *     q = (batch M N) / (ceil(T / SMs) * SMs * tm * tn),
+ * and short inner loops waste time in prologue and epilogue, K / (K + k_half).
+ * Time = launch + max(2 batch M N K / (peak * e_max * q * K/(K+k_half)),
+ *                     bytes / achieved bandwidth), over the best tile.
+ * Memory-bound kernels: launch + bytes / (HBM * efficiency).
+ */
+#pragma once
+
+#include "profile.h"
+
+typedef struct {
+  guint64 batch, m, n, k;
+} ModelGemm;
+
+/* Seconds for one (batched) fp16 GEMM. */
+double model_gemm_time_s(const ModelProfile *p, const ModelGemm *g);
+/* The math part alone, over the best tile, at ceiling efficiency e_max (the
+ * profile loader solves for e_max with it). */
+double model_gemm_math_time_s(const ModelProfile *p, const ModelGemm *g, double e_max);
+/* Achieved share of peak for that GEMM (flops / time / peak). */
+double model_gemm_efficiency(const ModelProfile *p, const ModelGemm *g);
+double model_gemm_flops(const ModelGemm *g);
+/* Seconds for a memory-bound kernel moving `bytes` (read + written). */
+double model_memop_time_s(const ModelProfile *p, double bytes);

@@ -1,0 +1,221 @@
+/* ptdsim — per-op costs of a Megatron GPT layer (see layer.h). */
+#include "layer.h"
+
+#include "compute.h"
+
+/* Accumulates one segment of a pass. */
+typedef struct {
+  const ModelProfile *p;
+  ModelPass *pass;
+  guint seg;
+} Acc;
+
+static void gemm(Acc *a, guint64 batch, guint64 m, guint64 n, guint64 k) {
+  ModelGemm g = {batch, m, n, k};
+  a->pass->seg_s[a->seg] += model_gemm_time_s(a->p, &g);
+  a->pass->flops += model_gemm_flops(&g);
+  a->pass->kernels++;
+}
+
+/* A memory-bound kernel moving `bytes` (read + written). */
+static void memop(Acc *a, double bytes) {
+  a->pass->seg_s[a->seg] += model_memop_time_s(a->p, bytes);
+  a->pass->kernels++;
+}
+
+/* Element counts of one layer's tensors on one GPU. */
+typedef struct {
+  guint64 bs, h, ht, ffn_t, heads_t, s, d;
+  double N;  /* b*s*h: layernorm, dropout and residual tensors (replicated) */
+  double Nm; /* b*s*4h/t: MLP activation shard */
+  double Na; /* b*(a/t)*s*s: attention matrix shard */
+  double Nc; /* b*s*h/t: attention context shard */
+} Dims;
+
+static Dims dims(const ModelShape *m, guint t, guint b) {
+  Dims d;
+  d.bs = (guint64)b * m->seq_len;
+  d.h = m->hidden;
+  d.ht = m->hidden / t;
+  d.ffn_t = 4ull * m->hidden / t;
+  d.heads_t = (guint64)b * (m->heads / t);
+  d.s = m->seq_len;
+  d.d = m->hidden / m->heads;
+  d.N = (double)d.bs * d.h;
+  d.Nm = (double)d.bs * d.ffn_t;
+  d.Na = (double)d.heads_t * d.s * d.s;
+  d.Nc = (double)d.bs * d.ht;
+  return d;
+}
+
+/* Bytes moved by element-wise kernels, fp16 (2 bytes) tensors and 1-byte
+ * dropout masks.  Forward: layernorm reads x, writes y (4N); softmax reads
+ * and writes the scores (4Na); dropout reads, writes, and writes its mask
+ * (5 per element); bias+GeLU reads and writes (4Nm); bias+dropout+add reads
+ * x and the residual, writes y and the mask (7N).  Unfused, every step is its
+ * own read and write. */
+static void forward(Acc *a, const Dims *d, gboolean fused) {
+  a->seg = 0;
+  memop(a, 4 * d->N);                           /* layernorm 1 */
+  gemm(a, 1, d->bs, 3 * d->ht, d->h);           /* QKV, bias in the epilogue */
+  gemm(a, d->heads_t, d->s, d->s, d->d);        /* scores Q K^T */
+  if (fused)
+    memop(a, 4 * d->Na);                        /* scale-mask-softmax */
+  else {
+    memop(a, 4 * d->Na);                        /* scale */
+    memop(a, 4 * d->Na);                        /* mask */
+    memop(a, 4 * d->Na);                        /* softmax */
+  }
+  memop(a, 5 * d->Na);                          /* attention dropout */
+  gemm(a, d->heads_t, d->s, d->d, d->s);        /* attention over values */
+  memop(a, 4 * d->Nc);                          /* context to [s, b, h/t] */
+  gemm(a, 1, d->bs, d->h, d->ht);               /* projection */
+  a->seg = 1;                                   /* --- all-reduce --- */
+  if (fused)
+    memop(a, 7 * d->N);                         /* bias-dropout-add */
+  else {
+    memop(a, 4 * d->N);                         /* bias */
+    memop(a, 5 * d->N);                         /* dropout */
+    memop(a, 6 * d->N);                         /* residual add */
+  }
+  memop(a, 4 * d->N);                           /* layernorm 2 */
+  gemm(a, 1, d->bs, d->ffn_t, d->h);            /* MLP h -> 4h */
+  if (fused)
+    memop(a, 4 * d->Nm);                        /* bias+GeLU */
+  else {
+    memop(a, 4 * d->Nm);                        /* bias */
+    memop(a, 4 * d->Nm);                        /* GeLU */
+  }
+  gemm(a, 1, d->bs, d->h, d->ffn_t);            /* MLP 4h -> h */
+  a->seg = 2;                                   /* --- all-reduce --- */
+  if (fused)
+    memop(a, 7 * d->N);
+  else {
+    memop(a, 4 * d->N);
+    memop(a, 5 * d->N);
+    memop(a, 6 * d->N);
+  }
+}
+
+/* Backward, in reverse: every GEMM becomes an input-gradient and a
+ * weight-gradient GEMM.  Element-wise backward kernels read the incoming
+ * gradient and what they saved and write the outgoing gradient: dropout
+ * (grad, mask -> grad: 5 per element), GeLU (grad, input -> grad, plus the
+ * bias-gradient reduction: 6Nm), softmax (grad, output -> grad: 6Na),
+ * layernorm (x, grad -> grad: 6N) and the residual branch's gradient sum
+ * (6N). */
+static void backward(Acc *a, const Dims *d, gboolean fused) {
+  a->seg = 0;
+  memop(a, fused ? 5 * d->N : 9 * d->N);        /* bias-dropout-add 2 */
+  gemm(a, 1, d->bs, d->ffn_t, d->h);            /* MLP 4h -> h: dgrad */
+  gemm(a, 1, d->ffn_t, d->h, d->bs);            /*                wgrad */
+  memop(a, fused ? 6 * d->Nm : 10 * d->Nm);     /* bias+GeLU */
+  gemm(a, 1, d->bs, d->h, d->ffn_t);            /* MLP h -> 4h: dgrad */
+  gemm(a, 1, d->h, d->ffn_t, d->bs);            /*                wgrad */
+  a->seg = 1;                                   /* --- all-reduce --- */
+  memop(a, 12 * d->N);                          /* layernorm 2, residual sum */
+  memop(a, fused ? 5 * d->N : 9 * d->N);        /* bias-dropout-add 1 */
+  gemm(a, 1, d->bs, d->ht, d->h);               /* projection: dgrad */
+  gemm(a, 1, d->ht, d->h, d->bs);               /*             wgrad */
+  memop(a, 4 * d->Nc);                          /* context layout */
+  gemm(a, d->heads_t, d->s, d->s, d->d);        /* d(probs) = dC V^T */
+  gemm(a, d->heads_t, d->s, d->d, d->s);        /* dV = P^T dC */
+  memop(a, 5 * d->Na);                          /* attention dropout */
+  memop(a, fused ? 6 * d->Na : 14 * d->Na);     /* softmax (+mask, scale) */
+  gemm(a, d->heads_t, d->s, d->d, d->s);        /* dQ = dS K */
+  gemm(a, d->heads_t, d->s, d->d, d->s);        /* dK = dS^T Q */
+  gemm(a, 1, d->bs, d->h, 3 * d->ht);           /* QKV: dgrad */
+  gemm(a, 1, 3 * d->ht, d->h, d->bs);           /*      wgrad */
+  a->seg = 2;                                   /* --- all-reduce --- */
+  memop(a, 12 * d->N);                          /* layernorm 1, residual sum */
+}
+
+static void ideal_pass(const ModelProfile *p, const ModelShape *m, guint b, double scale, ModelPass *pass) {
+  *pass = (ModelPass){{p->ideal_layer_s_per_token * (double)b * m->seq_len * scale, 0, 0}, 0, 0};
+}
+
+void model_layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, gboolean fused,
+                      ModelLayerCost *out) {
+  *out = (ModelLayerCost){0};
+  out->tp_allreduce_bytes = 2.0 * b * m->seq_len * m->hidden;
+  if (p->kind == MODEL_PROFILE_IDEAL) {
+    ideal_pass(p, m, b, 1.0, &out->fwd);
+    ideal_pass(p, m, b, 2.0, &out->bwd);
+    out->fwd.flops = model_layer_forward_flops(m, b) / t;
+    out->bwd.flops = 2 * out->fwd.flops;
+    return;
+  }
+  Dims d = dims(m, t, b);
+  Acc f = {p, &out->fwd, 0}, g = {p, &out->bwd, 0};
+  forward(&f, &d, fused);
+  backward(&g, &d, fused);
+}
+
+void model_embedding_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, double *fwd_s,
+                          double *bwd_s) {
+  *fwd_s = *bwd_s = 0;
+  if (p->kind == MODEL_PROFILE_IDEAL)
+    return;
+  double N = (double)b * m->seq_len * m->hidden;
+  (void)t;
+  /* Forward: gather word rows (read + write 4N), add positions (6N), mask
+   * the vocab shard and all-reduce (on the tp stream; folded in here as a
+   * memory pass of 4N), dropout (5N).  Backward: dropout (5N), scatter-add
+   * into the word and position embedding gradients (about 8N). */
+  *fwd_s = model_memop_time_s(p, 4 * N) + model_memop_time_s(p, 6 * N) + model_memop_time_s(p, 4 * N) +
+           model_memop_time_s(p, 5 * N);
+  *bwd_s = model_memop_time_s(p, 5 * N) + model_memop_time_s(p, 8 * N);
+}
+
+void model_head_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, double *fwd_s, double *bwd_s) {
+  *fwd_s = *bwd_s = 0;
+  if (p->kind == MODEL_PROFILE_IDEAL)
+    return;
+  guint64 bs = (guint64)b * m->seq_len;
+  guint64 vt = m->vocab / t;
+  double N = (double)bs * m->hidden, L = (double)bs * vt;
+  ModelGemm logits = {1, bs, vt, m->hidden};
+  ModelGemm dgrad = {1, bs, m->hidden, vt};
+  ModelGemm wgrad = {1, vt, m->hidden, bs};
+  /* Vocab-parallel cross entropy in fp32 (Megatron's
+   * _VocabParallelCrossEntropy): max, subtract, exp, sum and the target
+   * gather, about four fp32 passes over the logit shard read and written
+   * (8 bytes each) plus reading the fp16 logits; backward writes the fp16
+   * gradient from the saved softmax (6 bytes). */
+  *fwd_s = model_memop_time_s(p, 4 * N) + model_gemm_time_s(p, &logits) + model_memop_time_s(p, 2 * L) +
+           3 * model_memop_time_s(p, 8 * L);
+  *bwd_s = model_memop_time_s(p, 6 * L) + model_gemm_time_s(p, &dgrad) + model_gemm_time_s(p, &wgrad) +
+           model_memop_time_s(p, 6 * N);
+}
+
+double model_optimizer_time_s(const ModelProfile *p, guint64 params) {
+  if (p->kind == MODEL_PROFILE_IDEAL)
+    return 0;
+  /* Per parameter (apex multi-tensor kernels, Megatron's fp16 optimizer):
+   * copy the fp16 gradient into fp32 (2 + 4 bytes), unscale and check for
+   * inf/nan (4 + 4), gradient norm (4), Adam reading fp32 parameter,
+   * gradient, m and v and writing parameter, m and v (16 + 12), and the copy
+   * back to fp16 parameters (4 + 2): 56 bytes, in about six kernels over
+   * chunked tensor lists. */
+  return 6 * p->kernel_launch_s + 56.0 * (double)params / (p->hbm_bytes_per_s * p->memory_efficiency);
+}
+
+guint64 model_layer_local_params(const ModelShape *m, guint t) {
+  guint64 h = m->hidden;
+  /* QKV 3h^2/t + 3h/t, projection h^2/t + h, MLP 4h^2/t + 4h/t and
+   * 4h^2/t + h, layernorms 4h. */
+  return 12 * h * h / t + 7 * h / t + 6 * h;
+}
+
+guint64 model_stage_params(const ModelShape *m, guint t, guint p, guint stage, guint layers) {
+  guint64 h = m->hidden;
+  guint64 n = layers * model_layer_local_params(m, t);
+  if (stage == 0)
+    n += (guint64)m->vocab * h / t + (guint64)m->seq_len * h;
+  if (stage == p - 1) {
+    n += 2 * h; /* final layernorm */
+    if (p > 1)
+      n += (guint64)m->vocab * h / t; /* tied copy of the word embedding */
+  }
+  return n;
+}

@@ -1,0 +1,52 @@
+/* ptdsim — per-op cost of a Megatron GPT layer, its embedding, its logit
+ * layer and the optimizer step, on a device profile.
+ *
+ * One layer's forward, as Megatron-LM runs it with tensor parallelism t
+ * (Shoeybi et al. 2019, figure 3; Narayanan et al. SC21 section 3.3):
+ *   [layernorm, QKV GEMM (column-parallel), scores (batched), scale-mask-
+ *    softmax, attention dropout, attention over values (batched), context
+ *    copy, projection GEMM (row-parallel)]  all-reduce
+ *   [bias-dropout-add, layernorm, MLP h->4h GEMM, bias+GeLU, MLP 4h->h GEMM]
+ *   all-reduce  [bias-dropout-add]
+ * so a pass is three compute segments around two tensor-parallel
+ * all-reduces.  The backward pass runs two GEMMs (input and weight gradient)
+ * per forward GEMM and its own two all-reduces (the conjugates f of the
+ * column-parallel layers).  With fusion, bias+GeLU, bias+dropout+add and
+ * scale+mask+softmax are single kernels; without, each is two or three.
+ */
+#pragma once
+
+#include "profile.h"
+#include "transformer.h"
+
+typedef struct {
+  double seg_s[3]; /* compute before, between and after the two all-reduces */
+  double flops;    /* FLOPs executed by this GPU in the pass (GEMMs only) */
+  guint kernels;
+} ModelPass;
+
+typedef struct {
+  ModelPass fwd; /* the recomputation forward is the same work */
+  ModelPass bwd;
+  double tp_allreduce_bytes; /* one all-reduce buffer: b*s*h fp16 */
+} ModelLayerCost;
+
+void model_layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, gboolean fused,
+                      ModelLayerCost *out);
+/* Word + position embedding lookup, embedding dropout (first stage). */
+void model_embedding_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, double *fwd_s,
+                          double *bwd_s);
+/* Final layernorm, logit GEMM against the vocabulary shard, vocab-parallel
+ * cross entropy (last stage). */
+void model_head_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, double *fwd_s, double *bwd_s);
+/* Mixed-precision Adam over `params` local parameters (memory-bound). */
+double model_optimizer_time_s(const ModelProfile *p, guint64 params);
+
+/* Parameters held by one GPU of pipeline stage `stage` of p holding
+ * `layers` layers, with tensor parallelism t (Megatron's sharding: column-
+ * parallel weights and biases and row-parallel weights are split, the
+ * row-parallel biases and layernorms replicated; the word embedding is split
+ * over t and held by the first and, tied, by the last stage). */
+/* Parameters of one transformer layer on one GPU of a tensor-parallel group. */
+guint64 model_layer_local_params(const ModelShape *m, guint t);
+guint64 model_stage_params(const ModelShape *m, guint t, guint p, guint stage, guint layers);

@@ -1,0 +1,23 @@
+/* ptdsim — memory per GPU (formulas in memory.h). */
+#include "memory.h"
+
+double model_layer_activation_bytes(const ModelShape *m, guint t, guint b) {
+  double s = m->seq_len, h = m->hidden, a = m->heads;
+  return s * b * h * (10.0 + 24.0 / t + 5.0 * a * s / (h * t));
+}
+
+void model_memory(const ModelShape *m, const ModelMemoryRequest *r, ModelMemory *out) {
+  double P = (double)r->params;
+  double sbh = (double)m->seq_len * r->b * m->hidden;
+  out->weights = 2 * P;
+  out->gradients = 2 * P;
+  out->optimizer = 12 * P;
+  double full = model_layer_activation_bytes(m, r->t, r->b);
+  double act = r->recompute ? 2 * sbh * r->inflight_layer_mbs + full : full * r->inflight_layer_mbs;
+  if (r->last_stage)
+    act += 6.0 * m->seq_len * r->b * (double)(m->vocab / r->t);
+  if (r->first_stage)
+    act += sbh * r->inflight_mbs;
+  out->activations = act;
+  out->total = out->weights + out->gradients + out->optimizer + out->activations;
+}

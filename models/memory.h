@@ -1,0 +1,32 @@
+/* ptdsim — memory per GPU in mixed-precision training (Megatron-LM, SC21).
+ *
+ * Model state per local parameter: fp16 weights (2 bytes), fp16 gradients
+ * (2), fp32 master weights and Adam's two moments (12).
+ * Activations per layer per microbatch (Korthikanti et al. 2022, "Reducing
+ * Activation Recomputation in Large Transformer Models", section 4, tensor
+ * parallelism without sequence parallelism):
+ *     s b h (10 + 24/t + 5 a s / (h t))  bytes;
+ * with full recomputation only the layer input is kept, 2 s b h bytes, plus
+ * one layer's full activations while it is recomputed.  The last stage adds
+ * the logits of one microbatch (fp16 and fp32 copies, 6 s b V/t), the first
+ * stage the embedding dropout mask of each microbatch in flight (s b h).
+ */
+#pragma once
+
+#include "transformer.h"
+
+typedef struct {
+  double weights, gradients, optimizer, activations, total; /* bytes */
+} ModelMemory;
+
+typedef struct {
+  guint t, b;
+  guint64 params;              /* local parameters */
+  double inflight_layer_mbs;   /* peak (layers x microbatches) whose activations are held */
+  double inflight_mbs;         /* peak microbatches in flight on this GPU */
+  gboolean recompute;
+  gboolean first_stage, last_stage;
+} ModelMemoryRequest;
+
+double model_layer_activation_bytes(const ModelShape *m, guint t, guint b);
+void model_memory(const ModelShape *m, const ModelMemoryRequest *req, ModelMemory *out);

@@ -1,0 +1,126 @@
+/* ptdsim — device profile loading (see profile.h for the two kinds). */
+#include "profile.h"
+
+#include <string.h>
+
+#include "compute.h"
+#include "jsonutil.h"
+
+G_DEFINE_QUARK(model-profile-error-quark, model_profile_error)
+
+void model_profile_free(ModelProfile *p) {
+  if (!p)
+    return;
+  g_free(p->name);
+  g_free(p->path);
+  g_free(p);
+}
+
+static gboolean load_tiles(ModelProfile *p, const cJSON *gemm, const char *file, GError **error) {
+  const cJSON *tiles = cJSON_GetObjectItemCaseSensitive(gemm, "tiles");
+  if (!cJSON_IsArray(tiles) || cJSON_GetArraySize(tiles) < 1 || cJSON_GetArraySize(tiles) > MODEL_PROFILE_MAX_TILES) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
+                "%s: key 'gemm.tiles' must be a list of 1 to %d [tile_m, tile_n] pairs", file, MODEL_PROFILE_MAX_TILES);
+    return FALSE;
+  }
+  const cJSON *t;
+  cJSON_ArrayForEach(t, tiles) {
+    const cJSON *a = cJSON_GetArrayItem(t, 0), *b = cJSON_GetArrayItem(t, 1);
+    if (!cJSON_IsArray(t) || cJSON_GetArraySize(t) != 2 || !cJSON_IsNumber(a) || !cJSON_IsNumber(b) ||
+        a->valuedouble < 1 || b->valuedouble < 1 || a->valuedouble > 4096 || b->valuedouble > 4096) {
+      g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
+                  "%s: key 'gemm.tiles' entry %u must be [tile_m, tile_n] with both in 1..4096", file, p->n_tiles);
+      return FALSE;
+    }
+    p->tile_m[p->n_tiles] = (guint)a->valuedouble;
+    p->tile_n[p->n_tiles] = (guint)b->valuedouble;
+    p->n_tiles++;
+  }
+  return TRUE;
+}
+
+/* The ceiling efficiency e_max that makes the model reproduce the anchor
+ * measurement (the best GEMM rate published for the device). */
+static gboolean solve_anchor(ModelProfile *p, const cJSON *gemm, const char *file, GError **error) {
+  const cJSON *anchor = ptd_json_object(gemm, "anchor", file, error);
+  double tflops, m, n, k;
+  if (!anchor || !ptd_json_positive(anchor, "tflops", file, &tflops, error) ||
+      !ptd_json_positive(anchor, "m", file, &m, error) || !ptd_json_positive(anchor, "n", file, &n, error) ||
+      !ptd_json_positive(anchor, "k", file, &k, error))
+    return FALSE;
+  ModelGemm g = {1, (guint64)m, (guint64)n, (guint64)k};
+  double want = model_gemm_flops(&g) / (tflops * 1e12) - p->kernel_launch_s;
+  double e_max = want > 0 ? model_gemm_math_time_s(p, &g, 1.0) / want : 2;
+  if (e_max > 1.0 || tflops * 1e12 > p->peak_flops) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
+                "%s: key 'gemm.anchor' asks for %.1f TFLOP/s, more than the tiling model allows at peak %.1f", file,
+                tflops, p->peak_flops / 1e12);
+    return FALSE;
+  }
+  p->gemm_efficiency_max = e_max;
+  return TRUE;
+}
+
+static gboolean load_body(ModelProfile *p, const cJSON *root, const char *file, GError **error) {
+  const char *kind = ptd_json_string(root, "kind", file, error);
+  if (!kind)
+    return FALSE;
+  double peak, mem_gib;
+  if (!ptd_json_positive(root, "peak_tflops", file, &peak, error) ||
+      !ptd_json_positive(root, "memory_GiB", file, &mem_gib, error))
+    return FALSE;
+  p->peak_flops = peak * 1e12;
+  p->memory_bytes = mem_gib * 1073741824.0;
+  if (strcmp(kind, "ideal") == 0) {
+    double ns;
+    p->kind = MODEL_PROFILE_IDEAL;
+    if (!ptd_json_positive(root, "layer_forward_ns_per_token", file, &ns, error))
+      return FALSE;
+    p->ideal_layer_s_per_token = ns * 1e-9;
+    return TRUE;
+  }
+  if (strcmp(kind, "analytic") != 0) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "%s: key 'kind' must be \"analytic\" or \"ideal\", not \"%s\"",
+                file, kind);
+    return FALSE;
+  }
+  p->kind = MODEL_PROFILE_ANALYTIC;
+  double hbm, launch_us;
+  const cJSON *gemm;
+  if (!ptd_json_count(root, "sms", file, &p->sms, error) || !ptd_json_positive(root, "hbm_GBps", file, &hbm, error) ||
+      !ptd_json_fraction(root, "memory_efficiency", file, &p->memory_efficiency, error) ||
+      !ptd_json_number(root, "kernel_launch_us", file, &launch_us, error) ||
+      !(gemm = ptd_json_object(root, "gemm", file, error)) || !load_tiles(p, gemm, file, error) ||
+      !ptd_json_positive(gemm, "k_half", file, &p->gemm_k_half, error))
+    return FALSE;
+  if (launch_us < 0 || launch_us > 1e4) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "%s: key 'kernel_launch_us' must be in 0..10000", file);
+    return FALSE;
+  }
+  p->hbm_bytes_per_s = hbm * 1e9;
+  p->kernel_launch_s = launch_us * 1e-6;
+  return solve_anchor(p, gemm, file, error);
+}
+
+ModelProfile *model_profile_load(const char *name_or_file, GError **error) {
+  char *path = ptd_data_resolve("calibrate/profiles", name_or_file, "profile", error);
+  if (!path)
+    return NULL;
+  cJSON *root = ptd_json_load(path, error);
+  if (!root) {
+    g_free(path);
+    return NULL;
+  }
+  ModelProfile *p = g_new0(ModelProfile, 1);
+  p->path = path;
+  const char *name = ptd_json_string(root, "name", path, error);
+  gboolean ok = name && load_body(p, root, path, error);
+  if (ok)
+    p->name = g_strdup(name);
+  cJSON_Delete(root);
+  if (!ok) {
+    model_profile_free(p);
+    return NULL;
+  }
+  return p;
+}

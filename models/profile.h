@@ -1,0 +1,45 @@
+/* ptdsim — device profiles: what a GPU can do, as the cost models need it.
+ *
+ * Two kinds.  An "analytic" profile describes a real device (peak rate, SMs,
+ * HBM bandwidth, GEMM tiling, kernel launch gap), built from published
+ * figures or fitted from measurements; every number in its JSON says where it
+ * comes from.  The "ideal" profile is for teaching and tests: every
+ * transformer layer's forward takes the same time per token, its backward
+ * twice that, and everything else costs nothing.
+ */
+#pragma once
+
+#include <glib.h>
+
+typedef enum { MODEL_PROFILE_ANALYTIC, MODEL_PROFILE_IDEAL } ModelProfileKind;
+
+#define MODEL_PROFILE_MAX_TILES 12
+
+typedef struct {
+  char *name;
+  char *path; /* the file it was read from */
+  ModelProfileKind kind;
+  double peak_flops;     /* dense fp16/bf16 FLOP/s */
+  guint sms;             /* streaming multiprocessors */
+  double memory_bytes;   /* device memory */
+  double hbm_bytes_per_s;
+  double memory_efficiency; /* achieved share of HBM bandwidth by streaming kernels */
+  double kernel_launch_s;   /* gap per kernel on the GPU timeline */
+  /* GEMM model (models/compute.c): best tile over these shapes, wave
+   * quantization over the SMs, a K roll-off K/(K + k_half), and a ceiling
+   * efficiency derived so that the anchor shape reaches the anchor rate. */
+  guint n_tiles;
+  guint tile_m[MODEL_PROFILE_MAX_TILES];
+  guint tile_n[MODEL_PROFILE_MAX_TILES];
+  double gemm_k_half;
+  double gemm_efficiency_max;
+  /* Ideal profile: forward time of one layer per token processed. */
+  double ideal_layer_s_per_token;
+} ModelProfile;
+
+#define MODEL_PROFILE_ERROR (model_profile_error_quark())
+GQuark model_profile_error_quark(void);
+
+/* Loads a profile by shipped name (calibrate/profiles/NAME.json) or path. */
+ModelProfile *model_profile_load(const char *name_or_file, GError **error);
+void model_profile_free(ModelProfile *p);

@@ -1,0 +1,38 @@
+/* ptdsim — command-line verbs (one handler per verb, each with its own
+ * GOptionContext) and what they share. */
+#pragma once
+
+#include <cjson/cJSON.h>
+#include <glib.h>
+
+#include "plan.h"
+
+typedef enum { CLI_TEXT, CLI_JSON } CliFormat;
+
+/* Options shared by verbs that describe one configuration. */
+typedef struct {
+  char *model, *cluster, *profile, *schedule, *ddp, *recompute, *format;
+  gint64 layers, hidden, heads, seq_len, vocab, gpus, tp, pp, dp, global_batch, micro_batch, layers_per_chunk,
+      chunks;
+  gboolean no_scatter_gather, no_fusion, no_symmetry, allow_oom;
+  double tokens;
+} CliRunOptions;
+
+void cli_run_options_init(CliRunOptions *o);
+void cli_run_options_clear(CliRunOptions *o);
+GOptionGroup *cli_run_option_group(CliRunOptions *o);
+/* Fills a plan request from parsed options (model name, defaults, ranges). */
+gboolean cli_plan_request(const CliRunOptions *o, SimPlanRequest *req, GError **error);
+gboolean cli_format(const char *text, CliFormat *out, GError **error);
+/* Loads cluster and profile (the cluster's default profile when none given). */
+gboolean cli_load_machine(const char *cluster_name, const char *profile_name, TopoCluster **cluster,
+                          ModelProfile **profile, GError **error);
+
+/* Prints a JSON value on stdout with a trailing newline. */
+void cli_print_json(cJSON *json);
+/* Prints "ptdsim: MESSAGE" on stderr; returns the exit code to use. */
+int cli_fail(GError *error);
+
+int cli_run(int argc, char **argv);
+int cli_figure(int argc, char **argv);
+int cli_bench(int argc, char **argv);

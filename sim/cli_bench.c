@@ -1,0 +1,82 @@
+/* ptdsim bench — the simulator's own speed.  Prints events per second,
+ * seconds per configuration and peak memory for the SC21 Table 1 rows (the
+ * 1T row separately), timed with the monotonic clock. */
+#include <stdio.h>
+#include <sys/resource.h>
+
+#include "../traces/figures.h"
+#include "cli.h"
+
+static double peak_rss_mib(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024.0; /* Linux reports KiB */
+}
+
+int cli_bench(int argc, char **argv) {
+  gint64 repeat = 3;
+  GOptionEntry entries[] = {{"repeat", 0, 0, G_OPTION_ARG_INT64, &repeat, "Runs per row; the fastest counts (default 3)", "N"},
+                            {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  GOptionContext *ctx = g_option_context_new("- the simulator's speed on SC21 Table 1");
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  GError *error = NULL;
+  TopoCluster *cluster = NULL;
+  ModelProfile *profile = NULL;
+  cJSON *ref = NULL;
+  int code = 0;
+  if (!g_option_context_parse(ctx, &argc, &argv, &error))
+    goto fail;
+  if (repeat < 1 || repeat > 100) {
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--repeat must be 1..100");
+    goto fail;
+  }
+  if (!cli_load_machine(NULL, NULL, &cluster, &profile, &error) ||
+      !(ref = trace_reference_load("megatron-sc21.json", &error)))
+    goto fail;
+  const cJSON *rows = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ref, "table1"), "rows");
+  printf("%-8s %6s %10s %10s %12s %10s\n", "row", "gpus", "ops", "events", "seconds", "Mevents/s");
+  double total = 0, total_events = 0;
+  const cJSON *row;
+  cJSON_ArrayForEach(row, rows) {
+    SimPlanRequest req = {0};
+    req.model = (ModelShape){(guint)cJSON_GetArrayItem(row, 3)->valuedouble,
+                             (guint)cJSON_GetArrayItem(row, 2)->valuedouble,
+                             (guint)cJSON_GetArrayItem(row, 1)->valuedouble, 2048, 51200};
+    req.tp = (guint)cJSON_GetArrayItem(row, 4)->valuedouble;
+    req.pp = (guint)cJSON_GetArrayItem(row, 5)->valuedouble;
+    req.gpus = (guint)cJSON_GetArrayItem(row, 6)->valuedouble;
+    req.global_batch = (guint)cJSON_GetArrayItem(row, 7)->valuedouble;
+    req.micro_batch = (guint)cJSON_GetArrayItem(row, 8)->valuedouble;
+    const cJSON *lpc = cJSON_GetArrayItem(row, 9);
+    req.layers_per_chunk = cJSON_IsNumber(lpc) ? (guint)lpc->valuedouble : 0;
+    req.ddp = cJSON_GetArrayItem(row, 10)->valuestring;
+    SimPlan plan;
+    SimResult r;
+    if (!sim_plan_build(&req, cluster, &plan, &error))
+      goto fail;
+    double best = G_MAXDOUBLE;
+    for (gint64 i = 0; i < repeat; i++) {
+      gint64 t0 = g_get_monotonic_time();
+      if (!sim_ptdp_run(&plan, profile, cluster, &r, &error))
+        goto fail;
+      best = MIN(best, (g_get_monotonic_time() - t0) * 1e-6);
+    }
+    char label[32];
+    g_snprintf(label, sizeof label, "%.1fB", cJSON_GetArrayItem(row, 0)->valuedouble);
+    printf("%-8s %6u %10" G_GUINT64_FORMAT " %10" G_GUINT64_FORMAT " %12.4f %10.2f\n", label, plan.gpus, r.ops,
+           r.events, best, r.events / best / 1e6);
+    total += best;
+    total_events += (double)r.events;
+  }
+  printf("Table 1: %.3f s for %d configurations (%.3f s per configuration), %.2f Mevents/s, peak RSS %.0f MiB\n",
+         total, cJSON_GetArraySize(rows), total / cJSON_GetArraySize(rows), total_events / total / 1e6, peak_rss_mib());
+  goto done;
+fail:
+  code = cli_fail(error);
+done:
+  cJSON_Delete(ref);
+  topo_cluster_free(cluster);
+  model_profile_free(profile);
+  g_option_context_free(ctx);
+  return code;
+}

@@ -1,0 +1,353 @@
+/* ptdsim — discrete-event engine (see engine.h for the model). */
+#include "engine.h"
+
+#include <stdlib.h>
+
+G_DEFINE_QUARK(sim-engine-error-quark, sim_engine_error)
+
+typedef struct {
+  SimTime duration;
+  SimTime start;
+  SimTime end;
+  guint stream_off; /* into engine->op_streams */
+  guint n_streams;
+  SimOpTag tag;
+} Op;
+
+typedef struct {
+  SimTime time;
+  guint64 seq;
+  guint op;
+} Event;
+
+struct _SimEngine {
+  GArray *ops;        /* Op */
+  GArray *op_streams; /* guint, flattened stream lists of the ops */
+  GArray *op_pos;     /* guint64, the op's position on each of its streams */
+  GArray *deps;       /* guint pairs (before, after) */
+  GArray *stream_gpu; /* guint per stream */
+
+  /* Built by sim_engine_run(). */
+  guint *stream_off;  /* CSR: stream -> ops in issue order */
+  guint *stream_list;
+  guint *succ_off;    /* CSR: op -> successors */
+  guint *succ_list;
+  SimTime makespan;
+  guint64 n_events;
+  gboolean ran;
+};
+
+SimEngine *sim_engine_new(void) {
+  SimEngine *e = g_new0(SimEngine, 1);
+  e->ops = g_array_new(FALSE, FALSE, sizeof(Op));
+  e->op_streams = g_array_new(FALSE, FALSE, sizeof(guint));
+  e->op_pos = g_array_new(FALSE, FALSE, sizeof(guint64));
+  e->deps = g_array_new(FALSE, FALSE, sizeof(guint) * 2);
+  e->stream_gpu = g_array_new(FALSE, FALSE, sizeof(guint));
+  return e;
+}
+
+static void free_results(SimEngine *e) {
+  g_clear_pointer(&e->stream_off, g_free);
+  g_clear_pointer(&e->stream_list, g_free);
+  g_clear_pointer(&e->succ_off, g_free);
+  g_clear_pointer(&e->succ_list, g_free);
+  e->ran = FALSE;
+}
+
+void sim_engine_free(SimEngine *e) {
+  if (!e)
+    return;
+  free_results(e);
+  g_array_free(e->ops, TRUE);
+  g_array_free(e->op_streams, TRUE);
+  g_array_free(e->op_pos, TRUE);
+  g_array_free(e->deps, TRUE);
+  g_array_free(e->stream_gpu, TRUE);
+  g_free(e);
+}
+
+guint sim_engine_add_stream(SimEngine *e, guint gpu) {
+  g_array_append_val(e->stream_gpu, gpu);
+  return e->stream_gpu->len - 1;
+}
+
+guint sim_engine_n_streams(const SimEngine *e) { return e->stream_gpu->len; }
+guint sim_engine_n_ops(const SimEngine *e) { return e->ops->len; }
+
+guint sim_engine_add_op_at(SimEngine *e, SimTime duration_ns, const guint *streams, const guint64 *positions,
+                           guint n_streams, const SimOpTag *tag) {
+  g_return_val_if_fail(n_streams > 0 && duration_ns >= 0, G_MAXUINT);
+  Op op = {.duration = duration_ns, .start = -1, .end = -1, .stream_off = e->op_streams->len, .n_streams = n_streams};
+  if (tag)
+    op.tag = *tag;
+  else
+    op.tag = (SimOpTag){0, 0, -1, -1, -1, -1};
+  for (guint i = 0; i < n_streams; i++) {
+    g_return_val_if_fail(streams[i] < e->stream_gpu->len, G_MAXUINT);
+    g_array_append_val(e->op_streams, streams[i]);
+    guint64 pos = positions ? positions[i] : e->ops->len;
+    g_array_append_val(e->op_pos, pos);
+  }
+  g_array_append_val(e->ops, op);
+  return e->ops->len - 1;
+}
+
+guint sim_engine_add_op(SimEngine *e, SimTime duration_ns, const guint *streams, guint n_streams,
+                        const SimOpTag *tag) {
+  return sim_engine_add_op_at(e, duration_ns, streams, NULL, n_streams, tag);
+}
+
+guint sim_engine_add_op1(SimEngine *e, SimTime duration_ns, guint stream, const SimOpTag *tag) {
+  return sim_engine_add_op(e, duration_ns, &stream, 1, tag);
+}
+
+void sim_engine_add_dep(SimEngine *e, guint before, guint after) {
+  g_return_if_fail(before < e->ops->len && after < e->ops->len && before != after);
+  guint pair[2] = {before, after};
+  g_array_append_vals(e->deps, pair, 1);
+}
+
+/* --- the event heap: a binary min-heap on (time, seq), preallocated --- */
+
+static inline gboolean event_before(const Event *a, const Event *b) {
+  return a->time < b->time || (a->time == b->time && a->seq < b->seq);
+}
+
+static void heap_push(Event *heap, guint *n, Event ev) {
+  guint i = (*n)++;
+  while (i > 0) {
+    guint parent = (i - 1) / 2;
+    if (!event_before(&ev, &heap[parent]))
+      break;
+    heap[i] = heap[parent];
+    i = parent;
+  }
+  heap[i] = ev;
+}
+
+static Event heap_pop(Event *heap, guint *n) {
+  Event top = heap[0];
+  Event last = heap[--(*n)];
+  guint i = 0;
+  for (;;) {
+    guint child = 2 * i + 1;
+    if (child >= *n)
+      break;
+    if (child + 1 < *n && event_before(&heap[child + 1], &heap[child]))
+      child++;
+    if (!event_before(&heap[child], &last))
+      break;
+    heap[i] = heap[child];
+    i = child;
+  }
+  if (*n > 0)
+    heap[i] = last;
+  return top;
+}
+
+/* --- run --- */
+
+typedef struct {
+  SimEngine *e;
+  Op *ops;
+  const guint *op_streams;
+  guint *pred_left;
+  guint *cursor; /* per stream: index into its op list of the head */
+  guint8 *busy;  /* per stream */
+  Event *heap;
+  guint heap_n;
+  guint64 seq;
+} Run;
+
+static inline gboolean is_head(const Run *r, guint stream, guint op) {
+  const SimEngine *e = r->e;
+  guint at = e->stream_off[stream] + r->cursor[stream];
+  return at < e->stream_off[stream + 1] && e->stream_list[at] == op;
+}
+
+/* Starts `op` at `now` if everything it waits for is in place. */
+static void try_start(Run *r, guint op, SimTime now) {
+  Op *o = &r->ops[op];
+  if (o->start >= 0 || r->pred_left[op] != 0)
+    return;
+  const guint *streams = r->op_streams + o->stream_off;
+  for (guint i = 0; i < o->n_streams; i++)
+    if (r->busy[streams[i]] || !is_head(r, streams[i], op))
+      return;
+  for (guint i = 0; i < o->n_streams; i++)
+    r->busy[streams[i]] = 1;
+  o->start = now;
+  heap_push(r->heap, &r->heap_n, (Event){now + o->duration, r->seq++, op});
+}
+
+static void build_csr(guint n_keys, const guint *keys, guint n_items, const guint *values, guint stride,
+                      guint **off_out, guint **list_out) {
+  guint *off = g_new0(guint, n_keys + 1);
+  for (guint i = 0; i < n_items; i++)
+    off[keys[i * stride] + 1]++;
+  for (guint k = 0; k < n_keys; k++)
+    off[k + 1] += off[k];
+  guint *fill = g_memdup2(off, sizeof(guint) * n_keys);
+  guint *list = g_new(guint, MAX(n_items, 1));
+  for (guint i = 0; i < n_items; i++)
+    list[fill[keys[i * stride]]++] = values[i * stride];
+  g_free(fill);
+  *off_out = off;
+  *list_out = list;
+}
+
+/* Orders each stream's ops by position (then id), where positions were
+ * given; the common case, positions equal to ids, is already sorted. */
+typedef struct {
+  guint64 pos;
+  guint op;
+} Keyed;
+
+static int keyed_cmp(const void *a, const void *b) {
+  const Keyed *x = a, *y = b;
+  if (x->pos != y->pos)
+    return x->pos < y->pos ? -1 : 1;
+  return x->op < y->op ? -1 : (x->op > y->op);
+}
+
+static void sort_streams(SimEngine *e, const Op *ops) {
+  const guint *op_streams = (const guint *)(void *)e->op_streams->data;
+  const guint64 *op_pos = (const guint64 *)(void *)e->op_pos->data;
+  guint n_streams = e->stream_gpu->len;
+  GArray *buf = g_array_new(FALSE, FALSE, sizeof(Keyed));
+  for (guint s = 0; s < n_streams; s++) {
+    guint lo = e->stream_off[s], hi = e->stream_off[s + 1];
+    gboolean sorted = TRUE;
+    guint64 last = 0;
+    g_array_set_size(buf, 0);
+    for (guint k = lo; k < hi; k++) {
+      guint op = e->stream_list[k];
+      guint64 pos = 0;
+      for (guint i = 0; i < ops[op].n_streams; i++)
+        if (op_streams[ops[op].stream_off + i] == s)
+          pos = op_pos[ops[op].stream_off + i];
+      Keyed kk = {pos, op};
+      g_array_append_val(buf, kk);
+      if (k > lo && pos < last)
+        sorted = FALSE;
+      last = pos;
+    }
+    if (sorted)
+      continue;
+    qsort(buf->data, buf->len, sizeof(Keyed), keyed_cmp);
+    for (guint k = lo; k < hi; k++)
+      e->stream_list[k] = g_array_index(buf, Keyed, k - lo).op;
+  }
+  g_array_free(buf, TRUE);
+}
+
+gboolean sim_engine_run(SimEngine *e, GError **error) {
+  free_results(e);
+  guint n_ops = e->ops->len, n_streams = e->stream_gpu->len;
+  Op *ops = (Op *)(void *)e->ops->data;
+  const guint *op_streams = (const guint *)(void *)e->op_streams->data;
+
+  /* Stream lists: op ids are issued in increasing order, so walking the ops
+   * in id order lists each stream's ops in issue order. */
+  guint n_pairs = e->op_streams->len;
+  guint *pair_stream = g_new(guint, MAX(n_pairs, 1) * 2);
+  for (guint op = 0, k = 0; op < n_ops; op++)
+    for (guint i = 0; i < ops[op].n_streams; i++, k++) {
+      pair_stream[2 * k] = op_streams[ops[op].stream_off + i];
+      pair_stream[2 * k + 1] = op;
+    }
+  build_csr(n_streams, pair_stream, n_pairs, pair_stream + 1, 2, &e->stream_off, &e->stream_list);
+  g_free(pair_stream);
+  sort_streams(e, ops);
+
+  const guint *deps = (const guint *)(void *)e->deps->data;
+  build_csr(n_ops, deps, e->deps->len, deps + 1, 2, &e->succ_off, &e->succ_list);
+
+  Run r = {.e = e, .ops = ops, .op_streams = op_streams};
+  r.pred_left = g_new0(guint, MAX(n_ops, 1));
+  for (guint i = 0; i < e->deps->len; i++)
+    r.pred_left[deps[2 * i + 1]]++;
+  r.cursor = g_new0(guint, MAX(n_streams, 1));
+  r.busy = g_new0(guint8, MAX(n_streams, 1));
+  r.heap = g_new(Event, MAX(n_ops, 1));
+  for (guint op = 0; op < n_ops; op++)
+    ops[op].start = ops[op].end = -1;
+
+  for (guint s = 0; s < n_streams; s++)
+    if (e->stream_off[s] < e->stream_off[s + 1])
+      try_start(&r, e->stream_list[e->stream_off[s]], 0);
+
+  guint done = 0;
+  SimTime now = 0;
+  while (r.heap_n > 0) {
+    Event ev = heap_pop(r.heap, &r.heap_n);
+    now = ev.time;
+    Op *o = &ops[ev.op];
+    o->end = now;
+    done++;
+    const guint *streams = op_streams + o->stream_off;
+    for (guint i = 0; i < o->n_streams; i++) {
+      r.busy[streams[i]] = 0;
+      r.cursor[streams[i]]++;
+    }
+    for (guint k = e->succ_off[ev.op]; k < e->succ_off[ev.op + 1]; k++)
+      r.pred_left[e->succ_list[k]]--;
+    /* Wake what this completion may have unblocked: the next op of each of
+     * its streams, and its successors. */
+    for (guint i = 0; i < o->n_streams; i++) {
+      guint s = streams[i];
+      guint at = e->stream_off[s] + r.cursor[s];
+      if (at < e->stream_off[s + 1])
+        try_start(&r, e->stream_list[at], now);
+    }
+    for (guint k = e->succ_off[ev.op]; k < e->succ_off[ev.op + 1]; k++)
+      try_start(&r, e->succ_list[k], now);
+  }
+  e->n_events = done;
+  e->makespan = now;
+
+  g_free(r.pred_left);
+  g_free(r.cursor);
+  g_free(r.busy);
+  g_free(r.heap);
+
+  if (done != n_ops) {
+    guint stuck = 0;
+    while (stuck < n_ops && ops[stuck].end >= 0)
+      stuck++;
+    g_set_error(error, SIM_ENGINE_ERROR, SIM_ENGINE_ERROR_DEADLOCK,
+                "schedule deadlock: %u of %u ops never ran (first: op %u on stream %u)", n_ops - done, n_ops, stuck,
+                op_streams[ops[stuck].stream_off]);
+    return FALSE;
+  }
+  e->ran = TRUE;
+  return TRUE;
+}
+
+SimTime sim_engine_op_start(const SimEngine *e, guint op) {
+  return g_array_index(e->ops, Op, op).start;
+}
+SimTime sim_engine_op_end(const SimEngine *e, guint op) {
+  return g_array_index(e->ops, Op, op).end;
+}
+const SimOpTag *sim_engine_op_tag(const SimEngine *e, guint op) {
+  return &g_array_index(e->ops, Op, op).tag;
+}
+guint sim_engine_op_n_streams(const SimEngine *e, guint op) {
+  return g_array_index(e->ops, Op, op).n_streams;
+}
+const guint *sim_engine_op_streams(const SimEngine *e, guint op) {
+  return &g_array_index(e->op_streams, guint, g_array_index(e->ops, Op, op).stream_off);
+}
+SimTime sim_engine_makespan(const SimEngine *e) { return e->makespan; }
+guint64 sim_engine_n_events(const SimEngine *e) { return e->n_events; }
+
+const guint *sim_engine_stream_ops(const SimEngine *e, guint stream, guint *n_ops) {
+  g_return_val_if_fail(e->ran && stream < e->stream_gpu->len, NULL);
+  *n_ops = e->stream_off[stream + 1] - e->stream_off[stream];
+  return e->stream_list + e->stream_off[stream];
+}
+guint sim_engine_stream_gpu(const SimEngine *e, guint stream) {
+  return g_array_index(e->stream_gpu, guint, stream);
+}

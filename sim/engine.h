@@ -1,0 +1,82 @@
+/* ptdsim — discrete-event engine.
+ *
+ * The engine knows streams and ops, nothing about transformers.  A stream runs
+ * its ops in issue order, like a CUDA stream.  An op sits on one or more
+ * streams (a collective occupies the communication stream of every member
+ * GPU; a point-to-point transfer occupies the sender's send stream and the
+ * receiver's receive stream) and starts when it is at the head of all of them,
+ * none of them is busy, and every op it depends on has finished.
+ *
+ * Time is an integer number of nanoseconds.  Completion events are ordered by
+ * (time, sequence number); the sequence number grows with every event pushed,
+ * so equal-time events are handled in a total, reproducible order.  The event
+ * heap is allocated once (one slot per op: every op completes exactly once),
+ * so running the simulation allocates nothing per event.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+
+typedef int64_t SimTime; /* nanoseconds */
+
+typedef struct _SimEngine SimEngine;
+
+/* What an op is, for accounting and traces; the engine does not look at it. */
+typedef struct {
+  guint16 category; /* caller-defined class (compute, tp comm, ...) */
+  guint16 pass;     /* caller-defined (forward, backward, ...) */
+  gint32 stage;     /* caller-defined labels, -1 when unused */
+  gint32 chunk;
+  gint32 microbatch;
+  gint32 layer;
+} SimOpTag;
+
+SimEngine *sim_engine_new(void);
+void sim_engine_free(SimEngine *engine);
+
+/* Adds a stream; returns its id (0, 1, 2, ...).  `gpu` groups streams for
+ * reporting only. */
+guint sim_engine_add_stream(SimEngine *engine, guint gpu);
+guint sim_engine_n_streams(const SimEngine *engine);
+
+/* Issues an op on `n_streams` streams (in issue order on each) and returns its
+ * id.  The duration is fixed at issue time. */
+guint sim_engine_add_op(SimEngine *engine, SimTime duration_ns, const guint *streams, guint n_streams,
+                        const SimOpTag *tag);
+/* Like sim_engine_add_op, but the op's place on stream i is `positions[i]`
+ * instead of its creation order: a stream runs its ops in increasing
+ * position (ties in creation order).  Ops added without positions take their
+ * id as position.  Point-to-point transfers use this so that each one sits in
+ * the sender's program order on the send stream and in the receiver's on the
+ * receive stream. */
+guint sim_engine_add_op_at(SimEngine *engine, SimTime duration_ns, const guint *streams, const guint64 *positions,
+                           guint n_streams, const SimOpTag *tag);
+/* Convenience for an op on a single stream. */
+guint sim_engine_add_op1(SimEngine *engine, SimTime duration_ns, guint stream, const SimOpTag *tag);
+
+/* `after` may not start before `before` has finished. */
+void sim_engine_add_dep(SimEngine *engine, guint before, guint after);
+
+guint sim_engine_n_ops(const SimEngine *engine);
+
+/* Runs to completion.  Returns FALSE and sets `error` if some op can never
+ * start (a dependency cycle, or a dependency against stream order). */
+gboolean sim_engine_run(SimEngine *engine, GError **error);
+
+/* Results, valid after a successful run. */
+SimTime sim_engine_op_start(const SimEngine *engine, guint op);
+SimTime sim_engine_op_end(const SimEngine *engine, guint op);
+const SimOpTag *sim_engine_op_tag(const SimEngine *engine, guint op);
+guint sim_engine_op_n_streams(const SimEngine *engine, guint op);
+const guint *sim_engine_op_streams(const SimEngine *engine, guint op);
+SimTime sim_engine_makespan(const SimEngine *engine);
+guint64 sim_engine_n_events(const SimEngine *engine);
+
+/* The ops of one stream in issue order. */
+const guint *sim_engine_stream_ops(const SimEngine *engine, guint stream, guint *n_ops);
+guint sim_engine_stream_gpu(const SimEngine *engine, guint stream);
+
+#define SIM_ENGINE_ERROR (sim_engine_error_quark())
+GQuark sim_engine_error_quark(void);
+typedef enum { SIM_ENGINE_ERROR_DEADLOCK } SimEngineError;

@@ -1,0 +1,50 @@
+/* ptdsim — the command-line program: a table of verbs, each with its own
+ * options and --help. */
+#include <locale.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *description;
+} Verb;
+
+static const Verb verbs[] = {
+    {"run", cli_run, "simulate one configuration (text report or --format json)"},
+    {"figure", cli_figure, "regenerate a table or figure of the papers (figure --list)"},
+    {"bench", cli_bench, "the simulator's own speed: events per second, seconds per configuration, memory"},
+};
+
+static void usage(FILE *to) {
+  fprintf(to, "Usage: ptdsim VERB [OPTIONS]\n\n"
+              "Predicts how fast a large language model trains on a GPU cluster under tensor, pipeline and\n"
+              "data parallelism (Megatron-LM PTD-P), by discrete-event simulation over cost models.\n\nVerbs:\n");
+  for (guint i = 0; i < G_N_ELEMENTS(verbs); i++)
+    fprintf(to, "  %-8s %s\n", verbs[i].name, verbs[i].description);
+  fprintf(to, "\n'ptdsim VERB --help' explains a verb's options.\n"
+              "Start with: ptdsim figure megatron-table1\n");
+}
+
+int main(int argc, char **argv) {
+  setlocale(LC_ALL, "C"); /* numbers print and parse the same everywhere */
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+    usage(stdout);
+    return 0;
+  }
+  for (guint i = 0; i < G_N_ELEMENTS(verbs); i++)
+    if (strcmp(argv[1], verbs[i].name) == 0) {
+      char *prg = g_strdup_printf("ptdsim %s", verbs[i].name);
+      g_set_prgname(prg);
+      g_free(prg);
+      return verbs[i].run(argc - 1, argv + 1);
+    }
+  fprintf(stderr, "ptdsim: unknown verb '%s' (ptdsim --help lists them)\n", argv[1]);
+  return 2;
+}

@@ -1,0 +1,169 @@
+/* ptdsim — configuration checks (see plan.h). */
+#include "plan.h"
+
+#include <math.h>
+#include <string.h>
+
+G_DEFINE_QUARK(sim-plan-error-quark, sim_plan_error)
+
+const char *sim_schedule_name(SimSchedule s) {
+  switch (s) {
+  case SIM_SCHEDULE_GPIPE:
+    return "gpipe";
+  case SIM_SCHEDULE_1F1B:
+    return "1f1b";
+  case SIM_SCHEDULE_INTERLEAVED:
+    return "interleaved";
+  }
+  return "?";
+}
+
+#define FAIL(...)                                                                                                      \
+  do {                                                                                                                 \
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, __VA_ARGS__);                                           \
+    return FALSE;                                                                                                      \
+  } while (0)
+
+/* Upper bounds that keep every product below 2^53 and every count in range;
+ * far beyond any real model or cluster. */
+#define MAX_LAYERS 100000u
+#define MAX_HIDDEN 1048576u
+#define MAX_SEQ 1048576u
+#define MAX_VOCAB 16777216u
+#define MAX_GPUS 1048576u
+#define MAX_BATCH 16777216u
+
+static gboolean need(guint value, const char *flag, guint max, GError **error) {
+  if (value == 0)
+    FAIL("%s is missing or zero; give a whole number of at least 1", flag);
+  if (value > max)
+    FAIL("%s %u is too large (at most %u)", flag, value, max);
+  return TRUE;
+}
+
+gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, SimPlan *plan, GError **error) {
+  memset(plan, 0, sizeof *plan);
+  const ModelShape *m = &r->model;
+  if (!need(m->layers, "--layers", MAX_LAYERS, error) || !need(m->hidden, "--hidden", MAX_HIDDEN, error) ||
+      !need(m->heads, "--heads", MAX_HIDDEN, error) || !need(m->seq_len, "--seq-len", MAX_SEQ, error) ||
+      !need(m->vocab, "--vocab", MAX_VOCAB, error) || !need(r->gpus, "--gpus", MAX_GPUS, error) ||
+      !need(r->tp, "--tp", MAX_GPUS, error) || !need(r->pp, "--pp", MAX_GPUS, error) ||
+      !need(r->global_batch, "--global-batch", MAX_BATCH, error) ||
+      !need(r->micro_batch, "--micro-batch", MAX_BATCH, error))
+    return FALSE;
+  if (m->hidden % m->heads)
+    FAIL("--hidden %u is not a multiple of --heads %u; pick sizes whose head dimension is whole", m->hidden, m->heads);
+  if (r->tp > m->heads)
+    FAIL("--tp %u is more tensor-parallel ranks than the model's %u attention heads; use --tp <= %u", r->tp, m->heads,
+         m->heads);
+  if (m->heads % r->tp)
+    FAIL("--heads %u does not split evenly over --tp %u; use a tensor-parallel size that divides the heads", m->heads,
+         r->tp);
+  guint64 tp_pp = (guint64)r->tp * r->pp;
+  if (r->dp) {
+    if (r->dp > MAX_GPUS || tp_pp * r->dp != r->gpus)
+      FAIL("--tp %u x --pp %u x --dp %u = %" G_GUINT64_FORMAT " is not --gpus %u; make t*p*d equal the GPU count",
+           r->tp, r->pp, r->dp, tp_pp * r->dp, r->gpus);
+  } else if (tp_pp > r->gpus || r->gpus % tp_pp)
+    FAIL("--gpus %u is not a multiple of --tp %u x --pp %u = %" G_GUINT64_FORMAT
+         "; the data-parallel size d = n/(t*p) must be whole",
+         r->gpus, r->tp, r->pp, tp_pp);
+  guint dp = r->dp ? r->dp : (guint)(r->gpus / tp_pp);
+  if (r->gpus > topo_cluster_gpus(cluster))
+    FAIL("--gpus %u is more than cluster '%s' has (%u nodes x %u GPUs = %u)", r->gpus, cluster->name,
+         cluster->nodes, cluster->gpus_per_node, topo_cluster_gpus(cluster));
+  if (m->layers % r->pp)
+    FAIL("--layers %u do not divide into --pp %u stages; use a pipeline size that divides the layer count", m->layers,
+         r->pp);
+  guint64 per_step = (guint64)r->micro_batch * dp;
+  if (r->global_batch % per_step)
+    FAIL("--global-batch %u does not split into microbatches of %u over %u data-parallel replicas; make it a "
+         "multiple of b*d = %" G_GUINT64_FORMAT,
+         r->global_batch, r->micro_batch, dp, per_step);
+
+  SimSchedule sched;
+  if (!r->schedule)
+    sched = (r->layers_per_chunk || r->chunks) ? SIM_SCHEDULE_INTERLEAVED : SIM_SCHEDULE_1F1B;
+  else if (strcmp(r->schedule, "gpipe") == 0)
+    sched = SIM_SCHEDULE_GPIPE;
+  else if (strcmp(r->schedule, "1f1b") == 0)
+    sched = SIM_SCHEDULE_1F1B;
+  else if (strcmp(r->schedule, "interleaved") == 0)
+    sched = SIM_SCHEDULE_INTERLEAVED;
+  else if (strcmp(r->schedule, "terapipe") == 0)
+    FAIL("--schedule terapipe is not available yet; use gpipe, 1f1b or interleaved");
+  else
+    FAIL("unknown --schedule '%s'; use gpipe, 1f1b or interleaved", r->schedule);
+
+  guint m_mb = (guint)(r->global_batch / per_step);
+  guint v = 1;
+  if (r->layers_per_chunk && r->chunks)
+    FAIL("give either --layers-per-chunk or --chunks, not both");
+  if (sched != SIM_SCHEDULE_INTERLEAVED && (r->layers_per_chunk || r->chunks))
+    FAIL("--layers-per-chunk and --chunks need --schedule interleaved");
+  guint layers_per_stage = m->layers / r->pp;
+  if (sched == SIM_SCHEDULE_INTERLEAVED) {
+    if (r->pp < 2)
+      FAIL("the interleaved schedule needs --pp of at least 2");
+    if (r->layers_per_chunk) {
+      if (layers_per_stage % r->layers_per_chunk)
+        FAIL("--layers-per-chunk %u does not divide the %u layers of each stage; pick a divisor",
+             r->layers_per_chunk, layers_per_stage);
+      v = layers_per_stage / r->layers_per_chunk;
+    } else if (r->chunks) {
+      if (layers_per_stage % r->chunks)
+        FAIL("--chunks %u does not divide the %u layers of each stage; pick a divisor", r->chunks, layers_per_stage);
+      v = r->chunks;
+    } else
+      FAIL("the interleaved schedule needs --layers-per-chunk L or --chunks v");
+    if (m_mb % r->pp)
+      FAIL("the interleaved schedule needs the %u microbatches per pipeline to be a multiple of --pp %u; adjust "
+           "--global-batch or --micro-batch",
+           m_mb, r->pp);
+  }
+
+  plan->model = *m;
+  plan->gpus = r->gpus;
+  plan->tp = r->tp;
+  plan->pp = r->pp;
+  plan->dp = dp;
+  plan->global_batch = r->global_batch;
+  plan->micro_batch = r->micro_batch;
+  plan->microbatches = m_mb;
+  plan->chunks = v;
+  plan->schedule = sched;
+
+  if (!r->ddp || strcmp(r->ddp, "local") == 0)
+    plan->ddp = SIM_DDP_LOCAL;
+  else if (strcmp(r->ddp, "torch") == 0)
+    plan->ddp = SIM_DDP_TORCH;
+  else
+    FAIL("unknown --ddp '%s'; use torch or local", r->ddp);
+  if (!r->recompute || strcmp(r->recompute, "full") == 0)
+    plan->recompute = TRUE;
+  else if (strcmp(r->recompute, "none") == 0)
+    plan->recompute = FALSE;
+  else if (strcmp(r->recompute, "selective") == 0)
+    FAIL("--recompute selective is not available yet; use full or none");
+  else
+    FAIL("unknown --recompute '%s'; use full or none", r->recompute);
+  if (!(r->tokens >= 0) || !isfinite(r->tokens))
+    FAIL("--tokens must be a positive number of training tokens");
+  plan->scatter_gather = !r->no_scatter_gather;
+  plan->fusion = !r->no_fusion;
+  plan->symmetry = !r->no_symmetry;
+  plan->allow_oom = r->allow_oom;
+  plan->tokens = r->tokens;
+
+  /* Keep the task graph within what one process can hold. */
+  double stage_items = 2.0 * m_mb * v;
+  double ops = stage_items * r->pp * (6.0 * layers_per_stage / v + 4) *
+               (plan->symmetry ? 1.0 : (double)r->tp * dp);
+  if (ops > 60e6) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_TOO_BIG,
+                "this configuration needs about %.0f million simulated ops, over the limit of 60 million%s",
+                ops / 1e6, plan->symmetry ? "; use fewer microbatches" : "; drop --no-symmetry");
+    return FALSE;
+  }
+  return TRUE;
+}

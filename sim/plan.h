@@ -1,0 +1,82 @@
+/* ptdsim — one training configuration (a "plan"), its validation, and the
+ * results of simulating it. */
+#pragma once
+
+#include <glib.h>
+
+#include "../models/memory.h"
+#include "../models/profile.h"
+#include "../models/transformer.h"
+#include "../topologies/cluster.h"
+
+typedef enum { SIM_SCHEDULE_GPIPE, SIM_SCHEDULE_1F1B, SIM_SCHEDULE_INTERLEAVED } SimSchedule;
+typedef enum { SIM_DDP_TORCH, SIM_DDP_LOCAL } SimDdp;
+
+typedef struct {
+  ModelShape model;
+  guint gpus, tp, pp, dp;
+  guint global_batch, micro_batch;
+  guint microbatches;   /* m = B / (b d), per pipeline */
+  guint chunks;         /* v, model chunks per device (1 unless interleaved) */
+  SimSchedule schedule;
+  SimDdp ddp;
+  gboolean recompute;
+  gboolean scatter_gather;
+  gboolean fusion;
+  gboolean symmetry;    /* simulate one GPU per tensor-parallel group and one replica */
+  gboolean allow_oom;   /* simulate even if it does not fit */
+  double tokens;        /* training budget for training_days; 0 when not given */
+} SimPlan;
+
+/* What the command line gave; 0 means "not given". */
+typedef struct {
+  ModelShape model;
+  guint gpus, tp, pp, dp;
+  guint global_batch, micro_batch;
+  guint layers_per_chunk, chunks;
+  const char *schedule; /* NULL: 1f1b, or interleaved if chunks were given */
+  const char *ddp;      /* NULL: local */
+  const char *recompute; /* NULL: full */
+  gboolean no_scatter_gather, no_fusion, no_symmetry, allow_oom;
+  double tokens;
+} SimPlanRequest;
+
+#define SIM_PLAN_ERROR (sim_plan_error_quark())
+GQuark sim_plan_error_quark(void);
+typedef enum { SIM_PLAN_ERROR_INVALID, SIM_PLAN_ERROR_OOM, SIM_PLAN_ERROR_TOO_BIG } SimPlanError;
+
+/* Checks the request against the cluster and fills `plan`.  Every error is
+ * one line saying what is wrong and how to fix it. */
+gboolean sim_plan_build(const SimPlanRequest *req, const TopoCluster *cluster, SimPlan *plan, GError **error);
+const char *sim_schedule_name(SimSchedule s);
+
+typedef struct {
+  double compute, tp_comm, pp_comm, dp_comm, optimizer, bubble;
+} SimBreakdown;
+
+typedef struct {
+  double iteration_time_s;
+  double tflops_per_gpu;
+  double hardware_tflops_per_gpu;
+  double percent_of_peak;
+  double aggregate_pflops;
+  double bubble_fraction;
+  double analytic_bubble_fraction;
+  SimBreakdown breakdown; /* exposed time on the critical GPU; sums to the iteration time */
+  guint critical_stage;
+  double bytes_tp, bytes_pp, bytes_dp;
+  double bisection_pp_GBps, bisection_dp_GBps;
+  ModelMemory memory; /* the GPU that needs the most */
+  guint memory_stage;
+  gboolean fits_in_memory;
+  double training_days; /* 0 when no token budget */
+  /* the simulation itself */
+  guint64 ops, events;
+  guint simulated_gpus;
+} SimResult;
+
+/* Simulates one iteration of `plan`. */
+gboolean sim_ptdp_run(const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster,
+                      SimResult *result, GError **error);
+/* Memory only (no simulation): the busiest GPU. */
+void sim_ptdp_memory(const SimPlan *plan, ModelMemory *mem, guint *stage);

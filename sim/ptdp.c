@@ -1,0 +1,666 @@
+/* ptdsim — PTD-P: builds the task graph of one Megatron-LM training
+ * iteration (tensor, pipeline and data parallelism) on the engine, runs it,
+ * and measures the timeline.
+ *
+ * Streams per simulated GPU: compute, tensor-parallel communication,
+ * pipeline send, pipeline receive, data-parallel communication.
+ *
+ * Symmetry: the t ranks of a tensor-parallel group run identical timelines,
+ * and data-parallel replicas are identical until they share the network, so
+ * by default one GPU per group and one replica are simulated; the collectives
+ * keep their full group size in the cost models.  --no-symmetry simulates
+ * every GPU, with collectives occupying every member's stream.
+ *
+ * Placement (Megatron's order, ranks numbered tensor-parallel fastest, then
+ * data-parallel, then pipeline): rank = i + t (k + d s) for tensor rank i,
+ * replica k, stage s, so tensor-parallel groups sit inside a node, and
+ * pipeline stages are the outermost blocks, across nodes.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "../models/comm.h"
+#include "../models/layer.h"
+#include "engine.h"
+#include "plan.h"
+#include "schedule.h"
+
+enum { STREAM_COMPUTE, STREAM_TP, STREAM_PP_SEND, STREAM_PP_RECV, STREAM_DP, N_STREAM_KINDS };
+enum { CAT_COMPUTE, CAT_TP, CAT_PP, CAT_PP_GATHER, CAT_DP, CAT_OPTIMIZER, N_CATS };
+enum { PASS_FORWARD, PASS_BACKWARD, PASS_RECOMPUTE, PASS_OTHER };
+
+typedef struct {
+  guint first, last;
+} ItemOps;
+
+typedef struct {
+  const SimPlan *plan;
+  const ModelProfile *profile;
+  const TopoCluster *cluster;
+  SimEngine *e;
+  guint ts, ds; /* simulated tensor ranks and replicas */
+  guint p, v, m, lpc; /* stages, chunks, microbatches, layers per chunk */
+  ModelLayerCost layer;
+  double emb_fwd, emb_bwd, head_fwd, head_bwd;
+  SimTime tp_ar_ns;
+  GArray **order;   /* per stage: SimItem */
+  guint **position; /* per stage: (chunk * m + mb) * 2 + fwd -> item index */
+  ItemOps *items;   /* [(k * p + s) * n_items + idx] * ts + i */
+  guint n_items;    /* per stage: 2 m v */
+  guint *grad_ready; /* torch DDP: [((k * p + s) * v + c) * lpc + l] * ts + i: op that ends layer l's last backward */
+  /* emission state of the current item */
+  double *pending;
+  guint *prev;
+  gboolean *started;
+  /* accounting */
+  double bytes[N_CATS];
+  guint tp_nodes;
+} Build;
+
+static guint gpu_of(const Build *b, guint i, guint s, guint k) { return i + b->ts * (k + b->ds * s); }
+static guint stream_of(const Build *b, guint i, guint s, guint k, guint kind) {
+  return gpu_of(b, i, s, k) * N_STREAM_KINDS + kind;
+}
+static guint node_of_rank(const Build *b, guint i, guint s, guint k) {
+  const SimPlan *pl = b->plan;
+  return (i + pl->tp * (k + pl->dp * s)) / b->cluster->gpus_per_node;
+}
+static SimTime ns(double seconds) { return (SimTime)llround(seconds * 1e9); }
+
+static SimOpTag tag(guint cat, guint pass, guint s, guint c, guint mb, gint layer) {
+  return (SimOpTag){(guint16)cat, (guint16)pass, (gint32)s, (gint32)c, (gint32)mb, layer};
+}
+
+/* --- emitting one item's compute and tensor-parallel all-reduces --- */
+
+static void flush(Build *b, guint s, guint k, const SimOpTag *t, gboolean force) {
+  for (guint i = 0; i < b->ts; i++) {
+    if (b->pending[i] <= 0 && !force)
+      continue;
+    guint op = sim_engine_add_op1(b->e, ns(b->pending[i]), stream_of(b, i, s, k, STREAM_COMPUTE), t);
+    if (b->prev[i] != G_MAXUINT)
+      sim_engine_add_dep(b->e, b->prev[i], op);
+    b->prev[i] = op;
+    b->pending[i] = 0;
+  }
+}
+
+static void tp_allreduce(Build *b, guint s, guint k, const SimOpTag *t) {
+  if (b->plan->tp == 1)
+    return;
+  flush(b, s, k, t, TRUE);
+  guint streams[b->ts];
+  for (guint i = 0; i < b->ts; i++)
+    streams[i] = stream_of(b, i, s, k, STREAM_TP);
+  SimOpTag at = *t;
+  at.category = CAT_TP;
+  guint op = sim_engine_add_op(b->e, b->tp_ar_ns, streams, b->ts, &at);
+  for (guint i = 0; i < b->ts; i++) {
+    sim_engine_add_dep(b->e, b->prev[i], op);
+    b->prev[i] = op;
+  }
+  /* One all-reduce of b*s*h*2 bytes over t ranks: each rank sends
+   * 2(t-1)/t of it (ring); counted for all d replicas. */
+  b->bytes[CAT_TP] += b->layer.tp_allreduce_bytes * 2.0 * (b->plan->tp - 1) * ((double)b->plan->dp / b->ds);
+}
+
+static void add_compute(Build *b, double seconds) {
+  for (guint i = 0; i < b->ts; i++)
+    b->pending[i] += seconds;
+}
+
+static void emit_pass(Build *b, guint s, guint k, const ModelPass *pass, const SimOpTag *t) {
+  add_compute(b, pass->seg_s[0]);
+  tp_allreduce(b, s, k, t);
+  add_compute(b, pass->seg_s[1]);
+  tp_allreduce(b, s, k, t);
+  add_compute(b, pass->seg_s[2]);
+}
+
+static void emit_item(Build *b, guint s, guint k, guint idx) {
+  const SimPlan *pl = b->plan;
+  SimItem it = g_array_index(b->order[s], SimItem, idx);
+  guint vs = it.chunk * b->p + s, last_vs = b->v * b->p - 1;
+  for (guint i = 0; i < b->ts; i++) {
+    b->pending[i] = 0;
+    b->prev[i] = G_MAXUINT;
+  }
+  /* The item's first op must follow the previous item's last op on this GPU:
+   * stream order does that for compute; explicit deps keep all-reduces in
+   * line too. */
+  if (idx > 0)
+    for (guint i = 0; i < b->ts; i++)
+      b->prev[i] = b->items[((k * b->p + s) * b->n_items + idx - 1) * b->ts + i].last;
+  guint first_op = sim_engine_n_ops(b->e);
+  SimOpTag t = tag(CAT_COMPUTE, it.forward ? PASS_FORWARD : PASS_BACKWARD, s, it.chunk, it.microbatch, -1);
+  gboolean last_mb = it.microbatch == b->m - 1;
+  if (it.forward) {
+    if (vs == 0)
+      add_compute(b, b->emb_fwd);
+    for (guint l = 0; l < b->lpc; l++) {
+      t.layer = (gint32)(it.chunk * b->lpc + l);
+      emit_pass(b, s, k, &b->layer.fwd, &t);
+    }
+    if (vs == last_vs)
+      add_compute(b, b->head_fwd);
+  } else {
+    if (vs == last_vs)
+      add_compute(b, b->head_bwd);
+    for (guint l = b->lpc; l-- > 0;) {
+      t.layer = (gint32)(it.chunk * b->lpc + l);
+      if (pl->recompute) {
+        t.pass = PASS_RECOMPUTE;
+        emit_pass(b, s, k, &b->layer.fwd, &t);
+        t.pass = PASS_BACKWARD;
+      }
+      emit_pass(b, s, k, &b->layer.bwd, &t);
+      if (vs == 0 && l == 0)
+        add_compute(b, b->emb_bwd);
+      if (pl->ddp == SIM_DDP_TORCH && last_mb && pl->dp > 1) {
+        flush(b, s, k, &t, TRUE);
+        for (guint i = 0; i < b->ts; i++)
+          b->grad_ready[(((k * b->p + s) * b->v + it.chunk) * b->lpc + l) * b->ts + i] = b->prev[i];
+      }
+    }
+  }
+  flush(b, s, k, &t, FALSE);
+  if (sim_engine_n_ops(b->e) == first_op) /* an item with no work still needs an op */
+    flush(b, s, k, &t, TRUE);
+  for (guint i = 0; i < b->ts; i++) {
+    ItemOps *io = &b->items[((k * b->p + s) * b->n_items + idx) * b->ts + i];
+    io->last = b->prev[i];
+  }
+  /* The first compute op of the item for rank i is the first op issued on
+   * its compute stream after first_op; ops are issued rank by rank. */
+  for (guint i = 0; i < b->ts; i++) {
+    ItemOps *io = &b->items[((k * b->p + s) * b->n_items + idx) * b->ts + i];
+    guint stream = stream_of(b, i, s, k, STREAM_COMPUTE);
+    for (guint op = first_op;; op++) {
+      const guint *st = sim_engine_op_streams(b->e, op);
+      if (sim_engine_op_n_streams(b->e, op) == 1 && st[0] == stream) {
+        io->first = op;
+        break;
+      }
+    }
+  }
+}
+
+/* --- pipeline transfers --- */
+
+static guint item_index(const Build *b, guint s, guint chunk, guint mb, gboolean fwd) {
+  return b->position[s][((guint64)chunk * b->m + mb) * 2 + (fwd ? 1 : 0)];
+}
+
+static void emit_transfers(Build *b, guint s, guint k, guint idx) {
+  const SimPlan *pl = b->plan;
+  SimItem it = g_array_index(b->order[s], SimItem, idx);
+  guint vs = it.chunk * b->p + s, last_vs = b->v * b->p - 1;
+  if ((it.forward && vs == last_vs) || (!it.forward && vs == 0))
+    return;
+  guint dvs = it.forward ? vs + 1 : vs - 1;
+  guint ds_ = dvs % b->p, dc = dvs / b->p;
+  guint didx = item_index(b, ds_, dc, it.microbatch, it.forward);
+  double full = 2.0 * pl->micro_batch * pl->model.seq_len * pl->model.hidden;
+  gboolean sg = pl->scatter_gather && pl->tp > 1;
+  double per_rank = sg ? full / pl->tp : full;
+  SimOpTag t = tag(CAT_PP, it.forward ? PASS_FORWARD : PASS_BACKWARD, s, it.chunk, it.microbatch, -1);
+  guint xfer[b->ts];
+  for (guint i = 0; i < b->ts; i++) {
+    gboolean same = node_of_rank(b, i, s, k) == node_of_rank(b, i, ds_, k);
+    guint streams[2] = {stream_of(b, i, s, k, STREAM_PP_SEND), stream_of(b, i, ds_, k, STREAM_PP_RECV)};
+    guint64 pos[2] = {2ull * idx, 2ull * didx};
+    xfer[i] = sim_engine_add_op_at(b->e, ns(model_p2p_time_s(&b->cluster->net, per_rank, same)), streams, pos, 2, &t);
+    sim_engine_add_dep(b->e, b->items[((k * b->p + s) * b->n_items + idx) * b->ts + i].last, xfer[i]);
+  }
+  b->bytes[CAT_PP] += per_rank * pl->tp * pl->dp / b->ds;
+  const ItemOps *dst = &b->items[((k * b->p + ds_) * b->n_items + didx) * b->ts];
+  if (sg) {
+    /* Scatter/gather (SC21 section 4.1): each rank sent b*s*h/t; the
+     * receiving tensor-parallel group rebuilds the tensor over NVLink. */
+    guint streams[b->ts];
+    guint64 pos[b->ts];
+    for (guint i = 0; i < b->ts; i++) {
+      streams[i] = stream_of(b, i, ds_, k, STREAM_PP_RECV);
+      pos[i] = 2ull * didx + 1;
+    }
+    t.category = CAT_PP_GATHER;
+    double ag = model_collective_time_s(&b->cluster->net, MODEL_COLL_ALLGATHER, full, pl->tp, b->tp_nodes, NULL);
+    guint gather = sim_engine_add_op_at(b->e, ns(ag), streams, pos, b->ts, &t);
+    for (guint i = 0; i < b->ts; i++) {
+      sim_engine_add_dep(b->e, xfer[i], gather);
+      sim_engine_add_dep(b->e, gather, dst[i].first);
+    }
+    b->bytes[CAT_PP_GATHER] += full * (pl->tp - 1) * ((double)pl->dp / b->ds);
+  } else
+    for (guint i = 0; i < b->ts; i++)
+      sim_engine_add_dep(b->e, xfer[i], dst[i].first);
+}
+
+/* --- data-parallel gradient all-reduce and the optimizer --- */
+
+/* Nodes spanned by the data-parallel group of tensor rank 0, stage 0. */
+static guint dp_nodes(const Build *b) {
+  guint count = 0, last = G_MAXUINT;
+  for (guint k = 0; k < b->plan->dp; k++) {
+    guint n = node_of_rank(b, 0, 0, k);
+    if (n != last)
+      count++;
+    last = n;
+  }
+  return count;
+}
+
+static guint dp_allreduce(Build *b, guint i, guint s, double bytes, guint nodes, const guint *deps, guint n_deps,
+                          const SimOpTag *t) {
+  guint streams[b->ds];
+  for (guint k = 0; k < b->ds; k++)
+    streams[k] = stream_of(b, i, s, k, STREAM_DP);
+  double secs = model_collective_time_s(&b->cluster->net, MODEL_COLL_ALLREDUCE, bytes, b->plan->dp, nodes, NULL);
+  guint op = sim_engine_add_op(b->e, ns(secs), streams, b->ds, t);
+  for (guint j = 0; j < n_deps; j++)
+    sim_engine_add_dep(b->e, deps[j], op);
+  return op;
+}
+
+static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
+  const SimPlan *pl = b->plan;
+  guint nodes = dp_nodes(b);
+  guint64 stage_params = model_stage_params(&pl->model, pl->tp, b->p, s, b->lpc * b->v);
+  guint64 layer_params = model_layer_local_params(&pl->model, pl->tp);
+  guint64 extra_params = stage_params - layer_params * b->lpc * b->v;
+  SimOpTag t = tag(CAT_DP, PASS_OTHER, s, 0, 0, -1);
+  double grad_bytes = 2.0; /* fp16 gradients */
+  for (guint i = 0; i < b->ts; i++) {
+    GArray *mine = g_array_new(FALSE, FALSE, sizeof(guint)); /* ops the optimizer waits for */
+    guint lasts[b->ds];
+    for (guint k = 0; k < b->ds; k++)
+      lasts[k] = b->items[((k * b->p + s) * b->n_items + b->n_items - 1) * b->ts + i].last;
+    if (pl->dp > 1) {
+      if (pl->ddp == SIM_DDP_TORCH) {
+        /* torch DDP: a bucket per layer, all-reduced as soon as the last
+         * microbatch's backward has produced it, in backward order. */
+        for (guint c = b->v; c-- > 0;)
+          for (guint l = b->lpc; l-- > 0;) {
+            guint deps[b->ds];
+            for (guint k = 0; k < b->ds; k++)
+              deps[k] = b->grad_ready[(((k * b->p + s) * b->v + c) * b->lpc + l) * b->ts + i];
+            t.layer = (gint32)(c * b->lpc + l);
+            guint op = dp_allreduce(b, i, s, grad_bytes * layer_params, nodes, deps, b->ds, &t);
+            g_array_append_val(mine, op);
+          }
+        t.layer = -1;
+        if (extra_params) {
+          guint op = dp_allreduce(b, i, s, grad_bytes * extra_params, nodes, lasts, b->ds, &t);
+          g_array_append_val(mine, op);
+        }
+      } else {
+        /* Megatron's local DDP: one all-reduce of the whole gradient buffer
+         * after the pipeline flush. */
+        guint op = dp_allreduce(b, i, s, grad_bytes * stage_params, nodes, lasts, b->ds, &t);
+        g_array_append_val(mine, op);
+      }
+      b->bytes[CAT_DP] += grad_bytes * stage_params * 2.0 * (pl->dp - 1) * ((double)pl->tp / b->ts);
+    }
+    for (guint k = 0; k < b->ds; k++)
+      g_array_append_val(mine, lasts[k]);
+    /* Tied word embeddings: the first and last stage all-reduce their copies'
+     * gradients (Megatron's allreduce of word_embeddings grads). */
+    if (b->p > 1 && (s == 0 || s == b->p - 1)) {
+      SimOpTag et = tag(CAT_DP, PASS_OTHER, s, 0, 0, -2);
+      double bytes = grad_bytes * (double)pl->model.vocab * pl->model.hidden / pl->tp;
+      for (guint k = 0; k < b->ds; k++) {
+        if (s == 0) {
+          guint streams[2] = {stream_of(b, i, 0, k, STREAM_DP), stream_of(b, i, b->p - 1, k, STREAM_DP)};
+          gboolean same = node_of_rank(b, i, 0, k) == node_of_rank(b, i, b->p - 1, k);
+          double secs = model_collective_time_s(&b->cluster->net, MODEL_COLL_ALLREDUCE, bytes, 2, same ? 1 : 2, NULL);
+          guint op = sim_engine_add_op(b->e, ns(secs), streams, 2, &et);
+          sim_engine_add_dep(b->e, b->items[((k * b->p + 0) * b->n_items + b->n_items - 1) * b->ts + i].last, op);
+          sim_engine_add_dep(b->e, b->items[((k * b->p + b->p - 1) * b->n_items + b->n_items - 1) * b->ts + i].last,
+                             op);
+          /* the last stage's optimizer waits for it too */
+          opt_ops[(k * b->p + 0) * b->ts + i] = op;
+          opt_ops[(k * b->p + b->p - 1) * b->ts + i] = op;
+        }
+      }
+      if (s == 0)
+        b->bytes[CAT_DP] += bytes * 2.0 * pl->dp * ((double)pl->tp / b->ts);
+    }
+    for (guint k = 0; k < b->ds; k++) {
+      guint op = sim_engine_add_op1(b->e, ns(model_optimizer_time_s(b->profile, stage_params)),
+                                    stream_of(b, i, s, k, STREAM_COMPUTE),
+                                    &(SimOpTag){CAT_OPTIMIZER, PASS_OTHER, (gint32)s, 0, 0, -1});
+      for (guint j = 0; j < mine->len; j++)
+        sim_engine_add_dep(b->e, g_array_index(mine, guint, j), op);
+      /* remember the optimizer op so the embedding all-reduce can gate it */
+      guint slot = (k * b->p + s) * b->ts + i;
+      if (opt_ops[slot] != G_MAXUINT)
+        sim_engine_add_dep(b->e, opt_ops[slot], op);
+    }
+    g_array_free(mine, TRUE);
+  }
+}
+
+/* --- measuring the timeline --- */
+
+typedef struct {
+  SimTime at;
+  gint8 delta;
+  guint8 cls;
+} Edge;
+
+static int edge_cmp(const void *a, const void *b) {
+  const Edge *x = a, *y = b;
+  return x->at < y->at ? -1 : x->at > y->at;
+}
+
+enum { CLS_COMPUTE, CLS_TP, CLS_OPT, CLS_DP, CLS_PP, N_CLS };
+
+static guint class_of(guint cat) {
+  switch (cat) {
+  case CAT_COMPUTE:
+    return CLS_COMPUTE;
+  case CAT_TP:
+    return CLS_TP;
+  case CAT_OPTIMIZER:
+    return CLS_OPT;
+  case CAT_DP:
+    return CLS_DP;
+  default:
+    return CLS_PP;
+  }
+}
+
+/* Splits [0, end] on one GPU into what it was doing, by priority compute >
+ * tensor-parallel > optimizer > data-parallel > pipeline > idle. */
+static void breakdown(const Build *b, guint gpu, SimTime end, double out[N_CLS + 1]) {
+  GArray *edges = g_array_new(FALSE, FALSE, sizeof(Edge));
+  for (guint kind = 0; kind < N_STREAM_KINDS; kind++) {
+    guint n;
+    const guint *ops = sim_engine_stream_ops(b->e, gpu * N_STREAM_KINDS + kind, &n);
+    for (guint j = 0; j < n; j++) {
+      SimTime s0 = sim_engine_op_start(b->e, ops[j]), s1 = sim_engine_op_end(b->e, ops[j]);
+      if (s1 <= s0)
+        continue;
+      guint8 cls = (guint8)class_of(sim_engine_op_tag(b->e, ops[j])->category);
+      Edge a = {s0, 1, cls}, z = {s1, -1, cls};
+      g_array_append_val(edges, a);
+      g_array_append_val(edges, z);
+    }
+  }
+  qsort(edges->data, edges->len, sizeof(Edge), edge_cmp);
+  int active[N_CLS] = {0};
+  SimTime at = 0;
+  memset(out, 0, sizeof(double) * (N_CLS + 1));
+  for (guint j = 0; j <= edges->len; j++) {
+    SimTime next = j < edges->len ? g_array_index(edges, Edge, j).at : end;
+    if (next > at) {
+      guint cls = N_CLS;
+      for (guint c = 0; c < N_CLS; c++)
+        if (active[c] > 0) {
+          cls = c;
+          break;
+        }
+      out[cls] += (double)(next - at) * 1e-9;
+      at = next;
+    }
+    if (j < edges->len) {
+      Edge *ed = &g_array_index(edges, Edge, j);
+      active[ed->cls] += ed->delta;
+    }
+  }
+  g_array_free(edges, TRUE);
+}
+
+/* Length of the union of the intervals of the selected ops. */
+static double union_seconds(const SimEngine *e, GArray *ops) {
+  GArray *edges = g_array_new(FALSE, FALSE, sizeof(Edge));
+  for (guint j = 0; j < ops->len; j++) {
+    guint op = g_array_index(ops, guint, j);
+    Edge a = {sim_engine_op_start(e, op), 1, 0}, z = {sim_engine_op_end(e, op), -1, 0};
+    if (z.at <= a.at)
+      continue;
+    g_array_append_val(edges, a);
+    g_array_append_val(edges, z);
+  }
+  qsort(edges->data, edges->len, sizeof(Edge), edge_cmp);
+  int active = 0;
+  SimTime since = 0, total = 0;
+  for (guint j = 0; j < edges->len; j++) {
+    Edge *ed = &g_array_index(edges, Edge, j);
+    if (active == 0 && ed->delta > 0)
+      since = ed->at;
+    active += ed->delta;
+    if (active == 0)
+      total += ed->at - since;
+  }
+  g_array_free(edges, TRUE);
+  return (double)total * 1e-9;
+}
+
+/* Memory of stage s: the peak number of (layer x microbatch) activations the
+ * schedule holds, walked from its order. */
+static void stage_memory(const SimPlan *pl, GArray *order, guint s, ModelMemory *out) {
+  guint p = pl->pp, v = pl->chunks, lpc = pl->model.layers / (p * v);
+  double held = 0, peak = 0, mbs = 0, peak_mbs = 0;
+  for (guint j = 0; j < order->len; j++) {
+    SimItem it = g_array_index(order, SimItem, j);
+    double d = it.forward ? 1 : -1;
+    held += d * lpc;
+    if (it.chunk == 0)
+      mbs += d;
+    peak = MAX(peak, held);
+    peak_mbs = MAX(peak_mbs, mbs);
+  }
+  ModelMemoryRequest req = {pl->tp, pl->micro_batch, model_stage_params(&pl->model, pl->tp, p, s, lpc * v), peak,
+                            peak_mbs, pl->recompute, s == 0, s == p - 1};
+  model_memory(&pl->model, &req, out);
+}
+
+void sim_ptdp_memory(const SimPlan *pl, ModelMemory *mem, guint *stage) {
+  GArray *order = g_array_new(FALSE, FALSE, sizeof(SimItem));
+  memset(mem, 0, sizeof *mem);
+  *stage = 0;
+  for (guint s = 0; s < pl->pp; s++) {
+    ModelMemory m;
+    sim_schedule_order(pl->schedule, pl->pp, pl->microbatches, pl->chunks, s, order);
+    stage_memory(pl, order, s, &m);
+    if (m.total > mem->total) {
+      *mem = m;
+      *stage = s;
+    }
+  }
+  g_array_free(order, TRUE);
+}
+
+static void measure(Build *b, SimResult *r) {
+  const SimPlan *pl = b->plan;
+  SimTime makespan = sim_engine_makespan(b->e);
+  r->iteration_time_s = (double)makespan * 1e-9;
+  double F = model_flops_per_iteration(&pl->model, pl->global_batch);
+  double Fhw = model_hardware_flops_per_iteration(&pl->model, pl->global_batch, pl->recompute);
+  r->tflops_per_gpu = F / r->iteration_time_s / pl->gpus / 1e12;
+  r->hardware_tflops_per_gpu = Fhw / r->iteration_time_s / pl->gpus / 1e12;
+  r->percent_of_peak = 100.0 * r->tflops_per_gpu * 1e12 / b->profile->peak_flops;
+  r->aggregate_pflops = r->tflops_per_gpu * pl->gpus / 1000.0;
+  r->analytic_bubble_fraction = (double)(b->p - 1) / ((double)b->v * b->m);
+
+  /* The pipeline's busy work per stage (compute and tensor-parallel
+   * all-reduces, which block compute), and the flush: the end of the last
+   * pass anywhere. */
+  SimTime flush = 0;
+  double best_work = -1;
+  guint critical = 0;
+  for (guint s = 0; s < b->p; s++) {
+    guint gpu = gpu_of(b, 0, s, 0);
+    double work = 0;
+    for (guint kind = STREAM_COMPUTE; kind <= STREAM_TP; kind++) {
+      guint n;
+      const guint *ops = sim_engine_stream_ops(b->e, gpu * N_STREAM_KINDS + kind, &n);
+      for (guint j = 0; j < n; j++) {
+        if (sim_engine_op_tag(b->e, ops[j])->category == CAT_OPTIMIZER)
+          continue;
+        work += (double)(sim_engine_op_end(b->e, ops[j]) - sim_engine_op_start(b->e, ops[j]));
+        flush = MAX(flush, sim_engine_op_end(b->e, ops[j]));
+      }
+    }
+    if (work > best_work) {
+      best_work = work;
+      critical = s;
+    }
+  }
+  r->bubble_fraction = best_work > 0 ? ((double)flush - best_work) / best_work : 0;
+  r->critical_stage = critical;
+  double parts[N_CLS + 1];
+  breakdown(b, gpu_of(b, 0, critical, 0), makespan, parts);
+  r->breakdown = (SimBreakdown){parts[CLS_COMPUTE], parts[CLS_TP], parts[CLS_PP],
+                                parts[CLS_DP],      parts[CLS_OPT], parts[N_CLS]};
+
+  r->bytes_tp = b->bytes[CAT_TP];
+  r->bytes_pp = b->bytes[CAT_PP];
+  r->bytes_dp = b->bytes[CAT_DP];
+
+  /* Effective bisection bandwidth of a traffic class: the bytes that cross
+   * the cut halving that class's groups, over the time they are in flight.
+   * Pipeline: the cut between stages p/2-1 and p/2.  Data-parallel: the cut
+   * between replicas below and above d/2, which a ring crosses twice. */
+  GArray *sel = g_array_new(FALSE, FALSE, sizeof(guint));
+  double cross = 0;
+  guint n_ops = sim_engine_n_ops(b->e);
+  if (b->p > 1) {
+    guint lo = b->p / 2 - 1, hi = b->p / 2;
+    for (guint op = 0; op < n_ops; op++) {
+      const SimOpTag *t = sim_engine_op_tag(b->e, op);
+      if (t->category != CAT_PP)
+        continue;
+      const guint *st = sim_engine_op_streams(b->e, op);
+      guint from = (st[0] / N_STREAM_KINDS) / (b->ts * b->ds), to = (st[1] / N_STREAM_KINDS) / (b->ts * b->ds);
+      if (!((from == lo && to == hi) || (from == hi && to == lo)))
+        continue;
+      g_array_append_val(sel, op);
+    }
+    double full = 2.0 * pl->micro_batch * pl->model.seq_len * pl->model.hidden;
+    double per_rank = pl->scatter_gather && pl->tp > 1 ? full / pl->tp : full;
+    cross = (double)sel->len / b->ts / b->ds * per_rank * pl->tp * pl->dp;
+    double secs = union_seconds(b->e, sel);
+    r->bisection_pp_GBps = secs > 0 ? cross / secs / 1e9 : 0;
+  }
+  if (pl->dp > 1) {
+    g_array_set_size(sel, 0);
+    cross = 0;
+    for (guint op = 0; op < n_ops; op++) {
+      const SimOpTag *t = sim_engine_op_tag(b->e, op);
+      if (t->category != CAT_DP || t->layer == -2)
+        continue;
+      g_array_append_val(sel, op);
+    }
+    double secs = union_seconds(b->e, sel);
+    double grad_bytes = 0;
+    for (guint s = 0; s < b->p; s++)
+      grad_bytes += 2.0 * model_stage_params(&pl->model, pl->tp, b->p, s, b->lpc * b->v) * pl->tp;
+    cross = 2.0 * model_busbw_factor(MODEL_COLL_ALLREDUCE, pl->dp) * grad_bytes;
+    r->bisection_dp_GBps = secs > 0 ? cross / secs / 1e9 : 0;
+  }
+  g_array_free(sel, TRUE);
+  r->ops = n_ops;
+  r->events = sim_engine_n_events(b->e);
+  r->simulated_gpus = b->ts * b->p * b->ds;
+}
+
+gboolean sim_ptdp_run(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster, SimResult *r,
+                      GError **error) {
+  memset(r, 0, sizeof *r);
+  sim_ptdp_memory(pl, &r->memory, &r->memory_stage);
+  r->fits_in_memory = r->memory.total <= profile->memory_bytes;
+  if (!r->fits_in_memory && !pl->allow_oom) {
+    const ModelMemory *mm = &r->memory;
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_OOM,
+                "does not fit in memory: stage %u needs %.1f GiB of %.0f GiB (weights+gradients+optimizer %.1f, "
+                "activations %.1f); use --recompute full, a larger --tp or --pp, or a smaller --micro-batch "
+                "(--allow-oom simulates it anyway)",
+                r->memory_stage, mm->total / 1073741824.0, profile->memory_bytes / 1073741824.0,
+                (mm->weights + mm->gradients + mm->optimizer) / 1073741824.0, mm->activations / 1073741824.0);
+    return FALSE;
+  }
+
+  Build b = {.plan = pl, .profile = profile, .cluster = cluster};
+  ModelNet net = cluster->net;
+  net.free_comm = profile->kind == MODEL_PROFILE_IDEAL;
+  TopoCluster cl = *cluster;
+  cl.net = net;
+  b.cluster = &cl;
+  b.ts = pl->symmetry ? 1 : pl->tp;
+  b.ds = pl->symmetry ? 1 : pl->dp;
+  b.p = pl->pp;
+  b.v = pl->chunks;
+  b.m = pl->microbatches;
+  b.lpc = pl->model.layers / (pl->pp * pl->chunks);
+  b.n_items = 2 * b.m * b.v;
+  b.tp_nodes = (pl->tp + cluster->gpus_per_node - 1) / cluster->gpus_per_node;
+  model_layer_cost(profile, &pl->model, pl->tp, pl->micro_batch, pl->fusion, &b.layer);
+  model_embedding_cost(profile, &pl->model, pl->tp, pl->micro_batch, &b.emb_fwd, &b.emb_bwd);
+  model_head_cost(profile, &pl->model, pl->tp, pl->micro_batch, &b.head_fwd, &b.head_bwd);
+  b.tp_ar_ns = ns(model_collective_time_s(&cl.net, MODEL_COLL_ALLREDUCE, b.layer.tp_allreduce_bytes, pl->tp,
+                                          b.tp_nodes, NULL));
+
+  b.e = sim_engine_new();
+  guint n_gpus = b.ts * b.p * b.ds;
+  for (guint g = 0; g < n_gpus; g++)
+    for (guint kind = 0; kind < N_STREAM_KINDS; kind++)
+      sim_engine_add_stream(b.e, g);
+
+  b.order = g_new0(GArray *, b.p);
+  b.position = g_new0(guint *, b.p);
+  for (guint s = 0; s < b.p; s++) {
+    b.order[s] = g_array_new(FALSE, FALSE, sizeof(SimItem));
+    sim_schedule_order(pl->schedule, b.p, b.m, b.v, s, b.order[s]);
+    g_assert(b.order[s]->len == b.n_items);
+    b.position[s] = g_new(guint, (gsize)b.v * b.m * 2);
+    for (guint j = 0; j < b.n_items; j++) {
+      SimItem it = g_array_index(b.order[s], SimItem, j);
+      b.position[s][((guint64)it.chunk * b.m + it.microbatch) * 2 + it.forward] = j;
+    }
+  }
+  b.items = g_new0(ItemOps, (gsize)b.ds * b.p * b.n_items * b.ts);
+  b.grad_ready = g_new0(guint, (gsize)b.ds * b.p * b.v * b.lpc * b.ts);
+  b.pending = g_new0(double, b.ts);
+  b.prev = g_new0(guint, b.ts);
+
+  for (guint k = 0; k < b.ds; k++)
+    for (guint s = 0; s < b.p; s++)
+      for (guint j = 0; j < b.n_items; j++)
+        emit_item(&b, s, k, j);
+  for (guint k = 0; k < b.ds; k++)
+    for (guint s = 0; s < b.p; s++)
+      for (guint j = 0; j < b.n_items; j++)
+        emit_transfers(&b, s, k, j);
+  guint *opt_gate = g_new(guint, (gsize)b.ds * b.p * b.ts);
+  for (gsize j = 0; j < (gsize)b.ds * b.p * b.ts; j++)
+    opt_gate[j] = G_MAXUINT;
+  for (guint s = 0; s < b.p; s++)
+    emit_dp_and_optimizer(&b, s, opt_gate);
+  g_free(opt_gate);
+
+  gboolean ok = sim_engine_run(b.e, error);
+  if (ok) {
+    measure(&b, r);
+    r->fits_in_memory = r->memory.total <= profile->memory_bytes;
+    if (pl->tokens > 0) {
+      /* Tokens per iteration B*s; days = iterations * iteration time. */
+      double iters = pl->tokens / ((double)pl->global_batch * pl->model.seq_len);
+      r->training_days = iters * r->iteration_time_s / 86400.0;
+    }
+  }
+
+  for (guint s = 0; s < b.p; s++) {
+    g_array_free(b.order[s], TRUE);
+    g_free(b.position[s]);
+  }
+  g_free(b.order);
+  g_free(b.position);
+  g_free(b.items);
+  g_free(b.grad_ready);
+  g_free(b.pending);
+  g_free(b.prev);
+  sim_engine_free(b.e);
+  return ok;
+}

@@ -1,0 +1,26 @@
+/* ptdsim — regenerating the papers' tables and figures.  Each figure is
+ * registered with a name, a one-line description and its source. */
+#pragma once
+
+#include <cjson/cJSON.h>
+#include <glib.h>
+
+#include "../sim/plan.h"
+
+typedef struct {
+  const TopoCluster *cluster;
+  const ModelProfile *profile;
+} TraceFigureContext;
+
+typedef struct {
+  const char *name;
+  const char *description;
+  /* Fills `json` ({"rows": [...], ...}) and, for text output, `text`. */
+  gboolean (*run)(const TraceFigureContext *ctx, cJSON *json, GString *text, GError **error);
+} TraceFigure;
+
+const TraceFigure *trace_figures(guint *n);
+const TraceFigure *trace_figure_lookup(const char *name);
+
+/* Loads the SC21 reference configurations (traces/reference/megatron-sc21.json). */
+cJSON *trace_reference_load(const char *file, GError **error);

@@ -1,0 +1,127 @@
+/* ptdsim — run reports (see report.h). */
+#include "report.h"
+
+#define GIB 1073741824.0
+
+static cJSON *obj_add(cJSON *parent, const char *key) { return cJSON_AddObjectToObject(parent, key); }
+
+cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
+                         const SimResult *r) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON *cfg = obj_add(o, "config");
+  cJSON_AddNumberToObject(cfg, "layers", pl->model.layers);
+  cJSON_AddNumberToObject(cfg, "hidden", pl->model.hidden);
+  cJSON_AddNumberToObject(cfg, "heads", pl->model.heads);
+  cJSON_AddNumberToObject(cfg, "seq_len", pl->model.seq_len);
+  cJSON_AddNumberToObject(cfg, "vocab", pl->model.vocab);
+  cJSON_AddNumberToObject(cfg, "parameters", (double)model_param_count(&pl->model));
+  cJSON_AddNumberToObject(cfg, "gpus", pl->gpus);
+  cJSON_AddNumberToObject(cfg, "tp", pl->tp);
+  cJSON_AddNumberToObject(cfg, "pp", pl->pp);
+  cJSON_AddNumberToObject(cfg, "dp", pl->dp);
+  cJSON_AddNumberToObject(cfg, "global_batch", pl->global_batch);
+  cJSON_AddNumberToObject(cfg, "micro_batch", pl->micro_batch);
+  cJSON_AddNumberToObject(cfg, "microbatches", pl->microbatches);
+  cJSON_AddNumberToObject(cfg, "chunks", pl->chunks);
+  cJSON_AddStringToObject(cfg, "schedule", sim_schedule_name(pl->schedule));
+  cJSON_AddStringToObject(cfg, "recompute", pl->recompute ? "full" : "none");
+  cJSON_AddStringToObject(cfg, "ddp", pl->ddp == SIM_DDP_TORCH ? "torch" : "local");
+  cJSON_AddBoolToObject(cfg, "scatter_gather", pl->scatter_gather);
+  cJSON_AddBoolToObject(cfg, "fusion", pl->fusion);
+  cJSON_AddStringToObject(cfg, "cluster", cluster->name);
+  cJSON_AddStringToObject(cfg, "profile", profile->name);
+  cJSON_AddStringToObject(cfg, "network", "analytic");
+
+  cJSON_AddNumberToObject(o, "iteration_time_s", r->iteration_time_s);
+  cJSON_AddNumberToObject(o, "tflops_per_gpu", r->tflops_per_gpu);
+  cJSON_AddNumberToObject(o, "hardware_tflops_per_gpu", r->hardware_tflops_per_gpu);
+  cJSON_AddNumberToObject(o, "percent_of_peak", r->percent_of_peak);
+  cJSON_AddNumberToObject(o, "aggregate_pflops", r->aggregate_pflops);
+  cJSON_AddNumberToObject(o, "bubble_fraction", r->bubble_fraction);
+  cJSON_AddNumberToObject(o, "analytic_bubble_fraction", r->analytic_bubble_fraction);
+  cJSON *tb = obj_add(o, "time_breakdown_s");
+  cJSON_AddNumberToObject(tb, "compute", r->breakdown.compute);
+  cJSON_AddNumberToObject(tb, "tp_comm", r->breakdown.tp_comm);
+  cJSON_AddNumberToObject(tb, "pp_comm", r->breakdown.pp_comm);
+  cJSON_AddNumberToObject(tb, "dp_comm", r->breakdown.dp_comm);
+  cJSON_AddNumberToObject(tb, "optimizer", r->breakdown.optimizer);
+  cJSON_AddNumberToObject(tb, "bubble", r->breakdown.bubble);
+  cJSON_AddNumberToObject(o, "critical_stage", r->critical_stage);
+  cJSON *by = obj_add(o, "bytes_per_iteration");
+  cJSON_AddNumberToObject(by, "tp", r->bytes_tp);
+  cJSON_AddNumberToObject(by, "pp", r->bytes_pp);
+  cJSON_AddNumberToObject(by, "dp", r->bytes_dp);
+  cJSON *bi = obj_add(o, "bisection_bandwidth_GBps");
+  cJSON_AddNumberToObject(bi, "pp", r->bisection_pp_GBps);
+  cJSON_AddNumberToObject(bi, "dp", r->bisection_dp_GBps);
+  cJSON *mem = obj_add(o, "memory_per_gpu_GiB");
+  cJSON_AddNumberToObject(mem, "weights", r->memory.weights / GIB);
+  cJSON_AddNumberToObject(mem, "gradients", r->memory.gradients / GIB);
+  cJSON_AddNumberToObject(mem, "optimizer", r->memory.optimizer / GIB);
+  cJSON_AddNumberToObject(mem, "activations", r->memory.activations / GIB);
+  cJSON_AddNumberToObject(mem, "total", r->memory.total / GIB);
+  cJSON_AddNumberToObject(mem, "stage", r->memory_stage);
+  cJSON_AddBoolToObject(o, "fits_in_memory", r->fits_in_memory);
+  if (!r->fits_in_memory) {
+    char *why = g_strdup_printf("stage %u needs %.1f GiB, more than the %.0f GiB of %s", r->memory_stage,
+                                r->memory.total / GIB, profile->memory_bytes / GIB, profile->name);
+    cJSON_AddStringToObject(o, "memory_note", why);
+    g_free(why);
+  }
+  if (pl->tokens > 0) {
+    cJSON_AddNumberToObject(o, "tokens", pl->tokens);
+    cJSON_AddNumberToObject(o, "training_days", r->training_days);
+  }
+  cJSON *sim = obj_add(o, "simulation");
+  cJSON_AddNumberToObject(sim, "ops", (double)r->ops);
+  cJSON_AddNumberToObject(sim, "events", (double)r->events);
+  cJSON_AddNumberToObject(sim, "simulated_gpus", r->simulated_gpus);
+  cJSON_AddBoolToObject(sim, "symmetry", pl->symmetry);
+  return o;
+}
+
+static void line_s(GString *out, const char *what, double s, double total) {
+  g_string_append_printf(out, "    %-12s %10.4f s  %5.1f%%\n", what, s, total > 0 ? 100.0 * s / total : 0);
+}
+
+void trace_result_text(GString *out, const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
+                       const SimResult *r) {
+  const ModelShape *m = &pl->model;
+  g_string_append_printf(out, "model      %u layers, hidden %u, %u heads, seq %u, vocab %u: %.2fB parameters\n",
+                         m->layers, m->hidden, m->heads, m->seq_len, m->vocab, model_param_count(m) / 1e9);
+  g_string_append_printf(out, "parallel   %u GPUs = t %u x p %u x d %u on %s (%s)\n", pl->gpus, pl->tp, pl->pp, pl->dp,
+                         cluster->name, profile->name);
+  g_string_append_printf(out, "batch      %u sequences, microbatch %u, %u microbatches per pipeline\n",
+                         pl->global_batch, pl->micro_batch, pl->microbatches);
+  g_string_append_printf(out, "schedule   %s", sim_schedule_name(pl->schedule));
+  if (pl->schedule == SIM_SCHEDULE_INTERLEAVED)
+    g_string_append_printf(out, " (%u chunks per GPU)", pl->chunks);
+  g_string_append_printf(out, ", recompute %s, %s DDP, scatter/gather %s, fusion %s\n\n",
+                         pl->recompute ? "full" : "none", pl->ddp == SIM_DDP_TORCH ? "torch" : "local",
+                         pl->scatter_gather ? "on" : "off", pl->fusion ? "on" : "off");
+  g_string_append_printf(out, "iteration  %.4f s\n", r->iteration_time_s);
+  g_string_append_printf(out, "throughput %.1f TFLOP/s per GPU (%.1f%% of peak), %.1f PFLOP/s aggregate\n",
+                         r->tflops_per_gpu, r->percent_of_peak, r->aggregate_pflops);
+  g_string_append_printf(out, "           %.1f TFLOP/s per GPU executed (hardware)\n", r->hardware_tflops_per_gpu);
+  g_string_append_printf(out, "bubble     %.4f measured, %.4f analytic\n", r->bubble_fraction,
+                         r->analytic_bubble_fraction);
+  g_string_append_printf(out, "time on the critical GPU (stage %u):\n", r->critical_stage);
+  double T = r->iteration_time_s;
+  line_s(out, "compute", r->breakdown.compute, T);
+  line_s(out, "tp comm", r->breakdown.tp_comm, T);
+  line_s(out, "pp comm", r->breakdown.pp_comm, T);
+  line_s(out, "dp comm", r->breakdown.dp_comm, T);
+  line_s(out, "optimizer", r->breakdown.optimizer, T);
+  line_s(out, "bubble", r->breakdown.bubble, T);
+  g_string_append_printf(out, "traffic    tp %.1f GB, pp %.1f GB, dp %.1f GB per iteration\n", r->bytes_tp / 1e9,
+                         r->bytes_pp / 1e9, r->bytes_dp / 1e9);
+  g_string_append_printf(out, "bisection  pp %.1f GB/s, dp %.1f GB/s\n", r->bisection_pp_GBps, r->bisection_dp_GBps);
+  g_string_append_printf(out,
+                         "memory     %.1f GiB on stage %u (weights %.1f, gradients %.1f, optimizer %.1f, "
+                         "activations %.1f): %s\n",
+                         r->memory.total / GIB, r->memory_stage, r->memory.weights / GIB, r->memory.gradients / GIB,
+                         r->memory.optimizer / GIB, r->memory.activations / GIB,
+                         r->fits_in_memory ? "fits" : "DOES NOT FIT");
+  if (pl->tokens > 0)
+    g_string_append_printf(out, "training   %.3g tokens in %.1f days\n", pl->tokens, r->training_days);
+}
