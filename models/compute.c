@@ -29,7 +29,7 @@ double model_gemm_math_time_s(const ModelProfile *p, const ModelGemm *g, double 
 double model_gemm_time_s(const ModelProfile *p, const ModelGemm *g) {
   if (g->batch == 0 || g->m == 0 || g->n == 0 || g->k == 0)
     return 0;
-  double math = model_gemm_math_time_s(p, g, p->gemm_efficiency_max);
+  double math = model_gemm_math_time_s(p, g, p->gemm_efficiency_max) / p->sustained_clock_ratio;
   double bytes = 2.0 * (double)g->batch * ((double)g->m * g->k + (double)g->k * g->n + (double)g->m * g->n);
   double mem = bytes / (p->hbm_bytes_per_s * p->memory_efficiency);
   return p->kernel_launch_s + fmax(math, mem);

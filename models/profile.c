@@ -97,6 +97,10 @@ static gboolean load_body(ModelProfile *p, const cJSON *root, const char *file, 
     g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "%s: key 'kernel_launch_us' must be in 0..10000", file);
     return FALSE;
   }
+  p->sustained_clock_ratio = 1.0;
+  if (cJSON_GetObjectItemCaseSensitive(root, "sustained_clock_ratio") &&
+      !ptd_json_fraction(root, "sustained_clock_ratio", file, &p->sustained_clock_ratio, error))
+    return FALSE;
   p->hbm_bytes_per_s = hbm * 1e9;
   p->kernel_launch_s = launch_us * 1e-6;
   return solve_anchor(p, gemm, file, error);

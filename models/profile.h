@@ -33,6 +33,9 @@ typedef struct {
   guint tile_n[MODEL_PROFILE_MAX_TILES];
   double gemm_k_half;
   double gemm_efficiency_max;
+  /* Sustained over boost tensor-core rate in a long training run (power and
+   * thermal clock limits); scales GEMM math only.  1 when not given. */
+  double sustained_clock_ratio;
   /* Ideal profile: forward time of one layer per token processed. */
   double ideal_layer_s_per_token;
 } ModelProfile;

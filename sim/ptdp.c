@@ -211,6 +211,11 @@ static void emit_transfers(Build *b, guint s, guint k, guint idx) {
     guint64 pos[2] = {2ull * idx, 2ull * didx};
     xfer[i] = sim_engine_add_op_at(b->e, ns(model_p2p_time_s(&b->cluster->net, per_rank, same)), streams, pos, 2, &t);
     sim_engine_add_dep(b->e, b->items[((k * b->p + s) * b->n_items + idx) * b->ts + i].last, xfer[i]);
+    /* Megatron's point-to-point calls are blocking (batch_isend_irecv, then
+     * wait): the sender goes on only once its send is done.  (The receiver's
+     * side of the rendezvous is its receive-stream order.) */
+    if (idx + 1 < b->n_items)
+      sim_engine_add_dep(b->e, xfer[i], b->items[((k * b->p + s) * b->n_items + idx + 1) * b->ts + i].first);
   }
   b->bytes[CAT_PP] += per_rank * pl->tp * pl->dp / b->ds;
   const ItemOps *dst = &b->items[((k * b->p + ds_) * b->n_items + didx) * b->ts];
