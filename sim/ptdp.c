@@ -580,10 +580,11 @@ gboolean sim_ptdp_run(const SimPlan *pl, const ModelProfile *profile, const Topo
     const ModelMemory *mm = &r->memory;
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_OOM,
                 "does not fit in memory: stage %u needs %.1f GiB of %.0f GiB (weights+gradients+optimizer %.1f, "
-                "activations %.1f); use --recompute full, a larger --tp or --pp, or a smaller --micro-batch "
+                "activations %.1f); use %sa larger --tp or --pp, or a smaller --micro-batch "
                 "(--allow-oom simulates it anyway)",
                 r->memory_stage, mm->total / 1073741824.0, profile->memory_bytes / 1073741824.0,
-                (mm->weights + mm->gradients + mm->optimizer) / 1073741824.0, mm->activations / 1073741824.0);
+                (mm->weights + mm->gradients + mm->optimizer) / 1073741824.0, mm->activations / 1073741824.0,
+                pl->recompute ? "" : "--recompute full, ");
     return FALSE;
   }
 
