@@ -106,22 +106,43 @@ static void forward(Acc *a, const Dims *d, gboolean fused) {
  * (6N). */
 static void backward(Acc *a, const Dims *d, gboolean fused) {
   a->seg = 0;
-  memop(a, fused ? 5 * d->N : 9 * d->N);        /* bias-dropout-add 2 */
+  if (fused)
+    memop(a, 5 * d->N);                         /* bias-dropout-add 2 */
+  else {
+    memop(a, 5 * d->N);                         /* dropout */
+    memop(a, 4 * d->N);                         /* bias gradient */
+  }
   gemm(a, 1, d->bs, d->ffn_t, d->h);            /* MLP 4h -> h: dgrad */
   gemm(a, 1, d->ffn_t, d->h, d->bs);            /*                wgrad */
-  memop(a, fused ? 6 * d->Nm : 10 * d->Nm);     /* bias+GeLU */
+  if (fused)
+    memop(a, 6 * d->Nm);                        /* bias+GeLU */
+  else {
+    memop(a, 6 * d->Nm);                        /* GeLU */
+    memop(a, 4 * d->Nm);                        /* bias gradient */
+  }
   gemm(a, 1, d->bs, d->h, d->ffn_t);            /* MLP h -> 4h: dgrad */
   gemm(a, 1, d->h, d->ffn_t, d->bs);            /*                wgrad */
   a->seg = 1;                                   /* --- all-reduce --- */
   memop(a, 12 * d->N);                          /* layernorm 2, residual sum */
-  memop(a, fused ? 5 * d->N : 9 * d->N);        /* bias-dropout-add 1 */
+  if (fused)
+    memop(a, 5 * d->N);                         /* bias-dropout-add 1 */
+  else {
+    memop(a, 5 * d->N);
+    memop(a, 4 * d->N);
+  }
   gemm(a, 1, d->bs, d->ht, d->h);               /* projection: dgrad */
   gemm(a, 1, d->ht, d->h, d->bs);               /*             wgrad */
   memop(a, 4 * d->Nc);                          /* context layout */
   gemm(a, d->heads_t, d->s, d->s, d->d);        /* d(probs) = dC V^T */
   gemm(a, d->heads_t, d->s, d->d, d->s);        /* dV = P^T dC */
   memop(a, 5 * d->Na);                          /* attention dropout */
-  memop(a, fused ? 6 * d->Na : 14 * d->Na);     /* softmax (+mask, scale) */
+  if (fused)
+    memop(a, 6 * d->Na);                        /* scale-mask-softmax */
+  else {
+    memop(a, 6 * d->Na);                        /* softmax */
+    memop(a, 4 * d->Na);                        /* mask */
+    memop(a, 4 * d->Na);                        /* scale */
+  }
   gemm(a, d->heads_t, d->s, d->d, d->s);        /* dQ = dS K */
   gemm(a, d->heads_t, d->s, d->d, d->s);        /* dK = dS^T Q */
   gemm(a, 1, d->bs, d->h, 3 * d->ht);           /* QKV: dgrad */

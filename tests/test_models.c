@@ -1,8 +1,878 @@
-/* placeholder, being written */
+/* Unit tests of the cost models (models/) and the data loaders (profiles,
+ * clusters).
+ *
+ * Expected values are computed here from formulas written out in each test
+ * (component by component where the code uses a closed form, and the other
+ * way round), or read from the shipped JSON files with cJSON, never copied
+ * from the code's output.  Where the arithmetic is exact (integers below
+ * 2^53), the comparisons are exact.
+ */
+#include <cjson/cJSON.h>
 #include <glib.h>
-static void t_placeholder(void) { g_assert_cmpint(1 + 1, ==, 2); }
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+
+#include "../models/comm.h"
+#include "../models/compute.h"
+#include "../models/jsonutil.h"
+#include "../models/layer.h"
+#include "../models/memory.h"
+#include "../models/profile.h"
+#include "../models/transformer.h"
+#include "../topologies/cluster.h"
+
+#define REL_EPS 1e-12
+#define TWO_53 9007199254740992.0
+
+static void assert_rel(double got, double want, double rel) {
+  if (fabs(got - want) > rel * fabs(want))
+    g_assert_cmpfloat_with_epsilon(got, want, rel * fabs(want));
+}
+
+static ModelShape lookup(const char *name) {
+  ModelShape m;
+  g_assert_true(model_lookup(name, &m));
+  return m;
+}
+
+static ModelProfile *load_profile(const char *name) {
+  GError *error = NULL;
+  ModelProfile *p = model_profile_load(name, &error);
+  g_assert_no_error(error);
+  g_assert_nonnull(p);
+  return p;
+}
+
+/* A shipped JSON file, parsed independently of the loaders. */
+static cJSON *read_json(const char *subdir, const char *name) {
+  char *file = g_strconcat(name, ".json", NULL);
+  char *path = g_build_filename(ptd_data_dir(), subdir, file, NULL);
+  char *text = NULL;
+  GError *error = NULL;
+  g_file_get_contents(path, &text, NULL, &error);
+  g_assert_no_error(error);
+  cJSON *root = cJSON_Parse(text);
+  g_assert_nonnull(root);
+  g_free(text);
+  g_free(path);
+  g_free(file);
+  return root;
+}
+
+/* The number at a dotted path ("gemm.anchor.m") of a parsed file. */
+static double json_num(const cJSON *root, const char *dotted) {
+  char **parts = g_strsplit(dotted, ".", -1);
+  const cJSON *item = root;
+  for (guint i = 0; parts[i]; i++) {
+    item = cJSON_GetObjectItemCaseSensitive(item, parts[i]);
+    g_assert_nonnull(item);
+  }
+  g_strfreev(parts);
+  g_assert_true(cJSON_IsNumber(item));
+  return item->valuedouble;
+}
+
+/* --- transformer.h: parameters and FLOPs --------------------------------- */
+
+/* The built-in list is non-empty, unique, NULL-terminated, spans the range
+ * the header promises, and every entry looks up to a usable shape (heads
+ * divide the hidden size); unknown names are refused. */
+static void test_model_lookup(void) {
+  const char *const *names = model_names();
+  guint n = 0;
+  gboolean has_first = FALSE, has_last = FALSE;
+  for (; names[n]; n++) {
+    for (guint j = 0; j < n; j++)
+      g_assert_cmpstr(names[j], !=, names[n]);
+    has_first |= strcmp(names[n], "gpt3-1b") == 0;
+    has_last |= strcmp(names[n], "megatron-1t") == 0;
+    ModelShape m = lookup(names[n]);
+    g_assert_cmpuint(m.layers, >, 0);
+    g_assert_cmpuint(m.heads, >, 0);
+    g_assert_cmpuint(m.hidden % m.heads, ==, 0);
+    g_assert_cmpuint(m.seq_len, >, 0);
+    g_assert_cmpuint(m.vocab, >, 0);
+  }
+  g_assert_cmpuint(n, >=, 2);
+  g_assert_true(has_first);
+  g_assert_true(has_last);
+  ModelShape m;
+  g_assert_false(model_lookup("gpt3-175", &m));
+  g_assert_false(model_lookup("", &m));
+}
+
+/* Eq. 2 in closed form equals the parameters counted matrix by matrix, as
+ * an exact integer, for every built-in model and a tiny hand-checkable one;
+ * and it agrees with the paper's factored form. */
+static void check_params(const char *label, const ModelShape *m) {
+  guint64 l = m->layers, h = m->hidden, V = m->vocab, s = m->seq_len;
+  guint64 qkv = 3 * h * h + 3 * h;  /* weight h x 3h, bias 3h */
+  guint64 proj = h * h + h;         /* weight h x h, bias h */
+  guint64 mlp1 = 4 * h * h + 4 * h; /* weight h x 4h, bias 4h */
+  guint64 mlp2 = 4 * h * h + h;     /* weight 4h x h, bias h */
+  guint64 norms = 2 * (2 * h);      /* two layernorms, gain and bias */
+  guint64 layer = qkv + proj + mlp1 + mlp2 + norms;
+  guint64 embeddings = V * h + s * h; /* word (tied with logits) + position */
+  g_test_message("%s: %" G_GUINT64_FORMAT " parameters", label, model_param_count(m));
+  g_assert_cmpuint(model_layer_param_count(m), ==, layer);
+  g_assert_cmpuint(model_param_count(m), ==, l * layer + embeddings);
+  double L = (double)l, H = (double)h;
+  assert_rel((double)model_param_count(m),
+             12 * L * H * H * (1 + 13 / (12 * H) + ((double)V + (double)s) / (12 * L * H)), REL_EPS);
+}
+
+static void test_param_count(void) {
+  /* l=2, h=4, V=10, s=3: per layer 12*16 + 13*4 = 244, so 488 + 13*4 = 540. */
+  ModelShape tiny = {2, 4, 2, 3, 10};
+  g_assert_cmpuint(model_param_count(&tiny), ==, 540);
+  check_params("tiny", &tiny);
+  for (const char *const *n = model_names(); *n; n++) {
+    ModelShape m = lookup(*n);
+    check_params(*n, &m);
+  }
+}
+
+/* Forward FLOPs of one layer for b sequences, GEMM by GEMM (2 m n k each):
+ * QKV [bs, h] x [h, 3h]; per head (a of them, head size d = h/a) scores
+ * [s, d] x [d, s] and attention over values [s, s] x [s, d]; projection
+ * [bs, h] x [h, h]; MLP [bs, h] x [h, 4h] and [bs, 4h] x [4h, h]. */
+static double layer_gemm_flops(const ModelShape *m, double b) {
+  double s = m->seq_len, h = m->hidden, a = m->heads, d = h / a;
+  double qkv = 2 * (b * s) * h * (3 * h);
+  double scores = b * a * 2 * s * s * d;
+  double over_values = b * a * 2 * s * d * s;
+  double proj = 2 * (b * s) * h * h;
+  double mlp1 = 2 * (b * s) * h * (4 * h);
+  double mlp2 = 2 * (b * s) * (4 * h) * h;
+  return qkv + scores + over_values + proj + mlp1 + mlp2;
+}
+
+/* Logits: [bs, h] x [h, V]. */
+static double logit_gemm_flops(const ModelShape *m, double b) {
+  return 2 * (b * m->seq_len) * m->hidden * (double)m->vocab;
+}
+
+/* Eq. 3 equals the GEMM-by-GEMM sum over passes: every layer runs forward,
+ * backward (2x forward) and the recomputation forward, 4 forwards in all;
+ * the logit layer forward and backward, 3 forwards.  Without recomputation
+ * the hardware count drops one forward of the layers. */
+static void test_flops(void) {
+  static const guint64 batches[] = {1, 8, 512, 1536};
+  for (const char *const *n = model_names(); *n; n++) {
+    ModelShape m = lookup(*n);
+    double l = m.layers;
+    for (guint b = 1; b <= 16; b *= 4)
+      assert_rel(model_layer_forward_flops(&m, b), layer_gemm_flops(&m, b), REL_EPS);
+    for (guint i = 0; i < G_N_ELEMENTS(batches); i++) {
+      double B = (double)batches[i];
+      double with_recompute = 4 * l * layer_gemm_flops(&m, B) + 3 * logit_gemm_flops(&m, B);
+      double without = 3 * l * layer_gemm_flops(&m, B) + 3 * logit_gemm_flops(&m, B);
+      assert_rel(model_flops_per_iteration(&m, batches[i]), with_recompute, REL_EPS);
+      assert_rel(model_hardware_flops_per_iteration(&m, batches[i], TRUE), with_recompute, REL_EPS);
+      assert_rel(model_hardware_flops_per_iteration(&m, batches[i], FALSE), without, REL_EPS);
+      g_assert_cmpfloat(model_hardware_flops_per_iteration(&m, batches[i], FALSE), <,
+                        model_flops_per_iteration(&m, batches[i]));
+    }
+  }
+}
+
+/* --- layer.h: per-layer costs and parameter sharding ---------------------- */
+
+typedef struct {
+  const char *model;
+  guint t, b;
+} LayerCase;
+
+static const LayerCase layer_cases[] = {
+    {"gpt3-1b", 1, 1},       {"gpt3-1b", 2, 4},       {"megatron-1.7b", 8, 1}, {"megatron-18b", 4, 2},
+    {"gpt3-175b", 8, 1},     {"megatron-1t", 8, 1},   {"megatron-39b", 8, 4},  {"gpt3-13b", 1, 8},
+};
+
+/* The layer's GEMM FLOPs on one GPU are the whole layer's over t (every
+ * GEMM is sharded, none replicated), the backward exactly twice the
+ * forward; all integers below 2^53, so the sums are exact. */
+static void check_layer_flops(const char *profile) {
+  ModelProfile *p = load_profile(profile);
+  for (guint i = 0; i < G_N_ELEMENTS(layer_cases); i++) {
+    const LayerCase *c = &layer_cases[i];
+    ModelShape m = lookup(c->model);
+    g_assert_cmpuint(m.hidden % c->t, ==, 0);
+    g_assert_cmpuint(m.heads % c->t, ==, 0);
+    double whole = layer_gemm_flops(&m, c->b);
+    g_assert_cmpfloat(whole, <, TWO_53);
+    for (int fused = 0; fused <= 1; fused++) {
+      ModelLayerCost cost;
+      model_layer_cost(p, &m, c->t, c->b, fused, &cost);
+      g_assert_cmpfloat(cost.fwd.flops, ==, whole / c->t);
+      g_assert_cmpfloat(cost.fwd.flops, ==, model_layer_forward_flops(&m, c->b) / c->t);
+      g_assert_cmpfloat(cost.bwd.flops, ==, 2 * cost.fwd.flops);
+      g_assert_cmpfloat(cost.tp_allreduce_bytes, ==, 2.0 * c->b * m.seq_len * m.hidden); /* fp16 b*s*h */
+      for (int k = 0; k < 3; k++) {
+        g_assert_cmpfloat(cost.fwd.seg_s[k], >=, 0);
+        g_assert_cmpfloat(cost.bwd.seg_s[k], >=, 0);
+      }
+      g_assert_cmpfloat(cost.fwd.seg_s[0] + cost.fwd.seg_s[1] + cost.fwd.seg_s[2], >, 0);
+    }
+  }
+  model_profile_free(p);
+}
+
+static void test_layer_flops_a100(void) { check_layer_flops("a100-sxm4-80gb"); }
+static void test_layer_flops_ideal(void) { check_layer_flops("ideal"); }
+
+/* Without fusion the same work takes more kernels and more time, forward
+ * and backward, and the GEMMs are the same. */
+static void test_layer_fusion(void) {
+  ModelProfile *p = load_profile("a100-sxm4-80gb");
+  for (guint i = 0; i < G_N_ELEMENTS(layer_cases); i++) {
+    const LayerCase *c = &layer_cases[i];
+    ModelShape m = lookup(c->model);
+    ModelLayerCost f, u;
+    model_layer_cost(p, &m, c->t, c->b, TRUE, &f);
+    model_layer_cost(p, &m, c->t, c->b, FALSE, &u);
+    double f_fwd = f.fwd.seg_s[0] + f.fwd.seg_s[1] + f.fwd.seg_s[2];
+    double u_fwd = u.fwd.seg_s[0] + u.fwd.seg_s[1] + u.fwd.seg_s[2];
+    double f_bwd = f.bwd.seg_s[0] + f.bwd.seg_s[1] + f.bwd.seg_s[2];
+    double u_bwd = u.bwd.seg_s[0] + u.bwd.seg_s[1] + u.bwd.seg_s[2];
+    g_assert_cmpfloat(u_fwd, >, f_fwd);
+    g_assert_cmpfloat(u_bwd, >, f_bwd);
+    g_assert_cmpuint(u.fwd.kernels, >, f.fwd.kernels);
+    /* Each extra forward kernel costs at least its launch gap. */
+    g_assert_cmpfloat(u_fwd - f_fwd, >=, (u.fwd.kernels - f.fwd.kernels) * p->kernel_launch_s);
+    g_assert_cmpfloat(u.fwd.flops, ==, f.fwd.flops);
+    /* A backward does twice the math of a forward; it cannot be cheaper. */
+    g_assert_cmpfloat(f_bwd, >, f_fwd);
+  }
+  model_profile_free(p);
+}
+
+/* The backward of an unfused layer runs the unfused element-wise kernels
+ * too: layer.h says that without fusion bias+GeLU, bias+dropout+add and
+ * scale+mask+softmax are "two or three" kernels each, and the forward
+ * counts (and pays a launch gap for) each of them.  Known bug: the backward
+ * only moves more bytes in one kernel, so its kernel count (and launch
+ * gaps) do not change; reported, left as an incomplete test until fixed. */
+static void test_layer_fusion_backward_kernels(void) {
+  ModelProfile *p = load_profile("a100-sxm4-80gb");
+  for (guint i = 0; i < G_N_ELEMENTS(layer_cases); i++) {
+    const LayerCase *c = &layer_cases[i];
+    ModelShape m = lookup(c->model);
+    ModelLayerCost f, u;
+    model_layer_cost(p, &m, c->t, c->b, TRUE, &f);
+    model_layer_cost(p, &m, c->t, c->b, FALSE, &u);
+    if (u.bwd.kernels <= f.bwd.kernels) {
+      g_test_message("%s t=%u b=%u: backward kernels fused %u, unfused %u (forward %u -> %u)", c->model, c->t, c->b,
+                     f.bwd.kernels, u.bwd.kernels, f.fwd.kernels, u.fwd.kernels);
+      g_test_incomplete("bug: an unfused backward pass counts no extra element-wise kernels (models/layer.c)");
+      break;
+    }
+    g_assert_cmpuint(u.bwd.kernels, >, f.bwd.kernels);
+  }
+  model_profile_free(p);
+}
+
+/* The ideal profile: a layer's forward takes the file's time per token
+ * times the b*s tokens, the backward exactly twice that. */
+static void test_layer_ideal_times(void) {
+  ModelProfile *p = load_profile("ideal");
+  cJSON *json = read_json("calibrate/profiles", "ideal");
+  double s_per_token = json_num(json, "layer_forward_ns_per_token") * 1e-9;
+  cJSON_Delete(json);
+  assert_rel(p->ideal_layer_s_per_token, s_per_token, REL_EPS);
+  for (guint i = 0; i < G_N_ELEMENTS(layer_cases); i++) {
+    const LayerCase *c = &layer_cases[i];
+    ModelShape m = lookup(c->model);
+    ModelLayerCost cost;
+    model_layer_cost(p, &m, c->t, c->b, TRUE, &cost);
+    double fwd = cost.fwd.seg_s[0] + cost.fwd.seg_s[1] + cost.fwd.seg_s[2];
+    double bwd = cost.bwd.seg_s[0] + cost.bwd.seg_s[1] + cost.bwd.seg_s[2];
+    assert_rel(fwd, s_per_token * c->b * m.seq_len, REL_EPS);
+    assert_rel(bwd, 2 * fwd, REL_EPS);
+  }
+  /* Everything but the layers is free on the ideal profile. */
+  ModelShape m = lookup("gpt3-1b");
+  double ef, eb, hf, hb;
+  model_embedding_cost(p, &m, 1, 1, &ef, &eb);
+  model_head_cost(p, &m, 1, 1, &hf, &hb);
+  g_assert_cmpfloat(ef + eb + hf + hb, ==, 0);
+  g_assert_cmpfloat(model_optimizer_time_s(p, 1000000), ==, 0);
+  model_profile_free(p);
+}
+
+/* Sharded parameters: Megatron splits the column-parallel weights and biases
+ * (QKV, MLP h->4h) and the row-parallel weights (projection, MLP 4h->h) over
+ * t, and replicates the row-parallel biases (2h) and the layernorms (4h).
+ * Summing every GPU of every stage and removing the copies (replicated
+ * parameters t-1 extra times, the position embedding and final layernorm
+ * likewise, the last stage's tied word embedding once when p > 1) gives the
+ * model's count plus the final layernorm that Eq. 2 leaves out. */
+static void test_stage_params(void) {
+  static const guint tp[] = {1, 2, 4, 8};
+  static const guint pp[] = {1, 2, 3, 4, 8};
+  for (const char *const *n = model_names(); *n; n++) {
+    ModelShape m = lookup(*n);
+    guint64 h = m.hidden, s = m.seq_len, V = m.vocab;
+    g_assert_cmpuint(model_layer_local_params(&m, 1), ==, model_layer_param_count(&m));
+    for (guint i = 0; i < G_N_ELEMENTS(tp); i++) {
+      guint64 t = tp[i];
+      if (h % t || V % t)
+        continue;
+      guint64 sharded = (3 * h * h + 3 * h) + h * h + (4 * h * h + 4 * h) + 4 * h * h;
+      guint64 replicated = h + h + 4 * h;
+      g_assert_cmpuint(model_layer_local_params(&m, (guint)t), ==, sharded / t + replicated);
+      for (guint j = 0; j < G_N_ELEMENTS(pp); j++) {
+        guint p = pp[j];
+        if (m.layers % p)
+          continue;
+        guint64 total = 0;
+        for (guint st = 0; st < p; st++)
+          total += t * model_stage_params(&m, (guint)t, p, st, m.layers / p);
+        guint64 copies = (t - 1) * (replicated * m.layers + s * h + 2 * h) + (p > 1 ? V * h : 0);
+        g_assert_cmpuint(total - copies, ==, model_param_count(&m) + 2 * h);
+        if (t == 1 && p == 1)
+          g_assert_cmpuint(model_stage_params(&m, 1, 1, 0, m.layers), ==, model_param_count(&m) + 2 * h);
+      }
+    }
+  }
+}
+
+/* --- compute.h: GEMM and memory-bound kernels ----------------------------- */
+
+/* A hand-made profile with one tile shape, no launch gap and unlimited
+ * memory bandwidth, so that efficiency is exactly e_max * q * K/(K+k_half). */
+static ModelProfile one_tile_profile(void) {
+  ModelProfile p = {0};
+  p.kind = MODEL_PROFILE_ANALYTIC;
+  p.peak_flops = 100e12;
+  p.sms = 108;
+  p.hbm_bytes_per_s = 1e30;
+  p.memory_efficiency = 1;
+  p.kernel_launch_s = 0;
+  p.n_tiles = 1;
+  p.tile_m[0] = 128;
+  p.tile_n[0] = 128;
+  p.gemm_k_half = 64;
+  p.gemm_efficiency_max = 0.9;
+  p.sustained_clock_ratio = 1;
+  return p;
+}
+
+/* Wave quantization, exactly: 108 tiles fill one wave (q = 1); 109 tiles
+ * need two waves of which 109/216 is useful. */
+static void test_gemm_wave_exact(void) {
+  ModelProfile p = one_tile_profile();
+  double K = 4096, kf = K / (K + 64);
+  ModelGemm full = {1, 128 * 108, 128, 4096};
+  ModelGemm ragged = {1, 128 * 109, 128, 4096};
+  assert_rel(model_gemm_efficiency(&p, &full), 0.9 * 1.0 * kf, REL_EPS);
+  assert_rel(model_gemm_efficiency(&p, &ragged), 0.9 * (109.0 / 216.0) * kf, REL_EPS);
+  /* Partial tiles: M = 100 in a 128-row tile uses 100/128 of it. */
+  ModelGemm partial = {108, 100, 128, 4096}; /* 108 tiles, one wave */
+  assert_rel(model_gemm_efficiency(&p, &partial), 0.9 * (100.0 / 128.0) * kf, REL_EPS);
+}
+
+/* On the shipped A100 profile (several tiles, launch gap, HBM limit): a
+ * GEMM one tile-row past a full wave is less efficient than the full wave,
+ * even with the best tile chosen for it. */
+static void test_gemm_wave_a100(void) {
+  ModelProfile *p = load_profile("a100-sxm4-80gb");
+  g_assert_cmpuint(p->sms, ==, 108);
+  for (guint64 k = 1024; k <= 8192; k *= 2) {
+    ModelGemm full = {1, 128 * 108, 256, k};   /* 108 tiles of 128 x 256 */
+    ModelGemm ragged = {1, 128 * 109, 256, k}; /* 109 */
+    g_assert_cmpfloat(model_gemm_efficiency(p, &ragged), <, model_gemm_efficiency(p, &full));
+  }
+  model_profile_free(p);
+}
+
+/* Efficiency is a share of peak: in [0, 1] for any shape, small, odd,
+ * batched or empty, and never NaN. */
+static void test_gemm_efficiency_bounds(void) {
+  ModelProfile *p = load_profile("a100-sxm4-80gb");
+  static const guint64 dims[] = {0, 1, 7, 64, 100, 1000, 4096, 12288, 50257};
+  static const guint64 batches[] = {1, 3, 96};
+  guint checked = 0;
+  for (guint bi = 0; bi < G_N_ELEMENTS(batches); bi++)
+    for (guint i = 0; i < G_N_ELEMENTS(dims); i++)
+      for (guint j = 0; j < G_N_ELEMENTS(dims); j++)
+        for (guint k = 0; k < G_N_ELEMENTS(dims); k++) {
+          ModelGemm g = {batches[bi], dims[i], dims[j], dims[k]};
+          double e = model_gemm_efficiency(p, &g), t = model_gemm_time_s(p, &g);
+          g_assert_false(isnan(e));
+          g_assert_cmpfloat(e, >=, 0);
+          g_assert_cmpfloat(e, <=, 1);
+          g_assert_cmpfloat(t, >=, 0);
+          if (dims[i] && dims[j] && dims[k])
+            g_assert_cmpfloat(t, >=, p->kernel_launch_s);
+          checked++;
+        }
+  g_assert_cmpuint(checked, ==, 3 * 9 * 9 * 9);
+  model_profile_free(p);
+}
+
+/* A longer inner loop amortizes the tile prologue and epilogue (and the
+ * launch, and the output write): efficiency grows with K. */
+static void test_gemm_k(void) {
+  ModelProfile *p = load_profile("a100-sxm4-80gb");
+  double last = 0;
+  for (guint64 k = 16; k <= 65536; k *= 2) {
+    ModelGemm g = {1, 4096, 4096, k};
+    double e = model_gemm_efficiency(p, &g);
+    g_assert_cmpfloat(e, >, last);
+    last = e;
+  }
+  model_profile_free(p);
+}
+
+/* The anchor measurement in the profile file is reproduced: at the boost
+ * clock (ratio 1) the anchor shape runs at exactly the anchor rate; with the
+ * shipped sustained-clock ratio, which scales GEMM math and not the launch
+ * gap, the time is launch + (anchor time - launch) / ratio. */
+static void test_gemm_anchor(void) {
+  ModelProfile *p = load_profile("a100-sxm4-80gb");
+  cJSON *json = read_json("calibrate/profiles", "a100-sxm4-80gb");
+  double rate = json_num(json, "gemm.anchor.tflops") * 1e12;
+  ModelGemm g = {1, (guint64)json_num(json, "gemm.anchor.m"), (guint64)json_num(json, "gemm.anchor.n"),
+                 (guint64)json_num(json, "gemm.anchor.k")};
+  double ratio = json_num(json, "sustained_clock_ratio");
+  double launch = json_num(json, "kernel_launch_us") * 1e-6;
+  double peak = json_num(json, "peak_tflops") * 1e12;
+  cJSON_Delete(json);
+  double flops = 2.0 * g.m * g.n * g.k;
+  g_assert_cmpfloat(model_gemm_flops(&g), ==, flops);
+  g_assert_cmpfloat(p->gemm_efficiency_max, >, 0);
+  g_assert_cmpfloat(p->gemm_efficiency_max, <=, 1);
+  assert_rel(p->sustained_clock_ratio, ratio, REL_EPS);
+  /* The anchor is math-bound, so the rate is not set by the HBM term. */
+  double bytes = 2.0 * ((double)g.m * g.k + (double)g.k * g.n + (double)g.m * g.n);
+  g_assert_cmpfloat(bytes / (p->hbm_bytes_per_s * p->memory_efficiency), <, flops / rate - launch);
+
+  ModelProfile boost = *p;
+  boost.sustained_clock_ratio = 1;
+  assert_rel(model_gemm_efficiency(&boost, &g) * peak, rate, 1e-9);
+  assert_rel(model_gemm_time_s(p, &g), launch + (flops / rate - launch) / ratio, 1e-9);
+  model_profile_free(p);
+}
+
+/* Memory-bound kernels: launch gap plus bytes over the achieved bandwidth
+ * (values read from the file), linear in bytes; nothing costs nothing. */
+static void test_memop(void) {
+  ModelProfile *p = load_profile("a100-sxm4-80gb");
+  cJSON *json = read_json("calibrate/profiles", "a100-sxm4-80gb");
+  double launch = json_num(json, "kernel_launch_us") * 1e-6;
+  double bw = json_num(json, "hbm_GBps") * 1e9 * json_num(json, "memory_efficiency");
+  cJSON_Delete(json);
+  g_assert_cmpfloat(model_memop_time_s(p, 0), ==, 0);
+  for (double bytes = 1; bytes < 1e12; bytes *= 10)
+    assert_rel(model_memop_time_s(p, bytes), launch + bytes / bw, REL_EPS);
+  double x = 3e8;
+  double d1 = model_memop_time_s(p, 2 * x) - model_memop_time_s(p, x);
+  double d2 = model_memop_time_s(p, 3 * x) - model_memop_time_s(p, 2 * x);
+  assert_rel(d1, x / bw, 1e-9);
+  assert_rel(d2, d1, 1e-9);
+  model_profile_free(p);
+}
+
+/* --- comm.h: collectives --------------------------------------------------- */
+
+/* nccl-tests' bus factors. */
+static void test_busbw_factor(void) {
+  g_assert_cmpfloat(model_busbw_factor(MODEL_COLL_ALLREDUCE, 1), ==, 0);
+  g_assert_cmpfloat(model_busbw_factor(MODEL_COLL_ALLGATHER, 1), ==, 0);
+  for (guint n = 2; n <= 1024; n++) {
+    assert_rel(model_busbw_factor(MODEL_COLL_ALLREDUCE, n), 2.0 * (n - 1) / n, REL_EPS);
+    assert_rel(model_busbw_factor(MODEL_COLL_ALLGATHER, n), (double)(n - 1) / n, REL_EPS);
+    assert_rel(model_busbw_factor(MODEL_COLL_REDUCESCATTER, n), (double)(n - 1) / n, REL_EPS);
+  }
+}
+
+/* A hand-filled network with no latency: time is bus bytes over the
+ * bandwidth of the slowest tier, whichever protocol wins (Simple, the
+ * full-bandwidth one). */
+static ModelNet latency_free_net(void) {
+  ModelNet net = {0};
+  net.gpus_per_node = 8;
+  net.nics_per_node = 8;
+  net.nvlink_busbw = 200e9;
+  net.nvlink_p2p_bw = 150e9;
+  net.nic_bw = 20e9;
+  net.proto_bw_factor[MODEL_PROTO_LL] = 0.25;
+  net.proto_bw_factor[MODEL_PROTO_LL128] = 0.9;
+  net.proto_bw_factor[MODEL_PROTO_SIMPLE] = 1.0;
+  return net;
+}
+
+static void test_collective_bandwidth(void) {
+  ModelNet net = latency_free_net();
+  double S = 3e8;
+  for (guint n = 2; n <= 8; n++) {
+    ModelProto proto = MODEL_PROTO_LL;
+    /* One node: the NVSwitch ring. */
+    assert_rel(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, S, n, 1, &proto),
+               S * 2.0 * (n - 1) / n / net.nvlink_busbw, REL_EPS);
+    g_assert_cmpint(proto, ==, MODEL_PROTO_SIMPLE);
+    assert_rel(model_collective_time_s(&net, MODEL_COLL_ALLGATHER, S, n, 1, NULL),
+               S * (double)(n - 1) / n / net.nvlink_busbw, REL_EPS);
+    /* One GPU per node: one NIC each. */
+    assert_rel(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, S, n, n, NULL),
+               S * 2.0 * (n - 1) / n / net.nic_bw, REL_EPS);
+  }
+  /* Two full nodes: a ring gets one NIC per member GPU on each node,
+   * 8 x 20 GB/s = 160 GB/s, below NVLink's 200. */
+  assert_rel(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, S, 16, 2, NULL), S * 2.0 * 15 / 16 / 160e9,
+             REL_EPS);
+  /* With faster NICs (8 x 40 = 320 GB/s) NVLink is the cap. */
+  net.nic_bw = 40e9;
+  assert_rel(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, S, 16, 2, NULL), S * 2.0 * 15 / 16 / 200e9,
+             REL_EPS);
+}
+
+/* Nothing to do costs nothing: the ideal network, one rank, zero bytes. */
+static void test_collective_free(void) {
+  ModelNet net = latency_free_net();
+  net.ring_base[MODEL_PROTO_SIMPLE] = 1e-5; /* so that zero is not a coincidence */
+  g_assert_cmpfloat(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, 1e9, 8, 1, NULL), >, 0);
+  g_assert_cmpfloat(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, 1e9, 1, 1, NULL), ==, 0);
+  g_assert_cmpfloat(model_collective_time_s(&net, MODEL_COLL_ALLGATHER, 0, 8, 1, NULL), ==, 0);
+  net.free_comm = TRUE;
+  g_assert_cmpfloat(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, 1e9, 8, 1, NULL), ==, 0);
+  g_assert_cmpfloat(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, 1e9, 64, 8, NULL), ==, 0);
+  g_assert_cmpfloat(model_p2p_time_s(&net, 1e9, TRUE), ==, 0);
+  g_assert_cmpfloat(model_p2p_time_s(&net, 1e9, FALSE), ==, 0);
+}
+
+/* Protocol choice: LL has the lowest latency and a quarter of the
+ * bandwidth, so it wins small messages and Simple wins large ones; the time
+ * returned is the chosen protocol's. */
+static void test_collective_protocols(void) {
+  ModelNet net = latency_free_net();
+  net.ring_base[MODEL_PROTO_LL] = 1e-6;
+  net.ring_base[MODEL_PROTO_LL128] = 5e-6;
+  net.ring_base[MODEL_PROTO_SIMPLE] = 10e-6;
+  net.nvlink_hop[MODEL_PROTO_LL] = 0.1e-6;
+  net.nvlink_hop[MODEL_PROTO_LL128] = 0.5e-6;
+  net.nvlink_hop[MODEL_PROTO_SIMPLE] = 1e-6;
+  ModelProto proto = MODEL_PROTO_SIMPLE;
+  double small = 1024;
+  double t = model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, small, 8, 1, &proto);
+  g_assert_cmpint(proto, ==, MODEL_PROTO_LL);
+  /* 2(n-1) = 14 ring steps inside the node. */
+  assert_rel(t, 1e-6 + 14 * 0.1e-6 + small * 2 * 7 / 8 / (200e9 * 0.25), REL_EPS);
+  double large = 1e9;
+  t = model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, large, 8, 1, &proto);
+  g_assert_cmpint(proto, ==, MODEL_PROTO_SIMPLE);
+  assert_rel(t, 10e-6 + 14 * 1e-6 + large * 2 * 7 / 8 / 200e9, REL_EPS);
+  g_assert_cmpstr(model_proto_name(MODEL_PROTO_LL), ==, "LL");
+  g_assert_cmpstr(model_proto_name(MODEL_PROTO_SIMPLE), ==, "Simple");
+}
+
+/* Point-to-point: latency plus bytes over the link of the tier used. */
+static void test_p2p(void) {
+  ModelNet net = latency_free_net();
+  net.p2p_latency_intra = 6e-6;
+  net.p2p_latency_inter = 10e-6;
+  double bytes = 2.0 * 2048 * 12288; /* one b*s*h fp16 activation */
+  assert_rel(model_p2p_time_s(&net, bytes, TRUE), 6e-6 + bytes / 150e9, REL_EPS);
+  assert_rel(model_p2p_time_s(&net, bytes, FALSE), 10e-6 + bytes / 20e9, REL_EPS);
+}
+
+/* --- memory.h ---------------------------------------------------------------- */
+
+/* Model state is 16 bytes per local parameter (2 fp16 weights, 2 fp16
+ * gradients, 12 fp32 master weights and Adam moments); activations follow
+ * Korthikanti et al.: s b h (10 + 24/t + 5 a s/(h t)) per layer and
+ * microbatch held, or with full recomputation the 2 s b h layer input per
+ * layer and microbatch plus one layer's full set; the first stage adds s b h
+ * per microbatch in flight and the last 6 s b V/t of logits. */
+static void test_memory(void) {
+  static const struct {
+    const char *model;
+    guint t, b;
+  } cases[] = {{"gpt3-1b", 1, 1}, {"gpt3-1b", 2, 4}, {"megatron-18b", 4, 2}, {"megatron-1t", 8, 1}};
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    ModelShape m = lookup(cases[i].model);
+    double s = m.seq_len, b = cases[i].b, h = m.hidden, a = m.heads, t = cases[i].t, V = m.vocab;
+    double per_layer = s * b * h * 10 + 24 * s * b * h / t + 5 * a * s * s * b / t;
+    double input = 2 * s * b * h;
+    assert_rel(model_layer_activation_bytes(&m, cases[i].t, cases[i].b), per_layer, REL_EPS);
+    for (int recompute = 0; recompute <= 1; recompute++)
+      for (int edge = 0; edge < 4; edge++) {
+        ModelMemoryRequest req = {.t = cases[i].t,
+                                  .b = cases[i].b,
+                                  .params = 1234567891ull + i,
+                                  .inflight_layer_mbs = 12, /* e.g. 4 layers x 3 microbatches */
+                                  .inflight_mbs = 3,
+                                  .recompute = recompute,
+                                  .first_stage = edge & 1,
+                                  .last_stage = (edge & 2) != 0};
+        ModelMemory mem;
+        model_memory(&m, &req, &mem);
+        double P = (double)req.params;
+        g_assert_cmpfloat(mem.weights, ==, 2 * P);
+        g_assert_cmpfloat(mem.gradients, ==, 2 * P);
+        g_assert_cmpfloat(mem.optimizer, ==, 12 * P);
+        double act = recompute ? 12 * input + per_layer : 12 * per_layer;
+        if (req.first_stage)
+          act += 3 * s * b * h;
+        if (req.last_stage)
+          act += 6 * s * b * V / t;
+        assert_rel(mem.activations, act, REL_EPS);
+        assert_rel(mem.total, 16 * P + act, REL_EPS);
+      }
+  }
+}
+
+/* --- profiles and clusters: loading -------------------------------------- */
+
+/* The shipped files load and carry the numbers written in them. */
+static void test_load_shipped(void) {
+  ModelProfile *p = load_profile("a100-sxm4-80gb");
+  cJSON *json = read_json("calibrate/profiles", "a100-sxm4-80gb");
+  g_assert_cmpint(p->kind, ==, MODEL_PROFILE_ANALYTIC);
+  g_assert_cmpstr(p->name, ==, "a100-sxm4-80gb");
+  g_assert_true(g_str_has_suffix(p->path, "a100-sxm4-80gb.json"));
+  assert_rel(p->peak_flops, json_num(json, "peak_tflops") * 1e12, REL_EPS);
+  g_assert_cmpuint(p->sms, ==, (guint)json_num(json, "sms"));
+  assert_rel(p->hbm_bytes_per_s, json_num(json, "hbm_GBps") * 1e9, REL_EPS);
+  assert_rel(p->memory_bytes, json_num(json, "memory_GiB") * 1024.0 * 1024 * 1024, REL_EPS);
+  assert_rel(p->kernel_launch_s, json_num(json, "kernel_launch_us") * 1e-6, REL_EPS);
+  assert_rel(p->gemm_k_half, json_num(json, "gemm.k_half"), REL_EPS);
+  const cJSON *tiles = cJSON_GetObjectItem(cJSON_GetObjectItem(json, "gemm"), "tiles");
+  g_assert_cmpuint(p->n_tiles, ==, (guint)cJSON_GetArraySize(tiles));
+  for (guint i = 0; i < p->n_tiles; i++) {
+    g_assert_cmpuint(p->tile_m[i], ==, (guint)cJSON_GetArrayItem(cJSON_GetArrayItem(tiles, (int)i), 0)->valuedouble);
+    g_assert_cmpuint(p->tile_n[i], ==, (guint)cJSON_GetArrayItem(cJSON_GetArrayItem(tiles, (int)i), 1)->valuedouble);
+  }
+  cJSON_Delete(json);
+  model_profile_free(p);
+
+  p = load_profile("ideal");
+  g_assert_cmpint(p->kind, ==, MODEL_PROFILE_IDEAL);
+  g_assert_cmpstr(p->name, ==, "ideal");
+  g_assert_cmpfloat(p->ideal_layer_s_per_token, >, 0);
+  model_profile_free(p);
+
+  GError *error = NULL;
+  TopoCluster *c = topo_cluster_load("selene", &error);
+  g_assert_no_error(error);
+  g_assert_nonnull(c);
+  json = read_json("topologies", "selene");
+  g_assert_cmpstr(c->name, ==, "selene");
+  g_assert_cmpstr(c->gpu_profile, ==, cJSON_GetObjectItem(json, "gpu_profile")->valuestring);
+  g_assert_cmpuint(c->nodes, ==, (guint)json_num(json, "nodes"));
+  g_assert_cmpuint(c->gpus_per_node, ==, (guint)json_num(json, "gpus_per_node"));
+  g_assert_cmpuint(topo_cluster_gpus(c), ==, (guint)(json_num(json, "nodes") * json_num(json, "gpus_per_node")));
+  g_assert_cmpuint(c->net.gpus_per_node, ==, c->gpus_per_node);
+  g_assert_cmpuint(c->net.nics_per_node, ==, (guint)json_num(json, "nics_per_node"));
+  assert_rel(c->net.nvlink_busbw, json_num(json, "nvlink.allreduce_busbw_GBps") * 1e9, REL_EPS);
+  assert_rel(c->net.nvlink_p2p_bw, json_num(json, "nvlink.p2p_GBps") * 1e9, REL_EPS);
+  assert_rel(c->net.nic_bw, json_num(json, "network.nic_GBps") * 1e9, REL_EPS);
+  assert_rel(c->net.p2p_latency_intra, json_num(json, "nvlink.p2p_latency_us") * 1e-6, REL_EPS);
+  assert_rel(c->net.p2p_latency_inter, json_num(json, "network.p2p_latency_us") * 1e-6, REL_EPS);
+  static const char *protos[] = {"LL", "LL128", "Simple"};
+  for (int i = 0; i < MODEL_N_PROTOS; i++) {
+    char *k = g_strdup_printf("nccl.ring_base_us.%s", protos[i]);
+    assert_rel(c->net.ring_base[i], json_num(json, k) * 1e-6, REL_EPS);
+    g_free(k);
+    k = g_strdup_printf("nccl.net_hop_us.%s", protos[i]);
+    assert_rel(c->net.net_hop[i], json_num(json, k) * 1e-6, REL_EPS);
+    g_free(k);
+    k = g_strdup_printf("nccl.protocol_bandwidth_factor.%s", protos[i]);
+    assert_rel(c->net.proto_bw_factor[i], json_num(json, k), REL_EPS);
+    g_free(k);
+  }
+  g_assert_false(c->net.free_comm);
+  cJSON_Delete(json);
+  topo_cluster_free(c);
+}
+
+/* Bad files. Each case starts from a shipped file, breaks one key and
+ * expects the loader to refuse it with a message naming the file and the
+ * key. */
+typedef enum { EDIT_DELETE, EDIT_NUMBER, EDIT_STRING, EDIT_ARRAY } EditKind;
+
+typedef struct {
+  gboolean cluster; /* else a profile */
+  const char *key;  /* dotted path of the key to break */
+  EditKind kind;
+  double number;
+  const char *string;
+  const char *named; /* what the message must quote */
+} BadCase;
+
+static const BadCase bad_cases[] = {
+    {FALSE, "hbm_GBps", EDIT_DELETE, 0, NULL, "'hbm_GBps'"},                 /* missing key */
+    {FALSE, "hbm_GBps", EDIT_NUMBER, -2039, NULL, "'hbm_GBps'"},             /* negative bandwidth */
+    {FALSE, "hbm_GBps", EDIT_NUMBER, 0, NULL, "'hbm_GBps'"},                 /* zero bandwidth */
+    {FALSE, "sms", EDIT_NUMBER, 0, NULL, "'sms'"},                           /* zero SMs */
+    {FALSE, "sms", EDIT_NUMBER, 107.5, NULL, "'sms'"},                       /* not whole */
+    {FALSE, "kind", EDIT_STRING, 0, "quantum", "'kind'"},                    /* wrong kind */
+    {FALSE, "peak_tflops", EDIT_STRING, 0, "312", "'peak_tflops'"},          /* wrong type */
+    {FALSE, "memory_efficiency", EDIT_NUMBER, 1.5, NULL, "'memory_efficiency'"},
+    {FALSE, "gemm.k_half", EDIT_DELETE, 0, NULL, "'k_half'"},
+    {FALSE, "gemm.anchor.tflops", EDIT_NUMBER, 400, NULL, "'gemm.anchor'"}, /* above peak */
+    {FALSE, "gemm", EDIT_ARRAY, 0, NULL, "'gemm'"},                          /* not an object */
+    {FALSE, "name", EDIT_DELETE, 0, NULL, "'name'"},
+    {TRUE, "network.nic_GBps", EDIT_NUMBER, -24, NULL, "'nic_GBps'"},       /* negative bandwidth */
+    {TRUE, "nodes", EDIT_DELETE, 0, NULL, "'nodes'"},
+    {TRUE, "gpus_per_node", EDIT_NUMBER, 0, NULL, "'gpus_per_node'"},
+    {TRUE, "nvlink", EDIT_ARRAY, 0, NULL, "'nvlink'"},
+    {TRUE, "nccl.protocol_bandwidth_factor.LL", EDIT_NUMBER, 0, NULL, "protocol_bandwidth_factor.LL"},
+    {TRUE, "nccl.ring_base_us.Simple", EDIT_NUMBER, -1, NULL, "ring_base_us.Simple"},
+};
+
+static char *write_tmp(const char *text) {
+  char *path = NULL;
+  GError *error = NULL;
+  int fd = g_file_open_tmp("ptdsim-test-XXXXXX.json", &path, &error);
+  g_assert_no_error(error);
+  g_close(fd, NULL);
+  g_file_set_contents(path, text, -1, &error);
+  g_assert_no_error(error);
+  return path;
+}
+
+/* Loads `path` as a profile or a cluster; must fail.  Returns the error. */
+static GError *load_fails(gboolean cluster, const char *path) {
+  GError *error = NULL;
+  if (cluster) {
+    TopoCluster *c = topo_cluster_load(path, &error);
+    g_assert_null(c);
+  } else {
+    ModelProfile *p = model_profile_load(path, &error);
+    g_assert_null(p);
+  }
+  g_assert_nonnull(error);
+  g_test_message("%s", error->message);
+  g_assert_nonnull(strstr(error->message, path));
+  return error;
+}
+
+static void test_load_bad_keys(void) {
+  for (guint i = 0; i < G_N_ELEMENTS(bad_cases); i++) {
+    const BadCase *c = &bad_cases[i];
+    cJSON *root = c->cluster ? read_json("topologies", "selene") : read_json("calibrate/profiles", "a100-sxm4-80gb");
+    char **parts = g_strsplit(c->key, ".", -1);
+    guint n = g_strv_length(parts);
+    cJSON *parent = root;
+    for (guint k = 0; k + 1 < n; k++) {
+      parent = cJSON_GetObjectItemCaseSensitive(parent, parts[k]);
+      g_assert_nonnull(parent);
+    }
+    g_assert_nonnull(cJSON_GetObjectItemCaseSensitive(parent, parts[n - 1]));
+    cJSON *value = c->kind == EDIT_NUMBER   ? cJSON_CreateNumber(c->number)
+                   : c->kind == EDIT_STRING ? cJSON_CreateString(c->string)
+                   : c->kind == EDIT_ARRAY  ? cJSON_CreateArray()
+                                            : NULL;
+    if (value)
+      cJSON_ReplaceItemInObjectCaseSensitive(parent, parts[n - 1], value);
+    else
+      cJSON_DeleteItemFromObjectCaseSensitive(parent, parts[n - 1]);
+    g_strfreev(parts);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    char *path = write_tmp(text);
+    cJSON_free(text);
+    GError *error = load_fails(c->cluster, path);
+    g_assert_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID);
+    if (!strstr(error->message, c->named))
+      g_error("case %u (%s): message does not name %s: %s", i, c->key, c->named, error->message);
+    g_error_free(error);
+    g_remove(path);
+    g_free(path);
+  }
+}
+
+/* Files that are not JSON objects at all. */
+static void test_load_bad_files(void) {
+  for (int cluster = 0; cluster <= 1; cluster++) {
+    char *path = write_tmp("{\n  \"name\": \"broken\",\n  \"kind\": \n");
+    GError *error = load_fails(cluster, path);
+    g_assert_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_PARSE);
+    g_assert_nonnull(strstr(error->message, "malformed"));
+    g_error_free(error);
+    g_remove(path);
+    g_free(path);
+
+    path = write_tmp("[1, 2, 3]\n");
+    error = load_fails(cluster, path);
+    g_assert_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID);
+    g_assert_nonnull(strstr(error->message, "object"));
+    g_error_free(error);
+    g_remove(path);
+    g_free(path);
+
+    path = write_tmp("");
+    error = load_fails(cluster, path);
+    g_error_free(error);
+    g_remove(path);
+    g_free(path);
+  }
+}
+
+/* An unknown name is refused with the list of shipped names (read from the
+ * directory here), so the user can pick one. */
+static void check_unknown_name(gboolean cluster) {
+  const char *subdir = cluster ? "topologies" : "calibrate/profiles";
+  const char *name = cluster ? "no-such-cluster" : "no-such-gpu";
+  GError *error = NULL;
+  if (cluster)
+    g_assert_null(topo_cluster_load(name, &error));
+  else
+    g_assert_null(model_profile_load(name, &error));
+  g_assert_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_NOT_FOUND);
+  g_assert_nonnull(strstr(error->message, name));
+  char *dir = g_build_filename(ptd_data_dir(), subdir, NULL);
+  GDir *d = g_dir_open(dir, 0, NULL);
+  g_assert_nonnull(d);
+  guint listed = 0;
+  const char *entry;
+  while ((entry = g_dir_read_name(d)))
+    if (g_str_has_suffix(entry, ".json")) {
+      char *shipped = g_strndup(entry, strlen(entry) - 5);
+      if (!strstr(error->message, shipped))
+        g_error("'%s' is not listed in: %s", shipped, error->message);
+      g_free(shipped);
+      listed++;
+    }
+  g_dir_close(d);
+  g_free(dir);
+  g_assert_cmpuint(listed, >=, 1);
+  g_error_free(error);
+}
+
+static void test_load_unknown_name(void) {
+  check_unknown_name(FALSE);
+  check_unknown_name(TRUE);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
-  g_test_add_func("/models/placeholder", t_placeholder);
+  g_test_add_func("/models/transformer/lookup", test_model_lookup);
+  g_test_add_func("/models/transformer/param-count", test_param_count);
+  g_test_add_func("/models/transformer/flops", test_flops);
+  g_test_add_func("/models/layer/flops-a100", test_layer_flops_a100);
+  g_test_add_func("/models/layer/flops-ideal", test_layer_flops_ideal);
+  g_test_add_func("/models/layer/fusion", test_layer_fusion);
+  g_test_add_func("/models/layer/fusion-backward-kernels", test_layer_fusion_backward_kernels);
+  g_test_add_func("/models/layer/ideal-times", test_layer_ideal_times);
+  g_test_add_func("/models/layer/stage-params", test_stage_params);
+  g_test_add_func("/models/compute/wave-exact", test_gemm_wave_exact);
+  g_test_add_func("/models/compute/wave-a100", test_gemm_wave_a100);
+  g_test_add_func("/models/compute/efficiency-bounds", test_gemm_efficiency_bounds);
+  g_test_add_func("/models/compute/larger-k", test_gemm_k);
+  g_test_add_func("/models/compute/anchor", test_gemm_anchor);
+  g_test_add_func("/models/compute/memop", test_memop);
+  g_test_add_func("/models/comm/busbw-factor", test_busbw_factor);
+  g_test_add_func("/models/comm/bandwidth", test_collective_bandwidth);
+  g_test_add_func("/models/comm/free", test_collective_free);
+  g_test_add_func("/models/comm/protocols", test_collective_protocols);
+  g_test_add_func("/models/comm/p2p", test_p2p);
+  g_test_add_func("/models/memory/model-state-and-activations", test_memory);
+  g_test_add_func("/models/load/shipped", test_load_shipped);
+  g_test_add_func("/models/load/bad-keys", test_load_bad_keys);
+  g_test_add_func("/models/load/bad-files", test_load_bad_files);
+  g_test_add_func("/models/load/unknown-name", test_load_unknown_name);
   return g_test_run();
 }
