@@ -73,6 +73,7 @@ typedef struct {
   /* the simulation itself */
   guint64 ops, events;
   guint simulated_gpus;
+  gboolean symmetric; /* the shortcut was used (placement uniform, not --no-symmetry) */
 } SimResult;
 
 /* Simulates one iteration of `plan`. */

@@ -42,7 +42,7 @@ typedef struct {
   guint p, v, m, lpc; /* stages, chunks, microbatches, layers per chunk */
   ModelLayerCost layer;
   double emb_fwd, emb_bwd, head_fwd, head_bwd;
-  SimTime tp_ar_ns;
+  SimTime *tp_ar_ns; /* per simulated (stage, replica) tensor-parallel group */
   GArray **order;   /* per stage: SimItem */
   guint **position; /* per stage: (chunk * m + mb) * 2 + fwd -> item index */
   ItemOps *items;   /* [(k * p + s) * n_items + idx] * ts + i */
@@ -54,7 +54,6 @@ typedef struct {
   gboolean *started;
   /* accounting */
   double bytes[N_CATS];
-  guint tp_nodes;
 } Build;
 
 static guint gpu_of(const Build *b, guint i, guint s, guint k) { return i + b->ts * (k + b->ds * s); }
@@ -65,6 +64,7 @@ static guint node_of_rank(const Build *b, guint i, guint s, guint k) {
   const SimPlan *pl = b->plan;
   return (i + pl->tp * (k + pl->dp * s)) / b->cluster->gpus_per_node;
 }
+static guint tp_group_nodes(const Build *b, guint s, guint k);
 static SimTime ns(double seconds) { return (SimTime)llround(seconds * 1e9); }
 
 static SimOpTag tag(guint cat, guint pass, guint s, guint c, guint mb, gint layer) {
@@ -94,7 +94,7 @@ static void tp_allreduce(Build *b, guint s, guint k, const SimOpTag *t) {
     streams[i] = stream_of(b, i, s, k, STREAM_TP);
   SimOpTag at = *t;
   at.category = CAT_TP;
-  guint op = sim_engine_add_op(b->e, b->tp_ar_ns, streams, b->ts, &at);
+  guint op = sim_engine_add_op(b->e, b->tp_ar_ns[s * b->ds + k], streams, b->ts, &at);
   for (guint i = 0; i < b->ts; i++) {
     sim_engine_add_dep(b->e, b->prev[i], op);
     b->prev[i] = op;
@@ -229,7 +229,8 @@ static void emit_transfers(Build *b, guint s, guint k, guint idx) {
       pos[i] = 2ull * didx + 1;
     }
     t.category = CAT_PP_GATHER;
-    double ag = model_collective_time_s(&b->cluster->net, MODEL_COLL_ALLGATHER, full, pl->tp, b->tp_nodes, NULL);
+    double ag = model_collective_time_s(&b->cluster->net, MODEL_COLL_ALLGATHER, full, pl->tp,
+                                        tp_group_nodes(b, ds_, k), NULL);
     guint gather = sim_engine_add_op_at(b->e, ns(ag), streams, pos, b->ts, &t);
     for (guint i = 0; i < b->ts; i++) {
       sim_engine_add_dep(b->e, xfer[i], gather);
@@ -243,20 +244,63 @@ static void emit_transfers(Build *b, guint s, guint k, guint idx) {
 
 /* --- data-parallel gradient all-reduce and the optimizer --- */
 
-/* Nodes spanned by the data-parallel group of tensor rank 0, stage 0. */
-static guint dp_nodes(const Build *b) {
-  guint count = 0, last = G_MAXUINT;
-  for (guint k = 0; k < b->plan->dp; k++) {
-    guint n = node_of_rank(b, 0, 0, k);
-    if (n != last)
-      count++;
-    last = n;
-  }
+/* Nodes spanned by a group of ranks listed in increasing rank order (so
+ * their nodes never decrease): one more at every change. */
+static guint count_nodes(const guint *nodes, guint n) {
+  guint count = n > 0;
+  for (guint j = 1; j < n; j++)
+    count += nodes[j] != nodes[j - 1];
   return count;
 }
 
-static guint dp_allreduce(Build *b, guint i, guint s, double bytes, guint nodes, const guint *deps, guint n_deps,
+/* Nodes spanned by the data-parallel group of tensor rank i, stage s. */
+static guint dp_group_nodes(const Build *b, guint i, guint s) {
+  guint n = b->plan->dp, *nodes = g_new(guint, n);
+  for (guint k = 0; k < n; k++)
+    nodes[k] = node_of_rank(b, i, s, k);
+  guint count = count_nodes(nodes, n);
+  g_free(nodes);
+  return count;
+}
+
+/* Nodes spanned by the tensor-parallel group of stage s, replica k. */
+static guint tp_group_nodes(const Build *b, guint s, guint k) {
+  guint n = b->plan->tp, *nodes = g_new(guint, n);
+  for (guint i = 0; i < n; i++)
+    nodes[i] = node_of_rank(b, i, s, k);
+  guint count = count_nodes(nodes, n);
+  g_free(nodes);
+  return count;
+}
+
+/* The symmetry shortcut is exact only when every tensor-parallel group,
+ * every data-parallel group and every pipeline hop sees the same node
+ * layout as the one simulated (rank 0, replica 0), stage by stage. */
+static gboolean placement_uniform(const Build *b) {
+  const SimPlan *pl = b->plan;
+  for (guint s = 0; s < b->p; s++) {
+    guint dp0 = dp_group_nodes(b, 0, s);
+    for (guint i = 1; i < pl->tp; i++)
+      if (dp_group_nodes(b, i, s) != dp0)
+        return FALSE;
+    guint tp0 = tp_group_nodes(b, s, 0);
+    for (guint k = 0; k < pl->dp; k++) {
+      if (k > 0 && tp_group_nodes(b, s, k) != tp0)
+        return FALSE;
+      if (s + 1 < b->p) {
+        gboolean same0 = node_of_rank(b, 0, s, 0) == node_of_rank(b, 0, s + 1, 0);
+        for (guint i = 0; i < pl->tp; i++)
+          if ((node_of_rank(b, i, s, k) == node_of_rank(b, i, s + 1, k)) != same0)
+            return FALSE;
+      }
+    }
+  }
+  return TRUE;
+}
+
+static guint dp_allreduce(Build *b, guint i, guint s, double bytes, const guint *deps, guint n_deps,
                           const SimOpTag *t) {
+  guint nodes = dp_group_nodes(b, i, s);
   guint streams[b->ds];
   for (guint k = 0; k < b->ds; k++)
     streams[k] = stream_of(b, i, s, k, STREAM_DP);
@@ -269,7 +313,6 @@ static guint dp_allreduce(Build *b, guint i, guint s, double bytes, guint nodes,
 
 static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
   const SimPlan *pl = b->plan;
-  guint nodes = dp_nodes(b);
   guint64 stage_params = model_stage_params(&pl->model, pl->tp, b->p, s, b->lpc * b->v);
   guint64 layer_params = model_layer_local_params(&pl->model, pl->tp);
   guint64 extra_params = stage_params - layer_params * b->lpc * b->v;
@@ -290,18 +333,18 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
             for (guint k = 0; k < b->ds; k++)
               deps[k] = b->grad_ready[(((k * b->p + s) * b->v + c) * b->lpc + l) * b->ts + i];
             t.layer = (gint32)(c * b->lpc + l);
-            guint op = dp_allreduce(b, i, s, grad_bytes * layer_params, nodes, deps, b->ds, &t);
+            guint op = dp_allreduce(b, i, s, grad_bytes * layer_params, deps, b->ds, &t);
             g_array_append_val(mine, op);
           }
         t.layer = -1;
         if (extra_params) {
-          guint op = dp_allreduce(b, i, s, grad_bytes * extra_params, nodes, lasts, b->ds, &t);
+          guint op = dp_allreduce(b, i, s, grad_bytes * extra_params, lasts, b->ds, &t);
           g_array_append_val(mine, op);
         }
       } else {
         /* Megatron's local DDP: one all-reduce of the whole gradient buffer
          * after the pipeline flush. */
-        guint op = dp_allreduce(b, i, s, grad_bytes * stage_params, nodes, lasts, b->ds, &t);
+        guint op = dp_allreduce(b, i, s, grad_bytes * stage_params, lasts, b->ds, &t);
         g_array_append_val(mine, op);
       }
       b->bytes[CAT_DP] += grad_bytes * stage_params * 2.0 * (pl->dp - 1) * ((double)pl->tp / b->ts);
@@ -594,19 +637,34 @@ gboolean sim_ptdp_run(const SimPlan *pl, const ModelProfile *profile, const Topo
   TopoCluster cl = *cluster;
   cl.net = net;
   b.cluster = &cl;
-  b.ts = pl->symmetry ? 1 : pl->tp;
-  b.ds = pl->symmetry ? 1 : pl->dp;
+  b.ts = b.ds = 1;
   b.p = pl->pp;
   b.v = pl->chunks;
   b.m = pl->microbatches;
   b.lpc = pl->model.layers / (pl->pp * pl->chunks);
   b.n_items = 2 * b.m * b.v;
-  b.tp_nodes = (pl->tp + cluster->gpus_per_node - 1) / cluster->gpus_per_node;
+  if (!pl->symmetry || !placement_uniform(&b)) {
+    /* Without the shortcut every GPU is simulated: check the size again. */
+    double ops = (double)b.n_items * b.p * (6.0 * b.lpc + 4) * pl->tp * pl->dp;
+    if (pl->symmetry && ops > 60e6) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_TOO_BIG,
+                  "--tp %u x --dp %u does not line up with %u-GPU nodes, so every GPU must be simulated (about %.0f "
+                  "million ops, over the limit of 60 million); use sizes whose groups fill whole nodes",
+                  pl->tp, pl->dp, cluster->gpus_per_node, ops / 1e6);
+      return FALSE;
+    }
+    b.ts = pl->tp;
+    b.ds = pl->dp;
+  }
+  r->symmetric = b.ts == 1 && b.ds == 1;
   model_layer_cost(profile, &pl->model, pl->tp, pl->micro_batch, pl->fusion, &b.layer);
   model_embedding_cost(profile, &pl->model, pl->tp, pl->micro_batch, &b.emb_fwd, &b.emb_bwd);
   model_head_cost(profile, &pl->model, pl->tp, pl->micro_batch, &b.head_fwd, &b.head_bwd);
-  b.tp_ar_ns = ns(model_collective_time_s(&cl.net, MODEL_COLL_ALLREDUCE, b.layer.tp_allreduce_bytes, pl->tp,
-                                          b.tp_nodes, NULL));
+  b.tp_ar_ns = g_new(SimTime, (gsize)b.p * b.ds);
+  for (guint s = 0; s < b.p; s++)
+    for (guint k = 0; k < b.ds; k++)
+      b.tp_ar_ns[s * b.ds + k] = ns(model_collective_time_s(&cl.net, MODEL_COLL_ALLREDUCE, b.layer.tp_allreduce_bytes,
+                                                            pl->tp, tp_group_nodes(&b, s, k), NULL));
 
   b.e = sim_engine_new();
   guint n_gpus = b.ts * b.p * b.ds;
@@ -665,6 +723,7 @@ gboolean sim_ptdp_run(const SimPlan *pl, const ModelProfile *profile, const Topo
   g_free(b.position);
   g_free(b.items);
   g_free(b.grad_ready);
+  g_free(b.tp_ar_ns);
   g_free(b.pending);
   g_free(b.prev);
   sim_engine_free(b.e);

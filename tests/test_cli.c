@@ -1,8 +1,395 @@
-/* placeholder, being written */
+/* ptdsim — end-to-end tests of the command line: the real binary
+ * ($PTDSIM_BIN), run without a shell, its JSON contract, determinism, error
+ * reporting and help.  Expected values are computed here from formulas. */
+#include <cjson/cJSON.h>
 #include <glib.h>
-static void t_placeholder(void) { g_assert_cmpint(1 + 1, ==, 2); }
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+
+static const char *bin;
+static char *tmpdir;
+
+/* --- running the binary --- */
+
+typedef struct {
+  int status; /* exit status, or -1 if it did not exit normally */
+  char *out, *err;
+} Proc;
+
+static void proc_clear(Proc *p) {
+  g_free(p->out);
+  g_free(p->err);
+}
+
+/* Runs ptdsim with the NULL-terminated arguments in `args`. */
+static Proc run_argv(const char *const *args) {
+  GPtrArray *argv = g_ptr_array_new();
+  g_ptr_array_add(argv, (gpointer)bin);
+  for (guint i = 0; args[i]; i++)
+    g_ptr_array_add(argv, (gpointer)args[i]);
+  g_ptr_array_add(argv, NULL);
+  Proc p = {-1, NULL, NULL};
+  int wait_status = 0;
+  GError *error = NULL;
+  gboolean ok = g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &p.out, &p.err,
+                             &wait_status, &error);
+  g_assert_no_error(error);
+  g_assert_true(ok);
+  g_ptr_array_free(argv, TRUE);
+  if (g_spawn_check_wait_status(wait_status, &error))
+    p.status = 0;
+  else {
+    if (error->domain == G_SPAWN_EXIT_ERROR)
+      p.status = error->code;
+    g_clear_error(&error);
+  }
+  return p;
+}
+
+/* Runs ptdsim with `args`, a space-separated argument list (split here, no
+ * shell involved). */
+static Proc run_line(const char *args) {
+  char **v = g_strsplit(args, " ", -1);
+  Proc p = run_argv((const char *const *)v);
+  g_strfreev(v);
+  return p;
+}
+
+static cJSON *parse_json(const Proc *p) {
+  g_assert_cmpint(p->status, ==, 0);
+  cJSON *json = cJSON_Parse(p->out);
+  if (!json)
+    g_test_message("not JSON: %s", p->out);
+  g_assert_nonnull(json);
+  return json;
+}
+
+static double num(const cJSON *obj, const char *key) {
+  const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (!cJSON_IsNumber(item))
+    g_test_message("key '%s' missing or not a number", key);
+  g_assert_true(cJSON_IsNumber(item));
+  g_assert_true(isfinite(item->valuedouble));
+  return item->valuedouble;
+}
+
+static const cJSON *obj(const cJSON *parent, const char *key) {
+  const cJSON *item = cJSON_GetObjectItemCaseSensitive(parent, key);
+  if (!cJSON_IsObject(item))
+    g_test_message("key '%s' missing or not an object", key);
+  g_assert_true(cJSON_IsObject(item));
+  return item;
+}
+
+#define assert_rel(a, b, tol) g_assert_cmpfloat_with_epsilon((a), (b), (tol) * fabs(b))
+
+/* A small configuration that simulates in a few milliseconds. */
+#define SMALL "run --layers 8 --hidden 1024 --heads 16 --seq-len 512 --gpus 16 --tp 2 --pp 2 --global-batch 16"
+
+/* --- 1. the JSON contract --- */
+
+/* Why: the keys of `run --format json` are the product's contract (SPEC);
+ * training_days must follow from the token budget and the iteration time. */
+static void test_json_contract(void) {
+  double tokens = 3e11;
+  Proc p = run_line(SMALL " --micro-batch 2 --schedule interleaved --chunks 2 --tokens 3e11 --format json");
+  g_assert_cmpstr(p.err, ==, "");
+  cJSON *j = parse_json(&p);
+  const char *top[] = {"iteration_time_s", "tflops_per_gpu",   "hardware_tflops_per_gpu", "percent_of_peak",
+                       "aggregate_pflops", "bubble_fraction", "analytic_bubble_fraction", "training_days"};
+  for (guint i = 0; i < G_N_ELEMENTS(top); i++)
+    num(j, top[i]);
+  const char *tb[] = {"compute", "tp_comm", "pp_comm", "dp_comm", "optimizer", "bubble"};
+  const cJSON *t = obj(j, "time_breakdown_s");
+  double sum = 0;
+  for (guint i = 0; i < G_N_ELEMENTS(tb); i++) {
+    g_assert_cmpfloat(num(t, tb[i]), >=, 0);
+    sum += num(t, tb[i]);
+  }
+  const char *three[] = {"tp", "pp", "dp"};
+  for (guint i = 0; i < 3; i++)
+    g_assert_cmpfloat(num(obj(j, "bytes_per_iteration"), three[i]), >, 0);
+  for (guint i = 1; i < 3; i++)
+    g_assert_cmpfloat(num(obj(j, "bisection_bandwidth_GBps"), three[i]), >, 0);
+  const char *mem[] = {"weights", "gradients", "optimizer", "activations", "total"};
+  const cJSON *m = obj(j, "memory_per_gpu_GiB");
+  double msum = 0;
+  for (guint i = 0; i < 4; i++)
+    msum += num(m, mem[i]);
+  assert_rel(num(m, mem[4]), msum, 1e-9);
+  g_assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "fits_in_memory")));
+
+  double time = num(j, "iteration_time_s");
+  double B = 16, s = 512, p_ = 2, m_ = 16.0 / (2 * 4), v = 2;
+  /* training_days: tokens / (B s) iterations of iteration_time_s each */
+  assert_rel(num(j, "training_days") * 86400, tokens / (B * s) * time, 1e-9);
+  assert_rel(sum, time, 1e-9);
+  assert_rel(num(j, "aggregate_pflops"), num(j, "tflops_per_gpu") * 16 / 1000, 1e-9);
+  assert_rel(num(j, "analytic_bubble_fraction"), (p_ - 1) / (v * m_), 1e-12);
+  cJSON_Delete(j);
+  proc_clear(&p);
+
+  /* without --tokens there is no training_days */
+  p = run_line(SMALL " --format json");
+  j = parse_json(&p);
+  g_assert_null(cJSON_GetObjectItemCaseSensitive(j, "training_days"));
+  cJSON_Delete(j);
+  proc_clear(&p);
+}
+
+/* --- 2. determinism --- */
+
+/* Why: the engine orders equal-time events totally, so the same command must
+ * print the same bytes every time. */
+static void test_determinism(void) {
+  const char *cmds[] = {
+      SMALL " --dp 4 --ddp torch",
+      SMALL " --schedule interleaved --layers-per-chunk 2 --format json",
+      "figure megatron-table1 --format json",
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cmds); i++) {
+    Proc a = run_line(cmds[i]), b = run_line(cmds[i]);
+    g_assert_cmpint(a.status, ==, 0);
+    g_assert_cmpint(b.status, ==, 0);
+    g_assert_cmpuint(strlen(a.out), >, 0);
+    g_assert_cmpstr(a.out, ==, b.out);
+    proc_clear(&a);
+    proc_clear(&b);
+  }
+}
+
+/* --- 3. bad input --- */
+
+typedef struct {
+  const char *name;
+  const char *args;    /* space-separated; @DIR@ is the test's temp dir */
+  const char *mention; /* what stderr must name */
+} BadCase;
+
+static const BadCase bad_cases[] = {
+    {"tpd-not-n", SMALL " --dp 3", "--dp"},
+    {"gpus-not-multiple", "run --layers 8 --hidden 1024 --heads 16 --gpus 10 --tp 2 --pp 2 --global-batch 16",
+     "--gpus 10"},
+    {"tp-over-heads", "run --layers 8 --hidden 1024 --heads 16 --gpus 32 --tp 32 --global-batch 16", "--tp 32"},
+    {"heads-not-divisible", "run --layers 8 --hidden 1536 --heads 12 --gpus 8 --tp 8 --global-batch 16", "--heads 12"},
+    {"batch-not-divisible", SMALL " --global-batch 18 --micro-batch 2", "--global-batch 18"},
+    {"layers-not-divisible", "run --layers 9 --hidden 1024 --heads 16 --gpus 16 --tp 2 --pp 2 --global-batch 16",
+     "--layers 9"},
+    {"layers-per-chunk", SMALL " --schedule interleaved --layers-per-chunk 3", "--layers-per-chunk 3"},
+    {"chunks", SMALL " --schedule interleaved --chunks 3", "--chunks 3"},
+    {"interleaved-m", "run --layers 8 --hidden 1024 --heads 16 --gpus 16 --tp 1 --pp 4 --global-batch 24 --chunks 2",
+     "--pp 4"},
+    {"zero", SMALL " --micro-batch 0", "--micro-batch"},
+    {"negative", SMALL " --pp -2", "--pp"},
+    {"non-numeric", SMALL " --tp two", "two"},
+    {"overflow", SMALL " --global-batch 99999999999999999999", "99999999999999999999"},
+    {"overflow-int32", SMALL " --gpus 4294967312", "--gpus"},
+    {"tokens-negative", SMALL " --tokens -5", "--tokens"},
+    {"unknown-flag", SMALL " --frobnicate", "--frobnicate"},
+    {"unknown-schedule", SMALL " --schedule zigzag", "zigzag"},
+    {"unknown-recompute", SMALL " --recompute sometimes", "sometimes"},
+    {"unknown-ddp", SMALL " --ddp horovod", "horovod"},
+    {"unknown-figure", "figure no-such-figure", "no-such-figure"},
+    {"unknown-verb", "frobnicate", "frobnicate"},
+    {"unknown-model", SMALL " --model gpt-9000", "gpt-9000"},
+    {"format-xml", SMALL " --format xml", "xml"},
+    {"missing-gpus", "run --layers 8 --hidden 1024 --heads 16 --tp 2 --pp 2 --global-batch 16", "--gpus"},
+    {"missing-model", "run --gpus 8 --global-batch 8", "--model"},
+    {"more-gpus-than-cluster", "run --layers 8 --hidden 1024 --heads 16 --gpus 8192 --global-batch 8192", "8192"},
+    {"missing-cluster-file", SMALL " --cluster @DIR@/no-such-cluster.json", "no-such-cluster.json"},
+    {"malformed-cluster", SMALL " --cluster @DIR@/malformed.json", "malformed.json"},
+    {"negative-bandwidth", SMALL " --profile @DIR@/negative-bw.json", "hbm_GBps"},
+    {"missing-profile", SMALL " --profile no-such-profile", "no-such-profile"},
+    {"out-of-memory", "run --model gpt3-175b --gpus 8 --tp 8 --pp 1 --global-batch 8", "memory"},
+    {"figure-format", "figure megatron-table1 --format xml", "xml"},
+    {"extra-argument", SMALL " stray", "stray"},
+};
+
+/* Why: every mistake a user can make must end in one readable line on
+ * stderr, naming the culprit, with nothing on stdout and a failing status. */
+static void test_bad_input(gconstpointer data) {
+  const BadCase *c = data;
+  char **parts = g_strsplit(c->args, "@DIR@", -1);
+  char *args = g_strjoinv(tmpdir, parts);
+  g_strfreev(parts);
+  Proc p = run_line(args);
+  g_test_message("ptdsim %s -> status %d, stderr: %s", args, p.status, p.err);
+  g_assert_cmpint(p.status, !=, 0);
+  g_assert_cmpstr(p.out, ==, "");
+  g_assert_true(g_str_has_prefix(p.err, "ptdsim"));
+  g_assert_true(g_str_has_suffix(p.err, "\n"));
+  g_assert_true(strchr(p.err, '\n') == p.err + strlen(p.err) - 1); /* exactly one line */
+  g_assert_nonnull(strstr(p.err, c->mention));
+  g_free(args);
+  proc_clear(&p);
+}
+
+/* Why: --allow-oom is the documented way past the memory check; the result
+ * must say it does not fit. */
+static void test_allow_oom(void) {
+  Proc p = run_line("run --model gpt3-175b --gpus 8 --tp 8 --pp 1 --global-batch 8 --allow-oom --format json");
+  cJSON *j = parse_json(&p);
+  g_assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(j, "fits_in_memory")));
+  /* 175B parameters at 16 bytes each cannot sit in 8 x 80 GiB */
+  g_assert_cmpfloat(num(obj(j, "memory_per_gpu_GiB"), "total"), >, 80);
+  cJSON_Delete(j);
+  proc_clear(&p);
+}
+
+/* --- 4. help --- */
+
+/* Whether `text` names option `opt` as a whole word ("--tp" in "--tp=T",
+ * not in "--tpx"). */
+static gboolean mentions_option(const char *text, const char *opt) {
+  gsize n = strlen(opt);
+  for (const char *at = strstr(text, opt); at; at = strstr(at + 1, opt)) {
+    char next = at[n];
+    if (next == '=' || next == ' ' || next == '\n' || next == ',')
+      return TRUE;
+  }
+  return FALSE;
+}
+
+/* Why: each verb explains itself, and the option names are a contract. */
+static void test_help(void) {
+  Proc p = run_line("--help");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "run"));
+  g_assert_nonnull(strstr(p.out, "figure"));
+  proc_clear(&p);
+
+  p = run_line("run --help");
+  g_assert_cmpint(p.status, ==, 0);
+  const char *opts[] = {"--model",  "--layers",       "--hidden",      "--heads",       "--seq-len",
+                        "--vocab",  "--cluster",      "--profile",     "--gpus",        "--tp",
+                        "--pp",     "--dp",           "--global-batch", "--micro-batch", "--schedule",
+                        "--layers-per-chunk", "--chunks", "--recompute", "--no-scatter-gather", "--no-fusion",
+                        "--ddp",    "--tokens",       "--format"};
+  for (guint i = 0; i < G_N_ELEMENTS(opts); i++)
+    if (!mentions_option(p.out, opts[i]))
+      g_test_fail_printf("run --help does not mention %s", opts[i]);
+  proc_clear(&p);
+
+  p = run_line("figure --help");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "--list"));
+  proc_clear(&p);
+}
+
+/* --- 5. the Table 1 figure --- */
+
+/* Why: the figure's error columns must be arithmetic on its own predicted
+ * and published columns, not separately computed numbers that can drift. */
+static void test_figure_table1(void) {
+  Proc p = run_line("figure megatron-table1 --format json");
+  cJSON *j = parse_json(&p);
+  const cJSON *rows = cJSON_GetObjectItemCaseSensitive(j, "rows");
+  g_assert_true(cJSON_IsArray(rows));
+  int n = cJSON_GetArraySize(rows);
+  g_assert_cmpint(n, >, 0);
+  double sum = 0;
+  const cJSON *row;
+  cJSON_ArrayForEach(row, rows) {
+    double pred = num(row, "tflops_per_gpu"), pub = num(row, "published_tflops_per_gpu");
+    double err = num(row, "error_percent");
+    g_assert_cmpfloat(pred, >, 0);
+    g_assert_cmpfloat(pub, >, 0);
+    assert_rel(err, 100 * (pred - pub) / pub, 1e-9);
+    sum += fabs(err);
+  }
+  assert_rel(num(j, "mean_absolute_percentage_error"), sum / n, 1e-9);
+  cJSON_Delete(j);
+  proc_clear(&p);
+
+  p = run_line("figure --list");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "megatron-table1"));
+  proc_clear(&p);
+}
+
+/* --- 6. a textbook end-to-end run --- */
+
+/* Why: with the ideal profile, 1F1B over p = 4 stages and m = 8 microbatches
+ * must show the paper's bubble (p-1)/m through the whole program. */
+static void test_ideal_bubble(void) {
+  Proc p = run_line("run --profile ideal --layers 8 --hidden 1024 --heads 16 --seq-len 512 --gpus 4 --tp 1 --pp 4 "
+                    "--global-batch 8 --micro-batch 1 --schedule 1f1b --format json");
+  cJSON *j = parse_json(&p);
+  double pp = 4, m = 8;
+  g_assert_cmpfloat_with_epsilon(num(j, "bubble_fraction"), (pp - 1) / m, 1e-9);
+  g_assert_cmpfloat_with_epsilon(num(j, "analytic_bubble_fraction"), (pp - 1) / m, 1e-12);
+  cJSON_Delete(j);
+  proc_clear(&p);
+}
+
+/* --- fixtures --- */
+
+static void write_fixtures(void) {
+  GError *error = NULL;
+  char *path = g_build_filename(tmpdir, "malformed.json", NULL);
+  g_file_set_contents(path, "{\"name\": \"broken\", \"nodes\": 4,\n", -1, &error);
+  g_assert_no_error(error);
+  g_free(path);
+
+  /* the shipped A100 profile with a negative HBM bandwidth */
+  const char *data = g_getenv("PTDSIM_DATA_DIR");
+  g_assert_nonnull(data);
+  char *src = g_build_filename(data, "calibrate", "profiles", "a100-sxm4-80gb.json", NULL);
+  char *text = NULL;
+  g_file_get_contents(src, &text, NULL, &error);
+  g_assert_no_error(error);
+  cJSON *json = cJSON_Parse(text);
+  g_assert_nonnull(json);
+  cJSON *bw = cJSON_GetObjectItemCaseSensitive(json, "hbm_GBps");
+  g_assert_true(cJSON_IsNumber(bw));
+  cJSON_SetNumberValue(bw, -bw->valuedouble);
+  char *out = cJSON_Print(json);
+  path = g_build_filename(tmpdir, "negative-bw.json", NULL);
+  g_file_set_contents(path, out, -1, &error);
+  g_assert_no_error(error);
+  g_free(path);
+  cJSON_free(out);
+  cJSON_Delete(json);
+  g_free(text);
+  g_free(src);
+}
+
+static void remove_fixtures(void) {
+  const char *names[] = {"malformed.json", "negative-bw.json"};
+  for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
+    char *path = g_build_filename(tmpdir, names[i], NULL);
+    g_remove(path);
+    g_free(path);
+  }
+  g_rmdir(tmpdir);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
-  g_test_add_func("/cli/placeholder", t_placeholder);
-  return g_test_run();
+  bin = g_getenv("PTDSIM_BIN");
+  if (!bin) {
+    g_printerr("PTDSIM_BIN is not set (meson test sets it)\n");
+    return 1;
+  }
+  GError *error = NULL;
+  tmpdir = g_dir_make_tmp("ptdsim-test-cli-XXXXXX", &error);
+  g_assert_no_error(error);
+  write_fixtures();
+
+  g_test_add_func("/cli/json-contract", test_json_contract);
+  g_test_add_func("/cli/determinism", test_determinism);
+  for (guint i = 0; i < G_N_ELEMENTS(bad_cases); i++) {
+    char *path = g_strconcat("/cli/bad-input/", bad_cases[i].name, NULL);
+    g_test_add_data_func(path, &bad_cases[i], test_bad_input);
+    g_free(path);
+  }
+  g_test_add_func("/cli/allow-oom", test_allow_oom);
+  g_test_add_func("/cli/help", test_help);
+  g_test_add_func("/cli/figure-table1", test_figure_table1);
+  g_test_add_func("/cli/ideal-bubble", test_ideal_bubble);
+  int rc = g_test_run();
+  remove_fixtures();
+  g_free(tmpdir);
+  return rc;
 }

@@ -76,7 +76,7 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddNumberToObject(sim, "ops", (double)r->ops);
   cJSON_AddNumberToObject(sim, "events", (double)r->events);
   cJSON_AddNumberToObject(sim, "simulated_gpus", r->simulated_gpus);
-  cJSON_AddBoolToObject(sim, "symmetry", pl->symmetry);
+  cJSON_AddBoolToObject(sim, "symmetry", r->symmetric);
   return o;
 }
 
