@@ -435,7 +435,8 @@ static void breakdown(const Build *b, guint gpu, SimTime end, double out[N_CLS +
       g_array_append_val(edges, z);
     }
   }
-  qsort(edges->data, edges->len, sizeof(Edge), edge_cmp);
+  if (edges->len > 1) /* an empty GArray has no data to sort */
+    qsort(edges->data, edges->len, sizeof(Edge), edge_cmp);
   int active[N_CLS] = {0};
   SimTime at = 0;
   memset(out, 0, sizeof(double) * (N_CLS + 1));
@@ -470,7 +471,8 @@ static double union_seconds(const SimEngine *e, GArray *ops) {
     g_array_append_val(edges, a);
     g_array_append_val(edges, z);
   }
-  qsort(edges->data, edges->len, sizeof(Edge), edge_cmp);
+  if (edges->len > 1) /* an empty GArray has no data to sort */
+    qsort(edges->data, edges->len, sizeof(Edge), edge_cmp);
   int active = 0;
   SimTime since = 0, total = 0;
   for (guint j = 0; j < edges->len; j++) {
