@@ -244,34 +244,22 @@ static void emit_transfers(Build *b, guint s, guint k, guint idx) {
 
 /* --- data-parallel gradient all-reduce and the optimizer --- */
 
-/* Nodes spanned by a group of ranks listed in increasing rank order (so
- * their nodes never decrease): one more at every change. */
-static guint count_nodes(const guint *nodes, guint n) {
-  guint count = n > 0;
-  for (guint j = 1; j < n; j++)
-    count += nodes[j] != nodes[j - 1];
+/* Nodes spanned by a group of stage s: the tensor-parallel group of replica
+ * `fixed` (over_tp) or the data-parallel group of tensor rank `fixed`.  Its
+ * ranks increase along the group, so their nodes never decrease: one more
+ * node at every change. */
+static guint group_nodes(const Build *b, guint s, guint fixed, gboolean over_tp) {
+  guint n = over_tp ? b->plan->tp : b->plan->dp, count = 0, last = G_MAXUINT;
+  for (guint j = 0; j < n; j++) {
+    guint node = over_tp ? node_of_rank(b, j, s, fixed) : node_of_rank(b, fixed, s, j);
+    count += node != last;
+    last = node;
+  }
   return count;
 }
 
-/* Nodes spanned by the data-parallel group of tensor rank i, stage s. */
-static guint dp_group_nodes(const Build *b, guint i, guint s) {
-  guint n = b->plan->dp, *nodes = g_new(guint, n);
-  for (guint k = 0; k < n; k++)
-    nodes[k] = node_of_rank(b, i, s, k);
-  guint count = count_nodes(nodes, n);
-  g_free(nodes);
-  return count;
-}
-
-/* Nodes spanned by the tensor-parallel group of stage s, replica k. */
-static guint tp_group_nodes(const Build *b, guint s, guint k) {
-  guint n = b->plan->tp, *nodes = g_new(guint, n);
-  for (guint i = 0; i < n; i++)
-    nodes[i] = node_of_rank(b, i, s, k);
-  guint count = count_nodes(nodes, n);
-  g_free(nodes);
-  return count;
-}
+static guint dp_group_nodes(const Build *b, guint i, guint s) { return group_nodes(b, s, i, FALSE); }
+static guint tp_group_nodes(const Build *b, guint s, guint k) { return group_nodes(b, s, k, TRUE); }
 
 /* The symmetry shortcut is exact only when every tensor-parallel group,
  * every data-parallel group and every pipeline hop sees the same node
