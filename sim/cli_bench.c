@@ -38,18 +38,9 @@ int cli_bench(int argc, char **argv) {
   double total = 0, total_events = 0;
   const cJSON *row;
   cJSON_ArrayForEach(row, rows) {
-    SimPlanRequest req = {0};
-    req.model = (ModelShape){(guint)cJSON_GetArrayItem(row, 3)->valuedouble,
-                             (guint)cJSON_GetArrayItem(row, 2)->valuedouble,
-                             (guint)cJSON_GetArrayItem(row, 1)->valuedouble, 2048, 51200};
-    req.tp = (guint)cJSON_GetArrayItem(row, 4)->valuedouble;
-    req.pp = (guint)cJSON_GetArrayItem(row, 5)->valuedouble;
-    req.gpus = (guint)cJSON_GetArrayItem(row, 6)->valuedouble;
-    req.global_batch = (guint)cJSON_GetArrayItem(row, 7)->valuedouble;
-    req.micro_batch = (guint)cJSON_GetArrayItem(row, 8)->valuedouble;
-    const cJSON *lpc = cJSON_GetArrayItem(row, 9);
-    req.layers_per_chunk = cJSON_IsNumber(lpc) ? (guint)lpc->valuedouble : 0;
-    req.ddp = cJSON_GetArrayItem(row, 10)->valuestring;
+    SimPlanRequest req;
+    if (!trace_table1_request(row, &req, &error))
+      goto fail;
     SimPlan plan;
     SimResult r;
     if (!sim_plan_build(&req, cluster, &plan, &error))

@@ -24,6 +24,29 @@ static gboolean row_int(const cJSON *row, int col, const char *name, guint *out,
   return TRUE;
 }
 
+gboolean trace_table1_request(const cJSON *row, SimPlanRequest *req, GError **error) {
+  memset(req, 0, sizeof *req);
+  guint lpc = 0, heads, hidden, layers;
+  const cJSON *lpc_item = cJSON_GetArrayItem(row, 9), *ddp = cJSON_GetArrayItem(row, 10),
+              *published = cJSON_GetArrayItem(row, 11), *params = cJSON_GetArrayItem(row, 0);
+  if (!row_int(row, 1, "heads", &heads, error) || !row_int(row, 2, "hidden", &hidden, error) ||
+      !row_int(row, 3, "layers", &layers, error) || !row_int(row, 4, "tp", &req->tp, error) ||
+      !row_int(row, 5, "pp", &req->pp, error) || !row_int(row, 6, "gpus", &req->gpus, error) ||
+      !row_int(row, 7, "global_batch", &req->global_batch, error) ||
+      !row_int(row, 8, "micro_batch", &req->micro_batch, error) ||
+      (!cJSON_IsNull(lpc_item) && !row_int(row, 9, "layers_per_chunk", &lpc, error)))
+    return FALSE;
+  if (!cJSON_IsString(ddp) || !cJSON_IsNumber(published) || !cJSON_IsNumber(params)) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "megatron-sc21.json: a table1 row is malformed");
+    return FALSE;
+  }
+  req->model = (ModelShape){layers, hidden, heads, 2048, 51200};
+  req->layers_per_chunk = lpc;
+  req->schedule = lpc ? "interleaved" : "1f1b";
+  req->ddp = ddp->valuestring;
+  return TRUE;
+}
+
 /* SC21 Table 1 (weak scaling, 1.7B to 1T on Selene): every row simulated
  * with its published settings; the paper's throughput is shown beside. */
 static gboolean table1(const TraceFigureContext *ctx, cJSON *json, GString *text, GError **error) {
@@ -47,28 +70,14 @@ static gboolean table1(const TraceFigureContext *ctx, cJSON *json, GString *text
                            "B", "b", "v", "ddp", "predicted", "published", "error", "iter s", "bubble");
   const cJSON *row;
   cJSON_ArrayForEach(row, rows) {
-    SimPlanRequest req = {0};
-    guint lpc = 0, heads, hidden, layers;
-    const cJSON *lpc_item = cJSON_GetArrayItem(row, 9), *ddp = cJSON_GetArrayItem(row, 10),
-                *published = cJSON_GetArrayItem(row, 11), *params = cJSON_GetArrayItem(row, 0);
-    if (!row_int(row, 1, "heads", &heads, error) || !row_int(row, 2, "hidden", &hidden, error) ||
-        !row_int(row, 3, "layers", &layers, error) || !row_int(row, 4, "tp", &req.tp, error) ||
-        !row_int(row, 5, "pp", &req.pp, error) || !row_int(row, 6, "gpus", &req.gpus, error) ||
-        !row_int(row, 7, "global_batch", &req.global_batch, error) ||
-        !row_int(row, 8, "micro_batch", &req.micro_batch, error) ||
-        (!cJSON_IsNull(lpc_item) && !row_int(row, 9, "layers_per_chunk", &lpc, error))) {
+    SimPlanRequest req;
+    if (!trace_table1_request(row, &req, error)) {
       cJSON_Delete(ref);
       return FALSE;
     }
-    if (!cJSON_IsString(ddp) || !cJSON_IsNumber(published) || !cJSON_IsNumber(params)) {
-      g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "megatron-sc21.json: a table1 row is malformed");
-      cJSON_Delete(ref);
-      return FALSE;
-    }
-    req.model = (ModelShape){layers, hidden, heads, 2048, 51200};
-    req.layers_per_chunk = lpc;
-    req.schedule = lpc ? "interleaved" : "1f1b";
-    req.ddp = ddp->valuestring;
+    guint heads = req.model.heads, hidden = req.model.hidden, layers = req.model.layers;
+    const cJSON *ddp = cJSON_GetArrayItem(row, 10), *published = cJSON_GetArrayItem(row, 11),
+                *params = cJSON_GetArrayItem(row, 0);
     SimPlan plan;
     SimResult r;
     if (!sim_plan_build(&req, ctx->cluster, &plan, error) || !sim_ptdp_run(&plan, ctx->profile, ctx->cluster, &r, error)) {

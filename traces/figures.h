@@ -22,5 +22,9 @@ typedef struct {
 const TraceFigure *trace_figures(guint *n);
 const TraceFigure *trace_figure_lookup(const char *name);
 
+/* The run request of one row of the SC21 Table 1 reference (its published
+ * settings: seq 2048, vocab 51200, interleaved where layers_per_chunk is set). */
+gboolean trace_table1_request(const cJSON *row, SimPlanRequest *req, GError **error);
+
 /* Loads the SC21 reference configurations (traces/reference/megatron-sc21.json). */
 cJSON *trace_reference_load(const char *file, GError **error);
