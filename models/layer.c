@@ -23,27 +23,30 @@ static void memop(Acc *a, double bytes) {
   a->pass->kernels++;
 }
 
-/* Element counts of one layer's tensors on one GPU. */
+/* Element counts of one layer's tensors on one GPU, for b sequences of which
+ * q tokens are processed, attending over kv tokens (q for a whole sequence;
+ * q + the earlier context for a TeraPipe token slice). */
 typedef struct {
-  guint64 bs, h, ht, ffn_t, heads_t, s, d;
+  guint64 bs, h, ht, ffn_t, heads_t, s, kv, d;
   double N;  /* b*s*h: layernorm, dropout and residual tensors (replicated) */
   double Nm; /* b*s*4h/t: MLP activation shard */
-  double Na; /* b*(a/t)*s*s: attention matrix shard */
+  double Na; /* b*(a/t)*q*kv: attention matrix shard */
   double Nc; /* b*s*h/t: attention context shard */
 } Dims;
 
-static Dims dims(const ModelShape *m, guint t, guint b) {
+static Dims dims(const ModelShape *m, guint t, guint b, guint q, guint kv) {
   Dims d;
-  d.bs = (guint64)b * m->seq_len;
+  d.bs = (guint64)b * q;
   d.h = m->hidden;
   d.ht = m->hidden / t;
   d.ffn_t = 4ull * m->hidden / t;
   d.heads_t = (guint64)b * (m->heads / t);
-  d.s = m->seq_len;
+  d.s = q;
+  d.kv = kv;
   d.d = m->hidden / m->heads;
   d.N = (double)d.bs * d.h;
   d.Nm = (double)d.bs * d.ffn_t;
-  d.Na = (double)d.heads_t * d.s * d.s;
+  d.Na = (double)d.heads_t * d.s * d.kv;
   d.Nc = (double)d.bs * d.ht;
   return d;
 }
@@ -58,7 +61,7 @@ static void forward(Acc *a, const Dims *d, gboolean fused) {
   a->seg = 0;
   memop(a, 4 * d->N);                           /* layernorm 1 */
   gemm(a, 1, d->bs, 3 * d->ht, d->h);           /* QKV, bias in the epilogue */
-  gemm(a, d->heads_t, d->s, d->s, d->d);        /* scores Q K^T */
+  gemm(a, d->heads_t, d->s, d->kv, d->d);       /* scores Q K^T */
   if (fused)
     memop(a, 4 * d->Na);                        /* scale-mask-softmax */
   else {
@@ -67,7 +70,7 @@ static void forward(Acc *a, const Dims *d, gboolean fused) {
     memop(a, 4 * d->Na);                        /* softmax */
   }
   memop(a, 5 * d->Na);                          /* attention dropout */
-  gemm(a, d->heads_t, d->s, d->d, d->s);        /* attention over values */
+  gemm(a, d->heads_t, d->s, d->d, d->kv);       /* attention over values */
   memop(a, 4 * d->Nc);                          /* context to [s, b, h/t] */
   gemm(a, 1, d->bs, d->h, d->ht);               /* projection */
   a->seg = 1;                                   /* --- all-reduce --- */
@@ -133,8 +136,8 @@ static void backward(Acc *a, const Dims *d, gboolean fused) {
   gemm(a, 1, d->bs, d->ht, d->h);               /* projection: dgrad */
   gemm(a, 1, d->ht, d->h, d->bs);               /*             wgrad */
   memop(a, 4 * d->Nc);                          /* context layout */
-  gemm(a, d->heads_t, d->s, d->s, d->d);        /* d(probs) = dC V^T */
-  gemm(a, d->heads_t, d->s, d->d, d->s);        /* dV = P^T dC */
+  gemm(a, d->heads_t, d->s, d->kv, d->d);       /* d(probs) = dC V^T */
+  gemm(a, d->heads_t, d->kv, d->d, d->s);       /* dV = P^T dC */
   memop(a, 5 * d->Na);                          /* attention dropout */
   if (fused)
     memop(a, 6 * d->Na);                        /* scale-mask-softmax */
@@ -143,33 +146,41 @@ static void backward(Acc *a, const Dims *d, gboolean fused) {
     memop(a, 4 * d->Na);                        /* mask */
     memop(a, 4 * d->Na);                        /* scale */
   }
-  gemm(a, d->heads_t, d->s, d->d, d->s);        /* dQ = dS K */
-  gemm(a, d->heads_t, d->s, d->d, d->s);        /* dK = dS^T Q */
+  gemm(a, d->heads_t, d->s, d->d, d->kv);       /* dQ = dS K */
+  gemm(a, d->heads_t, d->kv, d->d, d->s);       /* dK = dS^T Q */
   gemm(a, 1, d->bs, d->h, 3 * d->ht);           /* QKV: dgrad */
   gemm(a, 1, 3 * d->ht, d->h, d->bs);           /*      wgrad */
   a->seg = 2;                                   /* --- all-reduce --- */
   memop(a, 12 * d->N);                          /* layernorm 1, residual sum */
 }
 
-static void ideal_pass(const ModelProfile *p, const ModelShape *m, guint b, double scale, ModelPass *pass) {
-  *pass = (ModelPass){{p->ideal_layer_s_per_token * (double)b * m->seq_len * scale, 0, 0}, 0, 0};
+static void ideal_pass(const ModelProfile *p, guint b, guint q, double scale, ModelPass *pass) {
+  *pass = (ModelPass){{p->ideal_layer_s_per_token * (double)b * q * scale, 0, 0}, 0, 0};
+}
+
+void model_layer_slice_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens,
+                            guint context, gboolean fused, ModelLayerCost *out) {
+  *out = (ModelLayerCost){0};
+  out->tp_allreduce_bytes = 2.0 * b * tokens * m->hidden;
+  if (p->kind == MODEL_PROFILE_IDEAL) {
+    /* The ideal profile: time scales with the tokens processed, the
+     * attention context is free. */
+    ideal_pass(p, b, tokens, 1.0, &out->fwd);
+    ideal_pass(p, b, tokens, 2.0, &out->bwd);
+    double h = m->hidden;
+    out->fwd.flops = (24.0 * b * tokens * h * h + 4.0 * b * tokens * (double)(tokens + context) * h) / t;
+    out->bwd.flops = 2 * out->fwd.flops;
+    return;
+  }
+  Dims d = dims(m, t, b, tokens, tokens + context);
+  Acc f = {p, &out->fwd, 0}, g = {p, &out->bwd, 0};
+  forward(&f, &d, fused);
+  backward(&g, &d, fused);
 }
 
 void model_layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, gboolean fused,
                       ModelLayerCost *out) {
-  *out = (ModelLayerCost){0};
-  out->tp_allreduce_bytes = 2.0 * b * m->seq_len * m->hidden;
-  if (p->kind == MODEL_PROFILE_IDEAL) {
-    ideal_pass(p, m, b, 1.0, &out->fwd);
-    ideal_pass(p, m, b, 2.0, &out->bwd);
-    out->fwd.flops = model_layer_forward_flops(m, b) / t;
-    out->bwd.flops = 2 * out->fwd.flops;
-    return;
-  }
-  Dims d = dims(m, t, b);
-  Acc f = {p, &out->fwd, 0}, g = {p, &out->bwd, 0};
-  forward(&f, &d, fused);
-  backward(&g, &d, fused);
+  model_layer_slice_cost(p, m, t, b, m->seq_len, 0, fused, out);
 }
 
 void model_embedding_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, double *fwd_s,

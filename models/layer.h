@@ -33,6 +33,14 @@ typedef struct {
 
 void model_layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, gboolean fused,
                       ModelLayerCost *out);
+/* The same layer for a TeraPipe token slice (Li et al., ICML 2021, section
+ * 3.2): b sequences, `tokens` new tokens each, attending causally over
+ * `context` earlier tokens plus themselves.  The GEMMs of QKV, projection and
+ * MLP scale with the tokens; the attention scores, softmax and attention over
+ * values with tokens x (tokens + context).  model_layer_cost is the case
+ * tokens = s, context = 0. */
+void model_layer_slice_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens,
+                            guint context, gboolean fused, ModelLayerCost *out);
 /* Word + position embedding lookup, embedding dropout (first stage). */
 void model_embedding_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, double *fwd_s,
                           double *bwd_s);

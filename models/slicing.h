@@ -1,0 +1,98 @@
+/* ptdsim — TeraPipe's token slicing (Li et al., "TeraPipe: Token-Level
+ * Pipeline Parallelism for Training Large-Scale Language Models", ICML 2021).
+ *
+ * Per-slice cost (section 3.3).  t(i, j) is the forward plus backward time
+ * (plus the recomputation forward when on) of one pipeline cell -- its
+ * layers at their tensor-parallel shard, with their tensor-parallel
+ * all-reduces -- for a slice of i tokens of b sequences that attends over j
+ * earlier tokens.  It comes from the same per-op models as everything else
+ * (models/layer.c).  As in the paper, the DP does not call it directly: it
+ * uses t(i, 0) for every slice length i on the granularity grid, plus a
+ * context term fitted by linear least squares (GSL, weighted for relative
+ * error) on a sample of (i, j):
+ *     t(i, j) ~= t(i, 0) + a0 + a1 i + a2 j + a3 i j.
+ * The fit's error against the direct cost is measured on a second grid.
+ *
+ * Slicing DP (section 3.4, Algorithm 1).  For M slices l_1..l_M of a
+ * sequence of L tokens on K cells the latency is
+ *     T = sum_m t(l_m, l_1 + ... + l_{m-1}) + (K - 1) max_m t(...)     (Eq. 5)
+ * For a fixed bound t_max, S*(i) = min_k S*(i - k) + t(k, i - k) over slices
+ * with t(k, i - k) <= t_max (O(n^2) for n = L / granularity positions), and
+ * T* = min over t_max of S*(L) + (K - 1) t_max.  Candidates t_max are the
+ * distinct slice costs, ascending; a candidate within eps of the last one
+ * solved is skipped, and the search stops once K t_max >= the best T (an
+ * optimum whose largest slice costs t_max has T >= K t_max).  With eps = 0
+ * the answer is exact.
+ *
+ * Joint batch slicing (section 3.4): the token DP for every batch-slice size
+ * b = 1..B gives T_b; batch slices b_1..b_D summing to B are chosen to
+ * minimise sum T_{b_k}, a 1-D knapsack.
+ */
+#pragma once
+
+#include <glib.h>
+
+#include "comm.h"
+#include "profile.h"
+#include "transformer.h"
+
+/* One pipeline cell as the cost model sees it. */
+typedef struct {
+  const ModelProfile *profile;
+  const ModelShape *model;
+  const ModelNet *net; /* tensor-parallel all-reduces; NULL: not counted */
+  guint tp;            /* tensor-parallel size inside the cell */
+  guint tp_nodes;      /* nodes the tensor-parallel group spans */
+  guint layers;        /* layers per cell */
+  gboolean recompute;  /* backward re-runs the forward first */
+  gboolean fused;
+} ModelCell;
+
+/* Direct cost of one slice on one cell: forward and backward (the backward
+ * includes the recomputation forward when on), compute and tensor-parallel
+ * all-reduces.  Seconds.  `tp_s`, if not NULL, receives the all-reduce part
+ * of fwd + bwd. */
+void model_cell_slice_time(const ModelCell *c, guint b, guint tokens, guint context, double *fwd_s, double *bwd_s,
+                           double *tp_fwd_s, double *tp_bwd_s);
+double model_cell_slice_total_s(const ModelCell *c, guint b, guint tokens, guint context);
+
+/* The fitted cost of slices of b sequences on the granularity grid. */
+typedef struct {
+  guint b, seq_len, granularity, n; /* n = seq_len / granularity positions */
+  double *t0;                       /* [n + 1]: t(k g, 0), t0[0] = 0 */
+  double a[4];                      /* context term a0 + a1 i + a2 j + a3 i j (seconds, tokens) */
+  double fit_max_rel_error;         /* against the direct cost on a check grid */
+  double fit_mean_rel_error;
+} ModelSliceCost;
+
+#define MODEL_SLICING_ERROR (model_slicing_error_quark())
+GQuark model_slicing_error_quark(void);
+typedef enum { MODEL_SLICING_ERROR_INVALID, MODEL_SLICING_ERROR_FIT } ModelSlicingError;
+
+gboolean model_slice_cost_fit(const ModelCell *c, guint b, guint seq_len, guint granularity, ModelSliceCost *out,
+                              GError **error);
+void model_slice_cost_clear(ModelSliceCost *c);
+/* Fitted t for a slice of `len` granules starting at granule `start`. */
+double model_slice_cost_eval(const ModelSliceCost *c, guint len, guint start);
+
+/* A slice cost on the grid: `len` granules starting after `start` granules. */
+typedef double (*ModelSliceFn)(guint len, guint start, gpointer data);
+
+typedef struct {
+  double T;        /* Eq. 5 objective of the slicing, seconds */
+  double t_max;    /* its largest slice cost */
+  guint n_slices;
+  guint *len;      /* [n_slices], in granules, in sequence order */
+  guint candidates_solved; /* t_max values for which the O(n^2) DP ran */
+} ModelSlicing;
+
+/* Algorithm 1 over n positions on K cells.  eps_s = 0 gives the exact
+ * optimum; the paper uses 0.1 ms. */
+void model_token_dp(guint n, guint K, double eps_s, ModelSliceFn fn, gpointer data, ModelSlicing *out);
+void model_slicing_clear(ModelSlicing *s);
+/* The Eq. 5 objective of a given slicing. */
+double model_slicing_objective(const guint *len, guint n_slices, guint K, ModelSliceFn fn, gpointer data);
+
+/* Joint batch and token slicing: T_b for b = 1..B from `token[b-1]`, then the
+ * knapsack.  Fills `batch` (sizes, in order) and returns sum T_{b_k}. */
+double model_batch_knapsack(const double *T_b, guint B, GArray *batch);
