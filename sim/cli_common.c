@@ -9,14 +9,14 @@
 void cli_run_options_init(CliRunOptions *o) {
   memset(o, 0, sizeof *o);
   gint64 *ints[] = {&o->layers, &o->hidden, &o->heads, &o->seq_len, &o->vocab, &o->gpus, &o->tp,
-                    &o->pp, &o->dp, &o->global_batch, &o->micro_batch, &o->layers_per_chunk, &o->chunks};
+                    &o->pp, &o->dp, &o->global_batch, &o->micro_batch, &o->layers_per_chunk, &o->chunks, &o->granularity};
   for (guint i = 0; i < G_N_ELEMENTS(ints); i++)
     *ints[i] = NOT_GIVEN;
   o->tokens = NOT_GIVEN;
 }
 
 void cli_run_options_clear(CliRunOptions *o) {
-  char **strs[] = {&o->model, &o->cluster, &o->profile, &o->schedule, &o->ddp, &o->recompute, &o->format};
+  char **strs[] = {&o->model, &o->cluster, &o->profile, &o->schedule, &o->ddp, &o->recompute, &o->format, &o->slices};
   for (guint i = 0; i < G_N_ELEMENTS(strs); i++)
     g_clear_pointer(strs[i], g_free);
 }
@@ -39,7 +39,12 @@ GOptionGroup *cli_run_option_group(CliRunOptions *o) {
       {"global-batch", 0, 0, G_OPTION_ARG_INT64, &o->global_batch, "Global batch B in sequences", "B"},
       {"micro-batch", 0, 0, G_OPTION_ARG_INT64, &o->micro_batch, "Microbatch size b", "b"},
       {"schedule", 0, 0, G_OPTION_ARG_STRING, &o->schedule,
-       "gpipe, 1f1b or interleaved (default 1f1b; interleaved when chunks are given)", "NAME"},
+       "gpipe, 1f1b, interleaved or terapipe (default 1f1b; interleaved when chunks are given)", "NAME"},
+      {"slices", 0, 0, G_OPTION_ARG_STRING, &o->slices,
+       "TeraPipe token slicing: auto (the DP, with batch slicing), uniform:N, or token counts 512,384,...",
+       "SPEC"},
+      {"granularity", 0, 0, G_OPTION_ARG_INT64, &o->granularity,
+       "TeraPipe: slice lengths on multiples of this many tokens (default 8, as TeraPipe's code)", "G"},
       {"layers-per-chunk", 0, 0, G_OPTION_ARG_INT64, &o->layers_per_chunk,
        "Interleaved: layers per model chunk (Megatron's --num-layers-per-virtual-pipeline-stage)", "L"},
       {"chunks", 0, 0, G_OPTION_ARG_INT64, &o->chunks, "Interleaved: model chunks v per GPU", "V"},
@@ -105,7 +110,8 @@ gboolean cli_plan_request(const CliRunOptions *o, SimPlanRequest *r, GError **er
       !take(o->dp, "--dp", 0, &r->dp, error) || !take(o->global_batch, "--global-batch", 0, &r->global_batch, error) ||
       !take(o->micro_batch, "--micro-batch", 1, &r->micro_batch, error) ||
       !take(o->layers_per_chunk, "--layers-per-chunk", 0, &r->layers_per_chunk, error) ||
-      !take(o->chunks, "--chunks", 0, &r->chunks, error))
+      !take(o->chunks, "--chunks", 0, &r->chunks, error) ||
+      !take(o->granularity, "--granularity", 0, &r->granularity, error))
     return FALSE;
   if (o->gpus == NOT_GIVEN) {
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--gpus is required");
@@ -121,6 +127,7 @@ gboolean cli_plan_request(const CliRunOptions *o, SimPlanRequest *r, GError **er
   }
   r->tokens = o->tokens == NOT_GIVEN ? 0 : o->tokens;
   r->schedule = o->schedule;
+  r->slices = o->slices;
   r->ddp = o->ddp;
   r->recompute = o->recompute;
   r->no_scatter_gather = o->no_scatter_gather;

@@ -3,6 +3,7 @@
 
 #include "../traces/report.h"
 #include "cli.h"
+#include "terapipe.h"
 
 int cli_run(int argc, char **argv) {
   CliRunOptions o;
@@ -22,6 +23,7 @@ int cli_run(int argc, char **argv) {
   CliFormat fmt;
   TopoCluster *cluster = NULL;
   ModelProfile *profile = NULL;
+  SimTeraPipeSlicing slicing = {0};
   if (!g_option_context_parse(ctx, &argc, &argv, &error))
     goto fail;
   if (argc > 1) {
@@ -34,15 +36,40 @@ int cli_run(int argc, char **argv) {
       !sim_plan_build(&req, cluster, &plan, &error))
     goto fail;
   SimResult r;
-  if (!sim_ptdp_run(&plan, profile, cluster, &r, &error))
+  gboolean tera = plan.schedule == SIM_SCHEDULE_TERAPIPE;
+  if (tera) {
+    if (!sim_terapipe_choose(&plan, profile, cluster, &slicing, &error) ||
+        !sim_terapipe_simulate(&plan, profile, cluster, &slicing, &r, &error))
+      goto fail;
+  } else if (!sim_ptdp_run(&plan, profile, cluster, &r, &error))
     goto fail;
   if (fmt == CLI_JSON) {
     cJSON *json = trace_result_json(&plan, profile, cluster, &r);
+    if (tera) {
+      cJSON *tp = cJSON_AddObjectToObject(json, "terapipe");
+      cJSON_AddNumberToObject(tp, "idle_fraction", r.idle_fraction);
+      cJSON_AddNumberToObject(tp, "granularity", plan.granularity);
+      sim_terapipe_slicing_json(&slicing, tp);
+    }
     cli_print_json(json);
     cJSON_Delete(json);
   } else {
     GString *text = g_string_new(NULL);
     trace_result_text(text, &plan, profile, cluster, &r);
+    if (tera) {
+      g_string_append_printf(text, "terapipe   idle share %.4f; %u batch slices:", r.idle_fraction, slicing.batch->len);
+      for (guint k = 0; k < slicing.batch->len; k++) {
+        GArray *t = g_ptr_array_index(slicing.tokens, k);
+        g_string_append_printf(text, " %u seq x [", g_array_index(slicing.batch, guint, k));
+        for (guint q = 0; q < t->len; q++)
+          g_string_append_printf(text, "%s%u", q ? "," : "", g_array_index(t, guint, q));
+        g_string_append(text, "]");
+      }
+      g_string_append_c(text, '\n');
+      if (slicing.predicted_s > 0)
+        g_string_append_printf(text, "           DP predicted %.4f s; context fit error max %.2f%%, mean %.2f%%\n",
+                               slicing.predicted_s, 100 * slicing.fit_max_rel_error, 100 * slicing.fit_mean_rel_error);
+    }
     fputs(text->str, stdout);
     g_string_free(text, TRUE);
   }
@@ -50,6 +77,7 @@ int cli_run(int argc, char **argv) {
 fail:
   code = cli_fail(error);
 done:
+  sim_terapipe_slicing_clear(&slicing);
   topo_cluster_free(cluster);
   model_profile_free(profile);
   cli_run_options_clear(&o);

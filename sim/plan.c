@@ -14,6 +14,8 @@ const char *sim_schedule_name(SimSchedule s) {
     return "1f1b";
   case SIM_SCHEDULE_INTERLEAVED:
     return "interleaved";
+  case SIM_SCHEDULE_TERAPIPE:
+    return "terapipe";
   }
   return "?";
 }
@@ -38,6 +40,68 @@ static gboolean need(guint value, const char *flag, guint max, GError **error) {
     FAIL("%s is missing or zero; give a whole number of at least 1", flag);
   if (value > max)
     FAIL("%s %u is too large (at most %u)", flag, value, max);
+  return TRUE;
+}
+
+/* --slices auto | uniform:N | L1,L2,... (TeraPipe).  Runs before the rest
+ * of the plan is filled, so it only touches the slicing fields. */
+static gboolean parse_slices(const SimPlanRequest *r, SimPlan *plan, GError **error) {
+  guint L = r->model.seq_len;
+  guint g = r->granularity ? r->granularity : 8;
+  if (g > L || L % g)
+    FAIL("--granularity %u does not divide the sequence length %u; use a divisor of it (TeraPipe uses 8)", g, L);
+  plan->granularity = g;
+  const char *spec = r->slices ? r->slices : "auto";
+  if (strcmp(spec, "auto") == 0) {
+    plan->slices_mode = SIM_SLICES_AUTO;
+    return TRUE;
+  }
+  if (g_str_has_prefix(spec, "uniform:")) {
+    const char *num = spec + strlen("uniform:");
+    guint64 n = 0;
+    if (!g_ascii_string_to_unsigned(num, 10, 1, G_MAXUINT32, &n, NULL))
+      FAIL("--slices '%s': uniform:N needs a whole number of slices N of at least 1", spec);
+    if (n > L / g)
+      FAIL("--slices uniform:%" G_GUINT64_FORMAT " is more slices than the %u granules of %u tokens in a sequence of "
+           "%u; use at most %u or a smaller --granularity",
+           n, L / g, g, L, L / g);
+    plan->slices_mode = SIM_SLICES_UNIFORM;
+    plan->n_slices = (guint)n;
+    return TRUE;
+  }
+  char **parts = g_strsplit(spec, ",", -1);
+  guint64 sum = 0;
+  guint n = 0;
+  gboolean ok = TRUE;
+  for (guint i = 0; parts[i] && ok; i++) {
+    guint64 v = 0;
+    if (n >= SIM_MAX_SLICES) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--slices lists more than %u slices", SIM_MAX_SLICES);
+      ok = FALSE;
+    } else if (!g_ascii_string_to_unsigned(g_strstrip(parts[i]), 10, 0, G_MAXUINT32, &v, NULL)) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "--slices '%s': entry %u ('%s') is not a whole number; give auto, uniform:N or token counts like "
+                  "512,384,...",
+                  spec, i + 1, parts[i]);
+      ok = FALSE;
+    } else if (v == 0) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "--slices '%s': slice %u has zero tokens; every slice needs at least one token", spec, i + 1);
+      ok = FALSE;
+    } else {
+      plan->slice_len[n++] = (guint)v;
+      sum += v;
+    }
+  }
+  g_strfreev(parts);
+  if (!ok)
+    return FALSE;
+  if (sum != L)
+    FAIL("--slices '%s' adds up to %" G_GUINT64_FORMAT " tokens, not the sequence length %u; make the slices sum to "
+         "%u",
+         spec, sum, L, L);
+  plan->slices_mode = SIM_SLICES_LIST;
+  plan->n_slices = n;
   return TRUE;
 }
 
@@ -91,9 +155,13 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   else if (strcmp(r->schedule, "interleaved") == 0)
     sched = SIM_SCHEDULE_INTERLEAVED;
   else if (strcmp(r->schedule, "terapipe") == 0)
-    FAIL("--schedule terapipe is not available yet; use gpipe, 1f1b or interleaved");
+    sched = SIM_SCHEDULE_TERAPIPE;
   else
-    FAIL("unknown --schedule '%s'; use gpipe, 1f1b or interleaved", r->schedule);
+    FAIL("unknown --schedule '%s'; use gpipe, 1f1b, interleaved or terapipe", r->schedule);
+  if (sched != SIM_SCHEDULE_TERAPIPE && (r->slices || r->granularity))
+    FAIL("--slices and --granularity need --schedule terapipe");
+  if (sched == SIM_SCHEDULE_TERAPIPE && !parse_slices(r, plan, error))
+    return FALSE;
 
   guint m_mb = (guint)(r->global_batch / per_step);
   guint v = 1;

@@ -9,7 +9,10 @@
 #include "../models/transformer.h"
 #include "../topologies/cluster.h"
 
-typedef enum { SIM_SCHEDULE_GPIPE, SIM_SCHEDULE_1F1B, SIM_SCHEDULE_INTERLEAVED } SimSchedule;
+typedef enum { SIM_SCHEDULE_GPIPE, SIM_SCHEDULE_1F1B, SIM_SCHEDULE_INTERLEAVED, SIM_SCHEDULE_TERAPIPE } SimSchedule;
+/* TeraPipe token slicing: chosen by the DP, n equal slices, or a list. */
+typedef enum { SIM_SLICES_AUTO, SIM_SLICES_UNIFORM, SIM_SLICES_LIST } SimSlicesMode;
+#define SIM_MAX_SLICES 4096
 typedef enum { SIM_DDP_TORCH, SIM_DDP_LOCAL } SimDdp;
 
 typedef struct {
@@ -26,6 +29,11 @@ typedef struct {
   gboolean symmetry;    /* simulate one GPU per tensor-parallel group and one replica */
   gboolean allow_oom;   /* simulate even if it does not fit */
   double tokens;        /* training budget for training_days; 0 when not given */
+  /* TeraPipe (--schedule terapipe) */
+  SimSlicesMode slices_mode;
+  guint granularity;    /* slice lengths on multiples of this many tokens (auto, uniform) */
+  guint n_slices;       /* uniform: the count; list: the entries of slice_len */
+  guint slice_len[SIM_MAX_SLICES]; /* list: tokens per slice, in sequence order */
 } SimPlan;
 
 /* What the command line gave; 0 means "not given". */
@@ -39,6 +47,8 @@ typedef struct {
   const char *recompute; /* NULL: full */
   gboolean no_scatter_gather, no_fusion, no_symmetry, allow_oom;
   double tokens;
+  const char *slices;   /* NULL: auto (TeraPipe only) */
+  guint granularity;    /* 0: 8, as TeraPipe's code */
 } SimPlanRequest;
 
 #define SIM_PLAN_ERROR (sim_plan_error_quark())
@@ -62,6 +72,7 @@ typedef struct {
   double aggregate_pflops;
   double bubble_fraction;
   double analytic_bubble_fraction;
+  double idle_fraction; /* TeraPipe: (flush - busy) / flush of the busiest stage; 0 for PTD-P */
   SimBreakdown breakdown; /* exposed time on the critical GPU; sums to the iteration time */
   guint critical_stage;
   double bytes_tp, bytes_pp, bytes_dp;

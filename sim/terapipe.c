@@ -1,0 +1,626 @@
+/* ptdsim — TeraPipe on the engine (see terapipe.h). */
+#include "terapipe.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "../models/layer.h"
+#include "../models/slicing.h"
+#include "engine.h"
+
+enum { STREAM_COMPUTE, STREAM_TP, STREAM_SEND, STREAM_RECV, STREAM_DP, N_STREAMS };
+enum { CAT_COMPUTE, CAT_TP, CAT_PP, CAT_PP_GATHER, CAT_DP, CAT_OPTIMIZER };
+enum { CLS_COMPUTE, CLS_TP, CLS_OPT, CLS_DP, CLS_PP, N_CLS };
+
+#define FAIL_INVALID(...)                                                                                              \
+  do {                                                                                                                 \
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, __VA_ARGS__);                                           \
+    return FALSE;                                                                                                      \
+  } while (0)
+
+static SimTime ns(double seconds) { return (SimTime)llround(seconds * 1e9); }
+
+/* --- slicings --- */
+
+void sim_terapipe_slicing_init(SimTeraPipeSlicing *s) {
+  memset(s, 0, sizeof *s);
+  s->batch = g_array_new(FALSE, FALSE, sizeof(guint));
+  s->tokens = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
+  s->fit_max_rel_error = s->fit_mean_rel_error = -1;
+}
+
+void sim_terapipe_slicing_clear(SimTeraPipeSlicing *s) {
+  if (s->batch)
+    g_array_free(s->batch, TRUE);
+  if (s->tokens)
+    g_ptr_array_free(s->tokens, TRUE);
+  memset(s, 0, sizeof *s);
+}
+
+static void add_slice(SimTeraPipeSlicing *s, guint b, GArray *tokens) {
+  g_array_append_val(s->batch, b);
+  g_ptr_array_add(s->tokens, tokens);
+}
+
+void sim_terapipe_slicing_add_uniform(SimTeraPipeSlicing *s, guint b, guint seq_len, guint granularity, guint n) {
+  guint units = seq_len / granularity;
+  GArray *t = g_array_new(FALSE, FALSE, sizeof(guint));
+  for (guint m = 0; m < n; m++) {
+    guint len = (units / n + (m < units % n ? 1 : 0)) * granularity;
+    g_array_append_val(t, len);
+  }
+  add_slice(s, b, t);
+}
+
+/* The cost model of one cell of the plan (the middle stages' layers). */
+static ModelCell plan_cell(const SimPlan *pl, const ModelProfile *profile, const ModelNet *net,
+                           const TopoCluster *cluster) {
+  ModelCell c = {profile, &pl->model, net, pl->tp, (pl->tp + cluster->gpus_per_node - 1) / cluster->gpus_per_node,
+                 pl->model.layers / pl->pp, pl->recompute, pl->fusion};
+  return c;
+}
+
+static ModelNet plan_net(const ModelProfile *profile, const TopoCluster *cluster) {
+  ModelNet net = cluster->net;
+  net.free_comm = profile->kind == MODEL_PROFILE_IDEAL;
+  return net;
+}
+
+static double fitted(guint len, guint start, gpointer data) { return model_slice_cost_eval(data, len, start); }
+
+gboolean sim_terapipe_choose(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
+                             SimTeraPipeSlicing *out, GError **error) {
+  sim_terapipe_slicing_init(out);
+  ModelNet net = plan_net(profile, cluster);
+  ModelCell cell = plan_cell(pl, profile, &net, cluster);
+  guint L = pl->model.seq_len, g = pl->granularity, Bp = pl->global_batch / pl->dp;
+  if (pl->slices_mode != SIM_SLICES_AUTO) {
+    for (guint k = 0; k < Bp / pl->micro_batch; k++) {
+      if (pl->slices_mode == SIM_SLICES_UNIFORM)
+        sim_terapipe_slicing_add_uniform(out, pl->micro_batch, L, g, pl->n_slices);
+      else {
+        GArray *t = g_array_new(FALSE, FALSE, sizeof(guint));
+        g_array_append_vals(t, pl->slice_len, pl->n_slices);
+        add_slice(out, pl->micro_batch, t);
+      }
+    }
+    return TRUE;
+  }
+  /* Joint batch and token slicing (section 3.4): the token DP for every
+   * batch-slice size, then the knapsack over sizes. */
+  double *T_b = g_new(double, Bp);
+  GPtrArray *tok = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
+  double worst = 0, mean = 0;
+  for (guint b = 1; b <= Bp; b++) {
+    ModelSliceCost cost;
+    if (!model_slice_cost_fit(&cell, b, L, g, &cost, error)) {
+      g_free(T_b);
+      g_ptr_array_free(tok, TRUE);
+      sim_terapipe_slicing_clear(out);
+      return FALSE;
+    }
+    worst = MAX(worst, cost.fit_max_rel_error);
+    mean += cost.fit_mean_rel_error / Bp;
+    ModelSlicing sl;
+    model_token_dp(cost.n, pl->pp, 1e-4, fitted, &cost, &sl); /* eps 0.1 ms, as the paper */
+    out->candidates_solved += sl.candidates_solved;
+    T_b[b - 1] = sl.T;
+    GArray *t = g_array_new(FALSE, FALSE, sizeof(guint));
+    for (guint m = 0; m < sl.n_slices; m++) {
+      guint len = sl.len[m] * g;
+      g_array_append_val(t, len);
+    }
+    g_ptr_array_add(tok, t);
+    model_slicing_clear(&sl);
+    model_slice_cost_clear(&cost);
+  }
+  GArray *sizes = g_array_new(FALSE, FALSE, sizeof(guint));
+  out->predicted_s = model_batch_knapsack(T_b, Bp, sizes);
+  for (guint k = 0; k < sizes->len; k++) {
+    guint b = g_array_index(sizes, guint, k);
+    add_slice(out, b, g_array_ref(g_ptr_array_index(tok, b - 1)));
+  }
+  out->fit_max_rel_error = worst;
+  out->fit_mean_rel_error = mean;
+  g_array_free(sizes, TRUE);
+  g_ptr_array_free(tok, TRUE);
+  g_free(T_b);
+  return TRUE;
+}
+
+void sim_terapipe_slicing_json(const SimTeraPipeSlicing *s, cJSON *into) {
+  cJSON *batch = cJSON_AddArrayToObject(into, "batch_slices");
+  cJSON *tokens = cJSON_AddArrayToObject(into, "token_slices");
+  for (guint k = 0; k < s->batch->len; k++) {
+    cJSON_AddItemToArray(batch, cJSON_CreateNumber(g_array_index(s->batch, guint, k)));
+    GArray *t = g_ptr_array_index(s->tokens, k);
+    cJSON *row = cJSON_CreateArray();
+    for (guint m = 0; m < t->len; m++)
+      cJSON_AddItemToArray(row, cJSON_CreateNumber(g_array_index(t, guint, m)));
+    cJSON_AddItemToArray(tokens, row);
+  }
+  if (s->predicted_s > 0) {
+    cJSON_AddNumberToObject(into, "dp_predicted_latency_s", s->predicted_s);
+    cJSON_AddNumberToObject(into, "dp_candidates_solved", s->candidates_solved);
+  }
+  if (s->fit_max_rel_error >= 0) {
+    cJSON_AddNumberToObject(into, "context_fit_max_rel_error", s->fit_max_rel_error);
+    cJSON_AddNumberToObject(into, "context_fit_mean_rel_error", s->fit_mean_rel_error);
+  }
+}
+
+/* --- the task graph --- */
+
+typedef struct {
+  guint b, tokens, context;
+  gboolean fwd;
+} Item;
+
+typedef struct {
+  const SimPlan *pl;
+  const TopoCluster *cluster;
+  SimEngine *e;
+  guint p, n; /* stages, items per stage (2 x slices) */
+  Item *items;
+  guint *first, *last; /* [s * n + j] */
+  double bytes_tp, bytes_pp, bytes_dp;
+} Build;
+
+static guint node_of(const Build *b, guint i, guint k, guint s) {
+  return (i + b->pl->tp * (k + b->pl->dp * s)) / b->cluster->gpus_per_node;
+}
+
+/* GPUs of stage s's node (the one of rank 0, replica 0) that send to a
+ * different node when stage s sends to stage d: all the symmetric ranks send
+ * at the same time, so they share the node's NICs. */
+static guint cross_senders(const Build *b, guint s, guint d) {
+  guint home = node_of(b, 0, 0, s), count = 0;
+  for (guint k = 0; k < b->pl->dp; k++)
+    for (guint i = 0; i < b->pl->tp; i++)
+      if (node_of(b, i, k, s) == home && node_of(b, i, k, d) != home)
+        count++;
+  return count;
+}
+
+static guint dp_nodes(const Build *b, guint s) {
+  guint count = 0, last = G_MAXUINT;
+  for (guint k = 0; k < b->pl->dp; k++) {
+    guint node = node_of(b, 0, k, s);
+    count += node != last;
+    last = node;
+  }
+  return count;
+}
+
+static double p2p_time(const Build *b, double bytes, guint s, guint d) {
+  const ModelNet *net = &b->cluster->net;
+  if (net->free_comm || bytes <= 0)
+    return 0;
+  if (node_of(b, 0, 0, s) == node_of(b, 0, 0, d))
+    return model_p2p_time_s(net, bytes, TRUE);
+  /* A rank uses one NIC at most; the node's NICs are shared by all its
+   * concurrently sending ranks. */
+  double bw = fmin(net->nic_bw, net->nic_bw * net->nics_per_node / MAX(1u, cross_senders(b, s, d)));
+  return net->p2p_latency_inter + bytes / bw;
+}
+
+static SimOpTag tag(guint cat, gboolean fwd, guint s, guint j) {
+  return (SimOpTag){(guint16)cat, (guint16)(fwd ? 0 : 1), (gint32)s, 0, (gint32)j, -1};
+}
+
+typedef struct {
+  double fwd, bwd, tp_fwd, tp_bwd;
+} ItemCost;
+
+static void emit_items(Build *b, const ModelCell *cell, const ModelProfile *profile) {
+  const SimPlan *pl = b->pl;
+  ItemCost *cost = g_new(ItemCost, b->n);
+  for (guint j = 0; j < b->n; j++) {
+    const Item *it = &b->items[j];
+    ItemCost *c = &cost[j];
+    model_cell_slice_time(cell, it->b, it->tokens, it->context, &c->fwd, &c->bwd, &c->tp_fwd, &c->tp_bwd);
+    /* one all-reduce of 2 b i h bytes: every rank sends 2(t-1)/t of it */
+    double per = 2.0 * it->b * it->tokens * pl->model.hidden * 2.0 * (pl->tp - 1) * pl->dp;
+    double count = (it->fwd ? 2.0 : (pl->recompute ? 4.0 : 2.0)) * pl->model.layers;
+    if (pl->tp > 1)
+      b->bytes_tp += per * count;
+  }
+  for (guint s = 0; s < b->p; s++)
+    for (guint j = 0; j < b->n; j++) {
+      const Item *it = &b->items[j];
+      ModelShape slice = pl->model;
+      slice.seq_len = it->tokens; /* embedding and logits of this slice's tokens */
+      double ef = 0, eb = 0, hf = 0, hb = 0;
+      if (s == 0)
+        model_embedding_cost(profile, &slice, pl->tp, it->b, &ef, &eb);
+      if (s == b->p - 1)
+        model_head_cost(profile, &slice, pl->tp, it->b, &hf, &hb);
+      double comp = it->fwd ? cost[j].fwd + ef + hf : cost[j].bwd + eb + hb;
+      double tp = it->fwd ? cost[j].tp_fwd : cost[j].tp_bwd;
+      SimOpTag t = tag(CAT_COMPUTE, it->fwd, s, j);
+      guint op = sim_engine_add_op1(b->e, ns(comp), s * N_STREAMS + STREAM_COMPUTE, &t);
+      if (j > 0)
+        sim_engine_add_dep(b->e, b->last[s * b->n + j - 1], op);
+      b->first[s * b->n + j] = b->last[s * b->n + j] = op;
+      if (pl->tp > 1) {
+        t.category = CAT_TP;
+        guint ar = sim_engine_add_op1(b->e, ns(tp), s * N_STREAMS + STREAM_TP, &t);
+        sim_engine_add_dep(b->e, op, ar);
+        b->last[s * b->n + j] = ar;
+      }
+    }
+  g_free(cost);
+}
+
+static void emit_transfers(Build *b) {
+  const SimPlan *pl = b->pl;
+  gboolean sg = pl->scatter_gather && pl->tp > 1;
+  for (guint s = 0; s < b->p; s++)
+    for (guint j = 0; j < b->n; j++) {
+      const Item *it = &b->items[j];
+      if ((it->fwd && s == b->p - 1) || (!it->fwd && s == 0))
+        continue;
+      guint d = it->fwd ? s + 1 : s - 1;
+      double full = 2.0 * it->b * it->tokens * pl->model.hidden; /* fp16 activations or their gradient */
+      double per_rank = sg ? full / pl->tp : full;
+      SimOpTag t = tag(CAT_PP, it->fwd, s, j);
+      guint streams[2] = {s * N_STREAMS + STREAM_SEND, d * N_STREAMS + STREAM_RECV};
+      guint64 pos[2] = {2ull * j, 2ull * j};
+      guint x = sim_engine_add_op_at(b->e, ns(p2p_time(b, per_rank, s, d)), streams, pos, 2, &t);
+      sim_engine_add_dep(b->e, b->last[s * b->n + j], x);
+      b->bytes_pp += per_rank * pl->tp * pl->dp;
+      guint ready = x;
+      if (sg) {
+        /* Scatter/gather (SC21 section 4.1): the receiving group rebuilds
+         * the tensor over NVLink. */
+        t.category = CAT_PP_GATHER;
+        guint st = d * N_STREAMS + STREAM_RECV;
+        guint64 gp = 2ull * j + 1;
+        double ag = model_collective_time_s(&b->cluster->net, MODEL_COLL_ALLGATHER, full, pl->tp,
+                                            (pl->tp + b->cluster->gpus_per_node - 1) / b->cluster->gpus_per_node, NULL);
+        ready = sim_engine_add_op_at(b->e, ns(ag), &st, &gp, 1, &t);
+        sim_engine_add_dep(b->e, x, ready);
+      }
+      sim_engine_add_dep(b->e, ready, b->first[d * b->n + j]);
+    }
+}
+
+static void emit_dp_and_optimizer(Build *b, const ModelProfile *profile) {
+  const SimPlan *pl = b->pl;
+  guint lps = pl->model.layers / b->p;
+  guint *gate = g_new(guint, b->p);
+  for (guint s = 0; s < b->p; s++)
+    gate[s] = G_MAXUINT;
+  /* Tied word embeddings: first and last stage all-reduce their copies. */
+  if (b->p > 1) {
+    double bytes = 2.0 * pl->model.vocab * pl->model.hidden / pl->tp;
+    guint streams[2] = {0 * N_STREAMS + STREAM_DP, (b->p - 1) * N_STREAMS + STREAM_DP};
+    gboolean same = node_of(b, 0, 0, 0) == node_of(b, 0, 0, b->p - 1);
+    SimOpTag t = {CAT_DP, 2, 0, 0, 0, -2};
+    guint op = sim_engine_add_op(
+        b->e, ns(model_collective_time_s(&b->cluster->net, MODEL_COLL_ALLREDUCE, bytes, 2, same ? 1 : 2, NULL)),
+        streams, 2, &t);
+    sim_engine_add_dep(b->e, b->last[b->n - 1], op);
+    sim_engine_add_dep(b->e, b->last[(b->p - 1) * b->n + b->n - 1], op);
+    gate[0] = gate[b->p - 1] = op;
+    b->bytes_dp += bytes * 2.0 * pl->dp * pl->tp;
+  }
+  for (guint s = 0; s < b->p; s++) {
+    guint64 params = model_stage_params(&pl->model, pl->tp, b->p, s, lps);
+    guint after = b->last[s * b->n + b->n - 1];
+    SimOpTag t = {CAT_DP, 2, (gint32)s, 0, 0, -1};
+    if (pl->dp > 1) {
+      /* Gradients all-reduced once after the flush. */
+      double bytes = 2.0 * params;
+      double secs = model_collective_time_s(&b->cluster->net, MODEL_COLL_ALLREDUCE, bytes, pl->dp, dp_nodes(b, s), NULL);
+      guint op = sim_engine_add_op1(b->e, ns(secs), s * N_STREAMS + STREAM_DP, &t);
+      sim_engine_add_dep(b->e, after, op);
+      after = op;
+      b->bytes_dp += bytes * 2.0 * (pl->dp - 1) * pl->tp;
+    }
+    t.category = CAT_OPTIMIZER;
+    guint opt = sim_engine_add_op1(b->e, ns(model_optimizer_time_s(profile, params)), s * N_STREAMS + STREAM_COMPUTE, &t);
+    sim_engine_add_dep(b->e, after, opt);
+    if (gate[s] != G_MAXUINT)
+      sim_engine_add_dep(b->e, gate[s], opt);
+  }
+  g_free(gate);
+}
+
+/* --- measuring --- */
+
+typedef struct {
+  SimTime at;
+  gint8 delta;
+  guint8 cls;
+} Edge;
+
+static int edge_cmp(const void *a, const void *b) {
+  const Edge *x = a, *y = b;
+  return x->at < y->at ? -1 : x->at > y->at;
+}
+
+static guint class_of(guint cat) {
+  switch (cat) {
+  case CAT_COMPUTE:
+    return CLS_COMPUTE;
+  case CAT_TP:
+    return CLS_TP;
+  case CAT_OPTIMIZER:
+    return CLS_OPT;
+  case CAT_DP:
+    return CLS_DP;
+  default:
+    return CLS_PP;
+  }
+}
+
+/* Splits [0, end] covered by `edges` by class, priority compute >
+ * tensor-parallel > optimizer > data-parallel > pipeline > idle (as in
+ * ptdp.c); with end = 0 it measures the union of the intervals per class. */
+static void sweep(GArray *edges, SimTime end, double out[N_CLS + 1]) {
+  if (edges->len > 1)
+    qsort(edges->data, edges->len, sizeof(Edge), edge_cmp);
+  int active[N_CLS] = {0};
+  SimTime at = 0;
+  memset(out, 0, sizeof(double) * (N_CLS + 1));
+  for (guint j = 0; j <= edges->len; j++) {
+    SimTime next = j < edges->len ? g_array_index(edges, Edge, j).at : end;
+    if (next > at) {
+      guint cls = N_CLS;
+      for (guint c = 0; c < N_CLS; c++)
+        if (active[c] > 0) {
+          cls = c;
+          break;
+        }
+      out[cls] += (double)(next - at) * 1e-9;
+      at = next;
+    }
+    if (j < edges->len) {
+      Edge *ed = &g_array_index(edges, Edge, j);
+      active[ed->cls] += ed->delta;
+    }
+  }
+}
+
+static void add_edges(const SimEngine *e, GArray *edges, guint op) {
+  SimTime s0 = sim_engine_op_start(e, op), s1 = sim_engine_op_end(e, op);
+  if (s1 <= s0)
+    return;
+  guint8 cls = (guint8)class_of(sim_engine_op_tag(e, op)->category);
+  Edge a = {s0, 1, cls}, z = {s1, -1, cls};
+  g_array_append_val(edges, a);
+  g_array_append_val(edges, z);
+}
+
+static void measure(Build *b, const ModelProfile *profile, guint total_slices, SimResult *r) {
+  const SimPlan *pl = b->pl;
+  SimTime makespan = sim_engine_makespan(b->e);
+  r->iteration_time_s = (double)makespan * 1e-9;
+  double F = model_flops_per_iteration(&pl->model, pl->global_batch);
+  double Fhw = model_hardware_flops_per_iteration(&pl->model, pl->global_batch, pl->recompute);
+  r->tflops_per_gpu = F / r->iteration_time_s / pl->gpus / 1e12;
+  r->hardware_tflops_per_gpu = Fhw / r->iteration_time_s / pl->gpus / 1e12;
+  r->percent_of_peak = 100.0 * r->tflops_per_gpu * 1e12 / profile->peak_flops;
+  r->aggregate_pflops = r->tflops_per_gpu * pl->gpus / 1000.0;
+  /* GPipe's and TeraPipe's textbook bubble: (K - 1) / M for M equal slices. */
+  r->analytic_bubble_fraction = (double)(b->p - 1) / total_slices;
+
+  SimTime flush = 0;
+  double best = -1;
+  guint critical = 0;
+  for (guint s = 0; s < b->p; s++) {
+    double work = 0;
+    for (guint kind = STREAM_COMPUTE; kind <= STREAM_TP; kind++) {
+      guint n;
+      const guint *ops = sim_engine_stream_ops(b->e, s * N_STREAMS + kind, &n);
+      for (guint j = 0; j < n; j++) {
+        if (sim_engine_op_tag(b->e, ops[j])->category == CAT_OPTIMIZER)
+          continue;
+        work += (double)(sim_engine_op_end(b->e, ops[j]) - sim_engine_op_start(b->e, ops[j]));
+        flush = MAX(flush, sim_engine_op_end(b->e, ops[j]));
+      }
+    }
+    if (work > best) {
+      best = work;
+      critical = s;
+    }
+  }
+  r->bubble_fraction = best > 0 ? ((double)flush - best) / best : 0;
+  r->idle_fraction = flush > 0 ? ((double)flush - best) / (double)flush : 0;
+  r->critical_stage = critical;
+  GArray *edges = g_array_new(FALSE, FALSE, sizeof(Edge));
+  for (guint kind = 0; kind < N_STREAMS; kind++) {
+    guint n;
+    const guint *ops = sim_engine_stream_ops(b->e, critical * N_STREAMS + kind, &n);
+    for (guint j = 0; j < n; j++)
+      add_edges(b->e, edges, ops[j]);
+  }
+  double parts[N_CLS + 1];
+  sweep(edges, makespan, parts);
+  r->breakdown = (SimBreakdown){parts[CLS_COMPUTE], parts[CLS_TP], parts[CLS_PP],
+                                parts[CLS_DP],      parts[CLS_OPT], parts[N_CLS]};
+
+  /* Effective bisection bandwidth of pipeline traffic: bytes over the cut
+   * between stages p/2-1 and p/2 (both directions) over the time such
+   * transfers are in flight; data-parallel: the ring's two crossings of the
+   * replica cut over the time the gradient all-reduces run. */
+  r->bytes_tp = b->bytes_tp;
+  r->bytes_pp = b->bytes_pp;
+  r->bytes_dp = b->bytes_dp;
+  if (b->p > 1) {
+    guint lo = b->p / 2 - 1;
+    g_array_set_size(edges, 0);
+    double cross = 0;
+    for (guint j = 0; j < b->n; j++) {
+      const Item *it = &b->items[j];
+      cross += 2.0 * it->b * it->tokens * pl->model.hidden * pl->dp; /* one direction per item */
+    }
+    for (guint kind = STREAM_SEND; kind <= STREAM_SEND; kind++)
+      for (guint s = lo; s <= lo + 1; s++) {
+        guint n;
+        const guint *ops = sim_engine_stream_ops(b->e, s * N_STREAMS + kind, &n);
+        for (guint j = 0; j < n; j++) {
+          const guint *st = sim_engine_op_streams(b->e, ops[j]);
+          guint to = st[1] / N_STREAMS;
+          if ((s == lo && to == lo + 1) || (s == lo + 1 && to == lo))
+            add_edges(b->e, edges, ops[j]);
+        }
+      }
+    double u[N_CLS + 1];
+    sweep(edges, 0, u);
+    double secs = u[CLS_PP];
+    r->bisection_pp_GBps = secs > 0 ? cross / secs / 1e9 : 0;
+  }
+  if (pl->dp > 1) {
+    g_array_set_size(edges, 0);
+    double grad = 0;
+    for (guint s = 0; s < b->p; s++) {
+      guint n;
+      const guint *ops = sim_engine_stream_ops(b->e, s * N_STREAMS + STREAM_DP, &n);
+      for (guint j = 0; j < n; j++)
+        if (sim_engine_op_tag(b->e, ops[j])->layer == -1)
+          add_edges(b->e, edges, ops[j]);
+      grad += 2.0 * model_stage_params(&pl->model, pl->tp, b->p, s, pl->model.layers / b->p) * pl->tp;
+    }
+    double u[N_CLS + 1];
+    sweep(edges, 0, u);
+    double cross = 2.0 * model_busbw_factor(MODEL_COLL_ALLREDUCE, pl->dp) * grad;
+    r->bisection_dp_GBps = u[CLS_DP] > 0 ? cross / u[CLS_DP] / 1e9 : 0;
+  }
+  g_array_free(edges, TRUE);
+  r->ops = sim_engine_n_ops(b->e);
+  r->events = sim_engine_n_events(b->e);
+  r->simulated_gpus = b->p;
+  r->symmetric = TRUE;
+}
+
+/* Memory of stage s as TeraPipe keeps it: the whole minibatch's activations
+ * until the flush (all forwards run before any backward).
+ * With recomputation (TeraPipe's code checkpoints each cell), per layer the
+ * attention keys and values of every token (the context later slices and the
+ * recomputation need) and their accumulating gradients, 8 B s h / t bytes
+ * for B sequences, plus each cell's fp16 input (2 B s h), plus one slice's
+ * full activations while it is recomputed.  Without, every slice's full
+ * activations: Korthikanti et al. 2022's s b h (10 + 24/t) + 5 a s^2 b / t
+ * bytes per layer with the attention term over the slice's i (i + j). */
+static void stage_memory(const SimPlan *pl, const SimTeraPipeSlicing *sl, guint s, ModelMemory *out) {
+  const ModelShape *m = &pl->model;
+  guint lps = m->layers / pl->pp;
+  double P = (double)model_stage_params(m, pl->tp, pl->pp, s, lps);
+  double h = m->hidden, a = m->heads, t = pl->tp, V = m->vocab;
+  double tokens = 0, all = 0, worst = 0, worst_tokens = 0;
+  for (guint k = 0; k < sl->batch->len; k++) {
+    double b = g_array_index(sl->batch, guint, k);
+    GArray *tk = g_ptr_array_index(sl->tokens, k);
+    double ctx = 0;
+    for (guint q = 0; q < tk->len; q++) {
+      double i = g_array_index(tk, guint, q);
+      double act = b * i * h * (10.0 + 24.0 / t) + 5.0 * a * b * i * (i + ctx) / t;
+      all += act;
+      worst = MAX(worst, act);
+      worst_tokens = MAX(worst_tokens, b * i);
+      tokens += b * i;
+      ctx += i;
+    }
+  }
+  double act;
+  if (pl->recompute)
+    act = lps * (8.0 * tokens * h / t) + 2.0 * tokens * h + lps * worst;
+  else
+    act = lps * (all + 4.0 * tokens * h / t);
+  if (s == 0)
+    act += tokens * h; /* embedding dropout masks */
+  if (s == pl->pp - 1)
+    act += 6.0 * worst_tokens * V / t; /* one slice's logits, fp16 and fp32 */
+  out->weights = 2 * P;
+  out->gradients = 2 * P;
+  out->optimizer = 12 * P;
+  out->activations = act;
+  out->total = out->weights + out->gradients + out->optimizer + act;
+}
+
+gboolean sim_terapipe_simulate(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
+                               const SimTeraPipeSlicing *sl, SimResult *r, GError **error) {
+  memset(r, 0, sizeof *r);
+  guint Bp = pl->global_batch / pl->dp, total = 0, seqs = 0;
+  for (guint k = 0; k < sl->batch->len; k++) {
+    GArray *tk = g_ptr_array_index(sl->tokens, k);
+    guint sum = 0;
+    for (guint q = 0; q < tk->len; q++)
+      sum += g_array_index(tk, guint, q);
+    if (sum != pl->model.seq_len || tk->len == 0)
+      FAIL_INVALID("batch slice %u's token slices add up to %u, not the sequence length %u", k, sum,
+                   pl->model.seq_len);
+    seqs += g_array_index(sl->batch, guint, k);
+    total += tk->len;
+  }
+  if (seqs != Bp)
+    FAIL_INVALID("the batch slices hold %u sequences, not the %u of one pipeline (--global-batch / d)", seqs, Bp);
+  if ((double)total * 2 * pl->pp * 3 > 60e6) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_TOO_BIG,
+                "this slicing needs about %.0f million simulated ops, over the limit of 60 million; use fewer slices",
+                total * 6.0 * pl->pp / 1e6);
+    return FALSE;
+  }
+  for (guint s = 0; s < pl->pp; s++) {
+    ModelMemory mm;
+    stage_memory(pl, sl, s, &mm);
+    if (mm.total > r->memory.total) {
+      r->memory = mm;
+      r->memory_stage = s;
+    }
+  }
+  r->fits_in_memory = r->memory.total <= profile->memory_bytes;
+  if (!r->fits_in_memory && !pl->allow_oom) {
+    const ModelMemory *mm = &r->memory;
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_OOM,
+                "does not fit in memory: stage %u needs %.1f GiB of %.0f GiB (weights+gradients+optimizer %.1f, "
+                "activations %.1f); use %sa larger --tp or --pp, or a smaller --global-batch "
+                "(--allow-oom simulates it anyway)",
+                r->memory_stage, mm->total / 1073741824.0, profile->memory_bytes / 1073741824.0,
+                (mm->weights + mm->gradients + mm->optimizer) / 1073741824.0, mm->activations / 1073741824.0,
+                pl->recompute ? "" : "--recompute full, ");
+    return FALSE;
+  }
+
+  TopoCluster cl = *cluster;
+  cl.net = plan_net(profile, cluster);
+  ModelCell cell = plan_cell(pl, profile, &cl.net, cluster);
+  Build b = {.pl = pl, .cluster = &cl, .p = pl->pp, .n = 2 * total};
+  b.items = g_new(Item, b.n);
+  guint j = 0;
+  for (guint k = 0; k < sl->batch->len; k++) {
+    GArray *tk = g_ptr_array_index(sl->tokens, k);
+    guint ctx = 0;
+    for (guint q = 0; q < tk->len; q++) {
+      guint len = g_array_index(tk, guint, q);
+      b.items[j++] = (Item){g_array_index(sl->batch, guint, k), len, ctx, TRUE};
+      ctx += len;
+    }
+  }
+  for (guint q = 0; q < total; q++) { /* backward: the reverse order */
+    b.items[total + q] = b.items[total - 1 - q];
+    b.items[total + q].fwd = FALSE;
+  }
+  b.first = g_new(guint, (gsize)b.p * b.n);
+  b.last = g_new(guint, (gsize)b.p * b.n);
+  b.e = sim_engine_new();
+  for (guint s = 0; s < b.p; s++)
+    for (guint kind = 0; kind < N_STREAMS; kind++)
+      sim_engine_add_stream(b.e, s);
+  emit_items(&b, &cell, profile);
+  emit_transfers(&b);
+  emit_dp_and_optimizer(&b, profile);
+  gboolean ok = sim_engine_run(b.e, error);
+  if (ok) {
+    measure(&b, profile, total, r);
+    if (pl->tokens > 0)
+      r->training_days = pl->tokens / ((double)pl->global_batch * pl->model.seq_len) * r->iteration_time_s / 86400.0;
+  }
+  sim_engine_free(b.e);
+  g_free(b.items);
+  g_free(b.first);
+  g_free(b.last);
+  return ok;
+}

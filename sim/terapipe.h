@@ -1,0 +1,44 @@
+/* ptdsim — TeraPipe (Li et al., ICML 2021): token-level pipelining of a GPT
+ * model's cells, on the engine.
+ *
+ * The minibatch of one pipeline (B/d sequences) is cut into batch slices, and
+ * each batch slice into token slices.  On every stage (cell) the slices run
+ * forward in sequence order -- a slice waits for the previous cell's output
+ * for it, and, by stream order, for its own earlier slices, which hold the
+ * attention context -- then backward in reverse order after all forwards (a
+ * synchronous flush, as GPipe), then the data-parallel gradient all-reduce
+ * and the optimizer.  Tensor parallelism runs inside each cell; the t ranks
+ * and the d replicas run identical timelines, so one GPU per stage is
+ * simulated.  GPipe is the special case of one token slice per batch slice.
+ */
+#pragma once
+
+#include <cjson/cJSON.h>
+
+#include "plan.h"
+
+typedef struct {
+  GArray *batch;      /* guint: sequences per batch slice, in order */
+  GPtrArray *tokens;  /* per batch slice: GArray of guint, tokens per slice in sequence order */
+  double predicted_s; /* Eq. 5 summed over batch slices, on the fitted cost (the DP's objective) */
+  double fit_max_rel_error, fit_mean_rel_error; /* of the context fit against the direct cost; -1: not fitted */
+  guint candidates_solved;                      /* t_max values the DP solved, all batch sizes */
+} SimTeraPipeSlicing;
+
+void sim_terapipe_slicing_init(SimTeraPipeSlicing *s);
+void sim_terapipe_slicing_clear(SimTeraPipeSlicing *s);
+/* Appends a batch slice of `b` sequences cut into `n` token slices of at
+ * most one granule's difference, the longer ones first. */
+void sim_terapipe_slicing_add_uniform(SimTeraPipeSlicing *s, guint b, guint seq_len, guint granularity, guint n);
+
+/* The slicing a plan asks for: --slices auto runs the DP (token DP for every
+ * batch-slice size, then the knapsack); uniform:N and lists use batch slices
+ * of --micro-batch sequences. */
+gboolean sim_terapipe_choose(const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster,
+                             SimTeraPipeSlicing *out, GError **error);
+/* Simulates one iteration with a given slicing. */
+gboolean sim_terapipe_simulate(const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster,
+                               const SimTeraPipeSlicing *slicing, SimResult *result, GError **error);
+/* JSON of a slicing: {"batch_slices": [...], "token_slices": [[...], ...],
+ * "dp_predicted_latency_s", "context_fit_max_rel_error", ...}. */
+void sim_terapipe_slicing_json(const SimTeraPipeSlicing *s, cJSON *into);
