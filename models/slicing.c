@@ -27,6 +27,14 @@ void model_cell_slice_time(const ModelCell *c, guint b, guint tokens, guint cont
   double passes_bwd = c->recompute ? 2 : 1; /* recomputation forward, then the backward */
   *fwd_s = c->layers * f;
   *bwd_s = c->layers * (g + (c->recompute ? f : 0));
+  if (c->head) {
+    ModelShape slice = *c->model;
+    slice.seq_len = tokens; /* the logits of this slice's tokens */
+    double hf, hb;
+    model_head_cost(c->profile, &slice, c->tp, b, &hf, &hb);
+    *fwd_s += hf;
+    *bwd_s += hb;
+  }
   if (tp_fwd_s)
     *tp_fwd_s = c->layers * ar;
   if (tp_bwd_s)

@@ -46,6 +46,7 @@ typedef struct {
   guint layers;        /* layers per cell */
   gboolean recompute;  /* backward re-runs the forward first */
   gboolean fused;
+  gboolean head;       /* the cell also runs the logit layer and loss (the last stage) */
 } ModelCell;
 
 /* Direct cost of one slice on one cell: forward and backward (the backward

@@ -2,6 +2,7 @@
 #include <stdio.h>
 
 #include "../traces/figures.h"
+#include "../traces/terapipe_figs.h"
 #include "cli.h"
 
 int cli_figure(int argc, char **argv) {
@@ -9,7 +10,7 @@ int cli_figure(int argc, char **argv) {
   gboolean list = FALSE;
   GOptionEntry entries[] = {
       {"list", 0, 0, G_OPTION_ARG_NONE, &list, "List the figures", NULL},
-      {"cluster", 0, 0, G_OPTION_ARG_STRING, &cluster_name, "Cluster name or JSON file (default selene)", "NAME|FILE"},
+      {"cluster", 0, 0, G_OPTION_ARG_STRING, &cluster_name, "Cluster name or JSON file (default selene; aws-p3-16xlarge for the TeraPipe figures)", "NAME|FILE"},
       {"profile", 0, 0, G_OPTION_ARG_STRING, &profile_name, "Device profile (default: the cluster's GPU)",
        "NAME|FILE"},
       {"format", 0, 0, G_OPTION_ARG_STRING, &format, "text or json (default text)", "FMT"},
@@ -48,7 +49,8 @@ int cli_figure(int argc, char **argv) {
                 argv[1]);
     goto fail;
   }
-  if (!cli_load_machine(cluster_name, profile_name, &cluster, &profile, &error))
+  if (!cli_load_machine(cluster_name ? cluster_name : trace_figure_default_cluster(fig->name), profile_name, &cluster,
+                        &profile, &error))
     goto fail;
   TraceFigureContext fc = {cluster, profile};
   json = cJSON_CreateObject();

@@ -56,7 +56,7 @@ void sim_terapipe_slicing_add_uniform(SimTeraPipeSlicing *s, guint b, guint seq_
 static ModelCell plan_cell(const SimPlan *pl, const ModelProfile *profile, const ModelNet *net,
                            const TopoCluster *cluster) {
   ModelCell c = {profile, &pl->model, net, pl->tp, (pl->tp + cluster->gpus_per_node - 1) / cluster->gpus_per_node,
-                 pl->model.layers / pl->pp, pl->recompute, pl->fusion};
+                 pl->model.layers / pl->pp, pl->recompute, pl->fusion, FALSE};
   return c;
 }
 
@@ -73,6 +73,9 @@ gboolean sim_terapipe_choose(const SimPlan *pl, const ModelProfile *profile, con
   sim_terapipe_slicing_init(out);
   ModelNet net = plan_net(profile, cluster);
   ModelCell cell = plan_cell(pl, profile, &net, cluster);
+  /* The DP assumes equal cells; the last one, which adds the logits and the
+   * loss, is the slowest, and it paces the pipeline. */
+  cell.head = TRUE;
   guint L = pl->model.seq_len, g = pl->granularity, Bp = pl->global_batch / pl->dp;
   if (pl->slices_mode != SIM_SLICES_AUTO) {
     for (guint k = 0; k < Bp / pl->micro_batch; k++) {

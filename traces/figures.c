@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../models/jsonutil.h"
+#include "terapipe_figs.h"
 
 cJSON *trace_reference_load(const char *file, GError **error) {
   char *path = g_build_filename(ptd_data_dir(), "traces", "reference", file, NULL);
@@ -132,6 +133,14 @@ static gboolean table1(const TraceFigureContext *ctx, cJSON *json, GString *text
 static const TraceFigure figures[] = {
     {"megatron-table1", "SC21 Table 1: weak scaling 1.7B-1T on Selene, predicted vs published TFLOP/s per GPU",
      table1},
+    {"terapipe-fig3", "TeraPipe figure 3: one GPT3-1B layer's forward time and throughput for 1..2048 tokens",
+     trace_terapipe_fig3},
+    {"terapipe-fig5", "TeraPipe figure 5: latency of settings 1-10 with GPipe and with TeraPipe, and the speedup",
+     trace_terapipe_fig5},
+    {"terapipe-fig6", "TeraPipe figure 6: uniform slicing (1..16, 1..128 slices) vs the DP, settings 8 and 9",
+     trace_terapipe_fig6},
+    {"terapipe-fig7", "TeraPipe figure 7: setting 5 at sequence lengths 2048-8192, GPipe vs TeraPipe",
+     trace_terapipe_fig7},
 };
 
 const TraceFigure *trace_figures(guint *n) {
