@@ -214,7 +214,7 @@ void model_token_dp(guint n, guint K, double eps_s, ModelSliceFn fn, gpointer da
     double tmax = cand[ci];
     if (ci > 0 && tmax == cand[ci - 1])
       continue;
-    if (out->n_slices && tmax < last + eps_s)
+    if (tmax < last + eps_s)
       continue; /* acceleration 1: t_max within eps of the last one solved */
     if (out->n_slices && K * tmax >= out->T)
       break; /* acceleration 2: no slicing with this largest slice can win */

@@ -5,6 +5,8 @@
 #include <sys/resource.h>
 
 #include "../traces/figures.h"
+#include "../models/slicing.h"
+#include "../traces/terapipe_figs.h"
 #include "cli.h"
 
 static double peak_rss_mib(void) {
@@ -13,9 +15,70 @@ static double peak_rss_mib(void) {
   return ru.ru_maxrss / 1024.0; /* Linux reports KiB */
 }
 
+/* TeraPipe figure 5: 10 settings, each a GPipe baseline (over its microbatch
+ * sizes) and a TeraPipe run with the joint DP, on aws-p3-16xlarge. */
+static double bench_fitted(guint len, guint start, gpointer data) { return model_slice_cost_eval(data, len, start); }
+
+static int bench_terapipe(gint64 repeat) {
+  GError *error = NULL;
+  TopoCluster *cluster = NULL;
+  ModelProfile *profile = NULL;
+  if (!cli_load_machine(trace_figure_default_cluster("terapipe-fig5"), NULL, &cluster, &profile, &error))
+    return cli_fail(error);
+  const TraceFigure *fig = trace_figure_lookup("terapipe-fig5");
+  TraceFigureContext ctx = {cluster, profile};
+  double best = G_MAXDOUBLE;
+  int code = 0;
+  for (gint64 i = 0; i < repeat && !code; i++) {
+    cJSON *json = cJSON_CreateObject();
+    gint64 t0 = g_get_monotonic_time();
+    if (!fig->run(&ctx, json, NULL, &error))
+      code = cli_fail(error);
+    best = MIN(best, (g_get_monotonic_time() - t0) * 1e-6);
+    cJSON_Delete(json);
+  }
+  /* The slicing DP alone at L = 2048 (setting 9's cell, one sequence), on
+   * the paper's granularity of 8 tokens and on single tokens. */
+  SimPlanRequest req;
+  SimPlan plan;
+  if (!code && (!trace_terapipe_setting(9, "auto", 1, &req, &error) || !sim_plan_build(&req, cluster, &plan, &error)))
+    code = cli_fail(error);
+  for (guint g = 8; !code && g >= 1; g = g == 8 ? 1 : 0) {
+    ModelNet net = cluster->net;
+    ModelCell cell = {profile, &plan.model, &net, plan.tp, 1, plan.model.layers / plan.pp, TRUE, TRUE, TRUE};
+    ModelSliceCost cost;
+    if (!model_slice_cost_fit(&cell, 1, plan.model.seq_len, g, &cost, &error)) {
+      code = cli_fail(error);
+      break;
+    }
+    double dp_best = G_MAXDOUBLE;
+    ModelSlicing sl = {0};
+    for (gint64 i = 0; i < repeat; i++) {
+      model_slicing_clear(&sl);
+      gint64 t0 = g_get_monotonic_time();
+      model_token_dp(cost.n, plan.pp, 1e-4, bench_fitted, &cost, &sl);
+      dp_best = MIN(dp_best, (g_get_monotonic_time() - t0) * 1e-6);
+    }
+    printf("slicing DP, L = %u, granularity %u (n = %u), K = %u: %.4f s, %u t_max candidates solved, %u slices\n",
+           plan.model.seq_len, g, cost.n, plan.pp, dp_best, sl.candidates_solved, sl.n_slices);
+    model_slicing_clear(&sl);
+    model_slice_cost_clear(&cost);
+  }
+  if (!code)
+    printf("terapipe-fig5: %.3f s for 10 settings (GPipe over every microbatch size that fits, TeraPipe with the "
+           "joint DP), fastest of %" G_GINT64_FORMAT ", peak RSS %.0f MiB\n",
+           best, repeat, peak_rss_mib());
+  topo_cluster_free(cluster);
+  model_profile_free(profile);
+  return code;
+}
+
 int cli_bench(int argc, char **argv) {
   gint64 repeat = 3;
+  gboolean terapipe = FALSE;
   GOptionEntry entries[] = {{"repeat", 0, 0, G_OPTION_ARG_INT64, &repeat, "Runs per row; the fastest counts (default 3)", "N"},
+                            {"terapipe", 0, 0, G_OPTION_ARG_NONE, &terapipe,
+                             "Time the whole of figure terapipe-fig5 instead of SC21 Table 1", NULL},
                             {NULL, 0, 0, 0, NULL, NULL, NULL}};
   GOptionContext *ctx = g_option_context_new("- the simulator's speed on SC21 Table 1");
   g_option_context_add_main_entries(ctx, entries, NULL);
@@ -29,6 +92,10 @@ int cli_bench(int argc, char **argv) {
   if (repeat < 1 || repeat > 100) {
     g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--repeat must be 1..100");
     goto fail;
+  }
+  if (terapipe) {
+    code = bench_terapipe(repeat);
+    goto done;
   }
   if (!cli_load_machine(NULL, NULL, &cluster, &profile, &error) ||
       !(ref = trace_reference_load("megatron-sc21.json", &error)))
