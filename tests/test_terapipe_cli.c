@@ -1,0 +1,292 @@
+/* ptdsim — TeraPipe end to end through the real binary ($PTDSIM_BIN): the
+ * run report, the four figures' JSON contracts, determinism, and one clear
+ * line for every bad --slices input. */
+#include <cjson/cJSON.h>
+#include <glib.h>
+#include <math.h>
+#include <string.h>
+
+static const char *bin;
+
+typedef struct {
+  int status;
+  char *out, *err;
+} Proc;
+
+static void proc_clear(Proc *p) {
+  g_free(p->out);
+  g_free(p->err);
+}
+
+/* Runs ptdsim with `args`, split on spaces (no shell). */
+static Proc run_line(const char *args) {
+  char **v = g_strsplit(args, " ", -1);
+  GPtrArray *argv = g_ptr_array_new();
+  g_ptr_array_add(argv, (gpointer)bin);
+  for (guint i = 0; v[i]; i++)
+    g_ptr_array_add(argv, v[i]);
+  g_ptr_array_add(argv, NULL);
+  Proc p = {-1, NULL, NULL};
+  int wait_status = 0;
+  GError *error = NULL;
+  g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &p.out, &p.err,
+                             &wait_status, &error));
+  g_assert_no_error(error);
+  if (g_spawn_check_wait_status(wait_status, &error))
+    p.status = 0;
+  else {
+    if (error->domain == G_SPAWN_EXIT_ERROR)
+      p.status = error->code;
+    g_clear_error(&error);
+  }
+  g_ptr_array_free(argv, TRUE);
+  g_strfreev(v);
+  return p;
+}
+
+static cJSON *parse_json(const Proc *p) {
+  if (p->status != 0)
+    g_test_message("stderr: %s", p->err);
+  g_assert_cmpint(p->status, ==, 0);
+  cJSON *json = cJSON_Parse(p->out);
+  g_assert_nonnull(json);
+  return json;
+}
+
+static double num(const cJSON *obj, const char *key) {
+  const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (!cJSON_IsNumber(item))
+    g_test_message("key '%s' missing or not a number", key);
+  g_assert_true(cJSON_IsNumber(item));
+  g_assert_true(isfinite(item->valuedouble));
+  return item->valuedouble;
+}
+
+static const cJSON *arr(const cJSON *obj, const char *key) {
+  const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (!cJSON_IsArray(item))
+    g_test_message("key '%s' missing or not an array", key);
+  g_assert_true(cJSON_IsArray(item));
+  return item;
+}
+
+/* Setting 9 (GPT3-175B, 96 cells of t = 4) on the AWS cluster. */
+#define SETTING9 "run --model gpt3-175b --cluster aws-p3-16xlarge --gpus 384 --tp 4 --pp 96 --dp 1 --global-batch 2"
+
+/* Why: a TeraPipe run reports the contract keys plus its slicing, whose
+ * token slices cover the sequence and whose batch slices cover the batch;
+ * an explicit list is simulated as given; uniform:1 is slower than the DP
+ * on this large model with a tiny batch (the paper's headline case). */
+static void test_run_report(void) {
+  Proc p = run_line(SETTING9 " --schedule terapipe --format json");
+  cJSON *j = parse_json(&p);
+  double auto_s = num(j, "iteration_time_s");
+  num(j, "tflops_per_gpu");
+  num(j, "bubble_fraction");
+  const cJSON *tp = cJSON_GetObjectItemCaseSensitive(j, "terapipe");
+  g_assert_true(cJSON_IsObject(tp));
+  double idle = num(tp, "idle_fraction");
+  g_assert_cmpfloat(idle, >, 0);
+  g_assert_cmpfloat(idle, <, 1);
+  g_assert_cmpfloat(num(tp, "context_fit_max_rel_error"), <, 0.02);
+  g_assert_cmpfloat(num(tp, "dp_predicted_latency_s"), >, 0);
+  const cJSON *batch = arr(tp, "batch_slices"), *tokens = arr(tp, "token_slices"), *b, *row;
+  double seqs = 0;
+  cJSON_ArrayForEach(b, batch) seqs += b->valuedouble;
+  g_assert_cmpfloat(seqs, ==, 2);
+  cJSON_ArrayForEach(row, tokens) {
+    double sum = 0;
+    const cJSON *t;
+    cJSON_ArrayForEach(t, row) {
+      g_assert_cmpfloat(t->valuedouble, >, 0);
+      g_assert_cmpfloat(fmod(t->valuedouble, 8), ==, 0);
+      sum += t->valuedouble;
+    }
+    g_assert_cmpfloat(sum, ==, 2048);
+  }
+  cJSON_Delete(j);
+  proc_clear(&p);
+
+  p = run_line(SETTING9 " --schedule terapipe --slices uniform:1 --micro-batch 1 --format json");
+  j = parse_json(&p);
+  g_assert_cmpfloat(num(j, "iteration_time_s"), >, 2 * auto_s);
+  cJSON_Delete(j);
+  proc_clear(&p);
+
+  p = run_line(SETTING9 " --schedule terapipe --slices 1024,512,256,256 --micro-batch 2 --format json");
+  j = parse_json(&p);
+  const cJSON *t = cJSON_GetArrayItem(arr(cJSON_GetObjectItemCaseSensitive(j, "terapipe"), "token_slices"), 0);
+  g_assert_cmpint(cJSON_GetArraySize(t), ==, 4);
+  g_assert_cmpfloat(cJSON_GetArrayItem(t, 0)->valuedouble, ==, 1024);
+  g_assert_cmpfloat(cJSON_GetArrayItem(t, 3)->valuedouble, ==, 256);
+  cJSON_Delete(j);
+  proc_clear(&p);
+
+  /* text output names the slicing */
+  p = run_line(SETTING9 " --schedule terapipe --slices uniform:4 --micro-batch 2");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "2 seq x [512,512,512,512]"));
+  proc_clear(&p);
+}
+
+/* Why: same inputs, byte-identical output (the DP and the simulation). */
+static void test_determinism(void) {
+  Proc a = run_line(SETTING9 " --schedule terapipe --format json");
+  Proc b = run_line(SETTING9 " --schedule terapipe --format json");
+  g_assert_cmpint(a.status, ==, 0);
+  g_assert_cmpstr(a.out, ==, b.out);
+  proc_clear(&a);
+  proc_clear(&b);
+}
+
+typedef struct {
+  const char *name, *args, *expect;
+} BadCase;
+
+static const BadCase bad_cases[] = {
+    {"sum", SETTING9 " --schedule terapipe --slices 512,512 --micro-batch 1", "adds up to 1024"},
+    {"zero", SETTING9 " --schedule terapipe --slices 0,2048 --micro-batch 1", "zero tokens"},
+    {"word", SETTING9 " --schedule terapipe --slices 1024,abc,1024", "not a whole number"},
+    {"negative", SETTING9 " --schedule terapipe --slices -8,2056", "not a whole number"},
+    {"empty-entry", SETTING9 " --schedule terapipe --slices 1024,,1024", "not a whole number"},
+    {"uniform-zero", SETTING9 " --schedule terapipe --slices uniform:0", "uniform:N"},
+    {"uniform-word", SETTING9 " --schedule terapipe --slices uniform:x", "uniform:N"},
+    {"uniform-too-many", SETTING9 " --schedule terapipe --slices uniform:300", "more slices than"},
+    {"granularity", SETTING9 " --schedule terapipe --granularity 7", "does not divide"},
+    {"granularity-zero", SETTING9 " --schedule terapipe --granularity 0", "out of range"},
+    {"slices-without-terapipe", SETTING9 " --schedule gpipe --slices uniform:4", "need --schedule terapipe"},
+    {"unknown-schedule", SETTING9 " --schedule tera", "unknown --schedule"},
+};
+
+/* Why: every bad TeraPipe input is one line on stderr saying what to fix,
+ * a non-zero exit, and nothing on stdout. */
+static void test_bad_input(gconstpointer data) {
+  const BadCase *c = data;
+  Proc p = run_line(c->args);
+  g_assert_cmpint(p.status, !=, 0);
+  g_assert_cmpstr(p.out, ==, "");
+  g_assert_nonnull(strstr(p.err, c->expect));
+  char *nl = strchr(p.err, '\n');
+  g_assert_nonnull(nl);
+  g_assert_cmpstr(nl + 1, ==, "");
+  proc_clear(&p);
+}
+
+/* Why: the figures' JSON keys are a contract (issue 4), and their content
+ * must show the paper's shapes: speedups where batches are small, none
+ * where they are large; the DP no worse than uniform slicing on setting 8;
+ * TeraPipe's advantage growing with the sequence length. */
+static void test_fig5(void) {
+  Proc p = run_line("figure terapipe-fig5 --format json");
+  cJSON *j = parse_json(&p);
+  const cJSON *rows = arr(j, "rows"), *row;
+  g_assert_cmpint(cJSON_GetArraySize(rows), ==, 10);
+  guint id = 0;
+  cJSON_ArrayForEach(row, rows) {
+    id++;
+    g_assert_cmpfloat(num(row, "setting"), ==, id);
+    double g = num(row, "gpipe_latency_s"), t = num(row, "terapipe_latency_s");
+    g_assert_cmpfloat_with_epsilon(num(row, "speedup"), g / t, 1e-12 * g / t);
+    g_assert_true(cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(row, "slices")));
+    if (id == 2 || id == 3) /* 36 and 72 sequences per pipeline: no room to help */
+      g_assert_cmpfloat(fabs(g / t - 1), <, 0.1);
+    if (id >= 8) /* the largest models with batch 8 and 2 */
+      g_assert_cmpfloat(g / t, >, 2);
+  }
+  cJSON_Delete(j);
+  proc_clear(&p);
+}
+
+static void test_fig6(void) {
+  Proc p = run_line("figure terapipe-fig6 --format json");
+  cJSON *j = parse_json(&p);
+  const cJSON *settings = arr(j, "settings"), *s;
+  g_assert_cmpint(cJSON_GetArraySize(settings), ==, 2);
+  static const double ids[] = {8, 9}, counts[] = {16, 128};
+  guint x = 0;
+  cJSON_ArrayForEach(s, settings) {
+    g_assert_cmpfloat(num(s, "setting"), ==, ids[x]);
+    const cJSON *uni = arr(s, "uniform"), *u;
+    g_assert_cmpint(cJSON_GetArraySize(uni), ==, (int)counts[x]);
+    double best = INFINITY;
+    cJSON_ArrayForEach(u, uni) {
+      num(u, "slices");
+      best = MIN(best, num(u, "latency_s"));
+    }
+    g_assert_cmpfloat(num(s, "best_uniform_latency"), ==, best);
+    double dp = num(s, "dp_latency");
+    if (x == 0)
+      g_assert_cmpfloat(dp, <, best);
+    else
+      g_assert_cmpfloat(dp, <, 1.05 * best);
+    x++;
+  }
+  cJSON_Delete(j);
+  proc_clear(&p);
+}
+
+static void test_fig7(void) {
+  Proc p = run_line("figure terapipe-fig7 --format json");
+  cJSON *j = parse_json(&p);
+  const cJSON *rows = arr(j, "rows"), *row;
+  g_assert_cmpint(cJSON_GetArraySize(rows), ==, 4);
+  double last = 0, seq = 0;
+  cJSON_ArrayForEach(row, rows) {
+    g_assert_cmpfloat(num(row, "seq_len"), >, seq);
+    seq = num(row, "seq_len");
+    num(row, "global_batch");
+    double sp = num(row, "speedup");
+    g_assert_cmpfloat_with_epsilon(sp, num(row, "gpipe_latency_s") / num(row, "terapipe_latency_s"), 1e-9 * sp);
+    g_assert_cmpfloat(sp, >, last);
+    last = sp;
+  }
+  cJSON_Delete(j);
+  proc_clear(&p);
+}
+
+static void test_fig3(void) {
+  Proc p = run_line("figure terapipe-fig3 --format json");
+  cJSON *j = parse_json(&p);
+  const cJSON *rows = arr(j, "rows"), *row;
+  double t1 = 0, t128 = 0;
+  cJSON_ArrayForEach(row, rows) {
+    if (num(row, "tokens") == 1)
+      t1 = num(row, "forward_ms");
+    if (num(row, "tokens") == 128)
+      t128 = num(row, "forward_ms");
+    num(row, "tokens_per_ms");
+  }
+  g_assert_cmpfloat(t1, >, 0);
+  g_assert_cmpfloat(t128, <, 1.5 * t1); /* flat for small inputs */
+  cJSON_Delete(j);
+  proc_clear(&p);
+
+  p = run_line("figure --list");
+  g_assert_cmpint(p.status, ==, 0);
+  for (guint i = 0; i < 4; i++) {
+    static const char *names[] = {"terapipe-fig3", "terapipe-fig5", "terapipe-fig6", "terapipe-fig7"};
+    g_assert_nonnull(strstr(p.out, names[i]));
+  }
+  proc_clear(&p);
+}
+
+int main(int argc, char **argv) {
+  g_test_init(&argc, &argv, NULL);
+  bin = g_getenv("PTDSIM_BIN");
+  if (!bin) {
+    g_printerr("PTDSIM_BIN is not set (meson test sets it)\n");
+    return 1;
+  }
+  g_test_add_func("/terapipe-cli/run-report", test_run_report);
+  g_test_add_func("/terapipe-cli/determinism", test_determinism);
+  for (guint i = 0; i < G_N_ELEMENTS(bad_cases); i++) {
+    char *path = g_strconcat("/terapipe-cli/bad-input/", bad_cases[i].name, NULL);
+    g_test_add_data_func(path, &bad_cases[i], test_bad_input);
+    g_free(path);
+  }
+  g_test_add_func("/terapipe-cli/fig5", test_fig5);
+  g_test_add_func("/terapipe-cli/fig6", test_fig6);
+  g_test_add_func("/terapipe-cli/fig7", test_fig7);
+  g_test_add_func("/terapipe-cli/fig3", test_fig3);
+  return g_test_run();
+}
