@@ -579,7 +579,7 @@ gboolean sim_terapipe_simulate(const SimPlan *pl, const ModelProfile *profile, c
     const ModelMemory *mm = &r->memory;
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_OOM,
                 "does not fit in memory: stage %u needs %.1f GiB of %.0f GiB (weights+gradients+optimizer %.1f, "
-                "activations %.1f); use %sa larger --tp or --pp, or a smaller --global-batch "
+                "activations %.1f); use %sa larger --tp or --pp, a smaller --global-batch or more token slices "
                 "(--allow-oom simulates it anyway)",
                 r->memory_stage, mm->total / 1073741824.0, profile->memory_bytes / 1073741824.0,
                 (mm->weights + mm->gradients + mm->optimizer) / 1073741824.0, mm->activations / 1073741824.0,
