@@ -162,6 +162,10 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     FAIL("--slices and --granularity need --schedule terapipe");
   if (sched == SIM_SCHEDULE_TERAPIPE && !parse_slices(r, plan, error))
     return FALSE;
+  if (sched == SIM_SCHEDULE_TERAPIPE && r->ddp && strcmp(r->ddp, "local") != 0)
+    FAIL("--schedule terapipe all-reduces gradients after the flush; drop --ddp %s", r->ddp);
+  if (sched == SIM_SCHEDULE_TERAPIPE && r->no_symmetry)
+    FAIL("--no-symmetry is not available with --schedule terapipe (one GPU per cell is simulated); drop it");
 
   guint m_mb = (guint)(r->global_batch / per_step);
   guint v = 1;

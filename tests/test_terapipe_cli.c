@@ -156,6 +156,8 @@ static const BadCase bad_cases[] = {
     {"granularity-zero", SETTING9 " --schedule terapipe --granularity 0", "out of range"},
     {"slices-without-terapipe", SETTING9 " --schedule gpipe --slices uniform:4", "need --schedule terapipe"},
     {"unknown-schedule", SETTING9 " --schedule tera", "unknown --schedule"},
+    {"ddp-torch", SETTING9 " --schedule terapipe --ddp torch", "after the flush"},
+    {"no-symmetry", SETTING9 " --schedule terapipe --no-symmetry", "--no-symmetry is not available"},
 };
 
 /* Why: every bad TeraPipe input is one line on stderr saying what to fix,
