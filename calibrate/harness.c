@@ -93,6 +93,7 @@ static void fill_device(CalibMeasurements *m, const CalibGpuInfo *g, int ranks) 
   d->driver = g_strdup_printf("%d.%d", g->driver / 1000, (g->driver % 1000) / 10);
   d->cuda_runtime = g_strdup_printf("%d.%d", g->runtime / 1000, (g->runtime % 1000) / 10);
   d->cublas = version3(g->cublas, 10000, 100); /* cuBLAS: major*10000 + minor*100 + patch */
+  d->cublaslt = version3(g->cublaslt, 10000, 100);
   d->nccl = version3(g->nccl, 10000, 100);      /* NCCL >= 2.9: major*10000 + minor*100 + patch */
 }
 

@@ -42,7 +42,7 @@ void calib_measurements_free(CalibMeasurements *m) {
     return;
   char **strs[] = {&m->tool, &m->host, &m->date, &m->synthetic, &m->device.name, &m->device.compute_capability,
                    &m->device.peak_source, &m->device.driver, &m->device.cuda_runtime, &m->device.cublas,
-                   &m->device.nccl};
+                   &m->device.cublaslt, &m->device.nccl};
   for (guint i = 0; i < G_N_ELEMENTS(strs); i++)
     g_free(*strs[i]);
   g_array_free(m->gemm, TRUE);
@@ -132,6 +132,7 @@ cJSON *calib_measurements_to_json(const CalibMeasurements *m) {
   add_str(dev, "driver", d->driver);
   add_str(dev, "cuda_runtime", d->cuda_runtime);
   add_str(dev, "cublas", d->cublas);
+  add_str(dev, "cublaslt", d->cublaslt);
   add_str(dev, "nccl", d->nccl);
 
   cJSON *arr = cJSON_AddArrayToObject(root, "gemm");
@@ -378,6 +379,7 @@ static gboolean read_header(Reader *r, const cJSON *root, CalibMeasurements *m) 
   d->driver = opt_str(dev, "driver");
   d->cuda_runtime = opt_str(dev, "cuda_runtime");
   d->cublas = opt_str(dev, "cublas");
+  d->cublaslt = opt_str(dev, "cublaslt");
   d->nccl = opt_str(dev, "nccl");
   r->where[0] = 0;
   return TRUE;

@@ -66,7 +66,7 @@ typedef struct {
   double peak_tflops; /* dense fp16/bf16 tensor rate at sm_clock_MHz */
   char *peak_source;
   guint gpus;         /* GPUs visible to the NCCL measurements */
-  char *driver, *cuda_runtime, *cublas, *nccl;
+  char *driver, *cuda_runtime, *cublas, *cublaslt, *nccl;
 } CalibDevice;
 
 typedef struct {
