@@ -556,6 +556,62 @@ static void test_cli_fit(void) {
   g_test_message("iteration: original %.4f s, fitted %.4f s", t_orig, t_fit);
   g_assert_cmpfloat(fabs(t_fit / t_orig - 1), <, 0.03);
 
+  /* The run really uses the profile's measured collectives: a profile whose
+   * 8-GPU all-reduce is made 1 ms slower per call spends more time in
+   * tensor-parallel communication than the fitted one. */
+  cJSON *pj = NULL;
+  {
+    char *text = NULL;
+    g_assert_true(g_file_get_contents(prof, &text, NULL, NULL));
+    pj = cJSON_Parse(text);
+    g_free(text);
+  }
+  const cJSON *c;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(pj, "collectives")) {
+    if (strcmp(cJSON_GetObjectItemCaseSensitive(c, "op")->valuestring, "all_reduce") != 0)
+      continue;
+    cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(c, "ranges")) {
+      double a = cJSON_GetObjectItemCaseSensitive(r, "alpha_us")->valuedouble;
+      cJSON_ReplaceItemInObject(r, "alpha_us", cJSON_CreateNumber(a + 1000));
+    }
+  }
+  char *slow = tmp_path("cli-slow-allreduce.json"), *slow_text = cJSON_Print(pj);
+  g_assert_true(g_file_set_contents(slow, slow_text, -1, NULL));
+  double t_slow = run_iteration_time(bin, slow);
+  g_test_message("iteration with a 1 ms slower all-reduce: %.4f s", t_slow);
+  g_assert_cmpfloat(t_slow, >, t_fit + 1.0); /* thousands of tensor-parallel all-reduces per iteration */
+  cJSON_free(slow_text);
+  cJSON_Delete(pj);
+  g_unlink(slow);
+  g_free(slow);
+
+  /* Synthetic files are deterministic in the seed. */
+  char *again = tmp_path("cli-meas-again.json"), *other = tmp_path("cli-meas-other.json");
+  args = g_strdup_printf("fit --synthesize a100-sxm4-80gb --noise 0.02 --seed 5 -o %s", again);
+  p = run(bin, args);
+  g_assert_cmpint(p.status, ==, 0);
+  proc_clear(&p);
+  g_free(args);
+  args = g_strdup_printf("fit --synthesize a100-sxm4-80gb --noise 0.02 --seed 6 -o %s", other);
+  p = run(bin, args);
+  g_assert_cmpint(p.status, ==, 0);
+  proc_clear(&p);
+  g_free(args);
+  char *m1 = NULL, *m2 = NULL, *m3 = NULL;
+  g_assert_true(g_file_get_contents(meas, &m1, NULL, NULL));
+  g_assert_true(g_file_get_contents(again, &m2, NULL, NULL));
+  g_assert_true(g_file_get_contents(other, &m3, NULL, NULL));
+  g_assert_cmpstr(m1, ==, m2);
+  g_assert_cmpstr(m1, !=, m3);
+  g_free(m1);
+  g_free(m2);
+  g_free(m3);
+  g_unlink(again);
+  g_unlink(other);
+  g_free(again);
+  g_free(other);
+
   /* Errors: one line, non-zero exit, no output file. */
   char *out = tmp_path("should-not-exist.json");
   args = g_strdup_printf("fit %s -o %s", "/nonexistent/meas.json", out);
