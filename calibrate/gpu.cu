@@ -797,10 +797,16 @@ done:
   return rc;
 }
 
-// Enqueues op on every rank, in one NCCL group.  sendrecv: rank r sends to
-// r+1 and receives from r-1 (nccl-tests' sendrecv).
+// Ranks taking part in op: all of them, but send/receive is measured
+// between GPUs 0 and 1 (the simulator's point-to-point transfer).
+static int nccl_participants(int op) {
+  return op == 3 ? std::min(nc.ranks, 2) : nc.ranks;
+}
+
+// Enqueues op on every participating rank, in one NCCL group.  sendrecv:
+// rank r sends to r+1 and receives from r-1 (nccl-tests' sendrecv).
 static int nccl_enqueue(int op, size_t count, char *err, size_t errlen) {
-  int rc = 0, n = nc.ranks;
+  int rc = 0, n = nccl_participants(op);
   NCCL_OK(ncclGroupStart());
   for (int r = 0; r < n; r++) {
     switch (op) {
@@ -827,7 +833,7 @@ done:
 
 // Every rank sends r + 1: checks sums, gathered pieces and received values.
 static int nccl_verify(int op, size_t count, char *err, size_t errlen) {
-  int rc = 0, n = nc.ranks;
+  int rc = 0, n = nccl_participants(op);
   for (int r = 0; r < n; r++) {
     CUDA_OK(cudaSetDevice(r));
     fill_float<<<grid_for(count), 256, 0, nc.streams[r]>>>(nc.send[r], count, (float)(r + 1));
@@ -861,8 +867,10 @@ done:
 }
 
 extern "C" int calib_gpu_nccl(int op, double bytes, CalibGpuTiming *t, char *err, size_t errlen) {
-  int rc = 0, n = nc.ranks;
+  int rc = 0, n = nccl_participants(op);
   size_t count = (size_t)bytes / sizeof(float);
+  if (n < 2 && op == 3)
+    return failf(err, errlen, "send/receive needs two GPUs");
   if ((size_t)bytes > nc.max_bytes || count == 0)
     return failf(err, errlen, "NCCL size %.0f B is outside the buffers (%zu B)", bytes, nc.max_bytes);
   CHECK_RC(nccl_verify(op, count, err, errlen));

@@ -47,7 +47,8 @@ int calib_gpu_kernel(int device, const char *name, int fused, unsigned long long
 int calib_gpu_layer(int device, unsigned hidden, unsigned heads, unsigned seq, unsigned micro_batch, unsigned tp,
                     CalibGpuTiming *fwd, CalibGpuTiming *bwd, char *err, size_t errlen);
 /* NCCL over the first `ranks` visible GPUs (ncclCommInitAll); op 0..3 as
- * CalibCollOp; bytes in nccl-tests' convention; float elements. */
+ * CalibCollOp (send/receive between GPUs 0 and 1 only); bytes in nccl-tests'
+ * convention; float elements. */
 int calib_gpu_nccl_open(int ranks, double max_bytes, char *err, size_t errlen);
 int calib_gpu_nccl(int op, double bytes, CalibGpuTiming *t, char *err, size_t errlen);
 void calib_gpu_nccl_close(void);

@@ -204,11 +204,12 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
            "algbw", "busbw");
     for (int op = 0; ok && op < CALIB_N_COLL; op++)
       for (guint i = 0; ok && i < plan->nccl_bytes->len; i++) {
+        guint n = op == CALIB_SENDRECV ? 2 : (guint)ranks; /* send/receive: GPUs 0 and 1 */
         if (!calib_plan_coll_fits((CalibCollOp)op, (guint)ranks, sizes[i]))
           continue;
         ok = gpu_failed(calib_gpu_nccl(op, sizes[i], &t, err, sizeof err), err, error);
         if (ok) {
-          CalibColl c = {(CalibCollOp)op, (guint)ranks, sizes[i], timed(&t)};
+          CalibColl c = {(CalibCollOp)op, n, sizes[i], timed(&t)};
           g_array_append_val(m->coll, c);
           double algbw = c.bytes / (c.t.median_us * 1e3);
           printf("  %-15s %12.0f %12.2f %10.2f %10.2f\n", calib_coll_name(c.op), c.bytes, c.t.median_us, algbw,

@@ -169,8 +169,8 @@ void calib_plan_print(const CalibPlan *p, const char *modes, GString *o) {
                            c->micro_batch, c->seq, c->hidden, c->heads, c->tp);
   if (has_mode(modes, "nccl")) {
     const double *x = (const double *)p->nccl_bytes->data;
-    g_string_append_printf(o, "\nnccl: all_reduce, all_gather, reduce_scatter, sendrecv on %u GPUs (one process, "
-                              "ncclCommInitAll), %u sizes %.0f B .. %.0f B (x2), float\n",
+    g_string_append_printf(o, "\nnccl: all_reduce, all_gather, reduce_scatter on %u GPUs and sendrecv between GPUs 0 "
+                              "and 1 (one process, ncclCommInitAll), %u sizes %.0f B .. %.0f B (x2), float\n",
                            c->gpus, p->nccl_bytes->len, x[0], x[p->nccl_bytes->len - 1]);
   }
   if (has_mode(modes, "membw")) {
