@@ -605,20 +605,26 @@ CalibMeasurements *calib_synthesize(const ModelProfile *p, const ModelNet *net, 
   l.bwd = noisy(&nz, lc.bwd.seg_s[0] + lc.bwd.seg_s[1] + lc.bwd.seg_s[2]);
   g_array_append_val(m->layers, l);
 
-  for (int op = 0; op < CALIB_N_COLL; op++) {
-    guint r = op == CALIB_SENDRECV ? 2 : ranks;
-    for (guint i = 0; i < plan->nccl_bytes->len; i++) {
-      double bytes = g_array_index(plan->nccl_bytes, double, i);
-      if (!calib_plan_coll_fits((CalibCollOp)op, r, bytes) || (r < 2 && op != CALIB_ALLREDUCE))
+  /* The harness's order: each GPU count, each collective, each size;
+   * send/receive once, between two GPUs. */
+  guint counts[16], nr = calib_plan_nccl_ranks(ranks, counts, G_N_ELEMENTS(counts));
+  for (guint ri = 0; ri < nr; ri++)
+    for (int op = 0; op < CALIB_N_COLL; op++) {
+      guint r = op == CALIB_SENDRECV ? 2 : counts[ri];
+      if (op == CALIB_SENDRECV && ri + 1 != nr)
         continue;
-      double s = op == CALIB_SENDRECV ? model_p2p_time_s(net, bytes, TRUE)
-                                      : model_collective_time_s(net, (ModelCollOp)op, bytes, r, 1, NULL);
-      if (!(s > 0))
-        continue;
-      CalibColl cc = {(CalibCollOp)op, r, bytes, noisy(&nz, s)};
-      g_array_append_val(m->coll, cc);
+      for (guint i = 0; i < plan->nccl_bytes->len; i++) {
+        double bytes = g_array_index(plan->nccl_bytes, double, i);
+        if (!calib_plan_coll_fits((CalibCollOp)op, op == CALIB_SENDRECV ? ranks : r, bytes))
+          continue;
+        double s = op == CALIB_SENDRECV ? model_p2p_time_s(net, bytes, TRUE)
+                                        : model_collective_time_s(net, (ModelCollOp)op, bytes, r, 1, NULL);
+        if (!(s > 0))
+          continue; /* one rank: nothing moves, nothing to fit */
+        CalibColl cc = {(CalibCollOp)op, r, bytes, noisy(&nz, s)};
+        g_array_append_val(m->coll, cc);
+      }
     }
-  }
   gsl_rng_free(nz.rng);
   return m;
 }

@@ -199,24 +199,31 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
   if (ok && has_mode(o->modes, "nccl")) {
     const double *sizes = (const double *)plan->nccl_bytes->data;
     double max_bytes = sizes[plan->nccl_bytes->len - 1];
-    ok = gpu_failed(calib_gpu_nccl_open(ranks, max_bytes, err, sizeof err), err, error);
-    printf("\n  nccl-tests columns on %d GPUs:\n  %-15s %12s %12s %10s %10s\n", ranks, "op", "size (B)", "time (us)",
-           "algbw", "busbw");
-    for (int op = 0; ok && op < CALIB_N_COLL; op++)
-      for (guint i = 0; ok && i < plan->nccl_bytes->len; i++) {
-        guint n = op == CALIB_SENDRECV ? 2 : (guint)ranks; /* send/receive: GPUs 0 and 1 */
-        if (!calib_plan_coll_fits((CalibCollOp)op, (guint)ranks, sizes[i]))
-          continue;
-        ok = gpu_failed(calib_gpu_nccl(op, sizes[i], &t, err, sizeof err), err, error);
-        if (ok) {
-          CalibColl c = {(CalibCollOp)op, n, sizes[i], timed(&t)};
-          g_array_append_val(m->coll, c);
-          double algbw = c.bytes / (c.t.median_us * 1e3);
-          printf("  %-15s %12.0f %12.2f %10.2f %10.2f\n", calib_coll_name(c.op), c.bytes, c.t.median_us, algbw,
-                 algbw * calib_busbw_factor(c.op, c.ranks));
+    guint counts[16], nr = calib_plan_nccl_ranks((guint)ranks, counts, G_N_ELEMENTS(counts));
+    for (guint ri = 0; ok && ri < nr; ri++) {
+      guint group = counts[ri];
+      ok = gpu_failed(calib_gpu_nccl_open((int)group, max_bytes, err, sizeof err), err, error);
+      printf("\n  nccl-tests columns on %u GPUs:\n  %-15s %5s %12s %12s %10s %10s\n", group, "op", "ranks", "size (B)",
+             "time (us)", "algbw", "busbw");
+      for (int op = 0; ok && op < CALIB_N_COLL; op++) {
+        if (op == CALIB_SENDRECV && ri + 1 != nr)
+          continue; /* send/receive once, between GPUs 0 and 1 */
+        guint n = op == CALIB_SENDRECV ? 2 : group;
+        for (guint i = 0; ok && i < plan->nccl_bytes->len; i++) {
+          if (!calib_plan_coll_fits((CalibCollOp)op, group, sizes[i]))
+            continue;
+          ok = gpu_failed(calib_gpu_nccl(op, sizes[i], &t, err, sizeof err), err, error);
+          if (ok) {
+            CalibColl c = {(CalibCollOp)op, n, sizes[i], timed(&t)};
+            g_array_append_val(m->coll, c);
+            double algbw = c.bytes / (c.t.median_us * 1e3);
+            printf("  %-15s %5u %12.0f %12.2f %10.2f %10.2f\n", calib_coll_name(c.op), c.ranks, c.bytes, c.t.median_us,
+                   algbw, algbw * calib_busbw_factor(c.op, c.ranks));
+          }
         }
       }
-    calib_gpu_nccl_close();
+      calib_gpu_nccl_close();
+    }
   }
   g_free(samples);
   if (ok)

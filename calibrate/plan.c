@@ -119,6 +119,17 @@ void calib_plan_free(CalibPlan *p) {
   g_free(p);
 }
 
+guint calib_plan_nccl_ranks(guint gpus, guint *out, guint max) {
+  guint n = 0;
+  if (gpus <= 1 && max > 0)
+    out[n++] = 1;
+  for (guint r = 2; r <= gpus && n < max; r *= 2)
+    out[n++] = r;
+  if (gpus > 1 && n < max && out[n - 1] != gpus)
+    out[n++] = gpus;
+  return n;
+}
+
 gboolean calib_plan_coll_fits(CalibCollOp op, guint ranks, double bytes) {
   guint64 n = (guint64)bytes;
   if (n % 4)
@@ -169,9 +180,14 @@ void calib_plan_print(const CalibPlan *p, const char *modes, GString *o) {
                            c->micro_batch, c->seq, c->hidden, c->heads, c->tp);
   if (has_mode(modes, "nccl")) {
     const double *x = (const double *)p->nccl_bytes->data;
-    g_string_append_printf(o, "\nnccl: all_reduce, all_gather, reduce_scatter on %u GPUs and sendrecv between GPUs 0 "
+    guint ranks[16], nr = calib_plan_nccl_ranks(c->gpus, ranks, G_N_ELEMENTS(ranks));
+    GString *list = g_string_new(NULL);
+    for (guint i = 0; i < nr; i++)
+      g_string_append_printf(list, "%s%u", i ? ", " : "", ranks[i]);
+    g_string_append_printf(o, "\nnccl: all_reduce, all_gather, reduce_scatter on %s GPUs and sendrecv between GPUs 0 "
                               "and 1 (one process, ncclCommInitAll), %u sizes %.0f B .. %.0f B (x2), float\n",
-                           c->gpus, p->nccl_bytes->len, x[0], x[p->nccl_bytes->len - 1]);
+                           list->str, p->nccl_bytes->len, x[0], x[p->nccl_bytes->len - 1]);
+    g_string_free(list, TRUE);
   }
   if (has_mode(modes, "membw")) {
     const double *x = (const double *)p->membw_bytes->data;

@@ -48,6 +48,10 @@ void calib_plan_config_default(CalibPlanConfig *cfg);
 /* Checks the configuration (one-line errors) and builds the plan. */
 CalibPlan *calib_plan_new(const CalibPlanConfig *cfg, GError **error);
 void calib_plan_free(CalibPlan *p);
+/* The GPU counts the NCCL sweep runs the collectives on: the powers of two
+ * from 2 up to `gpus`, and `gpus` itself (1 when there is one GPU), as
+ * tensor-parallel groups of those sizes would use.  Returns how many. */
+guint calib_plan_nccl_ranks(guint gpus, guint *out, guint max);
 /* Whether `op` on `ranks` ranks can move `bytes` (float elements split evenly). */
 gboolean calib_plan_coll_fits(CalibCollOp op, guint ranks, double bytes);
 /* The human-readable plan (--dry-run). */

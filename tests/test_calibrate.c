@@ -129,6 +129,18 @@ static void test_plan_layer_flops(void) {
   g_clear_error(&error);
 }
 
+static void test_nccl_ranks(void) {
+  guint r[16];
+  g_assert_cmpuint(calib_plan_nccl_ranks(1, r, 16), ==, 1);
+  g_assert_cmpuint(r[0], ==, 1);
+  g_assert_cmpuint(calib_plan_nccl_ranks(8, r, 16), ==, 3);
+  g_assert_cmpuint(r[0], ==, 2);
+  g_assert_cmpuint(r[1], ==, 4);
+  g_assert_cmpuint(r[2], ==, 8);
+  g_assert_cmpuint(calib_plan_nccl_ranks(6, r, 16), ==, 3);
+  g_assert_cmpuint(r[2], ==, 6);
+}
+
 static void test_coll_sizes(void) {
   g_assert_true(calib_plan_coll_fits(CALIB_ALLREDUCE, 8, 8));
   g_assert_false(calib_plan_coll_fits(CALIB_ALLGATHER, 8, 8)); /* 2 floats over 8 ranks */
@@ -364,7 +376,7 @@ static void test_round_trip_predictions(void) {
     double r = model_memop_time_s(b, bytes) / model_memop_time_s(a, bytes) - 1;
     g_assert_cmpfloat(fabs(r), <, 0.02);
   }
-  g_assert_cmpuint(b->n_coll, ==, 4);
+  g_assert_cmpuint(b->n_coll, ==, 3 * 3 + 1); /* 3 collectives on 2, 4, 8 GPUs; send/receive */
 
   /* Second round: b's own collectives are the truth now. */
   CalibMeasurements *m2 = synth(b->path, 0.02, 12);
@@ -673,7 +685,7 @@ static void test_calibrate_dry_run(void) {
   p = run(bin, "--dry-run --mode nccl --gpus 4");
   g_assert_cmpint(p.status, ==, 0);
   g_assert_null(strstr(p.out, "gemm:"));
-  g_assert_nonnull(strstr(p.out, "on 4 GPUs"));
+  g_assert_nonnull(strstr(p.out, "on 2, 4 GPUs"));
   proc_clear(&p);
   p = run(bin, "--dry-run --mode gemm --heads 96 --tp 5");
   expect_one_line_error(&p, "--tp");
@@ -688,6 +700,7 @@ int main(int argc, char **argv) {
   g_assert_no_error(error);
   g_test_add_func("/calibrate/plan-layer-flops", test_plan_layer_flops);
   g_test_add_func("/calibrate/collective-sizes", test_coll_sizes);
+  g_test_add_func("/calibrate/nccl-ranks", test_nccl_ranks);
   g_test_add_func("/calibrate/time-statistics", test_time_statistics);
   g_test_add_func("/calibrate/measurements-round-trip", test_measurements_round_trip);
   g_test_add_func("/calibrate/bad-files", test_bad_files);
