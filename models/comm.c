@@ -4,10 +4,26 @@
 #include <math.h>
 
 double model_busbw_factor(ModelCollOp op, guint ranks) {
+  if (op == MODEL_COLL_SENDRECV)
+    return 1;
   if (ranks <= 1)
     return 0;
   double n = ranks;
   return op == MODEL_COLL_ALLREDUCE ? 2.0 * (n - 1) / n : (n - 1) / n;
+}
+
+double model_coll_fit_time_s(const ModelCollFit *f, double bus_bytes) {
+  double best = INFINITY;
+  for (guint r = 0; r < f->n_ranges; r++)
+    best = fmin(best, f->alpha_s[r] + bus_bytes / f->busbw[r]);
+  return best;
+}
+
+static const ModelCollFit *find_measured(const ModelNet *net, ModelCollOp op, guint ranks) {
+  for (guint i = 0; i < net->n_measured; i++)
+    if (net->measured[i].op == op && net->measured[i].ranks == ranks)
+      return &net->measured[i];
+  return NULL;
 }
 
 const char *model_proto_name(ModelProto proto) {
@@ -22,6 +38,9 @@ double model_collective_time_s(const ModelNet *net, ModelCollOp op, double bytes
   if (net->free_comm || ranks <= 1 || bytes <= 0)
     return 0;
   nodes = CLAMP(nodes, 1, ranks);
+  const ModelCollFit *fit = nodes == 1 ? find_measured(net, op, ranks) : NULL;
+  if (fit)
+    return model_coll_fit_time_s(fit, bytes * model_busbw_factor(op, ranks));
   double per_node = (double)ranks / nodes;
   double bw = net->nvlink_busbw;
   if (nodes > 1)
@@ -47,6 +66,9 @@ double model_collective_time_s(const ModelNet *net, ModelCollOp op, double bytes
 double model_p2p_time_s(const ModelNet *net, double bytes, gboolean same_node) {
   if (net->free_comm || bytes <= 0)
     return 0;
+  const ModelCollFit *fit = same_node ? find_measured(net, MODEL_COLL_SENDRECV, 2) : NULL;
+  if (fit)
+    return model_coll_fit_time_s(fit, bytes);
   return same_node ? net->p2p_latency_intra + bytes / net->nvlink_p2p_bw
                    : net->p2p_latency_inter + bytes / net->nic_bw;
 }

@@ -19,7 +19,22 @@
 #include <glib.h>
 
 typedef enum { MODEL_PROTO_LL, MODEL_PROTO_LL128, MODEL_PROTO_SIMPLE, MODEL_N_PROTOS } ModelProto;
-typedef enum { MODEL_COLL_ALLREDUCE, MODEL_COLL_ALLGATHER, MODEL_COLL_REDUCESCATTER } ModelCollOp;
+typedef enum { MODEL_COLL_ALLREDUCE, MODEL_COLL_ALLGATHER, MODEL_COLL_REDUCESCATTER, MODEL_COLL_SENDRECV } ModelCollOp;
+
+/* A collective measured on one node and fitted by `ptdsim fit` (a profile's
+ * optional "collectives" block): for `op` on `ranks` GPUs of one node,
+ * time = min over its size ranges r of alpha_s[r] + bus bytes / busbw[r]
+ * (one range per NCCL protocol regime the fit found; NCCL's tuner likewise
+ * takes the fastest protocol).  Used instead of the cluster's analytic
+ * intra-node model where it applies. */
+#define MODEL_COLL_MAX_RANGES 2
+typedef struct {
+  ModelCollOp op;
+  guint ranks;
+  guint n_ranges;
+  double alpha_s[MODEL_COLL_MAX_RANGES];
+  double busbw[MODEL_COLL_MAX_RANGES]; /* B/s */
+} ModelCollFit;
 
 typedef struct {
   guint gpus_per_node;
@@ -34,9 +49,14 @@ typedef struct {
   double net_hop[MODEL_N_PROTOS];     /* s */
   double proto_bw_factor[MODEL_N_PROTOS];
   gboolean free_comm; /* the ideal profile: communication costs nothing */
+  const ModelCollFit *measured; /* from the device profile, if it has them */
+  guint n_measured;
 } ModelNet;
 
-/* nccl-tests' bus-bandwidth factor for `op` on n ranks. */
+/* Seconds for `bus_bytes` under a measured fit (min over its ranges). */
+double model_coll_fit_time_s(const ModelCollFit *f, double bus_bytes);
+
+/* nccl-tests' bus-bandwidth factor for `op` on n ranks (1 for send/receive). */
 double model_busbw_factor(ModelCollOp op, guint ranks);
 
 /* Seconds for one ring collective of `bytes` (nccl-tests' size convention:

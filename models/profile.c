@@ -39,9 +39,59 @@ static gboolean load_tiles(ModelProfile *p, const cJSON *gemm, const char *file,
   return TRUE;
 }
 
+static gboolean coll_invalid(GError **error, const char *file, guint i, const char *why) {
+  g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "%s: collectives[%u] %s", file, i, why);
+  return FALSE;
+}
+
+/* The optional "collectives" block written by ptdsim fit:
+ * [{"op": "all_reduce", "ranks": 8, "ranges": [{"alpha_us", "busbw_GBps"}, ...]}]. */
+static gboolean load_collectives(ModelProfile *p, const cJSON *root, const char *file, GError **error) {
+  static const char *ops[] = {"all_reduce", "all_gather", "reduce_scatter", "sendrecv"};
+  const cJSON *list = cJSON_GetObjectItemCaseSensitive(root, "collectives"), *c;
+  if (!list)
+    return TRUE;
+  if (!cJSON_IsArray(list) || cJSON_GetArraySize(list) > MODEL_PROFILE_MAX_COLL) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "%s: key 'collectives' must be a list of at most %d",
+                file, MODEL_PROFILE_MAX_COLL);
+    return FALSE;
+  }
+  cJSON_ArrayForEach(c, list) {
+    guint i = p->n_coll;
+    ModelCollFit *f = &p->coll[i];
+    const cJSON *op = cJSON_GetObjectItemCaseSensitive(c, "op"), *ranks = cJSON_GetObjectItemCaseSensitive(c, "ranks");
+    const cJSON *ranges = cJSON_GetObjectItemCaseSensitive(c, "ranges"), *r;
+    guint o = 0;
+    while (cJSON_IsString(op) && o < G_N_ELEMENTS(ops) && strcmp(op->valuestring, ops[o]) != 0)
+      o++;
+    if (!cJSON_IsString(op) || o == G_N_ELEMENTS(ops))
+      return coll_invalid(error, file, i, "'op' must be all_reduce, all_gather, reduce_scatter or sendrecv");
+    if (!cJSON_IsNumber(ranks) || ranks->valuedouble < 1 || ranks->valuedouble > 1e6 ||
+        ranks->valuedouble != (guint)ranks->valuedouble)
+      return coll_invalid(error, file, i, "'ranks' must be a whole number of at least 1");
+    if (!cJSON_IsArray(ranges) || cJSON_GetArraySize(ranges) < 1 || cJSON_GetArraySize(ranges) > MODEL_COLL_MAX_RANGES)
+      return coll_invalid(error, file, i, "'ranges' must be a list of 1 or 2 {alpha_us, busbw_GBps}");
+    f->op = (ModelCollOp)o;
+    f->ranks = (guint)ranks->valuedouble;
+    cJSON_ArrayForEach(r, ranges) {
+      const cJSON *a = cJSON_GetObjectItemCaseSensitive(r, "alpha_us"), *b = cJSON_GetObjectItemCaseSensitive(r, "busbw_GBps");
+      if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || !(a->valuedouble >= 0 && a->valuedouble < 1e7) ||
+          !(b->valuedouble > 0 && b->valuedouble < 1e6))
+        return coll_invalid(error, file, i, "ranges need alpha_us >= 0 and busbw_GBps > 0");
+      f->alpha_s[f->n_ranges] = a->valuedouble * 1e-6;
+      f->busbw[f->n_ranges] = b->valuedouble * 1e9;
+      f->n_ranges++;
+    }
+    p->n_coll++;
+  }
+  return TRUE;
+}
+
 /* The ceiling efficiency e_max that makes the model reproduce the anchor
  * measurement (the best GEMM rate published for the device). */
 static gboolean solve_anchor(ModelProfile *p, const cJSON *gemm, const char *file, GError **error) {
+  if (cJSON_GetObjectItemCaseSensitive(gemm, "efficiency_max")) /* fitted by ptdsim fit */
+    return ptd_json_fraction(gemm, "efficiency_max", file, &p->gemm_efficiency_max, error);
   const cJSON *anchor = ptd_json_object(gemm, "anchor", file, error);
   double tflops, m, n, k;
   if (!anchor || !ptd_json_positive(anchor, "tflops", file, &tflops, error) ||
@@ -103,7 +153,7 @@ static gboolean load_body(ModelProfile *p, const cJSON *root, const char *file, 
     return FALSE;
   p->hbm_bytes_per_s = hbm * 1e9;
   p->kernel_launch_s = launch_us * 1e-6;
-  return solve_anchor(p, gemm, file, error);
+  return solve_anchor(p, gemm, file, error) && load_collectives(p, root, file, error);
 }
 
 ModelProfile *model_profile_load(const char *name_or_file, GError **error) {

@@ -11,9 +11,12 @@
 
 #include <glib.h>
 
+#include "comm.h"
+
 typedef enum { MODEL_PROFILE_ANALYTIC, MODEL_PROFILE_IDEAL } ModelProfileKind;
 
 #define MODEL_PROFILE_MAX_TILES 12
+#define MODEL_PROFILE_MAX_COLL 16
 
 typedef struct {
   char *name;
@@ -27,7 +30,8 @@ typedef struct {
   double kernel_launch_s;   /* gap per kernel on the GPU timeline */
   /* GEMM model (models/compute.c): best tile over these shapes, wave
    * quantization over the SMs, a K roll-off K/(K + k_half), and a ceiling
-   * efficiency derived so that the anchor shape reaches the anchor rate. */
+   * efficiency e_max: derived so that the anchor shape reaches the anchor
+   * rate (published profiles), or given as gemm.efficiency_max (fitted). */
   guint n_tiles;
   guint tile_m[MODEL_PROFILE_MAX_TILES];
   guint tile_n[MODEL_PROFILE_MAX_TILES];
@@ -38,6 +42,10 @@ typedef struct {
   double sustained_clock_ratio;
   /* Ideal profile: forward time of one layer per token processed. */
   double ideal_layer_s_per_token;
+  /* Optional "collectives" block of a fitted profile: collectives measured
+   * on one node, used instead of the cluster's intra-node model. */
+  guint n_coll;
+  ModelCollFit coll[MODEL_PROFILE_MAX_COLL];
 } ModelProfile;
 
 #define MODEL_PROFILE_ERROR (model_profile_error_quark())

@@ -624,6 +624,8 @@ gboolean sim_ptdp_run(const SimPlan *pl, const ModelProfile *profile, const Topo
   Build b = {.plan = pl, .profile = profile, .cluster = cluster};
   ModelNet net = cluster->net;
   net.free_comm = profile->kind == MODEL_PROFILE_IDEAL;
+  net.measured = profile->coll; /* collectives measured on the device, if the profile has them */
+  net.n_measured = profile->n_coll;
   TopoCluster cl = *cluster;
   cl.net = net;
   b.cluster = &cl;

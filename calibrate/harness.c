@@ -1,0 +1,308 @@
+/* ptdsim-calibrate — runs the calibration plan on this node's GPUs and writes
+ * a measurements file for `ptdsim fit` (format: doc/calibration.md).
+ *
+ * The shape of the harness follows nccl-tests: one driver (options, plan,
+ * timing statistics, reporting: this file) and the GPU work behind a small
+ * table of functions (gpu.cu).  --dry-run prints the plan and never touches
+ * CUDA, so it runs on machines without a GPU.
+ */
+#include <locale.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "gpu.h"
+#include "measurements.h"
+#include "plan.h"
+
+typedef struct {
+  char *modes, *output;
+  gboolean dry_run;
+  gint64 hidden, heads, seq_len, micro_batch, tp, gpus, warmup, reps, device, nccl_max_bytes;
+} Options;
+
+static const char *all_modes[] = {"gemm", "kernels", "layer", "nccl", "membw"};
+
+static gboolean has_mode(const char *modes, const char *mode) {
+  char **v = g_strsplit(modes, ",", -1);
+  gboolean found = FALSE;
+  for (char **m = v; *m; m++)
+    found |= strcmp(*m, mode) == 0 || strcmp(*m, "all") == 0;
+  g_strfreev(v);
+  return found;
+}
+
+static gboolean check_modes(const char *modes, GError **error) {
+  char **v = g_strsplit(modes, ",", -1);
+  gboolean ok = v[0] != NULL;
+  for (char **m = v; ok && *m; m++) {
+    gboolean known = strcmp(*m, "all") == 0;
+    for (guint i = 0; i < G_N_ELEMENTS(all_modes); i++)
+      known |= strcmp(*m, all_modes[i]) == 0;
+    if (!known) {
+      g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
+                  "unknown mode '%s'; --mode takes a comma list of gemm, kernels, layer, nccl, membw or all", *m);
+      ok = FALSE;
+    }
+  }
+  g_strfreev(v);
+  return ok;
+}
+
+static gboolean range(gint64 v, gint64 lo, gint64 hi, const char *flag, GError **error) {
+  if (v >= lo && v <= hi)
+    return TRUE;
+  g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
+              "%s %" G_GINT64_FORMAT " is out of range; give %" G_GINT64_FORMAT " to %" G_GINT64_FORMAT, flag, v, lo, hi);
+  return FALSE;
+}
+
+/* Dense fp16/bf16 tensor-core FLOPs per clock per SM by architecture (NVIDIA
+ * V100, A100 and H100 whitepapers: 125, 312 and 989 TFLOP/s dense at their
+ * boost clocks). */
+static double flops_per_clock_per_sm(const char *cc) {
+  if (g_str_has_prefix(cc, "7.0"))
+    return 1024;
+  if (g_str_has_prefix(cc, "8.0"))
+    return 2048;
+  if (g_str_has_prefix(cc, "9.0"))
+    return 4096;
+  return 1024; /* consumer parts: fp32-accumulate rate */
+}
+
+static char *version3(int v, int major_div, int minor_div) {
+  return g_strdup_printf("%d.%d.%d", v / major_div, (v % major_div) / minor_div, v % minor_div);
+}
+
+static void fill_device(CalibMeasurements *m, const CalibGpuInfo *g, int ranks) {
+  CalibDevice *d = &m->device;
+  d->name = g_strdup(g->name);
+  d->compute_capability = g_strdup(g->compute_capability);
+  d->sms = (guint)g->sms;
+  d->sm_clock_MHz = g->sm_clock_MHz;
+  d->memory_clock_MHz = g->memory_clock_MHz;
+  d->memory_bus_bits = g->memory_bus_bits;
+  d->memory_GiB = g->memory_GiB;
+  d->hbm_GBps = 2.0 * g->memory_clock_MHz * 1e6 * g->memory_bus_bits / 8 / 1e9; /* double data rate */
+  double fpc = flops_per_clock_per_sm(g->compute_capability);
+  d->peak_tflops = fpc * g->sms * g->sm_clock_MHz * 1e6 / 1e12;
+  d->peak_source = g_strdup_printf("%.0f dense fp16 FLOP/clock/SM (compute capability %s) x %d SMs x %.0f MHz max "
+                                   "SM clock reported by the driver",
+                                   fpc, g->compute_capability, g->sms, g->sm_clock_MHz);
+  d->gpus = (guint)ranks;
+  d->driver = g_strdup_printf("%d.%d", g->driver / 1000, (g->driver % 1000) / 10);
+  d->cuda_runtime = g_strdup_printf("%d.%d", g->runtime / 1000, (g->runtime % 1000) / 10);
+  d->cublas = version3(g->cublas, 10000, 100); /* cuBLAS: major*10000 + minor*100 + patch */
+  d->cublaslt = version3(g->cublaslt, 10000, 100);
+  d->nccl = version3(g->nccl, 10000, 100);      /* NCCL >= 2.9: major*10000 + minor*100 + patch */
+}
+
+static gboolean gpu_failed(int rc, const char *err, GError **error) {
+  if (rc)
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "%s", err);
+  return rc == 0;
+}
+
+static CalibTime timed(CalibGpuTiming *t) {
+  return calib_time_from_samples(t->samples_us, t->reps);
+}
+
+static void row(const char *what, const CalibTime *t, const char *extra) {
+  printf("  %-44s %11.2f %10.2f %10.2f  %s\n", what, t->median_us, t->p10_us, t->p90_us, extra);
+}
+
+static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
+  char err[512] = "";
+  CalibGpuInfo info;
+  int dev = (int)o->device;
+  if (!gpu_failed(calib_gpu_info(dev, &info, err, sizeof err), err, error)) {
+    g_prefix_error(error, "no usable GPU (--dry-run shows the plan without one): ");
+    return FALSE;
+  }
+  int ranks = o->gpus > 0 ? (int)o->gpus : info.gpus;
+  CalibMeasurements *m = calib_measurements_new();
+  fill_device(m, &info, ranks);
+  m->tool = g_strdup("ptdsim-calibrate " PTDSIM_VERSION);
+  m->host = g_strdup(g_get_host_name());
+  GDateTime *now = g_date_time_new_now_utc();
+  m->date = g_date_time_format_iso8601(now);
+  g_date_time_unref(now);
+  m->warmup = (guint)o->warmup;
+  m->reps = (guint)o->reps;
+  printf("%s: %s, %u SMs at %.0f MHz, %.1f GiB, peak %.1f TFLOP/s, HBM %.0f GB/s; driver %s, CUDA %s, cuBLAS %s, "
+         "NCCL %s\n",
+         m->host, m->device.name, m->device.sms, m->device.sm_clock_MHz, m->device.memory_GiB, m->device.peak_tflops,
+         m->device.hbm_GBps, m->device.driver, m->device.cuda_runtime, m->device.cublas, m->device.nccl);
+  printf("  %-44s %11s %10s %10s\n", "what", "median us", "p10 us", "p90 us");
+  double *samples = g_new(double, o->reps);
+  CalibGpuTiming t = {(unsigned)o->warmup, (unsigned)o->reps, samples};
+  gboolean ok = TRUE;
+  char label[128], extra[64];
+  for (int dt = 0; ok && dt < 2 && has_mode(o->modes, "gemm"); dt++)
+    for (guint i = 0; ok && i < plan->gemm->len; i++) {
+      const CalibPlanGemm *pg = &g_array_index(plan->gemm, CalibPlanGemm, i);
+      ok = gpu_failed(calib_gpu_gemm(dev, dt, pg->batch, pg->m, pg->n, pg->k, &t, err, sizeof err), err, error);
+      if (ok) {
+        CalibGemm g = {.batch = pg->batch, .m = pg->m, .n = pg->n, .k = pg->k, .t = timed(&t)};
+        g_strlcpy(g.dtype, dt ? "bf16" : "fp16", sizeof g.dtype);
+        g_strlcpy(g.op, pg->op, sizeof g.op);
+        g_array_append_val(m->gemm, g);
+        g_snprintf(label, sizeof label, "gemm %s %s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT
+                                         "x%" G_GUINT64_FORMAT, g.dtype, g.op, g.batch, g.m, g.n, g.k);
+        g_snprintf(extra, sizeof extra, "%.1f TFLOP/s",
+                   2.0 * (double)g.batch * (double)g.m * (double)g.n * (double)g.k / (g.t.median_us * 1e6));
+        row(label, &g.t, extra);
+      }
+    }
+  for (guint i = 0; ok && has_mode(o->modes, "kernels") && i < plan->kernels->len; i++) {
+    const CalibPlanKernel *pk = &g_array_index(plan->kernels, CalibPlanKernel, i);
+    guint64 seq = plan->cfg.seq, hd = plan->cfg.hidden / plan->cfg.heads;
+    ok = gpu_failed(calib_gpu_kernel(dev, pk->name, pk->fused, pk->rows, pk->cols, seq, hd, &t, err, sizeof err), err,
+                    error);
+    if (ok) {
+      CalibKernel k = {.fused = pk->fused, .rows = pk->rows, .cols = pk->cols, .bytes = pk->bytes,
+                       .kernels = pk->kernels, .t = timed(&t)};
+      g_strlcpy(k.name, pk->name, sizeof k.name);
+      g_array_append_val(m->kernels, k);
+      g_snprintf(label, sizeof label, "%s (%s) %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT, k.name,
+                 k.fused ? "fused" : "unfused", k.rows, k.cols);
+      g_snprintf(extra, sizeof extra, "%.0f GB/s", k.bytes / (k.t.median_us * 1e3));
+      row(label, &k.t, extra);
+    }
+  }
+  if (ok && has_mode(o->modes, "layer")) {
+    const CalibPlanConfig *c = &plan->cfg;
+    double *s2 = g_new(double, o->reps);
+    CalibGpuTiming tb = {(unsigned)o->warmup, (unsigned)o->reps, s2};
+    ok = gpu_failed(calib_gpu_layer(dev, c->hidden, c->heads, c->seq, c->micro_batch, c->tp, &t, &tb, err, sizeof err),
+                    err, error);
+    if (ok) {
+      CalibLayer l = {.hidden = c->hidden, .heads = c->heads, .seq = c->seq, .micro_batch = c->micro_batch,
+                      .tp = c->tp, .fused = TRUE, .fwd = timed(&t), .bwd = timed(&tb)};
+      g_array_append_val(m->layers, l);
+      row("layer forward", &l.fwd, "");
+      row("layer backward", &l.bwd, "");
+    }
+    g_free(s2);
+  }
+  for (guint i = 0; ok && has_mode(o->modes, "membw") && i < plan->membw_bytes->len; i++) {
+    double bytes = g_array_index(plan->membw_bytes, double, i);
+    ok = gpu_failed(calib_gpu_copy(dev, bytes, &t, err, sizeof err), err, error);
+    if (ok) {
+      CalibMembw b = {.bytes = 2 * bytes, .t = timed(&t)};
+      g_array_append_val(m->membw, b);
+      g_snprintf(label, sizeof label, "copy %.0f B", bytes);
+      g_snprintf(extra, sizeof extra, "%.0f GB/s moved", b.bytes / (b.t.median_us * 1e3));
+      row(label, &b.t, extra);
+    }
+  }
+  if (ok && has_mode(o->modes, "nccl")) {
+    const double *sizes = (const double *)plan->nccl_bytes->data;
+    double max_bytes = sizes[plan->nccl_bytes->len - 1];
+    guint counts[16], nr = calib_plan_nccl_ranks((guint)ranks, counts, G_N_ELEMENTS(counts));
+    for (guint ri = 0; ok && ri < nr; ri++) {
+      guint group = counts[ri];
+      ok = gpu_failed(calib_gpu_nccl_open((int)group, max_bytes, err, sizeof err), err, error);
+      printf("\n  nccl-tests columns on %u GPUs:\n  %-15s %5s %12s %12s %10s %10s\n", group, "op", "ranks", "size (B)",
+             "time (us)", "algbw", "busbw");
+      for (int op = 0; ok && op < CALIB_N_COLL; op++) {
+        if (op == CALIB_SENDRECV && ri + 1 != nr)
+          continue; /* send/receive once, between GPUs 0 and 1 */
+        guint n = op == CALIB_SENDRECV ? 2 : group;
+        for (guint i = 0; ok && i < plan->nccl_bytes->len; i++) {
+          if (!calib_plan_coll_fits((CalibCollOp)op, group, sizes[i]))
+            continue;
+          ok = gpu_failed(calib_gpu_nccl(op, sizes[i], &t, err, sizeof err), err, error);
+          if (ok) {
+            CalibColl c = {(CalibCollOp)op, n, sizes[i], timed(&t)};
+            g_array_append_val(m->coll, c);
+            double algbw = c.bytes / (c.t.median_us * 1e3);
+            printf("  %-15s %5u %12.0f %12.2f %10.2f %10.2f\n", calib_coll_name(c.op), c.ranks, c.bytes, c.t.median_us,
+                   algbw, algbw * calib_busbw_factor(c.op, c.ranks));
+          }
+        }
+      }
+      calib_gpu_nccl_close();
+    }
+  }
+  g_free(samples);
+  if (ok)
+    ok = calib_measurements_save(m, o->output, error);
+  if (ok)
+    printf("\nwrote %s (fit it with: ptdsim fit %s -o PROFILE.json)\n", o->output, o->output);
+  calib_measurements_free(m);
+  return ok;
+}
+
+int main(int argc, char **argv) {
+  setlocale(LC_ALL, "C");
+  CalibPlanConfig dflt;
+  calib_plan_config_default(&dflt);
+  Options o = {.hidden = dflt.hidden, .heads = dflt.heads, .seq_len = dflt.seq, .micro_batch = dflt.micro_batch,
+               .tp = dflt.tp, .gpus = 0, .warmup = 10, .reps = 50, .device = 0,
+               .nccl_max_bytes = (gint64)dflt.nccl_max_bytes};
+  GOptionEntry entries[] = {
+      {"mode", 'm', 0, G_OPTION_ARG_STRING, &o.modes, "Comma list of gemm, kernels, layer, nccl, membw, or all (default)",
+       "MODES"},
+      {"output", 'o', 0, G_OPTION_ARG_FILENAME, &o.output, "Measurements file (default calibration.json)", "FILE"},
+      {"dry-run", 'n', 0, G_OPTION_ARG_NONE, &o.dry_run, "Print the plan and exit; needs no GPU", NULL},
+      {"hidden", 0, 0, G_OPTION_ARG_INT64, &o.hidden, "Layer hidden size h (default 12288)", "H"},
+      {"heads", 0, 0, G_OPTION_ARG_INT64, &o.heads, "Attention heads a (default 96)", "A"},
+      {"seq-len", 0, 0, G_OPTION_ARG_INT64, &o.seq_len, "Sequence length s (default 2048)", "S"},
+      {"micro-batch", 0, 0, G_OPTION_ARG_INT64, &o.micro_batch, "Micro-batch b (default 1)", "B"},
+      {"tp", 0, 0, G_OPTION_ARG_INT64, &o.tp, "Tensor-parallel size t of the shard shapes (default 8)", "T"},
+      {"gpus", 0, 0, G_OPTION_ARG_INT64, &o.gpus, "GPUs for NCCL (default: all visible; 8 in --dry-run)", "N"},
+      {"nccl-max-bytes", 0, 0, G_OPTION_ARG_INT64, &o.nccl_max_bytes, "Largest NCCL size (default 1 GiB)", "BYTES"},
+      {"warmup", 0, 0, G_OPTION_ARG_INT64, &o.warmup, "Untimed runs before timing (default 10)", "N"},
+      {"reps", 0, 0, G_OPTION_ARG_INT64, &o.reps, "Timed repetitions; the median is reported (default 50)", "N"},
+      {"device", 0, 0, G_OPTION_ARG_INT64, &o.device, "GPU for the single-GPU modes (default 0)", "N"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  GOptionContext *ctx = g_option_context_new("- measure GEMMs, kernels, a layer, NCCL and copies on this node");
+  g_option_context_set_summary(
+      ctx, "Runs cuBLAS GEMMs (fp16, bf16) over a transformer layer's shapes and a quantization grid, Megatron's\n"
+           "fused and unfused kernels, one whole layer, NCCL collectives (8 B .. 1 GiB) and device copies; checks\n"
+           "each kernel against a CPU reference; times with CUDA events; writes a measurements JSON for ptdsim fit.");
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  GError *error = NULL;
+  gboolean ok = g_option_context_parse(ctx, &argc, &argv, &error);
+  if (ok && argc > 1) {
+    g_set_error(&error, CALIB_ERROR, CALIB_ERROR_INVALID, "unexpected argument '%s' (see --help)", argv[1]);
+    ok = FALSE;
+  }
+  if (!o.modes)
+    o.modes = g_strdup("all");
+  if (!o.output)
+    o.output = g_strdup("calibration.json");
+  ok = ok && check_modes(o.modes, &error) && range(o.hidden, 1, 65536, "--hidden", &error) &&
+       range(o.heads, 1, 65536, "--heads", &error) && range(o.seq_len, 1, 65536, "--seq-len", &error) &&
+       range(o.micro_batch, 1, 64, "--micro-batch", &error) && range(o.tp, 1, 64, "--tp", &error) &&
+       range(o.gpus, 0, 64, "--gpus", &error) && range(o.warmup, 0, 10000, "--warmup", &error) &&
+       range(o.reps, 1, 100000, "--reps", &error) && range(o.device, 0, 64, "--device", &error) &&
+       range(o.nccl_max_bytes, 8, 8ll << 30, "--nccl-max-bytes", &error);
+  CalibPlan *plan = NULL;
+  if (ok) {
+    CalibPlanConfig cfg = dflt;
+    cfg.hidden = (guint)o.hidden, cfg.heads = (guint)o.heads, cfg.seq = (guint)o.seq_len;
+    cfg.micro_batch = (guint)o.micro_batch, cfg.tp = (guint)o.tp;
+    cfg.gpus = o.gpus > 0 ? (guint)o.gpus : 8;
+    cfg.nccl_max_bytes = (guint64)o.nccl_max_bytes;
+    ok = (plan = calib_plan_new(&cfg, &error)) != NULL;
+  }
+  if (ok && o.dry_run) {
+    GString *text = g_string_new(NULL);
+    calib_plan_print(plan, o.modes, text);
+    fputs(text->str, stdout);
+    printf("\n--dry-run: nothing was run; without it the measurements go to %s\n", o.output);
+    g_string_free(text, TRUE);
+  } else if (ok)
+    ok = run(&o, plan, &error);
+  if (!ok) {
+    fprintf(stderr, "ptdsim-calibrate: %s\n", error->message);
+    g_error_free(error);
+  }
+  calib_plan_free(plan);
+  g_free(o.modes);
+  g_free(o.output);
+  g_option_context_free(ctx);
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,511 @@
+/* ptdsim — calibration measurements: JSON writer and validating reader. */
+#include "measurements.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+G_DEFINE_QUARK(calib-error-quark, calib_error)
+
+static const char *coll_names[CALIB_N_COLL] = {"all_reduce", "all_gather", "reduce_scatter", "sendrecv"};
+
+const char *calib_coll_name(CalibCollOp op) {
+  return op < CALIB_N_COLL ? coll_names[op] : "?";
+}
+
+double calib_busbw_factor(CalibCollOp op, guint ranks) {
+  double n = ranks;
+  switch (op) {
+  case CALIB_ALLREDUCE:
+    return ranks > 1 ? 2.0 * (n - 1) / n : 0;
+  case CALIB_ALLGATHER:
+  case CALIB_REDUCESCATTER:
+    return ranks > 1 ? (n - 1) / n : 0;
+  case CALIB_SENDRECV:
+  default:
+    return 1;
+  }
+}
+
+CalibMeasurements *calib_measurements_new(void) {
+  CalibMeasurements *m = g_new0(CalibMeasurements, 1);
+  m->gemm = g_array_new(FALSE, TRUE, sizeof(CalibGemm));
+  m->membw = g_array_new(FALSE, TRUE, sizeof(CalibMembw));
+  m->kernels = g_array_new(FALSE, TRUE, sizeof(CalibKernel));
+  m->layers = g_array_new(FALSE, TRUE, sizeof(CalibLayer));
+  m->coll = g_array_new(FALSE, TRUE, sizeof(CalibColl));
+  return m;
+}
+
+void calib_measurements_free(CalibMeasurements *m) {
+  if (!m)
+    return;
+  char **strs[] = {&m->tool, &m->host, &m->date, &m->synthetic, &m->device.name, &m->device.compute_capability,
+                   &m->device.peak_source, &m->device.driver, &m->device.cuda_runtime, &m->device.cublas,
+                   &m->device.cublaslt, &m->device.nccl};
+  for (guint i = 0; i < G_N_ELEMENTS(strs); i++)
+    g_free(*strs[i]);
+  g_array_free(m->gemm, TRUE);
+  g_array_free(m->membw, TRUE);
+  g_array_free(m->kernels, TRUE);
+  g_array_free(m->layers, TRUE);
+  g_array_free(m->coll, TRUE);
+  g_free(m);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Linear interpolation between order statistics (the common "type 7"
+ * quantile). */
+static double quantile(const double *sorted, guint n, double q) {
+  double pos = q * (n - 1);
+  guint lo = (guint)floor(pos);
+  guint hi = lo + 1 < n ? lo + 1 : lo;
+  return sorted[lo] + (pos - lo) * (sorted[hi] - sorted[lo]);
+}
+
+CalibTime calib_time_from_samples(double *s, guint n) {
+  CalibTime t = {0, 0, 0, 0, 0, n};
+  if (n == 0)
+    return t;
+  qsort(s, n, sizeof *s, cmp_double);
+  t.median_us = quantile(s, n, 0.5);
+  t.min_us = s[0];
+  t.max_us = s[n - 1];
+  t.p10_us = quantile(s, n, 0.1);
+  t.p90_us = quantile(s, n, 0.9);
+  return t;
+}
+
+/* --- writing --- */
+
+static void add_time(cJSON *o, const char *key, const CalibTime *t) {
+  char name[48];
+  g_snprintf(name, sizeof name, "%s_us", key);
+  cJSON_AddNumberToObject(o, name, t->median_us);
+  g_snprintf(name, sizeof name, "%s_spread_us", key);
+  cJSON *s = cJSON_AddObjectToObject(o, name);
+  cJSON_AddNumberToObject(s, "min", t->min_us);
+  cJSON_AddNumberToObject(s, "p10", t->p10_us);
+  cJSON_AddNumberToObject(s, "p90", t->p90_us);
+  cJSON_AddNumberToObject(s, "max", t->max_us);
+  cJSON_AddNumberToObject(s, "reps", t->reps);
+}
+
+static void add_str(cJSON *o, const char *key, const char *v) {
+  cJSON_AddStringToObject(o, key, v ? v : "unknown");
+}
+
+cJSON *calib_measurements_to_json(const CalibMeasurements *m) {
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "format", CALIB_FORMAT);
+  cJSON_AddNumberToObject(root, "version", CALIB_FORMAT_VERSION);
+  add_str(root, "tool", m->tool);
+  add_str(root, "host", m->host);
+  add_str(root, "date", m->date);
+  if (m->synthetic)
+    cJSON_AddStringToObject(root, "synthetic", m->synthetic);
+  cJSON *units = cJSON_AddObjectToObject(root, "units");
+  cJSON_AddStringToObject(units, "time", "us");
+  cJSON_AddStringToObject(units, "size", "bytes");
+  cJSON *timing = cJSON_AddObjectToObject(root, "timing");
+  cJSON_AddStringToObject(timing, "method", "CUDA events around each repetition, after warm-up; median reported");
+  cJSON_AddNumberToObject(timing, "warmup", m->warmup);
+  cJSON_AddNumberToObject(timing, "reps", m->reps);
+
+  const CalibDevice *d = &m->device;
+  cJSON *dev = cJSON_AddObjectToObject(root, "device");
+  add_str(dev, "name", d->name);
+  add_str(dev, "compute_capability", d->compute_capability);
+  cJSON_AddNumberToObject(dev, "sms", d->sms);
+  cJSON_AddNumberToObject(dev, "sm_clock_MHz", d->sm_clock_MHz);
+  cJSON_AddNumberToObject(dev, "memory_clock_MHz", d->memory_clock_MHz);
+  cJSON_AddNumberToObject(dev, "memory_bus_bits", d->memory_bus_bits);
+  cJSON_AddNumberToObject(dev, "memory_GiB", d->memory_GiB);
+  cJSON_AddNumberToObject(dev, "hbm_GBps", d->hbm_GBps);
+  cJSON_AddNumberToObject(dev, "peak_tflops", d->peak_tflops);
+  add_str(dev, "peak_source", d->peak_source);
+  cJSON_AddNumberToObject(dev, "gpus", d->gpus);
+  add_str(dev, "driver", d->driver);
+  add_str(dev, "cuda_runtime", d->cuda_runtime);
+  add_str(dev, "cublas", d->cublas);
+  add_str(dev, "cublaslt", d->cublaslt);
+  add_str(dev, "nccl", d->nccl);
+
+  cJSON *arr = cJSON_AddArrayToObject(root, "gemm");
+  for (guint i = 0; i < m->gemm->len; i++) {
+    const CalibGemm *g = &g_array_index(m->gemm, CalibGemm, i);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "dtype", g->dtype);
+    cJSON_AddStringToObject(o, "op", g->op);
+    cJSON_AddNumberToObject(o, "batch", (double)g->batch);
+    cJSON_AddNumberToObject(o, "m", (double)g->m);
+    cJSON_AddNumberToObject(o, "n", (double)g->n);
+    cJSON_AddNumberToObject(o, "k", (double)g->k);
+    add_time(o, "time", &g->t);
+    cJSON_AddNumberToObject(o, "tflops",
+                            2.0 * (double)g->batch * (double)g->m * (double)g->n * (double)g->k / (g->t.median_us * 1e6));
+    cJSON_AddItemToArray(arr, o);
+  }
+  arr = cJSON_AddArrayToObject(root, "membw");
+  for (guint i = 0; i < m->membw->len; i++) {
+    const CalibMembw *b = &g_array_index(m->membw, CalibMembw, i);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "kernel", "device-to-device copy");
+    cJSON_AddNumberToObject(o, "bytes", b->bytes);
+    add_time(o, "time", &b->t);
+    cJSON_AddNumberToObject(o, "GBps", b->bytes / (b->t.median_us * 1e3));
+    cJSON_AddItemToArray(arr, o);
+  }
+  arr = cJSON_AddArrayToObject(root, "kernels");
+  for (guint i = 0; i < m->kernels->len; i++) {
+    const CalibKernel *k = &g_array_index(m->kernels, CalibKernel, i);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", k->name);
+    cJSON_AddBoolToObject(o, "fused", k->fused);
+    cJSON_AddNumberToObject(o, "rows", (double)k->rows);
+    cJSON_AddNumberToObject(o, "cols", (double)k->cols);
+    cJSON_AddNumberToObject(o, "bytes", k->bytes);
+    cJSON_AddNumberToObject(o, "kernels", k->kernels);
+    add_time(o, "time", &k->t);
+    cJSON_AddItemToArray(arr, o);
+  }
+  arr = cJSON_AddArrayToObject(root, "layer");
+  for (guint i = 0; i < m->layers->len; i++) {
+    const CalibLayer *l = &g_array_index(m->layers, CalibLayer, i);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "hidden", l->hidden);
+    cJSON_AddNumberToObject(o, "heads", l->heads);
+    cJSON_AddNumberToObject(o, "seq", l->seq);
+    cJSON_AddNumberToObject(o, "micro_batch", l->micro_batch);
+    cJSON_AddNumberToObject(o, "tp", l->tp);
+    cJSON_AddBoolToObject(o, "fused", l->fused);
+    add_time(o, "forward", &l->fwd);
+    add_time(o, "backward", &l->bwd);
+    cJSON_AddItemToArray(arr, o);
+  }
+  arr = cJSON_AddArrayToObject(root, "nccl");
+  for (guint i = 0; i < m->coll->len; i++) {
+    const CalibColl *c = &g_array_index(m->coll, CalibColl, i);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "op", calib_coll_name(c->op));
+    cJSON_AddNumberToObject(o, "ranks", c->ranks);
+    cJSON_AddNumberToObject(o, "bytes", c->bytes);
+    add_time(o, "time", &c->t);
+    double algbw = c->bytes / (c->t.median_us * 1e3);
+    cJSON_AddNumberToObject(o, "algbw_GBps", algbw);
+    cJSON_AddNumberToObject(o, "busbw_GBps", algbw * calib_busbw_factor(c->op, c->ranks));
+    cJSON_AddItemToArray(arr, o);
+  }
+  return root;
+}
+
+gboolean calib_measurements_save(const CalibMeasurements *m, const char *path, GError **error) {
+  cJSON *json = calib_measurements_to_json(m);
+  char *text = cJSON_Print(json);
+  cJSON_Delete(json);
+  GError *io = NULL;
+  gboolean ok = g_file_set_contents(path, text, -1, &io); /* writes a temporary file, then renames */
+  cJSON_free(text);
+  if (!ok) {
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "cannot write %s: %s", path, io->message);
+    g_error_free(io);
+  }
+  return ok;
+}
+
+/* --- reading --- */
+
+typedef struct {
+  const char *file;
+  char where[64]; /* "gemm[3]" */
+  GError **error;
+} Reader;
+
+static gboolean bad(Reader *r, const char *key, const char *why) {
+  g_set_error(r->error, CALIB_ERROR, CALIB_ERROR_INVALID, "%s: %s%s'%s' %s", r->file, r->where, r->where[0] ? "." : "",
+              key, why);
+  return FALSE;
+}
+
+static gboolean get_num(Reader *r, const cJSON *o, const char *key, gboolean positive, double *out) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (!it)
+    return bad(r, key, "is missing");
+  if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
+    return bad(r, key, "must be a number");
+  if (positive && it->valuedouble <= 0) {
+    char why[96];
+    g_snprintf(why, sizeof why, "is %g; it must be greater than zero", it->valuedouble);
+    return bad(r, key, why);
+  }
+  *out = it->valuedouble;
+  return TRUE;
+}
+
+static gboolean get_count(Reader *r, const cJSON *o, const char *key, guint64 *out) {
+  double v;
+  if (!get_num(r, o, key, TRUE, &v))
+    return FALSE;
+  if (v != floor(v) || v > 1e15)
+    return bad(r, key, "must be a whole number");
+  *out = (guint64)v;
+  return TRUE;
+}
+
+static char *get_str(Reader *r, const cJSON *o, const char *key) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (!it) {
+    bad(r, key, "is missing");
+    return NULL;
+  }
+  if (!cJSON_IsString(it) || !it->valuestring[0]) {
+    bad(r, key, "must be a non-empty string");
+    return NULL;
+  }
+  return it->valuestring;
+}
+
+static char *opt_str(const cJSON *o, const char *key) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsString(it) ? g_strdup(it->valuestring) : NULL;
+}
+
+/* A median time "KEY_us" and its optional spread. */
+static gboolean get_time(Reader *r, const cJSON *o, const char *key, CalibTime *t) {
+  char name[48];
+  g_snprintf(name, sizeof name, "%s_us", key);
+  if (!get_num(r, o, name, TRUE, &t->median_us))
+    return FALSE;
+  t->min_us = t->p10_us = t->p90_us = t->max_us = t->median_us;
+  t->reps = 1;
+  g_snprintf(name, sizeof name, "%s_spread_us", key);
+  const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, name);
+  if (s) {
+    double v[4], reps;
+    const char *k[4] = {"min", "p10", "p90", "max"};
+    char where[64];
+    memcpy(where, r->where, sizeof where);
+    g_snprintf(r->where, sizeof r->where, "%s.%s", where, name);
+    for (int i = 0; i < 4; i++)
+      if (!get_num(r, s, k[i], TRUE, &v[i]))
+        return FALSE;
+    if (!get_num(r, s, "reps", TRUE, &reps))
+      return FALSE;
+    memcpy(r->where, where, sizeof where);
+    t->min_us = v[0], t->p10_us = v[1], t->p90_us = v[2], t->max_us = v[3];
+    t->reps = (guint)reps;
+  }
+  return TRUE;
+}
+
+static const cJSON *get_array(Reader *r, const cJSON *root, const char *key) {
+  const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, key);
+  if (!a) {
+    bad(r, key, "is missing (give an empty list if that mode was not run)");
+    return NULL;
+  }
+  if (!cJSON_IsArray(a)) {
+    bad(r, key, "must be a list");
+    return NULL;
+  }
+  return a;
+}
+
+static gboolean read_header(Reader *r, const cJSON *root, CalibMeasurements *m) {
+  const char *fmt = get_str(r, root, "format");
+  double version;
+  if (!fmt)
+    return FALSE;
+  if (strcmp(fmt, CALIB_FORMAT) != 0)
+    return bad(r, "format", "must be \"" CALIB_FORMAT "\" (is this a measurements file from ptdsim-calibrate?)");
+  if (!get_num(r, root, "version", TRUE, &version))
+    return FALSE;
+  if (version != CALIB_FORMAT_VERSION)
+    return bad(r, "version", "must be 1 (this ptdsim reads measurement format version 1)");
+  const cJSON *units = cJSON_GetObjectItemCaseSensitive(root, "units");
+  if (!cJSON_IsObject(units))
+    return bad(r, "units", "is missing; it must be {\"time\": \"us\", \"size\": \"bytes\"}");
+  const char *tu = get_str(r, units, "time"), *su = tu ? get_str(r, units, "size") : NULL;
+  if (!su)
+    return FALSE;
+  if (strcmp(tu, "us") != 0) {
+    g_set_error(r->error, CALIB_ERROR, CALIB_ERROR_INVALID,
+                "%s: units.time is \"%s\"; measurements must be in microseconds (\"us\"): convert the file", r->file,
+                tu);
+    return FALSE;
+  }
+  if (strcmp(su, "bytes") != 0) {
+    g_set_error(r->error, CALIB_ERROR, CALIB_ERROR_INVALID,
+                "%s: units.size is \"%s\"; sizes must be in bytes (\"bytes\"): convert the file", r->file, su);
+    return FALSE;
+  }
+  m->tool = opt_str(root, "tool");
+  m->host = opt_str(root, "host");
+  m->date = opt_str(root, "date");
+  m->synthetic = opt_str(root, "synthetic");
+  const cJSON *timing = cJSON_GetObjectItemCaseSensitive(root, "timing");
+  const cJSON *w = cJSON_GetObjectItemCaseSensitive(timing, "warmup"), *n = cJSON_GetObjectItemCaseSensitive(timing, "reps");
+  m->warmup = cJSON_IsNumber(w) && w->valuedouble >= 0 ? (guint)w->valuedouble : 0;
+  m->reps = cJSON_IsNumber(n) && n->valuedouble >= 0 ? (guint)n->valuedouble : 0;
+
+  const cJSON *dev = cJSON_GetObjectItemCaseSensitive(root, "device");
+  if (!cJSON_IsObject(dev))
+    return bad(r, "device", "is missing; it must describe the GPU measured");
+  g_strlcpy(r->where, "device", sizeof r->where);
+  CalibDevice *d = &m->device;
+  const char *name = get_str(r, dev, "name");
+  guint64 sms;
+  if (!name || !get_count(r, dev, "sms", &sms) || !get_num(r, dev, "peak_tflops", TRUE, &d->peak_tflops) ||
+      !get_num(r, dev, "hbm_GBps", TRUE, &d->hbm_GBps) || !get_num(r, dev, "memory_GiB", TRUE, &d->memory_GiB))
+    return FALSE;
+  d->name = g_strdup(name);
+  d->sms = (guint)sms;
+  const cJSON *it;
+  if (cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(dev, "sm_clock_MHz")))
+    d->sm_clock_MHz = it->valuedouble;
+  if (cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(dev, "memory_clock_MHz")))
+    d->memory_clock_MHz = it->valuedouble;
+  if (cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(dev, "memory_bus_bits")))
+    d->memory_bus_bits = it->valuedouble;
+  d->gpus = cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(dev, "gpus")) && it->valuedouble >= 1
+                ? (guint)it->valuedouble
+                : 1;
+  d->compute_capability = opt_str(dev, "compute_capability");
+  d->peak_source = opt_str(dev, "peak_source");
+  d->driver = opt_str(dev, "driver");
+  d->cuda_runtime = opt_str(dev, "cuda_runtime");
+  d->cublas = opt_str(dev, "cublas");
+  d->cublaslt = opt_str(dev, "cublaslt");
+  d->nccl = opt_str(dev, "nccl");
+  r->where[0] = 0;
+  return TRUE;
+}
+
+static gboolean read_gemm(Reader *r, const cJSON *o, CalibMeasurements *m) {
+  CalibGemm g = {0};
+  const char *dtype = get_str(r, o, "dtype"), *op;
+  if (!dtype)
+    return FALSE;
+  if (strcmp(dtype, "fp16") != 0 && strcmp(dtype, "bf16") != 0)
+    return bad(r, "dtype", "must be \"fp16\" or \"bf16\"");
+  if (!(op = get_str(r, o, "op")) || !get_count(r, o, "batch", &g.batch) || !get_count(r, o, "m", &g.m) ||
+      !get_count(r, o, "n", &g.n) || !get_count(r, o, "k", &g.k) || !get_time(r, o, "time", &g.t))
+    return FALSE;
+  g_strlcpy(g.dtype, dtype, sizeof g.dtype);
+  g_strlcpy(g.op, op, sizeof g.op);
+  g_array_append_val(m->gemm, g);
+  return TRUE;
+}
+
+static gboolean read_membw(Reader *r, const cJSON *o, CalibMeasurements *m) {
+  CalibMembw b = {0};
+  if (!get_num(r, o, "bytes", TRUE, &b.bytes) || !get_time(r, o, "time", &b.t))
+    return FALSE;
+  g_array_append_val(m->membw, b);
+  return TRUE;
+}
+
+static gboolean read_kernel(Reader *r, const cJSON *o, CalibMeasurements *m) {
+  CalibKernel k = {0};
+  guint64 n;
+  const char *name = get_str(r, o, "name");
+  const cJSON *fused = cJSON_GetObjectItemCaseSensitive(o, "fused");
+  if (!name)
+    return FALSE;
+  if (!cJSON_IsBool(fused))
+    return bad(r, "fused", "must be true or false");
+  if (!get_count(r, o, "rows", &k.rows) || !get_count(r, o, "cols", &k.cols) || !get_num(r, o, "bytes", TRUE, &k.bytes) ||
+      !get_count(r, o, "kernels", &n) || !get_time(r, o, "time", &k.t))
+    return FALSE;
+  g_strlcpy(k.name, name, sizeof k.name);
+  k.fused = cJSON_IsTrue(fused);
+  k.kernels = (guint)n;
+  g_array_append_val(m->kernels, k);
+  return TRUE;
+}
+
+static gboolean read_layer(Reader *r, const cJSON *o, CalibMeasurements *m) {
+  CalibLayer l = {0};
+  guint64 v[5];
+  const char *keys[5] = {"hidden", "heads", "seq", "micro_batch", "tp"};
+  for (int i = 0; i < 5; i++)
+    if (!get_count(r, o, keys[i], &v[i]))
+      return FALSE;
+  if (!get_time(r, o, "forward", &l.fwd) || !get_time(r, o, "backward", &l.bwd))
+    return FALSE;
+  l.hidden = (guint)v[0], l.heads = (guint)v[1], l.seq = (guint)v[2], l.micro_batch = (guint)v[3], l.tp = (guint)v[4];
+  l.fused = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(o, "fused"));
+  g_array_append_val(m->layers, l);
+  return TRUE;
+}
+
+static gboolean read_coll(Reader *r, const cJSON *o, CalibMeasurements *m) {
+  CalibColl c = {0};
+  const char *op = get_str(r, o, "op");
+  guint64 ranks;
+  if (!op)
+    return FALSE;
+  for (c.op = 0; c.op < CALIB_N_COLL && strcmp(op, coll_names[c.op]) != 0; c.op++)
+    ;
+  if (c.op == CALIB_N_COLL)
+    return bad(r, "op", "must be all_reduce, all_gather, reduce_scatter or sendrecv");
+  if (!get_count(r, o, "ranks", &ranks) || !get_num(r, o, "bytes", TRUE, &c.bytes) || !get_time(r, o, "time", &c.t))
+    return FALSE;
+  c.ranks = (guint)ranks;
+  g_array_append_val(m->coll, c);
+  return TRUE;
+}
+
+CalibMeasurements *calib_measurements_load(const char *path, GError **error) {
+  char *text = NULL;
+  gsize len = 0;
+  GError *io = NULL;
+  if (!g_file_get_contents(path, &text, &len, &io)) {
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "cannot read measurements %s: %s", path, io->message);
+    g_error_free(io);
+    return NULL;
+  }
+  cJSON *root = cJSON_ParseWithLength(text, len);
+  g_free(text);
+  if (!cJSON_IsObject(root)) {
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
+                "%s: not a JSON object (a measurements file written by ptdsim-calibrate is expected)", path);
+    cJSON_Delete(root);
+    return NULL;
+  }
+  Reader r = {.file = path, .error = error};
+  CalibMeasurements *m = calib_measurements_new();
+  static const struct {
+    const char *key;
+    gboolean (*read)(Reader *, const cJSON *, CalibMeasurements *);
+  } lists[] = {{"gemm", read_gemm}, {"membw", read_membw}, {"kernels", read_kernel}, {"layer", read_layer},
+               {"nccl", read_coll}};
+  gboolean ok = read_header(&r, root, m);
+  for (guint l = 0; ok && l < G_N_ELEMENTS(lists); l++) {
+    const cJSON *arr = get_array(&r, root, lists[l].key), *o;
+    ok = arr != NULL;
+    guint i = 0;
+    cJSON_ArrayForEach(o, arr) {
+      g_snprintf(r.where, sizeof r.where, "%s[%u]", lists[l].key, i++);
+      if (!cJSON_IsObject(o)) {
+        g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "%s: %s must be an object", path, r.where);
+        ok = FALSE;
+      }
+      if (!ok || !lists[l].read(&r, o, m)) {
+        ok = FALSE;
+        break;
+      }
+    }
+    r.where[0] = 0;
+  }
+  cJSON_Delete(root);
+  if (!ok) {
+    calib_measurements_free(m);
+    return NULL;
+  }
+  return m;
+}

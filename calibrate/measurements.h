@@ -1,0 +1,101 @@
+/* ptdsim — calibration measurements: what ptdsim-calibrate measured on a GPU
+ * (or what `ptdsim fit --synthesize` made up from a profile), in one JSON
+ * format read by `ptdsim fit`.  doc/calibration.md describes the format.
+ *
+ * Units are fixed and declared in the file ("units": {"time": "us",
+ * "size": "bytes"}) so that a file written in other units is rejected rather
+ * than silently misread.
+ */
+#pragma once
+
+#include <cjson/cJSON.h>
+#include <glib.h>
+
+#define CALIB_FORMAT "ptdsim-measurements"
+#define CALIB_FORMAT_VERSION 1
+
+/* Median and spread over the timed repetitions, microseconds. */
+typedef struct {
+  double median_us, min_us, p10_us, p90_us, max_us;
+  guint reps;
+} CalibTime;
+
+typedef struct {
+  char dtype[8];  /* "fp16" or "bf16" */
+  char op[32];    /* "qkv.fwd", "fc1.wgrad", "grid", ... */
+  guint64 batch, m, n, k;
+  CalibTime t;
+} CalibGemm;
+
+typedef struct {
+  double bytes; /* read + written (a copy of S bytes moves 2 S) */
+  CalibTime t;
+} CalibMembw;
+
+typedef struct {
+  char name[32]; /* bias_gelu, bias_dropout_add, scale_mask_softmax, layernorm, attention */
+  gboolean fused;
+  guint64 rows, cols;
+  double bytes;  /* bytes read + written by all its kernels */
+  guint kernels; /* kernels launched */
+  CalibTime t;
+} CalibKernel;
+
+typedef struct {
+  guint hidden, heads, seq, micro_batch, tp;
+  gboolean fused;
+  CalibTime fwd, bwd;
+} CalibLayer;
+
+typedef enum { CALIB_ALLREDUCE, CALIB_ALLGATHER, CALIB_REDUCESCATTER, CALIB_SENDRECV, CALIB_N_COLL } CalibCollOp;
+
+typedef struct {
+  CalibCollOp op;
+  guint ranks;
+  double bytes; /* nccl-tests' size column */
+  CalibTime t;
+} CalibColl;
+
+typedef struct {
+  char *name;
+  char *compute_capability;
+  guint sms;
+  double sm_clock_MHz, memory_clock_MHz, memory_bus_bits;
+  double memory_GiB;
+  double hbm_GBps;    /* theoretical: 2 * memory clock * bus width / 8 */
+  double peak_tflops; /* dense fp16/bf16 tensor rate at sm_clock_MHz */
+  char *peak_source;
+  guint gpus;         /* GPUs visible to the NCCL measurements */
+  char *driver, *cuda_runtime, *cublas, *cublaslt, *nccl;
+} CalibDevice;
+
+typedef struct {
+  char *tool, *host, *date;
+  char *synthetic; /* NULL for a real measurement; else what it was made from */
+  CalibDevice device;
+  guint warmup, reps;
+  GArray *gemm;    /* CalibGemm */
+  GArray *membw;   /* CalibMembw */
+  GArray *kernels; /* CalibKernel */
+  GArray *layers;  /* CalibLayer */
+  GArray *coll;    /* CalibColl */
+} CalibMeasurements;
+
+#define CALIB_ERROR (calib_error_quark())
+GQuark calib_error_quark(void);
+typedef enum { CALIB_ERROR_INVALID, CALIB_ERROR_TOO_FEW, CALIB_ERROR_NO_CONVERGENCE } CalibError;
+
+CalibMeasurements *calib_measurements_new(void);
+void calib_measurements_free(CalibMeasurements *m);
+const char *calib_coll_name(CalibCollOp op);
+/* nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md there). */
+double calib_busbw_factor(CalibCollOp op, guint ranks);
+/* Median, extremes and 10th/90th percentiles of `n` samples (sorted in place). */
+CalibTime calib_time_from_samples(double *samples_us, guint n);
+
+/* The JSON document (caller frees with cJSON_Delete). */
+cJSON *calib_measurements_to_json(const CalibMeasurements *m);
+/* Writes the JSON to `path` atomically (no partial file on failure). */
+gboolean calib_measurements_save(const CalibMeasurements *m, const char *path, GError **error);
+/* Reads and validates a file: one-line errors naming the file, the record and the key. */
+CalibMeasurements *calib_measurements_load(const char *path, GError **error);

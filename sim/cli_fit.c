@@ -1,0 +1,233 @@
+/* ptdsim fit — turn calibration measurements into a device profile, or make
+ * synthetic measurements from a profile (--synthesize). */
+#include <glib/gstdio.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../calibrate/fit.h"
+#include "../models/jsonutil.h"
+#include "cli.h"
+
+typedef struct {
+  char *output, *name, *tiles_from, *dtype, *synthesize, *cluster;
+  gint64 max_iterations, seed, gpus, hidden, heads, seq_len, micro_batch, tp;
+  double noise;
+} FitOptions;
+
+static gboolean fail_with(GError **error, const char *msg) {
+  g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "%s", msg);
+  return FALSE;
+}
+
+/* Writes `json` to `path` only once it is known to be loadable as a profile. */
+static gboolean write_profile(cJSON *json, const char *path, GError **error) {
+  char *text = cJSON_Print(json);
+  char *tmp = NULL;
+  GError *io = NULL;
+  int fd = g_file_open_tmp("ptdsim-fit-XXXXXX.json", &tmp, &io);
+  gboolean ok = fd >= 0;
+  if (ok) {
+    close(fd);
+    ok = g_file_set_contents(tmp, text, -1, &io);
+  }
+  if (!ok) {
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "cannot write a temporary file: %s", io->message);
+    g_error_free(io);
+  } else {
+    ModelProfile *check = model_profile_load(tmp, error);
+    ok = check != NULL;
+    if (!ok)
+      g_prefix_error(error, "the fitted profile does not load (a bug; please report): ");
+    model_profile_free(check);
+  }
+  if (ok && !g_file_set_contents(path, text, -1, &io)) {
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "cannot write %s: %s", path, io->message);
+    g_error_free(io);
+    ok = FALSE;
+  }
+  if (tmp)
+    g_unlink(tmp);
+  g_free(tmp);
+  cJSON_free(text);
+  return ok;
+}
+
+static double num_at(const cJSON *o, const char *a, const char *b) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, a);
+  if (b)
+    x = cJSON_GetObjectItemCaseSensitive(x, b);
+  return cJSON_IsNumber(x) ? x->valuedouble : NAN;
+}
+
+static void print_summary(const cJSON *profile, const char *path) {
+  const cJSON *fit = cJSON_GetObjectItemCaseSensitive(profile, "fit");
+  const cJSON *mem = cJSON_GetObjectItemCaseSensitive(fit, "memory"), *gemm = cJSON_GetObjectItemCaseSensitive(fit, "gemm");
+  const cJSON *mp = cJSON_GetObjectItemCaseSensitive(mem, "parameters"), *gp = cJSON_GetObjectItemCaseSensitive(gemm, "parameters");
+  printf("wrote %s\n", path);
+  printf("%-28s %14s %12s %14s\n", "parameter", "value", "stderr", "rms rel. res.");
+  printf("%-28s %14.4g %12.3g %13.2f%%\n", "kernel launch (us)", num_at(mp, "launch_us", "value"),
+         num_at(mp, "launch_us", "stderr"), 100 * num_at(fit, "memory", "rms_relative_residual"));
+  printf("%-28s %14.6g %12.3g\n", "memory bandwidth (GB/s)", num_at(mp, "bandwidth_GBps", "value"),
+         num_at(mp, "bandwidth_GBps", "stderr"));
+  printf("%-28s %14.5g %12.3g %13.2f%%\n", "GEMM efficiency_max", num_at(gp, "efficiency_max", "value"),
+         num_at(gp, "efficiency_max", "stderr"), 100 * num_at(fit, "gemm", "rms_relative_residual"));
+  printf("%-28s %14.5g %12.3g\n", "GEMM k_half", num_at(gp, "k_half", "value"), num_at(gp, "k_half", "stderr"));
+  const cJSON *c;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(fit, "collectives")) {
+    const cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(c, "ranges")) {
+      char label[64];
+      g_snprintf(label, sizeof label, "%s x%d [%g..%g B]", cJSON_GetObjectItemCaseSensitive(c, "op")->valuestring,
+                 (int)num_at(c, "ranks", NULL), num_at(r, "min_bytes", NULL), num_at(r, "max_bytes", NULL));
+      printf("%-28s alpha %6.3g us (±%.2g)  busbw %7.4g GB/s (±%.2g)  %5.2f%%\n", label, num_at(r, "alpha_us", "value"),
+             num_at(r, "alpha_us", "stderr"), num_at(r, "busbw_GBps", "value"), num_at(r, "busbw_GBps", "stderr"),
+             100 * num_at(r, "rms_relative_residual", NULL));
+    }
+  }
+}
+
+static gboolean in_range(gint64 v, gint64 lo, gint64 hi, const char *flag, GError **error) {
+  if (v < lo || v > hi) {
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "%s %" G_GINT64_FORMAT " is out of range; give %" G_GINT64_FORMAT
+                " to %" G_GINT64_FORMAT, flag, v, lo, hi);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean synthesize(const FitOptions *o, GError **error) {
+  CalibPlanConfig cfg;
+  calib_plan_config_default(&cfg);
+  if (!in_range(o->seed, 0, G_MAXINT32, "--seed", error) || !in_range(o->gpus, 1, 64, "--gpus", error) ||
+      !in_range(o->hidden, 1, 65536, "--hidden", error) || !in_range(o->heads, 1, 65536, "--heads", error) ||
+      !in_range(o->seq_len, 1, 65536, "--seq-len", error) || !in_range(o->micro_batch, 1, 64, "--micro-batch", error) ||
+      !in_range(o->tp, 1, 64, "--tp", error))
+    return FALSE;
+  if (!(o->noise >= 0 && o->noise <= 1))
+    return fail_with(error, "--noise must be a relative standard deviation from 0 to 1 (0.02 is 2%)");
+  cfg.gpus = (guint)o->gpus;
+  cfg.hidden = (guint)o->hidden;
+  cfg.heads = (guint)o->heads;
+  cfg.seq = (guint)o->seq_len;
+  cfg.micro_batch = (guint)o->micro_batch;
+  cfg.tp = (guint)o->tp;
+  TopoCluster *cluster = NULL;
+  ModelProfile *profile = NULL;
+  CalibPlan *plan = NULL;
+  gboolean ok = cli_load_machine(o->cluster, o->synthesize, &cluster, &profile, error);
+  if (ok && profile->kind != MODEL_PROFILE_ANALYTIC)
+    ok = fail_with(error, "--synthesize needs an analytic device profile (not 'ideal')");
+  if (ok && cfg.gpus > cluster->gpus_per_node) {
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "--gpus %u is more than the %u GPUs of a %s node", cfg.gpus,
+                cluster->gpus_per_node, cluster->name);
+    ok = FALSE;
+  }
+  if (ok)
+    ok = (plan = calib_plan_new(&cfg, error)) != NULL;
+  if (ok) {
+    ModelNet net = cluster->net;
+    net.measured = profile->coll;
+    net.n_measured = profile->n_coll;
+    CalibMeasurements *m = calib_synthesize(profile, &net, plan, o->noise, (gulong)o->seed);
+    ok = calib_measurements_save(m, o->output, error);
+    if (ok)
+      printf("wrote %s: %u GEMMs, %u copies, %u kernels, %u layers, %u collectives (synthetic, noise %g, seed %"
+             G_GINT64_FORMAT ")\n",
+             o->output, m->gemm->len, m->membw->len, m->kernels->len, m->layers->len, m->coll->len, o->noise, o->seed);
+    calib_measurements_free(m);
+  }
+  calib_plan_free(plan);
+  topo_cluster_free(cluster);
+  model_profile_free(profile);
+  return ok;
+}
+
+static gboolean fit(const FitOptions *o, const char *input, GError **error) {
+  if (o->dtype && strcmp(o->dtype, "fp16") != 0 && strcmp(o->dtype, "bf16") != 0)
+    return fail_with(error, "--dtype must be fp16 or bf16");
+  if (!in_range(o->max_iterations, 1, 100000, "--max-iterations", error))
+    return FALSE;
+  CalibMeasurements *m = calib_measurements_load(input, error);
+  if (!m)
+    return FALSE;
+  ModelProfile *tiles = model_profile_load(o->tiles_from ? o->tiles_from : "a100-sxm4-80gb", error);
+  gboolean ok = tiles != NULL;
+  if (ok && tiles->kind != MODEL_PROFILE_ANALYTIC)
+    ok = fail_with(error, "--tiles-from needs an analytic profile (one with gemm.tiles)");
+  cJSON *json = NULL;
+  if (ok) {
+    char *base = g_path_get_basename(o->output);
+    char *dot = strrchr(base, '.');
+    if (dot && dot != base)
+      *dot = 0;
+    CalibFitOptions fo = {o->name ? o->name : base, input, tiles, o->dtype, (guint)o->max_iterations};
+    json = calib_fit(m, &fo, error);
+    ok = json && write_profile(json, o->output, error);
+    g_free(base);
+  }
+  if (ok)
+    print_summary(json, o->output);
+  cJSON_Delete(json);
+  model_profile_free(tiles);
+  calib_measurements_free(m);
+  return ok;
+}
+
+int cli_fit(int argc, char **argv) {
+  FitOptions o = {.max_iterations = 200, .seed = 1, .gpus = 8, .noise = 0.02};
+  CalibPlanConfig dflt;
+  calib_plan_config_default(&dflt);
+  o.hidden = dflt.hidden, o.heads = dflt.heads, o.seq_len = dflt.seq, o.micro_batch = dflt.micro_batch, o.tp = dflt.tp;
+  GOptionEntry entries[] = {
+      {"output", 'o', 0, G_OPTION_ARG_FILENAME, &o.output, "Write the profile (or, with --synthesize, the measurements) here",
+       "FILE"},
+      {"name", 0, 0, G_OPTION_ARG_STRING, &o.name, "Profile name (default: the output file's base name)", "NAME"},
+      {"tiles-from", 0, 0, G_OPTION_ARG_STRING, &o.tiles_from,
+       "Profile whose GEMM tile shapes the fitted model uses (default a100-sxm4-80gb)", "PROFILE"},
+      {"dtype", 0, 0, G_OPTION_ARG_STRING, &o.dtype, "GEMM records to fit: fp16 (default) or bf16", "TYPE"},
+      {"max-iterations", 0, 0, G_OPTION_ARG_INT64, &o.max_iterations, "Iterations allowed per fit (default 200)", "N"},
+      {"synthesize", 0, 0, G_OPTION_ARG_STRING, &o.synthesize,
+       "Instead of fitting: write the measurements this profile predicts for the calibration plan, with noise",
+       "PROFILE"},
+      {"noise", 0, 0, G_OPTION_ARG_DOUBLE, &o.noise, "--synthesize: relative noise, lognormal sigma (default 0.02)", "S"},
+      {"seed", 0, 0, G_OPTION_ARG_INT64, &o.seed, "--synthesize: random seed (default 1)", "N"},
+      {"cluster", 0, 0, G_OPTION_ARG_STRING, &o.cluster,
+       "--synthesize: cluster whose intra-node network gives the collectives (default selene)", "NAME|FILE"},
+      {"gpus", 0, 0, G_OPTION_ARG_INT64, &o.gpus, "--synthesize: GPUs of the NCCL sweep (default 8)", "N"},
+      {"hidden", 0, 0, G_OPTION_ARG_INT64, &o.hidden, "--synthesize: layer hidden size (default 12288)", "H"},
+      {"heads", 0, 0, G_OPTION_ARG_INT64, &o.heads, "--synthesize: attention heads (default 96)", "A"},
+      {"seq-len", 0, 0, G_OPTION_ARG_INT64, &o.seq_len, "--synthesize: sequence length (default 2048)", "S"},
+      {"micro-batch", 0, 0, G_OPTION_ARG_INT64, &o.micro_batch, "--synthesize: micro-batch (default 1)", "B"},
+      {"tp", 0, 0, G_OPTION_ARG_INT64, &o.tp, "--synthesize: tensor-parallel size (default 8)", "T"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  GOptionContext *ctx = g_option_context_new("MEASUREMENTS.json -o PROFILE.json");
+  g_option_context_set_summary(
+      ctx, "Fits a device profile to the measurements ptdsim-calibrate wrote: kernel launch and memory bandwidth,\n"
+           "the GEMM efficiency model (e_max, k_half), and alpha and bus bandwidth per NCCL collective, by GSL\n"
+           "nonlinear least squares on relative residuals.  The profile records fitted values, standard errors,\n"
+           "residuals and the measurements file; use it with ptdsim run --profile PROFILE.json.\n\n"
+           "Examples:\n  ptdsim fit h100.json -o h100-fitted.json\n"
+           "  ptdsim fit --synthesize a100-sxm4-80gb --noise 0.02 --seed 7 -o synthetic.json");
+  g_option_context_add_main_entries(ctx, entries, NULL);
+  GError *error = NULL;
+  gboolean ok = g_option_context_parse(ctx, &argc, &argv, &error);
+  if (ok && !o.output)
+    ok = fail_with(&error, "-o FILE is required (where to write the result)");
+  if (ok && o.synthesize && argc > 1) {
+    g_set_error(&error, CALIB_ERROR, CALIB_ERROR_INVALID, "unexpected argument '%s' with --synthesize", argv[1]);
+    ok = FALSE;
+  }
+  if (ok && !o.synthesize && argc != 2)
+    ok = fail_with(&error, argc < 2 ? "give the measurements file: ptdsim fit MEASUREMENTS.json -o PROFILE.json"
+                                    : "give exactly one measurements file");
+  if (ok)
+    ok = o.synthesize ? synthesize(&o, &error) : fit(&o, argv[1], &error);
+  int code = ok ? 0 : cli_fail(error);
+  char **strs[] = {&o.output, &o.name, &o.tiles_from, &o.dtype, &o.synthesize, &o.cluster};
+  for (guint i = 0; i < G_N_ELEMENTS(strs); i++)
+    g_free(*strs[i]);
+  g_option_context_free(ctx);
+  return code;
+}

@@ -1,0 +1,727 @@
+/* ptdsim — tests of calibration: the plan, measurement files (writing,
+ * reading, rejecting bad ones), the GSL fitter (recovering known parameters
+ * from synthetic measurements within their standard errors, reporting
+ * non-convergence), fitted profiles in the simulator, and the `ptdsim fit`
+ * and `ptdsim-calibrate --dry-run` command lines.  No GPU is needed. */
+#include <cjson/cJSON.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+
+#include "../calibrate/fit.h"
+#include "../models/compute.h"
+#include "../models/jsonutil.h"
+#include "../topologies/cluster.h"
+
+static char *tmpdir;
+
+static char *tmp_path(const char *name) {
+  return g_build_filename(tmpdir, name, NULL);
+}
+
+static ModelProfile *load_profile(const char *name) {
+  GError *error = NULL;
+  ModelProfile *p = model_profile_load(name, &error);
+  g_assert_no_error(error);
+  return p;
+}
+
+static CalibPlan *default_plan(void) {
+  CalibPlanConfig cfg;
+  calib_plan_config_default(&cfg);
+  GError *error = NULL;
+  CalibPlan *plan = calib_plan_new(&cfg, &error);
+  g_assert_no_error(error);
+  return plan;
+}
+
+static guint default_plan_gemms(void) {
+  CalibPlan *p = default_plan();
+  guint n = p->gemm->len;
+  calib_plan_free(p);
+  return n;
+}
+
+/* Synthetic measurements of `profile_name` on Selene's node network. */
+static CalibMeasurements *synth(const char *profile_name, double noise, gulong seed) {
+  ModelProfile *p = load_profile(profile_name);
+  GError *error = NULL;
+  TopoCluster *c = topo_cluster_load("selene", &error);
+  g_assert_no_error(error);
+  ModelNet net = c->net;
+  net.measured = p->coll;
+  net.n_measured = p->n_coll;
+  CalibPlan *plan = default_plan();
+  CalibMeasurements *m = calib_synthesize(p, &net, plan, noise, seed);
+  calib_plan_free(plan);
+  topo_cluster_free(c);
+  model_profile_free(p);
+  return m;
+}
+
+static cJSON *fit(const CalibMeasurements *m, guint max_iter, GError **error) {
+  ModelProfile *tiles = load_profile("a100-sxm4-80gb");
+  CalibFitOptions o = {"fitted", "synthetic.json", tiles, "fp16", max_iter};
+  cJSON *j = calib_fit(m, &o, error);
+  model_profile_free(tiles);
+  return j;
+}
+
+static double param(const cJSON *profile, const char *block, const char *name, const char *field) {
+  const cJSON *fitb = cJSON_GetObjectItemCaseSensitive(profile, "fit");
+  const cJSON *b = cJSON_GetObjectItemCaseSensitive(fitb, block);
+  const cJSON *p = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(b, "parameters"), name);
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, field);
+  g_assert_true(cJSON_IsNumber(v));
+  return v->valuedouble;
+}
+
+static double field(const cJSON *o, const char *key, const char *sub) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, key), sub);
+  g_assert_true(cJSON_IsNumber(v));
+  return v->valuedouble;
+}
+
+/* Writes a fitted profile JSON to a file and loads it. */
+static ModelProfile *profile_from_json(const cJSON *json, const char *name) {
+  char *path = tmp_path(name), *text = cJSON_Print(json);
+  g_assert_true(g_file_set_contents(path, text, -1, NULL));
+  ModelProfile *p = load_profile(path);
+  cJSON_free(text);
+  g_free(path);
+  return p;
+}
+
+/* --- the plan --- */
+
+/* The forward GEMMs of the plan's layer add up to Narayanan et al.'s
+ * 24 b s h^2 + 4 b s^2 h per layer (SC21 Eq. 2's per-layer forward, before
+ * the logit layer), divided by t; every backward pass is twice that. */
+static void test_plan_layer_flops(void) {
+  CalibPlanConfig cfg;
+  calib_plan_config_default(&cfg);
+  cfg.hidden = 4096, cfg.heads = 32, cfg.seq = 1024, cfg.micro_batch = 2, cfg.tp = 4;
+  GError *error = NULL;
+  CalibPlan *plan = calib_plan_new(&cfg, &error);
+  g_assert_no_error(error);
+  double fwd = 0, dgrad = 0, wgrad = 0;
+  for (guint i = 0; i < plan->gemm->len; i++) {
+    const CalibPlanGemm *g = &g_array_index(plan->gemm, CalibPlanGemm, i);
+    double f = 2.0 * g->batch * g->m * g->n * g->k;
+    if (g_str_has_suffix(g->op, ".fwd"))
+      fwd += f;
+    else if (g_str_has_suffix(g->op, ".dgrad"))
+      dgrad += f;
+    else if (g_str_has_suffix(g->op, ".wgrad"))
+      wgrad += f;
+  }
+  double b = 2, s = 1024, h = 4096, t = 4;
+  g_assert_cmpfloat(fwd, ==, (24 * b * s * h * h + 4 * b * s * s * h) / t);
+  g_assert_cmpfloat(dgrad, ==, fwd);
+  g_assert_cmpfloat(wgrad, ==, fwd);
+  calib_plan_free(plan);
+
+  cfg.tp = 3; /* 32 heads do not split over 3 */
+  g_assert_null(calib_plan_new(&cfg, &error));
+  g_assert_error(error, CALIB_ERROR, CALIB_ERROR_INVALID);
+  g_assert_nonnull(strstr(error->message, "--tp"));
+  g_clear_error(&error);
+}
+
+static void test_nccl_ranks(void) {
+  guint r[16];
+  g_assert_cmpuint(calib_plan_nccl_ranks(1, r, 16), ==, 1);
+  g_assert_cmpuint(r[0], ==, 1);
+  g_assert_cmpuint(calib_plan_nccl_ranks(8, r, 16), ==, 3);
+  g_assert_cmpuint(r[0], ==, 2);
+  g_assert_cmpuint(r[1], ==, 4);
+  g_assert_cmpuint(r[2], ==, 8);
+  g_assert_cmpuint(calib_plan_nccl_ranks(6, r, 16), ==, 3);
+  g_assert_cmpuint(r[2], ==, 6);
+}
+
+static void test_coll_sizes(void) {
+  g_assert_true(calib_plan_coll_fits(CALIB_ALLREDUCE, 8, 8));
+  g_assert_false(calib_plan_coll_fits(CALIB_ALLGATHER, 8, 8)); /* 2 floats over 8 ranks */
+  g_assert_true(calib_plan_coll_fits(CALIB_ALLGATHER, 8, 32));
+  g_assert_false(calib_plan_coll_fits(CALIB_SENDRECV, 1, 1024));
+  g_assert_cmpfloat(calib_busbw_factor(CALIB_ALLREDUCE, 8), ==, 2.0 * 7 / 8);
+  g_assert_cmpfloat(calib_busbw_factor(CALIB_REDUCESCATTER, 4), ==, 3.0 / 4);
+  g_assert_cmpfloat(calib_busbw_factor(CALIB_SENDRECV, 2), ==, 1);
+}
+
+static void test_time_statistics(void) {
+  double s[] = {5, 1, 3, 2, 4};
+  CalibTime t = calib_time_from_samples(s, 5);
+  g_assert_cmpfloat(t.median_us, ==, 3);
+  g_assert_cmpfloat(t.min_us, ==, 1);
+  g_assert_cmpfloat(t.max_us, ==, 5);
+  g_assert_cmpfloat_with_epsilon(t.p10_us, 1.4, 1e-12);
+  g_assert_cmpfloat_with_epsilon(t.p90_us, 4.6, 1e-12);
+  g_assert_cmpuint(t.reps, ==, 5);
+}
+
+/* --- measurement files --- */
+
+static void test_measurements_round_trip(void) {
+  CalibMeasurements *m = synth("a100-sxm4-80gb", 0.02, 3);
+  char *path = tmp_path("round-trip.json");
+  GError *error = NULL;
+  g_assert_true(calib_measurements_save(m, path, &error));
+  CalibMeasurements *r = calib_measurements_load(path, &error);
+  g_assert_no_error(error);
+  g_assert_cmpuint(r->gemm->len, ==, m->gemm->len);
+  g_assert_cmpuint(r->membw->len, ==, m->membw->len);
+  g_assert_cmpuint(r->kernels->len, ==, m->kernels->len);
+  g_assert_cmpuint(r->layers->len, ==, m->layers->len);
+  g_assert_cmpuint(r->coll->len, ==, m->coll->len);
+  g_assert_cmpuint(m->gemm->len, ==, 2 * default_plan_gemms());
+  for (guint i = 0; i < m->gemm->len; i++) {
+    const CalibGemm *a = &g_array_index(m->gemm, CalibGemm, i), *b = &g_array_index(r->gemm, CalibGemm, i);
+    g_assert_cmpstr(a->op, ==, b->op);
+    g_assert_cmpuint(a->m * a->n * a->k * a->batch, ==, b->m * b->n * b->k * b->batch);
+    /* cJSON prints 15 significant digits unless that reads back differently
+     * by more than its epsilon comparison: equal to about 1e-15. */
+    g_assert_cmpfloat_with_epsilon(a->t.median_us, b->t.median_us, 1e-13 * a->t.median_us);
+    g_assert_cmpfloat_with_epsilon(a->t.p90_us, b->t.p90_us, 1e-13 * a->t.p90_us);
+  }
+  for (guint i = 0; i < m->coll->len; i++)
+    g_assert_cmpint(g_array_index(m->coll, CalibColl, i).op, ==, g_array_index(r->coll, CalibColl, i).op);
+  g_assert_cmpuint(r->device.sms, ==, 108);
+  g_assert_nonnull(r->synthetic);
+  calib_measurements_free(r);
+  calib_measurements_free(m);
+  g_free(path);
+}
+
+/* A valid synthetic file, edited by `edit`, must be rejected with an error
+ * containing `expect`. */
+typedef void (*Edit)(cJSON *root);
+
+static void expect_rejected(Edit edit, const char *expect, gint code) {
+  CalibMeasurements *m = synth("a100-sxm4-80gb", 0.02, 1);
+  cJSON *root = calib_measurements_to_json(m);
+  edit(root);
+  char *text = cJSON_Print(root), *path = tmp_path("bad.json");
+  g_assert_true(g_file_set_contents(path, text, -1, NULL));
+  GError *error = NULL;
+  CalibMeasurements *r = calib_measurements_load(path, &error);
+  if (r) { /* valid as a file: then the fit must refuse it */
+    cJSON *p = fit(r, 0, &error);
+    g_assert_null(p);
+    calib_measurements_free(r);
+  }
+  g_assert_nonnull(error);
+  g_test_message("%s", error->message);
+  g_assert_cmpint(error->code, ==, code);
+  g_assert_nonnull(strstr(error->message, expect));
+  g_assert_null(strchr(error->message, '\n'));
+  g_error_free(error);
+  cJSON_free(text);
+  cJSON_Delete(root);
+  calib_measurements_free(m);
+  g_unlink(path);
+  g_free(path);
+}
+
+static cJSON *item(cJSON *root, const char *list, int i) {
+  return cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, list), i);
+}
+static void edit_missing_m(cJSON *r) { cJSON_DeleteItemFromObject(item(r, "gemm", 4), "m"); }
+static void edit_negative_time(cJSON *r) {
+  cJSON_ReplaceItemInObject(item(r, "nccl", 2), "time_us", cJSON_CreateNumber(-3));
+}
+static void edit_units_ms(cJSON *r) {
+  cJSON_ReplaceItemInObject(cJSON_GetObjectItemCaseSensitive(r, "units"), "time", cJSON_CreateString("ms"));
+}
+static void edit_no_units(cJSON *r) { cJSON_DeleteItemFromObject(r, "units"); }
+static void edit_format(cJSON *r) { cJSON_ReplaceItemInObject(r, "format", cJSON_CreateString("nccl-tests")); }
+static void edit_no_device_sms(cJSON *r) { cJSON_DeleteItemFromObject(cJSON_GetObjectItemCaseSensitive(r, "device"), "sms"); }
+static void edit_string_bytes(cJSON *r) {
+  cJSON_ReplaceItemInObject(item(r, "membw", 0), "bytes", cJSON_CreateString("4 KiB"));
+}
+static void edit_bad_op(cJSON *r) { cJSON_ReplaceItemInObject(item(r, "nccl", 0), "op", cJSON_CreateString("broadcast")); }
+static void edit_two_copies(cJSON *r) {
+  cJSON *l = cJSON_GetObjectItemCaseSensitive(r, "membw");
+  while (cJSON_GetArraySize(l) > 2)
+    cJSON_DeleteItemFromArray(l, 0);
+}
+static void edit_no_fp16(cJSON *r) {
+  cJSON *l = cJSON_GetObjectItemCaseSensitive(r, "gemm"), *g;
+  cJSON_ArrayForEach(g, l) cJSON_ReplaceItemInObject(g, "dtype", cJSON_CreateString("bf16"));
+}
+static void edit_no_gemm_list(cJSON *r) { cJSON_DeleteItemFromObject(r, "gemm"); }
+
+static void test_bad_files(void) {
+  expect_rejected(edit_missing_m, "gemm[4].'m' is missing", CALIB_ERROR_INVALID);
+  expect_rejected(edit_negative_time, "nccl[2].'time_us' is -3", CALIB_ERROR_INVALID);
+  expect_rejected(edit_units_ms, "microseconds", CALIB_ERROR_INVALID);
+  expect_rejected(edit_no_units, "'units' is missing", CALIB_ERROR_INVALID);
+  expect_rejected(edit_format, "ptdsim-measurements", CALIB_ERROR_INVALID);
+  expect_rejected(edit_no_device_sms, "device.'sms' is missing", CALIB_ERROR_INVALID);
+  expect_rejected(edit_string_bytes, "membw[0].'bytes' must be a number", CALIB_ERROR_INVALID);
+  expect_rejected(edit_bad_op, "all_reduce, all_gather", CALIB_ERROR_INVALID);
+  expect_rejected(edit_two_copies, "too few points for the memory bandwidth (membw) fit: 2 given", CALIB_ERROR_TOO_FEW);
+  expect_rejected(edit_no_fp16, "too few points for the GEMM efficiency (fp16", CALIB_ERROR_TOO_FEW);
+  expect_rejected(edit_no_gemm_list, "'gemm' is missing", CALIB_ERROR_INVALID);
+}
+
+/* --- the fitter --- */
+
+/* Without noise the fit returns the generating parameters (to the six
+ * significant digits the profile keeps). */
+static void test_fit_exact_without_noise(void) {
+  ModelProfile *a = load_profile("a100-sxm4-80gb");
+  CalibMeasurements *m = synth("a100-sxm4-80gb", 0, 1);
+  GError *error = NULL;
+  cJSON *p = fit(m, 0, &error);
+  g_assert_no_error(error);
+  g_assert_cmpfloat_with_epsilon(param(p, "memory", "launch_us", "value"), a->kernel_launch_s * 1e6, 1e-6);
+  g_assert_cmpfloat_with_epsilon(param(p, "memory", "bandwidth_GBps", "value"),
+                                 a->hbm_bytes_per_s * a->memory_efficiency / 1e9, 1e-4);
+  g_assert_cmpfloat_with_epsilon(param(p, "gemm", "efficiency_max", "value"),
+                                 a->gemm_efficiency_max * a->sustained_clock_ratio, 1e-7);
+  g_assert_cmpfloat_with_epsilon(param(p, "gemm", "k_half", "value"), a->gemm_k_half, 1e-5);
+  cJSON_Delete(p);
+  calib_measurements_free(m);
+  model_profile_free(a);
+}
+
+static void assert_within(double fitted, double se, double truth, double sigmas, const char *what) {
+  g_test_message("%s: fitted %.6g +- %.3g, truth %.6g (%.2f sigma)", what, fitted, se, truth, fabs(fitted - truth) / se);
+  g_assert_cmpfloat(se, >, 0);
+  g_assert_cmpfloat(fabs(fitted - truth), <=, sigmas * se);
+}
+
+/* With 2% noise, over several seeds, every fitted parameter lies within 4
+ * of its standard errors of the value that generated the data. */
+static void test_fit_recovers_within_stderr(void) {
+  ModelProfile *a = load_profile("a100-sxm4-80gb");
+  GError *error = NULL;
+  TopoCluster *c = topo_cluster_load("selene", &error);
+  g_assert_no_error(error);
+  for (gulong seed = 1; seed <= 5; seed++) {
+    CalibMeasurements *m = synth("a100-sxm4-80gb", 0.02, seed);
+    cJSON *p = fit(m, 0, &error);
+    g_assert_no_error(error);
+    assert_within(param(p, "memory", "launch_us", "value"), param(p, "memory", "launch_us", "stderr"),
+                  a->kernel_launch_s * 1e6, 4, "launch_us");
+    assert_within(param(p, "memory", "bandwidth_GBps", "value"), param(p, "memory", "bandwidth_GBps", "stderr"),
+                  a->hbm_bytes_per_s * a->memory_efficiency / 1e9, 4, "bandwidth_GBps");
+    assert_within(param(p, "gemm", "efficiency_max", "value"), param(p, "gemm", "efficiency_max", "stderr"),
+                  a->gemm_efficiency_max * a->sustained_clock_ratio, 4, "efficiency_max");
+    assert_within(param(p, "gemm", "k_half", "value"), param(p, "gemm", "k_half", "stderr"), a->gemm_k_half, 4,
+                  "k_half");
+    /* Send/receive is alpha-beta in the cluster model: one range, recovered. */
+    const cJSON *f;
+    gboolean seen = FALSE;
+    cJSON_ArrayForEach(f, cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "fit"), "collectives")) {
+      if (strcmp(cJSON_GetObjectItemCaseSensitive(f, "op")->valuestring, "sendrecv") != 0)
+        continue;
+      seen = TRUE;
+      const cJSON *ranges = cJSON_GetObjectItemCaseSensitive(f, "ranges");
+      g_assert_cmpint(cJSON_GetArraySize(ranges), ==, 1);
+      const cJSON *r = cJSON_GetArrayItem(ranges, 0);
+      assert_within(field(r, "alpha_us", "value"), field(r, "alpha_us", "stderr"), c->net.p2p_latency_intra * 1e6, 4,
+                    "sendrecv alpha_us");
+      assert_within(field(r, "busbw_GBps", "value"), field(r, "busbw_GBps", "stderr"), c->net.nvlink_p2p_bw / 1e9, 4,
+                    "sendrecv busbw_GBps");
+    }
+    g_assert_true(seen);
+    cJSON_Delete(p);
+    calib_measurements_free(m);
+  }
+  topo_cluster_free(c);
+  model_profile_free(a);
+}
+
+/* A fit that runs out of iterations is an error that says so. */
+static void test_fit_not_converged(void) {
+  CalibMeasurements *m = synth("a100-sxm4-80gb", 0.02, 1);
+  GError *error = NULL;
+  cJSON *p = fit(m, 1, &error);
+  g_assert_null(p);
+  g_assert_error(error, CALIB_ERROR, CALIB_ERROR_NO_CONVERGENCE);
+  g_assert_nonnull(strstr(error->message, "did not converge"));
+  g_error_free(error);
+  calib_measurements_free(m);
+}
+
+/* profile -> synthetic measurements (2% noise) -> fit -> profile: the fitted
+ * profile predicts every planned GEMM and copy like the original, to well
+ * within the noise (rms of the relative differences under 1%); a second
+ * round (fitted -> synthetic -> fit) reproduces the fitted collectives too. */
+static void test_round_trip_predictions(void) {
+  ModelProfile *a = load_profile("a100-sxm4-80gb");
+  CalibMeasurements *m = synth("a100-sxm4-80gb", 0.02, 11);
+  GError *error = NULL;
+  cJSON *j = fit(m, 0, &error);
+  g_assert_no_error(error);
+  ModelProfile *b = profile_from_json(j, "fitted-1.json");
+  CalibPlan *plan = default_plan();
+  double sq = 0, worst = 0;
+  for (guint i = 0; i < plan->gemm->len; i++) {
+    const CalibPlanGemm *pg = &g_array_index(plan->gemm, CalibPlanGemm, i);
+    ModelGemm g = {pg->batch, pg->m, pg->n, pg->k};
+    double r = model_gemm_time_s(b, &g) / model_gemm_time_s(a, &g) - 1;
+    sq += r * r;
+    worst = fmax(worst, fabs(r));
+  }
+  double rms = sqrt(sq / plan->gemm->len);
+  g_test_message("GEMM predictions: rms %.3f%%, worst %.3f%%", 100 * rms, 100 * worst);
+  g_assert_cmpfloat(rms, <, 0.01);
+  g_assert_cmpfloat(worst, <, 0.04);
+  for (double bytes = 4096; bytes <= 1e9; bytes *= 10) {
+    double r = model_memop_time_s(b, bytes) / model_memop_time_s(a, bytes) - 1;
+    g_assert_cmpfloat(fabs(r), <, 0.02);
+  }
+  g_assert_cmpuint(b->n_coll, ==, 3 * 3 + 1); /* 3 collectives on 2, 4, 8 GPUs; send/receive */
+
+  /* Second round: b's own collectives are the truth now. */
+  CalibMeasurements *m2 = synth(b->path, 0.02, 12);
+  cJSON *j2 = fit(m2, 0, &error);
+  g_assert_no_error(error);
+  ModelProfile *c = profile_from_json(j2, "fitted-2.json");
+  g_assert_cmpuint(c->n_coll, ==, b->n_coll);
+  ModelNet nb = {.measured = b->coll, .n_measured = b->n_coll}, nc = {.measured = c->coll, .n_measured = c->n_coll};
+  sq = 0;
+  guint n = 0;
+  for (guint i = 0; i < plan->nccl_bytes->len; i++) {
+    double bytes = g_array_index(plan->nccl_bytes, double, i);
+    for (int op = 0; op < 3; op++) {
+      if (!calib_plan_coll_fits((CalibCollOp)op, 8, bytes))
+        continue;
+      double r = model_collective_time_s(&nc, (ModelCollOp)op, bytes, 8, 1, NULL) /
+                     model_collective_time_s(&nb, (ModelCollOp)op, bytes, 8, 1, NULL) - 1;
+      sq += r * r;
+      n++;
+    }
+    double r = model_p2p_time_s(&nc, bytes, TRUE) / model_p2p_time_s(&nb, bytes, TRUE) - 1;
+    sq += r * r;
+    n++;
+  }
+  g_test_message("collective predictions: rms %.3f%% over %u sizes", 100 * sqrt(sq / n), n);
+  g_assert_cmpfloat(sqrt(sq / n), <, 0.02);
+  cJSON_Delete(j);
+  cJSON_Delete(j2);
+  model_profile_free(a);
+  model_profile_free(b);
+  model_profile_free(c);
+  calib_measurements_free(m);
+  calib_measurements_free(m2);
+  calib_plan_free(plan);
+}
+
+/* A profile's collectives block replaces the intra-node model exactly where
+ * it applies (same op, same ranks, one node) and nowhere else. */
+static void test_measured_collectives_in_model(void) {
+  const char *text = "{\"name\": \"t\", \"kind\": \"analytic\", \"peak_tflops\": 100, \"sms\": 100, \"memory_GiB\": 16,"
+                     " \"hbm_GBps\": 1000, \"memory_efficiency\": 0.5, \"kernel_launch_us\": 2,"
+                     " \"gemm\": {\"tiles\": [[128, 128]], \"k_half\": 32, \"efficiency_max\": 0.75},"
+                     " \"collectives\": [{\"op\": \"all_reduce\", \"ranks\": 4, \"ranges\": ["
+                     "   {\"alpha_us\": 10, \"busbw_GBps\": 50}, {\"alpha_us\": 40, \"busbw_GBps\": 200}]},"
+                     "  {\"op\": \"sendrecv\", \"ranks\": 2, \"ranges\": [{\"alpha_us\": 5, \"busbw_GBps\": 100}]}]}";
+  char *path = tmp_path("measured.json");
+  g_assert_true(g_file_set_contents(path, text, -1, NULL));
+  ModelProfile *p = load_profile(path);
+  g_assert_cmpfloat(p->gemm_efficiency_max, ==, 0.75);
+  g_assert_cmpuint(p->n_coll, ==, 2);
+  GError *error = NULL;
+  TopoCluster *c = topo_cluster_load("selene", &error);
+  g_assert_no_error(error);
+  ModelNet net = c->net;
+  net.measured = p->coll;
+  net.n_measured = p->n_coll;
+  double bus_small = 1e4 * 1.5, bus_big = 1e9 * 1.5; /* all-reduce on 4: 2 * 3/4 */
+  g_assert_cmpfloat_with_epsilon(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, 1e4, 4, 1, NULL),
+                                 10e-6 + bus_small / 50e9, 1e-15);
+  g_assert_cmpfloat_with_epsilon(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, 1e9, 4, 1, NULL),
+                                 40e-6 + bus_big / 200e9, 1e-12);
+  g_assert_cmpfloat_with_epsilon(model_p2p_time_s(&net, 1e6, TRUE), 5e-6 + 1e6 / 100e9, 1e-15);
+  /* Not measured: 8 ranks, two nodes, or across nodes -> the cluster model. */
+  g_assert_cmpfloat(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, 1e6, 8, 1, NULL), ==,
+                    model_collective_time_s(&c->net, MODEL_COLL_ALLREDUCE, 1e6, 8, 1, NULL));
+  g_assert_cmpfloat(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, 1e6, 4, 2, NULL), ==,
+                    model_collective_time_s(&c->net, MODEL_COLL_ALLREDUCE, 1e6, 4, 2, NULL));
+  g_assert_cmpfloat(model_p2p_time_s(&net, 1e6, FALSE), ==, model_p2p_time_s(&c->net, 1e6, FALSE));
+  topo_cluster_free(c);
+  model_profile_free(p);
+
+  /* A malformed block is one clear error. */
+  char *bad = g_strdup(text);
+  char *at = strstr(bad, "\"busbw_GBps\": 50");
+  memcpy(at, "\"busbw_GBps\": -5", 16);
+  g_assert_true(g_file_set_contents(path, bad, -1, NULL));
+  g_assert_null(model_profile_load(path, &error));
+  g_assert_nonnull(strstr(error->message, "collectives[0]"));
+  g_clear_error(&error);
+  g_free(bad);
+  g_unlink(path);
+  g_free(path);
+}
+
+/* --- the command lines --- */
+
+typedef struct {
+  int status;
+  char *out, *err;
+} Proc;
+
+static Proc run(const char *bin, const char *args) {
+  char **split = g_strsplit(args, " ", -1);
+  GPtrArray *argv = g_ptr_array_new();
+  g_ptr_array_add(argv, (gpointer)bin);
+  for (char **a = split; *a; a++)
+    g_ptr_array_add(argv, *a);
+  g_ptr_array_add(argv, NULL);
+  Proc p = {-1, NULL, NULL};
+  int ws = 0;
+  GError *error = NULL;
+  g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &p.out, &p.err, &ws, &error));
+  g_assert_no_error(error);
+  if (g_spawn_check_wait_status(ws, &error))
+    p.status = 0;
+  else {
+    p.status = error->domain == G_SPAWN_EXIT_ERROR ? error->code : -1;
+    g_clear_error(&error);
+  }
+  g_ptr_array_free(argv, TRUE);
+  g_strfreev(split);
+  return p;
+}
+
+static void proc_clear(Proc *p) {
+  g_free(p->out);
+  g_free(p->err);
+}
+
+static void expect_one_line_error(Proc *p, const char *expect) {
+  g_test_message("stderr: %s", p->err);
+  g_assert_cmpint(p->status, !=, 0);
+  g_assert_cmpstr(p->out, ==, "");
+  g_assert_true(g_str_has_suffix(p->err, "\n"));
+  guint lines = 0;
+  for (const char *c = p->err; *c; c++)
+    lines += *c == '\n';
+  g_assert_cmpuint(lines, ==, 1);
+  g_assert_nonnull(strstr(p->err, expect));
+  proc_clear(p);
+}
+
+static double run_iteration_time(const char *bin, const char *profile) {
+  char *args = g_strdup_printf("run --model gpt3-175b --gpus 96 --tp 8 --pp 12 --global-batch 96 --micro-batch 1 "
+                               "--format json --profile %s", profile);
+  Proc p = run(bin, args);
+  g_assert_cmpint(p.status, ==, 0);
+  cJSON *j = cJSON_Parse(p.out);
+  g_assert_nonnull(j);
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "iteration_time_s");
+  g_assert_true(cJSON_IsNumber(t));
+  double v = t->valuedouble;
+  cJSON_Delete(j);
+  proc_clear(&p);
+  g_free(args);
+  return v;
+}
+
+/* Through the real binary: synthesize, fit, simulate with the fitted profile;
+ * deterministic output; bad inputs rejected with one line and no file. */
+static void test_cli_fit(void) {
+  const char *bin = g_getenv("PTDSIM_BIN");
+  if (!bin) {
+    g_test_skip("PTDSIM_BIN is not set");
+    return;
+  }
+  char *meas = tmp_path("cli-meas.json"), *prof = tmp_path("cli-prof.json"), *prof2 = tmp_path("cli-prof2.json");
+  char *args = g_strdup_printf("fit --synthesize a100-sxm4-80gb --noise 0.02 --seed 5 -o %s", meas);
+  Proc p = run(bin, args);
+  g_assert_cmpint(p.status, ==, 0);
+  proc_clear(&p);
+  g_free(args);
+  args = g_strdup_printf("fit %s -o %s", meas, prof);
+  p = run(bin, args);
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "GEMM efficiency_max"));
+  proc_clear(&p);
+  g_free(args);
+  args = g_strdup_printf("fit %s -o %s", meas, prof2);
+  p = run(bin, args);
+  g_assert_cmpint(p.status, ==, 0);
+  proc_clear(&p);
+  g_free(args);
+  char *t1 = NULL, *t2 = NULL;
+  g_assert_true(g_file_get_contents(prof, &t1, NULL, NULL));
+  g_assert_true(g_file_get_contents(prof2, &t2, NULL, NULL));
+  /* Same input, same bytes (apart from the name taken from the file name). */
+  char *n1 = strstr(t1, "\"kind\""), *n2 = strstr(t2, "\"kind\"");
+  g_assert_cmpstr(n1, ==, n2);
+  g_assert_nonnull(strstr(t1, meas)); /* records its measurements file */
+  g_free(t1);
+  g_free(t2);
+
+  /* The simulator uses it: a GPT-3 iteration within 3% of the original
+   * profile's (the fitted GEMMs run at the sustained clock the original
+   * profile assumes; the collectives come from the cluster model and are
+   * refitted from 2%-noisy data). */
+  double t_orig = run_iteration_time(bin, "a100-sxm4-80gb"), t_fit = run_iteration_time(bin, prof);
+  g_test_message("iteration: original %.4f s, fitted %.4f s", t_orig, t_fit);
+  g_assert_cmpfloat(fabs(t_fit / t_orig - 1), <, 0.03);
+
+  /* The run really uses the profile's measured collectives: a profile whose
+   * 8-GPU all-reduce is made 1 ms slower per call spends more time in
+   * tensor-parallel communication than the fitted one. */
+  cJSON *pj = NULL;
+  {
+    char *text = NULL;
+    g_assert_true(g_file_get_contents(prof, &text, NULL, NULL));
+    pj = cJSON_Parse(text);
+    g_free(text);
+  }
+  const cJSON *c;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(pj, "collectives")) {
+    if (strcmp(cJSON_GetObjectItemCaseSensitive(c, "op")->valuestring, "all_reduce") != 0)
+      continue;
+    cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(c, "ranges")) {
+      double a = cJSON_GetObjectItemCaseSensitive(r, "alpha_us")->valuedouble;
+      cJSON_ReplaceItemInObject(r, "alpha_us", cJSON_CreateNumber(a + 1000));
+    }
+  }
+  char *slow = tmp_path("cli-slow-allreduce.json"), *slow_text = cJSON_Print(pj);
+  g_assert_true(g_file_set_contents(slow, slow_text, -1, NULL));
+  double t_slow = run_iteration_time(bin, slow);
+  g_test_message("iteration with a 1 ms slower all-reduce: %.4f s", t_slow);
+  g_assert_cmpfloat(t_slow, >, t_fit + 1.0); /* thousands of tensor-parallel all-reduces per iteration */
+  cJSON_free(slow_text);
+  cJSON_Delete(pj);
+  g_unlink(slow);
+  g_free(slow);
+
+  /* Synthetic files are deterministic in the seed. */
+  char *again = tmp_path("cli-meas-again.json"), *other = tmp_path("cli-meas-other.json");
+  args = g_strdup_printf("fit --synthesize a100-sxm4-80gb --noise 0.02 --seed 5 -o %s", again);
+  p = run(bin, args);
+  g_assert_cmpint(p.status, ==, 0);
+  proc_clear(&p);
+  g_free(args);
+  args = g_strdup_printf("fit --synthesize a100-sxm4-80gb --noise 0.02 --seed 6 -o %s", other);
+  p = run(bin, args);
+  g_assert_cmpint(p.status, ==, 0);
+  proc_clear(&p);
+  g_free(args);
+  char *m1 = NULL, *m2 = NULL, *m3 = NULL;
+  g_assert_true(g_file_get_contents(meas, &m1, NULL, NULL));
+  g_assert_true(g_file_get_contents(again, &m2, NULL, NULL));
+  g_assert_true(g_file_get_contents(other, &m3, NULL, NULL));
+  g_assert_cmpstr(m1, ==, m2);
+  g_assert_cmpstr(m1, !=, m3);
+  g_free(m1);
+  g_free(m2);
+  g_free(m3);
+  g_unlink(again);
+  g_unlink(other);
+  g_free(again);
+  g_free(other);
+
+  /* Errors: one line, non-zero exit, no output file. */
+  char *out = tmp_path("should-not-exist.json");
+  args = g_strdup_printf("fit %s -o %s", "/nonexistent/meas.json", out);
+  p = run(bin, args);
+  expect_one_line_error(&p, "cannot read measurements");
+  g_free(args);
+  char *bad = tmp_path("cli-bad.json");
+  g_assert_true(g_file_set_contents(bad, "{\"format\": \"ptdsim-measurements\", \"version\": 1, \"units\": "
+                                         "{\"time\": \"ms\", \"size\": \"bytes\"}}", -1, NULL));
+  args = g_strdup_printf("fit %s -o %s", bad, out);
+  p = run(bin, args);
+  expect_one_line_error(&p, "microseconds");
+  g_free(args);
+  args = g_strdup_printf("fit %s -o %s --max-iterations 1", meas, out);
+  p = run(bin, args);
+  expect_one_line_error(&p, "did not converge");
+  g_free(args);
+  args = g_strdup_printf("fit %s", meas);
+  p = run(bin, args);
+  expect_one_line_error(&p, "-o FILE is required");
+  g_free(args);
+  args = g_strdup_printf("fit --synthesize a100-sxm4-80gb --noise -1 -o %s", out);
+  p = run(bin, args);
+  expect_one_line_error(&p, "--noise");
+  g_free(args);
+  args = g_strdup_printf("fit --synthesize nosuch -o %s", out);
+  p = run(bin, args);
+  expect_one_line_error(&p, "no profile named 'nosuch'");
+  g_free(args);
+  g_assert_false(g_file_test(out, G_FILE_TEST_EXISTS));
+
+  g_unlink(bad);
+  g_unlink(meas);
+  g_unlink(prof);
+  g_unlink(prof2);
+  g_free(bad);
+  g_free(out);
+  g_free(meas);
+  g_free(prof);
+  g_free(prof2);
+}
+
+/* The harness's --dry-run prints the plan and needs no GPU. */
+static void test_calibrate_dry_run(void) {
+  const char *bin = g_getenv("PTDSIM_CALIBRATE_BIN");
+  if (!bin || !*bin) {
+    g_test_skip("ptdsim-calibrate is not built here (no nvcc)");
+    return;
+  }
+  Proc p = run(bin, "--dry-run");
+  g_assert_cmpint(p.status, ==, 0);
+  char *gemm_line = g_strdup_printf("gemm: %u shapes", default_plan_gemms());
+  g_assert_nonnull(strstr(p.out, gemm_line));
+  g_assert_nonnull(strstr(p.out, "nccl: all_reduce"));
+  g_assert_nonnull(strstr(p.out, "membw:"));
+  g_assert_nonnull(strstr(p.out, "layer:"));
+  g_free(gemm_line);
+  proc_clear(&p);
+  p = run(bin, "--dry-run --mode nccl --gpus 4");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_null(strstr(p.out, "gemm:"));
+  g_assert_nonnull(strstr(p.out, "on 2, 4 GPUs"));
+  proc_clear(&p);
+  p = run(bin, "--dry-run --mode gemm --heads 96 --tp 5");
+  expect_one_line_error(&p, "--tp");
+  p = run(bin, "--dry-run --mode tensor");
+  expect_one_line_error(&p, "unknown mode 'tensor'");
+}
+
+int main(int argc, char **argv) {
+  g_test_init(&argc, &argv, NULL);
+  GError *error = NULL;
+  tmpdir = g_dir_make_tmp("ptdsim-test-calibrate-XXXXXX", &error);
+  g_assert_no_error(error);
+  g_test_add_func("/calibrate/plan-layer-flops", test_plan_layer_flops);
+  g_test_add_func("/calibrate/collective-sizes", test_coll_sizes);
+  g_test_add_func("/calibrate/nccl-ranks", test_nccl_ranks);
+  g_test_add_func("/calibrate/time-statistics", test_time_statistics);
+  g_test_add_func("/calibrate/measurements-round-trip", test_measurements_round_trip);
+  g_test_add_func("/calibrate/bad-files", test_bad_files);
+  g_test_add_func("/calibrate/fit-exact-without-noise", test_fit_exact_without_noise);
+  g_test_add_func("/calibrate/fit-recovers-within-stderr", test_fit_recovers_within_stderr);
+  g_test_add_func("/calibrate/fit-not-converged", test_fit_not_converged);
+  g_test_add_func("/calibrate/round-trip-predictions", test_round_trip_predictions);
+  g_test_add_func("/calibrate/measured-collectives-in-model", test_measured_collectives_in_model);
+  g_test_add_func("/calibrate/cli-fit", test_cli_fit);
+  g_test_add_func("/calibrate/calibrate-dry-run", test_calibrate_dry_run);
+  int rc = g_test_run();
+  GDir *d = g_dir_open(tmpdir, 0, NULL);
+  const char *e;
+  while (d && (e = g_dir_read_name(d))) {
+    char *f = g_build_filename(tmpdir, e, NULL);
+    g_unlink(f);
+    g_free(f);
+  }
+  if (d)
+    g_dir_close(d);
+  g_rmdir(tmpdir);
+  g_free(tmpdir);
+  return rc;
+}
