@@ -36,3 +36,4 @@ int cli_fail(GError *error);
 int cli_run(int argc, char **argv);
 int cli_figure(int argc, char **argv);
 int cli_bench(int argc, char **argv);
+int cli_collective(int argc, char **argv);

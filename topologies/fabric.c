@@ -131,6 +131,13 @@ static void enumerate(const TopoFabric *f, GArray **adj, const guint *dist, guin
   }
 }
 
+static double tpath_bw(const TopoFabric *f, const GArray *path) {
+  double bw = INFINITY;
+  for (guint i = 0; i < path->len; i++)
+    bw = fmin(bw, g_array_index(f->tlinks, TLink, g_array_index(path, guint, i) / 2).bw);
+  return bw;
+}
+
 /* Shortest paths from template vertex src to dst; GPUs other than the two
  * ends do not forward.  Empty when unreachable. */
 static GPtrArray *paths(const TopoFabric *f, GArray **adj, guint src, guint dst) {
@@ -161,18 +168,20 @@ static GPtrArray *paths(const TopoFabric *f, GArray **adj, guint src, guint dst)
      * may leave a GPU, later hops never enter a GPU except dst */
     enumerate(f, adj, dist, src, dst, stack, out);
     g_array_free(stack, TRUE);
+    /* Of the shortest paths keep the widest (NVLink over PCIe, as NCCL's
+     * topology search does). */
+    double widest = 0;
+    for (guint i = 0; i < out->len; i++)
+      widest = fmax(widest, tpath_bw(f, g_ptr_array_index(out, i)));
+    for (guint i = out->len; i-- > 0;)
+      if (tpath_bw(f, g_ptr_array_index(out, i)) < widest * (1 - 1e-9))
+        g_ptr_array_remove_index(out, i);
   }
   g_free(dist);
   g_free(queue);
   return out;
 }
 
-static double tpath_bw(const TopoFabric *f, const GArray *path) {
-  double bw = INFINITY;
-  for (guint i = 0; i < path->len; i++)
-    bw = fmin(bw, g_array_index(f->tlinks, TLink, g_array_index(path, guint, i) / 2).bw);
-  return bw;
-}
 
 static double best_ring_bw;
 static void ring_search(const TopoFabric *f, guint *cur, guint depth, gboolean *used, double minbw, guint *best) {
