@@ -661,7 +661,9 @@ int64_t sim_netrun_next(SimNetRun *r) {
 }
 
 void sim_netrun_advance(SimNetRun *r, int64_t now, GArray *done) {
-  /* flows first: phases that end now may start their successors now */
+  /* flows first: phases that end now may start their successors now; one
+   * re-solve for all of it */
+  sim_flow_hold(r->flows);
   g_array_set_size(r->finished, 0);
   int64_t f = sim_flow_next(r->flows);
   if (f >= 0 && f <= now)
@@ -701,6 +703,7 @@ void sim_netrun_advance(SimNetRun *r, int64_t now, GArray *done) {
     if (x->left == 0) /* a phase without flows */
       flows_done(r, t.xfer, now, done);
   }
+  sim_flow_release(r->flows, now);
 }
 
 void sim_netrun_stats(const SimNetRun *r, guint64 *solves, guint64 *touched) {

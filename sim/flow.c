@@ -62,6 +62,7 @@ struct _SimFlowNet {
   /* scratch for re-solves */
   GArray *comp_flows, *comp_links, *sat;
   guint64 solves, touched;
+  guint hold; /* > 0: re-solves wait for sim_flow_release */
 };
 
 /* --- two small binary heaps --- */
@@ -284,6 +285,8 @@ static void solve(SimFlowNet *net, int64_t now) {
 }
 
 static void next_mark(SimFlowNet *net) {
+  if (net->hold)
+    return; /* one mark for everything gathered while held */
   if (++net->mark == 0) { /* wrapped: clear every mark */
     for (guint l = 0; l < net->n_links; l++)
       net->links[l].mark = 0;
@@ -335,7 +338,8 @@ guint sim_flow_add(SimFlowNet *net, const TopoHop *hops, guint n_hops, double by
   next_mark(net);
   f->mark = net->mark;
   g_array_append_val(net->comp_flows, id);
-  solve(net, now);
+  if (!net->hold)
+    solve(net, now);
   return id;
 }
 
@@ -365,7 +369,20 @@ void sim_flow_remove(SimFlowNet *net, guint id, int64_t now) {
   g_return_if_fail(id < net->flows->len && flow_at(net, id)->active);
   next_mark(net);
   detach(net, id);
-  solve(net, now);
+  if (!net->hold)
+    solve(net, now);
+}
+
+void sim_flow_hold(SimFlowNet *net) {
+  if (net->hold == 0)
+    next_mark(net);
+  net->hold++;
+}
+
+void sim_flow_release(SimFlowNet *net, int64_t now) {
+  g_return_if_fail(net->hold > 0);
+  if (--net->hold == 0 && (net->comp_flows->len || net->comp_links->len))
+    solve(net, now);
 }
 
 double sim_flow_rate(const SimFlowNet *net, guint id) { return flow_at(net, id)->rate; }
@@ -393,7 +410,7 @@ void sim_flow_advance(SimFlowNet *net, int64_t now, GArray *finished) {
     g_array_append_val(finished, d.flow);
     any = TRUE;
   }
-  if (any)
+  if (any && !net->hold)
     solve(net, now);
 }
 

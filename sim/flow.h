@@ -47,5 +47,11 @@ int64_t sim_flow_next(SimFlowNet *net);
  * what they touched. */
 void sim_flow_advance(SimFlowNet *net, int64_t now_ns, GArray *finished);
 guint sim_flow_n_active(const SimFlowNet *net);
+/* Between hold and release, starts and ends only gather what they touch;
+ * release re-solves it all at once at `now_ns` (many flows starting or
+ * ending at the same instant cost one re-solve).  Rates and completions are
+ * stale until then. */
+void sim_flow_hold(SimFlowNet *net);
+void sim_flow_release(SimFlowNet *net, int64_t now_ns);
 /* Work counters: components re-solved, flows whose rate was recomputed. */
 void sim_flow_stats(const SimFlowNet *net, guint64 *solves, guint64 *flows_touched);
