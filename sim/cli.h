@@ -12,6 +12,7 @@ typedef enum { CLI_TEXT, CLI_JSON } CliFormat;
 /* Options shared by verbs that describe one configuration. */
 typedef struct {
   char *model, *cluster, *profile, *schedule, *ddp, *recompute, *format;
+  char *network, *placement; /* issue 3 */
   gint64 layers, hidden, heads, seq_len, vocab, gpus, tp, pp, dp, global_batch, micro_batch, layers_per_chunk,
       chunks;
   gboolean no_scatter_gather, no_fusion, no_symmetry, allow_oom;

@@ -16,6 +16,8 @@ struct _SimNetwork {
   double tree_base[MODEL_N_PROTOS], tree_nvlink_hop[MODEL_N_PROTOS], tree_net_hop[MODEL_N_PROTOS];
   double *capacity;
   guint *local_pos; /* position of each local GPU in the node ring */
+  const guint8 *side; /* bisection sides, or NULL */
+  double crossing;    /* crossing bytes of the plan being built */
 };
 
 typedef struct {
@@ -36,6 +38,7 @@ typedef struct {
 struct _SimCollPlan {
   SimCollAlgo algo;
   ModelProto proto;
+  double crossing_bytes;
   GPtrArray *phases; /* Phase* */
 };
 
@@ -223,9 +226,16 @@ static guint64 edge_hash(guint64 salt, guint channel, guint a, guint b) {
   return salt * 0x9e3779b97f4a7c15ull ^ ((guint64)channel << 48) ^ ((guint64)a << 24) ^ b;
 }
 
-static void add_route(const SimNetwork *net, Flow *f, guint a, guint b, guint64 hash) {
+/* Routes edge a -> b into flow f; `data` is the edge's payload in bytes, for
+ * the bisection count. */
+static void add_route(SimNetwork *net, Flow *f, guint a, guint b, guint64 hash, double data) {
   topo_fabric_route(net->fabric, a, b, hash, f->hops);
+  if (net->side && net->side[a] < 2 && net->side[b] < 2 && net->side[a] != net->side[b])
+    net->crossing += data;
 }
+
+void sim_network_set_sides(SimNetwork *net, const guint8 *side) { net->side = side; }
+double sim_coll_plan_crossing_bytes(const SimCollPlan *p) { return p->crossing_bytes; }
 
 /* Channels of a ring: one per rail the group can use across nodes; inside
  * a node without NVSwitch, the ring and its reverse. */
@@ -275,7 +285,7 @@ static double bus_factor(SimCollOp op, guint n) {
 }
 
 /* Ring flows of every group into `ph`, edge bytes from `bytes`. */
-static void ring_flows(const SimNetwork *net, Phase *ph, SimCollOp op, const guint *gpus, guint n, guint n_groups,
+static void ring_flows(SimNetwork *net, Phase *ph, SimCollOp op, const guint *gpus, guint n, guint n_groups,
                        double bytes, ModelProto proto, guint64 salt) {
   guint *seq = g_new(guint, n);
   for (guint g = 0; g < n_groups; g++) {
@@ -288,7 +298,8 @@ static void ring_flows(const SimNetwork *net, Phase *ph, SimCollOp op, const gui
       ring_seq(&lo, lo.n_nodes == 1 ? 0 : c, rev, seq);
       Flow *f = flow_new(ph, edge);
       for (guint i = 0; i < n; i++)
-        add_route(net, f, seq[i], seq[(i + 1) % n], edge_hash(salt + g, c, seq[i], seq[(i + 1) % n]));
+        add_route(net, f, seq[i], seq[(i + 1) % n], edge_hash(salt + g, c, seq[i], seq[(i + 1) % n]),
+                  edge * net->nccl.proto_bw_factor[proto]);
     }
     layout_clear(&lo);
   }
@@ -305,7 +316,7 @@ static gint btree_parent(guint r, guint M) {
   return (gint)(up >= M ? (r ^ b) : up);
 }
 
-static void tree_flows(const SimNetwork *net, Phase *ph, const guint *gpus, guint n, guint n_groups, double bytes,
+static void tree_flows(SimNetwork *net, Phase *ph, const guint *gpus, guint n, guint n_groups, double bytes,
                        ModelProto proto, guint64 salt) {
   for (guint g = 0; g < n_groups; g++) {
     Layout lo;
@@ -319,8 +330,8 @@ static void tree_flows(const SimNetwork *net, Phase *ph, const guint *gpus, guin
           guint m = lo.off[k + 1] - lo.off[k];
           for (guint j = 0; j + 1 < m; j++) {
             guint a = lo.mem[lo.off[k] + (j + c) % m], b = lo.mem[lo.off[k] + (j + 1 + c) % m];
-            add_route(net, f, a, b, edge_hash(salt + g, c, a, b));
-            add_route(net, f, b, a, edge_hash(salt + g, c, b, a));
+            add_route(net, f, a, b, edge_hash(salt + g, c, a, b), share * net->nccl.proto_bw_factor[proto]);
+            add_route(net, f, b, a, edge_hash(salt + g, c, b, a), share * net->nccl.proto_bw_factor[proto]);
           }
         }
         for (guint r = 0; r < M; r++) {
@@ -332,8 +343,8 @@ static void tree_flows(const SimNetwork *net, Phase *ph, const guint *gpus, guin
           guint pk = t ? M - 1 - (guint)par : (guint)par;
           guint mk = lo.off[me + 1] - lo.off[me], mp = lo.off[pk + 1] - lo.off[pk];
           guint a = lo.mem[lo.off[me] + c % mk], b = lo.mem[lo.off[pk] + c % mp];
-          add_route(net, f, a, b, edge_hash(salt + g, c * 2 + t, a, b));
-          add_route(net, f, b, a, edge_hash(salt + g, c * 2 + t, b, a));
+          add_route(net, f, a, b, edge_hash(salt + g, c * 2 + t, a, b), share * net->nccl.proto_bw_factor[proto]);
+          add_route(net, f, b, a, edge_hash(salt + g, c * 2 + t, b, a), share * net->nccl.proto_bw_factor[proto]);
         }
       }
     layout_clear(&lo);
@@ -349,9 +360,11 @@ static SimCollPlan *build(SimNetwork *net, SimCollOp op, SimCollAlgo algo, Model
   SimCollPlan *plan = plan_new(algo, proto);
   if (n <= 1 || bytes <= 0)
     return plan;
+  net->crossing = 0;
   switch (algo) {
   case SIM_ALGO_RING:
     ring_flows(net, ring_phase(plan, net, op, n, M, proto), op, gpus, n, n_groups, bytes, proto, salt);
+    plan->crossing_bytes = net->crossing;
     return plan;
   case SIM_ALGO_TREE: {
     if (op != SIM_OP_ALLREDUCE || !net->has_tree) {
@@ -362,6 +375,7 @@ static SimCollPlan *build(SimNetwork *net, SimCollOp op, SimCollAlgo algo, Model
     }
     double hops = 2 * ((m_max - 1) * net->tree_nvlink_hop[proto] + log2((double)M) * net->tree_net_hop[proto]);
     tree_flows(net, phase_new(plan, net->tree_base[proto], hops), gpus, n, n_groups, bytes, proto, salt);
+    plan->crossing_bytes = net->crossing;
     return plan;
   }
   case SIM_ALGO_HIER: {
@@ -395,6 +409,7 @@ static SimCollPlan *build(SimNetwork *net, SimCollOp op, SimCollAlgo algo, Model
       ring_flows(net, p, sop, sub, size, groups, ph == 1 ? bytes / m : bytes, proto, salt + 7919 * ph);
     }
     g_free(sub);
+    plan->crossing_bytes = net->crossing;
     return plan;
   }
   default:
@@ -423,6 +438,8 @@ SimCollPlan *sim_coll_plan_p2p(SimNetwork *net, const guint *src, const guint *d
     Flow *f = flow_new(ph, bytes);
     path_lat = fmax(path_lat, topo_fabric_route(net->fabric, src[i], dst[i], edge_hash(salt, i, src[i], dst[i]),
                                                 f->hops));
+    if (net->side && net->side[src[i]] < 2 && net->side[dst[i]] < 2 && net->side[src[i]] != net->side[dst[i]])
+      plan->crossing_bytes += bytes;
   }
   ph->latency_s = (inter ? net->nccl.p2p_latency_inter : net->nccl.p2p_latency_intra) + path_lat;
   return plan;

@@ -61,6 +61,12 @@ SimCollPlan *sim_coll_plan(SimNetwork *net, SimCollOp op, SimCollAlgo algo, int 
 SimCollPlan *sim_coll_plan_p2p(SimNetwork *net, const guint *src, const guint *dst, guint n_pairs, double bytes,
                                guint64 salt);
 void sim_coll_plan_free(SimCollPlan *plan);
+/* Bisection accounting: with `side[gpu]` 0 or 1 for the GPUs on either side
+ * of a cut (2: not counted), plans built afterwards count the data bytes of
+ * their transfers that cross it (a ring edge, a tree edge, a send).  NULL
+ * turns it off.  The array is not copied. */
+void sim_network_set_sides(SimNetwork *net, const guint8 *side);
+double sim_coll_plan_crossing_bytes(const SimCollPlan *plan);
 SimCollAlgo sim_coll_plan_algo(const SimCollPlan *plan);
 ModelProto sim_coll_plan_proto(const SimCollPlan *plan);
 /* Seconds the plan takes alone on the network. */

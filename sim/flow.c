@@ -12,7 +12,7 @@ typedef struct {
 
 typedef struct {
   Hop *hops;
-  guint n_hops;
+  guint n_hops, hops_alloc;
   gboolean active;
   double remaining; /* bytes at `since` */
   double rate;      /* bytes/s */
@@ -63,6 +63,7 @@ struct _SimFlowNet {
   GArray *comp_flows, *comp_links, *sat;
   guint64 solves, touched;
   guint hold; /* > 0: re-solves wait for sim_flow_release */
+  guint *slot;       /* per link: its index in the flow being added, or G_MAXUINT */
 };
 
 /* --- two small binary heaps --- */
@@ -152,6 +153,9 @@ SimFlowNet *sim_flow_net_new(guint n_links, const double *capacity) {
   SimFlowNet *net = g_new0(SimFlowNet, 1);
   net->n_links = n_links;
   net->links = g_new0(Link, MAX(n_links, 1));
+  net->slot = g_new(guint, MAX(n_links, 1));
+  for (guint l = 0; l < n_links; l++)
+    net->slot[l] = G_MAXUINT;
   for (guint l = 0; l < n_links; l++)
     net->links[l].cap = capacity[l];
   net->flows = g_array_new(FALSE, TRUE, sizeof(Flow));
@@ -169,6 +173,7 @@ void sim_flow_net_free(SimFlowNet *net) {
   for (guint l = 0; l < net->n_links; l++)
     g_free(net->links[l].e);
   g_free(net->links);
+  g_free(net->slot);
   for (guint i = 0; i < net->flows->len; i++)
     g_free(g_array_index(net->flows, Flow, i).hops);
   g_array_free(net->flows, TRUE);
@@ -307,20 +312,29 @@ guint sim_flow_add(SimFlowNet *net, const TopoHop *hops, guint n_hops, double by
   }
   Flow *f = flow_at(net, id);
   guint32 version = f->version; /* keeps old completion entries stale */
-  g_free(f->hops);
+  Hop *buf = f->hops;
+  guint alloc = f->hops_alloc;
   memset(f, 0, sizeof *f);
   f->version = version + 1;
-  f->hops = g_new(Hop, MAX(n_hops, 1));
+  if (alloc < n_hops) {
+    g_free(buf);
+    alloc = MAX(n_hops, 8);
+    buf = g_new(Hop, alloc);
+  }
+  f->hops = buf;
+  f->hops_alloc = alloc;
   /* merge repeated links: one entry per link, coefficients added */
   for (guint i = 0; i < n_hops; i++) {
     g_return_val_if_fail(hops[i].link < net->n_links, G_MAXUINT);
-    guint h = 0;
-    while (h < f->n_hops && f->hops[h].link != hops[i].link)
-      h++;
-    if (h == f->n_hops)
+    guint h = net->slot[hops[i].link];
+    if (h == G_MAXUINT) {
+      h = net->slot[hops[i].link] = f->n_hops;
       f->hops[f->n_hops++] = (Hop){hops[i].link, 0, 0};
+    }
     f->hops[h].coef += hops[i].coef;
   }
+  for (guint h = 0; h < f->n_hops; h++)
+    net->slot[f->hops[h].link] = G_MAXUINT;
   f->active = TRUE;
   f->remaining = fmax(bytes, 0);
   f->since = now;

@@ -11,6 +11,11 @@
 
 typedef enum { SIM_SCHEDULE_GPIPE, SIM_SCHEDULE_1F1B, SIM_SCHEDULE_INTERLEAVED } SimSchedule;
 typedef enum { SIM_DDP_TORCH, SIM_DDP_LOCAL } SimDdp;
+/* Where rank (tensor i, replica k, stage s) runs (issue 3).  TP_DP_PP:
+ * Megatron's order, GPU = i + t(k + d s); DP_OUTERMOST: GPU = i + t(s + p k);
+ * MISALIGNED: Megatron's order shifted by half a node, so every
+ * tensor-parallel group straddles two nodes (a deliberately bad placement). */
+typedef enum { SIM_PLACEMENT_TP_DP_PP, SIM_PLACEMENT_DP_OUTERMOST, SIM_PLACEMENT_MISALIGNED } SimPlacement;
 
 typedef struct {
   ModelShape model;
@@ -26,6 +31,8 @@ typedef struct {
   gboolean symmetry;    /* simulate one GPU per tensor-parallel group and one replica */
   gboolean allow_oom;   /* simulate even if it does not fit */
   double tokens;        /* training budget for training_days; 0 when not given */
+  gboolean flow_network; /* --network flow: communication as flows on the cluster graph */
+  SimPlacement placement;
 } SimPlan;
 
 /* What the command line gave; 0 means "not given". */
@@ -39,6 +46,8 @@ typedef struct {
   const char *recompute; /* NULL: full */
   gboolean no_scatter_gather, no_fusion, no_symmetry, allow_oom;
   double tokens;
+  const char *network;   /* NULL: analytic */
+  const char *placement; /* NULL: tp-dp-pp */
 } SimPlanRequest;
 
 #define SIM_PLAN_ERROR (sim_plan_error_quark())
