@@ -15,7 +15,10 @@ static double peak_rss_mib(void) {
 
 int cli_bench(int argc, char **argv) {
   gint64 repeat = 3;
+  char *network = NULL;
   GOptionEntry entries[] = {{"repeat", 0, 0, G_OPTION_ARG_INT64, &repeat, "Runs per row; the fastest counts (default 3)", "N"},
+                            {"network", 0, 0, G_OPTION_ARG_STRING, &network,
+                             "analytic (default) or flow: the network model timed", "MODEL"},
                             {NULL, 0, 0, 0, NULL, NULL, NULL}};
   GOptionContext *ctx = g_option_context_new("- the simulator's speed on SC21 Table 1");
   g_option_context_add_main_entries(ctx, entries, NULL);
@@ -41,6 +44,7 @@ int cli_bench(int argc, char **argv) {
     SimPlanRequest req;
     if (!trace_table1_request(row, &req, &error))
       goto fail;
+    req.network = network;
     SimPlan plan;
     SimResult r;
     if (!sim_plan_build(&req, cluster, &plan, &error))
@@ -69,5 +73,6 @@ done:
   topo_cluster_free(cluster);
   model_profile_free(profile);
   g_option_context_free(ctx);
+  g_free(network);
   return code;
 }

@@ -5,7 +5,7 @@
 #include "cli.h"
 
 int cli_figure(int argc, char **argv) {
-  char *cluster_name = NULL, *profile_name = NULL, *format = NULL;
+  char *cluster_name = NULL, *profile_name = NULL, *format = NULL, *network = NULL;
   gboolean list = FALSE;
   GOptionEntry entries[] = {
       {"list", 0, 0, G_OPTION_ARG_NONE, &list, "List the figures", NULL},
@@ -13,6 +13,7 @@ int cli_figure(int argc, char **argv) {
       {"profile", 0, 0, G_OPTION_ARG_STRING, &profile_name, "Device profile (default: the cluster's GPU)",
        "NAME|FILE"},
       {"format", 0, 0, G_OPTION_ARG_STRING, &format, "text or json (default text)", "FMT"},
+      {"network", 0, 0, G_OPTION_ARG_STRING, &network, "analytic (default) or flow, as for run", "MODEL"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   GOptionContext *ctx = g_option_context_new("NAME - regenerate a table or figure of the papers");
   guint n;
@@ -50,7 +51,7 @@ int cli_figure(int argc, char **argv) {
   }
   if (!cli_load_machine(cluster_name, profile_name, &cluster, &profile, &error))
     goto fail;
-  TraceFigureContext fc = {cluster, profile};
+  TraceFigureContext fc = {cluster, profile, network};
   json = cJSON_CreateObject();
   cJSON_AddStringToObject(json, "figure", fig->name);
   text = fmt == CLI_TEXT ? g_string_new(NULL) : NULL;
@@ -74,6 +75,7 @@ done:
   g_free(cluster_name);
   g_free(profile_name);
   g_free(format);
+  g_free(network);
   g_option_context_free(ctx);
   return code;
 }

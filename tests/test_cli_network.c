@@ -257,6 +257,99 @@ static void test_errors(void) {
   g_free(bad);
 }
 
+/* --- run --network flow --- */
+
+#define SMALL "run --layers 8 --hidden 1024 --heads 16 --seq-len 512 --gpus 16 --tp 2 --pp 2 --global-batch 16"
+
+static double get(const cJSON *j, const char *obj_key, const char *key) {
+  return num(obj_key ? cJSON_GetObjectItemCaseSensitive(j, obj_key) : j, key);
+}
+
+/* Why: the flow network keeps the run's JSON contract: the breakdown sums to
+ * the iteration time, bisection bandwidths are measured from crossing
+ * flows, and the same command prints the same bytes. */
+static void test_run_flow_contract(void) {
+  cJSON *j = run_json(SMALL " --dp 4 --network flow --format json");
+  double sum = 0;
+  const char *tb[] = {"compute", "tp_comm", "pp_comm", "dp_comm", "optimizer", "bubble"};
+  for (guint i = 0; i < G_N_ELEMENTS(tb); i++)
+    sum += get(j, "time_breakdown_s", tb[i]);
+  double t = get(j, NULL, "iteration_time_s");
+  g_assert_cmpfloat_with_epsilon(sum, t, 1e-9 * t);
+  g_assert_cmpfloat(get(j, "bisection_bandwidth_GBps", "pp"), >, 0);
+  g_assert_cmpfloat(get(j, "bisection_bandwidth_GBps", "dp"), >, 0);
+  cJSON_Delete(j);
+  Proc a = run_line(SMALL " --network flow --format json"), b = run_line(SMALL " --network flow --format json");
+  g_assert_cmpint(a.status, ==, 0);
+  g_assert_cmpstr(a.out, ==, b.out);
+  proc_clear(&a);
+  proc_clear(&b);
+}
+
+/* Why: where nothing contends (two nodes under one leaf: every rank's flows
+ * on their own NVSwitch ports and rails), the symmetry shortcut is exact in
+ * flow mode too, and the flow network agrees with the analytic one to within
+ * what their latency accounting differs (a few percent). */
+static void test_run_flow_symmetry(void) {
+  cJSON *s = run_json(SMALL " --network flow --format json");
+  cJSON *f = run_json(SMALL " --network flow --no-symmetry --format json");
+  cJSON *a = run_json(SMALL " --format json");
+  double ts = get(s, NULL, "iteration_time_s"), tf = get(f, NULL, "iteration_time_s"),
+         ta = get(a, NULL, "iteration_time_s");
+  g_assert_cmpfloat_with_epsilon(ts, tf, 1e-9 * tf);
+  g_assert_cmpfloat(fabs(ts - ta), <, 0.05 * ta);
+  cJSON_Delete(s);
+  cJSON_Delete(f);
+  cJSON_Delete(a);
+}
+
+/* Why: a placement that splits every tensor-parallel group over two nodes
+ * puts its all-reduces on InfiniBand: much slower than Megatron's placement,
+ * in both network models. */
+static void test_run_placement(void) {
+  const char *base = "run --model gpt3-175b --gpus 96 --tp 8 --pp 12 --global-batch 96 --micro-batch 1 --format json";
+  const char *nets[] = {"analytic", "flow"};
+  for (guint n = 0; n < 2; n++) {
+    char *good = g_strdup_printf("%s --network %s", base, nets[n]);
+    char *bad = g_strdup_printf("%s --network %s --placement misaligned", base, nets[n]);
+    cJSON *g = run_json(good), *b = run_json(bad);
+    g_assert_cmpfloat(get(b, "time_breakdown_s", "tp_comm"), >, 2 * get(g, "time_breakdown_s", "tp_comm"));
+    g_assert_cmpfloat(get(b, NULL, "tflops_per_gpu"), <, 0.95 * get(g, NULL, "tflops_per_gpu"));
+    cJSON_Delete(g);
+    cJSON_Delete(b);
+    g_free(good);
+    g_free(bad);
+  }
+  /* dp-outermost puts the pipeline inside a node and the data-parallel ring
+   * across nodes: its data-parallel time grows, its pipeline time shrinks */
+  cJSON *d = run_json(SMALL " --dp 4 --placement dp-outermost --network flow --format json");
+  cJSON *m = run_json(SMALL " --dp 4 --network flow --format json");
+  g_assert_cmpfloat(get(d, "time_breakdown_s", "dp_comm"), >, get(m, "time_breakdown_s", "dp_comm"));
+  g_assert_cmpfloat(get(d, "time_breakdown_s", "pp_comm"), <, get(m, "time_breakdown_s", "pp_comm"));
+  cJSON_Delete(d);
+  cJSON_Delete(m);
+}
+
+static void test_run_errors(void) {
+  struct {
+    const char *args, *mention;
+  } cases[] = {
+      {SMALL " --network packet", "packet"},
+      {SMALL " --placement random", "random"},
+      {"run --layers 8 --hidden 1024 --heads 16 --seq-len 512 --gpus 4480 --tp 8 --pp 1 --global-batch 560 "
+       "--placement misaligned",
+       "misaligned"},
+  };
+  for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
+    Proc p = run_line(cases[c].args);
+    g_assert_cmpint(p.status, !=, 0);
+    g_assert_cmpstr(p.out, ==, "");
+    g_assert_nonnull(strstr(p.err, cases[c].mention));
+    g_assert_true(strchr(p.err, '\n') == p.err + strlen(p.err) - 1);
+    proc_clear(&p);
+  }
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   bin = g_getenv("PTDSIM_BIN");
@@ -269,6 +362,10 @@ int main(int argc, char **argv) {
   g_test_add_func("/collective/contention", test_contention);
   g_test_add_func("/collective/determinism", test_determinism);
   g_test_add_func("/collective/errors", test_errors);
+  g_test_add_func("/run-flow/contract", test_run_flow_contract);
+  g_test_add_func("/run-flow/symmetry", test_run_flow_symmetry);
+  g_test_add_func("/run-flow/placement", test_run_placement);
+  g_test_add_func("/run-flow/errors", test_run_errors);
   int rc = g_test_run();
   char *bad = g_build_filename(tmpdir, "bad-fabric.json", NULL);
   g_remove(bad);

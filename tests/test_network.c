@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "../models/jsonutil.h"
+#include "../sim/collective.h"
+#include "../sim/engine.h"
 #include "../sim/flow.h"
 #include "../topologies/fabric.h"
 
@@ -358,6 +360,121 @@ static void test_completion_ties(void) {
   sim_flow_net_free(n);
 }
 
+/* --- network ops in the engine --- */
+
+/* A fake network: every op ends 7 ns after it starts. */
+typedef struct {
+  GArray *ops, *ends;
+} Fake;
+
+static void fake_start(gpointer data, guint op, SimTime now) {
+  Fake *f = data;
+  SimTime end = now + 7;
+  g_array_append_val(f->ops, op);
+  g_array_append_val(f->ends, end);
+}
+
+static SimTime fake_next(gpointer data) {
+  Fake *f = data;
+  SimTime best = -1;
+  for (guint i = 0; i < f->ends->len; i++) {
+    SimTime t = g_array_index(f->ends, SimTime, i);
+    if (t >= 0 && (best < 0 || t < best))
+      best = t;
+  }
+  return best;
+}
+
+static void fake_advance(gpointer data, SimTime now, GArray *ended) {
+  Fake *f = data;
+  for (guint i = 0; i < f->ends->len; i++)
+    if (g_array_index(f->ends, SimTime, i) == now) {
+      g_array_append_val(ended, g_array_index(f->ops, guint, i));
+      g_array_index(f->ends, SimTime, i) = -1;
+    }
+}
+
+/* Why: an op whose end the network decides sits in stream order and
+ * dependencies like any other: A (10 ns) -> B (network, 7 ns) -> C (5 ns);
+ * B and a fixed 17 ns op D on another stream end at the same instant, and
+ * the heap's event (D) is handled first. */
+static void test_engine_network_ops(void) {
+  SimEngine *e = sim_engine_new();
+  guint s0 = sim_engine_add_stream(e, 0), s1 = sim_engine_add_stream(e, 1);
+  Fake fake = {g_array_new(FALSE, FALSE, sizeof(guint)), g_array_new(FALSE, FALSE, sizeof(SimTime))};
+  sim_engine_set_network(e, &(SimEngineNetwork){&fake, fake_start, fake_next, fake_advance});
+  guint a = sim_engine_add_op1(e, 10, s0, NULL);
+  guint b = sim_engine_add_net_op(e, &s0, NULL, 1, NULL);
+  guint c = sim_engine_add_op1(e, 5, s0, NULL);
+  guint d = sim_engine_add_op1(e, 17, s1, NULL);
+  guint x = sim_engine_add_net_op(e, &s1, NULL, 1, NULL); /* after D on stream 1 */
+  sim_engine_add_dep(e, a, b);
+  GError *error = NULL;
+  g_assert_true(sim_engine_run(e, &error));
+  g_assert_no_error(error);
+  g_assert_cmpint(sim_engine_op_start(e, b), ==, 10);
+  g_assert_cmpint(sim_engine_op_end(e, b), ==, 17);
+  g_assert_cmpint(sim_engine_op_start(e, c), ==, 17);
+  g_assert_cmpint(sim_engine_op_end(e, c), ==, 22);
+  g_assert_cmpint(sim_engine_op_end(e, d), ==, 17);
+  g_assert_cmpint(sim_engine_op_end(e, x), ==, 24);
+  g_assert_cmpint(sim_engine_makespan(e), ==, 24);
+  /* D's completion (heap) came before B's (network): X was started first */
+  g_assert_cmpuint(g_array_index(fake.ops, guint, 0), ==, b);
+  g_assert_cmpuint(g_array_index(fake.ops, guint, 1), ==, x);
+  g_assert_cmpuint(sim_engine_n_events(e), ==, 5);
+  g_array_free(fake.ops, TRUE);
+  g_array_free(fake.ends, TRUE);
+  sim_engine_free(e);
+}
+
+/* Why: transfers that share a link share its bandwidth.  Two sends from the
+ * same GPU to two other nodes both leave through its NIC: together each
+ * takes twice as long (less the fixed latency) as alone; a send from another
+ * GPU on another rail is unaffected. */
+static void test_netrun_sharing(void) {
+  GError *error = NULL;
+  TopoCluster *c = topo_cluster_load("selene", &error);
+  g_assert_no_error(error);
+  SimNetwork *net = sim_network_load(c, &error);
+  g_assert_no_error(error);
+  guint s1 = 0, d1 = 8, d2 = 16, s3 = 1, d3 = 9;
+  double bytes = 1e9;
+  SimCollPlan *p1 = sim_coll_plan_p2p(net, &s1, &d1, 1, bytes, 1);
+  SimCollPlan *p2 = sim_coll_plan_p2p(net, &s1, &d2, 1, bytes, 2);
+  SimCollPlan *p3 = sim_coll_plan_p2p(net, &s3, &d3, 1, bytes, 3);
+  double alone = sim_coll_plan_time(net, p1);
+  SimNetRun *run = sim_netrun_new(net);
+  sim_netrun_start(run, p1, 1, 0);
+  sim_netrun_start(run, p2, 2, 0);
+  sim_netrun_start(run, p3, 3, 0);
+  GArray *done = g_array_new(FALSE, FALSE, sizeof(guint64));
+  double end[4] = {0};
+  for (int64_t t; (t = sim_netrun_next(run)) >= 0;) {
+    guint before = done->len;
+    sim_netrun_advance(run, t, done);
+    for (guint i = before; i < done->len; i++)
+      end[g_array_index(done, guint64, i)] = t * 1e-9;
+  }
+  /* sharing the NIC at half rate = sending twice the bytes alone */
+  SimCollPlan *twice = sim_coll_plan_p2p(net, &s1, &d1, 1, 2 * bytes, 1);
+  double alone2 = sim_coll_plan_time(net, twice);
+  sim_coll_plan_free(twice);
+  g_assert_cmpfloat(alone, >, c->net.p2p_latency_inter);
+  g_assert_cmpfloat_with_epsilon(end[1], alone2, 1e-6 * alone2);
+  g_assert_cmpfloat_with_epsilon(end[2], alone2, 1e-6 * alone2);
+  g_assert_cmpfloat_with_epsilon(end[3], alone, 1e-6 * alone);
+  /* alone, a send runs at the NIC's rate: 25 GB/s x 0.96 */
+  g_assert_cmpfloat_with_epsilon(bytes / (alone2 - alone), 24e9, 1e-5 * 24e9);
+  g_array_free(done, TRUE);
+  sim_netrun_free(run);
+  sim_coll_plan_free(p1);
+  sim_coll_plan_free(p2);
+  sim_coll_plan_free(p3);
+  sim_network_free(net);
+  topo_cluster_free(c);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/fabric/selene-routes", test_selene_routes);
@@ -369,5 +486,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/flow/different-bottlenecks", test_different_bottlenecks);
   g_test_add_func("/flow/incremental", test_incremental_matches_scratch);
   g_test_add_func("/flow/completion-ties", test_completion_ties);
+  g_test_add_func("/flow/engine-network-ops", test_engine_network_ops);
+  g_test_add_func("/flow/netrun-sharing", test_netrun_sharing);
   return g_test_run();
 }
