@@ -21,6 +21,7 @@ typedef struct {
   guint32 version;  /* bumps when the completion time changes */
   guint32 mark;
   gboolean frozen;
+  double next_rate; /* provisional, during a re-solve */
 } Flow;
 
 typedef struct {
@@ -32,8 +33,10 @@ typedef struct {
   Entry *e;
   guint n, alloc;
   guint32 mark;
+  double total;  /* committed load of every flow on it, bytes/s */
+  guint32 open;  /* == the net's mark: its flows join the re-solve */
   /* progressive filling state */
-  double load, weight;
+  double load, weight, avail;
   guint32 version;
 } Link;
 
@@ -187,13 +190,19 @@ void sim_flow_net_free(SimFlowNet *net) {
 
 static Flow *flow_at(const SimFlowNet *net, guint id) { return &g_array_index(net->flows, Flow, id); }
 
-/* Collects the component reachable from the marked seeds already in
- * comp_flows / comp_links (breadth-first over flow-link incidence). */
-static void collect(SimFlowNet *net) {
-  guint fi = 0, li = 0;
-  while (fi < net->comp_flows->len || li < net->comp_links->len) {
-    for (; fi < net->comp_flows->len; fi++) {
-      Flow *f = flow_at(net, g_array_index(net->comp_flows, guint, fi));
+/* A link is tight when its flows fill it: only through tight links can a
+ * change reach other flows (a flow is never limited by a link with room to
+ * spare).  The tolerance absorbs rounding in the running totals. */
+static gboolean tight(const Link *l) { return l->total >= l->cap * (1 - 1e-7); }
+
+/* Grows the set of flows and links to re-solve from the marked seeds in
+ * comp_flows / comp_links: a flow brings its links; a link brings its flows
+ * only when it is tight or opened (breadth-first; *fi and *li carry on
+ * where the last call stopped). */
+static void collect(SimFlowNet *net, guint *fi, guint *li) {
+  while (*fi < net->comp_flows->len || *li < net->comp_links->len) {
+    for (; *fi < net->comp_flows->len; (*fi)++) {
+      Flow *f = flow_at(net, g_array_index(net->comp_flows, guint, *fi));
       for (guint h = 0; h < f->n_hops; h++) {
         Link *l = &net->links[f->hops[h].link];
         if (l->mark != net->mark) {
@@ -202,8 +211,10 @@ static void collect(SimFlowNet *net) {
         }
       }
     }
-    for (; li < net->comp_links->len; li++) {
-      Link *l = &net->links[g_array_index(net->comp_links, guint, li)];
+    for (; *li < net->comp_links->len; (*li)++) {
+      Link *l = &net->links[g_array_index(net->comp_links, guint, *li)];
+      if (l->open != net->mark && !tight(l))
+        continue;
       for (guint k = 0; k < l->n; k++) {
         Flow *f = flow_at(net, l->e[k].flow);
         if (f->mark != net->mark) {
@@ -215,31 +226,34 @@ static void collect(SimFlowNet *net) {
   }
 }
 
-/* Progressive filling over the collected component, then new completion
- * times.  Remaining bytes are first brought up to `now` at the old rates. */
-static void solve(SimFlowNet *net, int64_t now) {
-  collect(net);
-  net->solves++;
-  net->touched += net->comp_flows->len;
+/* Progressive filling of the collected flows, with the load of the flows
+ * left out held fixed on the links they share (their `avail` is what those
+ * leave).  Provisional rates go to next_rate. */
+static void fill(SimFlowNet *net) {
   for (guint i = 0; i < net->comp_flows->len; i++) {
     Flow *f = flow_at(net, g_array_index(net->comp_flows, guint, i));
-    if (f->rate > 0 && now > f->since)
-      f->remaining = fmax(0, f->remaining - f->rate * (double)(now - f->since) * 1e-9);
-    f->since = now;
     f->frozen = FALSE;
-    f->rate = 0;
+    f->next_rate = INFINITY; /* stays so for a flow on no link */
   }
   g_array_set_size(net->sat, 0);
   for (guint i = 0; i < net->comp_links->len; i++) {
     guint id = g_array_index(net->comp_links, guint, i);
     Link *l = &net->links[id];
+    double inside = 0;
     l->load = 0;
     l->weight = 0;
-    for (guint k = 0; k < l->n; k++)
-      l->weight += flow_at(net, l->e[k].flow)->hops[l->e[k].hop].coef;
+    for (guint k = 0; k < l->n; k++) {
+      Flow *f = flow_at(net, l->e[k].flow);
+      if (f->mark != net->mark)
+        continue;
+      double c = f->hops[l->e[k].hop].coef;
+      l->weight += c;
+      inside += c * f->rate;
+    }
+    l->avail = fmax(0, l->cap - fmax(0, l->total - inside));
     l->version++;
     if (l->weight > 0)
-      sat_push(net->sat, (Sat){l->cap / l->weight, id, l->version});
+      sat_push(net->sat, (Sat){l->avail / l->weight, id, l->version});
   }
   while (net->sat->len > 0) {
     Sat s = sat_pop(net->sat);
@@ -249,25 +263,63 @@ static void solve(SimFlowNet *net, int64_t now) {
     double level = s.level;
     for (guint k = 0; k < l->n; k++) {
       Flow *f = flow_at(net, l->e[k].flow);
-      if (f->frozen)
+      if (f->frozen || f->mark != net->mark)
         continue;
       f->frozen = TRUE;
-      f->rate = level;
+      f->next_rate = level;
       for (guint h = 0; h < f->n_hops; h++) {
         Link *m = &net->links[f->hops[h].link];
         m->load += f->hops[h].coef * level;
         m->weight -= f->hops[h].coef;
         m->version++;
         if (m != l && m->weight > 1e-12)
-          sat_push(net->sat, (Sat){fmax(level, (m->cap - m->load) / m->weight), f->hops[h].link, m->version});
+          sat_push(net->sat, (Sat){fmax(level, (m->avail - m->load) / m->weight), f->hops[h].link, m->version});
       }
     }
   }
+}
+
+/* Re-solves what the seeds touch.  The set grows until no link that it
+ * fills is shared with a flow left out (such a flow might have to give way),
+ * which makes the result the exact max-min allocation: every flow keeps a
+ * tight link on which it has the largest rate.  Then commits: remaining
+ * bytes are brought up to `now` at the old rates, and completion times are
+ * renewed. */
+static void solve(SimFlowNet *net, int64_t now) {
+  guint fi = 0, li = 0;
+  for (;;) {
+    collect(net, &fi, &li);
+    fill(net);
+    gboolean grew = FALSE;
+    for (guint i = 0; i < net->comp_links->len; i++) {
+      Link *l = &net->links[g_array_index(net->comp_links, guint, i)];
+      if (l->open == net->mark || tight(l) || l->load < l->avail * (1 - 1e-7) || l->avail >= l->cap)
+        continue; /* all its flows are in, or it keeps room, or no one else is on it */
+      l->open = net->mark;
+      for (guint k = 0; k < l->n; k++) {
+        Flow *f = flow_at(net, l->e[k].flow);
+        if (f->mark != net->mark) {
+          f->mark = net->mark;
+          g_array_append_val(net->comp_flows, l->e[k].flow);
+          grew = TRUE;
+        }
+      }
+    }
+    if (!grew)
+      break;
+  }
+  net->solves++;
+  net->touched += net->comp_flows->len;
   for (guint i = 0; i < net->comp_flows->len; i++) {
     guint id = g_array_index(net->comp_flows, guint, i);
     Flow *f = flow_at(net, id);
-    if (!f->frozen)
-      f->rate = INFINITY; /* on no link at all */
+    if (f->rate > 0 && now > f->since)
+      f->remaining = fmax(0, f->remaining - f->rate * (double)(now - f->since) * 1e-9);
+    f->since = now;
+    if (isfinite(f->next_rate))
+      for (guint h = 0; h < f->n_hops; h++)
+        net->links[f->hops[h].link].total += f->hops[h].coef * (f->next_rate - f->rate);
+    f->rate = f->next_rate;
     f->version++;
     double secs = f->remaining / f->rate;
     int64_t t = now + (int64_t)ceil(fmin(secs, 1e9) * 1e9);
@@ -362,6 +414,11 @@ static void detach(SimFlowNet *net, guint id) {
   Flow *f = flow_at(net, id);
   for (guint h = 0; h < f->n_hops; h++) {
     Link *l = &net->links[f->hops[h].link];
+    /* the room it leaves on a tight link goes to the flows there */
+    if (tight(l))
+      l->open = net->mark;
+    if (isfinite(f->rate))
+      l->total = fmax(0, l->total - f->hops[h].coef * f->rate);
     guint pos = f->hops[h].pos;
     Entry last = l->e[--l->n];
     if (pos < l->n) {
