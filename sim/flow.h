@@ -12,10 +12,12 @@
  * al., "Versatile, scalable and accurate simulation of distributed
  * applications and platforms", JPDC 2014) works the same way.
  *
- * Incremental: when flows start or end only the connected component of the
- * flow/link graph that they touch is re-solved (max-min allocations of
- * disjoint components are independent, so this is exact).  Each re-solve is
- * O((F_c * hops + L_c) log L_c) for a component of F_c flows and L_c links.
+ * Incremental: when flows start or end, only the flows they can affect are
+ * re-solved: those reachable through links that flows fill (a flow is never
+ * limited by a link with room to spare), grown while a link the re-solve
+ * fills is shared with a flow left out.  The result is the exact max-min
+ * allocation.  Each re-solve is O((F_c * hops + L_c) log L_c) for the F_c
+ * flows and L_c links it covers.
  *
  * Time is integer nanoseconds; a flow's completion is the ns at or after its
  * remaining bytes reach zero at its current rate.
