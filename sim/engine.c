@@ -195,7 +195,7 @@ static void try_start(Run *r, guint op, SimTime now) {
   for (guint i = 0; i < o->n_streams; i++)
     r->busy[streams[i]] = 1;
   o->start = now;
-  if (o->net)
+  if (o->net && r->e->has_network)
     r->e->network.start(r->e->network.data, op, now);
   else
     heap_push(r->heap, &r->heap_n, (Event){now + o->duration, r->seq++, op});

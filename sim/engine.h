@@ -69,7 +69,8 @@ typedef struct {
 
 /* Installs the network model (copied); NULL removes it. */
 void sim_engine_set_network(SimEngine *engine, const SimEngineNetwork *network);
-/* Like sim_engine_add_op_at, for an op that ends when the network says. */
+/* Like sim_engine_add_op_at, for an op that ends when the network says
+ * (without a network model installed it takes no time). */
 guint sim_engine_add_net_op(SimEngine *engine, const guint *streams, const guint64 *positions, guint n_streams,
                             const SimOpTag *tag);
 

@@ -183,14 +183,16 @@ static GPtrArray *paths(const TopoFabric *f, GArray **adj, guint src, guint dst)
 }
 
 
-static double best_ring_bw;
-static void ring_search(const TopoFabric *f, guint *cur, guint depth, gboolean *used, double minbw, guint *best) {
+/* Depth-first search for the cycle through every GPU whose slowest edge is
+ * fastest (ties: the first found, so lexicographically smallest). */
+static void ring_search(const TopoFabric *f, guint *cur, guint depth, gboolean *used, double minbw, guint *best,
+                        double *best_ring_bw) {
   guint G = f->G;
   if (depth == G) {
     double close = tpath_bw(f, g_ptr_array_index(f->troutes[cur[G - 1] * G + cur[0]], 0));
     double bw = fmin(minbw, close);
-    if (bw > best_ring_bw * (1 + 1e-12)) {
-      best_ring_bw = bw;
+    if (bw > *best_ring_bw * (1 + 1e-12)) {
+      *best_ring_bw = bw;
       memcpy(best, cur, sizeof(guint) * G);
     }
     return;
@@ -200,11 +202,11 @@ static void ring_search(const TopoFabric *f, guint *cur, guint depth, gboolean *
       continue;
     const GArray *p = g_ptr_array_index(f->troutes[cur[depth - 1] * G + g], 0);
     double bw = fmin(minbw, tpath_bw(f, p));
-    if (bw <= best_ring_bw)
+    if (bw <= *best_ring_bw)
       continue; /* cannot beat the best found */
     used[g] = TRUE;
     cur[depth] = g;
-    ring_search(f, cur, depth + 1, used, bw, best);
+    ring_search(f, cur, depth + 1, used, bw, best, best_ring_bw);
     used[g] = FALSE;
   }
 }
@@ -254,9 +256,9 @@ static gboolean build_template_routes(TopoFabric *f, const char *file, GError **
     gboolean used[12] = {FALSE};
     cur[0] = 0;
     used[0] = TRUE;
-    best_ring_bw = 0;
+    double best_bw = 0;
     memcpy(best, f->ring, sizeof(guint) * G);
-    ring_search(f, cur, 1, used, INFINITY, best);
+    ring_search(f, cur, 1, used, INFINITY, best, &best_bw);
     memcpy(f->ring, best, sizeof(guint) * G);
   }
   return TRUE;
