@@ -12,6 +12,7 @@ typedef enum { CLI_TEXT, CLI_JSON } CliFormat;
 /* Options shared by verbs that describe one configuration. */
 typedef struct {
   char *model, *cluster, *profile, *schedule, *ddp, *recompute, *format, *slices;
+  char *network, *placement; /* --network, --placement */
   gint64 layers, hidden, heads, seq_len, vocab, gpus, tp, pp, dp, global_batch, micro_batch, layers_per_chunk,
       chunks, granularity;
   gboolean no_scatter_gather, no_fusion, no_symmetry, allow_oom;
@@ -37,3 +38,4 @@ int cli_run(int argc, char **argv);
 int cli_figure(int argc, char **argv);
 int cli_bench(int argc, char **argv);
 int cli_fit(int argc, char **argv);
+int cli_collective(int argc, char **argv);

@@ -26,7 +26,7 @@ static int bench_terapipe(gint64 repeat) {
   if (!cli_load_machine(trace_figure_default_cluster("terapipe-fig5"), NULL, &cluster, &profile, &error))
     return cli_fail(error);
   const TraceFigure *fig = trace_figure_lookup("terapipe-fig5");
-  TraceFigureContext ctx = {cluster, profile};
+  TraceFigureContext ctx = {cluster, profile, NULL};
   double best = G_MAXDOUBLE;
   int code = 0;
   for (gint64 i = 0; i < repeat && !code; i++) {
@@ -76,9 +76,12 @@ static int bench_terapipe(gint64 repeat) {
 int cli_bench(int argc, char **argv) {
   gint64 repeat = 3;
   gboolean terapipe = FALSE;
+  char *network = NULL;
   GOptionEntry entries[] = {{"repeat", 0, 0, G_OPTION_ARG_INT64, &repeat, "Runs per row; the fastest counts (default 3)", "N"},
                             {"terapipe", 0, 0, G_OPTION_ARG_NONE, &terapipe,
                              "Time the whole of figure terapipe-fig5 instead of SC21 Table 1", NULL},
+                            {"network", 0, 0, G_OPTION_ARG_STRING, &network,
+                             "analytic (default) or flow: the network model timed", "MODEL"},
                             {NULL, 0, 0, 0, NULL, NULL, NULL}};
   GOptionContext *ctx = g_option_context_new("- the simulator's speed on SC21 Table 1");
   g_option_context_add_main_entries(ctx, entries, NULL);
@@ -108,6 +111,7 @@ int cli_bench(int argc, char **argv) {
     SimPlanRequest req;
     if (!trace_table1_request(row, &req, &error))
       goto fail;
+    req.network = network;
     SimPlan plan;
     SimResult r;
     if (!sim_plan_build(&req, cluster, &plan, &error))
@@ -136,5 +140,6 @@ done:
   topo_cluster_free(cluster);
   model_profile_free(profile);
   g_option_context_free(ctx);
+  g_free(network);
   return code;
 }

@@ -16,7 +16,8 @@ void cli_run_options_init(CliRunOptions *o) {
 }
 
 void cli_run_options_clear(CliRunOptions *o) {
-  char **strs[] = {&o->model, &o->cluster, &o->profile, &o->schedule, &o->ddp, &o->recompute, &o->format, &o->slices};
+  char **strs[] = {&o->model, &o->cluster, &o->profile, &o->schedule, &o->ddp, &o->recompute,
+                   &o->format, &o->slices, &o->network, &o->placement};
   for (guint i = 0; i < G_N_ELEMENTS(strs); i++)
     g_clear_pointer(strs[i], g_free);
 }
@@ -63,6 +64,11 @@ GOptionGroup *cli_run_option_group(CliRunOptions *o) {
       {"allow-oom", 0, 0, G_OPTION_ARG_NONE, &o->allow_oom,
        "Simulate a configuration that does not fit in memory (reported as fits_in_memory: false)", NULL},
       {"format", 0, 0, G_OPTION_ARG_STRING, &o->format, "text or json (default text)", "FMT"},
+      {"network", 0, 0, G_OPTION_ARG_STRING, &o->network,
+       "analytic (alpha-beta per tier; default) or flow (flows sharing the cluster graph's links)", "MODEL"},
+      {"placement", 0, 0, G_OPTION_ARG_STRING, &o->placement,
+       "tp-dp-pp (Megatron's rank order; default), dp-outermost, or misaligned (TP groups straddle two nodes)",
+       "ORDER"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   GOptionGroup *g = g_option_group_new("run", "Configuration options", "Show configuration options", NULL, NULL);
   g_option_group_add_entries(g, entries);
@@ -134,6 +140,8 @@ gboolean cli_plan_request(const CliRunOptions *o, SimPlanRequest *r, GError **er
   r->no_fusion = o->no_fusion;
   r->no_symmetry = o->no_symmetry;
   r->allow_oom = o->allow_oom;
+  r->network = o->network;
+  r->placement = o->placement;
   return TRUE;
 }
 

@@ -12,6 +12,7 @@ typedef struct {
   guint stream_off; /* into engine->op_streams */
   guint n_streams;
   SimOpTag tag;
+  gboolean net; /* ends when the network model says */
 } Op;
 
 typedef struct {
@@ -35,6 +36,8 @@ struct _SimEngine {
   SimTime makespan;
   guint64 n_events;
   gboolean ran;
+  SimEngineNetwork network;
+  gboolean has_network;
 };
 
 SimEngine *sim_engine_new(void) {
@@ -100,6 +103,20 @@ guint sim_engine_add_op(SimEngine *e, SimTime duration_ns, const guint *streams,
 
 guint sim_engine_add_op1(SimEngine *e, SimTime duration_ns, guint stream, const SimOpTag *tag) {
   return sim_engine_add_op(e, duration_ns, &stream, 1, tag);
+}
+
+void sim_engine_set_network(SimEngine *e, const SimEngineNetwork *network) {
+  e->has_network = network != NULL;
+  if (network)
+    e->network = *network;
+}
+
+guint sim_engine_add_net_op(SimEngine *e, const guint *streams, const guint64 *positions, guint n_streams,
+                            const SimOpTag *tag) {
+  guint op = sim_engine_add_op_at(e, 0, streams, positions, n_streams, tag);
+  if (op != G_MAXUINT)
+    g_array_index(e->ops, Op, op).net = TRUE;
+  return op;
 }
 
 void sim_engine_add_dep(SimEngine *e, guint before, guint after) {
@@ -178,7 +195,34 @@ static void try_start(Run *r, guint op, SimTime now) {
   for (guint i = 0; i < o->n_streams; i++)
     r->busy[streams[i]] = 1;
   o->start = now;
-  heap_push(r->heap, &r->heap_n, (Event){now + o->duration, r->seq++, op});
+  if (o->net && r->e->has_network)
+    r->e->network.start(r->e->network.data, op, now);
+  else
+    heap_push(r->heap, &r->heap_n, (Event){now + o->duration, r->seq++, op});
+}
+
+/* `op` ends at `now`: free its streams, count it off its successors, and
+ * start what that unblocks (the next op of each of its streams, and its
+ * successors). */
+static void complete(Run *r, guint op, SimTime now) {
+  SimEngine *e = r->e;
+  Op *o = &r->ops[op];
+  o->end = now;
+  const guint *streams = r->op_streams + o->stream_off;
+  for (guint i = 0; i < o->n_streams; i++) {
+    r->busy[streams[i]] = 0;
+    r->cursor[streams[i]]++;
+  }
+  for (guint k = e->succ_off[op]; k < e->succ_off[op + 1]; k++)
+    r->pred_left[e->succ_list[k]]--;
+  for (guint i = 0; i < o->n_streams; i++) {
+    guint s = streams[i];
+    guint at = e->stream_off[s] + r->cursor[s];
+    if (at < e->stream_off[s + 1])
+      try_start(r, e->stream_list[at], now);
+  }
+  for (guint k = e->succ_off[op]; k < e->succ_off[op + 1]; k++)
+    try_start(r, e->succ_list[k], now);
 }
 
 static void build_csr(guint n_keys, const guint *keys, guint n_items, const guint *values, guint stride,
@@ -280,30 +324,25 @@ gboolean sim_engine_run(SimEngine *e, GError **error) {
 
   guint done = 0;
   SimTime now = 0;
-  while (r.heap_n > 0) {
-    Event ev = heap_pop(r.heap, &r.heap_n);
-    now = ev.time;
-    Op *o = &ops[ev.op];
-    o->end = now;
-    done++;
-    const guint *streams = op_streams + o->stream_off;
-    for (guint i = 0; i < o->n_streams; i++) {
-      r.busy[streams[i]] = 0;
-      r.cursor[streams[i]]++;
-    }
-    for (guint k = e->succ_off[ev.op]; k < e->succ_off[ev.op + 1]; k++)
-      r.pred_left[e->succ_list[k]]--;
-    /* Wake what this completion may have unblocked: the next op of each of
-     * its streams, and its successors. */
-    for (guint i = 0; i < o->n_streams; i++) {
-      guint s = streams[i];
-      guint at = e->stream_off[s] + r.cursor[s];
-      if (at < e->stream_off[s + 1])
-        try_start(&r, e->stream_list[at], now);
-    }
-    for (guint k = e->succ_off[ev.op]; k < e->succ_off[ev.op + 1]; k++)
-      try_start(&r, e->succ_list[k], now);
+  GArray *ended = e->has_network ? g_array_new(FALSE, FALSE, sizeof(guint)) : NULL;
+  for (;;) {
+    SimTime tn = e->has_network ? e->network.next(e->network.data) : -1;
+    if (r.heap_n > 0 && (tn < 0 || r.heap[0].time <= tn)) {
+      Event ev = heap_pop(r.heap, &r.heap_n);
+      now = ev.time;
+      complete(&r, ev.op, now);
+      done++;
+    } else if (tn >= 0) {
+      now = tn;
+      g_array_set_size(ended, 0);
+      e->network.advance(e->network.data, now, ended);
+      for (guint i = 0; i < ended->len; i++, done++)
+        complete(&r, g_array_index(ended, guint, i), now);
+    } else
+      break;
   }
+  if (ended)
+    g_array_free(ended, TRUE);
   e->n_events = done;
   e->makespan = now;
 

@@ -55,6 +55,25 @@ guint sim_engine_add_op_at(SimEngine *engine, SimTime duration_ns, const guint *
 /* Convenience for an op on a single stream. */
 guint sim_engine_add_op1(SimEngine *engine, SimTime duration_ns, guint stream, const SimOpTag *tag);
 
+/* An op whose end is decided by a network model rather than a fixed
+ * duration (a transfer whose flows share links with others in flight).  The
+ * engine tells the model when such an op starts; the model says when its next
+ * event is due and, when asked to advance to that time, which ops ended.
+ * Events of the engine's own heap come first at equal times. */
+typedef struct {
+  gpointer data;
+  void (*start)(gpointer data, guint op, SimTime now);
+  SimTime (*next)(gpointer data); /* -1 when nothing is in flight */
+  void (*advance)(gpointer data, SimTime now, GArray *ended_ops /* guint */);
+} SimEngineNetwork;
+
+/* Installs the network model (copied); NULL removes it. */
+void sim_engine_set_network(SimEngine *engine, const SimEngineNetwork *network);
+/* Like sim_engine_add_op_at, for an op that ends when the network says
+ * (without a network model installed it takes no time). */
+guint sim_engine_add_net_op(SimEngine *engine, const guint *streams, const guint64 *positions, guint n_streams,
+                            const SimOpTag *tag);
+
 /* `after` may not start before `before` has finished. */
 void sim_engine_add_dep(SimEngine *engine, guint before, guint after);
 

@@ -16,6 +16,7 @@ static const Verb verbs[] = {
     {"run", cli_run, "simulate one configuration (text report or --format json)"},
     {"figure", cli_figure, "regenerate a table or figure of the papers (figure --list)"},
     {"fit", cli_fit, "turn calibration measurements into a device profile (fit --synthesize: the reverse)"},
+    {"collective", cli_collective, "predict an nccl-tests table for one collective on the cluster's network"},
     {"bench", cli_bench, "the simulator's own speed: events per second, seconds per configuration, memory"},
 };
 
@@ -24,7 +25,7 @@ static void usage(FILE *to) {
               "Predicts how fast a large language model trains on a GPU cluster under tensor, pipeline and\n"
               "data parallelism (Megatron-LM PTD-P), by discrete-event simulation over cost models.\n\nVerbs:\n");
   for (guint i = 0; i < G_N_ELEMENTS(verbs); i++)
-    fprintf(to, "  %-8s %s\n", verbs[i].name, verbs[i].description);
+    fprintf(to, "  %-10s %s\n", verbs[i].name, verbs[i].description);
   fprintf(to, "\n'ptdsim VERB --help' explains a verb's options.\n"
               "Start with: ptdsim figure megatron-table1\n");
 }

@@ -221,6 +221,28 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     FAIL("unknown --recompute '%s'; use full or none", r->recompute);
   if (!(r->tokens >= 0) || !isfinite(r->tokens))
     FAIL("--tokens must be a positive number of training tokens");
+  if (!r->network || strcmp(r->network, "analytic") == 0)
+    plan->flow_network = FALSE;
+  else if (strcmp(r->network, "flow") == 0)
+    plan->flow_network = TRUE;
+  else
+    FAIL("unknown --network '%s'; use analytic or flow", r->network);
+  if (!r->placement || strcmp(r->placement, "tp-dp-pp") == 0)
+    plan->placement = SIM_PLACEMENT_TP_DP_PP;
+  else if (strcmp(r->placement, "dp-outermost") == 0)
+    plan->placement = SIM_PLACEMENT_DP_OUTERMOST;
+  else if (strcmp(r->placement, "misaligned") == 0)
+    plan->placement = SIM_PLACEMENT_MISALIGNED;
+  else
+    FAIL("unknown --placement '%s'; use tp-dp-pp, dp-outermost or misaligned", r->placement);
+  if (plan->placement == SIM_PLACEMENT_MISALIGNED && r->gpus + cluster->gpus_per_node / 2 > topo_cluster_gpus(cluster))
+    FAIL("--placement misaligned shifts the job by half a node, which needs %u more GPUs than cluster '%s' has; use "
+         "fewer --gpus",
+         cluster->gpus_per_node / 2, cluster->name);
+  if (sched == SIM_SCHEDULE_TERAPIPE && plan->flow_network)
+    FAIL("--network flow is not available with --schedule terapipe yet; use --network analytic");
+  if (sched == SIM_SCHEDULE_TERAPIPE && plan->placement != SIM_PLACEMENT_TP_DP_PP)
+    FAIL("--placement is not available with --schedule terapipe yet; leave it at tp-dp-pp");
   plan->scatter_gather = !r->no_scatter_gather;
   plan->fusion = !r->no_fusion;
   plan->symmetry = !r->no_symmetry;

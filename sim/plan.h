@@ -14,6 +14,11 @@ typedef enum { SIM_SCHEDULE_GPIPE, SIM_SCHEDULE_1F1B, SIM_SCHEDULE_INTERLEAVED, 
 typedef enum { SIM_SLICES_AUTO, SIM_SLICES_UNIFORM, SIM_SLICES_LIST } SimSlicesMode;
 #define SIM_MAX_SLICES 4096
 typedef enum { SIM_DDP_TORCH, SIM_DDP_LOCAL } SimDdp;
+/* Where rank (tensor i, replica k, stage s) runs (issue 3).  TP_DP_PP:
+ * Megatron's order, GPU = i + t(k + d s); DP_OUTERMOST: GPU = i + t(s + p k);
+ * MISALIGNED: Megatron's order shifted by half a node, so every
+ * tensor-parallel group straddles two nodes (a deliberately bad placement). */
+typedef enum { SIM_PLACEMENT_TP_DP_PP, SIM_PLACEMENT_DP_OUTERMOST, SIM_PLACEMENT_MISALIGNED } SimPlacement;
 
 typedef struct {
   ModelShape model;
@@ -34,6 +39,8 @@ typedef struct {
   guint granularity;    /* slice lengths on multiples of this many tokens (auto, uniform) */
   guint n_slices;       /* uniform: the count; list: the entries of slice_len */
   guint slice_len[SIM_MAX_SLICES]; /* list: tokens per slice, in sequence order */
+  gboolean flow_network; /* --network flow: communication as flows on the cluster graph */
+  SimPlacement placement;
 } SimPlan;
 
 /* What the command line gave; 0 means "not given". */
@@ -49,6 +56,8 @@ typedef struct {
   double tokens;
   const char *slices;   /* NULL: auto (TeraPipe only) */
   guint granularity;    /* 0: 8, as TeraPipe's code */
+  const char *network;   /* NULL: analytic */
+  const char *placement; /* NULL: tp-dp-pp */
 } SimPlanRequest;
 
 #define SIM_PLAN_ERROR (sim_plan_error_quark())

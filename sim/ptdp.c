@@ -21,6 +21,7 @@
 
 #include "../models/comm.h"
 #include "../models/layer.h"
+#include "collective.h"
 #include "engine.h"
 #include "plan.h"
 #include "schedule.h"
@@ -32,6 +33,19 @@ enum { PASS_FORWARD, PASS_BACKWARD, PASS_RECOMPUTE, PASS_OTHER };
 typedef struct {
   guint first, last;
 } ItemOps;
+
+/* --network flow: communication ops end when their flows do (collective.c);
+ * plans are built once per distinct transfer and cached by a key. */
+typedef struct {
+  SimNetwork *net;
+  SimNetRun *run;
+  GPtrArray *plans;   /* SimCollPlan*, owned */
+  GHashTable *index;  /* key -> plan index + 1 */
+  GArray *op_plan;    /* op -> plan index (G_MAXUINT: not a network op) */
+  GArray *copies;     /* per plan: how many ranks' transfers it stands for */
+  GArray *tokens;     /* scratch */
+  guint8 *side_pp, *side_dp; /* bisection sides per global GPU */
+} FlowCtx;
 
 typedef struct {
   const SimPlan *plan;
@@ -54,21 +68,127 @@ typedef struct {
   gboolean *started;
   /* accounting */
   double bytes[N_CATS];
+  FlowCtx *flow; /* NULL: the analytic network */
 } Build;
 
 static guint gpu_of(const Build *b, guint i, guint s, guint k) { return i + b->ts * (k + b->ds * s); }
 static guint stream_of(const Build *b, guint i, guint s, guint k, guint kind) {
   return gpu_of(b, i, s, k) * N_STREAM_KINDS + kind;
 }
-static guint node_of_rank(const Build *b, guint i, guint s, guint k) {
+/* The cluster GPU of tensor rank i, replica k, stage s (see SimPlacement). */
+static guint gpu_of_rank(const Build *b, guint i, guint s, guint k) {
   const SimPlan *pl = b->plan;
-  return (i + pl->tp * (k + pl->dp * s)) / b->cluster->gpus_per_node;
+  switch (pl->placement) {
+  case SIM_PLACEMENT_DP_OUTERMOST:
+    return i + pl->tp * (s + pl->pp * k);
+  case SIM_PLACEMENT_MISALIGNED:
+    return i + pl->tp * (k + pl->dp * s) + b->cluster->gpus_per_node / 2;
+  default:
+    return i + pl->tp * (k + pl->dp * s);
+  }
+}
+static guint node_of_rank(const Build *b, guint i, guint s, guint k) {
+  return gpu_of_rank(b, i, s, k) / b->cluster->gpus_per_node;
 }
 static guint tp_group_nodes(const Build *b, guint s, guint k);
 static SimTime ns(double seconds) { return (SimTime)llround(seconds * 1e9); }
 
 static SimOpTag tag(guint cat, guint pass, guint s, guint c, guint mb, gint layer) {
   return (SimOpTag){(guint16)cat, (guint16)pass, (gint32)s, (gint32)c, (gint32)mb, layer};
+}
+
+/* --- the flow network --- */
+
+static void flow_start(gpointer data, guint op, SimTime now) {
+  FlowCtx *fc = data;
+  guint idx = g_array_index(fc->op_plan, guint, op);
+  sim_netrun_start(fc->run, g_ptr_array_index(fc->plans, idx), op, now);
+}
+
+static SimTime flow_next(gpointer data) { return sim_netrun_next(((FlowCtx *)data)->run); }
+
+static void flow_advance(gpointer data, SimTime now, GArray *ended) {
+  FlowCtx *fc = data;
+  g_array_set_size(fc->tokens, 0);
+  sim_netrun_advance(fc->run, now, fc->tokens);
+  for (guint i = 0; i < fc->tokens->len; i++) {
+    guint op = (guint)g_array_index(fc->tokens, guint64, i);
+    g_array_append_val(ended, op);
+  }
+}
+
+/* The ranks whose transfers an op carries on the flow network: its own.
+ * Under the symmetry shortcut the simulated ranks (tensor rank 0, replica 0)
+ * stand for all: their flows meet each other on the links exactly as every
+ * other rank's flows meet their symmetric images (the placement is checked
+ * uniform before the shortcut is taken).  What this misses: ECMP collisions
+ * between the flows of different ranks, which are not symmetric
+ * (--no-symmetry carries every rank's flows).  `copies` is how many ranks'
+ * transfers the op stands for, for the byte counts. */
+static double copies(const Build *b, gboolean over_i, gboolean over_k) {
+  return (over_i && b->ts == 1 ? b->plan->tp : 1.0) * (over_k && b->ds == 1 ? b->plan->dp : 1.0);
+}
+
+static guint64 key_salt(const char *key) { return g_str_hash(key) * 0x9e3779b97f4a7c15ull; }
+
+/* The cached plan for `key`, or G_MAXUINT. */
+static guint plan_lookup(FlowCtx *fc, const char *key) {
+  gpointer v = g_hash_table_lookup(fc->index, key);
+  return v ? GPOINTER_TO_UINT(v) - 1 : G_MAXUINT;
+}
+
+static guint plan_keep(FlowCtx *fc, const char *key, SimCollPlan *plan, double copies) {
+  g_ptr_array_add(fc->plans, plan);
+  g_array_append_val(fc->copies, copies);
+  g_hash_table_insert(fc->index, g_strdup(key), GUINT_TO_POINTER(fc->plans->len));
+  return fc->plans->len - 1;
+}
+
+/* A collective over n_groups groups of n GPUs (NCCL's tuner picks). */
+static guint coll_plan(Build *b, const char *key, SimCollOp op, const guint *gpus, guint n, double copies,
+                       double bytes, const guint8 *side) {
+  FlowCtx *fc = b->flow;
+  guint idx = plan_lookup(fc, key);
+  if (idx != G_MAXUINT)
+    return idx;
+  sim_network_set_sides(fc->net, side);
+  SimCollPlan *p = sim_coll_plan(fc->net, op, SIM_ALGO_AUTO, -1, gpus, n, 1, bytes, key_salt(key), NULL);
+  g_assert(p); /* the tuner's choice always applies */
+  return plan_keep(fc, key, p, copies);
+}
+
+static guint p2p_plan(Build *b, const char *key, guint src, guint dst, double copies, double bytes,
+                      const guint8 *side) {
+  FlowCtx *fc = b->flow;
+  guint idx = plan_lookup(fc, key);
+  if (idx != G_MAXUINT)
+    return idx;
+  sim_network_set_sides(fc->net, side);
+  return plan_keep(fc, key, sim_coll_plan_p2p(fc->net, &src, &dst, 1, bytes, key_salt(key)), copies);
+}
+
+static guint net_op(Build *b, guint plan, const guint *streams, const guint64 *pos, guint n, const SimOpTag *t) {
+  guint op = sim_engine_add_net_op(b->e, streams, pos, n, t);
+  GArray *map = b->flow->op_plan;
+  if (op >= map->len) {
+    guint old = map->len;
+    g_array_set_size(map, MAX(op + 1, 2 * old));
+    for (guint j = old; j < map->len; j++)
+      g_array_index(map, guint, j) = G_MAXUINT;
+  }
+  g_array_index(map, guint, op) = plan;
+  return op;
+}
+
+/* The tensor-parallel group of stage s, replica k (every replica's under
+ * symmetry). */
+static guint tp_plan(Build *b, guint s, guint k, SimCollOp op, double bytes) {
+  char key[64];
+  g_snprintf(key, sizeof key, "tp%d:%u:%u:%.0f", (int)op, s, k, bytes);
+  guint t = b->plan->tp, gpus[t];
+  for (guint i = 0; i < t; i++)
+    gpus[i] = gpu_of_rank(b, i, s, k);
+  return coll_plan(b, key, op, gpus, t, copies(b, FALSE, TRUE), bytes, NULL);
 }
 
 /* --- emitting one item's compute and tensor-parallel all-reduces --- */
@@ -94,7 +214,9 @@ static void tp_allreduce(Build *b, guint s, guint k, const SimOpTag *t) {
     streams[i] = stream_of(b, i, s, k, STREAM_TP);
   SimOpTag at = *t;
   at.category = CAT_TP;
-  guint op = sim_engine_add_op(b->e, b->tp_ar_ns[s * b->ds + k], streams, b->ts, &at);
+  guint op = b->flow ? net_op(b, tp_plan(b, s, k, SIM_OP_ALLREDUCE, b->layer.tp_allreduce_bytes), streams, NULL,
+                              b->ts, &at)
+                     : sim_engine_add_op(b->e, b->tp_ar_ns[s * b->ds + k], streams, b->ts, &at);
   for (guint i = 0; i < b->ts; i++) {
     sim_engine_add_dep(b->e, b->prev[i], op);
     b->prev[i] = op;
@@ -209,7 +331,15 @@ static void emit_transfers(Build *b, guint s, guint k, guint idx) {
     gboolean same = node_of_rank(b, i, s, k) == node_of_rank(b, i, ds_, k);
     guint streams[2] = {stream_of(b, i, s, k, STREAM_PP_SEND), stream_of(b, i, ds_, k, STREAM_PP_RECV)};
     guint64 pos[2] = {2ull * idx, 2ull * didx};
-    xfer[i] = sim_engine_add_op_at(b->e, ns(model_p2p_time_s(&b->cluster->net, per_rank, same)), streams, pos, 2, &t);
+    if (b->flow) {
+      char key[64];
+      g_snprintf(key, sizeof key, "pp:%u:%u:%u:%u", s, ds_, i, k);
+      guint plan = p2p_plan(b, key, gpu_of_rank(b, i, s, k), gpu_of_rank(b, i, ds_, k), copies(b, TRUE, TRUE),
+                            per_rank, b->flow->side_pp);
+      xfer[i] = net_op(b, plan, streams, pos, 2, &t);
+    } else
+      xfer[i] = sim_engine_add_op_at(b->e, ns(model_p2p_time_s(&b->cluster->net, per_rank, same)), streams, pos, 2,
+                                     &t);
     sim_engine_add_dep(b->e, b->items[((k * b->p + s) * b->n_items + idx) * b->ts + i].last, xfer[i]);
     /* Megatron's point-to-point calls are blocking (batch_isend_irecv, then
      * wait): the sender goes on only once its send is done.  (The receiver's
@@ -229,9 +359,14 @@ static void emit_transfers(Build *b, guint s, guint k, guint idx) {
       pos[i] = 2ull * didx + 1;
     }
     t.category = CAT_PP_GATHER;
-    double ag = model_collective_time_s(&b->cluster->net, MODEL_COLL_ALLGATHER, full, pl->tp,
-                                        tp_group_nodes(b, ds_, k), NULL);
-    guint gather = sim_engine_add_op_at(b->e, ns(ag), streams, pos, b->ts, &t);
+    guint gather;
+    if (b->flow)
+      gather = net_op(b, tp_plan(b, ds_, k, SIM_OP_ALLGATHER, full), streams, pos, b->ts, &t);
+    else {
+      double ag = model_collective_time_s(&b->cluster->net, MODEL_COLL_ALLGATHER, full, pl->tp,
+                                          tp_group_nodes(b, ds_, k), NULL);
+      gather = sim_engine_add_op_at(b->e, ns(ag), streams, pos, b->ts, &t);
+    }
     for (guint i = 0; i < b->ts; i++) {
       sim_engine_add_dep(b->e, xfer[i], gather);
       sim_engine_add_dep(b->e, gather, dst[i].first);
@@ -292,8 +427,20 @@ static guint dp_allreduce(Build *b, guint i, guint s, double bytes, const guint 
   guint streams[b->ds];
   for (guint k = 0; k < b->ds; k++)
     streams[k] = stream_of(b, i, s, k, STREAM_DP);
-  double secs = model_collective_time_s(&b->cluster->net, MODEL_COLL_ALLREDUCE, bytes, b->plan->dp, nodes, NULL);
-  guint op = sim_engine_add_op(b->e, ns(secs), streams, b->ds, t);
+  guint op;
+  if (b->flow) {
+    guint d = b->plan->dp;
+    char key[64];
+    g_snprintf(key, sizeof key, "dp:%u:%u:%.0f", s, i, bytes);
+    guint gpus[d];
+    for (guint k = 0; k < d; k++)
+      gpus[k] = gpu_of_rank(b, i, s, k);
+    op = net_op(b, coll_plan(b, key, SIM_OP_ALLREDUCE, gpus, d, copies(b, TRUE, FALSE), bytes, b->flow->side_dp),
+                streams, NULL, b->ds, t);
+  } else {
+    double secs = model_collective_time_s(&b->cluster->net, MODEL_COLL_ALLREDUCE, bytes, b->plan->dp, nodes, NULL);
+    op = sim_engine_add_op(b->e, ns(secs), streams, b->ds, t);
+  }
   for (guint j = 0; j < n_deps; j++)
     sim_engine_add_dep(b->e, deps[j], op);
   return op;
@@ -348,8 +495,18 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
         if (s == 0) {
           guint streams[2] = {stream_of(b, i, 0, k, STREAM_DP), stream_of(b, i, b->p - 1, k, STREAM_DP)};
           gboolean same = node_of_rank(b, i, 0, k) == node_of_rank(b, i, b->p - 1, k);
-          double secs = model_collective_time_s(&b->cluster->net, MODEL_COLL_ALLREDUCE, bytes, 2, same ? 1 : 2, NULL);
-          guint op = sim_engine_add_op(b->e, ns(secs), streams, 2, &et);
+          guint op;
+          if (b->flow) {
+            char key[64];
+            g_snprintf(key, sizeof key, "emb:%u:%u", i, k);
+            guint gpus[2] = {gpu_of_rank(b, i, 0, k), gpu_of_rank(b, i, b->p - 1, k)};
+            op = net_op(b, coll_plan(b, key, SIM_OP_ALLREDUCE, gpus, 2, copies(b, TRUE, TRUE), bytes, NULL), streams,
+                        NULL, 2, &et);
+          } else {
+            double secs =
+                model_collective_time_s(&b->cluster->net, MODEL_COLL_ALLREDUCE, bytes, 2, same ? 1 : 2, NULL);
+            op = sim_engine_add_op(b->e, ns(secs), streams, 2, &et);
+          }
           sim_engine_add_dep(b->e, b->items[((k * b->p + 0) * b->n_items + b->n_items - 1) * b->ts + i].last, op);
           sim_engine_add_dep(b->e, b->items[((k * b->p + b->p - 1) * b->n_items + b->n_items - 1) * b->ts + i].last,
                              op);
@@ -604,6 +761,38 @@ static void measure(Build *b, SimResult *r) {
   r->simulated_gpus = b->ts * b->p * b->ds;
 }
 
+/* Flow network: effective bisection bandwidth of a traffic class = the data
+ * bytes its transfers move across the class's cut (pipeline: stages below p/2
+ * against the rest; data-parallel: replicas below d/2 against the rest), over
+ * the time during which transfers that cross it are in flight. */
+static void flow_bisection(Build *b, SimResult *r) {
+  GArray *sel = g_array_new(FALSE, FALSE, sizeof(guint));
+  for (int cls = 0; cls < 2; cls++) {
+    g_array_set_size(sel, 0);
+    double cross = 0;
+    guint n_ops = MIN(sim_engine_n_ops(b->e), b->flow->op_plan->len);
+    for (guint op = 0; op < n_ops; op++) {
+      guint idx = g_array_index(b->flow->op_plan, guint, op);
+      const SimOpTag *t = sim_engine_op_tag(b->e, op);
+      if (idx == G_MAXUINT || t->category != (cls == 0 ? CAT_PP : CAT_DP) || t->layer == -2)
+        continue;
+      double c = sim_coll_plan_crossing_bytes(g_ptr_array_index(b->flow->plans, idx)) *
+                 g_array_index(b->flow->copies, double, idx);
+      if (c <= 0)
+        continue;
+      cross += c;
+      g_array_append_val(sel, op);
+    }
+    double secs = union_seconds(b->e, sel);
+    double gbps = secs > 0 ? cross / secs / 1e9 : 0;
+    if (cls == 0)
+      r->bisection_pp_GBps = gbps;
+    else
+      r->bisection_dp_GBps = gbps;
+  }
+  g_array_free(sel, TRUE);
+}
+
 gboolean sim_ptdp_run(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster, SimResult *r,
                       GError **error) {
   memset(r, 0, sizeof *r);
@@ -659,6 +848,36 @@ gboolean sim_ptdp_run(const SimPlan *pl, const ModelProfile *profile, const Topo
                                                             pl->tp, tp_group_nodes(&b, s, k), NULL));
 
   b.e = sim_engine_new();
+  FlowCtx fc = {0};
+  if (pl->flow_network && !net.free_comm) {
+    if (!(fc.net = sim_network_load(cluster, error))) {
+      g_free(b.tp_ar_ns);
+      sim_engine_free(b.e);
+      return FALSE;
+    }
+    fc.run = sim_netrun_new(fc.net);
+    fc.plans = g_ptr_array_new_with_free_func((GDestroyNotify)sim_coll_plan_free);
+    fc.index = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    fc.op_plan = g_array_new(FALSE, FALSE, sizeof(guint));
+    fc.copies = g_array_new(FALSE, FALSE, sizeof(double));
+    fc.tokens = g_array_new(FALSE, FALSE, sizeof(guint64));
+    /* Bisection sides: pipeline stages below p/2 against the rest; replicas
+     * below d/2 against the rest. */
+    guint total = topo_cluster_gpus(cluster);
+    fc.side_pp = g_malloc(total);
+    fc.side_dp = g_malloc(total);
+    memset(fc.side_pp, 2, total);
+    memset(fc.side_dp, 2, total);
+    for (guint s = 0; s < pl->pp; s++)
+      for (guint k = 0; k < pl->dp; k++)
+        for (guint i = 0; i < pl->tp; i++) {
+          guint g = gpu_of_rank(&b, i, s, k);
+          fc.side_pp[g] = s < pl->pp / 2 ? 0 : 1;
+          fc.side_dp[g] = k < pl->dp / 2 ? 0 : 1;
+        }
+    b.flow = &fc;
+    sim_engine_set_network(b.e, &(SimEngineNetwork){&fc, flow_start, flow_next, flow_advance});
+  }
   guint n_gpus = b.ts * b.p * b.ds;
   for (guint g = 0; g < n_gpus; g++)
     for (guint kind = 0; kind < N_STREAM_KINDS; kind++)
@@ -699,6 +918,8 @@ gboolean sim_ptdp_run(const SimPlan *pl, const ModelProfile *profile, const Topo
   gboolean ok = sim_engine_run(b.e, error);
   if (ok) {
     measure(&b, r);
+    if (b.flow)
+      flow_bisection(&b, r);
     r->fits_in_memory = r->memory.total <= profile->memory_bytes;
     if (pl->tokens > 0) {
       /* Tokens per iteration B*s; days = iterations * iteration time. */
@@ -719,5 +940,16 @@ gboolean sim_ptdp_run(const SimPlan *pl, const ModelProfile *profile, const Topo
   g_free(b.pending);
   g_free(b.prev);
   sim_engine_free(b.e);
+  if (b.flow) {
+    sim_netrun_free(fc.run);
+    g_ptr_array_free(fc.plans, TRUE);
+    g_hash_table_destroy(fc.index);
+    g_array_free(fc.op_plan, TRUE);
+    g_array_free(fc.copies, TRUE);
+    g_array_free(fc.tokens, TRUE);
+    g_free(fc.side_pp);
+    g_free(fc.side_dp);
+    sim_network_free(fc.net);
+  }
   return ok;
 }

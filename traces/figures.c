@@ -76,6 +76,7 @@ static gboolean table1(const TraceFigureContext *ctx, cJSON *json, GString *text
       cJSON_Delete(ref);
       return FALSE;
     }
+    req.network = ctx->network;
     guint heads = req.model.heads, hidden = req.model.hidden, layers = req.model.layers;
     const cJSON *ddp = cJSON_GetArrayItem(row, 10), *published = cJSON_GetArrayItem(row, 11),
                 *params = cJSON_GetArrayItem(row, 0);

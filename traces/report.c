@@ -30,7 +30,9 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddBoolToObject(cfg, "fusion", pl->fusion);
   cJSON_AddStringToObject(cfg, "cluster", cluster->name);
   cJSON_AddStringToObject(cfg, "profile", profile->name);
-  cJSON_AddStringToObject(cfg, "network", "analytic");
+  cJSON_AddStringToObject(cfg, "network", pl->flow_network ? "flow" : "analytic");
+  static const char *placements[] = {"tp-dp-pp", "dp-outermost", "misaligned"};
+  cJSON_AddStringToObject(cfg, "placement", placements[pl->placement]);
 
   cJSON_AddNumberToObject(o, "iteration_time_s", r->iteration_time_s);
   cJSON_AddNumberToObject(o, "tflops_per_gpu", r->tflops_per_gpu);
@@ -91,6 +93,11 @@ void trace_result_text(GString *out, const SimPlan *pl, const ModelProfile *prof
                          m->layers, m->hidden, m->heads, m->seq_len, m->vocab, model_param_count(m) / 1e9);
   g_string_append_printf(out, "parallel   %u GPUs = t %u x p %u x d %u on %s (%s)\n", pl->gpus, pl->tp, pl->pp, pl->dp,
                          cluster->name, profile->name);
+  if (pl->flow_network || pl->placement != SIM_PLACEMENT_TP_DP_PP)
+    g_string_append_printf(out, "network    %s, placement %s\n", pl->flow_network ? "flow" : "analytic",
+                           pl->placement == SIM_PLACEMENT_TP_DP_PP       ? "tp-dp-pp"
+                           : pl->placement == SIM_PLACEMENT_DP_OUTERMOST ? "dp-outermost"
+                                                                         : "misaligned");
   g_string_append_printf(out, "batch      %u sequences, microbatch %u, %u microbatches per pipeline\n",
                          pl->global_batch, pl->micro_batch, pl->microbatches);
   g_string_append_printf(out, "schedule   %s", sim_schedule_name(pl->schedule));

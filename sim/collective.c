@@ -1,0 +1,728 @@
+/* ptdsim — NCCL collectives on the cluster graph (see collective.h). */
+#include "collective.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "../models/jsonutil.h"
+#include "flow.h"
+
+G_DEFINE_QUARK(sim-coll-error-quark, sim_coll_error)
+
+struct _SimNetwork {
+  TopoFabric *fabric;
+  ModelNet nccl;
+  gboolean has_tree;
+  double tree_base[MODEL_N_PROTOS], tree_nvlink_hop[MODEL_N_PROTOS], tree_net_hop[MODEL_N_PROTOS];
+  double *capacity;
+  guint *local_pos; /* position of each local GPU in the node ring */
+  const guint8 *side; /* bisection sides, or NULL */
+  double crossing;    /* crossing bytes of the plan being built */
+};
+
+typedef struct {
+  GArray *hops; /* TopoHop */
+  double bytes;
+} Flow;
+
+/* A phase: `latency_s` before its flows start (the fixed cost of a call),
+ * then the flows; it ends when they have all ended, but not before
+ * `overlap_s` after they started: the per-hop latencies of NCCL's model,
+ * which a pipelined algorithm overlaps with the transfer (T = base +
+ * max(hops, transfer) rather than the tuner's base + hops + transfer). */
+typedef struct {
+  double latency_s, overlap_s;
+  GPtrArray *flows; /* Flow* */
+} Phase;
+
+struct _SimCollPlan {
+  SimCollAlgo algo;
+  ModelProto proto;
+  double crossing_bytes;
+  GPtrArray *phases; /* Phase* */
+};
+
+/* --- loading --- */
+
+static gboolean per_proto(const cJSON *nccl, const char *key, const char *file, double out[MODEL_N_PROTOS],
+                          GError **error) {
+  const cJSON *obj = ptd_json_object(nccl, key, file, error);
+  if (!obj)
+    return FALSE;
+  for (int p = 0; p < MODEL_N_PROTOS; p++) {
+    double v;
+    if (!ptd_json_number(obj, model_proto_name((ModelProto)p), file, &v, error))
+      return FALSE;
+    if (v < 0) {
+      g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "%s: key 'nccl.%s.%s' must be zero or more", file,
+                  key, model_proto_name((ModelProto)p));
+      return FALSE;
+    }
+    out[p] = v * 1e-6;
+  }
+  return TRUE;
+}
+
+SimNetwork *sim_network_load(const TopoCluster *cluster, GError **error) {
+  TopoFabric *fabric = topo_fabric_load(cluster->path, error);
+  if (!fabric)
+    return NULL;
+  SimNetwork *net = g_new0(SimNetwork, 1);
+  net->fabric = fabric;
+  net->nccl = cluster->net;
+  cJSON *root = ptd_json_load(cluster->path, error);
+  const cJSON *nccl = root ? cJSON_GetObjectItemCaseSensitive(root, "nccl") : NULL;
+  gboolean ok = root != NULL;
+  if (ok && cJSON_GetObjectItemCaseSensitive(nccl, "tree_base_us")) {
+    ok = per_proto(nccl, "tree_base_us", cluster->path, net->tree_base, error) &&
+         per_proto(nccl, "tree_nvlink_hop_us", cluster->path, net->tree_nvlink_hop, error) &&
+         per_proto(nccl, "tree_net_hop_us", cluster->path, net->tree_net_hop, error);
+    net->has_tree = ok;
+  }
+  cJSON_Delete(root);
+  if (!ok) {
+    sim_network_free(net);
+    return NULL;
+  }
+  guint L = topo_fabric_n_links(fabric), G = topo_fabric_gpus_per_node(fabric);
+  net->capacity = g_new(double, MAX(L, 1));
+  for (guint l = 0; l < L; l++)
+    net->capacity[l] = topo_fabric_link_bw(fabric, l);
+  net->local_pos = g_new(guint, G);
+  const guint *ring = topo_fabric_node_ring(fabric);
+  for (guint i = 0; i < G; i++)
+    net->local_pos[ring[i]] = i;
+  return net;
+}
+
+void sim_network_free(SimNetwork *net) {
+  if (!net)
+    return;
+  topo_fabric_free(net->fabric);
+  g_free(net->capacity);
+  g_free(net->local_pos);
+  g_free(net);
+}
+
+TopoFabric *sim_network_fabric(SimNetwork *net) { return net->fabric; }
+
+const char *sim_coll_algo_name(SimCollAlgo a) {
+  static const char *names[] = {"auto", "ring", "tree", "hierarchical", "p2p"};
+  return names[a];
+}
+
+gboolean sim_coll_algo_parse(const char *text, SimCollAlgo *out) {
+  for (int a = SIM_ALGO_AUTO; a <= SIM_ALGO_HIER; a++)
+    if (strcmp(text, sim_coll_algo_name((SimCollAlgo)a)) == 0) {
+      *out = (SimCollAlgo)a;
+      return TRUE;
+    }
+  return FALSE;
+}
+
+/* --- plans --- */
+
+static Phase *phase_new(SimCollPlan *plan, double latency, double overlap) {
+  Phase *ph = g_new0(Phase, 1);
+  ph->latency_s = latency;
+  ph->overlap_s = overlap;
+  ph->flows = g_ptr_array_new();
+  g_ptr_array_add(plan->phases, ph);
+  return ph;
+}
+
+static Flow *flow_new(Phase *ph, double bytes) {
+  Flow *f = g_new0(Flow, 1);
+  f->hops = g_array_new(FALSE, FALSE, sizeof(TopoHop));
+  f->bytes = bytes;
+  g_ptr_array_add(ph->flows, f);
+  return f;
+}
+
+void sim_coll_plan_free(SimCollPlan *plan) {
+  if (!plan)
+    return;
+  for (guint i = 0; i < plan->phases->len; i++) {
+    Phase *ph = g_ptr_array_index(plan->phases, i);
+    for (guint j = 0; j < ph->flows->len; j++) {
+      Flow *f = g_ptr_array_index(ph->flows, j);
+      g_array_free(f->hops, TRUE);
+      g_free(f);
+    }
+    g_ptr_array_free(ph->flows, TRUE);
+    g_free(ph);
+  }
+  g_ptr_array_free(plan->phases, TRUE);
+  g_free(plan);
+}
+
+static SimCollPlan *plan_new(SimCollAlgo algo, ModelProto proto) {
+  SimCollPlan *p = g_new0(SimCollPlan, 1);
+  p->algo = algo;
+  p->proto = proto;
+  p->phases = g_ptr_array_new();
+  return p;
+}
+
+SimCollAlgo sim_coll_plan_algo(const SimCollPlan *p) { return p->algo; }
+ModelProto sim_coll_plan_proto(const SimCollPlan *p) { return p->proto; }
+
+/* One group's layout: its nodes in order of first appearance, and each
+ * node's members in node-ring order. */
+typedef struct {
+  guint n_nodes;
+  guint *node;   /* [n_nodes] */
+  guint *off;    /* [n_nodes + 1] into mem */
+  guint *mem;    /* [n] global GPU ids */
+  guint m_min, m_max;
+} Layout;
+
+static void layout(const SimNetwork *net, const guint *gpus, guint n, Layout *lo) {
+  guint G = topo_fabric_gpus_per_node(net->fabric);
+  lo->node = g_new(guint, n);
+  lo->off = g_new0(guint, n + 1);
+  lo->mem = g_new(guint, n);
+  lo->n_nodes = 0;
+  guint *which = g_new(guint, n);
+  for (guint r = 0; r < n; r++) {
+    guint nd = gpus[r] / G, k = 0;
+    while (k < lo->n_nodes && lo->node[k] != nd)
+      k++;
+    if (k == lo->n_nodes)
+      lo->node[lo->n_nodes++] = nd;
+    which[r] = k;
+    lo->off[k + 1]++;
+  }
+  for (guint k = 0; k < lo->n_nodes; k++)
+    lo->off[k + 1] += lo->off[k];
+  guint *fill = g_memdup2(lo->off, sizeof(guint) * (lo->n_nodes + 1));
+  for (guint r = 0; r < n; r++) {
+    /* insertion by ring position keeps each node's members in ring order */
+    guint k = which[r], at = fill[k]++;
+    while (at > lo->off[k] && net->local_pos[lo->mem[at - 1] % G] > net->local_pos[gpus[r] % G]) {
+      lo->mem[at] = lo->mem[at - 1];
+      at--;
+    }
+    lo->mem[at] = gpus[r];
+  }
+  lo->m_min = G_MAXUINT;
+  lo->m_max = 0;
+  for (guint k = 0; k < lo->n_nodes; k++) {
+    guint m = lo->off[k + 1] - lo->off[k];
+    lo->m_min = MIN(lo->m_min, m);
+    lo->m_max = MAX(lo->m_max, m);
+  }
+  g_free(fill);
+  g_free(which);
+}
+
+static void layout_clear(Layout *lo) {
+  g_free(lo->node);
+  g_free(lo->off);
+  g_free(lo->mem);
+}
+
+static guint64 edge_hash(guint64 salt, guint channel, guint a, guint b) {
+  return salt * 0x9e3779b97f4a7c15ull ^ ((guint64)channel << 48) ^ ((guint64)a << 24) ^ b;
+}
+
+/* Routes edge a -> b into flow f; `data` is the edge's payload in bytes, for
+ * the bisection count. */
+static void add_route(SimNetwork *net, Flow *f, guint a, guint b, guint64 hash, double data) {
+  topo_fabric_route(net->fabric, a, b, hash, f->hops);
+  if (net->side && net->side[a] < 2 && net->side[b] < 2 && net->side[a] != net->side[b])
+    net->crossing += data;
+}
+
+void sim_network_set_sides(SimNetwork *net, const guint8 *side) { net->side = side; }
+double sim_coll_plan_crossing_bytes(const SimCollPlan *p) { return p->crossing_bytes; }
+
+/* Channels of a ring: one per rail the group can use across nodes; inside
+ * a node without NVSwitch, the ring and its reverse. */
+static guint ring_channels(const SimNetwork *net, const Layout *lo) {
+  if (lo->n_nodes == 1)
+    return topo_fabric_has_nvswitch(net->fabric) ? 1 : 2;
+  return MAX(1, MIN(lo->m_min, topo_fabric_nics_per_node(net->fabric)));
+}
+
+/* The ring sequence of channel c: each node's members from its c-th. */
+static void ring_seq(const Layout *lo, guint c, gboolean reverse, guint *seq) {
+  guint at = 0;
+  for (guint k = 0; k < lo->n_nodes; k++) {
+    guint m = lo->off[k + 1] - lo->off[k];
+    for (guint j = 0; j < m; j++)
+      seq[at++] = lo->mem[lo->off[k] + (j + c) % m];
+  }
+  if (reverse)
+    for (guint i = 0; i < at / 2; i++) {
+      guint t = seq[i];
+      seq[i] = seq[at - 1 - i];
+      seq[at - 1 - i] = t;
+    }
+}
+
+/* NCCL's ring latency: base + intra-node steps * NVLink hop + inter-node
+ * steps * network hop (hardware.json nccl.latencies_us_v2_12.ring_latency). */
+static double ring_hops(const SimNetwork *net, SimCollOp op, guint ranks, guint nodes, ModelProto p) {
+  const ModelNet *nc = &net->nccl;
+  guint factor = op == SIM_OP_ALLREDUCE ? 2 : 1;
+  guint steps = factor * (ranks - 1), inter = nodes > 1 ? factor * nodes : 0;
+  guint intra = steps > inter ? steps - inter : 0;
+  return intra * nc->nvlink_hop[p] + inter * nc->net_hop[p];
+}
+
+static double ring_latency(const SimNetwork *net, SimCollOp op, guint ranks, guint nodes, ModelProto p) {
+  return net->nccl.ring_base[p] + ring_hops(net, op, ranks, nodes, p);
+}
+
+static Phase *ring_phase(SimCollPlan *plan, const SimNetwork *net, SimCollOp op, guint ranks, guint nodes,
+                         ModelProto p) {
+  return phase_new(plan, net->nccl.ring_base[p], ring_hops(net, op, ranks, nodes, p));
+}
+
+static double bus_factor(SimCollOp op, guint n) {
+  return op == SIM_OP_ALLREDUCE ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
+}
+
+/* Ring flows of every group into `ph`, edge bytes from `bytes`. */
+static void ring_flows(SimNetwork *net, Phase *ph, SimCollOp op, const guint *gpus, guint n, guint n_groups,
+                       double bytes, ModelProto proto, guint64 salt) {
+  guint *seq = g_new(guint, n);
+  for (guint g = 0; g < n_groups; g++) {
+    Layout lo;
+    layout(net, gpus + (gsize)g * n, n, &lo);
+    guint C = ring_channels(net, &lo);
+    double edge = bytes * bus_factor(op, n) / C / net->nccl.proto_bw_factor[proto];
+    for (guint c = 0; c < C; c++) {
+      gboolean rev = lo.n_nodes == 1 && c % 2 == 1;
+      ring_seq(&lo, lo.n_nodes == 1 ? 0 : c, rev, seq);
+      Flow *f = flow_new(ph, edge);
+      for (guint i = 0; i < n; i++)
+        add_route(net, f, seq[i], seq[(i + 1) % n], edge_hash(salt + g, c, seq[i], seq[(i + 1) % n]),
+                  edge * net->nccl.proto_bw_factor[proto]);
+    }
+    layout_clear(&lo);
+  }
+  g_free(seq);
+}
+
+/* NCCL's binary tree over node ranks 0..M-1: the parent of r is found from
+ * its lowest set bit b: (r ^ b) | 2b, or r ^ b when that is out of range. */
+static gint btree_parent(guint r, guint M) {
+  if (r == 0)
+    return -1;
+  guint b = r & (~r + 1);
+  guint up = (r ^ b) | (b << 1);
+  return (gint)(up >= M ? (r ^ b) : up);
+}
+
+static void tree_flows(SimNetwork *net, Phase *ph, const guint *gpus, guint n, guint n_groups, double bytes,
+                       ModelProto proto, guint64 salt) {
+  for (guint g = 0; g < n_groups; g++) {
+    Layout lo;
+    layout(net, gpus + (gsize)g * n, n, &lo);
+    guint C = ring_channels(net, &lo), M = lo.n_nodes;
+    double share = bytes / (2.0 * C) / net->nccl.proto_bw_factor[proto];
+    for (guint c = 0; c < C; c++)
+      for (guint t = 0; t < 2; t++) {
+        Flow *f = flow_new(ph, share);
+        for (guint k = 0; k < M; k++) { /* the chain inside node k, both ways */
+          guint m = lo.off[k + 1] - lo.off[k];
+          for (guint j = 0; j + 1 < m; j++) {
+            guint a = lo.mem[lo.off[k] + (j + c) % m], b = lo.mem[lo.off[k] + (j + 1 + c) % m];
+            add_route(net, f, a, b, edge_hash(salt + g, c, a, b), share * net->nccl.proto_bw_factor[proto]);
+            add_route(net, f, b, a, edge_hash(salt + g, c, b, a), share * net->nccl.proto_bw_factor[proto]);
+          }
+        }
+        for (guint r = 0; r < M; r++) {
+          /* tree 1 mirrors tree 0, so that leaves of one are inner nodes of the other */
+          guint me = t ? M - 1 - r : r;
+          gint par = btree_parent(r, M);
+          if (par < 0)
+            continue;
+          guint pk = t ? M - 1 - (guint)par : (guint)par;
+          guint mk = lo.off[me + 1] - lo.off[me], mp = lo.off[pk + 1] - lo.off[pk];
+          guint a = lo.mem[lo.off[me] + c % mk], b = lo.mem[lo.off[pk] + c % mp];
+          add_route(net, f, a, b, edge_hash(salt + g, c * 2 + t, a, b), share * net->nccl.proto_bw_factor[proto]);
+          add_route(net, f, b, a, edge_hash(salt + g, c * 2 + t, b, a), share * net->nccl.proto_bw_factor[proto]);
+        }
+      }
+    layout_clear(&lo);
+  }
+}
+
+static SimCollPlan *build(SimNetwork *net, SimCollOp op, SimCollAlgo algo, ModelProto proto, const guint *gpus,
+                          guint n, guint n_groups, double bytes, guint64 salt, GError **error) {
+  Layout lo;
+  layout(net, gpus, n, &lo);
+  guint M = lo.n_nodes, m_min = lo.m_min, m_max = lo.m_max;
+  layout_clear(&lo);
+  SimCollPlan *plan = plan_new(algo, proto);
+  if (n <= 1 || bytes <= 0)
+    return plan;
+  net->crossing = 0;
+  switch (algo) {
+  case SIM_ALGO_RING:
+    ring_flows(net, ring_phase(plan, net, op, n, M, proto), op, gpus, n, n_groups, bytes, proto, salt);
+    plan->crossing_bytes = net->crossing;
+    return plan;
+  case SIM_ALGO_TREE: {
+    if (op != SIM_OP_ALLREDUCE || !net->has_tree) {
+      g_set_error(error, SIM_COLL_ERROR, 0, "%s",
+                  op != SIM_OP_ALLREDUCE ? "--algorithm tree applies to allreduce only; use ring"
+                                         : "the cluster's nccl block has no tree latencies (tree_base_us ...); use ring");
+      break;
+    }
+    double hops = 2 * ((m_max - 1) * net->tree_nvlink_hop[proto] + log2((double)M) * net->tree_net_hop[proto]);
+    tree_flows(net, phase_new(plan, net->tree_base[proto], hops), gpus, n, n_groups, bytes, proto, salt);
+    plan->crossing_bytes = net->crossing;
+    return plan;
+  }
+  case SIM_ALGO_HIER: {
+    if (op != SIM_OP_ALLREDUCE || M < 2 || m_min != m_max || m_min < 2) {
+      g_set_error(error, SIM_COLL_ERROR, 0,
+                  "--algorithm hierarchical needs an allreduce over two or more nodes with the same number (2 or "
+                  "more) of GPUs on each; use ring or tree");
+      break;
+    }
+    guint m = m_min;
+    /* Phase 1 and 3: inside each node over m ranks; phase 2: m rings of M
+     * ranks (the j-th member of every node) over 1/m of the data. */
+    guint *sub = g_new(guint, (gsize)n * n_groups);
+    for (guint ph = 0; ph < 3; ph++) {
+      SimCollOp sop = ph == 0 ? SIM_OP_REDUCESCATTER : ph == 1 ? SIM_OP_ALLREDUCE : SIM_OP_ALLGATHER;
+      guint size = ph == 1 ? M : m, groups = ph == 1 ? m * n_groups : M * n_groups;
+      for (guint g = 0; g < n_groups; g++) {
+        Layout l2;
+        layout(net, gpus + (gsize)g * n, n, &l2);
+        for (guint k = 0; k < M; k++)
+          for (guint j = 0; j < m; j++) {
+            guint gpu = l2.mem[l2.off[k] + j];
+            if (ph == 1)
+              sub[((gsize)g * m + j) * M + k] = gpu;
+            else
+              sub[((gsize)g * M + k) * m + j] = gpu;
+          }
+        layout_clear(&l2);
+      }
+      Phase *p = ring_phase(plan, net, sop, size, ph == 1 ? M : 1, proto);
+      ring_flows(net, p, sop, sub, size, groups, ph == 1 ? bytes / m : bytes, proto, salt + 7919 * ph);
+    }
+    g_free(sub);
+    plan->crossing_bytes = net->crossing;
+    return plan;
+  }
+  default:
+    break;
+  }
+  if (error && !*error)
+    g_set_error(error, SIM_COLL_ERROR, 0, "no such algorithm");
+  sim_coll_plan_free(plan);
+  return NULL;
+}
+
+SimCollPlan *sim_coll_plan_p2p(SimNetwork *net, const guint *src, const guint *dst, guint n_pairs, double bytes,
+                               guint64 salt) {
+  SimCollPlan *plan = plan_new(SIM_ALGO_P2P, MODEL_PROTO_SIMPLE);
+  if (bytes <= 0 || n_pairs == 0)
+    return plan;
+  guint G = topo_fabric_gpus_per_node(net->fabric);
+  gboolean inter = FALSE;
+  for (guint i = 0; i < n_pairs; i++)
+    inter |= src[i] / G != dst[i] / G;
+  Phase *ph = phase_new(plan, 0, 0);
+  double path_lat = 0;
+  for (guint i = 0; i < n_pairs; i++) {
+    if (src[i] == dst[i])
+      continue;
+    Flow *f = flow_new(ph, bytes);
+    path_lat = fmax(path_lat, topo_fabric_route(net->fabric, src[i], dst[i], edge_hash(salt, i, src[i], dst[i]),
+                                                f->hops));
+    if (net->side && net->side[src[i]] < 2 && net->side[dst[i]] < 2 && net->side[src[i]] != net->side[dst[i]])
+      plan->crossing_bytes += bytes;
+  }
+  ph->latency_s = (inter ? net->nccl.p2p_latency_inter : net->nccl.p2p_latency_intra) + path_lat;
+  return plan;
+}
+
+double sim_coll_plan_time(SimNetwork *net, const SimCollPlan *plan) {
+  SimNetRun *run = sim_netrun_new(net);
+  sim_netrun_start(run, plan, 0, 0);
+  GArray *done = g_array_new(FALSE, FALSE, sizeof(guint64));
+  int64_t t = 0, end = 0;
+  while ((t = sim_netrun_next(run)) >= 0) {
+    sim_netrun_advance(run, t, done);
+    end = t;
+  }
+  g_array_free(done, TRUE);
+  sim_netrun_free(run);
+  return (double)end * 1e-9;
+}
+
+SimCollPlan *sim_coll_plan(SimNetwork *net, SimCollOp op, SimCollAlgo algo, int proto, const guint *gpus, guint n,
+                           guint n_groups, double bytes, guint64 salt, GError **error) {
+  if (op == SIM_OP_SENDRECV) {
+    /* nccl-tests' sendrecv: every rank sends to the next and receives from
+     * the previous. */
+    guint *src = g_new(guint, (gsize)n * n_groups), *dst = g_new(guint, (gsize)n * n_groups);
+    for (guint g = 0; g < n_groups; g++)
+      for (guint r = 0; r < n; r++) {
+        src[g * n + r] = gpus[g * n + r];
+        dst[g * n + r] = gpus[g * n + (r + 1) % n];
+      }
+    SimCollPlan *p = sim_coll_plan_p2p(net, src, dst, n * n_groups, bytes, salt);
+    g_free(src);
+    g_free(dst);
+    return p;
+  }
+  /* NCCL's tuner (src/graph/tuning.cc, v2.12) picks by its own model:
+   * time = latency + bytes / algbw, with the ring's bus bandwidth from the
+   * topology, the tree's capped at 0.92 of it (120/128 for LL128, 1/3.8 for
+   * LL) and halved to an algorithm bandwidth.  Our ring bus bandwidth is
+   * that of the ring's flows alone on the graph; the chosen plan is then what
+   * runs on the flow network. */
+  Layout lo;
+  layout(net, gpus, n, &lo);
+  guint M = lo.n_nodes, m_max = lo.m_max;
+  layout_clear(&lo);
+  if (algo == SIM_ALGO_HIER && proto >= 0)
+    return build(net, op, algo, (ModelProto)proto, gpus, n, n_groups, bytes, salt, error);
+  double ring_bus = 0;
+  if (n > 1) {
+    double probe = 1073741824.0; /* rates do not depend on size; any large size will do */
+    SimCollPlan *rs = build(net, op, SIM_ALGO_RING, MODEL_PROTO_SIMPLE, gpus, n, 1, probe, salt, error);
+    double t = sim_coll_plan_time(net, rs) - net->nccl.ring_base[MODEL_PROTO_SIMPLE];
+    sim_coll_plan_free(rs);
+    ring_bus = t > 0 ? probe * bus_factor(op, n) / t : INFINITY;
+  }
+  static const double tree_cap[MODEL_N_PROTOS] = {1.0 / 3.8, 120.0 / 128.0, 1.0};
+  SimCollAlgo best_a = SIM_ALGO_RING;
+  int best_p = MODEL_PROTO_SIMPLE;
+  double best_t = INFINITY;
+  for (int a = SIM_ALGO_RING; a <= SIM_ALGO_HIER; a++) {
+    if (algo != SIM_ALGO_AUTO ? a != (int)algo : a == SIM_ALGO_HIER)
+      continue;
+    if (a == SIM_ALGO_TREE && algo == SIM_ALGO_AUTO && (op != SIM_OP_ALLREDUCE || !net->has_tree || M < 2))
+      continue; /* NCCL's trees are for all-reduce across nodes */
+    for (int p = 0; p < MODEL_N_PROTOS; p++) {
+      if (proto >= 0 && p != proto)
+        continue;
+      double t;
+      if (a == SIM_ALGO_TREE && net->has_tree) {
+        double lat = net->tree_base[p] +
+                     2 * ((m_max - 1) * net->tree_nvlink_hop[p] + log2((double)M) * net->tree_net_hop[p]);
+        t = lat + bytes / (0.5 * ring_bus * 0.92 * tree_cap[p]);
+      } else
+        t = ring_latency(net, op, n, M, (ModelProto)p) +
+            bytes * bus_factor(op, n) / (ring_bus * net->nccl.proto_bw_factor[p]);
+      if (t < best_t) {
+        best_t = t;
+        best_a = (SimCollAlgo)a;
+        best_p = p;
+      }
+    }
+  }
+  return build(net, op, best_a, (ModelProto)best_p, gpus, n, n_groups, bytes, salt, error);
+}
+
+/* --- the live network --- */
+
+enum { X_WAIT_START, X_FLOWING, X_WAIT_END };
+
+typedef struct {
+  const SimCollPlan *plan;
+  guint64 token;
+  guint phase;
+  guint left;      /* flows of the phase still running */
+  int state;
+  int64_t min_end; /* the phase may not end before this */
+} Xfer;
+
+typedef struct {
+  int64_t time;
+  guint64 seq;
+  guint xfer;
+} Timer;
+
+struct _SimNetRun {
+  SimNetwork *net;
+  SimFlowNet *flows;
+  GArray *xfers;     /* Xfer */
+  GArray *free_x;    /* reusable xfer slots */
+  GArray *timers;    /* Timer heap */
+  GArray *owner;     /* flow id -> xfer */
+  GArray *finished;  /* scratch */
+  guint64 seq;
+};
+
+static gboolean timer_before(const Timer *a, const Timer *b) {
+  return a->time < b->time || (a->time == b->time && a->seq < b->seq);
+}
+
+static void timer_push(GArray *h, Timer t) {
+  g_array_append_val(h, t);
+  Timer *a = (Timer *)(void *)h->data;
+  guint i = h->len - 1;
+  while (i > 0) {
+    guint p = (i - 1) / 2;
+    if (!timer_before(&t, &a[p]))
+      break;
+    a[i] = a[p];
+    i = p;
+  }
+  a[i] = t;
+}
+
+static Timer timer_pop(GArray *h) {
+  Timer *a = (Timer *)(void *)h->data;
+  Timer top = a[0], last = a[h->len - 1];
+  g_array_set_size(h, h->len - 1);
+  guint n = h->len, i = 0;
+  if (n == 0)
+    return top;
+  for (;;) {
+    guint c = 2 * i + 1;
+    if (c >= n)
+      break;
+    if (c + 1 < n && timer_before(&a[c + 1], &a[c]))
+      c++;
+    if (!timer_before(&a[c], &last))
+      break;
+    a[i] = a[c];
+    i = c;
+  }
+  a[i] = last;
+  return top;
+}
+
+SimNetRun *sim_netrun_new(SimNetwork *net) {
+  SimNetRun *r = g_new0(SimNetRun, 1);
+  r->net = net;
+  r->flows = sim_flow_net_new(topo_fabric_n_links(net->fabric), net->capacity);
+  r->xfers = g_array_new(FALSE, FALSE, sizeof(Xfer));
+  r->free_x = g_array_new(FALSE, FALSE, sizeof(guint));
+  r->timers = g_array_new(FALSE, FALSE, sizeof(Timer));
+  r->owner = g_array_new(FALSE, FALSE, sizeof(guint));
+  r->finished = g_array_new(FALSE, FALSE, sizeof(guint));
+  return r;
+}
+
+void sim_netrun_free(SimNetRun *r) {
+  if (!r)
+    return;
+  sim_flow_net_free(r->flows);
+  g_array_free(r->xfers, TRUE);
+  g_array_free(r->free_x, TRUE);
+  g_array_free(r->timers, TRUE);
+  g_array_free(r->owner, TRUE);
+  g_array_free(r->finished, TRUE);
+  g_free(r);
+}
+
+static int64_t ns_of(double s) { return (int64_t)llround(s * 1e9); }
+
+/* Schedules phase `x->phase` of transfer `id` (its latency first), or
+ * reports the transfer done. */
+static void next_phase(SimNetRun *r, guint id, int64_t now, GArray *done) {
+  Xfer *x = &g_array_index(r->xfers, Xfer, id);
+  if (x->phase >= x->plan->phases->len) {
+    g_array_append_val(done, x->token);
+    g_array_append_val(r->free_x, id);
+    return;
+  }
+  const Phase *ph = g_ptr_array_index(x->plan->phases, x->phase);
+  x->state = X_WAIT_START;
+  timer_push(r->timers, (Timer){now + ns_of(ph->latency_s), r->seq++, id});
+}
+
+/* The phase's flows are done at `now`: end it, or wait for its overlap. */
+static void flows_done(SimNetRun *r, guint id, int64_t now, GArray *done) {
+  Xfer *x = &g_array_index(r->xfers, Xfer, id);
+  if (now < x->min_end) {
+    x->state = X_WAIT_END;
+    timer_push(r->timers, (Timer){x->min_end, r->seq++, id});
+    return;
+  }
+  x->phase++;
+  next_phase(r, id, now, done);
+}
+
+void sim_netrun_start(SimNetRun *r, const SimCollPlan *plan, guint64 token, int64_t now) {
+  guint id;
+  Xfer x = {plan, token, 0, 0, X_WAIT_START, 0};
+  if (r->free_x->len) {
+    id = g_array_index(r->free_x, guint, r->free_x->len - 1);
+    g_array_set_size(r->free_x, r->free_x->len - 1);
+    g_array_index(r->xfers, Xfer, id) = x;
+  } else {
+    id = r->xfers->len;
+    g_array_append_val(r->xfers, x);
+  }
+  /* a plan with no phases finishes at once, through a zero timer */
+  if (plan->phases->len == 0) {
+    g_array_index(r->xfers, Xfer, id).phase = G_MAXUINT - 1;
+    timer_push(r->timers, (Timer){now, r->seq++, id});
+    return;
+  }
+  next_phase(r, id, now, NULL);
+}
+
+int64_t sim_netrun_next(SimNetRun *r) {
+  int64_t f = sim_flow_next(r->flows);
+  int64_t t = r->timers->len ? g_array_index(r->timers, Timer, 0).time : -1;
+  if (f < 0)
+    return t;
+  if (t < 0)
+    return f;
+  return MIN(f, t);
+}
+
+void sim_netrun_advance(SimNetRun *r, int64_t now, GArray *done) {
+  /* flows first: phases that end now may start their successors now; one
+   * re-solve for all of it */
+  sim_flow_hold(r->flows);
+  g_array_set_size(r->finished, 0);
+  int64_t f = sim_flow_next(r->flows);
+  if (f >= 0 && f <= now)
+    sim_flow_advance(r->flows, now, r->finished);
+  for (guint i = 0; i < r->finished->len; i++) {
+    guint xid = g_array_index(r->owner, guint, g_array_index(r->finished, guint, i));
+    Xfer *x = &g_array_index(r->xfers, Xfer, xid);
+    if (--x->left == 0)
+      flows_done(r, xid, now, done);
+  }
+  while (r->timers->len && g_array_index(r->timers, Timer, 0).time <= now) {
+    Timer t = timer_pop(r->timers);
+    Xfer *x = &g_array_index(r->xfers, Xfer, t.xfer);
+    if (x->phase == G_MAXUINT - 1) { /* empty plan */
+      g_array_append_val(done, x->token);
+      g_array_append_val(r->free_x, t.xfer);
+      continue;
+    }
+    if (x->state == X_WAIT_END) {
+      x->phase++;
+      next_phase(r, t.xfer, now, done);
+      continue;
+    }
+    const Phase *ph = g_ptr_array_index(x->plan->phases, x->phase);
+    x->left = 0;
+    x->state = X_FLOWING;
+    x->min_end = now + ns_of(ph->overlap_s);
+    for (guint i = 0; i < ph->flows->len; i++) {
+      const Flow *fl = g_ptr_array_index(ph->flows, i);
+      guint fid = sim_flow_add(r->flows, (const TopoHop *)(const void *)fl->hops->data, fl->hops->len, fl->bytes, now);
+      if (fid >= r->owner->len)
+        g_array_set_size(r->owner, fid + 1);
+      g_array_index(r->owner, guint, fid) = t.xfer;
+      x = &g_array_index(r->xfers, Xfer, t.xfer);
+      x->left++;
+    }
+    if (x->left == 0) /* a phase without flows */
+      flows_done(r, t.xfer, now, done);
+  }
+  sim_flow_release(r->flows, now);
+}
+
+void sim_netrun_stats(const SimNetRun *r, guint64 *solves, guint64 *touched) {
+  sim_flow_stats(r->flows, solves, touched);
+}

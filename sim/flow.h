@@ -1,0 +1,59 @@
+/* ptdsim — flow-level network: flows share link bandwidth max-min fairly.
+ *
+ * A flow carries `bytes` over a set of links; on link l it loads coef_l times
+ * its rate (1 for a plain path; a share when adaptive routing spreads it over
+ * equal-cost paths; the number of ring edges that cross l when one flow stands
+ * for a whole ring channel, whose edges all move at the same rate).  Rates are
+ * the weighted max-min fair allocation (Bertsekas & Gallager, "Data
+ * Networks", section 6.5.2, progressive filling): all unfrozen flows grow at
+ * the same rate until some link saturates,
+ *     sum_f coef_lf * rate_f = capacity_l,
+ * its flows freeze, and the rest go on.  SimGrid's LMM solver (Casanova et
+ * al., "Versatile, scalable and accurate simulation of distributed
+ * applications and platforms", JPDC 2014) works the same way.
+ *
+ * Incremental: when flows start or end, only the flows they can affect are
+ * re-solved: those reachable through links that flows fill (a flow is never
+ * limited by a link with room to spare), grown while a link the re-solve
+ * fills is shared with a flow left out.  The result is the exact max-min
+ * allocation.  Each re-solve is O((F_c * hops + L_c) log L_c) for the F_c
+ * flows and L_c links it covers.
+ *
+ * Time is integer nanoseconds; a flow's completion is the ns at or after its
+ * remaining bytes reach zero at its current rate.
+ */
+#pragma once
+
+#include <glib.h>
+#include <stdint.h>
+
+#include "../topologies/fabric.h"
+
+typedef struct _SimFlowNet SimFlowNet;
+
+/* `capacity[l]` in bytes/s for links 0..n_links-1. */
+SimFlowNet *sim_flow_net_new(guint n_links, const double *capacity);
+void sim_flow_net_free(SimFlowNet *net);
+
+/* Starts a flow at `now_ns`; a link may appear several times in `hops`
+ * (coefficients add).  Returns its id (ids are reused after a flow ends). */
+guint sim_flow_add(SimFlowNet *net, const TopoHop *hops, guint n_hops, double bytes, int64_t now_ns);
+/* Ends a flow early (or forgets a finished one that was not yet collected). */
+void sim_flow_remove(SimFlowNet *net, guint flow, int64_t now_ns);
+/* Current rate in bytes/s. */
+double sim_flow_rate(const SimFlowNet *net, guint flow);
+/* Earliest completion among active flows, or -1 when none. */
+int64_t sim_flow_next(SimFlowNet *net);
+/* Ends every flow that completes at or before `now_ns`, appending their ids
+ * (in completion order, ties by start order) to `finished`, and re-solves
+ * what they touched. */
+void sim_flow_advance(SimFlowNet *net, int64_t now_ns, GArray *finished);
+guint sim_flow_n_active(const SimFlowNet *net);
+/* Between hold and release, starts and ends only gather what they touch;
+ * release re-solves it all at once at `now_ns` (many flows starting or
+ * ending at the same instant cost one re-solve).  Rates and completions are
+ * stale until then. */
+void sim_flow_hold(SimFlowNet *net);
+void sim_flow_release(SimFlowNet *net, int64_t now_ns);
+/* Work counters: components re-solved, flows whose rate was recomputed. */
+void sim_flow_stats(const SimFlowNet *net, guint64 *solves, guint64 *flows_touched);

@@ -1,0 +1,376 @@
+/* ptdsim — end-to-end tests of the network through the real binary
+ * ($PTDSIM_BIN): `ptdsim collective` (nccl-tests conventions, the bandwidth
+ * targets of issue 3, latency-bound small messages, contention, errors) and
+ * `ptdsim run --network flow`. */
+#include <cjson/cJSON.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+
+static const char *bin;
+static char *tmpdir;
+
+typedef struct {
+  int status;
+  char *out, *err;
+} Proc;
+
+static void proc_clear(Proc *p) {
+  g_free(p->out);
+  g_free(p->err);
+}
+
+/* Runs ptdsim with a space-separated argument list (no shell). */
+static Proc run_line(const char *args) {
+  char **v = g_strsplit(args, " ", -1);
+  GPtrArray *argv = g_ptr_array_new();
+  g_ptr_array_add(argv, (gpointer)bin);
+  for (guint i = 0; v[i]; i++)
+    g_ptr_array_add(argv, v[i]);
+  g_ptr_array_add(argv, NULL);
+  Proc p = {-1, NULL, NULL};
+  int ws = 0;
+  GError *error = NULL;
+  g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &p.out, &p.err, &ws,
+                             &error));
+  g_assert_no_error(error);
+  if (g_spawn_check_wait_status(ws, &error))
+    p.status = 0;
+  else {
+    if (error->domain == G_SPAWN_EXIT_ERROR)
+      p.status = error->code;
+    g_clear_error(&error);
+  }
+  g_ptr_array_free(argv, TRUE);
+  g_strfreev(v);
+  return p;
+}
+
+static cJSON *run_json(const char *args) {
+  Proc p = run_line(args);
+  if (p.status != 0)
+    g_test_message("%s: %s", args, p.err);
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_cmpstr(p.err, ==, "");
+  cJSON *j = cJSON_Parse(p.out);
+  g_assert_nonnull(j);
+  proc_clear(&p);
+  return j;
+}
+
+static double num(const cJSON *o, const char *key) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+  g_assert_true(cJSON_IsNumber(it));
+  return it->valuedouble;
+}
+
+static const char *str(const cJSON *o, const char *key) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+  g_assert_true(cJSON_IsString(it));
+  return it->valuestring;
+}
+
+/* The row of the largest size. */
+static double busbw_at_max(const char *args) {
+  cJSON *j = run_json(args);
+  const cJSON *rows = cJSON_GetObjectItemCaseSensitive(j, "rows");
+  double b = num(cJSON_GetArrayItem(rows, cJSON_GetArraySize(rows) - 1), "busbw_GBps");
+  cJSON_Delete(j);
+  return b;
+}
+
+/* Why: the columns are nccl-tests' so a real run can be put beside them:
+ * algbw = size / time, busbw = algbw * 2(n-1)/n for all-reduce, (n-1)/n for
+ * all-gather and reduce-scatter, 1 for sendrecv; sizes step by the factor;
+ * time never falls as the size grows. */
+static void test_conventions(void) {
+  const char *ops[] = {"allreduce", "allgather", "reducescatter", "sendrecv"};
+  for (guint o = 0; o < G_N_ELEMENTS(ops); o++) {
+    double n = 16;
+    char *args = g_strdup_printf("collective --op %s --gpus 16 --min-bytes 1K --max-bytes 64M --format json", ops[o]);
+    cJSON *j = run_json(args);
+    const cJSON *rows = cJSON_GetObjectItemCaseSensitive(j, "rows");
+    g_assert_cmpint(cJSON_GetArraySize(rows), ==, 17); /* 2^10 .. 2^26 */
+    double f = o == 0 ? 2 * (n - 1) / n : o == 3 ? 1 : (n - 1) / n;
+    double last_t = 0, size = 1024;
+    const cJSON *row;
+    cJSON_ArrayForEach(row, rows) {
+      double bytes = num(row, "bytes"), t = num(row, "time_us");
+      g_assert_cmpfloat(bytes, ==, size);
+      size *= 2;
+      g_assert_cmpfloat(t, >, 0);
+      g_assert_cmpfloat(t, >=, last_t);
+      last_t = t;
+      double algbw = bytes / (t * 1e-6) / 1e9;
+      g_assert_cmpfloat_with_epsilon(num(row, "algbw_GBps"), algbw, 1e-9 * algbw);
+      g_assert_cmpfloat_with_epsilon(num(row, "busbw_GBps"), algbw * f, 1e-9 * algbw);
+      g_assert_nonnull(str(row, "algorithm"));
+      g_assert_nonnull(str(row, "protocol"));
+    }
+    cJSON_Delete(j);
+    g_free(args);
+  }
+}
+
+/* Why: issue 3's targets.  All-reduce bus bandwidth at 1 GiB: one DGX A100
+ * 215-240 GB/s; 16-256 GPUs over 8 HDR rails 180-200 GB/s (published ~230
+ * and ~192; the NVSwitch efficiency is calibrated on the first, see
+ * selene.json, the rails are not). */
+static void test_allreduce_targets(void) {
+  double one = busbw_at_max("collective --op allreduce --gpus 8 --min-bytes 1G --format json");
+  g_assert_cmpfloat(one, >=, 215);
+  g_assert_cmpfloat(one, <=, 240);
+  const guint sizes[] = {16, 32, 64, 256};
+  for (guint i = 0; i < G_N_ELEMENTS(sizes); i++) {
+    char *args = g_strdup_printf("collective --op allreduce --gpus %u --min-bytes 1G --format json", sizes[i]);
+    double b = busbw_at_max(args);
+    g_test_message("%u GPUs: %.1f GB/s", sizes[i], b);
+    g_assert_cmpfloat(b, >=, 180);
+    g_assert_cmpfloat(b, <=, 200);
+    g_free(args);
+  }
+}
+
+/* Why: small messages are latency-bound as in NCCL: from 8 B to 1 KiB the
+ * time hardly moves, the low-latency protocol is picked, and bus bandwidth
+ * is far below the link rate; large ones use Simple. */
+static void test_small_messages(void) {
+  cJSON *j = run_json("collective --op allreduce --gpus 64 --min-bytes 8 --max-bytes 1G --step-factor 8 --format json");
+  const cJSON *rows = cJSON_GetObjectItemCaseSensitive(j, "rows");
+  const cJSON *r8 = cJSON_GetArrayItem(rows, 0), *r512 = cJSON_GetArrayItem(rows, 2);
+  const cJSON *last = cJSON_GetArrayItem(rows, cJSON_GetArraySize(rows) - 1);
+  g_assert_cmpfloat(num(r8, "bytes"), ==, 8);
+  g_assert_cmpfloat(num(r512, "bytes"), ==, 512);
+  g_assert_cmpfloat(num(r512, "time_us"), <, 1.05 * num(r8, "time_us"));
+  g_assert_cmpfloat(num(r8, "time_us"), >, 5);
+  g_assert_cmpfloat(num(r8, "busbw_GBps"), <, 0.01);
+  g_assert_cmpstr(str(r8, "protocol"), ==, "LL");
+  g_assert_cmpstr(str(last, "protocol"), ==, "Simple");
+  cJSON_Delete(j);
+}
+
+/* Why: --algorithm/--protocol force the choice; LL moves 4 bytes of data per
+ * 8 on the wire (factor 0.25), so at 1 GiB it is about 4x slower. */
+static void test_forcing(void) {
+  cJSON *s = run_json("collective --op allreduce --gpus 8 --min-bytes 1G --protocol Simple --format json");
+  cJSON *l = run_json("collective --op allreduce --gpus 8 --min-bytes 1G --protocol LL --format json");
+  const cJSON *rs = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(s, "rows"), 0);
+  const cJSON *rl = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(l, "rows"), 0);
+  g_assert_cmpstr(str(rl, "protocol"), ==, "LL");
+  g_assert_cmpfloat_with_epsilon(num(rl, "busbw_GBps") / num(rs, "busbw_GBps"), 0.25, 0.01);
+  cJSON_Delete(s);
+  cJSON_Delete(l);
+  const char *algos[] = {"ring", "tree", "hierarchical"};
+  for (guint a = 0; a < G_N_ELEMENTS(algos); a++) {
+    char *args = g_strdup_printf("collective --op allreduce --gpus 32 --min-bytes 1M --max-bytes 4M --algorithm %s "
+                                 "--format json",
+                                 algos[a]);
+    cJSON *j = run_json(args);
+    const cJSON *row;
+    cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(j, "rows")) g_assert_cmpstr(str(row, "algorithm"), ==,
+                                                                                         algos[a]);
+    cJSON_Delete(j);
+    g_free(args);
+  }
+}
+
+/* Why: contention a planner cares about.  A tensor-parallel group split over
+ * two nodes all-reduces over InfiniBand, far slower than inside one node's
+ * NVSwitch.  Two jobs whose rings cross the same spines collide under ECMP
+ * (some uplink carries two flows) and slow each other; with adaptive routing
+ * the non-blocking tree carries both at full speed. */
+static void test_contention(void) {
+  double in_node = busbw_at_max("collective --op allreduce --gpus 8 --min-bytes 32M --format json");
+  double split = busbw_at_max("collective --op allreduce --gpus 8 --gpus-per-node 4 --min-bytes 32M --format json");
+  g_assert_cmpfloat(split, <, 0.5 * in_node);
+  const char *base = "collective --op allreduce --gpus 32 --node-stride 20 --min-bytes 1G --format json";
+  char *one = g_strdup_printf("%s --jobs 1", base), *two = g_strdup_printf("%s --jobs 2", base);
+  char *two_ad = g_strdup_printf("%s --jobs 2 --routing adaptive", base);
+  double b1 = busbw_at_max(one), b2 = busbw_at_max(two), b2a = busbw_at_max(two_ad);
+  g_assert_cmpfloat(b2, <, 0.8 * b1);
+  g_assert_cmpfloat_with_epsilon(b2a, b1, 1e-6 * b1);
+  g_free(one);
+  g_free(two);
+  g_free(two_ad);
+}
+
+/* Why: the same command prints the same bytes. */
+static void test_determinism(void) {
+  const char *cmd = "collective --op allreduce --gpus 64 --jobs 2 --node-stride 20 --min-bytes 8 --max-bytes 1G "
+                    "--step-factor 64";
+  Proc a = run_line(cmd), b = run_line(cmd);
+  g_assert_cmpint(a.status, ==, 0);
+  g_assert_cmpstr(a.out, ==, b.out);
+  proc_clear(&a);
+  proc_clear(&b);
+}
+
+/* Why: every bad input is one line on stderr, nothing on stdout, non-zero. */
+static void test_errors(void) {
+  char *bad = g_build_filename(tmpdir, "bad-fabric.json", NULL);
+  char *sel = g_build_filename(g_getenv("PTDSIM_DATA_DIR"), "topologies", "selene.json", NULL);
+  char *text = NULL;
+  g_assert_true(g_file_get_contents(sel, &text, NULL, NULL));
+  cJSON *j = cJSON_Parse(text);
+  cJSON *node = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "fabric"), "node");
+  cJSON_ReplaceItemInObject(cJSON_GetObjectItemCaseSensitive(node, "nvswitch"), "GBps", cJSON_CreateNumber(-300));
+  char *printed = cJSON_Print(j);
+  g_assert_true(g_file_set_contents(bad, printed, -1, NULL));
+  struct {
+    const char *args, *mention;
+  } cases[] = {
+      {"collective --op alltoall --gpus 8", "alltoall"},
+      {"collective --op allreduce", "--gpus"},
+      {"collective --gpus 8", "--op"},
+      {"collective --op allreduce --gpus 8 --min-bytes 12Q", "12Q"},
+      {"collective --op allreduce --gpus 8 --min-bytes 1G --max-bytes 1M", "--min-bytes"},
+      {"collective --op allgather --gpus 16 --algorithm tree", "tree"},
+      {"collective --op allreduce --gpus 8 --algorithm hierarchical", "hierarchical"},
+      {"collective --op allreduce --gpus 8 --protocol LL256", "LL256"},
+      {"collective --op allreduce --gpus 99999", "nodes"},
+      {"collective --op allreduce --gpus 8 --routing random", "random"},
+      {"collective --op allreduce --gpus 12 --gpus-per-node 8", "--gpus 12"},
+      {"collective --op sendrecv --gpus 8 --algorithm ring", "sendrecv"},
+      {"collective --op allreduce --gpus 8 --jobs 3 --node-stride 2", "--node-stride"},
+      {"collective --op allreduce --gpus 8 --cluster @BAD@", "nvswitch.GBps"},
+  };
+  for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
+    char **parts = g_strsplit(cases[c].args, "@BAD@", -1);
+    char *args = g_strjoinv(bad, parts);
+    Proc p = run_line(args);
+    if (!strstr(p.err, cases[c].mention))
+      g_test_message("case '%s': stderr '%s'", args, p.err);
+    g_assert_cmpint(p.status, !=, 0);
+    g_assert_cmpstr(p.out, ==, "");
+    g_assert_nonnull(strstr(p.err, cases[c].mention));
+    g_assert_true(g_str_has_suffix(p.err, "\n"));
+    g_assert_true(strchr(p.err, '\n') == p.err + strlen(p.err) - 1); /* one line */
+    proc_clear(&p);
+    g_free(args);
+    g_strfreev(parts);
+  }
+  cJSON_free(printed);
+  cJSON_Delete(j);
+  g_free(text);
+  g_free(sel);
+  g_free(bad);
+}
+
+/* --- run --network flow --- */
+
+#define SMALL "run --layers 8 --hidden 1024 --heads 16 --seq-len 512 --gpus 16 --tp 2 --pp 2 --global-batch 16"
+
+static double get(const cJSON *j, const char *obj_key, const char *key) {
+  return num(obj_key ? cJSON_GetObjectItemCaseSensitive(j, obj_key) : j, key);
+}
+
+/* Why: the flow network keeps the run's JSON contract: the breakdown sums to
+ * the iteration time, bisection bandwidths are measured from crossing
+ * flows, and the same command prints the same bytes. */
+static void test_run_flow_contract(void) {
+  cJSON *j = run_json(SMALL " --dp 4 --network flow --format json");
+  double sum = 0;
+  const char *tb[] = {"compute", "tp_comm", "pp_comm", "dp_comm", "optimizer", "bubble"};
+  for (guint i = 0; i < G_N_ELEMENTS(tb); i++)
+    sum += get(j, "time_breakdown_s", tb[i]);
+  double t = get(j, NULL, "iteration_time_s");
+  g_assert_cmpfloat_with_epsilon(sum, t, 1e-9 * t);
+  g_assert_cmpfloat(get(j, "bisection_bandwidth_GBps", "pp"), >, 0);
+  g_assert_cmpfloat(get(j, "bisection_bandwidth_GBps", "dp"), >, 0);
+  cJSON_Delete(j);
+  Proc a = run_line(SMALL " --network flow --format json"), b = run_line(SMALL " --network flow --format json");
+  g_assert_cmpint(a.status, ==, 0);
+  g_assert_cmpstr(a.out, ==, b.out);
+  proc_clear(&a);
+  proc_clear(&b);
+}
+
+/* Why: where nothing contends (two nodes under one leaf: every rank's flows
+ * on their own NVSwitch ports and rails), the symmetry shortcut is exact in
+ * flow mode too, and the flow network agrees with the analytic one to within
+ * what their latency accounting differs (a few percent). */
+static void test_run_flow_symmetry(void) {
+  cJSON *s = run_json(SMALL " --network flow --format json");
+  cJSON *f = run_json(SMALL " --network flow --no-symmetry --format json");
+  cJSON *a = run_json(SMALL " --format json");
+  double ts = get(s, NULL, "iteration_time_s"), tf = get(f, NULL, "iteration_time_s"),
+         ta = get(a, NULL, "iteration_time_s");
+  g_assert_cmpfloat_with_epsilon(ts, tf, 1e-9 * tf);
+  g_assert_cmpfloat(fabs(ts - ta), <, 0.05 * ta);
+  cJSON_Delete(s);
+  cJSON_Delete(f);
+  cJSON_Delete(a);
+}
+
+/* Why: a placement that splits every tensor-parallel group over two nodes
+ * puts its all-reduces on InfiniBand: much slower than Megatron's placement,
+ * in both network models. */
+static void test_run_placement(void) {
+  const char *base = "run --model gpt3-175b --gpus 96 --tp 8 --pp 12 --global-batch 96 --micro-batch 1 --format json";
+  const char *nets[] = {"analytic", "flow"};
+  for (guint n = 0; n < 2; n++) {
+    char *good = g_strdup_printf("%s --network %s", base, nets[n]);
+    char *bad = g_strdup_printf("%s --network %s --placement misaligned", base, nets[n]);
+    cJSON *g = run_json(good), *b = run_json(bad);
+    g_assert_cmpfloat(get(b, "time_breakdown_s", "tp_comm"), >, 2 * get(g, "time_breakdown_s", "tp_comm"));
+    g_assert_cmpfloat(get(b, NULL, "tflops_per_gpu"), <, 0.95 * get(g, NULL, "tflops_per_gpu"));
+    cJSON_Delete(g);
+    cJSON_Delete(b);
+    g_free(good);
+    g_free(bad);
+  }
+  /* dp-outermost puts the pipeline inside a node and the data-parallel ring
+   * across nodes: its data-parallel time grows, its pipeline time shrinks */
+  cJSON *d = run_json(SMALL " --dp 4 --placement dp-outermost --network flow --format json");
+  cJSON *m = run_json(SMALL " --dp 4 --network flow --format json");
+  g_assert_cmpfloat(get(d, "time_breakdown_s", "dp_comm"), >, get(m, "time_breakdown_s", "dp_comm"));
+  g_assert_cmpfloat(get(d, "time_breakdown_s", "pp_comm"), <, get(m, "time_breakdown_s", "pp_comm"));
+  cJSON_Delete(d);
+  cJSON_Delete(m);
+}
+
+static void test_run_errors(void) {
+  struct {
+    const char *args, *mention;
+  } cases[] = {
+      {SMALL " --network packet", "packet"},
+      {SMALL " --placement random", "random"},
+      {"run --layers 8 --hidden 1024 --heads 16 --seq-len 512 --gpus 4480 --tp 8 --pp 1 --global-batch 560 "
+       "--placement misaligned",
+       "misaligned"},
+  };
+  for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
+    Proc p = run_line(cases[c].args);
+    g_assert_cmpint(p.status, !=, 0);
+    g_assert_cmpstr(p.out, ==, "");
+    g_assert_nonnull(strstr(p.err, cases[c].mention));
+    g_assert_true(strchr(p.err, '\n') == p.err + strlen(p.err) - 1);
+    proc_clear(&p);
+  }
+}
+
+int main(int argc, char **argv) {
+  g_test_init(&argc, &argv, NULL);
+  bin = g_getenv("PTDSIM_BIN");
+  g_assert_nonnull(bin);
+  tmpdir = g_dir_make_tmp("ptdsim-net-XXXXXX", NULL);
+  g_test_add_func("/collective/conventions", test_conventions);
+  g_test_add_func("/collective/allreduce-targets", test_allreduce_targets);
+  g_test_add_func("/collective/small-messages", test_small_messages);
+  g_test_add_func("/collective/forcing", test_forcing);
+  g_test_add_func("/collective/contention", test_contention);
+  g_test_add_func("/collective/determinism", test_determinism);
+  g_test_add_func("/collective/errors", test_errors);
+  g_test_add_func("/run-flow/contract", test_run_flow_contract);
+  g_test_add_func("/run-flow/symmetry", test_run_flow_symmetry);
+  g_test_add_func("/run-flow/placement", test_run_placement);
+  g_test_add_func("/run-flow/errors", test_run_errors);
+  int rc = g_test_run();
+  char *bad = g_build_filename(tmpdir, "bad-fabric.json", NULL);
+  g_remove(bad);
+  g_free(bad);
+  g_rmdir(tmpdir);
+  g_free(tmpdir);
+  return rc;
+}

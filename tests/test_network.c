@@ -1,0 +1,500 @@
+/* ptdsim — tests of the network: the cluster link graph (topologies/fabric.c)
+ * and the max-min fair flow solver (sim/flow.c).  Max-min cases are solved
+ * by hand in the comments and checked exactly. */
+#include <glib.h>
+#include <math.h>
+#include <string.h>
+
+#include "../models/jsonutil.h"
+#include "../sim/collective.h"
+#include "../sim/engine.h"
+#include "../sim/flow.h"
+#include "../topologies/fabric.h"
+
+static TopoFabric *load(const char *name) {
+  GError *error = NULL;
+  char *path = g_build_filename(ptd_data_dir(), "topologies", name, NULL);
+  TopoFabric *f = topo_fabric_load(path, &error);
+  g_assert_no_error(error);
+  g_assert_nonnull(f);
+  g_free(path);
+  return f;
+}
+
+static GArray *route(const TopoFabric *f, guint a, guint b, guint64 hash) {
+  GArray *hops = g_array_new(FALSE, FALSE, sizeof(TopoHop));
+  topo_fabric_route(f, a, b, hash, hops);
+  return hops;
+}
+
+/* A plain (ECMP) route is a chain of links from the source GPU's vertex to
+ * the destination's. */
+static void assert_chain(const TopoFabric *f, guint a, guint b, const GArray *hops) {
+  g_assert_cmpuint(hops->len, >, 0);
+  guint at = topo_fabric_gpu_vertex(f, a);
+  for (guint i = 0; i < hops->len; i++) {
+    TopoHop h = g_array_index(hops, TopoHop, i);
+    g_assert_cmpfloat(h.coef, ==, 1.0);
+    g_assert_cmpuint(topo_fabric_link_from(f, h.link), ==, at);
+    at = topo_fabric_link_to(f, h.link);
+  }
+  g_assert_cmpuint(at, ==, topo_fabric_gpu_vertex(f, b));
+}
+
+static gboolean uses_vertex(const TopoFabric *f, const GArray *hops, const char *name) {
+  for (guint i = 0; i < hops->len; i++) {
+    char *n = topo_fabric_vertex_name(f, topo_fabric_link_to(f, g_array_index(hops, TopoHop, i).link));
+    gboolean hit = strcmp(n, name) == 0;
+    g_free(n);
+    if (hit)
+      return TRUE;
+  }
+  return FALSE;
+}
+
+/* Why: Selene is a rail-optimized three-level fat tree; routes must follow
+ * its structure (NVSwitch inside a node; NIC i to leaf i; spines between
+ * units; the core between pods) and be connected chains. */
+static void test_selene_routes(void) {
+  TopoFabric *f = load("selene.json");
+  g_assert_cmpuint(topo_fabric_nodes(f), ==, 560);
+  guint leaves, spines, cores;
+  topo_fabric_switches(f, &leaves, &spines, &cores);
+  g_assert_cmpuint(leaves, ==, 28 * 8); /* 20-node units, one leaf per rail */
+  g_assert_cmpuint(spines, >, 0);
+  g_assert_cmpuint(cores, >, 0); /* four 7-unit pods need a core */
+  struct {
+    guint a, b, hops;
+    const char *via;
+  } cases[] = {
+      {0, 5, 2, "n0.nvswitch"},       /* same node: GPU -> NVSwitch -> GPU */
+      {3, 8 + 3, 6, "u0.leaf3"},      /* same unit, rail 3: through leaf 3 only */
+      {3, 8 * 25 + 3, 8, "u1.leaf3"}, /* next unit, same pod: up to a spine */
+      {3, 8 * 300 + 3, 10, "u15.leaf3"}, /* another pod: through the core */
+  };
+  for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
+    GArray *h = route(f, cases[c].a, cases[c].b, 7);
+    assert_chain(f, cases[c].a, cases[c].b, h);
+    g_assert_cmpuint(h->len, ==, cases[c].hops);
+    g_assert_true(uses_vertex(f, h, cases[c].via));
+    g_array_free(h, TRUE);
+  }
+  /* The NVSwitch port carries 300 GB/s x 0.77 per direction. */
+  GArray *h = route(f, 0, 5, 0);
+  g_assert_cmpfloat_with_epsilon(topo_fabric_link_bw(f, g_array_index(h, TopoHop, 0).link), 300e9 * 0.77, 1);
+  g_array_free(h, TRUE);
+  /* Cross-rail (PXN): GPU 1 to GPU 3 of another node first crosses NVLink to
+   * its own node's GPU 3, then leaves on rail 3. */
+  h = route(f, 1, 8 + 3, 0);
+  assert_chain(f, 1, 8 + 3, h);
+  g_assert_true(uses_vertex(f, h, "n0.gpu3"));
+  g_assert_true(uses_vertex(f, h, "n0.nic3"));
+  g_assert_false(uses_vertex(f, h, "n0.nic1"));
+  g_array_free(h, TRUE);
+  topo_fabric_free(f);
+}
+
+/* Why: ECMP must be deterministic per flow hash yet spread different flows
+ * over the spines; adaptive routing spreads one flow evenly. */
+static void test_ecmp_and_adaptive(void) {
+  TopoFabric *f = load("selene.json");
+  guint a = 3, b = 8 * 25 + 3;
+  GHashTable *seen = g_hash_table_new(g_direct_hash, g_direct_equal);
+  for (guint64 hash = 0; hash < 64; hash++) {
+    GArray *x = route(f, a, b, hash), *y = route(f, a, b, hash);
+    g_assert_cmpuint(x->len, ==, y->len);
+    for (guint i = 0; i < x->len; i++) {
+      g_assert_cmpuint(g_array_index(x, TopoHop, i).link, ==, g_array_index(y, TopoHop, i).link);
+      g_assert_cmpfloat(g_array_index(x, TopoHop, i).coef, ==, g_array_index(y, TopoHop, i).coef);
+    }
+    g_hash_table_add(seen, GUINT_TO_POINTER(g_array_index(x, TopoHop, 3).link)); /* the leaf uplink */
+    g_array_free(x, TRUE);
+    g_array_free(y, TRUE);
+  }
+  g_assert_cmpuint(g_hash_table_size(seen), >=, 10); /* of 20 uplinks */
+  g_hash_table_destroy(seen);
+  topo_fabric_set_routing(f, TOPO_ROUTING_ADAPTIVE);
+  GArray *h = route(f, a, b, 0);
+  /* The shares leaving the source leaf sum to one, over its 20 uplinks. */
+  double up = 0;
+  guint n_up = 0;
+  for (guint i = 0; i < h->len; i++) {
+    TopoHop t = g_array_index(h, TopoHop, i);
+    char *from = topo_fabric_vertex_name(f, topo_fabric_link_from(f, t.link));
+    if (strcmp(from, "u0.leaf3") == 0) {
+      up += t.coef;
+      n_up++;
+    }
+    g_free(from);
+  }
+  g_assert_cmpuint(n_up, ==, 20);
+  g_assert_cmpfloat_with_epsilon(up, 1.0, 1e-12);
+  g_array_free(h, TRUE);
+  topo_fabric_free(f);
+}
+
+/* Why: p3.16xlarge has no NVSwitch: pairs joined by two NVLinks, by one, or
+ * only through PCIe and the CPUs; NCCL's ring follows NVLink. */
+static void test_p3_cube_mesh(void) {
+  TopoFabric *f = load("aws-p3-16xlarge.json");
+  g_assert_false(topo_fabric_has_nvswitch(f));
+  GArray *h = route(f, 0, 3, 0); /* two links */
+  assert_chain(f, 0, 3, h);
+  g_assert_cmpuint(h->len, ==, 1);
+  g_assert_cmpfloat_with_epsilon(topo_fabric_link_bw(f, g_array_index(h, TopoHop, 0).link), 2 * 25e9 * 0.8, 1);
+  g_array_free(h, TRUE);
+  h = route(f, 0, 1, 0); /* one link */
+  g_assert_cmpuint(h->len, ==, 1);
+  g_assert_cmpfloat_with_epsilon(topo_fabric_link_bw(f, g_array_index(h, TopoHop, 0).link), 25e9 * 0.8, 1);
+  g_array_free(h, TRUE);
+  h = route(f, 0, 5, 0); /* no NVLink: through PCIe and the CPUs */
+  assert_chain(f, 0, 5, h);
+  g_assert_cmpuint(h->len, >=, 4);
+  g_assert_true(uses_vertex(f, h, "n0.cpu0"));
+  g_array_free(h, TRUE);
+  /* the ring: every edge a direct NVLink (one hop) */
+  const guint *ring = topo_fabric_node_ring(f);
+  for (guint i = 0; i < 8; i++) {
+    GArray *e = route(f, ring[i], ring[(i + 1) % 8], 0);
+    g_assert_cmpuint(e->len, ==, 1);
+    g_array_free(e, TRUE);
+  }
+  /* across instances: through the one NIC and the switch */
+  h = route(f, 5, 8 + 2, 0);
+  assert_chain(f, 5, 8 + 2, h);
+  g_assert_true(uses_vertex(f, h, "switch"));
+  g_array_free(h, TRUE);
+  topo_fabric_free(f);
+}
+
+/* Why: bad fabric descriptions get one clear error naming the entry. */
+static void test_fabric_errors(void) {
+  struct {
+    const char *json, *mention;
+  } cases[] = {
+      {"{\"node\": {\"nvlink\": {\"GBps_per_link\": 25}, \"nvlink_pairs\": [[0,1,1],[0,9,2]], \"pcie_GBps\": 10, "
+       "\"cpus\": 1}, \"network\": {\"kind\": \"single-switch\", \"link_GBps\": 3}}",
+       "nvlink_pairs[1]: GPU 9 does not exist"},
+      {"{\"node\": {\"nvswitch\": {\"GBps\": 0}, \"pcie_GBps\": 10}, \"network\": {\"kind\": \"single-switch\", "
+       "\"link_GBps\": 3}}",
+       "'fabric.node.nvswitch.GBps' is 0"},
+      {"{\"node\": {\"nvswitch\": {\"GBps\": 300}, \"pcie_GBps\": -1}, \"network\": {\"kind\": \"single-switch\", "
+       "\"link_GBps\": 3}}",
+       "'fabric.node.pcie_GBps' is -1"},
+      {"{\"node\": {\"pcie_switches\": 2, \"pcie_GBps\": 10}, \"network\": {\"kind\": \"single-switch\", "
+       "\"link_GBps\": 3}}",
+       "GPU 0 cannot reach GPU 4"},
+      {"{\"node\": {\"nvswitch\": {\"GBps\": 300}, \"pcie_GBps\": 10}, \"network\": {\"kind\": \"torus\", "
+       "\"link_GBps\": 3}}",
+       "'torus' is unknown"},
+      {"{\"node\": {\"nvswitch\": {\"GBps\": 300}, \"pcie_GBps\": 10}}", "'fabric.network' is missing"},
+      {"{\"routing\": \"random\", \"node\": {\"nvswitch\": {\"GBps\": 300}, \"pcie_GBps\": 10}, \"network\": "
+       "{\"kind\": \"single-switch\", \"link_GBps\": 3}}",
+       "fabric.routing"},
+  };
+  for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
+    cJSON *j = cJSON_Parse(cases[c].json);
+    g_assert_nonnull(j);
+    GError *error = NULL;
+    TopoFabric *f = topo_fabric_build(j, "test.json", 2, 8, 1, &error);
+    g_assert_null(f);
+    g_assert_nonnull(error);
+    if (!strstr(error->message, cases[c].mention))
+      g_test_message("case %u: '%s' does not mention '%s'", c, error->message, cases[c].mention);
+    g_assert_nonnull(strstr(error->message, cases[c].mention));
+    g_assert_null(strchr(error->message, '\n'));
+    g_error_free(error);
+    cJSON_Delete(j);
+  }
+}
+
+/* --- the flow solver --- */
+
+static guint add(SimFlowNet *n, const guint *links, const double *coef, guint k, double bytes, int64_t now) {
+  TopoHop h[8];
+  for (guint i = 0; i < k; i++)
+    h[i] = (TopoHop){links[i], coef ? coef[i] : 1.0};
+  return sim_flow_add(n, h, k, bytes, now);
+}
+
+/* Why: two flows on one link of 10 B/s get 5 each; when the 10-byte flow
+ * ends at t = 2 s the other (10 bytes left) gets all 10 B/s and ends at 3 s. */
+static void test_two_flows_one_link(void) {
+  double cap[] = {10};
+  SimFlowNet *n = sim_flow_net_new(1, cap);
+  guint l = 0;
+  guint a = add(n, &l, NULL, 1, 10, 0), b = add(n, &l, NULL, 1, 20, 0);
+  g_assert_cmpfloat(sim_flow_rate(n, a), ==, 5);
+  g_assert_cmpfloat(sim_flow_rate(n, b), ==, 5);
+  g_assert_cmpint(sim_flow_next(n), ==, 2000000000);
+  GArray *done = g_array_new(FALSE, FALSE, sizeof(guint));
+  sim_flow_advance(n, sim_flow_next(n), done);
+  g_assert_cmpuint(done->len, ==, 1);
+  g_assert_cmpuint(g_array_index(done, guint, 0), ==, a);
+  g_assert_cmpfloat(sim_flow_rate(n, b), ==, 10);
+  g_assert_cmpint(sim_flow_next(n), ==, 3000000000);
+  sim_flow_advance(n, sim_flow_next(n), done);
+  g_assert_cmpuint(done->len, ==, 2);
+  g_assert_cmpint(sim_flow_next(n), ==, -1);
+  g_assert_cmpuint(sim_flow_n_active(n), ==, 0);
+  g_array_free(done, TRUE);
+  sim_flow_net_free(n);
+}
+
+/* Why: the parking lot.  Links 0 (cap 1) and 1 (cap 2); a long flow over
+ * both, a short flow on each.  Link 0 saturates first at rate 1/2 (two
+ * flows), freezing the long flow and short-0 at 1/2; short-1 takes the rest
+ * of link 1: 2 - 1/2 = 3/2. */
+static void test_parking_lot(void) {
+  double cap[] = {1, 2, 1};
+  SimFlowNet *n = sim_flow_net_new(3, cap);
+  guint both[] = {0, 1}, l0 = 0, l1 = 1;
+  guint lng = add(n, both, NULL, 2, 100, 0), s0 = add(n, &l0, NULL, 1, 100, 0), s1 = add(n, &l1, NULL, 1, 100, 0);
+  g_assert_cmpfloat(sim_flow_rate(n, lng), ==, 0.5);
+  g_assert_cmpfloat(sim_flow_rate(n, s0), ==, 0.5);
+  g_assert_cmpfloat(sim_flow_rate(n, s1), ==, 1.5);
+  /* the classic three-link lot, all caps 1: everyone gets 1/2 */
+  guint three[] = {0, 1, 2}, l2 = 2;
+  sim_flow_remove(n, lng, 0);
+  sim_flow_remove(n, s1, 0);
+  guint lng3 = add(n, three, NULL, 3, 100, 0);
+  guint t1 = add(n, &l1, NULL, 1, 100, 0), t2 = add(n, &l2, NULL, 1, 100, 0);
+  g_assert_cmpfloat(sim_flow_rate(n, lng3), ==, 0.5);
+  g_assert_cmpfloat(sim_flow_rate(n, s0), ==, 0.5);
+  g_assert_cmpfloat(sim_flow_rate(n, t1), ==, 1.5); /* link 1 has cap 2 */
+  g_assert_cmpfloat(sim_flow_rate(n, t2), ==, 0.5);
+  sim_flow_net_free(n);
+}
+
+/* Why: flows with different bottlenecks.  Link 0 (cap 1) carries f1, f2;
+ * link 1 (cap 3) carries f2, f3.  Link 0 saturates at 1/2 (f1 = f2 = 1/2);
+ * f3 gets 3 - 1/2 = 5/2.  A flow loading a link twice (coef 2, a ring whose
+ * two edges cross it) alone on a 10 B/s link gets 5. */
+static void test_different_bottlenecks(void) {
+  double cap[] = {1, 3, 10};
+  SimFlowNet *n = sim_flow_net_new(3, cap);
+  guint l0 = 0, l1 = 1, both[] = {0, 1}, l2 = 2;
+  guint f1 = add(n, &l0, NULL, 1, 1, 0), f2 = add(n, both, NULL, 2, 1, 0), f3 = add(n, &l1, NULL, 1, 1, 0);
+  g_assert_cmpfloat(sim_flow_rate(n, f1), ==, 0.5);
+  g_assert_cmpfloat(sim_flow_rate(n, f2), ==, 0.5);
+  g_assert_cmpfloat(sim_flow_rate(n, f3), ==, 2.5);
+  double two = 2;
+  guint g = add(n, &l2, &two, 1, 1, 0);
+  g_assert_cmpfloat(sim_flow_rate(n, g), ==, 5);
+  /* a repeated link in the hop list counts twice too */
+  guint twice[] = {2, 2};
+  guint g2 = add(n, twice, NULL, 2, 1, 0);
+  g_assert_cmpfloat(sim_flow_rate(n, g), ==, 2.5);
+  g_assert_cmpfloat(sim_flow_rate(n, g2), ==, 2.5);
+  sim_flow_net_free(n);
+}
+
+static void incremental_case(guint32 seed) {
+  enum { L = 40, F = 120 };
+  double cap[L];
+  GRand *rng = g_rand_new_with_seed(seed);
+  for (guint l = 0; l < L; l++)
+    cap[l] = g_rand_int_range(rng, 1, 20);
+  guint links[F][4], nl[F];
+  for (guint i = 0; i < F; i++) {
+    nl[i] = g_rand_int_range(rng, 1, 5);
+    for (guint k = 0; k < nl[i]; k++)
+      links[i][k] = g_rand_int_range(rng, 0, L);
+  }
+  SimFlowNet *n = sim_flow_net_new(L, cap);
+  guint id[F];
+  gboolean live[F] = {FALSE};
+  for (guint step = 0; step < 400; step++) {
+    guint i = g_rand_int_range(rng, 0, F);
+    /* every 40 steps, a batch of starts and ends under one hold */
+    if (step % 40 == 20) {
+      sim_flow_hold(n);
+      for (guint b = 0; b < 10; b++, i = (i + 7) % F) {
+        if (live[i])
+          sim_flow_remove(n, id[i], 0);
+        else
+          id[i] = add(n, links[i], NULL, nl[i], 1e9, 0);
+        live[i] = !live[i];
+      }
+      sim_flow_release(n, 0);
+    }
+    if (live[i])
+      sim_flow_remove(n, id[i], 0);
+    else
+      id[i] = add(n, links[i], NULL, nl[i], 1e9, 0);
+    live[i] = !live[i];
+    if (step % 40 != 39)
+      continue;
+    SimFlowNet *s = sim_flow_net_new(L, cap);
+    guint sid[F];
+    for (guint j = 0; j < F; j++)
+      if (live[j])
+        sid[j] = add(s, links[j], NULL, nl[j], 1e9, 0);
+    for (guint j = 0; j < F; j++)
+      if (live[j])
+        g_assert_cmpfloat_with_epsilon(sim_flow_rate(s, sid[j]), sim_flow_rate(n, id[j]), 1e-9);
+    sim_flow_net_free(s);
+  }
+  guint64 solves, touched;
+  sim_flow_stats(n, &solves, &touched);
+  g_assert_cmpuint(solves, ==, 410); /* 400 single changes, 10 held batches */
+  g_assert_cmpuint(touched, <, 400ull * F); /* components, not everything */
+  sim_flow_net_free(n);
+  g_rand_free(rng);
+}
+
+/* Why: the incremental re-solve (only across links that flows fill, grown
+ * until no filled link is shared with a flow left out) must give the rates
+ * of a solve from scratch, after any sequence of starts and ends. */
+static void test_incremental_matches_scratch(void) {
+  for (guint32 seed = 1; seed <= 20; seed++)
+    incremental_case(seed);
+}
+
+
+
+/* Why: flows ending at the same ns are reported in start order. */
+static void test_completion_ties(void) {
+  double cap[] = {4, 4};
+  SimFlowNet *n = sim_flow_net_new(2, cap);
+  guint l0 = 0, l1 = 1;
+  guint b = add(n, &l1, NULL, 1, 8, 0), a = add(n, &l0, NULL, 1, 8, 0);
+  GArray *done = g_array_new(FALSE, FALSE, sizeof(guint));
+  sim_flow_advance(n, sim_flow_next(n), done);
+  g_assert_cmpuint(done->len, ==, 2);
+  g_assert_cmpuint(g_array_index(done, guint, 0), ==, b);
+  g_assert_cmpuint(g_array_index(done, guint, 1), ==, a);
+  g_array_free(done, TRUE);
+  sim_flow_net_free(n);
+}
+
+/* --- network ops in the engine --- */
+
+/* A fake network: every op ends 7 ns after it starts. */
+typedef struct {
+  GArray *ops, *ends;
+} Fake;
+
+static void fake_start(gpointer data, guint op, SimTime now) {
+  Fake *f = data;
+  SimTime end = now + 7;
+  g_array_append_val(f->ops, op);
+  g_array_append_val(f->ends, end);
+}
+
+static SimTime fake_next(gpointer data) {
+  Fake *f = data;
+  SimTime best = -1;
+  for (guint i = 0; i < f->ends->len; i++) {
+    SimTime t = g_array_index(f->ends, SimTime, i);
+    if (t >= 0 && (best < 0 || t < best))
+      best = t;
+  }
+  return best;
+}
+
+static void fake_advance(gpointer data, SimTime now, GArray *ended) {
+  Fake *f = data;
+  for (guint i = 0; i < f->ends->len; i++)
+    if (g_array_index(f->ends, SimTime, i) == now) {
+      g_array_append_val(ended, g_array_index(f->ops, guint, i));
+      g_array_index(f->ends, SimTime, i) = -1;
+    }
+}
+
+/* Why: an op whose end the network decides sits in stream order and
+ * dependencies like any other: A (10 ns) -> B (network, 7 ns) -> C (5 ns);
+ * B and a fixed 17 ns op D on another stream end at the same instant, and
+ * the heap's event (D) is handled first. */
+static void test_engine_network_ops(void) {
+  SimEngine *e = sim_engine_new();
+  guint s0 = sim_engine_add_stream(e, 0), s1 = sim_engine_add_stream(e, 1);
+  Fake fake = {g_array_new(FALSE, FALSE, sizeof(guint)), g_array_new(FALSE, FALSE, sizeof(SimTime))};
+  sim_engine_set_network(e, &(SimEngineNetwork){&fake, fake_start, fake_next, fake_advance});
+  guint a = sim_engine_add_op1(e, 10, s0, NULL);
+  guint b = sim_engine_add_net_op(e, &s0, NULL, 1, NULL);
+  guint c = sim_engine_add_op1(e, 5, s0, NULL);
+  guint d = sim_engine_add_op1(e, 17, s1, NULL);
+  guint x = sim_engine_add_net_op(e, &s1, NULL, 1, NULL); /* after D on stream 1 */
+  sim_engine_add_dep(e, a, b);
+  GError *error = NULL;
+  g_assert_true(sim_engine_run(e, &error));
+  g_assert_no_error(error);
+  g_assert_cmpint(sim_engine_op_start(e, b), ==, 10);
+  g_assert_cmpint(sim_engine_op_end(e, b), ==, 17);
+  g_assert_cmpint(sim_engine_op_start(e, c), ==, 17);
+  g_assert_cmpint(sim_engine_op_end(e, c), ==, 22);
+  g_assert_cmpint(sim_engine_op_end(e, d), ==, 17);
+  g_assert_cmpint(sim_engine_op_end(e, x), ==, 24);
+  g_assert_cmpint(sim_engine_makespan(e), ==, 24);
+  /* D's completion (heap) came before B's (network): X was started first */
+  g_assert_cmpuint(g_array_index(fake.ops, guint, 0), ==, b);
+  g_assert_cmpuint(g_array_index(fake.ops, guint, 1), ==, x);
+  g_assert_cmpuint(sim_engine_n_events(e), ==, 5);
+  g_array_free(fake.ops, TRUE);
+  g_array_free(fake.ends, TRUE);
+  sim_engine_free(e);
+}
+
+/* Why: transfers that share a link share its bandwidth.  Two sends from the
+ * same GPU to two other nodes both leave through its NIC: together each
+ * takes twice as long (less the fixed latency) as alone; a send from another
+ * GPU on another rail is unaffected. */
+static void test_netrun_sharing(void) {
+  GError *error = NULL;
+  TopoCluster *c = topo_cluster_load("selene", &error);
+  g_assert_no_error(error);
+  SimNetwork *net = sim_network_load(c, &error);
+  g_assert_no_error(error);
+  guint s1 = 0, d1 = 8, d2 = 16, s3 = 1, d3 = 9;
+  double bytes = 1e9;
+  SimCollPlan *p1 = sim_coll_plan_p2p(net, &s1, &d1, 1, bytes, 1);
+  SimCollPlan *p2 = sim_coll_plan_p2p(net, &s1, &d2, 1, bytes, 2);
+  SimCollPlan *p3 = sim_coll_plan_p2p(net, &s3, &d3, 1, bytes, 3);
+  double alone = sim_coll_plan_time(net, p1);
+  SimNetRun *run = sim_netrun_new(net);
+  sim_netrun_start(run, p1, 1, 0);
+  sim_netrun_start(run, p2, 2, 0);
+  sim_netrun_start(run, p3, 3, 0);
+  GArray *done = g_array_new(FALSE, FALSE, sizeof(guint64));
+  double end[4] = {0};
+  for (int64_t t; (t = sim_netrun_next(run)) >= 0;) {
+    guint before = done->len;
+    sim_netrun_advance(run, t, done);
+    for (guint i = before; i < done->len; i++)
+      end[g_array_index(done, guint64, i)] = t * 1e-9;
+  }
+  /* sharing the NIC at half rate = sending twice the bytes alone */
+  SimCollPlan *twice = sim_coll_plan_p2p(net, &s1, &d1, 1, 2 * bytes, 1);
+  double alone2 = sim_coll_plan_time(net, twice);
+  sim_coll_plan_free(twice);
+  g_assert_cmpfloat(alone, >, c->net.p2p_latency_inter);
+  g_assert_cmpfloat_with_epsilon(end[1], alone2, 1e-6 * alone2);
+  g_assert_cmpfloat_with_epsilon(end[2], alone2, 1e-6 * alone2);
+  g_assert_cmpfloat_with_epsilon(end[3], alone, 1e-6 * alone);
+  /* alone, a send runs at the NIC's rate: 25 GB/s x 0.96 */
+  g_assert_cmpfloat_with_epsilon(bytes / (alone2 - alone), 24e9, 1e-5 * 24e9);
+  g_array_free(done, TRUE);
+  sim_netrun_free(run);
+  sim_coll_plan_free(p1);
+  sim_coll_plan_free(p2);
+  sim_coll_plan_free(p3);
+  sim_network_free(net);
+  topo_cluster_free(c);
+}
+
+int main(int argc, char **argv) {
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/fabric/selene-routes", test_selene_routes);
+  g_test_add_func("/fabric/ecmp-adaptive", test_ecmp_and_adaptive);
+  g_test_add_func("/fabric/p3-cube-mesh", test_p3_cube_mesh);
+  g_test_add_func("/fabric/errors", test_fabric_errors);
+  g_test_add_func("/flow/two-flows-one-link", test_two_flows_one_link);
+  g_test_add_func("/flow/parking-lot", test_parking_lot);
+  g_test_add_func("/flow/different-bottlenecks", test_different_bottlenecks);
+  g_test_add_func("/flow/incremental", test_incremental_matches_scratch);
+  g_test_add_func("/flow/completion-ties", test_completion_ties);
+  g_test_add_func("/flow/engine-network-ops", test_engine_network_ops);
+  g_test_add_func("/flow/netrun-sharing", test_netrun_sharing);
+  return g_test_run();
+}
