@@ -285,6 +285,43 @@ void sim_terapipe_slicing_json(const SimTeraPipeSlicing *s, cJSON *into) {
   }
 }
 
+static gboolean same_tokens(GArray *a, GArray *b) {
+  return a->len == b->len && memcmp(a->data, b->data, a->len * sizeof(guint)) == 0;
+}
+
+void sim_terapipe_slicing_describe(const SimTeraPipeSlicing *s, gboolean brief, GString *out) {
+  for (guint k = 0; k < s->batch->len;) {
+    guint b = g_array_index(s->batch, guint, k), count = 1;
+    GArray *t = g_ptr_array_index(s->tokens, k);
+    while (k + count < s->batch->len && g_array_index(s->batch, guint, k + count) == b &&
+           same_tokens(t, g_ptr_array_index(s->tokens, k + count)))
+      count++;
+    if (brief)
+      g_string_append_printf(out, "%s%u x %u seq, %u slices", k ? " + " : "", count, b, t->len);
+    else {
+      g_string_append_printf(out, "%s%u batch slice%s of %u sequence%s, %u token slice%s%s: ", k ? "; " : "", count,
+                             count == 1 ? "" : "s", b, b == 1 ? "" : "s", t->len, t->len == 1 ? "" : "s",
+                             count == 1 ? "" : " each");
+      for (guint q = 0; q < t->len;) {
+        guint len = g_array_index(t, guint, q), run = 1;
+        while (q + run < t->len && g_array_index(t, guint, q + run) == len)
+          run++;
+        g_string_append_printf(out, "%s%u x %u", q ? ", " : "", run, len);
+        q += run;
+      }
+      g_string_append(out, " tokens");
+    }
+    k += count;
+  }
+}
+
+guint sim_terapipe_slicing_count(const SimTeraPipeSlicing *s) {
+  guint n = 0;
+  for (guint k = 0; k < s->tokens->len; k++)
+    n += ((GArray *)g_ptr_array_index(s->tokens, k))->len;
+  return n;
+}
+
 /* --- the task graph --- */
 
 static SimOpTag tag(guint cat, gboolean fwd, guint s, guint j) {
@@ -487,6 +524,7 @@ static void measure(Build *b, const ModelProfile *profile, guint total_slices, S
   r->aggregate_pflops = r->tflops_per_gpu * pl->gpus / 1000.0;
   /* GPipe's and TeraPipe's textbook bubble: (K - 1) / M for M equal slices. */
   r->analytic_bubble_fraction = (double)(b->p - 1) / total_slices;
+  r->token_slices = total_slices;
 
   SimTime flush = 0;
   double best = -1;
