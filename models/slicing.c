@@ -388,6 +388,35 @@ void model_token_dp_pipe(guint n, guint K, double eps_s, const ModelPipeCost *pc
     }
   }
   g_free(cap2);
+  /* Path scoring is not solved exactly by the two families above, so the
+   * uniform slicings (M slices a granule apart at most, the longer first)
+   * are candidates too: the answer is never worse under the score than
+   * any of them. */
+  for (guint M = 1; pc->path && M <= n; M++) {
+    for (guint k = 0, start = 0; k < M; k++) {
+      guint l = n / M + (k < n % M ? 1 : 0);
+      gsize at = row[start] + l - 1;
+      best_len[k] = l;
+      vc[k] = cost[at];
+      vu[k] = cu[at];
+      vh[k] = ch[at];
+      vf[k] = cf ? cf[at] : 0.5;
+      start += l;
+    }
+    double T = score(pc, vc, vu, vh, cf ? vf : NULL, M, K);
+    if (T < out->T) {
+      double worst = 0;
+      for (guint k = 0, start = 0; k < M; k++) {
+        worst = MAX(worst, bound[row[start] + best_len[k] - 1]);
+        start += best_len[k];
+      }
+      out->T = T;
+      out->t_max = worst;
+      g_free(out->len);
+      out->len = g_memdup2(best_len, M * sizeof(guint));
+      out->n_slices = M;
+    }
+  }
   g_free(S);
   g_free(choice);
   g_free(best_len);

@@ -126,8 +126,9 @@ void model_token_dp(guint n, guint K, double eps_s, ModelSliceFn fn, gpointer da
  * 1's (each slice's d capped), and one that caps each slice's own term of
  * the critical path, (K - 1) d_m less the last cell's lead accumulated
  * before it (estimated per granule), so that early slices, which fill the
- * pipeline, may be shorter than late ones -- a heuristic, but never worse
- * under the path score than the slicing that is optimal for Eq. 5. */
+ * pipeline, may be shorter than late ones -- and the n uniform slicings.
+ * A heuristic, but never worse under the path score than the slicing that
+ * is optimal for Eq. 5 or than any uniform slicing. */
 void model_token_dp_pipe(guint n, guint K, double eps_s, const ModelPipeCost *pc, ModelSlicing *out);
 void model_slicing_clear(ModelSlicing *s);
 /* The Eq. 5 objective of a given slicing, and its score under `pc`. */

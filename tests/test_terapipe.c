@@ -138,7 +138,8 @@ static void brute_pipe(const Pipe *p, guint n, guint K, guint start, guint *len,
  * a pacing last cell and cell hops (sum c + (K - 1) max (u + h)), checked
  * against brute force; scored by the critical path instead, the DP must
  * return a slicing whose score it reports truthfully and that is never
- * worse than the slicing optimal for the generalised Eq. 5. */
+ * worse than the slicing optimal for the generalised Eq. 5 or than any
+ * uniform slicing. */
 static void test_dp_hops_brute_force(void) {
   static const guint ns[] = {1, 3, 7, 12, 16, 20};
   static const guint Ks[] = {1, 2, 5, 24, 96};
@@ -165,6 +166,12 @@ static void test_dp_hops_brute_force(void) {
         g_assert_cmpuint(sum, ==, ns[a]);
         g_assert_cmpfloat_with_epsilon(model_slicing_score(s.len, s.n_slices, Ks[k], &path), s.T, 1e-12 * s.T);
         g_assert_cmpfloat(s.T, <=, model_slicing_score(best_len, best_n, Ks[k], &path) * (1 + 1e-12));
+        for (guint M = 1; M <= ns[a]; M++) { /* nor worse than any uniform slicing */
+          guint uni[32];
+          for (guint q = 0; q < M; q++)
+            uni[q] = ns[a] / M + (q < ns[a] % M ? 1 : 0);
+          g_assert_cmpfloat(s.T, <=, model_slicing_score(uni, M, Ks[k], &path) * (1 + 1e-12));
+        }
         model_slicing_clear(&s);
       }
     }
