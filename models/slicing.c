@@ -164,16 +164,94 @@ gboolean model_slice_cost_fit(const ModelCell *c, guint b, guint seq_len, guint 
 
 void model_slicing_clear(ModelSlicing *s) { g_clear_pointer(&s->len, g_free); }
 
-double model_slicing_objective(const guint *len, guint n_slices, guint K, ModelSliceFn fn, gpointer data) {
-  double sum = 0, worst = 0;
+/* Per-slice values of a slicing, in sequence order. */
+static void slice_values(const ModelPipeCost *pc, const guint *len, guint n_slices, double *c, double *u, double *h,
+                         double *share) {
   guint start = 0;
   for (guint m = 0; m < n_slices; m++) {
-    double t = fn(len[m], start, data);
-    sum += t;
-    worst = MAX(worst, t);
+    share[m] = pc->share ? pc->share(len[m], start, pc->data) : 0.5;
+    c[m] = pc->last(len[m], start, pc->data);
+    u[m] = pc->cell ? pc->cell(len[m], start, pc->data) : c[m];
+    h[m] = pc->hop ? pc->hop(len[m], start, pc->data) : 0;
     start += len[m];
   }
+}
+
+/* The critical path of the token pipeline, slices 1..M on K - 1 cells of
+ * time u_m, each followed by a hop h_m, then the last cell of time c_m.  In
+ * this flow shop the longest path runs along the first cells and hops with
+ * slices 1..m, down to the last cell with slice m, then along it for slices
+ * m..M; bounding its repeated stage visits by the largest slice so far:
+ *     max_m  u_1 + ... + u_m + (K - 2) max(u_1..u_m) + (K - 1) max(h_1..h_m)
+ *            + c_m + ... + c_M.
+ * The backward runs the slices in reverse from the last cell down and gives
+ * the same expression, so fwd + bwd values are scored together. */
+static double path_of(const double *c, const double *u, const double *h, guint M, guint K) {
+  double tail = 0, best = 0, prefix = 0, umax = 0, hmax = 0;
+  if (K < 2) {
+    for (guint m = 0; m < M; m++)
+      tail += c[m];
+    return tail;
+  }
+  /* The pacing stage of a slice is the last cell or, on a slow network, a
+   * hop: the path runs along whichever is slower. */
+  for (guint m = 0; m < M; m++)
+    tail += MAX(c[m], h[m]);
+  for (guint m = 0; m < M; m++) {
+    prefix += MAX(u[m], h[m]);
+    umax = MAX(umax, u[m]);
+    hmax = MAX(hmax, h[m]);
+    best = MAX(best, prefix + (K - 2.0) * umax + (K - 1.0) * hmax + tail - MAX(u[m], h[m]) + u[m]);
+    tail -= MAX(c[m], h[m]);
+  }
+  return best;
+}
+
+/* With `share` (the forward's part of each slice's time, NULL: none) the
+ * forward and the backward are scored apart -- a hop may pace one and not
+ * the other -- the backward by the same expression (a flow shop run
+ * backwards in time, its slices reversed, is the forward one). */
+static double score(const ModelPipeCost *pc, const double *c, const double *u, const double *h, const double *share,
+                    guint M, guint K) {
+  if (pc->path && share) {
+    double *v = g_new(double, 3 * (gsize)M), T = 0;
+    for (int bwd = 0; bwd < 2; bwd++) {
+      for (guint m = 0; m < M; m++) {
+        double f = bwd ? 1 - share[m] : share[m];
+        v[m] = c[m] * f;
+        v[M + m] = u[m] * f;
+        v[2 * M + m] = h[m] / 2; /* the same tensor each way */
+      }
+      T += path_of(v, v + M, v + 2 * M, M, K);
+    }
+    g_free(v);
+    return T;
+  }
+  if (pc->path)
+    return path_of(c, u, h, M, K);
+  double sum = 0, worst = 0;
+  for (guint m = 0; m < M; m++) {
+    sum += c[m];
+    worst = MAX(worst, u[m] + h[m]);
+  }
   return sum + (K - 1.0) * worst;
+}
+
+double model_slicing_score(const guint *len, guint n_slices, guint K, const ModelPipeCost *pc) {
+  guint M = MAX(1u, n_slices);
+  double *c = g_new(double, M), *u = g_new(double, M), *h = g_new(double, M), *f = g_new(double, M);
+  slice_values(pc, len, n_slices, c, u, h, f);
+  double T = score(pc, c, u, h, pc->share ? f : NULL, n_slices, K);
+  g_free(f);
+  g_free(c);
+  g_free(u);
+  g_free(h);
+  return T;
+}
+
+double model_slicing_objective(const guint *len, guint n_slices, guint K, ModelSliceFn fn, gpointer data) {
+  ModelPipeCost pc = {fn, NULL, NULL, NULL, data, FALSE};
+  return model_slicing_score(len, n_slices, K, &pc);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -182,91 +260,176 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 void model_token_dp(guint n, guint K, double eps_s, ModelSliceFn fn, gpointer data, ModelSlicing *out) {
+  ModelPipeCost pc = {fn, NULL, NULL, NULL, data, FALSE};
+  model_token_dp_pipe(n, K, eps_s, &pc, out);
+}
+
+void model_token_dp_pipe(guint n, guint K, double eps_s, const ModelPipeCost *pc, ModelSlicing *out) {
   memset(out, 0, sizeof *out);
   out->T = INFINITY;
   if (n == 0)
     return;
-  /* The cost table, row `start` holding lengths 1..n-start. */
+  /* The cost tables, row `start` holding lengths 1..n-start: c (summed),
+   * u and h, and the bound d = u + h that the candidate t_max limits. */
   gsize *row = g_new(gsize, n + 1);
   gsize cells = 0;
   for (guint p = 0; p < n; p++) {
     row[p] = cells;
     cells += n - p;
   }
-  double *cost = g_new(double, cells);
+  double *cost = g_new(double, cells), *cu = g_new(double, cells), *ch = g_new(double, cells);
+  double *cf = pc->share ? g_new(double, cells) : NULL;
+  double *bound = g_new(double, cells);
   gboolean *mono = g_new(gboolean, n);
   for (guint p = 0; p < n; p++) {
     mono[p] = TRUE;
     for (guint l = 1; l <= n - p; l++) {
-      cost[row[p] + l - 1] = fn(l, p, data);
-      if (l > 1 && cost[row[p] + l - 1] < cost[row[p] + l - 2])
+      gsize at = row[p] + l - 1;
+      cost[at] = pc->last(l, p, pc->data);
+      cu[at] = pc->cell ? pc->cell(l, p, pc->data) : cost[at];
+      ch[at] = pc->hop ? pc->hop(l, p, pc->data) : 0;
+      if (cf)
+        cf[at] = pc->share(l, p, pc->data);
+      bound[at] = cu[at] + ch[at];
+      if (l > 1 && bound[at] < bound[at - 1])
         mono[p] = FALSE;
     }
   }
-  double *cand = g_memdup2(cost, cells * sizeof(double));
+  double *cand = g_memdup2(bound, cells * sizeof(double));
   qsort(cand, cells, sizeof(double), cmp_double);
+  /* Algorithm 1 proper (t_m = u_m = c_m, no hops): an optimum whose largest
+   * slice costs t_max has T >= K t_max.  Otherwise T >= (K - 1) t_max. */
+  gboolean plain = !pc->cell && !pc->hop && !pc->path;
 
   double *S = g_new(double, n + 1);
   guint *choice = g_new(guint, n + 1);
   guint *best_len = g_new(guint, n);
-  double last = -INFINITY;
-  for (gsize ci = 0; ci < cells; ci++) {
-    double tmax = cand[ci];
-    if (ci > 0 && tmax == cand[ci - 1])
-      continue;
-    if (tmax < last + eps_s)
-      continue; /* acceleration 1: t_max within eps of the last one solved */
-    if (out->n_slices && K * tmax >= out->T)
-      break; /* acceleration 2: no slicing with this largest slice can win */
-    last = tmax;
-    out->candidates_solved++;
-    S[0] = 0;
-    for (guint i = 1; i <= n; i++)
-      S[i] = INFINITY;
-    for (guint p = 0; p < n; p++) {
-      if (S[p] == INFINITY)
+  double *vc = g_new(double, n), *vu = g_new(double, n), *vh = g_new(double, n), *vf = g_new(double, n);
+  /* With path scoring a second family of candidates caps each slice's own
+   * term of the critical path, (K - 1) d - (the last cell's lead over the
+   * others accumulated before the slice), the lead estimated as alpha per
+   * granule of the whole sequence's: early slices fill the pipeline and
+   * matter more than late ones once the last cell paces it. */
+  double *cap = bound, *cap2 = NULL;
+  if (pc->path && K > 1) {
+    double alpha = MAX(0.0, (cost[row[0] + n - 1] - cu[row[0] + n - 1]) / n);
+    cap2 = g_new(double, cells);
+    for (guint p = 0; p < n; p++)
+      for (guint l = 1; l <= n - p; l++)
+        cap2[row[p] + l - 1] = (K - 1.0) * bound[row[p] + l - 1] - alpha * p;
+  }
+  for (guint family = 0; family < (cap2 ? 2u : 1u); family++) {
+    if (family == 1) {
+      cap = cap2;
+      memcpy(cand, cap2, cells * sizeof(double));
+      qsort(cand, cells, sizeof(double), cmp_double);
+    }
+    double last = -INFINITY, eps = family ? (K - 1.0) * eps_s : eps_s;
+    for (gsize ci = 0; ci < cells; ci++) {
+      double tmax = cand[ci];
+      if (ci > 0 && tmax == cand[ci - 1])
         continue;
-      const double *c = cost + row[p];
-      for (guint l = 1; l <= n - p; l++) {
-        if (c[l - 1] > tmax) {
-          if (mono[p])
-            break;
+      if (tmax < last + eps)
+        continue; /* acceleration 1: t_max within eps of the last one solved */
+      /* acceleration 2: no slicing with this largest slice can win (the
+       * critical path is at least (K - 1) d of every slice, so at least
+       * the second family's cap too) */
+      if (out->n_slices && (family ? 1.0 : plain ? K : K - 1.0) * tmax >= out->T)
+        break;
+      last = tmax;
+      out->candidates_solved++;
+      S[0] = 0;
+      for (guint i = 1; i <= n; i++)
+        S[i] = INFINITY;
+      for (guint p = 0; p < n; p++) {
+        if (S[p] == INFINITY)
           continue;
-        }
-        double v = S[p] + c[l - 1];
-        if (v < S[p + l]) {
-          S[p + l] = v;
-          choice[p + l] = l;
+        const double *c = cost + row[p], *d = cap + row[p];
+        for (guint l = 1; l <= n - p; l++) {
+          if (d[l - 1] > tmax) {
+            if (mono[p])
+              break;
+            continue;
+          }
+          double v = S[p] + c[l - 1];
+          if (v < S[p + l]) {
+            S[p + l] = v;
+            choice[p + l] = l;
+          }
         }
       }
+      if (S[n] == INFINITY)
+        continue;
+      /* Backtrack, then score the slicing itself (its actual largest
+       * slice, or its critical path). */
+      guint m = 0;
+      for (guint i = n; i > 0; i -= choice[i])
+        best_len[m++] = choice[i];
+      double worst = 0;
+      for (guint i = n, k = 0; k < m; k++) {
+        gsize at = row[i - best_len[k]] + best_len[k] - 1;
+        worst = MAX(worst, bound[at]);
+        vc[m - 1 - k] = cost[at]; /* in sequence order */
+        vu[m - 1 - k] = cu[at];
+        vh[m - 1 - k] = ch[at];
+        vf[m - 1 - k] = cf ? cf[at] : 0.5;
+        i -= best_len[k];
+      }
+      double T = score(pc, vc, vu, vh, cf ? vf : NULL, m, K);
+      if (T < out->T) {
+        out->T = T;
+        out->t_max = worst;
+        g_free(out->len);
+        out->len = g_new(guint, m);
+        for (guint k = 0; k < m; k++)
+          out->len[k] = best_len[m - 1 - k]; /* backtracking ran from the end */
+        out->n_slices = m;
+      }
     }
-    if (S[n] == INFINITY)
-      continue;
-    /* Backtrack, then score the slicing by its actual largest slice. */
-    guint m = 0;
-    for (guint i = n; i > 0; i -= choice[i])
-      best_len[m++] = choice[i];
-    double worst = 0;
-    for (guint i = n, k = 0; k < m; k++) {
-      worst = MAX(worst, cost[row[i - best_len[k]] + best_len[k] - 1]);
-      i -= best_len[k];
+  }
+  g_free(cap2);
+  /* Path scoring is not solved exactly by the two families above, so the
+   * uniform slicings (M slices a granule apart at most, the longer first)
+   * are candidates too: the answer is never worse under the score than
+   * any of them. */
+  for (guint M = 1; pc->path && M <= n; M++) {
+    for (guint k = 0, start = 0; k < M; k++) {
+      guint l = n / M + (k < n % M ? 1 : 0);
+      gsize at = row[start] + l - 1;
+      best_len[k] = l;
+      vc[k] = cost[at];
+      vu[k] = cu[at];
+      vh[k] = ch[at];
+      vf[k] = cf ? cf[at] : 0.5;
+      start += l;
     }
-    double T = S[n] + (K - 1.0) * worst;
+    double T = score(pc, vc, vu, vh, cf ? vf : NULL, M, K);
     if (T < out->T) {
+      double worst = 0;
+      for (guint k = 0, start = 0; k < M; k++) {
+        worst = MAX(worst, bound[row[start] + best_len[k] - 1]);
+        start += best_len[k];
+      }
       out->T = T;
       out->t_max = worst;
       g_free(out->len);
-      out->len = g_new(guint, m);
-      for (guint k = 0; k < m; k++)
-        out->len[k] = best_len[m - 1 - k]; /* backtracking ran from the end */
-      out->n_slices = m;
+      out->len = g_memdup2(best_len, M * sizeof(guint));
+      out->n_slices = M;
     }
   }
   g_free(S);
   g_free(choice);
   g_free(best_len);
+  g_free(vc);
+  g_free(vu);
+  g_free(vh);
+  g_free(vf);
+  g_free(cf);
   g_free(cand);
   g_free(cost);
+  g_free(cu);
+  g_free(ch);
+  g_free(bound);
   g_free(mono);
   g_free(row);
 }

@@ -24,6 +24,25 @@
  * optimum whose largest slice costs t_max has T >= K t_max).  With eps = 0
  * the answer is exact.
  *
+ * ptdsim's refinement of t(i, j): cells and hops.  Eq. 5 treats the K cells
+ * as equal and free to reach.  In ptdsim's cells the last one is slower (it
+ * adds the logits and the loss: +35% for GPT3-175B at t = 4) and paces the
+ * pipeline, and every slice crosses K - 1 cell boundaries whose sends (the
+ * slice's activations forward, their gradient backward, the scatter/gather
+ * all-gather) the simulator charges -- at 25 Gbit/s between AWS nodes, a
+ * tenth of a cell's time.  So the DP takes three per-slice times: c (the
+ * last cell, from the fitted t(i, j) above), u (any other cell: c without
+ * the logits, the first cell's embedding spread over the K - 1 cells) and h
+ * (the mean over the K - 1 boundaries of the forward plus backward hop, from
+ * the same comm model as the schedule).  Candidates bound d = u + h; for
+ * each, the DP minimises sum c (the pacing cell's busy time); each
+ * candidate's slicing is scored either by Eq. 5 generalised,
+ *     T = sum_m c_m + (K - 1) max_m (u_m + h_m),
+ * or by the token pipeline's critical path (model_slicing_score, `path`),
+ * which the simulator's timeline follows more closely: the longest path of
+ * a flow shop of K - 1 cells and K - 1 hops before the last cell.  With
+ * u = c and h = 0 and Eq. 5 scoring this is Algorithm 1 unchanged.
+ *
  * Joint batch slicing (section 3.4): the token DP for every batch-slice size
  * b = 1..B gives T_b; batch slices b_1..b_D summing to B are chosen to
  * minimise sum T_{b_k}, a 1-D knapsack.
@@ -87,12 +106,34 @@ typedef struct {
   guint candidates_solved; /* t_max values for which the O(n^2) DP ran */
 } ModelSlicing;
 
+/* The per-slice times of a token pipeline (above).  cell, hop: NULL for
+ * c and 0. */
+typedef struct {
+  ModelSliceFn last; /* c: the pacing (last) cell, fwd + bwd */
+  ModelSliceFn cell; /* u: every other cell */
+  ModelSliceFn hop;  /* h: one cell boundary, fwd + bwd */
+  ModelSliceFn share; /* the forward's share of c and u (NULL: fwd and bwd scored together) */
+  gpointer data;
+  gboolean path;     /* score candidates by the critical path, not Eq. 5 */
+} ModelPipeCost;
+
 /* Algorithm 1 over n positions on K cells.  eps_s = 0 gives the exact
- * optimum; the paper uses 0.1 ms. */
+ * optimum of Eq. 5; the paper uses 0.1 ms. */
 void model_token_dp(guint n, guint K, double eps_s, ModelSliceFn fn, gpointer data, ModelSlicing *out);
+/* The same search with ptdsim's refined cost; `t_max` is then the largest
+ * u_m + h_m.  With Eq. 5 scoring it is exact.  With path scoring it returns
+ * the best-scoring of the candidate slicings of two families -- Algorithm
+ * 1's (each slice's d capped), and one that caps each slice's own term of
+ * the critical path, (K - 1) d_m less the last cell's lead accumulated
+ * before it (estimated per granule), so that early slices, which fill the
+ * pipeline, may be shorter than late ones -- and the n uniform slicings.
+ * A heuristic, but never worse under the path score than the slicing that
+ * is optimal for Eq. 5 or than any uniform slicing. */
+void model_token_dp_pipe(guint n, guint K, double eps_s, const ModelPipeCost *pc, ModelSlicing *out);
 void model_slicing_clear(ModelSlicing *s);
-/* The Eq. 5 objective of a given slicing. */
+/* The Eq. 5 objective of a given slicing, and its score under `pc`. */
 double model_slicing_objective(const guint *len, guint n_slices, guint K, ModelSliceFn fn, gpointer data);
+double model_slicing_score(const guint *len, guint n_slices, guint K, const ModelPipeCost *pc);
 
 /* Joint batch and token slicing: T_b for b = 1..B from `token[b-1]`, then the
  * knapsack.  Fills `batch` (sizes, in order) and returns sum T_{b_k}. */

@@ -7,6 +7,7 @@
 #include "../traces/figures.h"
 #include "../models/slicing.h"
 #include "../traces/terapipe_figs.h"
+#include "terapipe.h"
 #include "cli.h"
 
 static double peak_rss_mib(void) {
@@ -63,6 +64,26 @@ static int bench_terapipe(gint64 repeat) {
            plan.model.seq_len, g, cost.n, plan.pp, dp_best, sl.candidates_solved, sl.n_slices);
     model_slicing_clear(&sl);
     model_slice_cost_clear(&cost);
+  }
+  /* What --slices auto runs: the refined DP (cells, hops, path score) for
+   * each batch-slice size of setting 9, context fits included. */
+  for (guint g = 8; !code && g >= 1; g = g == 8 ? 1 : 0) {
+    plan.granularity = g;
+    double choose_best = G_MAXDOUBLE;
+    SimTeraPipeSlicing sl = {0};
+    for (gint64 i = 0; i < repeat && !code; i++) {
+      sim_terapipe_slicing_clear(&sl);
+      gint64 t0 = g_get_monotonic_time();
+      if (!sim_terapipe_choose(&plan, profile, cluster, &sl, &error))
+        code = cli_fail(error);
+      choose_best = MIN(choose_best, (g_get_monotonic_time() - t0) * 1e-6);
+    }
+    if (!code)
+      printf("--slices auto (refined DP + fits, batch slices of 1..%u sequences), L = %u, granularity %u, K = %u: "
+             "%.4f s, %u slices\n",
+             plan.global_batch / plan.dp, plan.model.seq_len, g, plan.pp, choose_best,
+             sim_terapipe_slicing_count(&sl));
+    sim_terapipe_slicing_clear(&sl);
   }
   if (!code)
     printf("terapipe-fig5: %.3f s for 10 settings (GPipe over every microbatch size that fits, TeraPipe with the "

@@ -48,6 +48,9 @@ int cli_run(int argc, char **argv) {
     if (tera) {
       cJSON *tp = cJSON_AddObjectToObject(json, "terapipe");
       cJSON_AddNumberToObject(tp, "idle_fraction", r.idle_fraction);
+      cJSON_AddNumberToObject(tp, "analytic_idle_fraction",
+                              (plan.pp - 1.0) / ((double)r.token_slices + plan.pp - 1.0));
+      cJSON_AddNumberToObject(tp, "token_slices_in_pipeline", r.token_slices);
       cJSON_AddNumberToObject(tp, "granularity", plan.granularity);
       sim_terapipe_slicing_json(&slicing, tp);
     }
@@ -57,17 +60,12 @@ int cli_run(int argc, char **argv) {
     GString *text = g_string_new(NULL);
     trace_result_text(text, &plan, profile, cluster, &r);
     if (tera) {
-      g_string_append_printf(text, "terapipe   idle share %.4f; %u batch slices:", r.idle_fraction, slicing.batch->len);
-      for (guint k = 0; k < slicing.batch->len; k++) {
-        GArray *t = g_ptr_array_index(slicing.tokens, k);
-        g_string_append_printf(text, " %u seq x [", g_array_index(slicing.batch, guint, k));
-        for (guint q = 0; q < t->len; q++)
-          g_string_append_printf(text, "%s%u", q ? "," : "", g_array_index(t, guint, q));
-        g_string_append(text, "]");
-      }
+      g_string_append(text, "slicing    ");
+      sim_terapipe_slicing_describe(&slicing, FALSE, text);
       g_string_append_c(text, '\n');
       if (slicing.predicted_s > 0)
-        g_string_append_printf(text, "           DP predicted %.4f s; context fit error max %.2f%%, mean %.2f%%\n",
+        g_string_append_printf(text, "           by the DP (--slices auto): predicted %.4f s to the flush; context fit error "
+                                     "max %.2f%%, mean %.2f%%\n",
                                slicing.predicted_s, 100 * slicing.fit_max_rel_error, 100 * slicing.fit_mean_rel_error);
     }
     fputs(text->str, stdout);

@@ -82,6 +82,7 @@ typedef struct {
   double bubble_fraction;
   double analytic_bubble_fraction;
   double idle_fraction; /* TeraPipe: (flush - busy) / flush of the busiest stage; 0 for PTD-P */
+  guint token_slices;   /* TeraPipe: M, the token slices that flow through the pipeline (all batch slices) */
   SimBreakdown breakdown; /* exposed time on the critical GPU; sums to the iteration time */
   guint critical_stage;
   double bytes_tp, bytes_pp, bytes_dp;

@@ -52,108 +52,6 @@ void sim_terapipe_slicing_add_uniform(SimTeraPipeSlicing *s, guint b, guint seq_
   add_slice(s, b, t);
 }
 
-/* The cost model of one cell of the plan (the middle stages' layers). */
-static ModelCell plan_cell(const SimPlan *pl, const ModelProfile *profile, const ModelNet *net,
-                           const TopoCluster *cluster) {
-  ModelCell c = {profile, &pl->model, net, pl->tp, (pl->tp + cluster->gpus_per_node - 1) / cluster->gpus_per_node,
-                 pl->model.layers / pl->pp, pl->recompute, pl->fusion, FALSE};
-  return c;
-}
-
-static ModelNet plan_net(const ModelProfile *profile, const TopoCluster *cluster) {
-  ModelNet net = cluster->net;
-  net.free_comm = profile->kind == MODEL_PROFILE_IDEAL;
-  return net;
-}
-
-static double fitted(guint len, guint start, gpointer data) { return model_slice_cost_eval(data, len, start); }
-
-gboolean sim_terapipe_choose(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
-                             SimTeraPipeSlicing *out, GError **error) {
-  sim_terapipe_slicing_init(out);
-  ModelNet net = plan_net(profile, cluster);
-  ModelCell cell = plan_cell(pl, profile, &net, cluster);
-  /* The DP assumes equal cells; the last one, which adds the logits and the
-   * loss, is the slowest, and it paces the pipeline. */
-  cell.head = TRUE;
-  guint L = pl->model.seq_len, g = pl->granularity, Bp = pl->global_batch / pl->dp;
-  if (pl->slices_mode != SIM_SLICES_AUTO) {
-    for (guint k = 0; k < Bp / pl->micro_batch; k++) {
-      if (pl->slices_mode == SIM_SLICES_UNIFORM)
-        sim_terapipe_slicing_add_uniform(out, pl->micro_batch, L, g, pl->n_slices);
-      else {
-        GArray *t = g_array_new(FALSE, FALSE, sizeof(guint));
-        g_array_append_vals(t, pl->slice_len, pl->n_slices);
-        add_slice(out, pl->micro_batch, t);
-      }
-    }
-    return TRUE;
-  }
-  /* Joint batch and token slicing (section 3.4): the token DP for every
-   * batch-slice size, then the knapsack over sizes. */
-  double *T_b = g_new(double, Bp);
-  GPtrArray *tok = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
-  double worst = 0, mean = 0;
-  for (guint b = 1; b <= Bp; b++) {
-    ModelSliceCost cost;
-    if (!model_slice_cost_fit(&cell, b, L, g, &cost, error)) {
-      g_free(T_b);
-      g_ptr_array_free(tok, TRUE);
-      sim_terapipe_slicing_clear(out);
-      return FALSE;
-    }
-    worst = MAX(worst, cost.fit_max_rel_error);
-    mean += cost.fit_mean_rel_error / Bp;
-    ModelSlicing sl;
-    model_token_dp(cost.n, pl->pp, 1e-4, fitted, &cost, &sl); /* eps 0.1 ms, as the paper */
-    out->candidates_solved += sl.candidates_solved;
-    T_b[b - 1] = sl.T;
-    GArray *t = g_array_new(FALSE, FALSE, sizeof(guint));
-    for (guint m = 0; m < sl.n_slices; m++) {
-      guint len = sl.len[m] * g;
-      g_array_append_val(t, len);
-    }
-    g_ptr_array_add(tok, t);
-    model_slicing_clear(&sl);
-    model_slice_cost_clear(&cost);
-  }
-  GArray *sizes = g_array_new(FALSE, FALSE, sizeof(guint));
-  out->predicted_s = model_batch_knapsack(T_b, Bp, sizes);
-  for (guint k = 0; k < sizes->len; k++) {
-    guint b = g_array_index(sizes, guint, k);
-    add_slice(out, b, g_array_ref(g_ptr_array_index(tok, b - 1)));
-  }
-  out->fit_max_rel_error = worst;
-  out->fit_mean_rel_error = mean;
-  g_array_free(sizes, TRUE);
-  g_ptr_array_free(tok, TRUE);
-  g_free(T_b);
-  return TRUE;
-}
-
-void sim_terapipe_slicing_json(const SimTeraPipeSlicing *s, cJSON *into) {
-  cJSON *batch = cJSON_AddArrayToObject(into, "batch_slices");
-  cJSON *tokens = cJSON_AddArrayToObject(into, "token_slices");
-  for (guint k = 0; k < s->batch->len; k++) {
-    cJSON_AddItemToArray(batch, cJSON_CreateNumber(g_array_index(s->batch, guint, k)));
-    GArray *t = g_ptr_array_index(s->tokens, k);
-    cJSON *row = cJSON_CreateArray();
-    for (guint m = 0; m < t->len; m++)
-      cJSON_AddItemToArray(row, cJSON_CreateNumber(g_array_index(t, guint, m)));
-    cJSON_AddItemToArray(tokens, row);
-  }
-  if (s->predicted_s > 0) {
-    cJSON_AddNumberToObject(into, "dp_predicted_latency_s", s->predicted_s);
-    cJSON_AddNumberToObject(into, "dp_candidates_solved", s->candidates_solved);
-  }
-  if (s->fit_max_rel_error >= 0) {
-    cJSON_AddNumberToObject(into, "context_fit_max_rel_error", s->fit_max_rel_error);
-    cJSON_AddNumberToObject(into, "context_fit_mean_rel_error", s->fit_mean_rel_error);
-  }
-}
-
-/* --- the task graph --- */
-
 typedef struct {
   guint b, tokens, context;
   gboolean fwd;
@@ -206,6 +104,225 @@ static double p2p_time(const Build *b, double bytes, guint s, guint d) {
   double bw = fmin(net->nic_bw, net->nic_bw * net->nics_per_node / MAX(1u, cross_senders(b, s, d)));
   return net->p2p_latency_inter + bytes / bw;
 }
+
+
+/* The charge of one cell hop for a slice of `tokens` tokens of b sequences,
+ * from stage s to stage d: the send of its fp16 activations (or their
+ * gradient) -- b i h / t per rank with scatter/gather -- and the receiving
+ * group's NVLink all-gather.  emit_transfers charges exactly this. */
+static void hop_parts(const Build *b, guint seqs, guint tokens, guint s, guint d, double *send_s, double *gather_s) {
+  const SimPlan *pl = b->pl;
+  gboolean sg = pl->scatter_gather && pl->tp > 1;
+  double full = 2.0 * seqs * tokens * pl->model.hidden;
+  *send_s = p2p_time(b, sg ? full / pl->tp : full, s, d);
+  *gather_s = sg ? model_collective_time_s(&b->cluster->net, MODEL_COLL_ALLGATHER, full, pl->tp,
+                                           (pl->tp + b->cluster->gpus_per_node - 1) / b->cluster->gpus_per_node, NULL)
+                 : 0;
+}
+
+/* Mean over the K - 1 boundaries of the forward plus the backward hop: the
+ * h(i) of the DP's refined objective (models/slicing.h). */
+static double mean_hop_s(const Build *b, guint seqs, guint tokens) {
+  if (b->p < 2)
+    return 0;
+  double sum = 0, x, g;
+  for (guint s = 0; s + 1 < b->p; s++) {
+    hop_parts(b, seqs, tokens, s, s + 1, &x, &g);
+    sum += x + g;
+    hop_parts(b, seqs, tokens, s + 1, s, &x, &g);
+    sum += x + g;
+  }
+  return sum / (b->p - 1);
+}
+
+/* The cost model of one cell of the plan (the middle stages' layers). */
+static ModelCell plan_cell(const SimPlan *pl, const ModelProfile *profile, const ModelNet *net,
+                           const TopoCluster *cluster) {
+  ModelCell c = {profile, &pl->model, net, pl->tp, (pl->tp + cluster->gpus_per_node - 1) / cluster->gpus_per_node,
+                 pl->model.layers / pl->pp, pl->recompute, pl->fusion, FALSE};
+  return c;
+}
+
+static ModelNet plan_net(const ModelProfile *profile, const TopoCluster *cluster) {
+  ModelNet net = cluster->net;
+  net.free_comm = profile->kind == MODEL_PROFILE_IDEAL;
+  return net;
+}
+
+/* The DP's view of a cell (models/slicing.h): c from the fitted cost of the
+ * last cell; u = c less the logits plus the embedding spread over the K - 1
+ * cells, and h, which do not depend on the context, tabulated by length. */
+typedef struct {
+  ModelSliceCost cost;
+  double *less; /* [n + 1]: u - c of a slice of k granules */
+  double *hop;  /* [n + 1]: h of a slice of k granules */
+  double *fwd;  /* [n + 1]: the forward's share of a cell's time, without context */
+} DpCost;
+
+static double dp_last(guint len, guint start, gpointer data) {
+  return model_slice_cost_eval(&((DpCost *)data)->cost, len, start);
+}
+
+static double dp_cell(guint len, guint start, gpointer data) {
+  return dp_last(len, start, data) + ((DpCost *)data)->less[len];
+}
+
+static double dp_share(guint len, guint start, gpointer data) {
+  (void)start;
+  return ((DpCost *)data)->fwd[len];
+}
+
+static double dp_hop(guint len, guint start, gpointer data) {
+  (void)start;
+  return ((DpCost *)data)->hop[len];
+}
+
+gboolean sim_terapipe_choose(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
+                             SimTeraPipeSlicing *out, GError **error) {
+  sim_terapipe_slicing_init(out);
+  TopoCluster cl = *cluster;
+  cl.net = plan_net(profile, cluster);
+  ModelCell cell = plan_cell(pl, profile, &cl.net, cluster);
+  Build hops = {.pl = pl, .cluster = &cl, .p = pl->pp};
+  /* The fitted t(i, j) is the last cell's, which adds the logits and the
+   * loss; the others are derived from it (DpCost). */
+  cell.head = TRUE;
+  guint L = pl->model.seq_len, g = pl->granularity, Bp = pl->global_batch / pl->dp;
+  if (pl->slices_mode != SIM_SLICES_AUTO) {
+    for (guint k = 0; k < Bp / pl->micro_batch; k++) {
+      if (pl->slices_mode == SIM_SLICES_UNIFORM)
+        sim_terapipe_slicing_add_uniform(out, pl->micro_batch, L, g, pl->n_slices);
+      else {
+        GArray *t = g_array_new(FALSE, FALSE, sizeof(guint));
+        g_array_append_vals(t, pl->slice_len, pl->n_slices);
+        add_slice(out, pl->micro_batch, t);
+      }
+    }
+    return TRUE;
+  }
+  /* Joint batch and token slicing (section 3.4): the token DP for every
+   * batch-slice size, then the knapsack over sizes. */
+  double *T_b = g_new(double, Bp);
+  GPtrArray *tok = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
+  double worst = 0, mean = 0;
+  for (guint b = 1; b <= Bp; b++) {
+    DpCost dc;
+    ModelSliceCost *cost = &dc.cost;
+    if (!model_slice_cost_fit(&cell, b, L, g, cost, error)) {
+      g_free(T_b);
+      g_ptr_array_free(tok, TRUE);
+      sim_terapipe_slicing_clear(out);
+      return FALSE;
+    }
+    worst = MAX(worst, cost->fit_max_rel_error);
+    mean += cost->fit_mean_rel_error / Bp;
+    dc.less = g_new0(double, cost->n + 1);
+    dc.hop = g_new0(double, cost->n + 1);
+    dc.fwd = g_new0(double, cost->n + 1);
+    for (guint k = 1; k <= cost->n; k++) {
+      double f, bw, tf, tb;
+      model_cell_slice_time(&cell, b, k * g, 0, &f, &bw, &tf, &tb);
+      dc.fwd[k] = (f + tf) / (f + bw + tf + tb);
+      ModelShape slice = pl->model;
+      slice.seq_len = k * g;
+      double hf, hb, ef, eb;
+      model_head_cost(profile, &slice, pl->tp, b, &hf, &hb);
+      model_embedding_cost(profile, &slice, pl->tp, b, &ef, &eb);
+      dc.less[k] = -(hf + hb) + (pl->pp > 1 ? (ef + eb) / (pl->pp - 1) : 0);
+      dc.hop[k] = mean_hop_s(&hops, b, k * g);
+    }
+    ModelSlicing sl;
+    /* eps 0.1 ms, as the paper; cells, hops and the critical path as the
+     * simulator will charge them (ptdsim's refinement, models/slicing.h) */
+    ModelPipeCost pc = {dp_last, dp_cell, dp_hop, dp_share, &dc, TRUE};
+    model_token_dp_pipe(cost->n, pl->pp, 1e-4, &pc, &sl);
+    out->candidates_solved += sl.candidates_solved;
+    T_b[b - 1] = sl.T;
+    GArray *t = g_array_new(FALSE, FALSE, sizeof(guint));
+    for (guint m = 0; m < sl.n_slices; m++) {
+      guint len = sl.len[m] * g;
+      g_array_append_val(t, len);
+    }
+    g_ptr_array_add(tok, t);
+    model_slicing_clear(&sl);
+    model_slice_cost_clear(cost);
+    g_free(dc.less);
+    g_free(dc.hop);
+    g_free(dc.fwd);
+  }
+  GArray *sizes = g_array_new(FALSE, FALSE, sizeof(guint));
+  out->predicted_s = model_batch_knapsack(T_b, Bp, sizes);
+  for (guint k = 0; k < sizes->len; k++) {
+    guint b = g_array_index(sizes, guint, k);
+    add_slice(out, b, g_array_ref(g_ptr_array_index(tok, b - 1)));
+  }
+  out->fit_max_rel_error = worst;
+  out->fit_mean_rel_error = mean;
+  g_array_free(sizes, TRUE);
+  g_ptr_array_free(tok, TRUE);
+  g_free(T_b);
+  return TRUE;
+}
+
+void sim_terapipe_slicing_json(const SimTeraPipeSlicing *s, cJSON *into) {
+  cJSON *batch = cJSON_AddArrayToObject(into, "batch_slices");
+  cJSON *tokens = cJSON_AddArrayToObject(into, "token_slices");
+  for (guint k = 0; k < s->batch->len; k++) {
+    cJSON_AddItemToArray(batch, cJSON_CreateNumber(g_array_index(s->batch, guint, k)));
+    GArray *t = g_ptr_array_index(s->tokens, k);
+    cJSON *row = cJSON_CreateArray();
+    for (guint m = 0; m < t->len; m++)
+      cJSON_AddItemToArray(row, cJSON_CreateNumber(g_array_index(t, guint, m)));
+    cJSON_AddItemToArray(tokens, row);
+  }
+  if (s->predicted_s > 0) {
+    cJSON_AddNumberToObject(into, "dp_predicted_latency_s", s->predicted_s);
+    cJSON_AddNumberToObject(into, "dp_candidates_solved", s->candidates_solved);
+  }
+  if (s->fit_max_rel_error >= 0) {
+    cJSON_AddNumberToObject(into, "context_fit_max_rel_error", s->fit_max_rel_error);
+    cJSON_AddNumberToObject(into, "context_fit_mean_rel_error", s->fit_mean_rel_error);
+  }
+}
+
+static gboolean same_tokens(GArray *a, GArray *b) {
+  return a->len == b->len && memcmp(a->data, b->data, a->len * sizeof(guint)) == 0;
+}
+
+void sim_terapipe_slicing_describe(const SimTeraPipeSlicing *s, gboolean brief, GString *out) {
+  for (guint k = 0; k < s->batch->len;) {
+    guint b = g_array_index(s->batch, guint, k), count = 1;
+    GArray *t = g_ptr_array_index(s->tokens, k);
+    while (k + count < s->batch->len && g_array_index(s->batch, guint, k + count) == b &&
+           same_tokens(t, g_ptr_array_index(s->tokens, k + count)))
+      count++;
+    if (brief)
+      g_string_append_printf(out, "%s%u x %u seq, %u slices", k ? " + " : "", count, b, t->len);
+    else {
+      g_string_append_printf(out, "%s%u batch slice%s of %u sequence%s, %u token slice%s%s: ", k ? "; " : "", count,
+                             count == 1 ? "" : "s", b, b == 1 ? "" : "s", t->len, t->len == 1 ? "" : "s",
+                             count == 1 ? "" : " each");
+      for (guint q = 0; q < t->len;) {
+        guint len = g_array_index(t, guint, q), run = 1;
+        while (q + run < t->len && g_array_index(t, guint, q + run) == len)
+          run++;
+        g_string_append_printf(out, "%s%u x %u", q ? ", " : "", run, len);
+        q += run;
+      }
+      g_string_append(out, " tokens");
+    }
+    k += count;
+  }
+}
+
+guint sim_terapipe_slicing_count(const SimTeraPipeSlicing *s) {
+  guint n = 0;
+  for (guint k = 0; k < s->tokens->len; k++)
+    n += ((GArray *)g_ptr_array_index(s->tokens, k))->len;
+  return n;
+}
+
+/* --- the task graph --- */
 
 static SimOpTag tag(guint cat, gboolean fwd, guint s, guint j) {
   return (SimOpTag){(guint16)cat, (guint16)(fwd ? 0 : 1), (gint32)s, 0, (gint32)j, -1};
@@ -265,11 +382,12 @@ static void emit_transfers(Build *b) {
         continue;
       guint d = it->fwd ? s + 1 : s - 1;
       double full = 2.0 * it->b * it->tokens * pl->model.hidden; /* fp16 activations or their gradient */
-      double per_rank = sg ? full / pl->tp : full;
+      double per_rank = sg ? full / pl->tp : full, send_s, gather_s;
+      hop_parts(b, it->b, it->tokens, s, d, &send_s, &gather_s);
       SimOpTag t = tag(CAT_PP, it->fwd, s, j);
       guint streams[2] = {s * N_STREAMS + STREAM_SEND, d * N_STREAMS + STREAM_RECV};
       guint64 pos[2] = {2ull * j, 2ull * j};
-      guint x = sim_engine_add_op_at(b->e, ns(p2p_time(b, per_rank, s, d)), streams, pos, 2, &t);
+      guint x = sim_engine_add_op_at(b->e, ns(send_s), streams, pos, 2, &t);
       sim_engine_add_dep(b->e, b->last[s * b->n + j], x);
       b->bytes_pp += per_rank * pl->tp * pl->dp;
       guint ready = x;
@@ -279,9 +397,7 @@ static void emit_transfers(Build *b) {
         t.category = CAT_PP_GATHER;
         guint st = d * N_STREAMS + STREAM_RECV;
         guint64 gp = 2ull * j + 1;
-        double ag = model_collective_time_s(&b->cluster->net, MODEL_COLL_ALLGATHER, full, pl->tp,
-                                            (pl->tp + b->cluster->gpus_per_node - 1) / b->cluster->gpus_per_node, NULL);
-        ready = sim_engine_add_op_at(b->e, ns(ag), &st, &gp, 1, &t);
+        ready = sim_engine_add_op_at(b->e, ns(gather_s), &st, &gp, 1, &t);
         sim_engine_add_dep(b->e, x, ready);
       }
       sim_engine_add_dep(b->e, ready, b->first[d * b->n + j]);
@@ -408,6 +524,7 @@ static void measure(Build *b, const ModelProfile *profile, guint total_slices, S
   r->aggregate_pflops = r->tflops_per_gpu * pl->gpus / 1000.0;
   /* GPipe's and TeraPipe's textbook bubble: (K - 1) / M for M equal slices. */
   r->analytic_bubble_fraction = (double)(b->p - 1) / total_slices;
+  r->token_slices = total_slices;
 
   SimTime flush = 0;
   double best = -1;

@@ -39,6 +39,14 @@ gboolean sim_terapipe_choose(const SimPlan *plan, const ModelProfile *profile, c
 /* Simulates one iteration with a given slicing. */
 gboolean sim_terapipe_simulate(const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster,
                                const SimTeraPipeSlicing *slicing, SimResult *result, GError **error);
+/* A slicing in words, consecutive equal batch slices together and token
+ * slices run-length coded (count x tokens, in sequence order):
+ *   "1 batch slice of 32 sequences, 128 token slices each: 128 x 16"
+ * or, `brief`, "1 x 32 seq, 128 slices" (batch slices x sequences each,
+ * token slices per batch slice; several groups joined by " + "). */
+void sim_terapipe_slicing_describe(const SimTeraPipeSlicing *s, gboolean brief, GString *out);
+/* M: token slices over all batch slices. */
+guint sim_terapipe_slicing_count(const SimTeraPipeSlicing *s);
 /* JSON of a slicing: {"batch_slices": [...], "token_slices": [[...], ...],
  * "dp_predicted_latency_s", "context_fit_max_rel_error", ...}. */
 void sim_terapipe_slicing_json(const SimTeraPipeSlicing *s, cJSON *into);

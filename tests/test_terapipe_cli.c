@@ -122,10 +122,28 @@ static void test_run_report(void) {
   cJSON_Delete(j);
   proc_clear(&p);
 
-  /* text output names the slicing */
-  p = run_line(SETTING9 " --schedule terapipe --slices uniform:4 --micro-batch 2");
+  /* text output names the slicing, run-length coded, and the token
+   * pipeline's bubble and idle share with their analytic values for M = 8
+   * slices (2 batch slices of 4) on K = 96 cells */
+  p = run_line(SETTING9 " --schedule terapipe --slices uniform:4 --micro-batch 1");
   g_assert_cmpint(p.status, ==, 0);
-  g_assert_nonnull(strstr(p.out, "2 seq x [512,512,512,512]"));
+  g_assert_nonnull(strstr(p.out, "slicing    2 batch slices of 1 sequence, 4 token slices each: 4 x 512 tokens\n"));
+  g_assert_nonnull(strstr(p.out, "batch      2 sequences, 2 per pipeline, in batch slices"));
+  g_assert_null(strstr(p.out, "microbatch"));
+  char *want = g_strdup_printf("%.4f analytic (K-1)/M for M = 8 token slices on K = 96 cells", 95.0 / 8);
+  g_assert_nonnull(strstr(p.out, want));
+  g_free(want);
+  want = g_strdup_printf("%.4f analytic (K-1)/(M+K-1)", 95.0 / 103);
+  g_assert_nonnull(strstr(p.out, want));
+  g_free(want);
+  proc_clear(&p);
+  p = run_line(SETTING9 " --schedule terapipe --slices uniform:4 --micro-batch 1 --format json");
+  j = parse_json(&p);
+  tp = cJSON_GetObjectItemCaseSensitive(j, "terapipe");
+  g_assert_cmpfloat(num(tp, "token_slices_in_pipeline"), ==, 8);
+  g_assert_cmpfloat_with_epsilon(num(tp, "analytic_idle_fraction"), 95.0 / 103, 1e-12);
+  g_assert_cmpfloat_with_epsilon(num(j, "analytic_bubble_fraction"), 95.0 / 8, 1e-12);
+  cJSON_Delete(j);
   proc_clear(&p);
 }
 
@@ -194,8 +212,41 @@ static void test_fig5(void) {
       g_assert_cmpfloat(fabs(g / t - 1), <, 0.1);
     if (id >= 8) /* the largest models with batch 8 and 2 */
       g_assert_cmpfloat(g / t, >, 2);
+    if (id == 5) {
+      /* the figure's row is what `run` prints for the same setting: same
+       * slicing, same latency */
+      Proc r = run_line("run --model gpt3-13b --cluster aws-p3-16xlarge --gpus 320 --tp 8 --pp 40 --dp 1 "
+                        "--global-batch 32 --schedule terapipe --format json");
+      cJSON *rj = parse_json(&r);
+      const cJSON *rtp = cJSON_GetObjectItemCaseSensitive(rj, "terapipe");
+      const cJSON *fs = cJSON_GetObjectItemCaseSensitive(row, "slices");
+      g_assert_true(cJSON_Compare(cJSON_GetObjectItemCaseSensitive(rtp, "batch_slices"),
+                                  cJSON_GetObjectItemCaseSensitive(fs, "batch_slices"), TRUE));
+      g_assert_true(cJSON_Compare(cJSON_GetObjectItemCaseSensitive(rtp, "token_slices"),
+                                  cJSON_GetObjectItemCaseSensitive(fs, "token_slices"), TRUE));
+      g_assert_cmpfloat(num(rj, "iteration_time_s"), ==, t);
+      cJSON_Delete(rj);
+      proc_clear(&r);
+    }
   }
   cJSON_Delete(j);
+  proc_clear(&p);
+  /* and the text figure describes it as run does: batch slices x sequences,
+   * token slices each */
+  p = run_line("figure terapipe-fig5");
+  g_assert_cmpint(p.status, ==, 0);
+  Proc r = run_line("run --model gpt3-13b --cluster aws-p3-16xlarge --gpus 320 --tp 8 --pp 40 --dp 1 "
+                    "--global-batch 32 --schedule terapipe");
+  const char *line = strstr(r.out, "slicing    1 batch slice of 32 sequences, ");
+  g_assert_nonnull(line);
+  guint n = (guint)strtoul(line + strlen("slicing    1 batch slice of 32 sequences, "), NULL, 10);
+  char *want = g_strdup_printf("1 x 32 seq, %u slices\n", n);
+  const char *row5 = strstr(p.out, "\n      5 ");
+  g_assert_nonnull(row5);
+  g_assert_nonnull(strstr(row5, want));
+  g_assert_true(strstr(row5, want) < strstr(row5 + 1, "\n      6 "));
+  g_free(want);
+  proc_clear(&r);
   proc_clear(&p);
 }
 
@@ -217,10 +268,7 @@ static void test_fig6(void) {
     }
     g_assert_cmpfloat(num(s, "best_uniform_latency"), ==, best);
     double dp = num(s, "dp_latency");
-    if (x == 0)
-      g_assert_cmpfloat(dp, <, best);
-    else
-      g_assert_cmpfloat(dp, <, 1.05 * best);
+    g_assert_cmpfloat(dp, <=, best); /* figure 6's claim, in simulation */
     x++;
   }
   cJSON_Delete(j);

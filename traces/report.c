@@ -98,8 +98,12 @@ void trace_result_text(GString *out, const SimPlan *pl, const ModelProfile *prof
                            pl->placement == SIM_PLACEMENT_TP_DP_PP       ? "tp-dp-pp"
                            : pl->placement == SIM_PLACEMENT_DP_OUTERMOST ? "dp-outermost"
                                                                          : "misaligned");
-  g_string_append_printf(out, "batch      %u sequences, microbatch %u, %u microbatches per pipeline\n",
-                         pl->global_batch, pl->micro_batch, pl->microbatches);
+  if (pl->schedule == SIM_SCHEDULE_TERAPIPE)
+    g_string_append_printf(out, "batch      %u sequences, %u per pipeline, in batch slices (slicing below)\n",
+                           pl->global_batch, pl->global_batch / pl->dp);
+  else
+    g_string_append_printf(out, "batch      %u sequences, microbatch %u, %u microbatches per pipeline\n",
+                           pl->global_batch, pl->micro_batch, pl->microbatches);
   g_string_append_printf(out, "schedule   %s", sim_schedule_name(pl->schedule));
   if (pl->schedule == SIM_SCHEDULE_INTERLEAVED)
     g_string_append_printf(out, " (%u chunks per GPU)", pl->chunks);
@@ -110,8 +114,17 @@ void trace_result_text(GString *out, const SimPlan *pl, const ModelProfile *prof
   g_string_append_printf(out, "throughput %.1f TFLOP/s per GPU (%.1f%% of peak), %.1f PFLOP/s aggregate\n",
                          r->tflops_per_gpu, r->percent_of_peak, r->aggregate_pflops);
   g_string_append_printf(out, "           %.1f TFLOP/s per GPU executed (hardware)\n", r->hardware_tflops_per_gpu);
-  g_string_append_printf(out, "bubble     %.4f measured, %.4f analytic\n", r->bubble_fraction,
-                         r->analytic_bubble_fraction);
+  if (pl->schedule == SIM_SCHEDULE_TERAPIPE) {
+    /* Token pipeline: M slices (all batch slices) on K = p cells. */
+    double K = pl->pp, M = r->token_slices;
+    g_string_append_printf(out, "bubble     %.4f measured (idle / busy), %.4f analytic (K-1)/M for M = %u token slices "
+                                "on K = %u cells\n",
+                           r->bubble_fraction, r->analytic_bubble_fraction, r->token_slices, pl->pp);
+    g_string_append_printf(out, "idle       %.4f measured (idle / flush), %.4f analytic (K-1)/(M+K-1)\n",
+                           r->idle_fraction, M > 0 ? (K - 1) / (M + K - 1) : 0);
+  } else
+    g_string_append_printf(out, "bubble     %.4f measured, %.4f analytic\n", r->bubble_fraction,
+                           r->analytic_bubble_fraction);
   g_string_append_printf(out, "time on the critical GPU (stage %u):\n", r->critical_stage);
   double T = r->iteration_time_s;
   line_s(out, "compute", r->breakdown.compute, T);

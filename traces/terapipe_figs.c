@@ -130,12 +130,7 @@ static gboolean run_pair(const TraceFigureContext *ctx, const SimPlanRequest *re
   return TRUE;
 }
 
-static guint total_slices(const SimTeraPipeSlicing *s) {
-  guint n = 0;
-  for (guint k = 0; k < s->tokens->len; k++)
-    n += ((GArray *)g_ptr_array_index(s->tokens, k))->len;
-  return n;
-}
+static guint total_slices(const SimTeraPipeSlicing *s) { return sim_terapipe_slicing_count(s); }
 
 /* --- figure 5: latency of settings 1-10, GPipe vs TeraPipe --- */
 
@@ -146,7 +141,8 @@ gboolean trace_terapipe_fig5(const TraceFigureContext *ctx, cJSON *json, GString
                            "TeraPipe figure 5 on %s with %s: per-iteration latency\n%7s %-10s %5s %4s %4s %4s %3s  "
                            "%9s %3s  %9s %7s  %s\n",
                            ctx->cluster->name, ctx->profile->name, "setting", "model", "gpus", "B", "d", "p", "t",
-                           "gpipe s", "b", "terapipe s", "speedup", "batch slices x token slices");
+                           "gpipe s", "b", "terapipe s", "speedup",
+                           "slicing: batch slices x sequences, token slices each");
   for (guint id = 1; id <= 10; id++) {
     SimPlanRequest req;
     Pair pr;
@@ -178,9 +174,7 @@ gboolean trace_terapipe_fig5(const TraceFigureContext *ctx, cJSON *json, GString
       g_snprintf(label, sizeof label, "%.1fB", model_param_count(&req.model) / 1e9);
       g_string_append_printf(text, "%7u %-10s %5u %4u %4u %4u %3u  %9.3f %3u  %9.3f %6.2fx  ", id, label, req.gpus, req.global_batch, req.dp, req.pp, req.tp,
                              pr.gpipe_s, pr.gpipe_b, pr.tera_s, pr.gpipe_s / pr.tera_s);
-      for (guint k = 0; k < pr.slicing.batch->len; k++)
-        g_string_append_printf(text, "%s%u x %u", k ? ", " : "", g_array_index(pr.slicing.batch, guint, k),
-                               ((GArray *)g_ptr_array_index(pr.slicing.tokens, k))->len);
+      sim_terapipe_slicing_describe(&pr.slicing, TRUE, text);
       g_string_append_c(text, '\n');
     }
     sim_terapipe_slicing_clear(&pr.slicing);
