@@ -131,6 +131,47 @@ done:
   return rc;
 }
 
+// Runs first() then second() warmup times untimed, then reps times with an
+// event before, between and after: the recomputation forward of a layer
+// followed by its backward, as Megatron runs them under full activation
+// recomputation (Narayanan et al. SC21 section 3.5; Chen et al. 2016).
+template <class F, class G>
+static int time_pair(cudaStream_t s, CalibGpuTiming *t1, CalibGpuTiming *t2, F first, G second, char *err,
+                     size_t errlen) {
+  int rc = 0;
+  cudaEvent_t a = nullptr, b = nullptr, c = nullptr;
+  unsigned reps = std::min(t1->reps, t2->reps);
+  CUDA_OK(cudaEventCreate(&a));
+  CUDA_OK(cudaEventCreate(&b));
+  CUDA_OK(cudaEventCreate(&c));
+  for (unsigned i = 0; i < t1->warmup; i++) {
+    CHECK_RC(first());
+    CHECK_RC(second());
+  }
+  CUDA_OK(cudaStreamSynchronize(s));
+  for (unsigned i = 0; i < reps; i++) {
+    float ms1 = 0, ms2 = 0;
+    CUDA_OK(cudaEventRecord(a, s));
+    CHECK_RC(first());
+    CUDA_OK(cudaEventRecord(b, s));
+    CHECK_RC(second());
+    CUDA_OK(cudaEventRecord(c, s));
+    CUDA_OK(cudaEventSynchronize(c));
+    CUDA_OK(cudaEventElapsedTime(&ms1, a, b));
+    CUDA_OK(cudaEventElapsedTime(&ms2, b, c));
+    t1->samples_us[i] = ms1 * 1e3;
+    t2->samples_us[i] = ms2 * 1e3;
+  }
+done:
+  if (a)
+    cudaEventDestroy(a);
+  if (b)
+    cudaEventDestroy(b);
+  if (c)
+    cudaEventDestroy(c);
+  return rc;
+}
+
 // --- device information ---
 
 extern "C" int calib_gpu_info(int device, CalibGpuInfo *info, char *err, size_t errlen) {
@@ -581,8 +622,10 @@ extern "C" int calib_gpu_kernel(int device, const char *name, int fused, unsigne
     // Scores (batch x seq x seq from seq x d and d x seq), fused causal
     // softmax, then the context (seq x d); the parts are checked in the gemm
     // and kernels modes.
-    if (!seq || !head_dim || rows % seq)
-      return failf(err, errlen, "attention needs rows to be a multiple of seq");
+    if (!seq || !head_dim || rows % seq || cols != seq) {
+      rc = failf(err, errlen, "attention needs rows to be a multiple of seq and cols equal to seq");
+      goto done;
+    }
     CHECK_RC(ew_verify("scale_mask_softmax", 1, s, err, errlen));
     CUBLAS_OK(cublasCreate(&h));
     CUBLAS_OK(cublasSetStream(h, s));
@@ -618,14 +661,18 @@ done:
 // --- one layer ---
 
 extern "C" int calib_gpu_layer(int device, unsigned hidden, unsigned heads, unsigned seq, unsigned micro_batch,
-                               unsigned tp, CalibGpuTiming *fwd, CalibGpuTiming *bwd, char *err, size_t errlen) {
+                               unsigned tp, CalibGpuTiming *fwd, CalibGpuTiming *rec, CalibGpuTiming *bwd, char *err,
+                               size_t errlen) {
   int rc = 0;
   cudaStream_t s = nullptr;
   cublasHandle_t h = nullptr;
   size_t hs = hidden, T = (size_t)micro_batch * seq, a = heads / tp, d = hidden / heads, ffn = 4 * hs / tp;
   size_t B = (size_t)micro_batch * a, S = seq;
   // Activations and weights, sized for the largest use of each.
-  __half *x = nullptr, *w = nullptr, *big = nullptr, *big2 = nullptr, *qkv = nullptr, *ctx = nullptr, *out = nullptr;
+  // w holds every weight (read), dw every weight gradient (written): the
+  // gradients must not feed back into the weights, or repeated runs would
+  // grow the values without bound.
+  __half *x = nullptr, *w = nullptr, *dw = nullptr, *big = nullptr, *big2 = nullptr, *qkv = nullptr, *ctx = nullptr, *out = nullptr;
   EwBuf eh, ef, es; // element-wise buffers: T x h, T x ffn, scores
   memset(&eh, 0, sizeof eh);
   memset(&ef, 0, sizeof ef);
@@ -640,6 +687,7 @@ extern "C" int calib_gpu_layer(int device, unsigned hidden, unsigned heads, unsi
   CUBLAS_OK(cublasSetStream(h, s));
   CUDA_OK(cudaMalloc(&x, T * hs * 2));
   CUDA_OK(cudaMalloc(&w, wmax * 2));
+  CUDA_OK(cudaMalloc(&dw, wmax * 2));
   CUDA_OK(cudaMalloc(&big, actmax * 2));
   CUDA_OK(cudaMalloc(&big2, actmax * 2));
   CUDA_OK(cudaMalloc(&qkv, T * 3 * hs / tp * 2));
@@ -690,17 +738,17 @@ extern "C" int calib_gpu_layer(int device, unsigned hidden, unsigned heads, unsi
       int r = 0;
       STEP(ew_launch("layernorm", 1, &eh, T, hs, S, s, err, errlen)); // dropout-add backward is a mask multiply
       STEP(strided_gemm(h, eh.y, w, ef.tmp, 1, T, ffn, hs, err, errlen)); // fc2 dgrad
-      STEP(strided_gemm(h, ef.y, eh.y, w, 1, ffn, hs, T, err, errlen));    // fc2 wgrad
+      STEP(strided_gemm(h, ef.y, eh.y, dw, 1, ffn, hs, T, err, errlen));    // fc2 wgrad
       if (!r) {
         k_gelu_bwd<<<grid_for(T * ffn), 256, 0, s>>>(ef.tmp, ef.x, ef.tmp2, T * ffn);
         r = cudaGetLastError() != cudaSuccess ? failf(err, errlen, "gelu backward launch failed") : 0;
       }
       STEP(strided_gemm(h, ef.tmp2, w, eh.tmp, 1, T, hs, ffn, err, errlen)); // fc1 dgrad
-      STEP(strided_gemm(h, eh.y, ef.tmp2, w, 1, hs, ffn, T, err, errlen));   // fc1 wgrad
+      STEP(strided_gemm(h, eh.y, ef.tmp2, dw, 1, hs, ffn, T, err, errlen));   // fc1 wgrad
       STEP(ew_launch("layernorm", 1, &eh, T, hs, S, s, err, errlen));
       STEP(ew_launch("layernorm", 1, &eh, T, hs, S, s, err, errlen));
       STEP(strided_gemm(h, eh.y, w, ctx, 1, T, hs / tp, hs, err, errlen)); // proj dgrad
-      STEP(strided_gemm(h, ctx, eh.y, w, 1, hs / tp, hs, T, err, errlen)); // proj wgrad
+      STEP(strided_gemm(h, ctx, eh.y, dw, 1, hs / tp, hs, T, err, errlen)); // proj wgrad
       STEP(strided_gemm(h, ctx, qkv, es.tmp2, B, S, S, d, err, errlen));   // attn_v dgrad (scores grad)
       STEP(strided_gemm(h, es.tmp, ctx, big, B, S, d, S, err, errlen));    // attn_v wgrad (values grad)
       if (!r) {
@@ -711,14 +759,14 @@ extern "C" int calib_gpu_layer(int device, unsigned hidden, unsigned heads, unsi
       STEP(strided_gemm(h, es.x, qkv, big2, B, S, d, S, err, errlen)); // scores dgrad (queries)
       STEP(strided_gemm(h, qkv, es.x, big, B, d, S, S, err, errlen));  // scores wgrad (keys)
       STEP(strided_gemm(h, qkv, w, eh.tmp2, 1, T, hs, 3 * hs / tp, err, errlen)); // qkv dgrad
-      STEP(strided_gemm(h, eh.y, qkv, w, 1, hs, 3 * hs / tp, T, err, errlen));    // qkv wgrad
+      STEP(strided_gemm(h, eh.y, qkv, dw, 1, hs, 3 * hs / tp, T, err, errlen));    // qkv wgrad
       STEP(ew_launch("layernorm", 1, &eh, T, hs, S, s, err, errlen));
       STEP(ew_launch("layernorm", 1, &eh, T, hs, S, s, err, errlen));
 #undef STEP
       return r;
     };
     CHECK_RC(time_op(s, fwd, forward, err, errlen));
-    CHECK_RC(time_op(s, bwd, backward, err, errlen));
+    CHECK_RC(time_pair(s, rec, bwd, forward, backward, err, errlen));
   }
 done:
   ew_free(&eh);
@@ -726,6 +774,7 @@ done:
   ew_free(&es);
   cudaFree(x);
   cudaFree(w);
+  cudaFree(dw);
   cudaFree(big);
   cudaFree(big2);
   cudaFree(qkv);

@@ -43,9 +43,12 @@ int calib_gpu_copy(int device, double bytes, CalibGpuTiming *t, char *err, size_
  * batch * seq, cols is seq. */
 int calib_gpu_kernel(int device, const char *name, int fused, unsigned long long rows, unsigned long long cols,
                      unsigned long long seq, unsigned long long head_dim, CalibGpuTiming *t, char *err, size_t errlen);
-/* One Megatron layer at the tensor-parallel shard, forward and backward. */
+/* One Megatron layer at the tensor-parallel shard (fp16, fused kernels, no
+ * all-reduce): the forward alone, then the recomputation forward and the
+ * backward that follows it, each its own interval (rec and bwd take
+ * min(rec->reps, bwd->reps) samples). */
 int calib_gpu_layer(int device, unsigned hidden, unsigned heads, unsigned seq, unsigned micro_batch, unsigned tp,
-                    CalibGpuTiming *fwd, CalibGpuTiming *bwd, char *err, size_t errlen);
+                    CalibGpuTiming *fwd, CalibGpuTiming *rec, CalibGpuTiming *bwd, char *err, size_t errlen);
 /* NCCL over the first `ranks` visible GPUs (ncclCommInitAll); op 0..3 as
  * CalibCollOp (send/receive between GPUs 0 and 1 only); bytes in nccl-tests'
  * convention; float elements. */

@@ -185,6 +185,8 @@ cJSON *calib_measurements_to_json(const CalibMeasurements *m) {
     cJSON_AddBoolToObject(o, "fused", l->fused);
     add_time(o, "forward", &l->fwd);
     add_time(o, "backward", &l->bwd);
+    if (l->has_recompute)
+      add_time(o, "recompute", &l->recompute);
     cJSON_AddItemToArray(arr, o);
   }
   arr = cJSON_AddArrayToObject(root, "nccl");
@@ -437,6 +439,13 @@ static gboolean read_layer(Reader *r, const cJSON *o, CalibMeasurements *m) {
       return FALSE;
   if (!get_time(r, o, "forward", &l.fwd) || !get_time(r, o, "backward", &l.bwd))
     return FALSE;
+  l.has_recompute = cJSON_GetObjectItemCaseSensitive(o, "recompute_us") != NULL;
+  if (l.has_recompute && !get_time(r, o, "recompute", &l.recompute))
+    return FALSE;
+  if (v[0] % v[1])
+    return bad(r, "hidden", "must be a multiple of heads");
+  if (v[1] % v[4])
+    return bad(r, "heads", "must be a multiple of tp");
   l.hidden = (guint)v[0], l.heads = (guint)v[1], l.seq = (guint)v[2], l.micro_batch = (guint)v[3], l.tp = (guint)v[4];
   l.fused = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(o, "fused"));
   g_array_append_val(m->layers, l);

@@ -45,6 +45,8 @@ typedef struct {
   guint hidden, heads, seq, micro_batch, tp;
   gboolean fused;
   CalibTime fwd, bwd;
+  gboolean has_recompute; /* "recompute_us" present (optional when reading) */
+  CalibTime recompute;    /* the recomputation forward just before the backward */
 } CalibLayer;
 
 typedef enum { CALIB_ALLREDUCE, CALIB_ALLGATHER, CALIB_REDUCESCATTER, CALIB_SENDRECV, CALIB_N_COLL } CalibCollOp;

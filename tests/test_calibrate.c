@@ -101,28 +101,40 @@ static ModelProfile *profile_from_json(const cJSON *json, const char *name) {
 static void test_plan_layer_flops(void) {
   CalibPlanConfig cfg;
   calib_plan_config_default(&cfg);
-  cfg.hidden = 4096, cfg.heads = 32, cfg.seq = 1024, cfg.micro_batch = 2, cfg.tp = 4;
-  GError *error = NULL;
-  CalibPlan *plan = calib_plan_new(&cfg, &error);
-  g_assert_no_error(error);
-  double fwd = 0, dgrad = 0, wgrad = 0;
-  for (guint i = 0; i < plan->gemm->len; i++) {
-    const CalibPlanGemm *g = &g_array_index(plan->gemm, CalibPlanGemm, i);
-    double f = 2.0 * g->batch * g->m * g->n * g->k;
-    if (g_str_has_suffix(g->op, ".fwd"))
-      fwd += f;
-    else if (g_str_has_suffix(g->op, ".dgrad"))
-      dgrad += f;
-    else if (g_str_has_suffix(g->op, ".wgrad"))
-      wgrad += f;
+  /* The default plan (the issue6 preset) and one odd shape. */
+  CalibLayerShape odd = {4096, 32, 1024, 2, 4};
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1) {
+      cfg.shapes[0] = odd;
+      cfg.n_shapes = 1;
+    }
+    GError *error = NULL;
+    CalibPlan *plan = calib_plan_new(&cfg, &error);
+    g_assert_no_error(error);
+    for (guint si = 0; si < cfg.n_shapes; si++) {
+      double fwd = 0, dgrad = 0, wgrad = 0;
+      for (guint i = 0; i < plan->gemm->len; i++) {
+        const CalibPlanGemm *g = &g_array_index(plan->gemm, CalibPlanGemm, i);
+        if (g->shape != si)
+          continue;
+        double f = 2.0 * g->batch * g->m * g->n * g->k;
+        if (g_str_has_suffix(g->op, ".fwd"))
+          fwd += f;
+        else if (g_str_has_suffix(g->op, ".dgrad"))
+          dgrad += f;
+        else if (g_str_has_suffix(g->op, ".wgrad"))
+          wgrad += f;
+      }
+      const CalibLayerShape *sh = &cfg.shapes[si];
+      double b = sh->micro_batch, s = sh->seq, h = sh->hidden, t = sh->tp;
+      g_assert_cmpfloat(fwd, ==, (24 * b * s * h * h + 4 * b * s * s * h) / t);
+      g_assert_cmpfloat(dgrad, ==, fwd);
+      g_assert_cmpfloat(wgrad, ==, fwd);
+    }
+    calib_plan_free(plan);
   }
-  double b = 2, s = 1024, h = 4096, t = 4;
-  g_assert_cmpfloat(fwd, ==, (24 * b * s * h * h + 4 * b * s * s * h) / t);
-  g_assert_cmpfloat(dgrad, ==, fwd);
-  g_assert_cmpfloat(wgrad, ==, fwd);
-  calib_plan_free(plan);
-
-  cfg.tp = 3; /* 32 heads do not split over 3 */
+  GError *error = NULL;
+  cfg.shapes[0].tp = 3; /* 32 heads do not split over 3 */
   g_assert_null(calib_plan_new(&cfg, &error));
   g_assert_error(error, CALIB_ERROR, CALIB_ERROR_INVALID);
   g_assert_nonnull(strstr(error->message, "--tp"));
