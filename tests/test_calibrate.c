@@ -264,6 +264,11 @@ static void edit_no_fp16(cJSON *r) {
   cJSON_ArrayForEach(g, l) cJSON_ReplaceItemInObject(g, "dtype", cJSON_CreateString("bf16"));
 }
 static void edit_no_gemm_list(cJSON *r) { cJSON_DeleteItemFromObject(r, "gemm"); }
+static void edit_layer_tp(cJSON *r) { cJSON_ReplaceItemInObject(item(r, "layer", 2), "tp", cJSON_CreateNumber(5)); }
+static void edit_layer_negative_recompute(cJSON *r) {
+  cJSON_ReplaceItemInObject(item(r, "layer", 1), "recompute_us", cJSON_CreateNumber(-1));
+}
+static void edit_layer_no_backward(cJSON *r) { cJSON_DeleteItemFromObject(item(r, "layer", 0), "backward_us"); }
 
 static void test_bad_files(void) {
   expect_rejected(edit_missing_m, "gemm[4].'m' is missing", CALIB_ERROR_INVALID);
@@ -277,6 +282,9 @@ static void test_bad_files(void) {
   expect_rejected(edit_two_copies, "too few points for the memory bandwidth (membw) fit: 2 given", CALIB_ERROR_TOO_FEW);
   expect_rejected(edit_no_fp16, "too few points for the GEMM efficiency (fp16", CALIB_ERROR_TOO_FEW);
   expect_rejected(edit_no_gemm_list, "'gemm' is missing", CALIB_ERROR_INVALID);
+  expect_rejected(edit_layer_tp, "layer[2].'heads' must be a multiple of tp", CALIB_ERROR_INVALID);
+  expect_rejected(edit_layer_negative_recompute, "layer[1].'recompute_us' is -1", CALIB_ERROR_INVALID);
+  expect_rejected(edit_layer_no_backward, "layer[0].'backward_us' is missing", CALIB_ERROR_INVALID);
 }
 
 /* --- the fitter --- */
@@ -474,6 +482,112 @@ static void test_measured_collectives_in_model(void) {
 }
 
 /* --- the command lines --- */
+
+/* --- measured against predicted (issue 6's comparison) --- */
+
+/* The synthesizer makes a layer record for every planned shape (issue6's six
+ * by default), each with forward, recomputation and backward times; without
+ * noise the recomputation is exactly the forward (the same work). */
+static void test_synth_layers(void) {
+  CalibPlan *plan = default_plan();
+  CalibMeasurements *m = synth("a100-sxm4-80gb", 0, 1);
+  g_assert_cmpuint(plan->cfg.n_shapes, ==, 6);
+  g_assert_cmpuint(m->layers->len, ==, plan->cfg.n_shapes);
+  for (guint i = 0; i < m->layers->len; i++) {
+    const CalibLayer *l = &g_array_index(m->layers, CalibLayer, i);
+    const CalibLayerShape *sh = &plan->cfg.shapes[i];
+    g_assert_cmpuint(l->hidden, ==, sh->hidden);
+    g_assert_cmpuint(l->heads, ==, sh->heads);
+    g_assert_cmpuint(l->micro_batch, ==, sh->micro_batch);
+    g_assert_cmpuint(l->tp, ==, sh->tp);
+    g_assert_true(l->has_recompute);
+    g_assert_cmpfloat(l->recompute.median_us, ==, l->fwd.median_us);
+    g_assert_cmpfloat(l->bwd.median_us, >, l->fwd.median_us);
+  }
+  /* 175B t=8, 1.7B t=1 and 18.4B t=8, each at micro-batch 1 and 4. */
+  const guint hidden[] = {12288, 12288, 2304, 2304, 6144, 6144}, tp[] = {8, 8, 1, 1, 8, 8}, b[] = {1, 4, 1, 4, 1, 4};
+  for (guint i = 0; i < 6; i++) {
+    g_assert_cmpuint(plan->cfg.shapes[i].hidden, ==, hidden[i]);
+    g_assert_cmpuint(plan->cfg.shapes[i].tp, ==, tp[i]);
+    g_assert_cmpuint(plan->cfg.shapes[i].micro_batch, ==, b[i]);
+  }
+  /* The GEMMs of micro-batch 4 have four times the tokens of micro-batch 1. */
+  guint64 m1 = 0, m4 = 0;
+  for (guint i = 0; i < plan->gemm->len; i++) {
+    const CalibPlanGemm *g = &g_array_index(plan->gemm, CalibPlanGemm, i);
+    if (strcmp(g->op, "qkv.fwd") == 0 && g->shape == 0)
+      m1 = g->m;
+    if (strcmp(g->op, "qkv.fwd") == 0 && g->shape == 1)
+      m4 = g->m;
+  }
+  g_assert_cmpuint(m4, ==, 4 * m1);
+  calib_measurements_free(m);
+  calib_plan_free(plan);
+}
+
+static double num(const cJSON *o, const char *key) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+  g_assert_true(cJSON_IsNumber(x));
+  return x->valuedouble;
+}
+
+/* Measurements made from a profile compare with that profile with no error
+ * at all; measurements with 2% noise, fitted, compare with the fitted
+ * profile within a few times the noise; a profile without a GEMM model is
+ * refused. */
+static void test_compare(void) {
+  ModelProfile *a = load_profile("a100-sxm4-80gb");
+  CalibMeasurements *m = synth("a100-sxm4-80gb", 0, 1);
+  GError *error = NULL;
+  cJSON *c = calib_compare(m, a, "fp16", &error);
+  g_assert_no_error(error);
+  const cJSON *r;
+  int rows = 0, recompute = 0;
+  cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(c, "layer")) {
+    rows++;
+    recompute += strcmp(cJSON_GetObjectItemCaseSensitive(r, "pass")->valuestring, "recompute") == 0;
+    g_assert_cmpfloat(fabs(num(r, "error")), <, 1e-12);
+    g_assert_cmpfloat(num(r, "predicted_us"), >, 0);
+  }
+  g_assert_cmpint(rows, ==, 18);
+  g_assert_cmpint(recompute, ==, 6);
+  int groups = 0;
+  cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(c, "gemm")) {
+    groups++;
+    g_assert_cmpfloat(num(r, "max_abs_error"), <, 1e-12);
+  }
+  g_assert_cmpint(groups, ==, 5);
+  g_assert_cmpfloat(num(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(c, "gemm"), 0), "gemms"), ==,
+                    default_plan_gemms());
+  cJSON_Delete(c);
+  calib_measurements_free(m);
+
+  m = synth("a100-sxm4-80gb", 0.02, 11);
+  cJSON *pj = fit(m, 0, &error);
+  g_assert_no_error(error);
+  ModelProfile *f = profile_from_json(pj, "compare-fitted");
+  c = calib_compare(m, f, "fp16", &error);
+  g_assert_no_error(error);
+  cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(c, "layer")) {
+    g_assert_cmpfloat(fabs(num(r, "error")), <, 5 * 0.02 + 0.02);
+  }
+  const cJSON *all = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(c, "gemm"), 0);
+  g_assert_cmpstr(cJSON_GetObjectItemCaseSensitive(all, "group")->valuestring, ==, "all");
+  g_assert_cmpfloat(num(all, "median_abs_error"), <, 0.03);
+  g_assert_cmpfloat(num(all, "median_abs_error"), >, 0); /* the noise is there */
+  cJSON_Delete(c);
+  cJSON_Delete(pj);
+  model_profile_free(f);
+
+  ModelProfile *ideal = load_profile("ideal");
+  g_assert_null(calib_compare(m, ideal, "fp16", &error));
+  g_assert_error(error, CALIB_ERROR, CALIB_ERROR_INVALID);
+  g_assert_nonnull(strstr(error->message, "analytic"));
+  g_clear_error(&error);
+  model_profile_free(ideal);
+  calib_measurements_free(m);
+  model_profile_free(a);
+}
 
 typedef struct {
   int status;
@@ -678,6 +792,91 @@ static void test_cli_fit(void) {
   g_free(prof2);
 }
 
+/* ptdsim fit --compare through the binary: a table regenerable from a
+ * measurements file, JSON that parses, and one-line errors. */
+static void test_cli_compare(void) {
+  const char *bin = g_getenv("PTDSIM_BIN");
+  if (!bin) {
+    g_test_skip("PTDSIM_BIN is not set");
+    return;
+  }
+  char *meas = tmp_path("cmp-meas.json"), *prof = tmp_path("cmp-prof.json");
+  char *args = g_strdup_printf("fit --synthesize a100-sxm4-80gb --noise 0.02 --seed 9 -o %s", meas);
+  Proc p = run(bin, args);
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "6 layers"));
+  proc_clear(&p);
+  g_free(args);
+  args = g_strdup_printf("fit %s -o %s", meas, prof);
+  p = run(bin, args);
+  g_assert_cmpint(p.status, ==, 0);
+  proc_clear(&p);
+  g_free(args);
+  args = g_strdup_printf("fit --compare %s --profile %s", meas, prof);
+  p = run(bin, args);
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_cmpstr(p.err, ==, "");
+  const char *want[] = {"h=12288 a=96 s=2048 b=1 t=8", "h=2304 a=24 s=2048 b=4 t=1", "h=6144 a=48 s=2048 b=4 t=8",
+                        "recompute", "backward", "18 rows: median |error|", "grid.wave", "grid.k"};
+  for (guint i = 0; i < G_N_ELEMENTS(want); i++)
+    g_assert_nonnull(strstr(p.out, want[i]));
+  char *text = g_strdup(p.out);
+  proc_clear(&p);
+  p = run(bin, args); /* deterministic */
+  g_assert_cmpstr(p.out, ==, text);
+  g_free(text);
+  proc_clear(&p);
+  g_free(args);
+  args = g_strdup_printf("fit --compare %s --profile %s --format json", meas, prof);
+  p = run(bin, args);
+  g_assert_cmpint(p.status, ==, 0);
+  cJSON *j = cJSON_Parse(p.out);
+  g_assert_nonnull(j);
+  g_assert_cmpint(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "layer")), ==, 18);
+  cJSON_Delete(j);
+  proc_clear(&p);
+  g_free(args);
+
+  args = g_strdup_printf("fit --compare %s", meas);
+  p = run(bin, args);
+  expect_one_line_error(&p, "--profile");
+  g_free(args);
+  args = g_strdup_printf("fit --compare %s --profile ideal", meas);
+  p = run(bin, args);
+  expect_one_line_error(&p, "analytic");
+  g_free(args);
+  args = g_strdup_printf("fit --compare %s --profile %s -o %s", meas, prof, prof);
+  p = run(bin, args);
+  expect_one_line_error(&p, "--compare takes no");
+  g_free(args);
+  args = g_strdup_printf("fit --compare %s/nosuch.json --profile %s", tmpdir, prof);
+  p = run(bin, args);
+  expect_one_line_error(&p, "nosuch.json");
+  g_free(args);
+  args = g_strdup_printf("fit --compare %s --profile %s --dtype fp8", meas, prof);
+  p = run(bin, args);
+  expect_one_line_error(&p, "--dtype");
+  g_free(args);
+  args = g_strdup_printf("fit --synthesize a100-sxm4-80gb --shapes 1:2:3 -o %s", meas);
+  p = run(bin, args);
+  expect_one_line_error(&p, "HIDDEN:HEADS:SEQ:MICRO_BATCH:TP");
+  g_free(args);
+  args = g_strdup_printf("fit --synthesize a100-sxm4-80gb --shapes issue6 --hidden 4096 -o %s", meas);
+  p = run(bin, args);
+  expect_one_line_error(&p, "not both");
+  g_free(args);
+  args = g_strdup_printf("fit --synthesize a100-sxm4-80gb --shapes 4096:32:2048:2:4,2304:24:1024:1:1 -o %s", meas);
+  p = run(bin, args);
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "2 layers"));
+  proc_clear(&p);
+  g_free(args);
+  g_unlink(meas);
+  g_unlink(prof);
+  g_free(meas);
+  g_free(prof);
+}
+
 /* The harness's --dry-run prints the plan and needs no GPU. */
 static void test_calibrate_dry_run(void) {
   const char *bin = g_getenv("PTDSIM_CALIBRATE_BIN");
@@ -703,6 +902,29 @@ static void test_calibrate_dry_run(void) {
   expect_one_line_error(&p, "--tp");
   p = run(bin, "--dry-run --mode tensor");
   expect_one_line_error(&p, "unknown mode 'tensor'");
+  /* The default run: well under the device's 10-minute call limit. */
+  p = run(bin, "--dry-run --gpus 1");
+  g_assert_cmpint(p.status, ==, 0);
+  const char *est = strstr(p.out, "estimated wall time: at most about ");
+  g_assert_nonnull(est);
+  double seconds = g_ascii_strtod(est + strlen("estimated wall time: at most about "), NULL);
+  g_assert_cmpfloat(seconds, >, 10);
+  g_assert_cmpfloat(seconds, <, 300);
+  g_assert_nonnull(strstr(p.out, "single-rank"));
+  g_assert_nonnull(strstr(p.out, "plan for 6 layer shapes"));
+  g_assert_nonnull(strstr(p.out, "h=2304 a=24 s=2048 b=4 t=1"));
+  proc_clear(&p);
+  p = run(bin, "--dry-run --mode layer --shapes 2304:24:2048:1:1,6144:48:2048:4:8");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "plan for 2 layer shapes"));
+  g_assert_nonnull(strstr(p.out, "h=6144 a=48 s=2048 b=4 t=8"));
+  proc_clear(&p);
+  p = run(bin, "--dry-run --shapes 2304:24:2048:1");
+  expect_one_line_error(&p, "--shapes");
+  p = run(bin, "--dry-run --shapes issue6 --tp 2");
+  expect_one_line_error(&p, "not both");
+  p = run(bin, "--dry-run --shapes 2304:24:2048:1:5");
+  expect_one_line_error(&p, "--tp");
 }
 
 int main(int argc, char **argv) {
@@ -723,6 +945,9 @@ int main(int argc, char **argv) {
   g_test_add_func("/calibrate/measured-collectives-in-model", test_measured_collectives_in_model);
   g_test_add_func("/calibrate/cli-fit", test_cli_fit);
   g_test_add_func("/calibrate/calibrate-dry-run", test_calibrate_dry_run);
+  g_test_add_func("/calibrate/synth-layers", test_synth_layers);
+  g_test_add_func("/calibrate/compare", test_compare);
+  g_test_add_func("/calibrate/cli-compare", test_cli_compare);
   int rc = g_test_run();
   GDir *d = g_dir_open(tmpdir, 0, NULL);
   const char *e;
