@@ -483,6 +483,41 @@ static void test_measured_collectives_in_model(void) {
 
 /* --- the command lines --- */
 
+/* A one-GPU node (issue 6's lent H100): NCCL ran single-rank, so every
+ * collective record has ranks 1 and sendrecv is absent.  The fit still
+ * succeeds, lists the three groups as not fitted and writes no measured
+ * collectives (the cluster's network model stays in charge). */
+static void test_fit_single_rank(void) {
+  CalibMeasurements *m = synth("a100-sxm4-80gb", 0.02, 4);
+  g_array_set_size(m->coll, 0);
+  m->device.gpus = 1;
+  for (int op = 0; op < CALIB_SENDRECV; op++)
+    for (double bytes = 8; bytes <= 1 << 30; bytes *= 2) {
+      CalibColl c = {.op = (CalibCollOp)op, .ranks = 1, .bytes = bytes};
+      c.t.median_us = c.t.min_us = c.t.p10_us = c.t.p90_us = c.t.max_us = 6 + bytes / 1.5e6;
+      c.t.reps = 50;
+      g_array_append_val(m->coll, c);
+    }
+  char *path = tmp_path("single-rank.json");
+  GError *error = NULL;
+  g_assert_true(calib_measurements_save(m, path, &error));
+  CalibMeasurements *r = calib_measurements_load(path, &error);
+  g_assert_no_error(error);
+  g_assert_cmpuint(r->coll->len, ==, 3 * 28);
+  cJSON *p = fit(r, 0, &error);
+  g_assert_no_error(error);
+  g_assert_null(cJSON_GetObjectItemCaseSensitive(p, "collectives"));
+  const cJSON *skipped = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "fit"),
+                                                          "collectives_not_fitted");
+  g_assert_cmpint(cJSON_GetArraySize(skipped), ==, 3);
+  g_assert_nonnull(strstr(cJSON_GetArrayItem(skipped, 0)->valuestring, "one rank"));
+  cJSON_Delete(p);
+  calib_measurements_free(r);
+  calib_measurements_free(m);
+  g_unlink(path);
+  g_free(path);
+}
+
 /* --- measured against predicted (issue 6's comparison) --- */
 
 /* The synthesizer makes a layer record for every planned shape (issue6's six
@@ -945,6 +980,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/calibrate/measured-collectives-in-model", test_measured_collectives_in_model);
   g_test_add_func("/calibrate/cli-fit", test_cli_fit);
   g_test_add_func("/calibrate/calibrate-dry-run", test_calibrate_dry_run);
+  g_test_add_func("/calibrate/fit-single-rank", test_fit_single_rank);
   g_test_add_func("/calibrate/synth-layers", test_synth_layers);
   g_test_add_func("/calibrate/compare", test_compare);
   g_test_add_func("/calibrate/cli-compare", test_cli_compare);
