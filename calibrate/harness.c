@@ -17,7 +17,7 @@
 
 typedef struct {
   char *modes, *output, *shapes;
-  gboolean dry_run;
+  gboolean dry_run, keep_going;
   gint64 hidden, heads, seq_len, micro_batch, tp, gpus, warmup, reps, device, nccl_max_bytes;
 } Options;
 
@@ -94,6 +94,17 @@ static gboolean gpu_failed(int rc, const char *err, GError **error) {
   return rc == 0;
 }
 
+/* Under --keep-going a failed measurement is reported on stderr, recorded
+ * in the file's "failures" list and skipped; otherwise it stops the run. */
+static gboolean keep(const Options *o, gboolean ok, CalibMeasurements *m, GError **error) {
+  if (ok || !o->keep_going)
+    return ok;
+  fprintf(stderr, "ptdsim-calibrate: skipped (--keep-going): %s\n", (*error)->message);
+  g_ptr_array_add(m->failures, g_strdup((*error)->message));
+  g_clear_error(error);
+  return TRUE;
+}
+
 static CalibTime timed(CalibGpuTiming *t) {
   return calib_time_from_samples(t->samples_us, t->reps);
 }
@@ -146,6 +157,7 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
                    2.0 * (double)g.batch * (double)g.m * (double)g.n * (double)g.k / (g.t.median_us * 1e6));
         row(label, &g.t, extra);
       }
+      ok = keep(o, ok, m, error);
     }
   for (guint i = 0; ok && calib_plan_has_mode(o->modes, "kernels") && i < plan->kernels->len; i++) {
     const CalibPlanKernel *pk = &g_array_index(plan->kernels, CalibPlanKernel, i);
@@ -162,6 +174,7 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
       g_snprintf(extra, sizeof extra, "%.0f GB/s", k.bytes / (k.t.median_us * 1e3));
       row(label, &k.t, extra);
     }
+    ok = keep(o, ok, m, error);
   }
   if (ok && calib_plan_has_mode(o->modes, "layer")) {
     double *s2 = g_new(double, o->reps), *s3 = g_new(double, o->reps);
@@ -175,8 +188,8 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
         g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
                     "layer %s needs %.1f GiB of GPU memory and the GPU has %.1f GiB; drop it from --shapes", shape,
                     need, info.memory_GiB);
-        ok = FALSE;
-        break;
+        ok = keep(o, FALSE, m, error);
+        continue;
       }
       ok = gpu_failed(calib_gpu_layer(dev, c->hidden, c->heads, c->seq, c->micro_batch, c->tp, &t, &tr, &tb, err,
                                       sizeof err),
@@ -193,6 +206,7 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
         g_snprintf(label, sizeof label, "layer %s backward", shape);
         row(label, &l.bwd, "");
       }
+      ok = keep(o, ok, m, error);
     }
     g_free(s2);
     g_free(s3);
@@ -207,6 +221,7 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
       g_snprintf(extra, sizeof extra, "%.0f GB/s moved", b.bytes / (b.t.median_us * 1e3));
       row(label, &b.t, extra);
     }
+    ok = keep(o, ok, m, error);
   }
   if (ok && calib_plan_has_mode(o->modes, "nccl")) {
     const double *sizes = (const double *)plan->nccl_bytes->data;
@@ -218,6 +233,10 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
     for (guint ri = 0; ok && ri < nr; ri++) {
       guint group = counts[ri];
       ok = gpu_failed(calib_gpu_nccl_open((int)group, max_bytes, err, sizeof err), err, error);
+      if (!ok) {
+        ok = keep(o, ok, m, error);
+        continue; /* nothing to measure on this group */
+      }
       printf("\n  nccl-tests columns on %u GPUs:\n  %-15s %5s %12s %12s %10s %10s\n", group, "op", "ranks", "size (B)",
              "time (us)", "algbw", "busbw");
       for (int op = 0; ok && op < CALIB_N_COLL; op++) {
@@ -235,6 +254,7 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
             printf("  %-15s %5u %12.0f %12.2f %10.2f %10.2f\n", calib_coll_name(c.op), c.ranks, c.bytes, c.t.median_us,
                    algbw, algbw * calib_busbw_factor(c.op, c.ranks));
           }
+          ok = keep(o, ok, m, error);
         }
       }
       calib_gpu_nccl_close();
@@ -245,6 +265,13 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
     ok = calib_measurements_save(m, o->output, error);
   if (ok)
     printf("\nwrote %s (fit it with: ptdsim fit %s -o PROFILE.json)\n", o->output, o->output);
+  if (ok && m->failures->len > 0) {
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
+                "%u measurement%s failed (the first: %s); the others are in %s, the failures in its \"failures\" list",
+                m->failures->len, m->failures->len == 1 ? "" : "s", (const char *)g_ptr_array_index(m->failures, 0),
+                o->output);
+    ok = FALSE;
+  }
   calib_measurements_free(m);
   return ok;
 }
@@ -261,6 +288,10 @@ int main(int argc, char **argv) {
        "MODES"},
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &o.output, "Measurements file (default calibration.json)", "FILE"},
       {"dry-run", 'n', 0, G_OPTION_ARG_NONE, &o.dry_run, "Print the plan and exit; needs no GPU", NULL},
+      {"keep-going", 'k', 0, G_OPTION_ARG_NONE, &o.keep_going,
+       "Skip a failed measurement (reported, listed under \"failures\" in the file) instead of stopping; the exit "
+       "status is still non-zero",
+       NULL},
       {"shapes", 0, 0, G_OPTION_ARG_STRING, &o.shapes,
        "Layer shapes: a preset (issue6, the default: GPT-3 175B t=8, 1.7B t=1, 18.4B t=8, s=2048, b=1 and 4; "
        "gpt3-175b) or a comma list of HIDDEN:HEADS:SEQ:MICRO_BATCH:TP",

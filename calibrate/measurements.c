@@ -34,6 +34,7 @@ CalibMeasurements *calib_measurements_new(void) {
   m->kernels = g_array_new(FALSE, TRUE, sizeof(CalibKernel));
   m->layers = g_array_new(FALSE, TRUE, sizeof(CalibLayer));
   m->coll = g_array_new(FALSE, TRUE, sizeof(CalibColl));
+  m->failures = g_ptr_array_new_with_free_func(g_free);
   return m;
 }
 
@@ -50,6 +51,7 @@ void calib_measurements_free(CalibMeasurements *m) {
   g_array_free(m->kernels, TRUE);
   g_array_free(m->layers, TRUE);
   g_array_free(m->coll, TRUE);
+  g_ptr_array_free(m->failures, TRUE);
   g_free(m);
 }
 
@@ -108,6 +110,11 @@ cJSON *calib_measurements_to_json(const CalibMeasurements *m) {
   add_str(root, "date", m->date);
   if (m->synthetic)
     cJSON_AddStringToObject(root, "synthetic", m->synthetic);
+  if (m->failures->len > 0) {
+    cJSON *f = cJSON_AddArrayToObject(root, "failures");
+    for (guint i = 0; i < m->failures->len; i++)
+      cJSON_AddItemToArray(f, cJSON_CreateString(g_ptr_array_index(m->failures, i)));
+  }
   cJSON *units = cJSON_AddObjectToObject(root, "units");
   cJSON_AddStringToObject(units, "time", "us");
   cJSON_AddStringToObject(units, "size", "bytes");
@@ -349,6 +356,11 @@ static gboolean read_header(Reader *r, const cJSON *root, CalibMeasurements *m) 
   m->host = opt_str(root, "host");
   m->date = opt_str(root, "date");
   m->synthetic = opt_str(root, "synthetic");
+  const cJSON *failed;
+  cJSON_ArrayForEach(failed, cJSON_GetObjectItemCaseSensitive(root, "failures")) {
+    if (cJSON_IsString(failed))
+      g_ptr_array_add(m->failures, g_strdup(failed->valuestring));
+  }
   const cJSON *timing = cJSON_GetObjectItemCaseSensitive(root, "timing");
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(timing, "warmup"), *n = cJSON_GetObjectItemCaseSensitive(timing, "reps");
   m->warmup = cJSON_IsNumber(w) && w->valuedouble >= 0 ? (guint)w->valuedouble : 0;

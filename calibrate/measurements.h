@@ -81,6 +81,7 @@ typedef struct {
   GArray *kernels; /* CalibKernel */
   GArray *layers;  /* CalibLayer */
   GArray *coll;    /* CalibColl */
+  GPtrArray *failures; /* strings: measurements that failed under --keep-going (optional "failures" list) */
 } CalibMeasurements;
 
 #define CALIB_ERROR (calib_error_quark())
