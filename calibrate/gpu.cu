@@ -104,9 +104,27 @@ static unsigned grid_for(size_t n) {
 
 // --- timing ---
 
+// Keeps the GPU busy for `ns` nanoseconds (the global timer, independent of
+// the SM clock).  Enqueued before the start event of every repetition, it
+// lets the host enqueue the start event, the work and the stop event while
+// the GPU is still spinning, so the interval is the GPU's time for the work
+// alone, without the host's launch latency (a cuBLAS call costs several
+// microseconds on the host, comparable to a small GEMM).  In training the
+// host runs ahead of the GPU in the same way.
+__global__ void k_spin(unsigned long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+#define SPIN_NS 500000ull        // before one GEMM, kernel, copy or collective
+#define SPIN_LAYER_NS 4000000ull // before a layer pass (dozens of launches)
+
 // Runs op() warmup times untimed, then reps times between CUDA events.
 template <class F>
-static int time_op(cudaStream_t s, CalibGpuTiming *t, F op, char *err, size_t errlen) {
+static int time_op(cudaStream_t s, CalibGpuTiming *t, F op, char *err, size_t errlen,
+                   unsigned long long spin_ns = SPIN_NS) {
   int rc = 0;
   cudaEvent_t a = nullptr, b = nullptr;
   CUDA_OK(cudaEventCreate(&a));
@@ -116,6 +134,8 @@ static int time_op(cudaStream_t s, CalibGpuTiming *t, F op, char *err, size_t er
   CUDA_OK(cudaStreamSynchronize(s));
   for (unsigned i = 0; i < t->reps; i++) {
     float ms = 0;
+    k_spin<<<1, 1, 0, s>>>(spin_ns);
+    CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaEventRecord(a, s));
     CHECK_RC(op());
     CUDA_OK(cudaEventRecord(b, s));
@@ -151,6 +171,8 @@ static int time_pair(cudaStream_t s, CalibGpuTiming *t1, CalibGpuTiming *t2, F f
   CUDA_OK(cudaStreamSynchronize(s));
   for (unsigned i = 0; i < reps; i++) {
     float ms1 = 0, ms2 = 0;
+    k_spin<<<1, 1, 0, s>>>(2 * SPIN_LAYER_NS);
+    CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaEventRecord(a, s));
     CHECK_RC(first());
     CUDA_OK(cudaEventRecord(b, s));
@@ -765,7 +787,7 @@ extern "C" int calib_gpu_layer(int device, unsigned hidden, unsigned heads, unsi
 #undef STEP
       return r;
     };
-    CHECK_RC(time_op(s, fwd, forward, err, errlen));
+    CHECK_RC(time_op(s, fwd, forward, err, errlen, SPIN_LAYER_NS));
     CHECK_RC(time_pair(s, rec, bwd, forward, backward, err, errlen));
   }
 done:
@@ -929,6 +951,8 @@ extern "C" int calib_gpu_nccl(int op, double bytes, CalibGpuTiming *t, char *err
     for (int r = 0; r < n; r++) {
       CUDA_OK(cudaSetDevice(r));
       CUDA_OK(cudaStreamSynchronize(nc.streams[r]));
+      k_spin<<<1, 1, 0, nc.streams[r]>>>(SPIN_NS); // all ranks enqueue before any starts
+      CUDA_OK(cudaGetLastError());
       CUDA_OK(cudaEventRecord(nc.start[r], nc.streams[r]));
     }
     CHECK_RC(nccl_enqueue(op, count, err, errlen));

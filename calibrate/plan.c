@@ -263,6 +263,9 @@ gboolean calib_plan_has_mode(const char *modes, const char *mode) {
 #define EST_SETUP_S 0.05
 #define EST_NCCL_INIT_S 3.0
 #define EST_CUDA_INIT_S 5.0
+/* gpu.cu's spin before each timed repetition (SPIN_NS, SPIN_LAYER_NS). */
+#define EST_SPIN_S 0.5e-3
+#define EST_SPIN_LAYER_S 4e-3
 
 static double gemm_flops(const CalibPlanGemm *g) {
   return 2.0 * (double)g->batch * (double)g->m * (double)g->n * (double)g->k;
@@ -292,23 +295,25 @@ double calib_plan_estimate_s(const CalibPlan *p, const char *modes, guint warmup
   double runs = warmup + reps + 1.0, total = EST_CUDA_INIT_S;
   if (calib_plan_has_mode(modes, "gemm"))
     for (guint i = 0; i < p->gemm->len; i++)
-      total += 2 * (EST_SETUP_S + runs * (gemm_flops(&g_array_index(p->gemm, CalibPlanGemm, i)) / EST_GEMM_FLOPS +
-                                          EST_LAUNCH_S));
+      total += 2 * (EST_SETUP_S + reps * EST_SPIN_S +
+                    runs * (gemm_flops(&g_array_index(p->gemm, CalibPlanGemm, i)) / EST_GEMM_FLOPS + EST_LAUNCH_S));
   if (calib_plan_has_mode(modes, "kernels"))
     for (guint i = 0; i < p->kernels->len; i++) {
       const CalibPlanKernel *k = &g_array_index(p->kernels, CalibPlanKernel, i);
       double flops = strcmp(k->name, "attention") == 0 ? 4.0 * k->rows * k->cols * k->head_dim : 0;
-      total += EST_SETUP_S + runs * (k->bytes / EST_MEM_BPS + flops / EST_GEMM_FLOPS + k->kernels * EST_LAUNCH_S);
+      total += EST_SETUP_S + reps * EST_SPIN_S +
+               runs * (k->bytes / EST_MEM_BPS + flops / EST_GEMM_FLOPS + k->kernels * EST_LAUNCH_S);
     }
   if (calib_plan_has_mode(modes, "layer"))
     for (guint si = 0; si < p->cfg.n_shapes; si++) {
       double fwd = shape_fwd_flops(p, si) / EST_GEMM_FLOPS + shape_fwd_bytes(&p->cfg.shapes[si]) / EST_MEM_BPS +
                    40 * EST_LAUNCH_S;
-      total += 10 * EST_SETUP_S + runs * fwd + runs * 4 * fwd; /* forward; then recompute + backward (2x) */
+      /* forward; then recompute + backward (2x), each after its spin */
+      total += 10 * EST_SETUP_S + runs * fwd + runs * 4 * fwd + reps * 3 * EST_SPIN_LAYER_S;
     }
   if (calib_plan_has_mode(modes, "membw"))
     for (guint i = 0; i < p->membw_bytes->len; i++)
-      total += EST_SETUP_S + runs * 2 * g_array_index(p->membw_bytes, double, i) / EST_MEM_BPS;
+      total += EST_SETUP_S + reps * EST_SPIN_S + runs * 2 * g_array_index(p->membw_bytes, double, i) / EST_MEM_BPS;
   if (calib_plan_has_mode(modes, "nccl")) {
     guint counts[16], nr = calib_plan_nccl_ranks(gpus, counts, G_N_ELEMENTS(counts));
     for (guint ri = 0; ri < nr; ri++) {
@@ -320,7 +325,7 @@ double calib_plan_estimate_s(const CalibPlan *p, const char *modes, guint warmup
             continue;
           guint r = op == CALIB_SENDRECV ? 2 : counts[ri];
           double one = 30e-6 + x * calib_busbw_factor((CalibCollOp)op, r) / EST_BUSBW_BPS + 2 * x / EST_MEM_BPS;
-          total += runs * one + reps * 30e-6 * r; /* plus each repetition's host synchronization */
+          total += runs * one + reps * (30e-6 * r + EST_SPIN_S); /* plus each repetition's sync and spin */
         }
     }
   }
@@ -393,9 +398,11 @@ void calib_plan_print(const CalibPlan *p, const char *modes, guint warmup, guint
     g_string_append_printf(o, "\nmembw: device-to-device copies, %u sizes %.0f B .. %.0f B (x4)\n", p->membw_bytes->len,
                            x[0], x[p->membw_bytes->len - 1]);
   }
-  g_string_append_printf(o, "\nestimated wall time: at most about %.0f s on one H100-class GPU (%u GPUs for NCCL), "
+  g_string_append_printf(o, "\nestimated wall time: at most about %.0f s on one H100-class GPU (NCCL on %u GPU%s), "
                             "assuming at least %.0f TFLOP/s for GEMMs, %.0f GB/s for memory-bound work, %.0f GB/s "
-                            "NCCL bus bandwidth and %.0f ms of set-up per measurement\n",
-                         calib_plan_estimate_s(p, modes, warmup, reps, c->gpus), c->gpus, EST_GEMM_FLOPS / 1e12,
-                         EST_MEM_BPS / 1e9, EST_BUSBW_BPS / 1e9, EST_SETUP_S * 1e3);
+                            "NCCL bus bandwidth, %.0f ms of set-up per measurement and the %.1f ms (layer: %.0f ms) "
+                            "spin before each timed repetition\n",
+                         calib_plan_estimate_s(p, modes, warmup, reps, c->gpus), c->gpus, c->gpus == 1 ? "" : "s",
+                         EST_GEMM_FLOPS / 1e12, EST_MEM_BPS / 1e9, EST_BUSBW_BPS / 1e9, EST_SETUP_S * 1e3,
+                         EST_SPIN_S * 1e3, EST_SPIN_LAYER_S * 1e3);
 }
