@@ -28,5 +28,13 @@ start=$(date +%s)
 "$dir/ptdsim-calibrate" --keep-going -o "$out/calibration.json" "$@" >"$out/calibrate.log" 2>&1
 rc=$?
 echo "ptdsim-calibrate exited $rc after $(($(date +%s) - start)) s on $gpus GPU(s)" >>"$out/calibrate.log"
+# Then the hand-written kernels once more under compute-sanitizer's memcheck
+# (where the runtime allows it), at a small shape so that it takes seconds.
+if command -v compute-sanitizer >/dev/null 2>&1; then
+  timeout 180 compute-sanitizer --tool memcheck --error-exitcode 3 "$dir/ptdsim-calibrate" --mode kernels,layer \
+    --shapes 512:8:256:2:2 --warmup 1 --reps 2 -o /tmp/ptdsim-sanitized.json >"$out/sanitizer.txt" 2>&1
+  echo "compute-sanitizer memcheck exited $? (0: no errors; 3: errors, listed above)" >>"$out/sanitizer.txt"
+  tail -3 "$out/sanitizer.txt"
+fi
 tail -80 "$out/calibrate.log"
 exit $rc

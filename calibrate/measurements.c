@@ -119,7 +119,8 @@ cJSON *calib_measurements_to_json(const CalibMeasurements *m) {
   cJSON_AddStringToObject(units, "time", "us");
   cJSON_AddStringToObject(units, "size", "bytes");
   cJSON *timing = cJSON_AddObjectToObject(root, "timing");
-  cJSON_AddStringToObject(timing, "method", "CUDA events around each repetition, after warm-up; median reported");
+  cJSON_AddStringToObject(timing, "method", "CUDA events around each repetition, after warm-up, each repetition queued behind a GPU spin so the "
+                          "host's launch latency is not timed; median reported");
   cJSON_AddNumberToObject(timing, "warmup", m->warmup);
   cJSON_AddNumberToObject(timing, "reps", m->reps);
 
