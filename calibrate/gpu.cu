@@ -951,7 +951,12 @@ extern "C" int calib_gpu_nccl(int op, double bytes, CalibGpuTiming *t, char *err
     for (int r = 0; r < n; r++) {
       CUDA_OK(cudaSetDevice(r));
       CUDA_OK(cudaStreamSynchronize(nc.streams[r]));
-      k_spin<<<1, 1, 0, nc.streams[r]>>>(SPIN_NS); // all ranks enqueue before any starts
+    }
+    // Then, back to back (the ranks' starts differ only by these few host
+    // calls): each rank spins while the host enqueues the whole group.
+    for (int r = 0; r < n; r++) {
+      CUDA_OK(cudaSetDevice(r));
+      k_spin<<<1, 1, 0, nc.streams[r]>>>(SPIN_NS);
       CUDA_OK(cudaGetLastError());
       CUDA_OK(cudaEventRecord(nc.start[r], nc.streams[r]));
     }
