@@ -178,6 +178,7 @@ static void test_time_statistics(void) {
 
 static void test_measurements_round_trip(void) {
   CalibMeasurements *m = synth("a100-sxm4-80gb", 0.02, 3);
+  g_ptr_array_add(m->failures, g_strdup("gpu.cu:1: a failure kept by --keep-going"));
   char *path = tmp_path("round-trip.json");
   GError *error = NULL;
   g_assert_true(calib_measurements_save(m, path, &error));
@@ -202,6 +203,13 @@ static void test_measurements_round_trip(void) {
     g_assert_cmpint(g_array_index(m->coll, CalibColl, i).op, ==, g_array_index(r->coll, CalibColl, i).op);
   g_assert_cmpuint(r->device.sms, ==, 108);
   g_assert_nonnull(r->synthetic);
+  g_assert_cmpuint(r->failures->len, ==, 1);
+  g_assert_cmpstr(g_ptr_array_index(r->failures, 0), ==, "gpu.cu:1: a failure kept by --keep-going");
+  for (guint i = 0; i < m->layers->len; i++) {
+    const CalibLayer *a = &g_array_index(m->layers, CalibLayer, i), *b = &g_array_index(r->layers, CalibLayer, i);
+    g_assert_true(b->has_recompute);
+    g_assert_cmpfloat_with_epsilon(a->recompute.median_us, b->recompute.median_us, 1e-13 * a->recompute.median_us);
+  }
   calib_measurements_free(r);
   calib_measurements_free(m);
   g_free(path);
