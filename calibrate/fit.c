@@ -587,6 +587,7 @@ CalibMeasurements *calib_synthesize(const ModelProfile *p, const ModelNet *net, 
       CalibGemm g = {.batch = pg->batch, .m = pg->m, .n = pg->n, .k = pg->k};
       g_strlcpy(g.dtype, dt ? "bf16" : "fp16", sizeof g.dtype);
       g_strlcpy(g.op, pg->op, sizeof g.op);
+      g_strlcpy(g.layout, pg->layout, sizeof g.layout);
       ModelGemm mg = {g.batch, g.m, g.n, g.k};
       g.t = noisy(&nz, model_gemm_time_s(p, &mg));
       g_array_append_val(m->gemm, g);
@@ -680,7 +681,9 @@ static void add_pass(cJSON *rows, const CalibLayer *l, const char *pass, double 
 }
 
 static const char *gemm_group(const char *op) {
-  return g_str_has_prefix(op, "grid.") ? op : "layer";
+  if (g_str_has_prefix(op, "grid."))
+    return op;
+  return g_str_has_prefix(op, "layout.") ? "layout" : "layer";
 }
 
 cJSON *calib_compare(const CalibMeasurements *m, const ModelProfile *p, const char *dtype, GError **error) {
@@ -727,7 +730,7 @@ cJSON *calib_compare(const CalibMeasurements *m, const ModelProfile *p, const ch
 
   /* GEMMs of one dtype, all together and by group (the layers' shapes, and
    * each quantization grid). */
-  const char *groups[] = {"all", "layer", "grid.square", "grid.wave", "grid.k"};
+  const char *groups[] = {"all", "layer", "grid.square", "grid.wave", "grid.k", "layout"};
   cJSON *gs = cJSON_AddArrayToObject(root, "gemm");
   for (guint gi = 0; gi < G_N_ELEMENTS(groups); gi++) {
     GArray *e = g_array_new(FALSE, FALSE, sizeof(double));
@@ -753,8 +756,9 @@ cJSON *calib_compare(const CalibMeasurements *m, const ModelProfile *p, const ch
       cJSON_AddNumberToObject(o, "p90_abs_error", p90);
       cJSON_AddNumberToObject(o, "max_abs_error", worst);
       char label[128];
-      g_snprintf(label, sizeof label, "%s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT,
-                 worst_g->op, worst_g->batch, worst_g->m, worst_g->n, worst_g->k);
+      g_snprintf(label, sizeof label,
+                 "%s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT " %s",
+                 worst_g->op, worst_g->batch, worst_g->m, worst_g->n, worst_g->k, worst_g->layout);
       cJSON_AddStringToObject(o, "worst", label);
       cJSON_AddItemToArray(gs, o);
     }

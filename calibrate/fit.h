@@ -58,7 +58,7 @@ void calib_layer_predict(const ModelProfile *p, guint hidden, guint heads, guint
  * backward and (when measured) recomputation times against
  * calib_layer_predict, and the GEMM model against every `dtype` GEMM record
  * (median, p90 and worst |relative error|, overall and per group: the
- * layers' GEMMs, grid.square, grid.wave, grid.k).  JSON:
+ * layers' GEMMs, grid.square, grid.wave, grid.k, layout).  JSON:
  * {"profile", "device", "measured", "layer": [{hidden, heads, seq,
  * micro_batch, tp, pass, measured_us, predicted_us, error}], "layer_summary",
  * "gemm": [{group, dtype, gemms, median_abs_error, p90_abs_error,

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "gemm_index.h"
 #include "gpu.h"
 
 static int fail(char *err, size_t n, const char *file, int line, const char *call, const char *why) {
@@ -233,8 +234,9 @@ done:
 // --- GEMM ---
 
 template <class T>
-static int gemm_run(int device, cudaDataType_t type, unsigned long long batch, unsigned long long m,
-                    unsigned long long n, unsigned long long k, CalibGpuTiming *t, char *err, size_t errlen) {
+static int gemm_run(int device, cudaDataType_t type, int transa, int transb, unsigned long long batch,
+                    unsigned long long m, unsigned long long n, unsigned long long k, CalibGpuTiming *t, char *err,
+                    size_t errlen) {
   int rc = 0;
   T *A = nullptr, *B = nullptr, *C = nullptr;
   cublasHandle_t h = nullptr;
@@ -243,10 +245,11 @@ static int gemm_run(int device, cudaDataType_t type, unsigned long long batch, u
   const float alpha = 1.0f, beta = 0.0f;
   const double eps_out = type == CUDA_R_16F ? 1.0 / 2048 : 1.0 / 256;
   auto run = [&]() -> int {
-    cublasStatus_t st = cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, (int)m, (int)n, (int)k, &alpha, A, type,
-                                                   (int)m, (long long)(m * k), B, type, (int)k, (long long)(k * n), &beta,
-                                                   C, type, (int)m, (long long)(m * n), (int)batch, CUBLAS_COMPUTE_32F,
-                                                   CUBLAS_GEMM_DEFAULT);
+    cublasStatus_t st = cublasGemmStridedBatchedEx(
+        h, transa ? CUBLAS_OP_T : CUBLAS_OP_N, transb ? CUBLAS_OP_T : CUBLAS_OP_N, (int)m, (int)n, (int)k, &alpha, A,
+        type, (int)calib_gemm_lda(transa, m, k), (long long)(m * k), B, type, (int)calib_gemm_ldb(transb, k, n),
+        (long long)(k * n), &beta, C, type, (int)m, (long long)(m * n), (int)batch, CUBLAS_COMPUTE_32F,
+        CUBLAS_GEMM_DEFAULT);
     return st == CUBLAS_STATUS_SUCCESS ? 0
                                        : fail(err, errlen, __FILE__, __LINE__, "cublasGemmStridedBatchedEx",
                                               cublasGetStatusString(st));
@@ -273,8 +276,8 @@ static int gemm_run(int device, cudaDataType_t type, unsigned long long batch, u
     size_t bi = r % batch, i = mix(2000 + probe) % m, j = mix(3000 + probe) % n;
     double ref = 0, mag = 0;
     for (size_t kk = 0; kk < k; kk++) {
-      double a = to_f(host_value<T>(11, bi * m * k + i + kk * m, 1.0f));
-      double b = to_f(host_value<T>(12, bi * k * n + kk + j * k, 1.0f));
+      double a = to_f(host_value<T>(11, bi * m * k + calib_gemm_a_index(transa, m, k, i, kk), 1.0f));
+      double b = to_f(host_value<T>(12, bi * k * n + calib_gemm_b_index(transb, k, n, kk, j), 1.0f));
       ref += a * b;
       mag += fabs(a * b);
     }
@@ -282,8 +285,10 @@ static int gemm_run(int device, cudaDataType_t type, unsigned long long batch, u
     CUDA_OK(cudaMemcpy(&got, C + bi * m * n + i + j * m, sizeof(T), cudaMemcpyDeviceToHost));
     double g = to_f(got), tol = 2 * eps_out * fabs(ref) + 1e-5 * mag + 1e-3;
     if (!(fabs(g - ref) <= tol)) {
-      rc = failf(err, errlen, "GEMM %llux%llux%llux%llu (%s) disagrees with the CPU reference at [%zu,%zu,%zu]: %g vs %g",
-                 batch, m, n, k, type == CUDA_R_16F ? "fp16" : "bf16", bi, i, j, g, ref);
+      rc = failf(err, errlen,
+                 "GEMM %llux%llux%llux%llu %c%c (%s) disagrees with the CPU reference at [%zu,%zu,%zu]: %g vs %g",
+                 batch, m, n, k, transa ? 'T' : 'N', transb ? 'T' : 'N', type == CUDA_R_16F ? "fp16" : "bf16", bi, i, j,
+                 g, ref);
       goto done;
     }
   }
@@ -299,10 +304,11 @@ done:
   return rc;
 }
 
-extern "C" int calib_gpu_gemm(int device, int bf16, unsigned long long batch, unsigned long long m,
-                              unsigned long long n, unsigned long long k, CalibGpuTiming *t, char *err, size_t errlen) {
-  return bf16 ? gemm_run<__nv_bfloat16>(device, CUDA_R_16BF, batch, m, n, k, t, err, errlen)
-              : gemm_run<__half>(device, CUDA_R_16F, batch, m, n, k, t, err, errlen);
+extern "C" int calib_gpu_gemm(int device, int bf16, int transa, int transb, unsigned long long batch,
+                              unsigned long long m, unsigned long long n, unsigned long long k, CalibGpuTiming *t,
+                              char *err, size_t errlen) {
+  return bf16 ? gemm_run<__nv_bfloat16>(device, CUDA_R_16BF, transa, transb, batch, m, n, k, t, err, errlen)
+              : gemm_run<__half>(device, CUDA_R_16F, transa, transb, batch, m, n, k, t, err, errlen);
 }
 
 // --- copies ---

@@ -32,10 +32,11 @@ typedef struct {
 } CalibGpuTiming;
 
 int calib_gpu_info(int device, CalibGpuInfo *info, char *err, size_t errlen);
-/* C = A B, column-major, batch x (m x k) (k x n), fp16 or bf16 in and out,
- * fp32 accumulation (cublasGemmStridedBatchedEx). */
-int calib_gpu_gemm(int device, int bf16, unsigned long long batch, unsigned long long m, unsigned long long n,
-                   unsigned long long k, CalibGpuTiming *t, char *err, size_t errlen);
+/* C = op(A) op(B), column-major, batch x (m x k) (k x n), op transposing
+ * when transa / transb (storage and leading dimensions: gemm_index.h), fp16
+ * or bf16 in and out, fp32 accumulation (cublasGemmStridedBatchedEx). */
+int calib_gpu_gemm(int device, int bf16, int transa, int transb, unsigned long long batch, unsigned long long m,
+                   unsigned long long n, unsigned long long k, CalibGpuTiming *t, char *err, size_t errlen);
 /* Device-to-device copy of `bytes`. */
 int calib_gpu_copy(int device, double bytes, CalibGpuTiming *t, char *err, size_t errlen);
 /* One of bias_gelu, bias_dropout_add, scale_mask_softmax, layernorm (fused or

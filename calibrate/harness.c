@@ -145,14 +145,17 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
   for (int dt = 0; ok && dt < 2 && calib_plan_has_mode(o->modes, "gemm"); dt++)
     for (guint i = 0; ok && i < plan->gemm->len; i++) {
       const CalibPlanGemm *pg = &g_array_index(plan->gemm, CalibPlanGemm, i);
-      ok = gpu_failed(calib_gpu_gemm(dev, dt, pg->batch, pg->m, pg->n, pg->k, &t, err, sizeof err), err, error);
+      ok = gpu_failed(calib_gpu_gemm(dev, dt, pg->layout[0] == 'T', pg->layout[1] == 'T', pg->batch, pg->m, pg->n,
+                                     pg->k, &t, err, sizeof err),
+                      err, error);
       if (ok) {
         CalibGemm g = {.batch = pg->batch, .m = pg->m, .n = pg->n, .k = pg->k, .t = timed(&t)};
         g_strlcpy(g.dtype, dt ? "bf16" : "fp16", sizeof g.dtype);
         g_strlcpy(g.op, pg->op, sizeof g.op);
+        g_strlcpy(g.layout, pg->layout, sizeof g.layout);
         g_array_append_val(m->gemm, g);
-        g_snprintf(label, sizeof label, "gemm %s %s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT
-                                         "x%" G_GUINT64_FORMAT, g.dtype, g.op, g.batch, g.m, g.n, g.k);
+        g_snprintf(label, sizeof label, "gemm %s %s %s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT
+                                         "x%" G_GUINT64_FORMAT, g.dtype, g.op, g.layout, g.batch, g.m, g.n, g.k);
         g_snprintf(extra, sizeof extra, "%.1f TFLOP/s",
                    2.0 * (double)g.batch * (double)g.m * (double)g.n * (double)g.k / (g.t.median_us * 1e6));
         row(label, &g.t, extra);

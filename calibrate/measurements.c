@@ -149,6 +149,7 @@ cJSON *calib_measurements_to_json(const CalibMeasurements *m) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "dtype", g->dtype);
     cJSON_AddStringToObject(o, "op", g->op);
+    cJSON_AddStringToObject(o, "layout", g->layout[0] ? g->layout : "NN");
     cJSON_AddNumberToObject(o, "batch", (double)g->batch);
     cJSON_AddNumberToObject(o, "m", (double)g->m);
     cJSON_AddNumberToObject(o, "n", (double)g->n);
@@ -410,6 +411,11 @@ static gboolean read_gemm(Reader *r, const cJSON *o, CalibMeasurements *m) {
   if (!(op = get_str(r, o, "op")) || !get_count(r, o, "batch", &g.batch) || !get_count(r, o, "m", &g.m) ||
       !get_count(r, o, "n", &g.n) || !get_count(r, o, "k", &g.k) || !get_time(r, o, "time", &g.t))
     return FALSE;
+  const cJSON *lay = cJSON_GetObjectItemCaseSensitive(o, "layout");
+  if (lay && !(cJSON_IsString(lay) && strlen(lay->valuestring) == 2 && strchr("NT", lay->valuestring[0]) &&
+               strchr("NT", lay->valuestring[1])))
+    return bad(r, "layout", "must be \"NN\", \"NT\", \"TN\" or \"TT\" (cuBLAS ops of A and B)");
+  g_strlcpy(g.layout, lay ? lay->valuestring : "NN", sizeof g.layout);
   g_strlcpy(g.dtype, dtype, sizeof g.dtype);
   g_strlcpy(g.op, op, sizeof g.op);
   g_array_append_val(m->gemm, g);

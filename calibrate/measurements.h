@@ -22,7 +22,8 @@ typedef struct {
 
 typedef struct {
   char dtype[8];  /* "fp16" or "bf16" */
-  char op[32];    /* "qkv.fwd", "fc1.wgrad", "grid", ... */
+  char op[32];    /* "qkv.fwd", "fc1.wgrad", "grid.k", "layout.qkv.fwd", ... */
+  char layout[4]; /* cuBLAS ops of A and B: "NN", "NT", "TN", "TT" (optional when reading: "NN") */
   guint64 batch, m, n, k;
   CalibTime t;
 } CalibGemm;

@@ -82,7 +82,7 @@ double calib_plan_layer_bytes(const CalibLayerShape *s) {
 }
 
 static void add_gemm(GArray *a, const char *op, guint64 batch, guint64 m, guint64 n, guint64 k) {
-  CalibPlanGemm g = {{0}, batch, m, n, k, G_MAXUINT};
+  CalibPlanGemm g = {{0}, batch, m, n, k, G_MAXUINT, "NN"};
   g_strlcpy(g.op, op, sizeof g.op);
   g_array_append_val(a, g);
 }
@@ -196,6 +196,31 @@ CalibPlan *calib_plan_new(const CalibPlanConfig *c, GError **error) {
   /* K roll-off. */
   for (guint64 k = 32; k <= 8192; k *= 2)
     add_gemm(p->gemm, "grid.k", 1, 4096, 4096, k);
+  /* Layouts: every GEMM above runs as cuBLAS NN with m = tokens.  PyTorch
+   * issues a Linear layer's three GEMMs (y = x W^T, dx = dy W, dW = dy^T x,
+   * row-major tensors) as column-major TN (m = out, n = tokens, k = in), NN
+   * (m = in, n = tokens, k = out) and NT (m = in, n = out, k = tokens): the
+   * same FLOPs and operands, transposed.  The first shape's QKV and MLP
+   * h->4h GEMMs run that way too, to measure what the layout costs. */
+  {
+    const CalibLayerShape *sh = &c->shapes[0];
+    guint64 T = (guint64)sh->micro_batch * sh->seq, h = sh->hidden, t = sh->tp;
+    const struct {
+      const char *name;
+      guint64 in, out;
+    } lin[] = {{"qkv", h, 3 * h / t}, {"fc1", h, 4 * h / t}};
+    for (guint i = 0; i < G_N_ELEMENTS(lin); i++) {
+      const char *lay[3] = {"TN", "NN", "NT"}, *pass[3] = {"fwd", "dgrad", "wgrad"};
+      guint64 dims[3][3] = {{lin[i].out, T, lin[i].in}, {lin[i].in, T, lin[i].out}, {lin[i].in, lin[i].out, T}};
+      for (int j = 0; j < 3; j++) {
+        char op[32];
+        g_snprintf(op, sizeof op, "layout.%s.%s", lin[i].name, pass[j]);
+        add_gemm(p->gemm, op, 1, dims[j][0], dims[j][1], dims[j][2]);
+        CalibPlanGemm *g = &g_array_index(p->gemm, CalibPlanGemm, p->gemm->len - 1);
+        g_strlcpy(g->layout, lay[j], sizeof g->layout);
+      }
+    }
+  }
 
   for (guint64 x = c->membw_min_bytes; x <= c->membw_max_bytes; x *= 4) {
     double d = (double)x;
@@ -345,17 +370,18 @@ void calib_plan_print(const CalibPlan *p, const char *modes, guint warmup, guint
   if (calib_plan_has_mode(modes, "gemm")) {
     g_string_append_printf(o, "\ngemm: %u shapes x {fp16, bf16}, each checked against a CPU reference on sampled outputs\n",
                            p->gemm->len);
-    g_string_append_printf(o, "  %-14s %5s %6s %7s %7s %7s %10s\n", "op", "shape", "batch", "m", "n", "k", "GFLOP");
+    g_string_append_printf(o, "  %-20s %5s %6s %6s %7s %7s %7s %10s\n", "op", "shape", "cuBLAS", "batch", "m", "n", "k",
+                           "GFLOP");
     for (guint i = 0; i < p->gemm->len; i++) {
       const CalibPlanGemm *g = &g_array_index(p->gemm, CalibPlanGemm, i);
       char sh[16];
       if (g->shape == G_MAXUINT)
-        g_strlcpy(sh, "grid", sizeof sh);
+        g_strlcpy(sh, "-", sizeof sh);
       else
         g_snprintf(sh, sizeof sh, "%u", g->shape);
-      g_string_append_printf(o, "  %-14s %5s %6" G_GUINT64_FORMAT " %7" G_GUINT64_FORMAT " %7" G_GUINT64_FORMAT
+      g_string_append_printf(o, "  %-20s %5s %6s %6" G_GUINT64_FORMAT " %7" G_GUINT64_FORMAT " %7" G_GUINT64_FORMAT
                                 " %7" G_GUINT64_FORMAT " %10.2f\n",
-                             g->op, sh, g->batch, g->m, g->n, g->k, gemm_flops(g) / 1e9);
+                             g->op, sh, g->layout, g->batch, g->m, g->n, g->k, gemm_flops(g) / 1e9);
     }
   }
   if (calib_plan_has_mode(modes, "kernels")) {

@@ -36,7 +36,8 @@ typedef struct {
 typedef struct {
   char op[32];
   guint64 batch, m, n, k;
-  guint shape; /* index into cfg.shapes, or G_MAXUINT for the quantization grid */
+  guint shape;   /* index into cfg.shapes, or G_MAXUINT for the grids */
+  char layout[4]; /* cuBLAS ops of A and B: "NN" (all but the layout group), "TN", "NT" */
 } CalibPlanGemm;
 
 typedef struct {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../calibrate/fit.h"
+#include "../calibrate/gemm_index.h"
 #include "../models/compute.h"
 #include "../models/jsonutil.h"
 #include "../topologies/cluster.h"
@@ -141,6 +142,58 @@ static void test_plan_layer_flops(void) {
   g_clear_error(&error);
 }
 
+/* The harness checks each GEMM at sampled outputs through gemm_index.h.
+ * Build the stored operands from their definition (column-major: element
+ * (r, c) of a matrix with R rows at r + c R; a transposed operand is stored
+ * as the transpose of the logical one) and check that the index functions
+ * find every logical element, that the leading dimension is the stored row
+ * count, and that the product through them equals the logical product. */
+static void test_gemm_index(void) {
+  const size_t m = 5, n = 3, k = 4;
+  double A[5][4], B[4][3];
+  for (size_t i = 0; i < m; i++)
+    for (size_t c = 0; c < k; c++)
+      A[i][c] = 1 + (double)i * 10 + (double)c;
+  for (size_t r = 0; r < k; r++)
+    for (size_t j = 0; j < n; j++)
+      B[r][j] = 100 + (double)r * 7 - (double)j * 3;
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) {
+      double SA[20], SB[12];
+      size_t ra = ta ? k : m, rb = tb ? n : k; /* stored rows */
+      g_assert_cmpuint(calib_gemm_lda(ta, m, k), ==, ra);
+      g_assert_cmpuint(calib_gemm_ldb(tb, k, n), ==, rb);
+      for (size_t i = 0; i < m; i++)
+        for (size_t c = 0; c < k; c++) {
+          if (ta)
+            SA[c + i * ra] = A[i][c]; /* stored k x m: row c, column i */
+          else
+            SA[i + c * ra] = A[i][c];
+        }
+      for (size_t r = 0; r < k; r++)
+        for (size_t j = 0; j < n; j++) {
+          if (tb)
+            SB[j + r * rb] = B[r][j]; /* stored n x k: row j, column r */
+          else
+            SB[r + j * rb] = B[r][j];
+        }
+      for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++) {
+          double got = 0, want = 0;
+          for (size_t c = 0; c < k; c++) {
+            size_t ai = calib_gemm_a_index(ta, m, k, i, c), bi = calib_gemm_b_index(tb, k, n, c, j);
+            g_assert_cmpuint(ai, <, m * k);
+            g_assert_cmpuint(bi, <, k * n);
+            g_assert_cmpfloat(SA[ai], ==, A[i][c]);
+            g_assert_cmpfloat(SB[bi], ==, B[c][j]);
+            got += SA[ai] * SB[bi];
+            want += A[i][c] * B[c][j];
+          }
+          g_assert_cmpfloat(got, ==, want);
+        }
+    }
+}
+
 static void test_nccl_ranks(void) {
   guint r[16];
   g_assert_cmpuint(calib_plan_nccl_ranks(1, r, 16), ==, 1);
@@ -193,6 +246,8 @@ static void test_measurements_round_trip(void) {
   for (guint i = 0; i < m->gemm->len; i++) {
     const CalibGemm *a = &g_array_index(m->gemm, CalibGemm, i), *b = &g_array_index(r->gemm, CalibGemm, i);
     g_assert_cmpstr(a->op, ==, b->op);
+    g_assert_cmpstr(a->layout, ==, b->layout);
+    g_assert_cmpstr(b->layout, ==, g_str_has_prefix(b->op, "layout.") ? b->layout : "NN");
     g_assert_cmpuint(a->m * a->n * a->k * a->batch, ==, b->m * b->n * b->k * b->batch);
     /* cJSON prints 15 significant digits unless that reads back differently
      * by more than its epsilon comparison: equal to about 1e-15. */
@@ -599,7 +654,7 @@ static void test_compare(void) {
     groups++;
     g_assert_cmpfloat(num(r, "max_abs_error"), <, 1e-12);
   }
-  g_assert_cmpint(groups, ==, 5);
+  g_assert_cmpint(groups, ==, 6);
   g_assert_cmpfloat(num(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(c, "gemm"), 0), "gemms"), ==,
                     default_plan_gemms());
   cJSON_Delete(c);
@@ -988,6 +1043,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/calibrate/measured-collectives-in-model", test_measured_collectives_in_model);
   g_test_add_func("/calibrate/cli-fit", test_cli_fit);
   g_test_add_func("/calibrate/calibrate-dry-run", test_calibrate_dry_run);
+  g_test_add_func("/calibrate/gemm-index", test_gemm_index);
   g_test_add_func("/calibrate/fit-single-rank", test_fit_single_rank);
   g_test_add_func("/calibrate/synth-layers", test_synth_layers);
   g_test_add_func("/calibrate/compare", test_compare);
