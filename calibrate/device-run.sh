@@ -30,8 +30,9 @@ rc=$?
 echo "ptdsim-calibrate exited $rc after $(($(date +%s) - start)) s on $gpus GPU(s)" >>"$out/calibrate.log"
 # Then the hand-written kernels once more under compute-sanitizer's memcheck
 # (where the runtime allows it), at a small shape so that it takes seconds.
-if command -v compute-sanitizer >/dev/null 2>&1; then
-  timeout 180 compute-sanitizer --tool memcheck --error-exitcode 3 "$dir/ptdsim-calibrate" --mode kernels,layer \
+cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+if [ -n "$cs" ]; then
+  timeout 180 "$cs" --tool memcheck --error-exitcode 3 "$dir/ptdsim-calibrate" --mode kernels,layer \
     --shapes 512:8:256:2:2 --warmup 1 --reps 2 -o /tmp/ptdsim-sanitized.json >"$out/sanitizer.txt" 2>&1
   echo "compute-sanitizer memcheck exited $? (0: no errors; 3: errors, listed above)" >>"$out/sanitizer.txt"
   tail -3 "$out/sanitizer.txt"

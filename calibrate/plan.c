@@ -360,9 +360,9 @@ double calib_plan_estimate_s(const CalibPlan *p, const char *modes, guint warmup
 void calib_plan_print(const CalibPlan *p, const char *modes, guint warmup, guint reps, GString *o) {
   const CalibPlanConfig *c = &p->cfg;
   char label[96];
-  g_string_append_printf(o, "plan for %u layer shape%s; NCCL over %u GPUs; %u warm-up runs and %u timed repetitions "
-                            "per measurement\n",
-                         c->n_shapes, c->n_shapes == 1 ? "" : "s", c->gpus, warmup, reps);
+  g_string_append_printf(o, "plan for %u layer shape%s; NCCL over %u GPU%s; %u warm-up runs and %u timed "
+                            "repetitions per measurement\n",
+                         c->n_shapes, c->n_shapes == 1 ? "" : "s", c->gpus, c->gpus == 1 ? "" : "s", warmup, reps);
   for (guint si = 0; si < c->n_shapes; si++) {
     calib_layer_shape_label(&c->shapes[si], label, sizeof label);
     g_string_append_printf(o, "  shape %u: %s\n", si, label);
