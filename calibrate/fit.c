@@ -354,6 +354,12 @@ static void fill_profile(ModelProfile *p, const CalibMeasurements *m, const Mode
   p->sustained_clock_ratio = 1.0;
 }
 
+void calib_layer_predict(const ModelProfile *p, guint hidden, guint heads, guint seq, guint micro_batch, guint tp,
+                         gboolean fused, ModelLayerCost *out) {
+  ModelShape shape = {1, hidden, heads, seq, 51200}; /* one layer; the vocabulary does not enter a layer's cost */
+  model_layer_cost(p, &shape, tp, micro_batch, fused, out);
+}
+
 cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError **error) {
   guint max_iter = opt->max_iterations ? opt->max_iterations : 200;
   /* 1. Memory-bound copies. */
@@ -515,9 +521,8 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
   res = cJSON_AddArrayToObject(fit, "layer_check");
   for (guint i = 0; i < m->layers->len; i++) {
     const CalibLayer *l = &g_array_index(m->layers, CalibLayer, i);
-    ModelShape shape = {1, l->hidden, l->heads, l->seq, 51200};
     ModelLayerCost c;
-    model_layer_cost(&fitted, &shape, l->tp, l->micro_batch, l->fused, &c);
+    calib_layer_predict(&fitted, l->hidden, l->heads, l->seq, l->micro_batch, l->tp, l->fused, &c);
     char label[96];
     g_snprintf(label, sizeof label, "layer h=%u a=%u s=%u b=%u t=%u forward", l->hidden, l->heads, l->seq,
                l->micro_batch, l->tp);
@@ -525,6 +530,11 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
     g_snprintf(label, sizeof label, "layer h=%u a=%u s=%u b=%u t=%u backward", l->hidden, l->heads, l->seq,
                l->micro_batch, l->tp);
     add_residual(res, label, l->bwd.median_us, (c.bwd.seg_s[0] + c.bwd.seg_s[1] + c.bwd.seg_s[2]) * 1e6);
+    if (l->has_recompute) {
+      g_snprintf(label, sizeof label, "layer h=%u a=%u s=%u b=%u t=%u recompute", l->hidden, l->heads, l->seq,
+                 l->micro_batch, l->tp);
+      add_residual(res, label, l->recompute.median_us, (c.fwd.seg_s[0] + c.fwd.seg_s[1] + c.fwd.seg_s[2]) * 1e6);
+    }
   }
   if (!fit_collectives(m, max_iter, root, fit, error)) {
     cJSON_Delete(fit);
@@ -577,6 +587,7 @@ CalibMeasurements *calib_synthesize(const ModelProfile *p, const ModelNet *net, 
       CalibGemm g = {.batch = pg->batch, .m = pg->m, .n = pg->n, .k = pg->k};
       g_strlcpy(g.dtype, dt ? "bf16" : "fp16", sizeof g.dtype);
       g_strlcpy(g.op, pg->op, sizeof g.op);
+      g_strlcpy(g.layout, pg->layout, sizeof g.layout);
       ModelGemm mg = {g.batch, g.m, g.n, g.k};
       g.t = noisy(&nz, model_gemm_time_s(p, &mg));
       g_array_append_val(m->gemm, g);
@@ -596,14 +607,18 @@ CalibMeasurements *calib_synthesize(const ModelProfile *p, const ModelNet *net, 
     k.t = noisy(&nz, pk->kernels * p->kernel_launch_s + pk->bytes / bw);
     g_array_append_val(m->kernels, k);
   }
-  const CalibPlanConfig *c = &plan->cfg;
-  ModelShape shape = {1, c->hidden, c->heads, c->seq, 51200};
-  ModelLayerCost lc;
-  model_layer_cost(p, &shape, c->tp, c->micro_batch, TRUE, &lc);
-  CalibLayer l = {.hidden = c->hidden, .heads = c->heads, .seq = c->seq, .micro_batch = c->micro_batch, .tp = c->tp, .fused = TRUE};
-  l.fwd = noisy(&nz, lc.fwd.seg_s[0] + lc.fwd.seg_s[1] + lc.fwd.seg_s[2]);
-  l.bwd = noisy(&nz, lc.bwd.seg_s[0] + lc.bwd.seg_s[1] + lc.bwd.seg_s[2]);
-  g_array_append_val(m->layers, l);
+  for (guint si = 0; si < plan->cfg.n_shapes; si++) {
+    const CalibLayerShape *c = &plan->cfg.shapes[si];
+    ModelLayerCost lc;
+    calib_layer_predict(p, c->hidden, c->heads, c->seq, c->micro_batch, c->tp, TRUE, &lc);
+    CalibLayer l = {.hidden = c->hidden, .heads = c->heads, .seq = c->seq, .micro_batch = c->micro_batch, .tp = c->tp,
+                    .fused = TRUE, .has_recompute = TRUE};
+    double fwd = lc.fwd.seg_s[0] + lc.fwd.seg_s[1] + lc.fwd.seg_s[2];
+    l.fwd = noisy(&nz, fwd);
+    l.recompute = noisy(&nz, fwd); /* the same work (models/layer.h) */
+    l.bwd = noisy(&nz, lc.bwd.seg_s[0] + lc.bwd.seg_s[1] + lc.bwd.seg_s[2]);
+    g_array_append_val(m->layers, l);
+  }
 
   /* The harness's order: each GPU count, each collective, each size;
    * send/receive once, between two GPUs. */
@@ -627,4 +642,133 @@ CalibMeasurements *calib_synthesize(const ModelProfile *p, const ModelNet *net, 
     }
   gsl_rng_free(nz.rng);
   return m;
+}
+
+/* --- measured against predicted --- */
+
+static int cmp_abs(const void *a, const void *b) {
+  double x = fabs(*(const double *)a), y = fabs(*(const double *)b);
+  return (x > y) - (x < y);
+}
+
+/* Median and 90th percentile of |errors| (type-7 quantiles, as the
+ * measurements' spreads), sorted in place by magnitude. */
+static void abs_stats(double *e, guint n, double *median, double *p90, double *worst) {
+  *median = *p90 = *worst = 0;
+  if (n == 0)
+    return;
+  qsort(e, n, sizeof *e, cmp_abs);
+  double pos = 0.5 * (n - 1), pos9 = 0.9 * (n - 1);
+  guint lo = (guint)pos, lo9 = (guint)pos9;
+  guint hi = MIN(lo + 1, n - 1), hi9 = MIN(lo9 + 1, n - 1);
+  *median = fabs(e[lo]) + (pos - lo) * (fabs(e[hi]) - fabs(e[lo]));
+  *p90 = fabs(e[lo9]) + (pos9 - lo9) * (fabs(e[hi9]) - fabs(e[lo9]));
+  *worst = fabs(e[n - 1]);
+}
+
+static void add_pass(cJSON *rows, const CalibLayer *l, const char *pass, double measured_us, double predicted_us) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "hidden", l->hidden);
+  cJSON_AddNumberToObject(o, "heads", l->heads);
+  cJSON_AddNumberToObject(o, "seq", l->seq);
+  cJSON_AddNumberToObject(o, "micro_batch", l->micro_batch);
+  cJSON_AddNumberToObject(o, "tp", l->tp);
+  cJSON_AddStringToObject(o, "pass", pass);
+  cJSON_AddNumberToObject(o, "measured_us", measured_us);
+  cJSON_AddNumberToObject(o, "predicted_us", predicted_us);
+  cJSON_AddNumberToObject(o, "error", predicted_us / measured_us - 1);
+  cJSON_AddItemToArray(rows, o);
+}
+
+static const char *gemm_group(const char *op) {
+  if (g_str_has_prefix(op, "grid."))
+    return op;
+  return g_str_has_prefix(op, "layout.") ? "layout" : "layer";
+}
+
+cJSON *calib_compare(const CalibMeasurements *m, const ModelProfile *p, const char *dtype, GError **error) {
+  if (p->kind != MODEL_PROFILE_ANALYTIC) {
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
+                "--compare needs an analytic profile (one with a GEMM model), not '%s'", p->name ? p->name : "?");
+    return NULL;
+  }
+  if (m->layers->len == 0 && m->gemm->len == 0) {
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_TOO_FEW,
+                "the measurements have no layer and no gemm records to compare; run ptdsim-calibrate --mode "
+                "gemm,layer");
+    return NULL;
+  }
+  cJSON *root = cJSON_CreateObject();
+  cJSON_AddStringToObject(root, "profile", p->name ? p->name : "?");
+  cJSON_AddStringToObject(root, "device", m->device.name);
+  cJSON_AddStringToObject(root, "measured", m->synthetic ? m->synthetic : "measured by ptdsim-calibrate");
+  cJSON *layers = cJSON_AddArrayToObject(root, "layer");
+  GArray *lerr = g_array_new(FALSE, FALSE, sizeof(double));
+  for (guint i = 0; i < m->layers->len; i++) {
+    const CalibLayer *l = &g_array_index(m->layers, CalibLayer, i);
+    ModelLayerCost c;
+    calib_layer_predict(p, l->hidden, l->heads, l->seq, l->micro_batch, l->tp, l->fused, &c);
+    double fwd = (c.fwd.seg_s[0] + c.fwd.seg_s[1] + c.fwd.seg_s[2]) * 1e6;
+    double bwd = (c.bwd.seg_s[0] + c.bwd.seg_s[1] + c.bwd.seg_s[2]) * 1e6;
+    add_pass(layers, l, "forward", l->fwd.median_us, fwd);
+    add_pass(layers, l, "backward", l->bwd.median_us, bwd);
+    if (l->has_recompute)
+      add_pass(layers, l, "recompute", l->recompute.median_us, fwd);
+  }
+  const cJSON *row;
+  cJSON_ArrayForEach(row, layers) {
+    double e = cJSON_GetObjectItemCaseSensitive(row, "error")->valuedouble;
+    g_array_append_val(lerr, e);
+  }
+  double med, p90, worst;
+  abs_stats((double *)lerr->data, lerr->len, &med, &p90, &worst);
+  cJSON *ls = cJSON_AddObjectToObject(root, "layer_summary");
+  cJSON_AddNumberToObject(ls, "rows", lerr->len);
+  cJSON_AddNumberToObject(ls, "median_abs_error", med);
+  cJSON_AddNumberToObject(ls, "max_abs_error", worst);
+  g_array_free(lerr, TRUE);
+
+  /* GEMMs of one dtype, all together and by group (the layers' shapes, and
+   * each quantization grid). */
+  const char *groups[] = {"all", "layer", "grid.square", "grid.wave", "grid.k", "layout"};
+  cJSON *gs = cJSON_AddArrayToObject(root, "gemm");
+  for (guint gi = 0; gi < G_N_ELEMENTS(groups); gi++) {
+    GArray *e = g_array_new(FALSE, FALSE, sizeof(double));
+    const CalibGemm *worst_g = NULL;
+    double worst_e = -1;
+    for (guint i = 0; i < m->gemm->len; i++) {
+      const CalibGemm *g = &g_array_index(m->gemm, CalibGemm, i);
+      if (strcmp(g->dtype, dtype) != 0 || (gi > 0 && strcmp(gemm_group(g->op), groups[gi]) != 0))
+        continue;
+      ModelGemm mg = {g->batch, g->m, g->n, g->k};
+      double err = model_gemm_time_s(p, &mg) * 1e6 / g->t.median_us - 1;
+      g_array_append_val(e, err);
+      if (fabs(err) > worst_e)
+        worst_e = fabs(err), worst_g = g;
+    }
+    if (e->len > 0) {
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "group", groups[gi]);
+      cJSON_AddStringToObject(o, "dtype", dtype);
+      cJSON_AddNumberToObject(o, "gemms", e->len);
+      abs_stats((double *)e->data, e->len, &med, &p90, &worst);
+      cJSON_AddNumberToObject(o, "median_abs_error", med);
+      cJSON_AddNumberToObject(o, "p90_abs_error", p90);
+      cJSON_AddNumberToObject(o, "max_abs_error", worst);
+      char label[128];
+      g_snprintf(label, sizeof label,
+                 "%s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT " %s",
+                 worst_g->op, worst_g->batch, worst_g->m, worst_g->n, worst_g->k, worst_g->layout);
+      cJSON_AddStringToObject(o, "worst", label);
+      cJSON_AddItemToArray(gs, o);
+    }
+    g_array_free(e, TRUE);
+  }
+  if (cJSON_GetArraySize(gs) == 0 && m->gemm->len > 0) {
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_TOO_FEW, "the measurements have no %s gemm records; try --dtype %s",
+                dtype, strcmp(dtype, "fp16") == 0 ? "bf16" : "fp16");
+    cJSON_Delete(root);
+    return NULL;
+  }
+  return root;
 }

@@ -23,6 +23,7 @@
 #include <cjson/cJSON.h>
 
 #include "../models/comm.h"
+#include "../models/layer.h"
 #include "../models/profile.h"
 #include "measurements.h"
 #include "plan.h"
@@ -45,3 +46,21 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
  * multiplied by exp(noise * N(0,1)) with a seeded generator (GSL mt19937). */
 CalibMeasurements *calib_synthesize(const ModelProfile *profile, const ModelNet *net, const CalibPlan *plan,
                                     double noise, gulong seed);
+
+/* The simulator's compute time of one layer at this shape on `p`
+ * (models/layer.c: the forward, which is also the recomputation forward,
+ * and the backward; the tensor-parallel all-reduces are not included, as
+ * the harness runs the layer on one GPU). */
+void calib_layer_predict(const ModelProfile *p, guint hidden, guint heads, guint seq, guint micro_batch, guint tp,
+                         gboolean fused, ModelLayerCost *out);
+
+/* Measured against predicted, on profile `p`: every layer record's forward,
+ * backward and (when measured) recomputation times against
+ * calib_layer_predict, and the GEMM model against every `dtype` GEMM record
+ * (median, p90 and worst |relative error|, overall and per group: the
+ * layers' GEMMs, grid.square, grid.wave, grid.k, layout).  JSON:
+ * {"profile", "device", "measured", "layer": [{hidden, heads, seq,
+ * micro_batch, tp, pass, measured_us, predicted_us, error}], "layer_summary",
+ * "gemm": [{group, dtype, gemms, median_abs_error, p90_abs_error,
+ * max_abs_error, worst}]}, errors as predicted / measured - 1. */
+cJSON *calib_compare(const CalibMeasurements *m, const ModelProfile *p, const char *dtype, GError **error);

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "gemm_index.h"
 #include "gpu.h"
 
 static int fail(char *err, size_t n, const char *file, int line, const char *call, const char *why) {
@@ -104,9 +105,27 @@ static unsigned grid_for(size_t n) {
 
 // --- timing ---
 
+// Keeps the GPU busy for `ns` nanoseconds (the global timer, independent of
+// the SM clock).  Enqueued before the start event of every repetition, it
+// lets the host enqueue the start event, the work and the stop event while
+// the GPU is still spinning, so the interval is the GPU's time for the work
+// alone, without the host's launch latency (a cuBLAS call costs several
+// microseconds on the host, comparable to a small GEMM).  In training the
+// host runs ahead of the GPU in the same way.
+__global__ void k_spin(unsigned long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+#define SPIN_NS 500000ull        // before one GEMM, kernel, copy or collective
+#define SPIN_LAYER_NS 4000000ull // before a layer pass (dozens of launches)
+
 // Runs op() warmup times untimed, then reps times between CUDA events.
 template <class F>
-static int time_op(cudaStream_t s, CalibGpuTiming *t, F op, char *err, size_t errlen) {
+static int time_op(cudaStream_t s, CalibGpuTiming *t, F op, char *err, size_t errlen,
+                   unsigned long long spin_ns = SPIN_NS) {
   int rc = 0;
   cudaEvent_t a = nullptr, b = nullptr;
   CUDA_OK(cudaEventCreate(&a));
@@ -116,6 +135,8 @@ static int time_op(cudaStream_t s, CalibGpuTiming *t, F op, char *err, size_t er
   CUDA_OK(cudaStreamSynchronize(s));
   for (unsigned i = 0; i < t->reps; i++) {
     float ms = 0;
+    k_spin<<<1, 1, 0, s>>>(spin_ns);
+    CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaEventRecord(a, s));
     CHECK_RC(op());
     CUDA_OK(cudaEventRecord(b, s));
@@ -128,6 +149,49 @@ done:
     cudaEventDestroy(a);
   if (b)
     cudaEventDestroy(b);
+  return rc;
+}
+
+// Runs first() then second() warmup times untimed, then reps times with an
+// event before, between and after: the recomputation forward of a layer
+// followed by its backward, as Megatron runs them under full activation
+// recomputation (Narayanan et al. SC21 section 3.5; Chen et al. 2016).
+template <class F, class G>
+static int time_pair(cudaStream_t s, CalibGpuTiming *t1, CalibGpuTiming *t2, F first, G second, char *err,
+                     size_t errlen) {
+  int rc = 0;
+  cudaEvent_t a = nullptr, b = nullptr, c = nullptr;
+  unsigned reps = std::min(t1->reps, t2->reps);
+  CUDA_OK(cudaEventCreate(&a));
+  CUDA_OK(cudaEventCreate(&b));
+  CUDA_OK(cudaEventCreate(&c));
+  for (unsigned i = 0; i < t1->warmup; i++) {
+    CHECK_RC(first());
+    CHECK_RC(second());
+  }
+  CUDA_OK(cudaStreamSynchronize(s));
+  for (unsigned i = 0; i < reps; i++) {
+    float ms1 = 0, ms2 = 0;
+    k_spin<<<1, 1, 0, s>>>(2 * SPIN_LAYER_NS);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaEventRecord(a, s));
+    CHECK_RC(first());
+    CUDA_OK(cudaEventRecord(b, s));
+    CHECK_RC(second());
+    CUDA_OK(cudaEventRecord(c, s));
+    CUDA_OK(cudaEventSynchronize(c));
+    CUDA_OK(cudaEventElapsedTime(&ms1, a, b));
+    CUDA_OK(cudaEventElapsedTime(&ms2, b, c));
+    t1->samples_us[i] = ms1 * 1e3;
+    t2->samples_us[i] = ms2 * 1e3;
+  }
+done:
+  if (a)
+    cudaEventDestroy(a);
+  if (b)
+    cudaEventDestroy(b);
+  if (c)
+    cudaEventDestroy(c);
   return rc;
 }
 
@@ -170,8 +234,9 @@ done:
 // --- GEMM ---
 
 template <class T>
-static int gemm_run(int device, cudaDataType_t type, unsigned long long batch, unsigned long long m,
-                    unsigned long long n, unsigned long long k, CalibGpuTiming *t, char *err, size_t errlen) {
+static int gemm_run(int device, cudaDataType_t type, int transa, int transb, unsigned long long batch,
+                    unsigned long long m, unsigned long long n, unsigned long long k, CalibGpuTiming *t, char *err,
+                    size_t errlen) {
   int rc = 0;
   T *A = nullptr, *B = nullptr, *C = nullptr;
   cublasHandle_t h = nullptr;
@@ -180,10 +245,11 @@ static int gemm_run(int device, cudaDataType_t type, unsigned long long batch, u
   const float alpha = 1.0f, beta = 0.0f;
   const double eps_out = type == CUDA_R_16F ? 1.0 / 2048 : 1.0 / 256;
   auto run = [&]() -> int {
-    cublasStatus_t st = cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, (int)m, (int)n, (int)k, &alpha, A, type,
-                                                   (int)m, (long long)(m * k), B, type, (int)k, (long long)(k * n), &beta,
-                                                   C, type, (int)m, (long long)(m * n), (int)batch, CUBLAS_COMPUTE_32F,
-                                                   CUBLAS_GEMM_DEFAULT);
+    cublasStatus_t st = cublasGemmStridedBatchedEx(
+        h, transa ? CUBLAS_OP_T : CUBLAS_OP_N, transb ? CUBLAS_OP_T : CUBLAS_OP_N, (int)m, (int)n, (int)k, &alpha, A,
+        type, (int)calib_gemm_lda(transa, m, k), (long long)(m * k), B, type, (int)calib_gemm_ldb(transb, k, n),
+        (long long)(k * n), &beta, C, type, (int)m, (long long)(m * n), (int)batch, CUBLAS_COMPUTE_32F,
+        CUBLAS_GEMM_DEFAULT);
     return st == CUBLAS_STATUS_SUCCESS ? 0
                                        : fail(err, errlen, __FILE__, __LINE__, "cublasGemmStridedBatchedEx",
                                               cublasGetStatusString(st));
@@ -210,8 +276,8 @@ static int gemm_run(int device, cudaDataType_t type, unsigned long long batch, u
     size_t bi = r % batch, i = mix(2000 + probe) % m, j = mix(3000 + probe) % n;
     double ref = 0, mag = 0;
     for (size_t kk = 0; kk < k; kk++) {
-      double a = to_f(host_value<T>(11, bi * m * k + i + kk * m, 1.0f));
-      double b = to_f(host_value<T>(12, bi * k * n + kk + j * k, 1.0f));
+      double a = to_f(host_value<T>(11, bi * m * k + calib_gemm_a_index(transa, m, k, i, kk), 1.0f));
+      double b = to_f(host_value<T>(12, bi * k * n + calib_gemm_b_index(transb, k, n, kk, j), 1.0f));
       ref += a * b;
       mag += fabs(a * b);
     }
@@ -219,8 +285,10 @@ static int gemm_run(int device, cudaDataType_t type, unsigned long long batch, u
     CUDA_OK(cudaMemcpy(&got, C + bi * m * n + i + j * m, sizeof(T), cudaMemcpyDeviceToHost));
     double g = to_f(got), tol = 2 * eps_out * fabs(ref) + 1e-5 * mag + 1e-3;
     if (!(fabs(g - ref) <= tol)) {
-      rc = failf(err, errlen, "GEMM %llux%llux%llux%llu (%s) disagrees with the CPU reference at [%zu,%zu,%zu]: %g vs %g",
-                 batch, m, n, k, type == CUDA_R_16F ? "fp16" : "bf16", bi, i, j, g, ref);
+      rc = failf(err, errlen,
+                 "GEMM %llux%llux%llux%llu %c%c (%s) disagrees with the CPU reference at [%zu,%zu,%zu]: %g vs %g",
+                 batch, m, n, k, transa ? 'T' : 'N', transb ? 'T' : 'N', type == CUDA_R_16F ? "fp16" : "bf16", bi, i, j,
+                 g, ref);
       goto done;
     }
   }
@@ -236,10 +304,11 @@ done:
   return rc;
 }
 
-extern "C" int calib_gpu_gemm(int device, int bf16, unsigned long long batch, unsigned long long m,
-                              unsigned long long n, unsigned long long k, CalibGpuTiming *t, char *err, size_t errlen) {
-  return bf16 ? gemm_run<__nv_bfloat16>(device, CUDA_R_16BF, batch, m, n, k, t, err, errlen)
-              : gemm_run<__half>(device, CUDA_R_16F, batch, m, n, k, t, err, errlen);
+extern "C" int calib_gpu_gemm(int device, int bf16, int transa, int transb, unsigned long long batch,
+                              unsigned long long m, unsigned long long n, unsigned long long k, CalibGpuTiming *t,
+                              char *err, size_t errlen) {
+  return bf16 ? gemm_run<__nv_bfloat16>(device, CUDA_R_16BF, transa, transb, batch, m, n, k, t, err, errlen)
+              : gemm_run<__half>(device, CUDA_R_16F, transa, transb, batch, m, n, k, t, err, errlen);
 }
 
 // --- copies ---
@@ -581,8 +650,10 @@ extern "C" int calib_gpu_kernel(int device, const char *name, int fused, unsigne
     // Scores (batch x seq x seq from seq x d and d x seq), fused causal
     // softmax, then the context (seq x d); the parts are checked in the gemm
     // and kernels modes.
-    if (!seq || !head_dim || rows % seq)
-      return failf(err, errlen, "attention needs rows to be a multiple of seq");
+    if (!seq || !head_dim || rows % seq || cols != seq) {
+      rc = failf(err, errlen, "attention needs rows to be a multiple of seq and cols equal to seq");
+      goto done;
+    }
     CHECK_RC(ew_verify("scale_mask_softmax", 1, s, err, errlen));
     CUBLAS_OK(cublasCreate(&h));
     CUBLAS_OK(cublasSetStream(h, s));
@@ -618,14 +689,18 @@ done:
 // --- one layer ---
 
 extern "C" int calib_gpu_layer(int device, unsigned hidden, unsigned heads, unsigned seq, unsigned micro_batch,
-                               unsigned tp, CalibGpuTiming *fwd, CalibGpuTiming *bwd, char *err, size_t errlen) {
+                               unsigned tp, CalibGpuTiming *fwd, CalibGpuTiming *rec, CalibGpuTiming *bwd, char *err,
+                               size_t errlen) {
   int rc = 0;
   cudaStream_t s = nullptr;
   cublasHandle_t h = nullptr;
   size_t hs = hidden, T = (size_t)micro_batch * seq, a = heads / tp, d = hidden / heads, ffn = 4 * hs / tp;
   size_t B = (size_t)micro_batch * a, S = seq;
   // Activations and weights, sized for the largest use of each.
-  __half *x = nullptr, *w = nullptr, *big = nullptr, *big2 = nullptr, *qkv = nullptr, *ctx = nullptr, *out = nullptr;
+  // w holds every weight (read), dw every weight gradient (written): the
+  // gradients must not feed back into the weights, or repeated runs would
+  // grow the values without bound.
+  __half *x = nullptr, *w = nullptr, *dw = nullptr, *big = nullptr, *big2 = nullptr, *qkv = nullptr, *ctx = nullptr, *out = nullptr;
   EwBuf eh, ef, es; // element-wise buffers: T x h, T x ffn, scores
   memset(&eh, 0, sizeof eh);
   memset(&ef, 0, sizeof ef);
@@ -640,6 +715,7 @@ extern "C" int calib_gpu_layer(int device, unsigned hidden, unsigned heads, unsi
   CUBLAS_OK(cublasSetStream(h, s));
   CUDA_OK(cudaMalloc(&x, T * hs * 2));
   CUDA_OK(cudaMalloc(&w, wmax * 2));
+  CUDA_OK(cudaMalloc(&dw, wmax * 2));
   CUDA_OK(cudaMalloc(&big, actmax * 2));
   CUDA_OK(cudaMalloc(&big2, actmax * 2));
   CUDA_OK(cudaMalloc(&qkv, T * 3 * hs / tp * 2));
@@ -690,17 +766,17 @@ extern "C" int calib_gpu_layer(int device, unsigned hidden, unsigned heads, unsi
       int r = 0;
       STEP(ew_launch("layernorm", 1, &eh, T, hs, S, s, err, errlen)); // dropout-add backward is a mask multiply
       STEP(strided_gemm(h, eh.y, w, ef.tmp, 1, T, ffn, hs, err, errlen)); // fc2 dgrad
-      STEP(strided_gemm(h, ef.y, eh.y, w, 1, ffn, hs, T, err, errlen));    // fc2 wgrad
+      STEP(strided_gemm(h, ef.y, eh.y, dw, 1, ffn, hs, T, err, errlen));    // fc2 wgrad
       if (!r) {
         k_gelu_bwd<<<grid_for(T * ffn), 256, 0, s>>>(ef.tmp, ef.x, ef.tmp2, T * ffn);
         r = cudaGetLastError() != cudaSuccess ? failf(err, errlen, "gelu backward launch failed") : 0;
       }
       STEP(strided_gemm(h, ef.tmp2, w, eh.tmp, 1, T, hs, ffn, err, errlen)); // fc1 dgrad
-      STEP(strided_gemm(h, eh.y, ef.tmp2, w, 1, hs, ffn, T, err, errlen));   // fc1 wgrad
+      STEP(strided_gemm(h, eh.y, ef.tmp2, dw, 1, hs, ffn, T, err, errlen));   // fc1 wgrad
       STEP(ew_launch("layernorm", 1, &eh, T, hs, S, s, err, errlen));
       STEP(ew_launch("layernorm", 1, &eh, T, hs, S, s, err, errlen));
       STEP(strided_gemm(h, eh.y, w, ctx, 1, T, hs / tp, hs, err, errlen)); // proj dgrad
-      STEP(strided_gemm(h, ctx, eh.y, w, 1, hs / tp, hs, T, err, errlen)); // proj wgrad
+      STEP(strided_gemm(h, ctx, eh.y, dw, 1, hs / tp, hs, T, err, errlen)); // proj wgrad
       STEP(strided_gemm(h, ctx, qkv, es.tmp2, B, S, S, d, err, errlen));   // attn_v dgrad (scores grad)
       STEP(strided_gemm(h, es.tmp, ctx, big, B, S, d, S, err, errlen));    // attn_v wgrad (values grad)
       if (!r) {
@@ -711,14 +787,14 @@ extern "C" int calib_gpu_layer(int device, unsigned hidden, unsigned heads, unsi
       STEP(strided_gemm(h, es.x, qkv, big2, B, S, d, S, err, errlen)); // scores dgrad (queries)
       STEP(strided_gemm(h, qkv, es.x, big, B, d, S, S, err, errlen));  // scores wgrad (keys)
       STEP(strided_gemm(h, qkv, w, eh.tmp2, 1, T, hs, 3 * hs / tp, err, errlen)); // qkv dgrad
-      STEP(strided_gemm(h, eh.y, qkv, w, 1, hs, 3 * hs / tp, T, err, errlen));    // qkv wgrad
+      STEP(strided_gemm(h, eh.y, qkv, dw, 1, hs, 3 * hs / tp, T, err, errlen));    // qkv wgrad
       STEP(ew_launch("layernorm", 1, &eh, T, hs, S, s, err, errlen));
       STEP(ew_launch("layernorm", 1, &eh, T, hs, S, s, err, errlen));
 #undef STEP
       return r;
     };
-    CHECK_RC(time_op(s, fwd, forward, err, errlen));
-    CHECK_RC(time_op(s, bwd, backward, err, errlen));
+    CHECK_RC(time_op(s, fwd, forward, err, errlen, SPIN_LAYER_NS));
+    CHECK_RC(time_pair(s, rec, bwd, forward, backward, err, errlen));
   }
 done:
   ew_free(&eh);
@@ -726,6 +802,7 @@ done:
   ew_free(&es);
   cudaFree(x);
   cudaFree(w);
+  cudaFree(dw);
   cudaFree(big);
   cudaFree(big2);
   cudaFree(qkv);
@@ -880,6 +957,13 @@ extern "C" int calib_gpu_nccl(int op, double bytes, CalibGpuTiming *t, char *err
     for (int r = 0; r < n; r++) {
       CUDA_OK(cudaSetDevice(r));
       CUDA_OK(cudaStreamSynchronize(nc.streams[r]));
+    }
+    // Then, back to back (the ranks' starts differ only by these few host
+    // calls): each rank spins while the host enqueues the whole group.
+    for (int r = 0; r < n; r++) {
+      CUDA_OK(cudaSetDevice(r));
+      k_spin<<<1, 1, 0, nc.streams[r]>>>(SPIN_NS);
+      CUDA_OK(cudaGetLastError());
       CUDA_OK(cudaEventRecord(nc.start[r], nc.streams[r]));
     }
     CHECK_RC(nccl_enqueue(op, count, err, errlen));

@@ -32,10 +32,11 @@ typedef struct {
 } CalibGpuTiming;
 
 int calib_gpu_info(int device, CalibGpuInfo *info, char *err, size_t errlen);
-/* C = A B, column-major, batch x (m x k) (k x n), fp16 or bf16 in and out,
- * fp32 accumulation (cublasGemmStridedBatchedEx). */
-int calib_gpu_gemm(int device, int bf16, unsigned long long batch, unsigned long long m, unsigned long long n,
-                   unsigned long long k, CalibGpuTiming *t, char *err, size_t errlen);
+/* C = op(A) op(B), column-major, batch x (m x k) (k x n), op transposing
+ * when transa / transb (storage and leading dimensions: gemm_index.h), fp16
+ * or bf16 in and out, fp32 accumulation (cublasGemmStridedBatchedEx). */
+int calib_gpu_gemm(int device, int bf16, int transa, int transb, unsigned long long batch, unsigned long long m,
+                   unsigned long long n, unsigned long long k, CalibGpuTiming *t, char *err, size_t errlen);
 /* Device-to-device copy of `bytes`. */
 int calib_gpu_copy(int device, double bytes, CalibGpuTiming *t, char *err, size_t errlen);
 /* One of bias_gelu, bias_dropout_add, scale_mask_softmax, layernorm (fused or
@@ -43,9 +44,12 @@ int calib_gpu_copy(int device, double bytes, CalibGpuTiming *t, char *err, size_
  * batch * seq, cols is seq. */
 int calib_gpu_kernel(int device, const char *name, int fused, unsigned long long rows, unsigned long long cols,
                      unsigned long long seq, unsigned long long head_dim, CalibGpuTiming *t, char *err, size_t errlen);
-/* One Megatron layer at the tensor-parallel shard, forward and backward. */
+/* One Megatron layer at the tensor-parallel shard (fp16, fused kernels, no
+ * all-reduce): the forward alone, then the recomputation forward and the
+ * backward that follows it, each its own interval (rec and bwd take
+ * min(rec->reps, bwd->reps) samples). */
 int calib_gpu_layer(int device, unsigned hidden, unsigned heads, unsigned seq, unsigned micro_batch, unsigned tp,
-                    CalibGpuTiming *fwd, CalibGpuTiming *bwd, char *err, size_t errlen);
+                    CalibGpuTiming *fwd, CalibGpuTiming *rec, CalibGpuTiming *bwd, char *err, size_t errlen);
 /* NCCL over the first `ranks` visible GPUs (ncclCommInitAll); op 0..3 as
  * CalibCollOp (send/receive between GPUs 0 and 1 only); bytes in nccl-tests'
  * convention; float elements. */

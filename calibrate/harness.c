@@ -16,21 +16,12 @@
 #include "plan.h"
 
 typedef struct {
-  char *modes, *output;
-  gboolean dry_run;
+  char *modes, *output, *shapes;
+  gboolean dry_run, keep_going;
   gint64 hidden, heads, seq_len, micro_batch, tp, gpus, warmup, reps, device, nccl_max_bytes;
 } Options;
 
 static const char *all_modes[] = {"gemm", "kernels", "layer", "nccl", "membw"};
-
-static gboolean has_mode(const char *modes, const char *mode) {
-  char **v = g_strsplit(modes, ",", -1);
-  gboolean found = FALSE;
-  for (char **m = v; *m; m++)
-    found |= strcmp(*m, mode) == 0 || strcmp(*m, "all") == 0;
-  g_strfreev(v);
-  return found;
-}
 
 static gboolean check_modes(const char *modes, GError **error) {
   char **v = g_strsplit(modes, ",", -1);
@@ -103,6 +94,17 @@ static gboolean gpu_failed(int rc, const char *err, GError **error) {
   return rc == 0;
 }
 
+/* Under --keep-going a failed measurement is reported on stderr, recorded
+ * in the file's "failures" list and skipped; otherwise it stops the run. */
+static gboolean keep(const Options *o, gboolean ok, CalibMeasurements *m, GError **error) {
+  if (ok || !o->keep_going)
+    return ok;
+  fprintf(stderr, "ptdsim-calibrate: skipped (--keep-going): %s\n", (*error)->message);
+  g_ptr_array_add(m->failures, g_strdup((*error)->message));
+  g_clear_error(error);
+  return TRUE;
+}
+
 static CalibTime timed(CalibGpuTiming *t) {
   return calib_time_from_samples(t->samples_us, t->reps);
 }
@@ -133,32 +135,38 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
          "NCCL %s\n",
          m->host, m->device.name, m->device.sms, m->device.sm_clock_MHz, m->device.memory_GiB, m->device.peak_tflops,
          m->device.hbm_GBps, m->device.driver, m->device.cuda_runtime, m->device.cublas, m->device.nccl);
+  printf("estimated wall time of this run: at most about %.0f s (see --dry-run for the assumptions)\n",
+         calib_plan_estimate_s(plan, o->modes, (guint)o->warmup, (guint)o->reps, (guint)ranks));
   printf("  %-44s %11s %10s %10s\n", "what", "median us", "p10 us", "p90 us");
   double *samples = g_new(double, o->reps);
   CalibGpuTiming t = {(unsigned)o->warmup, (unsigned)o->reps, samples};
   gboolean ok = TRUE;
   char label[128], extra[64];
-  for (int dt = 0; ok && dt < 2 && has_mode(o->modes, "gemm"); dt++)
+  for (int dt = 0; ok && dt < 2 && calib_plan_has_mode(o->modes, "gemm"); dt++)
     for (guint i = 0; ok && i < plan->gemm->len; i++) {
       const CalibPlanGemm *pg = &g_array_index(plan->gemm, CalibPlanGemm, i);
-      ok = gpu_failed(calib_gpu_gemm(dev, dt, pg->batch, pg->m, pg->n, pg->k, &t, err, sizeof err), err, error);
+      ok = gpu_failed(calib_gpu_gemm(dev, dt, pg->layout[0] == 'T', pg->layout[1] == 'T', pg->batch, pg->m, pg->n,
+                                     pg->k, &t, err, sizeof err),
+                      err, error);
       if (ok) {
         CalibGemm g = {.batch = pg->batch, .m = pg->m, .n = pg->n, .k = pg->k, .t = timed(&t)};
         g_strlcpy(g.dtype, dt ? "bf16" : "fp16", sizeof g.dtype);
         g_strlcpy(g.op, pg->op, sizeof g.op);
+        g_strlcpy(g.layout, pg->layout, sizeof g.layout);
         g_array_append_val(m->gemm, g);
-        g_snprintf(label, sizeof label, "gemm %s %s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT
-                                         "x%" G_GUINT64_FORMAT, g.dtype, g.op, g.batch, g.m, g.n, g.k);
+        g_snprintf(label, sizeof label, "gemm %s %s %s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT
+                                         "x%" G_GUINT64_FORMAT, g.dtype, g.op, g.layout, g.batch, g.m, g.n, g.k);
         g_snprintf(extra, sizeof extra, "%.1f TFLOP/s",
                    2.0 * (double)g.batch * (double)g.m * (double)g.n * (double)g.k / (g.t.median_us * 1e6));
         row(label, &g.t, extra);
       }
+      ok = keep(o, ok, m, error);
     }
-  for (guint i = 0; ok && has_mode(o->modes, "kernels") && i < plan->kernels->len; i++) {
+  for (guint i = 0; ok && calib_plan_has_mode(o->modes, "kernels") && i < plan->kernels->len; i++) {
     const CalibPlanKernel *pk = &g_array_index(plan->kernels, CalibPlanKernel, i);
-    guint64 seq = plan->cfg.seq, hd = plan->cfg.hidden / plan->cfg.heads;
-    ok = gpu_failed(calib_gpu_kernel(dev, pk->name, pk->fused, pk->rows, pk->cols, seq, hd, &t, err, sizeof err), err,
-                    error);
+    ok = gpu_failed(
+        calib_gpu_kernel(dev, pk->name, pk->fused, pk->rows, pk->cols, pk->seq, pk->head_dim, &t, err, sizeof err), err,
+        error);
     if (ok) {
       CalibKernel k = {.fused = pk->fused, .rows = pk->rows, .cols = pk->cols, .bytes = pk->bytes,
                        .kernels = pk->kernels, .t = timed(&t)};
@@ -169,23 +177,44 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
       g_snprintf(extra, sizeof extra, "%.0f GB/s", k.bytes / (k.t.median_us * 1e3));
       row(label, &k.t, extra);
     }
+    ok = keep(o, ok, m, error);
   }
-  if (ok && has_mode(o->modes, "layer")) {
-    const CalibPlanConfig *c = &plan->cfg;
-    double *s2 = g_new(double, o->reps);
-    CalibGpuTiming tb = {(unsigned)o->warmup, (unsigned)o->reps, s2};
-    ok = gpu_failed(calib_gpu_layer(dev, c->hidden, c->heads, c->seq, c->micro_batch, c->tp, &t, &tb, err, sizeof err),
-                    err, error);
-    if (ok) {
-      CalibLayer l = {.hidden = c->hidden, .heads = c->heads, .seq = c->seq, .micro_batch = c->micro_batch,
-                      .tp = c->tp, .fused = TRUE, .fwd = timed(&t), .bwd = timed(&tb)};
-      g_array_append_val(m->layers, l);
-      row("layer forward", &l.fwd, "");
-      row("layer backward", &l.bwd, "");
+  if (ok && calib_plan_has_mode(o->modes, "layer")) {
+    double *s2 = g_new(double, o->reps), *s3 = g_new(double, o->reps);
+    CalibGpuTiming tr = {(unsigned)o->warmup, (unsigned)o->reps, s2}, tb = {(unsigned)o->warmup, (unsigned)o->reps, s3};
+    for (guint si = 0; ok && si < plan->cfg.n_shapes; si++) {
+      const CalibLayerShape *c = &plan->cfg.shapes[si];
+      char shape[96];
+      calib_layer_shape_label(c, shape, sizeof shape);
+      double need = calib_plan_layer_bytes(c) / 1073741824.0;
+      if (need > 0.9 * info.memory_GiB) {
+        g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
+                    "layer %s needs %.1f GiB of GPU memory and the GPU has %.1f GiB; drop it from --shapes", shape,
+                    need, info.memory_GiB);
+        ok = keep(o, FALSE, m, error);
+        continue;
+      }
+      ok = gpu_failed(calib_gpu_layer(dev, c->hidden, c->heads, c->seq, c->micro_batch, c->tp, &t, &tr, &tb, err,
+                                      sizeof err),
+                      err, error);
+      if (ok) {
+        CalibLayer l = {.hidden = c->hidden, .heads = c->heads, .seq = c->seq, .micro_batch = c->micro_batch,
+                        .tp = c->tp, .fused = TRUE, .fwd = timed(&t), .bwd = timed(&tb), .has_recompute = TRUE,
+                        .recompute = timed(&tr)};
+        g_array_append_val(m->layers, l);
+        g_snprintf(label, sizeof label, "layer %s forward", shape);
+        row(label, &l.fwd, "");
+        g_snprintf(label, sizeof label, "layer %s recompute", shape);
+        row(label, &l.recompute, "");
+        g_snprintf(label, sizeof label, "layer %s backward", shape);
+        row(label, &l.bwd, "");
+      }
+      ok = keep(o, ok, m, error);
     }
     g_free(s2);
+    g_free(s3);
   }
-  for (guint i = 0; ok && has_mode(o->modes, "membw") && i < plan->membw_bytes->len; i++) {
+  for (guint i = 0; ok && calib_plan_has_mode(o->modes, "membw") && i < plan->membw_bytes->len; i++) {
     double bytes = g_array_index(plan->membw_bytes, double, i);
     ok = gpu_failed(calib_gpu_copy(dev, bytes, &t, err, sizeof err), err, error);
     if (ok) {
@@ -195,14 +224,22 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
       g_snprintf(extra, sizeof extra, "%.0f GB/s moved", b.bytes / (b.t.median_us * 1e3));
       row(label, &b.t, extra);
     }
+    ok = keep(o, ok, m, error);
   }
-  if (ok && has_mode(o->modes, "nccl")) {
+  if (ok && calib_plan_has_mode(o->modes, "nccl")) {
     const double *sizes = (const double *)plan->nccl_bytes->data;
     double max_bytes = sizes[plan->nccl_bytes->len - 1];
     guint counts[16], nr = calib_plan_nccl_ranks((guint)ranks, counts, G_N_ELEMENTS(counts));
+    if (ranks == 1)
+      printf("\n  one GPU: NCCL runs single-rank (all_reduce, all_gather, reduce_scatter are local copies, recorded "
+             "with ranks 1 and busbw 0; ptdsim fit lists them as not fitted); sendrecv needs two GPUs and is skipped\n");
     for (guint ri = 0; ok && ri < nr; ri++) {
       guint group = counts[ri];
       ok = gpu_failed(calib_gpu_nccl_open((int)group, max_bytes, err, sizeof err), err, error);
+      if (!ok) {
+        ok = keep(o, ok, m, error);
+        continue; /* nothing to measure on this group */
+      }
       printf("\n  nccl-tests columns on %u GPUs:\n  %-15s %5s %12s %12s %10s %10s\n", group, "op", "ranks", "size (B)",
              "time (us)", "algbw", "busbw");
       for (int op = 0; ok && op < CALIB_N_COLL; op++) {
@@ -220,6 +257,7 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
             printf("  %-15s %5u %12.0f %12.2f %10.2f %10.2f\n", calib_coll_name(c.op), c.ranks, c.bytes, c.t.median_us,
                    algbw, algbw * calib_busbw_factor(c.op, c.ranks));
           }
+          ok = keep(o, ok, m, error);
         }
       }
       calib_gpu_nccl_close();
@@ -230,6 +268,13 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
     ok = calib_measurements_save(m, o->output, error);
   if (ok)
     printf("\nwrote %s (fit it with: ptdsim fit %s -o PROFILE.json)\n", o->output, o->output);
+  if (ok && m->failures->len > 0) {
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
+                "%u measurement%s failed (the first: %s); the others are in %s, the failures in its \"failures\" list",
+                m->failures->len, m->failures->len == 1 ? "" : "s", (const char *)g_ptr_array_index(m->failures, 0),
+                o->output);
+    ok = FALSE;
+  }
   calib_measurements_free(m);
   return ok;
 }
@@ -238,19 +283,28 @@ int main(int argc, char **argv) {
   setlocale(LC_ALL, "C");
   CalibPlanConfig dflt;
   calib_plan_config_default(&dflt);
-  Options o = {.hidden = dflt.hidden, .heads = dflt.heads, .seq_len = dflt.seq, .micro_batch = dflt.micro_batch,
-               .tp = dflt.tp, .gpus = 0, .warmup = 10, .reps = 50, .device = 0,
-               .nccl_max_bytes = (gint64)dflt.nccl_max_bytes};
+  /* 0: not given (then the shape comes from --shapes, default issue6) */
+  Options o = {.hidden = 0, .heads = 0, .seq_len = 0, .micro_batch = 0, .tp = 0, .gpus = 0, .warmup = 10, .reps = 50,
+               .device = 0, .nccl_max_bytes = (gint64)dflt.nccl_max_bytes};
   GOptionEntry entries[] = {
       {"mode", 'm', 0, G_OPTION_ARG_STRING, &o.modes, "Comma list of gemm, kernels, layer, nccl, membw, or all (default)",
        "MODES"},
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &o.output, "Measurements file (default calibration.json)", "FILE"},
       {"dry-run", 'n', 0, G_OPTION_ARG_NONE, &o.dry_run, "Print the plan and exit; needs no GPU", NULL},
-      {"hidden", 0, 0, G_OPTION_ARG_INT64, &o.hidden, "Layer hidden size h (default 12288)", "H"},
-      {"heads", 0, 0, G_OPTION_ARG_INT64, &o.heads, "Attention heads a (default 96)", "A"},
-      {"seq-len", 0, 0, G_OPTION_ARG_INT64, &o.seq_len, "Sequence length s (default 2048)", "S"},
-      {"micro-batch", 0, 0, G_OPTION_ARG_INT64, &o.micro_batch, "Micro-batch b (default 1)", "B"},
-      {"tp", 0, 0, G_OPTION_ARG_INT64, &o.tp, "Tensor-parallel size t of the shard shapes (default 8)", "T"},
+      {"keep-going", 'k', 0, G_OPTION_ARG_NONE, &o.keep_going,
+       "Skip a failed measurement (reported, listed under \"failures\" in the file) instead of stopping; the exit "
+       "status is still non-zero",
+       NULL},
+      {"shapes", 0, 0, G_OPTION_ARG_STRING, &o.shapes,
+       "Layer shapes: a preset (issue6, the default: GPT-3 175B t=8, 1.7B t=1, 18.4B t=8, s=2048, b=1 and 4; "
+       "gpt3-175b) or a comma list of HIDDEN:HEADS:SEQ:MICRO_BATCH:TP",
+       "SPEC"},
+      {"hidden", 0, 0, G_OPTION_ARG_INT64, &o.hidden, "One layer shape instead of --shapes: hidden size h (default 12288)",
+       "H"},
+      {"heads", 0, 0, G_OPTION_ARG_INT64, &o.heads, "  ... attention heads a (default 96)", "A"},
+      {"seq-len", 0, 0, G_OPTION_ARG_INT64, &o.seq_len, "  ... sequence length s (default 2048)", "S"},
+      {"micro-batch", 0, 0, G_OPTION_ARG_INT64, &o.micro_batch, "  ... micro-batch b (default 1)", "B"},
+      {"tp", 0, 0, G_OPTION_ARG_INT64, &o.tp, "  ... tensor-parallel size t of the shard shapes (default 8)", "T"},
       {"gpus", 0, 0, G_OPTION_ARG_INT64, &o.gpus, "GPUs for NCCL (default: all visible; 8 in --dry-run)", "N"},
       {"nccl-max-bytes", 0, 0, G_OPTION_ARG_INT64, &o.nccl_max_bytes, "Largest NCCL size (default 1 GiB)", "BYTES"},
       {"warmup", 0, 0, G_OPTION_ARG_INT64, &o.warmup, "Untimed runs before timing (default 10)", "N"},
@@ -273,24 +327,41 @@ int main(int argc, char **argv) {
     o.modes = g_strdup("all");
   if (!o.output)
     o.output = g_strdup("calibration.json");
-  ok = ok && check_modes(o.modes, &error) && range(o.hidden, 1, 65536, "--hidden", &error) &&
-       range(o.heads, 1, 65536, "--heads", &error) && range(o.seq_len, 1, 65536, "--seq-len", &error) &&
-       range(o.micro_batch, 1, 64, "--micro-batch", &error) && range(o.tp, 1, 64, "--tp", &error) &&
+  gboolean one_shape = o.hidden || o.heads || o.seq_len || o.micro_batch || o.tp;
+  if (ok && one_shape && o.shapes) {
+    g_set_error(&error, CALIB_ERROR, CALIB_ERROR_INVALID,
+                "give either --shapes or --hidden/--heads/--seq-len/--micro-batch/--tp (one shape), not both");
+    ok = FALSE;
+  }
+  if (one_shape) {
+    o.hidden = o.hidden ? o.hidden : 12288, o.heads = o.heads ? o.heads : 96;
+    o.seq_len = o.seq_len ? o.seq_len : 2048, o.micro_batch = o.micro_batch ? o.micro_batch : 1;
+    o.tp = o.tp ? o.tp : 8;
+  }
+  ok = ok && check_modes(o.modes, &error) &&
+       (!one_shape ||
+        (range(o.hidden, 1, 65536, "--hidden", &error) && range(o.heads, 1, 65536, "--heads", &error) &&
+         range(o.seq_len, 1, 65536, "--seq-len", &error) && range(o.micro_batch, 1, 64, "--micro-batch", &error) &&
+         range(o.tp, 1, 64, "--tp", &error))) &&
        range(o.gpus, 0, 64, "--gpus", &error) && range(o.warmup, 0, 10000, "--warmup", &error) &&
        range(o.reps, 1, 100000, "--reps", &error) && range(o.device, 0, 64, "--device", &error) &&
        range(o.nccl_max_bytes, 8, 8ll << 30, "--nccl-max-bytes", &error);
   CalibPlan *plan = NULL;
   if (ok) {
     CalibPlanConfig cfg = dflt;
-    cfg.hidden = (guint)o.hidden, cfg.heads = (guint)o.heads, cfg.seq = (guint)o.seq_len;
-    cfg.micro_batch = (guint)o.micro_batch, cfg.tp = (guint)o.tp;
+    if (one_shape) {
+      cfg.shapes[0] = (CalibLayerShape){(guint)o.hidden, (guint)o.heads, (guint)o.seq_len, (guint)o.micro_batch,
+                                        (guint)o.tp};
+      cfg.n_shapes = 1;
+    } else if (o.shapes)
+      ok = calib_plan_parse_shapes(o.shapes, &cfg, &error);
     cfg.gpus = o.gpus > 0 ? (guint)o.gpus : 8;
     cfg.nccl_max_bytes = (guint64)o.nccl_max_bytes;
-    ok = (plan = calib_plan_new(&cfg, &error)) != NULL;
+    ok = ok && (plan = calib_plan_new(&cfg, &error)) != NULL;
   }
   if (ok && o.dry_run) {
     GString *text = g_string_new(NULL);
-    calib_plan_print(plan, o.modes, text);
+    calib_plan_print(plan, o.modes, (guint)o.warmup, (guint)o.reps, text);
     fputs(text->str, stdout);
     printf("\n--dry-run: nothing was run; without it the measurements go to %s\n", o.output);
     g_string_free(text, TRUE);
@@ -303,6 +374,7 @@ int main(int argc, char **argv) {
   calib_plan_free(plan);
   g_free(o.modes);
   g_free(o.output);
+  g_free(o.shapes);
   g_option_context_free(ctx);
   return ok ? 0 : 1;
 }

@@ -34,6 +34,7 @@ CalibMeasurements *calib_measurements_new(void) {
   m->kernels = g_array_new(FALSE, TRUE, sizeof(CalibKernel));
   m->layers = g_array_new(FALSE, TRUE, sizeof(CalibLayer));
   m->coll = g_array_new(FALSE, TRUE, sizeof(CalibColl));
+  m->failures = g_ptr_array_new_with_free_func(g_free);
   return m;
 }
 
@@ -50,6 +51,7 @@ void calib_measurements_free(CalibMeasurements *m) {
   g_array_free(m->kernels, TRUE);
   g_array_free(m->layers, TRUE);
   g_array_free(m->coll, TRUE);
+  g_ptr_array_free(m->failures, TRUE);
   g_free(m);
 }
 
@@ -108,11 +110,17 @@ cJSON *calib_measurements_to_json(const CalibMeasurements *m) {
   add_str(root, "date", m->date);
   if (m->synthetic)
     cJSON_AddStringToObject(root, "synthetic", m->synthetic);
+  if (m->failures->len > 0) {
+    cJSON *f = cJSON_AddArrayToObject(root, "failures");
+    for (guint i = 0; i < m->failures->len; i++)
+      cJSON_AddItemToArray(f, cJSON_CreateString(g_ptr_array_index(m->failures, i)));
+  }
   cJSON *units = cJSON_AddObjectToObject(root, "units");
   cJSON_AddStringToObject(units, "time", "us");
   cJSON_AddStringToObject(units, "size", "bytes");
   cJSON *timing = cJSON_AddObjectToObject(root, "timing");
-  cJSON_AddStringToObject(timing, "method", "CUDA events around each repetition, after warm-up; median reported");
+  cJSON_AddStringToObject(timing, "method", "CUDA events around each repetition, after warm-up, each repetition queued behind a GPU spin so the "
+                          "host's launch latency is not timed; median reported");
   cJSON_AddNumberToObject(timing, "warmup", m->warmup);
   cJSON_AddNumberToObject(timing, "reps", m->reps);
 
@@ -141,6 +149,7 @@ cJSON *calib_measurements_to_json(const CalibMeasurements *m) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "dtype", g->dtype);
     cJSON_AddStringToObject(o, "op", g->op);
+    cJSON_AddStringToObject(o, "layout", g->layout[0] ? g->layout : "NN");
     cJSON_AddNumberToObject(o, "batch", (double)g->batch);
     cJSON_AddNumberToObject(o, "m", (double)g->m);
     cJSON_AddNumberToObject(o, "n", (double)g->n);
@@ -185,6 +194,8 @@ cJSON *calib_measurements_to_json(const CalibMeasurements *m) {
     cJSON_AddBoolToObject(o, "fused", l->fused);
     add_time(o, "forward", &l->fwd);
     add_time(o, "backward", &l->bwd);
+    if (l->has_recompute)
+      add_time(o, "recompute", &l->recompute);
     cJSON_AddItemToArray(arr, o);
   }
   arr = cJSON_AddArrayToObject(root, "nccl");
@@ -347,6 +358,11 @@ static gboolean read_header(Reader *r, const cJSON *root, CalibMeasurements *m) 
   m->host = opt_str(root, "host");
   m->date = opt_str(root, "date");
   m->synthetic = opt_str(root, "synthetic");
+  const cJSON *failed;
+  cJSON_ArrayForEach(failed, cJSON_GetObjectItemCaseSensitive(root, "failures")) {
+    if (cJSON_IsString(failed))
+      g_ptr_array_add(m->failures, g_strdup(failed->valuestring));
+  }
   const cJSON *timing = cJSON_GetObjectItemCaseSensitive(root, "timing");
   const cJSON *w = cJSON_GetObjectItemCaseSensitive(timing, "warmup"), *n = cJSON_GetObjectItemCaseSensitive(timing, "reps");
   m->warmup = cJSON_IsNumber(w) && w->valuedouble >= 0 ? (guint)w->valuedouble : 0;
@@ -395,6 +411,11 @@ static gboolean read_gemm(Reader *r, const cJSON *o, CalibMeasurements *m) {
   if (!(op = get_str(r, o, "op")) || !get_count(r, o, "batch", &g.batch) || !get_count(r, o, "m", &g.m) ||
       !get_count(r, o, "n", &g.n) || !get_count(r, o, "k", &g.k) || !get_time(r, o, "time", &g.t))
     return FALSE;
+  const cJSON *lay = cJSON_GetObjectItemCaseSensitive(o, "layout");
+  if (lay && !(cJSON_IsString(lay) && strlen(lay->valuestring) == 2 && strchr("NT", lay->valuestring[0]) &&
+               strchr("NT", lay->valuestring[1])))
+    return bad(r, "layout", "must be \"NN\", \"NT\", \"TN\" or \"TT\" (cuBLAS ops of A and B)");
+  g_strlcpy(g.layout, lay ? lay->valuestring : "NN", sizeof g.layout);
   g_strlcpy(g.dtype, dtype, sizeof g.dtype);
   g_strlcpy(g.op, op, sizeof g.op);
   g_array_append_val(m->gemm, g);
@@ -437,6 +458,13 @@ static gboolean read_layer(Reader *r, const cJSON *o, CalibMeasurements *m) {
       return FALSE;
   if (!get_time(r, o, "forward", &l.fwd) || !get_time(r, o, "backward", &l.bwd))
     return FALSE;
+  l.has_recompute = cJSON_GetObjectItemCaseSensitive(o, "recompute_us") != NULL;
+  if (l.has_recompute && !get_time(r, o, "recompute", &l.recompute))
+    return FALSE;
+  if (v[0] % v[1])
+    return bad(r, "hidden", "must be a multiple of heads");
+  if (v[1] % v[4])
+    return bad(r, "heads", "must be a multiple of tp");
   l.hidden = (guint)v[0], l.heads = (guint)v[1], l.seq = (guint)v[2], l.micro_batch = (guint)v[3], l.tp = (guint)v[4];
   l.fused = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(o, "fused"));
   g_array_append_val(m->layers, l);

@@ -22,7 +22,8 @@ typedef struct {
 
 typedef struct {
   char dtype[8];  /* "fp16" or "bf16" */
-  char op[32];    /* "qkv.fwd", "fc1.wgrad", "grid", ... */
+  char op[32];    /* "qkv.fwd", "fc1.wgrad", "grid.k", "layout.qkv.fwd", ... */
+  char layout[4]; /* cuBLAS ops of A and B: "NN", "NT", "TN", "TT" (optional when reading: "NN") */
   guint64 batch, m, n, k;
   CalibTime t;
 } CalibGemm;
@@ -45,6 +46,8 @@ typedef struct {
   guint hidden, heads, seq, micro_batch, tp;
   gboolean fused;
   CalibTime fwd, bwd;
+  gboolean has_recompute; /* "recompute_us" present (optional when reading) */
+  CalibTime recompute;    /* the recomputation forward just before the backward */
 } CalibLayer;
 
 typedef enum { CALIB_ALLREDUCE, CALIB_ALLGATHER, CALIB_REDUCESCATTER, CALIB_SENDRECV, CALIB_N_COLL } CalibCollOp;
@@ -79,6 +82,7 @@ typedef struct {
   GArray *kernels; /* CalibKernel */
   GArray *layers;  /* CalibLayer */
   GArray *coll;    /* CalibColl */
+  GPtrArray *failures; /* strings: measurements that failed under --keep-going (optional "failures" list) */
 } CalibMeasurements;
 
 #define CALIB_ERROR (calib_error_quark())

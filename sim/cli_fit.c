@@ -11,7 +11,7 @@
 #include "cli.h"
 
 typedef struct {
-  char *output, *name, *tiles_from, *dtype, *synthesize, *cluster;
+  char *output, *name, *tiles_from, *dtype, *synthesize, *cluster, *shapes, *compare, *profile, *format;
   gint64 max_iterations, seed, gpus, hidden, heads, seq_len, micro_batch, tp;
   double noise;
 } FitOptions;
@@ -100,19 +100,24 @@ static gboolean in_range(gint64 v, gint64 lo, gint64 hi, const char *flag, GErro
 static gboolean synthesize(const FitOptions *o, GError **error) {
   CalibPlanConfig cfg;
   calib_plan_config_default(&cfg);
+  gboolean one_shape = o->hidden || o->heads || o->seq_len || o->micro_batch || o->tp;
+  if (one_shape && o->shapes)
+    return fail_with(error, "give either --shapes or --hidden/--heads/--seq-len/--micro-batch/--tp (one shape), not both");
+  gint64 h = o->hidden ? o->hidden : 12288, a = o->heads ? o->heads : 96, s = o->seq_len ? o->seq_len : 2048;
+  gint64 b = o->micro_batch ? o->micro_batch : 1, t = o->tp ? o->tp : 8;
   if (!in_range(o->seed, 0, G_MAXINT32, "--seed", error) || !in_range(o->gpus, 1, 64, "--gpus", error) ||
-      !in_range(o->hidden, 1, 65536, "--hidden", error) || !in_range(o->heads, 1, 65536, "--heads", error) ||
-      !in_range(o->seq_len, 1, 65536, "--seq-len", error) || !in_range(o->micro_batch, 1, 64, "--micro-batch", error) ||
-      !in_range(o->tp, 1, 64, "--tp", error))
+      !in_range(h, 1, 65536, "--hidden", error) || !in_range(a, 1, 65536, "--heads", error) ||
+      !in_range(s, 1, 65536, "--seq-len", error) || !in_range(b, 1, 64, "--micro-batch", error) ||
+      !in_range(t, 1, 64, "--tp", error))
     return FALSE;
   if (!(o->noise >= 0 && o->noise <= 1))
     return fail_with(error, "--noise must be a relative standard deviation from 0 to 1 (0.02 is 2%)");
   cfg.gpus = (guint)o->gpus;
-  cfg.hidden = (guint)o->hidden;
-  cfg.heads = (guint)o->heads;
-  cfg.seq = (guint)o->seq_len;
-  cfg.micro_batch = (guint)o->micro_batch;
-  cfg.tp = (guint)o->tp;
+  if (one_shape) {
+    cfg.shapes[0] = (CalibLayerShape){(guint)h, (guint)a, (guint)s, (guint)b, (guint)t};
+    cfg.n_shapes = 1;
+  } else if (o->shapes && !calib_plan_parse_shapes(o->shapes, &cfg, error))
+    return FALSE;
   TopoCluster *cluster = NULL;
   ModelProfile *profile = NULL;
   CalibPlan *plan = NULL;
@@ -175,11 +180,59 @@ static gboolean fit(const FitOptions *o, const char *input, GError **error) {
   return ok;
 }
 
+/* Predicted against measured: the layer table and the GEMM summary. */
+static gboolean compare(const FitOptions *o, GError **error) {
+  const char *dtype = o->dtype ? o->dtype : "fp16";
+  if (strcmp(dtype, "fp16") != 0 && strcmp(dtype, "bf16") != 0)
+    return fail_with(error, "--dtype must be fp16 or bf16");
+  if (!o->profile)
+    return fail_with(error, "--compare needs --profile NAME|FILE (the profile whose predictions to compare)");
+  CliFormat format = CLI_TEXT;
+  if (o->format && !cli_format(o->format, &format, error))
+    return FALSE;
+  CalibMeasurements *m = calib_measurements_load(o->compare, error);
+  if (!m)
+    return FALSE;
+  ModelProfile *p = model_profile_load(o->profile, error);
+  cJSON *json = p ? calib_compare(m, p, dtype, error) : NULL;
+  if (json && format == CLI_JSON) {
+    char *text = cJSON_PrintUnformatted(json);
+    printf("%s\n", text);
+    cJSON_free(text);
+  } else if (json) {
+    printf("%s (%s) against profile %s\n", o->compare, m->synthetic ? "synthetic" : m->device.name, p->name);
+    printf("\nlayer compute time on one GPU (no all-reduce), measured median vs ptdsim's layer model:\n");
+    printf("  %-34s %-10s %13s %13s %8s\n", "shape", "pass", "measured us", "predicted us", "error");
+    const cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(json, "layer")) {
+      CalibLayerShape sh = {(guint)num_at(r, "hidden", NULL), (guint)num_at(r, "heads", NULL),
+                            (guint)num_at(r, "seq", NULL), (guint)num_at(r, "micro_batch", NULL),
+                            (guint)num_at(r, "tp", NULL)};
+      char label[96];
+      calib_layer_shape_label(&sh, label, sizeof label);
+      printf("  %-34s %-10s %13.1f %13.1f %+7.1f%%\n", label, cJSON_GetObjectItemCaseSensitive(r, "pass")->valuestring,
+             num_at(r, "measured_us", NULL), num_at(r, "predicted_us", NULL), 100 * num_at(r, "error", NULL));
+    }
+    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(json, "layer_summary");
+    printf("  %d rows: median |error| %.1f%%, max |error| %.1f%%\n", (int)num_at(ls, "rows", NULL),
+           100 * num_at(ls, "median_abs_error", NULL), 100 * num_at(ls, "max_abs_error", NULL));
+    printf("\nGEMM model vs measured GEMMs (%s), |predicted / measured - 1|:\n", dtype);
+    printf("  %-12s %6s %9s %9s %9s  %s\n", "group", "GEMMs", "median", "p90", "max", "worst");
+    cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(json, "gemm")) {
+      printf("  %-12s %6d %8.1f%% %8.1f%% %8.1f%%  %s\n", cJSON_GetObjectItemCaseSensitive(r, "group")->valuestring,
+             (int)num_at(r, "gemms", NULL), 100 * num_at(r, "median_abs_error", NULL),
+             100 * num_at(r, "p90_abs_error", NULL), 100 * num_at(r, "max_abs_error", NULL),
+             cJSON_GetObjectItemCaseSensitive(r, "worst")->valuestring);
+    }
+  }
+  cJSON_Delete(json);
+  model_profile_free(p);
+  calib_measurements_free(m);
+  return json != NULL;
+}
+
 int cli_fit(int argc, char **argv) {
-  FitOptions o = {.max_iterations = 200, .seed = 1, .gpus = 8, .noise = 0.02};
-  CalibPlanConfig dflt;
-  calib_plan_config_default(&dflt);
-  o.hidden = dflt.hidden, o.heads = dflt.heads, o.seq_len = dflt.seq, o.micro_batch = dflt.micro_batch, o.tp = dflt.tp;
+  FitOptions o = {.max_iterations = 200, .seed = 1, .gpus = 8, .noise = 0.02}; /* shape options 0: not given */
   GOptionEntry entries[] = {
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &o.output, "Write the profile (or, with --synthesize, the measurements) here",
        "FILE"},
@@ -196,11 +249,18 @@ int cli_fit(int argc, char **argv) {
       {"cluster", 0, 0, G_OPTION_ARG_STRING, &o.cluster,
        "--synthesize: cluster whose intra-node network gives the collectives (default selene)", "NAME|FILE"},
       {"gpus", 0, 0, G_OPTION_ARG_INT64, &o.gpus, "--synthesize: GPUs of the NCCL sweep (default 8)", "N"},
-      {"hidden", 0, 0, G_OPTION_ARG_INT64, &o.hidden, "--synthesize: layer hidden size (default 12288)", "H"},
+      {"shapes", 0, 0, G_OPTION_ARG_STRING, &o.shapes,
+       "--synthesize: layer shapes, as ptdsim-calibrate --shapes (default issue6)", "SPEC"},
+      {"hidden", 0, 0, G_OPTION_ARG_INT64, &o.hidden, "--synthesize: one layer shape instead: hidden size (default 12288)",
+       "H"},
       {"heads", 0, 0, G_OPTION_ARG_INT64, &o.heads, "--synthesize: attention heads (default 96)", "A"},
       {"seq-len", 0, 0, G_OPTION_ARG_INT64, &o.seq_len, "--synthesize: sequence length (default 2048)", "S"},
       {"micro-batch", 0, 0, G_OPTION_ARG_INT64, &o.micro_batch, "--synthesize: micro-batch (default 1)", "B"},
       {"tp", 0, 0, G_OPTION_ARG_INT64, &o.tp, "--synthesize: tensor-parallel size (default 8)", "T"},
+      {"compare", 0, 0, G_OPTION_ARG_FILENAME, &o.compare,
+       "Instead of fitting: print measured vs predicted layer times and GEMM errors for --profile", "MEASUREMENTS"},
+      {"profile", 0, 0, G_OPTION_ARG_STRING, &o.profile, "--compare: the profile to predict with", "NAME|FILE"},
+      {"format", 0, 0, G_OPTION_ARG_STRING, &o.format, "--compare: text (default) or json", "FMT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   GOptionContext *ctx = g_option_context_new("MEASUREMENTS.json -o PROFILE.json");
   g_option_context_set_summary(
@@ -209,23 +269,30 @@ int cli_fit(int argc, char **argv) {
            "nonlinear least squares on relative residuals.  The profile records fitted values, standard errors,\n"
            "residuals and the measurements file; use it with ptdsim run --profile PROFILE.json.\n\n"
            "Examples:\n  ptdsim fit h100.json -o h100-fitted.json\n"
-           "  ptdsim fit --synthesize a100-sxm4-80gb --noise 0.02 --seed 7 -o synthetic.json");
+           "  ptdsim fit --synthesize a100-sxm4-80gb --noise 0.02 --seed 7 -o synthetic.json\n"
+           "  ptdsim fit --compare h100.json --profile h100-fitted.json");
   g_option_context_add_main_entries(ctx, entries, NULL);
   GError *error = NULL;
   gboolean ok = g_option_context_parse(ctx, &argc, &argv, &error);
-  if (ok && !o.output)
+  if (ok && o.compare && (o.synthesize || o.output || argc > 1))
+    ok = fail_with(&error, "--compare takes no measurements argument, -o or --synthesize: ptdsim fit --compare "
+                           "MEASUREMENTS.json --profile PROFILE");
+  if (ok && o.compare)
+    ok = compare(&o, &error);
+  else if (ok && !o.output)
     ok = fail_with(&error, "-o FILE is required (where to write the result)");
-  if (ok && o.synthesize && argc > 1) {
+  if (ok && !o.compare && o.synthesize && argc > 1) {
     g_set_error(&error, CALIB_ERROR, CALIB_ERROR_INVALID, "unexpected argument '%s' with --synthesize", argv[1]);
     ok = FALSE;
   }
-  if (ok && !o.synthesize && argc != 2)
+  if (ok && !o.compare && !o.synthesize && argc != 2)
     ok = fail_with(&error, argc < 2 ? "give the measurements file: ptdsim fit MEASUREMENTS.json -o PROFILE.json"
                                     : "give exactly one measurements file");
-  if (ok)
+  if (ok && !o.compare)
     ok = o.synthesize ? synthesize(&o, &error) : fit(&o, argv[1], &error);
   int code = ok ? 0 : cli_fail(error);
-  char **strs[] = {&o.output, &o.name, &o.tiles_from, &o.dtype, &o.synthesize, &o.cluster};
+  char **strs[] = {&o.output, &o.name,   &o.tiles_from, &o.dtype,  &o.synthesize,
+                   &o.cluster, &o.shapes, &o.compare,    &o.profile, &o.format};
   for (guint i = 0; i < G_N_ELEMENTS(strs); i++)
     g_free(*strs[i]);
   g_option_context_free(ctx);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../calibrate/fit.h"
+#include "../calibrate/gemm_index.h"
 #include "../models/compute.h"
 #include "../models/jsonutil.h"
 #include "../topologies/cluster.h"
@@ -101,32 +102,96 @@ static ModelProfile *profile_from_json(const cJSON *json, const char *name) {
 static void test_plan_layer_flops(void) {
   CalibPlanConfig cfg;
   calib_plan_config_default(&cfg);
-  cfg.hidden = 4096, cfg.heads = 32, cfg.seq = 1024, cfg.micro_batch = 2, cfg.tp = 4;
-  GError *error = NULL;
-  CalibPlan *plan = calib_plan_new(&cfg, &error);
-  g_assert_no_error(error);
-  double fwd = 0, dgrad = 0, wgrad = 0;
-  for (guint i = 0; i < plan->gemm->len; i++) {
-    const CalibPlanGemm *g = &g_array_index(plan->gemm, CalibPlanGemm, i);
-    double f = 2.0 * g->batch * g->m * g->n * g->k;
-    if (g_str_has_suffix(g->op, ".fwd"))
-      fwd += f;
-    else if (g_str_has_suffix(g->op, ".dgrad"))
-      dgrad += f;
-    else if (g_str_has_suffix(g->op, ".wgrad"))
-      wgrad += f;
+  /* The default plan (the issue6 preset) and one odd shape. */
+  CalibLayerShape odd = {4096, 32, 1024, 2, 4};
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1) {
+      cfg.shapes[0] = odd;
+      cfg.n_shapes = 1;
+    }
+    GError *error = NULL;
+    CalibPlan *plan = calib_plan_new(&cfg, &error);
+    g_assert_no_error(error);
+    for (guint si = 0; si < cfg.n_shapes; si++) {
+      double fwd = 0, dgrad = 0, wgrad = 0;
+      for (guint i = 0; i < plan->gemm->len; i++) {
+        const CalibPlanGemm *g = &g_array_index(plan->gemm, CalibPlanGemm, i);
+        if (g->shape != si)
+          continue;
+        double f = 2.0 * g->batch * g->m * g->n * g->k;
+        if (g_str_has_suffix(g->op, ".fwd"))
+          fwd += f;
+        else if (g_str_has_suffix(g->op, ".dgrad"))
+          dgrad += f;
+        else if (g_str_has_suffix(g->op, ".wgrad"))
+          wgrad += f;
+      }
+      const CalibLayerShape *sh = &cfg.shapes[si];
+      double b = sh->micro_batch, s = sh->seq, h = sh->hidden, t = sh->tp;
+      g_assert_cmpfloat(fwd, ==, (24 * b * s * h * h + 4 * b * s * s * h) / t);
+      g_assert_cmpfloat(dgrad, ==, fwd);
+      g_assert_cmpfloat(wgrad, ==, fwd);
+    }
+    calib_plan_free(plan);
   }
-  double b = 2, s = 1024, h = 4096, t = 4;
-  g_assert_cmpfloat(fwd, ==, (24 * b * s * h * h + 4 * b * s * s * h) / t);
-  g_assert_cmpfloat(dgrad, ==, fwd);
-  g_assert_cmpfloat(wgrad, ==, fwd);
-  calib_plan_free(plan);
-
-  cfg.tp = 3; /* 32 heads do not split over 3 */
+  GError *error = NULL;
+  cfg.shapes[0].tp = 3; /* 32 heads do not split over 3 */
   g_assert_null(calib_plan_new(&cfg, &error));
   g_assert_error(error, CALIB_ERROR, CALIB_ERROR_INVALID);
   g_assert_nonnull(strstr(error->message, "--tp"));
   g_clear_error(&error);
+}
+
+/* The harness checks each GEMM at sampled outputs through gemm_index.h.
+ * Build the stored operands from their definition (column-major: element
+ * (r, c) of a matrix with R rows at r + c R; a transposed operand is stored
+ * as the transpose of the logical one) and check that the index functions
+ * find every logical element, that the leading dimension is the stored row
+ * count, and that the product through them equals the logical product. */
+static void test_gemm_index(void) {
+  const size_t m = 5, n = 3, k = 4;
+  double A[5][4], B[4][3];
+  for (size_t i = 0; i < m; i++)
+    for (size_t c = 0; c < k; c++)
+      A[i][c] = 1 + (double)i * 10 + (double)c;
+  for (size_t r = 0; r < k; r++)
+    for (size_t j = 0; j < n; j++)
+      B[r][j] = 100 + (double)r * 7 - (double)j * 3;
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) {
+      double SA[20], SB[12];
+      size_t ra = ta ? k : m, rb = tb ? n : k; /* stored rows */
+      g_assert_cmpuint(calib_gemm_lda(ta, m, k), ==, ra);
+      g_assert_cmpuint(calib_gemm_ldb(tb, k, n), ==, rb);
+      for (size_t i = 0; i < m; i++)
+        for (size_t c = 0; c < k; c++) {
+          if (ta)
+            SA[c + i * ra] = A[i][c]; /* stored k x m: row c, column i */
+          else
+            SA[i + c * ra] = A[i][c];
+        }
+      for (size_t r = 0; r < k; r++)
+        for (size_t j = 0; j < n; j++) {
+          if (tb)
+            SB[j + r * rb] = B[r][j]; /* stored n x k: row j, column r */
+          else
+            SB[r + j * rb] = B[r][j];
+        }
+      for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++) {
+          double got = 0, want = 0;
+          for (size_t c = 0; c < k; c++) {
+            size_t ai = calib_gemm_a_index(ta, m, k, i, c), bi = calib_gemm_b_index(tb, k, n, c, j);
+            g_assert_cmpuint(ai, <, m * k);
+            g_assert_cmpuint(bi, <, k * n);
+            g_assert_cmpfloat(SA[ai], ==, A[i][c]);
+            g_assert_cmpfloat(SB[bi], ==, B[c][j]);
+            got += SA[ai] * SB[bi];
+            want += A[i][c] * B[c][j];
+          }
+          g_assert_cmpfloat(got, ==, want);
+        }
+    }
 }
 
 static void test_nccl_ranks(void) {
@@ -166,6 +231,7 @@ static void test_time_statistics(void) {
 
 static void test_measurements_round_trip(void) {
   CalibMeasurements *m = synth("a100-sxm4-80gb", 0.02, 3);
+  g_ptr_array_add(m->failures, g_strdup("gpu.cu:1: a failure kept by --keep-going"));
   char *path = tmp_path("round-trip.json");
   GError *error = NULL;
   g_assert_true(calib_measurements_save(m, path, &error));
@@ -180,6 +246,8 @@ static void test_measurements_round_trip(void) {
   for (guint i = 0; i < m->gemm->len; i++) {
     const CalibGemm *a = &g_array_index(m->gemm, CalibGemm, i), *b = &g_array_index(r->gemm, CalibGemm, i);
     g_assert_cmpstr(a->op, ==, b->op);
+    g_assert_cmpstr(a->layout, ==, b->layout);
+    g_assert_cmpstr(b->layout, ==, g_str_has_prefix(b->op, "layout.") ? b->layout : "NN");
     g_assert_cmpuint(a->m * a->n * a->k * a->batch, ==, b->m * b->n * b->k * b->batch);
     /* cJSON prints 15 significant digits unless that reads back differently
      * by more than its epsilon comparison: equal to about 1e-15. */
@@ -190,6 +258,13 @@ static void test_measurements_round_trip(void) {
     g_assert_cmpint(g_array_index(m->coll, CalibColl, i).op, ==, g_array_index(r->coll, CalibColl, i).op);
   g_assert_cmpuint(r->device.sms, ==, 108);
   g_assert_nonnull(r->synthetic);
+  g_assert_cmpuint(r->failures->len, ==, 1);
+  g_assert_cmpstr(g_ptr_array_index(r->failures, 0), ==, "gpu.cu:1: a failure kept by --keep-going");
+  for (guint i = 0; i < m->layers->len; i++) {
+    const CalibLayer *a = &g_array_index(m->layers, CalibLayer, i), *b = &g_array_index(r->layers, CalibLayer, i);
+    g_assert_true(b->has_recompute);
+    g_assert_cmpfloat_with_epsilon(a->recompute.median_us, b->recompute.median_us, 1e-13 * a->recompute.median_us);
+  }
   calib_measurements_free(r);
   calib_measurements_free(m);
   g_free(path);
@@ -252,6 +327,11 @@ static void edit_no_fp16(cJSON *r) {
   cJSON_ArrayForEach(g, l) cJSON_ReplaceItemInObject(g, "dtype", cJSON_CreateString("bf16"));
 }
 static void edit_no_gemm_list(cJSON *r) { cJSON_DeleteItemFromObject(r, "gemm"); }
+static void edit_layer_tp(cJSON *r) { cJSON_ReplaceItemInObject(item(r, "layer", 2), "tp", cJSON_CreateNumber(5)); }
+static void edit_layer_negative_recompute(cJSON *r) {
+  cJSON_ReplaceItemInObject(item(r, "layer", 1), "recompute_us", cJSON_CreateNumber(-1));
+}
+static void edit_layer_no_backward(cJSON *r) { cJSON_DeleteItemFromObject(item(r, "layer", 0), "backward_us"); }
 
 static void test_bad_files(void) {
   expect_rejected(edit_missing_m, "gemm[4].'m' is missing", CALIB_ERROR_INVALID);
@@ -265,6 +345,9 @@ static void test_bad_files(void) {
   expect_rejected(edit_two_copies, "too few points for the memory bandwidth (membw) fit: 2 given", CALIB_ERROR_TOO_FEW);
   expect_rejected(edit_no_fp16, "too few points for the GEMM efficiency (fp16", CALIB_ERROR_TOO_FEW);
   expect_rejected(edit_no_gemm_list, "'gemm' is missing", CALIB_ERROR_INVALID);
+  expect_rejected(edit_layer_tp, "layer[2].'heads' must be a multiple of tp", CALIB_ERROR_INVALID);
+  expect_rejected(edit_layer_negative_recompute, "layer[1].'recompute_us' is -1", CALIB_ERROR_INVALID);
+  expect_rejected(edit_layer_no_backward, "layer[0].'backward_us' is missing", CALIB_ERROR_INVALID);
 }
 
 /* --- the fitter --- */
@@ -462,6 +545,147 @@ static void test_measured_collectives_in_model(void) {
 }
 
 /* --- the command lines --- */
+
+/* A one-GPU node (issue 6's lent H100): NCCL ran single-rank, so every
+ * collective record has ranks 1 and sendrecv is absent.  The fit still
+ * succeeds, lists the three groups as not fitted and writes no measured
+ * collectives (the cluster's network model stays in charge). */
+static void test_fit_single_rank(void) {
+  CalibMeasurements *m = synth("a100-sxm4-80gb", 0.02, 4);
+  g_array_set_size(m->coll, 0);
+  m->device.gpus = 1;
+  for (int op = 0; op < CALIB_SENDRECV; op++)
+    for (double bytes = 8; bytes <= 1 << 30; bytes *= 2) {
+      CalibColl c = {.op = (CalibCollOp)op, .ranks = 1, .bytes = bytes};
+      c.t.median_us = c.t.min_us = c.t.p10_us = c.t.p90_us = c.t.max_us = 6 + bytes / 1.5e6;
+      c.t.reps = 50;
+      g_array_append_val(m->coll, c);
+    }
+  char *path = tmp_path("single-rank.json");
+  GError *error = NULL;
+  g_assert_true(calib_measurements_save(m, path, &error));
+  CalibMeasurements *r = calib_measurements_load(path, &error);
+  g_assert_no_error(error);
+  g_assert_cmpuint(r->coll->len, ==, 3 * 28);
+  cJSON *p = fit(r, 0, &error);
+  g_assert_no_error(error);
+  g_assert_null(cJSON_GetObjectItemCaseSensitive(p, "collectives"));
+  const cJSON *skipped = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "fit"),
+                                                          "collectives_not_fitted");
+  g_assert_cmpint(cJSON_GetArraySize(skipped), ==, 3);
+  g_assert_nonnull(strstr(cJSON_GetArrayItem(skipped, 0)->valuestring, "one rank"));
+  cJSON_Delete(p);
+  calib_measurements_free(r);
+  calib_measurements_free(m);
+  g_unlink(path);
+  g_free(path);
+}
+
+/* --- measured against predicted (issue 6's comparison) --- */
+
+/* The synthesizer makes a layer record for every planned shape (issue6's six
+ * by default), each with forward, recomputation and backward times; without
+ * noise the recomputation is exactly the forward (the same work). */
+static void test_synth_layers(void) {
+  CalibPlan *plan = default_plan();
+  CalibMeasurements *m = synth("a100-sxm4-80gb", 0, 1);
+  g_assert_cmpuint(plan->cfg.n_shapes, ==, 6);
+  g_assert_cmpuint(m->layers->len, ==, plan->cfg.n_shapes);
+  for (guint i = 0; i < m->layers->len; i++) {
+    const CalibLayer *l = &g_array_index(m->layers, CalibLayer, i);
+    const CalibLayerShape *sh = &plan->cfg.shapes[i];
+    g_assert_cmpuint(l->hidden, ==, sh->hidden);
+    g_assert_cmpuint(l->heads, ==, sh->heads);
+    g_assert_cmpuint(l->micro_batch, ==, sh->micro_batch);
+    g_assert_cmpuint(l->tp, ==, sh->tp);
+    g_assert_true(l->has_recompute);
+    g_assert_cmpfloat(l->recompute.median_us, ==, l->fwd.median_us);
+    g_assert_cmpfloat(l->bwd.median_us, >, l->fwd.median_us);
+  }
+  /* 175B t=8, 1.7B t=1 and 18.4B t=8, each at micro-batch 1 and 4. */
+  const guint hidden[] = {12288, 12288, 2304, 2304, 6144, 6144}, tp[] = {8, 8, 1, 1, 8, 8}, b[] = {1, 4, 1, 4, 1, 4};
+  for (guint i = 0; i < 6; i++) {
+    g_assert_cmpuint(plan->cfg.shapes[i].hidden, ==, hidden[i]);
+    g_assert_cmpuint(plan->cfg.shapes[i].tp, ==, tp[i]);
+    g_assert_cmpuint(plan->cfg.shapes[i].micro_batch, ==, b[i]);
+  }
+  /* The GEMMs of micro-batch 4 have four times the tokens of micro-batch 1. */
+  guint64 m1 = 0, m4 = 0;
+  for (guint i = 0; i < plan->gemm->len; i++) {
+    const CalibPlanGemm *g = &g_array_index(plan->gemm, CalibPlanGemm, i);
+    if (strcmp(g->op, "qkv.fwd") == 0 && g->shape == 0)
+      m1 = g->m;
+    if (strcmp(g->op, "qkv.fwd") == 0 && g->shape == 1)
+      m4 = g->m;
+  }
+  g_assert_cmpuint(m4, ==, 4 * m1);
+  calib_measurements_free(m);
+  calib_plan_free(plan);
+}
+
+static double num(const cJSON *o, const char *key) {
+  const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+  g_assert_true(cJSON_IsNumber(x));
+  return x->valuedouble;
+}
+
+/* Measurements made from a profile compare with that profile with no error
+ * at all; measurements with 2% noise, fitted, compare with the fitted
+ * profile within a few times the noise; a profile without a GEMM model is
+ * refused. */
+static void test_compare(void) {
+  ModelProfile *a = load_profile("a100-sxm4-80gb");
+  CalibMeasurements *m = synth("a100-sxm4-80gb", 0, 1);
+  GError *error = NULL;
+  cJSON *c = calib_compare(m, a, "fp16", &error);
+  g_assert_no_error(error);
+  const cJSON *r;
+  int rows = 0, recompute = 0;
+  cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(c, "layer")) {
+    rows++;
+    recompute += strcmp(cJSON_GetObjectItemCaseSensitive(r, "pass")->valuestring, "recompute") == 0;
+    g_assert_cmpfloat(fabs(num(r, "error")), <, 1e-12);
+    g_assert_cmpfloat(num(r, "predicted_us"), >, 0);
+  }
+  g_assert_cmpint(rows, ==, 18);
+  g_assert_cmpint(recompute, ==, 6);
+  int groups = 0;
+  cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(c, "gemm")) {
+    groups++;
+    g_assert_cmpfloat(num(r, "max_abs_error"), <, 1e-12);
+  }
+  g_assert_cmpint(groups, ==, 6);
+  g_assert_cmpfloat(num(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(c, "gemm"), 0), "gemms"), ==,
+                    default_plan_gemms());
+  cJSON_Delete(c);
+  calib_measurements_free(m);
+
+  m = synth("a100-sxm4-80gb", 0.02, 11);
+  cJSON *pj = fit(m, 0, &error);
+  g_assert_no_error(error);
+  ModelProfile *f = profile_from_json(pj, "compare-fitted");
+  c = calib_compare(m, f, "fp16", &error);
+  g_assert_no_error(error);
+  cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(c, "layer")) {
+    g_assert_cmpfloat(fabs(num(r, "error")), <, 5 * 0.02 + 0.02);
+  }
+  const cJSON *all = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(c, "gemm"), 0);
+  g_assert_cmpstr(cJSON_GetObjectItemCaseSensitive(all, "group")->valuestring, ==, "all");
+  g_assert_cmpfloat(num(all, "median_abs_error"), <, 0.03);
+  g_assert_cmpfloat(num(all, "median_abs_error"), >, 0); /* the noise is there */
+  cJSON_Delete(c);
+  cJSON_Delete(pj);
+  model_profile_free(f);
+
+  ModelProfile *ideal = load_profile("ideal");
+  g_assert_null(calib_compare(m, ideal, "fp16", &error));
+  g_assert_error(error, CALIB_ERROR, CALIB_ERROR_INVALID);
+  g_assert_nonnull(strstr(error->message, "analytic"));
+  g_clear_error(&error);
+  model_profile_free(ideal);
+  calib_measurements_free(m);
+  model_profile_free(a);
+}
 
 typedef struct {
   int status;
@@ -666,6 +890,91 @@ static void test_cli_fit(void) {
   g_free(prof2);
 }
 
+/* ptdsim fit --compare through the binary: a table regenerable from a
+ * measurements file, JSON that parses, and one-line errors. */
+static void test_cli_compare(void) {
+  const char *bin = g_getenv("PTDSIM_BIN");
+  if (!bin) {
+    g_test_skip("PTDSIM_BIN is not set");
+    return;
+  }
+  char *meas = tmp_path("cmp-meas.json"), *prof = tmp_path("cmp-prof.json");
+  char *args = g_strdup_printf("fit --synthesize a100-sxm4-80gb --noise 0.02 --seed 9 -o %s", meas);
+  Proc p = run(bin, args);
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "6 layers"));
+  proc_clear(&p);
+  g_free(args);
+  args = g_strdup_printf("fit %s -o %s", meas, prof);
+  p = run(bin, args);
+  g_assert_cmpint(p.status, ==, 0);
+  proc_clear(&p);
+  g_free(args);
+  args = g_strdup_printf("fit --compare %s --profile %s", meas, prof);
+  p = run(bin, args);
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_cmpstr(p.err, ==, "");
+  const char *want[] = {"h=12288 a=96 s=2048 b=1 t=8", "h=2304 a=24 s=2048 b=4 t=1", "h=6144 a=48 s=2048 b=4 t=8",
+                        "recompute", "backward", "18 rows: median |error|", "grid.wave", "grid.k"};
+  for (guint i = 0; i < G_N_ELEMENTS(want); i++)
+    g_assert_nonnull(strstr(p.out, want[i]));
+  char *text = g_strdup(p.out);
+  proc_clear(&p);
+  p = run(bin, args); /* deterministic */
+  g_assert_cmpstr(p.out, ==, text);
+  g_free(text);
+  proc_clear(&p);
+  g_free(args);
+  args = g_strdup_printf("fit --compare %s --profile %s --format json", meas, prof);
+  p = run(bin, args);
+  g_assert_cmpint(p.status, ==, 0);
+  cJSON *j = cJSON_Parse(p.out);
+  g_assert_nonnull(j);
+  g_assert_cmpint(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "layer")), ==, 18);
+  cJSON_Delete(j);
+  proc_clear(&p);
+  g_free(args);
+
+  args = g_strdup_printf("fit --compare %s", meas);
+  p = run(bin, args);
+  expect_one_line_error(&p, "--profile");
+  g_free(args);
+  args = g_strdup_printf("fit --compare %s --profile ideal", meas);
+  p = run(bin, args);
+  expect_one_line_error(&p, "analytic");
+  g_free(args);
+  args = g_strdup_printf("fit --compare %s --profile %s -o %s", meas, prof, prof);
+  p = run(bin, args);
+  expect_one_line_error(&p, "--compare takes no");
+  g_free(args);
+  args = g_strdup_printf("fit --compare %s/nosuch.json --profile %s", tmpdir, prof);
+  p = run(bin, args);
+  expect_one_line_error(&p, "nosuch.json");
+  g_free(args);
+  args = g_strdup_printf("fit --compare %s --profile %s --dtype fp8", meas, prof);
+  p = run(bin, args);
+  expect_one_line_error(&p, "--dtype");
+  g_free(args);
+  args = g_strdup_printf("fit --synthesize a100-sxm4-80gb --shapes 1:2:3 -o %s", meas);
+  p = run(bin, args);
+  expect_one_line_error(&p, "HIDDEN:HEADS:SEQ:MICRO_BATCH:TP");
+  g_free(args);
+  args = g_strdup_printf("fit --synthesize a100-sxm4-80gb --shapes issue6 --hidden 4096 -o %s", meas);
+  p = run(bin, args);
+  expect_one_line_error(&p, "not both");
+  g_free(args);
+  args = g_strdup_printf("fit --synthesize a100-sxm4-80gb --shapes 4096:32:2048:2:4,2304:24:1024:1:1 -o %s", meas);
+  p = run(bin, args);
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "2 layers"));
+  proc_clear(&p);
+  g_free(args);
+  g_unlink(meas);
+  g_unlink(prof);
+  g_free(meas);
+  g_free(prof);
+}
+
 /* The harness's --dry-run prints the plan and needs no GPU. */
 static void test_calibrate_dry_run(void) {
   const char *bin = g_getenv("PTDSIM_CALIBRATE_BIN");
@@ -691,6 +1000,29 @@ static void test_calibrate_dry_run(void) {
   expect_one_line_error(&p, "--tp");
   p = run(bin, "--dry-run --mode tensor");
   expect_one_line_error(&p, "unknown mode 'tensor'");
+  /* The default run: well under the device's 10-minute call limit. */
+  p = run(bin, "--dry-run --gpus 1");
+  g_assert_cmpint(p.status, ==, 0);
+  const char *est = strstr(p.out, "estimated wall time: at most about ");
+  g_assert_nonnull(est);
+  double seconds = g_ascii_strtod(est + strlen("estimated wall time: at most about "), NULL);
+  g_assert_cmpfloat(seconds, >, 10);
+  g_assert_cmpfloat(seconds, <, 300);
+  g_assert_nonnull(strstr(p.out, "single-rank"));
+  g_assert_nonnull(strstr(p.out, "plan for 6 layer shapes"));
+  g_assert_nonnull(strstr(p.out, "h=2304 a=24 s=2048 b=4 t=1"));
+  proc_clear(&p);
+  p = run(bin, "--dry-run --mode layer --shapes 2304:24:2048:1:1,6144:48:2048:4:8");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "plan for 2 layer shapes"));
+  g_assert_nonnull(strstr(p.out, "h=6144 a=48 s=2048 b=4 t=8"));
+  proc_clear(&p);
+  p = run(bin, "--dry-run --shapes 2304:24:2048:1");
+  expect_one_line_error(&p, "--shapes");
+  p = run(bin, "--dry-run --shapes issue6 --tp 2");
+  expect_one_line_error(&p, "not both");
+  p = run(bin, "--dry-run --shapes 2304:24:2048:1:5");
+  expect_one_line_error(&p, "--tp");
 }
 
 int main(int argc, char **argv) {
@@ -711,6 +1043,11 @@ int main(int argc, char **argv) {
   g_test_add_func("/calibrate/measured-collectives-in-model", test_measured_collectives_in_model);
   g_test_add_func("/calibrate/cli-fit", test_cli_fit);
   g_test_add_func("/calibrate/calibrate-dry-run", test_calibrate_dry_run);
+  g_test_add_func("/calibrate/gemm-index", test_gemm_index);
+  g_test_add_func("/calibrate/fit-single-rank", test_fit_single_rank);
+  g_test_add_func("/calibrate/synth-layers", test_synth_layers);
+  g_test_add_func("/calibrate/compare", test_compare);
+  g_test_add_func("/calibrate/cli-compare", test_cli_compare);
   int rc = g_test_run();
   GDir *d = g_dir_open(tmpdir, 0, NULL);
   const char *e;

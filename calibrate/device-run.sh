@@ -1,0 +1,41 @@
+#!/bin/sh
+# On a lent GPU machine: runs every mode of ptdsim-calibrate from a folder made
+# by tools/pack-calibrate and leaves the measurements, the log, the plan and
+# the driver's view of the GPU in OUTDIR (default $OUT).  One call does it
+# all (doc/calibration.md, "Issue 6 on a lent GPU").
+#
+#   sh calibrate/device-run.sh [DIR [OUTDIR [ptdsim-calibrate options...]]]
+set -u
+dir=${1:-.calib-carry}
+out=${2:-${OUT:-calibration-out}}
+[ $# -gt 2 ] && shift 2 || set --
+mkdir -p "$out"
+# cuBLAS, cuBLASLt, the CUDA runtime and NCCL: wherever this image keeps them
+# (the toolkit's lib64, the system, or the Python wheels under /opt).
+libs=$dir/lib
+for name in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
+  f=$(find /usr/local/cuda/lib64/ /usr/local/cuda/targets/ /usr/lib/x86_64-linux-gnu/ /usr/local/lib/ /opt/ \
+    -name "$name" 2>/dev/null | head -1)
+  if [ -n "$f" ]; then libs=$libs:$(dirname "$f"); else echo "device-run: $name not found" >&2; fi
+done
+export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+[ "$gpus" -ge 1 ] || gpus=1
+{ nvidia-smi; nvidia-smi -q -d CLOCK,POWER,PERFORMANCE; } >"$out/nvidia-smi.txt" 2>&1
+ldd "$dir/ptdsim-calibrate" >"$out/ldd.txt" 2>&1
+"$dir/ptdsim-calibrate" --dry-run --gpus "$gpus" "$@" >"$out/plan.txt" 2>&1
+start=$(date +%s)
+"$dir/ptdsim-calibrate" --keep-going -o "$out/calibration.json" "$@" >"$out/calibrate.log" 2>&1
+rc=$?
+echo "ptdsim-calibrate exited $rc after $(($(date +%s) - start)) s on $gpus GPU(s)" >>"$out/calibrate.log"
+# Then the hand-written kernels once more under compute-sanitizer's memcheck
+# (where the runtime allows it), at a small shape so that it takes seconds.
+cs=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || true)
+if [ -n "$cs" ]; then
+  timeout 180 "$cs" --tool memcheck --error-exitcode 3 "$dir/ptdsim-calibrate" --mode kernels,layer \
+    --shapes 512:8:256:2:2 --warmup 1 --reps 2 -o /tmp/ptdsim-sanitized.json >"$out/sanitizer.txt" 2>&1
+  echo "compute-sanitizer memcheck exited $? (0: no errors; 3: errors, listed above)" >>"$out/sanitizer.txt"
+  tail -3 "$out/sanitizer.txt"
+fi
+tail -80 "$out/calibrate.log"
+exit $rc
