@@ -14,6 +14,8 @@ struct _SimNetwork {
   ModelNet nccl;
   gboolean has_tree;
   double tree_base[MODEL_N_PROTOS], tree_nvlink_hop[MODEL_N_PROTOS], tree_net_hop[MODEL_N_PROTOS];
+  /* NCCL's per-channel bandwidth caps in its tuner, B/s (INFINITY: none) */
+  double ll128_per_channel, tree_per_channel[3], net_channel, ll_max[3];
   double *capacity;
   guint *local_pos; /* position of each local GPU in the node ring */
   const guint8 *side; /* bisection sides, or NULL */
@@ -78,6 +80,29 @@ SimNetwork *sim_network_load(const TopoCluster *cluster, GError **error) {
          per_proto(nccl, "tree_nvlink_hop_us", cluster->path, net->tree_nvlink_hop, error) &&
          per_proto(nccl, "tree_net_hop_us", cluster->path, net->tree_net_hop, error);
     net->has_tree = ok;
+  }
+  net->ll128_per_channel = net->net_channel = INFINITY;
+  for (int i = 0; i < 3; i++)
+    net->tree_per_channel[i] = net->ll_max[i] = INFINITY;
+  if (ok && cJSON_GetObjectItemCaseSensitive(nccl, "channel_caps_GBps")) {
+    /* optional: NCCL v2.12's per-channel caps (tuning.cc) and the speed its
+     * ring search gives one NIC channel (search.cc) */
+    const cJSON *caps = ptd_json_object(nccl, "channel_caps_GBps", cluster->path, error);
+    static const char *tree_keys[3] = {"tree_1_node", "tree_2_nodes", "tree_3_or_more_nodes"};
+    static const char *ll_keys[3] = {"ll_1_node", "ll_2_nodes", "ll_3_or_more_nodes"};
+    ok = caps && ptd_json_positive(caps, "ll128", cluster->path, &net->ll128_per_channel, error) &&
+         ptd_json_positive(caps, "net_channel", cluster->path, &net->net_channel, error);
+    for (int i = 0; ok && i < 3; i++)
+      ok = ptd_json_positive(caps, tree_keys[i], cluster->path, &net->tree_per_channel[i], error) &&
+           ptd_json_positive(caps, ll_keys[i], cluster->path, &net->ll_max[i], error);
+    if (ok) {
+      net->ll128_per_channel *= 1e9;
+      net->net_channel *= 1e9;
+      for (int i = 0; i < 3; i++) {
+        net->tree_per_channel[i] *= 1e9;
+        net->ll_max[i] *= 1e9;
+      }
+    }
   }
   cJSON_Delete(root);
   if (!ok) {
@@ -496,6 +521,21 @@ SimCollPlan *sim_coll_plan(SimNetwork *net, SimCollOp op, SimCollAlgo algo, int 
     ring_bus = t > 0 ? probe * bus_factor(op, n) / t : INFINITY;
   }
   static const double tree_cap[MODEL_N_PROTOS] = {1.0 / 3.8, 120.0 / 128.0, 1.0};
+  /* NCCL's channel count across nodes: one ring channel per NIC in use, at
+   * the speed its search gives a NIC (24 GB/s for HDR), doubled at half the
+   * speed when that speed is 25 GB/s or more (search.cc, "duplicate
+   * channels").  Its per-channel caps then bound LL128 (ll128MaxBwPerCh)
+   * and the tree (perChMaxTreeBws, by 1, 2, 3+ nodes); LL has a total cap
+   * (llMaxBws, by GPU generation in one node, by CPU vendor across nodes).  Inside one node the
+   * LL128 cap cannot bind: NCCL's NVLink channels carry at most 20 GB/s
+   * each, so 20 GB/s times the channels is at least the bus bandwidth. */
+  double nch = INFINITY;
+  if (M > 1 && isfinite(net->net_channel)) {
+    guint rails = MAX(1, MIN(m_max, topo_fabric_nics_per_node(net->fabric)));
+    nch = rails * (net->net_channel >= 25e9 ? 2.0 : 1.0);
+  }
+  guint by_nodes = M <= 2 ? (M > 0 ? M - 1 : 0) : 2;
+  double tree_ch = net->tree_per_channel[by_nodes], ll_max = net->ll_max[by_nodes];
   SimCollAlgo best_a = SIM_ALGO_RING;
   int best_p = MODEL_PROTO_SIMPLE;
   double best_t = INFINITY;
@@ -511,10 +551,20 @@ SimCollPlan *sim_coll_plan(SimNetwork *net, SimCollOp op, SimCollAlgo algo, int 
       if (a == SIM_ALGO_TREE && net->has_tree) {
         double lat = net->tree_base[p] +
                      2 * ((m_max - 1) * net->tree_nvlink_hop[p] + log2((double)M) * net->tree_net_hop[p]);
-        t = lat + bytes / (0.5 * ring_bus * 0.92 * tree_cap[p]);
-      } else
-        t = ring_latency(net, op, n, M, (ModelProto)p) +
-            bytes * bus_factor(op, n) / (ring_bus * net->nccl.proto_bw_factor[p]);
+        double bus = fmin(ring_bus * 0.92, nch * tree_ch) * tree_cap[p];
+        if (p == MODEL_PROTO_LL128)
+          bus = fmin(bus, nch * net->ll128_per_channel);
+        if (p == MODEL_PROTO_LL)
+          bus = fmin(bus, ll_max);
+        t = lat + bytes / (0.5 * bus);
+      } else {
+        double bus = ring_bus * net->nccl.proto_bw_factor[p];
+        if (p == MODEL_PROTO_LL128)
+          bus = fmin(bus, nch * net->ll128_per_channel);
+        if (p == MODEL_PROTO_LL)
+          bus = fmin(bus, ll_max);
+        t = ring_latency(net, op, n, M, (ModelProto)p) + bytes * bus_factor(op, n) / bus;
+      }
       if (t < best_t) {
         best_t = t;
         best_a = (SimCollAlgo)a;
