@@ -9,6 +9,7 @@
 #include "../sim/collective.h"
 #include "../sim/engine.h"
 #include "../sim/flow.h"
+#include "../sim/plan.h"
 #include "../topologies/fabric.h"
 
 static TopoFabric *load(const char *name) {
@@ -610,8 +611,31 @@ static void test_netrun_sharing(void) {
   topo_cluster_free(c);
 }
 
+/* Why: bisection_bandwidth_GBps.dp is per phase: each stage's data-parallel
+ * bytes over the union of its own transfers' intervals, summed over stages.
+ * By hand: stage 0 moves 4 + 4 bytes over [0, 2) and [1, 3) s: 8 / 3 B/s;
+ * stage 1 moves 6 + 3 bytes over [10, 12) and [13, 14) s: 9 / 3 B/s; a
+ * transfer of no duration (stage 2) adds nothing.  The old measure (all
+ * bytes over the union of every interval, 6 s) would give 17 / 6. */
+static void test_phased_bandwidth(void) {
+  const int64_t s = 1000000000;
+  int64_t a[] = {0, 1 * s, 10 * s, 13 * s, 20 * s}, z[] = {2 * s, 3 * s, 12 * s, 14 * s, 20 * s};
+  guint phase[] = {0, 0, 1, 1, 2};
+  double bytes[] = {4, 4, 6, 3, 5};
+  g_assert_cmpfloat_with_epsilon(sim_phased_bandwidth(5, a, z, phase, bytes, 3), 8.0 / 3 + 3, 1e-12);
+  /* one phase: the union over everything */
+  guint one[] = {0, 0, 0, 0, 0};
+  g_assert_cmpfloat_with_epsilon(sim_phased_bandwidth(5, a, z, one, bytes, 1), 22.0 / 6, 1e-12);
+  /* order does not matter */
+  int64_t a2[] = {13 * s, 0, 10 * s, 1 * s}, z2[] = {14 * s, 2 * s, 12 * s, 3 * s};
+  guint phase2[] = {1, 0, 1, 0};
+  double bytes2[] = {3, 4, 6, 4};
+  g_assert_cmpfloat_with_epsilon(sim_phased_bandwidth(4, a2, z2, phase2, bytes2, 2), 8.0 / 3 + 3, 1e-12);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/bisection/phased", test_phased_bandwidth);
   g_test_add_func("/fabric/selene-routes", test_selene_routes);
   g_test_add_func("/fabric/ecmp-adaptive", test_ecmp_and_adaptive);
   g_test_add_func("/fabric/p3-cube-mesh", test_p3_cube_mesh);
