@@ -27,11 +27,21 @@ typedef struct {
   double bytes;
 } Flow;
 
-/* A phase: `latency_s` before its flows start (the fixed cost of a call),
- * then the flows; it ends when they have all ended, but not before
- * `overlap_s` after they started: the per-hop latencies of NCCL's model,
- * which a pipelined algorithm overlaps with the transfer (T = base +
- * max(hops, transfer) rather than the tuner's base + hops + transfer). */
+/* A phase: `latency_s` before its flows start, then the flows; it ends
+ * when they have all ended, but not before `overlap_s` after they started.
+ *
+ * How NCCL's latencies count.  Inside one node, the tuner's whole latency
+ * (base + per-step NVLink hops) is added to the transfer, as NCCL's model
+ * does (time = latency + bytes / bandwidth) and as a pipelined ring behaves:
+ * each step's latency is paid once while the pipeline fills
+ * ((k + p - 2)(alpha + chunk / beta) for k chunks over p ranks); nccl-tests'
+ * slow rise of busbw with size in one DGX A100 is this latency.  Across
+ * nodes only the base is added and the hops overlap the transfer: v2.12's
+ * per-step latencies for Simple (28 us per network step, 3.4 per NVLink
+ * step, ring and tree alike) steer small messages to LL/LL128 but are not
+ * wire latencies there: added, they would take the 1 GiB all-reduce on 128
+ * and 256 GPUs to 180 and 169 GB/s busbw (254 and 510 steps), against the
+ * flat ~192 measured from 16 to 256 GPUs (hardware.json). */
 typedef struct {
   double latency_s, overlap_s;
   GPtrArray *flows; /* Flow* */
@@ -288,12 +298,20 @@ static void ring_seq(const Layout *lo, guint c, gboolean reverse, guint *seq) {
 
 /* NCCL's ring latency: base + intra-node steps * NVLink hop + inter-node
  * steps * network hop (hardware.json nccl.latencies_us_v2_12.ring_latency). */
-static double ring_hops(const SimNetwork *net, SimCollOp op, guint ranks, guint nodes, ModelProto p) {
+static void ring_hops2(const SimNetwork *net, SimCollOp op, guint ranks, guint nodes, ModelProto p, double *in_node,
+                       double *across) {
   const ModelNet *nc = &net->nccl;
   guint factor = op == SIM_OP_ALLREDUCE ? 2 : 1;
   guint steps = factor * (ranks - 1), inter = nodes > 1 ? factor * nodes : 0;
   guint intra = steps > inter ? steps - inter : 0;
-  return intra * nc->nvlink_hop[p] + inter * nc->net_hop[p];
+  *in_node = intra * nc->nvlink_hop[p];
+  *across = inter * nc->net_hop[p];
+}
+
+static double ring_hops(const SimNetwork *net, SimCollOp op, guint ranks, guint nodes, ModelProto p) {
+  double a, b;
+  ring_hops2(net, op, ranks, nodes, p, &a, &b);
+  return a + b;
 }
 
 static double ring_latency(const SimNetwork *net, SimCollOp op, guint ranks, guint nodes, ModelProto p) {
@@ -302,7 +320,11 @@ static double ring_latency(const SimNetwork *net, SimCollOp op, guint ranks, gui
 
 static Phase *ring_phase(SimCollPlan *plan, const SimNetwork *net, SimCollOp op, guint ranks, guint nodes,
                          ModelProto p) {
-  return phase_new(plan, net->nccl.ring_base[p], ring_hops(net, op, ranks, nodes, p));
+  double in_node, across;
+  ring_hops2(net, op, ranks, nodes, p, &in_node, &across);
+  if (nodes <= 1)
+    return phase_new(plan, net->nccl.ring_base[p] + in_node + across, 0);
+  return phase_new(plan, net->nccl.ring_base[p], in_node + across);
 }
 
 static double bus_factor(SimCollOp op, guint n) {
@@ -399,7 +421,7 @@ static SimCollPlan *build(SimNetwork *net, SimCollOp op, SimCollAlgo algo, Model
       break;
     }
     double hops = 2 * ((m_max - 1) * net->tree_nvlink_hop[proto] + log2((double)M) * net->tree_net_hop[proto]);
-    tree_flows(net, phase_new(plan, net->tree_base[proto], hops), gpus, n, n_groups, bytes, proto, salt);
+    tree_flows(net, phase_new(plan, net->tree_base[proto], hops), gpus, n, n_groups, bytes, proto, salt); /* across nodes */
     plan->crossing_bytes = net->crossing;
     return plan;
   }
@@ -516,7 +538,9 @@ SimCollPlan *sim_coll_plan(SimNetwork *net, SimCollOp op, SimCollAlgo algo, int 
   if (n > 1) {
     double probe = 1073741824.0; /* rates do not depend on size; any large size will do */
     SimCollPlan *rs = build(net, op, SIM_ALGO_RING, MODEL_PROTO_SIMPLE, gpus, n, 1, probe, salt, error);
-    double t = sim_coll_plan_time(net, rs) - net->nccl.ring_base[MODEL_PROTO_SIMPLE];
+    double in_node, across;
+    ring_hops2(net, op, n, M, MODEL_PROTO_SIMPLE, &in_node, &across);
+    double t = sim_coll_plan_time(net, rs) - net->nccl.ring_base[MODEL_PROTO_SIMPLE] - (M <= 1 ? in_node + across : 0);
     sim_coll_plan_free(rs);
     ring_bus = t > 0 ? probe * bus_factor(op, n) / t : INFINITY;
   }
