@@ -56,7 +56,7 @@ typedef struct {
   double tokens;
   const char *slices;   /* NULL: auto (TeraPipe only) */
   guint granularity;    /* 0: 8, as TeraPipe's code */
-  const char *network;   /* NULL: analytic */
+  const char *network;   /* NULL: flow where the cluster has a fabric, except TeraPipe (analytic) */
   const char *placement; /* NULL: tp-dp-pp */
 } SimPlanRequest;
 

@@ -257,6 +257,27 @@ static void test_errors(void) {
   g_free(bad);
 }
 
+/* Why: the flow network is the default where the cluster has a fabric (the
+ * same output as --network flow); TeraPipe, which does not carry flows yet,
+ * stays analytic without being asked. */
+static void test_default_network(void) {
+  Proc a = run_line("run --layers 8 --hidden 1024 --heads 16 --seq-len 512 --gpus 16 --tp 2 --pp 2 --global-batch 16 "
+                    "--format json"),
+       b = run_line("run --layers 8 --hidden 1024 --heads 16 --seq-len 512 --gpus 16 --tp 2 --pp 2 --global-batch 16 "
+                    "--network flow --format json");
+  g_assert_cmpint(a.status, ==, 0);
+  g_assert_cmpstr(a.out, ==, b.out);
+  cJSON *j = cJSON_Parse(a.out);
+  const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(j, "config");
+  g_assert_cmpstr(str(cfg, "network"), ==, "flow");
+  cJSON_Delete(j);
+  proc_clear(&a);
+  proc_clear(&b);
+  j = run_json("run --model gpt3-1b --gpus 8 --tp 1 --pp 8 --global-batch 8 --schedule terapipe --format json");
+  g_assert_cmpstr(str(cJSON_GetObjectItemCaseSensitive(j, "config"), "network"), ==, "analytic");
+  cJSON_Delete(j);
+}
+
 /* Writes selene.json with nccl.channel_caps_GBps changed by `edit` to
  * `path`. */
 static void selene_with_caps(const char *path, void (*edit)(cJSON *caps, cJSON *nccl)) {
@@ -438,6 +459,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/collective/errors", test_errors);
   g_test_add_func("/collective/tuner-channel-caps", test_tuner_channel_caps);
   g_test_add_func("/run-flow/contract", test_run_flow_contract);
+  g_test_add_func("/run-flow/default", test_default_network);
   g_test_add_func("/run-flow/symmetry", test_run_flow_symmetry);
   g_test_add_func("/run-flow/placement", test_run_placement);
   g_test_add_func("/run-flow/errors", test_run_errors);
