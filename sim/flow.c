@@ -361,13 +361,30 @@ static void fill(SimFlowNet *net) {
   for (guint i = 0; i < nf; i++)
     for (guint k = d->fh_start[i]; k < d->fh_start[i + 1]; k++)
       d->l_flow[d->l_put[d->fh_link[k]]++] = i;
-  g_array_set_size(net->sat, 0);
   for (guint i = 0; i < nl; i++) {
     double inside = d->l_avail[i];
     d->l_avail[i] = fmax(0, d->l_cap[i] - fmax(0, d->l_total[i] - inside));
-    if (d->l_weight[i] > 0)
-      sat_push(net->sat, (Sat){d->l_avail[i] / d->l_weight[i], i});
   }
+  /* Slack links stay out of the heap.  No flow can get more than
+   * avail / coef on any of its links (ub, kept in f_next for now), so a link
+   * whose flows' bounds sum below its avail never saturates: its flows all
+   * freeze elsewhere.  Every flow keeps a link that is not slack (the one
+   * that sets its bound).  On busy graphs most links are slack. */
+  for (guint i = 0; i < nf; i++)
+    for (guint k = d->fh_start[i]; k < d->fh_start[i + 1]; k++)
+      if (d->fh_coef[k] > 0)
+        d->f_next[i] = fmin(d->f_next[i], d->l_avail[d->fh_link[k]] / d->fh_coef[k]);
+  for (guint i = 0; i < nf; i++)
+    for (guint k = d->fh_start[i]; k < d->fh_start[i + 1]; k++)
+      d->l_load[d->fh_link[k]] += d->fh_coef[k] * d->f_next[i];
+  g_array_set_size(net->sat, 0);
+  for (guint i = 0; i < nl; i++) {
+    if (d->l_weight[i] > 0 && !(d->l_load[i] < d->l_avail[i] * (1 - 1e-9)))
+      sat_push(net->sat, (Sat){d->l_avail[i] / d->l_weight[i], i});
+    d->l_load[i] = 0;
+  }
+  for (guint i = 0; i < nf; i++)
+    d->f_next[i] = INFINITY;
   while (net->sat->len > 0) {
     Sat s = sat_pop(net->sat);
     guint c = s.link;

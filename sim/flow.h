@@ -21,8 +21,9 @@
  * level at which it freezes.  The result is the exact max-min allocation.
  * A re-solve copies what it needs into dense arrays (hops by link index in
  * the re-solve, per-link lists of its flows) and fills with a lazy-key heap
- * of link levels: O((F_c * hops + L_c) log L_c) for the F_c flows and L_c
- * links it covers, with few cache misses.
+ * of link levels (links that cannot saturate left out): O((F_c * hops +
+ * L_c) log L_c) for the F_c flows and L_c links it covers, with few cache
+ * misses.
  *
  * Time is integer nanoseconds; a flow's completion is the ns at or after its
  * remaining bytes reach zero at its current rate.
