@@ -102,7 +102,7 @@ int cli_bench(int argc, char **argv) {
                             {"terapipe", 0, 0, G_OPTION_ARG_NONE, &terapipe,
                              "Time the whole of figure terapipe-fig5 instead of SC21 Table 1", NULL},
                             {"network", 0, 0, G_OPTION_ARG_STRING, &network,
-                             "analytic (default) or flow: the network model timed", "MODEL"},
+                             "flow (default, as for run) or analytic: the network model timed", "MODEL"},
                             {NULL, 0, 0, 0, NULL, NULL, NULL}};
   GOptionContext *ctx = g_option_context_new("- the simulator's speed on SC21 Table 1");
   g_option_context_add_main_entries(ctx, entries, NULL);

@@ -65,7 +65,7 @@ GOptionGroup *cli_run_option_group(CliRunOptions *o) {
        "Simulate a configuration that does not fit in memory (reported as fits_in_memory: false)", NULL},
       {"format", 0, 0, G_OPTION_ARG_STRING, &o->format, "text or json (default text)", "FMT"},
       {"network", 0, 0, G_OPTION_ARG_STRING, &o->network,
-       "analytic (alpha-beta per tier; default) or flow (flows sharing the cluster graph's links)", "MODEL"},
+       "flow (flows sharing the cluster graph's links; default where the cluster has a fabric, except TeraPipe) or analytic (alpha-beta per tier; fast)", "MODEL"},
       {"placement", 0, 0, G_OPTION_ARG_STRING, &o->placement,
        "tp-dp-pp (Megatron's rank order; default), dp-outermost, or misaligned (TP groups straddle two nodes)",
        "ORDER"},

@@ -14,7 +14,7 @@ int cli_figure(int argc, char **argv) {
       {"profile", 0, 0, G_OPTION_ARG_STRING, &profile_name, "Device profile (default: the cluster's GPU)",
        "NAME|FILE"},
       {"format", 0, 0, G_OPTION_ARG_STRING, &format, "text or json (default text)", "FMT"},
-      {"network", 0, 0, G_OPTION_ARG_STRING, &network, "analytic (default) or flow, as for run", "MODEL"},
+      {"network", 0, 0, G_OPTION_ARG_STRING, &network, "flow or analytic, as for run (default: flow for SC21 figures, analytic for TeraPipe's)", "MODEL"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   GOptionContext *ctx = g_option_context_new("NAME - regenerate a table or figure of the papers");
   guint n;

@@ -32,8 +32,11 @@ int cli_run(int argc, char **argv) {
     goto fail;
   }
   if (!cli_format(o.format, &fmt, &error) || !cli_plan_request(&o, &req, &error) ||
-      !cli_load_machine(o.cluster, o.profile, &cluster, &profile, &error) ||
-      !sim_plan_build(&req, cluster, &plan, &error))
+      !cli_load_machine(o.cluster, o.profile, &cluster, &profile, &error))
+    goto fail;
+  if (!req.network && profile->n_coll > 0)
+    req.network = "analytic"; /* measured collectives drive the analytic model; the flow network cannot use them yet */
+  if (!sim_plan_build(&req, cluster, &plan, &error))
     goto fail;
   SimResult r;
   gboolean tera = plan.schedule == SIM_SCHEDULE_TERAPIPE;

@@ -14,6 +14,8 @@ struct _SimNetwork {
   ModelNet nccl;
   gboolean has_tree;
   double tree_base[MODEL_N_PROTOS], tree_nvlink_hop[MODEL_N_PROTOS], tree_net_hop[MODEL_N_PROTOS];
+  /* NCCL's per-channel bandwidth caps in its tuner, B/s (INFINITY: none) */
+  double ll128_per_channel, tree_per_channel[3], net_channel, ll_max[3];
   double *capacity;
   guint *local_pos; /* position of each local GPU in the node ring */
   const guint8 *side; /* bisection sides, or NULL */
@@ -25,11 +27,21 @@ typedef struct {
   double bytes;
 } Flow;
 
-/* A phase: `latency_s` before its flows start (the fixed cost of a call),
- * then the flows; it ends when they have all ended, but not before
- * `overlap_s` after they started: the per-hop latencies of NCCL's model,
- * which a pipelined algorithm overlaps with the transfer (T = base +
- * max(hops, transfer) rather than the tuner's base + hops + transfer). */
+/* A phase: `latency_s` before its flows start, then the flows; it ends
+ * when they have all ended, but not before `overlap_s` after they started.
+ *
+ * How NCCL's latencies count.  Inside one node, the tuner's whole latency
+ * (base + per-step NVLink hops) is added to the transfer, as NCCL's model
+ * does (time = latency + bytes / bandwidth) and as a pipelined ring behaves:
+ * each step's latency is paid once while the pipeline fills
+ * ((k + p - 2)(alpha + chunk / beta) for k chunks over p ranks); nccl-tests'
+ * slow rise of busbw with size in one DGX A100 is this latency.  Across
+ * nodes only the base is added and the hops overlap the transfer: v2.12's
+ * per-step latencies for Simple (28 us per network step, 3.4 per NVLink
+ * step, ring and tree alike) steer small messages to LL/LL128 but are not
+ * wire latencies there: added, they would take the 1 GiB all-reduce on 128
+ * and 256 GPUs to 180 and 169 GB/s busbw (254 and 510 steps), against the
+ * flat ~192 measured from 16 to 256 GPUs (hardware.json). */
 typedef struct {
   double latency_s, overlap_s;
   GPtrArray *flows; /* Flow* */
@@ -78,6 +90,29 @@ SimNetwork *sim_network_load(const TopoCluster *cluster, GError **error) {
          per_proto(nccl, "tree_nvlink_hop_us", cluster->path, net->tree_nvlink_hop, error) &&
          per_proto(nccl, "tree_net_hop_us", cluster->path, net->tree_net_hop, error);
     net->has_tree = ok;
+  }
+  net->ll128_per_channel = net->net_channel = INFINITY;
+  for (int i = 0; i < 3; i++)
+    net->tree_per_channel[i] = net->ll_max[i] = INFINITY;
+  if (ok && cJSON_GetObjectItemCaseSensitive(nccl, "channel_caps_GBps")) {
+    /* optional: NCCL v2.12's per-channel caps (tuning.cc) and the speed its
+     * ring search gives one NIC channel (search.cc) */
+    const cJSON *caps = ptd_json_object(nccl, "channel_caps_GBps", cluster->path, error);
+    static const char *tree_keys[3] = {"tree_1_node", "tree_2_nodes", "tree_3_or_more_nodes"};
+    static const char *ll_keys[3] = {"ll_1_node", "ll_2_nodes", "ll_3_or_more_nodes"};
+    ok = caps && ptd_json_positive(caps, "ll128", cluster->path, &net->ll128_per_channel, error) &&
+         ptd_json_positive(caps, "net_channel", cluster->path, &net->net_channel, error);
+    for (int i = 0; ok && i < 3; i++)
+      ok = ptd_json_positive(caps, tree_keys[i], cluster->path, &net->tree_per_channel[i], error) &&
+           ptd_json_positive(caps, ll_keys[i], cluster->path, &net->ll_max[i], error);
+    if (ok) {
+      net->ll128_per_channel *= 1e9;
+      net->net_channel *= 1e9;
+      for (int i = 0; i < 3; i++) {
+        net->tree_per_channel[i] *= 1e9;
+        net->ll_max[i] *= 1e9;
+      }
+    }
   }
   cJSON_Delete(root);
   if (!ok) {
@@ -263,12 +298,20 @@ static void ring_seq(const Layout *lo, guint c, gboolean reverse, guint *seq) {
 
 /* NCCL's ring latency: base + intra-node steps * NVLink hop + inter-node
  * steps * network hop (hardware.json nccl.latencies_us_v2_12.ring_latency). */
-static double ring_hops(const SimNetwork *net, SimCollOp op, guint ranks, guint nodes, ModelProto p) {
+static void ring_hops2(const SimNetwork *net, SimCollOp op, guint ranks, guint nodes, ModelProto p, double *in_node,
+                       double *across) {
   const ModelNet *nc = &net->nccl;
   guint factor = op == SIM_OP_ALLREDUCE ? 2 : 1;
   guint steps = factor * (ranks - 1), inter = nodes > 1 ? factor * nodes : 0;
   guint intra = steps > inter ? steps - inter : 0;
-  return intra * nc->nvlink_hop[p] + inter * nc->net_hop[p];
+  *in_node = intra * nc->nvlink_hop[p];
+  *across = inter * nc->net_hop[p];
+}
+
+static double ring_hops(const SimNetwork *net, SimCollOp op, guint ranks, guint nodes, ModelProto p) {
+  double a, b;
+  ring_hops2(net, op, ranks, nodes, p, &a, &b);
+  return a + b;
 }
 
 static double ring_latency(const SimNetwork *net, SimCollOp op, guint ranks, guint nodes, ModelProto p) {
@@ -277,7 +320,11 @@ static double ring_latency(const SimNetwork *net, SimCollOp op, guint ranks, gui
 
 static Phase *ring_phase(SimCollPlan *plan, const SimNetwork *net, SimCollOp op, guint ranks, guint nodes,
                          ModelProto p) {
-  return phase_new(plan, net->nccl.ring_base[p], ring_hops(net, op, ranks, nodes, p));
+  double in_node, across;
+  ring_hops2(net, op, ranks, nodes, p, &in_node, &across);
+  if (nodes <= 1)
+    return phase_new(plan, net->nccl.ring_base[p] + in_node + across, 0);
+  return phase_new(plan, net->nccl.ring_base[p], in_node + across);
 }
 
 static double bus_factor(SimCollOp op, guint n) {
@@ -374,7 +421,7 @@ static SimCollPlan *build(SimNetwork *net, SimCollOp op, SimCollAlgo algo, Model
       break;
     }
     double hops = 2 * ((m_max - 1) * net->tree_nvlink_hop[proto] + log2((double)M) * net->tree_net_hop[proto]);
-    tree_flows(net, phase_new(plan, net->tree_base[proto], hops), gpus, n, n_groups, bytes, proto, salt);
+    tree_flows(net, phase_new(plan, net->tree_base[proto], hops), gpus, n, n_groups, bytes, proto, salt); /* across nodes */
     plan->crossing_bytes = net->crossing;
     return plan;
   }
@@ -491,11 +538,28 @@ SimCollPlan *sim_coll_plan(SimNetwork *net, SimCollOp op, SimCollAlgo algo, int 
   if (n > 1) {
     double probe = 1073741824.0; /* rates do not depend on size; any large size will do */
     SimCollPlan *rs = build(net, op, SIM_ALGO_RING, MODEL_PROTO_SIMPLE, gpus, n, 1, probe, salt, error);
-    double t = sim_coll_plan_time(net, rs) - net->nccl.ring_base[MODEL_PROTO_SIMPLE];
+    double in_node, across;
+    ring_hops2(net, op, n, M, MODEL_PROTO_SIMPLE, &in_node, &across);
+    double t = sim_coll_plan_time(net, rs) - net->nccl.ring_base[MODEL_PROTO_SIMPLE] - (M <= 1 ? in_node + across : 0);
     sim_coll_plan_free(rs);
     ring_bus = t > 0 ? probe * bus_factor(op, n) / t : INFINITY;
   }
   static const double tree_cap[MODEL_N_PROTOS] = {1.0 / 3.8, 120.0 / 128.0, 1.0};
+  /* NCCL's channel count across nodes: one ring channel per NIC in use, at
+   * the speed its search gives a NIC (24 GB/s for HDR), doubled at half the
+   * speed when that speed is 25 GB/s or more (search.cc, "duplicate
+   * channels").  Its per-channel caps then bound LL128 (ll128MaxBwPerCh)
+   * and the tree (perChMaxTreeBws, by 1, 2, 3+ nodes); LL has a total cap
+   * (llMaxBws, by GPU generation in one node, by CPU vendor across nodes).  Inside one node the
+   * LL128 cap cannot bind: NCCL's NVLink channels carry at most 20 GB/s
+   * each, so 20 GB/s times the channels is at least the bus bandwidth. */
+  double nch = INFINITY;
+  if (M > 1 && isfinite(net->net_channel)) {
+    guint rails = MAX(1, MIN(m_max, topo_fabric_nics_per_node(net->fabric)));
+    nch = rails * (net->net_channel >= 25e9 ? 2.0 : 1.0);
+  }
+  guint by_nodes = M <= 2 ? (M > 0 ? M - 1 : 0) : 2;
+  double tree_ch = net->tree_per_channel[by_nodes], ll_max = net->ll_max[by_nodes];
   SimCollAlgo best_a = SIM_ALGO_RING;
   int best_p = MODEL_PROTO_SIMPLE;
   double best_t = INFINITY;
@@ -511,10 +575,20 @@ SimCollPlan *sim_coll_plan(SimNetwork *net, SimCollOp op, SimCollAlgo algo, int 
       if (a == SIM_ALGO_TREE && net->has_tree) {
         double lat = net->tree_base[p] +
                      2 * ((m_max - 1) * net->tree_nvlink_hop[p] + log2((double)M) * net->tree_net_hop[p]);
-        t = lat + bytes / (0.5 * ring_bus * 0.92 * tree_cap[p]);
-      } else
-        t = ring_latency(net, op, n, M, (ModelProto)p) +
-            bytes * bus_factor(op, n) / (ring_bus * net->nccl.proto_bw_factor[p]);
+        double bus = fmin(ring_bus * 0.92, nch * tree_ch) * tree_cap[p];
+        if (p == MODEL_PROTO_LL128)
+          bus = fmin(bus, nch * net->ll128_per_channel);
+        if (p == MODEL_PROTO_LL)
+          bus = fmin(bus, ll_max);
+        t = lat + bytes / (0.5 * bus);
+      } else {
+        double bus = ring_bus * net->nccl.proto_bw_factor[p];
+        if (p == MODEL_PROTO_LL128)
+          bus = fmin(bus, nch * net->ll128_per_channel);
+        if (p == MODEL_PROTO_LL)
+          bus = fmin(bus, ll_max);
+        t = ring_latency(net, op, n, M, (ModelProto)p) + bytes * bus_factor(op, n) / bus;
+      }
       if (t < best_t) {
         best_t = t;
         best_a = (SimCollAlgo)a;

@@ -20,8 +20,6 @@ typedef struct {
   guint64 seq;      /* start order, breaks completion ties */
   guint32 version;  /* bumps when the completion time changes */
   guint32 mark;
-  gboolean frozen;
-  double next_rate; /* provisional, during a re-solve */
 } Flow;
 
 typedef struct {
@@ -29,15 +27,14 @@ typedef struct {
 } Entry;
 
 typedef struct {
+  guint32 mark;
+  guint cidx;    /* its index in comp_links while marked */
   double cap;
+  double total;  /* committed load of every flow on it, bytes/s */
+  double wsum;   /* sum of the coefficients of its flows */
   Entry *e;
   guint n, alloc;
-  guint32 mark;
-  double total;  /* committed load of every flow on it, bytes/s */
   guint32 open;  /* == the net's mark: its flows join the re-solve */
-  /* progressive filling state */
-  double load, weight, avail;
-  guint32 version;
 } Link;
 
 typedef struct {
@@ -49,9 +46,25 @@ typedef struct {
 
 typedef struct {
   double level;
-  guint link;
-  guint32 version;
+  guint link; /* index in the re-solve's links */
 } Sat;
+
+/* A re-solve works on dense copies indexed by position in comp_flows /
+ * comp_links, so that progressive filling touches a few small arrays instead
+ * of the link and flow records scattered over the whole network (the cost of
+ * a re-solve was cache misses, not arithmetic). */
+typedef struct {
+  guint nf_alloc, nl_alloc, nh_alloc, ne_alloc;
+  guint nh;                  /* hops gathered so far */
+  guint *fh_start;           /* per flow: first hop (nf + 1) */
+  guint *fh_link;            /* per hop: link index in the re-solve */
+  double *fh_coef;           /* per hop */
+  double *f_rate, *f_next;   /* per flow: committed and provisional rate */
+  guint8 *f_frozen;
+  double *l_cap, *l_total, *l_weight, *l_load, *l_avail; /* per link */
+  guint *l_start, *l_put;    /* per link: its flows in l_flow (nl + 1) */
+  guint *l_flow;             /* flow indices in the re-solve */
+} Dense;
 
 struct _SimFlowNet {
   Link *links;
@@ -64,8 +77,10 @@ struct _SimFlowNet {
   GArray *done; /* Done, a binary min-heap on (time, seq) */
   /* scratch for re-solves */
   GArray *comp_flows, *comp_links, *sat;
+  Dense d;
   guint64 solves, touched;
   guint hold; /* > 0: re-solves wait for sim_flow_release */
+  double floor; /* flows with a committed rate below it keep it (see below) */
   guint *slot;       /* per link: its index in the flow being added, or G_MAXUINT */
 };
 
@@ -167,6 +182,7 @@ SimFlowNet *sim_flow_net_new(guint n_links, const double *capacity) {
   net->comp_flows = g_array_new(FALSE, FALSE, sizeof(guint));
   net->comp_links = g_array_new(FALSE, FALSE, sizeof(guint));
   net->sat = g_array_new(FALSE, FALSE, sizeof(Sat));
+  net->floor = INFINITY;
   return net;
 }
 
@@ -185,6 +201,21 @@ void sim_flow_net_free(SimFlowNet *net) {
   g_array_free(net->comp_flows, TRUE);
   g_array_free(net->comp_links, TRUE);
   g_array_free(net->sat, TRUE);
+  Dense *d = &net->d;
+  g_free(d->fh_start);
+  g_free(d->fh_link);
+  g_free(d->fh_coef);
+  g_free(d->f_rate);
+  g_free(d->f_next);
+  g_free(d->f_frozen);
+  g_free(d->l_cap);
+  g_free(d->l_total);
+  g_free(d->l_weight);
+  g_free(d->l_load);
+  g_free(d->l_avail);
+  g_free(d->l_start);
+  g_free(d->l_put);
+  g_free(d->l_flow);
   g_free(net);
 }
 
@@ -193,31 +224,96 @@ static Flow *flow_at(const SimFlowNet *net, guint id) { return &g_array_index(ne
 /* A link is tight when its flows fill it: only through tight links can a
  * change reach other flows (a flow is never limited by a link with room to
  * spare).  The tolerance absorbs rounding in the running totals. */
-static gboolean tight(const Link *l) { return l->total >= l->cap * (1 - 1e-7); }
+static gboolean tight_bw(double total, double cap) { return total >= cap * (1 - 1e-7); }
+static gboolean tight(const Link *l) { return tight_bw(l->total, l->cap); }
+
+static void dense_flows(Dense *d, guint nf) {
+  if (nf + 1 <= d->nf_alloc)
+    return;
+  d->nf_alloc = MAX(2 * d->nf_alloc, nf + 64);
+  d->fh_start = g_renew(guint, d->fh_start, d->nf_alloc);
+  d->f_rate = g_renew(double, d->f_rate, d->nf_alloc);
+  d->f_next = g_renew(double, d->f_next, d->nf_alloc);
+  d->f_frozen = g_renew(guint8, d->f_frozen, d->nf_alloc);
+}
+
+static void dense_hops(Dense *d, guint nh) {
+  if (nh <= d->nh_alloc)
+    return;
+  d->nh_alloc = MAX(2 * d->nh_alloc, nh + 256);
+  d->fh_link = g_renew(guint, d->fh_link, d->nh_alloc);
+  d->fh_coef = g_renew(double, d->fh_coef, d->nh_alloc);
+}
+
+static void dense_links(Dense *d, guint nl) {
+  if (nl + 1 <= d->nl_alloc)
+    return;
+  d->nl_alloc = MAX(2 * d->nl_alloc, nl + 64);
+  d->l_cap = g_renew(double, d->l_cap, d->nl_alloc);
+  d->l_total = g_renew(double, d->l_total, d->nl_alloc);
+  d->l_weight = g_renew(double, d->l_weight, d->nl_alloc);
+  d->l_load = g_renew(double, d->l_load, d->nl_alloc);
+  d->l_avail = g_renew(double, d->l_avail, d->nl_alloc);
+  d->l_start = g_renew(guint, d->l_start, d->nl_alloc);
+  d->l_put = g_renew(guint, d->l_put, d->nl_alloc);
+}
+
+/* Marks link `id` as part of the re-solve and copies what the re-solve
+ * needs of it. */
+static void take_link(SimFlowNet *net, guint id) {
+  Link *l = &net->links[id];
+  l->mark = net->mark;
+  l->cidx = net->comp_links->len;
+  g_array_append_val(net->comp_links, id);
+  dense_links(&net->d, l->cidx + 1);
+  net->d.l_cap[l->cidx] = l->cap;
+  net->d.l_total[l->cidx] = l->total;
+}
+
+/* The floor.  Progressive filling is the same, level by level, with or
+ * without a flow f up to the level at which f freezes: below it f only adds
+ * load to links that do not saturate there (f would freeze on them), so every
+ * flow frozen below f's rate keeps its rate when f ends, and likewise when f
+ * starts, below the rate f will get.  That rate is at least
+ * min over f's links of capacity / (sum of the coefficients on it): a link
+ * saturates at level mu when sum c_i r_i = capacity with every r_i <= mu.
+ * Chaining this over a batch of starts and ends, flows whose committed rate
+ * is below the least of the ended flows' rates and the started flows' bounds
+ * keep their rates; the re-solve leaves them out (their load stays fixed on
+ * the links they share), which keeps it exact. */
 
 /* Grows the set of flows and links to re-solve from the marked seeds in
- * comp_flows / comp_links: a flow brings its links; a link brings its flows
- * only when it is tight or opened (breadth-first; *fi and *li carry on
- * where the last call stopped). */
+ * comp_flows / comp_links: a flow brings its links (and its hops are copied
+ * into the dense arrays, by link index in the re-solve); a link brings its
+ * flows only when it is tight or opened (breadth-first; *fi and *li carry
+ * on where the last call stopped). */
 static void collect(SimFlowNet *net, guint *fi, guint *li) {
+  Dense *d = &net->d;
+  double cut = net->floor * (1 - 1e-9);
   while (*fi < net->comp_flows->len || *li < net->comp_links->len) {
+    dense_flows(d, net->comp_flows->len);
     for (; *fi < net->comp_flows->len; (*fi)++) {
       Flow *f = flow_at(net, g_array_index(net->comp_flows, guint, *fi));
-      for (guint h = 0; h < f->n_hops; h++) {
+      d->fh_start[*fi] = d->nh;
+      d->f_rate[*fi] = f->rate;
+      guint n_hops = f->active ? f->n_hops : 0; /* started and ended while held */
+      dense_hops(d, d->nh + n_hops);
+      for (guint h = 0; h < n_hops; h++) {
         Link *l = &net->links[f->hops[h].link];
-        if (l->mark != net->mark) {
-          l->mark = net->mark;
-          g_array_append_val(net->comp_links, f->hops[h].link);
-        }
+        if (l->mark != net->mark)
+          take_link(net, f->hops[h].link);
+        d->fh_link[d->nh] = l->cidx;
+        d->fh_coef[d->nh++] = f->hops[h].coef;
       }
     }
+    d->fh_start[*fi] = d->nh;
     for (; *li < net->comp_links->len; (*li)++) {
       Link *l = &net->links[g_array_index(net->comp_links, guint, *li)];
       if (l->open != net->mark && !tight(l))
         continue;
       for (guint k = 0; k < l->n; k++) {
         Flow *f = flow_at(net, l->e[k].flow);
-        if (f->mark != net->mark) {
+        if (f->mark != net->mark && f->rate >= cut) {
           f->mark = net->mark;
           g_array_append_val(net->comp_flows, l->e[k].flow);
         }
@@ -228,54 +324,90 @@ static void collect(SimFlowNet *net, guint *fi, guint *li) {
 
 /* Progressive filling of the collected flows, with the load of the flows
  * left out held fixed on the links they share (their `avail` is what those
- * leave).  Provisional rates go to next_rate. */
+ * leave).  Provisional rates go to f_next.  Everything here is on the dense
+ * arrays: the flows of each link are a compressed list built from the
+ * flows' hops, and the saturation heap has lazy keys (a link's level
+ * (avail - load) / weight only rises as its flows freeze at or below it, so
+ * a popped key that has risen is pushed again with its current value rather
+ * than pushing on every change). */
 static void fill(SimFlowNet *net) {
-  for (guint i = 0; i < net->comp_flows->len; i++) {
-    Flow *f = flow_at(net, g_array_index(net->comp_flows, guint, i));
-    f->frozen = FALSE;
-    f->next_rate = INFINITY; /* stays so for a flow on no link */
+  Dense *d = &net->d;
+  guint nf = net->comp_flows->len, nl = net->comp_links->len;
+  for (guint i = 0; i <= nl; i++)
+    d->l_start[i] = 0;
+  for (guint i = 0; i < nl; i++) {
+    d->l_weight[i] = 0;
+    d->l_load[i] = 0;
+    d->l_avail[i] = 0; /* the load of the collected flows, until below */
   }
-  g_array_set_size(net->sat, 0);
-  for (guint i = 0; i < net->comp_links->len; i++) {
-    guint id = g_array_index(net->comp_links, guint, i);
-    Link *l = &net->links[id];
-    double inside = 0;
-    l->load = 0;
-    l->weight = 0;
-    for (guint k = 0; k < l->n; k++) {
-      Flow *f = flow_at(net, l->e[k].flow);
-      if (f->mark != net->mark)
-        continue;
-      double c = f->hops[l->e[k].hop].coef;
-      l->weight += c;
-      inside += c * f->rate;
+  for (guint i = 0; i < nf; i++) {
+    d->f_frozen[i] = 0;
+    d->f_next[i] = INFINITY; /* stays so for a flow on no link */
+    for (guint k = d->fh_start[i]; k < d->fh_start[i + 1]; k++) {
+      guint c = d->fh_link[k];
+      d->l_start[c + 1]++;
+      d->l_weight[c] += d->fh_coef[k];
+      d->l_avail[c] += d->fh_coef[k] * d->f_rate[i];
     }
-    l->avail = fmax(0, l->cap - fmax(0, l->total - inside));
-    l->version++;
-    if (l->weight > 0)
-      sat_push(net->sat, (Sat){l->avail / l->weight, id, l->version});
   }
+  for (guint i = 0; i < nl; i++) {
+    d->l_start[i + 1] += d->l_start[i];
+    d->l_put[i] = d->l_start[i];
+  }
+  if (d->l_start[nl] > d->ne_alloc) {
+    d->ne_alloc = MAX(2 * d->ne_alloc, d->l_start[nl]);
+    d->l_flow = g_renew(guint, d->l_flow, d->ne_alloc);
+  }
+  for (guint i = 0; i < nf; i++)
+    for (guint k = d->fh_start[i]; k < d->fh_start[i + 1]; k++)
+      d->l_flow[d->l_put[d->fh_link[k]]++] = i;
+  for (guint i = 0; i < nl; i++) {
+    double inside = d->l_avail[i];
+    d->l_avail[i] = fmax(0, d->l_cap[i] - fmax(0, d->l_total[i] - inside));
+  }
+  /* Slack links stay out of the heap.  No flow can get more than
+   * avail / coef on any of its links (ub, kept in f_next for now), so a link
+   * whose flows' bounds sum below its avail never saturates: its flows all
+   * freeze elsewhere.  Every flow keeps a link that is not slack (the one
+   * that sets its bound).  On busy graphs most links are slack. */
+  for (guint i = 0; i < nf; i++)
+    for (guint k = d->fh_start[i]; k < d->fh_start[i + 1]; k++)
+      if (d->fh_coef[k] > 0)
+        d->f_next[i] = fmin(d->f_next[i], d->l_avail[d->fh_link[k]] / d->fh_coef[k]);
+  for (guint i = 0; i < nf; i++)
+    for (guint k = d->fh_start[i]; k < d->fh_start[i + 1]; k++)
+      d->l_load[d->fh_link[k]] += d->fh_coef[k] * d->f_next[i];
+  g_array_set_size(net->sat, 0);
+  for (guint i = 0; i < nl; i++) {
+    if (d->l_weight[i] > 0 && !(d->l_load[i] < d->l_avail[i] * (1 - 1e-9)))
+      sat_push(net->sat, (Sat){d->l_avail[i] / d->l_weight[i], i});
+    d->l_load[i] = 0;
+  }
+  for (guint i = 0; i < nf; i++)
+    d->f_next[i] = INFINITY;
   while (net->sat->len > 0) {
     Sat s = sat_pop(net->sat);
-    Link *l = &net->links[s.link];
-    if (s.version != l->version)
-      continue; /* stale */
+    guint c = s.link;
+    if (d->l_weight[c] <= 1e-12)
+      continue; /* every flow on it froze elsewhere */
+    double current = (d->l_avail[c] - d->l_load[c]) / d->l_weight[c];
+    if (current > s.level) {
+      sat_push(net->sat, (Sat){current, c});
+      continue;
+    }
     double level = s.level;
-    for (guint k = 0; k < l->n; k++) {
-      Flow *f = flow_at(net, l->e[k].flow);
-      if (f->frozen || f->mark != net->mark)
+    for (guint k = d->l_start[c]; k < d->l_start[c + 1]; k++) {
+      guint i = d->l_flow[k];
+      if (d->f_frozen[i])
         continue;
-      f->frozen = TRUE;
-      f->next_rate = level;
-      for (guint h = 0; h < f->n_hops; h++) {
-        Link *m = &net->links[f->hops[h].link];
-        m->load += f->hops[h].coef * level;
-        m->weight -= f->hops[h].coef;
-        m->version++;
-        if (m != l && m->weight > 1e-12)
-          sat_push(net->sat, (Sat){fmax(level, (m->avail - m->load) / m->weight), f->hops[h].link, m->version});
+      d->f_frozen[i] = 1;
+      d->f_next[i] = level;
+      for (guint h = d->fh_start[i]; h < d->fh_start[i + 1]; h++) {
+        d->l_load[d->fh_link[h]] += d->fh_coef[h] * level;
+        d->l_weight[d->fh_link[h]] -= d->fh_coef[h];
       }
     }
+    d->l_weight[c] = 0;
   }
 }
 
@@ -286,15 +418,23 @@ static void fill(SimFlowNet *net) {
  * bytes are brought up to `now` at the old rates, and completion times are
  * renewed. */
 static void solve(SimFlowNet *net, int64_t now) {
+  Dense *d = &net->d;
   guint fi = 0, li = 0;
+  d->nh = 0;
+  /* seeds taken while held: their totals may have moved since */
+  for (guint i = 0; i < net->comp_links->len; i++)
+    d->l_total[i] = net->links[g_array_index(net->comp_links, guint, i)].total;
   for (;;) {
     collect(net, &fi, &li);
     fill(net);
     gboolean grew = FALSE;
     for (guint i = 0; i < net->comp_links->len; i++) {
+      if (d->l_load[i] < d->l_avail[i] * (1 - 1e-7) || d->l_avail[i] >= d->l_cap[i] ||
+          tight_bw(d->l_total[i], d->l_cap[i]))
+        continue; /* it keeps room, or no one else is on it, or all its flows are in */
       Link *l = &net->links[g_array_index(net->comp_links, guint, i)];
-      if (l->open == net->mark || tight(l) || l->load < l->avail * (1 - 1e-7) || l->avail >= l->cap)
-        continue; /* all its flows are in, or it keeps room, or no one else is on it */
+      if (l->open == net->mark)
+        continue;
       l->open = net->mark;
       for (guint k = 0; k < l->n; k++) {
         Flow *f = flow_at(net, l->e[k].flow);
@@ -316,25 +456,30 @@ static void solve(SimFlowNet *net, int64_t now) {
     if (f->rate > 0 && now > f->since)
       f->remaining = fmax(0, f->remaining - f->rate * (double)(now - f->since) * 1e-9);
     f->since = now;
-    if (isfinite(f->next_rate))
-      for (guint h = 0; h < f->n_hops; h++)
-        net->links[f->hops[h].link].total += f->hops[h].coef * (f->next_rate - f->rate);
-    f->rate = f->next_rate;
+    if (!f->active)
+      continue;
+    if (isfinite(d->f_next[i]))
+      for (guint k = d->fh_start[i]; k < d->fh_start[i + 1]; k++)
+        d->l_total[d->fh_link[k]] += d->fh_coef[k] * (d->f_next[i] - f->rate);
+    f->rate = d->f_next[i];
     f->version++;
     double secs = f->remaining / f->rate;
     int64_t t = now + (int64_t)ceil(fmin(secs, 1e9) * 1e9);
     done_push(net->done, (Done){t, f->seq, id, f->version});
   }
+  for (guint i = 0; i < net->comp_links->len; i++)
+    net->links[g_array_index(net->comp_links, guint, i)].total = d->l_total[i];
   g_array_set_size(net->comp_flows, 0);
   g_array_set_size(net->comp_links, 0);
+  net->floor = INFINITY;
   /* Drop stale completion entries once they dominate the heap. */
   if (net->done->len > 4 * net->n_active + 1024) {
     GArray *keep = g_array_new(FALSE, FALSE, sizeof(Done));
     for (guint i = 0; i < net->done->len; i++) {
-      Done d = g_array_index(net->done, Done, i);
-      Flow *f = flow_at(net, d.flow);
-      if (f->active && f->version == d.version)
-        done_push(keep, d);
+      Done dd = g_array_index(net->done, Done, i);
+      Flow *f = flow_at(net, dd.flow);
+      if (f->active && f->version == dd.version)
+        done_push(keep, dd);
     }
     g_array_free(net->done, TRUE);
     net->done = keep;
@@ -364,6 +509,7 @@ guint sim_flow_add(SimFlowNet *net, const TopoHop *hops, guint n_hops, double by
   }
   Flow *f = flow_at(net, id);
   guint32 version = f->version; /* keeps old completion entries stale */
+  gboolean queued = f->mark == net->mark && net->hold; /* ended and restarted while held */
   Hop *buf = f->hops;
   guint alloc = f->hops_alloc;
   memset(f, 0, sizeof *f);
@@ -394,6 +540,9 @@ guint sim_flow_add(SimFlowNet *net, const TopoHop *hops, guint n_hops, double by
   net->n_active++;
   for (guint h = 0; h < f->n_hops; h++) {
     Link *l = &net->links[f->hops[h].link];
+    l->wsum += f->hops[h].coef;
+    if (f->hops[h].coef > 0)
+      net->floor = fmin(net->floor, l->cap / l->wsum);
     if (l->n == l->alloc) {
       l->alloc = MAX(4, 2 * l->alloc);
       l->e = g_renew(Entry, l->e, l->alloc);
@@ -403,7 +552,8 @@ guint sim_flow_add(SimFlowNet *net, const TopoHop *hops, guint n_hops, double by
   }
   next_mark(net);
   f->mark = net->mark;
-  g_array_append_val(net->comp_flows, id);
+  if (!queued)
+    g_array_append_val(net->comp_flows, id);
   if (!net->hold)
     solve(net, now);
   return id;
@@ -412,6 +562,7 @@ guint sim_flow_add(SimFlowNet *net, const TopoHop *hops, guint n_hops, double by
 /* Unlinks a flow; its links become seeds of the next re-solve. */
 static void detach(SimFlowNet *net, guint id) {
   Flow *f = flow_at(net, id);
+  net->floor = fmin(net->floor, f->rate);
   for (guint h = 0; h < f->n_hops; h++) {
     Link *l = &net->links[f->hops[h].link];
     /* the room it leaves on a tight link goes to the flows there */
@@ -419,16 +570,15 @@ static void detach(SimFlowNet *net, guint id) {
       l->open = net->mark;
     if (isfinite(f->rate))
       l->total = fmax(0, l->total - f->hops[h].coef * f->rate);
+    l->wsum = l->n > 1 ? fmax(0, l->wsum - f->hops[h].coef) : 0;
     guint pos = f->hops[h].pos;
     Entry last = l->e[--l->n];
     if (pos < l->n) {
       l->e[pos] = last;
       flow_at(net, last.flow)->hops[last.hop].pos = pos;
     }
-    if (l->mark != net->mark) {
-      l->mark = net->mark;
-      g_array_append_val(net->comp_links, f->hops[h].link);
-    }
+    if (l->mark != net->mark)
+      take_link(net, f->hops[h].link);
   }
   f->active = FALSE;
   f->version++;

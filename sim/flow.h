@@ -15,9 +15,15 @@
  * Incremental: when flows start or end, only the flows they can affect are
  * re-solved: those reachable through links that flows fill (a flow is never
  * limited by a link with room to spare), grown while a link the re-solve
- * fills is shared with a flow left out.  The result is the exact max-min
- * allocation.  Each re-solve is O((F_c * hops + L_c) log L_c) for the F_c
- * flows and L_c links it covers.
+ * fills is shared with a flow left out, and of those only the flows at least
+ * as fast as the slowest flow that ended (or the least a started flow can
+ * get): progressive filling is the same with or without a flow below the
+ * level at which it freezes.  The result is the exact max-min allocation.
+ * A re-solve copies what it needs into dense arrays (hops by link index in
+ * the re-solve, per-link lists of its flows) and fills with a lazy-key heap
+ * of link levels (links that cannot saturate left out): O((F_c * hops +
+ * L_c) log L_c) for the F_c flows and L_c links it covers, with few cache
+ * misses.
  *
  * Time is integer nanoseconds; a flow's completion is the ns at or after its
  * remaining bytes reach zero at its current rate.

@@ -221,7 +221,9 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     FAIL("unknown --recompute '%s'; use full or none", r->recompute);
   if (!(r->tokens >= 0) || !isfinite(r->tokens))
     FAIL("--tokens must be a positive number of training tokens");
-  if (!r->network || strcmp(r->network, "analytic") == 0)
+  if (!r->network) /* the default: flows where the cluster describes its fabric and the schedule carries them */
+    plan->flow_network = cluster->has_fabric && sched != SIM_SCHEDULE_TERAPIPE;
+  else if (strcmp(r->network, "analytic") == 0)
     plan->flow_network = FALSE;
   else if (strcmp(r->network, "flow") == 0)
     plan->flow_network = TRUE;

@@ -56,7 +56,7 @@ typedef struct {
   double tokens;
   const char *slices;   /* NULL: auto (TeraPipe only) */
   guint granularity;    /* 0: 8, as TeraPipe's code */
-  const char *network;   /* NULL: analytic */
+  const char *network;   /* NULL: flow where the cluster has a fabric, except TeraPipe (analytic) */
   const char *placement; /* NULL: tp-dp-pp */
 } SimPlanRequest;
 
@@ -100,5 +100,15 @@ typedef struct {
 /* Simulates one iteration of `plan`. */
 gboolean sim_ptdp_run(const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster,
                       SimResult *result, GError **error);
+/* Per-phase effective bandwidth (bisection_bandwidth_GBps.dp): n transfers,
+ * transfer i in flight over [start_ns[i], end_ns[i]) in phase phase[i] (one
+ * phase per pipeline stage: that stage's data-parallel all-reduces), moving
+ * bytes[i] across the cut.  Returns, in bytes/s, the sum over phases of the
+ * phase's bytes over the length of the union of its transfers' intervals:
+ * the rate the cut carries when the phases run at once (they use disjoint
+ * nodes), not diluted by the time between staggered phases.  Phases with no
+ * time count nothing. */
+double sim_phased_bandwidth(guint n, const int64_t *start_ns, const int64_t *end_ns, const guint *phase,
+                            const double *bytes, guint n_phases);
 /* Memory only (no simulation): the busiest GPU. */
 void sim_ptdp_memory(const SimPlan *plan, ModelMemory *mem, guint *stage);

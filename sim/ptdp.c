@@ -632,6 +632,69 @@ static double union_seconds(const SimEngine *e, GArray *ops) {
   return (double)total * 1e-9;
 }
 
+typedef struct {
+  int64_t start, end;
+  guint phase;
+} Span;
+
+static int span_cmp(const void *a, const void *b) {
+  const Span *x = a, *y = b;
+  if (x->phase != y->phase)
+    return x->phase < y->phase ? -1 : 1;
+  return x->start < y->start ? -1 : x->start > y->start;
+}
+
+double sim_phased_bandwidth(guint n, const int64_t *start_ns, const int64_t *end_ns, const guint *phase,
+                            const double *bytes, guint n_phases) {
+  double *phase_bytes = g_new0(double, MAX(n_phases, 1));
+  Span *sp = g_new(Span, MAX(n, 1));
+  guint m = 0;
+  for (guint i = 0; i < n; i++) {
+    g_return_val_if_fail(phase[i] < n_phases, 0);
+    phase_bytes[phase[i]] += bytes[i];
+    if (end_ns[i] > start_ns[i])
+      sp[m++] = (Span){start_ns[i], end_ns[i], phase[i]};
+  }
+  if (m > 1)
+    qsort(sp, m, sizeof *sp, span_cmp);
+  double rate = 0;
+  for (guint i = 0; i < m;) {
+    guint ph = sp[i].phase;
+    int64_t total = 0, a = sp[i].start, z = sp[i].end;
+    for (; i < m && sp[i].phase == ph; i++) {
+      if (sp[i].start > z) { /* a gap: close the merged interval */
+        total += z - a;
+        a = sp[i].start;
+      }
+      z = MAX(z, sp[i].end);
+    }
+    total += z - a;
+    rate += phase_bytes[ph] / ((double)total * 1e-9);
+  }
+  g_free(sp);
+  g_free(phase_bytes);
+  return rate;
+}
+
+/* The per-phase bandwidth of the selected data-parallel ops, phase = their
+ * pipeline stage, op_bytes[j] the crossing bytes of sel[j]. */
+static double stage_phased(const Build *b, GArray *sel, const double *op_bytes) {
+  guint n = sel->len;
+  int64_t *a = g_new(int64_t, MAX(n, 1)), *z = g_new(int64_t, MAX(n, 1));
+  guint *ph = g_new(guint, MAX(n, 1));
+  for (guint j = 0; j < n; j++) {
+    guint op = g_array_index(sel, guint, j);
+    a[j] = sim_engine_op_start(b->e, op);
+    z[j] = sim_engine_op_end(b->e, op);
+    ph[j] = (sim_engine_op_streams(b->e, op)[0] / N_STREAM_KINDS) / (b->ts * b->ds);
+  }
+  double r = sim_phased_bandwidth(n, a, z, ph, op_bytes, b->p);
+  g_free(a);
+  g_free(z);
+  g_free(ph);
+  return r;
+}
+
 /* Memory of stage s: the peak number of (layer x microbatch) activations the
  * schedule holds, walked from its order. */
 static void stage_memory(const SimPlan *pl, GArray *order, guint s, ModelMemory *out) {
@@ -748,12 +811,23 @@ static void measure(Build *b, SimResult *r) {
         continue;
       g_array_append_val(sel, op);
     }
-    double secs = union_seconds(b->e, sel);
-    double grad_bytes = 0;
+    /* per phase (see sim_phased_bandwidth): a stage's crossing bytes are
+     * shared evenly by its data-parallel ops */
+    double *stage_bytes = g_new0(double, b->p), *op_bytes = g_new(double, MAX(sel->len, 1));
+    guint *stage_ops = g_new0(guint, b->p);
     for (guint s = 0; s < b->p; s++)
-      grad_bytes += 2.0 * model_stage_params(&pl->model, pl->tp, b->p, s, b->lpc * b->v) * pl->tp;
-    cross = 2.0 * model_busbw_factor(MODEL_COLL_ALLREDUCE, pl->dp) * grad_bytes;
-    r->bisection_dp_GBps = secs > 0 ? cross / secs / 1e9 : 0;
+      stage_bytes[s] = 2.0 * model_busbw_factor(MODEL_COLL_ALLREDUCE, pl->dp) * 2.0 *
+                       model_stage_params(&pl->model, pl->tp, b->p, s, b->lpc * b->v) * pl->tp;
+    for (guint j = 0; j < sel->len; j++)
+      stage_ops[(sim_engine_op_streams(b->e, g_array_index(sel, guint, j))[0] / N_STREAM_KINDS) / (b->ts * b->ds)]++;
+    for (guint j = 0; j < sel->len; j++) {
+      guint s = (sim_engine_op_streams(b->e, g_array_index(sel, guint, j))[0] / N_STREAM_KINDS) / (b->ts * b->ds);
+      op_bytes[j] = stage_bytes[s] / stage_ops[s];
+    }
+    r->bisection_dp_GBps = stage_phased(b, sel, op_bytes) / 1e9;
+    g_free(stage_bytes);
+    g_free(op_bytes);
+    g_free(stage_ops);
   }
   g_array_free(sel, TRUE);
   r->ops = n_ops;
@@ -767,8 +841,10 @@ static void measure(Build *b, SimResult *r) {
  * the time during which transfers that cross it are in flight. */
 static void flow_bisection(Build *b, SimResult *r) {
   GArray *sel = g_array_new(FALSE, FALSE, sizeof(guint));
+  GArray *bytes = g_array_new(FALSE, FALSE, sizeof(double));
   for (int cls = 0; cls < 2; cls++) {
     g_array_set_size(sel, 0);
+    g_array_set_size(bytes, 0);
     double cross = 0;
     guint n_ops = MIN(sim_engine_n_ops(b->e), b->flow->op_plan->len);
     for (guint op = 0; op < n_ops; op++) {
@@ -782,15 +858,21 @@ static void flow_bisection(Build *b, SimResult *r) {
         continue;
       cross += c;
       g_array_append_val(sel, op);
+      g_array_append_val(bytes, c);
     }
-    double secs = union_seconds(b->e, sel);
-    double gbps = secs > 0 ? cross / secs / 1e9 : 0;
+    double gbps;
+    if (cls == 0) {
+      double secs = union_seconds(b->e, sel);
+      gbps = secs > 0 ? cross / secs / 1e9 : 0;
+    } else
+      gbps = stage_phased(b, sel, (const double *)(const void *)bytes->data) / 1e9;
     if (cls == 0)
       r->bisection_pp_GBps = gbps;
     else
       r->bisection_dp_GBps = gbps;
   }
   g_array_free(sel, TRUE);
+  g_array_free(bytes, TRUE);
 }
 
 gboolean sim_ptdp_run(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster, SimResult *r,

@@ -121,7 +121,7 @@ static void test_allreduce_targets(void) {
   double one = busbw_at_max("collective --op allreduce --gpus 8 --min-bytes 1G --format json");
   g_assert_cmpfloat(one, >=, 215);
   g_assert_cmpfloat(one, <=, 240);
-  const guint sizes[] = {16, 32, 64, 256};
+  const guint sizes[] = {16, 32, 64, 128, 256};
   for (guint i = 0; i < G_N_ELEMENTS(sizes); i++) {
     char *args = g_strdup_printf("collective --op allreduce --gpus %u --min-bytes 1G --format json", sizes[i]);
     double b = busbw_at_max(args);
@@ -257,6 +257,101 @@ static void test_errors(void) {
   g_free(bad);
 }
 
+/* Why: the flow network is the default where the cluster has a fabric (the
+ * same output as --network flow); TeraPipe, which does not carry flows yet,
+ * stays analytic without being asked. */
+static void test_default_network(void) {
+  Proc a = run_line("run --layers 8 --hidden 1024 --heads 16 --seq-len 512 --gpus 16 --tp 2 --pp 2 --global-batch 16 "
+                    "--format json"),
+       b = run_line("run --layers 8 --hidden 1024 --heads 16 --seq-len 512 --gpus 16 --tp 2 --pp 2 --global-batch 16 "
+                    "--network flow --format json");
+  g_assert_cmpint(a.status, ==, 0);
+  g_assert_cmpstr(a.out, ==, b.out);
+  cJSON *j = cJSON_Parse(a.out);
+  const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(j, "config");
+  g_assert_cmpstr(str(cfg, "network"), ==, "flow");
+  cJSON_Delete(j);
+  proc_clear(&a);
+  proc_clear(&b);
+  j = run_json("run --model gpt3-1b --gpus 8 --tp 1 --pp 8 --global-batch 8 --schedule terapipe --format json");
+  g_assert_cmpstr(str(cJSON_GetObjectItemCaseSensitive(j, "config"), "network"), ==, "analytic");
+  cJSON_Delete(j);
+}
+
+/* Writes selene.json with nccl.channel_caps_GBps changed by `edit` to
+ * `path`. */
+static void selene_with_caps(const char *path, void (*edit)(cJSON *caps, cJSON *nccl)) {
+  char *sel = g_build_filename(g_getenv("PTDSIM_DATA_DIR"), "topologies", "selene.json", NULL);
+  char *text = NULL;
+  g_assert_true(g_file_get_contents(sel, &text, NULL, NULL));
+  cJSON *j = cJSON_Parse(text);
+  cJSON *nccl = cJSON_GetObjectItemCaseSensitive(j, "nccl");
+  edit(cJSON_GetObjectItemCaseSensitive(nccl, "channel_caps_GBps"), nccl);
+  char *printed = cJSON_Print(j);
+  g_assert_true(g_file_set_contents(path, printed, -1, NULL));
+  cJSON_free(printed);
+  cJSON_Delete(j);
+  g_free(text);
+  g_free(sel);
+}
+
+static void drop_caps(cJSON *caps, cJSON *nccl) {
+  (void)caps;
+  cJSON_DeleteItemFromObject(nccl, "channel_caps_GBps");
+}
+
+static void negative_cap(cJSON *caps, cJSON *nccl) {
+  (void)nccl;
+  cJSON_ReplaceItemInObject(caps, "ll128", cJSON_CreateNumber(-20));
+}
+
+/* Why: NCCL v2.12's tuner bounds LL128 by 20 GB/s per channel (8 channels
+ * across DGX A100 nodes, one per HDR NIC: 160 GB/s), which is what keeps a
+ * 128-GPU 1 GiB all-reduce on ring/Simple.  Checked against the tuner's
+ * formulas by hand: time = latency + bus bytes / bus bandwidth, ring latency
+ * base + (2(n-1) - 2 nodes) NVLink hops + 2 nodes network hops.  Without the
+ * caps the same formulas pick LL128 (Simple's 254 steps of latency outweigh
+ * LL128's 0.92), and so does the program. */
+static void test_tuner_channel_caps(void) {
+  const double n = 128, nodes = 16, bytes = 1073741824.0;
+  double bus_bytes = bytes * 2 * (n - 1) / n;
+  double ring_bus = 1e9 * busbw_at_max("collective --op allreduce --gpus 128 --min-bytes 1G --protocol Simple "
+                                       "--algorithm ring --format json");
+  double steps = 2 * (n - 1), inter = 2 * nodes;
+  double t_simple = 1e-6 * (8.4 + (steps - inter) * 3.4 + inter * 28) + bus_bytes / ring_bus;
+  double lat_ll128 = 1e-6 * (10.0 + (steps - inter) * 1.9 + inter * 4.0);
+  double t_ll128_capped = lat_ll128 + bus_bytes / fmin(0.92 * ring_bus, 8 * 20e9);
+  double t_ll128_free = lat_ll128 + bus_bytes / (0.92 * ring_bus);
+  g_assert_cmpfloat(t_simple, <, t_ll128_capped);
+  g_assert_cmpfloat(t_ll128_free, <, t_simple);
+  cJSON *j = run_json("collective --op allreduce --gpus 128 --min-bytes 1G --format json");
+  const cJSON *r = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "rows"), 0);
+  g_assert_cmpstr(str(r, "algorithm"), ==, "ring");
+  g_assert_cmpstr(str(r, "protocol"), ==, "Simple");
+  cJSON_Delete(j);
+
+  char *path = g_build_filename(tmpdir, "selene-nocaps.json", NULL);
+  selene_with_caps(path, drop_caps);
+  char *args = g_strdup_printf("collective --op allreduce --gpus 128 --min-bytes 1G --format json --cluster %s", path);
+  j = run_json(args);
+  r = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "rows"), 0);
+  g_assert_cmpstr(str(r, "protocol"), ==, "LL128");
+  cJSON_Delete(j);
+  g_free(args);
+
+  selene_with_caps(path, negative_cap);
+  args = g_strdup_printf("collective --op allreduce --gpus 128 --min-bytes 1G --cluster %s", path);
+  Proc p = run_line(args);
+  g_assert_cmpint(p.status, !=, 0);
+  g_assert_cmpstr(p.out, ==, "");
+  g_assert_nonnull(strstr(p.err, "ll128"));
+  g_assert_true(strchr(p.err, '\n') == p.err + strlen(p.err) - 1);
+  proc_clear(&p);
+  g_free(args);
+  g_remove(path);
+  g_free(path);
+}
+
 /* --- run --network flow --- */
 
 #define SMALL "run --layers 8 --hidden 1024 --heads 16 --seq-len 512 --gpus 16 --tp 2 --pp 2 --global-batch 16"
@@ -362,7 +457,9 @@ int main(int argc, char **argv) {
   g_test_add_func("/collective/contention", test_contention);
   g_test_add_func("/collective/determinism", test_determinism);
   g_test_add_func("/collective/errors", test_errors);
+  g_test_add_func("/collective/tuner-channel-caps", test_tuner_channel_caps);
   g_test_add_func("/run-flow/contract", test_run_flow_contract);
+  g_test_add_func("/run-flow/default", test_default_network);
   g_test_add_func("/run-flow/symmetry", test_run_flow_symmetry);
   g_test_add_func("/run-flow/placement", test_run_placement);
   g_test_add_func("/run-flow/errors", test_run_errors);

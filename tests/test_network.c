@@ -9,6 +9,7 @@
 #include "../sim/collective.h"
 #include "../sim/engine.h"
 #include "../sim/flow.h"
+#include "../sim/plan.h"
 #include "../topologies/fabric.h"
 
 static TopoFabric *load(const char *name) {
@@ -289,6 +290,53 @@ static void test_different_bottlenecks(void) {
   sim_flow_net_free(n);
 }
 
+/* A reference max-min solver for the tests: plain progressive filling over
+ * every flow and link (no components, no heaps), O(F * L) per step. */
+static void reference_rates(guint n_links, const double *cap, guint n_flows, guint (*links)[4], double (*coef)[4],
+                            const guint *nl, const gboolean *live, double *rate) {
+  double *load = g_new0(double, n_links), *weight = g_new0(double, n_links);
+  gboolean *frozen = g_new0(gboolean, n_flows);
+  for (guint i = 0; i < n_flows; i++)
+    frozen[i] = !live[i];
+  double level = 0;
+  for (;;) {
+    for (guint l = 0; l < n_links; l++)
+      weight[l] = 0;
+    for (guint i = 0; i < n_flows; i++)
+      if (!frozen[i])
+        for (guint k = 0; k < nl[i]; k++)
+          weight[links[i][k]] += coef[i][k];
+    double best = INFINITY;
+    guint arg = G_MAXUINT;
+    for (guint l = 0; l < n_links; l++)
+      if (weight[l] > 0 && (cap[l] - load[l]) / weight[l] < best) {
+        best = (cap[l] - load[l]) / weight[l];
+        arg = l;
+      }
+    if (arg == G_MAXUINT)
+      break;
+    double step = best; /* every unfrozen flow rises by `step` */
+    level += step;
+    for (guint i = 0; i < n_flows; i++)
+      if (!frozen[i])
+        for (guint k = 0; k < nl[i]; k++)
+          load[links[i][k]] += coef[i][k] * step;
+    for (guint i = 0; i < n_flows; i++) {
+      if (frozen[i])
+        continue;
+      for (guint k = 0; k < nl[i]; k++)
+        if (load[links[i][k]] >= cap[links[i][k]] * (1 - 1e-12)) {
+          frozen[i] = TRUE;
+          rate[i] = level;
+          break;
+        }
+    }
+  }
+  g_free(load);
+  g_free(weight);
+  g_free(frozen);
+}
+
 static void incremental_case(guint32 seed) {
   enum { L = 40, F = 120 };
   double cap[L];
@@ -296,10 +344,14 @@ static void incremental_case(guint32 seed) {
   for (guint l = 0; l < L; l++)
     cap[l] = g_rand_int_range(rng, 1, 20);
   guint links[F][4], nl[F];
+  double coef[F][4];
+  const double coefs[] = {1, 1, 0.5, 2, 0.25};
   for (guint i = 0; i < F; i++) {
     nl[i] = g_rand_int_range(rng, 1, 5);
-    for (guint k = 0; k < nl[i]; k++)
+    for (guint k = 0; k < nl[i]; k++) {
       links[i][k] = g_rand_int_range(rng, 0, L);
+      coef[i][k] = coefs[g_rand_int_range(rng, 0, G_N_ELEMENTS(coefs))];
+    }
   }
   SimFlowNet *n = sim_flow_net_new(L, cap);
   guint id[F];
@@ -313,7 +365,7 @@ static void incremental_case(guint32 seed) {
         if (live[i])
           sim_flow_remove(n, id[i], 0);
         else
-          id[i] = add(n, links[i], NULL, nl[i], 1e9, 0);
+          id[i] = add(n, links[i], coef[i], nl[i], 1e9, 0);
         live[i] = !live[i];
       }
       sim_flow_release(n, 0);
@@ -321,7 +373,7 @@ static void incremental_case(guint32 seed) {
     if (live[i])
       sim_flow_remove(n, id[i], 0);
     else
-      id[i] = add(n, links[i], NULL, nl[i], 1e9, 0);
+      id[i] = add(n, links[i], coef[i], nl[i], 1e9, 0);
     live[i] = !live[i];
     if (step % 40 != 39)
       continue;
@@ -329,10 +381,14 @@ static void incremental_case(guint32 seed) {
     guint sid[F];
     for (guint j = 0; j < F; j++)
       if (live[j])
-        sid[j] = add(s, links[j], NULL, nl[j], 1e9, 0);
+        sid[j] = add(s, links[j], coef[j], nl[j], 1e9, 0);
+    double want[F];
+    reference_rates(L, cap, F, links, coef, nl, live, want);
     for (guint j = 0; j < F; j++)
-      if (live[j])
+      if (live[j]) {
         g_assert_cmpfloat_with_epsilon(sim_flow_rate(s, sid[j]), sim_flow_rate(n, id[j]), 1e-9);
+        g_assert_cmpfloat_with_epsilon(want[j], sim_flow_rate(n, id[j]), 1e-9);
+      }
     sim_flow_net_free(s);
   }
   guint64 solves, touched;
@@ -347,8 +403,80 @@ static void incremental_case(guint32 seed) {
  * until no filled link is shared with a flow left out) must give the rates
  * of a solve from scratch, after any sequence of starts and ends. */
 static void test_incremental_matches_scratch(void) {
-  for (guint32 seed = 1; seed <= 20; seed++)
+  for (guint32 seed = 1; seed <= 60; seed++)
     incremental_case(seed);
+}
+
+/* Why: the same through time: flows of random sizes complete (several at
+ * one instant under a hold, as the engine does), new ones start with the
+ * ones that end, and after every event each rate equals a solve from
+ * scratch of the flows then in flight.  This exercises the floor (flows
+ * slower than every flow that changed keep their rate) with completions, not
+ * only with starts and removals. */
+static void completions_case(guint32 seed) {
+  enum { L = 30, F = 80 };
+  double cap[L];
+  GRand *rng = g_rand_new_with_seed(seed);
+  for (guint l = 0; l < L; l++)
+    cap[l] = g_rand_int_range(rng, 1, 20);
+  SimFlowNet *n = sim_flow_net_new(L, cap);
+  guint links[2 * F][4], nl[2 * F], id_of[2 * F];
+  double coef[2 * F][4];
+  const double coefs[] = {1, 1, 0.5, 2};
+  GHashTable *by_id = g_hash_table_new(NULL, NULL); /* flow id -> index + 1 */
+  guint next = 0;
+  for (guint i = 0; i < 2 * F; i++) {
+    nl[i] = g_rand_int_range(rng, 1, 5);
+    for (guint k = 0; k < nl[i]; k++) {
+      links[i][k] = g_rand_int_range(rng, 0, L);
+      coef[i][k] = coefs[g_rand_int_range(rng, 0, G_N_ELEMENTS(coefs))];
+    }
+  }
+  sim_flow_hold(n);
+  for (; next < F; next++) {
+    id_of[next] = add(n, links[next], coef[next], nl[next], g_rand_double_range(rng, 1, 100), 0);
+    g_hash_table_insert(by_id, GUINT_TO_POINTER(id_of[next]), GUINT_TO_POINTER(next + 1));
+  }
+  sim_flow_release(n, 0);
+  GArray *done = g_array_new(FALSE, FALSE, sizeof(guint));
+  for (guint event = 0; event < 60 && sim_flow_n_active(n) > 0; event++) {
+    int64_t now = sim_flow_next(n);
+    g_array_set_size(done, 0);
+    sim_flow_hold(n);
+    sim_flow_advance(n, now, done);
+    for (guint k = 0; k < done->len; k++) /* ids are reused: forget them all first */
+      g_hash_table_remove(by_id, GUINT_TO_POINTER(g_array_index(done, guint, k)));
+    for (guint k = 0; k < done->len; k++) {
+      if (next < 2 * F) {
+        id_of[next] = add(n, links[next], coef[next], nl[next], g_rand_double_range(rng, 1, 100), now);
+        g_hash_table_insert(by_id, GUINT_TO_POINTER(id_of[next]), GUINT_TO_POINTER(next + 1));
+        next++;
+      }
+    }
+    sim_flow_release(n, now);
+    gboolean live[2 * F] = {FALSE};
+    double want[2 * F];
+    GHashTableIter it;
+    gpointer key, val;
+    g_hash_table_iter_init(&it, by_id);
+    while (g_hash_table_iter_next(&it, &key, &val))
+      live[GPOINTER_TO_UINT(val) - 1] = TRUE;
+    reference_rates(L, cap, 2 * F, links, coef, nl, live, want);
+    g_hash_table_iter_init(&it, by_id);
+    while (g_hash_table_iter_next(&it, &key, &val)) {
+      guint j = GPOINTER_TO_UINT(val) - 1;
+      g_assert_cmpfloat_with_epsilon(want[j], sim_flow_rate(n, GPOINTER_TO_UINT(key)), 1e-9);
+    }
+  }
+  g_array_free(done, TRUE);
+  g_hash_table_destroy(by_id);
+  sim_flow_net_free(n);
+  g_rand_free(rng);
+}
+
+static void test_incremental_completions(void) {
+  for (guint32 seed = 1; seed <= 60; seed++)
+    completions_case(seed);
 }
 
 
@@ -483,8 +611,31 @@ static void test_netrun_sharing(void) {
   topo_cluster_free(c);
 }
 
+/* Why: bisection_bandwidth_GBps.dp is per phase: each stage's data-parallel
+ * bytes over the union of its own transfers' intervals, summed over stages.
+ * By hand: stage 0 moves 4 + 4 bytes over [0, 2) and [1, 3) s: 8 / 3 B/s;
+ * stage 1 moves 6 + 3 bytes over [10, 12) and [13, 14) s: 9 / 3 B/s; a
+ * transfer of no duration (stage 2) adds nothing.  The old measure (all
+ * bytes over the union of every interval, 6 s) would give 17 / 6. */
+static void test_phased_bandwidth(void) {
+  const int64_t s = 1000000000;
+  int64_t a[] = {0, 1 * s, 10 * s, 13 * s, 20 * s}, z[] = {2 * s, 3 * s, 12 * s, 14 * s, 20 * s};
+  guint phase[] = {0, 0, 1, 1, 2};
+  double bytes[] = {4, 4, 6, 3, 5};
+  g_assert_cmpfloat_with_epsilon(sim_phased_bandwidth(5, a, z, phase, bytes, 3), 8.0 / 3 + 3, 1e-12);
+  /* one phase: the union over everything */
+  guint one[] = {0, 0, 0, 0, 0};
+  g_assert_cmpfloat_with_epsilon(sim_phased_bandwidth(5, a, z, one, bytes, 1), 22.0 / 6, 1e-12);
+  /* order does not matter */
+  int64_t a2[] = {13 * s, 0, 10 * s, 1 * s}, z2[] = {14 * s, 2 * s, 12 * s, 3 * s};
+  guint phase2[] = {1, 0, 1, 0};
+  double bytes2[] = {3, 4, 6, 4};
+  g_assert_cmpfloat_with_epsilon(sim_phased_bandwidth(4, a2, z2, phase2, bytes2, 2), 8.0 / 3 + 3, 1e-12);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/bisection/phased", test_phased_bandwidth);
   g_test_add_func("/fabric/selene-routes", test_selene_routes);
   g_test_add_func("/fabric/ecmp-adaptive", test_ecmp_and_adaptive);
   g_test_add_func("/fabric/p3-cube-mesh", test_p3_cube_mesh);
@@ -493,6 +644,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/flow/parking-lot", test_parking_lot);
   g_test_add_func("/flow/different-bottlenecks", test_different_bottlenecks);
   g_test_add_func("/flow/incremental", test_incremental_matches_scratch);
+  g_test_add_func("/flow/incremental-completions", test_incremental_completions);
   g_test_add_func("/flow/completion-ties", test_completion_ties);
   g_test_add_func("/flow/engine-network-ops", test_engine_network_ops);
   g_test_add_func("/flow/netrun-sharing", test_netrun_sharing);

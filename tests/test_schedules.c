@@ -71,6 +71,7 @@ static void build_plan(Cfg *c, SimPlan *plan) {
   r.ddp = c->ddp;
   r.no_scatter_gather = c->no_sg;
   r.no_symmetry = c->no_symmetry;
+  r.network = "analytic"; /* the engine's symmetry identity; flow mode has its own test (test_cli_network) */
   r.allow_oom = TRUE;
   GError *error = NULL;
   gboolean ok = sim_plan_build(&r, selene, plan, &error);

@@ -44,6 +44,7 @@ static gboolean load_body(TopoCluster *c, const cJSON *root, const char *file, G
     return FALSE;
   c->name = g_strdup(name);
   c->gpu_profile = g_strdup(gpu);
+  c->has_fabric = cJSON_GetObjectItemCaseSensitive(root, "fabric") != NULL;
   ModelNet *n = &c->net;
   const cJSON *nvlink, *network, *nccl;
   double allreduce, p2p, p2p_lat_intra, nic, p2p_lat_inter;

@@ -17,6 +17,7 @@ typedef struct {
   char *gpu_profile; /* default profile name */
   guint nodes;
   guint gpus_per_node;
+  gboolean has_fabric; /* it has a "fabric" block: the flow network can run on it */
   ModelNet net;
 } TopoCluster;
 

@@ -77,6 +77,8 @@ static gboolean table1(const TraceFigureContext *ctx, cJSON *json, GString *text
       return FALSE;
     }
     req.network = ctx->network;
+    if (!req.network && ctx->profile->n_coll > 0)
+      req.network = "analytic"; /* as in run: measured collectives drive the analytic model */
     guint heads = req.model.heads, hidden = req.model.hidden, layers = req.model.layers;
     const cJSON *ddp = cJSON_GetArrayItem(row, 10), *published = cJSON_GetArrayItem(row, 11),
                 *params = cJSON_GetArrayItem(row, 0);
