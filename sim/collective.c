@@ -19,6 +19,7 @@ struct _SimNetwork {
   double *capacity;
   guint *local_pos; /* position of each local GPU in the node ring */
   const guint8 *side; /* bisection sides, or NULL */
+  gboolean no_latency; /* building the tuner's bandwidth probe: flows only */
   double crossing;    /* crossing bytes of the plan being built */
 };
 
@@ -27,23 +28,37 @@ typedef struct {
   double bytes;
 } Flow;
 
-/* A phase: `latency_s` before its flows start, then the flows; it ends
- * when they have all ended, but not before `overlap_s` after they started.
+/* A phase: `latency_s` (NCCL's base latency: launch and setup) before its
+ * flows start, then the flows.  Once the flows have taken T (at least
+ * `min_xfer_s`, the protocol's per-channel rate cap), the phase ends at
  *
- * How NCCL's latencies count.  Inside one node, the tuner's whole latency
- * (base + per-step NVLink hops) is added to the transfer, as NCCL's model
- * does (time = latency + bytes / bandwidth) and as a pipelined ring behaves:
- * each step's latency is paid once while the pipeline fills
- * ((k + p - 2)(alpha + chunk / beta) for k chunks over p ranks); nccl-tests'
- * slow rise of busbw with size in one DGX A100 is this latency.  Across
- * nodes only the base is added and the hops overlap the transfer: v2.12's
- * per-step latencies for Simple (28 us per network step, 3.4 per NVLink
- * step, ring and tree alike) steer small messages to LL/LL128 but are not
- * wire latencies there: added, they would take the 1 GiB all-reduce on 128
- * and 256 GPUs to 180 and 169 GB/s busbw (254 and 510 steps), against the
- * flat ~192 measured from 16 to 256 GPUs (hardware.json). */
+ *     start of flows + max(T, chain_s + T / slices)
+ *
+ * the pipelined ring (or tree) of K dependent steps, each a per-step latency
+ * alpha plus its chunk's transfer c = T / K, with each chunk cut into
+ * `slices` that go on as soon as they arrive: step k+1 of a rank can start
+ * when the first slice of step k from its predecessor has arrived, so a step
+ * takes max(c, alpha + c / slices) and K steps take max(T, sum alpha +
+ * T / slices).  NCCL v2.12 runs Simple rings with 2 slices per chunk
+ * (ALLREDUCE_CHUNKSTEPS / ALLREDUCE_SLICESTEPS = 4 / 2 in
+ * src/include/collectives.h, and the same for all-gather and
+ * reduce-scatter) and LL, LL128 and trees with 1 (their primitives'
+ * SlicePerChunk), so for those the latency is simply added: T + sum alpha.
+ *
+ * `chain_s` is the sum over the steps of a PHYSICAL per-step latency, not
+ * the tuner's: an NVLink step costs NCCL's per-hop table value of the
+ * protocol (0.47 / 1.9 / 3.4 us for LL / LL128 / Simple; the in-node
+ * nccl-tests curve rises with it), a network step costs the fabric's path
+ * latency between the two GPUs plus NCCL's per-step cost of a transfer
+ * through the network proxy and an RDMA write: the table's LL and LL128
+ * network step latencies (2.7, 4.0 us), and for Simple, whose table value
+ * (28 us per network step, also 28 per tree step) is a penalty that steers
+ * small messages away from it, the LL128 value (both carry bulk data
+ * through the same proxy path).  The tuner keeps the full table to CHOOSE
+ * (sim_coll_plan); only the executed time uses these. */
 typedef struct {
-  double latency_s, overlap_s;
+  double latency_s, chain_s, slices, min_xfer_s;
+  guint net_steps; /* network steps of the chain, each adding the path latency */
   GPtrArray *flows; /* Flow* */
 } Phase;
 
@@ -157,10 +172,11 @@ gboolean sim_coll_algo_parse(const char *text, SimCollAlgo *out) {
 
 /* --- plans --- */
 
-static Phase *phase_new(SimCollPlan *plan, double latency, double overlap) {
+static Phase *phase_new(SimCollPlan *plan, double latency, double chain, double slices) {
   Phase *ph = g_new0(Phase, 1);
   ph->latency_s = latency;
-  ph->overlap_s = overlap;
+  ph->chain_s = chain;
+  ph->slices = slices;
   ph->flows = g_ptr_array_new();
   g_ptr_array_add(plan->phases, ph);
   return ph;
@@ -263,10 +279,11 @@ static guint64 edge_hash(guint64 salt, guint channel, guint a, guint b) {
 
 /* Routes edge a -> b into flow f; `data` is the edge's payload in bytes, for
  * the bisection count. */
-static void add_route(SimNetwork *net, Flow *f, guint a, guint b, guint64 hash, double data) {
-  topo_fabric_route(net->fabric, a, b, hash, f->hops);
+static double add_route(SimNetwork *net, Flow *f, guint a, guint b, guint64 hash, double data) {
+  double lat = topo_fabric_route(net->fabric, a, b, hash, f->hops);
   if (net->side && net->side[a] < 2 && net->side[b] < 2 && net->side[a] != net->side[b])
     net->crossing += data;
+  return lat;
 }
 
 void sim_network_set_sides(SimNetwork *net, const guint8 *side) { net->side = side; }
@@ -318,13 +335,33 @@ static double ring_latency(const SimNetwork *net, SimCollOp op, guint ranks, gui
   return net->nccl.ring_base[p] + ring_hops(net, op, ranks, nodes, p);
 }
 
+/* NCCL's per-step cost of a network step through its proxy, without the
+ * path (see Phase): the table's value for LL and LL128, LL128's for Simple. */
+static double net_step_overhead(const SimNetwork *net, ModelProto p) {
+  return net->nccl.net_hop[p == MODEL_PROTO_SIMPLE ? MODEL_PROTO_LL128 : p];
+}
+
+/* A ring phase: NCCL's base latency first; the chain of 2(n-1) (all-reduce)
+ * or n-1 steps with physical per-step latencies; the path latency of each
+ * network step is added by ring_flows once the routes are known. */
 static Phase *ring_phase(SimCollPlan *plan, const SimNetwork *net, SimCollOp op, guint ranks, guint nodes,
                          ModelProto p) {
-  double in_node, across;
-  ring_hops2(net, op, ranks, nodes, p, &in_node, &across);
-  if (nodes <= 1)
-    return phase_new(plan, net->nccl.ring_base[p] + in_node + across, 0);
-  return phase_new(plan, net->nccl.ring_base[p], in_node + across);
+  guint factor = op == SIM_OP_ALLREDUCE ? 2 : 1;
+  guint steps = factor * (ranks - 1), inter = nodes > 1 ? factor * nodes : 0;
+  guint intra = steps > inter ? steps - inter : 0;
+  if (net->no_latency)
+    return phase_new(plan, 0, 0, 1);
+  if (p == MODEL_PROTO_SIMPLE) {
+    /* Simple keeps the first pass's treatment (see Phase): the table's
+     * latency added in one node, its hops overlapped across nodes */
+    double hops = intra * net->nccl.nvlink_hop[p] + inter * net->nccl.net_hop[p];
+    return nodes <= 1 ? phase_new(plan, net->nccl.ring_base[p] + hops, 0, 1)
+                      : phase_new(plan, net->nccl.ring_base[p], hops, INFINITY);
+  }
+  Phase *ph = phase_new(plan, net->nccl.ring_base[p],
+                        intra * net->nccl.nvlink_hop[p] + inter * net_step_overhead(net, p), 1);
+  ph->net_steps = inter;
+  return ph;
 }
 
 static double bus_factor(SimCollOp op, guint n) {
@@ -334,7 +371,8 @@ static double bus_factor(SimCollOp op, guint n) {
 /* Ring flows of every group into `ph`, edge bytes from `bytes`. */
 static void ring_flows(SimNetwork *net, Phase *ph, SimCollOp op, const guint *gpus, guint n, guint n_groups,
                        double bytes, ModelProto proto, guint64 salt) {
-  guint *seq = g_new(guint, n);
+  guint *seq = g_new(guint, n), G = topo_fabric_gpus_per_node(net->fabric);
+  double path = 0; /* the slowest network path of a ring edge, s */
   for (guint g = 0; g < n_groups; g++) {
     Layout lo;
     layout(net, gpus + (gsize)g * n, n, &lo);
@@ -344,12 +382,16 @@ static void ring_flows(SimNetwork *net, Phase *ph, SimCollOp op, const guint *gp
       gboolean rev = lo.n_nodes == 1 && c % 2 == 1;
       ring_seq(&lo, lo.n_nodes == 1 ? 0 : c, rev, seq);
       Flow *f = flow_new(ph, edge);
-      for (guint i = 0; i < n; i++)
-        add_route(net, f, seq[i], seq[(i + 1) % n], edge_hash(salt + g, c, seq[i], seq[(i + 1) % n]),
-                  edge * net->nccl.proto_bw_factor[proto]);
+      for (guint i = 0; i < n; i++) {
+        double lat = add_route(net, f, seq[i], seq[(i + 1) % n], edge_hash(salt + g, c, seq[i], seq[(i + 1) % n]),
+                               edge * net->nccl.proto_bw_factor[proto]);
+        if (seq[i] / G != seq[(i + 1) % n] / G)
+          path = fmax(path, lat);
+      }
     }
     layout_clear(&lo);
   }
+  ph->chain_s += ph->net_steps * path;
   g_free(seq);
 }
 
@@ -363,8 +405,10 @@ static gint btree_parent(guint r, guint M) {
   return (gint)(up >= M ? (r ^ b) : up);
 }
 
-static void tree_flows(SimNetwork *net, Phase *ph, const guint *gpus, guint n, guint n_groups, double bytes,
-                       ModelProto proto, guint64 salt) {
+/* Returns the slowest network path between a node and its parent, s. */
+static double tree_flows(SimNetwork *net, Phase *ph, const guint *gpus, guint n, guint n_groups, double bytes,
+                         ModelProto proto, guint64 salt) {
+  double path = 0;
   for (guint g = 0; g < n_groups; g++) {
     Layout lo;
     layout(net, gpus + (gsize)g * n, n, &lo);
@@ -390,12 +434,15 @@ static void tree_flows(SimNetwork *net, Phase *ph, const guint *gpus, guint n, g
           guint pk = t ? M - 1 - (guint)par : (guint)par;
           guint mk = lo.off[me + 1] - lo.off[me], mp = lo.off[pk + 1] - lo.off[pk];
           guint a = lo.mem[lo.off[me] + c % mk], b = lo.mem[lo.off[pk] + c % mp];
-          add_route(net, f, a, b, edge_hash(salt + g, c * 2 + t, a, b), share * net->nccl.proto_bw_factor[proto]);
-          add_route(net, f, b, a, edge_hash(salt + g, c * 2 + t, b, a), share * net->nccl.proto_bw_factor[proto]);
+          path = fmax(path, add_route(net, f, a, b, edge_hash(salt + g, c * 2 + t, a, b),
+                                      share * net->nccl.proto_bw_factor[proto]));
+          path = fmax(path, add_route(net, f, b, a, edge_hash(salt + g, c * 2 + t, b, a),
+                                      share * net->nccl.proto_bw_factor[proto]));
         }
       }
     layout_clear(&lo);
   }
+  return path;
 }
 
 static SimCollPlan *build(SimNetwork *net, SimCollOp op, SimCollAlgo algo, ModelProto proto, const guint *gpus,
@@ -420,8 +467,17 @@ static SimCollPlan *build(SimNetwork *net, SimCollOp op, SimCollAlgo algo, Model
                                          : "the cluster's nccl block has no tree latencies (tree_base_us ...); use ring");
       break;
     }
-    double hops = 2 * ((m_max - 1) * net->tree_nvlink_hop[proto] + log2((double)M) * net->tree_net_hop[proto]);
-    tree_flows(net, phase_new(plan, net->tree_base[proto], hops), gpus, n, n_groups, bytes, proto, salt); /* across nodes */
+    /* the chain up the tree and down again: m-1 NVLink steps and log2(M)
+     * network steps each way, at physical per-step latencies (see Phase:
+     * Simple's tree table values, 28 us, are penalties; its NVLink step is
+     * the ring's, its network step LL128's) plus the path */
+    double depth = log2((double)M);
+    double chain = 2 * ((m_max - 1) * net->tree_nvlink_hop[proto] + depth * net->tree_net_hop[proto]);
+    gboolean simple = proto == MODEL_PROTO_SIMPLE;
+    Phase *ph = phase_new(plan, net->tree_base[proto], chain, simple ? INFINITY : 1);
+    double path = tree_flows(net, ph, gpus, n, n_groups, bytes, proto, salt);
+    if (!simple)
+      ph->chain_s += 2 * depth * path;
     plan->crossing_bytes = net->crossing;
     return plan;
   }
@@ -477,7 +533,7 @@ SimCollPlan *sim_coll_plan_p2p(SimNetwork *net, const guint *src, const guint *d
   gboolean inter = FALSE;
   for (guint i = 0; i < n_pairs; i++)
     inter |= src[i] / G != dst[i] / G;
-  Phase *ph = phase_new(plan, 0, 0);
+  Phase *ph = phase_new(plan, 0, 0, 1);
   double path_lat = 0;
   for (guint i = 0; i < n_pairs; i++) {
     if (src[i] == dst[i])
@@ -537,10 +593,10 @@ SimCollPlan *sim_coll_plan(SimNetwork *net, SimCollOp op, SimCollAlgo algo, int 
   double ring_bus = 0;
   if (n > 1) {
     double probe = 1073741824.0; /* rates do not depend on size; any large size will do */
+    net->no_latency = TRUE;
     SimCollPlan *rs = build(net, op, SIM_ALGO_RING, MODEL_PROTO_SIMPLE, gpus, n, 1, probe, salt, error);
-    double in_node, across;
-    ring_hops2(net, op, n, M, MODEL_PROTO_SIMPLE, &in_node, &across);
-    double t = sim_coll_plan_time(net, rs) - net->nccl.ring_base[MODEL_PROTO_SIMPLE] - (M <= 1 ? in_node + across : 0);
+    net->no_latency = FALSE;
+    double t = sim_coll_plan_time(net, rs);
     sim_coll_plan_free(rs);
     ring_bus = t > 0 ? probe * bus_factor(op, n) / t : INFINITY;
   }
@@ -562,7 +618,7 @@ SimCollPlan *sim_coll_plan(SimNetwork *net, SimCollOp op, SimCollAlgo algo, int 
   double tree_ch = net->tree_per_channel[by_nodes], ll_max = net->ll_max[by_nodes];
   SimCollAlgo best_a = SIM_ALGO_RING;
   int best_p = MODEL_PROTO_SIMPLE;
-  double best_t = INFINITY;
+  double best_t = INFINITY, best_xfer = 0;
   for (int a = SIM_ALGO_RING; a <= SIM_ALGO_HIER; a++) {
     if (algo != SIM_ALGO_AUTO ? a != (int)algo : a == SIM_ALGO_HIER)
       continue;
@@ -571,7 +627,7 @@ SimCollPlan *sim_coll_plan(SimNetwork *net, SimCollOp op, SimCollAlgo algo, int 
     for (int p = 0; p < MODEL_N_PROTOS; p++) {
       if (proto >= 0 && p != proto)
         continue;
-      double t;
+      double t, xfer;
       if (a == SIM_ALGO_TREE && net->has_tree) {
         double lat = net->tree_base[p] +
                      2 * ((m_max - 1) * net->tree_nvlink_hop[p] + log2((double)M) * net->tree_net_hop[p]);
@@ -580,23 +636,33 @@ SimCollPlan *sim_coll_plan(SimNetwork *net, SimCollOp op, SimCollAlgo algo, int 
           bus = fmin(bus, nch * net->ll128_per_channel);
         if (p == MODEL_PROTO_LL)
           bus = fmin(bus, ll_max);
-        t = lat + bytes / (0.5 * bus);
+        xfer = bytes / (0.5 * bus);
+        t = lat + xfer;
       } else {
         double bus = ring_bus * net->nccl.proto_bw_factor[p];
         if (p == MODEL_PROTO_LL128)
           bus = fmin(bus, nch * net->ll128_per_channel);
         if (p == MODEL_PROTO_LL)
           bus = fmin(bus, ll_max);
-        t = ring_latency(net, op, n, M, (ModelProto)p) + bytes * bus_factor(op, n) / bus;
+        xfer = bytes * bus_factor(op, n) / bus;
+        t = ring_latency(net, op, n, M, (ModelProto)p) + xfer;
       }
       if (t < best_t) {
         best_t = t;
+        best_xfer = xfer;
         best_a = (SimCollAlgo)a;
         best_p = p;
       }
     }
   }
-  return build(net, op, best_a, (ModelProto)best_p, gpus, n, n_groups, bytes, salt, error);
+  SimCollPlan *plan = build(net, op, best_a, (ModelProto)best_p, gpus, n, n_groups, bytes, salt, error);
+  /* the caps of NCCL's bandwidth model (LL128 20 GB/s per channel, the
+   * tree's per-channel rates, LL's totals) are per-channel rates its
+   * protocols do not exceed: the executed transfer is no faster than the
+   * tuner's transfer term (for an uncapped ring it is the flows' own time) */
+  if (plan && plan->phases->len == 1 && isfinite(best_xfer))
+    ((Phase *)g_ptr_array_index(plan->phases, 0))->min_xfer_s = best_xfer;
+  return plan;
 }
 
 /* --- the live network --- */
@@ -609,7 +675,7 @@ typedef struct {
   guint phase;
   guint left;      /* flows of the phase still running */
   int state;
-  int64_t min_end; /* the phase may not end before this */
+  int64_t flow_start; /* when the phase's flows started */
 } Xfer;
 
 typedef struct {
@@ -709,12 +775,16 @@ static void next_phase(SimNetRun *r, guint id, int64_t now, GArray *done) {
   timer_push(r->timers, (Timer){now + ns_of(ph->latency_s), r->seq++, id});
 }
 
-/* The phase's flows are done at `now`: end it, or wait for its overlap. */
+/* The phase's flows are done at `now`: end it, or wait for the rest of
+ * its pipelined chain (see Phase). */
 static void flows_done(SimNetRun *r, guint id, int64_t now, GArray *done) {
   Xfer *x = &g_array_index(r->xfers, Xfer, id);
-  if (now < x->min_end) {
+  const Phase *ph = g_ptr_array_index(x->plan->phases, x->phase);
+  int64_t xfer = MAX(now - x->flow_start, ns_of(ph->min_xfer_s));
+  int64_t end = x->flow_start + MAX(xfer, ns_of(ph->chain_s) + (int64_t)llround((double)xfer / ph->slices));
+  if (now < end) {
     x->state = X_WAIT_END;
-    timer_push(r->timers, (Timer){x->min_end, r->seq++, id});
+    timer_push(r->timers, (Timer){end, r->seq++, id});
     return;
   }
   x->phase++;
@@ -781,7 +851,7 @@ void sim_netrun_advance(SimNetRun *r, int64_t now, GArray *done) {
     const Phase *ph = g_ptr_array_index(x->plan->phases, x->phase);
     x->left = 0;
     x->state = X_FLOWING;
-    x->min_end = now + ns_of(ph->overlap_s);
+    x->flow_start = now;
     for (guint i = 0; i < ph->flows->len; i++) {
       const Flow *fl = g_ptr_array_index(ph->flows, i);
       guint fid = sim_flow_add(r->flows, (const TopoHop *)(const void *)fl->hops->data, fl->hops->len, fl->bytes, now);
