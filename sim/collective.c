@@ -30,32 +30,34 @@ typedef struct {
 
 /* A phase: `latency_s` (NCCL's base latency: launch and setup) before its
  * flows start, then the flows.  Once the flows have taken T (at least
- * `min_xfer_s`, the protocol's per-channel rate cap), the phase ends at
+ * `min_xfer_s`, the tuner's transfer term: NCCL's per-channel caps are
+ * rates its protocols do not exceed), the phase ends at
  *
  *     start of flows + max(T, chain_s + T / slices)
  *
- * the pipelined ring (or tree) of K dependent steps, each a per-step latency
- * alpha plus its chunk's transfer c = T / K, with each chunk cut into
- * `slices` that go on as soon as they arrive: step k+1 of a rank can start
- * when the first slice of step k from its predecessor has arrived, so a step
- * takes max(c, alpha + c / slices) and K steps take max(T, sum alpha +
- * T / slices).  NCCL v2.12 runs Simple rings with 2 slices per chunk
- * (ALLREDUCE_CHUNKSTEPS / ALLREDUCE_SLICESTEPS = 4 / 2 in
- * src/include/collectives.h, and the same for all-gather and
- * reduce-scatter) and LL, LL128 and trees with 1 (their primitives'
- * SlicePerChunk), so for those the latency is simply added: T + sum alpha.
+ * a ring (or tree) of K dependent steps, each a per-step latency alpha plus
+ * its chunk's transfer c = T / K, each chunk cut into `slices` that go on as
+ * soon as they arrive (a step then takes max(c, alpha + c / slices)).
  *
- * `chain_s` is the sum over the steps of a PHYSICAL per-step latency, not
- * the tuner's: an NVLink step costs NCCL's per-hop table value of the
- * protocol (0.47 / 1.9 / 3.4 us for LL / LL128 / Simple; the in-node
- * nccl-tests curve rises with it), a network step costs the fabric's path
- * latency between the two GPUs plus NCCL's per-step cost of a transfer
- * through the network proxy and an RDMA write: the table's LL and LL128
- * network step latencies (2.7, 4.0 us), and for Simple, whose table value
- * (28 us per network step, also 28 per tree step) is a penalty that steers
- * small messages away from it, the LL128 value (both carry bulk data
- * through the same proxy path).  The tuner keeps the full table to CHOOSE
- * (sim_coll_plan); only the executed time uses these. */
+ * LL and LL128 (rings and trees): slices = 1 (their primitives'
+ * SlicePerChunk in NCCL v2.12), so the latency is added, T + sum alpha, and
+ * `chain_s` sums PHYSICAL per-step latencies, not the tuner's: an NVLink
+ * step NCCL's table value of the protocol (ring 0.47 / 1.9 us, tree 0.52 /
+ * 1.25), a network step the fabric's path latency between the two GPUs
+ * (added by ring_flows / tree_flows from the routes) plus NCCL's per-step
+ * cost through its network proxy, the table's value (ring 2.7 / 4.0 us,
+ * tree 5.0 / 8.5).
+ *
+ * Simple keeps the first pass's treatment: in one node the table's latency
+ * added (slices = 1; the in-node nccl-tests curve and Table 1 were checked
+ * with it), across nodes the table's hops overlapped (slices = INFINITY:
+ * base + max(hops, T)).  Both physical alternatives break a target
+ * (README, "How the time is computed"): the table's 3.4 us per NVLink step
+ * added over 2(n-1) steps takes the 1 GiB all-reduce on 256 GPUs to
+ * 162 GB/s; NCCL's 2 slices per chunk for Simple (ALLREDUCE_CHUNKSTEPS /
+ * ALLREDUCE_SLICESTEPS) hide the chain at 1 GiB but, in one node too, make
+ * Table 1 4.2%.  The tuner keeps the full table to CHOOSE (sim_coll_plan);
+ * only the executed time uses the above. */
 typedef struct {
   double latency_s, chain_s, slices, min_xfer_s;
   guint net_steps; /* network steps of the chain, each adding the path latency */
@@ -335,11 +337,9 @@ static double ring_latency(const SimNetwork *net, SimCollOp op, guint ranks, gui
   return net->nccl.ring_base[p] + ring_hops(net, op, ranks, nodes, p);
 }
 
-/* NCCL's per-step cost of a network step through its proxy, without the
- * path (see Phase): the table's value for LL and LL128, LL128's for Simple. */
-static double net_step_overhead(const SimNetwork *net, ModelProto p) {
-  return net->nccl.net_hop[p == MODEL_PROTO_SIMPLE ? MODEL_PROTO_LL128 : p];
-}
+/* NCCL's per-step cost of a network step through its proxy for LL and
+ * LL128, without the path (see Phase). */
+static double net_step_overhead(const SimNetwork *net, ModelProto p) { return net->nccl.net_hop[p]; }
 
 /* A ring phase: NCCL's base latency first; the chain of 2(n-1) (all-reduce)
  * or n-1 steps with physical per-step latencies; the path latency of each
