@@ -15,6 +15,7 @@ typedef struct {
 static const Verb verbs[] = {
     {"run", cli_run, "simulate one configuration (text report or --format json)"},
     {"figure", cli_figure, "regenerate a table or figure of the papers (figure --list)"},
+    {"plan", cli_plan, "search t, p, d, b, v and recomputation for a model and GPU budget; rank by time to train"},
     {"fit", cli_fit, "turn calibration measurements into a device profile (fit --synthesize: the reverse)"},
     {"collective", cli_collective, "predict an nccl-tests table for one collective on the cluster's network"},
     {"bench", cli_bench, "the simulator's own speed: events per second, seconds per configuration, memory"},

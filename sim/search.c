@@ -1,0 +1,176 @@
+/* ptdsim — configuration search for `ptdsim plan` (see search.h).
+ *
+ * The space is the one the SC21 paper explores by hand (Narayanan et al.,
+ * section 3, "Performance Analysis of Parallelization Configurations"):
+ * tensor parallelism t inside a node (t divides the GPUs per node and the
+ * heads), pipeline parallelism p over whole layers (p divides the layers),
+ * data parallelism d = n/(t p), microbatch b dividing B/d, 1F1B or the
+ * interleaved schedule with v chunks (v divides l/p, m a multiple of p, as
+ * Megatron requires), full or no activation recomputation, Megatron's local
+ * DDP.  Memory is checked before simulating (a closed form over the
+ * schedule's order), so configurations that cannot run cost almost nothing;
+ * those that fit are simulated with the symmetry shortcut (one GPU per
+ * tensor-parallel group and one replica). */
+#include "search.h"
+
+#include <math.h>
+#include <string.h>
+
+static int cmp_double(double a, double b) { return a < b ? -1 : a > b ? 1 : 0; }
+static int cmp_uint(guint a, guint b) { return a < b ? -1 : a > b ? 1 : 0; }
+
+int sim_search_row_cmp(const SimSearchRow *a, const SimSearchRow *b) {
+  int c;
+  if ((c = cmp_double(a->iteration_time_s, b->iteration_time_s)) || (c = cmp_double(a->memory_GiB, b->memory_GiB)) ||
+      (c = cmp_uint(a->gpus, b->gpus)) || (c = cmp_uint(a->tp, b->tp)) || (c = cmp_uint(a->pp, b->pp)) ||
+      (c = cmp_uint(a->dp, b->dp)) || (c = cmp_uint(a->micro_batch, b->micro_batch)) ||
+      (c = cmp_uint(a->schedule, b->schedule)) || (c = cmp_uint(a->chunks, b->chunks)) ||
+      (c = cmp_uint(a->recompute, b->recompute)))
+    return c;
+  return 0;
+}
+
+static int row_cmp(const void *a, const void *b) { return sim_search_row_cmp(a, b); }
+
+typedef struct {
+  const SimSearchRequest *req;
+  const ModelProfile *profile;
+  const TopoCluster *cluster;
+  SimSearchResult *out;
+  SimPlan plan; /* reused: SimPlan is large (TeraPipe slice table) */
+} Search;
+
+/* One candidate: build, check memory, simulate.  Only a simulation error
+ * that is not about the configuration (none expected) stops the search. */
+static gboolean try_one(Search *s, guint t, guint p, guint d, guint b, guint v, gboolean recompute, GError **error) {
+  SimPlanRequest r = s->req->base;
+  r.gpus = t * p * d;
+  r.tp = t;
+  r.pp = p;
+  r.dp = d;
+  r.micro_batch = b;
+  r.schedule = v > 1 ? "interleaved" : "1f1b";
+  r.chunks = v > 1 ? v : 0;
+  r.layers_per_chunk = 0;
+  r.recompute = recompute ? "full" : "none";
+  r.ddp = "local";
+  r.allow_oom = FALSE;
+  s->out->searched++;
+  GError *err = NULL;
+  if (!sim_plan_build(&r, s->cluster, &s->plan, &err)) {
+    g_clear_error(&err);
+    s->out->infeasible++;
+    return TRUE;
+  }
+  ModelMemory mem;
+  guint stage;
+  sim_ptdp_memory(&s->plan, &mem, &stage);
+  if (!(mem.total <= s->profile->memory_bytes)) {
+    s->out->out_of_memory++;
+    return TRUE;
+  }
+  SimResult res;
+  if (!sim_ptdp_run(&s->plan, s->profile, s->cluster, &res, &err)) {
+    if (g_error_matches(err, SIM_PLAN_ERROR, SIM_PLAN_ERROR_OOM) ||
+        g_error_matches(err, SIM_PLAN_ERROR, SIM_PLAN_ERROR_TOO_BIG) ||
+        g_error_matches(err, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID)) {
+      g_clear_error(&err);
+      s->out->infeasible++;
+      return TRUE;
+    }
+    g_propagate_error(error, err);
+    return FALSE;
+  }
+  s->out->simulated++;
+  const SimPlan *pl = &s->plan;
+  SimSearchRow row = {
+      .gpus = pl->gpus,
+      .tp = t,
+      .pp = p,
+      .dp = d,
+      .micro_batch = b,
+      .chunks = pl->chunks,
+      .microbatches = pl->microbatches,
+      .schedule = pl->schedule,
+      .recompute = pl->recompute,
+      .iteration_time_s = res.iteration_time_s,
+      .tflops_per_gpu = res.tflops_per_gpu,
+      .memory_GiB = res.memory.total / 1073741824.0,
+      .training_days = res.training_days,
+      .tokens_per_s = (double)pl->global_batch * pl->model.seq_len / res.iteration_time_s,
+  };
+  g_array_append_val(s->out->rows, row);
+  return TRUE;
+}
+
+gboolean sim_search_run(const SimSearchRequest *req, const ModelProfile *profile, const TopoCluster *cluster,
+                        SimSearchResult *out, GError **error) {
+  memset(out, 0, sizeof *out);
+  out->rows = g_array_new(FALSE, FALSE, sizeof(SimSearchRow));
+  const ModelShape *m = &req->base.model;
+  guint n = req->base.gpus, B = req->base.global_batch;
+  if (n == 0 || B == 0 || m->layers == 0 || m->heads == 0) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--gpus, --global-batch and a model are required");
+    return FALSE;
+  }
+  if (n > topo_cluster_gpus(cluster)) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--gpus %u is more than cluster '%s' has (%u nodes x %u GPUs = %u); give at most %u", n,
+                cluster->name, cluster->nodes, cluster->gpus_per_node, topo_cluster_gpus(cluster),
+                topo_cluster_gpus(cluster));
+    return FALSE;
+  }
+  Search *s = g_new0(Search, 1);
+  s->req = req;
+  s->profile = profile;
+  s->cluster = cluster;
+  s->out = out;
+  gboolean ok = TRUE;
+  /* t inside a node and dividing the heads (hence the hidden size). */
+  for (guint t = 1; ok && t <= cluster->gpus_per_node; t++) {
+    if (cluster->gpus_per_node % t || m->heads % t || m->hidden % t)
+      continue;
+    for (guint p = 1; ok && p <= m->layers; p++) {
+      if (m->layers % p || (guint64)t * p > n)
+        continue;
+      for (guint d = 1; ok && (guint64)t * p * d <= n; d++) {
+        if (B % d)
+          continue;
+        if (!req->allow_fewer && (guint64)t * p * d != n)
+          continue;
+        guint per_replica = B / d;
+        for (guint b = 1; ok && b <= per_replica; b++) {
+          if (per_replica % b)
+            continue;
+          guint mb = per_replica / b;
+          guint lps = m->layers / p;
+          for (guint v = 1; ok && v <= lps; v++) {
+            /* v = 1: 1F1B; v >= 2: interleaved, which needs p >= 2 and m a multiple of p. */
+            if (lps % v || (v > 1 && (p < 2 || mb % p)))
+              continue;
+            for (int rc = 1; ok && rc >= 0; rc--)
+              ok = try_one(s, t, p, d, b, v, rc, error);
+          }
+        }
+      }
+    }
+  }
+  g_free(s);
+  if (!ok)
+    return FALSE;
+  g_array_sort(out->rows, row_cmp);
+  if (out->rows->len == 0) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_OOM,
+                "no configuration fits: %u searched, %u out of memory, %u infeasible on %u GPUs%s; give more --gpus, "
+                "a smaller --global-batch or a smaller model",
+                out->searched, out->out_of_memory, out->infeasible, n, req->allow_fewer ? " or fewer" : "");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+void sim_search_result_clear(SimSearchResult *r) {
+  if (r->rows)
+    g_array_free(r->rows, TRUE);
+  memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,38 @@
+/* ptdsim — the configuration search behind `ptdsim plan`: every (t, p, d, b,
+ * schedule, v, recompute) that a model, GPU budget and global batch allow,
+ * the ones that fit in memory simulated, ranked by iteration time. */
+#pragma once
+
+#include <glib.h>
+
+#include "plan.h"
+
+typedef struct {
+  SimPlanRequest base;  /* model, gpus (the budget), global_batch, tokens, network, fusion...; tp/pp/dp/micro_batch,
+                           schedule, chunks and recompute are what the search sets */
+  gboolean allow_fewer; /* also t*p*d < gpus (every d that divides the batch) */
+} SimSearchRequest;
+
+typedef struct {
+  guint gpus, tp, pp, dp, micro_batch, chunks, microbatches;
+  SimSchedule schedule; /* 1f1b or interleaved */
+  gboolean recompute;
+  double iteration_time_s, tflops_per_gpu, memory_GiB, training_days, tokens_per_s;
+} SimSearchRow;
+
+typedef struct {
+  GArray *rows; /* SimSearchRow, best first; every row fits in memory */
+  guint searched;      /* candidates enumerated */
+  guint simulated;     /* fitted in memory and simulated */
+  guint out_of_memory; /* did not fit (not simulated) */
+  guint infeasible;    /* rejected by the plan checks (e.g. too many ops) */
+} SimSearchResult;
+
+/* Enumerates, checks memory, simulates what fits and sorts: iteration time
+ * ascending, ties by (memory, gpus, t, p, d, b, v, recompute) so the order is
+ * total.  Fails with one line when nothing fits. */
+gboolean sim_search_run(const SimSearchRequest *req, const ModelProfile *profile, const TopoCluster *cluster,
+                        SimSearchResult *out, GError **error);
+void sim_search_result_clear(SimSearchResult *r);
+/* The total order used for ranking (exposed for tests). */
+int sim_search_row_cmp(const SimSearchRow *a, const SimSearchRow *b);
