@@ -1,0 +1,318 @@
+/* ptdsim — end-to-end tests of `ptdsim plan` through the real binary
+ * ($PTDSIM_BIN): the ranked rows agree exactly with `ptdsim run` of the same
+ * configuration, every row fits, rows are sorted, the search space is counted
+ * exactly, JSON keys, determinism and errors.  No expected timings are
+ * written here: the reference is always `ptdsim run`. */
+#include <cjson/cJSON.h>
+#include <glib.h>
+#include <math.h>
+#include <string.h>
+
+static const char *bin;
+
+typedef struct {
+  int status;
+  char *out, *err;
+} Proc;
+
+static void proc_clear(Proc *p) {
+  g_free(p->out);
+  g_free(p->err);
+}
+
+/* Runs ptdsim with `args`, space-separated (split here, no shell). */
+static Proc run_line(const char *args) {
+  char **v = g_strsplit(args, " ", -1);
+  GPtrArray *argv = g_ptr_array_new();
+  g_ptr_array_add(argv, (gpointer)bin);
+  for (guint i = 0; v[i]; i++)
+    g_ptr_array_add(argv, v[i]);
+  g_ptr_array_add(argv, NULL);
+  Proc p = {-1, NULL, NULL};
+  int wait_status = 0;
+  GError *error = NULL;
+  gboolean ok = g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &p.out, &p.err,
+                             &wait_status, &error);
+  g_assert_no_error(error);
+  g_assert_true(ok);
+  g_ptr_array_free(argv, TRUE);
+  g_strfreev(v);
+  if (g_spawn_check_wait_status(wait_status, &error))
+    p.status = 0;
+  else {
+    if (error->domain == G_SPAWN_EXIT_ERROR)
+      p.status = error->code;
+    g_clear_error(&error);
+  }
+  return p;
+}
+
+static cJSON *run_json(const char *args) {
+  Proc p = run_line(args);
+  if (p.status != 0)
+    g_test_message("ptdsim %s: %s", args, p.err);
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_cmpstr(p.err, ==, "");
+  cJSON *j = cJSON_Parse(p.out);
+  g_assert_nonnull(j);
+  proc_clear(&p);
+  return j;
+}
+
+static double num(const cJSON *obj, const char *key) {
+  const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (!cJSON_IsNumber(item))
+    g_test_message("key '%s' missing or not a number", key);
+  g_assert_true(cJSON_IsNumber(item));
+  g_assert_true(isfinite(item->valuedouble));
+  return item->valuedouble;
+}
+
+static const char *str(const cJSON *obj, const char *key) {
+  const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+  g_assert_true(cJSON_IsString(item));
+  return item->valuestring;
+}
+
+/* Small enough to search in well under a second. */
+#define TOY "--layers 8 --hidden 1024 --heads 16 --seq-len 512 --global-batch 16"
+/* A budget where some candidates do not fit (a 16 GiB GPU). */
+#define TIGHT "--model gpt3-1b --gpus 8 --global-batch 16 --profile v100-sxm2-16gb"
+
+/* The `ptdsim run` line of a plan row (same model, same network). */
+static char *run_args_of(const char *model, const cJSON *row, const char *extra) {
+  GString *a = g_string_new(NULL);
+  g_string_append_printf(a, "run %s --gpus %.0f --tp %.0f --pp %.0f --micro-batch %.0f --recompute %s --ddp local "
+                            "--schedule %s",
+                         model, num(row, "gpus"), num(row, "tp"), num(row, "pp"), num(row, "micro_batch"),
+                         str(row, "recompute"), str(row, "schedule"));
+  if (strcmp(str(row, "schedule"), "interleaved") == 0)
+    g_string_append_printf(a, " --chunks %.0f", num(row, "chunks"));
+  g_string_append_printf(a, " %s --format json", extra);
+  return g_string_free(a, FALSE);
+}
+
+/* Why: a plan row must be the very simulation `run` does for that
+ * configuration — same iteration time to the bit, same TFLOP/s and memory —
+ * otherwise the ranking is of something other than what users then run. */
+static void check_rows_against_run(const char *model, const char *plan_extra, const char *run_extra, guint n_check) {
+  char *args = g_strdup_printf("plan %s %s --top 1000000 --format json", model, plan_extra);
+  cJSON *j = run_json(args);
+  const cJSON *rows = cJSON_GetObjectItemCaseSensitive(j, "rows");
+  guint n = (guint)cJSON_GetArraySize(rows);
+  g_assert_cmpuint(n, >, 0);
+  /* the first few and the last few rows */
+  for (guint i = 0; i < n; i++) {
+    if (i >= n_check && i + n_check < n)
+      continue;
+    const cJSON *row = cJSON_GetArrayItem(rows, (int)i);
+    char *ra = run_args_of(model, row, run_extra);
+    cJSON *r = run_json(ra);
+    g_assert_cmpfloat(num(r, "iteration_time_s"), ==, num(row, "iteration_time_s"));
+    g_assert_cmpfloat(num(r, "tflops_per_gpu"), ==, num(row, "tflops_per_gpu"));
+    g_assert_cmpfloat(num(cJSON_GetObjectItemCaseSensitive(r, "memory_per_gpu_GiB"), "total"), ==,
+                      num(row, "memory_per_gpu_GiB"));
+    g_assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "fits_in_memory")));
+    cJSON_Delete(r);
+    g_free(ra);
+  }
+  cJSON_Delete(j);
+  g_free(args);
+}
+
+static void test_matches_run(void) {
+  check_rows_against_run(TOY, "--gpus 16", "--network analytic", 4);
+  check_rows_against_run("--model gpt3-1b", "--gpus 8 --global-batch 16 --profile v100-sxm2-16gb",
+                         "--global-batch 16 --profile v100-sxm2-16gb --network analytic", 3);
+  /* --network flow is passed through */
+  check_rows_against_run(TOY, "--gpus 16 --network flow", "--network flow", 2);
+}
+
+/* Why: rows are ranked by iteration time; the order must be total and the
+ * counts must add up; every listed row fits the GPU (16 GiB here) and some
+ * candidates do not. */
+static void test_sorted_and_counted(void) {
+  cJSON *j = run_json("plan " TIGHT " --top 1000000 --format json");
+  const char *keys[] = {"searched", "simulated", "infeasible", "out_of_memory", "ranked"};
+  for (guint i = 0; i < G_N_ELEMENTS(keys); i++)
+    g_assert_cmpfloat(num(j, keys[i]), >=, 0);
+  g_assert_cmpfloat(num(j, "searched"), ==, num(j, "simulated") + num(j, "infeasible") + num(j, "out_of_memory"));
+  g_assert_cmpfloat(num(j, "out_of_memory"), >, 0);
+  g_assert_cmpstr(str(j, "network"), ==, "analytic");
+  const cJSON *rows = cJSON_GetObjectItemCaseSensitive(j, "rows");
+  g_assert_cmpfloat(cJSON_GetArraySize(rows), ==, num(j, "ranked"));
+  g_assert_cmpfloat(num(j, "ranked"), ==, num(j, "simulated"));
+  double prev = 0;
+  const char *row_keys[] = {"gpus", "tp", "pp", "dp", "micro_batch", "microbatches", "chunks", "iteration_time_s",
+                            "tflops_per_gpu", "tokens_per_s", "memory_per_gpu_GiB"};
+  for (int i = 0; i < cJSON_GetArraySize(rows); i++) {
+    const cJSON *row = cJSON_GetArrayItem(rows, i);
+    for (guint k = 0; k < G_N_ELEMENTS(row_keys); k++)
+      g_assert_cmpfloat(num(row, row_keys[k]), >, 0);
+    g_assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "fits_in_memory")));
+    g_assert_cmpfloat(num(row, "memory_per_gpu_GiB"), <=, 16.0);
+    g_assert_cmpfloat(num(row, "gpus"), ==, 8);
+    g_assert_cmpfloat(num(row, "tp") * num(row, "pp") * num(row, "dp"), ==, 8);
+    g_assert_cmpfloat(num(row, "micro_batch") * num(row, "dp") * num(row, "microbatches"), ==, 16);
+    g_assert_null(cJSON_GetObjectItemCaseSensitive(row, "training_days"));
+    double t = num(row, "iteration_time_s");
+    g_assert_cmpfloat(t, >=, prev);
+    prev = t;
+  }
+  cJSON_Delete(j);
+
+  /* --top K keeps the first K of the same ranking */
+  cJSON *all = run_json("plan " TIGHT " --top 1000000 --format json");
+  cJSON *few = run_json("plan " TIGHT " --top 3 --format json");
+  const cJSON *fr = cJSON_GetObjectItemCaseSensitive(few, "rows");
+  g_assert_cmpint(cJSON_GetArraySize(fr), ==, 3);
+  for (int i = 0; i < 3; i++)
+    g_assert_true(cJSON_Compare(cJSON_GetArrayItem(fr, i),
+                                cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(all, "rows"), i), TRUE));
+  cJSON_Delete(all);
+  cJSON_Delete(few);
+  /* the default is 10 */
+  j = run_json("plan " TIGHT " --format json");
+  g_assert_cmpint(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "rows")), ==, 10);
+  cJSON_Delete(j);
+}
+
+/* The search space, counted here independently from its definition: t
+ * divides the GPUs per node (8 on Selene) and the heads, p divides the
+ * layers, d = n/(t p) (or any d with t p d <= n when `fewer`) dividing B, b
+ * dividing B/d, v = 1 (1F1B) or v >= 2 dividing l/p with p >= 2 and m a
+ * multiple of p (interleaved), times two recompute settings. */
+static guint count_space(guint layers, guint heads, guint n, guint B, gboolean fewer) {
+  guint count = 0;
+  for (guint t = 1; t <= 8; t++)
+    for (guint p = 1; p <= layers; p++)
+      for (guint d = 1; d <= n; d++) {
+        if (8 % t || heads % t || layers % p || B % d || t * p * d > n || (!fewer && t * p * d != n))
+          continue;
+        for (guint b = 1; b <= B / d; b++) {
+          if ((B / d) % b)
+            continue;
+          guint m = B / d / b;
+          for (guint v = 1; v <= layers / p; v++)
+            if ((layers / p) % v == 0 && (v == 1 || (p >= 2 && m % p == 0)))
+              count += 2;
+        }
+      }
+  return count;
+}
+
+/* Why: "searched" is the size of the space the README defines; a search
+ * that silently skips a family of configurations must fail here. */
+static void test_space_size(void) {
+  cJSON *j = run_json("plan " TOY " --gpus 16 --format json");
+  g_assert_cmpfloat(num(j, "searched"), ==, count_space(8, 16, 16, 16, FALSE));
+  cJSON_Delete(j);
+  j = run_json("plan " TOY " --gpus 16 --allow-fewer --top 1000000 --format json");
+  g_assert_cmpfloat(num(j, "searched"), ==, count_space(8, 16, 16, 16, TRUE));
+  const cJSON *rows = cJSON_GetObjectItemCaseSensitive(j, "rows");
+  gboolean fewer_seen = FALSE;
+  for (int i = 0; i < cJSON_GetArraySize(rows); i++) {
+    double g = num(cJSON_GetArrayItem(rows, i), "gpus");
+    g_assert_cmpfloat(g, <=, 16);
+    fewer_seen |= g < 16;
+  }
+  g_assert_true(fewer_seen);
+  cJSON_Delete(j);
+  j = run_json("plan " TIGHT " --format json");
+  g_assert_cmpfloat(num(j, "searched"), ==, count_space(24, 16, 8, 16, FALSE));
+  cJSON_Delete(j);
+}
+
+/* Why: training days follow from the token budget and the iteration time
+ * (tokens / (B s) iterations), and the ranking does not change with them. */
+static void test_tokens(void) {
+  cJSON *a = run_json("plan " TOY " --gpus 16 --tokens 1e9 --format json");
+  cJSON *b = run_json("plan " TOY " --gpus 16 --format json");
+  const cJSON *ra = cJSON_GetObjectItemCaseSensitive(a, "rows"), *rb = cJSON_GetObjectItemCaseSensitive(b, "rows");
+  g_assert_cmpint(cJSON_GetArraySize(ra), ==, cJSON_GetArraySize(rb));
+  for (int i = 0; i < cJSON_GetArraySize(ra); i++) {
+    const cJSON *x = cJSON_GetArrayItem(ra, i), *y = cJSON_GetArrayItem(rb, i);
+    g_assert_cmpfloat(num(x, "iteration_time_s"), ==, num(y, "iteration_time_s"));
+    double t = num(x, "iteration_time_s");
+    g_assert_cmpfloat_with_epsilon(num(x, "training_days") * 86400, 1e9 / (16.0 * 512) * t, 1e-9 * t * 1e9 / 8192);
+    g_assert_cmpfloat_with_epsilon(num(x, "tokens_per_s"), 16.0 * 512 / t, 1e-9 * 8192 / t);
+  }
+  cJSON_Delete(a);
+  cJSON_Delete(b);
+}
+
+/* Why: same inputs, byte-identical output (text and JSON). */
+static void test_deterministic(void) {
+  const char *lines[] = {"plan " TIGHT " --top 50", "plan " TIGHT " --top 50 --format json"};
+  for (guint i = 0; i < G_N_ELEMENTS(lines); i++) {
+    Proc a = run_line(lines[i]), b = run_line(lines[i]);
+    g_assert_cmpint(a.status, ==, 0);
+    g_assert_cmpstr(a.out, ==, b.out);
+    proc_clear(&a);
+    proc_clear(&b);
+  }
+  Proc t = run_line("plan " TIGHT " --top 2 --tokens 3e11");
+  g_assert_cmpint(t.status, ==, 0);
+  g_assert_nonnull(strstr(t.out, "days"));
+  g_assert_nonnull(strstr(t.out, "out of memory"));
+  g_assert_nonnull(strstr(t.out, "network analytic"));
+  proc_clear(&t);
+}
+
+typedef struct {
+  const char *args, *needle;
+} Bad;
+
+static const Bad bad_cases[] = {
+    {"plan --gpus 8 --global-batch 16", "no model"},
+    {"plan --model gpt3-1b --global-batch 16", "--gpus is required"},
+    {"plan --model gpt3-1b --gpus 8", "--global-batch is required"},
+    {"plan --model gpt3-175b --gpus 8 --global-batch 16", "no configuration fits"},
+    {"plan --model gpt3-1b --gpus 8 --global-batch 16 --top 0", "--top"},
+    {"plan --model gpt3-1b --gpus 8 --global-batch 16 --network carrier-pigeon", "--network"},
+    {"plan --model gpt3-1b --gpus 8 --global-batch 16 --format xml", "--format"},
+    {"plan --model gpt3-1b --gpus 100000 --global-batch 16", "more than cluster"},
+    {"plan --model nosuch --gpus 8 --global-batch 16", "unknown --model"},
+    {"plan --model gpt3-1b --gpus 8 --global-batch 16 extra", "unexpected argument"},
+};
+
+/* Why: every bad input is one line on stderr, non-zero exit, no stdout. */
+static void test_bad_input(gconstpointer data) {
+  const Bad *b = data;
+  Proc p = run_line(b->args);
+  g_assert_cmpint(p.status, !=, 0);
+  g_assert_cmpstr(p.out, ==, "");
+  g_assert_nonnull(strstr(p.err, b->needle));
+  g_assert_true(g_str_has_prefix(p.err, "ptdsim: "));
+  g_assert_cmpint((int)(strchr(p.err, '\n') - p.err), ==, (int)strlen(p.err) - 1);
+  proc_clear(&p);
+}
+
+static void test_help(void) {
+  Proc p = run_line("plan --help");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "--allow-fewer"));
+  g_assert_nonnull(strstr(p.out, "--top"));
+  proc_clear(&p);
+}
+
+int main(int argc, char **argv) {
+  g_test_init(&argc, &argv, NULL);
+  bin = g_getenv("PTDSIM_BIN");
+  if (!bin) {
+    g_printerr("PTDSIM_BIN is not set\n");
+    return 1;
+  }
+  g_test_add_func("/plan/matches-run", test_matches_run);
+  g_test_add_func("/plan/sorted-and-counted", test_sorted_and_counted);
+  g_test_add_func("/plan/space-size", test_space_size);
+  g_test_add_func("/plan/tokens", test_tokens);
+  g_test_add_func("/plan/deterministic", test_deterministic);
+  for (guint i = 0; i < G_N_ELEMENTS(bad_cases); i++) {
+    char *path = g_strdup_printf("/plan/bad-input/%u", i);
+    g_test_add_data_func(path, &bad_cases[i], test_bad_input);
+    g_free(path);
+  }
+  g_test_add_func("/plan/help", test_help);
+  return g_test_run();
+}
