@@ -96,6 +96,7 @@ int cli_plan(int argc, char **argv) {
     network = "analytic"; /* measured collectives drive the analytic model only, as in `run` */
   sreq.base.network = network;
   sreq.allow_fewer = allow_fewer;
+  sreq.keep = top == NOT_GIVEN ? 10 : (guint)top;
   if (!sim_search_run(&sreq, profile, cluster, &res, &error))
     goto fail;
   guint k = top == NOT_GIVEN ? 10 : (guint)MIN((gint64)res.rows->len, top);
@@ -110,6 +111,7 @@ int cli_plan(int argc, char **argv) {
     cJSON_AddNumberToObject(json, "simulated", res.simulated);
     cJSON_AddNumberToObject(json, "infeasible", res.infeasible);
     cJSON_AddNumberToObject(json, "out_of_memory", res.out_of_memory);
+    cJSON_AddNumberToObject(json, "pruned", res.pruned);
     cJSON_AddNumberToObject(json, "ranked", res.rows->len);
     cJSON_AddStringToObject(json, "network", network);
     cJSON_AddStringToObject(json, "ranked_by", "iteration_time_s");
@@ -118,9 +120,9 @@ int cli_plan(int argc, char **argv) {
   } else {
     GString *text = g_string_new(NULL);
     g_string_append_printf(text,
-                           "%u configurations searched: %u simulated, %u out of memory, %u infeasible "
+                           "%u configurations searched: %u simulated, %u out of memory, %u infeasible, %u pruned "
                            "(network %s%s)\n",
-                           res.searched, res.simulated, res.out_of_memory, res.infeasible, network,
+                           res.searched, res.simulated, res.out_of_memory, res.infeasible, res.pruned, network,
                            o.network ? "" : ", the default for plan; --network flow models link sharing");
     g_string_append_printf(text, "%4s %5s %3s %3s %4s %3s %-11s %2s %-9s %11s %10s %9s", "rank", "gpus", "t", "p",
                            "d", "b", "schedule", "v", "recompute", "iteration_s", "TFLOP/s/GPU", "mem_GiB");

@@ -10,7 +10,16 @@
  * DDP.  Memory is checked before simulating (a closed form over the
  * schedule's order), so configurations that cannot run cost almost nothing;
  * those that fit are simulated with the symmetry shortcut (one GPU per
- * tensor-parallel group and one replica). */
+ * tensor-parallel group and one replica).
+ *
+ * Pruning (keeps the best `keep` rows exact): no GPU executes faster than its
+ * peak, so an iteration takes at least F_hw / (n peak), F_hw the executed
+ * FLOPs (Eq. 3, with or without the recomputation pass).  A candidate whose
+ * bound, loosened by PRUNE_SLACK against any FLOP the cost model might count
+ * differently from the formula, is above the keep-th best time found so far
+ * cannot enter the list and is not simulated.  Largest GPU counts are tried
+ * first so that the threshold is tight early; this matters with
+ * --allow-fewer, where most candidates use a fraction of the budget. */
 #include "search.h"
 
 #include <math.h>
@@ -33,7 +42,24 @@ int sim_search_row_cmp(const SimSearchRow *a, const SimSearchRow *b) {
 static int row_cmp(const void *a, const void *b) { return sim_search_row_cmp(a, b); }
 
 typedef struct {
+  guint t, p, d;
+} Triple;
+
+/* Most GPUs first, then t, p, d ascending: a fixed order. */
+static int triple_cmp(const void *a, const void *b) {
+  const Triple *x = a, *y = b;
+  guint64 nx = (guint64)x->t * x->p * x->d, ny = (guint64)y->t * y->p * y->d;
+  int c;
+  if ((c = (nx < ny) - (nx > ny)) || (c = cmp_uint(x->t, y->t)) || (c = cmp_uint(x->p, y->p)))
+    return c;
+  return cmp_uint(x->d, y->d);
+}
+
+#define PRUNE_SLACK 0.8
+
+typedef struct {
   const SimSearchRequest *req;
+  GArray *best; /* the `keep` smallest iteration times so far, ascending */
   const ModelProfile *profile;
   const TopoCluster *cluster;
   SimSearchResult *out;
@@ -69,6 +95,14 @@ static gboolean try_one(Search *s, guint t, guint p, guint d, guint b, guint v, 
     s->out->out_of_memory++;
     return TRUE;
   }
+  if (s->req->keep && s->best->len >= s->req->keep) {
+    double bound = PRUNE_SLACK * model_hardware_flops_per_iteration(&r.model, r.global_batch, recompute) /
+                   ((double)r.gpus * s->profile->peak_flops);
+    if (bound > g_array_index(s->best, double, s->best->len - 1)) {
+      s->out->pruned++;
+      return TRUE;
+    }
+  }
   SimResult res;
   if (!sim_ptdp_run(&s->plan, s->profile, s->cluster, &res, &err)) {
     if (g_error_matches(err, SIM_PLAN_ERROR, SIM_PLAN_ERROR_OOM) ||
@@ -100,6 +134,15 @@ static gboolean try_one(Search *s, guint t, guint p, guint d, guint b, guint v, 
       .tokens_per_s = (double)pl->global_batch * pl->model.seq_len / res.iteration_time_s,
   };
   g_array_append_val(s->out->rows, row);
+  if (s->req->keep) {
+    guint i = s->best->len;
+    while (i > 0 && g_array_index(s->best, double, i - 1) > row.iteration_time_s)
+      i--;
+    if (i < s->req->keep)
+      g_array_insert_val(s->best, i, row.iteration_time_s);
+    if (s->best->len > s->req->keep)
+      g_array_set_size(s->best, s->req->keep);
+  }
   return TRUE;
 }
 
@@ -125,36 +168,44 @@ gboolean sim_search_run(const SimSearchRequest *req, const ModelProfile *profile
   s->profile = profile;
   s->cluster = cluster;
   s->out = out;
-  gboolean ok = TRUE;
-  /* t inside a node and dividing the heads (hence the hidden size). */
-  for (guint t = 1; ok && t <= cluster->gpus_per_node; t++) {
+  /* The (t, p, d) triples: t inside a node and dividing the heads (hence
+   * the hidden size), p dividing the layers, d dividing the batch. */
+  GArray *tpd = g_array_new(FALSE, FALSE, sizeof(Triple));
+  for (guint t = 1; t <= cluster->gpus_per_node; t++) {
     if (cluster->gpus_per_node % t || m->heads % t || m->hidden % t)
       continue;
-    for (guint p = 1; ok && p <= m->layers; p++) {
+    for (guint p = 1; p <= m->layers; p++) {
       if (m->layers % p || (guint64)t * p > n)
         continue;
-      for (guint d = 1; ok && (guint64)t * p * d <= n; d++) {
-        if (B % d)
+      for (guint d = 1; (guint64)t * p * d <= n; d++) {
+        if (B % d || (!req->allow_fewer && (guint64)t * p * d != n))
           continue;
-        if (!req->allow_fewer && (guint64)t * p * d != n)
-          continue;
-        guint per_replica = B / d;
-        for (guint b = 1; ok && b <= per_replica; b++) {
-          if (per_replica % b)
-            continue;
-          guint mb = per_replica / b;
-          guint lps = m->layers / p;
-          for (guint v = 1; ok && v <= lps; v++) {
-            /* v = 1: 1F1B; v >= 2: interleaved, which needs p >= 2 and m a multiple of p. */
-            if (lps % v || (v > 1 && (p < 2 || mb % p)))
-              continue;
-            for (int rc = 1; ok && rc >= 0; rc--)
-              ok = try_one(s, t, p, d, b, v, rc, error);
-          }
-        }
+        Triple x = {t, p, d};
+        g_array_append_val(tpd, x);
       }
     }
   }
+  g_array_sort(tpd, triple_cmp);
+  s->best = g_array_new(FALSE, FALSE, sizeof(double));
+  gboolean ok = TRUE;
+  for (guint i = 0; ok && i < tpd->len; i++) {
+    Triple x = g_array_index(tpd, Triple, i);
+    guint p = x.p, per_replica = B / x.d, lps = m->layers / p;
+    for (guint b = 1; ok && b <= per_replica; b++) {
+      if (per_replica % b)
+        continue;
+      guint mb = per_replica / b;
+      for (guint v = 1; ok && v <= lps; v++) {
+        /* v = 1: 1F1B; v >= 2: interleaved, which needs p >= 2 and m a multiple of p. */
+        if (lps % v || (v > 1 && (p < 2 || mb % p)))
+          continue;
+        for (int rc = 1; ok && rc >= 0; rc--)
+          ok = try_one(s, x.t, p, x.d, b, v, rc, error);
+      }
+    }
+  }
+  g_array_free(tpd, TRUE);
+  g_array_free(s->best, TRUE);
   g_free(s);
   if (!ok)
     return FALSE;

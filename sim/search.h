@@ -11,6 +11,8 @@ typedef struct {
   SimPlanRequest base;  /* model, gpus (the budget), global_batch, tokens, network, fusion...; tp/pp/dp/micro_batch,
                            schedule, chunks and recompute are what the search sets */
   gboolean allow_fewer; /* also t*p*d < gpus (every d that divides the batch) */
+  guint keep;           /* rows wanted (--top); candidates that provably cannot enter the best `keep` are
+                           pruned; 0: keep (and simulate) everything that fits */
 } SimSearchRequest;
 
 typedef struct {
@@ -26,9 +28,11 @@ typedef struct {
   guint simulated;     /* fitted in memory and simulated */
   guint out_of_memory; /* did not fit (not simulated) */
   guint infeasible;    /* rejected by the plan checks (e.g. too many ops) */
+  guint pruned;        /* fit, but their compute lower bound is above the keep-th best time */
 } SimSearchResult;
 
-/* Enumerates, checks memory, simulates what fits and sorts: iteration time
+/* Enumerates (largest GPU count first), checks memory, simulates what fits
+ * unless pruned, and sorts: iteration time
  * ascending, ties by (memory, gpus, t, p, d, b, v, recompute) so the order is
  * total.  Fails with one line when nothing fits. */
 gboolean sim_search_run(const SimSearchRequest *req, const ModelProfile *profile, const TopoCluster *cluster,

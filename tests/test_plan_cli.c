@@ -133,11 +133,13 @@ static void test_matches_run(void) {
  * candidates do not. */
 static void test_sorted_and_counted(void) {
   cJSON *j = run_json("plan " TIGHT " --top 1000000 --format json");
-  const char *keys[] = {"searched", "simulated", "infeasible", "out_of_memory", "ranked"};
+  const char *keys[] = {"searched", "simulated", "infeasible", "out_of_memory", "pruned", "ranked"};
   for (guint i = 0; i < G_N_ELEMENTS(keys); i++)
     g_assert_cmpfloat(num(j, keys[i]), >=, 0);
-  g_assert_cmpfloat(num(j, "searched"), ==, num(j, "simulated") + num(j, "infeasible") + num(j, "out_of_memory"));
+  g_assert_cmpfloat(num(j, "searched"), ==,
+                    num(j, "simulated") + num(j, "infeasible") + num(j, "out_of_memory") + num(j, "pruned"));
   g_assert_cmpfloat(num(j, "out_of_memory"), >, 0);
+  g_assert_cmpfloat(num(j, "pruned"), ==, 0); /* nothing is pruned when every row is wanted */
   g_assert_cmpstr(str(j, "network"), ==, "analytic");
   const cJSON *rows = cJSON_GetObjectItemCaseSensitive(j, "rows");
   g_assert_cmpfloat(cJSON_GetArraySize(rows), ==, num(j, "ranked"));
@@ -223,6 +225,37 @@ static void test_space_size(void) {
   cJSON_Delete(j);
 }
 
+/* Why: pruning by the compute lower bound must never change the best K
+ * rows: --top K equals the first K rows of the unpruned search, and the
+ * pruning does fire (else this proves nothing). */
+static void test_pruning_exact(void) {
+  const char *bases[] = {"plan --model gpt3-1b --gpus 16 --global-batch 16 --allow-fewer",
+                         "plan " TOY " --gpus 16 --allow-fewer"};
+  for (guint bi = 0; bi < G_N_ELEMENTS(bases); bi++) {
+    char *all_args = g_strdup_printf("%s --top 1000000 --format json", bases[bi]);
+    cJSON *all = run_json(all_args);
+    g_assert_cmpfloat(num(all, "pruned"), ==, 0);
+    const cJSON *ar = cJSON_GetObjectItemCaseSensitive(all, "rows");
+    const guint ks[] = {1, 3, 10};
+    for (guint i = 0; i < G_N_ELEMENTS(ks); i++) {
+      char *args = g_strdup_printf("%s --top %u --format json", bases[bi], ks[i]);
+      cJSON *few = run_json(args);
+      g_assert_cmpfloat(num(few, "pruned"), >, 0);
+      g_assert_cmpfloat(num(few, "searched"), ==, num(all, "searched"));
+      g_assert_cmpfloat(num(few, "searched"), ==, num(few, "simulated") + num(few, "infeasible") +
+                                                      num(few, "out_of_memory") + num(few, "pruned"));
+      const cJSON *fr = cJSON_GetObjectItemCaseSensitive(few, "rows");
+      g_assert_cmpint(cJSON_GetArraySize(fr), ==, (int)ks[i]);
+      for (guint r = 0; r < ks[i]; r++)
+        g_assert_true(cJSON_Compare(cJSON_GetArrayItem(fr, (int)r), cJSON_GetArrayItem(ar, (int)r), TRUE));
+      cJSON_Delete(few);
+      g_free(args);
+    }
+    cJSON_Delete(all);
+    g_free(all_args);
+  }
+}
+
 /* Why: training days follow from the token budget and the iteration time
  * (tokens / (B s) iterations), and the ranking does not change with them. */
 static void test_tokens(void) {
@@ -306,6 +339,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/plan/matches-run", test_matches_run);
   g_test_add_func("/plan/sorted-and-counted", test_sorted_and_counted);
   g_test_add_func("/plan/space-size", test_space_size);
+  g_test_add_func("/plan/pruning-exact", test_pruning_exact);
   g_test_add_func("/plan/tokens", test_tokens);
   g_test_add_func("/plan/deterministic", test_deterministic);
   for (guint i = 0; i < G_N_ELEMENTS(bad_cases); i++) {
