@@ -79,14 +79,27 @@ static void add_us(cJSON *o, const char *key, SimTime ns) {
   cJSON_AddRawToObject(o, key, buf);
 }
 
+/* Integers as raw text: cJSON prints every number through "%1.15g" and
+ * reads it back to check, which dominated the writer's time. */
+static void add_int(cJSON *o, const char *key, gint64 v) {
+  char buf[24];
+  g_snprintf(buf, sizeof buf, "%" G_GINT64_FORMAT, v);
+  cJSON_AddRawToObject(o, key, buf);
+}
+
 /* Each event is built and printed by cJSON, then freed: the trace streams to
  * disk in constant memory whatever its size.  Events are separated by ",\n"
  * (one per line, easy to grep). */
 static void emit(TracePerfetto *t, cJSON *event) {
-  char *text = cJSON_PrintUnformatted(event);
+  char buf[1024];
   fputs(t->events ? ",\n" : "\n", t->f);
-  fputs(text, t->f);
-  cJSON_free(text);
+  if (cJSON_PrintPreallocated(event, buf, sizeof buf, FALSE))
+    fputs(buf, t->f);
+  else { /* longer than any event ptdsim writes; kept for safety */
+    char *text = cJSON_PrintUnformatted(event);
+    fputs(text, t->f);
+    cJSON_free(text);
+  }
   cJSON_Delete(event);
   t->events++;
 }
@@ -95,9 +108,9 @@ static void emit_meta(TracePerfetto *t, const char *what, guint pid, gint tid, c
   cJSON *e = cJSON_CreateObject();
   cJSON_AddStringToObject(e, "name", what);
   cJSON_AddStringToObject(e, "ph", "M");
-  cJSON_AddNumberToObject(e, "pid", pid);
+  add_int(e, "pid", pid);
   if (tid >= 0)
-    cJSON_AddNumberToObject(e, "tid", tid);
+    add_int(e, "tid", tid);
   cJSON *args = cJSON_AddObjectToObject(e, "args");
   cJSON_AddItemToObject(args, key, value);
   emit(t, e);
@@ -212,13 +225,13 @@ gboolean trace_perfetto_write(const SimTimeline *tl, gpointer data, GError **err
         cJSON_AddStringToObject(ev, "ph", "X");
         add_us(ev, "ts", s0);
         add_us(ev, "dur", s1 - s0);
-        cJSON_AddNumberToObject(ev, "pid", tl->gpu_of[g]);
-        cJSON_AddNumberToObject(ev, "tid", kind);
+        add_int(ev, "pid", tl->gpu_of[g]);
+        add_int(ev, "tid", kind);
         cJSON *args = cJSON_AddObjectToObject(ev, "args");
-        cJSON_AddNumberToObject(args, "op", ops[j]);
-        cJSON_AddNumberToObject(args, "stage", tag->stage);
+        add_int(args, "op", ops[j]);
+        add_int(args, "stage", tag->stage);
         if (tag->microbatch >= 0 && tag->pass < (tl->recompute_pass ? 3u : 2u))
-          cJSON_AddNumberToObject(args, tl->item_unit, item_of(tl, tag));
+          add_int(args, tl->item_unit, item_of(tl, tag));
         emit(t, ev);
       }
     }
