@@ -354,6 +354,13 @@ static void test_errors(void) {
   assert_one_line_error(&p, "--trace");
   proc_clear(&p);
 
+  if (g_file_test("/dev/null", G_FILE_TEST_EXISTS)) { /* never replaced, even when the tests run as root */
+    p = run(SMALL, "/dev/null");
+    assert_one_line_error(&p, "not a regular file");
+    proc_clear(&p);
+    g_assert_false(g_file_test("/dev/null", G_FILE_TEST_IS_REGULAR));
+  }
+
   char *oom = tmp_path("oom.json");
   p = run("run --model gpt3-175b --gpus 8 --tp 8 --pp 1 --global-batch 8 --micro-batch 1", oom);
   assert_one_line_error(&p, "does not fit in memory");

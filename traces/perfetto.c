@@ -35,6 +35,12 @@ TracePerfetto *trace_perfetto_open(const char *path, GError **error) {
     io_fail(path, EISDIR, error);
     return NULL;
   }
+  /* The rename would replace a device or a pipe (as root, even /dev/null). */
+  if (g_file_test(path, G_FILE_TEST_EXISTS) && !g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
+    g_set_error(error, TRACE_PERFETTO_ERROR, TRACE_PERFETTO_ERROR_IO,
+                "--trace '%s' exists and is not a regular file; give a new or regular file name", path);
+    return NULL;
+  }
   char *dir = g_path_get_dirname(path), *base = g_path_get_basename(path);
   char *tmpl = g_strdup_printf("%s%c.%s.XXXXXX", dir, G_DIR_SEPARATOR, base);
   g_free(dir);
