@@ -13,6 +13,7 @@ typedef enum { CLI_TEXT, CLI_JSON } CliFormat;
 typedef struct {
   char *model, *cluster, *profile, *schedule, *ddp, *recompute, *format, *slices;
   char *network, *placement; /* --network, --placement */
+  char *trace;               /* --trace FILE (run only) */
   gint64 layers, hidden, heads, seq_len, vocab, gpus, tp, pp, dp, global_batch, micro_batch, layers_per_chunk,
       chunks, granularity;
   gboolean no_scatter_gather, no_fusion, no_symmetry, allow_oom;

@@ -17,7 +17,7 @@ void cli_run_options_init(CliRunOptions *o) {
 
 void cli_run_options_clear(CliRunOptions *o) {
   char **strs[] = {&o->model, &o->cluster, &o->profile, &o->schedule, &o->ddp, &o->recompute,
-                   &o->format, &o->slices, &o->network, &o->placement};
+                   &o->format, &o->slices, &o->network, &o->placement, &o->trace};
   for (guint i = 0; i < G_N_ELEMENTS(strs); i++)
     g_clear_pointer(strs[i], g_free);
 }

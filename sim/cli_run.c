@@ -1,6 +1,7 @@
 /* ptdsim run — simulate one configuration. */
 #include <stdio.h>
 
+#include "../traces/perfetto.h"
 #include "../traces/report.h"
 #include "cli.h"
 #include "terapipe.h"
@@ -16,6 +17,11 @@ int cli_run(int argc, char **argv) {
            "Example:\n  ptdsim run --model gpt3-175b --gpus 96 --tp 8 --pp 12 --global-batch 36 --micro-batch 1 \\\n"
            "             --schedule interleaved --layers-per-chunk 2 --format json");
   g_option_context_set_main_group(ctx, cli_run_option_group(&o));
+  GOptionEntry trace_entries[] = {
+      {"trace", 0, 0, G_OPTION_ARG_FILENAME, &o.trace,
+       "Also write the simulated timeline as Chrome/Perfetto trace-event JSON (open in ui.perfetto.dev)", "FILE"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  g_option_context_add_main_entries(ctx, trace_entries, NULL);
   GError *error = NULL;
   int code = 0;
   SimPlanRequest req;
@@ -24,6 +30,7 @@ int cli_run(int argc, char **argv) {
   TopoCluster *cluster = NULL;
   ModelProfile *profile = NULL;
   SimTeraPipeSlicing slicing = {0};
+  TracePerfetto *trace = NULL;
   if (!g_option_context_parse(ctx, &argc, &argv, &error))
     goto fail;
   if (argc > 1) {
@@ -34,6 +41,9 @@ int cli_run(int argc, char **argv) {
   if (!cli_format(o.format, &fmt, &error) || !cli_plan_request(&o, &req, &error) ||
       !cli_load_machine(o.cluster, o.profile, &cluster, &profile, &error))
     goto fail;
+  /* The trace file's place is checked (a temporary file created there) before anything is simulated. */
+  if (o.trace && !(trace = trace_perfetto_open(o.trace, &error)))
+    goto fail;
   if (!req.network && profile->n_coll > 0)
     req.network = "analytic"; /* measured collectives drive the analytic model; the flow network cannot use them yet */
   if (!sim_plan_build(&req, cluster, &plan, &error))
@@ -42,9 +52,12 @@ int cli_run(int argc, char **argv) {
   gboolean tera = plan.schedule == SIM_SCHEDULE_TERAPIPE;
   if (tera) {
     if (!sim_terapipe_choose(&plan, profile, cluster, &slicing, &error) ||
-        !sim_terapipe_simulate(&plan, profile, cluster, &slicing, &r, &error))
+        !sim_terapipe_simulate_observed(&plan, profile, cluster, &slicing, &r, trace ? trace_perfetto_write : NULL,
+                                        trace, &error))
       goto fail;
-  } else if (!sim_ptdp_run(&plan, profile, cluster, &r, &error))
+  } else if (!sim_ptdp_run_observed(&plan, profile, cluster, &r, trace ? trace_perfetto_write : NULL, trace, &error))
+    goto fail;
+  if (trace && !trace_perfetto_commit(trace, &error))
     goto fail;
   if (fmt == CLI_JSON) {
     cJSON *json = trace_result_json(&plan, profile, cluster, &r);
@@ -78,6 +91,7 @@ int cli_run(int argc, char **argv) {
 fail:
   code = cli_fail(error);
 done:
+  trace_perfetto_free(trace);
   sim_terapipe_slicing_clear(&slicing);
   topo_cluster_free(cluster);
   model_profile_free(profile);

@@ -25,10 +25,13 @@
 #include "engine.h"
 #include "plan.h"
 #include "schedule.h"
+#include "timeline.h"
 
 enum { STREAM_COMPUTE, STREAM_TP, STREAM_PP_SEND, STREAM_PP_RECV, STREAM_DP, N_STREAM_KINDS };
 enum { CAT_COMPUTE, CAT_TP, CAT_PP, CAT_PP_GATHER, CAT_DP, CAT_OPTIMIZER, N_CATS };
+G_STATIC_ASSERT((int)CAT_DP == (int)SIM_TIMELINE_CAT_DP && (int)CAT_OPTIMIZER == (int)SIM_TIMELINE_CAT_OPTIMIZER);
 enum { PASS_FORWARD, PASS_BACKWARD, PASS_RECOMPUTE, PASS_OTHER };
+G_STATIC_ASSERT((int)N_STREAM_KINDS == SIM_TIMELINE_STREAM_KINDS); /* traces name the streams by kind */
 
 typedef struct {
   guint first, last;
@@ -877,6 +880,25 @@ static void flow_bisection(Build *b, SimResult *r) {
 
 gboolean sim_ptdp_run(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster, SimResult *r,
                       GError **error) {
+  return sim_ptdp_run_observed(pl, profile, cluster, r, NULL, NULL, error);
+}
+
+/* Hands the finished timeline to `observe` (the trace writer). */
+static gboolean observe_timeline(const Build *b, SimTimelineFn observe, gpointer data, GError **error) {
+  guint n = b->ts * b->ds * b->p;
+  guint *gpus = g_new(guint, n);
+  for (guint s = 0; s < b->p; s++)
+    for (guint k = 0; k < b->ds; k++)
+      for (guint i = 0; i < b->ts; i++)
+        gpus[gpu_of(b, i, s, k)] = gpu_of_rank(b, i, s, k);
+  SimTimeline tl = {b->e, b->plan, b->ts, b->ds, b->p, gpus, "mb", TRUE, 0};
+  gboolean ok = observe(&tl, data, error);
+  g_free(gpus);
+  return ok;
+}
+
+gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
+                               SimResult *r, SimTimelineFn observe, gpointer data, GError **error) {
   memset(r, 0, sizeof *r);
   sim_ptdp_memory(pl, &r->memory, &r->memory_stage);
   r->fits_in_memory = r->memory.total <= profile->memory_bytes;
@@ -1008,6 +1030,8 @@ gboolean sim_ptdp_run(const SimPlan *pl, const ModelProfile *profile, const Topo
       double iters = pl->tokens / ((double)pl->global_batch * pl->model.seq_len);
       r->training_days = iters * r->iteration_time_s / 86400.0;
     }
+    if (observe)
+      ok = observe_timeline(&b, observe, data, error);
   }
 
   for (guint s = 0; s < b.p; s++) {

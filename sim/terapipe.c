@@ -7,9 +7,12 @@
 #include "../models/layer.h"
 #include "../models/slicing.h"
 #include "engine.h"
+#include "timeline.h"
 
 enum { STREAM_COMPUTE, STREAM_TP, STREAM_SEND, STREAM_RECV, STREAM_DP, N_STREAMS };
+G_STATIC_ASSERT((int)N_STREAMS == SIM_TIMELINE_STREAM_KINDS); /* traces name the streams by kind */
 enum { CAT_COMPUTE, CAT_TP, CAT_PP, CAT_PP_GATHER, CAT_DP, CAT_OPTIMIZER };
+G_STATIC_ASSERT((int)CAT_DP == (int)SIM_TIMELINE_CAT_DP && (int)CAT_OPTIMIZER == (int)SIM_TIMELINE_CAT_OPTIMIZER);
 enum { CLS_COMPUTE, CLS_TP, CLS_OPT, CLS_DP, CLS_PP, N_CLS };
 
 #define FAIL_INVALID(...)                                                                                              \
@@ -662,6 +665,12 @@ static void stage_memory(const SimPlan *pl, const SimTeraPipeSlicing *sl, guint 
 
 gboolean sim_terapipe_simulate(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
                                const SimTeraPipeSlicing *sl, SimResult *r, GError **error) {
+  return sim_terapipe_simulate_observed(pl, profile, cluster, sl, r, NULL, NULL, error);
+}
+
+gboolean sim_terapipe_simulate_observed(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
+                                        const SimTeraPipeSlicing *sl, SimResult *r, SimTimelineFn observe,
+                                        gpointer data, GError **error) {
   memset(r, 0, sizeof *r);
   guint Bp = pl->global_batch / pl->dp, total = 0, seqs = 0;
   for (guint k = 0; k < sl->batch->len; k++) {
@@ -737,6 +746,15 @@ gboolean sim_terapipe_simulate(const SimPlan *pl, const ModelProfile *profile, c
     measure(&b, profile, total, r);
     if (pl->tokens > 0)
       r->training_days = pl->tokens / ((double)pl->global_batch * pl->model.seq_len) * r->iteration_time_s / 86400.0;
+    if (observe) {
+      /* One GPU per stage: stage s runs on the first GPU of its tensor-parallel group, replica 0. */
+      guint *gpus = g_new(guint, b.p);
+      for (guint s = 0; s < b.p; s++)
+        gpus[s] = s * pl->tp * pl->dp;
+      SimTimeline tl = {b.e, pl, 1, 1, b.p, gpus, "slice", FALSE, total};
+      ok = observe(&tl, data, error);
+      g_free(gpus);
+    }
   }
   sim_engine_free(b.e);
   g_free(b.items);

@@ -1,0 +1,259 @@
+/* ptdsim — Perfetto / Chrome trace-event JSON writer (see perfetto.h). */
+#include "perfetto.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <glib/gstdio.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+G_DEFINE_QUARK(trace-perfetto-error-quark, trace_perfetto_error)
+
+struct _TracePerfetto {
+  char *path, *tmp;
+  FILE *f;
+  gboolean committed;
+  guint64 events;
+};
+
+static gboolean io_fail(const char *path, int err, GError **error) {
+  g_set_error(error, TRACE_PERFETTO_ERROR, TRACE_PERFETTO_ERROR_IO,
+              "cannot write the trace to '%s': %s; give --trace a file in an existing, writable directory", path,
+              g_strerror(err));
+  return FALSE;
+}
+
+TracePerfetto *trace_perfetto_open(const char *path, GError **error) {
+  if (!path || !*path) {
+    g_set_error(error, TRACE_PERFETTO_ERROR, TRACE_PERFETTO_ERROR_IO,
+                "--trace needs a file name, e.g. --trace run.json");
+    return NULL;
+  }
+  if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
+    io_fail(path, EISDIR, error);
+    return NULL;
+  }
+  /* The rename would replace a device or a pipe (as root, even /dev/null). */
+  if (g_file_test(path, G_FILE_TEST_EXISTS) && !g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
+    g_set_error(error, TRACE_PERFETTO_ERROR, TRACE_PERFETTO_ERROR_IO,
+                "--trace '%s' exists and is not a regular file; give a new or regular file name", path);
+    return NULL;
+  }
+  char *dir = g_path_get_dirname(path), *base = g_path_get_basename(path);
+  char *tmpl = g_strdup_printf("%s%c.%s.XXXXXX", dir, G_DIR_SEPARATOR, base);
+  g_free(dir);
+  g_free(base);
+  int fd = g_mkstemp_full(tmpl, O_RDWR, 0666); /* 0666 less the umask, as a plain fopen would give */
+  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  if (!f) {
+    int err = errno;
+    if (fd >= 0) {
+      close(fd);
+      g_unlink(tmpl);
+    }
+    g_free(tmpl);
+    io_fail(path, err, error);
+    return NULL;
+  }
+  TracePerfetto *t = g_new0(TracePerfetto, 1);
+  t->path = g_strdup(path);
+  t->tmp = tmpl;
+  t->f = f;
+  return t;
+}
+
+void trace_perfetto_free(TracePerfetto *t) {
+  if (!t)
+    return;
+  if (t->f)
+    fclose(t->f);
+  if (!t->committed)
+    g_unlink(t->tmp);
+  g_free(t->path);
+  g_free(t->tmp);
+  g_free(t);
+}
+
+guint64 trace_perfetto_n_events(const TracePerfetto *t) { return t->events; }
+
+/* Nanoseconds as microseconds, exactly: "1234.567". */
+static void add_us(cJSON *o, const char *key, SimTime ns) {
+  char buf[48];
+  g_snprintf(buf, sizeof buf, "%" G_GINT64_FORMAT ".%03d", ns / 1000, (int)(ns % 1000));
+  cJSON_AddRawToObject(o, key, buf);
+}
+
+/* Integers as raw text: cJSON prints every number through "%1.15g" and
+ * reads it back to check, which dominated the writer's time. */
+static void add_int(cJSON *o, const char *key, gint64 v) {
+  char buf[24];
+  g_snprintf(buf, sizeof buf, "%" G_GINT64_FORMAT, v);
+  cJSON_AddRawToObject(o, key, buf);
+}
+
+/* Each event is built and printed by cJSON, then freed: the trace streams to
+ * disk in constant memory whatever its size.  Events are separated by ",\n"
+ * (one per line, easy to grep). */
+static void emit(TracePerfetto *t, cJSON *event) {
+  char buf[1024];
+  fputs(t->events ? ",\n" : "\n", t->f);
+  if (cJSON_PrintPreallocated(event, buf, sizeof buf, FALSE))
+    fputs(buf, t->f);
+  else { /* longer than any event ptdsim writes; kept for safety */
+    char *text = cJSON_PrintUnformatted(event);
+    fputs(text, t->f);
+    cJSON_free(text);
+  }
+  cJSON_Delete(event);
+  t->events++;
+}
+
+static void emit_meta(TracePerfetto *t, const char *what, guint pid, gint tid, const char *key, cJSON *value) {
+  cJSON *e = cJSON_CreateObject();
+  cJSON_AddStringToObject(e, "name", what);
+  cJSON_AddStringToObject(e, "ph", "M");
+  add_int(e, "pid", pid);
+  if (tid >= 0)
+    add_int(e, "tid", tid);
+  cJSON *args = cJSON_AddObjectToObject(e, "args");
+  cJSON_AddItemToObject(args, key, value);
+  emit(t, e);
+}
+
+/* "forward mb 3 chunk 1", "tp all-reduce (backward mb 0)", "optimizer step". */
+/* The microbatch (PTD-P) or token slice (TeraPipe) an op works on. */
+static gint32 item_of(const SimTimeline *tl, const SimOpTag *tag) {
+  if (tl->mirror && tag->microbatch >= (gint32)tl->mirror)
+    return (gint32)(2 * tl->mirror) - 1 - tag->microbatch;
+  return tag->microbatch;
+}
+
+static void op_name(const SimTimeline *tl, const SimOpTag *tag, char *buf, gsize len) {
+  static const char *const passes[] = {"forward", "backward", "recompute"};
+  gboolean has_pass = tag->pass < (tl->recompute_pass ? 3u : 2u);
+  const char *label = sim_timeline_category_label(tag->category);
+  if (!has_pass) {
+    if (tag->category == SIM_TIMELINE_CAT_DP && tag->layer == -2) /* dp: the embedding's gradient all-reduce */
+      g_snprintf(buf, len, "embedding grad all-reduce");
+    else if (tag->category == SIM_TIMELINE_CAT_DP)
+      g_snprintf(buf, len, "grad all-reduce (stage %d)", tag->stage);
+    else
+      g_snprintf(buf, len, "%s", label);
+    return;
+  }
+  char what[64];
+  if (tl->plan->chunks > 1)
+    g_snprintf(what, sizeof what, "%s %s %d chunk %d", passes[tag->pass], tl->item_unit, item_of(tl, tag), tag->chunk);
+  else
+    g_snprintf(what, sizeof what, "%s %s %d", passes[tag->pass], tl->item_unit, item_of(tl, tag));
+  if (tag->category == SIM_TIMELINE_CAT_COMPUTE)
+    g_snprintf(buf, len, "%s", what);
+  else
+    g_snprintf(buf, len, "%s (%s)", label, what);
+}
+
+gboolean trace_perfetto_write(const SimTimeline *tl, gpointer data, GError **error) {
+  TracePerfetto *t = data;
+  const SimPlan *pl = tl->plan;
+  const SimEngine *e = tl->engine;
+  guint n_gpus = tl->ts * tl->ds * tl->p, n_streams = n_gpus * SIM_TIMELINE_STREAM_KINDS;
+  guint64 n_events = (guint64)n_gpus * (2 + SIM_TIMELINE_STREAM_KINDS * 2);
+  for (guint st = 0; st < n_streams; st++) {
+    guint n;
+    sim_engine_stream_ops(e, st, &n);
+    n_events += n;
+  }
+  if (n_events > TRACE_PERFETTO_MAX_EVENTS) {
+    gboolean tera = pl->schedule == SIM_SCHEDULE_TERAPIPE;
+    g_set_error(error, TRACE_PERFETTO_ERROR, TRACE_PERFETTO_ERROR_TOO_BIG,
+                "the trace would hold %" G_GUINT64_FORMAT " events, over the limit of %u; trace a smaller run: %s%s",
+                n_events, TRACE_PERFETTO_MAX_EVENTS,
+                tera ? "fewer token slices (--slices uniform:N) or a smaller --global-batch"
+                     : "fewer microbatches (a smaller --global-batch or a larger --micro-batch)",
+                tl->ts * tl->ds > 1 ? ", or without --no-symmetry" : "");
+    return FALSE;
+  }
+
+  /* The header: everything but the events, printed by cJSON and left open. */
+  cJSON *head = cJSON_CreateObject();
+  cJSON_AddStringToObject(head, "displayTimeUnit", "ns");
+  cJSON *other = cJSON_AddObjectToObject(head, "otherData");
+  cJSON_AddStringToObject(other, "generator", "ptdsim run --trace");
+  cJSON_AddStringToObject(other, "schedule", sim_schedule_name(pl->schedule));
+  cJSON_AddNumberToObject(other, "gpus", pl->gpus);
+  cJSON_AddNumberToObject(other, "tp", pl->tp);
+  cJSON_AddNumberToObject(other, "pp", pl->pp);
+  cJSON_AddNumberToObject(other, "dp", pl->dp);
+  cJSON_AddNumberToObject(other, "simulated_gpus", n_gpus);
+  gboolean sym = n_gpus < pl->gpus;
+  cJSON_AddStringToObject(other, "symmetry",
+                          sym ? "shortcut: one simulated GPU per stage stands for the t ranks of its tensor-parallel "
+                                "group and all d replicas, which run the same timeline; only those GPUs are traced"
+                              : "none: every GPU simulated and traced");
+  cJSON_AddStringToObject(other, "time_unit", "ts and dur in microseconds, exact to the nanosecond");
+  char *text = cJSON_PrintUnformatted(head);
+  cJSON_Delete(head);
+  text[strlen(text) - 1] = '\0'; /* drop the closing brace: the events follow */
+  fputs(text, t->f);
+  fputs(",\"traceEvents\":[", t->f);
+  cJSON_free(text);
+
+  t->events = 0;
+  for (guint g = 0; g < n_gpus; g++) {
+    guint i = g % tl->ts, k = (g / tl->ts) % tl->ds, s = g / (tl->ts * tl->ds), pid = tl->gpu_of[g];
+    char name[160];
+    if (sym)
+      g_snprintf(name, sizeof name, "GPU %u (stage %u, tp %u, replica %u; stands for %u tp x %u replicas)", pid, s, i,
+                 k, pl->tp, pl->dp);
+    else
+      g_snprintf(name, sizeof name, "GPU %u (stage %u, tp %u, replica %u)", pid, s, i, k);
+    emit_meta(t, "process_name", pid, -1, "name", cJSON_CreateString(name));
+    emit_meta(t, "process_sort_index", pid, -1, "sort_index", cJSON_CreateNumber(g));
+    for (guint kind = 0; kind < SIM_TIMELINE_STREAM_KINDS; kind++) {
+      emit_meta(t, "thread_name", pid, (gint)kind, "name", cJSON_CreateString(sim_timeline_stream_name(kind)));
+      emit_meta(t, "thread_sort_index", pid, (gint)kind, "sort_index", cJSON_CreateNumber(kind));
+    }
+  }
+  for (guint g = 0; g < n_gpus; g++)
+    for (guint kind = 0; kind < SIM_TIMELINE_STREAM_KINDS; kind++) {
+      guint n;
+      const guint *ops = sim_engine_stream_ops(e, g * SIM_TIMELINE_STREAM_KINDS + kind, &n);
+      for (guint j = 0; j < n; j++) {
+        const SimOpTag *tag = sim_engine_op_tag(e, ops[j]);
+        SimTime s0 = sim_engine_op_start(e, ops[j]), s1 = sim_engine_op_end(e, ops[j]);
+        char name[128];
+        op_name(tl, tag, name, sizeof name);
+        cJSON *ev = cJSON_CreateObject();
+        cJSON_AddStringToObject(ev, "name", name);
+        cJSON_AddStringToObject(ev, "cat", sim_timeline_category_name(tag->category));
+        cJSON_AddStringToObject(ev, "ph", "X");
+        add_us(ev, "ts", s0);
+        add_us(ev, "dur", s1 - s0);
+        add_int(ev, "pid", tl->gpu_of[g]);
+        add_int(ev, "tid", kind);
+        cJSON *args = cJSON_AddObjectToObject(ev, "args");
+        add_int(args, "op", ops[j]);
+        add_int(args, "stage", tag->stage);
+        if (tag->microbatch >= 0 && tag->pass < (tl->recompute_pass ? 3u : 2u))
+          add_int(args, tl->item_unit, item_of(tl, tag));
+        emit(t, ev);
+      }
+    }
+  fputs("\n]}\n", t->f);
+  if (fflush(t->f) != 0 || ferror(t->f))
+    return io_fail(t->path, errno ? errno : EIO, error);
+  return TRUE;
+}
+
+gboolean trace_perfetto_commit(TracePerfetto *t, GError **error) {
+  FILE *f = t->f;
+  t->f = NULL;
+  if (fclose(f) != 0)
+    return io_fail(t->path, errno, error);
+  if (g_rename(t->tmp, t->path) != 0)
+    return io_fail(t->path, errno, error);
+  t->committed = TRUE;
+  return TRUE;
+}

@@ -1,0 +1,40 @@
+/* ptdsim — Perfetto / Chrome trace-event JSON of a simulated timeline
+ * (`ptdsim run --trace FILE`).
+ *
+ * Format: the Chrome trace-event format ("Trace Event Format", Google, the
+ * JSON Object Format with "traceEvents", "displayTimeUnit" and "otherData"),
+ * which ui.perfetto.dev and chrome://tracing open.  One "X" (complete) event
+ * per op per stream it occupies, ts/dur in microseconds written exactly to
+ * the nanosecond; pid = the GPU's number in the cluster, tid = the stream;
+ * "M" events name processes "GPU n (stage s, tp i, replica k)" and threads by
+ * stream.
+ *
+ * The file is written to a temporary file in the target's directory, created
+ * when the trace is opened (so an unwritable place fails before any
+ * simulation), and renamed over the target only when complete: an error
+ * leaves no partial file. */
+#pragma once
+
+#include "../sim/timeline.h"
+
+/* Traces beyond this many events are refused (the UI becomes unusable and
+ * the file runs to hundreds of MB); the error suggests fewer microbatches. */
+#define TRACE_PERFETTO_MAX_EVENTS 2000000u
+
+typedef struct _TracePerfetto TracePerfetto;
+
+/* Creates the temporary file next to `path`; one-line GError if it cannot. */
+TracePerfetto *trace_perfetto_open(const char *path, GError **error);
+/* A SimTimelineFn (`data` is the TracePerfetto): writes the whole trace to
+ * the temporary file. */
+gboolean trace_perfetto_write(const SimTimeline *timeline, gpointer data, GError **error);
+/* Renames the finished file into place. */
+gboolean trace_perfetto_commit(TracePerfetto *trace, GError **error);
+/* Removes the temporary file unless committed, and frees.  NULL is fine. */
+void trace_perfetto_free(TracePerfetto *trace);
+/* Events the last trace_perfetto_write wrote (metadata included). */
+guint64 trace_perfetto_n_events(const TracePerfetto *trace);
+
+#define TRACE_PERFETTO_ERROR (trace_perfetto_error_quark())
+GQuark trace_perfetto_error_quark(void);
+typedef enum { TRACE_PERFETTO_ERROR_IO, TRACE_PERFETTO_ERROR_TOO_BIG } TracePerfettoError;
