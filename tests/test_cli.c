@@ -7,80 +7,9 @@
 #include <math.h>
 #include <string.h>
 
-static const char *bin;
+#include "cli_harness.h"
+
 static char *tmpdir;
-
-/* --- running the binary --- */
-
-typedef struct {
-  int status; /* exit status, or -1 if it did not exit normally */
-  char *out, *err;
-} Proc;
-
-static void proc_clear(Proc *p) {
-  g_free(p->out);
-  g_free(p->err);
-}
-
-/* Runs ptdsim with the NULL-terminated arguments in `args`. */
-static Proc run_argv(const char *const *args) {
-  GPtrArray *argv = g_ptr_array_new();
-  g_ptr_array_add(argv, (gpointer)bin);
-  for (guint i = 0; args[i]; i++)
-    g_ptr_array_add(argv, (gpointer)args[i]);
-  g_ptr_array_add(argv, NULL);
-  Proc p = {-1, NULL, NULL};
-  int wait_status = 0;
-  GError *error = NULL;
-  gboolean ok = g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &p.out, &p.err,
-                             &wait_status, &error);
-  g_assert_no_error(error);
-  g_assert_true(ok);
-  g_ptr_array_free(argv, TRUE);
-  if (g_spawn_check_wait_status(wait_status, &error))
-    p.status = 0;
-  else {
-    if (error->domain == G_SPAWN_EXIT_ERROR)
-      p.status = error->code;
-    g_clear_error(&error);
-  }
-  return p;
-}
-
-/* Runs ptdsim with `args`, a space-separated argument list (split here, no
- * shell involved). */
-static Proc run_line(const char *args) {
-  char **v = g_strsplit(args, " ", -1);
-  Proc p = run_argv((const char *const *)v);
-  g_strfreev(v);
-  return p;
-}
-
-static cJSON *parse_json(const Proc *p) {
-  g_assert_cmpint(p->status, ==, 0);
-  cJSON *json = cJSON_Parse(p->out);
-  if (!json)
-    g_test_message("not JSON: %s", p->out);
-  g_assert_nonnull(json);
-  return json;
-}
-
-static double num(const cJSON *obj, const char *key) {
-  const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
-  if (!cJSON_IsNumber(item))
-    g_test_message("key '%s' missing or not a number", key);
-  g_assert_true(cJSON_IsNumber(item));
-  g_assert_true(isfinite(item->valuedouble));
-  return item->valuedouble;
-}
-
-static const cJSON *obj(const cJSON *parent, const char *key) {
-  const cJSON *item = cJSON_GetObjectItemCaseSensitive(parent, key);
-  if (!cJSON_IsObject(item))
-    g_test_message("key '%s' missing or not an object", key);
-  g_assert_true(cJSON_IsObject(item));
-  return item;
-}
 
 #define assert_rel(a, b, tol) g_assert_cmpfloat_with_epsilon((a), (b), (tol) * fabs(b))
 
@@ -367,11 +296,8 @@ static void remove_fixtures(void) {
 
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
-  bin = g_getenv("PTDSIM_BIN");
-  if (!bin) {
-    g_printerr("PTDSIM_BIN is not set (meson test sets it)\n");
+  if (!cli_harness_init())
     return 1;
-  }
   GError *error = NULL;
   tmpdir = g_dir_make_tmp("ptdsim-test-cli-XXXXXX", &error);
   g_assert_no_error(error);

@@ -8,68 +8,9 @@
 #include <math.h>
 #include <string.h>
 
-static const char *bin;
+#include "cli_harness.h"
+
 static char *tmpdir;
-
-typedef struct {
-  int status;
-  char *out, *err;
-} Proc;
-
-static void proc_clear(Proc *p) {
-  g_free(p->out);
-  g_free(p->err);
-}
-
-/* Runs ptdsim with a space-separated argument list (no shell). */
-static Proc run_line(const char *args) {
-  char **v = g_strsplit(args, " ", -1);
-  GPtrArray *argv = g_ptr_array_new();
-  g_ptr_array_add(argv, (gpointer)bin);
-  for (guint i = 0; v[i]; i++)
-    g_ptr_array_add(argv, v[i]);
-  g_ptr_array_add(argv, NULL);
-  Proc p = {-1, NULL, NULL};
-  int ws = 0;
-  GError *error = NULL;
-  g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &p.out, &p.err, &ws,
-                             &error));
-  g_assert_no_error(error);
-  if (g_spawn_check_wait_status(ws, &error))
-    p.status = 0;
-  else {
-    if (error->domain == G_SPAWN_EXIT_ERROR)
-      p.status = error->code;
-    g_clear_error(&error);
-  }
-  g_ptr_array_free(argv, TRUE);
-  g_strfreev(v);
-  return p;
-}
-
-static cJSON *run_json(const char *args) {
-  Proc p = run_line(args);
-  if (p.status != 0)
-    g_test_message("%s: %s", args, p.err);
-  g_assert_cmpint(p.status, ==, 0);
-  g_assert_cmpstr(p.err, ==, "");
-  cJSON *j = cJSON_Parse(p.out);
-  g_assert_nonnull(j);
-  proc_clear(&p);
-  return j;
-}
-
-static double num(const cJSON *o, const char *key) {
-  const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
-  g_assert_true(cJSON_IsNumber(it));
-  return it->valuedouble;
-}
-
-static const char *str(const cJSON *o, const char *key) {
-  const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
-  g_assert_true(cJSON_IsString(it));
-  return it->valuestring;
-}
 
 /* The row of the largest size. */
 static double busbw_at_max(const char *args) {
@@ -525,8 +466,8 @@ static void test_run_errors(void) {
 
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
-  bin = g_getenv("PTDSIM_BIN");
-  g_assert_nonnull(bin);
+  if (!cli_harness_init())
+    return 1;
   tmpdir = g_dir_make_tmp("ptdsim-net-XXXXXX", NULL);
   g_test_add_func("/collective/conventions", test_conventions);
   g_test_add_func("/collective/allreduce-targets", test_allreduce_targets);

@@ -8,71 +8,7 @@
 #include <math.h>
 #include <string.h>
 
-static const char *bin;
-
-typedef struct {
-  int status;
-  char *out, *err;
-} Proc;
-
-static void proc_clear(Proc *p) {
-  g_free(p->out);
-  g_free(p->err);
-}
-
-/* Runs ptdsim with `args`, space-separated (split here, no shell). */
-static Proc run_line(const char *args) {
-  char **v = g_strsplit(args, " ", -1);
-  GPtrArray *argv = g_ptr_array_new();
-  g_ptr_array_add(argv, (gpointer)bin);
-  for (guint i = 0; v[i]; i++)
-    g_ptr_array_add(argv, v[i]);
-  g_ptr_array_add(argv, NULL);
-  Proc p = {-1, NULL, NULL};
-  int wait_status = 0;
-  GError *error = NULL;
-  gboolean ok = g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &p.out, &p.err,
-                             &wait_status, &error);
-  g_assert_no_error(error);
-  g_assert_true(ok);
-  g_ptr_array_free(argv, TRUE);
-  g_strfreev(v);
-  if (g_spawn_check_wait_status(wait_status, &error))
-    p.status = 0;
-  else {
-    if (error->domain == G_SPAWN_EXIT_ERROR)
-      p.status = error->code;
-    g_clear_error(&error);
-  }
-  return p;
-}
-
-static cJSON *run_json(const char *args) {
-  Proc p = run_line(args);
-  if (p.status != 0)
-    g_test_message("ptdsim %s: %s", args, p.err);
-  g_assert_cmpint(p.status, ==, 0);
-  g_assert_cmpstr(p.err, ==, "");
-  cJSON *j = cJSON_Parse(p.out);
-  g_assert_nonnull(j);
-  proc_clear(&p);
-  return j;
-}
-
-static double num(const cJSON *obj, const char *key) {
-  const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
-  if (!cJSON_IsNumber(item))
-    g_test_message("key '%s' missing or not a number", key);
-  g_assert_true(cJSON_IsNumber(item));
-  g_assert_true(isfinite(item->valuedouble));
-  return item->valuedouble;
-}
-
-static const char *str(const cJSON *obj, const char *key) {
-  const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
-  g_assert_true(cJSON_IsString(item));
-  return item->valuestring;
-}
+#include "cli_harness.h"
 
 /* Small enough to search in well under a second. */
 #define TOY "--layers 8 --hidden 1024 --heads 16 --seq-len 512 --global-batch 16"
@@ -331,11 +267,8 @@ static void test_help(void) {
 
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
-  bin = g_getenv("PTDSIM_BIN");
-  if (!bin) {
-    g_printerr("PTDSIM_BIN is not set\n");
+  if (!cli_harness_init())
     return 1;
-  }
   g_test_add_func("/plan/matches-run", test_matches_run);
   g_test_add_func("/plan/sorted-and-counted", test_sorted_and_counted);
   g_test_add_func("/plan/space-size", test_space_size);

@@ -6,69 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-static const char *bin;
-
-typedef struct {
-  int status;
-  char *out, *err;
-} Proc;
-
-static void proc_clear(Proc *p) {
-  g_free(p->out);
-  g_free(p->err);
-}
-
-/* Runs ptdsim with `args`, split on spaces (no shell). */
-static Proc run_line(const char *args) {
-  char **v = g_strsplit(args, " ", -1);
-  GPtrArray *argv = g_ptr_array_new();
-  g_ptr_array_add(argv, (gpointer)bin);
-  for (guint i = 0; v[i]; i++)
-    g_ptr_array_add(argv, v[i]);
-  g_ptr_array_add(argv, NULL);
-  Proc p = {-1, NULL, NULL};
-  int wait_status = 0;
-  GError *error = NULL;
-  g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &p.out, &p.err,
-                             &wait_status, &error));
-  g_assert_no_error(error);
-  if (g_spawn_check_wait_status(wait_status, &error))
-    p.status = 0;
-  else {
-    if (error->domain == G_SPAWN_EXIT_ERROR)
-      p.status = error->code;
-    g_clear_error(&error);
-  }
-  g_ptr_array_free(argv, TRUE);
-  g_strfreev(v);
-  return p;
-}
-
-static cJSON *parse_json(const Proc *p) {
-  if (p->status != 0)
-    g_test_message("stderr: %s", p->err);
-  g_assert_cmpint(p->status, ==, 0);
-  cJSON *json = cJSON_Parse(p->out);
-  g_assert_nonnull(json);
-  return json;
-}
-
-static double num(const cJSON *obj, const char *key) {
-  const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
-  if (!cJSON_IsNumber(item))
-    g_test_message("key '%s' missing or not a number", key);
-  g_assert_true(cJSON_IsNumber(item));
-  g_assert_true(isfinite(item->valuedouble));
-  return item->valuedouble;
-}
-
-static const cJSON *arr(const cJSON *obj, const char *key) {
-  const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
-  if (!cJSON_IsArray(item))
-    g_test_message("key '%s' missing or not an array", key);
-  g_assert_true(cJSON_IsArray(item));
-  return item;
-}
+#include "cli_harness.h"
 
 /* Setting 9 (GPT3-175B, 96 cells of t = 4) on the AWS cluster. */
 #define SETTING9 "run --model gpt3-175b --cluster aws-p3-16xlarge --gpus 384 --tp 4 --pp 96 --dp 1 --global-batch 2"
@@ -322,11 +260,8 @@ static void test_fig3(void) {
 
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
-  bin = g_getenv("PTDSIM_BIN");
-  if (!bin) {
-    g_printerr("PTDSIM_BIN is not set (meson test sets it)\n");
+  if (!cli_harness_init())
     return 1;
-  }
   g_test_add_func("/terapipe-cli/run-report", test_run_report);
   g_test_add_func("/terapipe-cli/determinism", test_determinism);
   for (guint i = 0; i < G_N_ELEMENTS(bad_cases); i++) {

@@ -9,25 +9,15 @@
 #include <math.h>
 #include <string.h>
 
-static const char *bin;
+#include "cli_harness.h"
+
 static char *tmpdir;
-
-typedef struct {
-  int status;
-  char *out, *err;
-} Proc;
-
-static void proc_clear(Proc *p) {
-  g_free(p->out);
-  g_free(p->err);
-}
 
 /* Runs ptdsim with `args` (space-separated, no shell) and, when `trace` is
  * not NULL, --trace TRACE. */
 static Proc run(const char *args, const char *trace) {
   char **v = g_strsplit(args, " ", -1);
   GPtrArray *argv = g_ptr_array_new();
-  g_ptr_array_add(argv, (gpointer)bin);
   for (guint i = 0; v[i]; i++)
     g_ptr_array_add(argv, v[i]);
   if (trace) {
@@ -35,22 +25,9 @@ static Proc run(const char *args, const char *trace) {
     g_ptr_array_add(argv, (gpointer)trace);
   }
   g_ptr_array_add(argv, NULL);
-  Proc p = {-1, NULL, NULL};
-  int wait_status = 0;
-  GError *error = NULL;
-  gboolean ok = g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &p.out, &p.err,
-                             &wait_status, &error);
-  g_assert_no_error(error);
-  g_assert_true(ok);
+  Proc p = run_argv((const char *const *)argv->pdata);
   g_ptr_array_free(argv, TRUE);
   g_strfreev(v);
-  if (g_spawn_check_wait_status(wait_status, &error))
-    p.status = 0;
-  else {
-    if (error->domain == G_SPAWN_EXIT_ERROR)
-      p.status = error->code;
-    g_clear_error(&error);
-  }
   return p;
 }
 
@@ -381,11 +358,8 @@ static void test_errors(void) {
 
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
-  bin = g_getenv("PTDSIM_BIN");
-  if (!bin) {
-    g_printerr("PTDSIM_BIN is not set (meson test sets it)\n");
+  if (!cli_harness_init())
     return 1;
-  }
   GError *error = NULL;
   tmpdir = g_dir_make_tmp("ptdsim-trace-XXXXXX", &error);
   g_assert_no_error(error);

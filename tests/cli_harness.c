@@ -1,0 +1,104 @@
+/* ptdsim — the end-to-end tests' runner and JSON readers (cli_harness.h). */
+#include "cli_harness.h"
+
+#include <math.h>
+#include <stdio.h>
+
+const char *bin;
+
+gboolean cli_harness_init(void) {
+  bin = g_getenv("PTDSIM_BIN");
+  if (!bin)
+    g_printerr("PTDSIM_BIN is not set (meson test sets it)\n");
+  return bin != NULL;
+}
+
+void proc_clear(Proc *p) {
+  g_free(p->out);
+  g_free(p->err);
+}
+
+Proc run_argv(const char *const *args) {
+  GPtrArray *argv = g_ptr_array_new();
+  g_ptr_array_add(argv, (gpointer)bin);
+  for (guint i = 0; args[i]; i++)
+    g_ptr_array_add(argv, (gpointer)args[i]);
+  g_ptr_array_add(argv, NULL);
+  Proc p = {-1, NULL, NULL};
+  int wait_status = 0;
+  GError *error = NULL;
+  gboolean ok = g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &p.out, &p.err,
+                             &wait_status, &error);
+  g_assert_no_error(error);
+  g_assert_true(ok);
+  g_ptr_array_free(argv, TRUE);
+  if (g_spawn_check_wait_status(wait_status, &error))
+    p.status = 0;
+  else {
+    if (error->domain == G_SPAWN_EXIT_ERROR)
+      p.status = error->code;
+    g_clear_error(&error);
+  }
+  return p;
+}
+
+Proc run_line(const char *args) {
+  char **v = g_strsplit(args, " ", -1);
+  Proc p = run_argv((const char *const *)v);
+  g_strfreev(v);
+  return p;
+}
+
+cJSON *parse_json(const Proc *p) {
+  if (p->status != 0)
+    g_test_message("stderr: %s", p->err);
+  g_assert_cmpint(p->status, ==, 0);
+  cJSON *json = cJSON_Parse(p->out);
+  if (!json)
+    g_test_message("not JSON: %s", p->out);
+  g_assert_nonnull(json);
+  return json;
+}
+
+cJSON *run_json(const char *args) {
+  Proc p = run_line(args);
+  if (p.status != 0)
+    g_test_message("ptdsim %s: %s", args, p.err);
+  cJSON *json = parse_json(&p);
+  g_assert_cmpstr(p.err, ==, "");
+  proc_clear(&p);
+  return json;
+}
+
+double num(const cJSON *obj, const char *key) {
+  const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (!cJSON_IsNumber(item))
+    g_test_message("key '%s' missing or not a number", key);
+  g_assert_true(cJSON_IsNumber(item));
+  g_assert_true(isfinite(item->valuedouble));
+  return item->valuedouble;
+}
+
+const char *str(const cJSON *obj, const char *key) {
+  const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (!cJSON_IsString(item))
+    g_test_message("key '%s' missing or not a string", key);
+  g_assert_true(cJSON_IsString(item));
+  return item->valuestring;
+}
+
+const cJSON *obj(const cJSON *parent, const char *key) {
+  const cJSON *item = cJSON_GetObjectItemCaseSensitive(parent, key);
+  if (!cJSON_IsObject(item))
+    g_test_message("key '%s' missing or not an object", key);
+  g_assert_true(cJSON_IsObject(item));
+  return item;
+}
+
+const cJSON *arr(const cJSON *obj, const char *key) {
+  const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (!cJSON_IsArray(item))
+    g_test_message("key '%s' missing or not an array", key);
+  g_assert_true(cJSON_IsArray(item));
+  return item;
+}

@@ -1,0 +1,33 @@
+/* ptdsim — what every end-to-end test needs: run the real binary
+ * ($PTDSIM_BIN) without a shell, capture its exit status and output, and
+ * read its JSON with assertions. */
+#pragma once
+
+#include <cjson/cJSON.h>
+#include <glib.h>
+
+extern const char *bin; /* $PTDSIM_BIN, set by cli_harness_init() */
+
+/* Reads $PTDSIM_BIN; FALSE (with a message) when meson did not set it. */
+gboolean cli_harness_init(void);
+
+typedef struct {
+  int status; /* exit status, or -1 if it did not exit normally */
+  char *out, *err;
+} Proc;
+
+void proc_clear(Proc *p);
+/* Runs ptdsim with the NULL-terminated arguments in `args`. */
+Proc run_argv(const char *const *args);
+/* Runs ptdsim with `args`, a space-separated list (split here, no shell). */
+Proc run_line(const char *args);
+/* The output of a successful run as JSON (asserts exit 0 and valid JSON). */
+cJSON *parse_json(const Proc *p);
+/* run_line + parse_json, also asserting that nothing went to stderr. */
+cJSON *run_json(const char *args);
+
+/* Typed members, asserted present (numbers also finite). */
+double num(const cJSON *obj, const char *key);
+const char *str(const cJSON *obj, const char *key);
+const cJSON *obj(const cJSON *parent, const char *key);
+const cJSON *arr(const cJSON *obj, const char *key);
