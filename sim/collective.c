@@ -6,6 +6,7 @@
 
 #include "../models/jsonutil.h"
 #include "flow.h"
+#include "heap.h"
 
 G_DEFINE_QUARK(sim-coll-error-quark, sim_coll_error)
 
@@ -695,45 +696,10 @@ struct _SimNetRun {
   guint64 seq;
 };
 
-static gboolean timer_before(const Timer *a, const Timer *b) {
+static inline gboolean timer_before(const Timer *a, const Timer *b) {
   return a->time < b->time || (a->time == b->time && a->seq < b->seq);
 }
-
-static void timer_push(GArray *h, Timer t) {
-  g_array_append_val(h, t);
-  Timer *a = (Timer *)(void *)h->data;
-  guint i = h->len - 1;
-  while (i > 0) {
-    guint p = (i - 1) / 2;
-    if (!timer_before(&t, &a[p]))
-      break;
-    a[i] = a[p];
-    i = p;
-  }
-  a[i] = t;
-}
-
-static Timer timer_pop(GArray *h) {
-  Timer *a = (Timer *)(void *)h->data;
-  Timer top = a[0], last = a[h->len - 1];
-  g_array_set_size(h, h->len - 1);
-  guint n = h->len, i = 0;
-  if (n == 0)
-    return top;
-  for (;;) {
-    guint c = 2 * i + 1;
-    if (c >= n)
-      break;
-    if (c + 1 < n && timer_before(&a[c + 1], &a[c]))
-      c++;
-    if (!timer_before(&a[c], &last))
-      break;
-    a[i] = a[c];
-    i = c;
-  }
-  a[i] = last;
-  return top;
-}
+SIM_HEAP_DEFINE(timer, Timer, timer_before)
 
 SimNetRun *sim_netrun_new(SimNetwork *net) {
   SimNetRun *r = g_new0(SimNetRun, 1);

@@ -1,5 +1,6 @@
 /* ptdsim — discrete-event engine (see engine.h for the model). */
 #include "engine.h"
+#include "heap.h"
 
 #include <stdlib.h>
 
@@ -131,37 +132,7 @@ static inline gboolean event_before(const Event *a, const Event *b) {
   return a->time < b->time || (a->time == b->time && a->seq < b->seq);
 }
 
-static void heap_push(Event *heap, guint *n, Event ev) {
-  guint i = (*n)++;
-  while (i > 0) {
-    guint parent = (i - 1) / 2;
-    if (!event_before(&ev, &heap[parent]))
-      break;
-    heap[i] = heap[parent];
-    i = parent;
-  }
-  heap[i] = ev;
-}
-
-static Event heap_pop(Event *heap, guint *n) {
-  Event top = heap[0];
-  Event last = heap[--(*n)];
-  guint i = 0;
-  for (;;) {
-    guint child = 2 * i + 1;
-    if (child >= *n)
-      break;
-    if (child + 1 < *n && event_before(&heap[child + 1], &heap[child]))
-      child++;
-    if (!event_before(&heap[child], &last))
-      break;
-    heap[i] = heap[child];
-    i = child;
-  }
-  if (*n > 0)
-    heap[i] = last;
-  return top;
-}
+SIM_HEAP_DEFINE(event, Event, event_before)
 
 /* --- run --- */
 
@@ -198,7 +169,7 @@ static void try_start(Run *r, guint op, SimTime now) {
   if (o->net && r->e->has_network)
     r->e->network.start(r->e->network.data, op, now);
   else
-    heap_push(r->heap, &r->heap_n, (Event){now + o->duration, r->seq++, op});
+    event_push_at(r->heap, &r->heap_n, (Event){now + o->duration, r->seq++, op});
 }
 
 /* `op` ends at `now`: free its streams, count it off its successors, and
@@ -328,7 +299,7 @@ gboolean sim_engine_run(SimEngine *e, GError **error) {
   for (;;) {
     SimTime tn = e->has_network ? e->network.next(e->network.data) : -1;
     if (r.heap_n > 0 && (tn < 0 || r.heap[0].time <= tn)) {
-      Event ev = heap_pop(r.heap, &r.heap_n);
+      Event ev = event_pop_at(r.heap, &r.heap_n);
       now = ev.time;
       complete(&r, ev.op, now);
       done++;

@@ -1,5 +1,6 @@
 /* ptdsim — max-min fair flow network (see flow.h). */
 #include "flow.h"
+#include "heap.h"
 
 #include <math.h>
 #include <string.h>
@@ -86,84 +87,15 @@ struct _SimFlowNet {
 
 /* --- two small binary heaps --- */
 
-static gboolean done_before(const Done *a, const Done *b) {
+static inline gboolean done_before(const Done *a, const Done *b) {
   return a->time < b->time || (a->time == b->time && a->seq < b->seq);
 }
+SIM_HEAP_DEFINE(done, Done, done_before)
 
-static void done_push(GArray *h, Done d) {
-  g_array_append_val(h, d);
-  Done *a = (Done *)(void *)h->data;
-  guint i = h->len - 1;
-  while (i > 0) {
-    guint p = (i - 1) / 2;
-    if (!done_before(&d, &a[p]))
-      break;
-    a[i] = a[p];
-    i = p;
-  }
-  a[i] = d;
-}
-
-static void done_pop(GArray *h) {
-  Done *a = (Done *)(void *)h->data;
-  Done last = a[h->len - 1];
-  g_array_set_size(h, h->len - 1);
-  guint n = h->len, i = 0;
-  if (n == 0)
-    return;
-  for (;;) {
-    guint c = 2 * i + 1;
-    if (c >= n)
-      break;
-    if (c + 1 < n && done_before(&a[c + 1], &a[c]))
-      c++;
-    if (!done_before(&a[c], &last))
-      break;
-    a[i] = a[c];
-    i = c;
-  }
-  a[i] = last;
-}
-
-static gboolean sat_before(const Sat *a, const Sat *b) {
+static inline gboolean sat_before(const Sat *a, const Sat *b) {
   return a->level < b->level || (a->level == b->level && a->link < b->link);
 }
-
-static void sat_push(GArray *h, Sat s) {
-  g_array_append_val(h, s);
-  Sat *a = (Sat *)(void *)h->data;
-  guint i = h->len - 1;
-  while (i > 0) {
-    guint p = (i - 1) / 2;
-    if (!sat_before(&s, &a[p]))
-      break;
-    a[i] = a[p];
-    i = p;
-  }
-  a[i] = s;
-}
-
-static Sat sat_pop(GArray *h) {
-  Sat *a = (Sat *)(void *)h->data;
-  Sat top = a[0], last = a[h->len - 1];
-  g_array_set_size(h, h->len - 1);
-  guint n = h->len, i = 0;
-  if (n == 0)
-    return top;
-  for (;;) {
-    guint c = 2 * i + 1;
-    if (c >= n)
-      break;
-    if (c + 1 < n && sat_before(&a[c + 1], &a[c]))
-      c++;
-    if (!sat_before(&a[c], &last))
-      break;
-    a[i] = a[c];
-    i = c;
-  }
-  a[i] = last;
-  return top;
-}
+SIM_HEAP_DEFINE(sat, Sat, sat_before)
 
 /* --- the net --- */
 
