@@ -23,13 +23,16 @@
 #include "../models/layer.h"
 #include "collective.h"
 #include "engine.h"
+#include "exposed.h"
 #include "plan.h"
 #include "schedule.h"
 #include "timeline.h"
 
 enum { STREAM_COMPUTE, STREAM_TP, STREAM_PP_SEND, STREAM_PP_RECV, STREAM_DP, N_STREAM_KINDS };
 enum { CAT_COMPUTE, CAT_TP, CAT_PP, CAT_PP_GATHER, CAT_DP, CAT_OPTIMIZER, N_CATS };
-G_STATIC_ASSERT((int)CAT_DP == (int)SIM_TIMELINE_CAT_DP && (int)CAT_OPTIMIZER == (int)SIM_TIMELINE_CAT_OPTIMIZER);
+/* exposed.c classifies ops by the shared categories */
+G_STATIC_ASSERT((int)CAT_COMPUTE == (int)SIM_TIMELINE_CAT_COMPUTE && (int)CAT_TP == (int)SIM_TIMELINE_CAT_TP &&
+                (int)CAT_DP == (int)SIM_TIMELINE_CAT_DP && (int)CAT_OPTIMIZER == (int)SIM_TIMELINE_CAT_OPTIMIZER);
 enum { PASS_FORWARD, PASS_BACKWARD, PASS_RECOMPUTE, PASS_OTHER };
 G_STATIC_ASSERT((int)N_STREAM_KINDS == SIM_TIMELINE_STREAM_KINDS); /* traces name the streams by kind */
 
@@ -538,101 +541,30 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
 
 /* --- measuring the timeline --- */
 
-typedef struct {
-  SimTime at;
-  gint8 delta;
-  guint8 cls;
-} Edge;
-
-static int edge_cmp(const void *a, const void *b) {
-  const Edge *x = a, *y = b;
-  return x->at < y->at ? -1 : x->at > y->at;
-}
-
-enum { CLS_COMPUTE, CLS_TP, CLS_OPT, CLS_DP, CLS_PP, N_CLS };
-
-static guint class_of(guint cat) {
-  switch (cat) {
-  case CAT_COMPUTE:
-    return CLS_COMPUTE;
-  case CAT_TP:
-    return CLS_TP;
-  case CAT_OPTIMIZER:
-    return CLS_OPT;
-  case CAT_DP:
-    return CLS_DP;
-  default:
-    return CLS_PP;
-  }
-}
-
-/* Splits [0, end] on one GPU into what it was doing, by priority compute >
- * tensor-parallel > optimizer > data-parallel > pipeline > idle. */
-static void breakdown(const Build *b, guint gpu, SimTime end, double out[N_CLS + 1]) {
-  GArray *edges = g_array_new(FALSE, FALSE, sizeof(Edge));
+/* Splits [0, end] on one GPU into what it was doing (exposed.h). */
+static void breakdown(const Build *b, guint gpu, SimTime end, double out[SIM_N_CLS + 1]) {
+  GArray *edges = sim_exposed_edges_new();
   for (guint kind = 0; kind < N_STREAM_KINDS; kind++) {
     guint n;
     const guint *ops = sim_engine_stream_ops(b->e, gpu * N_STREAM_KINDS + kind, &n);
-    for (guint j = 0; j < n; j++) {
-      SimTime s0 = sim_engine_op_start(b->e, ops[j]), s1 = sim_engine_op_end(b->e, ops[j]);
-      if (s1 <= s0)
-        continue;
-      guint8 cls = (guint8)class_of(sim_engine_op_tag(b->e, ops[j])->category);
-      Edge a = {s0, 1, cls}, z = {s1, -1, cls};
-      g_array_append_val(edges, a);
-      g_array_append_val(edges, z);
-    }
+    for (guint j = 0; j < n; j++)
+      sim_exposed_add_op(edges, b->e, ops[j]);
   }
-  if (edges->len > 1) /* an empty GArray has no data to sort */
-    qsort(edges->data, edges->len, sizeof(Edge), edge_cmp);
-  int active[N_CLS] = {0};
-  SimTime at = 0;
-  memset(out, 0, sizeof(double) * (N_CLS + 1));
-  for (guint j = 0; j <= edges->len; j++) {
-    SimTime next = j < edges->len ? g_array_index(edges, Edge, j).at : end;
-    if (next > at) {
-      guint cls = N_CLS;
-      for (guint c = 0; c < N_CLS; c++)
-        if (active[c] > 0) {
-          cls = c;
-          break;
-        }
-      out[cls] += (double)(next - at) * 1e-9;
-      at = next;
-    }
-    if (j < edges->len) {
-      Edge *ed = &g_array_index(edges, Edge, j);
-      active[ed->cls] += ed->delta;
-    }
-  }
+  sim_exposed_split(edges, end, out);
   g_array_free(edges, TRUE);
 }
 
 /* Length of the union of the intervals of the selected ops. */
 static double union_seconds(const SimEngine *e, GArray *ops) {
-  GArray *edges = g_array_new(FALSE, FALSE, sizeof(Edge));
+  GArray *edges = sim_exposed_edges_new();
   for (guint j = 0; j < ops->len; j++) {
     guint op = g_array_index(ops, guint, j);
-    Edge a = {sim_engine_op_start(e, op), 1, 0}, z = {sim_engine_op_end(e, op), -1, 0};
-    if (z.at <= a.at)
-      continue;
-    g_array_append_val(edges, a);
-    g_array_append_val(edges, z);
+    sim_exposed_add(edges, sim_engine_op_start(e, op), sim_engine_op_end(e, op), 0);
   }
-  if (edges->len > 1) /* an empty GArray has no data to sort */
-    qsort(edges->data, edges->len, sizeof(Edge), edge_cmp);
-  int active = 0;
-  SimTime since = 0, total = 0;
-  for (guint j = 0; j < edges->len; j++) {
-    Edge *ed = &g_array_index(edges, Edge, j);
-    if (active == 0 && ed->delta > 0)
-      since = ed->at;
-    active += ed->delta;
-    if (active == 0)
-      total += ed->at - since;
-  }
+  double u[SIM_N_CLS + 1];
+  sim_exposed_split(edges, 0, u);
   g_array_free(edges, TRUE);
-  return (double)total * 1e-9;
+  return u[0];
 }
 
 typedef struct {
@@ -771,10 +703,10 @@ static void measure(Build *b, SimResult *r) {
   }
   r->bubble_fraction = best_work > 0 ? ((double)flush - best_work) / best_work : 0;
   r->critical_stage = critical;
-  double parts[N_CLS + 1];
+  double parts[SIM_N_CLS + 1];
   breakdown(b, gpu_of(b, 0, critical, 0), makespan, parts);
-  r->breakdown = (SimBreakdown){parts[CLS_COMPUTE], parts[CLS_TP], parts[CLS_PP],
-                                parts[CLS_DP],      parts[CLS_OPT], parts[N_CLS]};
+  r->breakdown = (SimBreakdown){parts[SIM_CLS_COMPUTE], parts[SIM_CLS_TP], parts[SIM_CLS_PP],
+                                parts[SIM_CLS_DP],      parts[SIM_CLS_OPT], parts[SIM_N_CLS]};
 
   r->bytes_tp = b->bytes[CAT_TP];
   r->bytes_pp = b->bytes[CAT_PP];

@@ -7,13 +7,15 @@
 #include "../models/layer.h"
 #include "../models/slicing.h"
 #include "engine.h"
+#include "exposed.h"
 #include "timeline.h"
 
 enum { STREAM_COMPUTE, STREAM_TP, STREAM_SEND, STREAM_RECV, STREAM_DP, N_STREAMS };
 G_STATIC_ASSERT((int)N_STREAMS == SIM_TIMELINE_STREAM_KINDS); /* traces name the streams by kind */
 enum { CAT_COMPUTE, CAT_TP, CAT_PP, CAT_PP_GATHER, CAT_DP, CAT_OPTIMIZER };
-G_STATIC_ASSERT((int)CAT_DP == (int)SIM_TIMELINE_CAT_DP && (int)CAT_OPTIMIZER == (int)SIM_TIMELINE_CAT_OPTIMIZER);
-enum { CLS_COMPUTE, CLS_TP, CLS_OPT, CLS_DP, CLS_PP, N_CLS };
+/* exposed.c classifies ops by the shared categories */
+G_STATIC_ASSERT((int)CAT_COMPUTE == (int)SIM_TIMELINE_CAT_COMPUTE && (int)CAT_TP == (int)SIM_TIMELINE_CAT_TP &&
+                (int)CAT_DP == (int)SIM_TIMELINE_CAT_DP && (int)CAT_OPTIMIZER == (int)SIM_TIMELINE_CAT_OPTIMIZER);
 
 #define FAIL_INVALID(...)                                                                                              \
   do {                                                                                                                 \
@@ -451,70 +453,6 @@ static void emit_dp_and_optimizer(Build *b, const ModelProfile *profile) {
 
 /* --- measuring --- */
 
-typedef struct {
-  SimTime at;
-  gint8 delta;
-  guint8 cls;
-} Edge;
-
-static int edge_cmp(const void *a, const void *b) {
-  const Edge *x = a, *y = b;
-  return x->at < y->at ? -1 : x->at > y->at;
-}
-
-static guint class_of(guint cat) {
-  switch (cat) {
-  case CAT_COMPUTE:
-    return CLS_COMPUTE;
-  case CAT_TP:
-    return CLS_TP;
-  case CAT_OPTIMIZER:
-    return CLS_OPT;
-  case CAT_DP:
-    return CLS_DP;
-  default:
-    return CLS_PP;
-  }
-}
-
-/* Splits [0, end] covered by `edges` by class, priority compute >
- * tensor-parallel > optimizer > data-parallel > pipeline > idle (as in
- * ptdp.c); with end = 0 it measures the union of the intervals per class. */
-static void sweep(GArray *edges, SimTime end, double out[N_CLS + 1]) {
-  if (edges->len > 1)
-    qsort(edges->data, edges->len, sizeof(Edge), edge_cmp);
-  int active[N_CLS] = {0};
-  SimTime at = 0;
-  memset(out, 0, sizeof(double) * (N_CLS + 1));
-  for (guint j = 0; j <= edges->len; j++) {
-    SimTime next = j < edges->len ? g_array_index(edges, Edge, j).at : end;
-    if (next > at) {
-      guint cls = N_CLS;
-      for (guint c = 0; c < N_CLS; c++)
-        if (active[c] > 0) {
-          cls = c;
-          break;
-        }
-      out[cls] += (double)(next - at) * 1e-9;
-      at = next;
-    }
-    if (j < edges->len) {
-      Edge *ed = &g_array_index(edges, Edge, j);
-      active[ed->cls] += ed->delta;
-    }
-  }
-}
-
-static void add_edges(const SimEngine *e, GArray *edges, guint op) {
-  SimTime s0 = sim_engine_op_start(e, op), s1 = sim_engine_op_end(e, op);
-  if (s1 <= s0)
-    return;
-  guint8 cls = (guint8)class_of(sim_engine_op_tag(e, op)->category);
-  Edge a = {s0, 1, cls}, z = {s1, -1, cls};
-  g_array_append_val(edges, a);
-  g_array_append_val(edges, z);
-}
-
 static void measure(Build *b, const ModelProfile *profile, guint total_slices, SimResult *r) {
   const SimPlan *pl = b->pl;
   SimTime makespan = sim_engine_makespan(b->e);
@@ -552,17 +490,17 @@ static void measure(Build *b, const ModelProfile *profile, guint total_slices, S
   r->bubble_fraction = best > 0 ? ((double)flush - best) / best : 0;
   r->idle_fraction = flush > 0 ? ((double)flush - best) / (double)flush : 0;
   r->critical_stage = critical;
-  GArray *edges = g_array_new(FALSE, FALSE, sizeof(Edge));
+  GArray *edges = sim_exposed_edges_new();
   for (guint kind = 0; kind < N_STREAMS; kind++) {
     guint n;
     const guint *ops = sim_engine_stream_ops(b->e, critical * N_STREAMS + kind, &n);
     for (guint j = 0; j < n; j++)
-      add_edges(b->e, edges, ops[j]);
+      sim_exposed_add_op(edges, b->e, ops[j]);
   }
-  double parts[N_CLS + 1];
-  sweep(edges, makespan, parts);
-  r->breakdown = (SimBreakdown){parts[CLS_COMPUTE], parts[CLS_TP], parts[CLS_PP],
-                                parts[CLS_DP],      parts[CLS_OPT], parts[N_CLS]};
+  double parts[SIM_N_CLS + 1];
+  sim_exposed_split(edges, makespan, parts);
+  r->breakdown = (SimBreakdown){parts[SIM_CLS_COMPUTE], parts[SIM_CLS_TP], parts[SIM_CLS_PP],
+                                parts[SIM_CLS_DP],      parts[SIM_CLS_OPT], parts[SIM_N_CLS]};
 
   /* Effective bisection bandwidth of pipeline traffic: bytes over the cut
    * between stages p/2-1 and p/2 (both directions) over the time such
@@ -587,12 +525,12 @@ static void measure(Build *b, const ModelProfile *profile, guint total_slices, S
           const guint *st = sim_engine_op_streams(b->e, ops[j]);
           guint to = st[1] / N_STREAMS;
           if ((s == lo && to == lo + 1) || (s == lo + 1 && to == lo))
-            add_edges(b->e, edges, ops[j]);
+            sim_exposed_add_op(edges, b->e, ops[j]);
         }
       }
-    double u[N_CLS + 1];
-    sweep(edges, 0, u);
-    double secs = u[CLS_PP];
+    double u[SIM_N_CLS + 1];
+    sim_exposed_split(edges, 0, u);
+    double secs = u[SIM_CLS_PP];
     r->bisection_pp_GBps = secs > 0 ? cross / secs / 1e9 : 0;
   }
   if (pl->dp > 1) {
@@ -603,13 +541,13 @@ static void measure(Build *b, const ModelProfile *profile, guint total_slices, S
       const guint *ops = sim_engine_stream_ops(b->e, s * N_STREAMS + STREAM_DP, &n);
       for (guint j = 0; j < n; j++)
         if (sim_engine_op_tag(b->e, ops[j])->layer == -1)
-          add_edges(b->e, edges, ops[j]);
+          sim_exposed_add_op(edges, b->e, ops[j]);
       grad += 2.0 * model_stage_params(&pl->model, pl->tp, b->p, s, pl->model.layers / b->p) * pl->tp;
     }
-    double u[N_CLS + 1];
-    sweep(edges, 0, u);
+    double u[SIM_N_CLS + 1];
+    sim_exposed_split(edges, 0, u);
     double cross = 2.0 * model_busbw_factor(MODEL_COLL_ALLREDUCE, pl->dp) * grad;
-    r->bisection_dp_GBps = u[CLS_DP] > 0 ? cross / u[CLS_DP] / 1e9 : 0;
+    r->bisection_dp_GBps = u[SIM_CLS_DP] > 0 ? cross / u[SIM_CLS_DP] / 1e9 : 0;
   }
   g_array_free(edges, TRUE);
   r->ops = sim_engine_n_ops(b->e);

@@ -1,0 +1,73 @@
+/* ptdsim — exposed time by class on a finished timeline (exposed.h). */
+#include "exposed.h"
+
+#include <stdlib.h>
+
+#include "timeline.h"
+
+typedef struct {
+  SimTime at;
+  gint8 delta;
+  guint8 cls;
+} Edge;
+
+static int edge_cmp(const void *a, const void *b) {
+  const Edge *x = a, *y = b;
+  return x->at < y->at ? -1 : x->at > y->at;
+}
+
+guint sim_exposed_class(guint category) {
+  switch (category) {
+  case SIM_TIMELINE_CAT_COMPUTE:
+    return SIM_CLS_COMPUTE;
+  case SIM_TIMELINE_CAT_TP:
+    return SIM_CLS_TP;
+  case SIM_TIMELINE_CAT_OPTIMIZER:
+    return SIM_CLS_OPT;
+  case SIM_TIMELINE_CAT_DP:
+    return SIM_CLS_DP;
+  default:
+    return SIM_CLS_PP;
+  }
+}
+
+GArray *sim_exposed_edges_new(void) { return g_array_new(FALSE, FALSE, sizeof(Edge)); }
+
+void sim_exposed_add(GArray *edges, SimTime s0, SimTime s1, guint cls) {
+  if (s1 <= s0)
+    return;
+  Edge a = {s0, 1, (guint8)cls}, z = {s1, -1, (guint8)cls};
+  g_array_append_val(edges, a);
+  g_array_append_val(edges, z);
+}
+
+void sim_exposed_add_op(GArray *edges, const SimEngine *e, guint op) {
+  sim_exposed_add(edges, sim_engine_op_start(e, op), sim_engine_op_end(e, op),
+                  sim_exposed_class(sim_engine_op_tag(e, op)->category));
+}
+
+void sim_exposed_split(GArray *edges, SimTime end, double out[SIM_N_CLS + 1]) {
+  if (edges->len > 1) /* an empty GArray has no data to sort */
+    qsort(edges->data, edges->len, sizeof(Edge), edge_cmp);
+  int active[SIM_N_CLS] = {0};
+  SimTime at = 0, ns[SIM_N_CLS + 1] = {0}; /* integer sums: exact, then one conversion */
+  for (guint j = 0; j <= edges->len; j++) {
+    SimTime next = j < edges->len ? g_array_index(edges, Edge, j).at : end;
+    if (next > at) {
+      guint cls = SIM_N_CLS;
+      for (guint c = 0; c < SIM_N_CLS; c++)
+        if (active[c] > 0) {
+          cls = c;
+          break;
+        }
+      ns[cls] += next - at;
+      at = next;
+    }
+    if (j < edges->len) {
+      const Edge *ed = &g_array_index(edges, Edge, j);
+      active[ed->cls] += ed->delta;
+    }
+  }
+  for (guint c = 0; c <= SIM_N_CLS; c++)
+    out[c] = (double)ns[c] * 1e-9;
+}

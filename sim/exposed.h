@@ -1,0 +1,26 @@
+/* ptdsim — what a GPU was doing, measured on a finished timeline.
+ *
+ * Ops become edges (+1 at the start, -1 at the end, by class); a sweep over
+ * the sorted edges splits [0, end] into the classes by priority compute >
+ * tensor-parallel > optimizer > data-parallel > pipeline > idle: time counts
+ * as the highest-priority class active then ("exposed" time).  Used by the
+ * PTD-P and TeraPipe graphs alike (their tag categories are
+ * SIM_TIMELINE_CAT_*). */
+#pragma once
+
+#include "engine.h"
+
+enum { SIM_CLS_COMPUTE, SIM_CLS_TP, SIM_CLS_OPT, SIM_CLS_DP, SIM_CLS_PP, SIM_N_CLS };
+
+/* The class of a tag category (SIM_TIMELINE_CAT_*). */
+guint sim_exposed_class(guint category);
+/* Adds [s0, s1) in class `cls` to `edges` (a GArray of the module's edges,
+ * from sim_exposed_edges_new); empty intervals are skipped. */
+void sim_exposed_add(GArray *edges, SimTime s0, SimTime s1, guint cls);
+/* Adds op's interval in the class of its tag's category. */
+void sim_exposed_add_op(GArray *edges, const SimEngine *e, guint op);
+GArray *sim_exposed_edges_new(void);
+/* Sorts `edges` and splits [0, end] by class into out[0..SIM_N_CLS-1], idle
+ * into out[SIM_N_CLS], in seconds.  With end = 0 it measures, per class,
+ * the union of its intervals where no higher class is active. */
+void sim_exposed_split(GArray *edges, SimTime end, double out[SIM_N_CLS + 1]);
