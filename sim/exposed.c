@@ -71,3 +71,30 @@ void sim_exposed_split(GArray *edges, SimTime end, double out[SIM_N_CLS + 1]) {
   for (guint c = 0; c <= SIM_N_CLS; c++)
     out[c] = (double)ns[c] * 1e-9;
 }
+
+guint sim_exposed_busiest(const SimEngine *e, const guint *gpus, guint n, double *work, SimTime *flush) {
+  G_STATIC_ASSERT(SIM_TIMELINE_STREAM_KINDS >= 2); /* kind 0: compute, kind 1: tensor-parallel */
+  double best = -1;
+  guint critical = 0;
+  *flush = 0;
+  for (guint s = 0; s < n; s++) {
+    guint gpu = gpus ? gpus[s] : s;
+    double busy = 0;
+    for (guint kind = 0; kind < 2; kind++) {
+      guint n_ops;
+      const guint *ops = sim_engine_stream_ops(e, gpu * SIM_TIMELINE_STREAM_KINDS + kind, &n_ops);
+      for (guint j = 0; j < n_ops; j++) {
+        if (sim_engine_op_tag(e, ops[j])->category == SIM_TIMELINE_CAT_OPTIMIZER)
+          continue;
+        busy += (double)(sim_engine_op_end(e, ops[j]) - sim_engine_op_start(e, ops[j]));
+        *flush = MAX(*flush, sim_engine_op_end(e, ops[j]));
+      }
+    }
+    if (busy > best) {
+      best = busy;
+      critical = s;
+    }
+  }
+  *work = best;
+  return critical;
+}

@@ -24,3 +24,10 @@ GArray *sim_exposed_edges_new(void);
  * into out[SIM_N_CLS], in seconds.  With end = 0 it measures, per class,
  * the union of its intervals where no higher class is active. */
 void sim_exposed_split(GArray *edges, SimTime end, double out[SIM_N_CLS + 1]);
+
+/* The pipeline's busiest GPU among gpus[0..n-1] (NULL: GPUs 0..n-1), whose
+ * streams are laid out as in timeline.h: its busy work is the time of its
+ * compute and tensor-parallel ops (which block compute), the optimizer left
+ * out.  Returns the index of the first busiest GPU; *work is its busy time
+ * in ns and *flush the latest end of busy work on any of them. */
+guint sim_exposed_busiest(const SimEngine *e, const guint *gpus, guint n, double *work, SimTime *flush);

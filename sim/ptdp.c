@@ -680,27 +680,13 @@ static void measure(Build *b, SimResult *r) {
   /* The pipeline's busy work per stage (compute and tensor-parallel
    * all-reduces, which block compute), and the flush: the end of the last
    * pass anywhere. */
-  SimTime flush = 0;
-  double best_work = -1;
-  guint critical = 0;
-  for (guint s = 0; s < b->p; s++) {
-    guint gpu = gpu_of(b, 0, s, 0);
-    double work = 0;
-    for (guint kind = STREAM_COMPUTE; kind <= STREAM_TP; kind++) {
-      guint n;
-      const guint *ops = sim_engine_stream_ops(b->e, gpu * N_STREAM_KINDS + kind, &n);
-      for (guint j = 0; j < n; j++) {
-        if (sim_engine_op_tag(b->e, ops[j])->category == CAT_OPTIMIZER)
-          continue;
-        work += (double)(sim_engine_op_end(b->e, ops[j]) - sim_engine_op_start(b->e, ops[j]));
-        flush = MAX(flush, sim_engine_op_end(b->e, ops[j]));
-      }
-    }
-    if (work > best_work) {
-      best_work = work;
-      critical = s;
-    }
-  }
+  SimTime flush;
+  double best_work;
+  guint *stage_gpu = g_new(guint, b->p);
+  for (guint s = 0; s < b->p; s++)
+    stage_gpu[s] = gpu_of(b, 0, s, 0);
+  guint critical = sim_exposed_busiest(b->e, stage_gpu, b->p, &best_work, &flush);
+  g_free(stage_gpu);
   r->bubble_fraction = best_work > 0 ? ((double)flush - best_work) / best_work : 0;
   r->critical_stage = critical;
   double parts[SIM_N_CLS + 1];

@@ -467,26 +467,9 @@ static void measure(Build *b, const ModelProfile *profile, guint total_slices, S
   r->analytic_bubble_fraction = (double)(b->p - 1) / total_slices;
   r->token_slices = total_slices;
 
-  SimTime flush = 0;
-  double best = -1;
-  guint critical = 0;
-  for (guint s = 0; s < b->p; s++) {
-    double work = 0;
-    for (guint kind = STREAM_COMPUTE; kind <= STREAM_TP; kind++) {
-      guint n;
-      const guint *ops = sim_engine_stream_ops(b->e, s * N_STREAMS + kind, &n);
-      for (guint j = 0; j < n; j++) {
-        if (sim_engine_op_tag(b->e, ops[j])->category == CAT_OPTIMIZER)
-          continue;
-        work += (double)(sim_engine_op_end(b->e, ops[j]) - sim_engine_op_start(b->e, ops[j]));
-        flush = MAX(flush, sim_engine_op_end(b->e, ops[j]));
-      }
-    }
-    if (work > best) {
-      best = work;
-      critical = s;
-    }
-  }
+  SimTime flush;
+  double best;
+  guint critical = sim_exposed_busiest(b->e, NULL, b->p, &best, &flush);
   r->bubble_fraction = best > 0 ? ((double)flush - best) / best : 0;
   r->idle_fraction = flush > 0 ? ((double)flush - best) / (double)flush : 0;
   r->critical_stage = critical;
