@@ -16,7 +16,7 @@
 #include "../sim/collective.h"
 #include "../sim/flow.h"
 #include "../topologies/fabric.h"
-#include "../models/jsonutil.h"
+#include "../base/jsonutil.h"
 
 static void start_flow(SimFlowNet *net, const TopoFabric *f, GRand *rng, gboolean rail, GArray *hops, int64_t now) {
   guint G = topo_fabric_gpus_per_node(f), nodes = topo_fabric_nodes(f);

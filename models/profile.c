@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "compute.h"
-#include "jsonutil.h"
+#include "../base/jsonutil.h"
 
 G_DEFINE_QUARK(model-profile-error-quark, model_profile_error)
 

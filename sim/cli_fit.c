@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "../calibrate/fit.h"
-#include "../models/jsonutil.h"
+#include "../base/jsonutil.h"
 #include "cli.h"
 
 typedef struct {

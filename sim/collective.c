@@ -4,9 +4,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "../models/jsonutil.h"
+#include "../base/jsonutil.h"
 #include "flow.h"
-#include "heap.h"
+#include "../base/heap.h"
 
 G_DEFINE_QUARK(sim-coll-error-quark, sim_coll_error)
 

@@ -1,6 +1,6 @@
 /* ptdsim — discrete-event engine (see engine.h for the model). */
 #include "engine.h"
-#include "heap.h"
+#include "../base/heap.h"
 
 #include <stdlib.h>
 

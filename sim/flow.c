@@ -1,6 +1,6 @@
 /* ptdsim — max-min fair flow network (see flow.h). */
 #include "flow.h"
-#include "heap.h"
+#include "../base/heap.h"
 
 #include <math.h>
 #include <string.h>

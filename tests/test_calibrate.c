@@ -12,7 +12,7 @@
 #include "../calibrate/fit.h"
 #include "../calibrate/gemm_index.h"
 #include "../models/compute.h"
-#include "../models/jsonutil.h"
+#include "../base/jsonutil.h"
 #include "../topologies/cluster.h"
 
 static char *tmpdir;

@@ -15,7 +15,7 @@
 
 #include "../models/comm.h"
 #include "../models/compute.h"
-#include "../models/jsonutil.h"
+#include "../base/jsonutil.h"
 #include "../models/layer.h"
 #include "../models/memory.h"
 #include "../models/profile.h"

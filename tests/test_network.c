@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../models/jsonutil.h"
+#include "../base/jsonutil.h"
 #include "../sim/collective.h"
 #include "../sim/engine.h"
 #include "../sim/flow.h"

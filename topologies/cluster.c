@@ -1,7 +1,7 @@
 /* ptdsim — cluster loading (see cluster.h). */
 #include "cluster.h"
 
-#include "../models/jsonutil.h"
+#include "../base/jsonutil.h"
 
 void topo_cluster_free(TopoCluster *c) {
   if (!c)

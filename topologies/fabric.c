@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../models/jsonutil.h"
+#include "../base/jsonutil.h"
 
 G_DEFINE_QUARK(topo-fabric-error-quark, topo_fabric_error)
 

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../models/jsonutil.h"
+#include "../base/jsonutil.h"
 #include "terapipe_figs.h"
 
 cJSON *trace_reference_load(const char *file, GError **error) {

@@ -10,7 +10,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../models/jsonutil.h"
+#include "../base/jsonutil.h"
 #include "../models/layer.h"
 #include "../sim/terapipe.h"
 
