@@ -13,8 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../sim/collective.h"
-#include "../sim/flow.h"
+#include "../network/collective.h"
+#include "../network/flow.h"
 #include "../topologies/fabric.h"
 #include "../base/jsonutil.h"
 

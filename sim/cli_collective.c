@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "collective.h"
+#include "../network/collective.h"
 
 static gboolean parse_bytes(const char *text, const char *flag, double *out, GError **error) {
   char *end = NULL;

@@ -21,7 +21,7 @@
 
 #include "../models/comm.h"
 #include "../models/layer.h"
-#include "collective.h"
+#include "../network/collective.h"
 #include "engine.h"
 #include "exposed.h"
 #include "plan.h"

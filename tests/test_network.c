@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "../base/jsonutil.h"
-#include "../sim/collective.h"
+#include "../network/collective.h"
 #include "../sim/engine.h"
-#include "../sim/flow.h"
+#include "../network/flow.h"
 #include "../sim/plan.h"
 #include "../topologies/fabric.h"
 
