@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "search.h"
+#include "../search/planner.h"
 
 #define NOT_GIVEN (-1)
 

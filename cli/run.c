@@ -4,7 +4,7 @@
 #include "../traces/perfetto.h"
 #include "../traces/report.h"
 #include "cli.h"
-#include "terapipe.h"
+#include "../sim/terapipe.h"
 
 int cli_run(int argc, char **argv) {
   CliRunOptions o;

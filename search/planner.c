@@ -20,7 +20,7 @@
  * cannot enter the list and is not simulated.  Largest GPU counts are tried
  * first so that the threshold is tight early; this matters with
  * --allow-fewer, where most candidates use a fraction of the budget. */
-#include "search.h"
+#include "planner.h"
 
 #include <math.h>
 #include <string.h>

@@ -5,7 +5,7 @@
 #include <cjson/cJSON.h>
 #include <glib.h>
 
-#include "plan.h"
+#include "../sim/plan.h"
 
 typedef enum { CLI_TEXT, CLI_JSON } CliFormat;
 

@@ -5,7 +5,7 @@
 
 #include <glib.h>
 
-#include "plan.h"
+#include "../sim/plan.h"
 
 typedef struct {
   SimPlanRequest base;  /* model, gpus (the budget), global_batch, tokens, network, fusion...; tp/pp/dp/micro_batch,

@@ -7,7 +7,7 @@
 #include "../traces/figures.h"
 #include "../models/slicing.h"
 #include "../traces/terapipe_figs.h"
-#include "terapipe.h"
+#include "../sim/terapipe.h"
 #include "cli.h"
 
 static double peak_rss_mib(void) {
