@@ -45,7 +45,7 @@ static int bench_terapipe(gint64 repeat) {
   if (!code && (!trace_terapipe_setting(9, "auto", 1, &req, &error) || !sim_plan_build(&req, cluster, &plan, &error)))
     code = cli_fail(error);
   for (guint g = 8; !code && g >= 1; g = g == 8 ? 1 : 0) {
-    ModelNet net = cluster->net;
+    ModelNet net = {.hw = cluster->net};
     ModelCell cell = {profile, &plan.model, &net, plan.tp, 1, plan.model.layers / plan.pp, TRUE, TRUE, TRUE};
     ModelSliceCost cost;
     if (!model_slice_cost_fit(&cell, 1, plan.model.seq_len, g, &cost, &error)) {

@@ -114,8 +114,8 @@ int cli_collective(int argc, char **argv) {
   if (algo_s && !sim_coll_algo_parse(algo_s, &algo))
     BAD("unknown --algorithm '%s'; use ring, tree, hierarchical or auto", algo_s);
   if (proto_s && strcmp(proto_s, "auto") != 0) {
-    for (int p = 0; p < MODEL_N_PROTOS; p++)
-      if (strcmp(proto_s, model_proto_name((ModelProto)p)) == 0)
+    for (int p = 0; p < TOPO_N_PROTOS; p++)
+      if (strcmp(proto_s, topo_proto_name((TopoProto)p)) == 0)
         proto = p;
     if (proto < 0)
       BAD("unknown --protocol '%s'; use LL, LL128, Simple or auto", proto_s);
@@ -214,7 +214,7 @@ int cli_collective(int argc, char **argv) {
     const SimCollPlan *p0 = g_ptr_array_index(plans, 0);
     double secs = (double)end * 1e-9;
     double algbw = secs > 0 ? bytes / secs / 1e9 : 0;
-    const char *an = sim_coll_algo_name(sim_coll_plan_algo(p0)), *pn = model_proto_name(sim_coll_plan_proto(p0));
+    const char *an = sim_coll_algo_name(sim_coll_plan_algo(p0)), *pn = topo_proto_name(sim_coll_plan_proto(p0));
     double count = op == SIM_OP_ALLGATHER || op == SIM_OP_REDUCESCATTER ? bytes / 4 / n : bytes / 4;
     g_string_append_printf(text, "  %10.0f %12.0f %6s %6s %10.2f %8.2f %8.2f  %-12s %s\n", bytes, count, "float",
              op == SIM_OP_SENDRECV || op == SIM_OP_ALLGATHER ? "none" : "sum", secs * 1e6, algbw, algbw * bus, an,

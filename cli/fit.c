@@ -132,9 +132,7 @@ static gboolean synthesize(const FitOptions *o, GError **error) {
   if (ok)
     ok = (plan = calib_plan_new(&cfg, error)) != NULL;
   if (ok) {
-    ModelNet net = cluster->net;
-    net.measured = profile->coll;
-    net.n_measured = profile->n_coll;
+    ModelNet net = {.hw = cluster->net, .measured = profile->coll, .n_measured = profile->n_coll};
     CalibMeasurements *m = calib_synthesize(profile, &net, plan, o->noise, (gulong)o->seed);
     ok = calib_measurements_save(m, o->output, error);
     if (ok)

@@ -26,15 +26,10 @@ static const ModelCollFit *find_measured(const ModelNet *net, ModelCollOp op, gu
   return NULL;
 }
 
-const char *model_proto_name(ModelProto proto) {
-  static const char *names[] = {"LL", "LL128", "Simple"};
-  return proto < MODEL_N_PROTOS ? names[proto] : "?";
-}
-
 double model_collective_time_s(const ModelNet *net, ModelCollOp op, double bytes, guint ranks, guint nodes,
-                               ModelProto *proto_out) {
+                               TopoProto *proto_out) {
   if (proto_out)
-    *proto_out = MODEL_PROTO_SIMPLE;
+    *proto_out = TOPO_PROTO_SIMPLE;
   if (net->free_comm || ranks <= 1 || bytes <= 0)
     return 0;
   nodes = CLAMP(nodes, 1, ranks);
@@ -42,22 +37,22 @@ double model_collective_time_s(const ModelNet *net, ModelCollOp op, double bytes
   if (fit)
     return model_coll_fit_time_s(fit, bytes * model_busbw_factor(op, ranks));
   double per_node = (double)ranks / nodes;
-  double bw = net->nvlink_busbw;
+  double bw = net->hw.nvlink_busbw;
   if (nodes > 1)
-    bw = fmin(bw, per_node * net->nic_bw * net->nics_per_node / net->gpus_per_node);
+    bw = fmin(bw, per_node * net->hw.nic_bw * net->hw.nics_per_node / net->hw.gpus_per_node);
   /* Ring steps: an all-reduce is a reduce-scatter then an all-gather. */
   guint steps = (op == MODEL_COLL_ALLREDUCE ? 2 : 1) * (ranks - 1);
   guint inter = nodes > 1 ? (op == MODEL_COLL_ALLREDUCE ? 2 : 1) * nodes : 0;
   guint intra = steps > inter ? steps - inter : 0;
   double bus_bytes = bytes * model_busbw_factor(op, ranks);
   double best = INFINITY;
-  for (int p = 0; p < MODEL_N_PROTOS; p++) {
-    double t = net->ring_base[p] + intra * net->nvlink_hop[p] + inter * net->net_hop[p] +
-               bus_bytes / (bw * net->proto_bw_factor[p]);
+  for (int p = 0; p < TOPO_N_PROTOS; p++) {
+    double t = net->hw.ring_base[p] + intra * net->hw.nvlink_hop[p] + inter * net->hw.net_hop[p] +
+               bus_bytes / (bw * net->hw.proto_bw_factor[p]);
     if (t < best) {
       best = t;
       if (proto_out)
-        *proto_out = (ModelProto)p;
+        *proto_out = (TopoProto)p;
     }
   }
   return best;
@@ -69,6 +64,6 @@ double model_p2p_time_s(const ModelNet *net, double bytes, gboolean same_node) {
   const ModelCollFit *fit = same_node ? find_measured(net, MODEL_COLL_SENDRECV, 2) : NULL;
   if (fit)
     return model_coll_fit_time_s(fit, bytes);
-  return same_node ? net->p2p_latency_intra + bytes / net->nvlink_p2p_bw
-                   : net->p2p_latency_inter + bytes / net->nic_bw;
+  return same_node ? net->hw.p2p_latency_intra + bytes / net->hw.nvlink_p2p_bw
+                   : net->hw.p2p_latency_inter + bytes / net->hw.nic_bw;
 }

@@ -18,7 +18,8 @@
 
 #include <glib.h>
 
-typedef enum { MODEL_PROTO_LL, MODEL_PROTO_LL128, MODEL_PROTO_SIMPLE, MODEL_N_PROTOS } ModelProto;
+#include "../topologies/cluster.h"
+
 typedef enum { MODEL_COLL_ALLREDUCE, MODEL_COLL_ALLGATHER, MODEL_COLL_REDUCESCATTER, MODEL_COLL_SENDRECV } ModelCollOp;
 
 /* A collective measured on one node and fitted by `ptdsim fit` (a profile's
@@ -36,18 +37,11 @@ typedef struct {
   double busbw[MODEL_COLL_MAX_RANGES]; /* B/s */
 } ModelCollFit;
 
+/* The network as the collective model sees it: the cluster's tiers and
+ * NCCL constants, and what the device profile adds (the ideal profile's free
+ * communication, collectives measured on the device). */
 typedef struct {
-  guint gpus_per_node;
-  guint nics_per_node;
-  double nvlink_busbw;      /* B/s: NCCL ring busbw inside one node */
-  double nvlink_p2p_bw;     /* B/s: one direction between two GPUs of a node */
-  double nic_bw;            /* B/s: achievable per NIC in NCCL */
-  double p2p_latency_intra; /* s */
-  double p2p_latency_inter; /* s */
-  double ring_base[MODEL_N_PROTOS];   /* s */
-  double nvlink_hop[MODEL_N_PROTOS];  /* s */
-  double net_hop[MODEL_N_PROTOS];     /* s */
-  double proto_bw_factor[MODEL_N_PROTOS];
+  TopoNet hw;
   gboolean free_comm; /* the ideal profile: communication costs nothing */
   const ModelCollFit *measured; /* from the device profile, if it has them */
   guint n_measured;
@@ -64,7 +58,7 @@ double model_busbw_factor(ModelCollOp op, guint ranks);
  * over `ranks` GPUs spread evenly over `nodes` nodes.  `proto_out`, if not
  * NULL, receives the protocol chosen. */
 double model_collective_time_s(const ModelNet *net, ModelCollOp op, double bytes, guint ranks, guint nodes,
-                               ModelProto *proto_out);
+                               TopoProto *proto_out);
 /* Seconds for one point-to-point transfer of `bytes`. */
 double model_p2p_time_s(const ModelNet *net, double bytes, gboolean same_node);
-const char *model_proto_name(ModelProto proto);
+const char *topo_proto_name(TopoProto proto);

@@ -12,9 +12,9 @@ G_DEFINE_QUARK(sim-coll-error-quark, sim_coll_error)
 
 struct _SimNetwork {
   TopoFabric *fabric;
-  ModelNet nccl;
+  TopoNet nccl;
   gboolean has_tree;
-  double tree_base[MODEL_N_PROTOS], tree_nvlink_hop[MODEL_N_PROTOS], tree_net_hop[MODEL_N_PROTOS];
+  double tree_base[TOPO_N_PROTOS], tree_nvlink_hop[TOPO_N_PROTOS], tree_net_hop[TOPO_N_PROTOS];
   /* NCCL's per-channel bandwidth caps in its tuner, B/s (INFINITY: none) */
   double ll128_per_channel, tree_per_channel[3], net_channel, ll_max[3];
   double *capacity;
@@ -67,25 +67,25 @@ typedef struct {
 
 struct _SimCollPlan {
   SimCollAlgo algo;
-  ModelProto proto;
+  TopoProto proto;
   double crossing_bytes;
   GPtrArray *phases; /* Phase* */
 };
 
 /* --- loading --- */
 
-static gboolean per_proto(const cJSON *nccl, const char *key, const char *file, double out[MODEL_N_PROTOS],
+static gboolean per_proto(const cJSON *nccl, const char *key, const char *file, double out[TOPO_N_PROTOS],
                           GError **error) {
   const cJSON *obj = ptd_json_object(nccl, key, file, error);
   if (!obj)
     return FALSE;
-  for (int p = 0; p < MODEL_N_PROTOS; p++) {
+  for (int p = 0; p < TOPO_N_PROTOS; p++) {
     double v;
-    if (!ptd_json_number(obj, model_proto_name((ModelProto)p), file, &v, error))
+    if (!ptd_json_number(obj, topo_proto_name((TopoProto)p), file, &v, error))
       return FALSE;
     if (v < 0) {
       g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "%s: key 'nccl.%s.%s' must be zero or more", file,
-                  key, model_proto_name((ModelProto)p));
+                  key, topo_proto_name((TopoProto)p));
       return FALSE;
     }
     out[p] = v * 1e-6;
@@ -210,7 +210,7 @@ void sim_coll_plan_free(SimCollPlan *plan) {
   g_free(plan);
 }
 
-static SimCollPlan *plan_new(SimCollAlgo algo, ModelProto proto) {
+static SimCollPlan *plan_new(SimCollAlgo algo, TopoProto proto) {
   SimCollPlan *p = g_new0(SimCollPlan, 1);
   p->algo = algo;
   p->proto = proto;
@@ -219,7 +219,7 @@ static SimCollPlan *plan_new(SimCollAlgo algo, ModelProto proto) {
 }
 
 SimCollAlgo sim_coll_plan_algo(const SimCollPlan *p) { return p->algo; }
-ModelProto sim_coll_plan_proto(const SimCollPlan *p) { return p->proto; }
+TopoProto sim_coll_plan_proto(const SimCollPlan *p) { return p->proto; }
 
 /* One group's layout: its nodes in order of first appearance, and each
  * node's members in node-ring order. */
@@ -318,9 +318,9 @@ static void ring_seq(const Layout *lo, guint c, gboolean reverse, guint *seq) {
 
 /* NCCL's ring latency: base + intra-node steps * NVLink hop + inter-node
  * steps * network hop (hardware.json nccl.latencies_us_v2_12.ring_latency). */
-static void ring_hops2(const SimNetwork *net, SimCollOp op, guint ranks, guint nodes, ModelProto p, double *in_node,
+static void ring_hops2(const SimNetwork *net, SimCollOp op, guint ranks, guint nodes, TopoProto p, double *in_node,
                        double *across) {
-  const ModelNet *nc = &net->nccl;
+  const TopoNet *nc = &net->nccl;
   guint factor = op == SIM_OP_ALLREDUCE ? 2 : 1;
   guint steps = factor * (ranks - 1), inter = nodes > 1 ? factor * nodes : 0;
   guint intra = steps > inter ? steps - inter : 0;
@@ -328,31 +328,31 @@ static void ring_hops2(const SimNetwork *net, SimCollOp op, guint ranks, guint n
   *across = inter * nc->net_hop[p];
 }
 
-static double ring_hops(const SimNetwork *net, SimCollOp op, guint ranks, guint nodes, ModelProto p) {
+static double ring_hops(const SimNetwork *net, SimCollOp op, guint ranks, guint nodes, TopoProto p) {
   double a, b;
   ring_hops2(net, op, ranks, nodes, p, &a, &b);
   return a + b;
 }
 
-static double ring_latency(const SimNetwork *net, SimCollOp op, guint ranks, guint nodes, ModelProto p) {
+static double ring_latency(const SimNetwork *net, SimCollOp op, guint ranks, guint nodes, TopoProto p) {
   return net->nccl.ring_base[p] + ring_hops(net, op, ranks, nodes, p);
 }
 
 /* NCCL's per-step cost of a network step through its proxy for LL and
  * LL128, without the path (see Phase). */
-static double net_step_overhead(const SimNetwork *net, ModelProto p) { return net->nccl.net_hop[p]; }
+static double net_step_overhead(const SimNetwork *net, TopoProto p) { return net->nccl.net_hop[p]; }
 
 /* A ring phase: NCCL's base latency first; the chain of 2(n-1) (all-reduce)
  * or n-1 steps with physical per-step latencies; the path latency of each
  * network step is added by ring_flows once the routes are known. */
 static Phase *ring_phase(SimCollPlan *plan, const SimNetwork *net, SimCollOp op, guint ranks, guint nodes,
-                         ModelProto p) {
+                         TopoProto p) {
   guint factor = op == SIM_OP_ALLREDUCE ? 2 : 1;
   guint steps = factor * (ranks - 1), inter = nodes > 1 ? factor * nodes : 0;
   guint intra = steps > inter ? steps - inter : 0;
   if (net->no_latency)
     return phase_new(plan, 0, 0, 1);
-  if (p == MODEL_PROTO_SIMPLE) {
+  if (p == TOPO_PROTO_SIMPLE) {
     /* Simple keeps the first pass's treatment (see Phase): the table's
      * latency added in one node, its hops overlapped across nodes */
     double hops = intra * net->nccl.nvlink_hop[p] + inter * net->nccl.net_hop[p];
@@ -371,7 +371,7 @@ static double bus_factor(SimCollOp op, guint n) {
 
 /* Ring flows of every group into `ph`, edge bytes from `bytes`. */
 static void ring_flows(SimNetwork *net, Phase *ph, SimCollOp op, const guint *gpus, guint n, guint n_groups,
-                       double bytes, ModelProto proto, guint64 salt) {
+                       double bytes, TopoProto proto, guint64 salt) {
   guint *seq = g_new(guint, n), G = topo_fabric_gpus_per_node(net->fabric);
   double path = 0; /* the slowest network path of a ring edge, s */
   for (guint g = 0; g < n_groups; g++) {
@@ -408,7 +408,7 @@ static gint btree_parent(guint r, guint M) {
 
 /* Returns the slowest network path between a node and its parent, s. */
 static double tree_flows(SimNetwork *net, Phase *ph, const guint *gpus, guint n, guint n_groups, double bytes,
-                         ModelProto proto, guint64 salt) {
+                         TopoProto proto, guint64 salt) {
   double path = 0;
   for (guint g = 0; g < n_groups; g++) {
     Layout lo;
@@ -446,7 +446,7 @@ static double tree_flows(SimNetwork *net, Phase *ph, const guint *gpus, guint n,
   return path;
 }
 
-static SimCollPlan *build(SimNetwork *net, SimCollOp op, SimCollAlgo algo, ModelProto proto, const guint *gpus,
+static SimCollPlan *build(SimNetwork *net, SimCollOp op, SimCollAlgo algo, TopoProto proto, const guint *gpus,
                           guint n, guint n_groups, double bytes, guint64 salt, GError **error) {
   Layout lo;
   layout(net, gpus, n, &lo);
@@ -474,7 +474,7 @@ static SimCollPlan *build(SimNetwork *net, SimCollOp op, SimCollAlgo algo, Model
      * the ring's, its network step LL128's) plus the path */
     double depth = log2((double)M);
     double chain = 2 * ((m_max - 1) * net->tree_nvlink_hop[proto] + depth * net->tree_net_hop[proto]);
-    gboolean simple = proto == MODEL_PROTO_SIMPLE;
+    gboolean simple = proto == TOPO_PROTO_SIMPLE;
     Phase *ph = phase_new(plan, net->tree_base[proto], chain, simple ? INFINITY : 1);
     double path = tree_flows(net, ph, gpus, n, n_groups, bytes, proto, salt);
     if (!simple)
@@ -527,7 +527,7 @@ static SimCollPlan *build(SimNetwork *net, SimCollOp op, SimCollAlgo algo, Model
 
 SimCollPlan *sim_coll_plan_p2p(SimNetwork *net, const guint *src, const guint *dst, guint n_pairs, double bytes,
                                guint64 salt) {
-  SimCollPlan *plan = plan_new(SIM_ALGO_P2P, MODEL_PROTO_SIMPLE);
+  SimCollPlan *plan = plan_new(SIM_ALGO_P2P, TOPO_PROTO_SIMPLE);
   if (bytes <= 0 || n_pairs == 0)
     return plan;
   guint G = topo_fabric_gpus_per_node(net->fabric);
@@ -590,18 +590,18 @@ SimCollPlan *sim_coll_plan(SimNetwork *net, SimCollOp op, SimCollAlgo algo, int 
   guint M = lo.n_nodes, m_max = lo.m_max;
   layout_clear(&lo);
   if (algo == SIM_ALGO_HIER && proto >= 0)
-    return build(net, op, algo, (ModelProto)proto, gpus, n, n_groups, bytes, salt, error);
+    return build(net, op, algo, (TopoProto)proto, gpus, n, n_groups, bytes, salt, error);
   double ring_bus = 0;
   if (n > 1) {
     double probe = 1073741824.0; /* rates do not depend on size; any large size will do */
     net->no_latency = TRUE;
-    SimCollPlan *rs = build(net, op, SIM_ALGO_RING, MODEL_PROTO_SIMPLE, gpus, n, 1, probe, salt, error);
+    SimCollPlan *rs = build(net, op, SIM_ALGO_RING, TOPO_PROTO_SIMPLE, gpus, n, 1, probe, salt, error);
     net->no_latency = FALSE;
     double t = sim_coll_plan_time(net, rs);
     sim_coll_plan_free(rs);
     ring_bus = t > 0 ? probe * bus_factor(op, n) / t : INFINITY;
   }
-  static const double tree_cap[MODEL_N_PROTOS] = {1.0 / 3.8, 120.0 / 128.0, 1.0};
+  static const double tree_cap[TOPO_N_PROTOS] = {1.0 / 3.8, 120.0 / 128.0, 1.0};
   /* NCCL's channel count across nodes: one ring channel per NIC in use, at
    * the speed its search gives a NIC (24 GB/s for HDR), doubled at half the
    * speed when that speed is 25 GB/s or more (search.cc, "duplicate
@@ -618,14 +618,14 @@ SimCollPlan *sim_coll_plan(SimNetwork *net, SimCollOp op, SimCollAlgo algo, int 
   guint by_nodes = M <= 2 ? (M > 0 ? M - 1 : 0) : 2;
   double tree_ch = net->tree_per_channel[by_nodes], ll_max = net->ll_max[by_nodes];
   SimCollAlgo best_a = SIM_ALGO_RING;
-  int best_p = MODEL_PROTO_SIMPLE;
+  int best_p = TOPO_PROTO_SIMPLE;
   double best_t = INFINITY, best_xfer = 0;
   for (int a = SIM_ALGO_RING; a <= SIM_ALGO_HIER; a++) {
     if (algo != SIM_ALGO_AUTO ? a != (int)algo : a == SIM_ALGO_HIER)
       continue;
     if (a == SIM_ALGO_TREE && algo == SIM_ALGO_AUTO && (op != SIM_OP_ALLREDUCE || !net->has_tree || M < 2))
       continue; /* NCCL's trees are for all-reduce across nodes */
-    for (int p = 0; p < MODEL_N_PROTOS; p++) {
+    for (int p = 0; p < TOPO_N_PROTOS; p++) {
       if (proto >= 0 && p != proto)
         continue;
       double t, xfer;
@@ -633,20 +633,20 @@ SimCollPlan *sim_coll_plan(SimNetwork *net, SimCollOp op, SimCollAlgo algo, int 
         double lat = net->tree_base[p] +
                      2 * ((m_max - 1) * net->tree_nvlink_hop[p] + log2((double)M) * net->tree_net_hop[p]);
         double bus = fmin(ring_bus * 0.92, nch * tree_ch) * tree_cap[p];
-        if (p == MODEL_PROTO_LL128)
+        if (p == TOPO_PROTO_LL128)
           bus = fmin(bus, nch * net->ll128_per_channel);
-        if (p == MODEL_PROTO_LL)
+        if (p == TOPO_PROTO_LL)
           bus = fmin(bus, ll_max);
         xfer = bytes / (0.5 * bus);
         t = lat + xfer;
       } else {
         double bus = ring_bus * net->nccl.proto_bw_factor[p];
-        if (p == MODEL_PROTO_LL128)
+        if (p == TOPO_PROTO_LL128)
           bus = fmin(bus, nch * net->ll128_per_channel);
-        if (p == MODEL_PROTO_LL)
+        if (p == TOPO_PROTO_LL)
           bus = fmin(bus, ll_max);
         xfer = bytes * bus_factor(op, n) / bus;
-        t = ring_latency(net, op, n, M, (ModelProto)p) + xfer;
+        t = ring_latency(net, op, n, M, (TopoProto)p) + xfer;
       }
       if (t < best_t) {
         best_t = t;
@@ -656,7 +656,7 @@ SimCollPlan *sim_coll_plan(SimNetwork *net, SimCollOp op, SimCollAlgo algo, int 
       }
     }
   }
-  SimCollPlan *plan = build(net, op, best_a, (ModelProto)best_p, gpus, n, n_groups, bytes, salt, error);
+  SimCollPlan *plan = build(net, op, best_a, (TopoProto)best_p, gpus, n, n_groups, bytes, salt, error);
   /* the caps of NCCL's bandwidth model (LL128 20 GB/s per channel, the
    * tree's per-channel rates, LL's totals) are per-channel rates its
    * protocols do not exceed: the executed transfer is no faster than the

@@ -31,7 +31,6 @@
 #include <glib.h>
 #include <stdint.h>
 
-#include "../models/comm.h"
 #include "../topologies/cluster.h"
 #include "../topologies/fabric.h"
 
@@ -68,7 +67,7 @@ void sim_coll_plan_free(SimCollPlan *plan);
 void sim_network_set_sides(SimNetwork *net, const guint8 *side);
 double sim_coll_plan_crossing_bytes(const SimCollPlan *plan);
 SimCollAlgo sim_coll_plan_algo(const SimCollPlan *plan);
-ModelProto sim_coll_plan_proto(const SimCollPlan *plan);
+TopoProto sim_coll_plan_proto(const SimCollPlan *plan);
 /* Seconds the plan takes alone on the network. */
 double sim_coll_plan_time(SimNetwork *net, const SimCollPlan *plan);
 const char *sim_coll_algo_name(SimCollAlgo algo);

@@ -57,6 +57,7 @@ typedef struct {
   const SimPlan *plan;
   const ModelProfile *profile;
   const TopoCluster *cluster;
+  ModelNet net; /* the cluster's network with the profile's free or measured collectives */
   SimEngine *e;
   guint ts, ds; /* simulated tensor ranks and replicas */
   guint p, v, m, lpc; /* stages, chunks, microbatches, layers per chunk */
@@ -344,7 +345,7 @@ static void emit_transfers(Build *b, guint s, guint k, guint idx) {
                             per_rank, b->flow->side_pp);
       xfer[i] = net_op(b, plan, streams, pos, 2, &t);
     } else
-      xfer[i] = sim_engine_add_op_at(b->e, ns(model_p2p_time_s(&b->cluster->net, per_rank, same)), streams, pos, 2,
+      xfer[i] = sim_engine_add_op_at(b->e, ns(model_p2p_time_s(&b->net, per_rank, same)), streams, pos, 2,
                                      &t);
     sim_engine_add_dep(b->e, b->items[((k * b->p + s) * b->n_items + idx) * b->ts + i].last, xfer[i]);
     /* Megatron's point-to-point calls are blocking (batch_isend_irecv, then
@@ -369,7 +370,7 @@ static void emit_transfers(Build *b, guint s, guint k, guint idx) {
     if (b->flow)
       gather = net_op(b, tp_plan(b, ds_, k, SIM_OP_ALLGATHER, full), streams, pos, b->ts, &t);
     else {
-      double ag = model_collective_time_s(&b->cluster->net, MODEL_COLL_ALLGATHER, full, pl->tp,
+      double ag = model_collective_time_s(&b->net, MODEL_COLL_ALLGATHER, full, pl->tp,
                                           tp_group_nodes(b, ds_, k), NULL);
       gather = sim_engine_add_op_at(b->e, ns(ag), streams, pos, b->ts, &t);
     }
@@ -444,7 +445,7 @@ static guint dp_allreduce(Build *b, guint i, guint s, double bytes, const guint 
     op = net_op(b, coll_plan(b, key, SIM_OP_ALLREDUCE, gpus, d, copies(b, TRUE, FALSE), bytes, b->flow->side_dp),
                 streams, NULL, b->ds, t);
   } else {
-    double secs = model_collective_time_s(&b->cluster->net, MODEL_COLL_ALLREDUCE, bytes, b->plan->dp, nodes, NULL);
+    double secs = model_collective_time_s(&b->net, MODEL_COLL_ALLREDUCE, bytes, b->plan->dp, nodes, NULL);
     op = sim_engine_add_op(b->e, ns(secs), streams, b->ds, t);
   }
   for (guint j = 0; j < n_deps; j++)
@@ -510,7 +511,7 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
                         NULL, 2, &et);
           } else {
             double secs =
-                model_collective_time_s(&b->cluster->net, MODEL_COLL_ALLREDUCE, bytes, 2, same ? 1 : 2, NULL);
+                model_collective_time_s(&b->net, MODEL_COLL_ALLREDUCE, bytes, 2, same ? 1 : 2, NULL);
             op = sim_engine_add_op(b->e, ns(secs), streams, 2, &et);
           }
           sim_engine_add_dep(b->e, b->items[((k * b->p + 0) * b->n_items + b->n_items - 1) * b->ts + i].last, op);
@@ -833,13 +834,11 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   }
 
   Build b = {.plan = pl, .profile = profile, .cluster = cluster};
-  ModelNet net = cluster->net;
-  net.free_comm = profile->kind == MODEL_PROFILE_IDEAL;
-  net.measured = profile->coll; /* collectives measured on the device, if the profile has them */
-  net.n_measured = profile->n_coll;
-  TopoCluster cl = *cluster;
-  cl.net = net;
-  b.cluster = &cl;
+  b.net = (ModelNet){.hw = cluster->net,
+                     .free_comm = profile->kind == MODEL_PROFILE_IDEAL,
+                     /* collectives measured on the device, if the profile has them */
+                     .measured = profile->coll,
+                     .n_measured = profile->n_coll};
   b.ts = b.ds = 1;
   b.p = pl->pp;
   b.v = pl->chunks;
@@ -866,12 +865,12 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   b.tp_ar_ns = g_new(SimTime, (gsize)b.p * b.ds);
   for (guint s = 0; s < b.p; s++)
     for (guint k = 0; k < b.ds; k++)
-      b.tp_ar_ns[s * b.ds + k] = ns(model_collective_time_s(&cl.net, MODEL_COLL_ALLREDUCE, b.layer.tp_allreduce_bytes,
+      b.tp_ar_ns[s * b.ds + k] = ns(model_collective_time_s(&b.net, MODEL_COLL_ALLREDUCE, b.layer.tp_allreduce_bytes,
                                                             pl->tp, tp_group_nodes(&b, s, k), NULL));
 
   b.e = sim_engine_new();
   FlowCtx fc = {0};
-  if (pl->flow_network && !net.free_comm) {
+  if (pl->flow_network && !b.net.free_comm) {
     if (!(fc.net = sim_network_load(cluster, error))) {
       g_free(b.tp_ar_ns);
       sim_engine_free(b.e);

@@ -65,6 +65,7 @@ typedef struct {
 typedef struct {
   const SimPlan *pl;
   const TopoCluster *cluster;
+  ModelNet net; /* the cluster's network; free with the ideal profile */
   SimEngine *e;
   guint p, n; /* stages, items per stage (2 x slices) */
   Item *items;
@@ -99,15 +100,15 @@ static guint dp_nodes(const Build *b, guint s) {
 }
 
 static double p2p_time(const Build *b, double bytes, guint s, guint d) {
-  const ModelNet *net = &b->cluster->net;
+  const ModelNet *net = &b->net;
   if (net->free_comm || bytes <= 0)
     return 0;
   if (node_of(b, 0, 0, s) == node_of(b, 0, 0, d))
     return model_p2p_time_s(net, bytes, TRUE);
   /* A rank uses one NIC at most; the node's NICs are shared by all its
    * concurrently sending ranks. */
-  double bw = fmin(net->nic_bw, net->nic_bw * net->nics_per_node / MAX(1u, cross_senders(b, s, d)));
-  return net->p2p_latency_inter + bytes / bw;
+  double bw = fmin(net->hw.nic_bw, net->hw.nic_bw * net->hw.nics_per_node / MAX(1u, cross_senders(b, s, d)));
+  return net->hw.p2p_latency_inter + bytes / bw;
 }
 
 
@@ -120,7 +121,7 @@ static void hop_parts(const Build *b, guint seqs, guint tokens, guint s, guint d
   gboolean sg = pl->scatter_gather && pl->tp > 1;
   double full = 2.0 * seqs * tokens * pl->model.hidden;
   *send_s = p2p_time(b, sg ? full / pl->tp : full, s, d);
-  *gather_s = sg ? model_collective_time_s(&b->cluster->net, MODEL_COLL_ALLGATHER, full, pl->tp,
+  *gather_s = sg ? model_collective_time_s(&b->net, MODEL_COLL_ALLGATHER, full, pl->tp,
                                            (pl->tp + b->cluster->gpus_per_node - 1) / b->cluster->gpus_per_node, NULL)
                  : 0;
 }
@@ -149,9 +150,7 @@ static ModelCell plan_cell(const SimPlan *pl, const ModelProfile *profile, const
 }
 
 static ModelNet plan_net(const ModelProfile *profile, const TopoCluster *cluster) {
-  ModelNet net = cluster->net;
-  net.free_comm = profile->kind == MODEL_PROFILE_IDEAL;
-  return net;
+  return (ModelNet){.hw = cluster->net, .free_comm = profile->kind == MODEL_PROFILE_IDEAL};
 }
 
 /* The DP's view of a cell (models/slicing.h): c from the fitted cost of the
@@ -185,10 +184,8 @@ static double dp_hop(guint len, guint start, gpointer data) {
 gboolean sim_terapipe_choose(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
                              SimTeraPipeSlicing *out, GError **error) {
   sim_terapipe_slicing_init(out);
-  TopoCluster cl = *cluster;
-  cl.net = plan_net(profile, cluster);
-  ModelCell cell = plan_cell(pl, profile, &cl.net, cluster);
-  Build hops = {.pl = pl, .cluster = &cl, .p = pl->pp};
+  Build hops = {.pl = pl, .cluster = cluster, .net = plan_net(profile, cluster), .p = pl->pp};
+  ModelCell cell = plan_cell(pl, profile, &hops.net, cluster);
   /* The fitted t(i, j) is the last cell's, which adds the logits and the
    * loss; the others are derived from it (DpCost). */
   cell.head = TRUE;
@@ -422,7 +419,7 @@ static void emit_dp_and_optimizer(Build *b, const ModelProfile *profile) {
     gboolean same = node_of(b, 0, 0, 0) == node_of(b, 0, 0, b->p - 1);
     SimOpTag t = {CAT_DP, 2, 0, 0, 0, -2};
     guint op = sim_engine_add_op(
-        b->e, ns(model_collective_time_s(&b->cluster->net, MODEL_COLL_ALLREDUCE, bytes, 2, same ? 1 : 2, NULL)),
+        b->e, ns(model_collective_time_s(&b->net, MODEL_COLL_ALLREDUCE, bytes, 2, same ? 1 : 2, NULL)),
         streams, 2, &t);
     sim_engine_add_dep(b->e, b->last[b->n - 1], op);
     sim_engine_add_dep(b->e, b->last[(b->p - 1) * b->n + b->n - 1], op);
@@ -436,7 +433,7 @@ static void emit_dp_and_optimizer(Build *b, const ModelProfile *profile) {
     if (pl->dp > 1) {
       /* Gradients all-reduced once after the flush. */
       double bytes = 2.0 * params;
-      double secs = model_collective_time_s(&b->cluster->net, MODEL_COLL_ALLREDUCE, bytes, pl->dp, dp_nodes(b, s), NULL);
+      double secs = model_collective_time_s(&b->net, MODEL_COLL_ALLREDUCE, bytes, pl->dp, dp_nodes(b, s), NULL);
       guint op = sim_engine_add_op1(b->e, ns(secs), s * N_STREAMS + STREAM_DP, &t);
       sim_engine_add_dep(b->e, after, op);
       after = op;
@@ -634,10 +631,8 @@ gboolean sim_terapipe_simulate_observed(const SimPlan *pl, const ModelProfile *p
     return FALSE;
   }
 
-  TopoCluster cl = *cluster;
-  cl.net = plan_net(profile, cluster);
-  ModelCell cell = plan_cell(pl, profile, &cl.net, cluster);
-  Build b = {.pl = pl, .cluster = &cl, .p = pl->pp, .n = 2 * total};
+  Build b = {.pl = pl, .cluster = cluster, .net = plan_net(profile, cluster), .p = pl->pp, .n = 2 * total};
+  ModelCell cell = plan_cell(pl, profile, &b.net, cluster);
   b.items = g_new(Item, b.n);
   guint j = 0;
   for (guint k = 0; k < sl->batch->len; k++) {

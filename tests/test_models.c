@@ -492,14 +492,14 @@ static void test_busbw_factor(void) {
  * full-bandwidth one). */
 static ModelNet latency_free_net(void) {
   ModelNet net = {0};
-  net.gpus_per_node = 8;
-  net.nics_per_node = 8;
-  net.nvlink_busbw = 200e9;
-  net.nvlink_p2p_bw = 150e9;
-  net.nic_bw = 20e9;
-  net.proto_bw_factor[MODEL_PROTO_LL] = 0.25;
-  net.proto_bw_factor[MODEL_PROTO_LL128] = 0.9;
-  net.proto_bw_factor[MODEL_PROTO_SIMPLE] = 1.0;
+  net.hw.gpus_per_node = 8;
+  net.hw.nics_per_node = 8;
+  net.hw.nvlink_busbw = 200e9;
+  net.hw.nvlink_p2p_bw = 150e9;
+  net.hw.nic_bw = 20e9;
+  net.hw.proto_bw_factor[TOPO_PROTO_LL] = 0.25;
+  net.hw.proto_bw_factor[TOPO_PROTO_LL128] = 0.9;
+  net.hw.proto_bw_factor[TOPO_PROTO_SIMPLE] = 1.0;
   return net;
 }
 
@@ -507,23 +507,23 @@ static void test_collective_bandwidth(void) {
   ModelNet net = latency_free_net();
   double S = 3e8;
   for (guint n = 2; n <= 8; n++) {
-    ModelProto proto = MODEL_PROTO_LL;
+    TopoProto proto = TOPO_PROTO_LL;
     /* One node: the NVSwitch ring. */
     assert_rel(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, S, n, 1, &proto),
-               S * 2.0 * (n - 1) / n / net.nvlink_busbw, REL_EPS);
-    g_assert_cmpint(proto, ==, MODEL_PROTO_SIMPLE);
+               S * 2.0 * (n - 1) / n / net.hw.nvlink_busbw, REL_EPS);
+    g_assert_cmpint(proto, ==, TOPO_PROTO_SIMPLE);
     assert_rel(model_collective_time_s(&net, MODEL_COLL_ALLGATHER, S, n, 1, NULL),
-               S * (double)(n - 1) / n / net.nvlink_busbw, REL_EPS);
+               S * (double)(n - 1) / n / net.hw.nvlink_busbw, REL_EPS);
     /* One GPU per node: one NIC each. */
     assert_rel(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, S, n, n, NULL),
-               S * 2.0 * (n - 1) / n / net.nic_bw, REL_EPS);
+               S * 2.0 * (n - 1) / n / net.hw.nic_bw, REL_EPS);
   }
   /* Two full nodes: a ring gets one NIC per member GPU on each node,
    * 8 x 20 GB/s = 160 GB/s, below NVLink's 200. */
   assert_rel(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, S, 16, 2, NULL), S * 2.0 * 15 / 16 / 160e9,
              REL_EPS);
   /* With faster NICs (8 x 40 = 320 GB/s) NVLink is the cap. */
-  net.nic_bw = 40e9;
+  net.hw.nic_bw = 40e9;
   assert_rel(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, S, 16, 2, NULL), S * 2.0 * 15 / 16 / 200e9,
              REL_EPS);
 }
@@ -531,7 +531,7 @@ static void test_collective_bandwidth(void) {
 /* Nothing to do costs nothing: the ideal network, one rank, zero bytes. */
 static void test_collective_free(void) {
   ModelNet net = latency_free_net();
-  net.ring_base[MODEL_PROTO_SIMPLE] = 1e-5; /* so that zero is not a coincidence */
+  net.hw.ring_base[TOPO_PROTO_SIMPLE] = 1e-5; /* so that zero is not a coincidence */
   g_assert_cmpfloat(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, 1e9, 8, 1, NULL), >, 0);
   g_assert_cmpfloat(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, 1e9, 1, 1, NULL), ==, 0);
   g_assert_cmpfloat(model_collective_time_s(&net, MODEL_COLL_ALLGATHER, 0, 8, 1, NULL), ==, 0);
@@ -547,31 +547,31 @@ static void test_collective_free(void) {
  * returned is the chosen protocol's. */
 static void test_collective_protocols(void) {
   ModelNet net = latency_free_net();
-  net.ring_base[MODEL_PROTO_LL] = 1e-6;
-  net.ring_base[MODEL_PROTO_LL128] = 5e-6;
-  net.ring_base[MODEL_PROTO_SIMPLE] = 10e-6;
-  net.nvlink_hop[MODEL_PROTO_LL] = 0.1e-6;
-  net.nvlink_hop[MODEL_PROTO_LL128] = 0.5e-6;
-  net.nvlink_hop[MODEL_PROTO_SIMPLE] = 1e-6;
-  ModelProto proto = MODEL_PROTO_SIMPLE;
+  net.hw.ring_base[TOPO_PROTO_LL] = 1e-6;
+  net.hw.ring_base[TOPO_PROTO_LL128] = 5e-6;
+  net.hw.ring_base[TOPO_PROTO_SIMPLE] = 10e-6;
+  net.hw.nvlink_hop[TOPO_PROTO_LL] = 0.1e-6;
+  net.hw.nvlink_hop[TOPO_PROTO_LL128] = 0.5e-6;
+  net.hw.nvlink_hop[TOPO_PROTO_SIMPLE] = 1e-6;
+  TopoProto proto = TOPO_PROTO_SIMPLE;
   double small = 1024;
   double t = model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, small, 8, 1, &proto);
-  g_assert_cmpint(proto, ==, MODEL_PROTO_LL);
+  g_assert_cmpint(proto, ==, TOPO_PROTO_LL);
   /* 2(n-1) = 14 ring steps inside the node. */
   assert_rel(t, 1e-6 + 14 * 0.1e-6 + small * 2 * 7 / 8 / (200e9 * 0.25), REL_EPS);
   double large = 1e9;
   t = model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, large, 8, 1, &proto);
-  g_assert_cmpint(proto, ==, MODEL_PROTO_SIMPLE);
+  g_assert_cmpint(proto, ==, TOPO_PROTO_SIMPLE);
   assert_rel(t, 10e-6 + 14 * 1e-6 + large * 2 * 7 / 8 / 200e9, REL_EPS);
-  g_assert_cmpstr(model_proto_name(MODEL_PROTO_LL), ==, "LL");
-  g_assert_cmpstr(model_proto_name(MODEL_PROTO_SIMPLE), ==, "Simple");
+  g_assert_cmpstr(topo_proto_name(TOPO_PROTO_LL), ==, "LL");
+  g_assert_cmpstr(topo_proto_name(TOPO_PROTO_SIMPLE), ==, "Simple");
 }
 
 /* Point-to-point: latency plus bytes over the link of the tier used. */
 static void test_p2p(void) {
   ModelNet net = latency_free_net();
-  net.p2p_latency_intra = 6e-6;
-  net.p2p_latency_inter = 10e-6;
+  net.hw.p2p_latency_intra = 6e-6;
+  net.hw.p2p_latency_inter = 10e-6;
   double bytes = 2.0 * 2048 * 12288; /* one b*s*h fp16 activation */
   assert_rel(model_p2p_time_s(&net, bytes, TRUE), 6e-6 + bytes / 150e9, REL_EPS);
   assert_rel(model_p2p_time_s(&net, bytes, FALSE), 10e-6 + bytes / 20e9, REL_EPS);
@@ -671,7 +671,7 @@ static void test_load_shipped(void) {
   assert_rel(c->net.p2p_latency_intra, json_num(json, "nvlink.p2p_latency_us") * 1e-6, REL_EPS);
   assert_rel(c->net.p2p_latency_inter, json_num(json, "network.p2p_latency_us") * 1e-6, REL_EPS);
   static const char *protos[] = {"LL", "LL128", "Simple"};
-  for (int i = 0; i < MODEL_N_PROTOS; i++) {
+  for (int i = 0; i < TOPO_N_PROTOS; i++) {
     char *k = g_strdup_printf("nccl.ring_base_us.%s", protos[i]);
     assert_rel(c->net.ring_base[i], json_num(json, k) * 1e-6, REL_EPS);
     g_free(k);
@@ -682,7 +682,6 @@ static void test_load_shipped(void) {
     assert_rel(c->net.proto_bw_factor[i], json_num(json, k), REL_EPS);
     g_free(k);
   }
-  g_assert_false(c->net.free_comm);
   cJSON_Delete(json);
   topo_cluster_free(c);
 }

@@ -337,6 +337,7 @@ static void test_knapsack(void) {
 /* --- on the shipped machine --- */
 
 static TopoCluster *aws;
+static ModelNet aws_net; /* aws's network as the collective model sees it */
 static ModelProfile *v100, *ideal;
 
 static void setting_plan(guint id, const char *slices, guint b, SimPlan *plan) {
@@ -349,7 +350,7 @@ static void setting_plan(guint id, const char *slices, guint b, SimPlan *plan) {
 }
 
 static ModelCell setting_cell(const SimPlan *pl) {
-  ModelCell c = {v100, &pl->model, &aws->net, pl->tp, 1, pl->model.layers / pl->pp, pl->recompute, pl->fusion, TRUE};
+  ModelCell c = {v100, &pl->model, &aws_net, pl->tp, 1, pl->model.layers / pl->pp, pl->recompute, pl->fusion, TRUE};
   return c;
 }
 
@@ -596,6 +597,7 @@ int main(int argc, char **argv) {
   GError *error = NULL;
   aws = topo_cluster_load("aws-p3-16xlarge", &error);
   g_assert_no_error(error);
+  aws_net = (ModelNet){.hw = aws->net};
   v100 = model_profile_load("v100-sxm2-16gb", &error);
   g_assert_no_error(error);
   ideal = model_profile_load("ideal", &error);

@@ -14,16 +14,21 @@ void topo_cluster_free(TopoCluster *c) {
 
 guint topo_cluster_gpus(const TopoCluster *c) { return c->nodes * c->gpus_per_node; }
 
+const char *topo_proto_name(TopoProto proto) {
+  static const char *names[] = {"LL", "LL128", "Simple"};
+  return proto < TOPO_N_PROTOS ? names[proto] : "?";
+}
+
 /* Reads {"LL": x, "LL128": y, "Simple": z} into out[], scaled. */
 static gboolean per_proto(const cJSON *nccl, const char *key, const char *file, double scale, gboolean positive,
-                          double out[MODEL_N_PROTOS], GError **error) {
+                          double out[TOPO_N_PROTOS], GError **error) {
   const cJSON *obj = ptd_json_object(nccl, key, file, error);
   if (!obj)
     return FALSE;
-  for (int p = 0; p < MODEL_N_PROTOS; p++) {
-    char *k = g_strdup_printf("%s.%s", key, model_proto_name((ModelProto)p));
+  for (int p = 0; p < TOPO_N_PROTOS; p++) {
+    char *k = g_strdup_printf("%s.%s", key, topo_proto_name((TopoProto)p));
     double v;
-    gboolean ok = ptd_json_number(obj, model_proto_name((ModelProto)p), file, &v, error);
+    gboolean ok = ptd_json_number(obj, topo_proto_name((TopoProto)p), file, &v, error);
     if (ok && (v < 0 || (positive && v == 0))) {
       g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "%s: key 'nccl.%s' must be %s", file, k,
                   positive ? "greater than zero" : "zero or more");
@@ -45,7 +50,7 @@ static gboolean load_body(TopoCluster *c, const cJSON *root, const char *file, G
   c->name = g_strdup(name);
   c->gpu_profile = g_strdup(gpu);
   c->has_fabric = cJSON_GetObjectItemCaseSensitive(root, "fabric") != NULL;
-  ModelNet *n = &c->net;
+  TopoNet *n = &c->net;
   const cJSON *nvlink, *network, *nccl;
   double allreduce, p2p, p2p_lat_intra, nic, p2p_lat_inter;
   if (!ptd_json_count(root, "nodes", file, &c->nodes, error) ||

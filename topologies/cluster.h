@@ -9,7 +9,26 @@
 
 #include <glib.h>
 
-#include "../models/comm.h"
+/* NCCL's protocols (src/include/devcomm.h: LL, LL128, Simple); the cluster
+ * gives NCCL's tuner constants per protocol. */
+typedef enum { TOPO_PROTO_LL, TOPO_PROTO_LL128, TOPO_PROTO_SIMPLE, TOPO_N_PROTOS } TopoProto;
+const char *topo_proto_name(TopoProto proto);
+
+/* The network facts of the cluster's "nvlink", "network" and "nccl" blocks,
+ * in SI units. */
+typedef struct {
+  guint gpus_per_node;
+  guint nics_per_node;
+  double nvlink_busbw;      /* B/s: NCCL ring busbw inside one node */
+  double nvlink_p2p_bw;     /* B/s: one direction between two GPUs of a node */
+  double nic_bw;            /* B/s: achievable per NIC in NCCL */
+  double p2p_latency_intra; /* s */
+  double p2p_latency_inter; /* s */
+  double ring_base[TOPO_N_PROTOS];   /* s */
+  double nvlink_hop[TOPO_N_PROTOS];  /* s */
+  double net_hop[TOPO_N_PROTOS];     /* s */
+  double proto_bw_factor[TOPO_N_PROTOS];
+} TopoNet;
 
 typedef struct {
   char *name;
@@ -18,7 +37,7 @@ typedef struct {
   guint nodes;
   guint gpus_per_node;
   gboolean has_fabric; /* it has a "fabric" block: the flow network can run on it */
-  ModelNet net;
+  TopoNet net;
 } TopoCluster;
 
 /* Loads a cluster by shipped name (topologies/NAME.json) or path. */
