@@ -1,6 +1,6 @@
 /* ptdsim — one binary min-heap, instantiated per element type.
  *
- * SIM_HEAP_DEFINE(name, Type, before) defines, for a strict order
+ * PTD_HEAP_DEFINE(name, Type, before) defines, for a strict order
  * `gboolean before(const Type *, const Type *)`:
  *   name_push_at(Type *a, guint *n, Type x)  on a caller-sized array
  *   name_pop_at(Type *a, guint *n) -> Type   (the least; *n > 0)
@@ -11,7 +11,7 @@
 
 #include <glib.h>
 
-#define SIM_HEAP_DEFINE(name, Type, before)                                                                    \
+#define PTD_HEAP_DEFINE(name, Type, before)                                                                    \
   G_GNUC_UNUSED static inline void name##_push_at(Type *a, guint *n, Type x) {                                 \
     guint i = (*n)++;                                                                                          \
     while (i > 0) {                                                                                            \

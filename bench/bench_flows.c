@@ -18,7 +18,7 @@
 #include "../topologies/fabric.h"
 #include "../base/jsonutil.h"
 
-static void start_flow(SimFlowNet *net, const TopoFabric *f, GRand *rng, gboolean rail, GArray *hops, int64_t now) {
+static void start_flow(NetFlows *net, const TopoFabric *f, GRand *rng, gboolean rail, GArray *hops, int64_t now) {
   guint G = topo_fabric_gpus_per_node(f), nodes = topo_fabric_nodes(f);
   guint a = g_rand_int_range(rng, 0, (gint32)(nodes * G)), b;
   do {
@@ -28,7 +28,7 @@ static void start_flow(SimFlowNet *net, const TopoFabric *f, GRand *rng, gboolea
   g_array_set_size(hops, 0);
   topo_fabric_route(f, a, b, g_rand_int(rng), hops);
   double bytes = g_rand_double_range(rng, 1e6, 1e8);
-  sim_flow_add(net, (const TopoHop *)(const void *)hops->data, hops->len, bytes, now);
+  net_flow_add(net, (const TopoHop *)(const void *)hops->data, hops->len, bytes, now);
 }
 
 int main(int argc, char **argv) {
@@ -52,36 +52,36 @@ int main(int argc, char **argv) {
   for (int rail = 1; rail >= 0; rail--)
     for (guint s = 0; s < G_N_ELEMENTS(sizes); s++) {
       GRand *rng = g_rand_new_with_seed(1234 + sizes[s]);
-      SimFlowNet *net = sim_flow_net_new(L, cap);
+      NetFlows *net = net_flows_new(L, cap);
       GArray *hops = g_array_new(FALSE, FALSE, sizeof(TopoHop));
       GArray *done = g_array_new(FALSE, FALSE, sizeof(guint));
       gint64 t0 = g_get_monotonic_time();
-      sim_flow_hold(net);
+      net_flow_hold(net);
       for (guint i = 0; i < sizes[s]; i++)
         start_flow(net, f, rng, rail, hops, 0);
-      sim_flow_release(net, 0);
+      net_flow_release(net, 0);
       double setup = (g_get_monotonic_time() - t0) * 1e-6;
       guint64 solves0, touched0;
-      sim_flow_stats(net, &solves0, &touched0);
+      net_flow_stats(net, &solves0, &touched0);
       t0 = g_get_monotonic_time();
       for (guint e = 0; e < events; e++) {
-        int64_t now = sim_flow_next(net);
+        int64_t now = net_flow_next(net);
         g_array_set_size(done, 0);
-        sim_flow_hold(net);
-        sim_flow_advance(net, now, done);
+        net_flow_hold(net);
+        net_flow_advance(net, now, done);
         for (guint k = 0; k < done->len; k++)
           start_flow(net, f, rng, rail, hops, now);
-        sim_flow_release(net, now);
+        net_flow_release(net, now);
       }
       double secs = (g_get_monotonic_time() - t0) * 1e-6;
       guint64 solves, touched;
-      sim_flow_stats(net, &solves, &touched);
+      net_flow_stats(net, &solves, &touched);
       printf("%-12s %8u %8u %14.1f %16.0f %14.2f\n", rail ? "rail-local" : "random", sizes[s], events,
              secs / events * 1e6, (double)(touched - touched0) / events, setup);
       fflush(stdout);
       g_array_free(hops, TRUE);
       g_array_free(done, TRUE);
-      sim_flow_net_free(net);
+      net_flows_free(net);
       g_rand_free(rng);
     }
   g_free(cap);

@@ -37,7 +37,7 @@ static gboolean parse_bytes(const char *text, const char *flag, double *out, GEr
       mult = 0;
   }
   if (end == text || errno || mult == 0 || !(v >= 1) || v * mult > 1e13 || v * mult != floor(v * mult)) {
-    g_set_error(error, SIM_COLL_ERROR, 0, "%s '%s' is not a byte count; give a whole number from 1 to 1e13, "
+    g_set_error(error, NET_COLL_ERROR, 0, "%s '%s' is not a byte count; give a whole number from 1 to 1e13, "
                 "optionally with K, M or G (1024-based), e.g. 8 or 1G", flag, text);
     return FALSE;
   }
@@ -81,21 +81,21 @@ int cli_collective(int argc, char **argv) {
   GError *error = NULL;
   int code = 0;
   TopoCluster *cluster = NULL;
-  SimNetwork *net = NULL;
+  NetModel *net = NULL;
   CliFormat fmt;
-  SimCollOp op = SIM_OP_ALLREDUCE;
-  SimCollAlgo algo = SIM_ALGO_AUTO;
+  NetCollOp op = NET_OP_ALLREDUCE;
+  NetCollAlgo algo = NET_ALGO_AUTO;
   int proto = -1;
   double min_b = 8, max_b = 1073741824.0;
   guint *ids = NULL;
-  GPtrArray *plans = g_ptr_array_new_with_free_func((GDestroyNotify)sim_coll_plan_free);
+  GPtrArray *plans = g_ptr_array_new_with_free_func((GDestroyNotify)net_coll_plan_free);
   cJSON *rows = NULL;
   GString *text = g_string_new(NULL);
   if (!g_option_context_parse(ctx, &argc, &argv, &error))
     goto fail;
 #define BAD(...)                                                                                                       \
   do {                                                                                                                 \
-    g_set_error(&error, SIM_COLL_ERROR, 0, __VA_ARGS__);                                                               \
+    g_set_error(&error, NET_COLL_ERROR, 0, __VA_ARGS__);                                                               \
     goto fail;                                                                                                         \
   } while (0)
   if (argc > 1)
@@ -110,8 +110,8 @@ int cli_collective(int argc, char **argv) {
     oi++;
   if (oi == G_N_ELEMENTS(ops))
     BAD("unknown --op '%s'; use allreduce, allgather, reducescatter or sendrecv", op_s);
-  op = (SimCollOp)oi;
-  if (algo_s && !sim_coll_algo_parse(algo_s, &algo))
+  op = (NetCollOp)oi;
+  if (algo_s && !net_coll_algo_parse(algo_s, &algo))
     BAD("unknown --algorithm '%s'; use ring, tree, hierarchical or auto", algo_s);
   if (proto_s && strcmp(proto_s, "auto") != 0) {
     for (int p = 0; p < TOPO_N_PROTOS; p++)
@@ -120,7 +120,7 @@ int cli_collective(int argc, char **argv) {
     if (proto < 0)
       BAD("unknown --protocol '%s'; use LL, LL128, Simple or auto", proto_s);
   }
-  if (op == SIM_OP_SENDRECV && (algo != SIM_ALGO_AUTO || proto >= 0))
+  if (op == NET_OP_SENDRECV && (algo != NET_ALGO_AUTO || proto >= 0))
     BAD("sendrecv is point-to-point: --algorithm and --protocol do not apply");
   if (gpus == -1)
     BAD("--gpus is required");
@@ -140,9 +140,9 @@ int cli_collective(int argc, char **argv) {
   if (min_b > max_b)
     BAD("--min-bytes is larger than --max-bytes");
   if (!(cluster = topo_cluster_load(cluster_s ? cluster_s : "selene", &error)) ||
-      !(net = sim_network_load(cluster, &error)))
+      !(net = net_model_load(cluster, &error)))
     goto fail;
-  TopoFabric *fab = sim_network_fabric(net);
+  TopoFabric *fab = net_model_fabric(net);
   if (routing_s) {
     if (strcmp(routing_s, "ecmp") == 0)
       topo_fabric_set_routing(fab, TOPO_ROUTING_ECMP);
@@ -176,8 +176,8 @@ int cli_collective(int argc, char **argv) {
       ids[(gsize)j * n + q] = (guint)node * G + q % K;
     }
 
-  double bus = op == SIM_OP_ALLREDUCE ? 2.0 * (n - 1) / n : op == SIM_OP_SENDRECV ? 1.0 : (double)(n - 1) / n;
-  double align = (op == SIM_OP_ALLGATHER || op == SIM_OP_REDUCESCATTER) ? 4.0 * n : 4.0;
+  double bus = op == NET_OP_ALLREDUCE ? 2.0 * (n - 1) / n : op == NET_OP_SENDRECV ? 1.0 : (double)(n - 1) / n;
+  double align = (op == NET_OP_ALLGATHER || op == NET_OP_REDUCESCATTER) ? 4.0 * n : 4.0;
   rows = cJSON_CreateArray();
   /* The text is kept until every row is computed: an error prints nothing. */
   g_string_append_printf(text, "# ptdsim collective: %s on %u GPUs of %s (%u node%s x %u GPUs), %s routing; predicted\n",
@@ -195,29 +195,29 @@ int cli_collective(int argc, char **argv) {
       continue;
     g_ptr_array_set_size(plans, 0);
     for (guint j = 0; j < J; j++) {
-      SimCollPlan *p = sim_coll_plan(net, op, algo, proto, ids + (gsize)j * n, n, 1, bytes, j, &error);
+      NetCollPlan *p = net_coll_plan(net, op, algo, proto, ids + (gsize)j * n, n, 1, bytes, j, &error);
       if (!p)
         goto fail;
       g_ptr_array_add(plans, p);
     }
-    SimNetRun *run = sim_netrun_new(net);
+    NetRun *run = net_run_new(net);
     for (guint j = 0; j < J; j++)
-      sim_netrun_start(run, g_ptr_array_index(plans, j), j, 0);
+      net_run_start(run, g_ptr_array_index(plans, j), j, 0);
     GArray *done = g_array_new(FALSE, FALSE, sizeof(guint64));
     int64_t t, end = 0;
-    while ((t = sim_netrun_next(run)) >= 0) {
-      sim_netrun_advance(run, t, done);
+    while ((t = net_run_next(run)) >= 0) {
+      net_run_advance(run, t, done);
       end = t;
     }
     g_array_free(done, TRUE);
-    sim_netrun_free(run);
-    const SimCollPlan *p0 = g_ptr_array_index(plans, 0);
+    net_run_free(run);
+    const NetCollPlan *p0 = g_ptr_array_index(plans, 0);
     double secs = (double)end * 1e-9;
     double algbw = secs > 0 ? bytes / secs / 1e9 : 0;
-    const char *an = sim_coll_algo_name(sim_coll_plan_algo(p0)), *pn = topo_proto_name(sim_coll_plan_proto(p0));
-    double count = op == SIM_OP_ALLGATHER || op == SIM_OP_REDUCESCATTER ? bytes / 4 / n : bytes / 4;
+    const char *an = net_coll_algo_name(net_coll_plan_algo(p0)), *pn = topo_proto_name(net_coll_plan_proto(p0));
+    double count = op == NET_OP_ALLGATHER || op == NET_OP_REDUCESCATTER ? bytes / 4 / n : bytes / 4;
     g_string_append_printf(text, "  %10.0f %12.0f %6s %6s %10.2f %8.2f %8.2f  %-12s %s\n", bytes, count, "float",
-             op == SIM_OP_SENDRECV || op == SIM_OP_ALLGATHER ? "none" : "sum", secs * 1e6, algbw, algbw * bus, an,
+             op == NET_OP_SENDRECV || op == NET_OP_ALLGATHER ? "none" : "sum", secs * 1e6, algbw, algbw * bus, an,
              pn);
     cJSON *row = cJSON_CreateObject();
     cJSON_AddNumberToObject(row, "bytes", bytes);
@@ -251,7 +251,7 @@ done:
   g_string_free(text, TRUE);
   g_ptr_array_free(plans, TRUE);
   g_free(ids);
-  sim_network_free(net);
+  net_model_free(net);
   topo_cluster_free(cluster);
   g_free(op_s);
   g_free(cluster_s);

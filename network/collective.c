@@ -8,9 +8,9 @@
 #include "flow.h"
 #include "../base/heap.h"
 
-G_DEFINE_QUARK(sim-coll-error-quark, sim_coll_error)
+G_DEFINE_QUARK(net-coll-error-quark, net_coll_error)
 
-struct _SimNetwork {
+struct _NetModel {
   TopoFabric *fabric;
   TopoNet nccl;
   gboolean has_tree;
@@ -57,7 +57,7 @@ typedef struct {
  * added over 2(n-1) steps takes the 1 GiB all-reduce on 256 GPUs to
  * 162 GB/s; NCCL's 2 slices per chunk for Simple (ALLREDUCE_CHUNKSTEPS /
  * ALLREDUCE_SLICESTEPS) hide the chain at 1 GiB but, in one node too, make
- * Table 1 4.2%.  The tuner keeps the full table to CHOOSE (sim_coll_plan);
+ * Table 1 4.2%.  The tuner keeps the full table to CHOOSE (net_coll_plan);
  * only the executed time uses the above. */
 typedef struct {
   double latency_s, chain_s, slices, min_xfer_s;
@@ -65,8 +65,8 @@ typedef struct {
   GPtrArray *flows; /* Flow* */
 } Phase;
 
-struct _SimCollPlan {
-  SimCollAlgo algo;
+struct _NetCollPlan {
+  NetCollAlgo algo;
   TopoProto proto;
   double crossing_bytes;
   GPtrArray *phases; /* Phase* */
@@ -93,11 +93,11 @@ static gboolean per_proto(const cJSON *nccl, const char *key, const char *file, 
   return TRUE;
 }
 
-SimNetwork *sim_network_load(const TopoCluster *cluster, GError **error) {
+NetModel *net_model_load(const TopoCluster *cluster, GError **error) {
   TopoFabric *fabric = topo_fabric_load(cluster->path, error);
   if (!fabric)
     return NULL;
-  SimNetwork *net = g_new0(SimNetwork, 1);
+  NetModel *net = g_new0(NetModel, 1);
   net->fabric = fabric;
   net->nccl = cluster->net;
   cJSON *root = ptd_json_load(cluster->path, error);
@@ -134,7 +134,7 @@ SimNetwork *sim_network_load(const TopoCluster *cluster, GError **error) {
   }
   cJSON_Delete(root);
   if (!ok) {
-    sim_network_free(net);
+    net_model_free(net);
     return NULL;
   }
   guint L = topo_fabric_n_links(fabric), G = topo_fabric_gpus_per_node(fabric);
@@ -148,7 +148,7 @@ SimNetwork *sim_network_load(const TopoCluster *cluster, GError **error) {
   return net;
 }
 
-void sim_network_free(SimNetwork *net) {
+void net_model_free(NetModel *net) {
   if (!net)
     return;
   topo_fabric_free(net->fabric);
@@ -157,17 +157,17 @@ void sim_network_free(SimNetwork *net) {
   g_free(net);
 }
 
-TopoFabric *sim_network_fabric(SimNetwork *net) { return net->fabric; }
+TopoFabric *net_model_fabric(NetModel *net) { return net->fabric; }
 
-const char *sim_coll_algo_name(SimCollAlgo a) {
+const char *net_coll_algo_name(NetCollAlgo a) {
   static const char *names[] = {"auto", "ring", "tree", "hierarchical", "p2p"};
   return names[a];
 }
 
-gboolean sim_coll_algo_parse(const char *text, SimCollAlgo *out) {
-  for (int a = SIM_ALGO_AUTO; a <= SIM_ALGO_HIER; a++)
-    if (strcmp(text, sim_coll_algo_name((SimCollAlgo)a)) == 0) {
-      *out = (SimCollAlgo)a;
+gboolean net_coll_algo_parse(const char *text, NetCollAlgo *out) {
+  for (int a = NET_ALGO_AUTO; a <= NET_ALGO_HIER; a++)
+    if (strcmp(text, net_coll_algo_name((NetCollAlgo)a)) == 0) {
+      *out = (NetCollAlgo)a;
       return TRUE;
     }
   return FALSE;
@@ -175,7 +175,7 @@ gboolean sim_coll_algo_parse(const char *text, SimCollAlgo *out) {
 
 /* --- plans --- */
 
-static Phase *phase_new(SimCollPlan *plan, double latency, double chain, double slices) {
+static Phase *phase_new(NetCollPlan *plan, double latency, double chain, double slices) {
   Phase *ph = g_new0(Phase, 1);
   ph->latency_s = latency;
   ph->chain_s = chain;
@@ -193,7 +193,7 @@ static Flow *flow_new(Phase *ph, double bytes) {
   return f;
 }
 
-void sim_coll_plan_free(SimCollPlan *plan) {
+void net_coll_plan_free(NetCollPlan *plan) {
   if (!plan)
     return;
   for (guint i = 0; i < plan->phases->len; i++) {
@@ -210,16 +210,16 @@ void sim_coll_plan_free(SimCollPlan *plan) {
   g_free(plan);
 }
 
-static SimCollPlan *plan_new(SimCollAlgo algo, TopoProto proto) {
-  SimCollPlan *p = g_new0(SimCollPlan, 1);
+static NetCollPlan *plan_new(NetCollAlgo algo, TopoProto proto) {
+  NetCollPlan *p = g_new0(NetCollPlan, 1);
   p->algo = algo;
   p->proto = proto;
   p->phases = g_ptr_array_new();
   return p;
 }
 
-SimCollAlgo sim_coll_plan_algo(const SimCollPlan *p) { return p->algo; }
-TopoProto sim_coll_plan_proto(const SimCollPlan *p) { return p->proto; }
+NetCollAlgo net_coll_plan_algo(const NetCollPlan *p) { return p->algo; }
+TopoProto net_coll_plan_proto(const NetCollPlan *p) { return p->proto; }
 
 /* One group's layout: its nodes in order of first appearance, and each
  * node's members in node-ring order. */
@@ -231,7 +231,7 @@ typedef struct {
   guint m_min, m_max;
 } Layout;
 
-static void layout(const SimNetwork *net, const guint *gpus, guint n, Layout *lo) {
+static void layout(const NetModel *net, const guint *gpus, guint n, Layout *lo) {
   guint G = topo_fabric_gpus_per_node(net->fabric);
   lo->node = g_new(guint, n);
   lo->off = g_new0(guint, n + 1);
@@ -282,19 +282,19 @@ static guint64 edge_hash(guint64 salt, guint channel, guint a, guint b) {
 
 /* Routes edge a -> b into flow f; `data` is the edge's payload in bytes, for
  * the bisection count. */
-static double add_route(SimNetwork *net, Flow *f, guint a, guint b, guint64 hash, double data) {
+static double add_route(NetModel *net, Flow *f, guint a, guint b, guint64 hash, double data) {
   double lat = topo_fabric_route(net->fabric, a, b, hash, f->hops);
   if (net->side && net->side[a] < 2 && net->side[b] < 2 && net->side[a] != net->side[b])
     net->crossing += data;
   return lat;
 }
 
-void sim_network_set_sides(SimNetwork *net, const guint8 *side) { net->side = side; }
-double sim_coll_plan_crossing_bytes(const SimCollPlan *p) { return p->crossing_bytes; }
+void net_model_set_sides(NetModel *net, const guint8 *side) { net->side = side; }
+double net_coll_plan_crossing_bytes(const NetCollPlan *p) { return p->crossing_bytes; }
 
 /* Channels of a ring: one per rail the group can use across nodes; inside
  * a node without NVSwitch, the ring and its reverse. */
-static guint ring_channels(const SimNetwork *net, const Layout *lo) {
+static guint ring_channels(const NetModel *net, const Layout *lo) {
   if (lo->n_nodes == 1)
     return topo_fabric_has_nvswitch(net->fabric) ? 1 : 2;
   return MAX(1, MIN(lo->m_min, topo_fabric_nics_per_node(net->fabric)));
@@ -318,36 +318,36 @@ static void ring_seq(const Layout *lo, guint c, gboolean reverse, guint *seq) {
 
 /* NCCL's ring latency: base + intra-node steps * NVLink hop + inter-node
  * steps * network hop (hardware.json nccl.latencies_us_v2_12.ring_latency). */
-static void ring_hops2(const SimNetwork *net, SimCollOp op, guint ranks, guint nodes, TopoProto p, double *in_node,
+static void ring_hops2(const NetModel *net, NetCollOp op, guint ranks, guint nodes, TopoProto p, double *in_node,
                        double *across) {
   const TopoNet *nc = &net->nccl;
-  guint factor = op == SIM_OP_ALLREDUCE ? 2 : 1;
+  guint factor = op == NET_OP_ALLREDUCE ? 2 : 1;
   guint steps = factor * (ranks - 1), inter = nodes > 1 ? factor * nodes : 0;
   guint intra = steps > inter ? steps - inter : 0;
   *in_node = intra * nc->nvlink_hop[p];
   *across = inter * nc->net_hop[p];
 }
 
-static double ring_hops(const SimNetwork *net, SimCollOp op, guint ranks, guint nodes, TopoProto p) {
+static double ring_hops(const NetModel *net, NetCollOp op, guint ranks, guint nodes, TopoProto p) {
   double a, b;
   ring_hops2(net, op, ranks, nodes, p, &a, &b);
   return a + b;
 }
 
-static double ring_latency(const SimNetwork *net, SimCollOp op, guint ranks, guint nodes, TopoProto p) {
+static double ring_latency(const NetModel *net, NetCollOp op, guint ranks, guint nodes, TopoProto p) {
   return net->nccl.ring_base[p] + ring_hops(net, op, ranks, nodes, p);
 }
 
 /* NCCL's per-step cost of a network step through its proxy for LL and
  * LL128, without the path (see Phase). */
-static double net_step_overhead(const SimNetwork *net, TopoProto p) { return net->nccl.net_hop[p]; }
+static double net_step_overhead(const NetModel *net, TopoProto p) { return net->nccl.net_hop[p]; }
 
 /* A ring phase: NCCL's base latency first; the chain of 2(n-1) (all-reduce)
  * or n-1 steps with physical per-step latencies; the path latency of each
  * network step is added by ring_flows once the routes are known. */
-static Phase *ring_phase(SimCollPlan *plan, const SimNetwork *net, SimCollOp op, guint ranks, guint nodes,
+static Phase *ring_phase(NetCollPlan *plan, const NetModel *net, NetCollOp op, guint ranks, guint nodes,
                          TopoProto p) {
-  guint factor = op == SIM_OP_ALLREDUCE ? 2 : 1;
+  guint factor = op == NET_OP_ALLREDUCE ? 2 : 1;
   guint steps = factor * (ranks - 1), inter = nodes > 1 ? factor * nodes : 0;
   guint intra = steps > inter ? steps - inter : 0;
   if (net->no_latency)
@@ -365,12 +365,12 @@ static Phase *ring_phase(SimCollPlan *plan, const SimNetwork *net, SimCollOp op,
   return ph;
 }
 
-static double bus_factor(SimCollOp op, guint n) {
-  return op == SIM_OP_ALLREDUCE ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
+static double bus_factor(NetCollOp op, guint n) {
+  return op == NET_OP_ALLREDUCE ? 2.0 * (n - 1) / n : (double)(n - 1) / n;
 }
 
 /* Ring flows of every group into `ph`, edge bytes from `bytes`. */
-static void ring_flows(SimNetwork *net, Phase *ph, SimCollOp op, const guint *gpus, guint n, guint n_groups,
+static void ring_flows(NetModel *net, Phase *ph, NetCollOp op, const guint *gpus, guint n, guint n_groups,
                        double bytes, TopoProto proto, guint64 salt) {
   guint *seq = g_new(guint, n), G = topo_fabric_gpus_per_node(net->fabric);
   double path = 0; /* the slowest network path of a ring edge, s */
@@ -407,7 +407,7 @@ static gint btree_parent(guint r, guint M) {
 }
 
 /* Returns the slowest network path between a node and its parent, s. */
-static double tree_flows(SimNetwork *net, Phase *ph, const guint *gpus, guint n, guint n_groups, double bytes,
+static double tree_flows(NetModel *net, Phase *ph, const guint *gpus, guint n, guint n_groups, double bytes,
                          TopoProto proto, guint64 salt) {
   double path = 0;
   for (guint g = 0; g < n_groups; g++) {
@@ -446,25 +446,25 @@ static double tree_flows(SimNetwork *net, Phase *ph, const guint *gpus, guint n,
   return path;
 }
 
-static SimCollPlan *build(SimNetwork *net, SimCollOp op, SimCollAlgo algo, TopoProto proto, const guint *gpus,
+static NetCollPlan *build(NetModel *net, NetCollOp op, NetCollAlgo algo, TopoProto proto, const guint *gpus,
                           guint n, guint n_groups, double bytes, guint64 salt, GError **error) {
   Layout lo;
   layout(net, gpus, n, &lo);
   guint M = lo.n_nodes, m_min = lo.m_min, m_max = lo.m_max;
   layout_clear(&lo);
-  SimCollPlan *plan = plan_new(algo, proto);
+  NetCollPlan *plan = plan_new(algo, proto);
   if (n <= 1 || bytes <= 0)
     return plan;
   net->crossing = 0;
   switch (algo) {
-  case SIM_ALGO_RING:
+  case NET_ALGO_RING:
     ring_flows(net, ring_phase(plan, net, op, n, M, proto), op, gpus, n, n_groups, bytes, proto, salt);
     plan->crossing_bytes = net->crossing;
     return plan;
-  case SIM_ALGO_TREE: {
-    if (op != SIM_OP_ALLREDUCE || !net->has_tree) {
-      g_set_error(error, SIM_COLL_ERROR, 0, "%s",
-                  op != SIM_OP_ALLREDUCE ? "--algorithm tree applies to allreduce only; use ring"
+  case NET_ALGO_TREE: {
+    if (op != NET_OP_ALLREDUCE || !net->has_tree) {
+      g_set_error(error, NET_COLL_ERROR, 0, "%s",
+                  op != NET_OP_ALLREDUCE ? "--algorithm tree applies to allreduce only; use ring"
                                          : "the cluster's nccl block has no tree latencies (tree_base_us ...); use ring");
       break;
     }
@@ -482,9 +482,9 @@ static SimCollPlan *build(SimNetwork *net, SimCollOp op, SimCollAlgo algo, TopoP
     plan->crossing_bytes = net->crossing;
     return plan;
   }
-  case SIM_ALGO_HIER: {
-    if (op != SIM_OP_ALLREDUCE || M < 2 || m_min != m_max || m_min < 2) {
-      g_set_error(error, SIM_COLL_ERROR, 0,
+  case NET_ALGO_HIER: {
+    if (op != NET_OP_ALLREDUCE || M < 2 || m_min != m_max || m_min < 2) {
+      g_set_error(error, NET_COLL_ERROR, 0,
                   "--algorithm hierarchical needs an allreduce over two or more nodes with the same number (2 or "
                   "more) of GPUs on each; use ring or tree");
       break;
@@ -494,7 +494,7 @@ static SimCollPlan *build(SimNetwork *net, SimCollOp op, SimCollAlgo algo, TopoP
      * ranks (the j-th member of every node) over 1/m of the data. */
     guint *sub = g_new(guint, (gsize)n * n_groups);
     for (guint ph = 0; ph < 3; ph++) {
-      SimCollOp sop = ph == 0 ? SIM_OP_REDUCESCATTER : ph == 1 ? SIM_OP_ALLREDUCE : SIM_OP_ALLGATHER;
+      NetCollOp sop = ph == 0 ? NET_OP_REDUCESCATTER : ph == 1 ? NET_OP_ALLREDUCE : NET_OP_ALLGATHER;
       guint size = ph == 1 ? M : m, groups = ph == 1 ? m * n_groups : M * n_groups;
       for (guint g = 0; g < n_groups; g++) {
         Layout l2;
@@ -520,14 +520,14 @@ static SimCollPlan *build(SimNetwork *net, SimCollOp op, SimCollAlgo algo, TopoP
     break;
   }
   if (error && !*error)
-    g_set_error(error, SIM_COLL_ERROR, 0, "no such algorithm");
-  sim_coll_plan_free(plan);
+    g_set_error(error, NET_COLL_ERROR, 0, "no such algorithm");
+  net_coll_plan_free(plan);
   return NULL;
 }
 
-SimCollPlan *sim_coll_plan_p2p(SimNetwork *net, const guint *src, const guint *dst, guint n_pairs, double bytes,
+NetCollPlan *net_coll_plan_p2p(NetModel *net, const guint *src, const guint *dst, guint n_pairs, double bytes,
                                guint64 salt) {
-  SimCollPlan *plan = plan_new(SIM_ALGO_P2P, TOPO_PROTO_SIMPLE);
+  NetCollPlan *plan = plan_new(NET_ALGO_P2P, TOPO_PROTO_SIMPLE);
   if (bytes <= 0 || n_pairs == 0)
     return plan;
   guint G = topo_fabric_gpus_per_node(net->fabric);
@@ -549,23 +549,23 @@ SimCollPlan *sim_coll_plan_p2p(SimNetwork *net, const guint *src, const guint *d
   return plan;
 }
 
-double sim_coll_plan_time(SimNetwork *net, const SimCollPlan *plan) {
-  SimNetRun *run = sim_netrun_new(net);
-  sim_netrun_start(run, plan, 0, 0);
+double net_coll_plan_time(NetModel *net, const NetCollPlan *plan) {
+  NetRun *run = net_run_new(net);
+  net_run_start(run, plan, 0, 0);
   GArray *done = g_array_new(FALSE, FALSE, sizeof(guint64));
   int64_t t = 0, end = 0;
-  while ((t = sim_netrun_next(run)) >= 0) {
-    sim_netrun_advance(run, t, done);
+  while ((t = net_run_next(run)) >= 0) {
+    net_run_advance(run, t, done);
     end = t;
   }
   g_array_free(done, TRUE);
-  sim_netrun_free(run);
+  net_run_free(run);
   return (double)end * 1e-9;
 }
 
-SimCollPlan *sim_coll_plan(SimNetwork *net, SimCollOp op, SimCollAlgo algo, int proto, const guint *gpus, guint n,
+NetCollPlan *net_coll_plan(NetModel *net, NetCollOp op, NetCollAlgo algo, int proto, const guint *gpus, guint n,
                            guint n_groups, double bytes, guint64 salt, GError **error) {
-  if (op == SIM_OP_SENDRECV) {
+  if (op == NET_OP_SENDRECV) {
     /* nccl-tests' sendrecv: every rank sends to the next and receives from
      * the previous. */
     guint *src = g_new(guint, (gsize)n * n_groups), *dst = g_new(guint, (gsize)n * n_groups);
@@ -574,7 +574,7 @@ SimCollPlan *sim_coll_plan(SimNetwork *net, SimCollOp op, SimCollAlgo algo, int 
         src[g * n + r] = gpus[g * n + r];
         dst[g * n + r] = gpus[g * n + (r + 1) % n];
       }
-    SimCollPlan *p = sim_coll_plan_p2p(net, src, dst, n * n_groups, bytes, salt);
+    NetCollPlan *p = net_coll_plan_p2p(net, src, dst, n * n_groups, bytes, salt);
     g_free(src);
     g_free(dst);
     return p;
@@ -589,16 +589,16 @@ SimCollPlan *sim_coll_plan(SimNetwork *net, SimCollOp op, SimCollAlgo algo, int 
   layout(net, gpus, n, &lo);
   guint M = lo.n_nodes, m_max = lo.m_max;
   layout_clear(&lo);
-  if (algo == SIM_ALGO_HIER && proto >= 0)
+  if (algo == NET_ALGO_HIER && proto >= 0)
     return build(net, op, algo, (TopoProto)proto, gpus, n, n_groups, bytes, salt, error);
   double ring_bus = 0;
   if (n > 1) {
     double probe = 1073741824.0; /* rates do not depend on size; any large size will do */
     net->no_latency = TRUE;
-    SimCollPlan *rs = build(net, op, SIM_ALGO_RING, TOPO_PROTO_SIMPLE, gpus, n, 1, probe, salt, error);
+    NetCollPlan *rs = build(net, op, NET_ALGO_RING, TOPO_PROTO_SIMPLE, gpus, n, 1, probe, salt, error);
     net->no_latency = FALSE;
-    double t = sim_coll_plan_time(net, rs);
-    sim_coll_plan_free(rs);
+    double t = net_coll_plan_time(net, rs);
+    net_coll_plan_free(rs);
     ring_bus = t > 0 ? probe * bus_factor(op, n) / t : INFINITY;
   }
   static const double tree_cap[TOPO_N_PROTOS] = {1.0 / 3.8, 120.0 / 128.0, 1.0};
@@ -617,19 +617,19 @@ SimCollPlan *sim_coll_plan(SimNetwork *net, SimCollOp op, SimCollAlgo algo, int 
   }
   guint by_nodes = M <= 2 ? (M > 0 ? M - 1 : 0) : 2;
   double tree_ch = net->tree_per_channel[by_nodes], ll_max = net->ll_max[by_nodes];
-  SimCollAlgo best_a = SIM_ALGO_RING;
+  NetCollAlgo best_a = NET_ALGO_RING;
   int best_p = TOPO_PROTO_SIMPLE;
   double best_t = INFINITY, best_xfer = 0;
-  for (int a = SIM_ALGO_RING; a <= SIM_ALGO_HIER; a++) {
-    if (algo != SIM_ALGO_AUTO ? a != (int)algo : a == SIM_ALGO_HIER)
+  for (int a = NET_ALGO_RING; a <= NET_ALGO_HIER; a++) {
+    if (algo != NET_ALGO_AUTO ? a != (int)algo : a == NET_ALGO_HIER)
       continue;
-    if (a == SIM_ALGO_TREE && algo == SIM_ALGO_AUTO && (op != SIM_OP_ALLREDUCE || !net->has_tree || M < 2))
+    if (a == NET_ALGO_TREE && algo == NET_ALGO_AUTO && (op != NET_OP_ALLREDUCE || !net->has_tree || M < 2))
       continue; /* NCCL's trees are for all-reduce across nodes */
     for (int p = 0; p < TOPO_N_PROTOS; p++) {
       if (proto >= 0 && p != proto)
         continue;
       double t, xfer;
-      if (a == SIM_ALGO_TREE && net->has_tree) {
+      if (a == NET_ALGO_TREE && net->has_tree) {
         double lat = net->tree_base[p] +
                      2 * ((m_max - 1) * net->tree_nvlink_hop[p] + log2((double)M) * net->tree_net_hop[p]);
         double bus = fmin(ring_bus * 0.92, nch * tree_ch) * tree_cap[p];
@@ -651,12 +651,12 @@ SimCollPlan *sim_coll_plan(SimNetwork *net, SimCollOp op, SimCollAlgo algo, int 
       if (t < best_t) {
         best_t = t;
         best_xfer = xfer;
-        best_a = (SimCollAlgo)a;
+        best_a = (NetCollAlgo)a;
         best_p = p;
       }
     }
   }
-  SimCollPlan *plan = build(net, op, best_a, (TopoProto)best_p, gpus, n, n_groups, bytes, salt, error);
+  NetCollPlan *plan = build(net, op, best_a, (TopoProto)best_p, gpus, n, n_groups, bytes, salt, error);
   /* the caps of NCCL's bandwidth model (LL128 20 GB/s per channel, the
    * tree's per-channel rates, LL's totals) are per-channel rates its
    * protocols do not exceed: the executed transfer is no faster than the
@@ -671,7 +671,7 @@ SimCollPlan *sim_coll_plan(SimNetwork *net, SimCollOp op, SimCollAlgo algo, int 
 enum { X_WAIT_START, X_FLOWING, X_WAIT_END };
 
 typedef struct {
-  const SimCollPlan *plan;
+  const NetCollPlan *plan;
   guint64 token;
   guint phase;
   guint left;      /* flows of the phase still running */
@@ -685,9 +685,9 @@ typedef struct {
   guint xfer;
 } Timer;
 
-struct _SimNetRun {
-  SimNetwork *net;
-  SimFlowNet *flows;
+struct _NetRun {
+  NetModel *net;
+  NetFlows *flows;
   GArray *xfers;     /* Xfer */
   GArray *free_x;    /* reusable xfer slots */
   GArray *timers;    /* Timer heap */
@@ -699,12 +699,12 @@ struct _SimNetRun {
 static inline gboolean timer_before(const Timer *a, const Timer *b) {
   return a->time < b->time || (a->time == b->time && a->seq < b->seq);
 }
-SIM_HEAP_DEFINE(timer, Timer, timer_before)
+PTD_HEAP_DEFINE(timer, Timer, timer_before)
 
-SimNetRun *sim_netrun_new(SimNetwork *net) {
-  SimNetRun *r = g_new0(SimNetRun, 1);
+NetRun *net_run_new(NetModel *net) {
+  NetRun *r = g_new0(NetRun, 1);
   r->net = net;
-  r->flows = sim_flow_net_new(topo_fabric_n_links(net->fabric), net->capacity);
+  r->flows = net_flows_new(topo_fabric_n_links(net->fabric), net->capacity);
   r->xfers = g_array_new(FALSE, FALSE, sizeof(Xfer));
   r->free_x = g_array_new(FALSE, FALSE, sizeof(guint));
   r->timers = g_array_new(FALSE, FALSE, sizeof(Timer));
@@ -713,10 +713,10 @@ SimNetRun *sim_netrun_new(SimNetwork *net) {
   return r;
 }
 
-void sim_netrun_free(SimNetRun *r) {
+void net_run_free(NetRun *r) {
   if (!r)
     return;
-  sim_flow_net_free(r->flows);
+  net_flows_free(r->flows);
   g_array_free(r->xfers, TRUE);
   g_array_free(r->free_x, TRUE);
   g_array_free(r->timers, TRUE);
@@ -729,7 +729,7 @@ static int64_t ns_of(double s) { return (int64_t)llround(s * 1e9); }
 
 /* Schedules phase `x->phase` of transfer `id` (its latency first), or
  * reports the transfer done. */
-static void next_phase(SimNetRun *r, guint id, int64_t now, GArray *done) {
+static void next_phase(NetRun *r, guint id, int64_t now, GArray *done) {
   Xfer *x = &g_array_index(r->xfers, Xfer, id);
   if (x->phase >= x->plan->phases->len) {
     g_array_append_val(done, x->token);
@@ -743,7 +743,7 @@ static void next_phase(SimNetRun *r, guint id, int64_t now, GArray *done) {
 
 /* The phase's flows are done at `now`: end it, or wait for the rest of
  * its pipelined chain (see Phase). */
-static void flows_done(SimNetRun *r, guint id, int64_t now, GArray *done) {
+static void flows_done(NetRun *r, guint id, int64_t now, GArray *done) {
   Xfer *x = &g_array_index(r->xfers, Xfer, id);
   const Phase *ph = g_ptr_array_index(x->plan->phases, x->phase);
   int64_t xfer = MAX(now - x->flow_start, ns_of(ph->min_xfer_s));
@@ -757,7 +757,7 @@ static void flows_done(SimNetRun *r, guint id, int64_t now, GArray *done) {
   next_phase(r, id, now, done);
 }
 
-void sim_netrun_start(SimNetRun *r, const SimCollPlan *plan, guint64 token, int64_t now) {
+void net_run_start(NetRun *r, const NetCollPlan *plan, guint64 token, int64_t now) {
   guint id;
   Xfer x = {plan, token, 0, 0, X_WAIT_START, 0};
   if (r->free_x->len) {
@@ -777,8 +777,8 @@ void sim_netrun_start(SimNetRun *r, const SimCollPlan *plan, guint64 token, int6
   next_phase(r, id, now, NULL);
 }
 
-int64_t sim_netrun_next(SimNetRun *r) {
-  int64_t f = sim_flow_next(r->flows);
+int64_t net_run_next(NetRun *r) {
+  int64_t f = net_flow_next(r->flows);
   int64_t t = r->timers->len ? g_array_index(r->timers, Timer, 0).time : -1;
   if (f < 0)
     return t;
@@ -787,14 +787,14 @@ int64_t sim_netrun_next(SimNetRun *r) {
   return MIN(f, t);
 }
 
-void sim_netrun_advance(SimNetRun *r, int64_t now, GArray *done) {
+void net_run_advance(NetRun *r, int64_t now, GArray *done) {
   /* flows first: phases that end now may start their successors now; one
    * re-solve for all of it */
-  sim_flow_hold(r->flows);
+  net_flow_hold(r->flows);
   g_array_set_size(r->finished, 0);
-  int64_t f = sim_flow_next(r->flows);
+  int64_t f = net_flow_next(r->flows);
   if (f >= 0 && f <= now)
-    sim_flow_advance(r->flows, now, r->finished);
+    net_flow_advance(r->flows, now, r->finished);
   for (guint i = 0; i < r->finished->len; i++) {
     guint xid = g_array_index(r->owner, guint, g_array_index(r->finished, guint, i));
     Xfer *x = &g_array_index(r->xfers, Xfer, xid);
@@ -820,7 +820,7 @@ void sim_netrun_advance(SimNetRun *r, int64_t now, GArray *done) {
     x->flow_start = now;
     for (guint i = 0; i < ph->flows->len; i++) {
       const Flow *fl = g_ptr_array_index(ph->flows, i);
-      guint fid = sim_flow_add(r->flows, (const TopoHop *)(const void *)fl->hops->data, fl->hops->len, fl->bytes, now);
+      guint fid = net_flow_add(r->flows, (const TopoHop *)(const void *)fl->hops->data, fl->hops->len, fl->bytes, now);
       if (fid >= r->owner->len)
         g_array_set_size(r->owner, fid + 1);
       g_array_index(r->owner, guint, fid) = t.xfer;
@@ -830,9 +830,9 @@ void sim_netrun_advance(SimNetRun *r, int64_t now, GArray *done) {
     if (x->left == 0) /* a phase without flows */
       flows_done(r, t.xfer, now, done);
   }
-  sim_flow_release(r->flows, now);
+  net_flow_release(r->flows, now);
 }
 
-void sim_netrun_stats(const SimNetRun *r, guint64 *solves, guint64 *touched) {
-  sim_flow_stats(r->flows, solves, touched);
+void net_run_stats(const NetRun *r, guint64 *solves, guint64 *touched) {
+  net_flow_stats(r->flows, solves, touched);
 }

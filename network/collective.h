@@ -34,55 +34,55 @@
 #include "../topologies/cluster.h"
 #include "../topologies/fabric.h"
 
-typedef enum { SIM_OP_ALLREDUCE, SIM_OP_ALLGATHER, SIM_OP_REDUCESCATTER, SIM_OP_SENDRECV } SimCollOp;
-typedef enum { SIM_ALGO_AUTO, SIM_ALGO_RING, SIM_ALGO_TREE, SIM_ALGO_HIER, SIM_ALGO_P2P } SimCollAlgo;
+typedef enum { NET_OP_ALLREDUCE, NET_OP_ALLGATHER, NET_OP_REDUCESCATTER, NET_OP_SENDRECV } NetCollOp;
+typedef enum { NET_ALGO_AUTO, NET_ALGO_RING, NET_ALGO_TREE, NET_ALGO_HIER, NET_ALGO_P2P } NetCollAlgo;
 
-#define SIM_COLL_ERROR (sim_coll_error_quark())
-GQuark sim_coll_error_quark(void);
+#define NET_COLL_ERROR (net_coll_error_quark())
+GQuark net_coll_error_quark(void);
 
-typedef struct _SimNetwork SimNetwork;
-typedef struct _SimCollPlan SimCollPlan;
-typedef struct _SimNetRun SimNetRun;
+typedef struct _NetModel NetModel;
+typedef struct _NetCollPlan NetCollPlan;
+typedef struct _NetRun NetRun;
 
 /* The cluster's fabric and NCCL constants. */
-SimNetwork *sim_network_load(const TopoCluster *cluster, GError **error);
-void sim_network_free(SimNetwork *net);
-TopoFabric *sim_network_fabric(SimNetwork *net);
+NetModel *net_model_load(const TopoCluster *cluster, GError **error);
+void net_model_free(NetModel *net);
+TopoFabric *net_model_fabric(NetModel *net);
 
 /* A collective on `n_groups` groups of `n` GPUs each (gpus[g * n + r] is rank
  * r of group g; global GPU indices) running at once, `bytes` per group in
- * nccl-tests' size convention.  SIM_ALGO_AUTO / proto < 0 let the tuner
+ * nccl-tests' size convention.  NET_ALGO_AUTO / proto < 0 let the tuner
  * choose.  `salt` varies the ECMP flow hashes (e.g. per job).  Returns NULL
  * with `error` set when the forced algorithm does not apply. */
-SimCollPlan *sim_coll_plan(SimNetwork *net, SimCollOp op, SimCollAlgo algo, int proto, const guint *gpus, guint n,
+NetCollPlan *net_coll_plan(NetModel *net, NetCollOp op, NetCollAlgo algo, int proto, const guint *gpus, guint n,
                            guint n_groups, double bytes, guint64 salt, GError **error);
 /* Point-to-point transfers src[i] -> dst[i] of `bytes` each, together. */
-SimCollPlan *sim_coll_plan_p2p(SimNetwork *net, const guint *src, const guint *dst, guint n_pairs, double bytes,
+NetCollPlan *net_coll_plan_p2p(NetModel *net, const guint *src, const guint *dst, guint n_pairs, double bytes,
                                guint64 salt);
-void sim_coll_plan_free(SimCollPlan *plan);
+void net_coll_plan_free(NetCollPlan *plan);
 /* Bisection accounting: with `side[gpu]` 0 or 1 for the GPUs on either side
  * of a cut (2: not counted), plans built afterwards count the data bytes of
  * their transfers that cross it (a ring edge, a tree edge, a send).  NULL
  * turns it off.  The array is not copied. */
-void sim_network_set_sides(SimNetwork *net, const guint8 *side);
-double sim_coll_plan_crossing_bytes(const SimCollPlan *plan);
-SimCollAlgo sim_coll_plan_algo(const SimCollPlan *plan);
-TopoProto sim_coll_plan_proto(const SimCollPlan *plan);
+void net_model_set_sides(NetModel *net, const guint8 *side);
+double net_coll_plan_crossing_bytes(const NetCollPlan *plan);
+NetCollAlgo net_coll_plan_algo(const NetCollPlan *plan);
+TopoProto net_coll_plan_proto(const NetCollPlan *plan);
 /* Seconds the plan takes alone on the network. */
-double sim_coll_plan_time(SimNetwork *net, const SimCollPlan *plan);
-const char *sim_coll_algo_name(SimCollAlgo algo);
-gboolean sim_coll_algo_parse(const char *text, SimCollAlgo *out);
+double net_coll_plan_time(NetModel *net, const NetCollPlan *plan);
+const char *net_coll_algo_name(NetCollAlgo algo);
+gboolean net_coll_algo_parse(const char *text, NetCollAlgo *out);
 
 /* A live network: plans started at some time, finished when their last phase
  * ends; everything in flight shares the links. */
-SimNetRun *sim_netrun_new(SimNetwork *net);
-void sim_netrun_free(SimNetRun *run);
+NetRun *net_run_new(NetModel *net);
+void net_run_free(NetRun *run);
 /* Starts `plan` (not copied: it must outlive the transfer) at `now_ns`. */
-void sim_netrun_start(SimNetRun *run, const SimCollPlan *plan, guint64 token, int64_t now_ns);
+void net_run_start(NetRun *run, const NetCollPlan *plan, guint64 token, int64_t now_ns);
 /* The next time something happens, or -1 when idle. */
-int64_t sim_netrun_next(SimNetRun *run);
-/* Handles everything due at `now_ns` (= sim_netrun_next), appending the
+int64_t net_run_next(NetRun *run);
+/* Handles everything due at `now_ns` (= net_run_next), appending the
  * tokens of finished plans to `done` (guint64). */
-void sim_netrun_advance(SimNetRun *run, int64_t now_ns, GArray *done);
+void net_run_advance(NetRun *run, int64_t now_ns, GArray *done);
 /* Work counters of the flow solver. */
-void sim_netrun_stats(const SimNetRun *run, guint64 *solves, guint64 *flows_touched);
+void net_run_stats(const NetRun *run, guint64 *solves, guint64 *flows_touched);

@@ -67,7 +67,7 @@ typedef struct {
   guint *l_flow;             /* flow indices in the re-solve */
 } Dense;
 
-struct _SimFlowNet {
+struct _NetFlows {
   Link *links;
   guint n_links;
   GArray *flows; /* Flow */
@@ -80,7 +80,7 @@ struct _SimFlowNet {
   GArray *comp_flows, *comp_links, *sat;
   Dense d;
   guint64 solves, touched;
-  guint hold; /* > 0: re-solves wait for sim_flow_release */
+  guint hold; /* > 0: re-solves wait for net_flow_release */
   double floor; /* flows with a committed rate below it keep it (see below) */
   guint *slot;       /* per link: its index in the flow being added, or G_MAXUINT */
 };
@@ -90,17 +90,17 @@ struct _SimFlowNet {
 static inline gboolean done_before(const Done *a, const Done *b) {
   return a->time < b->time || (a->time == b->time && a->seq < b->seq);
 }
-SIM_HEAP_DEFINE(done, Done, done_before)
+PTD_HEAP_DEFINE(done, Done, done_before)
 
 static inline gboolean sat_before(const Sat *a, const Sat *b) {
   return a->level < b->level || (a->level == b->level && a->link < b->link);
 }
-SIM_HEAP_DEFINE(sat, Sat, sat_before)
+PTD_HEAP_DEFINE(sat, Sat, sat_before)
 
 /* --- the net --- */
 
-SimFlowNet *sim_flow_net_new(guint n_links, const double *capacity) {
-  SimFlowNet *net = g_new0(SimFlowNet, 1);
+NetFlows *net_flows_new(guint n_links, const double *capacity) {
+  NetFlows *net = g_new0(NetFlows, 1);
   net->n_links = n_links;
   net->links = g_new0(Link, MAX(n_links, 1));
   net->slot = g_new(guint, MAX(n_links, 1));
@@ -118,7 +118,7 @@ SimFlowNet *sim_flow_net_new(guint n_links, const double *capacity) {
   return net;
 }
 
-void sim_flow_net_free(SimFlowNet *net) {
+void net_flows_free(NetFlows *net) {
   if (!net)
     return;
   for (guint l = 0; l < net->n_links; l++)
@@ -151,7 +151,7 @@ void sim_flow_net_free(SimFlowNet *net) {
   g_free(net);
 }
 
-static Flow *flow_at(const SimFlowNet *net, guint id) { return &g_array_index(net->flows, Flow, id); }
+static Flow *flow_at(const NetFlows *net, guint id) { return &g_array_index(net->flows, Flow, id); }
 
 /* A link is tight when its flows fill it: only through tight links can a
  * change reach other flows (a flow is never limited by a link with room to
@@ -192,7 +192,7 @@ static void dense_links(Dense *d, guint nl) {
 
 /* Marks link `id` as part of the re-solve and copies what the re-solve
  * needs of it. */
-static void take_link(SimFlowNet *net, guint id) {
+static void take_link(NetFlows *net, guint id) {
   Link *l = &net->links[id];
   l->mark = net->mark;
   l->cidx = net->comp_links->len;
@@ -219,7 +219,7 @@ static void take_link(SimFlowNet *net, guint id) {
  * into the dense arrays, by link index in the re-solve); a link brings its
  * flows only when it is tight or opened (breadth-first; *fi and *li carry
  * on where the last call stopped). */
-static void collect(SimFlowNet *net, guint *fi, guint *li) {
+static void collect(NetFlows *net, guint *fi, guint *li) {
   Dense *d = &net->d;
   double cut = net->floor * (1 - 1e-9);
   while (*fi < net->comp_flows->len || *li < net->comp_links->len) {
@@ -262,7 +262,7 @@ static void collect(SimFlowNet *net, guint *fi, guint *li) {
  * (avail - load) / weight only rises as its flows freeze at or below it, so
  * a popped key that has risen is pushed again with its current value rather
  * than pushing on every change). */
-static void fill(SimFlowNet *net) {
+static void fill(NetFlows *net) {
   Dense *d = &net->d;
   guint nf = net->comp_flows->len, nl = net->comp_links->len;
   for (guint i = 0; i <= nl; i++)
@@ -349,7 +349,7 @@ static void fill(SimFlowNet *net) {
  * tight link on which it has the largest rate.  Then commits: remaining
  * bytes are brought up to `now` at the old rates, and completion times are
  * renewed. */
-static void solve(SimFlowNet *net, int64_t now) {
+static void solve(NetFlows *net, int64_t now) {
   Dense *d = &net->d;
   guint fi = 0, li = 0;
   d->nh = 0;
@@ -418,7 +418,7 @@ static void solve(SimFlowNet *net, int64_t now) {
   }
 }
 
-static void next_mark(SimFlowNet *net) {
+static void next_mark(NetFlows *net) {
   if (net->hold)
     return; /* one mark for everything gathered while held */
   if (++net->mark == 0) { /* wrapped: clear every mark */
@@ -430,7 +430,7 @@ static void next_mark(SimFlowNet *net) {
   }
 }
 
-guint sim_flow_add(SimFlowNet *net, const TopoHop *hops, guint n_hops, double bytes, int64_t now) {
+guint net_flow_add(NetFlows *net, const TopoHop *hops, guint n_hops, double bytes, int64_t now) {
   guint id;
   if (net->free_ids->len) {
     id = g_array_index(net->free_ids, guint, net->free_ids->len - 1);
@@ -492,7 +492,7 @@ guint sim_flow_add(SimFlowNet *net, const TopoHop *hops, guint n_hops, double by
 }
 
 /* Unlinks a flow; its links become seeds of the next re-solve. */
-static void detach(SimFlowNet *net, guint id) {
+static void detach(NetFlows *net, guint id) {
   Flow *f = flow_at(net, id);
   net->floor = fmin(net->floor, f->rate);
   for (guint h = 0; h < f->n_hops; h++) {
@@ -518,7 +518,7 @@ static void detach(SimFlowNet *net, guint id) {
   g_array_append_val(net->free_ids, id);
 }
 
-void sim_flow_remove(SimFlowNet *net, guint id, int64_t now) {
+void net_flow_remove(NetFlows *net, guint id, int64_t now) {
   g_return_if_fail(id < net->flows->len && flow_at(net, id)->active);
   next_mark(net);
   detach(net, id);
@@ -526,22 +526,22 @@ void sim_flow_remove(SimFlowNet *net, guint id, int64_t now) {
     solve(net, now);
 }
 
-void sim_flow_hold(SimFlowNet *net) {
+void net_flow_hold(NetFlows *net) {
   if (net->hold == 0)
     next_mark(net);
   net->hold++;
 }
 
-void sim_flow_release(SimFlowNet *net, int64_t now) {
+void net_flow_release(NetFlows *net, int64_t now) {
   g_return_if_fail(net->hold > 0);
   if (--net->hold == 0 && (net->comp_flows->len || net->comp_links->len))
     solve(net, now);
 }
 
-double sim_flow_rate(const SimFlowNet *net, guint id) { return flow_at(net, id)->rate; }
-guint sim_flow_n_active(const SimFlowNet *net) { return net->n_active; }
+double net_flow_rate(const NetFlows *net, guint id) { return flow_at(net, id)->rate; }
+guint net_flow_n_active(const NetFlows *net) { return net->n_active; }
 
-int64_t sim_flow_next(SimFlowNet *net) {
+int64_t net_flow_next(NetFlows *net) {
   while (net->done->len) {
     Done d = g_array_index(net->done, Done, 0);
     Flow *f = flow_at(net, d.flow);
@@ -552,10 +552,10 @@ int64_t sim_flow_next(SimFlowNet *net) {
   return -1;
 }
 
-void sim_flow_advance(SimFlowNet *net, int64_t now, GArray *finished) {
+void net_flow_advance(NetFlows *net, int64_t now, GArray *finished) {
   next_mark(net);
   gboolean any = FALSE;
-  for (int64_t t; (t = sim_flow_next(net)) >= 0 && t <= now;) {
+  for (int64_t t; (t = net_flow_next(net)) >= 0 && t <= now;) {
     Done d = g_array_index(net->done, Done, 0);
     done_pop(net->done);
     /* settle the flows that stay before their links change */
@@ -567,7 +567,7 @@ void sim_flow_advance(SimFlowNet *net, int64_t now, GArray *finished) {
     solve(net, now);
 }
 
-void sim_flow_stats(const SimFlowNet *net, guint64 *solves, guint64 *touched) {
+void net_flow_stats(const NetFlows *net, guint64 *solves, guint64 *touched) {
   *solves = net->solves;
   *touched = net->touched;
 }

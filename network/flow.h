@@ -35,31 +35,31 @@
 
 #include "../topologies/fabric.h"
 
-typedef struct _SimFlowNet SimFlowNet;
+typedef struct _NetFlows NetFlows;
 
 /* `capacity[l]` in bytes/s for links 0..n_links-1. */
-SimFlowNet *sim_flow_net_new(guint n_links, const double *capacity);
-void sim_flow_net_free(SimFlowNet *net);
+NetFlows *net_flows_new(guint n_links, const double *capacity);
+void net_flows_free(NetFlows *net);
 
 /* Starts a flow at `now_ns`; a link may appear several times in `hops`
  * (coefficients add).  Returns its id (ids are reused after a flow ends). */
-guint sim_flow_add(SimFlowNet *net, const TopoHop *hops, guint n_hops, double bytes, int64_t now_ns);
+guint net_flow_add(NetFlows *net, const TopoHop *hops, guint n_hops, double bytes, int64_t now_ns);
 /* Ends a flow early (or forgets a finished one that was not yet collected). */
-void sim_flow_remove(SimFlowNet *net, guint flow, int64_t now_ns);
+void net_flow_remove(NetFlows *net, guint flow, int64_t now_ns);
 /* Current rate in bytes/s. */
-double sim_flow_rate(const SimFlowNet *net, guint flow);
+double net_flow_rate(const NetFlows *net, guint flow);
 /* Earliest completion among active flows, or -1 when none. */
-int64_t sim_flow_next(SimFlowNet *net);
+int64_t net_flow_next(NetFlows *net);
 /* Ends every flow that completes at or before `now_ns`, appending their ids
  * (in completion order, ties by start order) to `finished`, and re-solves
  * what they touched. */
-void sim_flow_advance(SimFlowNet *net, int64_t now_ns, GArray *finished);
-guint sim_flow_n_active(const SimFlowNet *net);
+void net_flow_advance(NetFlows *net, int64_t now_ns, GArray *finished);
+guint net_flow_n_active(const NetFlows *net);
 /* Between hold and release, starts and ends only gather what they touch;
  * release re-solves it all at once at `now_ns` (many flows starting or
  * ending at the same instant cost one re-solve).  Rates and completions are
  * stale until then. */
-void sim_flow_hold(SimFlowNet *net);
-void sim_flow_release(SimFlowNet *net, int64_t now_ns);
+void net_flow_hold(NetFlows *net);
+void net_flow_release(NetFlows *net, int64_t now_ns);
 /* Work counters: components re-solved, flows whose rate was recomputed. */
-void sim_flow_stats(const SimFlowNet *net, guint64 *solves, guint64 *flows_touched);
+void net_flow_stats(const NetFlows *net, guint64 *solves, guint64 *flows_touched);

@@ -132,7 +132,7 @@ static inline gboolean event_before(const Event *a, const Event *b) {
   return a->time < b->time || (a->time == b->time && a->seq < b->seq);
 }
 
-SIM_HEAP_DEFINE(event, Event, event_before)
+PTD_HEAP_DEFINE(event, Event, event_before)
 
 /* --- run --- */
 

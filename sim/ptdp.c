@@ -43,9 +43,9 @@ typedef struct {
 /* --network flow: communication ops end when their flows do (collective.c);
  * plans are built once per distinct transfer and cached by a key. */
 typedef struct {
-  SimNetwork *net;
-  SimNetRun *run;
-  GPtrArray *plans;   /* SimCollPlan*, owned */
+  NetModel *net;
+  NetRun *run;
+  GPtrArray *plans;   /* NetCollPlan*, owned */
   GHashTable *index;  /* key -> plan index + 1 */
   GArray *op_plan;    /* op -> plan index (G_MAXUINT: not a network op) */
   GArray *copies;     /* per plan: how many ranks' transfers it stands for */
@@ -109,15 +109,15 @@ static SimOpTag tag(guint cat, guint pass, guint s, guint c, guint mb, gint laye
 static void flow_start(gpointer data, guint op, SimTime now) {
   FlowCtx *fc = data;
   guint idx = g_array_index(fc->op_plan, guint, op);
-  sim_netrun_start(fc->run, g_ptr_array_index(fc->plans, idx), op, now);
+  net_run_start(fc->run, g_ptr_array_index(fc->plans, idx), op, now);
 }
 
-static SimTime flow_next(gpointer data) { return sim_netrun_next(((FlowCtx *)data)->run); }
+static SimTime flow_next(gpointer data) { return net_run_next(((FlowCtx *)data)->run); }
 
 static void flow_advance(gpointer data, SimTime now, GArray *ended) {
   FlowCtx *fc = data;
   g_array_set_size(fc->tokens, 0);
-  sim_netrun_advance(fc->run, now, fc->tokens);
+  net_run_advance(fc->run, now, fc->tokens);
   for (guint i = 0; i < fc->tokens->len; i++) {
     guint op = (guint)g_array_index(fc->tokens, guint64, i);
     g_array_append_val(ended, op);
@@ -144,7 +144,7 @@ static guint plan_lookup(FlowCtx *fc, const char *key) {
   return v ? GPOINTER_TO_UINT(v) - 1 : G_MAXUINT;
 }
 
-static guint plan_keep(FlowCtx *fc, const char *key, SimCollPlan *plan, double copies) {
+static guint plan_keep(FlowCtx *fc, const char *key, NetCollPlan *plan, double copies) {
   g_ptr_array_add(fc->plans, plan);
   g_array_append_val(fc->copies, copies);
   g_hash_table_insert(fc->index, g_strdup(key), GUINT_TO_POINTER(fc->plans->len));
@@ -152,14 +152,14 @@ static guint plan_keep(FlowCtx *fc, const char *key, SimCollPlan *plan, double c
 }
 
 /* A collective over n_groups groups of n GPUs (NCCL's tuner picks). */
-static guint coll_plan(Build *b, const char *key, SimCollOp op, const guint *gpus, guint n, double copies,
+static guint coll_plan(Build *b, const char *key, NetCollOp op, const guint *gpus, guint n, double copies,
                        double bytes, const guint8 *side) {
   FlowCtx *fc = b->flow;
   guint idx = plan_lookup(fc, key);
   if (idx != G_MAXUINT)
     return idx;
-  sim_network_set_sides(fc->net, side);
-  SimCollPlan *p = sim_coll_plan(fc->net, op, SIM_ALGO_AUTO, -1, gpus, n, 1, bytes, key_salt(key), NULL);
+  net_model_set_sides(fc->net, side);
+  NetCollPlan *p = net_coll_plan(fc->net, op, NET_ALGO_AUTO, -1, gpus, n, 1, bytes, key_salt(key), NULL);
   g_assert(p); /* the tuner's choice always applies */
   return plan_keep(fc, key, p, copies);
 }
@@ -170,8 +170,8 @@ static guint p2p_plan(Build *b, const char *key, guint src, guint dst, double co
   guint idx = plan_lookup(fc, key);
   if (idx != G_MAXUINT)
     return idx;
-  sim_network_set_sides(fc->net, side);
-  return plan_keep(fc, key, sim_coll_plan_p2p(fc->net, &src, &dst, 1, bytes, key_salt(key)), copies);
+  net_model_set_sides(fc->net, side);
+  return plan_keep(fc, key, net_coll_plan_p2p(fc->net, &src, &dst, 1, bytes, key_salt(key)), copies);
 }
 
 static guint net_op(Build *b, guint plan, const guint *streams, const guint64 *pos, guint n, const SimOpTag *t) {
@@ -189,7 +189,7 @@ static guint net_op(Build *b, guint plan, const guint *streams, const guint64 *p
 
 /* The tensor-parallel group of stage s, replica k (every replica's under
  * symmetry). */
-static guint tp_plan(Build *b, guint s, guint k, SimCollOp op, double bytes) {
+static guint tp_plan(Build *b, guint s, guint k, NetCollOp op, double bytes) {
   char key[64];
   g_snprintf(key, sizeof key, "tp%d:%u:%u:%.0f", (int)op, s, k, bytes);
   guint t = b->plan->tp, gpus[t];
@@ -221,7 +221,7 @@ static void tp_allreduce(Build *b, guint s, guint k, const SimOpTag *t) {
     streams[i] = stream_of(b, i, s, k, STREAM_TP);
   SimOpTag at = *t;
   at.category = CAT_TP;
-  guint op = b->flow ? net_op(b, tp_plan(b, s, k, SIM_OP_ALLREDUCE, b->layer.tp_allreduce_bytes), streams, NULL,
+  guint op = b->flow ? net_op(b, tp_plan(b, s, k, NET_OP_ALLREDUCE, b->layer.tp_allreduce_bytes), streams, NULL,
                               b->ts, &at)
                      : sim_engine_add_op(b->e, b->tp_ar_ns[s * b->ds + k], streams, b->ts, &at);
   for (guint i = 0; i < b->ts; i++) {
@@ -368,7 +368,7 @@ static void emit_transfers(Build *b, guint s, guint k, guint idx) {
     t.category = CAT_PP_GATHER;
     guint gather;
     if (b->flow)
-      gather = net_op(b, tp_plan(b, ds_, k, SIM_OP_ALLGATHER, full), streams, pos, b->ts, &t);
+      gather = net_op(b, tp_plan(b, ds_, k, NET_OP_ALLGATHER, full), streams, pos, b->ts, &t);
     else {
       double ag = model_collective_time_s(&b->net, MODEL_COLL_ALLGATHER, full, pl->tp,
                                           tp_group_nodes(b, ds_, k), NULL);
@@ -442,7 +442,7 @@ static guint dp_allreduce(Build *b, guint i, guint s, double bytes, const guint 
     guint gpus[d];
     for (guint k = 0; k < d; k++)
       gpus[k] = gpu_of_rank(b, i, s, k);
-    op = net_op(b, coll_plan(b, key, SIM_OP_ALLREDUCE, gpus, d, copies(b, TRUE, FALSE), bytes, b->flow->side_dp),
+    op = net_op(b, coll_plan(b, key, NET_OP_ALLREDUCE, gpus, d, copies(b, TRUE, FALSE), bytes, b->flow->side_dp),
                 streams, NULL, b->ds, t);
   } else {
     double secs = model_collective_time_s(&b->net, MODEL_COLL_ALLREDUCE, bytes, b->plan->dp, nodes, NULL);
@@ -507,7 +507,7 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
             char key[64];
             g_snprintf(key, sizeof key, "emb:%u:%u", i, k);
             guint gpus[2] = {gpu_of_rank(b, i, 0, k), gpu_of_rank(b, i, b->p - 1, k)};
-            op = net_op(b, coll_plan(b, key, SIM_OP_ALLREDUCE, gpus, 2, copies(b, TRUE, TRUE), bytes, NULL), streams,
+            op = net_op(b, coll_plan(b, key, NET_OP_ALLREDUCE, gpus, 2, copies(b, TRUE, TRUE), bytes, NULL), streams,
                         NULL, 2, &et);
           } else {
             double secs =
@@ -774,7 +774,7 @@ static void flow_bisection(Build *b, SimResult *r) {
       const SimOpTag *t = sim_engine_op_tag(b->e, op);
       if (idx == G_MAXUINT || t->category != (cls == 0 ? CAT_PP : CAT_DP) || t->layer == -2)
         continue;
-      double c = sim_coll_plan_crossing_bytes(g_ptr_array_index(b->flow->plans, idx)) *
+      double c = net_coll_plan_crossing_bytes(g_ptr_array_index(b->flow->plans, idx)) *
                  g_array_index(b->flow->copies, double, idx);
       if (c <= 0)
         continue;
@@ -871,13 +871,13 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   b.e = sim_engine_new();
   FlowCtx fc = {0};
   if (pl->flow_network && !b.net.free_comm) {
-    if (!(fc.net = sim_network_load(cluster, error))) {
+    if (!(fc.net = net_model_load(cluster, error))) {
       g_free(b.tp_ar_ns);
       sim_engine_free(b.e);
       return FALSE;
     }
-    fc.run = sim_netrun_new(fc.net);
-    fc.plans = g_ptr_array_new_with_free_func((GDestroyNotify)sim_coll_plan_free);
+    fc.run = net_run_new(fc.net);
+    fc.plans = g_ptr_array_new_with_free_func((GDestroyNotify)net_coll_plan_free);
     fc.index = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
     fc.op_plan = g_array_new(FALSE, FALSE, sizeof(guint));
     fc.copies = g_array_new(FALSE, FALSE, sizeof(double));
@@ -964,7 +964,7 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   g_free(b.prev);
   sim_engine_free(b.e);
   if (b.flow) {
-    sim_netrun_free(fc.run);
+    net_run_free(fc.run);
     g_ptr_array_free(fc.plans, TRUE);
     g_hash_table_destroy(fc.index);
     g_array_free(fc.op_plan, TRUE);
@@ -972,7 +972,7 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
     g_array_free(fc.tokens, TRUE);
     g_free(fc.side_pp);
     g_free(fc.side_dp);
-    sim_network_free(fc.net);
+    net_model_free(fc.net);
   }
   return ok;
 }

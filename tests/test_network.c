@@ -211,35 +211,35 @@ static void test_fabric_errors(void) {
 
 /* --- the flow solver --- */
 
-static guint add(SimFlowNet *n, const guint *links, const double *coef, guint k, double bytes, int64_t now) {
+static guint add(NetFlows *n, const guint *links, const double *coef, guint k, double bytes, int64_t now) {
   TopoHop h[8];
   for (guint i = 0; i < k; i++)
     h[i] = (TopoHop){links[i], coef ? coef[i] : 1.0};
-  return sim_flow_add(n, h, k, bytes, now);
+  return net_flow_add(n, h, k, bytes, now);
 }
 
 /* Why: two flows on one link of 10 B/s get 5 each; when the 10-byte flow
  * ends at t = 2 s the other (10 bytes left) gets all 10 B/s and ends at 3 s. */
 static void test_two_flows_one_link(void) {
   double cap[] = {10};
-  SimFlowNet *n = sim_flow_net_new(1, cap);
+  NetFlows *n = net_flows_new(1, cap);
   guint l = 0;
   guint a = add(n, &l, NULL, 1, 10, 0), b = add(n, &l, NULL, 1, 20, 0);
-  g_assert_cmpfloat(sim_flow_rate(n, a), ==, 5);
-  g_assert_cmpfloat(sim_flow_rate(n, b), ==, 5);
-  g_assert_cmpint(sim_flow_next(n), ==, 2000000000);
+  g_assert_cmpfloat(net_flow_rate(n, a), ==, 5);
+  g_assert_cmpfloat(net_flow_rate(n, b), ==, 5);
+  g_assert_cmpint(net_flow_next(n), ==, 2000000000);
   GArray *done = g_array_new(FALSE, FALSE, sizeof(guint));
-  sim_flow_advance(n, sim_flow_next(n), done);
+  net_flow_advance(n, net_flow_next(n), done);
   g_assert_cmpuint(done->len, ==, 1);
   g_assert_cmpuint(g_array_index(done, guint, 0), ==, a);
-  g_assert_cmpfloat(sim_flow_rate(n, b), ==, 10);
-  g_assert_cmpint(sim_flow_next(n), ==, 3000000000);
-  sim_flow_advance(n, sim_flow_next(n), done);
+  g_assert_cmpfloat(net_flow_rate(n, b), ==, 10);
+  g_assert_cmpint(net_flow_next(n), ==, 3000000000);
+  net_flow_advance(n, net_flow_next(n), done);
   g_assert_cmpuint(done->len, ==, 2);
-  g_assert_cmpint(sim_flow_next(n), ==, -1);
-  g_assert_cmpuint(sim_flow_n_active(n), ==, 0);
+  g_assert_cmpint(net_flow_next(n), ==, -1);
+  g_assert_cmpuint(net_flow_n_active(n), ==, 0);
   g_array_free(done, TRUE);
-  sim_flow_net_free(n);
+  net_flows_free(n);
 }
 
 /* Why: the parking lot.  Links 0 (cap 1) and 1 (cap 2); a long flow over
@@ -248,23 +248,23 @@ static void test_two_flows_one_link(void) {
  * of link 1: 2 - 1/2 = 3/2. */
 static void test_parking_lot(void) {
   double cap[] = {1, 2, 1};
-  SimFlowNet *n = sim_flow_net_new(3, cap);
+  NetFlows *n = net_flows_new(3, cap);
   guint both[] = {0, 1}, l0 = 0, l1 = 1;
   guint lng = add(n, both, NULL, 2, 100, 0), s0 = add(n, &l0, NULL, 1, 100, 0), s1 = add(n, &l1, NULL, 1, 100, 0);
-  g_assert_cmpfloat(sim_flow_rate(n, lng), ==, 0.5);
-  g_assert_cmpfloat(sim_flow_rate(n, s0), ==, 0.5);
-  g_assert_cmpfloat(sim_flow_rate(n, s1), ==, 1.5);
+  g_assert_cmpfloat(net_flow_rate(n, lng), ==, 0.5);
+  g_assert_cmpfloat(net_flow_rate(n, s0), ==, 0.5);
+  g_assert_cmpfloat(net_flow_rate(n, s1), ==, 1.5);
   /* the classic three-link lot, all caps 1: everyone gets 1/2 */
   guint three[] = {0, 1, 2}, l2 = 2;
-  sim_flow_remove(n, lng, 0);
-  sim_flow_remove(n, s1, 0);
+  net_flow_remove(n, lng, 0);
+  net_flow_remove(n, s1, 0);
   guint lng3 = add(n, three, NULL, 3, 100, 0);
   guint t1 = add(n, &l1, NULL, 1, 100, 0), t2 = add(n, &l2, NULL, 1, 100, 0);
-  g_assert_cmpfloat(sim_flow_rate(n, lng3), ==, 0.5);
-  g_assert_cmpfloat(sim_flow_rate(n, s0), ==, 0.5);
-  g_assert_cmpfloat(sim_flow_rate(n, t1), ==, 1.5); /* link 1 has cap 2 */
-  g_assert_cmpfloat(sim_flow_rate(n, t2), ==, 0.5);
-  sim_flow_net_free(n);
+  g_assert_cmpfloat(net_flow_rate(n, lng3), ==, 0.5);
+  g_assert_cmpfloat(net_flow_rate(n, s0), ==, 0.5);
+  g_assert_cmpfloat(net_flow_rate(n, t1), ==, 1.5); /* link 1 has cap 2 */
+  g_assert_cmpfloat(net_flow_rate(n, t2), ==, 0.5);
+  net_flows_free(n);
 }
 
 /* Why: flows with different bottlenecks.  Link 0 (cap 1) carries f1, f2;
@@ -273,21 +273,21 @@ static void test_parking_lot(void) {
  * two edges cross it) alone on a 10 B/s link gets 5. */
 static void test_different_bottlenecks(void) {
   double cap[] = {1, 3, 10};
-  SimFlowNet *n = sim_flow_net_new(3, cap);
+  NetFlows *n = net_flows_new(3, cap);
   guint l0 = 0, l1 = 1, both[] = {0, 1}, l2 = 2;
   guint f1 = add(n, &l0, NULL, 1, 1, 0), f2 = add(n, both, NULL, 2, 1, 0), f3 = add(n, &l1, NULL, 1, 1, 0);
-  g_assert_cmpfloat(sim_flow_rate(n, f1), ==, 0.5);
-  g_assert_cmpfloat(sim_flow_rate(n, f2), ==, 0.5);
-  g_assert_cmpfloat(sim_flow_rate(n, f3), ==, 2.5);
+  g_assert_cmpfloat(net_flow_rate(n, f1), ==, 0.5);
+  g_assert_cmpfloat(net_flow_rate(n, f2), ==, 0.5);
+  g_assert_cmpfloat(net_flow_rate(n, f3), ==, 2.5);
   double two = 2;
   guint g = add(n, &l2, &two, 1, 1, 0);
-  g_assert_cmpfloat(sim_flow_rate(n, g), ==, 5);
+  g_assert_cmpfloat(net_flow_rate(n, g), ==, 5);
   /* a repeated link in the hop list counts twice too */
   guint twice[] = {2, 2};
   guint g2 = add(n, twice, NULL, 2, 1, 0);
-  g_assert_cmpfloat(sim_flow_rate(n, g), ==, 2.5);
-  g_assert_cmpfloat(sim_flow_rate(n, g2), ==, 2.5);
-  sim_flow_net_free(n);
+  g_assert_cmpfloat(net_flow_rate(n, g), ==, 2.5);
+  g_assert_cmpfloat(net_flow_rate(n, g2), ==, 2.5);
+  net_flows_free(n);
 }
 
 /* A reference max-min solver for the tests: plain progressive filling over
@@ -353,31 +353,31 @@ static void incremental_case(guint32 seed) {
       coef[i][k] = coefs[g_rand_int_range(rng, 0, G_N_ELEMENTS(coefs))];
     }
   }
-  SimFlowNet *n = sim_flow_net_new(L, cap);
+  NetFlows *n = net_flows_new(L, cap);
   guint id[F];
   gboolean live[F] = {FALSE};
   for (guint step = 0; step < 400; step++) {
     guint i = g_rand_int_range(rng, 0, F);
     /* every 40 steps, a batch of starts and ends under one hold */
     if (step % 40 == 20) {
-      sim_flow_hold(n);
+      net_flow_hold(n);
       for (guint b = 0; b < 10; b++, i = (i + 7) % F) {
         if (live[i])
-          sim_flow_remove(n, id[i], 0);
+          net_flow_remove(n, id[i], 0);
         else
           id[i] = add(n, links[i], coef[i], nl[i], 1e9, 0);
         live[i] = !live[i];
       }
-      sim_flow_release(n, 0);
+      net_flow_release(n, 0);
     }
     if (live[i])
-      sim_flow_remove(n, id[i], 0);
+      net_flow_remove(n, id[i], 0);
     else
       id[i] = add(n, links[i], coef[i], nl[i], 1e9, 0);
     live[i] = !live[i];
     if (step % 40 != 39)
       continue;
-    SimFlowNet *s = sim_flow_net_new(L, cap);
+    NetFlows *s = net_flows_new(L, cap);
     guint sid[F];
     for (guint j = 0; j < F; j++)
       if (live[j])
@@ -386,16 +386,16 @@ static void incremental_case(guint32 seed) {
     reference_rates(L, cap, F, links, coef, nl, live, want);
     for (guint j = 0; j < F; j++)
       if (live[j]) {
-        g_assert_cmpfloat_with_epsilon(sim_flow_rate(s, sid[j]), sim_flow_rate(n, id[j]), 1e-9);
-        g_assert_cmpfloat_with_epsilon(want[j], sim_flow_rate(n, id[j]), 1e-9);
+        g_assert_cmpfloat_with_epsilon(net_flow_rate(s, sid[j]), net_flow_rate(n, id[j]), 1e-9);
+        g_assert_cmpfloat_with_epsilon(want[j], net_flow_rate(n, id[j]), 1e-9);
       }
-    sim_flow_net_free(s);
+    net_flows_free(s);
   }
   guint64 solves, touched;
-  sim_flow_stats(n, &solves, &touched);
+  net_flow_stats(n, &solves, &touched);
   g_assert_cmpuint(solves, ==, 410); /* 400 single changes, 10 held batches */
   g_assert_cmpuint(touched, <, 400ull * F); /* components, not everything */
-  sim_flow_net_free(n);
+  net_flows_free(n);
   g_rand_free(rng);
 }
 
@@ -419,7 +419,7 @@ static void completions_case(guint32 seed) {
   GRand *rng = g_rand_new_with_seed(seed);
   for (guint l = 0; l < L; l++)
     cap[l] = g_rand_int_range(rng, 1, 20);
-  SimFlowNet *n = sim_flow_net_new(L, cap);
+  NetFlows *n = net_flows_new(L, cap);
   guint links[2 * F][4], nl[2 * F], id_of[2 * F];
   double coef[2 * F][4];
   const double coefs[] = {1, 1, 0.5, 2};
@@ -432,18 +432,18 @@ static void completions_case(guint32 seed) {
       coef[i][k] = coefs[g_rand_int_range(rng, 0, G_N_ELEMENTS(coefs))];
     }
   }
-  sim_flow_hold(n);
+  net_flow_hold(n);
   for (; next < F; next++) {
     id_of[next] = add(n, links[next], coef[next], nl[next], g_rand_double_range(rng, 1, 100), 0);
     g_hash_table_insert(by_id, GUINT_TO_POINTER(id_of[next]), GUINT_TO_POINTER(next + 1));
   }
-  sim_flow_release(n, 0);
+  net_flow_release(n, 0);
   GArray *done = g_array_new(FALSE, FALSE, sizeof(guint));
-  for (guint event = 0; event < 60 && sim_flow_n_active(n) > 0; event++) {
-    int64_t now = sim_flow_next(n);
+  for (guint event = 0; event < 60 && net_flow_n_active(n) > 0; event++) {
+    int64_t now = net_flow_next(n);
     g_array_set_size(done, 0);
-    sim_flow_hold(n);
-    sim_flow_advance(n, now, done);
+    net_flow_hold(n);
+    net_flow_advance(n, now, done);
     for (guint k = 0; k < done->len; k++) /* ids are reused: forget them all first */
       g_hash_table_remove(by_id, GUINT_TO_POINTER(g_array_index(done, guint, k)));
     for (guint k = 0; k < done->len; k++) {
@@ -453,7 +453,7 @@ static void completions_case(guint32 seed) {
         next++;
       }
     }
-    sim_flow_release(n, now);
+    net_flow_release(n, now);
     gboolean live[2 * F] = {FALSE};
     double want[2 * F];
     GHashTableIter it;
@@ -465,12 +465,12 @@ static void completions_case(guint32 seed) {
     g_hash_table_iter_init(&it, by_id);
     while (g_hash_table_iter_next(&it, &key, &val)) {
       guint j = GPOINTER_TO_UINT(val) - 1;
-      g_assert_cmpfloat_with_epsilon(want[j], sim_flow_rate(n, GPOINTER_TO_UINT(key)), 1e-9);
+      g_assert_cmpfloat_with_epsilon(want[j], net_flow_rate(n, GPOINTER_TO_UINT(key)), 1e-9);
     }
   }
   g_array_free(done, TRUE);
   g_hash_table_destroy(by_id);
-  sim_flow_net_free(n);
+  net_flows_free(n);
   g_rand_free(rng);
 }
 
@@ -484,16 +484,16 @@ static void test_incremental_completions(void) {
 /* Why: flows ending at the same ns are reported in start order. */
 static void test_completion_ties(void) {
   double cap[] = {4, 4};
-  SimFlowNet *n = sim_flow_net_new(2, cap);
+  NetFlows *n = net_flows_new(2, cap);
   guint l0 = 0, l1 = 1;
   guint b = add(n, &l1, NULL, 1, 8, 0), a = add(n, &l0, NULL, 1, 8, 0);
   GArray *done = g_array_new(FALSE, FALSE, sizeof(guint));
-  sim_flow_advance(n, sim_flow_next(n), done);
+  net_flow_advance(n, net_flow_next(n), done);
   g_assert_cmpuint(done->len, ==, 2);
   g_assert_cmpuint(g_array_index(done, guint, 0), ==, b);
   g_assert_cmpuint(g_array_index(done, guint, 1), ==, a);
   g_array_free(done, TRUE);
-  sim_flow_net_free(n);
+  net_flows_free(n);
 }
 
 /* --- network ops in the engine --- */
@@ -572,30 +572,30 @@ static void test_netrun_sharing(void) {
   GError *error = NULL;
   TopoCluster *c = topo_cluster_load("selene", &error);
   g_assert_no_error(error);
-  SimNetwork *net = sim_network_load(c, &error);
+  NetModel *net = net_model_load(c, &error);
   g_assert_no_error(error);
   guint s1 = 0, d1 = 8, d2 = 16, s3 = 1, d3 = 9;
   double bytes = 1e9;
-  SimCollPlan *p1 = sim_coll_plan_p2p(net, &s1, &d1, 1, bytes, 1);
-  SimCollPlan *p2 = sim_coll_plan_p2p(net, &s1, &d2, 1, bytes, 2);
-  SimCollPlan *p3 = sim_coll_plan_p2p(net, &s3, &d3, 1, bytes, 3);
-  double alone = sim_coll_plan_time(net, p1);
-  SimNetRun *run = sim_netrun_new(net);
-  sim_netrun_start(run, p1, 1, 0);
-  sim_netrun_start(run, p2, 2, 0);
-  sim_netrun_start(run, p3, 3, 0);
+  NetCollPlan *p1 = net_coll_plan_p2p(net, &s1, &d1, 1, bytes, 1);
+  NetCollPlan *p2 = net_coll_plan_p2p(net, &s1, &d2, 1, bytes, 2);
+  NetCollPlan *p3 = net_coll_plan_p2p(net, &s3, &d3, 1, bytes, 3);
+  double alone = net_coll_plan_time(net, p1);
+  NetRun *run = net_run_new(net);
+  net_run_start(run, p1, 1, 0);
+  net_run_start(run, p2, 2, 0);
+  net_run_start(run, p3, 3, 0);
   GArray *done = g_array_new(FALSE, FALSE, sizeof(guint64));
   double end[4] = {0};
-  for (int64_t t; (t = sim_netrun_next(run)) >= 0;) {
+  for (int64_t t; (t = net_run_next(run)) >= 0;) {
     guint before = done->len;
-    sim_netrun_advance(run, t, done);
+    net_run_advance(run, t, done);
     for (guint i = before; i < done->len; i++)
       end[g_array_index(done, guint64, i)] = t * 1e-9;
   }
   /* sharing the NIC at half rate = sending twice the bytes alone */
-  SimCollPlan *twice = sim_coll_plan_p2p(net, &s1, &d1, 1, 2 * bytes, 1);
-  double alone2 = sim_coll_plan_time(net, twice);
-  sim_coll_plan_free(twice);
+  NetCollPlan *twice = net_coll_plan_p2p(net, &s1, &d1, 1, 2 * bytes, 1);
+  double alone2 = net_coll_plan_time(net, twice);
+  net_coll_plan_free(twice);
   g_assert_cmpfloat(alone, >, c->net.p2p_latency_inter);
   g_assert_cmpfloat_with_epsilon(end[1], alone2, 1e-6 * alone2);
   g_assert_cmpfloat_with_epsilon(end[2], alone2, 1e-6 * alone2);
@@ -603,11 +603,11 @@ static void test_netrun_sharing(void) {
   /* alone, a send runs at the NIC's rate: 25 GB/s x 0.96 */
   g_assert_cmpfloat_with_epsilon(bytes / (alone2 - alone), 24e9, 1e-5 * 24e9);
   g_array_free(done, TRUE);
-  sim_netrun_free(run);
-  sim_coll_plan_free(p1);
-  sim_coll_plan_free(p2);
-  sim_coll_plan_free(p3);
-  sim_network_free(net);
+  net_run_free(run);
+  net_coll_plan_free(p1);
+  net_coll_plan_free(p2);
+  net_coll_plan_free(p3);
+  net_model_free(net);
   topo_cluster_free(c);
 }
 
