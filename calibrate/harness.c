@@ -283,7 +283,7 @@ int main(int argc, char **argv) {
   setlocale(LC_ALL, "C");
   CalibPlanConfig dflt;
   calib_plan_config_default(&dflt);
-  /* 0: not given (then the shape comes from --shapes, default issue6) */
+  /* 0: not given (then the shape comes from --shapes, default sc21) */
   Options o = {.hidden = 0, .heads = 0, .seq_len = 0, .micro_batch = 0, .tp = 0, .gpus = 0, .warmup = 10, .reps = 50,
                .device = 0, .nccl_max_bytes = (gint64)dflt.nccl_max_bytes};
   GOptionEntry entries[] = {
@@ -296,7 +296,7 @@ int main(int argc, char **argv) {
        "status is still non-zero",
        NULL},
       {"shapes", 0, 0, G_OPTION_ARG_STRING, &o.shapes,
-       "Layer shapes: a preset (issue6, the default: GPT-3 175B t=8, 1.7B t=1, 18.4B t=8, s=2048, b=1 and 4; "
+       "Layer shapes: a preset (sc21, the default: GPT-3 175B t=8, 1.7B t=1, 18.4B t=8, s=2048, b=1 and 4; "
        "gpt3-175b) or a comma list of HIDDEN:HEADS:SEQ:MICRO_BATCH:TP",
        "SPEC"},
       {"hidden", 0, 0, G_OPTION_ARG_INT64, &o.hidden, "One layer shape instead of --shapes: hidden size h (default 12288)",

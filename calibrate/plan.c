@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-static const CalibLayerShape issue6_shapes[] = {
+static const CalibLayerShape sc21_shapes[] = {
     /* GPT-3 175B (and Table 1's 145.6B row): h 12288, 96 heads, t = 8. */
     {12288, 96, 2048, 1, 8},
     {12288, 96, 2048, 4, 8},
@@ -17,8 +17,8 @@ static const CalibLayerShape issue6_shapes[] = {
 
 void calib_plan_config_default(CalibPlanConfig *c) {
   memset(c, 0, sizeof *c);
-  memcpy(c->shapes, issue6_shapes, sizeof issue6_shapes);
-  c->n_shapes = G_N_ELEMENTS(issue6_shapes);
+  memcpy(c->shapes, sc21_shapes, sizeof sc21_shapes);
+  c->n_shapes = G_N_ELEMENTS(sc21_shapes);
   c->gpus = 8;
   c->nccl_min_bytes = 8;
   c->nccl_max_bytes = 1ull << 30;
@@ -31,13 +31,13 @@ void calib_layer_shape_label(const CalibLayerShape *s, char *buf, gsize len) {
 }
 
 gboolean calib_plan_parse_shapes(const char *spec, CalibPlanConfig *cfg, GError **error) {
-  if (strcmp(spec, "issue6") == 0) {
-    memcpy(cfg->shapes, issue6_shapes, sizeof issue6_shapes);
-    cfg->n_shapes = G_N_ELEMENTS(issue6_shapes);
+  if (strcmp(spec, "sc21") == 0) {
+    memcpy(cfg->shapes, sc21_shapes, sizeof sc21_shapes);
+    cfg->n_shapes = G_N_ELEMENTS(sc21_shapes);
     return TRUE;
   }
   if (strcmp(spec, "gpt3-175b") == 0) {
-    cfg->shapes[0] = issue6_shapes[0];
+    cfg->shapes[0] = sc21_shapes[0];
     cfg->n_shapes = 1;
     return TRUE;
   }
@@ -55,13 +55,13 @@ gboolean calib_plan_parse_shapes(const char *spec, CalibPlanConfig *cfg, GError 
       cfg->shapes[n++] = (CalibLayerShape){(guint)v[0], (guint)v[1], (guint)v[2], (guint)v[3], (guint)v[4]};
     else
       g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
-                  "--shapes: '%s' is not a layer shape; give a preset (issue6, gpt3-175b) or up to %d comma-separated "
+                  "--shapes: '%s' is not a layer shape; give a preset (sc21, gpt3-175b) or up to %d comma-separated "
                   "HIDDEN:HEADS:SEQ:MICRO_BATCH:TP, e.g. 12288:96:2048:1:8,2304:24:2048:4:1",
                   *it, CALIB_MAX_SHAPES);
   }
   if (!items[0])
     g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
-                "--shapes is empty; give a preset (issue6, gpt3-175b) or HIDDEN:HEADS:SEQ:MICRO_BATCH:TP,...");
+                "--shapes is empty; give a preset (sc21, gpt3-175b) or HIDDEN:HEADS:SEQ:MICRO_BATCH:TP,...");
   g_strfreev(items);
   if (ok)
     cfg->n_shapes = n;

@@ -57,10 +57,10 @@ typedef struct {
   GArray *nccl_bytes;  /* double: nccl-tests size column */
 } CalibPlan;
 
-/* The default: the `issue6` preset of layer shapes, 8 GPUs, NCCL 8 B .. 1 GiB,
+/* The default: the `sc21` preset of layer shapes, 8 GPUs, NCCL 8 B .. 1 GiB,
  * copies 4 KiB .. 1 GiB. */
 void calib_plan_config_default(CalibPlanConfig *cfg);
-/* Sets cfg's shapes from SPEC: a preset name (`issue6`: the layers of GPT-3
+/* Sets cfg's shapes from SPEC: a preset name (`sc21`: the layers of GPT-3
  * 175B at t = 8, the 1.7B model at t = 1 and the 18.4B model at t = 8 of
  * Narayanan et al. SC21 Table 1, s = 2048, micro-batch 1 and 4; `gpt3-175b`:
  * that layer at t = 8, b = 1) or a comma list of HIDDEN:HEADS:SEQ:MICRO_BATCH:TP.

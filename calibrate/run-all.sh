@@ -1,13 +1,14 @@
 #!/bin/sh
-# On a lent GPU machine: runs every mode of ptdsim-calibrate from a folder made
-# by tools/pack-calibrate and leaves the measurements, the log, the plan and
-# the driver's view of the GPU in OUTDIR (default $OUT).  One call does it
-# all (doc/calibration.md, "Issue 6 on a lent GPU").
+# On a GPU node: runs every mode of ptdsim-calibrate from a bundle made by
+# tools/pack-calibrate (the harness and its non-CUDA libraries, for a node
+# without GLib or cJSON) and leaves the measurements, the log, the plan and
+# the driver's view of the GPU in OUTDIR (doc/calibration.md, "On a GPU
+# node without build tools").
 #
-#   sh calibrate/device-run.sh [DIR [OUTDIR [ptdsim-calibrate options...]]]
+#   sh calibrate/run-all.sh [BUNDLE [OUTDIR [ptdsim-calibrate options...]]]
 set -u
-dir=${1:-.calib-carry}
-out=${2:-${OUT:-calibration-out}}
+dir=${1:-calibrate-bundle}
+out=${2:-calibration-out}
 [ $# -gt 2 ] && shift 2 || set --
 mkdir -p "$out"
 # cuBLAS, cuBLASLt, the CUDA runtime and NCCL: wherever this image keeps them
@@ -16,7 +17,7 @@ libs=$dir/lib
 for name in libcudart.so.13 libcublas.so.13 libcublasLt.so.13 libnccl.so.2; do
   f=$(find /usr/local/cuda/lib64/ /usr/local/cuda/targets/ /usr/lib/x86_64-linux-gnu/ /usr/local/lib/ /opt/ \
     -name "$name" 2>/dev/null | head -1)
-  if [ -n "$f" ]; then libs=$libs:$(dirname "$f"); else echo "device-run: $name not found" >&2; fi
+  if [ -n "$f" ]; then libs=$libs:$(dirname "$f"); else echo "run-all: $name not found" >&2; fi
 done
 export LD_LIBRARY_PATH=$libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')

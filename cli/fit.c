@@ -248,7 +248,7 @@ int cli_fit(int argc, char **argv) {
        "--synthesize: cluster whose intra-node network gives the collectives (default selene)", "NAME|FILE"},
       {"gpus", 0, 0, G_OPTION_ARG_INT64, &o.gpus, "--synthesize: GPUs of the NCCL sweep (default 8)", "N"},
       {"shapes", 0, 0, G_OPTION_ARG_STRING, &o.shapes,
-       "--synthesize: layer shapes, as ptdsim-calibrate --shapes (default issue6)", "SPEC"},
+       "--synthesize: layer shapes, as ptdsim-calibrate --shapes (default sc21)", "SPEC"},
       {"hidden", 0, 0, G_OPTION_ARG_INT64, &o.hidden, "--synthesize: one layer shape instead: hidden size (default 12288)",
        "H"},
       {"heads", 0, 0, G_OPTION_ARG_INT64, &o.heads, "--synthesize: attention heads (default 96)", "A"},

@@ -49,11 +49,11 @@ typedef struct {
  * cost through its network proxy, the table's value (ring 2.7 / 4.0 us,
  * tree 5.0 / 8.5).
  *
- * Simple keeps the first pass's treatment: in one node the table's latency
+ * Simple is treated differently: in one node the table's latency
  * added (slices = 1; the in-node nccl-tests curve and Table 1 were checked
  * with it), across nodes the table's hops overlapped (slices = INFINITY:
  * base + max(hops, T)).  Both physical alternatives break a target
- * (README, "How the time is computed"): the table's 3.4 us per NVLink step
+ * (doc/network.md): the table's 3.4 us per NVLink step
  * added over 2(n-1) steps takes the 1 GiB all-reduce on 256 GPUs to
  * 162 GB/s; NCCL's 2 slices per chunk for Simple (ALLREDUCE_CHUNKSTEPS /
  * ALLREDUCE_SLICESTEPS) hide the chain at 1 GiB but, in one node too, make
@@ -353,7 +353,7 @@ static Phase *ring_phase(NetCollPlan *plan, const NetModel *net, NetCollOp op, g
   if (net->no_latency)
     return phase_new(plan, 0, 0, 1);
   if (p == TOPO_PROTO_SIMPLE) {
-    /* Simple keeps the first pass's treatment (see Phase): the table's
+    /* Simple (see Phase): the table's
      * latency added in one node, its hops overlapped across nodes */
     double hops = intra * net->nccl.nvlink_hop[p] + inter * net->nccl.net_hop[p];
     return nodes <= 1 ? phase_new(plan, net->nccl.ring_base[p] + hops, 0, 1)

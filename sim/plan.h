@@ -14,7 +14,7 @@ typedef enum { SIM_SCHEDULE_GPIPE, SIM_SCHEDULE_1F1B, SIM_SCHEDULE_INTERLEAVED, 
 typedef enum { SIM_SLICES_AUTO, SIM_SLICES_UNIFORM, SIM_SLICES_LIST } SimSlicesMode;
 #define SIM_MAX_SLICES 4096
 typedef enum { SIM_DDP_TORCH, SIM_DDP_LOCAL } SimDdp;
-/* Where rank (tensor i, replica k, stage s) runs (issue 3).  TP_DP_PP:
+/* Where rank (tensor i, replica k, stage s) runs.  TP_DP_PP:
  * Megatron's order, GPU = i + t(k + d s); DP_OUTERMOST: GPU = i + t(s + p k);
  * MISALIGNED: Megatron's order shifted by half a node, so every
  * tensor-parallel group straddles two nodes (a deliberately bad placement). */

@@ -100,7 +100,7 @@ static ModelProfile *profile_from_json(const cJSON *json, const char *name) {
 static void test_plan_layer_flops(void) {
   CalibPlanConfig cfg;
   calib_plan_config_default(&cfg);
-  /* The default plan (the issue6 preset) and one odd shape. */
+  /* The default plan (the sc21 preset) and one odd shape. */
   CalibLayerShape odd = {4096, 32, 1024, 2, 4};
   for (int pass = 0; pass < 2; pass++) {
     if (pass == 1) {
@@ -543,7 +543,7 @@ static void test_measured_collectives_in_model(void) {
 
 /* --- the command lines --- */
 
-/* A one-GPU node (issue 6's lent H100): NCCL ran single-rank, so every
+/* A one-GPU node: NCCL ran single-rank, so every
  * collective record has ranks 1 and sendrecv is absent.  The fit still
  * succeeds, lists the three groups as not fitted and writes no measured
  * collectives (the cluster's network model stays in charge). */
@@ -578,9 +578,9 @@ static void test_fit_single_rank(void) {
   g_free(path);
 }
 
-/* --- measured against predicted (issue 6's comparison) --- */
+/* --- measured against predicted --- */
 
-/* The synthesizer makes a layer record for every planned shape (issue6's six
+/* The synthesizer makes a layer record for every planned shape (sc21's six
  * by default), each with forward, recomputation and backward times; without
  * noise the recomputation is exactly the forward (the same work). */
 static void test_synth_layers(void) {
@@ -956,7 +956,7 @@ static void test_cli_compare(void) {
   p = run(bin, args);
   expect_one_line_error(&p, "HIDDEN:HEADS:SEQ:MICRO_BATCH:TP");
   g_free(args);
-  args = g_strdup_printf("fit --synthesize a100-sxm4-80gb --shapes issue6 --hidden 4096 -o %s", meas);
+  args = g_strdup_printf("fit --synthesize a100-sxm4-80gb --shapes sc21 --hidden 4096 -o %s", meas);
   p = run(bin, args);
   expect_one_line_error(&p, "not both");
   g_free(args);
@@ -1016,7 +1016,7 @@ static void test_calibrate_dry_run(void) {
   proc_clear(&p);
   p = run(bin, "--dry-run --shapes 2304:24:2048:1");
   expect_one_line_error(&p, "--shapes");
-  p = run(bin, "--dry-run --shapes issue6 --tp 2");
+  p = run(bin, "--dry-run --shapes sc21 --tp 2");
   expect_one_line_error(&p, "not both");
   p = run(bin, "--dry-run --shapes 2304:24:2048:1:5");
   expect_one_line_error(&p, "--tp");

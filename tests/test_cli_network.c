@@ -1,6 +1,6 @@
 /* ptdsim — end-to-end tests of the network through the real binary
  * ($PTDSIM_BIN): `ptdsim collective` (nccl-tests conventions, the bandwidth
- * targets of issue 3, latency-bound small messages, contention, errors) and
+ * bandwidth targets, latency-bound small messages, contention, errors) and
  * `ptdsim run --network flow`. */
 #include <cjson/cJSON.h>
 #include <glib.h>
@@ -54,7 +54,7 @@ static void test_conventions(void) {
   }
 }
 
-/* Why: issue 3's targets.  All-reduce bus bandwidth at 1 GiB: one DGX A100
+/* Why: the targets the network must meet.  All-reduce bus bandwidth at 1 GiB: one DGX A100
  * 215-240 GB/s; 16-256 GPUs over 8 HDR rails 180-200 GB/s (published ~230
  * and ~192; the NVSwitch efficiency is calibrated on the first, see
  * selene.json, the rails are not). */
@@ -124,7 +124,7 @@ static double check_busbw_shape(const char *args, double ceiling, double probe) 
  * never overshoot it: every step's latency is paid on top of its transfer
  * (LL, LL128 and trees: a physical per-step latency added; Simple across
  * nodes: at least the table's hops), and NCCL's per-channel caps bound what
- * a protocol carries.  The first pass hid cross-node latency and reached
+ * a protocol carries.  A model that hides cross-node latency reaches
  * 202 GB/s at 4 MiB on 16 GPUs, above the 192 of 1 GiB. */
 static void test_busbw_shape(void) {
   const guint gpus[] = {16, 64};

@@ -130,7 +130,7 @@ static void test_bad_input(gconstpointer data) {
   proc_clear(&p);
 }
 
-/* Why: the figures' JSON keys are a contract (issue 4), and their content
+/* Why: the figures' JSON keys are a contract, and their content
  * must show the paper's shapes: speedups where batches are small, none
  * where they are large; the DP no worse than uniform slicing on setting 8;
  * TeraPipe's advantage growing with the sequence length. */

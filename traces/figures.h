@@ -10,7 +10,7 @@
 typedef struct {
   const TopoCluster *cluster;
   const ModelProfile *profile;
-  const char *network; /* --network (issue 3); NULL: analytic */
+  const char *network; /* --network; NULL: analytic */
 } TraceFigureContext;
 
 typedef struct {
