@@ -9,7 +9,7 @@
 
 #define NOT_GIVEN (-1)
 
-static void row_json(const SimSearchRow *r, gboolean tokens, cJSON *rows) {
+static void row_json(const SearchRow *r, gboolean tokens, cJSON *rows) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "gpus", r->gpus);
   cJSON_AddNumberToObject(o, "tp", r->tp);
@@ -67,8 +67,8 @@ int cli_plan(int argc, char **argv) {
   CliFormat fmt;
   TopoCluster *cluster = NULL;
   ModelProfile *profile = NULL;
-  SimSearchRequest sreq = {0};
-  SimSearchResult res = {0};
+  SearchRequest sreq = {0};
+  SearchResult res = {0};
   if (!g_option_context_parse(ctx, &argc, &argv, &error))
     goto fail;
   if (argc > 1) {
@@ -97,7 +97,7 @@ int cli_plan(int argc, char **argv) {
   sreq.base.network = network;
   sreq.allow_fewer = allow_fewer;
   sreq.keep = top == NOT_GIVEN ? 10 : (guint)top;
-  if (!sim_search_run(&sreq, profile, cluster, &res, &error))
+  if (!search_run(&sreq, profile, cluster, &res, &error))
     goto fail;
   guint k = top == NOT_GIVEN ? 10 : (guint)MIN((gint64)res.rows->len, top);
   k = MIN(k, res.rows->len);
@@ -106,7 +106,7 @@ int cli_plan(int argc, char **argv) {
     cJSON *json = cJSON_CreateObject();
     cJSON *rows = cJSON_AddArrayToObject(json, "rows");
     for (guint i = 0; i < k; i++)
-      row_json(&g_array_index(res.rows, SimSearchRow, i), tokens, rows);
+      row_json(&g_array_index(res.rows, SearchRow, i), tokens, rows);
     cJSON_AddNumberToObject(json, "searched", res.searched);
     cJSON_AddNumberToObject(json, "simulated", res.simulated);
     cJSON_AddNumberToObject(json, "infeasible", res.infeasible);
@@ -130,7 +130,7 @@ int cli_plan(int argc, char **argv) {
       g_string_append_printf(text, " %8s", "days");
     g_string_append_c(text, '\n');
     for (guint i = 0; i < k; i++) {
-      const SimSearchRow *r = &g_array_index(res.rows, SimSearchRow, i);
+      const SearchRow *r = &g_array_index(res.rows, SearchRow, i);
       g_string_append_printf(text, "%4u %5u %3u %3u %4u %3u %-11s %2u %-9s %11.4f %10.1f %9.1f", i + 1, r->gpus,
                              r->tp, r->pp, r->dp, r->micro_batch, sim_schedule_name(r->schedule), r->chunks,
                              r->recompute ? "full" : "none", r->iteration_time_s, r->tflops_per_gpu, r->memory_GiB);
@@ -145,7 +145,7 @@ int cli_plan(int argc, char **argv) {
 fail:
   code = cli_fail(error);
 done:
-  sim_search_result_clear(&res);
+  search_result_clear(&res);
   topo_cluster_free(cluster);
   model_profile_free(profile);
   cli_run_options_clear(&o);

@@ -28,7 +28,7 @@
 static int cmp_double(double a, double b) { return a < b ? -1 : a > b ? 1 : 0; }
 static int cmp_uint(guint a, guint b) { return a < b ? -1 : a > b ? 1 : 0; }
 
-int sim_search_row_cmp(const SimSearchRow *a, const SimSearchRow *b) {
+int search_row_cmp(const SearchRow *a, const SearchRow *b) {
   int c;
   if ((c = cmp_double(a->iteration_time_s, b->iteration_time_s)) || (c = cmp_double(a->memory_GiB, b->memory_GiB)) ||
       (c = cmp_uint(a->gpus, b->gpus)) || (c = cmp_uint(a->tp, b->tp)) || (c = cmp_uint(a->pp, b->pp)) ||
@@ -39,7 +39,7 @@ int sim_search_row_cmp(const SimSearchRow *a, const SimSearchRow *b) {
   return 0;
 }
 
-static int row_cmp(const void *a, const void *b) { return sim_search_row_cmp(a, b); }
+static int row_cmp(const void *a, const void *b) { return search_row_cmp(a, b); }
 
 typedef struct {
   guint t, p, d;
@@ -58,11 +58,11 @@ static int triple_cmp(const void *a, const void *b) {
 #define PRUNE_SLACK 0.8
 
 typedef struct {
-  const SimSearchRequest *req;
+  const SearchRequest *req;
   GArray *best; /* the `keep` smallest iteration times so far, ascending */
   const ModelProfile *profile;
   const TopoCluster *cluster;
-  SimSearchResult *out;
+  SearchResult *out;
   SimPlan plan; /* reused: SimPlan is large (TeraPipe slice table) */
 } Search;
 
@@ -117,7 +117,7 @@ static gboolean try_one(Search *s, guint t, guint p, guint d, guint b, guint v, 
   }
   s->out->simulated++;
   const SimPlan *pl = &s->plan;
-  SimSearchRow row = {
+  SearchRow row = {
       .gpus = pl->gpus,
       .tp = t,
       .pp = p,
@@ -146,10 +146,10 @@ static gboolean try_one(Search *s, guint t, guint p, guint d, guint b, guint v, 
   return TRUE;
 }
 
-gboolean sim_search_run(const SimSearchRequest *req, const ModelProfile *profile, const TopoCluster *cluster,
-                        SimSearchResult *out, GError **error) {
+gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const TopoCluster *cluster,
+                        SearchResult *out, GError **error) {
   memset(out, 0, sizeof *out);
-  out->rows = g_array_new(FALSE, FALSE, sizeof(SimSearchRow));
+  out->rows = g_array_new(FALSE, FALSE, sizeof(SearchRow));
   const ModelShape *m = &req->base.model;
   guint n = req->base.gpus, B = req->base.global_batch;
   if (n == 0 || B == 0 || m->layers == 0 || m->heads == 0) {
@@ -220,7 +220,7 @@ gboolean sim_search_run(const SimSearchRequest *req, const ModelProfile *profile
   return TRUE;
 }
 
-void sim_search_result_clear(SimSearchResult *r) {
+void search_result_clear(SearchResult *r) {
   if (r->rows)
     g_array_free(r->rows, TRUE);
   memset(r, 0, sizeof *r);

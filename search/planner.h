@@ -13,30 +13,30 @@ typedef struct {
   gboolean allow_fewer; /* also t*p*d < gpus (every d that divides the batch) */
   guint keep;           /* rows wanted (--top); candidates that provably cannot enter the best `keep` are
                            pruned; 0: keep (and simulate) everything that fits */
-} SimSearchRequest;
+} SearchRequest;
 
 typedef struct {
   guint gpus, tp, pp, dp, micro_batch, chunks, microbatches;
   SimSchedule schedule; /* 1f1b or interleaved */
   gboolean recompute;
   double iteration_time_s, tflops_per_gpu, memory_GiB, training_days, tokens_per_s;
-} SimSearchRow;
+} SearchRow;
 
 typedef struct {
-  GArray *rows; /* SimSearchRow, best first; every row fits in memory */
+  GArray *rows; /* SearchRow, best first; every row fits in memory */
   guint searched;      /* candidates enumerated */
   guint simulated;     /* fitted in memory and simulated */
   guint out_of_memory; /* did not fit (not simulated) */
   guint infeasible;    /* rejected by the plan checks (e.g. too many ops) */
   guint pruned;        /* fit, but their compute lower bound is above the keep-th best time */
-} SimSearchResult;
+} SearchResult;
 
 /* Enumerates (largest GPU count first), checks memory, simulates what fits
  * unless pruned, and sorts: iteration time
  * ascending, ties by (memory, gpus, t, p, d, b, v, recompute) so the order is
  * total.  Fails with one line when nothing fits. */
-gboolean sim_search_run(const SimSearchRequest *req, const ModelProfile *profile, const TopoCluster *cluster,
-                        SimSearchResult *out, GError **error);
-void sim_search_result_clear(SimSearchResult *r);
+gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const TopoCluster *cluster,
+                        SearchResult *out, GError **error);
+void search_result_clear(SearchResult *r);
 /* The total order used for ranking (exposed for tests). */
-int sim_search_row_cmp(const SimSearchRow *a, const SimSearchRow *b);
+int search_row_cmp(const SearchRow *a, const SearchRow *b);
