@@ -104,14 +104,15 @@ int cli_bench(int argc, char **argv) {
                             {"network", 0, 0, G_OPTION_ARG_STRING, &network,
                              "flow (default, as for run) or analytic: the network model timed", "MODEL"},
                             {NULL, 0, 0, 0, NULL, NULL, NULL}};
-  GOptionContext *ctx = g_option_context_new("- the simulator's speed on SC21 Table 1");
-  g_option_context_add_main_entries(ctx, entries, NULL);
+  CliArgs args;
+  cli_args_init(&args, "- the simulator's speed on SC21 Table 1");
+  cli_args_add(&args, entries);
   GError *error = NULL;
   TopoCluster *cluster = NULL;
   ModelProfile *profile = NULL;
   cJSON *ref = NULL;
   int code = 0;
-  if (!g_option_context_parse(ctx, &argc, &argv, &error))
+  if (!cli_args_parse(&args, &argc, &argv, &error))
     goto fail;
   if (repeat < 1 || repeat > 100) {
     g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--repeat must be 1..100");
@@ -160,7 +161,7 @@ done:
   cJSON_Delete(ref);
   topo_cluster_free(cluster);
   model_profile_free(profile);
-  g_option_context_free(ctx);
+  cli_args_clear(&args);
   g_free(network);
   return code;
 }

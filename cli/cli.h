@@ -9,20 +9,39 @@
 
 typedef enum { CLI_TEXT, CLI_JSON } CliFormat;
 
+/* A verb's command line: its GOptionContext, and every option it registered
+ * (args.c), so that parsing can refuse an option given twice (GOption lets
+ * the second silently win) and suggest the nearest name for an unknown one. */
+typedef struct {
+  GOptionContext *ctx;
+  GPtrArray *known;
+} CliArgs;
+
+void cli_args_init(CliArgs *a, const char *parameter_string);
+/* Adds entries to the main group / to `group` (which the caller adds). */
+void cli_args_add(CliArgs *a, const GOptionEntry *entries);
+void cli_args_add_group(CliArgs *a, GOptionGroup *group, const GOptionEntry *entries);
+/* Checks for repeated and unknown options, then parses with GOption. */
+gboolean cli_args_parse(CliArgs *a, int *argc, char ***argv, GError **error);
+void cli_args_clear(CliArgs *a);
+
 /* Options shared by verbs that describe one configuration. */
 typedef struct {
   char *model, *cluster, *profile, *schedule, *ddp, *recompute, *format, *slices;
   char *network, *placement; /* --network, --placement */
   char *trace;               /* --trace FILE (run only) */
+  char *tokens;              /* --tokens: 300e9, 300B, 1.2T */
   gint64 layers, hidden, heads, seq_len, vocab, gpus, tp, pp, dp, global_batch, micro_batch, layers_per_chunk,
       chunks, granularity;
   gboolean no_scatter_gather, no_fusion, no_symmetry, allow_oom;
-  double tokens;
 } CliRunOptions;
 
 void cli_run_options_init(CliRunOptions *o);
 void cli_run_options_clear(CliRunOptions *o);
-GOptionGroup *cli_run_option_group(CliRunOptions *o);
+/* Registers the configuration options as the main group of `a`. */
+void cli_run_options_add(CliArgs *a, CliRunOptions *o);
+/* Reads --tokens (a count: 300e9, 300B, 1.2T); 0 when not given. */
+gboolean cli_tokens(const char *text, double *out, GError **error);
 /* Fills a plan request from parsed options (model name, defaults, ranges). */
 gboolean cli_plan_request(const CliRunOptions *o, SimPlanRequest *req, GError **error);
 gboolean cli_format(const char *text, CliFormat *out, GError **error);

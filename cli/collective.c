@@ -72,12 +72,13 @@ int cli_collective(int argc, char **argv) {
       {"first-node", 0, 0, G_OPTION_ARG_INT64, &first, "First node used (default 0)", "NODE"},
       {"format", 0, 0, G_OPTION_ARG_STRING, &format_s, "text or json (default text)", "FMT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
-  GOptionContext *ctx = g_option_context_new("- predict an nccl-tests table for one collective");
+  CliArgs args;
+  cli_args_init(&args, "- predict an nccl-tests table for one collective");
   g_option_context_set_summary(
-      ctx, "Predicts what nccl-tests would print for one collective on the cluster's link graph: the flows of\n"
+      args.ctx, "Predicts what nccl-tests would print for one collective on the cluster's link graph: the flows of\n"
            "NCCL's ring / tree / hierarchical algorithms share links max-min fairly.\n\n"
            "Example:\n  ptdsim collective --op allreduce --gpus 16 --min-bytes 8 --max-bytes 1G --format json");
-  g_option_context_add_main_entries(ctx, entries, NULL);
+  cli_args_add(&args, entries);
   GError *error = NULL;
   int code = 0;
   TopoCluster *cluster = NULL;
@@ -91,7 +92,7 @@ int cli_collective(int argc, char **argv) {
   GPtrArray *plans = g_ptr_array_new_with_free_func((GDestroyNotify)net_coll_plan_free);
   cJSON *rows = NULL;
   GString *text = g_string_new(NULL);
-  if (!g_option_context_parse(ctx, &argc, &argv, &error))
+  if (!cli_args_parse(&args, &argc, &argv, &error))
     goto fail;
 #define BAD(...)                                                                                                       \
   do {                                                                                                                 \
@@ -261,6 +262,6 @@ done:
   g_free(routing_s);
   g_free(min_s);
   g_free(max_s);
-  g_option_context_free(ctx);
+  cli_args_clear(&args);
   return code;
 }

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../base/units.h"
 #include "cli.h"
 
 #define NOT_GIVEN (-1)
@@ -12,17 +13,16 @@ void cli_run_options_init(CliRunOptions *o) {
                     &o->pp, &o->dp, &o->global_batch, &o->micro_batch, &o->layers_per_chunk, &o->chunks, &o->granularity};
   for (guint i = 0; i < G_N_ELEMENTS(ints); i++)
     *ints[i] = NOT_GIVEN;
-  o->tokens = NOT_GIVEN;
 }
 
 void cli_run_options_clear(CliRunOptions *o) {
   char **strs[] = {&o->model, &o->cluster, &o->profile, &o->schedule, &o->ddp, &o->recompute,
-                   &o->format, &o->slices, &o->network, &o->placement, &o->trace};
+                   &o->format, &o->slices, &o->network, &o->placement, &o->trace, &o->tokens};
   for (guint i = 0; i < G_N_ELEMENTS(strs); i++)
     g_clear_pointer(strs[i], g_free);
 }
 
-GOptionGroup *cli_run_option_group(CliRunOptions *o) {
+void cli_run_options_add(CliArgs *a, CliRunOptions *o) {
   GOptionEntry entries[] = {
       {"model", 0, 0, G_OPTION_ARG_STRING, &o->model, "Built-in model (gpt3-175b, megatron-1t, ...)", "NAME"},
       {"layers", 0, 0, G_OPTION_ARG_INT64, &o->layers, "Transformer layers l", "L"},
@@ -58,7 +58,8 @@ GOptionGroup *cli_run_option_group(CliRunOptions *o) {
       {"ddp", 0, 0, G_OPTION_ARG_STRING, &o->ddp,
        "Data-parallel gradient reduction: torch (overlapped with backward) or local (after the flush; default)",
        "IMPL"},
-      {"tokens", 0, 0, G_OPTION_ARG_DOUBLE, &o->tokens, "Training budget in tokens, for training_days", "T"},
+      {"tokens", 0, 0, G_OPTION_ARG_STRING, &o->tokens,
+       "Training budget in tokens, for training_days (300e9, 300B, 1.2T)", "T"},
       {"no-symmetry", 0, 0, G_OPTION_ARG_NONE, &o->no_symmetry,
        "Simulate every GPU instead of one per tensor-parallel group and one replica (slow; a check)", NULL},
       {"allow-oom", 0, 0, G_OPTION_ARG_NONE, &o->allow_oom,
@@ -71,8 +72,21 @@ GOptionGroup *cli_run_option_group(CliRunOptions *o) {
        "ORDER"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   GOptionGroup *g = g_option_group_new("run", "Configuration options", "Show configuration options", NULL, NULL);
-  g_option_group_add_entries(g, entries);
-  return g;
+  cli_args_add_group(a, g, entries);
+  g_option_context_set_main_group(a->ctx, g);
+}
+
+gboolean cli_tokens(const char *text, double *out, GError **error) {
+  *out = 0;
+  if (!text)
+    return TRUE;
+  if (!ptd_parse_count(text, out) || *out >= 1e18) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--tokens '%s' is not a token count; give a positive number below 1e18, such as 300e9, 300B or 1.2T",
+                text);
+    return FALSE;
+  }
+  return TRUE;
 }
 
 static gboolean take(gint64 v, const char *flag, guint dflt, guint *out, GError **error) {
@@ -127,11 +141,8 @@ gboolean cli_plan_request(const CliRunOptions *o, SimPlanRequest *r, GError **er
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--global-batch is required");
     return FALSE;
   }
-  if (o->tokens != NOT_GIVEN && !(o->tokens > 0 && o->tokens < 1e18)) {
-    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--tokens must be a positive number below 1e18");
+  if (!cli_tokens(o->tokens, &r->tokens, error))
     return FALSE;
-  }
-  r->tokens = o->tokens == NOT_GIVEN ? 0 : o->tokens;
   r->schedule = o->schedule;
   r->slices = o->slices;
   r->ddp = o->ddp;

@@ -16,14 +16,15 @@ int cli_figure(int argc, char **argv) {
       {"format", 0, 0, G_OPTION_ARG_STRING, &format, "text or json (default text)", "FMT"},
       {"network", 0, 0, G_OPTION_ARG_STRING, &network, "flow or analytic, as for run (default: flow for SC21 figures, analytic for TeraPipe's)", "MODEL"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
-  GOptionContext *ctx = g_option_context_new("NAME - regenerate a table or figure of the papers");
+  CliArgs args;
+  cli_args_init(&args, "NAME - regenerate a table or figure of the papers");
   guint n;
   const TraceFigure *figs = trace_figures(&n);
   GString *desc = g_string_new("Figures:\n");
   for (guint i = 0; i < n; i++)
     g_string_append_printf(desc, "  %-18s %s\n", figs[i].name, figs[i].description);
-  g_option_context_set_description(ctx, desc->str);
-  g_option_context_add_main_entries(ctx, entries, NULL);
+  g_option_context_set_description(args.ctx, desc->str);
+  cli_args_add(&args, entries);
   GError *error = NULL;
   int code = 0;
   CliFormat fmt;
@@ -31,7 +32,7 @@ int cli_figure(int argc, char **argv) {
   ModelProfile *profile = NULL;
   cJSON *json = NULL;
   GString *text = NULL;
-  if (!g_option_context_parse(ctx, &argc, &argv, &error) || !cli_format(format, &fmt, &error))
+  if (!cli_args_parse(&args, &argc, &argv, &error) || !cli_format(format, &fmt, &error))
     goto fail;
   if (list) {
     for (guint i = 0; i < n; i++)
@@ -83,6 +84,6 @@ done:
   g_free(profile_name);
   g_free(format);
   g_free(network);
-  g_option_context_free(ctx);
+  cli_args_clear(&args);
   return code;
 }

@@ -260,18 +260,19 @@ int cli_fit(int argc, char **argv) {
       {"profile", 0, 0, G_OPTION_ARG_STRING, &o.profile, "--compare: the profile to predict with", "NAME|FILE"},
       {"format", 0, 0, G_OPTION_ARG_STRING, &o.format, "--compare: text (default) or json", "FMT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
-  GOptionContext *ctx = g_option_context_new("MEASUREMENTS.json -o PROFILE.json");
+  CliArgs args;
+  cli_args_init(&args, "MEASUREMENTS.json -o PROFILE.json");
   g_option_context_set_summary(
-      ctx, "Fits a device profile to the measurements ptdsim-calibrate wrote: kernel launch and memory bandwidth,\n"
+      args.ctx, "Fits a device profile to the measurements ptdsim-calibrate wrote: kernel launch and memory bandwidth,\n"
            "the GEMM efficiency model (e_max, k_half), and alpha and bus bandwidth per NCCL collective, by GSL\n"
            "nonlinear least squares on relative residuals.  The profile records fitted values, standard errors,\n"
            "residuals and the measurements file; use it with ptdsim run --profile PROFILE.json.\n\n"
            "Examples:\n  ptdsim fit h100.json -o h100-fitted.json\n"
            "  ptdsim fit --synthesize a100-sxm4-80gb --noise 0.02 --seed 7 -o synthetic.json\n"
            "  ptdsim fit --compare h100.json --profile h100-fitted.json");
-  g_option_context_add_main_entries(ctx, entries, NULL);
+  cli_args_add(&args, entries);
   GError *error = NULL;
-  gboolean ok = g_option_context_parse(ctx, &argc, &argv, &error);
+  gboolean ok = cli_args_parse(&args, &argc, &argv, &error);
   if (ok && o.compare && (o.synthesize || o.output || argc > 1))
     ok = fail_with(&error, "--compare takes no measurements argument, -o or --synthesize: ptdsim fit --compare "
                            "MEASUREMENTS.json --profile PROFILE");
@@ -293,6 +294,6 @@ int cli_fit(int argc, char **argv) {
                    &o.cluster, &o.shapes, &o.compare,    &o.profile, &o.format};
   for (guint i = 0; i < G_N_ELEMENTS(strs); i++)
     g_free(*strs[i]);
-  g_option_context_free(ctx);
+  cli_args_clear(&args);
   return code;
 }

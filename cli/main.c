@@ -27,7 +27,7 @@ static void usage(FILE *to) {
               "data parallelism (Megatron-LM PTD-P), by discrete-event simulation over cost models.\n\nVerbs:\n");
   for (guint i = 0; i < G_N_ELEMENTS(verbs); i++)
     fprintf(to, "  %-10s %s\n", verbs[i].name, verbs[i].description);
-  fprintf(to, "\n'ptdsim VERB --help' explains a verb's options.\n"
+  fprintf(to, "\n'ptdsim VERB --help' explains a verb's options; 'ptdsim --version' prints the version.\n"
               "Start with: ptdsim figure megatron-table1\n");
 }
 
@@ -39,6 +39,10 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
     usage(stdout);
+    return 0;
+  }
+  if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+    printf("ptdsim %s\n", PTDSIM_VERSION);
     return 0;
   }
   for (guint i = 0; i < G_N_ELEMENTS(verbs); i++)

@@ -45,7 +45,8 @@ int cli_plan(int argc, char **argv) {
       {"gpus", 0, 0, G_OPTION_ARG_INT64, &o.gpus, "GPU budget n (exactly n unless --allow-fewer)", "N"},
       {"allow-fewer", 0, 0, G_OPTION_ARG_NONE, &allow_fewer, "Also consider t*p*d below the budget", NULL},
       {"global-batch", 0, 0, G_OPTION_ARG_INT64, &o.global_batch, "Global batch B in sequences", "B"},
-      {"tokens", 0, 0, G_OPTION_ARG_DOUBLE, &o.tokens, "Training budget in tokens: adds training days", "T"},
+      {"tokens", 0, 0, G_OPTION_ARG_STRING, &o.tokens, "Training budget in tokens (300e9, 300B, 1.2T): adds training days",
+       "T"},
       {"cluster", 0, 0, G_OPTION_ARG_STRING, &o.cluster, "Cluster name or JSON file (default selene)", "NAME|FILE"},
       {"profile", 0, 0, G_OPTION_ARG_STRING, &o.profile, "Device profile name or JSON file (default: the cluster's GPU)",
        "NAME|FILE"},
@@ -54,14 +55,15 @@ int cli_plan(int argc, char **argv) {
       {"top", 0, 0, G_OPTION_ARG_INT64, &top, "Rows to print (default 10)", "K"},
       {"format", 0, 0, G_OPTION_ARG_STRING, &o.format, "text or json (default text)", "FMT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
-  GOptionContext *ctx = g_option_context_new("- rank the parallel configurations of a model on a GPU budget");
+  CliArgs args;
+  cli_args_init(&args, "- rank the parallel configurations of a model on a GPU budget");
   g_option_context_set_summary(
-      ctx, "Searches t (dividing the GPUs per node and the heads), p (dividing the layers), d = n/(t*p), the\n"
+      args.ctx, "Searches t (dividing the GPUs per node and the heads), p (dividing the layers), d = n/(t*p), the\n"
            "microbatch b (dividing B/d), 1F1B or interleaved with v chunks, and full or no recomputation\n"
            "(Megatron local DDP); skips what does not fit in memory, simulates the rest with the analytic network\n"
            "by default, and ranks by iteration time (the batch is fixed, so also by tokens/s and training days).\n\n"
            "Example:\n  ptdsim plan --model gpt3-175b --gpus 1024 --global-batch 1536 --tokens 300e9");
-  g_option_context_add_main_entries(ctx, entries, NULL);
+  cli_args_add(&args, entries);
   GError *error = NULL;
   int code = 0;
   CliFormat fmt;
@@ -69,7 +71,7 @@ int cli_plan(int argc, char **argv) {
   ModelProfile *profile = NULL;
   SearchRequest sreq = {0};
   SearchResult res = {0};
-  if (!g_option_context_parse(ctx, &argc, &argv, &error))
+  if (!cli_args_parse(&args, &argc, &argv, &error))
     goto fail;
   if (argc > 1) {
     g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unexpected argument '%s' (see ptdsim plan --help)",
@@ -149,6 +151,6 @@ done:
   topo_cluster_free(cluster);
   model_profile_free(profile);
   cli_run_options_clear(&o);
-  g_option_context_free(ctx);
+  cli_args_clear(&args);
   return code;
 }

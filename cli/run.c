@@ -9,19 +9,20 @@
 int cli_run(int argc, char **argv) {
   CliRunOptions o;
   cli_run_options_init(&o);
-  GOptionContext *ctx = g_option_context_new("- simulate one training iteration of one configuration");
+  CliArgs args;
+  cli_args_init(&args, "- simulate one training iteration of one configuration");
   g_option_context_set_summary(
-      ctx, "Simulates one iteration (one global batch, optimizer step included) of a GPT model trained with\n"
+      args.ctx, "Simulates one iteration (one global batch, optimizer step included) of a GPT model trained with\n"
            "tensor (t), pipeline (p) and data (d) parallelism, and reports iteration time, TFLOP/s per GPU,\n"
            "pipeline bubble, time breakdown, traffic, bisection bandwidth and memory per GPU.\n\n"
            "Example:\n  ptdsim run --model gpt3-175b --gpus 96 --tp 8 --pp 12 --global-batch 36 --micro-batch 1 \\\n"
            "             --schedule interleaved --layers-per-chunk 2 --format json");
-  g_option_context_set_main_group(ctx, cli_run_option_group(&o));
+  cli_run_options_add(&args, &o);
   GOptionEntry trace_entries[] = {
       {"trace", 0, 0, G_OPTION_ARG_FILENAME, &o.trace,
        "Also write the simulated timeline as Chrome/Perfetto trace-event JSON (open in ui.perfetto.dev)", "FILE"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
-  g_option_context_add_main_entries(ctx, trace_entries, NULL);
+  cli_args_add(&args, trace_entries);
   GError *error = NULL;
   int code = 0;
   SimPlanRequest req;
@@ -31,7 +32,7 @@ int cli_run(int argc, char **argv) {
   ModelProfile *profile = NULL;
   SimTeraPipeSlicing slicing = {0};
   TracePerfetto *trace = NULL;
-  if (!g_option_context_parse(ctx, &argc, &argv, &error))
+  if (!cli_args_parse(&args, &argc, &argv, &error))
     goto fail;
   if (argc > 1) {
     g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unexpected argument '%s' (see ptdsim run --help)",
@@ -96,6 +97,6 @@ done:
   topo_cluster_free(cluster);
   model_profile_free(profile);
   cli_run_options_clear(&o);
-  g_option_context_free(ctx);
+  cli_args_clear(&args);
   return code;
 }

@@ -86,6 +86,7 @@ typedef struct {
   SimBreakdown breakdown; /* exposed time on the critical GPU; sums to the iteration time */
   guint critical_stage;
   double bytes_tp, bytes_pp, bytes_dp;
+  double bytes_embedding; /* the part of bytes_dp that is the tied-embedding all-reduce (first and last stage) */
   double bisection_pp_GBps, bisection_dp_GBps;
   ModelMemory memory; /* the GPU that needs the most */
   guint memory_stage;

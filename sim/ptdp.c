@@ -75,6 +75,7 @@ typedef struct {
   gboolean *started;
   /* accounting */
   double bytes[N_CATS];
+  double bytes_embedding; /* the tied-embedding all-reduce's part of bytes[CAT_DP] */
   FlowCtx *flow; /* NULL: the analytic network */
 } Build;
 
@@ -522,8 +523,10 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
           opt_ops[(k * b->p + b->p - 1) * b->ts + i] = op;
         }
       }
-      if (s == 0)
+      if (s == 0) {
         b->bytes[CAT_DP] += bytes * 2.0 * pl->dp * ((double)pl->tp / b->ts);
+        b->bytes_embedding += bytes * 2.0 * pl->dp * ((double)pl->tp / b->ts);
+      }
     }
     for (guint k = 0; k < b->ds; k++) {
       guint op = sim_engine_add_op1(b->e, ns(model_optimizer_time_s(b->profile, stage_params)),
@@ -698,6 +701,7 @@ static void measure(Build *b, SimResult *r) {
   r->bytes_tp = b->bytes[CAT_TP];
   r->bytes_pp = b->bytes[CAT_PP];
   r->bytes_dp = b->bytes[CAT_DP];
+  r->bytes_embedding = b->bytes_embedding;
 
   /* Effective bisection bandwidth of a traffic class: the bytes that cross
    * the cut halving that class's groups, over the time they are in flight.

@@ -71,6 +71,7 @@ typedef struct {
   Item *items;
   guint *first, *last; /* [s * n + j] */
   double bytes_tp, bytes_pp, bytes_dp;
+  double bytes_embedding; /* the tied-embedding all-reduce's part of bytes_dp */
 } Build;
 
 static guint node_of(const Build *b, guint i, guint k, guint s) {
@@ -425,6 +426,7 @@ static void emit_dp_and_optimizer(Build *b, const ModelProfile *profile) {
     sim_engine_add_dep(b->e, b->last[(b->p - 1) * b->n + b->n - 1], op);
     gate[0] = gate[b->p - 1] = op;
     b->bytes_dp += bytes * 2.0 * pl->dp * pl->tp;
+    b->bytes_embedding = bytes * 2.0 * pl->dp * pl->tp;
   }
   for (guint s = 0; s < b->p; s++) {
     guint64 params = model_stage_params(&pl->model, pl->tp, b->p, s, lps);
@@ -489,6 +491,7 @@ static void measure(Build *b, const ModelProfile *profile, guint total_slices, S
   r->bytes_tp = b->bytes_tp;
   r->bytes_pp = b->bytes_pp;
   r->bytes_dp = b->bytes_dp;
+  r->bytes_embedding = b->bytes_embedding;
   if (b->p > 1) {
     guint lo = b->p / 2 - 1;
     g_array_set_size(edges, 0);

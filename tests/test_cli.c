@@ -14,7 +14,8 @@ static char *tmpdir;
 #define assert_rel(a, b, tol) g_assert_cmpfloat_with_epsilon((a), (b), (tol) * fabs(b))
 
 /* A small configuration that simulates in a few milliseconds. */
-#define SMALL "run --layers 8 --hidden 1024 --heads 16 --seq-len 512 --gpus 16 --tp 2 --pp 2 --global-batch 16"
+#define MODEL8 "run --layers 8 --hidden 1024 --heads 16 --seq-len 512"
+#define SMALL MODEL8 " --gpus 16 --tp 2 --pp 2 --global-batch 16"
 
 /* --- 1. the JSON contract --- */
 
@@ -102,7 +103,7 @@ static const BadCase bad_cases[] = {
      "--gpus 10"},
     {"tp-over-heads", "run --layers 8 --hidden 1024 --heads 16 --gpus 32 --tp 32 --global-batch 16", "--tp 32"},
     {"heads-not-divisible", "run --layers 8 --hidden 1536 --heads 12 --gpus 8 --tp 8 --global-batch 16", "--heads 12"},
-    {"batch-not-divisible", SMALL " --global-batch 18 --micro-batch 2", "--global-batch 18"},
+    {"batch-not-divisible", MODEL8 " --gpus 16 --tp 2 --pp 2 --global-batch 18 --micro-batch 2", "--global-batch 18"},
     {"layers-not-divisible", "run --layers 9 --hidden 1024 --heads 16 --gpus 16 --tp 2 --pp 2 --global-batch 16",
      "--layers 9"},
     {"layers-per-chunk", SMALL " --schedule interleaved --layers-per-chunk 3", "--layers-per-chunk 3"},
@@ -110,10 +111,10 @@ static const BadCase bad_cases[] = {
     {"interleaved-m", "run --layers 8 --hidden 1024 --heads 16 --gpus 16 --tp 1 --pp 4 --global-batch 24 --chunks 2",
      "--pp 4"},
     {"zero", SMALL " --micro-batch 0", "--micro-batch"},
-    {"negative", SMALL " --pp -2", "--pp"},
-    {"non-numeric", SMALL " --tp two", "two"},
-    {"overflow", SMALL " --global-batch 99999999999999999999", "99999999999999999999"},
-    {"overflow-int32", SMALL " --gpus 4294967312", "--gpus"},
+    {"negative", MODEL8 " --gpus 16 --tp 2 --pp -2 --global-batch 16", "--pp"},
+    {"non-numeric", MODEL8 " --gpus 16 --tp two --pp 2 --global-batch 16", "two"},
+    {"overflow", MODEL8 " --gpus 16 --tp 2 --pp 2 --global-batch 99999999999999999999", "99999999999999999999"},
+    {"overflow-int32", MODEL8 " --gpus 4294967312 --tp 2 --pp 2 --global-batch 16", "--gpus"},
     {"tokens-negative", SMALL " --tokens -5", "--tokens"},
     {"unknown-flag", SMALL " --frobnicate", "--frobnicate"},
     {"unknown-schedule", SMALL " --schedule zigzag", "zigzag"},
@@ -133,6 +134,20 @@ static const BadCase bad_cases[] = {
     {"out-of-memory", "run --model gpt3-175b --gpus 8 --tp 8 --pp 1 --global-batch 8", "memory"},
     {"figure-format", "figure megatron-table1 --format xml", "xml"},
     {"extra-argument", SMALL " stray", "stray"},
+    {"repeated-option", SMALL " --tp 4", "--tp is given twice"},
+    {"repeated-option-equals", SMALL " --tp=4", "--tp is given twice"},
+    {"repeated-short-and-long", "fit -o @DIR@/a.json --output @DIR@/b.json x.json", "--output is given twice"},
+    {"unknown-option-suggests", SMALL " --global-bach 16", "did you mean --global-batch?"},
+    {"unknown-option-prefix", SMALL " --micro 2", "did you mean --micro-batch?"},
+    {"unknown-option-other-verb", "plan --model gpt3-175b --gpus 64 --global-batch 64 --trace x.json",
+     "unknown option --trace"},
+    {"tokens-junk", SMALL " --tokens 300x", "--tokens '300x'"},
+    {"tokens-two-suffixes", SMALL " --tokens 3BT", "--tokens '3BT'"},
+    {"tokens-hex", SMALL " --tokens 0x10", "--tokens '0x10'"},
+    {"tokens-zero", SMALL " --tokens 0B", "--tokens '0B'"},
+    {"tokens-huge", SMALL " --tokens 2e18", "--tokens '2e18'"},
+    {"tokens-inf", SMALL " --tokens inf", "--tokens 'inf'"},
+    {"plan-tokens-junk", "plan --model gpt3-175b --gpus 64 --global-batch 64 --tokens 1.2.3T", "--tokens '1.2.3T'"},
 };
 
 /* Why: every mistake a user can make must end in one readable line on
@@ -163,6 +178,126 @@ static void test_allow_oom(void) {
   /* 175B parameters at 16 bytes each cannot sit in 8 x 80 GiB */
   g_assert_cmpfloat(num(obj(j, "memory_per_gpu_GiB"), "total"), >, 80);
   cJSON_Delete(j);
+  proc_clear(&p);
+}
+
+/* Why: a typo must not pass unnoticed, but an unrelated word must not get a
+ * misleading suggestion. */
+static void test_unknown_option_no_suggestion(void) {
+  Proc p = run_line(SMALL " --xyzzyplugh 3");
+  g_assert_cmpint(p.status, !=, 0);
+  g_assert_nonnull(strstr(p.err, "unknown option --xyzzyplugh"));
+  g_assert_null(strstr(p.err, "did you mean"));
+  proc_clear(&p);
+}
+
+/* Why: a token budget is written as 300e9 or 300B or 1.2T; all spellings of
+ * one number must give the same report, and the days must follow from it. */
+static void test_tokens_suffixes(void) {
+  const char *same[][2] = {{"300e9", "300B"}, {"300000000000", "300b"}, {"1.2e12", "1.2T"}, {"450e6", "450M"},
+                           {"2048000", "2048K"}};
+  for (guint i = 0; i < G_N_ELEMENTS(same); i++) {
+    char *a = g_strdup_printf(SMALL " --tokens %s --format json", same[i][0]);
+    char *b = g_strdup_printf(SMALL " --tokens %s --format json", same[i][1]);
+    Proc pa = run_line(a), pb = run_line(b);
+    g_assert_cmpint(pa.status, ==, 0);
+    g_assert_cmpstr(pa.out, ==, pb.out);
+    cJSON *j = parse_json(&pa);
+    assert_rel(num(j, "tokens"), g_ascii_strtod(same[i][0], NULL), 1e-15);
+    assert_rel(num(j, "training_days") * 86400, num(j, "tokens") / (16.0 * 512) * num(j, "iteration_time_s"), 1e-12);
+    cJSON_Delete(j);
+    proc_clear(&pa);
+    proc_clear(&pb);
+    g_free(a);
+    g_free(b);
+  }
+  /* plan takes the same spellings */
+  Proc pa = run_line("plan --model gpt3-175b --gpus 64 --global-batch 64 --tokens 300e9 --top 2 --format json");
+  Proc pb = run_line("plan --model gpt3-175b --gpus 64 --global-batch 64 --tokens 300B --top 2 --format json");
+  g_assert_cmpint(pa.status, ==, 0);
+  g_assert_cmpstr(pa.out, ==, pb.out);
+  proc_clear(&pa);
+  proc_clear(&pb);
+  /* the text report prints the budget readably */
+  Proc t = run_line(SMALL " --tokens 1.2T");
+  g_assert_cmpint(t.status, ==, 0);
+  g_assert_nonnull(strstr(t.out, "\ntraining   1.2T tokens in "));
+  proc_clear(&t);
+}
+
+/* The value printed after `label` on the report line starting with `line`. */
+static double report_value(const char *text, const char *line, const char *label) {
+  const char *at = strstr(text, line);
+  g_assert_nonnull(at);
+  const char *end = strchr(at + 1, '\n');
+  const char *v = g_strstr_len(at, end - at, label);
+  g_assert_nonnull(v);
+  return g_ascii_strtod(v + strlen(label), NULL);
+}
+
+/* Why: the text report is what a newcomer reads.  Both bubble figures say
+ * which is which and agree with the JSON; the network line is there for
+ * either network; with d = 1 the tied-embedding all-reduce is not called
+ * data-parallel traffic, and its bytes are the JSON's embedding bytes. */
+static void test_text_report(void) {
+  const char *nets[] = {"analytic", "flow"};
+  for (guint i = 0; i < 2; i++) {
+    char *args = g_strdup_printf("run --layers 8 --hidden 1024 --heads 16 --seq-len 512 --gpus 4 --tp 2 --pp 2 "
+                                 "--global-batch 16 --network %s", nets[i]);
+    char *jargs = g_strdup_printf("%s --format json", args);
+    Proc p = run_line(args);
+    cJSON *j = run_json(jargs);
+    g_assert_cmpint(p.status, ==, 0);
+    char *net = g_strdup_printf("\nnetwork    %s (", nets[i]);
+    g_assert_nonnull(strstr(p.out, net));
+    g_assert_nonnull(strstr(p.out, " measured (idle / busy time of the busiest stage), "));
+    g_assert_nonnull(strstr(p.out, " analytic (p-1)/m\n"));
+    g_assert_cmpfloat_with_epsilon(report_value(p.out, "\nbubble ", "bubble     "), num(j, "bubble_fraction"), 5e-5);
+    g_assert_cmpfloat_with_epsilon(report_value(p.out, "\nbubble ", "busiest stage), "),
+                                   num(j, "analytic_bubble_fraction"), 5e-5);
+    /* d = 1, p = 2: the only gradient all-reduce is the tied embedding's */
+    const cJSON *by = obj(j, "bytes_per_iteration");
+    g_assert_cmpfloat(num(by, "embedding"), >, 0);
+    g_assert_cmpfloat(num(by, "embedding"), ==, num(by, "dp"));
+    g_assert_null(strstr(p.out, "dp comm"));
+    g_assert_nonnull(strstr(p.out, "\n    embedding "));
+    g_assert_nonnull(strstr(p.out, "tied-embedding all-reduce "));
+    g_assert_null(strstr(p.out, "B, dp ")); /* the traffic line names no dp bytes */
+    cJSON_Delete(j);
+    proc_clear(&p);
+    g_free(net);
+    g_free(jargs);
+    g_free(args);
+  }
+  /* d = 4: data-parallel traffic, of which the embedding's part is named */
+  Proc p = run_line(SMALL " --schedule interleaved --chunks 2");
+  cJSON *j = run_json(SMALL " --schedule interleaved --chunks 2 --format json");
+  const cJSON *by = obj(j, "bytes_per_iteration");
+  g_assert_cmpfloat(num(by, "embedding"), >, 0);
+  g_assert_cmpfloat(num(by, "embedding"), <, num(by, "dp"));
+  g_assert_nonnull(strstr(p.out, "\n    dp comm "));
+  g_assert_nonnull(strstr(p.out, " of it the tied-embedding all-reduce) per iteration\n"));
+  g_assert_nonnull(strstr(p.out, " analytic (p-1)/(v m)\n"));
+  cJSON_Delete(j);
+  proc_clear(&p);
+  /* no pipeline: no embedding all-reduce at all */
+  j = run_json("run --layers 8 --hidden 1024 --heads 16 --seq-len 512 --gpus 16 --tp 2 --global-batch 16 --format json");
+  g_assert_cmpfloat(num(obj(j, "bytes_per_iteration"), "embedding"), ==, 0);
+  cJSON_Delete(j);
+  /* TeraPipe runs print the network line too */
+  p = run_line("run --model gpt3-1b --cluster aws-p3-16xlarge --gpus 8 --tp 1 --pp 8 --dp 1 --global-batch 8 "
+               "--schedule terapipe");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "\nnetwork    analytic ("));
+  proc_clear(&p);
+}
+
+/* Why: --version is how a bug report says which ptdsim it is about. */
+static void test_version(void) {
+  Proc p = run_line("--version");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_cmpstr(p.err, ==, "");
+  g_assert_true(g_regex_match_simple("^ptdsim [0-9]+\\.[0-9]+\\.[0-9]+\n$", p.out, 0, 0));
   proc_clear(&p);
 }
 
@@ -311,6 +446,10 @@ int main(int argc, char **argv) {
     g_free(path);
   }
   g_test_add_func("/cli/allow-oom", test_allow_oom);
+  g_test_add_func("/cli/unknown-option-no-suggestion", test_unknown_option_no_suggestion);
+  g_test_add_func("/cli/tokens-suffixes", test_tokens_suffixes);
+  g_test_add_func("/cli/text-report", test_text_report);
+  g_test_add_func("/cli/version", test_version);
   g_test_add_func("/cli/help", test_help);
   g_test_add_func("/cli/figure-table1", test_figure_table1);
   g_test_add_func("/cli/ideal-bubble", test_ideal_bubble);

@@ -1,6 +1,8 @@
 /* ptdsim — run reports (see report.h). */
 #include "report.h"
 
+#include "../base/units.h"
+
 #define GIB 1073741824.0
 
 static cJSON *obj_add(cJSON *parent, const char *key) { return cJSON_AddObjectToObject(parent, key); }
@@ -53,6 +55,7 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddNumberToObject(by, "tp", r->bytes_tp);
   cJSON_AddNumberToObject(by, "pp", r->bytes_pp);
   cJSON_AddNumberToObject(by, "dp", r->bytes_dp);
+  cJSON_AddNumberToObject(by, "embedding", r->bytes_embedding); /* counted in dp too */
   cJSON *bi = obj_add(o, "bisection_bandwidth_GBps");
   cJSON_AddNumberToObject(bi, "pp", r->bisection_pp_GBps);
   cJSON_AddNumberToObject(bi, "dp", r->bisection_dp_GBps);
@@ -93,11 +96,12 @@ void trace_result_text(GString *out, const SimPlan *pl, const ModelProfile *prof
                          m->layers, m->hidden, m->heads, m->seq_len, m->vocab, model_param_count(m) / 1e9);
   g_string_append_printf(out, "parallel   %u GPUs = t %u x p %u x d %u on %s (%s)\n", pl->gpus, pl->tp, pl->pp, pl->dp,
                          cluster->name, profile->name);
-  if (pl->flow_network || pl->placement != SIM_PLACEMENT_TP_DP_PP)
-    g_string_append_printf(out, "network    %s, placement %s\n", pl->flow_network ? "flow" : "analytic",
-                           pl->placement == SIM_PLACEMENT_TP_DP_PP       ? "tp-dp-pp"
-                           : pl->placement == SIM_PLACEMENT_DP_OUTERMOST ? "dp-outermost"
-                                                                         : "misaligned");
+  g_string_append_printf(out, "network    %s, placement %s\n",
+                         pl->flow_network ? "flow (max-min fair flows on the cluster's links)"
+                                          : "analytic (alpha-beta per tier, no contention)",
+                         pl->placement == SIM_PLACEMENT_TP_DP_PP       ? "tp-dp-pp"
+                         : pl->placement == SIM_PLACEMENT_DP_OUTERMOST ? "dp-outermost"
+                                                                       : "misaligned");
   if (pl->schedule == SIM_SCHEDULE_TERAPIPE)
     g_string_append_printf(out, "batch      %u sequences, %u per pipeline, in batch slices (slicing below)\n",
                            pl->global_batch, pl->global_batch / pl->dp);
@@ -123,19 +127,33 @@ void trace_result_text(GString *out, const SimPlan *pl, const ModelProfile *prof
     g_string_append_printf(out, "idle       %.4f measured (idle / flush), %.4f analytic (K-1)/(M+K-1)\n",
                            r->idle_fraction, M > 0 ? (K - 1) / (M + K - 1) : 0);
   } else
-    g_string_append_printf(out, "bubble     %.4f measured, %.4f analytic\n", r->bubble_fraction,
-                           r->analytic_bubble_fraction);
+    g_string_append_printf(out, "bubble     %.4f measured (idle / busy time of the busiest stage), %.4f analytic %s\n",
+                           r->bubble_fraction, r->analytic_bubble_fraction,
+                           pl->schedule == SIM_SCHEDULE_INTERLEAVED ? "(p-1)/(v m)" : "(p-1)/m");
   g_string_append_printf(out, "time on the critical GPU (stage %u):\n", r->critical_stage);
   double T = r->iteration_time_s;
   line_s(out, "compute", r->breakdown.compute, T);
   line_s(out, "tp comm", r->breakdown.tp_comm, T);
   line_s(out, "pp comm", r->breakdown.pp_comm, T);
-  line_s(out, "dp comm", r->breakdown.dp_comm, T);
+  /* Without data parallelism the only gradient all-reduce is the tied
+   * embedding's, between the first and the last stage. */
+  line_s(out, pl->dp > 1 ? "dp comm" : "embedding", r->breakdown.dp_comm, T);
   line_s(out, "optimizer", r->breakdown.optimizer, T);
   line_s(out, "bubble", r->breakdown.bubble, T);
-  g_string_append_printf(out, "traffic    tp %.1f GB, pp %.1f GB, dp %.1f GB per iteration\n", r->bytes_tp / 1e9,
-                         r->bytes_pp / 1e9, r->bytes_dp / 1e9);
-  g_string_append_printf(out, "bisection  pp %.1f GB/s, dp %.1f GB/s\n", r->bisection_pp_GBps, r->bisection_dp_GBps);
+  char a[32], b[32], c[32], d[32];
+  g_string_append_printf(out, "traffic    tp %s, pp %s, ", ptd_format_si(r->bytes_tp, "B", a, sizeof a),
+                         ptd_format_si(r->bytes_pp, "B", b, sizeof b));
+  if (pl->dp > 1 && r->bytes_embedding > 0)
+    g_string_append_printf(out, "dp %s (%s of it the tied-embedding all-reduce) per iteration\n",
+                           ptd_format_si(r->bytes_dp, "B", c, sizeof c),
+                           ptd_format_si(r->bytes_embedding, "B", d, sizeof d));
+  else if (pl->dp > 1 || r->bytes_dp <= 0)
+    g_string_append_printf(out, "dp %s per iteration\n", ptd_format_si(r->bytes_dp, "B", c, sizeof c));
+  else
+    g_string_append_printf(out, "tied-embedding all-reduce %s per iteration (no data parallelism)\n",
+                           ptd_format_si(r->bytes_dp, "B", c, sizeof c));
+  g_string_append_printf(out, "bisection  pp %s, dp %s\n", ptd_format_si(r->bisection_pp_GBps * 1e9, "B/s", a, sizeof a),
+                         ptd_format_si(r->bisection_dp_GBps * 1e9, "B/s", b, sizeof b));
   g_string_append_printf(out,
                          "memory     %.1f GiB on stage %u (weights %.1f, gradients %.1f, optimizer %.1f, "
                          "activations %.1f): %s\n",
@@ -143,5 +161,6 @@ void trace_result_text(GString *out, const SimPlan *pl, const ModelProfile *prof
                          r->memory.optimizer / GIB, r->memory.activations / GIB,
                          r->fits_in_memory ? "fits" : "DOES NOT FIT");
   if (pl->tokens > 0)
-    g_string_append_printf(out, "training   %.3g tokens in %.1f days\n", pl->tokens, r->training_days);
+    g_string_append_printf(out, "training   %s tokens in %.1f days\n", ptd_format_count(pl->tokens, a, sizeof a),
+                           r->training_days);
 }

@@ -1,0 +1,154 @@
+/* ptdsim — a verb's command line (see cli.h): GOption, plus the two checks
+ * it lacks.  GOption lets a repeated option silently override the first and
+ * reports an unknown option without a hint; both are checked here, before
+ * GOption parses, against the names of every entry the verb registered. */
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct {
+  char *long_name;
+  char short_name; /* 0: none */
+  gboolean takes_value;
+} Known;
+
+void cli_args_init(CliArgs *a, const char *parameter_string) {
+  a->ctx = g_option_context_new(parameter_string);
+  a->known = g_ptr_array_new();
+}
+
+static void known_free(gpointer p) {
+  Known *k = p;
+  g_free(k->long_name);
+  g_free(k);
+}
+
+void cli_args_clear(CliArgs *a) {
+  g_ptr_array_set_free_func(a->known, known_free);
+  g_ptr_array_free(a->known, TRUE);
+  g_option_context_free(a->ctx);
+  memset(a, 0, sizeof *a);
+}
+
+static void remember(CliArgs *a, const GOptionEntry *entries) {
+  for (const GOptionEntry *e = entries; e->long_name; e++) {
+    Known *k = g_new0(Known, 1);
+    k->long_name = g_strdup(e->long_name);
+    k->short_name = e->short_name;
+    k->takes_value = e->arg != G_OPTION_ARG_NONE && !(e->flags & G_OPTION_FLAG_NO_ARG);
+    g_ptr_array_add(a->known, k);
+  }
+}
+
+void cli_args_add(CliArgs *a, const GOptionEntry *entries) {
+  g_option_context_add_main_entries(a->ctx, entries, NULL);
+  remember(a, entries);
+}
+
+void cli_args_add_group(CliArgs *a, GOptionGroup *group, const GOptionEntry *entries) {
+  g_option_group_add_entries(group, entries);
+  remember(a, entries);
+}
+
+/* The option named `name` (len characters; one character: a short name). */
+static const Known *lookup(const CliArgs *a, const char *name, gsize len, gboolean is_short) {
+  for (guint i = 0; i < a->known->len; i++) {
+    const Known *k = g_ptr_array_index(a->known, i);
+    if (is_short ? k->short_name == name[0]
+                 : strlen(k->long_name) == len && strncmp(k->long_name, name, len) == 0)
+      return k;
+  }
+  return NULL;
+}
+
+/* Levenshtein distance, for the suggestion. */
+static guint distance(const char *s, gsize n, const char *t) {
+  gsize m = strlen(t);
+  guint *row = g_new(guint, m + 1);
+  for (gsize j = 0; j <= m; j++)
+    row[j] = (guint)j;
+  for (gsize i = 1; i <= n; i++) {
+    guint diag = row[0];
+    row[0] = (guint)i;
+    for (gsize j = 1; j <= m; j++) {
+      guint up = row[j];
+      guint best = MIN(row[j] + 1, row[j - 1] + 1);
+      row[j] = MIN(best, diag + (s[i - 1] == t[j - 1] ? 0u : 1u));
+      diag = up;
+    }
+  }
+  guint d = row[m];
+  g_free(row);
+  return d;
+}
+
+/* The known long name nearest to `name` (a typo within a third of its
+ * length, at least two edits; or a name it begins), or NULL. */
+static const char *nearest(const CliArgs *a, const char *name, gsize len) {
+  const char *best = NULL, *prefixed = NULL;
+  guint best_d = G_MAXUINT;
+  for (guint i = 0; i < a->known->len; i++) {
+    const Known *k = g_ptr_array_index(a->known, i);
+    guint d = distance(name, len, k->long_name);
+    if (d < best_d) {
+      best_d = d;
+      best = k->long_name;
+    }
+    if (!prefixed && len >= 2 && strncmp(k->long_name, name, len) == 0)
+      prefixed = k->long_name;
+  }
+  if (best && best_d <= MAX(2u, (guint)len / 3))
+    return best;
+  return prefixed;
+}
+
+gboolean cli_args_parse(CliArgs *a, int *argc, char ***argv, GError **error) {
+  GHashTable *seen = g_hash_table_new(g_str_hash, g_str_equal);
+  gboolean ok = TRUE;
+  for (int i = 1; ok && i < *argc; i++) {
+    const char *arg = (*argv)[i];
+    if (strcmp(arg, "--") == 0)
+      break;
+    const char *name;
+    gsize len;
+    gboolean inline_value, is_short = FALSE;
+    if (g_str_has_prefix(arg, "--")) {
+      name = arg + 2;
+      const char *eq = strchr(name, '=');
+      len = eq ? (gsize)(eq - name) : strlen(name);
+      inline_value = eq != NULL;
+      if (g_str_has_prefix(name, "help"))
+        continue; /* --help, --help-all, --help-GROUP: GOption's own */
+    } else if (arg[0] == '-' && arg[1] && !g_ascii_isdigit(arg[1]) && arg[1] != '.') {
+      name = arg + 1;
+      len = 1;
+      is_short = TRUE;
+      inline_value = arg[2] != '\0';
+      if (arg[1] == 'h' || arg[1] == '?')
+        continue;
+    } else
+      continue; /* an argument, not an option */
+    const Known *k = lookup(a, name, len, is_short);
+    if (!k) {
+      const char *near = is_short ? NULL : nearest(a, name, len);
+      g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_UNKNOWN_OPTION,
+                  "unknown option %s%.*s%s%s%s (%s --help lists them)", is_short ? "-" : "--", (int)len, name,
+                  near ? "; did you mean --" : "", near ? near : "", near ? "?" : "", g_get_prgname());
+      ok = FALSE;
+      break;
+    }
+    /* -o and --output are one option. */
+    const char *key = k->long_name;
+    if (g_hash_table_contains(seen, key)) {
+      g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
+                  "--%s is given twice; give each option once (the second would silently replace the first)", key);
+      ok = FALSE;
+      break;
+    }
+    g_hash_table_add(seen, (gpointer)key);
+    if (k->takes_value && !inline_value)
+      i++; /* its value, whatever it looks like */
+  }
+  g_hash_table_destroy(seen);
+  return ok && g_option_context_parse(a->ctx, argc, argv, error);
+}
