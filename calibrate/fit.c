@@ -135,14 +135,20 @@ static gboolean fit_line(const char *what, const double *size, const double *t, 
 }
 
 typedef struct {
-  const double *t1, *k, *mem, *t; /* us at e_max = 1 without roll-off; K; memory-bound us; measured us */
+  const ModelGemm *g;
+  const double *mem, *t; /* memory-bound us; measured us */
   double launch_us;
+  ModelProfile *base;    /* the tiles and the device; e_max 1, no roll-off */
 } GemmData;
 
+/* x = (e_max, k_half, tile bandwidth in TB/s): the best tile depends on the
+ * tile bandwidth (models/compute.h), so it is chosen again for every x. */
 static void gemm_residuals(const double *x, const void *data, double *r, size_t n) {
   const GemmData *d = data;
+  d->base->gemm_tile_bytes_per_s = x[2] * 1e12;
   for (size_t i = 0; i < n; i++) {
-    double math = d->t1[i] * (d->k[i] + x[1]) / (d->k[i] * x[0]);
+    double k = (double)d->g[i].k;
+    double math = model_gemm_math_time_s(d->base, &d->g[i], 1.0) * 1e6 * (k + x[1]) / (k * x[0]);
     r[i] = (d->launch_us + fmax(math, d->mem[i]) - d->t[i]) / d->t[i];
   }
 }
@@ -337,7 +343,7 @@ static gboolean fit_collectives(const CalibMeasurements *m, guint max_iter, cJSO
 /* --- the whole fit --- */
 
 static void fill_profile(ModelProfile *p, const CalibMeasurements *m, const ModelProfile *tiles, double launch_us,
-                         double bw_GBps, double hbm_GBps, double e_max, double k_half) {
+                         double bw_GBps, double hbm_GBps, double e_max, double k_half, double tile_GBps) {
   memset(p, 0, sizeof *p);
   p->kind = MODEL_PROFILE_ANALYTIC;
   p->peak_flops = m->device.peak_tflops * 1e12;
@@ -351,6 +357,7 @@ static void fill_profile(ModelProfile *p, const CalibMeasurements *m, const Mode
   memcpy(p->tile_n, tiles->tile_n, sizeof p->tile_n);
   p->gemm_k_half = k_half;
   p->gemm_efficiency_max = e_max;
+  p->gemm_tile_bytes_per_s = tile_GBps * 1e9;
   p->sustained_clock_ratio = 1.0;
 }
 
@@ -392,43 +399,44 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
     if (strcmp(g_array_index(m->gemm, CalibGemm, i).dtype, dtype) == 0)
       g_array_append_val(idx, i);
   guint ng = idx->len;
-  double *t1 = g_new(double, MAX(ng, 1)), *kk = g_new(double, MAX(ng, 1)), *mt = g_new(double, MAX(ng, 1)),
-         *gt = g_new(double, MAX(ng, 1));
+  ModelGemm *gg = g_new(ModelGemm, MAX(ng, 1));
+  double *mt = g_new(double, MAX(ng, 1)), *gt = g_new(double, MAX(ng, 1));
   ModelProfile base;
-  fill_profile(&base, m, opt->tiles_from, launch_us, bw, hbm, 1.0, 0.0);
+  fill_profile(&base, m, opt->tiles_from, launch_us, bw, hbm, 1.0, 0.0, 0.0);
   for (guint j = 0; j < ng; j++) {
     const CalibGemm *g = &g_array_index(m->gemm, CalibGemm, g_array_index(idx, guint, j));
-    ModelGemm mg = {g->batch, g->m, g->n, g->k};
-    t1[j] = model_gemm_math_time_s(&base, &mg, 1.0) * 1e6;
-    kk[j] = (double)g->k;
+    gg[j] = (ModelGemm){g->batch, g->m, g->n, g->k};
     double bytes = 2.0 * (double)g->batch * ((double)g->m * g->k + (double)g->k * g->n + (double)g->m * g->n);
     mt[j] = bytes / (bw * 1e3);
     gt[j] = g->t.median_us;
   }
-  GemmData gd = {t1, kk, mt, gt, launch_us};
-  double x0[2] = {0.8, 64};
+  GemmData gd = {gg, mt, gt, launch_us, &base};
+  /* Start the tile bandwidth low, where tiles up to 128 x 128 (intensity
+   * 64 FLOP/B) are bandwidth-bound: the per-tile roofline is flat in the
+   * bandwidth once every chosen tile is compute-bound, so the fit must
+   * approach the truth from below to see it. */
+  double x0[3] = {0.8, 64, m->device.peak_tflops / 64.0};
   NlsResult gf;
   char what[48];
   g_snprintf(what, sizeof what, "GEMM efficiency (%s gemm records)", dtype);
-  ok = nls(what, gemm_residuals, &gd, ng, 2, x0, max_iter, &gf, error);
-  if (ok && !(gf.x[0] > 0 && gf.x[0] <= 1 && gf.x[1] > 0)) {
+  ok = nls(what, gemm_residuals, &gd, ng, 3, x0, max_iter, &gf, error);
+  if (ok && !(gf.x[0] > 0 && gf.x[0] <= 1 && gf.x[1] > 0 && gf.x[2] > 0)) {
     g_set_error(error, CALIB_ERROR, CALIB_ERROR_NO_CONVERGENCE,
-                "the GEMM fit gave e_max %.3g and k_half %.3g, outside (0, 1] and > 0; check the gemm measurements "
-                "(device peak_tflops %.1f)",
-                gf.x[0], gf.x[1], m->device.peak_tflops);
+                "the GEMM fit gave e_max %.3g, k_half %.3g and tile bandwidth %.3g TB/s, outside (0, 1], > 0 and > 0; "
+                "check the gemm measurements (device peak_tflops %.1f)",
+                gf.x[0], gf.x[1], gf.x[2], m->device.peak_tflops);
     ok = FALSE;
   }
-  g_free(t1);
-  g_free(kk);
+  g_free(gg);
   g_free(mt);
   g_free(gt);
   if (!ok) {
     g_array_free(idx, TRUE);
     return NULL;
   }
-  double e_max = round_sig(gf.x[0], 6), k_half = round_sig(gf.x[1], 6);
+  double e_max = round_sig(gf.x[0], 6), k_half = round_sig(gf.x[1], 6), tile_bw = round_sig(gf.x[2] * 1e3, 6);
   ModelProfile fitted;
-  fill_profile(&fitted, m, opt->tiles_from, launch_us, bw, hbm, e_max, k_half);
+  fill_profile(&fitted, m, opt->tiles_from, launch_us, bw, hbm, e_max, k_half, tile_bw);
 
   /* The profile. */
   cJSON *root = cJSON_CreateObject();
@@ -474,6 +482,7 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
     cJSON_AddItemToArray(tiles, cJSON_CreateIntArray(tm, 2));
   }
   cJSON_AddNumberToObject(gemm, "k_half", k_half);
+  cJSON_AddNumberToObject(gemm, "tile_bandwidth_GBps", tile_bw);
   cJSON_AddNumberToObject(gemm, "efficiency_max", e_max);
 
   /* The fit record. */
@@ -491,12 +500,14 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
   }
   cJSON *fg = fit_summary(fit, "gemm",
                           "t = launch + max(T1 (K + k_half) / (K e_max), bytes / bandwidth), T1 the best tile's "
-                          "wave-quantized time at peak (models/compute.c)",
+                          "wave-quantized time at peak times min(1, its intensity x tile_bandwidth / peak) "
+                          "(models/compute.h)",
                           &gf, ng);
   cJSON_AddStringToObject(fg, "dtype", dtype);
   cJSON *pg = cJSON_AddObjectToObject(fg, "parameters");
   param(pg, "efficiency_max", gf.x[0], gf.se[0]);
   param(pg, "k_half", gf.x[1], gf.se[1]);
+  param(pg, "tile_bandwidth_GBps", gf.x[2] * 1e3, gf.se[2] * 1e3);
   res = cJSON_AddArrayToObject(fg, "residuals");
   for (guint j = 0; j < ng; j++) {
     const CalibGemm *g = &g_array_index(m->gemm, CalibGemm, g_array_index(idx, guint, j));

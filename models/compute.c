@@ -7,6 +7,14 @@ double model_gemm_flops(const ModelGemm *g) {
   return 2.0 * (double)g->batch * (double)g->m * (double)g->n * (double)g->k;
 }
 
+double model_tile_efficiency(const ModelProfile *p, guint i) {
+  if (p->gemm_tile_bytes_per_s <= 0)
+    return 1;
+  double tm = p->tile_m[i], tn = p->tile_n[i];
+  double intensity = tm * tn / (tm + tn); /* FLOP per byte of fp16 operands */
+  return fmin(1.0, intensity * p->gemm_tile_bytes_per_s / p->peak_flops);
+}
+
 /* Time of the math alone at the ceiling efficiency, with tile `i`. */
 static double tile_math_time(const ModelProfile *p, const ModelGemm *g, guint i, double e_max) {
   double tm = p->tile_m[i], tn = p->tile_n[i];
@@ -16,7 +24,7 @@ static double tile_math_time(const ModelProfile *p, const ModelGemm *g, guint i,
   double useful = (double)g->batch * (double)g->m * (double)g->n;
   double q = useful / launched;
   double kf = (double)g->k / ((double)g->k + p->gemm_k_half);
-  return model_gemm_flops(g) / (p->peak_flops * e_max * q * kf);
+  return model_gemm_flops(g) / (p->peak_flops * e_max * model_tile_efficiency(p, i) * q * kf);
 }
 
 double model_gemm_math_time_s(const ModelProfile *p, const ModelGemm *g, double e_max) {

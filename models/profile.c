@@ -143,6 +143,10 @@ static gboolean load_body(ModelProfile *p, const cJSON *root, const char *file, 
       !(gemm = ptd_json_object(root, "gemm", file, error)) || !load_tiles(p, gemm, file, error) ||
       !ptd_json_positive(gemm, "k_half", file, &p->gemm_k_half, error))
     return FALSE;
+  double tile_bw;
+  if (!ptd_json_positive(gemm, "tile_bandwidth_GBps", file, &tile_bw, error))
+    return FALSE;
+  p->gemm_tile_bytes_per_s = tile_bw * 1e9;
   if (launch_us < 0 || launch_us > 1e4) {
     g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "%s: key 'kernel_launch_us' must be in 0..10000", file);
     return FALSE;

@@ -37,6 +37,10 @@ typedef struct {
   guint tile_n[MODEL_PROFILE_MAX_TILES];
   double gemm_k_half;
   double gemm_efficiency_max;
+  /* Bytes/s all SMs together can draw from L2 into shared memory for their
+   * tiles' operands (gemm.tile_bandwidth_GBps): bounds each tile's rate by
+   * its arithmetic intensity (models/compute.h).  0: not limited. */
+  double gemm_tile_bytes_per_s;
   /* Sustained over boost tensor-core rate in a long training run (power and
    * thermal clock limits); scales GEMM math only.  1 when not given. */
   double sustained_clock_ratio;

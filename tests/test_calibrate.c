@@ -364,6 +364,7 @@ static void test_fit_exact_without_noise(void) {
   g_assert_cmpfloat_with_epsilon(param(p, "gemm", "efficiency_max", "value"),
                                  a->gemm_efficiency_max * a->sustained_clock_ratio, 1e-7);
   g_assert_cmpfloat_with_epsilon(param(p, "gemm", "k_half", "value"), a->gemm_k_half, 1e-5);
+  g_assert_cmpfloat_with_epsilon(param(p, "gemm", "tile_bandwidth_GBps", "value"), a->gemm_tile_bytes_per_s / 1e9, 1e-3);
   cJSON_Delete(p);
   calib_measurements_free(m);
   model_profile_free(a);
@@ -394,6 +395,8 @@ static void test_fit_recovers_within_stderr(void) {
                   a->gemm_efficiency_max * a->sustained_clock_ratio, 4, "efficiency_max");
     assert_within(param(p, "gemm", "k_half", "value"), param(p, "gemm", "k_half", "stderr"), a->gemm_k_half, 4,
                   "k_half");
+    assert_within(param(p, "gemm", "tile_bandwidth_GBps", "value"), param(p, "gemm", "tile_bandwidth_GBps", "stderr"),
+                  a->gemm_tile_bytes_per_s / 1e9, 4, "tile_bandwidth_GBps");
     /* Send/receive is alpha-beta in the cluster model: one range, recovered. */
     const cJSON *f;
     gboolean seen = FALSE;
@@ -499,7 +502,7 @@ static void test_round_trip_predictions(void) {
 static void test_measured_collectives_in_model(void) {
   const char *text = "{\"name\": \"t\", \"kind\": \"analytic\", \"peak_tflops\": 100, \"sms\": 100, \"memory_GiB\": 16,"
                      " \"hbm_GBps\": 1000, \"memory_efficiency\": 0.5, \"kernel_launch_us\": 2,"
-                     " \"gemm\": {\"tiles\": [[128, 128]], \"k_half\": 32, \"efficiency_max\": 0.75},"
+                     " \"gemm\": {\"tiles\": [[128, 128]], \"k_half\": 32, \"tile_bandwidth_GBps\": 5000, \"efficiency_max\": 0.75},"
                      " \"collectives\": [{\"op\": \"all_reduce\", \"ranks\": 4, \"ranges\": ["
                      "   {\"alpha_us\": 10, \"busbw_GBps\": 50}, {\"alpha_us\": 40, \"busbw_GBps\": 200}]},"
                      "  {\"op\": \"sendrecv\", \"ranks\": 2, \"ranges\": [{\"alpha_us\": 5, \"busbw_GBps\": 100}]}]}";

@@ -372,6 +372,47 @@ static void test_gemm_wave_exact(void) {
   assert_rel(model_gemm_efficiency(&p, &partial), 0.9 * (100.0 / 128.0) * kf, REL_EPS);
 }
 
+/* Why: a small tile feeds its tensor cores from fewer operand bytes per
+ * FLOP, so it reaches a lower share of peak (SC21 Figure 7's question of
+ * microbatch size hinges on which tiles small GEMMs can use).  With one
+ * tile of tm x tn, intensity I = tm tn / (tm + tn) FLOP/byte and tile
+ * bandwidth B, the efficiency is exactly e_max q kf min(1, I B / peak). */
+static void test_gemm_tile_intensity(void) {
+  const guint sizes[][2] = {{64, 64}, {128, 64}, {128, 128}, {256, 128}};
+  double B = 2e12; /* peak 100 TFLOP/s: tiles of intensity 50 and up are compute-bound */
+  double K = 4096, kf = K / (K + 64), last = 0;
+  for (guint i = 0; i < G_N_ELEMENTS(sizes); i++) {
+    ModelProfile p = one_tile_profile();
+    p.tile_m[0] = sizes[i][0];
+    p.tile_n[0] = sizes[i][1];
+    p.gemm_tile_bytes_per_s = B;
+    double I = (double)sizes[i][0] * sizes[i][1] / (sizes[i][0] + sizes[i][1]);
+    double f = fmin(1.0, I * B / 100e12);
+    g_assert_cmpfloat(model_tile_efficiency(&p, 0), ==, f);
+    /* a GEMM of exactly one full wave of this tile: q = 1 */
+    ModelGemm g = {1, (guint64)sizes[i][0] * 108, sizes[i][1], 4096};
+    assert_rel(model_gemm_efficiency(&p, &g), 0.9 * f * kf, REL_EPS);
+    g_assert_cmpfloat(f, >=, last); /* efficiency rises with the tile's intensity */
+    last = f;
+  }
+  g_assert_cmpfloat(last, ==, 1.0);
+  /* 64 x 64 (I = 32): 64% of peak at most; without a tile bandwidth, no limit. */
+  ModelProfile p = one_tile_profile();
+  p.tile_m[0] = p.tile_n[0] = 64;
+  p.gemm_tile_bytes_per_s = B;
+  g_assert_cmpfloat_with_epsilon(model_tile_efficiency(&p, 0), 0.64, 1e-15);
+  p.gemm_tile_bytes_per_s = 0;
+  g_assert_cmpfloat(model_tile_efficiency(&p, 0), ==, 1.0);
+  /* With several tiles the GEMM takes the best: a large GEMM picks a
+   * compute-bound tile, so the small tile's limit costs it nothing. */
+  ModelProfile two = one_tile_profile();
+  two.n_tiles = 2;
+  two.tile_m[1] = two.tile_n[1] = 64;
+  two.gemm_tile_bytes_per_s = B;
+  ModelGemm big = {1, 128 * 108, 128, 4096};
+  assert_rel(model_gemm_efficiency(&two, &big), 0.9 * kf, REL_EPS);
+}
+
 /* On the shipped A100 profile (several tiles, launch gap, HBM limit): a
  * GEMM one tile-row past a full wave is less efficient than the full wave,
  * even with the best tile chosen for it. */
@@ -638,6 +679,7 @@ static void test_load_shipped(void) {
   assert_rel(p->memory_bytes, json_num(json, "memory_GiB") * 1024.0 * 1024 * 1024, REL_EPS);
   assert_rel(p->kernel_launch_s, json_num(json, "kernel_launch_us") * 1e-6, REL_EPS);
   assert_rel(p->gemm_k_half, json_num(json, "gemm.k_half"), REL_EPS);
+  assert_rel(p->gemm_tile_bytes_per_s, json_num(json, "gemm.tile_bandwidth_GBps") * 1e9, REL_EPS);
   const cJSON *tiles = cJSON_GetObjectItem(cJSON_GetObjectItem(json, "gemm"), "tiles");
   g_assert_cmpuint(p->n_tiles, ==, (guint)cJSON_GetArraySize(tiles));
   for (guint i = 0; i < p->n_tiles; i++) {
@@ -710,6 +752,8 @@ static const BadCase bad_cases[] = {
     {FALSE, "peak_tflops", EDIT_STRING, 0, "312", "'peak_tflops'"},          /* wrong type */
     {FALSE, "memory_efficiency", EDIT_NUMBER, 1.5, NULL, "'memory_efficiency'"},
     {FALSE, "gemm.k_half", EDIT_DELETE, 0, NULL, "'k_half'"},
+    {FALSE, "gemm.tile_bandwidth_GBps", EDIT_DELETE, 0, NULL, "'tile_bandwidth_GBps'"},
+    {FALSE, "gemm.tile_bandwidth_GBps", EDIT_NUMBER, 0, NULL, "'tile_bandwidth_GBps'"},
     {FALSE, "gemm.anchor.tflops", EDIT_NUMBER, 400, NULL, "'gemm.anchor'"}, /* above peak */
     {FALSE, "gemm", EDIT_ARRAY, 0, NULL, "'gemm'"},                          /* not an object */
     {FALSE, "name", EDIT_DELETE, 0, NULL, "'name'"},
@@ -858,6 +902,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/models/layer/ideal-times", test_layer_ideal_times);
   g_test_add_func("/models/layer/stage-params", test_stage_params);
   g_test_add_func("/models/compute/wave-exact", test_gemm_wave_exact);
+  g_test_add_func("/models/compute/tile-intensity", test_gemm_tile_intensity);
   g_test_add_func("/models/compute/wave-a100", test_gemm_wave_a100);
   g_test_add_func("/models/compute/efficiency-bounds", test_gemm_efficiency_bounds);
   g_test_add_func("/models/compute/larger-k", test_gemm_k);
