@@ -51,24 +51,38 @@ static Dims dims(const ModelShape *m, guint t, guint b, guint q, guint kv) {
   return d;
 }
 
+/* Scale-mask-softmax without the fused kernel.  Megatron-LM's
+ * FusedScaleMaskSoftmax (megatron/model/fused_softmax.py) falls back to
+ * PyTorch ops, and query-key layer scaling (on by default) forces
+ * softmax_in_fp32 (megatron/arguments.py): input.float(), input * scale,
+ * masked_fill_ (attention_mask_func), an fp32 torch.nn.Softmax and
+ * probs.half(): five kernels with fp32 intermediates.  Bytes per element:
+ * cast 2 + 4, scale 4 + 4, masked_fill_ in place 4 + 4 (the boolean mask is
+ * broadcast over heads and stays in L2), softmax 4 + 4 (its extra passes
+ * over a row hit the cache), cast back 4 + 2.  Backward in reverse: the
+ * cast's gradient 2 + 4, softmax backward (gradient and saved fp32 output
+ * in, gradient out) 4 + 4 + 4, masked_fill's 4 + 4, the scale's 4 + 4, the
+ * cast back 4 + 2.  The fused kernel reads and writes fp16 once: 2 + 2
+ * forward, 2 + 2 + 2 backward. */
+static const double softmax_fp32_fwd[] = {6, 8, 8, 8, 6};
+static const double softmax_fp32_bwd[] = {6, 12, 8, 8, 6};
+
 /* Bytes moved by element-wise kernels, fp16 (2 bytes) tensors and 1-byte
  * dropout masks.  Forward: layernorm reads x, writes y (4N); softmax reads
  * and writes the scores (4Na); dropout reads, writes, and writes its mask
  * (5 per element); bias+GeLU reads and writes (4Nm); bias+dropout+add reads
  * x and the residual, writes y and the mask (7N).  Unfused, every step is its
  * own read and write. */
-static void forward(Acc *a, const Dims *d, gboolean fused) {
+static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softmax) {
   a->seg = 0;
   memop(a, 4 * d->N);                           /* layernorm 1 */
   gemm(a, 1, d->bs, 3 * d->ht, d->h);           /* QKV, bias in the epilogue */
   gemm(a, d->heads_t, d->s, d->kv, d->d);       /* scores Q K^T */
-  if (fused)
+  if (fused_softmax)
     memop(a, 4 * d->Na);                        /* scale-mask-softmax */
-  else {
-    memop(a, 4 * d->Na);                        /* scale */
-    memop(a, 4 * d->Na);                        /* mask */
-    memop(a, 4 * d->Na);                        /* softmax */
-  }
+  else
+    for (guint i = 0; i < G_N_ELEMENTS(softmax_fp32_fwd); i++)
+      memop(a, softmax_fp32_fwd[i] * d->Na);    /* float, scale, mask, softmax, half */
   memop(a, 5 * d->Na);                          /* attention dropout */
   gemm(a, d->heads_t, d->s, d->d, d->kv);       /* attention over values */
   memop(a, 4 * d->Nc);                          /* context to [s, b, h/t] */
@@ -107,7 +121,7 @@ static void forward(Acc *a, const Dims *d, gboolean fused) {
  * bias-gradient reduction: 6Nm), softmax (grad, output -> grad: 6Na),
  * layernorm (x, grad -> grad: 6N) and the residual branch's gradient sum
  * (6N). */
-static void backward(Acc *a, const Dims *d, gboolean fused) {
+static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softmax) {
   a->seg = 0;
   if (fused)
     memop(a, 5 * d->N);                         /* bias-dropout-add 2 */
@@ -139,13 +153,11 @@ static void backward(Acc *a, const Dims *d, gboolean fused) {
   gemm(a, d->heads_t, d->s, d->kv, d->d);       /* d(probs) = dC V^T */
   gemm(a, d->heads_t, d->kv, d->d, d->s);       /* dV = P^T dC */
   memop(a, 5 * d->Na);                          /* attention dropout */
-  if (fused)
+  if (fused_softmax)
     memop(a, 6 * d->Na);                        /* scale-mask-softmax */
-  else {
-    memop(a, 6 * d->Na);                        /* softmax */
-    memop(a, 4 * d->Na);                        /* mask */
-    memop(a, 4 * d->Na);                        /* scale */
-  }
+  else
+    for (guint i = 0; i < G_N_ELEMENTS(softmax_fp32_bwd); i++)
+      memop(a, softmax_fp32_bwd[i] * d->Na);    /* half, softmax, mask, scale, float */
   gemm(a, d->heads_t, d->s, d->d, d->kv);       /* dQ = dS K */
   gemm(a, d->heads_t, d->kv, d->d, d->s);       /* dK = dS^T Q */
   gemm(a, 1, d->bs, d->h, 3 * d->ht);           /* QKV: dgrad */
@@ -158,8 +170,8 @@ static void ideal_pass(const ModelProfile *p, guint b, guint q, double scale, Mo
   *pass = (ModelPass){{p->ideal_layer_s_per_token * (double)b * q * scale, 0, 0}, 0, 0};
 }
 
-void model_layer_slice_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens,
-                            guint context, gboolean fused, ModelLayerCost *out) {
+static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens, guint context,
+                       gboolean fused, gboolean fused_softmax, ModelLayerCost *out) {
   *out = (ModelLayerCost){0};
   out->tp_allreduce_bytes = 2.0 * b * tokens * m->hidden;
   if (p->kind == MODEL_PROFILE_IDEAL) {
@@ -174,13 +186,25 @@ void model_layer_slice_cost(const ModelProfile *p, const ModelShape *m, guint t,
   }
   Dims d = dims(m, t, b, tokens, tokens + context);
   Acc f = {p, &out->fwd, 0}, g = {p, &out->bwd, 0};
-  forward(&f, &d, fused);
-  backward(&g, &d, fused);
+  forward(&f, &d, fused, fused_softmax);
+  backward(&g, &d, fused, fused_softmax);
+}
+
+/* A token slice: TeraPipe runs its own attention code, not Megatron's
+ * kernel and its shape rules, so `fused` applies to the softmax as given. */
+void model_layer_slice_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens,
+                            guint context, gboolean fused, ModelLayerCost *out) {
+  layer_cost(p, m, t, b, tokens, context, fused, fused, out);
+}
+
+gboolean model_softmax_fused(const ModelShape *m, guint t, guint b, gboolean fusion) {
+  guint64 kv = m->seq_len, q = m->seq_len, batch = (guint64)b * (m->heads / t);
+  return fusion && kv > 16 && kv <= 2048 && q % 4 == 0 && batch % 4 == 0;
 }
 
 void model_layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, gboolean fused,
                       ModelLayerCost *out) {
-  model_layer_slice_cost(p, m, t, b, m->seq_len, 0, fused, out);
+  layer_cost(p, m, t, b, m->seq_len, 0, fused, model_softmax_fused(m, t, b, fused), out);
 }
 
 void model_embedding_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, double *fwd_s,

@@ -33,12 +33,18 @@ typedef struct {
 
 void model_layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, gboolean fused,
                       ModelLayerCost *out);
+/* Whether Megatron runs its fused scale-mask-softmax kernel for this layer:
+ * fusion on, and the kernel's shape constraints (megatron/model/
+ * fused_softmax.py: 16 < key length <= 2048, query length and b * a / t
+ * multiples of 4); otherwise the fp32 PyTorch chain runs (layer.c). */
+gboolean model_softmax_fused(const ModelShape *m, guint t, guint b, gboolean fusion);
 /* The same layer for a TeraPipe token slice (Li et al., ICML 2021, section
  * 3.2): b sequences, `tokens` new tokens each, attending causally over
  * `context` earlier tokens plus themselves.  The GEMMs of QKV, projection and
  * MLP scale with the tokens; the attention scores, softmax and attention over
  * values with tokens x (tokens + context).  model_layer_cost is the case
- * tokens = s, context = 0. */
+ * tokens = s, context = 0, with Megatron's softmax kernel rules
+ * (model_softmax_fused); a slice takes `fused` for the softmax as given. */
 void model_layer_slice_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens,
                             guint context, gboolean fused, ModelLayerCost *out);
 /* Word + position embedding lookup, embedding dropout (first stage). */

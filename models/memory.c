@@ -1,9 +1,9 @@
 /* ptdsim — memory per GPU (formulas in memory.h). */
 #include "memory.h"
 
-double model_layer_activation_bytes(const ModelShape *m, guint t, guint b) {
+double model_layer_activation_bytes(const ModelShape *m, guint t, guint b, gboolean fp32_softmax) {
   double s = m->seq_len, h = m->hidden, a = m->heads;
-  return s * b * h * (10.0 + 24.0 / t + 5.0 * a * s / (h * t));
+  return s * b * h * (10.0 + 24.0 / t + (fp32_softmax ? 7.0 : 5.0) * a * s / (h * t));
 }
 
 void model_memory(const ModelShape *m, const ModelMemoryRequest *r, ModelMemory *out) {
@@ -12,7 +12,7 @@ void model_memory(const ModelShape *m, const ModelMemoryRequest *r, ModelMemory 
   out->weights = 2 * P;
   out->gradients = 2 * P;
   out->optimizer = 12 * P;
-  double full = model_layer_activation_bytes(m, r->t, r->b);
+  double full = model_layer_activation_bytes(m, r->t, r->b, r->fp32_softmax);
   double act = r->recompute ? 2 * sbh * r->inflight_layer_mbs + full : full * r->inflight_layer_mbs;
   if (r->last_stage)
     act += 6.0 * m->seq_len * r->b * (double)(m->vocab / r->t);

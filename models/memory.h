@@ -6,6 +6,8 @@
  * Activation Recomputation in Large Transformer Models", section 4, tensor
  * parallelism without sequence parallelism):
  *     s b h (10 + 24/t + 5 a s / (h t))  bytes;
+ * without Megatron's fused softmax kernel the fp32 softmax saves its output
+ * in fp32 (layer.c), 2 a s^2 b / t bytes more: 7 a s / (h t);
  * with full recomputation only the layer input is kept, 2 s b h bytes, plus
  * one layer's full activations while it is recomputed.  The last stage adds
  * the logits of one microbatch (fp16 and fp32 copies, 6 s b V/t), the first
@@ -26,7 +28,8 @@ typedef struct {
   double inflight_mbs;         /* peak microbatches in flight on this GPU */
   gboolean recompute;
   gboolean first_stage, last_stage;
+  gboolean fp32_softmax;       /* the unfused softmax chain runs (model_softmax_fused is FALSE) */
 } ModelMemoryRequest;
 
-double model_layer_activation_bytes(const ModelShape *m, guint t, guint b);
+double model_layer_activation_bytes(const ModelShape *m, guint t, guint b, gboolean fp32_softmax);
 void model_memory(const ModelShape *m, const ModelMemoryRequest *req, ModelMemory *out);

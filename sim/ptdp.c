@@ -649,7 +649,8 @@ static void stage_memory(const SimPlan *pl, GArray *order, guint s, ModelMemory 
     peak_mbs = MAX(peak_mbs, mbs);
   }
   ModelMemoryRequest req = {pl->tp, pl->micro_batch, model_stage_params(&pl->model, pl->tp, p, s, lpc * v), peak,
-                            peak_mbs, pl->recompute, s == 0, s == p - 1};
+                            peak_mbs, pl->recompute, s == 0, s == p - 1,
+                            !model_softmax_fused(&pl->model, pl->tp, pl->micro_batch, pl->fusion)};
   model_memory(&pl->model, &req, out);
 }
 

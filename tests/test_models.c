@@ -618,6 +618,54 @@ static void test_p2p(void) {
   assert_rel(model_p2p_time_s(&net, bytes, FALSE), 10e-6 + bytes / 20e9, REL_EPS);
 }
 
+/* Why: without Megatron's fused scale-mask-softmax the scores go through
+ * five PyTorch kernels in fp32 forward and five backward (models/layer.c),
+ * and the fusion comparison hinges on that chain.  Megatron also falls back
+ * to it with fusion on when the kernel's shape constraints fail: with
+ * a = 6 heads, b a is a multiple of 4 for b = 2 and 6 but not for b = 1 and
+ * 3.  On a profile whose every kernel is memory-bound, a pass on one path
+ * costs exactly alpha + beta b, so the two paths differ exactly by the
+ * chain: four more launches, and 36 - 4 bytes per score element forward,
+ * 40 - 6 backward. */
+static double pass_s(const ModelPass *p) { return p->seg_s[0] + p->seg_s[1] + p->seg_s[2]; }
+
+static void test_softmax_fp32_chain(void) {
+  ModelProfile *p = load_profile("a100-sxm4-80gb");
+  p->hbm_bytes_per_s = 1e6; /* every GEMM is memory-bound: time is affine in the bytes */
+  ModelShape m = {1, 768, 6, 2048, 51200};
+  g_assert_false(model_softmax_fused(&m, 1, 1, TRUE));
+  g_assert_true(model_softmax_fused(&m, 1, 2, TRUE));
+  g_assert_false(model_softmax_fused(&m, 1, 3, TRUE));
+  g_assert_true(model_softmax_fused(&m, 1, 6, TRUE));
+  g_assert_false(model_softmax_fused(&m, 1, 2, FALSE));
+  ModelShape long_keys = {1, 768, 8, 4096, 51200};
+  g_assert_false(model_softmax_fused(&long_keys, 1, 4, TRUE)); /* keys beyond 2048 */
+  ModelLayerCost c1, c2, c3, c6;
+  model_layer_cost(p, &m, 1, 1, TRUE, &c1);
+  model_layer_cost(p, &m, 1, 2, TRUE, &c2);
+  model_layer_cost(p, &m, 1, 3, TRUE, &c3);
+  model_layer_cost(p, &m, 1, 6, TRUE, &c6);
+  g_assert_cmpuint(c1.fwd.kernels, ==, c2.fwd.kernels + 4);
+  g_assert_cmpuint(c1.bwd.kernels, ==, c2.bwd.kernels + 4);
+  g_assert_cmpuint(c3.fwd.kernels, ==, c1.fwd.kernels);
+  g_assert_cmpuint(c6.fwd.kernels, ==, c2.fwd.kernels);
+  double bw = p->hbm_bytes_per_s * p->memory_efficiency, na = 6.0 * 2048 * 2048; /* score elements per sequence */
+  const ModelPass *fp[4] = {&c1.fwd, &c3.fwd, &c2.fwd, &c6.fwd}, *bp[4] = {&c1.bwd, &c3.bwd, &c2.bwd, &c6.bwd};
+  const double extra[2] = {36 - 4, 40 - 6};
+  for (int dir = 0; dir < 2; dir++) {
+    const ModelPass *const *q = dir == 0 ? fp : bp;
+    double beta_fp32 = (pass_s(q[1]) - pass_s(q[0])) / 2, alpha_fp32 = pass_s(q[0]) - beta_fp32;
+    double beta_fused = (pass_s(q[3]) - pass_s(q[2])) / 4, alpha_fused = pass_s(q[2]) - 2 * beta_fused;
+    assert_rel(beta_fp32 - beta_fused, extra[dir] * na / bw, 1e-9);
+    assert_rel(alpha_fp32 - alpha_fused, 4 * p->kernel_launch_s, 1e-6);
+  }
+  /* Fusion off unfuses the other kernels as well. */
+  ModelLayerCost u;
+  model_layer_cost(p, &m, 1, 2, FALSE, &u);
+  g_assert_cmpuint(u.fwd.kernels, >, c2.fwd.kernels + 4);
+  model_profile_free(p);
+}
+
 /* --- memory.h ---------------------------------------------------------------- */
 
 /* Model state is 16 bytes per local parameter (2 fp16 weights, 2 fp16
@@ -636,7 +684,10 @@ static void test_memory(void) {
     double s = m.seq_len, b = cases[i].b, h = m.hidden, a = m.heads, t = cases[i].t, V = m.vocab;
     double per_layer = s * b * h * 10 + 24 * s * b * h / t + 5 * a * s * s * b / t;
     double input = 2 * s * b * h;
-    assert_rel(model_layer_activation_bytes(&m, cases[i].t, cases[i].b), per_layer, REL_EPS);
+    assert_rel(model_layer_activation_bytes(&m, cases[i].t, cases[i].b, FALSE), per_layer, REL_EPS);
+    /* without the fused softmax kernel its output is kept in fp32: 2 a s^2 b / t more */
+    assert_rel(model_layer_activation_bytes(&m, cases[i].t, cases[i].b, TRUE) - per_layer, 2 * a * s * s * b / t,
+               REL_EPS);
     for (int recompute = 0; recompute <= 1; recompute++)
       for (int edge = 0; edge < 4; edge++) {
         ModelMemoryRequest req = {.t = cases[i].t,
@@ -903,6 +954,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/models/layer/stage-params", test_stage_params);
   g_test_add_func("/models/compute/wave-exact", test_gemm_wave_exact);
   g_test_add_func("/models/compute/tile-intensity", test_gemm_tile_intensity);
+  g_test_add_func("/models/layer/softmax-fp32-chain", test_softmax_fp32_chain);
   g_test_add_func("/models/compute/wave-a100", test_gemm_wave_a100);
   g_test_add_func("/models/compute/efficiency-bounds", test_gemm_efficiency_bounds);
   g_test_add_func("/models/compute/larger-k", test_gemm_k);

@@ -367,8 +367,8 @@ static void test_slice_cost_and_fit(void) {
   c.head = FALSE;
   c.net = NULL;
   c.recompute = FALSE;
-  ModelLayerCost whole;
-  model_layer_cost(v100, &pl.model, pl.tp, 1, TRUE, &whole);
+  ModelLayerCost whole; /* the whole sequence as one slice, TeraPipe's kernels (no Megatron softmax rules) */
+  model_layer_slice_cost(v100, &pl.model, pl.tp, 1, pl.model.seq_len, 0, TRUE, &whole);
   double want = c.layers * (whole.fwd.seg_s[0] + whole.fwd.seg_s[1] + whole.fwd.seg_s[2] + whole.bwd.seg_s[0] +
                             whole.bwd.seg_s[1] + whole.bwd.seg_s[2]);
   g_assert_cmpfloat_with_epsilon(model_cell_slice_total_s(&c, 1, 2048, 0), want, 1e-15);
