@@ -21,7 +21,7 @@ struct _NetModel {
   guint *local_pos; /* position of each local GPU in the node ring */
   const guint8 *side; /* bisection sides, or NULL */
   gboolean no_latency; /* building the tuner's bandwidth probe: flows only */
-  double crossing;    /* crossing bytes of the plan being built */
+  double crossing[2]; /* crossing bytes of the plan being built: side 0 -> 1, side 1 -> 0 */
 };
 
 typedef struct {
@@ -68,7 +68,7 @@ typedef struct {
 struct _NetCollPlan {
   NetCollAlgo algo;
   TopoProto proto;
-  double crossing_bytes;
+  double crossing_bytes[2]; /* side 0 -> 1, side 1 -> 0 */
   GPtrArray *phases; /* Phase* */
 };
 
@@ -285,12 +285,15 @@ static guint64 edge_hash(guint64 salt, guint channel, guint a, guint b) {
 static double add_route(NetModel *net, Flow *f, guint a, guint b, guint64 hash, double data) {
   double lat = topo_fabric_route(net->fabric, a, b, hash, f->hops);
   if (net->side && net->side[a] < 2 && net->side[b] < 2 && net->side[a] != net->side[b])
-    net->crossing += data;
+    net->crossing[net->side[a]] += data;
   return lat;
 }
 
 void net_model_set_sides(NetModel *net, const guint8 *side) { net->side = side; }
-double net_coll_plan_crossing_bytes(const NetCollPlan *p) { return p->crossing_bytes; }
+double net_coll_plan_crossing_bytes(const NetCollPlan *p, guint direction) {
+  g_return_val_if_fail(direction < 2, 0);
+  return p->crossing_bytes[direction];
+}
 
 /* Channels of a ring: one per rail the group can use across nodes; inside
  * a node without NVSwitch, the ring and its reverse. */
@@ -455,11 +458,11 @@ static NetCollPlan *build(NetModel *net, NetCollOp op, NetCollAlgo algo, TopoPro
   NetCollPlan *plan = plan_new(algo, proto);
   if (n <= 1 || bytes <= 0)
     return plan;
-  net->crossing = 0;
+  net->crossing[0] = net->crossing[1] = 0;
   switch (algo) {
   case NET_ALGO_RING:
     ring_flows(net, ring_phase(plan, net, op, n, M, proto), op, gpus, n, n_groups, bytes, proto, salt);
-    plan->crossing_bytes = net->crossing;
+    memcpy(plan->crossing_bytes, net->crossing, sizeof net->crossing);
     return plan;
   case NET_ALGO_TREE: {
     if (op != NET_OP_ALLREDUCE || !net->has_tree) {
@@ -479,7 +482,7 @@ static NetCollPlan *build(NetModel *net, NetCollOp op, NetCollAlgo algo, TopoPro
     double path = tree_flows(net, ph, gpus, n, n_groups, bytes, proto, salt);
     if (!simple)
       ph->chain_s += 2 * depth * path;
-    plan->crossing_bytes = net->crossing;
+    memcpy(plan->crossing_bytes, net->crossing, sizeof net->crossing);
     return plan;
   }
   case NET_ALGO_HIER: {
@@ -513,7 +516,7 @@ static NetCollPlan *build(NetModel *net, NetCollOp op, NetCollAlgo algo, TopoPro
       ring_flows(net, p, sop, sub, size, groups, ph == 1 ? bytes / m : bytes, proto, salt + 7919 * ph);
     }
     g_free(sub);
-    plan->crossing_bytes = net->crossing;
+    memcpy(plan->crossing_bytes, net->crossing, sizeof net->crossing);
     return plan;
   }
   default:
@@ -543,7 +546,7 @@ NetCollPlan *net_coll_plan_p2p(NetModel *net, const guint *src, const guint *dst
     path_lat = fmax(path_lat, topo_fabric_route(net->fabric, src[i], dst[i], edge_hash(salt, i, src[i], dst[i]),
                                                 f->hops));
     if (net->side && net->side[src[i]] < 2 && net->side[dst[i]] < 2 && net->side[src[i]] != net->side[dst[i]])
-      plan->crossing_bytes += bytes;
+      plan->crossing_bytes[net->side[src[i]]] += bytes;
   }
   ph->latency_s = (inter ? net->nccl.p2p_latency_inter : net->nccl.p2p_latency_intra) + path_lat;
   return plan;

@@ -62,10 +62,11 @@ NetCollPlan *net_coll_plan_p2p(NetModel *net, const guint *src, const guint *dst
 void net_coll_plan_free(NetCollPlan *plan);
 /* Bisection accounting: with `side[gpu]` 0 or 1 for the GPUs on either side
  * of a cut (2: not counted), plans built afterwards count the data bytes of
- * their transfers that cross it (a ring edge, a tree edge, a send).  NULL
- * turns it off.  The array is not copied. */
+ * their transfers that cross it (a ring edge, a tree edge, a send), per
+ * direction.  NULL turns it off.  The array is not copied. */
 void net_model_set_sides(NetModel *net, const guint8 *side);
-double net_coll_plan_crossing_bytes(const NetCollPlan *plan);
+/* Crossing bytes from side 0 to side 1 (direction 0) or from 1 to 0 (1). */
+double net_coll_plan_crossing_bytes(const NetCollPlan *plan, guint direction);
 NetCollAlgo net_coll_plan_algo(const NetCollPlan *plan);
 TopoProto net_coll_plan_proto(const NetCollPlan *plan);
 /* Seconds the plan takes alone on the network. */

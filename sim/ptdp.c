@@ -670,6 +670,42 @@ void sim_ptdp_memory(const SimPlan *pl, ModelMemory *mem, guint *stage) {
   g_array_free(order, TRUE);
 }
 
+/* The effective bisection bandwidth of one traffic class, in bytes/s (SC21
+ * section 5.9; defined in doc/output.md): for each direction of the cut,
+ * the bytes its transfers move across it that way, over the time during
+ * which those transfers are in flight -- the union of their intervals, or,
+ * per phase (data-parallel: one phase per pipeline stage, whose all-reduces
+ * run on disjoint nodes at staggered times), the sum over phases of each
+ * phase's rate.  The busier direction is reported: a cut, like a link,
+ * carries so much one way.  dir_bytes[2 j + d] are sel[j]'s bytes in
+ * direction d (0: from the low side to the high side). */
+static double bisection_rate(const Build *b, GArray *sel, const double *dir_bytes, gboolean phased) {
+  double best = 0;
+  GArray *one = g_array_new(FALSE, FALSE, sizeof(guint));
+  double *bytes = g_new(double, MAX(sel->len, 1));
+  for (guint d = 0; d < 2; d++) {
+    g_array_set_size(one, 0);
+    double total = 0;
+    for (guint j = 0; j < sel->len; j++)
+      if (dir_bytes[2 * j + d] > 0) {
+        bytes[one->len] = dir_bytes[2 * j + d];
+        total += dir_bytes[2 * j + d];
+        g_array_append_val(one, g_array_index(sel, guint, j));
+      }
+    double rate;
+    if (phased)
+      rate = stage_phased(b, one, bytes);
+    else {
+      double secs = union_seconds(b->e, one);
+      rate = secs > 0 ? total / secs : 0;
+    }
+    best = fmax(best, rate);
+  }
+  g_free(bytes);
+  g_array_free(one, TRUE);
+  return best;
+}
+
 static void measure(Build *b, SimResult *r) {
   const SimPlan *pl = b->plan;
   SimTime makespan = sim_engine_makespan(b->e);
@@ -704,95 +740,93 @@ static void measure(Build *b, SimResult *r) {
   r->bytes_dp = b->bytes[CAT_DP];
   r->bytes_embedding = b->bytes_embedding;
 
-  /* Effective bisection bandwidth of a traffic class: the bytes that cross
-   * the cut halving that class's groups, over the time they are in flight.
-   * Pipeline: the cut between stages p/2-1 and p/2.  Data-parallel: the cut
-   * between replicas below and above d/2, which a ring crosses twice. */
+  /* Effective bisection bandwidth (bisection_rates): pipeline cut between
+   * stages below p/2 and the rest, data-parallel cut between replicas below
+   * d/2 and the rest; bytes counted in one direction. */
   GArray *sel = g_array_new(FALSE, FALSE, sizeof(guint));
-  double cross = 0;
+  GArray *dir_bytes = g_array_new(FALSE, FALSE, sizeof(double) * 2);
   guint n_ops = sim_engine_n_ops(b->e);
   if (b->p > 1) {
-    guint lo = b->p / 2 - 1, hi = b->p / 2;
+    double full = 2.0 * pl->micro_batch * pl->model.seq_len * pl->model.hidden;
+    double per_rank = pl->scatter_gather && pl->tp > 1 ? full / pl->tp : full;
+    /* one simulated send stands for tp dp / (ts ds) ranks' sends */
+    double per_op = per_rank * pl->tp * pl->dp / (b->ts * b->ds);
     for (guint op = 0; op < n_ops; op++) {
       const SimOpTag *t = sim_engine_op_tag(b->e, op);
       if (t->category != CAT_PP)
         continue;
       const guint *st = sim_engine_op_streams(b->e, op);
       guint from = (st[0] / N_STREAM_KINDS) / (b->ts * b->ds), to = (st[1] / N_STREAM_KINDS) / (b->ts * b->ds);
-      if (!((from == lo && to == hi) || (from == hi && to == lo)))
+      guint side_from = from >= b->p / 2, side_to = to >= b->p / 2;
+      if (side_from == side_to)
         continue;
+      double d[2] = {0, 0};
+      d[side_from] = per_op;
       g_array_append_val(sel, op);
+      g_array_append_val(dir_bytes, d);
     }
-    double full = 2.0 * pl->micro_batch * pl->model.seq_len * pl->model.hidden;
-    double per_rank = pl->scatter_gather && pl->tp > 1 ? full / pl->tp : full;
-    cross = (double)sel->len / b->ts / b->ds * per_rank * pl->tp * pl->dp;
-    double secs = union_seconds(b->e, sel);
-    r->bisection_pp_GBps = secs > 0 ? cross / secs / 1e9 : 0;
+    r->bisection_pp_GBps = bisection_rate(b, sel, (const double *)(const void *)dir_bytes->data, FALSE) / 1e9;
   }
   if (pl->dp > 1) {
     g_array_set_size(sel, 0);
-    cross = 0;
+    g_array_set_size(dir_bytes, 0);
     for (guint op = 0; op < n_ops; op++) {
       const SimOpTag *t = sim_engine_op_tag(b->e, op);
       if (t->category != CAT_DP || t->layer == -2)
         continue;
       g_array_append_val(sel, op);
     }
-    /* per phase (see sim_phased_bandwidth): a stage's crossing bytes are
-     * shared evenly by its data-parallel ops */
-    double *stage_bytes = g_new0(double, b->p), *op_bytes = g_new(double, MAX(sel->len, 1));
+    /* A ring all-reduce over the d replicas crosses the cut once each way,
+     * 2 (d-1)/d of the fp16 gradients each way, in each of the t rings; a
+     * stage's crossing bytes are shared evenly by its data-parallel ops. */
+    double *stage_bytes = g_new0(double, b->p);
     guint *stage_ops = g_new0(guint, b->p);
     for (guint s = 0; s < b->p; s++)
-      stage_bytes[s] = 2.0 * model_busbw_factor(MODEL_COLL_ALLREDUCE, pl->dp) * 2.0 *
+      stage_bytes[s] = model_busbw_factor(MODEL_COLL_ALLREDUCE, pl->dp) * 2.0 *
                        model_stage_params(&pl->model, pl->tp, b->p, s, b->lpc * b->v) * pl->tp;
     for (guint j = 0; j < sel->len; j++)
       stage_ops[(sim_engine_op_streams(b->e, g_array_index(sel, guint, j))[0] / N_STREAM_KINDS) / (b->ts * b->ds)]++;
     for (guint j = 0; j < sel->len; j++) {
       guint s = (sim_engine_op_streams(b->e, g_array_index(sel, guint, j))[0] / N_STREAM_KINDS) / (b->ts * b->ds);
-      op_bytes[j] = stage_bytes[s] / stage_ops[s];
+      double d[2] = {stage_bytes[s] / stage_ops[s], stage_bytes[s] / stage_ops[s]};
+      g_array_append_val(dir_bytes, d);
     }
-    r->bisection_dp_GBps = stage_phased(b, sel, op_bytes) / 1e9;
+    r->bisection_dp_GBps = bisection_rate(b, sel, (const double *)(const void *)dir_bytes->data, TRUE) / 1e9;
     g_free(stage_bytes);
-    g_free(op_bytes);
     g_free(stage_ops);
   }
+  g_array_free(dir_bytes, TRUE);
   g_array_free(sel, TRUE);
   r->ops = n_ops;
   r->events = sim_engine_n_events(b->e);
   r->simulated_gpus = b->ts * b->p * b->ds;
 }
 
-/* Flow network: effective bisection bandwidth of a traffic class = the data
- * bytes its transfers move across the class's cut (pipeline: stages below p/2
- * against the rest; data-parallel: replicas below d/2 against the rest), over
- * the time during which transfers that cross it are in flight. */
+/* Flow network: the same measure over the flows themselves -- the data
+ * bytes of every ring edge, tree edge or send whose ends lie on opposite
+ * sides (pipeline: stages below p/2 against the rest; data-parallel:
+ * replicas below d/2 against the rest), per direction. */
 static void flow_bisection(Build *b, SimResult *r) {
   GArray *sel = g_array_new(FALSE, FALSE, sizeof(guint));
-  GArray *bytes = g_array_new(FALSE, FALSE, sizeof(double));
+  GArray *bytes = g_array_new(FALSE, FALSE, sizeof(double) * 2);
   for (int cls = 0; cls < 2; cls++) {
     g_array_set_size(sel, 0);
     g_array_set_size(bytes, 0);
-    double cross = 0;
     guint n_ops = MIN(sim_engine_n_ops(b->e), b->flow->op_plan->len);
     for (guint op = 0; op < n_ops; op++) {
       guint idx = g_array_index(b->flow->op_plan, guint, op);
       const SimOpTag *t = sim_engine_op_tag(b->e, op);
       if (idx == G_MAXUINT || t->category != (cls == 0 ? CAT_PP : CAT_DP) || t->layer == -2)
         continue;
-      double c = net_coll_plan_crossing_bytes(g_ptr_array_index(b->flow->plans, idx)) *
-                 g_array_index(b->flow->copies, double, idx);
-      if (c <= 0)
+      const NetCollPlan *plan = g_ptr_array_index(b->flow->plans, idx);
+      double copies = g_array_index(b->flow->copies, double, idx);
+      double c[2] = {net_coll_plan_crossing_bytes(plan, 0) * copies, net_coll_plan_crossing_bytes(plan, 1) * copies};
+      if (c[0] <= 0 && c[1] <= 0)
         continue;
-      cross += c;
       g_array_append_val(sel, op);
       g_array_append_val(bytes, c);
     }
-    double gbps;
-    if (cls == 0) {
-      double secs = union_seconds(b->e, sel);
-      gbps = secs > 0 ? cross / secs / 1e9 : 0;
-    } else
-      gbps = stage_phased(b, sel, (const double *)(const void *)bytes->data) / 1e9;
+    double gbps = bisection_rate(b, sel, (const double *)(const void *)bytes->data, cls == 1) / 1e9;
     if (cls == 0)
       r->bisection_pp_GBps = gbps;
     else

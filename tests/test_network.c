@@ -633,9 +633,55 @@ static void test_phased_bandwidth(void) {
   g_assert_cmpfloat_with_epsilon(sim_phased_bandwidth(4, a2, z2, phase2, bytes2, 2), 8.0 / 3 + 3, 1e-12);
 }
 
+/* Why: SC21 section 5.9's effective bisection bandwidth counts the bytes
+ * that cross the cut from one side to the other; a ring crosses it once
+ * each way, a send one way only.  With node 0 on side 0 and node 1 on side
+ * 1: a send 0 -> 8 crosses 0 -> 1 only; 9 -> 1 the other way; a ring
+ * all-reduce over both nodes' 16 GPUs moves 2 (n-1)/n S across each
+ * direction (per channel its share, summed), the same both ways. */
+static void test_crossing_one_direction(void) {
+  GError *error = NULL;
+  TopoCluster *c = topo_cluster_load("selene", &error);
+  g_assert_no_error(error);
+  NetModel *net = net_model_load(c, &error);
+  g_assert_no_error(error);
+  guint8 *side = g_malloc(topo_cluster_gpus(c));
+  memset(side, 2, topo_cluster_gpus(c));
+  memset(side, 0, 8);
+  memset(side + 8, 1, 8);
+  net_model_set_sides(net, side);
+  guint a = 0, b = 8, x = 9, y = 1;
+  NetCollPlan *up = net_coll_plan_p2p(net, &a, &b, 1, 1e6, 1);
+  NetCollPlan *down = net_coll_plan_p2p(net, &x, &y, 1, 3e6, 2);
+  g_assert_cmpfloat(net_coll_plan_crossing_bytes(up, 0), ==, 1e6);
+  g_assert_cmpfloat(net_coll_plan_crossing_bytes(up, 1), ==, 0);
+  g_assert_cmpfloat(net_coll_plan_crossing_bytes(down, 0), ==, 0);
+  g_assert_cmpfloat(net_coll_plan_crossing_bytes(down, 1), ==, 3e6);
+  guint gpus[16];
+  for (guint i = 0; i < 16; i++)
+    gpus[i] = i;
+  double S = 1 << 30;
+  NetCollPlan *ring = net_coll_plan(net, NET_OP_ALLREDUCE, NET_ALGO_RING, TOPO_PROTO_SIMPLE, gpus, 16, 1, S, 3, &error);
+  g_assert_no_error(error);
+  g_assert_cmpfloat_with_epsilon(net_coll_plan_crossing_bytes(ring, 0), 2.0 * 15 / 16 * S, 1e-9 * S);
+  g_assert_cmpfloat_with_epsilon(net_coll_plan_crossing_bytes(ring, 1), 2.0 * 15 / 16 * S, 1e-9 * S);
+  /* a GPU marked 2 is outside the cut */
+  guint z = 16;
+  NetCollPlan *outside = net_coll_plan_p2p(net, &a, &z, 1, 1e6, 4);
+  g_assert_cmpfloat(net_coll_plan_crossing_bytes(outside, 0) + net_coll_plan_crossing_bytes(outside, 1), ==, 0);
+  net_coll_plan_free(up);
+  net_coll_plan_free(down);
+  net_coll_plan_free(ring);
+  net_coll_plan_free(outside);
+  g_free(side);
+  net_model_free(net);
+  topo_cluster_free(c);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/bisection/phased", test_phased_bandwidth);
+  g_test_add_func("/bisection/one-direction", test_crossing_one_direction);
   g_test_add_func("/fabric/selene-routes", test_selene_routes);
   g_test_add_func("/fabric/ecmp-adaptive", test_ecmp_and_adaptive);
   g_test_add_func("/fabric/p3-cube-mesh", test_p3_cube_mesh);

@@ -508,6 +508,33 @@ static void test_volumes(void) {
     check_volumes(&cs[i]);
 }
 
+/* Why: SC21 section 5.9's effective bisection bandwidth counts one
+ * direction of the cut.  Data-parallel, p = 1, local DDP: the one ring
+ * all-reduce per replica set crosses the replica cut once each way with
+ * 2 (d-1)/d of the fp16 gradients of each of the t rings, and it runs alone
+ * after the flush (its whole duration is the exposed dp_comm), so the
+ * figure is exactly those one-way bytes over dp_comm -- half of what
+ * counting both directions would give.  Pipeline, GPipe on one node: each
+ * direction's sends follow one another, so the figure is one send's bytes
+ * over one send's time. */
+static void test_bisection_one_direction(void) {
+  Cfg c = {.tp = 8, .pp = 1, .dp = 2, .m = 3, .ddp = "local"};
+  SimPlan plan;
+  SimResult r;
+  run_cfg(&c, a100, &plan, &r);
+  double params = (double)model_stage_params(&plan.model, c.tp, 1, 0, plan.model.layers);
+  double one_way = model_busbw_factor(MODEL_COLL_ALLREDUCE, c.dp) * 2.0 * params * c.tp;
+  check_rel(&c, "bisection dp = one-way bytes / all-reduce time", r.bisection_dp_GBps * 1e9,
+            one_way / r.breakdown.dp_comm, 1e-9);
+
+  Cfg g = {.tp = 1, .pp = 2, .dp = 1, .m = 4, .schedule = "gpipe"};
+  run_cfg(&g, a100, &plan, &r);
+  double send = 2.0 * plan.micro_batch * plan.model.seq_len * plan.model.hidden;
+  ModelNet net = {.hw = selene->net};
+  double secs = llround(model_p2p_time_s(&net, send, TRUE) * 1e9) * 1e-9;
+  check_rel(&g, "bisection pp = one send / its time", r.bisection_pp_GBps * 1e9, send / secs, 1e-9);
+}
+
 /* --- 5. FLOP accounting --- */
 
 /* Why: the headline TFLOP/s must be Eq. 3 over the simulated time, and the
@@ -666,6 +693,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/schedules/symmetry/uniform-placement", test_symmetry);
   g_test_add_func("/schedules/symmetry/straddling-nodes", test_symmetry_straddling_nodes);
   g_test_add_func("/schedules/volumes", test_volumes);
+  g_test_add_func("/schedules/bisection-one-direction", test_bisection_one_direction);
   g_test_add_func("/schedules/flops", test_flops);
   g_test_add_func("/schedules/breakdown-sums", test_breakdown_sums);
   g_test_add_func("/schedules/memory/inflight", test_memory_inflight);
