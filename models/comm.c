@@ -58,6 +58,11 @@ double model_collective_time_s(const ModelNet *net, ModelCollOp op, double bytes
   return best;
 }
 
+double model_p2p_net_rate(const TopoNet *hw, double bytes) {
+  double channels = topo_p2p_channels(hw, bytes);
+  return hw->p2p_channel_bw > 0 ? fmin(hw->nic_bw, channels * hw->p2p_channel_bw) : hw->nic_bw;
+}
+
 double model_p2p_time_s(const ModelNet *net, double bytes, gboolean same_node) {
   if (net->free_comm || bytes <= 0)
     return 0;
@@ -65,5 +70,5 @@ double model_p2p_time_s(const ModelNet *net, double bytes, gboolean same_node) {
   if (fit)
     return model_coll_fit_time_s(fit, bytes);
   return same_node ? net->hw.p2p_latency_intra + bytes / net->hw.nvlink_p2p_bw
-                   : net->hw.p2p_latency_inter + bytes / net->hw.nic_bw;
+                   : net->hw.p2p_latency_inter + bytes / model_p2p_net_rate(&net->hw, bytes);
 }

@@ -59,6 +59,13 @@ double model_busbw_factor(ModelCollOp op, guint ranks);
  * NULL, receives the protocol chosen. */
 double model_collective_time_s(const ModelNet *net, ModelCollOp op, double bytes, guint ranks, guint nodes,
                                TopoProto *proto_out);
-/* Seconds for one point-to-point transfer of `bytes`. */
+/* Seconds for one point-to-point transfer of `bytes`.  Across nodes NCCL
+ * (v2.12, src/group.cc and src/graph/paths.cc) cuts a send into pieces of
+ * 512 KiB to 2 MiB dealt round-robin over the peer's channels (2 by
+ * default), each channel carrying at most p2p_channel_bw, Simple protocol
+ * only: the rate is min(NIC, channels x per-channel rate), with one channel
+ * up to 512 KiB (topo_p2p_channels). */
 double model_p2p_time_s(const ModelNet *net, double bytes, gboolean same_node);
+/* Rate of such a send, B/s, when it has the NIC to itself (at most nic_bw). */
+double model_p2p_net_rate(const TopoNet *hw, double bytes);
 const char *topo_proto_name(TopoProto proto);

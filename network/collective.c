@@ -539,12 +539,21 @@ NetCollPlan *net_coll_plan_p2p(NetModel *net, const guint *src, const guint *dst
     inter |= src[i] / G != dst[i] / G;
   Phase *ph = phase_new(plan, 0, 0, 1);
   double path_lat = 0;
+  /* Across nodes NCCL deals a send's pieces over the peer's channels, one
+   * flow each, none faster than a channel carries (models/comm.h): the
+   * phase takes at least bytes / (channels x per-channel rate). */
+  guint channels = inter ? topo_p2p_channels(&net->nccl, bytes) : 1;
+  if (inter && net->nccl.p2p_channel_bw > 0)
+    ph->min_xfer_s = bytes / (channels * net->nccl.p2p_channel_bw);
   for (guint i = 0; i < n_pairs; i++) {
     if (src[i] == dst[i])
       continue;
-    Flow *f = flow_new(ph, bytes);
-    path_lat = fmax(path_lat, topo_fabric_route(net->fabric, src[i], dst[i], edge_hash(salt, i, src[i], dst[i]),
-                                                f->hops));
+    gboolean cross = src[i] / G != dst[i] / G;
+    for (guint c = 0; c < (cross ? channels : 1); c++) {
+      Flow *f = flow_new(ph, cross ? bytes / channels : bytes);
+      path_lat = fmax(path_lat, topo_fabric_route(net->fabric, src[i], dst[i],
+                                                  edge_hash(salt + c, i, src[i], dst[i]), f->hops));
+    }
     if (net->side && net->side[src[i]] < 2 && net->side[dst[i]] < 2 && net->side[src[i]] != net->side[dst[i]])
       plan->crossing_bytes[net->side[src[i]]] += bytes;
   }

@@ -106,9 +106,11 @@ static double p2p_time(const Build *b, double bytes, guint s, guint d) {
     return 0;
   if (node_of(b, 0, 0, s) == node_of(b, 0, 0, d))
     return model_p2p_time_s(net, bytes, TRUE);
-  /* A rank uses one NIC at most; the node's NICs are shared by all its
-   * concurrently sending ranks. */
-  double bw = fmin(net->hw.nic_bw, net->hw.nic_bw * net->hw.nics_per_node / MAX(1u, cross_senders(b, s, d)));
+  /* A rank uses one NIC at most, and NCCL's channels for the peer
+   * (model_p2p_net_rate); the node's NICs are shared by all its concurrently
+   * sending ranks. */
+  double bw = fmin(model_p2p_net_rate(&net->hw, bytes),
+                   net->hw.nic_bw * net->hw.nics_per_node / MAX(1u, cross_senders(b, s, d)));
   return net->hw.p2p_latency_inter + bytes / bw;
 }
 

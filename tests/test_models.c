@@ -618,6 +618,30 @@ static void test_p2p(void) {
   assert_rel(model_p2p_time_s(&net, bytes, FALSE), 10e-6 + bytes / 20e9, REL_EPS);
 }
 
+/* Why: a send to another node runs on NCCL's channels for that peer (2 in
+ * v2.12), each carrying at most its per-channel rate; up to 512 KiB it is one
+ * channel.  So across nodes the rate is min(NIC, channels x per channel):
+ * on a 20 GB/s NIC two 14 GB/s channels are NIC-bound, on a 48 GB/s NIC
+ * they cap a send at 28 GB/s, and a small send runs on one channel. */
+static void test_p2p_channels(void) {
+  ModelNet net = latency_free_net();
+  net.hw.p2p_latency_inter = 10e-6;
+  net.hw.p2p_net_channels = 2;
+  net.hw.p2p_channel_bw = 14e9;
+  double big = 50e6, small = 256 * 1024;
+  g_assert_cmpuint(topo_p2p_channels(&net.hw, big), ==, 2);
+  g_assert_cmpuint(topo_p2p_channels(&net.hw, 512 * 1024), ==, 1);
+  g_assert_cmpuint(topo_p2p_channels(&net.hw, 512 * 1024 + 1), ==, 2);
+  assert_rel(model_p2p_time_s(&net, big, FALSE), 10e-6 + big / 20e9, REL_EPS); /* NIC-bound */
+  assert_rel(model_p2p_time_s(&net, small, FALSE), 10e-6 + small / 14e9, REL_EPS); /* one channel */
+  net.hw.nic_bw = 48e9;
+  assert_rel(model_p2p_time_s(&net, big, FALSE), 10e-6 + big / 28e9, REL_EPS); /* two channels */
+  net.hw.p2p_net_channels = 4;
+  assert_rel(model_p2p_time_s(&net, big, FALSE), 10e-6 + big / 48e9, REL_EPS); /* NIC-bound again */
+  /* inside a node NVLink carries it, as before */
+  assert_rel(model_p2p_time_s(&net, big, TRUE), big / 150e9, REL_EPS);
+}
+
 /* Why: without Megatron's fused scale-mask-softmax the scores go through
  * five PyTorch kernels in fp32 forward and five backward (models/layer.c),
  * and the fusion comparison hinges on that chain.  Megatron also falls back
@@ -965,6 +989,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/models/comm/free", test_collective_free);
   g_test_add_func("/models/comm/protocols", test_collective_protocols);
   g_test_add_func("/models/comm/p2p", test_p2p);
+  g_test_add_func("/models/comm/p2p-channels", test_p2p_channels);
   g_test_add_func("/models/memory/model-state-and-activations", test_memory);
   g_test_add_func("/models/load/shipped", test_load_shipped);
   g_test_add_func("/models/load/bad-keys", test_load_bad_keys);

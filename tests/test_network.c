@@ -678,8 +678,42 @@ static void test_crossing_one_direction(void) {
   topo_cluster_free(c);
 }
 
+/* Why: the flow network runs a send across nodes as NCCL does -- one flow
+ * per channel (2), none faster than a channel's 14 GB/s.  On Selene two
+ * channels share an HDR NIC's 24 GB/s (NIC-bound: the time is the latency
+ * plus bytes over 24 GB/s, as one flow gave); on the DGX H100 SuperPOD's
+ * 47 GB/s NDR NIC the two channels cap the send at 28 GB/s; a 256 KiB send
+ * is one channel at 14 GB/s. */
+static void test_p2p_channels_flow(void) {
+  const char *clusters[] = {"selene", "dgx-h100-superpod"};
+  const double rate[] = {24e9, 28e9};
+  for (guint k = 0; k < 2; k++) {
+    GError *error = NULL;
+    TopoCluster *c = topo_cluster_load(clusters[k], &error);
+    g_assert_no_error(error);
+    NetModel *net = net_model_load(c, &error);
+    g_assert_no_error(error);
+    guint a = 0, b = c->gpus_per_node; /* rank 0 of node 0 to rank 0 of node 1: same rail */
+    double big = 1 << 30, small = 256 * 1024;
+    NetCollPlan *p1 = net_coll_plan_p2p(net, &a, &b, 1, big, 1), *p2 = net_coll_plan_p2p(net, &a, &b, 1, 2 * big, 1);
+    /* the difference of two sizes removes the latency: bytes over the rate */
+    double t1 = net_coll_plan_time(net, p1), t2 = net_coll_plan_time(net, p2);
+    g_assert_cmpfloat_with_epsilon(big / (t2 - t1), rate[k], 1e-5 * rate[k]);
+    NetCollPlan *ps = net_coll_plan_p2p(net, &a, &b, 1, small, 1), *ps2 = net_coll_plan_p2p(net, &a, &b, 1, 2 * small, 1);
+    double u1 = net_coll_plan_time(net, ps), u2 = net_coll_plan_time(net, ps2); /* 256 KiB, 512 KiB: one channel */
+    g_assert_cmpfloat_with_epsilon(small / (u2 - u1), 14e9, 1e-3 * 14e9);
+    net_coll_plan_free(p1);
+    net_coll_plan_free(p2);
+    net_coll_plan_free(ps);
+    net_coll_plan_free(ps2);
+    net_model_free(net);
+    topo_cluster_free(c);
+  }
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/network/p2p-channels", test_p2p_channels_flow);
   g_test_add_func("/bisection/phased", test_phased_bandwidth);
   g_test_add_func("/bisection/one-direction", test_crossing_one_direction);
   g_test_add_func("/fabric/selene-routes", test_selene_routes);

@@ -14,6 +14,10 @@ void topo_cluster_free(TopoCluster *c) {
 
 guint topo_cluster_gpus(const TopoCluster *c) { return c->nodes * c->gpus_per_node; }
 
+guint topo_p2p_channels(const TopoNet *net, double bytes) {
+  return bytes <= 512.0 * 1024 ? 1 : MAX(1u, net->p2p_net_channels);
+}
+
 const char *topo_proto_name(TopoProto proto) {
   static const char *names[] = {"LL", "LL128", "Simple"};
   return proto < TOPO_N_PROTOS ? names[proto] : "?";
@@ -74,6 +78,21 @@ static gboolean load_body(TopoCluster *c, const cJSON *root, const char *file, G
                 file);
     return FALSE;
   }
+  /* optional: NCCL's point-to-point channels (cluster.h) */
+  double channels = 2, channel_GBps = 14;
+  if (cJSON_GetObjectItemCaseSensitive(nccl, "p2p_channels_per_net_peer") &&
+      !ptd_json_positive(nccl, "p2p_channels_per_net_peer", file, &channels, error))
+    return FALSE;
+  if (cJSON_GetObjectItemCaseSensitive(nccl, "p2p_channel_GBps") &&
+      !ptd_json_positive(nccl, "p2p_channel_GBps", file, &channel_GBps, error))
+    return FALSE;
+  if (channels != (guint)channels || channels > 32) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
+                "%s: key 'nccl.p2p_channels_per_net_peer' must be a whole number from 1 to 32", file);
+    return FALSE;
+  }
+  n->p2p_net_channels = (guint)channels;
+  n->p2p_channel_bw = channel_GBps * 1e9;
   n->gpus_per_node = c->gpus_per_node;
   n->nvlink_busbw = allreduce * 1e9;
   n->nvlink_p2p_bw = p2p * 1e9;

@@ -28,7 +28,19 @@ typedef struct {
   double nvlink_hop[TOPO_N_PROTOS];  /* s */
   double net_hop[TOPO_N_PROTOS];     /* s */
   double proto_bw_factor[TOPO_N_PROTOS];
+  /* Point-to-point across nodes, as NCCL runs ncclSend/ncclRecv: channels
+   * per peer (nccl.p2p_channels_per_net_peer; NCCL_NCHANNELS_PER_NET_PEER,
+   * 2 in v2.12) and what one channel carries (nccl.p2p_channel_GBps; 14 GB/s,
+   * NCCL's own P2P_PER_CHANNEL_NET_BW).  models/comm.h uses them. */
+  guint p2p_net_channels;
+  double p2p_channel_bw; /* B/s */
 } TopoNet;
+
+/* Channels NCCL v2.12 gives a send of `bytes` to a peer on another node:
+ * src/group.cc cuts it into pieces of 512 KiB (SENDRECV_SLICEFACTOR x the
+ * 128 KiB Simple step) to 2 MiB dealt round-robin over the peer's
+ * p2p_net_channels, so up to 512 KiB it is one channel. */
+guint topo_p2p_channels(const TopoNet *net, double bytes);
 
 typedef struct {
   char *name;
