@@ -27,7 +27,7 @@ static int bench_terapipe(gint64 repeat) {
   if (!cli_load_machine(trace_figure_default_cluster("terapipe-fig5"), NULL, &cluster, &profile, &error))
     return cli_fail(error);
   const TraceFigure *fig = trace_figure_lookup("terapipe-fig5");
-  TraceFigureContext ctx = {cluster, profile, NULL};
+  TraceFigureContext ctx = {cluster, profile, NULL, NULL};
   double best = G_MAXDOUBLE;
   int code = 0;
   for (gint64 i = 0; i < repeat && !code; i++) {
@@ -46,7 +46,7 @@ static int bench_terapipe(gint64 repeat) {
     code = cli_fail(error);
   for (guint g = 8; !code && g >= 1; g = g == 8 ? 1 : 0) {
     ModelNet net = {.hw = cluster->net};
-    ModelCell cell = {profile, &plan.model, &net, plan.tp, 1, plan.model.layers / plan.pp, TRUE, TRUE, TRUE};
+    ModelCell cell = {profile, &plan.model, &net, plan.tp, 1, plan.model.layers / plan.pp, TRUE, TRUE, TRUE, TRUE};
     ModelSliceCost cost;
     if (!model_slice_cost_fit(&cell, 1, plan.model.seq_len, g, &cost, &error)) {
       code = cli_fail(error);

@@ -29,6 +29,7 @@ void cli_args_clear(CliArgs *a);
 typedef struct {
   char *model, *cluster, *profile, *schedule, *ddp, *recompute, *format, *slices;
   char *network, *placement; /* --network, --placement */
+  char *workload;            /* --workload gpt|layers */
   char *trace;               /* --trace FILE (run only) */
   char *tokens;              /* --tokens: 300e9, 300B, 1.2T */
   gint64 layers, hidden, heads, seq_len, vocab, gpus, tp, pp, dp, global_batch, micro_batch, layers_per_chunk,

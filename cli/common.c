@@ -17,7 +17,7 @@ void cli_run_options_init(CliRunOptions *o) {
 
 void cli_run_options_clear(CliRunOptions *o) {
   char **strs[] = {&o->model, &o->cluster, &o->profile, &o->schedule, &o->ddp, &o->recompute,
-                   &o->format, &o->slices, &o->network, &o->placement, &o->trace, &o->tokens};
+                   &o->format, &o->slices, &o->network, &o->placement, &o->trace, &o->tokens, &o->workload};
   for (guint i = 0; i < G_N_ELEMENTS(strs); i++)
     g_clear_pointer(strs[i], g_free);
 }
@@ -67,6 +67,10 @@ void cli_run_options_add(CliArgs *a, CliRunOptions *o) {
       {"format", 0, 0, G_OPTION_ARG_STRING, &o->format, "text or json (default text)", "FMT"},
       {"network", 0, 0, G_OPTION_ARG_STRING, &o->network,
        "flow (flows sharing the cluster graph's links; default where the cluster has a fabric, except TeraPipe) or analytic (alpha-beta per tier; fast)", "MODEL"},
+      {"workload", 0, 0, G_OPTION_ARG_STRING, &o->workload,
+       "gpt (the whole training step; default) or layers (TeraPipe's benchmark: the transformer layers only, no "
+       "embedding, logits or loss; --schedule terapipe)",
+       "KIND"},
       {"placement", 0, 0, G_OPTION_ARG_STRING, &o->placement,
        "tp-dp-pp (Megatron's rank order; default), dp-outermost, or misaligned (TP groups straddle two nodes)",
        "ORDER"},
@@ -153,6 +157,7 @@ gboolean cli_plan_request(const CliRunOptions *o, SimPlanRequest *r, GError **er
   r->allow_oom = o->allow_oom;
   r->network = o->network;
   r->placement = o->placement;
+  r->workload = o->workload;
   return TRUE;
 }
 

@@ -6,7 +6,7 @@
 #include "cli.h"
 
 int cli_figure(int argc, char **argv) {
-  char *cluster_name = NULL, *profile_name = NULL, *format = NULL, *network = NULL;
+  char *cluster_name = NULL, *profile_name = NULL, *format = NULL, *network = NULL, *workload = NULL;
   gboolean list = FALSE;
   GOptionEntry entries[] = {
       {"list", 0, 0, G_OPTION_ARG_NONE, &list, "List the figures", NULL},
@@ -15,6 +15,8 @@ int cli_figure(int argc, char **argv) {
        "NAME|FILE"},
       {"format", 0, 0, G_OPTION_ARG_STRING, &format, "text or json (default text)", "FMT"},
       {"network", 0, 0, G_OPTION_ARG_STRING, &network, "flow or analytic, as for run (default: flow for SC21 figures, analytic for TeraPipe's)", "MODEL"},
+      {"workload", 0, 0, G_OPTION_ARG_STRING, &workload,
+       "TeraPipe figures: layers (TeraPipe's benchmark, the default) or gpt (the whole training step)", "KIND"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   CliArgs args;
   cli_args_init(&args, "NAME - regenerate a table or figure of the papers");
@@ -56,10 +58,15 @@ int cli_figure(int argc, char **argv) {
                 "--network %s is not available for the TeraPipe figures yet; leave --network out", network);
     goto fail;
   }
+  if (workload && !g_str_has_prefix(fig->name, "terapipe-")) {
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--workload applies to the TeraPipe figures; %s runs the whole training step", fig->name);
+    goto fail;
+  }
   if (!cli_load_machine(cluster_name ? cluster_name : trace_figure_default_cluster(fig->name), profile_name, &cluster,
                         &profile, &error))
     goto fail;
-  TraceFigureContext fc = {cluster, profile, network};
+  TraceFigureContext fc = {cluster, profile, network, workload};
   json = cJSON_CreateObject();
   cJSON_AddStringToObject(json, "figure", fig->name);
   text = fmt == CLI_TEXT ? g_string_new(NULL) : NULL;
@@ -84,6 +91,7 @@ done:
   g_free(profile_name);
   g_free(format);
   g_free(network);
+  g_free(workload);
   cli_args_clear(&args);
   return code;
 }

@@ -6,6 +6,8 @@
 double model_busbw_factor(ModelCollOp op, guint ranks) {
   if (op == MODEL_COLL_SENDRECV)
     return 1;
+  if (op == MODEL_COLL_BROADCAST)
+    return ranks > 1 ? 1 : 0;
   if (ranks <= 1)
     return 0;
   double n = ranks;

@@ -20,7 +20,14 @@
 
 #include "../topologies/cluster.h"
 
-typedef enum { MODEL_COLL_ALLREDUCE, MODEL_COLL_ALLGATHER, MODEL_COLL_REDUCESCATTER, MODEL_COLL_SENDRECV } ModelCollOp;
+/* The first four in the order of calibrate/'s CalibCollOp (fit.c casts). */
+typedef enum {
+  MODEL_COLL_ALLREDUCE,
+  MODEL_COLL_ALLGATHER,
+  MODEL_COLL_REDUCESCATTER,
+  MODEL_COLL_SENDRECV,
+  MODEL_COLL_BROADCAST
+} ModelCollOp;
 
 /* A collective measured on one node and fitted by `ptdsim fit` (a profile's
  * optional "collectives" block): for `op` on `ranks` GPUs of one node,
@@ -50,7 +57,8 @@ typedef struct {
 /* Seconds for `bus_bytes` under a measured fit (min over its ranges). */
 double model_coll_fit_time_s(const ModelCollFit *f, double bus_bytes);
 
-/* nccl-tests' bus-bandwidth factor for `op` on n ranks (1 for send/receive). */
+/* nccl-tests' bus-bandwidth factor for `op` on n ranks (1 for send/receive
+ * and broadcast, whose ring passes the whole buffer along n - 1 hops). */
 double model_busbw_factor(ModelCollOp op, guint ranks);
 
 /* Seconds for one ring collective of `bytes` (nccl-tests' size convention:

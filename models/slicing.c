@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compute.h"
 #include "layer.h"
 
 G_DEFINE_QUARK(model-slicing-error-quark, model_slicing_error)
@@ -27,6 +28,14 @@ void model_cell_slice_time(const ModelCell *c, guint b, guint tokens, guint cont
   double passes_bwd = c->recompute ? 2 : 1; /* recomputation forward, then the backward */
   *fwd_s = c->layers * f;
   *bwd_s = c->layers * (g + (c->recompute ? f : 0));
+  if (c->slice_grads && c->profile->kind == MODEL_PROFILE_ANALYTIC) {
+    double P = (double)model_layer_local_params(c->model, c->tp);
+    double kv = (double)b * c->model->seq_len * c->model->hidden / c->tp;
+    double accumulate = 12 * c->profile->kernel_launch_s + model_memop_time_s(c->profile, 6 * P) -
+                        c->profile->kernel_launch_s;
+    double clones = 2 * model_memop_time_s(c->profile, 4 * kv);
+    *bwd_s += c->layers * (accumulate + clones);
+  }
   if (c->head) {
     ModelShape slice = *c->model;
     slice.seq_len = tokens; /* the logits of this slice's tokens */
@@ -434,23 +443,163 @@ void model_token_dp_pipe(guint n, guint K, double eps_s, const ModelPipeCost *pc
   g_free(row);
 }
 
-double model_batch_knapsack(const double *T_b, guint B, GArray *batch) {
-  double *best = g_new(double, B + 1);
-  guint *pick = g_new(guint, B + 1);
+/* One batch size's cost tables (rows as in model_token_dp_pipe). */
+typedef struct {
+  gsize *row;
+  double *cost, *bound;
+  gboolean *mono;
+} SizeTables;
+
+static void size_tables(guint n, const ModelPipeCost *pc, SizeTables *t) {
+  gsize cells = 0;
+  t->row = g_new(gsize, n + 1);
+  for (guint p = 0; p < n; p++) {
+    t->row[p] = cells;
+    cells += n - p;
+  }
+  t->row[n] = cells;
+  t->cost = g_new(double, MAX(cells, 1));
+  t->bound = g_new(double, MAX(cells, 1));
+  t->mono = g_new(gboolean, MAX(n, 1));
+  for (guint p = 0; p < n; p++) {
+    t->mono[p] = TRUE;
+    for (guint l = 1; l <= n - p; l++) {
+      gsize at = t->row[p] + l - 1;
+      double c = pc->last(l, p, pc->data);
+      double u = pc->cell ? pc->cell(l, p, pc->data) : c;
+      double h = pc->hop ? pc->hop(l, p, pc->data) : 0;
+      t->cost[at] = c;
+      t->bound[at] = u + h;
+      if (l > 1 && t->bound[at] < t->bound[at - 1])
+        t->mono[p] = FALSE;
+    }
+  }
+}
+
+static void size_tables_clear(SizeTables *t) {
+  g_free(t->row);
+  g_free(t->cost);
+  g_free(t->bound);
+  g_free(t->mono);
+}
+
+/* S(tmax): the least sum of c over slicings of n positions whose every
+ * slice has d <= tmax (INFINITY if none); `choice` for the backtrack. */
+static double bounded_sum(const SizeTables *t, guint n, double tmax, double *S, guint *choice) {
+  S[0] = 0;
+  for (guint i = 1; i <= n; i++)
+    S[i] = INFINITY;
+  for (guint p = 0; p < n; p++) {
+    if (S[p] == INFINITY)
+      continue;
+    const double *c = t->cost + t->row[p], *d = t->bound + t->row[p];
+    for (guint l = 1; l <= n - p; l++) {
+      if (d[l - 1] > tmax) {
+        if (t->mono[p])
+          break;
+        continue;
+      }
+      double v = S[p] + c[l - 1];
+      if (v < S[p + l]) {
+        S[p + l] = v;
+        choice[p + l] = l;
+      }
+    }
+  }
+  return S[n];
+}
+
+/* The least sum over batch partitions of B given each size's sum (a 1-D
+ * knapsack); `pick[x]` the size taken last for x sequences. */
+static double knapsack(const double *sum_b, guint B, double *best, guint *pick) {
   best[0] = 0;
   for (guint x = 1; x <= B; x++) {
     best[x] = INFINITY;
     for (guint b = 1; b <= x; b++)
-      if (best[x - b] + T_b[b - 1] < best[x]) {
-        best[x] = best[x - b] + T_b[b - 1];
+      if (best[x - b] + sum_b[b - 1] < best[x]) {
+        best[x] = best[x - b] + sum_b[b - 1];
         pick[x] = b;
       }
   }
+  return best[B];
+}
+
+void model_joint_slicing(guint B, guint n, guint K, double eps_s, const ModelPipeCost *per_b, GArray *batch,
+                         GPtrArray *tokens, ModelJointSlicing *out) {
+  memset(out, 0, sizeof *out);
+  out->J = INFINITY;
   g_array_set_size(batch, 0);
-  for (guint x = B; x > 0; x -= pick[x])
-    g_array_append_val(batch, pick[x]);
-  double total = best[B];
+  g_ptr_array_set_size(tokens, 0);
+  if (B == 0 || n == 0)
+    return;
+  SizeTables *tab = g_new(SizeTables, B);
+  gsize cells = (gsize)n * (n + 1) / 2;
+  double *cand = g_new(double, cells * B);
+  for (guint b = 0; b < B; b++) {
+    size_tables(n, &per_b[b], &tab[b]);
+    memcpy(cand + cells * b, tab[b].bound, cells * sizeof(double));
+  }
+  qsort(cand, cells * B, sizeof(double), cmp_double);
+  double *S = g_new(double, n + 1), *sum_b = g_new(double, B), *best = g_new(double, B + 1);
+  guint *choice = g_new(guint, n + 1), *pick = g_new(guint, B + 1);
+  /* The unbounded optimum: a lower bound of the summed part at any t_max. */
+  for (guint b = 0; b < B; b++)
+    sum_b[b] = bounded_sum(&tab[b], n, INFINITY, S, choice);
+  double floor_sum = knapsack(sum_b, B, best, pick);
+  double last = -INFINITY, best_t = 0;
+  for (gsize ci = 0; ci < cells * B; ci++) {
+    double tmax = cand[ci];
+    if ((ci > 0 && tmax == cand[ci - 1]) || tmax < last + eps_s)
+      continue;
+    if ((K - 1.0) * tmax + floor_sum >= out->J)
+      break; /* no larger bound can win */
+    last = tmax;
+    out->candidates_solved++;
+    for (guint b = 0; b < B; b++)
+      sum_b[b] = bounded_sum(&tab[b], n, tmax, S, choice);
+    double J = knapsack(sum_b, B, best, pick) + (K - 1.0) * tmax;
+    if (J < out->J) {
+      out->J = J;
+      best_t = tmax;
+    }
+  }
+  if (isfinite(out->J)) {
+    /* Rebuild the answer at its bound: the partition, then each size's
+     * slicing; its actual largest d. */
+    for (guint b = 0; b < B; b++)
+      sum_b[b] = bounded_sum(&tab[b], n, best_t, S, choice);
+    double total = knapsack(sum_b, B, best, pick);
+    for (guint x = B; x > 0; x -= pick[x])
+      g_array_append_val(batch, pick[x]);
+    /* largest first, so equal sizes sit together */
+    for (guint i = 1; i < batch->len; i++)
+      for (guint j = i; j > 0 && g_array_index(batch, guint, j) > g_array_index(batch, guint, j - 1); j--) {
+        guint tmp = g_array_index(batch, guint, j);
+        g_array_index(batch, guint, j) = g_array_index(batch, guint, j - 1);
+        g_array_index(batch, guint, j - 1) = tmp;
+      }
+    for (guint k = 0; k < batch->len; k++) {
+      const SizeTables *t = &tab[g_array_index(batch, guint, k) - 1];
+      bounded_sum(t, n, best_t, S, choice);
+      GArray *len = g_array_new(FALSE, FALSE, sizeof(guint));
+      for (guint i = n; i > 0; i -= choice[i])
+        g_array_prepend_val(len, choice[i]);
+      for (guint m = 0, p = 0; m < len->len; m++) {
+        guint l = g_array_index(len, guint, m);
+        out->t_max = fmax(out->t_max, t->bound[t->row[p] + l - 1]);
+        p += l;
+      }
+      g_ptr_array_add(tokens, len);
+    }
+    out->J = total + (K - 1.0) * out->t_max; /* its own largest d, at most the bound */
+  }
+  for (guint b = 0; b < B; b++)
+    size_tables_clear(&tab[b]);
+  g_free(tab);
+  g_free(cand);
+  g_free(S);
+  g_free(sum_b);
   g_free(best);
+  g_free(choice);
   g_free(pick);
-  return total;
 }

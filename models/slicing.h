@@ -43,9 +43,19 @@
  * a flow shop of K - 1 cells and K - 1 hops before the last cell.  With
  * u = c and h = 0 and Eq. 5 scoring this is Algorithm 1 unchanged.
  *
- * Joint batch slicing (section 3.4): the token DP for every batch-slice size
- * b = 1..B gives T_b; batch slices b_1..b_D summing to B are chosen to
- * minimise sum T_{b_k}, a 1-D knapsack.
+ * Joint batch and token slicing (section 3.4), as the authors' planner does
+ * it (latency_model.py planning(): the fill (K - 1) max t added once to the
+ * summed slice times of all batch slices): batch slices b_1..b_D summing to
+ * B, each with its token slicing, minimising
+ *     J = sum_k sum_m c_{b_k}(slice) + (K - 1) max_{k,m} d_{b_k}(slice)
+ * (d = u + h; Eq. 5 with the pipeline filled once per iteration, not once per
+ * batch slice).  For a bound t_max on d: the token DP gives, for every size
+ * b, the least sum of c with every d <= t_max, S_b(t_max); a knapsack over
+ * the sizes gives the least sum; J(t_max) = knapsack + (K - 1) t_max, and the
+ * answer is the least J over the candidates t_max (every d of every size,
+ * ascending, eps-skipped as Algorithm 1; stopped once (K - 1) t_max plus the
+ * unbounded knapsack reaches the best J).  With eps = 0 it is exact, and pure
+ * batch slicing (one token slice per batch slice) is one of its answers.
  */
 #pragma once
 
@@ -66,6 +76,14 @@ typedef struct {
   gboolean recompute;  /* backward re-runs the forward first */
   gboolean fused;
   gboolean head;       /* the cell also runs the logit layer and loss (the last stage) */
+  /* TeraPipe's per-slice backward (test_transformer_terapipe.py): each
+   * slice's torch.autograd.grad is followed by w.grad += grad_w for every
+   * weight tensor of the layer (a read-modify-write of its fp16 gradients,
+   * 6 bytes per local parameter, one kernel per tensor: 12 per layer), and
+   * the attention cache's backward clones the full-length K and V gradients
+   * (transformer_models.py: grad_cache_output.clone()), b s h / t elements
+   * each, read and written. */
+  gboolean slice_grads;
 } ModelCell;
 
 /* Direct cost of one slice on one cell: forward and backward (the backward
@@ -135,6 +153,15 @@ void model_slicing_clear(ModelSlicing *s);
 double model_slicing_objective(const guint *len, guint n_slices, guint K, ModelSliceFn fn, gpointer data);
 double model_slicing_score(const guint *len, guint n_slices, guint K, const ModelPipeCost *pc);
 
-/* Joint batch and token slicing: T_b for b = 1..B from `token[b-1]`, then the
- * knapsack.  Fills `batch` (sizes, in order) and returns sum T_{b_k}. */
-double model_batch_knapsack(const double *T_b, guint B, GArray *batch);
+/* The joint slicing of B sequences of n positions on K cells; `per_b[b-1]`
+ * gives the per-slice times of a batch slice of b sequences (its `last`,
+ * `cell` and `hop`; `share` and `path` are not used).  Fills `batch`
+ * (guint sizes, largest first) and `tokens` (one GArray of guint granule
+ * lengths per batch slice, in sequence order), returns J. */
+typedef struct {
+  double J;        /* the objective of the answer, seconds */
+  double t_max;    /* its largest d */
+  guint candidates_solved;
+} ModelJointSlicing;
+void model_joint_slicing(guint B, guint n, guint K, double eps_s, const ModelPipeCost *per_b, GArray *batch,
+                         GPtrArray *tokens, ModelJointSlicing *out);

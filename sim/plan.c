@@ -166,6 +166,14 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     FAIL("--schedule terapipe all-reduces gradients after the flush; drop --ddp %s", r->ddp);
   if (sched == SIM_SCHEDULE_TERAPIPE && r->no_symmetry)
     FAIL("--no-symmetry is not available with --schedule terapipe (one GPU per cell is simulated); drop it");
+  if (!r->workload || strcmp(r->workload, "gpt") == 0)
+    plan->workload = SIM_WORKLOAD_GPT;
+  else if (strcmp(r->workload, "layers") == 0)
+    plan->workload = SIM_WORKLOAD_LAYERS;
+  else
+    FAIL("unknown --workload '%s'; use gpt (the whole training step) or layers (TeraPipe's benchmark)", r->workload);
+  if (plan->workload == SIM_WORKLOAD_LAYERS && sched != SIM_SCHEDULE_TERAPIPE)
+    FAIL("--workload layers is TeraPipe's benchmark workload; use it with --schedule terapipe");
 
   guint m_mb = (guint)(r->global_batch / per_step);
   guint v = 1;

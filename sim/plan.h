@@ -14,6 +14,12 @@ typedef enum { SIM_SCHEDULE_GPIPE, SIM_SCHEDULE_1F1B, SIM_SCHEDULE_INTERLEAVED, 
 typedef enum { SIM_SLICES_AUTO, SIM_SLICES_UNIFORM, SIM_SLICES_LIST } SimSlicesMode;
 #define SIM_MAX_SLICES 4096
 typedef enum { SIM_DDP_TORCH, SIM_DDP_LOCAL } SimDdp;
+/* What one iteration computes.  GPT: the whole training step (embedding,
+ * layers, logits and loss).  LAYERS: the transformer layers alone, as
+ * TeraPipe's evaluation benchmarks them (test_transformer_terapipe.py: random
+ * hidden states in, the mean of the last layer's output as the loss; no
+ * embedding, no logits). */
+typedef enum { SIM_WORKLOAD_GPT, SIM_WORKLOAD_LAYERS } SimWorkload;
 /* Where rank (tensor i, replica k, stage s) runs.  TP_DP_PP:
  * Megatron's order, GPU = i + t(k + d s); DP_OUTERMOST: GPU = i + t(s + p k);
  * MISALIGNED: Megatron's order shifted by half a node, so every
@@ -41,6 +47,7 @@ typedef struct {
   guint slice_len[SIM_MAX_SLICES]; /* list: tokens per slice, in sequence order */
   gboolean flow_network; /* --network flow: communication as flows on the cluster graph */
   SimPlacement placement;
+  SimWorkload workload;
 } SimPlan;
 
 /* What the command line gave; 0 means "not given". */
@@ -58,6 +65,7 @@ typedef struct {
   guint granularity;    /* 0: 8, as TeraPipe's code */
   const char *network;   /* NULL: flow where the cluster has a fabric, except TeraPipe (analytic) */
   const char *placement; /* NULL: tp-dp-pp */
+  const char *workload;  /* NULL: gpt */
 } SimPlanRequest;
 
 #define SIM_PLAN_ERROR (sim_plan_error_quark())

@@ -74,19 +74,24 @@ typedef struct {
   double bytes_embedding; /* the tied-embedding all-reduce's part of bytes_dp */
 } Build;
 
+/* TeraPipe's rank order (mpu/initialize.py initialize_model_parallel):
+ * tensor-parallel ranks fastest, then pipeline stages, then data-parallel
+ * replicas, GPU = i + t (s + p k): consecutive stages share a node and the
+ * replicas are spread across nodes. */
+static guint gpu_of(const Build *b, guint i, guint k, guint s) { return i + b->pl->tp * (s + b->pl->pp * k); }
+
 static guint node_of(const Build *b, guint i, guint k, guint s) {
-  return (i + b->pl->tp * (k + b->pl->dp * s)) / b->cluster->gpus_per_node;
+  return gpu_of(b, i, k, s) / b->cluster->gpus_per_node;
 }
 
-/* GPUs of stage s's node (the one of rank 0, replica 0) that send to a
- * different node when stage s sends to stage d: all the symmetric ranks send
- * at the same time, so they share the node's NICs. */
+/* Ranks on stage s's node (that of replica 0) that send to a different
+ * node when stage s sends to stage d: one rank per replica sends (hop_parts),
+ * the replicas at the same time, so those on one node share its NICs. */
 static guint cross_senders(const Build *b, guint s, guint d) {
   guint home = node_of(b, 0, 0, s), count = 0;
   for (guint k = 0; k < b->pl->dp; k++)
-    for (guint i = 0; i < b->pl->tp; i++)
-      if (node_of(b, i, k, s) == home && node_of(b, i, k, d) != home)
-        count++;
+    if (node_of(b, 0, k, s) == home && node_of(b, 0, k, d) != home)
+      count++;
   return count;
 }
 
@@ -116,17 +121,21 @@ static double p2p_time(const Build *b, double bytes, guint s, guint d) {
 
 
 /* The charge of one cell hop for a slice of `tokens` tokens of b sequences,
- * from stage s to stage d: the send of its fp16 activations (or their
- * gradient) -- b i h / t per rank with scatter/gather -- and the receiving
- * group's NVLink all-gather.  emit_transfers charges exactly this. */
+ * from stage s to stage d, as TeraPipe's code sends it
+ * (test_transformer_terapipe.py): one rank of the sending tensor group
+ * broadcasts the whole fp16 activation (or its gradient) to one rank of the
+ * receiving group over a two-rank group, which then broadcasts it inside its
+ * tensor group (dist.broadcast, synchronous on the compute stream).
+ * emit_transfers charges exactly this. */
 static void hop_parts(const Build *b, guint seqs, guint tokens, guint s, guint d, double *send_s, double *gather_s) {
   const SimPlan *pl = b->pl;
-  gboolean sg = pl->scatter_gather && pl->tp > 1;
   double full = 2.0 * seqs * tokens * pl->model.hidden;
-  *send_s = p2p_time(b, sg ? full / pl->tp : full, s, d);
-  *gather_s = sg ? model_collective_time_s(&b->net, MODEL_COLL_ALLGATHER, full, pl->tp,
-                                           (pl->tp + b->cluster->gpus_per_node - 1) / b->cluster->gpus_per_node, NULL)
-                 : 0;
+  *send_s = p2p_time(b, full, s, d);
+  *gather_s = pl->tp > 1 ? model_collective_time_s(&b->net, MODEL_COLL_BROADCAST, full, pl->tp,
+                                                   (pl->tp + b->cluster->gpus_per_node - 1) /
+                                                       b->cluster->gpus_per_node,
+                                                   NULL)
+                         : 0;
 }
 
 /* Mean over the K - 1 boundaries of the forward plus the backward hop: the
@@ -148,8 +157,17 @@ static double mean_hop_s(const Build *b, guint seqs, guint tokens) {
 static ModelCell plan_cell(const SimPlan *pl, const ModelProfile *profile, const ModelNet *net,
                            const TopoCluster *cluster) {
   ModelCell c = {profile, &pl->model, net, pl->tp, (pl->tp + cluster->gpus_per_node - 1) / cluster->gpus_per_node,
-                 pl->model.layers / pl->pp, pl->recompute, pl->fusion, FALSE};
+                 pl->model.layers / pl->pp, pl->recompute, pl->fusion, FALSE, TRUE};
   return c;
+}
+
+/* Parameters of one GPU of stage s: the layers' shard, plus the embedding
+ * and logits with the GPT workload (TeraPipe's benchmark has neither). */
+static guint64 stage_params(const SimPlan *pl, guint s) {
+  guint lps = pl->model.layers / pl->pp;
+  if (pl->workload == SIM_WORKLOAD_LAYERS)
+    return lps * model_layer_local_params(&pl->model, pl->tp);
+  return model_stage_params(&pl->model, pl->tp, pl->pp, s, lps);
 }
 
 static ModelNet plan_net(const ModelProfile *profile, const TopoCluster *cluster) {
@@ -163,7 +181,6 @@ typedef struct {
   ModelSliceCost cost;
   double *less; /* [n + 1]: u - c of a slice of k granules */
   double *hop;  /* [n + 1]: h of a slice of k granules */
-  double *fwd;  /* [n + 1]: the forward's share of a cell's time, without context */
 } DpCost;
 
 static double dp_last(guint len, guint start, gpointer data) {
@@ -172,11 +189,6 @@ static double dp_last(guint len, guint start, gpointer data) {
 
 static double dp_cell(guint len, guint start, gpointer data) {
   return dp_last(len, start, data) + ((DpCost *)data)->less[len];
-}
-
-static double dp_share(guint len, guint start, gpointer data) {
-  (void)start;
-  return ((DpCost *)data)->fwd[len];
 }
 
 static double dp_hop(guint len, guint start, gpointer data) {
@@ -191,7 +203,7 @@ gboolean sim_terapipe_choose(const SimPlan *pl, const ModelProfile *profile, con
   ModelCell cell = plan_cell(pl, profile, &hops.net, cluster);
   /* The fitted t(i, j) is the last cell's, which adds the logits and the
    * loss; the others are derived from it (DpCost). */
-  cell.head = TRUE;
+  cell.head = pl->workload == SIM_WORKLOAD_GPT;
   guint L = pl->model.seq_len, g = pl->granularity, Bp = pl->global_batch / pl->dp;
   if (pl->slices_mode != SIM_SLICES_AUTO) {
     for (guint k = 0; k < Bp / pl->micro_batch; k++) {
@@ -205,67 +217,65 @@ gboolean sim_terapipe_choose(const SimPlan *pl, const ModelProfile *profile, con
     }
     return TRUE;
   }
-  /* Joint batch and token slicing (section 3.4): the token DP for every
-   * batch-slice size, then the knapsack over sizes. */
-  double *T_b = g_new(double, Bp);
-  GPtrArray *tok = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
+  /* Joint batch and token slicing (section 3.4, the authors' planning()):
+   * every batch-slice size's cost, then one search over t_max with the fill
+   * charged once (models/slicing.h). */
+  DpCost *dc = g_new0(DpCost, Bp);
+  ModelPipeCost *pcs = g_new0(ModelPipeCost, Bp);
   double worst = 0, mean = 0;
-  for (guint b = 1; b <= Bp; b++) {
-    DpCost dc;
-    ModelSliceCost *cost = &dc.cost;
-    if (!model_slice_cost_fit(&cell, b, L, g, cost, error)) {
-      g_free(T_b);
-      g_ptr_array_free(tok, TRUE);
-      sim_terapipe_slicing_clear(out);
-      return FALSE;
-    }
+  gboolean ok = TRUE;
+  for (guint b = 1; ok && b <= Bp; b++) {
+    DpCost *d = &dc[b - 1];
+    ModelSliceCost *cost = &d->cost;
+    if (!(ok = model_slice_cost_fit(&cell, b, L, g, cost, error)))
+      break;
     worst = MAX(worst, cost->fit_max_rel_error);
     mean += cost->fit_mean_rel_error / Bp;
-    dc.less = g_new0(double, cost->n + 1);
-    dc.hop = g_new0(double, cost->n + 1);
-    dc.fwd = g_new0(double, cost->n + 1);
+    d->less = g_new0(double, cost->n + 1);
+    d->hop = g_new0(double, cost->n + 1);
     for (guint k = 1; k <= cost->n; k++) {
-      double f, bw, tf, tb;
-      model_cell_slice_time(&cell, b, k * g, 0, &f, &bw, &tf, &tb);
-      dc.fwd[k] = (f + tf) / (f + bw + tf + tb);
       ModelShape slice = pl->model;
       slice.seq_len = k * g;
-      double hf, hb, ef, eb;
-      model_head_cost(profile, &slice, pl->tp, b, &hf, &hb);
-      model_embedding_cost(profile, &slice, pl->tp, b, &ef, &eb);
-      dc.less[k] = -(hf + hb) + (pl->pp > 1 ? (ef + eb) / (pl->pp - 1) : 0);
-      dc.hop[k] = mean_hop_s(&hops, b, k * g);
+      double hf = 0, hb = 0, ef = 0, eb = 0;
+      if (pl->workload == SIM_WORKLOAD_GPT) {
+        model_head_cost(profile, &slice, pl->tp, b, &hf, &hb);
+        model_embedding_cost(profile, &slice, pl->tp, b, &ef, &eb);
+      }
+      d->less[k] = -(hf + hb) + (pl->pp > 1 ? (ef + eb) / (pl->pp - 1) : 0);
+      d->hop[k] = mean_hop_s(&hops, b, k * g);
     }
-    ModelSlicing sl;
-    /* eps 0.1 ms, as the paper; cells, hops and the critical path as the
-     * simulator will charge them (ptdsim's refinement, models/slicing.h) */
-    ModelPipeCost pc = {dp_last, dp_cell, dp_hop, dp_share, &dc, TRUE};
-    model_token_dp_pipe(cost->n, pl->pp, 1e-4, &pc, &sl);
-    out->candidates_solved += sl.candidates_solved;
-    T_b[b - 1] = sl.T;
-    GArray *t = g_array_new(FALSE, FALSE, sizeof(guint));
-    for (guint m = 0; m < sl.n_slices; m++) {
-      guint len = sl.len[m] * g;
-      g_array_append_val(t, len);
-    }
-    g_ptr_array_add(tok, t);
-    model_slicing_clear(&sl);
-    model_slice_cost_clear(cost);
-    g_free(dc.less);
-    g_free(dc.hop);
-    g_free(dc.fwd);
+    pcs[b - 1] = (ModelPipeCost){dp_last, dp_cell, dp_hop, NULL, d, FALSE};
   }
-  GArray *sizes = g_array_new(FALSE, FALSE, sizeof(guint));
-  out->predicted_s = model_batch_knapsack(T_b, Bp, sizes);
-  for (guint k = 0; k < sizes->len; k++) {
-    guint b = g_array_index(sizes, guint, k);
-    add_slice(out, b, g_array_ref(g_ptr_array_index(tok, b - 1)));
+  if (ok) {
+    GArray *sizes = g_array_new(FALSE, FALSE, sizeof(guint));
+    GPtrArray *tok = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
+    ModelJointSlicing js;
+    /* eps 0.1 ms, as the paper */
+    model_joint_slicing(Bp, L / g, pl->pp, 1e-4, pcs, sizes, tok, &js);
+    out->predicted_s = js.J;
+    out->candidates_solved = js.candidates_solved;
+    for (guint k = 0; k < sizes->len; k++) {
+      GArray *t = g_ptr_array_index(tok, k);
+      for (guint m = 0; m < t->len; m++)
+        g_array_index(t, guint, m) *= g;
+      add_slice(out, g_array_index(sizes, guint, k), g_array_ref(t));
+    }
+    g_array_free(sizes, TRUE);
+    g_ptr_array_free(tok, TRUE);
+  }
+  for (guint b = 0; b < Bp; b++) {
+    model_slice_cost_clear(&dc[b].cost);
+    g_free(dc[b].less);
+    g_free(dc[b].hop);
+  }
+  g_free(dc);
+  g_free(pcs);
+  if (!ok) {
+    sim_terapipe_slicing_clear(out);
+    return FALSE;
   }
   out->fit_max_rel_error = worst;
   out->fit_mean_rel_error = mean;
-  g_array_free(sizes, TRUE);
-  g_ptr_array_free(tok, TRUE);
-  g_free(T_b);
   return TRUE;
 }
 
@@ -356,9 +366,9 @@ static void emit_items(Build *b, const ModelCell *cell, const ModelProfile *prof
       ModelShape slice = pl->model;
       slice.seq_len = it->tokens; /* embedding and logits of this slice's tokens */
       double ef = 0, eb = 0, hf = 0, hb = 0;
-      if (s == 0)
+      if (s == 0 && pl->workload == SIM_WORKLOAD_GPT)
         model_embedding_cost(profile, &slice, pl->tp, it->b, &ef, &eb);
-      if (s == b->p - 1)
+      if (s == b->p - 1 && pl->workload == SIM_WORKLOAD_GPT)
         model_head_cost(profile, &slice, pl->tp, it->b, &hf, &hb);
       double comp = it->fwd ? cost[j].fwd + ef + hf : cost[j].bwd + eb + hb;
       double tp = it->fwd ? cost[j].tp_fwd : cost[j].tp_bwd;
@@ -379,7 +389,6 @@ static void emit_items(Build *b, const ModelCell *cell, const ModelProfile *prof
 
 static void emit_transfers(Build *b) {
   const SimPlan *pl = b->pl;
-  gboolean sg = pl->scatter_gather && pl->tp > 1;
   for (guint s = 0; s < b->p; s++)
     for (guint j = 0; j < b->n; j++) {
       const Item *it = &b->items[j];
@@ -387,18 +396,21 @@ static void emit_transfers(Build *b) {
         continue;
       guint d = it->fwd ? s + 1 : s - 1;
       double full = 2.0 * it->b * it->tokens * pl->model.hidden; /* fp16 activations or their gradient */
-      double per_rank = sg ? full / pl->tp : full, send_s, gather_s;
+      double send_s, gather_s;
       hop_parts(b, it->b, it->tokens, s, d, &send_s, &gather_s);
       SimOpTag t = tag(CAT_PP, it->fwd, s, j);
       guint streams[2] = {s * N_STREAMS + STREAM_SEND, d * N_STREAMS + STREAM_RECV};
       guint64 pos[2] = {2ull * j, 2ull * j};
       guint x = sim_engine_add_op_at(b->e, ns(send_s), streams, pos, 2, &t);
       sim_engine_add_dep(b->e, b->last[s * b->n + j], x);
-      b->bytes_pp += per_rank * pl->tp * pl->dp;
+      /* The broadcast is synchronous on the sender's compute stream: its
+       * next slice starts after the transfer. */
+      if (j + 1 < b->n)
+        sim_engine_add_dep(b->e, x, b->first[s * b->n + j + 1]);
+      b->bytes_pp += full * pl->dp; /* one sender per replica */
       guint ready = x;
-      if (sg) {
-        /* Scatter/gather (SC21 section 4.1): the receiving group rebuilds
-         * the tensor over NVLink. */
+      if (pl->tp > 1) {
+        /* the receiving rank broadcasts it to its tensor group (NVLink) */
         t.category = CAT_PP_GATHER;
         guint st = d * N_STREAMS + STREAM_RECV;
         guint64 gp = 2ull * j + 1;
@@ -411,12 +423,11 @@ static void emit_transfers(Build *b) {
 
 static void emit_dp_and_optimizer(Build *b, const ModelProfile *profile) {
   const SimPlan *pl = b->pl;
-  guint lps = pl->model.layers / b->p;
   guint *gate = g_new(guint, b->p);
   for (guint s = 0; s < b->p; s++)
     gate[s] = G_MAXUINT;
   /* Tied word embeddings: first and last stage all-reduce their copies. */
-  if (b->p > 1) {
+  if (b->p > 1 && pl->workload == SIM_WORKLOAD_GPT) {
     double bytes = 2.0 * pl->model.vocab * pl->model.hidden / pl->tp;
     guint streams[2] = {0 * N_STREAMS + STREAM_DP, (b->p - 1) * N_STREAMS + STREAM_DP};
     gboolean same = node_of(b, 0, 0, 0) == node_of(b, 0, 0, b->p - 1);
@@ -431,7 +442,7 @@ static void emit_dp_and_optimizer(Build *b, const ModelProfile *profile) {
     b->bytes_embedding = bytes * 2.0 * pl->dp * pl->tp;
   }
   for (guint s = 0; s < b->p; s++) {
-    guint64 params = model_stage_params(&pl->model, pl->tp, b->p, s, lps);
+    guint64 params = stage_params(pl, s);
     guint after = b->last[s * b->n + b->n - 1];
     SimOpTag t = {CAT_DP, 2, (gint32)s, 0, 0, -1};
     if (pl->dp > 1) {
@@ -458,8 +469,12 @@ static void measure(Build *b, const ModelProfile *profile, guint total_slices, S
   const SimPlan *pl = b->pl;
   SimTime makespan = sim_engine_makespan(b->e);
   r->iteration_time_s = (double)makespan * 1e-9;
-  double F = model_flops_per_iteration(&pl->model, pl->global_batch);
-  double Fhw = model_hardware_flops_per_iteration(&pl->model, pl->global_batch, pl->recompute);
+  /* The layers workload has no logits: Eq. 3 without its vocabulary term. */
+  ModelShape counted = pl->model;
+  if (pl->workload == SIM_WORKLOAD_LAYERS)
+    counted.vocab = 0;
+  double F = model_flops_per_iteration(&counted, pl->global_batch);
+  double Fhw = model_hardware_flops_per_iteration(&counted, pl->global_batch, pl->recompute);
   r->tflops_per_gpu = F / r->iteration_time_s / pl->gpus / 1e12;
   r->hardware_tflops_per_gpu = Fhw / r->iteration_time_s / pl->gpus / 1e12;
   r->percent_of_peak = 100.0 * r->tflops_per_gpu * 1e12 / profile->peak_flops;
@@ -486,37 +501,37 @@ static void measure(Build *b, const ModelProfile *profile, guint total_slices, S
   r->breakdown = (SimBreakdown){parts[SIM_CLS_COMPUTE], parts[SIM_CLS_TP], parts[SIM_CLS_PP],
                                 parts[SIM_CLS_DP],      parts[SIM_CLS_OPT], parts[SIM_N_CLS]};
 
-  /* Effective bisection bandwidth of pipeline traffic: bytes over the cut
-   * between stages p/2-1 and p/2 (both directions) over the time such
-   * transfers are in flight; data-parallel: the ring's two crossings of the
-   * replica cut over the time the gradient all-reduces run. */
+  /* Effective bisection bandwidth, one direction of the cut (as PTD-P's,
+   * sim/ptdp.c bisection_rate).  Pipeline: the sends between stages p/2-1
+   * and p/2, each direction's bytes over the union of its sends' intervals,
+   * the busier direction.  Data-parallel: a ring crosses the replica cut
+   * once each way, 2 (d-1)/d of the gradients, over the time the gradient
+   * all-reduces run. */
   r->bytes_tp = b->bytes_tp;
   r->bytes_pp = b->bytes_pp;
   r->bytes_dp = b->bytes_dp;
   r->bytes_embedding = b->bytes_embedding;
   if (b->p > 1) {
     guint lo = b->p / 2 - 1;
-    g_array_set_size(edges, 0);
-    double cross = 0;
-    for (guint j = 0; j < b->n; j++) {
-      const Item *it = &b->items[j];
-      cross += 2.0 * it->b * it->tokens * pl->model.hidden * pl->dp; /* one direction per item */
-    }
-    for (guint kind = STREAM_SEND; kind <= STREAM_SEND; kind++)
-      for (guint s = lo; s <= lo + 1; s++) {
-        guint n;
-        const guint *ops = sim_engine_stream_ops(b->e, s * N_STREAMS + kind, &n);
-        for (guint j = 0; j < n; j++) {
-          const guint *st = sim_engine_op_streams(b->e, ops[j]);
-          guint to = st[1] / N_STREAMS;
-          if ((s == lo && to == lo + 1) || (s == lo + 1 && to == lo))
-            sim_exposed_add_op(edges, b->e, ops[j]);
-        }
+    for (guint dir = 0; dir < 2; dir++) {
+      g_array_set_size(edges, 0);
+      double cross = 0;
+      guint from = dir == 0 ? lo : lo + 1, to = dir == 0 ? lo + 1 : lo;
+      guint n;
+      const guint *ops = sim_engine_stream_ops(b->e, from * N_STREAMS + STREAM_SEND, &n);
+      for (guint j = 0; j < n; j++) {
+        const guint *st = sim_engine_op_streams(b->e, ops[j]);
+        if (st[1] / N_STREAMS != to)
+          continue;
+        const Item *it = &b->items[sim_engine_op_tag(b->e, ops[j])->microbatch];
+        cross += 2.0 * it->b * it->tokens * pl->model.hidden * pl->dp;
+        sim_exposed_add_op(edges, b->e, ops[j]);
       }
-    double u[SIM_N_CLS + 1];
-    sim_exposed_split(edges, 0, u);
-    double secs = u[SIM_CLS_PP];
-    r->bisection_pp_GBps = secs > 0 ? cross / secs / 1e9 : 0;
+      double u[SIM_N_CLS + 1];
+      sim_exposed_split(edges, 0, u);
+      if (u[SIM_CLS_PP] > 0)
+        r->bisection_pp_GBps = fmax(r->bisection_pp_GBps, cross / u[SIM_CLS_PP] / 1e9);
+    }
   }
   if (pl->dp > 1) {
     g_array_set_size(edges, 0);
@@ -527,11 +542,11 @@ static void measure(Build *b, const ModelProfile *profile, guint total_slices, S
       for (guint j = 0; j < n; j++)
         if (sim_engine_op_tag(b->e, ops[j])->layer == -1)
           sim_exposed_add_op(edges, b->e, ops[j]);
-      grad += 2.0 * model_stage_params(&pl->model, pl->tp, b->p, s, pl->model.layers / b->p) * pl->tp;
+      grad += 2.0 * stage_params(pl, s) * pl->tp;
     }
     double u[SIM_N_CLS + 1];
     sim_exposed_split(edges, 0, u);
-    double cross = 2.0 * model_busbw_factor(MODEL_COLL_ALLREDUCE, pl->dp) * grad;
+    double cross = model_busbw_factor(MODEL_COLL_ALLREDUCE, pl->dp) * grad;
     r->bisection_dp_GBps = u[SIM_CLS_DP] > 0 ? cross / u[SIM_CLS_DP] / 1e9 : 0;
   }
   g_array_free(edges, TRUE);
@@ -542,8 +557,9 @@ static void measure(Build *b, const ModelProfile *profile, guint total_slices, S
 }
 
 /* Memory of stage s as TeraPipe keeps it: the whole minibatch's activations
- * until the flush (all forwards run before any backward).
- * With recomputation (TeraPipe's code checkpoints each cell), per layer the
+ * until the flush (all forwards run before any backward; TeraPipe's
+ * benchmark does not recompute).  With --recompute full (ptdsim's option:
+ * each cell checkpointed, which TeraPipe's code does not do), per layer the
  * attention keys and values of every token (the context later slices and the
  * recomputation need) and their accumulating gradients, 8 B s h / t bytes
  * for B sequences, plus each cell's fp16 input (2 B s h), plus one slice's
@@ -553,7 +569,7 @@ static void measure(Build *b, const ModelProfile *profile, guint total_slices, S
 static void stage_memory(const SimPlan *pl, const SimTeraPipeSlicing *sl, guint s, ModelMemory *out) {
   const ModelShape *m = &pl->model;
   guint lps = m->layers / pl->pp;
-  double P = (double)model_stage_params(m, pl->tp, pl->pp, s, lps);
+  double P = (double)stage_params(pl, s);
   double h = m->hidden, a = m->heads, t = pl->tp, V = m->vocab;
   double tokens = 0, all = 0, worst = 0, worst_tokens = 0;
   for (guint k = 0; k < sl->batch->len; k++) {
@@ -575,9 +591,9 @@ static void stage_memory(const SimPlan *pl, const SimTeraPipeSlicing *sl, guint 
     act = lps * (8.0 * tokens * h / t) + 2.0 * tokens * h + lps * worst;
   else
     act = lps * (all + 4.0 * tokens * h / t);
-  if (s == 0)
+  if (s == 0 && pl->workload == SIM_WORKLOAD_GPT)
     act += tokens * h; /* embedding dropout masks */
-  if (s == pl->pp - 1)
+  if (s == pl->pp - 1 && pl->workload == SIM_WORKLOAD_GPT)
     act += 6.0 * worst_tokens * V / t; /* one slice's logits, fp16 and fp32 */
   out->weights = 2 * P;
   out->gradients = 2 * P;
@@ -671,7 +687,7 @@ gboolean sim_terapipe_simulate_observed(const SimPlan *pl, const ModelProfile *p
       /* One GPU per stage: stage s runs on the first GPU of its tensor-parallel group, replica 0. */
       guint *gpus = g_new(guint, b.p);
       for (guint s = 0; s < b.p; s++)
-        gpus[s] = s * pl->tp * pl->dp;
+        gpus[s] = gpu_of(&b, 0, 0, s);
       SimTimeline tl = {b.e, pl, 1, 1, b.p, gpus, "slice", FALSE, total};
       ok = observe(&tl, data, error);
       g_free(gpus);

@@ -7,7 +7,9 @@
 
 #include "../models/layer.h"
 #include "../models/slicing.h"
+#include "../models/compute.h"
 #include "../sim/terapipe.h"
+#include "../sim/timeline.h"
 #include "../traces/terapipe_figs.h"
 
 /* --- cost functions for the DP --- */
@@ -300,38 +302,135 @@ static void test_dp_uniform_when_linear(void) {
   }
 }
 
-/* Why: the knapsack over batch-slice sizes must find the cheapest partition
- * of B (checked against all partitions of small B). */
-static void best_partition(const double *T, guint left, guint max_part, double acc, double *best) {
+/* Two tables behind one data pointer: c for `last`, d for `cell`. */
+typedef struct {
+  const Table *c, *d;
+} JointPair;
+
+static double pair_c(guint len, guint start, gpointer data) {
+  return table_cost(len, start, (gpointer)((const JointPair *)data)->c);
+}
+
+static double pair_d(guint len, guint start, gpointer data) {
+  return table_cost(len, start, (gpointer)((const JointPair *)data)->d);
+}
+
+/* The joint objective by brute force: every partition of B into batch
+ * slices (sizes non-increasing) and every slicing of each, J = sum of c +
+ * (K - 1) max of d, c[b-1] and d[b-1] the tables of size b. */
+typedef struct {
+  const Table *c, *d;
+  guint n, K;
+  double best;
+} Joint;
+
+static void joint_parts(Joint *j, guint left, guint max_part, double sum, double worst);
+
+/* Slices the current batch slice of size b from `start`, then goes on with
+ * the rest of the partition. */
+static void joint_slices(Joint *j, guint b, guint start, guint left, double sum, double worst) {
+  if (start == j->n) {
+    joint_parts(j, left, b, sum, worst);
+    return;
+  }
+  for (guint l = 1; start + l <= j->n; l++)
+    joint_slices(j, b, start + l, left, sum + table_cost(l, start, (gpointer)&j->c[b - 1]),
+                 MAX(worst, table_cost(l, start, (gpointer)&j->d[b - 1])));
+}
+
+static void joint_parts(Joint *j, guint left, guint max_part, double sum, double worst) {
   if (left == 0) {
-    *best = MIN(*best, acc);
+    j->best = MIN(j->best, sum + (j->K - 1.0) * worst);
     return;
   }
   for (guint b = MIN(left, max_part); b >= 1; b--)
-    best_partition(T, left - b, b, acc + T[b - 1], best);
+    joint_slices(j, b, 0, left - b, sum, worst);
 }
 
-static void test_knapsack(void) {
-  GRand *r = g_rand_new_with_seed(7);
-  for (guint B = 1; B <= 14; B++) {
-    double T[14];
-    for (guint b = 0; b < B; b++)
-      T[b] = g_rand_double_range(r, 0.5, 3.0) * (b + 1) * (b < 3 ? 1.5 : 1.0);
-    GArray *sizes = g_array_new(FALSE, FALSE, sizeof(guint));
-    double got = model_batch_knapsack(T, B, sizes), want = INFINITY;
-    best_partition(T, B, B, 0, &want);
-    g_assert_cmpfloat_with_epsilon(got, want, 1e-12 * want);
-    guint sum = 0;
-    double check = 0;
-    for (guint k = 0; k < sizes->len; k++) {
-      sum += g_array_index(sizes, guint, k);
-      check += T[g_array_index(sizes, guint, k) - 1];
-    }
-    g_assert_cmpuint(sum, ==, B);
-    g_assert_cmpfloat_with_epsilon(check, got, 1e-12 * got);
-    g_array_free(sizes, TRUE);
+/* Why: the joint batch and token DP must charge the pipeline fill once per
+ * iteration, as the authors' planner does (latency_model.py planning()),
+ * and find the exact optimum of that objective with eps = 0: brute force
+ * over all partitions of B and all slicings of every batch slice checks
+ * it, for random per-size costs c (the pacing cell) and bounds d (u + h,
+ * arbitrary against c). */
+static void test_joint_brute_force(void) {
+  static const guint Ks[] = {1, 2, 4, 24};
+  for (guint B = 1; B <= 4; B++)
+    for (guint n = 1; n <= 5; n++)
+      for (guint k = 0; k < G_N_ELEMENTS(Ks); k++) {
+        Table c[4], d[4];
+        ModelPipeCost pc[4];
+        for (guint b = 0; b < B; b++) {
+          c[b] = random_table(n, 100 * B + 10 * n + b, TRUE);
+          d[b] = random_table(n, 1000 + 100 * B + 10 * n + b, (b + n) % 2 == 0);
+        }
+        Joint want = {c, d, n, Ks[k], INFINITY};
+        joint_parts(&want, B, B, 0, 0);
+        GArray *sizes = g_array_new(FALSE, FALSE, sizeof(guint));
+        GPtrArray *tok = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
+        ModelJointSlicing js;
+        JointPair pairs[4];
+        for (guint b = 0; b < B; b++) {
+          pairs[b] = (JointPair){&c[b], &d[b]};
+          pc[b] = (ModelPipeCost){pair_c, pair_d, NULL, NULL, &pairs[b], FALSE};
+        }
+        model_joint_slicing(B, n, Ks[k], 0, pc, sizes, tok, &js);
+        g_assert_cmpfloat_with_epsilon(js.J, want.best, 1e-12 * want.best);
+        /* the answer is what it claims: a partition of B, slicings of n, its J */
+        guint total = 0;
+        double sum = 0, worst = 0;
+        for (guint i = 0; i < sizes->len; i++) {
+          guint b = g_array_index(sizes, guint, i);
+          GArray *t = g_ptr_array_index(tok, i);
+          total += b;
+          for (guint m = 0, p = 0; m < t->len; m++) {
+            guint l = g_array_index(t, guint, m);
+            sum += table_cost(l, p, &c[b - 1]);
+            worst = MAX(worst, table_cost(l, p, &d[b - 1]));
+            p += l;
+          }
+        }
+        g_assert_cmpuint(total, ==, B);
+        g_assert_cmpfloat_with_epsilon(sum + (Ks[k] - 1.0) * worst, js.J, 1e-12 * js.J);
+        g_assert_cmpfloat_with_epsilon(worst, js.t_max, 1e-15);
+        g_array_free(sizes, TRUE);
+        g_ptr_array_free(tok, TRUE);
+        for (guint b = 0; b < B; b++) {
+          g_free(c[b].c);
+          g_free(d[b].c);
+        }
+      }
+}
+
+/* Why: with the fill charged once, pure batch slicing -- every sequence
+ * its own batch slice, one token slice each (GPipe with microbatch 1) -- is
+ * reachable, as in the authors' planner; charged once per batch slice it
+ * never wins here.  A slice of b sequences, `len` positions from `start`
+ * costs b len (1 + start) (later slices attend over more context), on K = 3
+ * cells, B = 4, n = 4: four whole sequences give J = 4 x 4 + 2 x 4 = 24;
+ * one batch slice of 4 whole sequences 16 + 2 x 16 = 48; its four token
+ * slices cost 4, 8, 12, 16: 40 + 2 x 16 = 72. */
+static double context_c(guint len, guint start, gpointer data) {
+  return *(const guint *)data * (double)len * (1.0 + start);
+}
+
+static void test_joint_pure_batch(void) {
+  guint bs[4] = {1, 2, 3, 4};
+  ModelPipeCost pc[4];
+  for (guint b = 0; b < 4; b++)
+    pc[b] = (ModelPipeCost){context_c, NULL, NULL, NULL, &bs[b], FALSE};
+  GArray *sizes = g_array_new(FALSE, FALSE, sizeof(guint));
+  GPtrArray *tok = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
+  ModelJointSlicing js;
+  model_joint_slicing(4, 4, 3, 0, pc, sizes, tok, &js);
+  g_assert_cmpfloat(js.J, ==, 24);
+  g_assert_cmpuint(sizes->len, ==, 4);
+  for (guint i = 0; i < 4; i++) {
+    g_assert_cmpuint(g_array_index(sizes, guint, i), ==, 1);
+    g_assert_cmpuint(((GArray *)g_ptr_array_index(tok, i))->len, ==, 1);
   }
-  g_rand_free(r);
+  g_array_free(sizes, TRUE);
+  g_ptr_array_free(tok, TRUE);
 }
 
 /* --- on the shipped machine --- */
@@ -350,7 +449,8 @@ static void setting_plan(guint id, const char *slices, guint b, SimPlan *plan) {
 }
 
 static ModelCell setting_cell(const SimPlan *pl) {
-  ModelCell c = {v100, &pl->model, &aws_net, pl->tp, 1, pl->model.layers / pl->pp, pl->recompute, pl->fusion, TRUE};
+  /* without TeraPipe's per-slice gradient work: t(s, 0) is then one layer pass (slice-grads tests it) */
+  ModelCell c = {v100, &pl->model, &aws_net, pl->tp, 1, pl->model.layers / pl->pp, pl->recompute, pl->fusion, TRUE, FALSE};
   return c;
 }
 
@@ -419,13 +519,24 @@ static void test_dp_beats_uniform_everywhere(void) {
         best = MIN(best, model_slicing_objective(len, m, pl.pp, fitted, &cost));
       }
       g_assert_cmpfloat(s.T, <=, best * (1 + 1e-12));
-      /* the paper's eps = 0.1 ms costs at most about (K - 1) eps (observed,
-       * not guaranteed: a skipped candidate's slicing may only be matched
-       * by a later, larger one) */
+      /* The paper's eps = 0.1 ms trades exactness for fewer candidates:
+       * the accelerated answer is never better than the exact one, and
+       * solves no more candidates.  How much it loses is not bounded (a
+       * skipped candidate's slicing may only be matched by a much larger
+       * bound); it is reported, not asserted. */
       ModelSlicing fast;
       model_token_dp(cost.n, pl.pp, 1e-4, fitted, &cost, &fast);
-      g_assert_cmpfloat(fast.T, <=, s.T + (pl.pp - 1) * 1e-4 + 1e-12);
-      if (s.n_slices >= 4) {
+      g_assert_cmpfloat(fast.T, >=, s.T * (1 - 1e-12));
+      g_assert_cmpuint(fast.candidates_solved, <=, s.candidates_solved);
+      g_test_message("setting %u b %u: eps 0.1 ms loses %.3g ms of %.4g s ((K - 1) eps = %.3g ms)", id, bs[x],
+                     (fast.T - s.T) * 1e3, s.T, (pl.pp - 1) * 0.1);
+      /* The shape follows from the attention context where it matters -- a
+       * slice of the mean length costs at least 5% more at the end of the
+       * sequence than at its start -- and where slices are long enough
+       * (8 granules on average) for the granularity not to hide it. */
+      guint mean_len = MAX(1u, cost.n / MAX(1u, s.n_slices));
+      double grow = model_slice_cost_eval(&cost, mean_len, cost.n - mean_len) / model_slice_cost_eval(&cost, mean_len, 0);
+      if (s.n_slices >= 4 && grow > 1.05 && mean_len >= 8) {
         double head = 0, tail = 0;
         guint half = s.n_slices / 2;
         for (guint m = 0; m < half; m++)
@@ -448,6 +559,127 @@ static double simulate(const SimPlan *pl, const ModelProfile *prof, const TopoCl
   g_assert_true(sim_terapipe_simulate(pl, prof, cl, sl, r, &error));
   g_assert_no_error(error);
   return r->iteration_time_s;
+}
+
+/* --- TeraPipe as its code runs --- */
+
+typedef struct {
+  gboolean layers; /* the workload */
+  guint checked_sends;
+} RunCheck;
+
+static SimTime op_len(const SimEngine *e, guint op) { return sim_engine_op_end(e, op) - sim_engine_op_start(e, op); }
+
+static gboolean check_timeline(const SimTimeline *tl, gpointer data, GError **error) {
+  (void)error;
+  RunCheck *rc = data;
+  const SimEngine *e = tl->engine;
+  const SimPlan *pl = tl->plan;
+  guint K = SIM_TIMELINE_STREAM_KINDS, n_items = 0;
+  /* 5. rank order: stage s of replica 0 is GPU t s (tensor ranks, then
+   * stages, then replicas: mpu/initialize.py) */
+  for (guint s = 0; s < tl->p; s++)
+    g_assert_cmpuint(tl->gpu_of[s], ==, pl->tp * s);
+  const guint *comp0 = sim_engine_stream_ops(e, 0 * K + 0, &n_items);
+  for (guint op = 0; op < sim_engine_n_ops(e); op++) {
+    const SimOpTag *t = sim_engine_op_tag(e, op);
+    if (t->category == SIM_TIMELINE_CAT_PP) {
+      /* all four stages share node 0, so every hop is an NVLink send of
+       * the whole slice from one rank: latency + bytes / NVLink p2p */
+      ModelNet net = {.hw = aws->net};
+      guint j = (guint)t->microbatch;
+      double bytes = 2.0 * 1 * (pl->model.seq_len / pl->n_slices) * pl->model.hidden; /* uniform:4, b = 1 */
+      g_assert_cmpint(op_len(e, op), ==, llround(model_p2p_time_s(&net, bytes, TRUE) * 1e9));
+      /* 6. the sender's next slice waits for the send (a synchronous
+       * broadcast on its compute stream) */
+      guint n;
+      const guint *comp = sim_engine_stream_ops(e, (guint)t->stage * K + 0, &n);
+      if (j + 1 < n && sim_engine_op_tag(e, comp[j + 1])->category == SIM_TIMELINE_CAT_COMPUTE)
+        g_assert_cmpint(sim_engine_op_start(e, comp[j + 1]), >=, sim_engine_op_end(e, op));
+      rc->checked_sends++;
+    }
+    /* 7. the layers workload has no tied-embedding all-reduce */
+    if (rc->layers)
+      g_assert_false(t->category == SIM_TIMELINE_CAT_DP && t->layer == -2);
+  }
+  /* 7. every stage runs the same layers: with the layers workload the
+   * first and last stages' slices cost what a middle stage's do; with the
+   * whole step the last adds the logits */
+  guint n1, n3;
+  const guint *comp1 = sim_engine_stream_ops(e, 1 * K + 0, &n1), *comp3 = sim_engine_stream_ops(e, 3 * K + 0, &n3);
+  for (guint j = 0; j < 2 * tl->mirror; j++) {
+    if (rc->layers) {
+      g_assert_cmpint(op_len(e, comp0[j]), ==, op_len(e, comp1[j]));
+      g_assert_cmpint(op_len(e, comp3[j]), ==, op_len(e, comp1[j]));
+    } else
+      g_assert_cmpint(op_len(e, comp3[j]), >, op_len(e, comp1[j]));
+  }
+  return TRUE;
+}
+
+/* Why: TeraPipe runs its own way, and the comparison with GPipe depends on
+ * it: tensor-parallel ranks fastest, then stages, then replicas
+ * (mpu/initialize.py), so consecutive stages share a node; one rank sends
+ * the whole slice to the next stage with a synchronous broadcast, which
+ * holds the sender until it is done; its benchmark workload is the layers
+ * alone (test_transformer_terapipe.py).  On 16 V100s with t = 2, p = 4,
+ * d = 2 (two nodes), checked op by op on the timeline. */
+static void test_terapipe_as_its_code_runs(void) {
+  for (int layers = 0; layers <= 1; layers++) {
+    SimPlanRequest req = {.model = {8, 1024, 16, 2048, 51200},
+                          .gpus = 16,
+                          .tp = 2,
+                          .pp = 4,
+                          .dp = 2,
+                          .global_batch = 4,
+                          .micro_batch = 1,
+                          .schedule = "terapipe",
+                          .slices = "uniform:4",
+                          .recompute = "none",
+                          .network = "analytic",
+                          .workload = layers ? "layers" : "gpt"};
+    SimPlan pl;
+    GError *error = NULL;
+    g_assert_true(sim_plan_build(&req, aws, &pl, &error));
+    SimTeraPipeSlicing sl;
+    g_assert_true(sim_terapipe_choose(&pl, v100, aws, &sl, &error));
+    SimResult r;
+    RunCheck rc = {layers, 0};
+    g_assert_true(sim_terapipe_simulate_observed(&pl, v100, aws, &sl, &r, check_timeline, &rc, &error));
+    g_assert_no_error(error);
+    /* 2 batch slices x 4 token slices, forward and backward, 3 hops each */
+    g_assert_cmpuint(rc.checked_sends, ==, 2 * 8 * 3);
+    g_assert_cmpfloat(r.bytes_embedding, ==, layers ? 0 : 2.0 * 51200 * 1024 / 2 * 2.0 * 2 * 2);
+    sim_terapipe_slicing_clear(&sl);
+  }
+}
+
+/* Why: each TeraPipe slice's backward calls autograd.grad and then adds
+ * every weight gradient into w.grad (test_transformer_terapipe.py), and
+ * the attention cache's backward clones the full K/V gradient
+ * (transformer_models.py).  Per slice and layer: 12 kernels moving
+ * 6 bytes per local parameter, and two clones of b s h / t fp16 elements
+ * read and written; exactly that on top of the layer's own backward. */
+static void test_slice_grad_work(void) {
+  SimPlan pl;
+  setting_plan(5, "auto", 1, &pl);
+  ModelCell without = setting_cell(&pl), with = without;
+  with.slice_grads = TRUE;
+  guint b = 2, tokens = 256, context = 512;
+  double f0, g0, f1, g1;
+  model_cell_slice_time(&without, b, tokens, context, &f0, &g0, NULL, NULL);
+  model_cell_slice_time(&with, b, tokens, context, &f1, &g1, NULL, NULL);
+  g_assert_cmpfloat(f1, ==, f0); /* the forward is untouched */
+  double P = (double)model_layer_local_params(&pl.model, pl.tp);
+  double kv = (double)b * pl.model.seq_len * pl.model.hidden / pl.tp;
+  double bw = v100->hbm_bytes_per_s * v100->memory_efficiency, L = v100->kernel_launch_s;
+  double per_layer = 12 * L + 6 * P / bw + 2 * (L + 4 * kv / bw);
+  g_assert_cmpfloat_with_epsilon(g1 - g0, without.layers * per_layer, 1e-9 * g1);
+  /* independent of the slice's length and context: it is per slice */
+  double f2, g2, f3, g3;
+  model_cell_slice_time(&without, b, 64, 0, &f2, &g2, NULL, NULL);
+  model_cell_slice_time(&with, b, 64, 0, &f3, &g3, NULL, NULL);
+  g_assert_cmpfloat_with_epsilon(g3 - g2, g1 - g0, 1e-9 * g1);
 }
 
 /* Why: on the ideal profile (layer time proportional to tokens, free
@@ -547,7 +779,7 @@ static void test_ablation_shapes(void) {
  * the DP counted the cell hops and the pacing last cell it lost on setting
  * 9 (1.958 s against 1.924 s at 43 slices). */
 static void test_fig6_dp_beats_uniform_in_simulation(void) {
-  TraceFigureContext ctx = {aws, v100, NULL};
+  TraceFigureContext ctx = {aws, v100, NULL, NULL};
   cJSON *json = cJSON_CreateObject();
   GError *error = NULL;
   g_assert_true(trace_terapipe_fig6(&ctx, json, NULL, &error));
@@ -606,7 +838,10 @@ int main(int argc, char **argv) {
   g_test_add_func("/terapipe/dp-hops-brute-force", test_dp_hops_brute_force);
   g_test_add_func("/terapipe/path-score-flow-shop", test_path_score_flow_shop);
   g_test_add_func("/terapipe/dp-uniform-when-linear", test_dp_uniform_when_linear);
-  g_test_add_func("/terapipe/batch-knapsack", test_knapsack);
+  g_test_add_func("/terapipe/joint-brute-force", test_joint_brute_force);
+  g_test_add_func("/terapipe/joint-pure-batch", test_joint_pure_batch);
+  g_test_add_func("/terapipe/as-its-code-runs", test_terapipe_as_its_code_runs);
+  g_test_add_func("/terapipe/slice-grad-work", test_slice_grad_work);
   g_test_add_func("/terapipe/slice-cost-and-fit", test_slice_cost_and_fit);
   g_test_add_func("/terapipe/dp-beats-uniform-every-setting", test_dp_beats_uniform_everywhere);
   g_test_add_func("/terapipe/ideal-idle-share", test_ideal_idle_share);

@@ -154,7 +154,7 @@ static void test_fig5(void) {
       /* the figure's row is what `run` prints for the same setting: same
        * slicing, same latency */
       Proc r = run_line("run --model gpt3-13b --cluster aws-p3-16xlarge --gpus 320 --tp 8 --pp 40 --dp 1 "
-                        "--global-batch 32 --schedule terapipe --format json");
+                        "--global-batch 32 --schedule terapipe --workload layers --recompute none --format json");
       cJSON *rj = parse_json(&r);
       const cJSON *rtp = cJSON_GetObjectItemCaseSensitive(rj, "terapipe");
       const cJSON *fs = cJSON_GetObjectItemCaseSensitive(row, "slices");
@@ -174,11 +174,20 @@ static void test_fig5(void) {
   p = run_line("figure terapipe-fig5");
   g_assert_cmpint(p.status, ==, 0);
   Proc r = run_line("run --model gpt3-13b --cluster aws-p3-16xlarge --gpus 320 --tp 8 --pp 40 --dp 1 "
-                    "--global-batch 32 --schedule terapipe");
-  const char *line = strstr(r.out, "slicing    1 batch slice of 32 sequences, ");
+                    "--global-batch 32 --schedule terapipe --workload layers --recompute none");
+  /* "slicing    N batch slice(s) of B sequence(s), M token slices...": the
+   * figure's brief form is "N x B seq, M slices" */
+  const char *line = strstr(r.out, "slicing    ");
   g_assert_nonnull(line);
-  guint n = (guint)strtoul(line + strlen("slicing    1 batch slice of 32 sequences, "), NULL, 10);
-  char *want = g_strdup_printf("1 x 32 seq, %u slices\n", n);
+  char *end = NULL;
+  guint nb = (guint)strtoul(line + strlen("slicing    "), &end, 10);
+  const char *of = strstr(end, " of ");
+  g_assert_nonnull(of);
+  guint seqs = (guint)strtoul(of + 4, &end, 10);
+  const char *comma = strstr(end, ", ");
+  g_assert_nonnull(comma);
+  guint n = (guint)strtoul(comma + 2, NULL, 10);
+  char *want = g_strdup_printf("%u x %u seq, %u slices\n", nb, seqs, n);
   const char *row5 = strstr(p.out, "\n      5 ");
   g_assert_nonnull(row5);
   g_assert_nonnull(strstr(row5, want));
@@ -207,6 +216,19 @@ static void test_fig6(void) {
     g_assert_cmpfloat(num(s, "best_uniform_latency"), ==, best);
     double dp = num(s, "dp_latency");
     g_assert_cmpfloat(dp, <=, best); /* figure 6's claim, in simulation */
+    /* The baseline slices the input on the batch dimension first, one
+     * sequence per batch slice (the paper's figure 6): its uniform entry
+     * of 11 slices is `run` with batch slices of 1 and uniform:11. */
+    if (x == 0) {
+      cJSON *r = run_json("run --model gpt3-44b --cluster aws-p3-16xlarge --gpus 384 --tp 8 --pp 48 --dp 1 "
+                          "--global-batch 8 --micro-batch 1 --schedule terapipe --slices uniform:11 --workload layers "
+                          "--recompute none --format json");
+      const cJSON *tp = obj(r, "terapipe");
+      g_assert_cmpint(cJSON_GetArraySize(arr(tp, "batch_slices")), ==, 8);
+      g_assert_cmpfloat(num(r, "iteration_time_s"), ==, num(cJSON_GetArrayItem(uni, 10), "latency_s"));
+      g_assert_cmpfloat(num(cJSON_GetArrayItem(uni, 10), "slices"), ==, 11);
+      cJSON_Delete(r);
+    }
     x++;
   }
   cJSON_Delete(j);

@@ -11,6 +11,7 @@ typedef struct {
   const TopoCluster *cluster;
   const ModelProfile *profile;
   const char *network; /* --network; NULL: analytic */
+  const char *workload; /* --workload for the TeraPipe figures; NULL: layers, TeraPipe's benchmark */
 } TraceFigureContext;
 
 typedef struct {

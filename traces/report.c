@@ -7,6 +7,13 @@
 
 static cJSON *obj_add(cJSON *parent, const char *key) { return cJSON_AddObjectToObject(parent, key); }
 
+/* The rank order: TeraPipe runs its own (tensor, then pipeline, then data:
+ * sim/terapipe.c), PTD-P the --placement. */
+static const char *placement_name(const SimPlan *pl) {
+  static const char *placements[] = {"tp-dp-pp", "dp-outermost", "misaligned"};
+  return pl->schedule == SIM_SCHEDULE_TERAPIPE ? "tp-pp-dp" : placements[pl->placement];
+}
+
 cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
                          const SimResult *r) {
   cJSON *o = cJSON_CreateObject();
@@ -33,8 +40,8 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddStringToObject(cfg, "cluster", cluster->name);
   cJSON_AddStringToObject(cfg, "profile", profile->name);
   cJSON_AddStringToObject(cfg, "network", pl->flow_network ? "flow" : "analytic");
-  static const char *placements[] = {"tp-dp-pp", "dp-outermost", "misaligned"};
-  cJSON_AddStringToObject(cfg, "placement", placements[pl->placement]);
+  cJSON_AddStringToObject(cfg, "placement", placement_name(pl));
+  cJSON_AddStringToObject(cfg, "workload", pl->workload == SIM_WORKLOAD_LAYERS ? "layers" : "gpt");
 
   cJSON_AddNumberToObject(o, "iteration_time_s", r->iteration_time_s);
   cJSON_AddNumberToObject(o, "tflops_per_gpu", r->tflops_per_gpu);
@@ -99,21 +106,24 @@ void trace_result_text(GString *out, const SimPlan *pl, const ModelProfile *prof
   g_string_append_printf(out, "network    %s, placement %s\n",
                          pl->flow_network ? "flow (max-min fair flows on the cluster's links)"
                                           : "analytic (alpha-beta per tier, no contention)",
-                         pl->placement == SIM_PLACEMENT_TP_DP_PP       ? "tp-dp-pp"
-                         : pl->placement == SIM_PLACEMENT_DP_OUTERMOST ? "dp-outermost"
-                                                                       : "misaligned");
+                         placement_name(pl));
   if (pl->schedule == SIM_SCHEDULE_TERAPIPE)
-    g_string_append_printf(out, "batch      %u sequences, %u per pipeline, in batch slices (slicing below)\n",
-                           pl->global_batch, pl->global_batch / pl->dp);
+    g_string_append_printf(out, "batch      %u sequences, %u per pipeline, in batch slices (slicing below)%s\n",
+                           pl->global_batch, pl->global_batch / pl->dp,
+                           pl->workload == SIM_WORKLOAD_LAYERS ? "; the layers alone (TeraPipe's benchmark)" : "");
   else
     g_string_append_printf(out, "batch      %u sequences, microbatch %u, %u microbatches per pipeline\n",
                            pl->global_batch, pl->micro_batch, pl->microbatches);
   g_string_append_printf(out, "schedule   %s", sim_schedule_name(pl->schedule));
   if (pl->schedule == SIM_SCHEDULE_INTERLEAVED)
     g_string_append_printf(out, " (%u chunks per GPU)", pl->chunks);
-  g_string_append_printf(out, ", recompute %s, %s DDP, scatter/gather %s, fusion %s\n\n",
-                         pl->recompute ? "full" : "none", pl->ddp == SIM_DDP_TORCH ? "torch" : "local",
-                         pl->scatter_gather ? "on" : "off", pl->fusion ? "on" : "off");
+  if (pl->schedule == SIM_SCHEDULE_TERAPIPE)
+    g_string_append_printf(out, ", recompute %s, sends: one rank per hop, broadcast in the group, fusion %s\n\n",
+                           pl->recompute ? "full" : "none", pl->fusion ? "on" : "off");
+  else
+    g_string_append_printf(out, ", recompute %s, %s DDP, scatter/gather %s, fusion %s\n\n",
+                           pl->recompute ? "full" : "none", pl->ddp == SIM_DDP_TORCH ? "torch" : "local",
+                           pl->scatter_gather ? "on" : "off", pl->fusion ? "on" : "off");
   g_string_append_printf(out, "iteration  %.4f s\n", r->iteration_time_s);
   g_string_append_printf(out, "throughput %.1f TFLOP/s per GPU (%.1f%% of peak), %.1f PFLOP/s aggregate\n",
                          r->tflops_per_gpu, r->percent_of_peak, r->aggregate_pflops);
@@ -137,7 +147,7 @@ void trace_result_text(GString *out, const SimPlan *pl, const ModelProfile *prof
   line_s(out, "pp comm", r->breakdown.pp_comm, T);
   /* Without data parallelism the only gradient all-reduce is the tied
    * embedding's, between the first and the last stage. */
-  line_s(out, pl->dp > 1 ? "dp comm" : "embedding", r->breakdown.dp_comm, T);
+  line_s(out, pl->dp > 1 || r->bytes_embedding <= 0 ? "dp comm" : "embedding", r->breakdown.dp_comm, T);
   line_s(out, "optimizer", r->breakdown.optimizer, T);
   line_s(out, "bubble", r->breakdown.bubble, T);
   char a[32], b[32], c[32], d[32];

@@ -25,6 +25,11 @@ static gboolean bad_ref(GError **error, const char *what) {
 
 gboolean trace_terapipe_setting(guint id, const char *slices, guint micro_batch, SimPlanRequest *req,
                                 GError **error) {
+  return trace_terapipe_setting_as(id, slices, micro_batch, NULL, req, error);
+}
+
+gboolean trace_terapipe_setting_as(guint id, const char *slices, guint micro_batch, const char *workload,
+                                   SimPlanRequest *req, GError **error) {
   memset(req, 0, sizeof *req);
   cJSON *ref = trace_reference_load("terapipe-icml21.json", error);
   if (!ref)
@@ -61,6 +66,10 @@ gboolean trace_terapipe_setting(guint id, const char *slices, guint micro_batch,
       req->micro_batch = micro_batch;
       req->schedule = "terapipe";
       req->slices = slices;
+      /* TeraPipe's evaluation (test_transformer_terapipe.py): the layers
+       * alone, all activations kept, no recomputation. */
+      req->workload = workload ? workload : "layers";
+      req->recompute = "none";
     }
   }
   cJSON_Delete(ref);
@@ -146,7 +155,7 @@ gboolean trace_terapipe_fig5(const TraceFigureContext *ctx, cJSON *json, GString
   for (guint id = 1; id <= 10; id++) {
     SimPlanRequest req;
     Pair pr;
-    if (!trace_terapipe_setting(id, "auto", 1, &req, error))
+    if (!trace_terapipe_setting_as(id, "auto", 1, ctx->workload, &req, error))
       return FALSE;
     if (!run_pair(ctx, &req, &pr, error)) {
       sim_terapipe_slicing_clear(&pr.slicing);
@@ -195,7 +204,8 @@ gboolean trace_terapipe_fig6(const TraceFigureContext *ctx, cJSON *json, GString
     SimPlan plan;
     SimTeraPipeSlicing dp;
     SimResult r;
-    if (!trace_terapipe_setting(ids[x], "auto", 1, &req, error) || !sim_plan_build(&req, ctx->cluster, &plan, error))
+    if (!trace_terapipe_setting_as(ids[x], "auto", 1, ctx->workload, &req, error) ||
+        !sim_plan_build(&req, ctx->cluster, &plan, error))
       return FALSE;
     if (!sim_terapipe_choose(&plan, ctx->profile, ctx->cluster, &dp, error))
       return FALSE;
@@ -210,15 +220,17 @@ gboolean trace_terapipe_fig6(const TraceFigureContext *ctx, cJSON *json, GString
     cJSON_AddNumberToObject(o, "setting", ids[x]);
     cJSON *uni = cJSON_AddArrayToObject(o, "uniform");
     if (text)
-      g_string_append_printf(text, "TeraPipe figure 6, setting %u on %s: uniform token slicing (batch slices as the "
-                                   "DP's) vs the DP\n%7s %10s\n",
+      g_string_append_printf(text, "TeraPipe figure 6, setting %u on %s: uniform token slicing (one sequence per "
+                                   "batch slice) vs the DP\n%7s %10s\n",
                              ids[x], ctx->cluster->name, "slices", "latency s");
     for (guint n = 1; n <= max_n[x]; n++) {
+      /* The paper's baseline (figure 6): the input sliced on the batch
+       * dimension first, one sequence per batch slice, then each sequence
+       * into n equal token slices. */
       SimTeraPipeSlicing u;
       sim_terapipe_slicing_init(&u);
-      for (guint k = 0; k < dp.batch->len; k++)
-        sim_terapipe_slicing_add_uniform(&u, g_array_index(dp.batch, guint, k), plan.model.seq_len,
-                                         plan.granularity, n);
+      for (guint k = 0; k < plan.global_batch / plan.dp; k++)
+        sim_terapipe_slicing_add_uniform(&u, 1, plan.model.seq_len, plan.granularity, n);
       gboolean ok = sim_terapipe_simulate(&plan, ctx->profile, ctx->cluster, &u, &r, error);
       sim_terapipe_slicing_clear(&u);
       if (!ok) {
@@ -263,7 +275,7 @@ gboolean trace_terapipe_fig7(const TraceFigureContext *ctx, cJSON *json, GString
   for (guint x = 0; x < G_N_ELEMENTS(seq); x++) {
     SimPlanRequest req;
     Pair pr;
-    if (!trace_terapipe_setting(5, "auto", 1, &req, error))
+    if (!trace_terapipe_setting_as(5, "auto", 1, ctx->workload, &req, error))
       return FALSE;
     req.model.seq_len = seq[x];
     req.global_batch = batch[x];

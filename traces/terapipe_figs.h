@@ -15,6 +15,10 @@ gboolean trace_terapipe_fig7(const TraceFigureContext *ctx, cJSON *json, GString
 const char *trace_figure_default_cluster(const char *figure_name);
 
 /* The run request of TeraPipe setting `id` (1..10) with `slices` (auto,
- * uniform:N, ...) and batch slices of `micro_batch` sequences. */
+ * uniform:N, ...) and batch slices of `micro_batch` sequences, as TeraPipe's
+ * evaluation runs it: the layers workload (or `workload`, "gpt" for the
+ * whole training step), no recomputation. */
 gboolean trace_terapipe_setting(guint id, const char *slices, guint micro_batch, SimPlanRequest *req,
                                 GError **error);
+gboolean trace_terapipe_setting_as(guint id, const char *slices, guint micro_batch, const char *workload,
+                                   SimPlanRequest *req, GError **error);
