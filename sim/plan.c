@@ -174,6 +174,18 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     FAIL("unknown --workload '%s'; use gpt (the whole training step) or layers (TeraPipe's benchmark)", r->workload);
   if (plan->workload == SIM_WORKLOAD_LAYERS && sched != SIM_SCHEDULE_TERAPIPE)
     FAIL("--workload layers is TeraPipe's benchmark workload; use it with --schedule terapipe");
+  if (r->zero > 3)
+    FAIL("--zero %u is not a ZeRO stage; use 1 (optimizer state sharded), 2 (and gradients) or 3 (and parameters)",
+         r->zero);
+  if (r->zero && (r->tp > 1 || r->pp > 1))
+    FAIL("--zero %u shards over data parallelism alone, as SC21 compares it; use --tp 1 --pp 1 (ZeRO combined with "
+         "tensor or pipeline parallelism is not modelled)",
+         r->zero);
+  if (r->zero && (sched == SIM_SCHEDULE_TERAPIPE || r->schedule))
+    FAIL("--zero %u accumulates microbatches one after another; drop --schedule", r->zero);
+  if (r->zero && r->ddp)
+    FAIL("--zero %u does its own gradient communication; drop --ddp", r->zero);
+  plan->zero = r->zero;
 
   guint m_mb = (guint)(r->global_batch / per_step);
   guint v = 1;
