@@ -263,9 +263,13 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
          cluster->gpus_per_node / 2, cluster->name);
   if (sched == SIM_SCHEDULE_TERAPIPE && plan->flow_network)
     FAIL("--network flow is not available with --schedule terapipe yet; use --network analytic");
-  if (sched == SIM_SCHEDULE_TERAPIPE && plan->placement != SIM_PLACEMENT_TP_DP_PP)
-    FAIL("--placement is not available with --schedule terapipe yet; leave it at tp-dp-pp");
-  plan->scatter_gather = !r->no_scatter_gather;
+  if (sched == SIM_SCHEDULE_TERAPIPE && r->placement)
+    FAIL("--schedule terapipe places ranks as TeraPipe's code does (tensor, then pipeline, then data: tp-pp-dp); "
+         "drop --placement");
+  if (sched == SIM_SCHEDULE_TERAPIPE && r->no_scatter_gather)
+    FAIL("--no-scatter-gather does not apply to --schedule terapipe: one rank sends each hop whole and its group "
+         "broadcasts it, as TeraPipe's code does; drop it");
+  plan->scatter_gather = !r->no_scatter_gather && sched != SIM_SCHEDULE_TERAPIPE;
   plan->fusion = !r->no_fusion;
   plan->symmetry = !r->no_symmetry;
   plan->allow_oom = r->allow_oom;

@@ -154,6 +154,10 @@ static const BadCase bad_cases[] = {
      "drop --schedule"},
     {"zero-with-ddp", MODEL8 " --gpus 16 --tp 1 --pp 1 --global-batch 16 --zero 1 --ddp torch", "drop --ddp"},
     {"zero-oom", "run --model gpt3-175b --gpus 8 --tp 1 --pp 1 --global-batch 8 --zero 3", "does not fit"},
+    {"terapipe-placement", MODEL8 " --gpus 16 --tp 2 --pp 2 --global-batch 16 --schedule terapipe --placement tp-dp-pp "
+     "--network analytic", "drop --placement"},
+    {"terapipe-no-sg", MODEL8 " --gpus 16 --tp 2 --pp 2 --global-batch 16 --schedule terapipe --no-scatter-gather "
+     "--network analytic", "does not apply to --schedule terapipe"},
 };
 
 /* Why: every mistake a user can make must end in one readable line on
