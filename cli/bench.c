@@ -65,8 +65,8 @@ static int bench_terapipe(gint64 repeat) {
     model_slicing_clear(&sl);
     model_slice_cost_clear(&cost);
   }
-  /* What --slices auto runs: the refined DP (cells, hops, path score) for
-   * each batch-slice size of setting 9, context fits included. */
+  /* What --slices auto runs on setting 9: the context fits and cell and hop
+   * tables of every batch-slice size, then the joint DP (models/slicing.h). */
   for (guint g = 8; !code && g >= 1; g = g == 8 ? 1 : 0) {
     plan.granularity = g;
     double choose_best = G_MAXDOUBLE;

@@ -33,7 +33,7 @@ typedef struct {
   char *trace;               /* --trace FILE (run only) */
   char *tokens;              /* --tokens: 300e9, 300B, 1.2T */
   gint64 layers, hidden, heads, seq_len, vocab, gpus, tp, pp, dp, global_batch, micro_batch, layers_per_chunk,
-      chunks, granularity;
+      chunks, granularity, zero;
   gboolean no_scatter_gather, no_fusion, no_symmetry, allow_oom;
 } CliRunOptions;
 

@@ -10,7 +10,8 @@
 void cli_run_options_init(CliRunOptions *o) {
   memset(o, 0, sizeof *o);
   gint64 *ints[] = {&o->layers, &o->hidden, &o->heads, &o->seq_len, &o->vocab, &o->gpus, &o->tp,
-                    &o->pp, &o->dp, &o->global_batch, &o->micro_batch, &o->layers_per_chunk, &o->chunks, &o->granularity};
+                    &o->pp, &o->dp, &o->global_batch, &o->micro_batch, &o->layers_per_chunk, &o->chunks, &o->granularity,
+                    &o->zero};
   for (guint i = 0; i < G_N_ELEMENTS(ints); i++)
     *ints[i] = NOT_GIVEN;
 }
@@ -67,6 +68,10 @@ void cli_run_options_add(CliArgs *a, CliRunOptions *o) {
       {"format", 0, 0, G_OPTION_ARG_STRING, &o->format, "text or json (default text)", "FMT"},
       {"network", 0, 0, G_OPTION_ARG_STRING, &o->network,
        "flow (flows sharing the cluster graph's links; default where the cluster has a fabric, except TeraPipe) or analytic (alpha-beta per tier; fast)", "MODEL"},
+      {"zero", 0, 0, G_OPTION_ARG_INT64, &o->zero,
+       "ZeRO data parallelism instead of tensor and pipeline parallelism (DeepSpeed, as SC21 compares it): 1 shards "
+       "the optimizer state, 2 also the gradients, 3 also the parameters; needs --tp 1 --pp 1",
+       "STAGE"},
       {"workload", 0, 0, G_OPTION_ARG_STRING, &o->workload,
        "gpt (the whole training step; default) or layers (TeraPipe's benchmark: the transformer layers only, no "
        "embedding, logits or loss; --schedule terapipe)",
@@ -135,7 +140,8 @@ gboolean cli_plan_request(const CliRunOptions *o, SimPlanRequest *r, GError **er
       !take(o->micro_batch, "--micro-batch", 1, &r->micro_batch, error) ||
       !take(o->layers_per_chunk, "--layers-per-chunk", 0, &r->layers_per_chunk, error) ||
       !take(o->chunks, "--chunks", 0, &r->chunks, error) ||
-      !take(o->granularity, "--granularity", 0, &r->granularity, error))
+      !take(o->granularity, "--granularity", 0, &r->granularity, error) ||
+      !take(o->zero, "--zero", 0, &r->zero, error))
     return FALSE;
   if (o->gpus == NOT_GIVEN) {
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--gpus is required");

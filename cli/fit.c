@@ -74,6 +74,8 @@ static void print_summary(const cJSON *profile, const char *path) {
   printf("%-28s %14.5g %12.3g %13.2f%%\n", "GEMM efficiency_max", num_at(gp, "efficiency_max", "value"),
          num_at(gp, "efficiency_max", "stderr"), 100 * num_at(fit, "gemm", "rms_relative_residual"));
   printf("%-28s %14.5g %12.3g\n", "GEMM k_half", num_at(gp, "k_half", "value"), num_at(gp, "k_half", "stderr"));
+  printf("%-28s %14.5g %12.3g\n", "GEMM tile_bandwidth_GBps", num_at(gp, "tile_bandwidth_GBps", "value"),
+         num_at(gp, "tile_bandwidth_GBps", "stderr"));
   const cJSON *c;
   cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(fit, "collectives")) {
     const cJSON *r;

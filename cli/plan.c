@@ -17,7 +17,8 @@ static void row_json(const SearchRow *r, gboolean tokens, cJSON *rows) {
   cJSON_AddNumberToObject(o, "dp", r->dp);
   cJSON_AddNumberToObject(o, "micro_batch", r->micro_batch);
   cJSON_AddNumberToObject(o, "microbatches", r->microbatches);
-  cJSON_AddStringToObject(o, "schedule", sim_schedule_name(r->schedule));
+  cJSON_AddStringToObject(o, "schedule", r->zero ? "zero" : sim_schedule_name(r->schedule));
+  cJSON_AddNumberToObject(o, "zero", r->zero);
   cJSON_AddNumberToObject(o, "chunks", r->chunks);
   cJSON_AddStringToObject(o, "recompute", r->recompute ? "full" : "none");
   cJSON_AddNumberToObject(o, "iteration_time_s", r->iteration_time_s);
@@ -133,9 +134,14 @@ int cli_plan(int argc, char **argv) {
     g_string_append_c(text, '\n');
     for (guint i = 0; i < k; i++) {
       const SearchRow *r = &g_array_index(res.rows, SearchRow, i);
+      char sched[16];
+      if (r->zero)
+        g_snprintf(sched, sizeof sched, "zero-%u", r->zero);
+      else
+        g_strlcpy(sched, sim_schedule_name(r->schedule), sizeof sched);
       g_string_append_printf(text, "%4u %5u %3u %3u %4u %3u %-11s %2u %-9s %11.4f %10.1f %9.1f", i + 1, r->gpus,
-                             r->tp, r->pp, r->dp, r->micro_batch, sim_schedule_name(r->schedule), r->chunks,
-                             r->recompute ? "full" : "none", r->iteration_time_s, r->tflops_per_gpu, r->memory_GiB);
+                             r->tp, r->pp, r->dp, r->micro_batch, sched, r->chunks, r->recompute ? "full" : "none",
+                             r->iteration_time_s, r->tflops_per_gpu, r->memory_GiB);
       if (tokens)
         g_string_append_printf(text, " %8.2f", r->training_days);
       g_string_append_c(text, '\n');

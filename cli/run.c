@@ -5,6 +5,7 @@
 #include "../traces/report.h"
 #include "cli.h"
 #include "../sim/terapipe.h"
+#include "../sim/zero.h"
 
 int cli_run(int argc, char **argv) {
   CliRunOptions o;
@@ -55,6 +56,9 @@ int cli_run(int argc, char **argv) {
     if (!sim_terapipe_choose(&plan, profile, cluster, &slicing, &error) ||
         !sim_terapipe_simulate_observed(&plan, profile, cluster, &slicing, &r, trace ? trace_perfetto_write : NULL,
                                         trace, &error))
+      goto fail;
+  } else if (plan.zero) {
+    if (!sim_zero_run(&plan, profile, cluster, &r, trace ? trace_perfetto_write : NULL, trace, &error))
       goto fail;
   } else if (!sim_ptdp_run_observed(&plan, profile, cluster, &r, trace ? trace_perfetto_write : NULL, trace, &error))
     goto fail;

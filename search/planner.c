@@ -22,6 +22,8 @@
  * --allow-fewer, where most candidates use a fraction of the budget. */
 #include "planner.h"
 
+#include "../sim/zero.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -34,7 +36,7 @@ int search_row_cmp(const SearchRow *a, const SearchRow *b) {
       (c = cmp_uint(a->gpus, b->gpus)) || (c = cmp_uint(a->tp, b->tp)) || (c = cmp_uint(a->pp, b->pp)) ||
       (c = cmp_uint(a->dp, b->dp)) || (c = cmp_uint(a->micro_batch, b->micro_batch)) ||
       (c = cmp_uint(a->schedule, b->schedule)) || (c = cmp_uint(a->chunks, b->chunks)) ||
-      (c = cmp_uint(a->recompute, b->recompute)))
+      (c = cmp_uint(a->zero, b->zero)) || (c = cmp_uint(a->recompute, b->recompute)))
     return c;
   return 0;
 }
@@ -68,18 +70,20 @@ typedef struct {
 
 /* One candidate: build, check memory, simulate.  Only a simulation error
  * that is not about the configuration (none expected) stops the search. */
-static gboolean try_one(Search *s, guint t, guint p, guint d, guint b, guint v, gboolean recompute, GError **error) {
+static gboolean try_one(Search *s, guint t, guint p, guint d, guint b, guint v, guint zero, gboolean recompute,
+                        GError **error) {
   SimPlanRequest r = s->req->base;
   r.gpus = t * p * d;
   r.tp = t;
   r.pp = p;
   r.dp = d;
   r.micro_batch = b;
-  r.schedule = v > 1 ? "interleaved" : "1f1b";
+  r.schedule = zero ? NULL : v > 1 ? "interleaved" : "1f1b";
   r.chunks = v > 1 ? v : 0;
   r.layers_per_chunk = 0;
   r.recompute = recompute ? "full" : "none";
-  r.ddp = "local";
+  r.ddp = zero ? NULL : "local";
+  r.zero = zero;
   r.allow_oom = FALSE;
   s->out->searched++;
   GError *err = NULL;
@@ -90,7 +94,10 @@ static gboolean try_one(Search *s, guint t, guint p, guint d, guint b, guint v, 
   }
   ModelMemory mem;
   guint stage;
-  sim_ptdp_memory(&s->plan, &mem, &stage);
+  if (zero)
+    sim_zero_memory(&s->plan, &mem);
+  else
+    sim_ptdp_memory(&s->plan, &mem, &stage);
   if (!(mem.total <= s->profile->memory_bytes)) {
     s->out->out_of_memory++;
     return TRUE;
@@ -104,7 +111,8 @@ static gboolean try_one(Search *s, guint t, guint p, guint d, guint b, guint v, 
     }
   }
   SimResult res;
-  if (!sim_ptdp_run(&s->plan, s->profile, s->cluster, &res, &err)) {
+  if (!(zero ? sim_zero_run(&s->plan, s->profile, s->cluster, &res, NULL, NULL, &err)
+             : sim_ptdp_run(&s->plan, s->profile, s->cluster, &res, &err))) {
     if (g_error_matches(err, SIM_PLAN_ERROR, SIM_PLAN_ERROR_OOM) ||
         g_error_matches(err, SIM_PLAN_ERROR, SIM_PLAN_ERROR_TOO_BIG) ||
         g_error_matches(err, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID)) {
@@ -126,6 +134,7 @@ static gboolean try_one(Search *s, guint t, guint p, guint d, guint b, guint v, 
       .chunks = pl->chunks,
       .microbatches = pl->microbatches,
       .schedule = pl->schedule,
+      .zero = zero,
       .recompute = pl->recompute,
       .iteration_time_s = res.iteration_time_s,
       .tflops_per_gpu = res.tflops_per_gpu,
@@ -200,8 +209,12 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
         if (lps % v || (v > 1 && (p < 2 || mb % p)))
           continue;
         for (int rc = 1; ok && rc >= 0; rc--)
-          ok = try_one(s, x.t, p, x.d, b, v, rc, error);
+          ok = try_one(s, x.t, p, x.d, b, v, 0, rc, error);
       }
+      /* ZeRO data parallelism, without model parallelism (as SC21 runs it) */
+      for (guint z = 1; ok && x.t == 1 && p == 1 && x.d > 1 && z <= 3; z++)
+        for (int rc = 1; ok && rc >= 0; rc--)
+          ok = try_one(s, 1, 1, x.d, b, 1, z, rc, error);
     }
   }
   g_array_free(tpd, TRUE);

@@ -1,6 +1,7 @@
 /* ptdsim — the configuration search behind `ptdsim plan`: every (t, p, d, b,
  * schedule, v, recompute) that a model, GPU budget and global batch allow,
- * the ones that fit in memory simulated, ranked by iteration time. */
+ * and ZeRO stages 1-3 for t = p = 1 (sim/zero.h), the ones that fit in
+ * memory simulated, ranked by iteration time. */
 #pragma once
 
 #include <glib.h>
@@ -17,7 +18,8 @@ typedef struct {
 
 typedef struct {
   guint gpus, tp, pp, dp, micro_batch, chunks, microbatches;
-  SimSchedule schedule; /* 1f1b or interleaved */
+  SimSchedule schedule; /* 1f1b or interleaved; ignored with zero */
+  guint zero;           /* ZeRO stage, 0: none */
   gboolean recompute;
   double iteration_time_s, tflops_per_gpu, memory_GiB, training_days, tokens_per_s;
 } SearchRow;
@@ -33,8 +35,8 @@ typedef struct {
 
 /* Enumerates (largest GPU count first), checks memory, simulates what fits
  * unless pruned, and sorts: iteration time
- * ascending, ties by (memory, gpus, t, p, d, b, v, recompute) so the order is
- * total.  Fails with one line when nothing fits. */
+ * ascending, ties by (memory, gpus, t, p, d, b, schedule, v, zero, recompute)
+ * so the order is total.  Fails with one line when nothing fits. */
 gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const TopoCluster *cluster,
                         SearchResult *out, GError **error);
 void search_result_clear(SearchResult *r);

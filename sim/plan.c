@@ -174,6 +174,18 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     FAIL("unknown --workload '%s'; use gpt (the whole training step) or layers (TeraPipe's benchmark)", r->workload);
   if (plan->workload == SIM_WORKLOAD_LAYERS && sched != SIM_SCHEDULE_TERAPIPE)
     FAIL("--workload layers is TeraPipe's benchmark workload; use it with --schedule terapipe");
+  if (r->zero > 3)
+    FAIL("--zero %u is not a ZeRO stage; use 1 (optimizer state sharded), 2 (and gradients) or 3 (and parameters)",
+         r->zero);
+  if (r->zero && (r->tp > 1 || r->pp > 1))
+    FAIL("--zero %u shards over data parallelism alone, as SC21 compares it; use --tp 1 --pp 1 (ZeRO combined with "
+         "tensor or pipeline parallelism is not modelled)",
+         r->zero);
+  if (r->zero && (sched == SIM_SCHEDULE_TERAPIPE || r->schedule))
+    FAIL("--zero %u accumulates microbatches one after another; drop --schedule", r->zero);
+  if (r->zero && r->ddp)
+    FAIL("--zero %u does its own gradient communication; drop --ddp", r->zero);
+  plan->zero = r->zero;
 
   guint m_mb = (guint)(r->global_batch / per_step);
   guint v = 1;
@@ -251,9 +263,13 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
          cluster->gpus_per_node / 2, cluster->name);
   if (sched == SIM_SCHEDULE_TERAPIPE && plan->flow_network)
     FAIL("--network flow is not available with --schedule terapipe yet; use --network analytic");
-  if (sched == SIM_SCHEDULE_TERAPIPE && plan->placement != SIM_PLACEMENT_TP_DP_PP)
-    FAIL("--placement is not available with --schedule terapipe yet; leave it at tp-dp-pp");
-  plan->scatter_gather = !r->no_scatter_gather;
+  if (sched == SIM_SCHEDULE_TERAPIPE && r->placement)
+    FAIL("--schedule terapipe places ranks as TeraPipe's code does (tensor, then pipeline, then data: tp-pp-dp); "
+         "drop --placement");
+  if (sched == SIM_SCHEDULE_TERAPIPE && r->no_scatter_gather)
+    FAIL("--no-scatter-gather does not apply to --schedule terapipe: one rank sends each hop whole and its group "
+         "broadcasts it, as TeraPipe's code does; drop it");
+  plan->scatter_gather = !r->no_scatter_gather && sched != SIM_SCHEDULE_TERAPIPE;
   plan->fusion = !r->no_fusion;
   plan->symmetry = !r->no_symmetry;
   plan->allow_oom = r->allow_oom;

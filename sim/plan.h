@@ -48,6 +48,7 @@ typedef struct {
   gboolean flow_network; /* --network flow: communication as flows on the cluster graph */
   SimPlacement placement;
   SimWorkload workload;
+  guint zero;            /* ZeRO stage 1..3 (sim/zero.h); 0: none */
 } SimPlan;
 
 /* What the command line gave; 0 means "not given". */
@@ -66,6 +67,7 @@ typedef struct {
   const char *network;   /* NULL: flow where the cluster has a fabric, except TeraPipe (analytic) */
   const char *placement; /* NULL: tp-dp-pp */
   const char *workload;  /* NULL: gpt */
+  guint zero;            /* --zero 1|2|3; 0: not given */
 } SimPlanRequest;
 
 #define SIM_PLAN_ERROR (sim_plan_error_quark())

@@ -23,6 +23,7 @@
 #include "../models/layer.h"
 #include "../network/collective.h"
 #include "engine.h"
+#include "netops.h"
 #include "exposed.h"
 #include "plan.h"
 #include "schedule.h"
@@ -40,16 +41,9 @@ typedef struct {
   guint first, last;
 } ItemOps;
 
-/* --network flow: communication ops end when their flows do (collective.c);
- * plans are built once per distinct transfer and cached by a key. */
+/* --network flow: communication ops end when their flows do (netops.h). */
 typedef struct {
-  NetModel *net;
-  NetRun *run;
-  GPtrArray *plans;   /* NetCollPlan*, owned */
-  GHashTable *index;  /* key -> plan index + 1 */
-  GArray *op_plan;    /* op -> plan index (G_MAXUINT: not a network op) */
-  GArray *copies;     /* per plan: how many ranks' transfers it stands for */
-  GArray *tokens;     /* scratch */
+  SimNetOps *ops;
   guint8 *side_pp, *side_dp; /* bisection sides per global GPU */
 } FlowCtx;
 
@@ -107,24 +101,6 @@ static SimOpTag tag(guint cat, guint pass, guint s, guint c, guint mb, gint laye
 
 /* --- the flow network --- */
 
-static void flow_start(gpointer data, guint op, SimTime now) {
-  FlowCtx *fc = data;
-  guint idx = g_array_index(fc->op_plan, guint, op);
-  net_run_start(fc->run, g_ptr_array_index(fc->plans, idx), op, now);
-}
-
-static SimTime flow_next(gpointer data) { return net_run_next(((FlowCtx *)data)->run); }
-
-static void flow_advance(gpointer data, SimTime now, GArray *ended) {
-  FlowCtx *fc = data;
-  g_array_set_size(fc->tokens, 0);
-  net_run_advance(fc->run, now, fc->tokens);
-  for (guint i = 0; i < fc->tokens->len; i++) {
-    guint op = (guint)g_array_index(fc->tokens, guint64, i);
-    g_array_append_val(ended, op);
-  }
-}
-
 /* The ranks whose transfers an op carries on the flow network: its own.
  * Under the symmetry shortcut the simulated ranks (tensor rank 0, replica 0)
  * stand for all: their flows meet each other on the links exactly as every
@@ -137,55 +113,19 @@ static double copies(const Build *b, gboolean over_i, gboolean over_k) {
   return (over_i && b->ts == 1 ? b->plan->tp : 1.0) * (over_k && b->ds == 1 ? b->plan->dp : 1.0);
 }
 
-static guint64 key_salt(const char *key) { return g_str_hash(key) * 0x9e3779b97f4a7c15ull; }
-
-/* The cached plan for `key`, or G_MAXUINT. */
-static guint plan_lookup(FlowCtx *fc, const char *key) {
-  gpointer v = g_hash_table_lookup(fc->index, key);
-  return v ? GPOINTER_TO_UINT(v) - 1 : G_MAXUINT;
-}
-
-static guint plan_keep(FlowCtx *fc, const char *key, NetCollPlan *plan, double copies) {
-  g_ptr_array_add(fc->plans, plan);
-  g_array_append_val(fc->copies, copies);
-  g_hash_table_insert(fc->index, g_strdup(key), GUINT_TO_POINTER(fc->plans->len));
-  return fc->plans->len - 1;
-}
-
-/* A collective over n_groups groups of n GPUs (NCCL's tuner picks). */
+/* A collective over n GPUs (NCCL's tuner picks), a send, an op that runs a plan. */
 static guint coll_plan(Build *b, const char *key, NetCollOp op, const guint *gpus, guint n, double copies,
                        double bytes, const guint8 *side) {
-  FlowCtx *fc = b->flow;
-  guint idx = plan_lookup(fc, key);
-  if (idx != G_MAXUINT)
-    return idx;
-  net_model_set_sides(fc->net, side);
-  NetCollPlan *p = net_coll_plan(fc->net, op, NET_ALGO_AUTO, -1, gpus, n, 1, bytes, key_salt(key), NULL);
-  g_assert(p); /* the tuner's choice always applies */
-  return plan_keep(fc, key, p, copies);
+  return sim_netops_coll(b->flow->ops, key, op, gpus, n, copies, bytes, side);
 }
 
 static guint p2p_plan(Build *b, const char *key, guint src, guint dst, double copies, double bytes,
                       const guint8 *side) {
-  FlowCtx *fc = b->flow;
-  guint idx = plan_lookup(fc, key);
-  if (idx != G_MAXUINT)
-    return idx;
-  net_model_set_sides(fc->net, side);
-  return plan_keep(fc, key, net_coll_plan_p2p(fc->net, &src, &dst, 1, bytes, key_salt(key)), copies);
+  return sim_netops_p2p(b->flow->ops, key, src, dst, copies, bytes, side);
 }
 
 static guint net_op(Build *b, guint plan, const guint *streams, const guint64 *pos, guint n, const SimOpTag *t) {
-  guint op = sim_engine_add_net_op(b->e, streams, pos, n, t);
-  GArray *map = b->flow->op_plan;
-  if (op >= map->len) {
-    guint old = map->len;
-    g_array_set_size(map, MAX(op + 1, 2 * old));
-    for (guint j = old; j < map->len; j++)
-      g_array_index(map, guint, j) = G_MAXUINT;
-  }
-  g_array_index(map, guint, op) = plan;
-  return op;
+  return sim_netops_op(b->flow->ops, plan, streams, pos, n, t);
 }
 
 /* The tensor-parallel group of stage s, replica k (every replica's under
@@ -812,14 +752,13 @@ static void flow_bisection(Build *b, SimResult *r) {
   for (int cls = 0; cls < 2; cls++) {
     g_array_set_size(sel, 0);
     g_array_set_size(bytes, 0);
-    guint n_ops = MIN(sim_engine_n_ops(b->e), b->flow->op_plan->len);
+    guint n_ops = sim_engine_n_ops(b->e);
     for (guint op = 0; op < n_ops; op++) {
-      guint idx = g_array_index(b->flow->op_plan, guint, op);
+      double copies;
+      const NetCollPlan *plan = sim_netops_plan_of(b->flow->ops, op, &copies);
       const SimOpTag *t = sim_engine_op_tag(b->e, op);
-      if (idx == G_MAXUINT || t->category != (cls == 0 ? CAT_PP : CAT_DP) || t->layer == -2)
+      if (!plan || t->category != (cls == 0 ? CAT_PP : CAT_DP) || t->layer == -2)
         continue;
-      const NetCollPlan *plan = g_ptr_array_index(b->flow->plans, idx);
-      double copies = g_array_index(b->flow->copies, double, idx);
       double c[2] = {net_coll_plan_crossing_bytes(plan, 0) * copies, net_coll_plan_crossing_bytes(plan, 1) * copies};
       if (c[0] <= 0 && c[1] <= 0)
         continue;
@@ -910,17 +849,11 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   b.e = sim_engine_new();
   FlowCtx fc = {0};
   if (pl->flow_network && !b.net.free_comm) {
-    if (!(fc.net = net_model_load(cluster, error))) {
+    if (!(fc.ops = sim_netops_new(cluster, b.e, error))) {
       g_free(b.tp_ar_ns);
       sim_engine_free(b.e);
       return FALSE;
     }
-    fc.run = net_run_new(fc.net);
-    fc.plans = g_ptr_array_new_with_free_func((GDestroyNotify)net_coll_plan_free);
-    fc.index = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
-    fc.op_plan = g_array_new(FALSE, FALSE, sizeof(guint));
-    fc.copies = g_array_new(FALSE, FALSE, sizeof(double));
-    fc.tokens = g_array_new(FALSE, FALSE, sizeof(guint64));
     /* Bisection sides: pipeline stages below p/2 against the rest; replicas
      * below d/2 against the rest. */
     guint total = topo_cluster_gpus(cluster);
@@ -936,7 +869,6 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
           fc.side_dp[g] = k < pl->dp / 2 ? 0 : 1;
         }
     b.flow = &fc;
-    sim_engine_set_network(b.e, &(SimEngineNetwork){&fc, flow_start, flow_next, flow_advance});
   }
   guint n_gpus = b.ts * b.p * b.ds;
   for (guint g = 0; g < n_gpus; g++)
@@ -1003,15 +935,9 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   g_free(b.prev);
   sim_engine_free(b.e);
   if (b.flow) {
-    net_run_free(fc.run);
-    g_ptr_array_free(fc.plans, TRUE);
-    g_hash_table_destroy(fc.index);
-    g_array_free(fc.op_plan, TRUE);
-    g_array_free(fc.copies, TRUE);
-    g_array_free(fc.tokens, TRUE);
+    sim_netops_free(fc.ops);
     g_free(fc.side_pp);
     g_free(fc.side_dp);
-    net_model_free(fc.net);
   }
   return ok;
 }

@@ -31,9 +31,10 @@ void sim_terapipe_slicing_clear(SimTeraPipeSlicing *s);
  * most one granule's difference, the longer ones first. */
 void sim_terapipe_slicing_add_uniform(SimTeraPipeSlicing *s, guint b, guint seq_len, guint granularity, guint n);
 
-/* The slicing a plan asks for: --slices auto runs the DP (token DP for every
- * batch-slice size, then the knapsack); uniform:N and lists use batch slices
- * of --micro-batch sequences. */
+/* The slicing a plan asks for: --slices auto runs the joint DP (every
+ * batch-slice size's costs, one search with the fill charged once:
+ * model_joint_slicing); uniform:N and lists use batch slices of
+ * --micro-batch sequences. */
 gboolean sim_terapipe_choose(const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster,
                              SimTeraPipeSlicing *out, GError **error);
 /* Simulates one iteration with a given slicing. */

@@ -148,6 +148,16 @@ static const BadCase bad_cases[] = {
     {"tokens-huge", SMALL " --tokens 2e18", "--tokens '2e18'"},
     {"tokens-inf", SMALL " --tokens inf", "--tokens 'inf'"},
     {"plan-tokens-junk", "plan --model gpt3-175b --gpus 64 --global-batch 64 --tokens 1.2.3T", "--tokens '1.2.3T'"},
+    {"zero-stage", MODEL8 " --gpus 16 --tp 1 --pp 1 --global-batch 16 --zero 4", "--zero 4 is not a ZeRO stage"},
+    {"zero-with-tp", SMALL " --zero 3", "use --tp 1 --pp 1"},
+    {"zero-with-schedule", MODEL8 " --gpus 16 --tp 1 --pp 1 --global-batch 16 --zero 3 --schedule gpipe",
+     "drop --schedule"},
+    {"zero-with-ddp", MODEL8 " --gpus 16 --tp 1 --pp 1 --global-batch 16 --zero 1 --ddp torch", "drop --ddp"},
+    {"zero-oom", "run --model gpt3-175b --gpus 8 --tp 1 --pp 1 --global-batch 8 --zero 3", "does not fit"},
+    {"terapipe-placement", MODEL8 " --gpus 16 --tp 2 --pp 2 --global-batch 16 --schedule terapipe --placement tp-dp-pp "
+     "--network analytic", "drop --placement"},
+    {"terapipe-no-sg", MODEL8 " --gpus 16 --tp 2 --pp 2 --global-batch 16 --schedule terapipe --no-scatter-gather "
+     "--network analytic", "does not apply to --schedule terapipe"},
 };
 
 /* Why: every mistake a user can make must end in one readable line on

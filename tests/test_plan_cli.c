@@ -18,10 +18,14 @@
 /* The `ptdsim run` line of a plan row (same model, same network). */
 static char *run_args_of(const char *model, const cJSON *row, const char *extra) {
   GString *a = g_string_new(NULL);
-  g_string_append_printf(a, "run %s --gpus %.0f --tp %.0f --pp %.0f --micro-batch %.0f --recompute %s --ddp local "
-                            "--schedule %s",
-                         model, num(row, "gpus"), num(row, "tp"), num(row, "pp"), num(row, "micro_batch"),
-                         str(row, "recompute"), str(row, "schedule"));
+  if (num(row, "zero") > 0)
+    g_string_append_printf(a, "run %s --gpus %.0f --tp 1 --pp 1 --micro-batch %.0f --recompute %s --zero %.0f", model,
+                           num(row, "gpus"), num(row, "micro_batch"), str(row, "recompute"), num(row, "zero"));
+  else
+    g_string_append_printf(a, "run %s --gpus %.0f --tp %.0f --pp %.0f --micro-batch %.0f --recompute %s --ddp local "
+                              "--schedule %s",
+                           model, num(row, "gpus"), num(row, "tp"), num(row, "pp"), num(row, "micro_batch"),
+                           str(row, "recompute"), str(row, "schedule"));
   if (strcmp(str(row, "schedule"), "interleaved") == 0)
     g_string_append_printf(a, " --chunks %.0f", num(row, "chunks"));
   g_string_append_printf(a, " %s --format json", extra);
@@ -58,6 +62,11 @@ static void check_rows_against_run(const char *model, const char *plan_extra, co
 
 static void test_matches_run(void) {
   check_rows_against_run(TOY, "--gpus 16", "--network analytic", 4);
+  /* ZeRO rows (the best ones for a small model on 64 GPUs) reproduce too */
+  cJSON *z = run_json("plan --model gpt3-1b --gpus 64 --global-batch 256 --top 3 --format json");
+  g_assert_cmpfloat(num(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(z, "rows"), 0), "zero"), >, 0);
+  cJSON_Delete(z);
+  check_rows_against_run("--model gpt3-1b", "--gpus 64 --global-batch 256", "--global-batch 256 --network analytic", 3);
   check_rows_against_run("--model gpt3-1b", "--gpus 8 --global-batch 16 --profile v100-sxm2-16gb",
                          "--global-batch 16 --profile v100-sxm2-16gb --network analytic", 3);
   /* --network flow is passed through */
@@ -119,7 +128,8 @@ static void test_sorted_and_counted(void) {
  * divides the GPUs per node (8 on Selene) and the heads, p divides the
  * layers, d = n/(t p) (or any d with t p d <= n when `fewer`) dividing B, b
  * dividing B/d, v = 1 (1F1B) or v >= 2 dividing l/p with p >= 2 and m a
- * multiple of p (interleaved), times two recompute settings. */
+ * multiple of p (interleaved), and ZeRO stages 1-3 where t = p = 1 and d > 1,
+ * times two recompute settings. */
 static guint count_space(guint layers, guint heads, guint n, guint B, gboolean fewer) {
   guint count = 0;
   for (guint t = 1; t <= 8; t++)
@@ -134,6 +144,8 @@ static guint count_space(guint layers, guint heads, guint n, guint B, gboolean f
           for (guint v = 1; v <= layers / p; v++)
             if ((layers / p) % v == 0 && (v == 1 || (p >= 2 && m % p == 0)))
               count += 2;
+          if (t == 1 && p == 1 && d > 1)
+            count += 3 * 2;
         }
       }
   return count;

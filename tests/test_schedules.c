@@ -9,6 +9,8 @@
 #include "../models/layer.h"
 #include "../sim/plan.h"
 #include "../sim/schedule.h"
+#include "../sim/timeline.h"
+#include "../sim/zero.h"
 
 static TopoCluster *selene;
 static ModelProfile *ideal, *a100;
@@ -535,6 +537,142 @@ static void test_bisection_one_direction(void) {
   check_rel(&g, "bisection pp = one send / its time", r.bisection_pp_GBps * 1e9, send / secs, 1e-9);
 }
 
+/* Why: ZeRO's traffic is its definition (Rajbhandari et al., section 7):
+ * stage 3 gathers every gathered unit's fp16 parameters before its forward,
+ * before its recomputation forward (layers) and before its backward, and
+ * reduce-scatters all gradients, every microbatch; stages 1 and 2
+ * reduce-scatter the gradients (stage 2 every microbatch, stage 1 once) and
+ * gather the updated parameters once.  A ring all-gather or reduce-scatter
+ * of S bytes over d GPUs sends (d - 1) S in all.  Here by the parameter
+ * counts: layers' linears 12 h^2 + 9 h each (gathered three times with
+ * recomputation, twice without), the word and position embeddings gathered
+ * for the embedding pass (forward, backward), the word embedding again for
+ * the tied logits (forward, backward), and P = Eq. 2 + the final layernorm
+ * reduced. */
+static void test_zero_bytes_and_memory(void) {
+  const guint stages[] = {1, 2, 3};
+  for (guint si = 0; si < 3; si++)
+    for (int rc = 0; rc <= 1; rc++) {
+      SimPlanRequest req = {.model = {4, 1024, 16, 512, 51200},
+                            .gpus = 16,
+                            .tp = 1,
+                            .pp = 1,
+                            .dp = 16,
+                            .global_batch = 48,
+                            .micro_batch = 1,
+                            .recompute = rc ? "full" : "none",
+                            .network = "analytic",
+                            .zero = stages[si],
+                            .allow_oom = TRUE};
+      SimPlan plan;
+      GError *error = NULL;
+      g_assert_true(sim_plan_build(&req, selene, &plan, &error));
+      g_assert_no_error(error);
+      g_assert_cmpuint(plan.microbatches, ==, 3);
+      SimResult r;
+      g_assert_true(sim_zero_run(&plan, a100, selene, &r, NULL, NULL, &error));
+      g_assert_no_error(error);
+      double h = 1024, L = 4, V = 51200, s = 512, d = 16, m = 3;
+      double P = (double)model_param_count(&plan.model) + 2 * h;
+      double linears = L * (12 * h * h + 9 * h);
+      double sent;
+      if (stages[si] == 3) {
+        double gathered = (rc ? 3 : 2) * linears + 2 * (V + s) * h + 2 * V * h;
+        sent = m * (d - 1) * 2 * (gathered + P);
+      } else if (stages[si] == 2)
+        sent = (d - 1) * 2 * (m * P + P);
+      else
+        sent = (d - 1) * 2 * (P + P);
+      g_assert_cmpfloat_with_epsilon(r.bytes_dp, sent, 1e-12 * sent);
+      /* memory per GPU: optimizer state sharded in every stage, gradients
+       * from stage 2, parameters in stage 3 (but the layernorms, whole
+       * under DeepSpeed's persistence threshold, and two gathered units) */
+      g_assert_cmpfloat_with_epsilon(r.memory.optimizer, 12 * P / d, 1e-9 * P);
+      g_assert_cmpfloat_with_epsilon(r.memory.gradients, stages[si] >= 2 ? 2 * P / d : 2 * P, 1e-9 * P);
+      double norms = (4 * L + 2) * h, big = MAX(4 * h * h + 4 * h, V * h);
+      g_assert_cmpfloat_with_epsilon(r.memory.weights, stages[si] == 3 ? 2 * (P - norms) / d + 2 * norms + 4 * big : 2 * P,
+                                     1e-9 * P);
+      g_assert_cmpfloat(r.bubble_fraction, ==, 0);
+      /* the flow network moves the same bytes */
+      req.network = "flow";
+      g_assert_true(sim_plan_build(&req, selene, &plan, &error));
+      SimResult f;
+      g_assert_true(sim_zero_run(&plan, a100, selene, &f, NULL, NULL, &error));
+      g_assert_no_error(error);
+      g_assert_cmpfloat_with_epsilon(f.bytes_dp, sent, 1e-12 * sent);
+    }
+}
+
+/* The forward of microbatch 0 under ZeRO-3, op by op: gather k is the
+ * k-th op of the data-parallel stream, compute k the k-th of the compute
+ * stream (units in order: embedding, per layer QKV, projection, MLP up,
+ * MLP down, head). */
+typedef struct {
+  guint64 units[32];
+  guint n_units;
+  guint waited, overlapped;
+} PrefetchCheck;
+
+static gboolean check_prefetch(const SimTimeline *tl, gpointer data, GError **error) {
+  (void)error;
+  PrefetchCheck *pc = data;
+  guint nd, nc;
+  const guint *dp = sim_engine_stream_ops(tl->engine, 4, &nd), *comp = sim_engine_stream_ops(tl->engine, 0, &nc);
+  for (guint k = 1; k < pc->n_units; k++) {
+    SimTime g = sim_engine_op_start(tl->engine, dp[k]), before = sim_engine_op_end(tl->engine, comp[k - 1]);
+    if (pc->units[k] > 50000000) {
+      g_assert_cmpint(g, >=, before); /* its pre-forward hook: after the unit before it */
+      pc->waited++;
+    } else if (g < before)
+      pc->overlapped++;
+  }
+  return TRUE;
+}
+
+/* Why: ZeRO-3 hides a unit's gather behind the compute before it only when
+ * the unit fits DeepSpeed's prefetch bucket (stage3_prefetch_bucket_size,
+ * 5e7 elements); a larger unit's gather waits for its own pre-forward hook.
+ * With h = 1024 every linear fits and gathers overlap compute; with
+ * h = 4096 QKV (50.3M elements) and the MLP linears (67M) do not, and each
+ * waits. */
+static void test_zero_prefetch(void) {
+  const guint hs[] = {1024, 4096};
+  for (guint i = 0; i < 2; i++) {
+    guint64 h = hs[i], V = 51200, s = 512;
+    PrefetchCheck pc = {.n_units = 0};
+    pc.units[pc.n_units++] = (V + s) * h;
+    for (guint l = 0; l < 4; l++) {
+      pc.units[pc.n_units++] = 3 * h * h + 3 * h;
+      pc.units[pc.n_units++] = h * h + h;
+      pc.units[pc.n_units++] = 4 * h * h + 4 * h;
+      pc.units[pc.n_units++] = 4 * h * h + h;
+    }
+    pc.units[pc.n_units++] = V * h;
+    SimPlanRequest req = {.model = {4, hs[i], 16, s, V},
+                          .gpus = 16,
+                          .tp = 1,
+                          .pp = 1,
+                          .dp = 16,
+                          .global_batch = 16,
+                          .micro_batch = 1,
+                          .recompute = "none",
+                          .network = "analytic",
+                          .zero = 3,
+                          .allow_oom = TRUE};
+    SimPlan plan;
+    GError *error = NULL;
+    g_assert_true(sim_plan_build(&req, selene, &plan, &error));
+    SimResult r;
+    g_assert_true(sim_zero_run(&plan, a100, selene, &r, check_prefetch, &pc, &error));
+    g_assert_no_error(error);
+    if (i == 0) {
+      g_assert_cmpuint(pc.waited, ==, 1); /* only the head: the word embedding, 52M elements */
+      g_assert_cmpuint(pc.overlapped, >, 0);
+    } else
+      g_assert_cmpuint(pc.waited, ==, 4 * 3 + 1); /* QKV (50.3M) and both MLP linears of every layer, and the head */
+  }
+}
+
 /* --- 5. FLOP accounting --- */
 
 /* Why: the headline TFLOP/s must be Eq. 3 over the simulated time, and the
@@ -694,6 +832,8 @@ int main(int argc, char **argv) {
   g_test_add_func("/schedules/symmetry/straddling-nodes", test_symmetry_straddling_nodes);
   g_test_add_func("/schedules/volumes", test_volumes);
   g_test_add_func("/schedules/bisection-one-direction", test_bisection_one_direction);
+  g_test_add_func("/schedules/zero-bytes-and-memory", test_zero_bytes_and_memory);
+  g_test_add_func("/schedules/zero-prefetch", test_zero_prefetch);
   g_test_add_func("/schedules/flops", test_flops);
   g_test_add_func("/schedules/breakdown-sums", test_breakdown_sums);
   g_test_add_func("/schedules/memory/inflight", test_memory_inflight);

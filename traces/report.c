@@ -42,6 +42,7 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddStringToObject(cfg, "network", pl->flow_network ? "flow" : "analytic");
   cJSON_AddStringToObject(cfg, "placement", placement_name(pl));
   cJSON_AddStringToObject(cfg, "workload", pl->workload == SIM_WORKLOAD_LAYERS ? "layers" : "gpt");
+  cJSON_AddNumberToObject(cfg, "zero", pl->zero);
 
   cJSON_AddNumberToObject(o, "iteration_time_s", r->iteration_time_s);
   cJSON_AddNumberToObject(o, "tflops_per_gpu", r->tflops_per_gpu);
@@ -114,6 +115,17 @@ void trace_result_text(GString *out, const SimPlan *pl, const ModelProfile *prof
   else
     g_string_append_printf(out, "batch      %u sequences, microbatch %u, %u microbatches per pipeline\n",
                            pl->global_batch, pl->micro_batch, pl->microbatches);
+  if (pl->zero) {
+    g_string_append_printf(out,
+                           "schedule   ZeRO stage %u over %u GPUs (%s sharded), %u microbatches accumulated, recompute "
+                           "%s, fusion %s\n\n",
+                           pl->zero, pl->dp,
+                           pl->zero == 1   ? "optimizer state"
+                           : pl->zero == 2 ? "optimizer state and gradients"
+                                           : "optimizer state, gradients and parameters",
+                           pl->microbatches, pl->recompute ? "full" : "none", pl->fusion ? "on" : "off");
+    goto results;
+  }
   g_string_append_printf(out, "schedule   %s", sim_schedule_name(pl->schedule));
   if (pl->schedule == SIM_SCHEDULE_INTERLEAVED)
     g_string_append_printf(out, " (%u chunks per GPU)", pl->chunks);
@@ -124,6 +136,7 @@ void trace_result_text(GString *out, const SimPlan *pl, const ModelProfile *prof
     g_string_append_printf(out, ", recompute %s, %s DDP, scatter/gather %s, fusion %s\n\n",
                            pl->recompute ? "full" : "none", pl->ddp == SIM_DDP_TORCH ? "torch" : "local",
                            pl->scatter_gather ? "on" : "off", pl->fusion ? "on" : "off");
+results:
   g_string_append_printf(out, "iteration  %.4f s\n", r->iteration_time_s);
   g_string_append_printf(out, "throughput %.1f TFLOP/s per GPU (%.1f%% of peak), %.1f PFLOP/s aggregate\n",
                          r->tflops_per_gpu, r->percent_of_peak, r->aggregate_pflops);
