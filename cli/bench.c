@@ -24,19 +24,20 @@ static int bench_terapipe(gint64 repeat) {
   GError *error = NULL;
   TopoCluster *cluster = NULL;
   ModelProfile *profile = NULL;
-  if (!cli_load_machine(trace_figure_default_cluster("terapipe-fig5"), NULL, &cluster, &profile, &error))
-    return cli_fail(error);
   const TraceFigure *fig = trace_figure_lookup("terapipe-fig5");
-  TraceFigureContext ctx = {cluster, profile, NULL, NULL};
+  if (!cli_load_machine(fig->default_cluster, NULL, &cluster, &profile, &error))
+    return cli_fail(error);
   double best = G_MAXDOUBLE;
   int code = 0;
   for (gint64 i = 0; i < repeat && !code; i++) {
-    cJSON *json = cJSON_CreateObject();
+    TraceFigureContext ctx = {cluster, profile, NULL, NULL, TRACE_FIGURE_SIMULATE, NULL, fig->name, 0};
+    TraceFigureOut out;
+    trace_figure_out_init(&out, fig->name);
     gint64 t0 = g_get_monotonic_time();
-    if (!fig->run(&ctx, json, NULL, &error))
+    if (!fig->run(&ctx, &out, &error))
       code = cli_fail(error);
     best = MIN(best, (g_get_monotonic_time() - t0) * 1e-6);
-    cJSON_Delete(json);
+    trace_figure_out_clear(&out);
   }
   /* The slicing DP alone at L = 2048 (setting 9's cell, one sequence), on
    * the paper's granularity of 8 tokens and on single tokens. */

@@ -61,3 +61,4 @@ int cli_bench(int argc, char **argv);
 int cli_fit(int argc, char **argv);
 int cli_collective(int argc, char **argv);
 int cli_plan(int argc, char **argv);
+int cli_report(int argc, char **argv);

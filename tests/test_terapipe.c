@@ -779,25 +779,31 @@ static void test_ablation_shapes(void) {
  * the DP counted the cell hops and the pacing last cell it lost on setting
  * 9 (1.958 s against 1.924 s at 43 slices). */
 static void test_fig6_dp_beats_uniform_in_simulation(void) {
-  TraceFigureContext ctx = {aws, v100, NULL, NULL};
-  cJSON *json = cJSON_CreateObject();
+  TraceFigureContext ctx = {aws, v100, NULL, NULL, TRACE_FIGURE_SIMULATE, NULL, "terapipe-fig6", 0};
+  TraceFigureOut out;
+  trace_figure_out_init(&out, "terapipe-fig6");
   GError *error = NULL;
-  g_assert_true(trace_terapipe_fig6(&ctx, json, NULL, &error));
+  g_assert_true(trace_terapipe_fig6(&ctx, &out, &error));
   g_assert_no_error(error);
-  const cJSON *settings = cJSON_GetObjectItemCaseSensitive(json, "settings"), *o;
+  const cJSON *settings = cJSON_GetObjectItemCaseSensitive(out.json, "settings"), *o;
   g_assert_cmpint(cJSON_GetArraySize(settings), ==, 2);
   cJSON_ArrayForEach(o, settings) {
+    double setting = cJSON_GetObjectItemCaseSensitive(o, "setting")->valuedouble;
     double dp = cJSON_GetObjectItemCaseSensitive(o, "dp_latency")->valuedouble;
     double best = cJSON_GetObjectItemCaseSensitive(o, "best_uniform_latency")->valuedouble;
-    const cJSON *uni = cJSON_GetObjectItemCaseSensitive(o, "uniform"), *e;
+    const cJSON *e;
     double min = INFINITY;
-    cJSON_ArrayForEach(e, uni) min = MIN(min, cJSON_GetObjectItemCaseSensitive(e, "latency_s")->valuedouble);
+    cJSON_ArrayForEach(e, out.rows) {
+      if (cJSON_GetObjectItemCaseSensitive(e, "setting")->valuedouble == setting &&
+          strcmp(cJSON_GetObjectItemCaseSensitive(e, "slicing")->valuestring, "uniform") == 0)
+        min = MIN(min, cJSON_GetObjectItemCaseSensitive(e, "latency_s")->valuedouble);
+    }
     g_assert_cmpfloat(best, ==, min);
-    g_test_message("setting %d: DP %.4f s, best uniform %.4f s",
-                   cJSON_GetObjectItemCaseSensitive(o, "setting")->valueint, dp, best);
+    g_test_message("setting %.0f: DP %.4f s, best uniform %.4f s", setting, dp, best);
     g_assert_cmpfloat(dp, <=, best);
   }
-  cJSON_Delete(json);
+  g_assert_cmpuint(ctx.runs, ==, 2 + 16 + 128);
+  trace_figure_out_clear(&out);
 }
 
 /* Why: every one of the ten settings must fit in a V100's 16 GB and

@@ -50,7 +50,7 @@ gboolean trace_table1_request(const cJSON *row, SimPlanRequest *req, GError **er
 
 /* SC21 Table 1 (weak scaling, 1.7B to 1T on Selene): every row simulated
  * with its published settings; the paper's throughput is shown beside. */
-static gboolean table1(const TraceFigureContext *ctx, cJSON *json, GString *text, GError **error) {
+static gboolean table1(TraceFigureContext *ctx, TraceFigureOut *out, GError **error) {
   cJSON *ref = trace_reference_load("megatron-sc21.json", error);
   if (!ref)
     return FALSE;
@@ -61,89 +61,105 @@ static gboolean table1(const TraceFigureContext *ctx, cJSON *json, GString *text
     cJSON_Delete(ref);
     return FALSE;
   }
-  cJSON *out = cJSON_AddArrayToObject(json, "rows");
+  guint n_rows = (guint)cJSON_GetArraySize(rows);
+  double *predicted = g_new(double, n_rows), *published_v = g_new(double, n_rows);
+  char **labels = g_new0(char *, n_rows + 1);
   double sum_err = 0, worst = 0;
-  int n = 0;
-  if (text)
-    g_string_append_printf(text, "SC21 Table 1 on %s with %s\n%7s %5s %6s %4s %3s %3s %5s %5s %3s %3s %6s  %9s %9s "
-                                 "%7s  %8s %7s\n",
-                           ctx->cluster->name, ctx->profile->name, "params", "heads", "hidden", "l", "t", "p", "n",
-                           "B", "b", "v", "ddp", "predicted", "published", "error", "iter s", "bubble");
+  guint n = 0;
+  GString *text = out->text;
+  g_string_append_printf(text, "SC21 Table 1 on %s with %s\n%7s %5s %6s %4s %3s %3s %5s %5s %3s %3s %6s  %9s %9s "
+                               "%7s  %8s %7s\n",
+                         ctx->cluster->name, ctx->profile->name, "params", "heads", "hidden", "l", "t", "p", "n", "B",
+                         "b", "v", "ddp", "predicted", "published", "error", "iter s", "bubble");
   const cJSON *row;
+  gboolean ok = TRUE;
   cJSON_ArrayForEach(row, rows) {
     SimPlanRequest req;
-    if (!trace_table1_request(row, &req, error)) {
-      cJSON_Delete(ref);
-      return FALSE;
-    }
+    if (!(ok = trace_table1_request(row, &req, error)))
+      break;
     req.network = ctx->network;
-    if (!req.network && ctx->profile->n_coll > 0)
-      req.network = "analytic"; /* as in run: measured collectives drive the analytic model */
-    guint heads = req.model.heads, hidden = req.model.hidden, layers = req.model.layers;
     const cJSON *ddp = cJSON_GetArrayItem(row, 10), *published = cJSON_GetArrayItem(row, 11),
                 *params = cJSON_GetArrayItem(row, 0);
-    SimPlan plan;
-    SimResult r;
-    if (!sim_plan_build(&req, ctx->cluster, &plan, error) || !sim_ptdp_run(&plan, ctx->profile, ctx->cluster, &r, error)) {
-      cJSON_Delete(ref);
-      return FALSE;
-    }
-    double pub = published->valuedouble;
-    double err = 100.0 * (r.tflops_per_gpu - pub) / pub;
+    cJSON *run = trace_figure_run(ctx, &req, error);
+    if (!(ok = run != NULL))
+      break;
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(run, "config");
+    double tflops = trace_num(run, "tflops_per_gpu"), pub = published->valuedouble;
+    double err = 100.0 * (tflops - pub) / pub;
     sum_err += fabs(err);
     worst = fmax(worst, fabs(err));
-    n++;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "params_billion", params->valuedouble);
-    cJSON_AddNumberToObject(o, "heads", heads);
-    cJSON_AddNumberToObject(o, "hidden", hidden);
-    cJSON_AddNumberToObject(o, "layers", layers);
-    cJSON_AddNumberToObject(o, "tp", plan.tp);
-    cJSON_AddNumberToObject(o, "pp", plan.pp);
-    cJSON_AddNumberToObject(o, "dp", plan.dp);
-    cJSON_AddNumberToObject(o, "gpus", plan.gpus);
-    cJSON_AddNumberToObject(o, "global_batch", plan.global_batch);
-    cJSON_AddNumberToObject(o, "micro_batch", plan.micro_batch);
-    cJSON_AddNumberToObject(o, "chunks", plan.chunks);
-    cJSON_AddStringToObject(o, "schedule", sim_schedule_name(plan.schedule));
+    cJSON_AddNumberToObject(o, "heads", req.model.heads);
+    cJSON_AddNumberToObject(o, "hidden", req.model.hidden);
+    cJSON_AddNumberToObject(o, "layers", req.model.layers);
+    static const char *const config_keys[] = {"tp", "pp", "dp", "gpus", "global_batch", "micro_batch", "chunks"};
+    for (guint k = 0; k < G_N_ELEMENTS(config_keys); k++)
+      trace_row_copy(o, cfg, config_keys[k], NULL);
+    trace_row_copy(o, cfg, "schedule", NULL);
     cJSON_AddStringToObject(o, "ddp", ddp->valuestring);
-    cJSON_AddNumberToObject(o, "tflops_per_gpu", r.tflops_per_gpu);
+    cJSON_AddNumberToObject(o, "tflops_per_gpu", tflops);
     cJSON_AddNumberToObject(o, "published_tflops_per_gpu", pub);
     cJSON_AddNumberToObject(o, "error_percent", err);
-    cJSON_AddNumberToObject(o, "percent_of_peak", r.percent_of_peak);
-    cJSON_AddNumberToObject(o, "aggregate_pflops", r.aggregate_pflops);
-    cJSON_AddNumberToObject(o, "iteration_time_s", r.iteration_time_s);
-    cJSON_AddNumberToObject(o, "bubble_fraction", r.bubble_fraction);
-    cJSON_AddNumberToObject(o, "memory_GiB", r.memory.total / 1073741824.0);
-    cJSON_AddItemToArray(out, o);
-    if (text)
-      g_string_append_printf(text, "%6.1fB %5u %6u %4u %3u %3u %5u %5u %3u %3u %6s  %9.1f %9.0f %+6.1f%%  %8.2f %7.4f\n",
-                             params->valuedouble, heads, hidden, layers, plan.tp, plan.pp, plan.gpus,
-                             plan.global_batch, plan.micro_batch, plan.chunks, ddp->valuestring, r.tflops_per_gpu,
-                             pub, err, r.iteration_time_s, r.bubble_fraction);
+    trace_row_copy(o, run, "percent_of_peak", NULL);
+    trace_row_copy(o, run, "aggregate_pflops", NULL);
+    trace_row_copy(o, run, "iteration_time_s", NULL);
+    trace_row_copy(o, run, "bubble_fraction", NULL);
+    trace_row_copy(o, run, "memory_per_gpu_GiB.total", "memory_GiB");
+    cJSON_AddItemToArray(out->rows, o);
+    g_string_append_printf(text, "%6.1fB %5u %6u %4u %3.0f %3.0f %5.0f %5.0f %3.0f %3.0f %6s  %9.1f %9.0f %+6.1f%%  "
+                                 "%8.2f %7.4f\n",
+                           params->valuedouble, req.model.heads, req.model.hidden, req.model.layers,
+                           trace_num(cfg, "tp"), trace_num(cfg, "pp"), trace_num(cfg, "gpus"),
+                           trace_num(cfg, "global_batch"), trace_num(cfg, "micro_batch"), trace_num(cfg, "chunks"),
+                           ddp->valuestring, tflops, pub, err, trace_num(run, "iteration_time_s"),
+                           trace_num(run, "bubble_fraction"));
+    predicted[n] = tflops;
+    published_v[n] = pub;
+    labels[n] = g_strdup_printf("%gB", params->valuedouble);
+    n++;
+    cJSON_Delete(run);
   }
   cJSON_Delete(ref);
-  double mape = n ? sum_err / n : 0;
-  cJSON_AddNumberToObject(json, "mean_absolute_percentage_error", mape);
-  cJSON_AddNumberToObject(json, "worst_absolute_percentage_error", worst);
-  cJSON_AddStringToObject(json, "source", "Narayanan et al., SC21, Table 1");
-  if (text)
+  if (ok) {
+    double mape = n ? sum_err / n : 0;
+    cJSON_AddNumberToObject(out->json, "mean_absolute_percentage_error", mape);
+    cJSON_AddNumberToObject(out->json, "worst_absolute_percentage_error", worst);
+    cJSON_AddStringToObject(out->json, "source", "Narayanan et al., SC21, Table 1");
     g_string_append_printf(text, "mean absolute error %.1f%%, worst %.1f%% (TFLOP/s per GPU, Eq. 3 FLOPs)\n", mape,
                            worst);
-  return TRUE;
+    TracePlot *plot = trace_plot_new(TRACE_PLOT_BARS, "SC21 Table 1: weak scaling from 1.7B to 1T parameters",
+                                     "model size (parameters; 32 GPUs for 1.7B up to 3072 for 1T)",
+                                     "TFLOP/s per GPU");
+    char *sub = g_strdup_printf("%s, %s; predicted by ptdsim (bars) against the published values; mean abs. error "
+                                "%.1f%%",
+                                ctx->cluster->name, ctx->profile->name, mape);
+    trace_plot_set_subtitle(plot, sub);
+    g_free(sub);
+    trace_plot_set_categories(plot, (const char *const *)labels, n);
+    trace_plot_add_series(plot, "ptdsim", NULL, predicted, n);
+    trace_plot_add_reference(plot, "published (Table 1)", NULL, published_v, n);
+    out->plot = plot;
+  }
+  g_strfreev(labels);
+  g_free(predicted);
+  g_free(published_v);
+  return ok;
 }
+
+#define TERAPIPE_CLUSTER "aws-p3-16xlarge"
 
 static const TraceFigure figures[] = {
     {"megatron-table1", "SC21 Table 1: weak scaling 1.7B-1T on Selene, predicted vs published TFLOP/s per GPU",
-     table1},
+     NULL, table1},
     {"terapipe-fig3", "TeraPipe figure 3: one GPT3-1B layer's forward time and throughput for 1..2048 tokens",
-     trace_terapipe_fig3},
+     TERAPIPE_CLUSTER, trace_terapipe_fig3},
     {"terapipe-fig5", "TeraPipe figure 5: latency of settings 1-10 with GPipe and with TeraPipe, and the speedup",
-     trace_terapipe_fig5},
+     TERAPIPE_CLUSTER, trace_terapipe_fig5},
     {"terapipe-fig6", "TeraPipe figure 6: uniform slicing (1..16, 1..128 slices) vs the DP, settings 8 and 9",
-     trace_terapipe_fig6},
+     TERAPIPE_CLUSTER, trace_terapipe_fig6},
     {"terapipe-fig7", "TeraPipe figure 7: setting 5 at sequence lengths 2048-8192, GPipe vs TeraPipe",
-     trace_terapipe_fig7},
+     TERAPIPE_CLUSTER, trace_terapipe_fig7},
 };
 
 const TraceFigure *trace_figures(guint *n) {

@@ -8,13 +8,18 @@
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 G_DEFINE_QUARK(trace-perfetto-error-quark, trace_perfetto_error)
 
+/* The file goes through zlib whether compressed or not: a path ending in
+ * ".gz" is gzip (level 6; zlib's header carries no time, so the bytes are
+ * the same run to run), any other is written as is (zlib's transparent
+ * mode). */
 struct _TracePerfetto {
   char *path, *tmp;
-  FILE *f;
-  gboolean committed;
+  gzFile f;
+  gboolean committed, written;
   guint64 events;
 };
 
@@ -46,7 +51,7 @@ TracePerfetto *trace_perfetto_open(const char *path, GError **error) {
   g_free(dir);
   g_free(base);
   int fd = g_mkstemp_full(tmpl, O_RDWR, 0666); /* 0666 less the umask, as a plain fopen would give */
-  FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+  gzFile f = fd >= 0 ? gzdopen(fd, g_str_has_suffix(path, ".gz") ? "wb6" : "wbT") : NULL;
   if (!f) {
     int err = errno;
     if (fd >= 0) {
@@ -68,7 +73,7 @@ void trace_perfetto_free(TracePerfetto *t) {
   if (!t)
     return;
   if (t->f)
-    fclose(t->f);
+    gzclose(t->f);
   if (!t->committed)
     g_unlink(t->tmp);
   g_free(t->path);
@@ -98,12 +103,12 @@ static void add_int(cJSON *o, const char *key, gint64 v) {
  * (one per line, easy to grep). */
 static void emit(TracePerfetto *t, cJSON *event) {
   char buf[1024];
-  fputs(t->events ? ",\n" : "\n", t->f);
+  gzputs(t->f, t->events ? ",\n" : "\n");
   if (cJSON_PrintPreallocated(event, buf, sizeof buf, FALSE))
-    fputs(buf, t->f);
+    gzputs(t->f, buf);
   else { /* longer than any event ptdsim writes; kept for safety */
     char *text = cJSON_PrintUnformatted(event);
-    fputs(text, t->f);
+    gzputs(t->f, text);
     cJSON_free(text);
   }
   cJSON_Delete(event);
@@ -196,8 +201,8 @@ gboolean trace_perfetto_write(const SimTimeline *tl, gpointer data, GError **err
   char *text = cJSON_PrintUnformatted(head);
   cJSON_Delete(head);
   text[strlen(text) - 1] = '\0'; /* drop the closing brace: the events follow */
-  fputs(text, t->f);
-  fputs(",\"traceEvents\":[", t->f);
+  gzputs(t->f, text);
+  gzputs(t->f, ",\"traceEvents\":[");
   cJSON_free(text);
 
   t->events = 0;
@@ -241,17 +246,29 @@ gboolean trace_perfetto_write(const SimTimeline *tl, gpointer data, GError **err
         emit(t, ev);
       }
     }
-  fputs("\n]}\n", t->f);
-  if (fflush(t->f) != 0 || ferror(t->f))
-    return io_fail(t->path, errno ? errno : EIO, error);
+  gzputs(t->f, "\n]");
+  int zerr;
+  gzerror(t->f, &zerr);
+  if (zerr != Z_OK)
+    return io_fail(t->path, zerr == Z_ERRNO && errno ? errno : EIO, error);
+  t->written = TRUE;
   return TRUE;
 }
 
-gboolean trace_perfetto_commit(TracePerfetto *t, GError **error) {
-  FILE *f = t->f;
+gboolean trace_perfetto_commit(TracePerfetto *t, const cJSON *meta, GError **error) {
+  g_return_val_if_fail(t->written, FALSE);
+  if (meta) {
+    char *text = cJSON_PrintUnformatted(meta);
+    gzputs(t->f, ",\"ptdsim\":");
+    gzputs(t->f, text);
+    cJSON_free(text);
+  }
+  gzputs(t->f, "}\n");
+  gzFile f = t->f;
   t->f = NULL;
-  if (fclose(f) != 0)
-    return io_fail(t->path, errno, error);
+  errno = 0;
+  if (gzclose(f) != Z_OK)
+    return io_fail(t->path, errno ? errno : EIO, error);
   if (g_rename(t->tmp, t->path) != 0)
     return io_fail(t->path, errno, error);
   t->committed = TRUE;

@@ -9,6 +9,10 @@
  * "M" events name processes "GPU n (stage s, tp i, replica k)" and threads by
  * stream.
  *
+ * After "traceEvents" the object holds "ptdsim": the request and the run's
+ * results (traces/runner.h), so that the trace describes itself.  A path
+ * ending in ".gz" is written gzip-compressed.
+ *
  * The file is written to a temporary file in the target's directory, created
  * when the trace is opened (so an unwritable place fails before any
  * simulation), and renamed over the target only when complete: an error
@@ -28,8 +32,9 @@ TracePerfetto *trace_perfetto_open(const char *path, GError **error);
 /* A SimTimelineFn (`data` is the TracePerfetto): writes the whole trace to
  * the temporary file. */
 gboolean trace_perfetto_write(const SimTimeline *timeline, gpointer data, GError **error);
-/* Renames the finished file into place. */
-gboolean trace_perfetto_commit(TracePerfetto *trace, GError **error);
+/* Closes the object, with `meta` as its "ptdsim" member (NULL: none), and
+ * renames the finished file into place. */
+gboolean trace_perfetto_commit(TracePerfetto *trace, const cJSON *meta, GError **error);
 /* Removes the temporary file unless committed, and frees.  NULL is fine. */
 void trace_perfetto_free(TracePerfetto *trace);
 /* Events the last trace_perfetto_write wrote (metadata included). */

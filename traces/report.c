@@ -1,7 +1,10 @@
 /* ptdsim — run reports (see report.h). */
 #include "report.h"
 
+#include <string.h>
+
 #include "../base/units.h"
+#include "../sim/terapipe.h"
 
 #define GIB 1073741824.0
 
@@ -97,93 +100,160 @@ static void line_s(GString *out, const char *what, double s, double total) {
   g_string_append_printf(out, "    %-12s %10.4f s  %5.1f%%\n", what, s, total > 0 ? 100.0 * s / total : 0);
 }
 
-void trace_result_text(GString *out, const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
-                       const SimResult *r) {
-  const ModelShape *m = &pl->model;
+/* --- the text report, from the run JSON --- */
+
+static double num(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : 0.0;
+}
+
+static guint count(const cJSON *o, const char *key) { return (guint)num(o, key); }
+
+static const char *str(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsString(v) ? v->valuestring : "";
+}
+
+static gboolean flag(const cJSON *o, const char *key) {
+  return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, key));
+}
+
+static gboolean is(const cJSON *o, const char *key, const char *value) { return strcmp(str(o, key), value) == 0; }
+
+void trace_slicing_from_json(const cJSON *tp, SimTeraPipeSlicing *s_out) {
+  SimTeraPipeSlicing s;
+  sim_terapipe_slicing_init(&s);
+  const cJSON *batch = cJSON_GetObjectItemCaseSensitive(tp, "batch_slices");
+  const cJSON *tokens = cJSON_GetObjectItemCaseSensitive(tp, "token_slices");
+  const cJSON *b, *row = cJSON_IsArray(tokens) ? tokens->child : NULL;
+  cJSON_ArrayForEach(b, batch) {
+    guint v = cJSON_IsNumber(b) ? (guint)b->valuedouble : 0;
+    g_array_append_val(s.batch, v);
+    GArray *t = g_array_new(FALSE, FALSE, sizeof(guint));
+    const cJSON *x;
+    cJSON_ArrayForEach(x, row) {
+      guint len = cJSON_IsNumber(x) ? (guint)x->valuedouble : 0;
+      g_array_append_val(t, len);
+    }
+    g_ptr_array_add(s.tokens, t);
+    row = row ? row->next : NULL;
+  }
+  *s_out = s;
+}
+
+/* TeraPipe's slicing as the JSON holds it, in words (sim/terapipe.h). */
+static void slicing_text(GString *out, const cJSON *tp) {
+  SimTeraPipeSlicing s;
+  trace_slicing_from_json(tp, &s);
+  g_string_append(out, "slicing    ");
+  sim_terapipe_slicing_describe(&s, FALSE, out);
+  g_string_append_c(out, '\n');
+  sim_terapipe_slicing_clear(&s);
+  double predicted = num(tp, "dp_predicted_latency_s");
+  if (predicted > 0)
+    g_string_append_printf(out, "           by the DP (--slices auto): predicted %.4f s to the flush; context fit error "
+                                "max %.2f%%, mean %.2f%%\n",
+                           predicted, 100 * num(tp, "context_fit_max_rel_error"),
+                           100 * num(tp, "context_fit_mean_rel_error"));
+}
+
+void trace_report_text(GString *out, const cJSON *run) {
+  const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(run, "config");
+  const cJSON *tp = cJSON_GetObjectItemCaseSensitive(run, "terapipe");
+  gboolean tera = is(cfg, "schedule", "terapipe"), recompute = is(cfg, "recompute", "full");
+  const char *fusion = flag(cfg, "fusion") ? "on" : "off";
+  guint p = count(cfg, "pp"), d = count(cfg, "dp"), zero = count(cfg, "zero");
   g_string_append_printf(out, "model      %u layers, hidden %u, %u heads, seq %u, vocab %u: %.2fB parameters\n",
-                         m->layers, m->hidden, m->heads, m->seq_len, m->vocab, model_param_count(m) / 1e9);
-  g_string_append_printf(out, "parallel   %u GPUs = t %u x p %u x d %u on %s (%s)\n", pl->gpus, pl->tp, pl->pp, pl->dp,
-                         cluster->name, profile->name);
+                         count(cfg, "layers"), count(cfg, "hidden"), count(cfg, "heads"), count(cfg, "seq_len"),
+                         count(cfg, "vocab"), num(cfg, "parameters") / 1e9);
+  g_string_append_printf(out, "parallel   %u GPUs = t %u x p %u x d %u on %s (%s)\n", count(cfg, "gpus"),
+                         count(cfg, "tp"), p, d, str(cfg, "cluster"), str(cfg, "profile"));
   g_string_append_printf(out, "network    %s, placement %s\n",
-                         pl->flow_network ? "flow (max-min fair flows on the cluster's links)"
-                                          : "analytic (alpha-beta per tier, no contention)",
-                         placement_name(pl));
-  if (pl->schedule == SIM_SCHEDULE_TERAPIPE)
-    g_string_append_printf(out, "batch      %u sequences, %u per pipeline, in batch slices (slicing below)%s\n",
-                           pl->global_batch, pl->global_batch / pl->dp,
-                           pl->workload == SIM_WORKLOAD_LAYERS ? "; the layers alone (TeraPipe's benchmark)" : "");
+                         is(cfg, "network", "flow") ? "flow (max-min fair flows on the cluster's links)"
+                                                    : "analytic (alpha-beta per tier, no contention)",
+                         str(cfg, "placement"));
+  guint B = count(cfg, "global_batch");
+  if (tera)
+    g_string_append_printf(out, "batch      %u sequences, %u per pipeline, in batch slices (slicing below)%s\n", B,
+                           d ? B / d : 0, is(cfg, "workload", "layers") ? "; the layers alone (TeraPipe's benchmark)" : "");
   else
-    g_string_append_printf(out, "batch      %u sequences, microbatch %u, %u microbatches per pipeline\n",
-                           pl->global_batch, pl->micro_batch, pl->microbatches);
-  if (pl->zero) {
+    g_string_append_printf(out, "batch      %u sequences, microbatch %u, %u microbatches per pipeline\n", B,
+                           count(cfg, "micro_batch"), count(cfg, "microbatches"));
+  if (zero)
     g_string_append_printf(out,
                            "schedule   ZeRO stage %u over %u GPUs (%s sharded), %u microbatches accumulated, recompute "
                            "%s, fusion %s\n\n",
-                           pl->zero, pl->dp,
-                           pl->zero == 1   ? "optimizer state"
-                           : pl->zero == 2 ? "optimizer state and gradients"
-                                           : "optimizer state, gradients and parameters",
-                           pl->microbatches, pl->recompute ? "full" : "none", pl->fusion ? "on" : "off");
-    goto results;
+                           zero, d,
+                           zero == 1   ? "optimizer state"
+                           : zero == 2 ? "optimizer state and gradients"
+                                       : "optimizer state, gradients and parameters",
+                           count(cfg, "microbatches"), recompute ? "full" : "none", fusion);
+  else {
+    g_string_append_printf(out, "schedule   %s", str(cfg, "schedule"));
+    if (is(cfg, "schedule", "interleaved"))
+      g_string_append_printf(out, " (%u chunks per GPU)", count(cfg, "chunks"));
+    if (tera)
+      g_string_append_printf(out, ", recompute %s, sends: one rank per hop, broadcast in the group, fusion %s\n\n",
+                             recompute ? "full" : "none", fusion);
+    else
+      g_string_append_printf(out, ", recompute %s, %s DDP, scatter/gather %s, fusion %s\n\n",
+                             recompute ? "full" : "none", str(cfg, "ddp"), flag(cfg, "scatter_gather") ? "on" : "off",
+                             fusion);
   }
-  g_string_append_printf(out, "schedule   %s", sim_schedule_name(pl->schedule));
-  if (pl->schedule == SIM_SCHEDULE_INTERLEAVED)
-    g_string_append_printf(out, " (%u chunks per GPU)", pl->chunks);
-  if (pl->schedule == SIM_SCHEDULE_TERAPIPE)
-    g_string_append_printf(out, ", recompute %s, sends: one rank per hop, broadcast in the group, fusion %s\n\n",
-                           pl->recompute ? "full" : "none", pl->fusion ? "on" : "off");
-  else
-    g_string_append_printf(out, ", recompute %s, %s DDP, scatter/gather %s, fusion %s\n\n",
-                           pl->recompute ? "full" : "none", pl->ddp == SIM_DDP_TORCH ? "torch" : "local",
-                           pl->scatter_gather ? "on" : "off", pl->fusion ? "on" : "off");
-results:
-  g_string_append_printf(out, "iteration  %.4f s\n", r->iteration_time_s);
+  double T = num(run, "iteration_time_s");
+  g_string_append_printf(out, "iteration  %.4f s\n", T);
   g_string_append_printf(out, "throughput %.1f TFLOP/s per GPU (%.1f%% of peak), %.1f PFLOP/s aggregate\n",
-                         r->tflops_per_gpu, r->percent_of_peak, r->aggregate_pflops);
-  g_string_append_printf(out, "           %.1f TFLOP/s per GPU executed (hardware)\n", r->hardware_tflops_per_gpu);
-  if (pl->schedule == SIM_SCHEDULE_TERAPIPE) {
+                         num(run, "tflops_per_gpu"), num(run, "percent_of_peak"), num(run, "aggregate_pflops"));
+  g_string_append_printf(out, "           %.1f TFLOP/s per GPU executed (hardware)\n",
+                         num(run, "hardware_tflops_per_gpu"));
+  double bubble = num(run, "bubble_fraction"), analytic = num(run, "analytic_bubble_fraction");
+  if (tera) {
     /* Token pipeline: M slices (all batch slices) on K = p cells. */
-    double K = pl->pp, M = r->token_slices;
+    guint M = count(tp, "token_slices_in_pipeline");
     g_string_append_printf(out, "bubble     %.4f measured (idle / busy), %.4f analytic (K-1)/M for M = %u token slices "
                                 "on K = %u cells\n",
-                           r->bubble_fraction, r->analytic_bubble_fraction, r->token_slices, pl->pp);
+                           bubble, analytic, M, p);
     g_string_append_printf(out, "idle       %.4f measured (idle / flush), %.4f analytic (K-1)/(M+K-1)\n",
-                           r->idle_fraction, M > 0 ? (K - 1) / (M + K - 1) : 0);
+                           num(tp, "idle_fraction"), M > 0 ? (p - 1.0) / (M + p - 1.0) : 0);
   } else
     g_string_append_printf(out, "bubble     %.4f measured (idle / busy time of the busiest stage), %.4f analytic %s\n",
-                           r->bubble_fraction, r->analytic_bubble_fraction,
-                           pl->schedule == SIM_SCHEDULE_INTERLEAVED ? "(p-1)/(v m)" : "(p-1)/m");
-  g_string_append_printf(out, "time on the critical GPU (stage %u):\n", r->critical_stage);
-  double T = r->iteration_time_s;
-  line_s(out, "compute", r->breakdown.compute, T);
-  line_s(out, "tp comm", r->breakdown.tp_comm, T);
-  line_s(out, "pp comm", r->breakdown.pp_comm, T);
+                           bubble, analytic, is(cfg, "schedule", "interleaved") ? "(p-1)/(v m)" : "(p-1)/m");
+  g_string_append_printf(out, "time on the critical GPU (stage %u):\n", count(run, "critical_stage"));
+  const cJSON *tb = cJSON_GetObjectItemCaseSensitive(run, "time_breakdown_s");
+  const cJSON *by = cJSON_GetObjectItemCaseSensitive(run, "bytes_per_iteration");
+  double bytes_tp = num(by, "tp"), bytes_pp = num(by, "pp"), bytes_dp = num(by, "dp"), emb = num(by, "embedding");
+  line_s(out, "compute", num(tb, "compute"), T);
+  line_s(out, "tp comm", num(tb, "tp_comm"), T);
+  line_s(out, "pp comm", num(tb, "pp_comm"), T);
   /* Without data parallelism the only gradient all-reduce is the tied
    * embedding's, between the first and the last stage. */
-  line_s(out, pl->dp > 1 || r->bytes_embedding <= 0 ? "dp comm" : "embedding", r->breakdown.dp_comm, T);
-  line_s(out, "optimizer", r->breakdown.optimizer, T);
-  line_s(out, "bubble", r->breakdown.bubble, T);
-  char a[32], b[32], c[32], d[32];
-  g_string_append_printf(out, "traffic    tp %s, pp %s, ", ptd_format_si(r->bytes_tp, "B", a, sizeof a),
-                         ptd_format_si(r->bytes_pp, "B", b, sizeof b));
-  if (pl->dp > 1 && r->bytes_embedding > 0)
+  line_s(out, d > 1 || emb <= 0 ? "dp comm" : "embedding", num(tb, "dp_comm"), T);
+  line_s(out, "optimizer", num(tb, "optimizer"), T);
+  line_s(out, "bubble", num(tb, "bubble"), T);
+  char a[32], b[32], c[32], e[32];
+  g_string_append_printf(out, "traffic    tp %s, pp %s, ", ptd_format_si(bytes_tp, "B", a, sizeof a),
+                         ptd_format_si(bytes_pp, "B", b, sizeof b));
+  if (d > 1 && emb > 0)
     g_string_append_printf(out, "dp %s (%s of it the tied-embedding all-reduce) per iteration\n",
-                           ptd_format_si(r->bytes_dp, "B", c, sizeof c),
-                           ptd_format_si(r->bytes_embedding, "B", d, sizeof d));
-  else if (pl->dp > 1 || r->bytes_dp <= 0)
-    g_string_append_printf(out, "dp %s per iteration\n", ptd_format_si(r->bytes_dp, "B", c, sizeof c));
+                           ptd_format_si(bytes_dp, "B", c, sizeof c), ptd_format_si(emb, "B", e, sizeof e));
+  else if (d > 1 || bytes_dp <= 0)
+    g_string_append_printf(out, "dp %s per iteration\n", ptd_format_si(bytes_dp, "B", c, sizeof c));
   else
     g_string_append_printf(out, "tied-embedding all-reduce %s per iteration (no data parallelism)\n",
-                           ptd_format_si(r->bytes_dp, "B", c, sizeof c));
-  g_string_append_printf(out, "bisection  pp %s, dp %s\n", ptd_format_si(r->bisection_pp_GBps * 1e9, "B/s", a, sizeof a),
-                         ptd_format_si(r->bisection_dp_GBps * 1e9, "B/s", b, sizeof b));
+                           ptd_format_si(bytes_dp, "B", c, sizeof c));
+  const cJSON *bi = cJSON_GetObjectItemCaseSensitive(run, "bisection_bandwidth_GBps");
+  g_string_append_printf(out, "bisection  pp %s, dp %s\n", ptd_format_si(num(bi, "pp") * 1e9, "B/s", a, sizeof a),
+                         ptd_format_si(num(bi, "dp") * 1e9, "B/s", b, sizeof b));
+  const cJSON *mem = cJSON_GetObjectItemCaseSensitive(run, "memory_per_gpu_GiB");
   g_string_append_printf(out,
                          "memory     %.1f GiB on stage %u (weights %.1f, gradients %.1f, optimizer %.1f, "
                          "activations %.1f): %s\n",
-                         r->memory.total / GIB, r->memory_stage, r->memory.weights / GIB, r->memory.gradients / GIB,
-                         r->memory.optimizer / GIB, r->memory.activations / GIB,
-                         r->fits_in_memory ? "fits" : "DOES NOT FIT");
-  if (pl->tokens > 0)
-    g_string_append_printf(out, "training   %s tokens in %.1f days\n", ptd_format_count(pl->tokens, a, sizeof a),
-                           r->training_days);
+                         num(mem, "total"), count(mem, "stage"), num(mem, "weights"), num(mem, "gradients"),
+                         num(mem, "optimizer"), num(mem, "activations"),
+                         flag(run, "fits_in_memory") ? "fits" : "DOES NOT FIT");
+  if (num(run, "tokens") > 0)
+    g_string_append_printf(out, "training   %s tokens in %.1f days\n", ptd_format_count(num(run, "tokens"), a, sizeof a),
+                           num(run, "training_days"));
+  if (tera)
+    slicing_text(out, tp);
 }

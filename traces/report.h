@@ -6,8 +6,14 @@
 #include <glib.h>
 
 #include "../sim/plan.h"
+#include "../sim/terapipe.h"
 
 cJSON *trace_result_json(const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster,
                          const SimResult *r);
-void trace_result_text(GString *out, const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster,
-                       const SimResult *r);
+/* The text report of a run, from its JSON (above; TeraPipe's "terapipe"
+ * member included): what `ptdsim run` prints and `ptdsim report` prints
+ * again from a trace. */
+void trace_report_text(GString *out, const cJSON *run);
+/* The slicing of a TeraPipe run's JSON ("terapipe": batch_slices and
+ * token_slices); clear it with sim_terapipe_slicing_clear. */
+void trace_slicing_from_json(const cJSON *terapipe, SimTeraPipeSlicing *out);

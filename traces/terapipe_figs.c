@@ -3,8 +3,10 @@
  * The GPipe baseline is the same simulator with one token slice per batch
  * slice (whole-sequence microbatches, all forwards then all backwards, a
  * synchronous flush), with the microbatch size b that runs fastest among the
- * divisors of the per-pipeline batch that fit in memory.  TeraPipe is
- * --slices auto: the joint batch and token DP, then the simulation. */
+ * divisors of the per-pipeline batch that fit in memory (every divisor is
+ * simulated, with --allow-oom, so that the choice can be remade from the
+ * traces).  TeraPipe is --slices auto: the joint batch and token DP, then
+ * the simulation. */
 #include "terapipe_figs.h"
 
 #include <math.h>
@@ -13,10 +15,7 @@
 #include "../base/jsonutil.h"
 #include "../models/layer.h"
 #include "../sim/terapipe.h"
-
-const char *trace_figure_default_cluster(const char *figure_name) {
-  return figure_name && g_str_has_prefix(figure_name, "terapipe-") ? "aws-p3-16xlarge" : NULL;
-}
+#include "report.h"
 
 static gboolean bad_ref(GError **error, const char *what) {
   g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "terapipe-icml21.json: %s", what);
@@ -82,11 +81,10 @@ typedef struct {
   double gpipe_s;
   guint gpipe_b;
   double tera_s;
-  SimTeraPipeSlicing slicing;
-  SimPlan plan;
+  cJSON *tera; /* the TeraPipe run's JSON */
 } Pair;
 
-static gboolean run_gpipe(const TraceFigureContext *ctx, SimPlanRequest req, Pair *out, GError **error) {
+static gboolean run_gpipe(TraceFigureContext *ctx, SimPlanRequest req, Pair *out, GError **error) {
   guint Bp = req.global_batch / req.dp;
   out->gpipe_s = INFINITY;
   for (guint b = 1; b <= Bp; b++) {
@@ -94,27 +92,16 @@ static gboolean run_gpipe(const TraceFigureContext *ctx, SimPlanRequest req, Pai
       continue;
     req.micro_batch = b;
     req.slices = "uniform:1";
-    SimPlan plan;
-    SimTeraPipeSlicing sl;
-    SimResult r;
-    if (!sim_plan_build(&req, ctx->cluster, &plan, error))
+    req.allow_oom = TRUE; /* simulated all the same; only those that fit count */
+    cJSON *run = trace_figure_run(ctx, &req, error);
+    if (!run)
       return FALSE;
-    GError *local = NULL;
-    gboolean ok = sim_terapipe_choose(&plan, ctx->profile, ctx->cluster, &sl, &local) &&
-                  sim_terapipe_simulate(&plan, ctx->profile, ctx->cluster, &sl, &r, &local);
-    sim_terapipe_slicing_clear(&sl);
-    if (!ok) {
-      if (g_error_matches(local, SIM_PLAN_ERROR, SIM_PLAN_ERROR_OOM)) {
-        g_clear_error(&local);
-        continue; /* this microbatch size does not fit */
-      }
-      g_propagate_error(error, local);
-      return FALSE;
-    }
-    if (r.iteration_time_s < out->gpipe_s) {
-      out->gpipe_s = r.iteration_time_s;
+    double s = trace_num(run, "iteration_time_s");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(run, "fits_in_memory")) && s < out->gpipe_s) {
+      out->gpipe_s = s;
       out->gpipe_b = b;
     }
+    cJSON_Delete(run);
   }
   if (!isfinite(out->gpipe_s)) {
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_OOM, "GPipe does not fit in memory with any microbatch size");
@@ -123,44 +110,74 @@ static gboolean run_gpipe(const TraceFigureContext *ctx, SimPlanRequest req, Pai
   return TRUE;
 }
 
-static gboolean run_pair(const TraceFigureContext *ctx, const SimPlanRequest *req, Pair *out, GError **error) {
+static gboolean run_pair(TraceFigureContext *ctx, const SimPlanRequest *req, Pair *out, GError **error) {
   memset(out, 0, sizeof *out);
   if (!run_gpipe(ctx, *req, out, error))
     return FALSE;
   SimPlanRequest r = *req;
   r.slices = "auto";
   r.micro_batch = 1;
-  SimResult res;
-  if (!sim_plan_build(&r, ctx->cluster, &out->plan, error) ||
-      !sim_terapipe_choose(&out->plan, ctx->profile, ctx->cluster, &out->slicing, error) ||
-      !sim_terapipe_simulate(&out->plan, ctx->profile, ctx->cluster, &out->slicing, &res, error))
+  if (!(out->tera = trace_figure_run(ctx, &r, error)))
     return FALSE;
-  out->tera_s = res.iteration_time_s;
+  out->tera_s = trace_num(out->tera, "iteration_time_s");
   return TRUE;
 }
 
-static guint total_slices(const SimTeraPipeSlicing *s) { return sim_terapipe_slicing_count(s); }
+/* The slicing of a TeraPipe run, as the figures' rows give it. */
+static void add_slices(cJSON *row, const char *key, const cJSON *run) {
+  static const char *const keys[] = {"batch_slices",         "token_slices",
+                                     "dp_predicted_latency_s", "dp_candidates_solved",
+                                     "context_fit_max_rel_error", "context_fit_mean_rel_error"};
+  const cJSON *tp = cJSON_GetObjectItemCaseSensitive(run, "terapipe");
+  cJSON *sl = cJSON_AddObjectToObject(row, key);
+  for (guint i = 0; i < G_N_ELEMENTS(keys); i++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(tp, keys[i]);
+    if (v)
+      cJSON_AddItemToObject(sl, keys[i], cJSON_Duplicate(v, TRUE));
+  }
+}
+
+static guint total_slices(const cJSON *run) {
+  return (guint)trace_num(run, "terapipe.token_slices_in_pipeline");
+}
+
+static void describe_brief(GString *text, const cJSON *run) {
+  SimTeraPipeSlicing s;
+  trace_slicing_from_json(cJSON_GetObjectItemCaseSensitive(run, "terapipe"), &s);
+  sim_terapipe_slicing_describe(&s, TRUE, text);
+  sim_terapipe_slicing_clear(&s);
+}
+
+static char *subtitle(const TraceFigureContext *ctx, const char *what) {
+  return g_strdup_printf("%s, %s, %s%s", ctx->cluster->name, ctx->profile->name,
+                         ctx->workload && strcmp(ctx->workload, "gpt") == 0 ? "the whole training step"
+                                                                             : "the layers alone (TeraPipe's benchmark)",
+                         what);
+}
 
 /* --- figure 5: latency of settings 1-10, GPipe vs TeraPipe --- */
 
-gboolean trace_terapipe_fig5(const TraceFigureContext *ctx, cJSON *json, GString *text, GError **error) {
-  cJSON *rows = cJSON_AddArrayToObject(json, "rows");
-  if (text)
-    g_string_append_printf(text,
-                           "TeraPipe figure 5 on %s with %s: per-iteration latency\n%7s %-10s %5s %4s %4s %4s %3s  "
-                           "%9s %3s  %9s %7s  %s\n",
-                           ctx->cluster->name, ctx->profile->name, "setting", "model", "gpus", "B", "d", "p", "t",
-                           "gpipe s", "b", "terapipe s", "speedup",
-                           "slicing: batch slices x sequences, token slices each");
-  for (guint id = 1; id <= 10; id++) {
+gboolean trace_terapipe_fig5(TraceFigureContext *ctx, TraceFigureOut *out, GError **error) {
+  GString *text = out->text;
+  g_string_append_printf(text,
+                         "TeraPipe figure 5 on %s with %s: per-iteration latency\n%7s %-10s %5s %4s %4s %4s %3s  "
+                         "%9s %3s  %9s %7s  %s\n",
+                         ctx->cluster->name, ctx->profile->name, "setting", "model", "gpus", "B", "d", "p", "t",
+                         "gpipe s", "b", "terapipe s", "speedup",
+                         "slicing: batch slices x sequences, token slices each");
+  double speedup[10];
+  char *labels[11] = {0};
+  guint n = 0;
+  gboolean ok = TRUE;
+  for (guint id = 1; id <= 10 && ok; id++) {
     SimPlanRequest req;
     Pair pr;
-    if (!trace_terapipe_setting_as(id, "auto", 1, ctx->workload, &req, error))
-      return FALSE;
-    if (!run_pair(ctx, &req, &pr, error)) {
-      sim_terapipe_slicing_clear(&pr.slicing);
+    if (!(ok = trace_terapipe_setting_as(id, "auto", 1, ctx->workload, &req, error)))
+      break;
+    if (!(ok = run_pair(ctx, &req, &pr, error))) {
+      cJSON_Delete(pr.tera);
       g_prefix_error(error, "setting %u: ", id);
-      return FALSE;
+      break;
     }
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "setting", id);
@@ -175,114 +192,148 @@ gboolean trace_terapipe_fig5(const TraceFigureContext *ctx, cJSON *json, GString
     cJSON_AddNumberToObject(o, "gpipe_micro_batch", pr.gpipe_b);
     cJSON_AddNumberToObject(o, "terapipe_latency_s", pr.tera_s);
     cJSON_AddNumberToObject(o, "speedup", pr.gpipe_s / pr.tera_s);
-    cJSON *sl = cJSON_AddObjectToObject(o, "slices");
-    sim_terapipe_slicing_json(&pr.slicing, sl);
-    cJSON_AddItemToArray(rows, o);
-    if (text) {
-      char label[32];
-      g_snprintf(label, sizeof label, "%.1fB", model_param_count(&req.model) / 1e9);
-      g_string_append_printf(text, "%7u %-10s %5u %4u %4u %4u %3u  %9.3f %3u  %9.3f %6.2fx  ", id, label, req.gpus, req.global_batch, req.dp, req.pp, req.tp,
-                             pr.gpipe_s, pr.gpipe_b, pr.tera_s, pr.gpipe_s / pr.tera_s);
-      sim_terapipe_slicing_describe(&pr.slicing, TRUE, text);
-      g_string_append_c(text, '\n');
-    }
-    sim_terapipe_slicing_clear(&pr.slicing);
+    add_slices(o, "slices", pr.tera);
+    cJSON_AddItemToArray(out->rows, o);
+    char label[32];
+    g_snprintf(label, sizeof label, "%.1fB", model_param_count(&req.model) / 1e9);
+    g_string_append_printf(text, "%7u %-10s %5u %4u %4u %4u %3u  %9.3f %3u  %9.3f %6.2fx  ", id, label, req.gpus,
+                           req.global_batch, req.dp, req.pp, req.tp, pr.gpipe_s, pr.gpipe_b, pr.tera_s,
+                           pr.gpipe_s / pr.tera_s);
+    describe_brief(text, pr.tera);
+    g_string_append_c(text, '\n');
+    speedup[n] = pr.gpipe_s / pr.tera_s;
+    labels[n++] = g_strdup_printf("(%u) %s, B=%u", id, label, req.global_batch);
+    cJSON_Delete(pr.tera);
   }
-  cJSON_AddStringToObject(json, "source", "Li et al., ICML 2021, figure 5 (settings of Table 1)");
-  cJSON_AddStringToObject(json, "gpipe_baseline",
-                          "whole-sequence microbatches, GPipe order, fastest microbatch size that fits");
-  return TRUE;
+  if (ok) {
+    cJSON_AddStringToObject(out->json, "source", "Li et al., ICML 2021, figure 5 (settings of Table 1)");
+    cJSON_AddStringToObject(out->json, "gpipe_baseline",
+                            "whole-sequence microbatches, GPipe order, fastest microbatch size that fits");
+    out->plot = trace_plot_new(TRACE_PLOT_BARS, "TeraPipe figure 5: speedup of TeraPipe over GPipe, settings 1-10",
+                               "setting (model, global batch)", "speedup over GPipe (latency ratio)");
+    char *sub = subtitle(ctx, "; GPipe at its fastest microbatch size, TeraPipe with the DP's slicing");
+    trace_plot_set_subtitle(out->plot, sub);
+    g_free(sub);
+    trace_plot_set_categories(out->plot, (const char *const *)labels, n);
+    trace_plot_add_series(out->plot, "TeraPipe / GPipe", NULL, speedup, n);
+  }
+  for (guint i = 0; i < n; i++)
+    g_free(labels[i]);
+  return ok;
 }
 
 /* --- figure 6: uniform slicing vs the DP, settings 8 and 9 --- */
 
-gboolean trace_terapipe_fig6(const TraceFigureContext *ctx, cJSON *json, GString *text, GError **error) {
+gboolean trace_terapipe_fig6(TraceFigureContext *ctx, TraceFigureOut *out, GError **error) {
   static const guint ids[] = {8, 9}, max_n[] = {16, 128};
-  cJSON *settings = cJSON_AddArrayToObject(json, "settings");
+  cJSON *settings = cJSON_AddArrayToObject(out->json, "settings");
+  GString *text = out->text;
+  out->plot = trace_plot_new(TRACE_PLOT_LINES, "TeraPipe figure 6: uniform token slicing against the DP",
+                             "token slices per sequence (uniform)", "iteration latency (s)");
+  char *sub = subtitle(ctx, "; one sequence per batch slice; diamonds: the DP's slicing at its slice count");
+  trace_plot_set_subtitle(out->plot, sub);
+  g_free(sub);
+  trace_plot_set_x_log2(out->plot, TRUE);
   for (guint x = 0; x < G_N_ELEMENTS(ids); x++) {
     SimPlanRequest req;
-    SimPlan plan;
-    SimTeraPipeSlicing dp;
-    SimResult r;
-    if (!trace_terapipe_setting_as(ids[x], "auto", 1, ctx->workload, &req, error) ||
-        !sim_plan_build(&req, ctx->cluster, &plan, error))
+    if (!trace_terapipe_setting_as(ids[x], "auto", 1, ctx->workload, &req, error))
       return FALSE;
-    if (!sim_terapipe_choose(&plan, ctx->profile, ctx->cluster, &dp, error))
+    cJSON *dp = trace_figure_run(ctx, &req, error);
+    if (!dp)
       return FALSE;
-    if (!sim_terapipe_simulate(&plan, ctx->profile, ctx->cluster, &dp, &r, error)) {
-      sim_terapipe_slicing_clear(&dp);
-      return FALSE;
-    }
-    double dp_s = r.iteration_time_s, best = INFINITY;
+    double dp_s = trace_num(dp, "iteration_time_s"), best = INFINITY;
     guint best_n = 0;
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddItemToArray(settings, o);
-    cJSON_AddNumberToObject(o, "setting", ids[x]);
-    cJSON *uni = cJSON_AddArrayToObject(o, "uniform");
-    if (text)
-      g_string_append_printf(text, "TeraPipe figure 6, setting %u on %s: uniform token slicing (one sequence per "
-                                   "batch slice) vs the DP\n%7s %10s\n",
-                             ids[x], ctx->cluster->name, "slices", "latency s");
-    for (guint n = 1; n <= max_n[x]; n++) {
+    g_string_append_printf(text, "TeraPipe figure 6, setting %u on %s: uniform token slicing (one sequence per "
+                                 "batch slice) vs the DP\n%7s %10s\n",
+                           ids[x], ctx->cluster->name, "slices", "latency s");
+    double *xs = g_new(double, max_n[x]), *ys = g_new(double, max_n[x]);
+    gboolean ok = TRUE;
+    for (guint n = 1; n <= max_n[x] && ok; n++) {
       /* The paper's baseline (figure 6): the input sliced on the batch
        * dimension first, one sequence per batch slice, then each sequence
        * into n equal token slices. */
-      SimTeraPipeSlicing u;
-      sim_terapipe_slicing_init(&u);
-      for (guint k = 0; k < plan.global_batch / plan.dp; k++)
-        sim_terapipe_slicing_add_uniform(&u, 1, plan.model.seq_len, plan.granularity, n);
-      gboolean ok = sim_terapipe_simulate(&plan, ctx->profile, ctx->cluster, &u, &r, error);
-      sim_terapipe_slicing_clear(&u);
-      if (!ok) {
-        sim_terapipe_slicing_clear(&dp);
-        return FALSE;
-      }
+      SimPlanRequest u = req;
+      char slices[32];
+      g_snprintf(slices, sizeof slices, "uniform:%u", n);
+      u.slices = slices;
+      cJSON *run = trace_figure_run(ctx, &u, error);
+      if (!(ok = run != NULL))
+        break;
+      double s = trace_num(run, "iteration_time_s");
+      cJSON_Delete(run);
       cJSON *e = cJSON_CreateObject();
+      cJSON_AddNumberToObject(e, "setting", ids[x]);
+      cJSON_AddStringToObject(e, "slicing", "uniform");
       cJSON_AddNumberToObject(e, "slices", n);
-      cJSON_AddNumberToObject(e, "latency_s", r.iteration_time_s);
-      cJSON_AddItemToArray(uni, e);
-      if (r.iteration_time_s < best) {
-        best = r.iteration_time_s;
+      cJSON_AddNumberToObject(e, "latency_s", s);
+      cJSON_AddItemToArray(out->rows, e);
+      xs[n - 1] = n;
+      ys[n - 1] = s;
+      if (s < best) {
+        best = s;
         best_n = n;
       }
-      if (text)
-        g_string_append_printf(text, "%7u %10.4f\n", n, r.iteration_time_s);
+      g_string_append_printf(text, "%7u %10.4f\n", n, s);
     }
-    cJSON_AddNumberToObject(o, "best_uniform_latency", best);
-    cJSON_AddNumberToObject(o, "best_uniform_slices", best_n);
-    cJSON_AddNumberToObject(o, "dp_latency", dp_s);
-    cJSON_AddNumberToObject(o, "dp_slices", total_slices(&dp));
-    cJSON *sl = cJSON_AddObjectToObject(o, "dp_slicing");
-    sim_terapipe_slicing_json(&dp, sl);
-    if (text)
+    if (ok) {
+      cJSON *e = cJSON_CreateObject();
+      cJSON_AddNumberToObject(e, "setting", ids[x]);
+      cJSON_AddStringToObject(e, "slicing", "dp");
+      cJSON_AddNumberToObject(e, "slices", total_slices(dp));
+      cJSON_AddNumberToObject(e, "latency_s", dp_s);
+      cJSON_AddItemToArray(out->rows, e);
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddItemToArray(settings, o);
+      cJSON_AddNumberToObject(o, "setting", ids[x]);
+      cJSON_AddNumberToObject(o, "best_uniform_latency", best);
+      cJSON_AddNumberToObject(o, "best_uniform_slices", best_n);
+      cJSON_AddNumberToObject(o, "dp_latency", dp_s);
+      cJSON_AddNumberToObject(o, "dp_slices", total_slices(dp));
+      add_slices(o, "dp_slicing", dp);
       g_string_append_printf(text, "best uniform %.4f s (%u slices); DP %.4f s (%u slices)\n\n", best, best_n, dp_s,
-                             total_slices(&dp));
-    sim_terapipe_slicing_clear(&dp);
+                             total_slices(dp));
+      char name[64];
+      g_snprintf(name, sizeof name, "setting %u, uniform", ids[x]);
+      trace_plot_add_series(out->plot, name, xs, ys, max_n[x]);
+      /* The DP's slices per sequence: all of the pipeline's token slices
+       * over its sequences. */
+      double dx = (double)total_slices(dp) * req.dp / req.global_batch;
+      g_snprintf(name, sizeof name, "setting %u, DP", ids[x]);
+      trace_plot_add_reference(out->plot, name, &dx, &dp_s, 1);
+    }
+    g_free(xs);
+    g_free(ys);
+    cJSON_Delete(dp);
+    if (!ok)
+      return FALSE;
   }
-  cJSON_AddStringToObject(json, "source", "Li et al., ICML 2021, figure 6");
+  cJSON_AddStringToObject(out->json, "source", "Li et al., ICML 2021, figure 6");
   return TRUE;
 }
 
 /* --- figure 7: setting 5 at longer sequences --- */
 
-gboolean trace_terapipe_fig7(const TraceFigureContext *ctx, cJSON *json, GString *text, GError **error) {
+gboolean trace_terapipe_fig7(TraceFigureContext *ctx, TraceFigureOut *out, GError **error) {
   static const guint seq[] = {2048, 4096, 6144, 8192}, batch[] = {32, 8, 4, 2};
-  cJSON *rows = cJSON_AddArrayToObject(json, "rows");
-  if (text)
-    g_string_append_printf(text, "TeraPipe figure 7 on %s: GPT3-13B, setting 5, longer sequences\n%7s %5s %9s %3s "
-                                 "%10s %7s\n",
-                           ctx->cluster->name, "seq", "B", "gpipe s", "b", "terapipe s", "speedup");
-  for (guint x = 0; x < G_N_ELEMENTS(seq); x++) {
+  GString *text = out->text;
+  g_string_append_printf(text, "TeraPipe figure 7 on %s: GPT3-13B, setting 5, longer sequences\n%7s %5s %9s %3s "
+                               "%10s %7s\n",
+                         ctx->cluster->name, "seq", "B", "gpipe s", "b", "terapipe s", "speedup");
+  double gpipe[4], tera[4];
+  char *labels[5] = {0};
+  guint n = 0;
+  gboolean ok = TRUE;
+  for (guint x = 0; x < G_N_ELEMENTS(seq) && ok; x++) {
     SimPlanRequest req;
     Pair pr;
-    if (!trace_terapipe_setting_as(5, "auto", 1, ctx->workload, &req, error))
-      return FALSE;
+    if (!(ok = trace_terapipe_setting_as(5, "auto", 1, ctx->workload, &req, error)))
+      break;
     req.model.seq_len = seq[x];
     req.global_batch = batch[x];
-    if (!run_pair(ctx, &req, &pr, error)) {
-      sim_terapipe_slicing_clear(&pr.slicing);
+    if (!(ok = run_pair(ctx, &req, &pr, error))) {
+      cJSON_Delete(pr.tera);
       g_prefix_error(error, "sequence length %u: ", seq[x]);
-      return FALSE;
+      break;
     }
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "seq_len", seq[x]);
@@ -291,31 +342,45 @@ gboolean trace_terapipe_fig7(const TraceFigureContext *ctx, cJSON *json, GString
     cJSON_AddNumberToObject(o, "gpipe_micro_batch", pr.gpipe_b);
     cJSON_AddNumberToObject(o, "terapipe_latency_s", pr.tera_s);
     cJSON_AddNumberToObject(o, "speedup", pr.gpipe_s / pr.tera_s);
-    cJSON *sl = cJSON_AddObjectToObject(o, "slices");
-    sim_terapipe_slicing_json(&pr.slicing, sl);
-    cJSON_AddItemToArray(rows, o);
-    if (text)
-      g_string_append_printf(text, "%7u %5u %9.3f %3u %10.3f %6.2fx\n", seq[x], batch[x], pr.gpipe_s, pr.gpipe_b,
-                             pr.tera_s, pr.gpipe_s / pr.tera_s);
-    sim_terapipe_slicing_clear(&pr.slicing);
+    add_slices(o, "slices", pr.tera);
+    cJSON_AddItemToArray(out->rows, o);
+    g_string_append_printf(text, "%7u %5u %9.3f %3u %10.3f %6.2fx\n", seq[x], batch[x], pr.gpipe_s, pr.gpipe_b,
+                           pr.tera_s, pr.gpipe_s / pr.tera_s);
+    gpipe[n] = pr.gpipe_s;
+    tera[n] = pr.tera_s;
+    labels[n++] = g_strdup_printf("%u tokens, B=%u", seq[x], batch[x]);
+    cJSON_Delete(pr.tera);
   }
-  cJSON_AddStringToObject(json, "source", "Li et al., ICML 2021, figure 7");
-  return TRUE;
+  if (ok) {
+    cJSON_AddStringToObject(out->json, "source", "Li et al., ICML 2021, figure 7");
+    out->plot = trace_plot_new(TRACE_PLOT_BARS, "TeraPipe figure 7: GPT3-13B (setting 5) at longer sequences",
+                               "sequence length and global batch", "iteration latency (s)");
+    char *sub = subtitle(ctx, "; 320 GPUs, t 8 x p 40");
+    trace_plot_set_subtitle(out->plot, sub);
+    g_free(sub);
+    trace_plot_set_categories(out->plot, (const char *const *)labels, n);
+    trace_plot_add_series(out->plot, "GPipe", NULL, gpipe, n);
+    trace_plot_add_series(out->plot, "TeraPipe", NULL, tera, n);
+  }
+  for (guint i = 0; i < n; i++)
+    g_free(labels[i]);
+  return ok;
 }
 
 /* --- figure 3: one GPT3-1B layer on one GPU --- */
 
-gboolean trace_terapipe_fig3(const TraceFigureContext *ctx, cJSON *json, GString *text, GError **error) {
+gboolean trace_terapipe_fig3(TraceFigureContext *ctx, TraceFigureOut *out, GError **error) {
   ModelShape m;
   if (!model_lookup("gpt3-1b", &m)) {
     g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "gpt3-1b is not a built-in model");
     return FALSE;
   }
-  cJSON *rows = cJSON_AddArrayToObject(json, "rows");
-  if (text)
-    g_string_append_printf(text, "TeraPipe figure 3: forward pass of one GPT3-1B layer on one %s\n%7s %12s %14s "
-                                 "%9s\n",
-                           ctx->profile->name, "tokens", "forward ms", "tokens per ms", "TFLOP/s");
+  GString *text = out->text;
+  g_string_append_printf(text, "TeraPipe figure 3: forward pass of one GPT3-1B layer on one %s\n%7s %12s %14s "
+                               "%9s\n",
+                         ctx->profile->name, "tokens", "forward ms", "tokens per ms", "TFLOP/s");
+  double xs[64], ys[64];
+  guint n = 0;
   for (guint tokens = 1; tokens <= 2048;) {
     ModelLayerCost lc;
     model_layer_slice_cost(ctx->profile, &m, 1, 1, tokens, 0, TRUE, &lc);
@@ -325,12 +390,21 @@ gboolean trace_terapipe_fig3(const TraceFigureContext *ctx, cJSON *json, GString
     cJSON_AddNumberToObject(o, "forward_ms", s * 1e3);
     cJSON_AddNumberToObject(o, "tokens_per_ms", tokens / (s * 1e3));
     cJSON_AddNumberToObject(o, "tflops", lc.fwd.flops / s / 1e12);
-    cJSON_AddItemToArray(rows, o);
-    if (text)
-      g_string_append_printf(text, "%7u %12.4f %14.1f %9.1f\n", tokens, s * 1e3, tokens / (s * 1e3),
-                             lc.fwd.flops / s / 1e12);
+    cJSON_AddItemToArray(out->rows, o);
+    g_string_append_printf(text, "%7u %12.4f %14.1f %9.1f\n", tokens, s * 1e3, tokens / (s * 1e3),
+                           lc.fwd.flops / s / 1e12);
+    xs[n] = tokens;
+    ys[n++] = tokens / (s * 1e3);
     tokens = tokens < 128 ? tokens * 2 : tokens + 128;
   }
-  cJSON_AddStringToObject(json, "source", "Li et al., ICML 2021, figure 3");
+  cJSON_AddStringToObject(out->json, "source", "Li et al., ICML 2021, figure 3");
+  out->plot = trace_plot_new(TRACE_PLOT_LINES, "TeraPipe figure 3: one GPT3-1B layer's forward pass",
+                             "input tokens (one sequence)", "throughput (tokens per ms)");
+  char *sub = g_strdup_printf("%s, the cost model alone; flat latency for short inputs, then throughput saturates",
+                              ctx->profile->name);
+  trace_plot_set_subtitle(out->plot, sub);
+  g_free(sub);
+  trace_plot_set_x_log2(out->plot, TRUE);
+  trace_plot_add_series(out->plot, "forward pass", xs, ys, n);
   return TRUE;
 }

@@ -5,14 +5,10 @@
 
 #include "figures.h"
 
-gboolean trace_terapipe_fig3(const TraceFigureContext *ctx, cJSON *json, GString *text, GError **error);
-gboolean trace_terapipe_fig5(const TraceFigureContext *ctx, cJSON *json, GString *text, GError **error);
-gboolean trace_terapipe_fig6(const TraceFigureContext *ctx, cJSON *json, GString *text, GError **error);
-gboolean trace_terapipe_fig7(const TraceFigureContext *ctx, cJSON *json, GString *text, GError **error);
-
-/* The cluster a figure runs on when none is given: aws-p3-16xlarge for the
- * TeraPipe figures, NULL (the program's default) for the others. */
-const char *trace_figure_default_cluster(const char *figure_name);
+gboolean trace_terapipe_fig3(TraceFigureContext *ctx, TraceFigureOut *out, GError **error);
+gboolean trace_terapipe_fig5(TraceFigureContext *ctx, TraceFigureOut *out, GError **error);
+gboolean trace_terapipe_fig6(TraceFigureContext *ctx, TraceFigureOut *out, GError **error);
+gboolean trace_terapipe_fig7(TraceFigureContext *ctx, TraceFigureOut *out, GError **error);
 
 /* The run request of TeraPipe setting `id` (1..10) with `slices` (auto,
  * uniform:N, ...) and batch slices of `micro_batch` sequences, as TeraPipe's

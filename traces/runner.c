@@ -1,0 +1,597 @@
+/* ptdsim — one configuration, simulated or read back (see runner.h). */
+#include "runner.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "../sim/exposed.h"
+#include "../sim/terapipe.h"
+#include "../sim/timeline.h"
+#include "../sim/zero.h"
+#include "perfetto.h"
+#include "report.h"
+#include "figures.h"
+#include <errno.h>
+#include <glib/gstdio.h>
+
+G_DEFINE_QUARK(trace-runner-error-quark, trace_runner_error)
+
+/* Traces above this size (uncompressed) are not read: far beyond the
+ * writer's event limit (perfetto.h). */
+#define MAX_TRACE_BYTES (2000000000ull)
+
+static char *file_sha256(const char *path) {
+  char *text = NULL;
+  gsize len = 0;
+  if (!path || !g_file_get_contents(path, &text, &len, NULL))
+    return g_strdup("unknown");
+  char *sum = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)text, len);
+  g_free(text);
+  return sum;
+}
+
+static void add_str(cJSON *o, const char *key, const char *v) {
+  if (v)
+    cJSON_AddStringToObject(o, key, v);
+  else
+    cJSON_AddNullToObject(o, key);
+}
+
+static cJSON *source(const char *name, const char *path) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "name", name);
+  char *sum = file_sha256(path);
+  cJSON_AddStringToObject(o, "sha256", sum);
+  g_free(sum);
+  return o;
+}
+
+cJSON *trace_request_json(const SimPlanRequest *r, const TopoCluster *cluster, const ModelProfile *profile) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "ptdsim_version", PTDSIM_VERSION);
+  cJSON *m = cJSON_AddObjectToObject(o, "model");
+  cJSON_AddNumberToObject(m, "layers", r->model.layers);
+  cJSON_AddNumberToObject(m, "hidden", r->model.hidden);
+  cJSON_AddNumberToObject(m, "heads", r->model.heads);
+  cJSON_AddNumberToObject(m, "seq_len", r->model.seq_len);
+  cJSON_AddNumberToObject(m, "vocab", r->model.vocab);
+  cJSON_AddItemToObject(o, "cluster", source(cluster->name, cluster->path));
+  cJSON_AddItemToObject(o, "profile", source(profile->name, profile->path));
+  const struct {
+    const char *key;
+    guint v;
+  } counts[] = {{"gpus", r->gpus},
+                {"tp", r->tp},
+                {"pp", r->pp},
+                {"dp", r->dp},
+                {"global_batch", r->global_batch},
+                {"micro_batch", r->micro_batch},
+                {"layers_per_chunk", r->layers_per_chunk},
+                {"chunks", r->chunks},
+                {"granularity", r->granularity},
+                {"zero", r->zero}};
+  for (guint i = 0; i < G_N_ELEMENTS(counts); i++)
+    cJSON_AddNumberToObject(o, counts[i].key, counts[i].v);
+  add_str(o, "schedule", r->schedule);
+  add_str(o, "ddp", r->ddp);
+  add_str(o, "recompute", r->recompute);
+  add_str(o, "slices", r->slices);
+  add_str(o, "network", r->network);
+  add_str(o, "placement", r->placement);
+  add_str(o, "workload", r->workload);
+  cJSON_AddBoolToObject(o, "no_scatter_gather", r->no_scatter_gather);
+  cJSON_AddBoolToObject(o, "no_fusion", r->no_fusion);
+  cJSON_AddBoolToObject(o, "no_symmetry", r->no_symmetry);
+  cJSON_AddBoolToObject(o, "allow_oom", r->allow_oom);
+  cJSON_AddNumberToObject(o, "tokens", r->tokens);
+  return o;
+}
+
+/* Replaces every number in `o` by raw text that reads back as the same
+ * double: cJSON prints 15 significant digits whenever they read back within
+ * its tolerance, which can be an ulp off, and a trace's metadata must give
+ * back exactly the numbers the run printed. */
+static void exact_numbers(cJSON *o) {
+  for (cJSON *c = o->child, *next; c; c = next) {
+    next = c->next;
+    if (cJSON_IsNumber(c) && isfinite(c->valuedouble)) {
+      char buf[40];
+      for (int digits = 15; digits <= 17; digits++) {
+        g_snprintf(buf, sizeof buf, "%.*g", digits, c->valuedouble);
+        if (g_ascii_strtod(buf, NULL) == c->valuedouble)
+          break;
+      }
+      cJSON *raw = cJSON_CreateRaw(buf);
+      if (c->string) /* an object's member keeps its key */
+        cJSON_ReplaceItemInObjectCaseSensitive(o, c->string, raw);
+      else
+        cJSON_ReplaceItemViaPointer(o, c, raw);
+    } else
+      exact_numbers(c);
+  }
+}
+
+/* TeraPipe's part of the run JSON: the slicing and its pipeline figures. */
+static void add_terapipe(cJSON *json, const SimPlan *plan, const SimResult *r, const SimTeraPipeSlicing *sl) {
+  cJSON *tp = cJSON_AddObjectToObject(json, "terapipe");
+  cJSON_AddNumberToObject(tp, "idle_fraction", r->idle_fraction);
+  cJSON_AddNumberToObject(tp, "analytic_idle_fraction", (plan->pp - 1.0) / ((double)r->token_slices + plan->pp - 1.0));
+  cJSON_AddNumberToObject(tp, "token_slices_in_pipeline", r->token_slices);
+  cJSON_AddNumberToObject(tp, "granularity", plan->granularity);
+  sim_terapipe_slicing_json(sl, tp);
+}
+
+cJSON *trace_run(const SimPlanRequest *req, const TopoCluster *cluster, const ModelProfile *profile,
+                 const char *trace_path, GError **error) {
+  SimPlanRequest r = *req;
+  if (!r.network && profile->n_coll > 0)
+    r.network = "analytic"; /* measured collectives drive the analytic model; the flow network cannot use them yet */
+  SimPlan *plan = g_new(SimPlan, 1); /* large: TeraPipe's slice table */
+  TracePerfetto *trace = NULL;
+  SimTeraPipeSlicing sl = {0};
+  cJSON *json = NULL;
+  SimResult res;
+  gboolean ok = sim_plan_build(&r, cluster, plan, error);
+  /* The trace's place is checked (a temporary file made there) before anything is simulated. */
+  if (ok && trace_path)
+    ok = (trace = trace_perfetto_open(trace_path, error)) != NULL;
+  SimTimelineFn observe = trace ? trace_perfetto_write : NULL;
+  if (ok) {
+    if (plan->schedule == SIM_SCHEDULE_TERAPIPE)
+      ok = sim_terapipe_choose(plan, profile, cluster, &sl, error) &&
+           sim_terapipe_simulate_observed(plan, profile, cluster, &sl, &res, observe, trace, error);
+    else if (plan->zero)
+      ok = sim_zero_run(plan, profile, cluster, &res, observe, trace, error);
+    else
+      ok = sim_ptdp_run_observed(plan, profile, cluster, &res, observe, trace, error);
+  }
+  if (ok) {
+    json = trace_result_json(plan, profile, cluster, &res);
+    if (plan->schedule == SIM_SCHEDULE_TERAPIPE)
+      add_terapipe(json, plan, &res, &sl);
+  }
+  if (ok && trace) {
+    cJSON *meta = cJSON_CreateObject();
+    cJSON_AddStringToObject(meta, "format", "ptdsim-trace");
+    cJSON_AddItemToObject(meta, "request", trace_request_json(req, cluster, profile));
+    cJSON_AddItemToObject(meta, "result", cJSON_Duplicate(json, TRUE));
+    exact_numbers(meta);
+    ok = trace_perfetto_commit(trace, meta, error);
+    cJSON_Delete(meta);
+  }
+  if (!ok && json) {
+    cJSON_Delete(json);
+    json = NULL;
+  }
+  trace_perfetto_free(trace);
+  sim_terapipe_slicing_clear(&sl);
+  g_free(plan);
+  return json;
+}
+
+/* --- reading --- */
+
+static gboolean read_all(const char *path, GByteArray *out, GError **error) {
+  if (!g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
+    g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_READ, "cannot read trace '%s': %s", path,
+                g_file_test(path, G_FILE_TEST_EXISTS) ? "not a regular file" : "no such file");
+    return FALSE;
+  }
+  gzFile f = gzopen(path, "rb");
+  if (!f) {
+    g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_READ, "cannot read trace '%s': %s", path,
+                g_strerror(errno));
+    return FALSE;
+  }
+  guint8 buf[1 << 16];
+  int n;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) {
+    g_byte_array_append(out, buf, (guint)n);
+    if (out->len > MAX_TRACE_BYTES) {
+      gzclose(f);
+      g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_READ,
+                  "trace '%s' is larger than %llu bytes uncompressed; it is not one ptdsim writes", path,
+                  (unsigned long long)MAX_TRACE_BYTES);
+      return FALSE;
+    }
+  }
+  int zerr;
+  const char *msg = gzerror(f, &zerr);
+  gboolean ok = n == 0 && zerr == Z_OK;
+  if (!ok)
+    g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_READ,
+                "cannot read trace '%s': %s (a truncated or damaged gzip file?)", path, msg ? msg : "read error");
+  gzclose(f);
+  return ok;
+}
+
+static gboolean bad(GError **error, const char *path, const char *what) {
+  g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_FORMAT, "trace '%s': %s", path, what);
+  return FALSE;
+}
+
+/* Nanoseconds of a "ts" or "dur" member (microseconds, exact to the ns). */
+static gint64 ns_of(const cJSON *v) { return cJSON_IsNumber(v) ? (gint64)llround(v->valuedouble * 1000.0) : -1; }
+
+static guint class_of(const char *cat) {
+  static const struct {
+    const char *name;
+    guint category;
+  } cats[] = {{"compute", SIM_TIMELINE_CAT_COMPUTE}, {"tp", SIM_TIMELINE_CAT_TP},
+              {"pp", SIM_TIMELINE_CAT_PP},           {"dp", SIM_TIMELINE_CAT_DP},
+              {"optimizer", SIM_TIMELINE_CAT_OPTIMIZER}};
+  for (guint i = 0; i < G_N_ELEMENTS(cats); i++)
+    if (strcmp(cat, cats[i].name) == 0)
+      return sim_exposed_class(cats[i].category);
+  return G_MAXUINT;
+}
+
+static double num_at(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* What the events say, gathered one event at a time: each GPU's busy
+ * intervals by class, the GPU of each stage's first tensor rank in replica
+ * 0 (from the process names), the latest end. */
+typedef struct {
+  GHashTable *edges;    /* pid -> GArray of exposed.h edges */
+  GHashTable *stage_of; /* stage -> pid, as GINT_TO_POINTER(pid + 1) */
+  gint64 end;
+  guint64 n_x;
+  cJSON *keep; /* the events themselves, when asked for */
+} Scan;
+
+static gboolean scan_event(Scan *sc, cJSON *e, const char *path, GError **error) {
+  const cJSON *ph = cJSON_GetObjectItemCaseSensitive(e, "ph"), *pid = cJSON_GetObjectItemCaseSensitive(e, "pid");
+  if (!cJSON_IsString(ph) || !cJSON_IsNumber(pid))
+    return bad(error, path, "an event lacks ph or pid");
+  if (strcmp(ph->valuestring, "M") == 0) {
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
+    const cJSON *label = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "args"), "name");
+    unsigned g, st, i, k;
+    if (cJSON_IsString(name) && strcmp(name->valuestring, "process_name") == 0 && cJSON_IsString(label) &&
+        sscanf(label->valuestring, "GPU %u (stage %u, tp %u, replica %u", &g, &st, &i, &k) == 4 && i == 0 && k == 0)
+      g_hash_table_insert(sc->stage_of, GUINT_TO_POINTER(st), GINT_TO_POINTER((gint)pid->valuedouble + 1));
+    return TRUE;
+  }
+  if (strcmp(ph->valuestring, "X") != 0)
+    return TRUE;
+  gint64 ts = ns_of(cJSON_GetObjectItemCaseSensitive(e, "ts")), dur = ns_of(cJSON_GetObjectItemCaseSensitive(e, "dur"));
+  const cJSON *cat = cJSON_GetObjectItemCaseSensitive(e, "cat");
+  if (ts < 0 || dur < 0 || !cJSON_IsString(cat))
+    return bad(error, path, "an event lacks ts, dur or cat");
+  sc->end = MAX(sc->end, ts + dur);
+  sc->n_x++;
+  guint cls = class_of(cat->valuestring);
+  if (cls == G_MAXUINT)
+    return TRUE;
+  gpointer key = GINT_TO_POINTER((gint)pid->valuedouble);
+  GArray *edges = g_hash_table_lookup(sc->edges, key);
+  if (!edges)
+    g_hash_table_insert(sc->edges, key, edges = sim_exposed_edges_new());
+  sim_exposed_add(edges, ts, ts + dur, cls);
+  return TRUE;
+}
+
+/* The iteration time and the critical GPU's breakdown, recomputed from the
+ * events and compared with the stored result: they must be the same to the
+ * nanosecond (the same integer sweep as the simulator's). */
+static gboolean verify(const char *path, Scan *sc, const cJSON *result, GError **error) {
+  double crit = num_at(result, "critical_stage"), stored_s = num_at(result, "iteration_time_s");
+  const cJSON *tb = cJSON_GetObjectItemCaseSensitive(result, "time_breakdown_s");
+  if (!isfinite(crit) || !isfinite(stored_s) || !cJSON_IsObject(tb))
+    return bad(error, path, "its ptdsim metadata has no result (iteration_time_s, critical_stage, time_breakdown_s)");
+  if (sc->n_x == 0)
+    return bad(error, path, "it has no events");
+  gint pid1 = GPOINTER_TO_INT(g_hash_table_lookup(sc->stage_of, GUINT_TO_POINTER((guint)crit)));
+  if (pid1 == 0)
+    return bad(error, path, "no process of its events is the critical stage's GPU");
+  GArray *edges = g_hash_table_lookup(sc->edges, GINT_TO_POINTER(pid1 - 1));
+  GArray *none = edges ? NULL : sim_exposed_edges_new();
+  double parts[SIM_N_CLS + 1];
+  sim_exposed_split(edges ? edges : none, sc->end, parts);
+  if (none)
+    g_array_free(none, TRUE);
+  gint64 stored = (gint64)llround(stored_s * 1e9);
+  if (sc->end != stored) {
+    g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_MISMATCH,
+                "trace '%s': its events end at %.9f s but its metadata says iteration_time_s %.9f s; the file was "
+                "altered or mixed with another",
+                path, sc->end * 1e-9, stored_s);
+    return FALSE;
+  }
+  static const char *keys[] = {"compute", "tp_comm", "pp_comm", "dp_comm", "optimizer", "bubble"};
+  const double got[] = {parts[SIM_CLS_COMPUTE], parts[SIM_CLS_TP],  parts[SIM_CLS_PP],
+                        parts[SIM_CLS_DP],      parts[SIM_CLS_OPT], parts[SIM_N_CLS]};
+  for (guint i = 0; i < G_N_ELEMENTS(keys); i++)
+    if (llround(got[i] * 1e9) != llround(num_at(tb, keys[i]) * 1e9)) {
+      g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_MISMATCH,
+                  "trace '%s': its events give time_breakdown_s.%s %.9f s but its metadata says %.9f s; the file was "
+                  "altered or mixed with another",
+                  path, keys[i], got[i], num_at(tb, keys[i]));
+      return FALSE;
+    }
+  return TRUE;
+}
+
+/* --- a scan of the JSON text: the top-level object member by member and
+ * the events one by one, each parsed by cJSON on its own, so that reading
+ * a trace takes memory for one event, not for a tree of millions --- */
+
+static const char *skip_ws(const char *p, const char *end) {
+  while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+    p++;
+  return p;
+}
+
+/* Past the string starting at p (on its '"'); NULL if unterminated. */
+static const char *skip_string(const char *p, const char *end) {
+  for (p++; p < end; p++) {
+    if (*p == '\\')
+      p++;
+    else if (*p == '"')
+      return p + 1;
+  }
+  return NULL;
+}
+
+/* Past the JSON value starting at p: a string, an object or array (its
+ * brackets matched, strings inside skipped), or a scalar.  NULL if it runs
+ * off the end.  cJSON checks the value itself when it is parsed. */
+static const char *skip_value(const char *p, const char *end) {
+  if (p >= end)
+    return NULL;
+  if (*p == '"')
+    return skip_string(p, end);
+  if (*p != '{' && *p != '[') {
+    while (p < end && !strchr(",}] \t\r\n", *p))
+      p++;
+    return p < end ? p : NULL;
+  }
+  guint depth = 0;
+  for (; p < end; p++) {
+    if (*p == '"') {
+      if (!(p = skip_string(p, end)))
+        return NULL;
+      p--;
+    } else if (*p == '{' || *p == '[')
+      depth++;
+    else if ((*p == '}' || *p == ']') && --depth == 0)
+      return p + 1;
+  }
+  return NULL;
+}
+
+static gboolean truncated(GError **error, const char *path, const char *text, const char *at) {
+  g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_FORMAT,
+              "trace '%s' is not valid JSON (near byte %zu): truncated, or not a trace", path, (gsize)(at - text));
+  return FALSE;
+}
+
+/* Scans the "traceEvents" array at p; *after is past it. */
+static gboolean scan_events(Scan *sc, const char *text, const char *p, const char *end, const char **after,
+                            const char *path, GError **error) {
+  if (*p != '[')
+    return bad(error, path, "its traceEvents is not a list");
+  p = skip_ws(p + 1, end);
+  if (p < end && *p == ']') {
+    *after = p + 1;
+    return TRUE;
+  }
+  for (;;) {
+    const char *v_end = skip_value(p, end);
+    if (!v_end)
+      return truncated(error, path, text, p);
+    cJSON *e = cJSON_ParseWithLength(p, (size_t)(v_end - p));
+    if (!cJSON_IsObject(e)) {
+      cJSON_Delete(e);
+      return truncated(error, path, text, p);
+    }
+    gboolean ok = scan_event(sc, e, path, error);
+    if (ok && sc->keep)
+      cJSON_AddItemToArray(sc->keep, e);
+    else
+      cJSON_Delete(e);
+    if (!ok)
+      return FALSE;
+    p = skip_ws(v_end, end);
+    if (p < end && *p == ']') {
+      *after = p + 1;
+      return TRUE;
+    }
+    if (p >= end || *p != ',')
+      return truncated(error, path, text, p);
+    p = skip_ws(p + 1, end);
+  }
+}
+
+/* Scans the whole text: events into `sc`, the "ptdsim" member into *meta. */
+static gboolean scan(Scan *sc, const char *text, gsize len, cJSON **meta, const char *path, GError **error) {
+  const char *p = skip_ws(text, text + len), *end = text + len;
+  gboolean events_seen = FALSE;
+  if (p >= end || *p != '{')
+    return truncated(error, path, text, p);
+  p = skip_ws(p + 1, end);
+  while (p < end && *p != '}') {
+    const char *k_end = *p == '"' ? skip_string(p, end) : NULL;
+    if (!k_end)
+      return truncated(error, path, text, p);
+    gsize k_len = (gsize)(k_end - p - 2);
+    const char *key = p + 1;
+    p = skip_ws(k_end, end);
+    if (p >= end || *p != ':')
+      return truncated(error, path, text, p);
+    p = skip_ws(p + 1, end);
+    const char *v_end;
+    if (k_len == 11 && memcmp(key, "traceEvents", 11) == 0) {
+      if (!scan_events(sc, text, p, end, &v_end, path, error))
+        return FALSE;
+      events_seen = TRUE;
+    } else {
+      if (!(v_end = skip_value(p, end)))
+        return truncated(error, path, text, p);
+      if (k_len == 6 && memcmp(key, "ptdsim", 6) == 0) {
+        cJSON_Delete(*meta);
+        if (!(*meta = cJSON_ParseWithLength(p, (size_t)(v_end - p))))
+          return truncated(error, path, text, p);
+      }
+    }
+    p = skip_ws(v_end, end);
+    if (p < end && *p == ',')
+      p = skip_ws(p + 1, end);
+    else if (p >= end || *p != '}')
+      return truncated(error, path, text, p);
+  }
+  if (p >= end || skip_ws(p + 1, end) != end)
+    return truncated(error, path, text, p < end ? p + 1 : p);
+  const cJSON *format = cJSON_GetObjectItemCaseSensitive(*meta, "format");
+  if (!cJSON_IsObject(*meta) || !cJSON_IsString(format) || strcmp(format->valuestring, "ptdsim-trace") != 0)
+    return bad(error, path, "not a ptdsim trace (no \"ptdsim\" metadata); write one with ptdsim run --trace or "
+                            "ptdsim figure --save-traces");
+  if (!events_seen)
+    return bad(error, path, "it has no traceEvents list");
+  if (!cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(*meta, "request")) ||
+      !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(*meta, "result")))
+    return bad(error, path, "its ptdsim metadata lacks the request or the result");
+  return TRUE;
+}
+
+cJSON *trace_read(const char *path, cJSON **request, cJSON **events_out, GError **error) {
+  if (request)
+    *request = NULL;
+  if (events_out)
+    *events_out = NULL;
+  GByteArray *bytes = g_byte_array_new();
+  if (!read_all(path, bytes, error)) {
+    g_byte_array_free(bytes, TRUE);
+    return NULL;
+  }
+  Scan sc = {g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, (GDestroyNotify)g_array_unref),
+             g_hash_table_new(g_direct_hash, g_direct_equal), 0, 0, events_out ? cJSON_CreateArray() : NULL};
+  cJSON *meta = NULL, *result = NULL;
+  if (scan(&sc, (const char *)bytes->data, bytes->len, &meta, path, error) &&
+      verify(path, &sc, cJSON_GetObjectItemCaseSensitive(meta, "result"), error)) {
+    result = cJSON_DetachItemFromObjectCaseSensitive(meta, "result");
+    if (request)
+      *request = cJSON_DetachItemFromObjectCaseSensitive(meta, "request");
+    if (events_out) {
+      *events_out = sc.keep;
+      sc.keep = NULL;
+    }
+  }
+  g_byte_array_free(bytes, TRUE);
+  cJSON_Delete(meta);
+  cJSON_Delete(sc.keep);
+  g_hash_table_destroy(sc.edges);
+  g_hash_table_destroy(sc.stage_of);
+  return result;
+}
+
+/* --- a figure's configurations --- */
+
+char *trace_figure_trace_path(const TraceFigureContext *ctx, guint k) {
+  char *file = g_strdup_printf("%s.%04u.json.gz", ctx->name, k);
+  char *path = g_build_filename(ctx->trace_dir, file, NULL);
+  g_free(file);
+  return path;
+}
+
+/* The first place where two requests differ, as "KEY: A here, B in the
+ * trace" (for the mismatch message). */
+static char *first_difference(const cJSON *want, const cJSON *got) {
+  const cJSON *w;
+  cJSON_ArrayForEach(w, want) {
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(got, w->string);
+    if (g && cJSON_Compare(w, g, TRUE))
+      continue;
+    if (cJSON_IsObject(w) && cJSON_IsObject(g)) {
+      char *inner = first_difference(w, g);
+      char *out = g_strdup_printf("%s.%s", w->string, inner);
+      g_free(inner);
+      return out;
+    }
+    char *a = cJSON_PrintUnformatted(w), *b = g ? cJSON_PrintUnformatted(g) : g_strdup("nothing");
+    char *out = g_strdup_printf("%s: %s for this figure, %s in the trace", w->string, a, b);
+    cJSON_free(a);
+    if (g)
+      cJSON_free(b);
+    else
+      g_free(b);
+    return out;
+  }
+  return g_strdup("a field the figure does not set");
+}
+
+static cJSON *figure_read(TraceFigureContext *ctx, const SimPlanRequest *req, const char *path, cJSON **events,
+                          GError **error) {
+  cJSON *stored = NULL;
+  cJSON *run = trace_read(path, &stored, events, error);
+  if (!run)
+    return NULL;
+  cJSON *want = trace_request_json(req, ctx->cluster, ctx->profile);
+  if (!cJSON_Compare(want, stored, TRUE)) {
+    char *diff = first_difference(want, stored);
+    g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_MISMATCH,
+                "trace '%s' is not configuration %u of figure %s as it runs now (%s); save the traces again with "
+                "ptdsim figure %s --save-traces DIR",
+                path, ctx->runs - 1, ctx->name, diff, ctx->name);
+    g_free(diff);
+    cJSON_Delete(run);
+    run = NULL;
+    if (events) {
+      cJSON_Delete(*events);
+      *events = NULL;
+    }
+  }
+  cJSON_Delete(want);
+  cJSON_Delete(stored);
+  return run;
+}
+
+static cJSON *figure_run(TraceFigureContext *ctx, const SimPlanRequest *req, cJSON **events, GError **error) {
+  guint k = ctx->runs++;
+  if (ctx->mode == TRACE_FIGURE_SIMULATE && !events)
+    return trace_run(req, ctx->cluster, ctx->profile, NULL, error);
+  char *tmp_dir = NULL, *path;
+  if (ctx->mode == TRACE_FIGURE_SIMULATE) {
+    /* The diagrams draw from a trace: one goes through a private directory. */
+    if (!(tmp_dir = g_dir_make_tmp("ptdsim-figure-XXXXXX", NULL))) {
+      g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_READ,
+                  "cannot make a temporary directory for %s's timeline: %s (set TMPDIR to a writable directory)",
+                  ctx->name, g_strerror(errno));
+      return NULL;
+    }
+    path = g_build_filename(tmp_dir, "timeline.json", NULL);
+  } else
+    path = trace_figure_trace_path(ctx, k);
+  cJSON *run = NULL;
+  if (ctx->mode == TRACE_FIGURE_FROM_TRACES)
+    run = figure_read(ctx, req, path, events, error);
+  else {
+    cJSON *made = trace_run(req, ctx->cluster, ctx->profile, path, error);
+    if (made && events)
+      run = trace_read(path, NULL, events, error);
+    else
+      run = made, made = NULL;
+    cJSON_Delete(made);
+  }
+  if (tmp_dir) {
+    g_unlink(path);
+    g_rmdir(tmp_dir);
+    g_free(tmp_dir);
+  }
+  g_free(path);
+  return run;
+}
+
+cJSON *trace_figure_run(TraceFigureContext *ctx, const SimPlanRequest *req, GError **error) {
+  return figure_run(ctx, req, NULL, error);
+}
+
+cJSON *trace_figure_run_events(TraceFigureContext *ctx, const SimPlanRequest *req, cJSON **events, GError **error) {
+  *events = NULL;
+  return figure_run(ctx, req, events, error);
+}
