@@ -71,6 +71,9 @@ typedef struct {
   double bytes[N_CATS];
   double bytes_embedding; /* the tied-embedding all-reduce's part of bytes[CAT_DP] */
   FlowCtx *flow; /* NULL: the analytic network */
+  /* traced runs only (timeline.h): what each compute op runs, and the
+   * pieces of the compute not yet in an op */
+  GArray *pieces, *pending_pieces;
 } Build;
 
 static guint gpu_of(const Build *b, guint i, guint s, guint k) { return i + b->ts * (k + b->ds * s); }
@@ -150,7 +153,14 @@ static void flush(Build *b, guint s, guint k, const SimOpTag *t, gboolean force)
       sim_engine_add_dep(b->e, b->prev[i], op);
     b->prev[i] = op;
     b->pending[i] = 0;
+    for (guint j = 0; b->pieces && j < b->pending_pieces->len; j++) {
+      SimTimelinePiece pc = g_array_index(b->pending_pieces, SimTimelinePiece, j);
+      pc.op = op;
+      g_array_append_val(b->pieces, pc);
+    }
   }
+  if (b->pieces)
+    g_array_set_size(b->pending_pieces, 0);
 }
 
 static void tp_allreduce(Build *b, guint s, guint k, const SimOpTag *t) {
@@ -174,17 +184,23 @@ static void tp_allreduce(Build *b, guint s, guint k, const SimOpTag *t) {
   b->bytes[CAT_TP] += b->layer.tp_allreduce_bytes * 2.0 * (b->plan->tp - 1) * ((double)b->plan->dp / b->ds);
 }
 
-static void add_compute(Build *b, double seconds) {
+static void add_compute(Build *b, guint part, gint layer, double seconds) {
   for (guint i = 0; i < b->ts; i++)
     b->pending[i] += seconds;
+  sim_timeline_piece(b->pending_pieces, 0, SIM_ACT_RUN, part, layer, 1, seconds);
 }
 
+/* A layer's pass: compute, all-reduce, compute, all-reduce, compute (the
+ * segments of models/layer.h; backward runs the layer in reverse). */
 static void emit_pass(Build *b, guint s, guint k, const ModelPass *pass, const SimOpTag *t) {
-  add_compute(b, pass->seg_s[0]);
+  static const guint fwd_parts[3] = {SIM_PART_ATTENTION, SIM_PART_MLP, SIM_PART_RESIDUAL},
+                     bwd_parts[3] = {SIM_PART_MLP, SIM_PART_ATTENTION, SIM_PART_LAYERNORM};
+  const guint *parts = t->pass == PASS_BACKWARD ? bwd_parts : fwd_parts;
+  add_compute(b, parts[0], t->layer, pass->seg_s[0]);
   tp_allreduce(b, s, k, t);
-  add_compute(b, pass->seg_s[1]);
+  add_compute(b, parts[1], t->layer, pass->seg_s[1]);
   tp_allreduce(b, s, k, t);
-  add_compute(b, pass->seg_s[2]);
+  add_compute(b, parts[2], t->layer, pass->seg_s[2]);
 }
 
 static void emit_item(Build *b, guint s, guint k, guint idx) {
@@ -206,16 +222,16 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
   gboolean last_mb = it.microbatch == b->m - 1;
   if (it.forward) {
     if (vs == 0)
-      add_compute(b, b->emb_fwd);
+      add_compute(b, SIM_PART_EMBEDDING, -1, b->emb_fwd);
     for (guint l = 0; l < b->lpc; l++) {
       t.layer = (gint32)(it.chunk * b->lpc + l);
       emit_pass(b, s, k, &b->layer.fwd, &t);
     }
     if (vs == last_vs)
-      add_compute(b, b->head_fwd);
+      add_compute(b, SIM_PART_HEAD, -1, b->head_fwd);
   } else {
     if (vs == last_vs)
-      add_compute(b, b->head_bwd);
+      add_compute(b, SIM_PART_HEAD, -1, b->head_bwd);
     for (guint l = b->lpc; l-- > 0;) {
       t.layer = (gint32)(it.chunk * b->lpc + l);
       if (pl->recompute) {
@@ -225,7 +241,7 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
       }
       emit_pass(b, s, k, &b->layer.bwd, &t);
       if (vs == 0 && l == 0)
-        add_compute(b, b->emb_bwd);
+        add_compute(b, SIM_PART_EMBEDDING, -1, b->emb_bwd);
       if (pl->ddp == SIM_DDP_TORCH && last_mb && pl->dp > 1) {
         flush(b, s, k, &t, TRUE);
         for (guint i = 0; i < b->ts; i++)
@@ -788,7 +804,7 @@ static gboolean observe_timeline(const Build *b, SimTimelineFn observe, gpointer
     for (guint k = 0; k < b->ds; k++)
       for (guint i = 0; i < b->ts; i++)
         gpus[gpu_of(b, i, s, k)] = gpu_of_rank(b, i, s, k);
-  SimTimeline tl = {b->e, b->plan, b->ts, b->ds, b->p, gpus, "mb", TRUE, 0};
+  SimTimeline tl = {b->e, b->plan, b->ts, b->ds, b->p, gpus, "mb", TRUE, 0, b->pieces};
   gboolean ok = observe(&tl, data, error);
   g_free(gpus);
   return ok;
@@ -891,6 +907,10 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   b.grad_ready = g_new0(guint, (gsize)b.ds * b.p * b.v * b.lpc * b.ts);
   b.pending = g_new0(double, b.ts);
   b.prev = g_new0(guint, b.ts);
+  if (observe) {
+    b.pieces = g_array_new(FALSE, FALSE, sizeof(SimTimelinePiece));
+    b.pending_pieces = g_array_new(FALSE, FALSE, sizeof(SimTimelinePiece));
+  }
 
   for (guint k = 0; k < b.ds; k++)
     for (guint s = 0; s < b.p; s++)
@@ -933,6 +953,10 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   g_free(b.tp_ar_ns);
   g_free(b.pending);
   g_free(b.prev);
+  if (b.pieces) {
+    g_array_free(b.pieces, TRUE);
+    g_array_free(b.pending_pieces, TRUE);
+  }
   sim_engine_free(b.e);
   if (b.flow) {
     sim_netops_free(fc.ops);

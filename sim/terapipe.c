@@ -72,6 +72,7 @@ typedef struct {
   guint *first, *last; /* [s * n + j] */
   double bytes_tp, bytes_pp, bytes_dp;
   double bytes_embedding; /* the tied-embedding all-reduce's part of bytes_dp */
+  GArray *pieces;         /* traced runs: what each op is (timeline.h) */
 } Build;
 
 /* TeraPipe's rank order (mpu/initialize.py initialize_model_parallel):
@@ -374,6 +375,20 @@ static void emit_items(Build *b, const ModelCell *cell, const ModelProfile *prof
       double tp = it->fwd ? cost[j].tp_fwd : cost[j].tp_bwd;
       SimOpTag t = tag(CAT_COMPUTE, it->fwd, s, j);
       guint op = sim_engine_add_op1(b->e, ns(comp), s * N_STREAMS + STREAM_COMPUTE, &t);
+      if (b->pieces) { /* the cell's layers, with the embedding before or the head after them */
+        guint lps = pl->model.layers / b->p;
+        double e_s = it->fwd ? ef : eb, h_s = it->fwd ? hf : hb, layers_s = it->fwd ? cost[j].fwd : cost[j].bwd;
+        gboolean head_first = !it->fwd; /* backward runs the head first */
+        if (head_first && h_s > 0)
+          sim_timeline_piece(b->pieces, op, SIM_ACT_RUN, SIM_PART_HEAD, -1, 1, h_s);
+        if (!head_first && e_s > 0)
+          sim_timeline_piece(b->pieces, op, SIM_ACT_RUN, SIM_PART_EMBEDDING, -1, 1, e_s);
+        sim_timeline_piece(b->pieces, op, SIM_ACT_RUN, SIM_PART_LAYERS, (gint)(s * lps), lps, layers_s);
+        if (head_first && e_s > 0)
+          sim_timeline_piece(b->pieces, op, SIM_ACT_RUN, SIM_PART_EMBEDDING, -1, 1, e_s);
+        if (!head_first && h_s > 0)
+          sim_timeline_piece(b->pieces, op, SIM_ACT_RUN, SIM_PART_HEAD, -1, 1, h_s);
+      }
       if (j > 0)
         sim_engine_add_dep(b->e, b->last[s * b->n + j - 1], op);
       b->first[s * b->n + j] = b->last[s * b->n + j] = op;
@@ -415,6 +430,7 @@ static void emit_transfers(Build *b) {
         guint st = d * N_STREAMS + STREAM_RECV;
         guint64 gp = 2ull * j + 1;
         ready = sim_engine_add_op_at(b->e, ns(gather_s), &st, &gp, 1, &t);
+        sim_timeline_piece(b->pieces, ready, SIM_ACT_BROADCAST, SIM_PART_NONE, -1, 1, 0);
         sim_engine_add_dep(b->e, x, ready);
       }
       sim_engine_add_dep(b->e, ready, b->first[d * b->n + j]);
@@ -675,6 +691,7 @@ gboolean sim_terapipe_simulate_observed(const SimPlan *pl, const ModelProfile *p
   for (guint s = 0; s < b.p; s++)
     for (guint kind = 0; kind < N_STREAMS; kind++)
       sim_engine_add_stream(b.e, s);
+  b.pieces = observe ? g_array_new(FALSE, FALSE, sizeof(SimTimelinePiece)) : NULL;
   emit_items(&b, &cell, profile);
   emit_transfers(&b);
   emit_dp_and_optimizer(&b, profile);
@@ -688,11 +705,13 @@ gboolean sim_terapipe_simulate_observed(const SimPlan *pl, const ModelProfile *p
       guint *gpus = g_new(guint, b.p);
       for (guint s = 0; s < b.p; s++)
         gpus[s] = gpu_of(&b, 0, 0, s);
-      SimTimeline tl = {b.e, pl, 1, 1, b.p, gpus, "slice", FALSE, total};
+      SimTimeline tl = {b.e, pl, 1, 1, b.p, gpus, "slice", FALSE, total, b.pieces};
       ok = observe(&tl, data, error);
       g_free(gpus);
     }
   }
+  if (b.pieces)
+    g_array_free(b.pieces, TRUE);
   sim_engine_free(b.e);
   g_free(b.items);
   g_free(b.first);

@@ -29,6 +29,49 @@ enum {
   SIM_TIMELINE_CAT_OPTIMIZER
 };
 
+/* What an op is, in more detail than its tag, for traces: the model part
+ * it computes (several pieces when one op runs several parts back to back,
+ * as compute between two tensor-parallel all-reduces does) or the
+ * communication it stands for.  Recorded only when a run is observed. */
+enum {
+  SIM_PART_NONE,
+  SIM_PART_EMBEDDING,
+  SIM_PART_ATTENTION, /* layernorm 1, QKV, attention, projection (backward: the same in reverse) */
+  SIM_PART_MLP,       /* bias-dropout-add, layernorm 2, the MLP */
+  SIM_PART_RESIDUAL,  /* the closing bias-dropout-add */
+  SIM_PART_LAYERNORM, /* backward's closing layernorm 1 and residual sum */
+  SIM_PART_HEAD,      /* final layernorm, logits and loss */
+  SIM_PART_QKV,       /* ZeRO's units: layernorm 1, QKV and the attention core */
+  SIM_PART_PROJECTION,
+  SIM_PART_MLP_UP, /* bias-dropout-add, layernorm 2, MLP h -> 4h, GeLU */
+  SIM_PART_MLP_DOWN,
+  SIM_PART_LAYERS, /* a TeraPipe cell: `layers` layers from `layer` */
+  SIM_N_PARTS
+};
+enum {
+  SIM_ACT_RUN,                /* computes (or, for communication ops, the category's own label) */
+  SIM_ACT_PARAM_GATHER,       /* ZeRO-3: gathers the part's parameters */
+  SIM_ACT_GRAD_REDUCE_SCATTER,/* ZeRO: reduce-scatters the part's gradients */
+  SIM_ACT_PARAM_ALLGATHER,    /* ZeRO-1/2: the updated parameters gathered after the step */
+  SIM_ACT_BROADCAST,          /* TeraPipe: the receiving rank broadcasts to its tensor group */
+  SIM_N_ACTS
+};
+
+typedef struct {
+  guint op;
+  guint8 act, part;
+  guint16 layers;  /* SIM_PART_LAYERS: how many */
+  gint32 layer;    /* -1: not a layer's */
+  double seconds;  /* this piece's share of the op's time; 0: all of it */
+} SimTimelinePiece;
+
+/* Appends a piece to `log` (a GArray of SimTimelinePiece; NULL: nothing is
+ * recorded).  Pieces of an op are appended in order, ops in increasing
+ * order. */
+void sim_timeline_piece(GArray *log, guint op, guint act, guint part, gint layer, guint layers, double seconds);
+/* "attention", "MLP", ...; "" for SIM_PART_NONE. */
+const char *sim_timeline_part_name(guint part);
+
 typedef struct {
   const SimEngine *engine;
   const SimPlan *plan;
@@ -37,7 +80,11 @@ typedef struct {
   const char *item_unit; /* what a tag's microbatch field counts: "mb" (PTD-P) or "slice" (TeraPipe) */
   gboolean recompute_pass; /* pass 2 is the recomputation forward (PTD-P); else pass 2 is "other" */
   guint mirror; /* TeraPipe: token slices M; a backward tag's field j >= M is slice 2M - 1 - j (0: none) */
+  const GArray *pieces; /* SimTimelinePiece sorted by op; NULL: none */
 } SimTimeline;
+
+/* The pieces of `op` (n = 0: none). */
+const SimTimelinePiece *sim_timeline_pieces(const SimTimeline *timeline, guint op, guint *n);
 
 /* Called once after a successful run.  Returning FALSE (with `error` set)
  * makes the run fail with that error. */

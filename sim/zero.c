@@ -25,6 +25,7 @@ typedef struct {
   double fwd, bwd; /* compute seconds for one microbatch, from this unit's gather to the next one's need */
   gboolean layer;  /* part of a transformer layer: recomputed with --recompute full */
   gint32 index;    /* layer index, or -1 embedding, -3 head */
+  guint part;      /* SIM_PART_*, for traces */
 } Unit;
 
 /* DeepSpeed's stage3_prefetch_bucket_size default, 5e7 elements
@@ -48,6 +49,7 @@ typedef struct {
   GArray *comm;    /* the collective ops, for the bisection */
   GArray *comm_bytes;
   guint last_comm; /* the previous op on the communication stream */
+  GArray *pieces;  /* traced runs: what each op is (timeline.h) */
 } Build;
 
 static SimTime ns(double seconds) { return (SimTime)llround(seconds * 1e9); }
@@ -77,7 +79,7 @@ static void units_of(const SimPlan *pl, const ModelProfile *profile, Unit **out,
   model_embedding_cost(profile, m, 1, b, &ef, &eb);
   model_head_cost(profile, m, 1, b, &hf, &hb);
   guint64 word = (guint64)m->vocab * h, pos = (guint64)m->seq_len * h;
-  u[0] = (Unit){word + pos, word + pos, ef, eb, FALSE, -1};
+  u[0] = (Unit){word + pos, word + pos, ef, eb, FALSE, -1, SIM_PART_EMBEDDING};
   const double *F = lc.fwd.seg_s, *G = lc.bwd.seg_s;
   double f[4], g[4];
   if (profile->kind == MODEL_PROFILE_IDEAL) {
@@ -100,14 +102,14 @@ static void units_of(const SimPlan *pl, const ModelProfile *profile, Unit **out,
     Unit *x = u + 1 + 4 * l;
     gint32 i = (gint32)l;
     /* the QKV unit owns the first layernorm, MLP-up the second */
-    x[0] = (Unit){3 * h * h + 3 * h, 3 * h * h + 3 * h + 2 * h, f[0], g[0], TRUE, i};
-    x[1] = (Unit){h * h + h, h * h + h, f[1], g[1], TRUE, i};
-    x[2] = (Unit){4 * h * h + 4 * h, 4 * h * h + 4 * h + 2 * h, f[2], g[2], TRUE, i};
-    x[3] = (Unit){4 * h * h + h, 4 * h * h + h, f[3], g[3], TRUE, i};
+    x[0] = (Unit){3 * h * h + 3 * h, 3 * h * h + 3 * h + 2 * h, f[0], g[0], TRUE, i, SIM_PART_QKV};
+    x[1] = (Unit){h * h + h, h * h + h, f[1], g[1], TRUE, i, SIM_PART_PROJECTION};
+    x[2] = (Unit){4 * h * h + 4 * h, 4 * h * h + 4 * h + 2 * h, f[2], g[2], TRUE, i, SIM_PART_MLP_UP};
+    x[3] = (Unit){4 * h * h + h, 4 * h * h + h, f[3], g[3], TRUE, i, SIM_PART_MLP_DOWN};
   }
   /* the head: the tied word embedding gathered again for the logits; it
    * owns the final layernorm */
-  u[4 * L + 1] = (Unit){word, 2 * h, hf, hb, FALSE, -3};
+  u[4 * L + 1] = (Unit){word, 2 * h, hf, hb, FALSE, -3, SIM_PART_HEAD};
   *out = u;
   *n = 4 * L + 2;
 }
@@ -115,7 +117,7 @@ static void units_of(const SimPlan *pl, const ModelProfile *profile, Unit **out,
 /* A collective of ZeRO over all d GPUs moving `bytes` (the all-gather's
  * output, the reduce-scatter's input), after `after` (G_MAXUINT: none), on
  * the communication stream in issue order. */
-static guint coll(Build *b, NetCollOp op, double bytes, guint after, const SimOpTag *t) {
+static guint coll(Build *b, NetCollOp op, double bytes, guint after, const SimOpTag *t, guint act, const Unit *un) {
   const SimPlan *pl = b->pl;
   guint d = pl->dp, stream = STREAM_DP, x;
   if (b->flow) {
@@ -133,6 +135,7 @@ static guint coll(Build *b, NetCollOp op, double bytes, guint after, const SimOp
   }
   if (after != G_MAXUINT)
     sim_engine_add_dep(b->e, after, x);
+  sim_timeline_piece(b->pieces, x, act, un ? un->part : SIM_PART_NONE, un && un->layer ? un->index : -1, 1, 0);
   /* a ring all-gather or reduce-scatter: every rank sends (d-1)/d of the
    * buffer; the ring crosses the replica cut once each way */
   b->bytes += bytes * (d - 1);
@@ -144,10 +147,12 @@ static guint coll(Build *b, NetCollOp op, double bytes, guint after, const SimOp
   return x;
 }
 
-static guint compute(Build *b, double seconds, guint after, const SimOpTag *t) {
+static guint compute(Build *b, double seconds, guint after, const SimOpTag *t, const Unit *un) {
   guint x = sim_engine_add_op1(b->e, ns(seconds), STREAM_COMPUTE, t);
   if (after != G_MAXUINT)
     sim_engine_add_dep(b->e, after, x);
+  if (un)
+    sim_timeline_piece(b->pieces, x, SIM_ACT_RUN, un->part, un->layer ? un->index : -1, 1, 0);
   return x;
 }
 
@@ -163,9 +168,10 @@ static void emit_stage3_microbatch(Build *b, guint mb) {
   for (guint u = 0; u < U; u++) {
     const Unit *un = &b->units[u];
     SimOpTag t = tag(SIM_TIMELINE_CAT_DP, PASS_FORWARD, mb, un->index);
-    guint g = coll(b, NET_OP_ALLGATHER, 2.0 * un->params, un->params > PREFETCH_ELEMENTS ? prev : G_MAXUINT, &t);
+    guint g = coll(b, NET_OP_ALLGATHER, 2.0 * un->params, un->params > PREFETCH_ELEMENTS ? prev : G_MAXUINT, &t,
+                   SIM_ACT_PARAM_GATHER, un);
     t.category = SIM_TIMELINE_CAT_COMPUTE;
-    prev = compute(b, un->fwd, g, &t);
+    prev = compute(b, un->fwd, g, &t, un);
   }
   /* backward, units in reverse */
   guint pending_rs = G_MAXUINT;
@@ -175,22 +181,23 @@ static void emit_stage3_microbatch(Build *b, guint mb) {
     gboolean wait = un->params > PREFETCH_ELEMENTS;
     SimOpTag t = tag(SIM_TIMELINE_CAT_DP, PASS_RECOMPUTE, mb, un->index);
     if (pl->recompute && un->layer) {
-      guint g = coll(b, NET_OP_ALLGATHER, 2.0 * un->params, wait ? prev : G_MAXUINT, &t);
+      guint g = coll(b, NET_OP_ALLGATHER, 2.0 * un->params, wait ? prev : G_MAXUINT, &t, SIM_ACT_PARAM_GATHER, un);
       t.category = SIM_TIMELINE_CAT_COMPUTE;
-      prev = compute(b, un->fwd, g, &t);
+      prev = compute(b, un->fwd, g, &t, un);
     }
     t = tag(SIM_TIMELINE_CAT_DP, PASS_BACKWARD, mb, un->index);
-    guint g = coll(b, NET_OP_ALLGATHER, 2.0 * un->params, wait ? prev : G_MAXUINT, &t);
+    guint g = coll(b, NET_OP_ALLGATHER, 2.0 * un->params, wait ? prev : G_MAXUINT, &t, SIM_ACT_PARAM_GATHER, un);
     /* the previous unit's gradients go out behind this unit's gather */
     if (pending_rs != G_MAXUINT) {
       SimOpTag rt = tag(SIM_TIMELINE_CAT_DP, PASS_OTHER, mb, b->units[u + 1].index);
-      coll(b, NET_OP_REDUCESCATTER, 2.0 * b->units[u + 1].owned, pending_rs, &rt);
+      coll(b, NET_OP_REDUCESCATTER, 2.0 * b->units[u + 1].owned, pending_rs, &rt, SIM_ACT_GRAD_REDUCE_SCATTER,
+           &b->units[u + 1]);
     }
     t.category = SIM_TIMELINE_CAT_COMPUTE;
-    prev = pending_rs = compute(b, un->bwd, g, &t);
+    prev = pending_rs = compute(b, un->bwd, g, &t, un);
   }
   SimOpTag rt = tag(SIM_TIMELINE_CAT_DP, PASS_OTHER, mb, b->units[0].index);
-  coll(b, NET_OP_REDUCESCATTER, 2.0 * b->units[0].owned, pending_rs, &rt);
+  coll(b, NET_OP_REDUCESCATTER, 2.0 * b->units[0].owned, pending_rs, &rt, SIM_ACT_GRAD_REDUCE_SCATTER, &b->units[0]);
 }
 
 /* One microbatch under stages 1 and 2: the whole model is on every GPU;
@@ -200,19 +207,19 @@ static guint emit_replicated_microbatch(Build *b, guint mb, gboolean reduce_each
   guint U = b->n_units, last = G_MAXUINT;
   for (guint u = 0; u < U; u++) {
     SimOpTag t = tag(SIM_TIMELINE_CAT_COMPUTE, PASS_FORWARD, mb, b->units[u].index);
-    last = compute(b, b->units[u].fwd, G_MAXUINT, &t);
+    last = compute(b, b->units[u].fwd, G_MAXUINT, &t, &b->units[u]);
   }
   for (guint k = 0; k < U; k++) {
     guint u = U - 1 - k;
     const Unit *un = &b->units[u];
     SimOpTag t = tag(SIM_TIMELINE_CAT_COMPUTE, PASS_RECOMPUTE, mb, un->index);
     if (pl->recompute && un->layer)
-      compute(b, un->fwd, G_MAXUINT, &t);
+      compute(b, un->fwd, G_MAXUINT, &t, un);
     t.pass = PASS_BACKWARD;
-    last = compute(b, un->bwd, G_MAXUINT, &t);
+    last = compute(b, un->bwd, G_MAXUINT, &t, un);
     if (reduce_each && un->owned > 0) {
       SimOpTag rt = tag(SIM_TIMELINE_CAT_DP, PASS_OTHER, mb, un->index);
-      coll(b, NET_OP_REDUCESCATTER, 2.0 * un->owned, last, &rt);
+      coll(b, NET_OP_REDUCESCATTER, 2.0 * un->owned, last, &rt, SIM_ACT_GRAD_REDUCE_SCATTER, un);
     }
   }
   return last;
@@ -238,16 +245,16 @@ static void emit(Build *b) {
   /* stage 1: the accumulated gradients reduce-scattered once */
   if (pl->zero == 1) {
     SimOpTag rt = tag(SIM_TIMELINE_CAT_DP, PASS_OTHER, 0, -1);
-    coll(b, NET_OP_REDUCESCATTER, 2.0 * P, last, &rt);
+    coll(b, NET_OP_REDUCESCATTER, 2.0 * P, last, &rt, SIM_ACT_GRAD_REDUCE_SCATTER, NULL);
   }
   /* The step on this GPU's shard, after its last gradients arrived. */
   SimOpTag ot = tag(SIM_TIMELINE_CAT_OPTIMIZER, PASS_OTHER, 0, -1);
   guint64 shard = (P + pl->dp - 1) / pl->dp;
-  guint opt = compute(b, model_optimizer_time_s(b->profile, shard), b->last_comm, &ot);
+  guint opt = compute(b, model_optimizer_time_s(b->profile, shard), b->last_comm, &ot, NULL);
   /* stages 1 and 2: the updated fp16 parameters gathered back */
   if (pl->zero < 3) {
     SimOpTag gt = tag(SIM_TIMELINE_CAT_DP, PASS_OTHER, 0, -1);
-    coll(b, NET_OP_ALLGATHER, 2.0 * P, opt, &gt);
+    coll(b, NET_OP_ALLGATHER, 2.0 * P, opt, &gt, SIM_ACT_PARAM_ALLGATHER, NULL);
   }
 }
 
@@ -336,6 +343,7 @@ gboolean sim_zero_run(const SimPlan *pl, const ModelProfile *profile, const Topo
     ok = (b.flow = sim_netops_new(cluster, b.e, error)) != NULL;
   }
   if (ok) {
+    b.pieces = observe ? g_array_new(FALSE, FALSE, sizeof(SimTimelinePiece)) : NULL;
     emit(&b);
     ok = sim_engine_run(b.e, error);
   }
@@ -371,10 +379,12 @@ gboolean sim_zero_run(const SimPlan *pl, const ModelProfile *profile, const Topo
     r->symmetric = TRUE;
     if (observe) {
       guint gpu0 = 0;
-      SimTimeline tl = {b.e, pl, 1, 1, 1, &gpu0, "mb", TRUE, 0};
+      SimTimeline tl = {b.e, pl, 1, 1, 1, &gpu0, "mb", TRUE, 0, b.pieces};
       ok = observe(&tl, data, error);
     }
   }
+  if (b.pieces)
+    g_array_free(b.pieces, TRUE);
   sim_engine_free(b.e);
   sim_netops_free(b.flow);
   g_free(b.side);

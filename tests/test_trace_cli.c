@@ -87,7 +87,15 @@ static int span_cmp(const void *a, const void *b) {
   return x->ts < y->ts ? -1 : x->ts > y->ts ? 1 : (x->end > y->end) - (x->end < y->end);
 }
 
-/* The checks every trace must pass.  Returns the parsed trace. */
+/* Whether an X event is an op (it has args.op) rather than one of the parts
+ * nested in a compute op. */
+static gboolean is_op(const cJSON *e) {
+  return cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "args"), "op"));
+}
+
+/* The checks every trace must pass: every stream runs one op at a time; the
+ * parts nested in an op lie inside it, one after another; every flow arrow
+ * has one start and one end, on different GPUs.  Returns the parsed trace. */
 static cJSON *check_trace(const char *path, guint expect_streams_with_events, const char *const *cats) {
   gsize len;
   char *text = slurp(path, &len);
@@ -99,6 +107,8 @@ static cJSON *check_trace(const char *path, guint expect_streams_with_events, co
   g_assert_true(cJSON_IsArray(events));
   /* Per (pid, tid): the spans, to check for overlap; which tids have X events. */
   GHashTable *streams = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, (GDestroyNotify)g_array_unref);
+  GHashTable *nested = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, (GDestroyNotify)g_array_unref);
+  GHashTable *flows = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free); /* id -> pid of s, f */
   gboolean tid_seen[5] = {FALSE}, tid_named[5] = {FALSE};
   GHashTable *cat_seen = g_hash_table_new(g_str_hash, g_str_equal);
   guint n_x = 0, n_procs = 0;
@@ -124,6 +134,19 @@ static cJSON *check_trace(const char *path, guint expect_streams_with_events, co
       }
       continue;
     }
+    if (strcmp(ph, "s") == 0 || strcmp(ph, "f") == 0) {
+      gint64 id = (gint64)cJSON_GetObjectItemCaseSensitive(e, "id")->valuedouble;
+      gint64 *ends = g_hash_table_lookup(flows, &id);
+      if (!ends) {
+        ends = g_new(gint64, 2);
+        ends[0] = ends[1] = -1;
+        g_hash_table_insert(flows, g_memdup2(&id, sizeof id), ends);
+      }
+      gint64 *end = &ends[ph[0] == 's' ? 0 : 1];
+      g_assert_cmpint(*end, ==, -1);
+      *end = pid->valueint;
+      continue;
+    }
     g_assert_cmpstr(ph, ==, "X");
     g_assert_true(cJSON_IsNumber(tid));
     g_assert_cmpint(tid->valueint, >=, 0);
@@ -134,10 +157,11 @@ static cJSON *check_trace(const char *path, guint expect_streams_with_events, co
     tid_seen[tid->valueint] = TRUE;
     n_x++;
     gint64 key = (gint64)pid->valueint * 8 + tid->valueint;
-    GArray *spans = g_hash_table_lookup(streams, &key);
+    GHashTable *table = is_op(e) ? streams : nested;
+    GArray *spans = g_hash_table_lookup(table, &key);
     if (!spans) {
       spans = g_array_new(FALSE, FALSE, sizeof(Span));
-      g_hash_table_insert(streams, g_memdup2(&key, sizeof key), spans);
+      g_hash_table_insert(table, g_memdup2(&key, sizeof key), spans);
     }
     Span s = {to_ns(e, "ts"), 0};
     s.end = s.ts + to_ns(e, "dur");
@@ -166,7 +190,32 @@ static cJSON *check_trace(const char *path, guint expect_streams_with_events, co
     for (guint j = 1; j < spans->len; j++)
       g_assert_cmpint(g_array_index(spans, Span, j - 1).end, <=, g_array_index(spans, Span, j).ts);
   }
+  g_hash_table_iter_init(&it, nested);
+  while (g_hash_table_iter_next(&it, &k, &v)) {
+    GArray *parts = v, *ops = g_hash_table_lookup(streams, k);
+    g_assert_nonnull(ops);
+    qsort(parts->data, parts->len, sizeof(Span), span_cmp);
+    guint o = 0;
+    for (guint j = 0; j < parts->len; j++) {
+      const Span *pt = &g_array_index(parts, Span, j);
+      if (j > 0)
+        g_assert_cmpint(g_array_index(parts, Span, j - 1).end, <=, pt->ts);
+      while (o + 1 < ops->len && g_array_index(ops, Span, o + 1).ts <= pt->ts)
+        o++;
+      g_assert_cmpint(g_array_index(ops, Span, o).ts, <=, pt->ts);
+      g_assert_cmpint(pt->end, <=, g_array_index(ops, Span, o).end);
+    }
+  }
+  g_hash_table_iter_init(&it, flows);
+  while (g_hash_table_iter_next(&it, &k, &v)) {
+    const gint64 *ends = v;
+    g_assert_cmpint(ends[0], >=, 0);
+    g_assert_cmpint(ends[1], >=, 0);
+    g_assert_cmpint(ends[0], !=, ends[1]);
+  }
   g_hash_table_destroy(streams);
+  g_hash_table_destroy(nested);
+  g_hash_table_destroy(flows);
   g_hash_table_destroy(cat_seen);
   return json;
 }
@@ -188,7 +237,7 @@ static gint64 stage_compute_ns(const cJSON *json, int stage) {
   g_assert_cmpint(pid, >=, 0);
   gint64 sum = 0;
   cJSON_ArrayForEach(e, events) {
-    if (g_strcmp0(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "cat")), "compute") == 0 &&
+    if (g_strcmp0(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "cat")), "compute") == 0 && is_op(e) &&
         cJSON_GetObjectItemCaseSensitive(e, "pid")->valueint == pid)
       sum += to_ns(e, "dur");
   }
@@ -285,11 +334,213 @@ static void test_terapipe(void) {
   double compute_s = report_compute_s(p.out, &stage);
   g_assert_cmpint(llabs(stage_compute_ns(json, stage) - (gint64)llround(compute_s * 1e9)), <=, 1);
   char *text = cJSON_PrintUnformatted(json);
-  gboolean named = strstr(text, "\"forward slice 3\"") != NULL && strstr(text, "\"backward slice 0\"") != NULL;
+  gboolean named = strstr(text, "(forward slice 3)\"") != NULL && strstr(text, "(backward slice 0)\"") != NULL &&
+                   strstr(text, "\"layers 0-2 (forward slice 0)\"") != NULL;
   cJSON_free(text);
   g_assert_true(named);
   cJSON_Delete(json);
   proc_clear(&p);
+  g_free(path);
+}
+
+/* An X event with this exact name, or NULL. */
+static const cJSON *event_named(const cJSON *json, const char *name) {
+  const cJSON *e;
+  cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(json, "traceEvents")) {
+    if (g_strcmp0(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "name")), name) == 0 &&
+        g_strcmp0(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "ph")), "X") == 0)
+      return e;
+  }
+  return NULL;
+}
+
+static const char *arg_str(const cJSON *e, const char *key) {
+  return cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "args"), key));
+}
+
+/* Why: a trace says what each slice is -- compute by layer and part, nested
+ * in the op that runs them back to back; ZeRO's collectives by the part
+ * they move; TeraPipe's broadcast by its name -- and carries its
+ * configuration: the request as given and the run's results. */
+static void test_detail(void) {
+  char *path = tmp_path("detail.json");
+  Proc p = run("run --layers 4 --hidden 1024 --heads 16 --gpus 4 --tp 2 --pp 2 --global-batch 4 --micro-batch 1 "
+               "--network analytic --format json",
+               path);
+  g_assert_cmpint(p.status, ==, 0);
+  cJSON *json = check_trace(path, 5, PTDP_CATS);
+  /* tensor parallelism cuts a layer at its all-reduces: attention, then MLP */
+  const cJSON *att = event_named(json, "layer 0 attention (forward mb 0)");
+  g_assert_nonnull(att);
+  g_assert_cmpstr(arg_str(att, "part"), ==, "attention");
+  /* the compute between two all-reduces runs the closing residual of one
+   * layer and the attention of the next: one op, two nested parts */
+  const cJSON *op = event_named(json, "layer 0 residual ... layer 1 attention (forward mb 0)");
+  g_assert_true(op && is_op(op));
+  const cJSON *part = event_named(json, "layer 0 residual (forward mb 0)");
+  g_assert_true(part && !is_op(part));
+  g_assert_nonnull(event_named(json, "layer 1 MLP (backward mb 3)"));
+  g_assert_nonnull(event_named(json, "logits and loss (forward mb 2)"));
+  /* the request and the result ride along */
+  const cJSON *meta = cJSON_GetObjectItemCaseSensitive(json, "ptdsim");
+  g_assert_cmpstr(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(meta, "format")), ==, "ptdsim-trace");
+  const cJSON *req = cJSON_GetObjectItemCaseSensitive(meta, "request");
+  g_assert_cmpint(cJSON_GetObjectItemCaseSensitive(req, "tp")->valueint, ==, 2);
+  g_assert_cmpstr(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(req, "network")), ==, "analytic");
+  g_assert_cmpuint(strlen(cJSON_GetStringValue(
+                       cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(req, "cluster"), "sha256"))),
+                   ==, 64);
+  cJSON *out = cJSON_Parse(p.out);
+  g_assert_true(cJSON_Compare(out, cJSON_GetObjectItemCaseSensitive(meta, "result"), TRUE));
+  cJSON_Delete(out);
+  cJSON_Delete(json);
+  proc_clear(&p);
+
+  p = run("run --layers 2 --hidden 1024 --heads 16 --gpus 4 --tp 1 --pp 1 --global-batch 4 --micro-batch 1 --zero 3",
+          path);
+  g_assert_cmpint(p.status, ==, 0);
+  json = check_trace(path, 2, (const char *const[]){"compute", "dp", "optimizer", NULL});
+  g_assert_nonnull(event_named(json, "param all-gather, layer 1 MLP up (recompute mb 0)"));
+  g_assert_nonnull(event_named(json, "layer 0 QKV and attention (backward mb 0)"));
+  g_assert_nonnull(event_named(json, "grad reduce-scatter, layer 0 projection"));
+  cJSON_Delete(json);
+  proc_clear(&p);
+
+  p = run("run --model gpt3-1b --cluster aws-p3-16xlarge --gpus 16 --tp 2 --pp 8 --dp 1 --global-batch 2 "
+          "--schedule terapipe --slices uniform:2",
+          path);
+  g_assert_cmpint(p.status, ==, 0);
+  json = check_trace(path, 5, (const char *const[]){"compute", "tp", "pp", "dp", "optimizer", NULL});
+  g_assert_nonnull(event_named(json, "broadcast (forward slice 1)"));
+  g_assert_null(event_named(json, "pp all-gather (forward slice 1)"));
+  cJSON_Delete(json);
+  proc_clear(&p);
+  g_free(path);
+}
+
+/* Why: `ptdsim report` prints from a trace exactly what `run` printed, text
+ * and JSON, compressed or not; its request is the run's options. */
+static void test_report_round_trip(void) {
+#define SMALL_TEXT "run --layers 8 --hidden 1024 --heads 16 --seq-len 512 --vocab 4096 --gpus 32 --tp 2 --pp 4 " \
+                   "--dp 4 --global-batch 32 --micro-batch 1"
+  static const char *const configs[] = {
+      SMALL_TEXT " --network flow",
+      SMALL_TEXT " --schedule interleaved --layers-per-chunk 1 --network analytic --tokens 1B",
+      "run --layers 2 --hidden 1024 --heads 16 --gpus 4 --tp 1 --pp 1 --global-batch 4 --micro-batch 1 --zero 2",
+      "run --model gpt3-1b --cluster aws-p3-16xlarge --gpus 16 --tp 1 --pp 8 --dp 2 --global-batch 8 "
+      "--schedule terapipe --micro-batch 2"};
+  for (guint i = 0; i < G_N_ELEMENTS(configs); i++)
+    for (guint gz = 0; gz < 2; gz++) {
+      char *path = tmp_path(gz ? "round.json.gz" : "round.json");
+      Proc text = run(configs[i], path);
+      g_assert_cmpint(text.status, ==, 0);
+      const char *argv_r[] = {"report", path, NULL};
+      Proc back = run_argv(argv_r);
+      g_assert_cmpint(back.status, ==, 0);
+      g_assert_cmpstr(back.out, ==, text.out);
+      char *json_cfg = g_strconcat(configs[i], " --format json", NULL);
+      Proc json = run(json_cfg, NULL);
+      const char *argv_j[] = {"report", path, "--format", "json", NULL};
+      Proc back_json = run_argv(argv_j);
+      g_assert_cmpstr(back_json.out, ==, json.out);
+      if (gz) { /* gzip's magic bytes */
+        gsize len;
+        char *bytes = slurp(path, &len);
+        g_assert_cmpuint(len, >, 2);
+        g_assert_cmpint((guchar)bytes[0], ==, 0x1f);
+        g_assert_cmpint((guchar)bytes[1], ==, 0x8b);
+        g_free(bytes);
+      }
+      proc_clear(&text);
+      proc_clear(&back);
+      proc_clear(&json);
+      proc_clear(&back_json);
+      g_free(json_cfg);
+      g_free(path);
+    }
+}
+
+/* Writes `text` to a file in the test directory; returns its path. */
+static char *write_tmp(const char *name, const char *text, gsize len) {
+  char *path = tmp_path(name);
+  GError *error = NULL;
+  g_assert_true(g_file_set_contents(path, text, (gssize)len, &error));
+  g_assert_no_error(error);
+  return path;
+}
+
+/* Why: a trace that is missing, truncated, not JSON, not ptdsim's, or
+ * whose events were changed after the fact is refused in one line naming
+ * the file -- the numbers are recomputed from the events, not trusted. */
+static void test_report_bad_traces(void) {
+  char *path = tmp_path("good.json");
+  Proc p = run(SMALL " --network analytic", path);
+  g_assert_cmpint(p.status, ==, 0);
+  proc_clear(&p);
+  gsize len;
+  char *text = slurp(path, &len);
+  struct {
+    const char *name, *needle;
+    char *content;
+    gsize len;
+  } cases[] = {
+      {"truncated.json", "not valid JSON", g_strndup(text, len / 2), len / 2},
+      {"empty.json", "not valid JSON", g_strdup(""), 0},
+      {"foreign.json", "not a ptdsim trace", g_strdup("{\"traceEvents\": []}"), 0},
+      {"garbage.json", "not valid JSON", g_strdup("\x01\x02 not json"), 0},
+      {"late.json", "its events end at", NULL, 0},
+      {"moved.json", "time_breakdown_s", NULL, 0},
+  };
+  /* the last compute event made to end later: the iteration time no longer
+   * matches; the first compute op of the critical GPU shortened: its
+   * breakdown no longer does */
+  GString *late = g_string_new(text);
+  char *last_dur = g_strrstr(late->str, "\"dur\":");
+  g_assert_nonnull(last_dur);
+  g_string_insert(late, last_dur - late->str + 6, "9");
+  cases[4].content = g_string_free(late, FALSE);
+  cJSON *json = cJSON_Parse(text);
+  const cJSON *meta = cJSON_GetObjectItemCaseSensitive(json, "ptdsim");
+  int crit = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(meta, "result"), "critical_stage")
+                 ->valueint;
+  char *want = g_strdup_printf("(stage %d, tp 0, replica 0", crit);
+  int pid = -1;
+  cJSON *e;
+  cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(json, "traceEvents")) {
+    if (g_strcmp0(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "name")), "process_name") == 0 &&
+        strstr(arg_str(e, "name"), want))
+      pid = cJSON_GetObjectItemCaseSensitive(e, "pid")->valueint;
+  }
+  g_assert_cmpint(pid, >=, 0);
+  cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(json, "traceEvents")) {
+    if (cJSON_GetObjectItemCaseSensitive(e, "pid")->valueint == pid &&
+        g_strcmp0(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(e, "cat")), "compute") == 0 && is_op(e)) {
+      cJSON *dur = cJSON_GetObjectItemCaseSensitive(e, "dur");
+      cJSON_SetNumberValue(dur, dur->valuedouble / 2);
+      break;
+    }
+  }
+  cases[5].content = cJSON_PrintUnformatted(json);
+  cJSON_Delete(json);
+  g_free(want);
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    char *bad = write_tmp(cases[i].name, cases[i].content, cases[i].len ? cases[i].len : strlen(cases[i].content));
+    const char *argv[] = {"report", bad, NULL};
+    Proc r = run_argv(argv);
+    assert_one_line_error(&r, cases[i].needle);
+    g_assert_nonnull(strstr(r.err, cases[i].name));
+    proc_clear(&r);
+    g_free(bad);
+    if (i == 5)
+      cJSON_free(cases[i].content);
+    else
+      g_free(cases[i].content);
+  }
+  const char *argv[] = {"report", "/nonexistent/trace.json.gz", NULL};
+  Proc r = run_argv(argv);
+  assert_one_line_error(&r, "no such file");
+  proc_clear(&r);
+  g_free(text);
   g_free(path);
 }
 
@@ -368,6 +619,9 @@ int main(int argc, char **argv) {
   g_test_add_func("/trace/ptdp-analytic-interleaved", test_ptdp_analytic_interleaved);
   g_test_add_func("/trace/no-symmetry", test_no_symmetry);
   g_test_add_func("/trace/terapipe", test_terapipe);
+  g_test_add_func("/trace/detail", test_detail);
+  g_test_add_func("/trace/report-round-trip", test_report_round_trip);
+  g_test_add_func("/trace/report-bad-traces", test_report_bad_traces);
   g_test_add_func("/trace/deterministic", test_deterministic);
   g_test_add_func("/trace/errors", test_errors);
   int rc = g_test_run();

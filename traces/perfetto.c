@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glib/gstdio.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -127,7 +128,6 @@ static void emit_meta(TracePerfetto *t, const char *what, guint pid, gint tid, c
   emit(t, e);
 }
 
-/* "forward mb 3 chunk 1", "tp all-reduce (backward mb 0)", "optimizer step". */
 /* The microbatch (PTD-P) or token slice (TeraPipe) an op works on. */
 static gint32 item_of(const SimTimeline *tl, const SimOpTag *tag) {
   if (tl->mirror && tag->microbatch >= (gint32)tl->mirror)
@@ -135,28 +135,133 @@ static gint32 item_of(const SimTimeline *tl, const SimOpTag *tag) {
   return tag->microbatch;
 }
 
-static void op_name(const SimTimeline *tl, const SimOpTag *tag, char *buf, gsize len) {
+static gboolean has_pass(const SimTimeline *tl, const SimOpTag *tag) {
+  return tag->pass < (tl->recompute_pass ? 3u : 2u);
+}
+
+/* "forward mb 3 chunk 1": the pass and item an op belongs to ("" if none). */
+static void what_of(const SimTimeline *tl, const SimOpTag *tag, char *buf, gsize len) {
   static const char *const passes[] = {"forward", "backward", "recompute"};
-  gboolean has_pass = tag->pass < (tl->recompute_pass ? 3u : 2u);
-  const char *label = sim_timeline_category_label(tag->category);
-  if (!has_pass) {
-    if (tag->category == SIM_TIMELINE_CAT_DP && tag->layer == -2) /* dp: the embedding's gradient all-reduce */
-      g_snprintf(buf, len, "embedding grad all-reduce");
-    else if (tag->category == SIM_TIMELINE_CAT_DP)
-      g_snprintf(buf, len, "grad all-reduce (stage %d)", tag->stage);
+  if (!has_pass(tl, tag))
+    buf[0] = '\0';
+  else if (tl->plan->chunks > 1)
+    g_snprintf(buf, len, "%s %s %d chunk %d", passes[tag->pass], tl->item_unit, item_of(tl, tag), tag->chunk);
+  else
+    g_snprintf(buf, len, "%s %s %d", passes[tag->pass], tl->item_unit, item_of(tl, tag));
+}
+
+/* "layer 5 attention", "layers 0-23", "embedding"; "" for no part. */
+static void piece_label(const SimTimelinePiece *pc, char *buf, gsize len) {
+  const char *part = sim_timeline_part_name(pc->part);
+  if (pc->part == SIM_PART_LAYERS)
+    g_snprintf(buf, len, "layers %d-%d", pc->layer, pc->layer + pc->layers - 1);
+  else if (pc->layer >= 0)
+    g_snprintf(buf, len, "layer %d %s", pc->layer, part);
+  else
+    g_snprintf(buf, len, "%s", part);
+}
+
+static const char *act_label(guint act) {
+  static const char *const names[SIM_N_ACTS] = {"", "param all-gather", "grad reduce-scatter",
+                                                "updated-param all-gather", "broadcast"};
+  return act < SIM_N_ACTS ? names[act] : "";
+}
+
+/* An op's name: what it does, to which part, for which pass and item:
+ * "layer 5 attention (forward mb 3)", "tp all-reduce (backward mb 0)",
+ * "param all-gather, layer 2 MLP up (recompute mb 1)", "optimizer step". */
+static void op_name(const SimTimeline *tl, const SimOpTag *tag, const SimTimelinePiece *pc, guint n_pc, char *buf,
+                    gsize len) {
+  char what[64], subject[112], first[48];
+  what_of(tl, tag, what, sizeof what);
+  if (n_pc == 1 && pc->act != SIM_ACT_RUN) { /* "param all-gather, layer 2 MLP up" */
+    piece_label(pc, first, sizeof first);
+    g_snprintf(subject, sizeof subject, "%s%s%s", act_label(pc->act), *first ? ", " : "", first);
+  } else if (n_pc == 1 && tag->category == SIM_TIMELINE_CAT_COMPUTE) /* "layer 5 attention" */
+    piece_label(pc, subject, sizeof subject);
+  else if (n_pc > 1 && tag->category == SIM_TIMELINE_CAT_COMPUTE) { /* parts back to back: first to last */
+    char last[48];
+    piece_label(&pc[0], first, sizeof first);
+    piece_label(&pc[n_pc - 1], last, sizeof last);
+    g_snprintf(subject, sizeof subject, "%s ... %s", first, last);
+  } else if (tag->category == SIM_TIMELINE_CAT_DP && !has_pass(tl, tag)) {
+    if (tag->layer == -2) /* the tied embedding's gradient all-reduce */
+      g_strlcpy(subject, "embedding grad all-reduce", sizeof subject);
     else
-      g_snprintf(buf, len, "%s", label);
-    return;
+      g_snprintf(subject, sizeof subject, "grad all-reduce (stage %d)", tag->stage);
+  } else
+    g_strlcpy(subject, sim_timeline_category_label(tag->category), sizeof subject);
+  if (*what)
+    g_snprintf(buf, len, "%s (%s)", subject, what);
+  else
+    g_snprintf(buf, len, "%s", subject);
+}
+
+/* Events on top of one per op and stream: a compute op that runs several
+ * parts back to back gets one nested slice per part; a pipeline transfer
+ * gets a flow arrow (two events) from the sender to the receiver. */
+static guint extra_events(const SimTimeline *tl, guint op) {
+  const SimEngine *e = tl->engine;
+  const SimOpTag *tag = sim_engine_op_tag(e, op);
+  guint n;
+  sim_timeline_pieces(tl, op, &n);
+  if (tag->category == SIM_TIMELINE_CAT_COMPUTE && n > 1)
+    return n;
+  if ((tag->category == SIM_TIMELINE_CAT_PP || tag->category == SIM_TIMELINE_CAT_PP_GATHER) &&
+      sim_engine_op_n_streams(e, op) == 2)
+    return 1; /* per stream: the arrow's start on one, its end on the other */
+  return 0;
+}
+
+static cJSON *slice_event(const char *name, const char *cat, SimTime s0, SimTime s1, guint pid, guint tid) {
+  cJSON *ev = cJSON_CreateObject();
+  cJSON_AddStringToObject(ev, "name", name);
+  cJSON_AddStringToObject(ev, "cat", cat);
+  cJSON_AddStringToObject(ev, "ph", "X");
+  add_us(ev, "ts", s0);
+  add_us(ev, "dur", s1 - s0);
+  add_int(ev, "pid", pid);
+  add_int(ev, "tid", tid);
+  return ev;
+}
+
+/* The nested slices of a compute op's parts, in order, each as long as its
+ * share of the op (rounded to the ns; the last ends with the op). */
+static void emit_pieces(TracePerfetto *t, const SimTimeline *tl, const SimOpTag *tag, const SimTimelinePiece *pc,
+                        guint n, SimTime s0, SimTime s1, guint pid, guint tid) {
+  char what[64], label[64], name[160];
+  what_of(tl, tag, what, sizeof what);
+  double cum = 0;
+  SimTime at = s0;
+  for (guint i = 0; i < n; i++) {
+    cum += pc[i].seconds;
+    SimTime end = i + 1 == n ? s1 : MIN(s1, s0 + (SimTime)llround(cum * 1e9));
+    piece_label(&pc[i], label, sizeof label);
+    g_snprintf(name, sizeof name, *what ? "%s (%s)" : "%s", label, what);
+    cJSON *ev = slice_event(name, sim_timeline_category_name(tag->category), at, MAX(at, end), pid, tid);
+    cJSON *args = cJSON_AddObjectToObject(ev, "args");
+    cJSON_AddStringToObject(args, "part", sim_timeline_part_name(pc[i].part));
+    if (pc[i].layer >= 0)
+      add_int(args, pc[i].part == SIM_PART_LAYERS ? "first_layer" : "layer", pc[i].layer);
+    emit(t, ev);
+    at = MAX(at, end);
   }
-  char what[64];
-  if (tl->plan->chunks > 1)
-    g_snprintf(what, sizeof what, "%s %s %d chunk %d", passes[tag->pass], tl->item_unit, item_of(tl, tag), tag->chunk);
-  else
-    g_snprintf(what, sizeof what, "%s %s %d", passes[tag->pass], tl->item_unit, item_of(tl, tag));
-  if (tag->category == SIM_TIMELINE_CAT_COMPUTE)
-    g_snprintf(buf, len, "%s", what);
-  else
-    g_snprintf(buf, len, "%s (%s)", label, what);
+}
+
+/* One end of a pipeline transfer's arrow: "s" on the sender's stream, "f"
+ * on the receiver's, both bound to the transfer's slice there. */
+static void emit_flow(TracePerfetto *t, guint op, gboolean start, SimTime ts, guint pid, guint tid) {
+  cJSON *ev = cJSON_CreateObject();
+  cJSON_AddStringToObject(ev, "name", "pp transfer");
+  cJSON_AddStringToObject(ev, "cat", "pp");
+  cJSON_AddStringToObject(ev, "ph", start ? "s" : "f");
+  if (!start)
+    cJSON_AddStringToObject(ev, "bp", "e");
+  add_int(ev, "id", op);
+  add_us(ev, "ts", ts);
+  add_int(ev, "pid", pid);
+  add_int(ev, "tid", tid);
+  emit(t, ev);
 }
 
 gboolean trace_perfetto_write(const SimTimeline *tl, gpointer data, GError **error) {
@@ -167,8 +272,10 @@ gboolean trace_perfetto_write(const SimTimeline *tl, gpointer data, GError **err
   guint64 n_events = (guint64)n_gpus * (2 + SIM_TIMELINE_STREAM_KINDS * 2);
   for (guint st = 0; st < n_streams; st++) {
     guint n;
-    sim_engine_stream_ops(e, st, &n);
+    const guint *ops = sim_engine_stream_ops(e, st, &n);
     n_events += n;
+    for (guint j = 0; j < n; j++)
+      n_events += extra_events(tl, ops[j]);
   }
   if (n_events > TRACE_PERFETTO_MAX_EVENTS) {
     gboolean tera = pl->schedule == SIM_SCHEDULE_TERAPIPE;
@@ -226,24 +333,28 @@ gboolean trace_perfetto_write(const SimTimeline *tl, gpointer data, GError **err
       guint n;
       const guint *ops = sim_engine_stream_ops(e, g * SIM_TIMELINE_STREAM_KINDS + kind, &n);
       for (guint j = 0; j < n; j++) {
-        const SimOpTag *tag = sim_engine_op_tag(e, ops[j]);
-        SimTime s0 = sim_engine_op_start(e, ops[j]), s1 = sim_engine_op_end(e, ops[j]);
-        char name[128];
-        op_name(tl, tag, name, sizeof name);
-        cJSON *ev = cJSON_CreateObject();
-        cJSON_AddStringToObject(ev, "name", name);
-        cJSON_AddStringToObject(ev, "cat", sim_timeline_category_name(tag->category));
-        cJSON_AddStringToObject(ev, "ph", "X");
-        add_us(ev, "ts", s0);
-        add_us(ev, "dur", s1 - s0);
-        add_int(ev, "pid", tl->gpu_of[g]);
-        add_int(ev, "tid", kind);
+        guint op = ops[j], st = g * SIM_TIMELINE_STREAM_KINDS + kind, pid = tl->gpu_of[g];
+        const SimOpTag *tag = sim_engine_op_tag(e, op);
+        SimTime s0 = sim_engine_op_start(e, op), s1 = sim_engine_op_end(e, op);
+        guint n_pc;
+        const SimTimelinePiece *pc = sim_timeline_pieces(tl, op, &n_pc);
+        char name[192];
+        op_name(tl, tag, pc, n_pc, name, sizeof name);
+        cJSON *ev = slice_event(name, sim_timeline_category_name(tag->category), s0, s1, pid, kind);
         cJSON *args = cJSON_AddObjectToObject(ev, "args");
-        add_int(args, "op", ops[j]);
+        add_int(args, "op", op);
         add_int(args, "stage", tag->stage);
-        if (tag->microbatch >= 0 && tag->pass < (tl->recompute_pass ? 3u : 2u))
+        if (tag->microbatch >= 0 && has_pass(tl, tag))
           add_int(args, tl->item_unit, item_of(tl, tag));
+        if (n_pc == 1 && pc->layer >= 0)
+          add_int(args, pc->part == SIM_PART_LAYERS ? "first_layer" : "layer", pc->layer);
         emit(t, ev);
+        if (tag->category == SIM_TIMELINE_CAT_COMPUTE && n_pc > 1)
+          emit_pieces(t, tl, tag, pc, n_pc, s0, s1, pid, kind);
+        if (extra_events(tl, op) == 1) {
+          const guint *sts = sim_engine_op_streams(e, op);
+          emit_flow(t, op, sts[0] == st, s0, pid, kind);
+        }
       }
     }
   gzputs(t->f, "\n]");
