@@ -40,7 +40,7 @@ int cli_run(int argc, char **argv) {
   }
   if (!cli_format(o.format, &fmt, &error) || !cli_plan_request(&o, &req, &error) ||
       !cli_load_machine(o.cluster, o.profile, &cluster, &profile, &error) ||
-      !(json = trace_run(&req, cluster, profile, o.trace, &error)))
+      !(json = trace_run(&req, cluster, profile, o.trace, 0, &error)))
     goto fail;
   if (fmt == CLI_JSON)
     cli_print_json(json);

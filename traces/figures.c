@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../base/jsonutil.h"
+#include "sc21_figs.h"
 #include "terapipe_figs.h"
 
 cJSON *trace_reference_load(const char *file, GError **error) {
@@ -152,6 +153,28 @@ static gboolean table1(TraceFigureContext *ctx, TraceFigureOut *out, GError **er
 static const TraceFigure figures[] = {
     {"megatron-table1", "SC21 Table 1: weak scaling 1.7B-1T on Selene, predicted vs published TFLOP/s per GPU",
      NULL, table1},
+    {"megatron-table2", "SC21 Table 2: PTD-P against ZeRO-3 without model parallelism, 175B and 530B", NULL,
+     trace_sc21_table2},
+    {"megatron-fig6", "SC21 figure 6: the pipeline bubble (p-1)/m against the data-parallel size (analytic)", NULL,
+     trace_sc21_fig6},
+    {"megatron-fig7", "SC21 figure 7: one GPU's throughput against the microbatch size", NULL, trace_sc21_fig7},
+    {"megatron-fig8", "SC21 figure 8: equation (1)'s normalized throughput against the microbatch size", NULL,
+     trace_sc21_fig8},
+    {"megatron-fig10", "SC21 figure 10: PTD-P against ZeRO-3 as the GPUs grow (Table 2's runs)", NULL,
+     trace_sc21_fig10},
+    {"megatron-fig11", "SC21 figure 11: pipeline weak scaling, 1 to 8 stages", NULL, trace_sc21_fig11},
+    {"megatron-fig12", "SC21 figure 12: interleaved against non-interleaved 1F1B, and without scatter/gather",
+     NULL, trace_sc21_fig12},
+    {"megatron-fig13", "SC21 figure 13: tensor against pipeline parallelism, 162B on 64 GPUs", NULL,
+     trace_sc21_fig13},
+    {"megatron-fig14", "SC21 figure 14: pipeline against data parallelism, 5.9B on 64 GPUs", NULL,
+     trace_sc21_fig14},
+    {"megatron-fig15", "SC21 figure 15: tensor against data parallelism, 5.9B on 64 GPUs", NULL, trace_sc21_fig15},
+    {"megatron-fig16", "SC21 figure 16: the microbatch size, 91B on 64 GPUs", NULL, trace_sc21_fig16},
+    {"megatron-fig17", "SC21 figure 17: with and without activation recomputation, 145B on 128 GPUs", NULL,
+     trace_sc21_fig17},
+    {"megatron-fig18", "SC21 figure 18: with and without scatter/gather, interleaved, 175B on 96 GPUs", NULL,
+     trace_sc21_fig18},
     {"terapipe-fig3", "TeraPipe figure 3: one GPT3-1B layer's forward time and throughput for 1..2048 tokens",
      TERAPIPE_CLUSTER, trace_terapipe_fig3},
     {"terapipe-fig5", "TeraPipe figure 5: latency of settings 1-10 with GPipe and with TeraPipe, and the speedup",

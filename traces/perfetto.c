@@ -21,7 +21,7 @@ struct _TracePerfetto {
   char *path, *tmp;
   gzFile f;
   gboolean committed, written;
-  guint64 events;
+  guint64 events, max_events;
 };
 
 static gboolean io_fail(const char *path, int err, GError **error) {
@@ -67,6 +67,7 @@ TracePerfetto *trace_perfetto_open(const char *path, GError **error) {
   t->path = g_strdup(path);
   t->tmp = tmpl;
   t->f = f;
+  t->max_events = TRACE_PERFETTO_MAX_EVENTS;
   return t;
 }
 
@@ -83,6 +84,8 @@ void trace_perfetto_free(TracePerfetto *t) {
 }
 
 guint64 trace_perfetto_n_events(const TracePerfetto *t) { return t->events; }
+
+void trace_perfetto_set_max_events(TracePerfetto *t, guint64 max_events) { t->max_events = max_events; }
 
 /* Nanoseconds as microseconds, exactly: "1234.567". */
 static void add_us(cJSON *o, const char *key, SimTime ns) {
@@ -277,11 +280,12 @@ gboolean trace_perfetto_write(const SimTimeline *tl, gpointer data, GError **err
     for (guint j = 0; j < n; j++)
       n_events += extra_events(tl, ops[j]);
   }
-  if (n_events > TRACE_PERFETTO_MAX_EVENTS) {
+  if (n_events > t->max_events) {
     gboolean tera = pl->schedule == SIM_SCHEDULE_TERAPIPE;
     g_set_error(error, TRACE_PERFETTO_ERROR, TRACE_PERFETTO_ERROR_TOO_BIG,
-                "the trace would hold %" G_GUINT64_FORMAT " events, over the limit of %u; trace a smaller run: %s%s",
-                n_events, TRACE_PERFETTO_MAX_EVENTS,
+                "the trace would hold %" G_GUINT64_FORMAT " events, over the limit of %" G_GUINT64_FORMAT
+                "; trace a smaller run: %s%s",
+                n_events, t->max_events,
                 tera ? "fewer token slices (--slices uniform:N) or a smaller --global-batch"
                      : "fewer microbatches (a smaller --global-batch or a larger --micro-batch)",
                 tl->ts * tl->ds > 1 ? ", or without --no-symmetry" : "");

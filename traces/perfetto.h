@@ -22,13 +22,17 @@
 #include "../sim/timeline.h"
 
 /* Traces beyond this many events are refused (the UI becomes unusable and
- * the file runs to hundreds of MB); the error suggests fewer microbatches. */
+ * the file runs to hundreds of MB); the error suggests fewer microbatches.
+ * Traces kept for rebuilding figures, which are read back by ptdsim rather
+ * than opened in a UI, may be larger (trace_perfetto_set_max_events). */
 #define TRACE_PERFETTO_MAX_EVENTS 2000000u
 
 typedef struct _TracePerfetto TracePerfetto;
 
 /* Creates the temporary file next to `path`; one-line GError if it cannot. */
 TracePerfetto *trace_perfetto_open(const char *path, GError **error);
+/* Raises (or lowers) the event limit of this trace. */
+void trace_perfetto_set_max_events(TracePerfetto *trace, guint64 max_events);
 /* A SimTimelineFn (`data` is the TracePerfetto): writes the whole trace to
  * the temporary file. */
 gboolean trace_perfetto_write(const SimTimeline *timeline, gpointer data, GError **error);

@@ -507,6 +507,7 @@ typedef struct {
   gboolean legend;
   gboolean legend_outside;
   GPtrArray *legend_text;     /* series names then references', fitted */
+  GArray *legend_series;      /* per entry: its series index, or -1 for a reference */
   double lx, ly, lw, lh, legend_row;
 } ChartLayout;
 
@@ -522,6 +523,8 @@ static void chart_layout_clear(ChartLayout *L) {
   g_free(L->x_label);
   g_free(L->y_label);
   g_ptr_array_unref(L->legend_text);
+  if (L->legend_series)
+    g_array_unref(L->legend_series);
 }
 
 static int cmp_double(gconstpointer a, gconstpointer b) {
@@ -874,16 +877,24 @@ static void chart_x_range(ChartLayout *L) {
 /* Legend texts and box size; whether there is a legend at all. */
 static void chart_legend_size(const TracePlot *p, cairo_t *cr, ChartLayout *L) {
   L->legend_text = g_ptr_array_new_with_free_func(g_free);
+  L->legend_series = g_array_new(FALSE, FALSE, sizeof(gint));
   gboolean any = FALSE;
   GPtrArray *lists[2] = {p->series, p->references};
   double widest = 0;
   for (guint a = 0; a < 2; a++)
     for (guint k = 0; k < lists[a]->len; k++) {
       const Series *s = g_ptr_array_index(lists[a], k);
+      gboolean repeat = FALSE; /* references look alike: one entry per name */
+      for (guint j = 0; a == 1 && j < k && !repeat; j++)
+        repeat = strcmp(((const Series *)g_ptr_array_index(lists[a], j))->name, s->name) == 0;
+      if (repeat)
+        continue;
       any = any || *s->name;
       char *t = fit_text(cr, s->name, LEGEND_SIZE, FALSE, FALSE, 320, NULL);
       widest = MAX(widest, text_width(cr, t));
       g_ptr_array_add(L->legend_text, t);
+      gint which = a == 0 ? (gint)k : -1;
+      g_array_append_val(L->legend_series, which);
     }
   L->legend = any;
   set_font(cr, LEGEND_SIZE, FALSE);
@@ -1084,16 +1095,17 @@ static void chart_draw_legend(cairo_t *cr, const TracePlot *p, const ChartLayout
   set_font(cr, LEGEND_SIZE, FALSE);
   for (guint e = 0; e < L->legend_text->len; e++) {
     double cy = y + 8 + L->legend_row * (e + 0.5), sx = x + 10;
-    gboolean ref = e >= p->series->len;
+    gint which = g_array_index(L->legend_series, gint, e);
+    gboolean ref = which < 0;
     if (!ref && p->kind == TRACE_PLOT_LINES) {
-      set_rgb(cr, trace_plot_palette_rgb(e));
+      set_rgb(cr, trace_plot_palette_rgb((guint)which));
       cairo_set_line_width(cr, LINE_WIDTH);
       cairo_move_to(cr, sx, cy);
       cairo_line_to(cr, sx + 28, cy);
       cairo_stroke(cr);
       draw_marker(cr, sx + 14, cy);
     } else if (!ref) {
-      set_rgb(cr, trace_plot_palette_rgb(e));
+      set_rgb(cr, trace_plot_palette_rgb((guint)which));
       cairo_rectangle(cr, sx + 7, round(cy - 7), 14, 14);
       cairo_fill(cr);
     } else if (p->kind == TRACE_PLOT_LINES) {

@@ -68,7 +68,7 @@ guint trace_plot_add_series(TracePlot *p, const char *name, const double *x, con
  * published value, the k-th reference added marking the bars of the k-th
  * series (or the whole group when there is no such series).  `x` NULL means
  * x = 0 .. n-1.  The legend says `name`, or "published" when it is NULL or
- * empty. */
+ * empty; references of the same name share one legend entry. */
 void trace_plot_add_reference(TracePlot *p, const char *name, const double *x, const double *y, guint n);
 /* The chart as a 1200 x 750 RGB PNG; NULL only if cairo fails (out of
  * memory).  Free with g_bytes_unref. */

@@ -124,7 +124,7 @@ static void add_terapipe(cJSON *json, const SimPlan *plan, const SimResult *r, c
 }
 
 cJSON *trace_run(const SimPlanRequest *req, const TopoCluster *cluster, const ModelProfile *profile,
-                 const char *trace_path, GError **error) {
+                 const char *trace_path, guint64 max_events, GError **error) {
   SimPlanRequest r = *req;
   if (!r.network && profile->n_coll > 0)
     r.network = "analytic"; /* measured collectives drive the analytic model; the flow network cannot use them yet */
@@ -137,6 +137,8 @@ cJSON *trace_run(const SimPlanRequest *req, const TopoCluster *cluster, const Mo
   /* The trace's place is checked (a temporary file made there) before anything is simulated. */
   if (ok && trace_path)
     ok = (trace = trace_perfetto_open(trace_path, error)) != NULL;
+  if (trace && max_events)
+    trace_perfetto_set_max_events(trace, max_events);
   SimTimelineFn observe = trace ? trace_perfetto_write : NULL;
   if (ok) {
     if (plan->schedule == SIM_SCHEDULE_TERAPIPE)
@@ -554,7 +556,7 @@ static cJSON *figure_read(TraceFigureContext *ctx, const SimPlanRequest *req, co
 static cJSON *figure_run(TraceFigureContext *ctx, const SimPlanRequest *req, cJSON **events, GError **error) {
   guint k = ctx->runs++;
   if (ctx->mode == TRACE_FIGURE_SIMULATE && !events)
-    return trace_run(req, ctx->cluster, ctx->profile, NULL, error);
+    return trace_run(req, ctx->cluster, ctx->profile, NULL, 0, error);
   char *tmp_dir = NULL, *path;
   if (ctx->mode == TRACE_FIGURE_SIMULATE) {
     /* The diagrams draw from a trace: one goes through a private directory. */
@@ -571,7 +573,7 @@ static cJSON *figure_run(TraceFigureContext *ctx, const SimPlanRequest *req, cJS
   if (ctx->mode == TRACE_FIGURE_FROM_TRACES)
     run = figure_read(ctx, req, path, events, error);
   else {
-    cJSON *made = trace_run(req, ctx->cluster, ctx->profile, path, error);
+    cJSON *made = trace_run(req, ctx->cluster, ctx->profile, path, TRACE_FIGURE_MAX_EVENTS, error);
     if (made && events)
       run = trace_read(path, NULL, events, error);
     else

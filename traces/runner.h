@@ -25,9 +25,14 @@ cJSON *trace_request_json(const SimPlanRequest *req, const TopoCluster *cluster,
 
 /* Simulates `req` and returns `run --format json`'s object (NULL and a
  * one-line error on failure).  With trace_path, also writes the run's trace
- * there (.gz: compressed), complete or not at all. */
+ * there (.gz: compressed), complete or not at all, of at most max_events
+ * events (0: the default limit of perfetto.h). */
 cJSON *trace_run(const SimPlanRequest *req, const TopoCluster *cluster, const ModelProfile *profile,
-                 const char *trace_path, GError **error);
+                 const char *trace_path, guint64 max_events, GError **error);
+
+/* The event limit of the traces figures keep: they are read back by
+ * ptdsim, not opened in a UI, so it is far above run --trace's. */
+#define TRACE_FIGURE_MAX_EVENTS 20000000u
 
 /* Reads a trace written by trace_run: returns its run JSON and, if `request`
  * is not NULL, its request, if `events` is not NULL its "traceEvents" (all
