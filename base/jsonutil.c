@@ -140,3 +140,32 @@ const cJSON *ptd_json_object(const cJSON *obj, const char *key, const char *file
   }
   return item;
 }
+
+void ptd_append_exact_number(GString *s, double v) {
+  if (!isfinite(v))
+    return;
+  char buf[40];
+  for (int digits = 15; digits <= 17; digits++) {
+    g_snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (g_ascii_strtod(buf, NULL) == v)
+      break;
+  }
+  g_string_append(s, buf);
+}
+
+void ptd_json_exact_numbers(cJSON *o) {
+  for (cJSON *c = o ? o->child : NULL, *next; c; c = next) {
+    next = c->next;
+    if (cJSON_IsNumber(c) && isfinite(c->valuedouble)) {
+      GString *text = g_string_new(NULL);
+      ptd_append_exact_number(text, c->valuedouble);
+      cJSON *raw = cJSON_CreateRaw(text->str);
+      g_string_free(text, TRUE);
+      if (c->string) /* an object's member keeps its key */
+        cJSON_ReplaceItemInObjectCaseSensitive(o, c->string, raw);
+      else
+        cJSON_ReplaceItemViaPointer(o, c, raw);
+    } else
+      ptd_json_exact_numbers(c);
+  }
+}

@@ -29,3 +29,13 @@ gboolean ptd_json_fraction(const cJSON *obj, const char *key, const char *file, 
 gboolean ptd_json_count(const cJSON *obj, const char *key, const char *file, guint *out, GError **error);
 const char *ptd_json_string(const cJSON *obj, const char *key, const char *file, GError **error);
 const cJSON *ptd_json_object(const cJSON *obj, const char *key, const char *file, GError **error);
+
+/* Replaces every number in `o` (recursively) by raw text with the fewest
+ * of 15, 16 or 17 significant digits that reads back as the same double.
+ * cJSON prints 15 digits whenever they read back within its tolerance,
+ * which can be an ulp off; ptdsim's outputs give back exactly the numbers
+ * it computed.  Call it just before printing. */
+void ptd_json_exact_numbers(cJSON *o);
+/* The same digits, appended to `s`: a number as ptd_json_exact_numbers
+ * writes it (nothing for NAN or infinities). */
+void ptd_append_exact_number(GString *s, double v);

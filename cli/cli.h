@@ -50,7 +50,8 @@ gboolean cli_format(const char *text, CliFormat *out, GError **error);
 gboolean cli_load_machine(const char *cluster_name, const char *profile_name, TopoCluster **cluster,
                           ModelProfile **profile, GError **error);
 
-/* Prints a JSON value on stdout with a trailing newline. */
+/* Prints a JSON value on stdout with a trailing newline, its numbers in the
+ * fewest digits that read back exactly (which rewrites them in `json`). */
 void cli_print_json(cJSON *json);
 /* Prints "ptdsim: MESSAGE" on stderr; returns the exit code to use. */
 int cli_fail(GError *error);

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../base/jsonutil.h"
 #include "../base/units.h"
 #include "cli.h"
 
@@ -194,6 +195,7 @@ gboolean cli_load_machine(const char *cluster_name, const char *profile_name, To
 }
 
 void cli_print_json(cJSON *json) {
+  ptd_json_exact_numbers(json); /* numbers read back as computed */
   char *text = cJSON_Print(json);
   fputs(text, stdout);
   fputc('\n', stdout);

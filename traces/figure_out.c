@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../base/jsonutil.h"
 #include "figures.h"
 
 void trace_figure_out_init(TraceFigureOut *out, const char *figure_name) {
@@ -60,19 +61,6 @@ void trace_row_copy(cJSON *row, const cJSON *run, const char *path, const char *
 
 /* --- CSV --- */
 
-/* The shortest of 15..17 significant digits that reads back exactly. */
-static void append_number(GString *s, double v) {
-  if (!isfinite(v))
-    return; /* JSON has no such numbers; an empty cell */
-  char buf[40];
-  for (int digits = 15; digits <= 17; digits++) {
-    g_snprintf(buf, sizeof buf, "%.*g", digits, v);
-    if (g_ascii_strtod(buf, NULL) == v)
-      break;
-  }
-  g_string_append(s, buf);
-}
-
 static void append_quoted(GString *s, const char *text) {
   if (!strpbrk(text, ",\"\n\r")) {
     g_string_append(s, text);
@@ -91,7 +79,7 @@ static void append_cell(GString *s, const cJSON *v) {
   if (!v || cJSON_IsNull(v))
     return;
   if (cJSON_IsNumber(v))
-    append_number(s, v->valuedouble);
+    ptd_append_exact_number(s, v->valuedouble);
   else if (cJSON_IsBool(v))
     g_string_append(s, cJSON_IsTrue(v) ? "true" : "false");
   else if (cJSON_IsString(v))
@@ -205,7 +193,10 @@ gboolean trace_figure_write(const TraceFigureOut *out, const char *name, const c
     return FALSE;
   }
   GArray *pending = g_array_new(FALSE, FALSE, sizeof(Pending));
-  char *json = cJSON_Print(out->json), *csv = trace_figure_csv(out->rows);
+  cJSON *exact = cJSON_Duplicate(out->json, TRUE);
+  ptd_json_exact_numbers(exact);
+  char *json = cJSON_Print(exact), *csv = trace_figure_csv(out->rows);
+  cJSON_Delete(exact);
   char *json_nl = g_strconcat(json, "\n", NULL);
   cJSON_free(json);
   char *f_json = g_strconcat(name, ".json", NULL), *f_csv = g_strconcat(name, ".csv", NULL);

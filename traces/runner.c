@@ -6,6 +6,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "../base/jsonutil.h"
 #include "../sim/exposed.h"
 #include "../sim/terapipe.h"
 #include "../sim/timeline.h"
@@ -89,30 +90,6 @@ cJSON *trace_request_json(const SimPlanRequest *r, const TopoCluster *cluster, c
   return o;
 }
 
-/* Replaces every number in `o` by raw text that reads back as the same
- * double: cJSON prints 15 significant digits whenever they read back within
- * its tolerance, which can be an ulp off, and a trace's metadata must give
- * back exactly the numbers the run printed. */
-static void exact_numbers(cJSON *o) {
-  for (cJSON *c = o->child, *next; c; c = next) {
-    next = c->next;
-    if (cJSON_IsNumber(c) && isfinite(c->valuedouble)) {
-      char buf[40];
-      for (int digits = 15; digits <= 17; digits++) {
-        g_snprintf(buf, sizeof buf, "%.*g", digits, c->valuedouble);
-        if (g_ascii_strtod(buf, NULL) == c->valuedouble)
-          break;
-      }
-      cJSON *raw = cJSON_CreateRaw(buf);
-      if (c->string) /* an object's member keeps its key */
-        cJSON_ReplaceItemInObjectCaseSensitive(o, c->string, raw);
-      else
-        cJSON_ReplaceItemViaPointer(o, c, raw);
-    } else
-      exact_numbers(c);
-  }
-}
-
 /* TeraPipe's part of the run JSON: the slicing and its pipeline figures. */
 static void add_terapipe(cJSON *json, const SimPlan *plan, const SimResult *r, const SimTeraPipeSlicing *sl) {
   cJSON *tp = cJSON_AddObjectToObject(json, "terapipe");
@@ -159,7 +136,7 @@ cJSON *trace_run(const SimPlanRequest *req, const TopoCluster *cluster, const Mo
     cJSON_AddStringToObject(meta, "format", "ptdsim-trace");
     cJSON_AddItemToObject(meta, "request", trace_request_json(req, cluster, profile));
     cJSON_AddItemToObject(meta, "result", cJSON_Duplicate(json, TRUE));
-    exact_numbers(meta);
+    ptd_json_exact_numbers(meta);
     ok = trace_perfetto_commit(trace, meta, error);
     cJSON_Delete(meta);
   }
