@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../base/jsonutil.h"
+#include "diagrams.h"
 #include "terapipe_figs.h"
 
 cJSON *trace_reference_load(const char *file, GError **error) {
@@ -152,6 +153,10 @@ static gboolean table1(TraceFigureContext *ctx, TraceFigureOut *out, GError **er
 static const TraceFigure figures[] = {
     {"megatron-table1", "SC21 Table 1: weak scaling 1.7B-1T on Selene, predicted vs published TFLOP/s per GPU",
      NULL, table1},
+    {"megatron-fig3", "SC21 figure 3: the GPipe schedule, 8 microbatches on 4 devices, from a simulated timeline",
+     NULL, trace_megatron_fig3},
+    {"megatron-fig4", "SC21 figure 4: 1F1B and interleaved 1F1B (2 model chunks), 8 microbatches on 4 devices",
+     NULL, trace_megatron_fig4},
     {"terapipe-fig3", "TeraPipe figure 3: one GPT3-1B layer's forward time and throughput for 1..2048 tokens",
      TERAPIPE_CLUSTER, trace_terapipe_fig3},
     {"terapipe-fig5", "TeraPipe figure 5: latency of settings 1-10 with GPipe and with TeraPipe, and the speedup",
@@ -160,6 +165,8 @@ static const TraceFigure figures[] = {
      TERAPIPE_CLUSTER, trace_terapipe_fig6},
     {"terapipe-fig7", "TeraPipe figure 7: setting 5 at sequence lengths 2048-8192, GPipe vs TeraPipe",
      TERAPIPE_CLUSTER, trace_terapipe_fig7},
+    {"terapipe-schedule", "TeraPipe's token pipeline: one GPT3-1B sequence in 8 token slices through 4 cells",
+     TERAPIPE_CLUSTER, trace_terapipe_schedule},
 };
 
 const TraceFigure *trace_figures(guint *n) {
