@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../base/jsonutil.h"
+#include "diagrams.h"
 #include "sc21_figs.h"
 #include "terapipe_figs.h"
 
@@ -155,6 +156,10 @@ static const TraceFigure figures[] = {
      NULL, table1},
     {"megatron-table2", "SC21 Table 2: PTD-P against ZeRO-3 without model parallelism, 175B and 530B", NULL,
      trace_sc21_table2},
+    {"megatron-fig3", "SC21 figure 3: the GPipe schedule, 8 microbatches on 4 devices, from a simulated timeline",
+     NULL, trace_megatron_fig3},
+    {"megatron-fig4", "SC21 figure 4: 1F1B and interleaved 1F1B (2 model chunks), 8 microbatches on 4 devices",
+     NULL, trace_megatron_fig4},
     {"megatron-fig6", "SC21 figure 6: the pipeline bubble (p-1)/m against the data-parallel size (analytic)", NULL,
      trace_sc21_fig6},
     {"megatron-fig7", "SC21 figure 7: one GPU's throughput against the microbatch size", NULL, trace_sc21_fig7},
@@ -183,6 +188,8 @@ static const TraceFigure figures[] = {
      TERAPIPE_CLUSTER, trace_terapipe_fig6},
     {"terapipe-fig7", "TeraPipe figure 7: setting 5 at sequence lengths 2048-8192, GPipe vs TeraPipe",
      TERAPIPE_CLUSTER, trace_terapipe_fig7},
+    {"terapipe-schedule", "TeraPipe's token pipeline: one GPT3-1B sequence in 8 token slices through 4 cells",
+     TERAPIPE_CLUSTER, trace_terapipe_schedule},
 };
 
 const TraceFigure *trace_figures(guint *n) {
