@@ -100,7 +100,9 @@ int cli_figure(int argc, char **argv) {
       {"profile", 0, 0, G_OPTION_ARG_STRING, &o.profile, "Device profile (default: the cluster's GPU)", "NAME|FILE"},
       {"format", 0, 0, G_OPTION_ARG_STRING, &o.format, "text or json (default text)", "FMT"},
       {"network", 0, 0, G_OPTION_ARG_STRING, &o.network,
-       "flow or analytic, as for run (default: flow for SC21 figures, analytic for TeraPipe's)", "MODEL"},
+       "flow or analytic, as for run (default: flow for the SC21 figures, analytic for TeraPipe's and for the "
+       "schedule diagrams)",
+       "MODEL"},
       {"workload", 0, 0, G_OPTION_ARG_STRING, &o.workload,
        "TeraPipe figures: layers (TeraPipe's benchmark, the default) or gpt (the whole training step)", "KIND"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};

@@ -38,16 +38,14 @@ static const char *string_of(const cJSON *o, const char *key) {
   return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
-/* The pass, the item's unit ("mb", "slice": its key in the event's args)
- * and the model chunk that an op's name gives in its closing parenthesis:
- * "(forward mb 2)", "(backward slice 7)", "(recompute mb 0 chunk 1)"
- * (traces/perfetto.c).  FALSE for an op of no pass (the optimizer step). */
-static gboolean pass_of(const char *name, Pass *pass, char unit[16], guint *chunk) {
-  const char *open = strrchr(name, '(');
-  char word[16];
-  int item;
-  unsigned c = 0;
-  if (!open || !g_str_has_suffix(open, ")") || sscanf(open, "(%15s %15s %d chunk %u)", word, unit, &item, &c) < 3)
+/* The pass, the item's unit ("mb" or "slice": its key in the event's
+ * args) and the model chunk of an op, from its args (traces/perfetto.c:
+ * "pass", "mb" or "slice", and "chunk" when there are several).  FALSE for
+ * an op of no pass (the optimizer step). */
+static gboolean pass_of(const cJSON *args, Pass *pass, const char **unit, guint *chunk) {
+  const char *word = string_of(args, "pass");
+  const cJSON *c = cJSON_GetObjectItemCaseSensitive(args, "chunk");
+  if (!word)
     return FALSE;
   if (strcmp(word, "forward") == 0)
     *pass = PASS_FORWARD;
@@ -55,7 +53,8 @@ static gboolean pass_of(const char *name, Pass *pass, char unit[16], guint *chun
     *pass = PASS_BACKWARD;
   else
     return FALSE;
-  *chunk = c;
+  *unit = cJSON_GetObjectItemCaseSensitive(args, "slice") ? "slice" : "mb";
+  *chunk = cJSON_IsNumber(c) && c->valuedouble >= 0 ? (guint)c->valuedouble : 0;
   return TRUE;
 }
 
@@ -124,9 +123,9 @@ static GArray *read_boxes(const cJSON *events, guint stages, guint per_stage, GE
     while (stage < stages && pid_of[stage] != (gint)pid->valuedouble)
       stage++;
     Pass pass;
-    char unit[16];
+    const char *unit;
     guint chunk;
-    if (stage == stages || !pass_of(name, &pass, unit, &chunk))
+    if (stage == stages || !pass_of(args, &pass, &unit, &chunk))
       continue;
     const cJSON *item = cJSON_GetObjectItemCaseSensitive(args, unit);
     gint64 t0 = ns_of(cJSON_GetObjectItemCaseSensitive(e, "ts"));

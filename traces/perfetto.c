@@ -348,8 +348,13 @@ gboolean trace_perfetto_write(const SimTimeline *tl, gpointer data, GError **err
         cJSON *args = cJSON_AddObjectToObject(ev, "args");
         add_int(args, "op", op);
         add_int(args, "stage", tag->stage);
-        if (tag->microbatch >= 0 && has_pass(tl, tag))
+        if (tag->microbatch >= 0 && has_pass(tl, tag)) {
+          static const char *const passes[] = {"forward", "backward", "recompute"};
+          cJSON_AddStringToObject(args, "pass", passes[tag->pass]);
           add_int(args, tl->item_unit, item_of(tl, tag));
+          if (tl->plan->chunks > 1)
+            add_int(args, "chunk", tag->chunk);
+        }
         if (n_pc == 1 && pc->layer >= 0)
           add_int(args, pc->part == SIM_PART_LAYERS ? "first_layer" : "layer", pc->layer);
         emit(t, ev);
