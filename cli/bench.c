@@ -1,7 +1,10 @@
 /* ptdsim bench — the simulator's own speed.  Prints events per second,
  * seconds per configuration and peak memory for the SC21 Table 1 rows (the
  * 1T row separately), timed with the monotonic clock. */
+#include <errno.h>
+#include <glib/gstdio.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/resource.h>
 
 #include "../traces/figures.h"
@@ -95,15 +98,137 @@ static int bench_terapipe(gint64 repeat) {
   return code;
 }
 
+/* Every figure three ways: simulated with its pictures and data written to
+ * DIR/gallery (what `figure --all -o` does), simulated keeping every trace
+ * in DIR/traces, and rebuilt from those traces into DIR/rebuilt; times,
+ * configurations, trace sizes, peak memory, and whether the rebuilt CSV is
+ * the direct one to the byte. */
+typedef enum { FIG_DIRECT, FIG_SAVE, FIG_FROM } FigMode;
+
+static gboolean bench_one(const TraceFigure *fig, FigMode mode, const char *dir, double *seconds, guint *runs,
+                          char **csv, GError **error) {
+  TopoCluster *cluster = NULL;
+  ModelProfile *profile = NULL;
+  if (!cli_load_machine(fig->default_cluster, NULL, &cluster, &profile, error))
+    return FALSE;
+  char *traces = g_build_filename(dir, "traces", NULL);
+  char *out_dir = g_build_filename(dir, mode == FIG_FROM ? "rebuilt" : "gallery", NULL);
+  TraceFigureContext ctx = {cluster, profile, NULL, NULL, TRACE_FIGURE_SIMULATE, NULL, fig->name, 0};
+  if (mode != FIG_DIRECT) {
+    ctx.mode = mode == FIG_SAVE ? TRACE_FIGURE_SAVE_TRACES : TRACE_FIGURE_FROM_TRACES;
+    ctx.trace_dir = traces;
+  }
+  TraceFigureOut out;
+  trace_figure_out_init(&out, fig->name);
+  char **written = NULL;
+  gint64 t0 = g_get_monotonic_time();
+  gboolean ok = (mode != FIG_SAVE || g_mkdir_with_parents(traces, 0777) == 0) && fig->run(&ctx, &out, error) &&
+                (mode == FIG_SAVE || trace_figure_write(&out, fig->name, out_dir, &written, error));
+  *seconds = (g_get_monotonic_time() - t0) * 1e-6;
+  *runs = ctx.runs;
+  *csv = ok && mode != FIG_SAVE ? trace_figure_csv(out.rows) : NULL;
+  g_strfreev(written);
+  trace_figure_out_clear(&out);
+  g_free(traces);
+  g_free(out_dir);
+  topo_cluster_free(cluster);
+  model_profile_free(profile);
+  return ok;
+}
+
+/* Bytes of the files in `dir` whose names start with `prefix` ("" all). */
+static guint64 dir_bytes(const char *dir, const char *prefix) {
+  guint64 total = 0;
+  GDir *d = g_dir_open(dir, 0, NULL);
+  const char *n;
+  while (d && (n = g_dir_read_name(d))) {
+    if (!g_str_has_prefix(n, prefix))
+      continue;
+    char *path = g_build_filename(dir, n, NULL);
+    GStatBuf st;
+    if (g_stat(path, &st) == 0)
+      total += (guint64)st.st_size;
+    g_free(path);
+  }
+  if (d)
+    g_dir_close(d);
+  return total;
+}
+
+static int bench_figures(const char *dir) {
+  GError *error = NULL;
+  guint n;
+  const TraceFigure *figs = trace_figures(&n);
+  if (g_mkdir_with_parents(dir, 0777) != 0) {
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "cannot create --figures '%s': %s", dir,
+                g_strerror(errno));
+    return cli_fail(error);
+  }
+  double *secs = g_new0(double, 3 * n), total[3] = {0, 0, 0}, peak_direct = 0;
+  guint *runs = g_new0(guint, n), configs = 0, identical = 0;
+  char **direct_csv = g_new0(char *, n + 1);
+  gboolean *same = g_new0(gboolean, n);
+  int code = 0;
+  for (FigMode mode = FIG_DIRECT; mode <= FIG_FROM && !code; mode++) {
+    for (guint i = 0; i < n && !code; i++) {
+      char *csv = NULL;
+      guint r;
+      if (!bench_one(&figs[i], mode, dir, &secs[mode * n + i], &r, &csv, &error)) {
+        code = cli_fail(error);
+        break;
+      }
+      total[mode] += secs[mode * n + i];
+      if (mode == FIG_DIRECT) {
+        runs[i] = r;
+        configs += r;
+        direct_csv[i] = csv;
+      } else if (mode == FIG_FROM) {
+        same[i] = strcmp(csv, direct_csv[i]) == 0;
+        identical += same[i];
+        g_free(csv);
+      }
+    }
+    if (mode == FIG_DIRECT)
+      peak_direct = peak_rss_mib();
+  }
+  char *traces = g_build_filename(dir, "traces", NULL);
+  if (!code) {
+    printf("%-18s %7s %10s %10s %10s %10s  %s\n", "figure", "configs", "direct s", "save s", "from s", "traces MB",
+           "rebuilt CSV");
+    for (guint i = 0; i < n; i++) {
+      char *prefix = g_strdup_printf("%s.", figs[i].name);
+      printf("%-18s %7u %10.2f %10.2f %10.2f %10.1f  %s\n", figs[i].name, runs[i], secs[i], secs[n + i],
+             secs[2 * n + i], dir_bytes(traces, prefix) / 1e6, same[i] ? "identical" : "DIFFERENT");
+      g_free(prefix);
+    }
+    printf("all %u figures, %u configurations: direct %.1f s (peak RSS %.0f MiB), saving traces %.1f s (%.0f MB), "
+           "from traces %.1f s; rebuilt CSV identical for %u of %u (peak RSS %.0f MiB)\n",
+           n, configs, total[FIG_DIRECT], peak_direct, total[FIG_SAVE], dir_bytes(traces, "") / 1e6, total[FIG_FROM],
+           identical, n, peak_rss_mib());
+    if (identical != n)
+      code = 1;
+  }
+  g_free(traces);
+  g_strfreev(direct_csv);
+  g_free(secs);
+  g_free(runs);
+  g_free(same);
+  return code;
+}
+
 int cli_bench(int argc, char **argv) {
   gint64 repeat = 3;
   gboolean terapipe = FALSE;
-  char *network = NULL;
+  char *network = NULL, *figures = NULL;
   GOptionEntry entries[] = {{"repeat", 0, 0, G_OPTION_ARG_INT64, &repeat, "Runs per row; the fastest counts (default 3)", "N"},
                             {"terapipe", 0, 0, G_OPTION_ARG_NONE, &terapipe,
                              "Time the whole of figure terapipe-fig5 instead of SC21 Table 1", NULL},
                             {"network", 0, 0, G_OPTION_ARG_STRING, &network,
                              "flow (default, as for run) or analytic: the network model timed", "MODEL"},
+                            {"figures", 0, 0, G_OPTION_ARG_FILENAME, &figures,
+                             "Time every figure: simulated with its pictures written to DIR/gallery (figure --all -o), "
+                             "saving its traces to DIR/traces, and rebuilt from them into DIR/rebuilt",
+                             "DIR"},
                             {NULL, 0, 0, 0, NULL, NULL, NULL}};
   CliArgs args;
   cli_args_init(&args, "- the simulator's speed on SC21 Table 1");
@@ -121,6 +246,10 @@ int cli_bench(int argc, char **argv) {
   }
   if (terapipe) {
     code = bench_terapipe(repeat);
+    goto done;
+  }
+  if (figures) {
+    code = bench_figures(figures);
     goto done;
   }
   if (!cli_load_machine(NULL, NULL, &cluster, &profile, &error) ||
@@ -164,5 +293,6 @@ done:
   model_profile_free(profile);
   cli_args_clear(&args);
   g_free(network);
+  g_free(figures);
   return code;
 }
