@@ -215,7 +215,7 @@ gboolean trace_terapipe_fig5(TraceFigureContext *ctx, TraceFigureOut *out, GErro
     trace_plot_set_subtitle(out->plot, sub);
     g_free(sub);
     trace_plot_set_categories(out->plot, (const char *const *)labels, n);
-    trace_plot_add_series(out->plot, "TeraPipe / GPipe", NULL, speedup, n);
+    trace_plot_add_series(out->plot, "speedup: GPipe latency / TeraPipe latency", NULL, speedup, n);
   }
   for (guint i = 0; i < n; i++)
     g_free(labels[i]);
