@@ -63,8 +63,8 @@ static gboolean one_figure(const TraceFigure *fig, const FigureOptions *o, CliFo
                                                                                    &written, error));
   if (ok && quiet) { /* --all -o DIR: a line per figure */
     char *where = g_build_filename(o->out_dir, fig->name, NULL);
-    printf("%-18s %4u configurations %7.2f s  %s.{%s}\n", fig->name, ctx.runs, (g_get_monotonic_time() - t0) * 1e-6,
-           where, out.plot || out.gantt ? "json,csv,svg,png" : "json,csv");
+    printf("%-18s %4u configuration%s %7.2f s  %s.{%s}\n", fig->name, ctx.runs, ctx.runs == 1 ? " " : "s",
+           (g_get_monotonic_time() - t0) * 1e-6, where, out.plot || out.gantt ? "json,csv,svg,png" : "json,csv");
     g_free(where);
   }
   else if (ok && fmt == CLI_JSON)

@@ -269,7 +269,7 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   if (sched == SIM_SCHEDULE_TERAPIPE && r->no_scatter_gather)
     FAIL("--no-scatter-gather does not apply to --schedule terapipe: one rank sends each hop whole and its group "
          "broadcasts it, as TeraPipe's code does; drop it");
-  plan->scatter_gather = !r->no_scatter_gather && sched != SIM_SCHEDULE_TERAPIPE;
+  plan->scatter_gather = !r->no_scatter_gather && sched != SIM_SCHEDULE_TERAPIPE && !r->zero; /* no pipeline sends */
   plan->fusion = !r->no_fusion;
   plan->symmetry = !r->no_symmetry;
   plan->allow_oom = r->allow_oom;

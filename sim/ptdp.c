@@ -184,10 +184,15 @@ static void tp_allreduce(Build *b, guint s, guint k, const SimOpTag *t) {
   b->bytes[CAT_TP] += b->layer.tp_allreduce_bytes * 2.0 * (b->plan->tp - 1) * ((double)b->plan->dp / b->ds);
 }
 
-static void add_compute(Build *b, guint part, gint layer, double seconds) {
+/* Compute of `part` (of `layer`, -1: none) in `pass`, into the op the
+ * next flush makes; a traced run records it as a piece of that op. */
+static void add_compute(Build *b, guint part, gint layer, guint pass, double seconds) {
   for (guint i = 0; i < b->ts; i++)
     b->pending[i] += seconds;
-  sim_timeline_piece(b->pending_pieces, 0, SIM_ACT_RUN, part, layer, 1, seconds);
+  if (b->pending_pieces) {
+    sim_timeline_piece(b->pending_pieces, 0, SIM_ACT_RUN, part, layer, 1, seconds);
+    g_array_index(b->pending_pieces, SimTimelinePiece, b->pending_pieces->len - 1).pass = (guint8)pass;
+  }
 }
 
 /* A layer's pass: compute, all-reduce, compute, all-reduce, compute (the
@@ -196,11 +201,11 @@ static void emit_pass(Build *b, guint s, guint k, const ModelPass *pass, const S
   static const guint fwd_parts[3] = {SIM_PART_ATTENTION, SIM_PART_MLP, SIM_PART_RESIDUAL},
                      bwd_parts[3] = {SIM_PART_MLP, SIM_PART_ATTENTION, SIM_PART_LAYERNORM};
   const guint *parts = t->pass == PASS_BACKWARD ? bwd_parts : fwd_parts;
-  add_compute(b, parts[0], t->layer, pass->seg_s[0]);
+  add_compute(b, parts[0], t->layer, t->pass, pass->seg_s[0]);
   tp_allreduce(b, s, k, t);
-  add_compute(b, parts[1], t->layer, pass->seg_s[1]);
+  add_compute(b, parts[1], t->layer, t->pass, pass->seg_s[1]);
   tp_allreduce(b, s, k, t);
-  add_compute(b, parts[2], t->layer, pass->seg_s[2]);
+  add_compute(b, parts[2], t->layer, t->pass, pass->seg_s[2]);
 }
 
 static void emit_item(Build *b, guint s, guint k, guint idx) {
@@ -222,16 +227,16 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
   gboolean last_mb = it.microbatch == b->m - 1;
   if (it.forward) {
     if (vs == 0)
-      add_compute(b, SIM_PART_EMBEDDING, -1, b->emb_fwd);
+      add_compute(b, SIM_PART_EMBEDDING, -1, PASS_FORWARD, b->emb_fwd);
     for (guint l = 0; l < b->lpc; l++) {
       t.layer = (gint32)(it.chunk * b->lpc + l);
       emit_pass(b, s, k, &b->layer.fwd, &t);
     }
     if (vs == last_vs)
-      add_compute(b, SIM_PART_HEAD, -1, b->head_fwd);
+      add_compute(b, SIM_PART_HEAD, -1, PASS_FORWARD, b->head_fwd);
   } else {
     if (vs == last_vs)
-      add_compute(b, SIM_PART_HEAD, -1, b->head_bwd);
+      add_compute(b, SIM_PART_HEAD, -1, PASS_BACKWARD, b->head_bwd);
     for (guint l = b->lpc; l-- > 0;) {
       t.layer = (gint32)(it.chunk * b->lpc + l);
       if (pl->recompute) {
@@ -241,7 +246,7 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
       }
       emit_pass(b, s, k, &b->layer.bwd, &t);
       if (vs == 0 && l == 0)
-        add_compute(b, SIM_PART_EMBEDDING, -1, b->emb_bwd);
+        add_compute(b, SIM_PART_EMBEDDING, -1, PASS_BACKWARD, b->emb_bwd);
       if (pl->ddp == SIM_DDP_TORCH && last_mb && pl->dp > 1) {
         flush(b, s, k, &t, TRUE);
         for (guint i = 0; i < b->ts; i++)

@@ -21,7 +21,7 @@ const char *sim_timeline_category_label(guint category) {
 void sim_timeline_piece(GArray *log, guint op, guint act, guint part, gint layer, guint layers, double seconds) {
   if (!log)
     return;
-  SimTimelinePiece pc = {op, (guint8)act, (guint8)part, (guint16)layers, layer, seconds};
+  SimTimelinePiece pc = {op, (guint8)act, (guint8)part, SIM_TIMELINE_PASS_OP, (guint16)layers, layer, seconds};
   g_array_append_val(log, pc);
 }
 

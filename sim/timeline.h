@@ -60,14 +60,17 @@ enum {
 typedef struct {
   guint op;
   guint8 act, part;
+  guint8 pass;     /* the piece's own pass when the op's tag has another (SIM_TIMELINE_PASS_OP: the op's) */
   guint16 layers;  /* SIM_PART_LAYERS: how many */
   gint32 layer;    /* -1: not a layer's */
   double seconds;  /* this piece's share of the op's time; 0: all of it */
 } SimTimelinePiece;
 
+#define SIM_TIMELINE_PASS_OP 255
+
 /* Appends a piece to `log` (a GArray of SimTimelinePiece; NULL: nothing is
- * recorded).  Pieces of an op are appended in order, ops in increasing
- * order. */
+ * recorded), of the op's own pass.  Pieces of an op are appended in order,
+ * ops in increasing order. */
 void sim_timeline_piece(GArray *log, guint op, guint act, guint part, gint layer, guint layers, double seconds);
 /* "attention", "MLP", ...; "" for SIM_PART_NONE. */
 const char *sim_timeline_part_name(guint part);

@@ -174,6 +174,14 @@ static const char *act_label(guint act) {
 /* An op's name: what it does, to which part, for which pass and item:
  * "layer 5 attention (forward mb 3)", "tp all-reduce (backward mb 0)",
  * "param all-gather, layer 2 MLP up (recompute mb 1)", "optimizer step". */
+/* The pass and item a piece belongs to: its own pass, else its op's. */
+static void piece_what(const SimTimeline *tl, const SimOpTag *tag, const SimTimelinePiece *pc, char *buf, gsize len) {
+  SimOpTag own = *tag;
+  if (pc->pass != SIM_TIMELINE_PASS_OP)
+    own.pass = pc->pass;
+  what_of(tl, &own, buf, len);
+}
+
 static void op_name(const SimTimeline *tl, const SimOpTag *tag, const SimTimelinePiece *pc, guint n_pc, char *buf,
                     gsize len) {
   char what[64], subject[112], first[48];
@@ -181,13 +189,21 @@ static void op_name(const SimTimeline *tl, const SimOpTag *tag, const SimTimelin
   if (n_pc == 1 && pc->act != SIM_ACT_RUN) { /* "param all-gather, layer 2 MLP up" */
     piece_label(pc, first, sizeof first);
     g_snprintf(subject, sizeof subject, "%s%s%s", act_label(pc->act), *first ? ", " : "", first);
-  } else if (n_pc == 1 && tag->category == SIM_TIMELINE_CAT_COMPUTE) /* "layer 5 attention" */
+  } else if (n_pc == 1 && tag->category == SIM_TIMELINE_CAT_COMPUTE) { /* "layer 5 attention" */
     piece_label(pc, subject, sizeof subject);
-  else if (n_pc > 1 && tag->category == SIM_TIMELINE_CAT_COMPUTE) { /* parts back to back: first to last */
-    char last[48];
+    piece_what(tl, tag, pc, what, sizeof what);
+  } else if (n_pc > 1 && tag->category == SIM_TIMELINE_CAT_COMPUTE) { /* parts back to back: first to last */
+    char last[48], what_first[64], what_last[64];
     piece_label(&pc[0], first, sizeof first);
     piece_label(&pc[n_pc - 1], last, sizeof last);
+    piece_what(tl, tag, &pc[0], what_first, sizeof what_first);
+    piece_what(tl, tag, &pc[n_pc - 1], what_last, sizeof what_last);
+    if (strcmp(what_first, what_last) != 0) { /* "logits and loss (backward mb 0) ... layer 7 attention (recompute mb 0)" */
+      g_snprintf(buf, len, "%s (%s) ... %s (%s)", first, what_first, last, what_last);
+      return;
+    }
     g_snprintf(subject, sizeof subject, "%s ... %s", first, last);
+    g_strlcpy(what, what_first, sizeof what);
   } else if (tag->category == SIM_TIMELINE_CAT_DP && !has_pass(tl, tag)) {
     if (tag->layer == -2) /* the tied embedding's gradient all-reduce */
       g_strlcpy(subject, "embedding grad all-reduce", sizeof subject);
@@ -234,10 +250,13 @@ static cJSON *slice_event(const char *name, const char *cat, SimTime s0, SimTime
 static void emit_pieces(TracePerfetto *t, const SimTimeline *tl, const SimOpTag *tag, const SimTimelinePiece *pc,
                         guint n, SimTime s0, SimTime s1, guint pid, guint tid) {
   char what[64], label[64], name[160];
-  what_of(tl, tag, what, sizeof what);
   double cum = 0;
   SimTime at = s0;
   for (guint i = 0; i < n; i++) {
+    SimOpTag own = *tag; /* a piece may belong to another pass than its op */
+    if (pc[i].pass != SIM_TIMELINE_PASS_OP)
+      own.pass = pc[i].pass;
+    what_of(tl, &own, what, sizeof what);
     cum += pc[i].seconds;
     SimTime end = i + 1 == n ? s1 : MIN(s1, s0 + (SimTime)llround(cum * 1e9));
     piece_label(&pc[i], label, sizeof label);
@@ -245,6 +264,10 @@ static void emit_pieces(TracePerfetto *t, const SimTimeline *tl, const SimOpTag 
     cJSON *ev = slice_event(name, sim_timeline_category_name(tag->category), at, MAX(at, end), pid, tid);
     cJSON *args = cJSON_AddObjectToObject(ev, "args");
     cJSON_AddStringToObject(args, "part", sim_timeline_part_name(pc[i].part));
+    if (has_pass(tl, &own)) {
+      static const char *const passes[] = {"forward", "backward", "recompute"};
+      cJSON_AddStringToObject(args, "pass", passes[own.pass]);
+    }
     if (pc[i].layer >= 0)
       add_int(args, pc[i].part == SIM_PART_LAYERS ? "first_layer" : "layer", pc[i].layer);
     emit(t, ev);
@@ -298,7 +321,7 @@ gboolean trace_perfetto_write(const SimTimeline *tl, gpointer data, GError **err
   cJSON_AddStringToObject(head, "displayTimeUnit", "ns");
   cJSON *other = cJSON_AddObjectToObject(head, "otherData");
   cJSON_AddStringToObject(other, "generator", "ptdsim run --trace");
-  cJSON_AddStringToObject(other, "schedule", sim_schedule_name(pl->schedule));
+  cJSON_AddStringToObject(other, "schedule", pl->zero ? "zero" : sim_schedule_name(pl->schedule));
   cJSON_AddNumberToObject(other, "gpus", pl->gpus);
   cJSON_AddNumberToObject(other, "tp", pl->tp);
   cJSON_AddNumberToObject(other, "pp", pl->pp);

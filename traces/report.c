@@ -14,6 +14,8 @@ static cJSON *obj_add(cJSON *parent, const char *key) { return cJSON_AddObjectTo
  * sim/terapipe.c), PTD-P the --placement. */
 static const char *placement_name(const SimPlan *pl) {
   static const char *placements[] = {"tp-dp-pp", "dp-outermost", "misaligned"};
+  if (pl->zero)
+    return "dp"; /* one data-parallel rank per GPU, in GPU order */
   return pl->schedule == SIM_SCHEDULE_TERAPIPE ? "tp-pp-dp" : placements[pl->placement];
 }
 
@@ -35,7 +37,8 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddNumberToObject(cfg, "micro_batch", pl->micro_batch);
   cJSON_AddNumberToObject(cfg, "microbatches", pl->microbatches);
   cJSON_AddNumberToObject(cfg, "chunks", pl->chunks);
-  cJSON_AddStringToObject(cfg, "schedule", sim_schedule_name(pl->schedule));
+  /* ZeRO runs no pipeline: one stage accumulates its microbatches */
+  cJSON_AddStringToObject(cfg, "schedule", pl->zero ? "zero" : sim_schedule_name(pl->schedule));
   cJSON_AddStringToObject(cfg, "recompute", pl->recompute ? "full" : "none");
   cJSON_AddStringToObject(cfg, "ddp", pl->ddp == SIM_DDP_TORCH ? "torch" : "local");
   cJSON_AddBoolToObject(cfg, "scatter_gather", pl->scatter_gather);
@@ -171,23 +174,27 @@ void trace_report_text(GString *out, const cJSON *run) {
   g_string_append_printf(out, "network    %s, placement %s\n",
                          is(cfg, "network", "flow") ? "flow (max-min fair flows on the cluster's links)"
                                                     : "analytic (alpha-beta per tier, no contention)",
-                         str(cfg, "placement"));
+                         zero ? "dp (one rank per GPU)" : str(cfg, "placement"));
   guint B = count(cfg, "global_batch");
   if (tera)
     g_string_append_printf(out, "batch      %u sequences, %u per pipeline, in batch slices (slicing below)%s\n", B,
                            d ? B / d : 0, is(cfg, "workload", "layers") ? "; the layers alone (TeraPipe's benchmark)" : "");
+  else if (zero)
+    g_string_append_printf(out, "batch      %u sequences, microbatch %u on each GPU\n", B, count(cfg, "micro_batch"));
   else
-    g_string_append_printf(out, "batch      %u sequences, microbatch %u, %u microbatches per pipeline\n", B,
-                           count(cfg, "micro_batch"), count(cfg, "microbatches"));
+    g_string_append_printf(out, "batch      %u sequences, microbatch %u, %u microbatch%s per pipeline\n", B,
+                           count(cfg, "micro_batch"), count(cfg, "microbatches"),
+                           count(cfg, "microbatches") == 1 ? "" : "es");
   if (zero)
     g_string_append_printf(out,
-                           "schedule   ZeRO stage %u over %u GPUs (%s sharded), %u microbatches accumulated, recompute "
+                           "schedule   ZeRO stage %u over %u GPUs (%s sharded), %u microbatch%s accumulated, recompute "
                            "%s, fusion %s\n\n",
                            zero, d,
                            zero == 1   ? "optimizer state"
                            : zero == 2 ? "optimizer state and gradients"
                                        : "optimizer state, gradients and parameters",
-                           count(cfg, "microbatches"), recompute ? "full" : "none", fusion);
+                           count(cfg, "microbatches"), count(cfg, "microbatches") == 1 ? "" : "es",
+                           recompute ? "full" : "none", fusion);
   else {
     g_string_append_printf(out, "schedule   %s", str(cfg, "schedule"));
     if (is(cfg, "schedule", "interleaved"))
@@ -215,7 +222,9 @@ void trace_report_text(GString *out, const cJSON *run) {
                            bubble, analytic, M, p);
     g_string_append_printf(out, "idle       %.4f measured (idle / flush), %.4f analytic (K-1)/(M+K-1)\n",
                            num(tp, "idle_fraction"), M > 0 ? (p - 1.0) / (M + p - 1.0) : 0);
-  } else
+  } else if (zero)
+    g_string_append_printf(out, "bubble     none (no pipeline; time waiting for parameters counts as dp comm)\n");
+  else
     g_string_append_printf(out, "bubble     %.4f measured (idle / busy time of the busiest stage), %.4f analytic %s\n",
                            bubble, analytic, is(cfg, "schedule", "interleaved") ? "(p-1)/(v m)" : "(p-1)/m");
   g_string_append_printf(out, "time on the critical GPU (stage %u):\n", count(run, "critical_stage"));

@@ -179,9 +179,13 @@ static gboolean read_all(const char *path, GByteArray *out, GError **error) {
   int zerr;
   const char *msg = gzerror(f, &zerr);
   gboolean ok = n == 0 && zerr == Z_OK;
-  if (!ok)
+  if (!ok) {
+    /* zlib's message names the file already: "PATH: unexpected end of file" */
+    if (msg && g_str_has_prefix(msg, path) && g_str_has_prefix(msg + strlen(path), ": "))
+      msg += strlen(path) + 2;
     g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_READ,
                 "cannot read trace '%s': %s (a truncated or damaged gzip file?)", path, msg ? msg : "read error");
+  }
   gzclose(f);
   return ok;
 }

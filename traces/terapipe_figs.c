@@ -307,6 +307,8 @@ gboolean trace_terapipe_fig6(TraceFigureContext *ctx, TraceFigureOut *out, GErro
     if (!ok)
       return FALSE;
   }
+  if (g_str_has_suffix(text->str, "\n\n")) /* the blank line separates the settings */
+    g_string_truncate(text, text->len - 1);
   cJSON_AddStringToObject(out->json, "source", "Li et al., ICML 2021, figure 6");
   return TRUE;
 }
