@@ -62,8 +62,8 @@ int cli_plan(int argc, char **argv) {
       args.ctx, "Searches t (dividing the GPUs per node and the heads), p (dividing the layers), d = n/(t*p), the\n"
            "microbatch b (dividing B/d), 1F1B or interleaved with v chunks, and full or no recomputation\n"
            "(Megatron local DDP), and where t = p = 1 ZeRO stages 1-3 instead; skips what does not fit in\n"
-           "memory, simulates the rest with the analytic network\n"
-           "by default, and ranks by iteration time (the batch is fixed, so also by tokens/s and training days).\n\n"
+           "memory, simulates the rest with the analytic network by default, and ranks by iteration time (the\n"
+           "batch is fixed, so also by tokens/s and training days).\n\n"
            "Example:\n  ptdsim plan --model gpt3-175b --gpus 1024 --global-batch 1536 --tokens 300e9");
   cli_args_add(&args, entries);
   GError *error = NULL;
