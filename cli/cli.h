@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 #include <glib.h>
 
+#include "../search/options.h"
 #include "../sim/plan.h"
 
 typedef enum { CLI_TEXT, CLI_JSON } CliFormat;
@@ -25,26 +26,10 @@ void cli_args_add_group(CliArgs *a, GOptionGroup *group, const GOptionEntry *ent
 gboolean cli_args_parse(CliArgs *a, int *argc, char ***argv, GError **error);
 void cli_args_clear(CliArgs *a);
 
-/* Options shared by verbs that describe one configuration. */
-typedef struct {
-  char *model, *cluster, *profile, *schedule, *ddp, *recompute, *format, *slices;
-  char *network, *placement; /* --network, --placement */
-  char *workload;            /* --workload gpt|layers */
-  char *trace;               /* --trace FILE (run only) */
-  char *tokens;              /* --tokens: 300e9, 300B, 1.2T */
-  gint64 layers, hidden, heads, seq_len, vocab, gpus, tp, pp, dp, global_batch, micro_batch, layers_per_chunk,
-      chunks, granularity, zero;
-  gboolean no_scatter_gather, no_fusion, no_symmetry, allow_oom;
-} CliRunOptions;
-
-void cli_run_options_init(CliRunOptions *o);
-void cli_run_options_clear(CliRunOptions *o);
-/* Registers the configuration options as the main group of `a`. */
-void cli_run_options_add(CliArgs *a, CliRunOptions *o);
-/* Reads --tokens (a count: 300e9, 300B, 1.2T); 0 when not given. */
-gboolean cli_tokens(const char *text, double *out, GError **error);
-/* Fills a plan request from parsed options (model name, defaults, ranges). */
-gboolean cli_plan_request(const CliRunOptions *o, SimPlanRequest *req, GError **error);
+/* Registers the configuration options (search/options.h) as the main
+ * group of `a`, parsed into `cfg` as they are read: a bad value is an error
+ * of the parse.  Flags take no value. */
+void cli_config_add(CliArgs *a, SearchConfig *cfg);
 gboolean cli_format(const char *text, CliFormat *out, GError **error);
 /* Loads cluster and profile (the cluster's default profile when none given). */
 gboolean cli_load_machine(const char *cluster_name, const char *profile_name, TopoCluster **cluster,

@@ -6,8 +6,9 @@
 #include "cli.h"
 
 int cli_run(int argc, char **argv) {
-  CliRunOptions o;
-  cli_run_options_init(&o);
+  SearchConfig cfg;
+  search_config_init(&cfg);
+  char *format = NULL, *trace = NULL;
   CliArgs args;
   cli_args_init(&args, "- simulate one training iteration of one configuration");
   g_option_context_set_summary(
@@ -16,9 +17,10 @@ int cli_run(int argc, char **argv) {
            "pipeline bubble, time breakdown, traffic, bisection bandwidth and memory per GPU.\n\n"
            "Example:\n  ptdsim run --model gpt3-175b --gpus 96 --tp 8 --pp 12 --global-batch 36 --micro-batch 1 \\\n"
            "             --schedule interleaved --layers-per-chunk 2 --format json");
-  cli_run_options_add(&args, &o);
+  cli_config_add(&args, &cfg);
   GOptionEntry trace_entries[] = {
-      {"trace", 0, 0, G_OPTION_ARG_FILENAME, &o.trace,
+      {"format", 0, 0, G_OPTION_ARG_STRING, &format, "text or json (default text)", "FMT"},
+      {"trace", 0, 0, G_OPTION_ARG_FILENAME, &trace,
        "Also write the simulated timeline as Chrome/Perfetto trace-event JSON (open in ui.perfetto.dev; a name "
        "ending in .gz is gzip-compressed); ptdsim report FILE prints the report again from it",
        "FILE"},
@@ -38,9 +40,9 @@ int cli_run(int argc, char **argv) {
                 argv[1]);
     goto fail;
   }
-  if (!cli_format(o.format, &fmt, &error) || !cli_plan_request(&o, &req, &error) ||
-      !cli_load_machine(o.cluster, o.profile, &cluster, &profile, &error) ||
-      !(json = trace_run(&req, cluster, profile, o.trace, 0, &error)))
+  if (!cli_format(format, &fmt, &error) || !search_config_request(&cfg, &req, &error) ||
+      !cli_load_machine(cfg.text[SEARCH_OPT_CLUSTER], cfg.text[SEARCH_OPT_PROFILE], &cluster, &profile, &error) ||
+      !(json = trace_run(&req, cluster, profile, trace, 0, &error)))
     goto fail;
   if (fmt == CLI_JSON)
     cli_print_json(json);
@@ -57,7 +59,9 @@ done:
   cJSON_Delete(json);
   topo_cluster_free(cluster);
   model_profile_free(profile);
-  cli_run_options_clear(&o);
+  search_config_clear(&cfg);
+  g_free(format);
+  g_free(trace);
   cli_args_clear(&args);
   return code;
 }

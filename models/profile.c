@@ -160,25 +160,25 @@ static gboolean load_body(ModelProfile *p, const cJSON *root, const char *file, 
   return solve_anchor(p, gemm, file, error) && load_collectives(p, root, file, error);
 }
 
+ModelProfile *model_profile_from_json(const cJSON *root, const char *path, GError **error) {
+  ModelProfile *p = g_new0(ModelProfile, 1);
+  p->path = g_strdup(path);
+  const char *name = ptd_json_string(root, "name", path, error);
+  if (!name || !load_body(p, root, path, error)) {
+    model_profile_free(p);
+    return NULL;
+  }
+  p->name = g_strdup(name);
+  return p;
+}
+
 ModelProfile *model_profile_load(const char *name_or_file, GError **error) {
   char *path = ptd_data_resolve("calibrate/profiles", name_or_file, "profile", error);
   if (!path)
     return NULL;
   cJSON *root = ptd_json_load(path, error);
-  if (!root) {
-    g_free(path);
-    return NULL;
-  }
-  ModelProfile *p = g_new0(ModelProfile, 1);
-  p->path = path;
-  const char *name = ptd_json_string(root, "name", path, error);
-  gboolean ok = name && load_body(p, root, path, error);
-  if (ok)
-    p->name = g_strdup(name);
+  ModelProfile *p = root ? model_profile_from_json(root, path, error) : NULL;
   cJSON_Delete(root);
-  if (!ok) {
-    model_profile_free(p);
-    return NULL;
-  }
+  g_free(path);
   return p;
 }

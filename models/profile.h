@@ -57,4 +57,7 @@ GQuark model_profile_error_quark(void);
 
 /* Loads a profile by shipped name (calibrate/profiles/NAME.json) or path. */
 ModelProfile *model_profile_load(const char *name_or_file, GError **error);
+/* A profile from its description `root` (not taken); `path` is where it
+ * came from, for errors and provenance. */
+ModelProfile *model_profile_from_json(const cJSON *root, const char *path, GError **error);
 void model_profile_free(ModelProfile *p);

@@ -94,15 +94,16 @@ static gboolean per_proto(const cJSON *nccl, const char *key, const char *file, 
 }
 
 NetModel *net_model_load(const TopoCluster *cluster, GError **error) {
-  TopoFabric *fabric = topo_fabric_load(cluster->path, error);
+  const cJSON *root = cluster->json;
+  TopoFabric *fabric = topo_fabric_build(cJSON_GetObjectItemCaseSensitive(root, "fabric"), cluster->path,
+                                         cluster->nodes, cluster->gpus_per_node, cluster->net.nics_per_node, error);
   if (!fabric)
     return NULL;
   NetModel *net = g_new0(NetModel, 1);
   net->fabric = fabric;
   net->nccl = cluster->net;
-  cJSON *root = ptd_json_load(cluster->path, error);
-  const cJSON *nccl = root ? cJSON_GetObjectItemCaseSensitive(root, "nccl") : NULL;
-  gboolean ok = root != NULL;
+  const cJSON *nccl = cJSON_GetObjectItemCaseSensitive(root, "nccl");
+  gboolean ok = TRUE;
   if (ok && cJSON_GetObjectItemCaseSensitive(nccl, "tree_base_us")) {
     ok = per_proto(nccl, "tree_base_us", cluster->path, net->tree_base, error) &&
          per_proto(nccl, "tree_nvlink_hop_us", cluster->path, net->tree_nvlink_hop, error) &&
@@ -132,7 +133,6 @@ NetModel *net_model_load(const TopoCluster *cluster, GError **error) {
       }
     }
   }
-  cJSON_Delete(root);
   if (!ok) {
     net_model_free(net);
     return NULL;

@@ -16,13 +16,17 @@
  * peak, so an iteration takes at least F_hw / (n peak), F_hw the executed
  * FLOPs (Eq. 3, with or without the recomputation pass).  A candidate whose
  * bound, loosened by PRUNE_SLACK against any FLOP the cost model might count
- * differently from the formula, is above the keep-th best time found so far
- * cannot enter the list and is not simulated.  Largest GPU counts are tried
- * first so that the threshold is tight early; this matters with
- * --allow-fewer, where most candidates use a fraction of the budget. */
+ * differently from the formula, is above the keep-th best time of the
+ * batches already simulated cannot enter the list and is not simulated.
+ * Candidates go in batches of BATCH, in a fixed order, each batch's
+ * survivors simulated on every core (search/pool.h): what is pruned depends
+ * on the batch size, not on the threads.  Largest GPU counts are tried first
+ * so that the threshold is tight early; this matters with --allow-fewer,
+ * where most candidates use a fraction of the budget. */
 #include "planner.h"
 
 #include "../sim/zero.h"
+#include "pool.h"
 
 #include <math.h>
 #include <string.h>
@@ -58,113 +62,210 @@ static int triple_cmp(const void *a, const void *b) {
 }
 
 #define PRUNE_SLACK 0.8
+/* Candidates per batch: pruning uses the best times of earlier batches. */
+#define BATCH 128u
+
+typedef struct {
+  guint t, p, d, b, v, zero;
+  gboolean recompute;
+  SimSchedule schedule; /* 1f1b, interleaved or gpipe (ZeRO: ignored) */
+} Candidate;
 
 typedef struct {
   const SearchRequest *req;
-  GArray *best; /* the `keep` smallest iteration times so far, ascending */
   const ModelProfile *profile;
   const TopoCluster *cluster;
+  const char *network; /* the network every candidate runs on */
   SearchResult *out;
-  SimPlan plan; /* reused: SimPlan is large (TeraPipe slice table) */
+  GArray *best; /* the `keep` smallest iteration times so far, ascending */
+  SearchRow *wave; /* rows of the batch being simulated */
+  guint *to_simulate;
 } Search;
 
-/* One candidate: build, check memory, simulate.  Only a simulation error
- * that is not about the configuration (none expected) stops the search. */
-static gboolean try_one(Search *s, guint t, guint p, guint d, guint b, guint v, guint zero, gboolean recompute,
-                        GError **error) {
-  SimPlanRequest r = s->req->base;
-  r.gpus = t * p * d;
-  r.tp = t;
-  r.pp = p;
-  r.dp = d;
-  r.micro_batch = b;
-  r.schedule = zero ? NULL : v > 1 ? "interleaved" : "1f1b";
-  r.chunks = v > 1 ? v : 0;
-  r.layers_per_chunk = 0;
-  r.recompute = recompute ? "full" : "none";
-  r.ddp = zero ? NULL : "local";
-  r.zero = zero;
-  r.allow_oom = FALSE;
-  s->out->searched++;
-  GError *err = NULL;
-  if (!sim_plan_build(&r, s->cluster, &s->plan, &err)) {
-    g_clear_error(&err);
-    s->out->infeasible++;
-    return TRUE;
+static const char *schedule_word(SimSchedule s) { return sim_schedule_name(s); }
+
+/* The candidate's options: the user's, with the searched ones set. */
+static void candidate_config(const Search *s, const Candidate *c, SearchConfig *cfg) {
+  search_config_copy(cfg, s->req->config);
+  static const SearchOptId searched[] = {SEARCH_OPT_TP,       SEARCH_OPT_PP,     SEARCH_OPT_DP,
+                                         SEARCH_OPT_GPUS,     SEARCH_OPT_MICRO_BATCH, SEARCH_OPT_SCHEDULE,
+                                         SEARCH_OPT_CHUNKS,   SEARCH_OPT_LAYERS_PER_CHUNK,
+                                         SEARCH_OPT_RECOMPUTE, SEARCH_OPT_ZERO, SEARCH_OPT_NETWORK};
+  for (guint i = 0; i < G_N_ELEMENTS(searched); i++)
+    search_config_unset(cfg, searched[i]);
+  char buf[16];
+#define SET(id, v)                                                                                                     \
+  do {                                                                                                                 \
+    g_snprintf(buf, sizeof buf, "%u", (guint)(v));                                                                     \
+    search_config_set(cfg, id, buf, NULL);                                                                             \
+  } while (0)
+  SET(SEARCH_OPT_GPUS, c->t * c->p * c->d);
+  SET(SEARCH_OPT_TP, c->t);
+  SET(SEARCH_OPT_PP, c->p);
+  SET(SEARCH_OPT_DP, c->d);
+  SET(SEARCH_OPT_MICRO_BATCH, c->b);
+  if (c->zero)
+    SET(SEARCH_OPT_ZERO, c->zero);
+  else {
+    search_config_set(cfg, SEARCH_OPT_SCHEDULE, schedule_word(c->schedule), NULL);
+    if (c->schedule == SIM_SCHEDULE_INTERLEAVED)
+      SET(SEARCH_OPT_CHUNKS, c->v);
   }
+#undef SET
+  search_config_set(cfg, SEARCH_OPT_RECOMPUTE, c->recompute ? "full" : "none", NULL);
+  search_config_set(cfg, SEARCH_OPT_NETWORK, s->network, NULL);
+}
+
+/* What a candidate is, before any simulation: its row, status and plan. */
+static void classify(Search *s, const Candidate *c, SearchRow *row, SimPlan *plan) {
+  memset(row, 0, sizeof *row);
+  candidate_config(s, c, &row->config);
+  *row = (SearchRow){.config = row->config, .gpus = c->t * c->p * c->d, .tp = c->t, .pp = c->p, .dp = c->d,
+                     .micro_batch = c->b, .chunks = c->v, .schedule = c->schedule, .zero = c->zero,
+                     .recompute = c->recompute};
+  SimPlanRequest r;
+  GError *err = NULL;
+  if (!search_config_request(&row->config, &r, &err) || !sim_plan_build(&r, s->cluster, plan, &err)) {
+    row->status = SEARCH_ROW_INFEASIBLE;
+    row->reason = g_strdup(err->message);
+    g_error_free(err);
+    return;
+  }
+  row->microbatches = plan->microbatches;
+  row->chunks = plan->chunks;
   ModelMemory mem;
   guint stage;
-  if (zero)
-    sim_zero_memory(&s->plan, &mem);
+  if (c->zero)
+    sim_zero_memory(plan, &mem);
   else
-    sim_ptdp_memory(&s->plan, &mem, &stage);
+    sim_ptdp_memory(plan, &mem, &stage);
+  row->memory_GiB = mem.total / 1073741824.0;
   if (!(mem.total <= s->profile->memory_bytes)) {
-    s->out->out_of_memory++;
-    return TRUE;
+    row->status = SEARCH_ROW_OUT_OF_MEMORY;
+    row->reason = g_strdup_printf("needs %.1f GiB of %.0f GiB", row->memory_GiB,
+                                  s->profile->memory_bytes / 1073741824.0);
+    return;
   }
   if (s->req->keep && s->best->len >= s->req->keep) {
-    double bound = PRUNE_SLACK * model_hardware_flops_per_iteration(&r.model, r.global_batch, recompute) /
+    double bound = PRUNE_SLACK * model_hardware_flops_per_iteration(&r.model, r.global_batch, c->recompute) /
                    ((double)r.gpus * s->profile->peak_flops);
-    if (bound > g_array_index(s->best, double, s->best->len - 1)) {
-      s->out->pruned++;
-      return TRUE;
+    double worst = g_array_index(s->best, double, s->best->len - 1);
+    if (bound > worst) {
+      row->status = SEARCH_ROW_PRUNED;
+      row->reason = g_strdup_printf("at least %.4f s by its FLOPs at peak, slower than the %u best (%.4f s)", bound,
+                                    s->req->keep, worst);
+      return;
     }
   }
+  row->status = SEARCH_ROW_RANKED;
+}
+
+/* Simulates wave row k (on any thread): fills its results, or marks it
+ * infeasible with the simulator's reason. */
+static gpointer simulate(guint k, gpointer user) {
+  Search *s = user;
+  SearchRow *row = &s->wave[s->to_simulate[k]];
+  SimPlanRequest r;
+  SimPlan *plan = g_new(SimPlan, 1); /* large: TeraPipe's slice table */
   SimResult res;
-  if (!(zero ? sim_zero_run(&s->plan, s->profile, s->cluster, &res, NULL, NULL, &err)
-             : sim_ptdp_run(&s->plan, s->profile, s->cluster, &res, &err))) {
-    if (g_error_matches(err, SIM_PLAN_ERROR, SIM_PLAN_ERROR_OOM) ||
-        g_error_matches(err, SIM_PLAN_ERROR, SIM_PLAN_ERROR_TOO_BIG) ||
-        g_error_matches(err, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID)) {
-      g_clear_error(&err);
+  GError *err = NULL;
+  gboolean ok = search_config_request(&row->config, &r, &err) && sim_plan_build(&r, s->cluster, plan, &err) &&
+                (row->zero ? sim_zero_run(plan, s->profile, s->cluster, &res, NULL, NULL, &err)
+                           : sim_ptdp_run(plan, s->profile, s->cluster, &res, &err));
+  if (!ok) {
+    row->status = SEARCH_ROW_INFEASIBLE;
+    row->reason = g_strdup(err->message);
+    g_error_free(err);
+  } else {
+    row->iteration_time_s = res.iteration_time_s;
+    row->tflops_per_gpu = res.tflops_per_gpu;
+    row->memory_GiB = res.memory.total / 1073741824.0;
+    row->training_days = res.training_days;
+    row->tokens_per_s = (double)plan->global_batch * plan->model.seq_len / res.iteration_time_s;
+  }
+  g_free(plan);
+  return row;
+}
+
+static gboolean simulated(guint k, gpointer result, gpointer user) {
+  (void)k, (void)result, (void)user;
+  return TRUE;
+}
+
+static void row_clear(SearchRow *r) {
+  search_config_clear(&r->config);
+  g_clear_pointer(&r->reason, g_free);
+}
+
+static void keep_time(Search *s, double t) {
+  guint i = s->best->len;
+  while (i > 0 && g_array_index(s->best, double, i - 1) > t)
+    i--;
+  if (i < s->req->keep)
+    g_array_insert_val(s->best, i, t);
+  if (s->best->len > s->req->keep)
+    g_array_set_size(s->best, s->req->keep);
+}
+
+/* One batch: classify in order (pruning against earlier batches), simulate
+ * the survivors on every core, then file the rows in order. */
+static void run_batch(Search *s, const Candidate *cands, guint n) {
+  SimPlan *plan = g_new(SimPlan, 1);
+  guint n_sim = 0;
+  for (guint i = 0; i < n; i++) {
+    classify(s, &cands[i], &s->wave[i], plan);
+    if (s->wave[i].status == SEARCH_ROW_RANKED)
+      s->to_simulate[n_sim++] = i;
+  }
+  g_free(plan);
+  SearchPool pool = {n_sim, NULL, s->req->jobs, simulate, simulated, NULL, s, NULL};
+  search_pool_run(&pool);
+  for (guint i = 0; i < n; i++) {
+    SearchRow *row = &s->wave[i];
+    s->out->searched++;
+    switch (row->status) {
+    case SEARCH_ROW_RANKED:
+      s->out->simulated++;
+      g_array_append_val(s->out->rows, *row);
+      if (s->req->keep)
+        keep_time(s, row->iteration_time_s);
+      continue; /* the row's strings now belong to out->rows */
+    case SEARCH_ROW_OUT_OF_MEMORY:
+      s->out->out_of_memory++;
+      break;
+    case SEARCH_ROW_INFEASIBLE:
       s->out->infeasible++;
-      return TRUE;
+      break;
+    case SEARCH_ROW_PRUNED:
+      s->out->pruned++;
+      break;
     }
-    g_propagate_error(error, err);
+    if (s->req->rejected)
+      g_array_append_val(s->out->rejected, *row);
+    else
+      row_clear(row);
+  }
+}
+
+/* The values of a searched dimension: the pinned one, or those `ok`. */
+static gboolean pinned(const SearchConfig *c, SearchOptId id, guint *v) {
+  if (!c->given[id])
     return FALSE;
-  }
-  s->out->simulated++;
-  const SimPlan *pl = &s->plan;
-  SearchRow row = {
-      .gpus = pl->gpus,
-      .tp = t,
-      .pp = p,
-      .dp = d,
-      .micro_batch = b,
-      .chunks = pl->chunks,
-      .microbatches = pl->microbatches,
-      .schedule = pl->schedule,
-      .zero = zero,
-      .recompute = pl->recompute,
-      .iteration_time_s = res.iteration_time_s,
-      .tflops_per_gpu = res.tflops_per_gpu,
-      .memory_GiB = res.memory.total / 1073741824.0,
-      .training_days = res.training_days,
-      .tokens_per_s = (double)pl->global_batch * pl->model.seq_len / res.iteration_time_s,
-  };
-  g_array_append_val(s->out->rows, row);
-  if (s->req->keep) {
-    guint i = s->best->len;
-    while (i > 0 && g_array_index(s->best, double, i - 1) > row.iteration_time_s)
-      i--;
-    if (i < s->req->keep)
-      g_array_insert_val(s->best, i, row.iteration_time_s);
-    if (s->best->len > s->req->keep)
-      g_array_set_size(s->best, s->req->keep);
-  }
+  *v = c->count[id];
   return TRUE;
 }
 
 gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const TopoCluster *cluster,
-                        SearchResult *out, GError **error) {
+                    SearchResult *out, GError **error) {
   memset(out, 0, sizeof *out);
   out->rows = g_array_new(FALSE, FALSE, sizeof(SearchRow));
-  const ModelShape *m = &req->base.model;
-  guint n = req->base.gpus, B = req->base.global_batch;
-  if (n == 0 || B == 0 || m->layers == 0 || m->heads == 0) {
-    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--gpus, --global-batch and a model are required");
+  out->rejected = g_array_new(FALSE, FALSE, sizeof(SearchRow));
+  const SearchConfig *cfg = req->config;
+  SimPlanRequest base;
+  if (!search_config_request(cfg, &base, error))
     return FALSE;
-  }
+  const ModelShape *m = &base.model;
+  guint n = base.gpus, B = base.global_batch;
   if (n > topo_cluster_gpus(cluster)) {
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
                 "--gpus %u is more than cluster '%s' has (%u nodes x %u GPUs = %u); give at most %u", n,
@@ -172,22 +273,45 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
                 topo_cluster_gpus(cluster));
     return FALSE;
   }
+  const char *sched = cfg->text[SEARCH_OPT_SCHEDULE];
+  if (sched && strcmp(sched, "terapipe") == 0) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "plan searches PTD-P and ZeRO; for TeraPipe, sweep its options: ptdsim sweep --schedule terapipe ...");
+    return FALSE;
+  }
+  if (cfg->given[SEARCH_OPT_SLICES] || cfg->given[SEARCH_OPT_GRANULARITY]) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--slices and --granularity are TeraPipe's; plan searches PTD-P and ZeRO");
+    return FALSE;
+  }
+  /* Analytic by default: thousands of candidates, each simulated once; and
+   * measured collectives drive the analytic model only, as in `run`. */
+  const char *network = cfg->text[SEARCH_OPT_NETWORK] ? cfg->text[SEARCH_OPT_NETWORK] : "analytic";
+  if (profile->n_coll > 0)
+    network = "analytic";
   Search *s = g_new0(Search, 1);
   s->req = req;
   s->profile = profile;
   s->cluster = cluster;
+  s->network = network;
   s->out = out;
+  s->best = g_array_new(FALSE, FALSE, sizeof(double));
   /* The (t, p, d) triples: t inside a node and dividing the heads (hence
-   * the hidden size), p dividing the layers, d dividing the batch. */
+   * the hidden size), p dividing the layers, d dividing the batch; a pinned
+   * size is taken as given (the plan checks say if it cannot run). */
+  guint pin;
   GArray *tpd = g_array_new(FALSE, FALSE, sizeof(Triple));
-  for (guint t = 1; t <= cluster->gpus_per_node; t++) {
-    if (cluster->gpus_per_node % t || m->heads % t || m->hidden % t)
+  for (guint t = 1; t <= MAX(cluster->gpus_per_node, cfg->count[SEARCH_OPT_TP]); t++) {
+    if (pinned(cfg, SEARCH_OPT_TP, &pin) ? t != pin
+                                         : t > cluster->gpus_per_node || cluster->gpus_per_node % t || m->heads % t ||
+                                               m->hidden % t)
       continue;
     for (guint p = 1; p <= m->layers; p++) {
-      if (m->layers % p || (guint64)t * p > n)
+      if ((pinned(cfg, SEARCH_OPT_PP, &pin) ? p != pin : m->layers % p != 0) || (guint64)t * p > n)
         continue;
       for (guint d = 1; (guint64)t * p * d <= n; d++) {
-        if (B % d || (!req->allow_fewer && (guint64)t * p * d != n))
+        if ((pinned(cfg, SEARCH_OPT_DP, &pin) ? d != pin : B % d != 0) ||
+            (!req->allow_fewer && (guint64)t * p * d != n))
           continue;
         Triple x = {t, p, d};
         g_array_append_val(tpd, x);
@@ -195,38 +319,84 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
     }
   }
   g_array_sort(tpd, triple_cmp);
-  s->best = g_array_new(FALSE, FALSE, sizeof(double));
-  gboolean ok = TRUE;
-  for (guint i = 0; ok && i < tpd->len; i++) {
+  /* Per triple: b, then the schedule and v, then recompute; then ZeRO. */
+  gboolean zero_ok = !sched && !cfg->given[SEARCH_OPT_DDP] && !cfg->given[SEARCH_OPT_CHUNKS] &&
+                     !cfg->given[SEARCH_OPT_LAYERS_PER_CHUNK];
+  gboolean ptdp_ok = !cfg->given[SEARCH_OPT_ZERO];
+  GArray *cands = g_array_new(FALSE, FALSE, sizeof(Candidate));
+  for (guint i = 0; i < tpd->len; i++) {
     Triple x = g_array_index(tpd, Triple, i);
-    guint p = x.p, per_replica = B / x.d, lps = m->layers / p;
-    for (guint b = 1; ok && b <= per_replica; b++) {
-      if (per_replica % b)
+    guint p = x.p, per_replica = MAX(1u, B / x.d), lps = MAX(1u, m->layers / p);
+    for (guint b = 1; b <= per_replica; b++) {
+      if (pinned(cfg, SEARCH_OPT_MICRO_BATCH, &pin) ? b != pin : per_replica % b != 0)
         continue;
       guint mb = per_replica / b;
-      for (guint v = 1; ok && v <= lps; v++) {
-        /* v = 1: 1F1B; v >= 2: interleaved, which needs p >= 2 and m a multiple of p. */
-        if (lps % v || (v > 1 && (p < 2 || mb % p)))
+      for (int rc = 1; rc >= 0; rc--) {
+        const char *want = cfg->text[SEARCH_OPT_RECOMPUTE];
+        if (want && strcmp(want, rc ? "full" : "none") != 0)
           continue;
-        for (int rc = 1; ok && rc >= 0; rc--)
-          ok = try_one(s, x.t, p, x.d, b, v, 0, rc, error);
+        for (guint v = 1; ptdp_ok && v <= lps; v++) {
+          /* v = 1: 1F1B (or GPipe, pinned); v >= 2: interleaved, which needs
+           * p >= 2 and m a multiple of p. */
+          if (lps % v || (v > 1 && (p < 2 || mb % p)))
+            continue;
+          SimSchedule sc = v > 1 ? SIM_SCHEDULE_INTERLEAVED : SIM_SCHEDULE_1F1B;
+          if (sched && strcmp(sched, "gpipe") == 0 && v == 1)
+            sc = SIM_SCHEDULE_GPIPE;
+          else if (sched && strcmp(sched, schedule_word(sc)) != 0)
+            continue;
+          if ((cfg->given[SEARCH_OPT_CHUNKS] && v != cfg->count[SEARCH_OPT_CHUNKS]) ||
+              (cfg->given[SEARCH_OPT_LAYERS_PER_CHUNK] && v * cfg->count[SEARCH_OPT_LAYERS_PER_CHUNK] != lps))
+            continue;
+          Candidate c = {x.t, p, x.d, b, v, 0, rc, sc};
+          g_array_append_val(cands, c);
+        }
+        /* ZeRO data parallelism, without model parallelism (as SC21 runs it) */
+        for (guint z = 1; zero_ok && x.t == 1 && p == 1 && x.d > 1 && z <= 3; z++) {
+          if (cfg->given[SEARCH_OPT_ZERO] && z != cfg->count[SEARCH_OPT_ZERO])
+            continue;
+          Candidate c = {1, 1, x.d, b, 1, z, rc, SIM_SCHEDULE_1F1B};
+          g_array_append_val(cands, c);
+        }
       }
-      /* ZeRO data parallelism, without model parallelism (as SC21 runs it) */
-      for (guint z = 1; ok && x.t == 1 && p == 1 && x.d > 1 && z <= 3; z++)
-        for (int rc = 1; ok && rc >= 0; rc--)
-          ok = try_one(s, 1, 1, x.d, b, 1, z, rc, error);
     }
   }
   g_array_free(tpd, TRUE);
+  s->wave = g_new0(SearchRow, BATCH);
+  s->to_simulate = g_new(guint, BATCH);
+  for (guint i = 0; i < cands->len; i += BATCH)
+    run_batch(s, &g_array_index(cands, Candidate, i), MIN(BATCH, cands->len - i));
+  g_array_free(cands, TRUE);
+  g_free(s->wave);
+  g_free(s->to_simulate);
   g_array_free(s->best, TRUE);
   g_free(s);
-  if (!ok)
-    return FALSE;
   g_array_sort(out->rows, row_cmp);
+  if (out->searched == 0) {
+    GString *pins = g_string_new(NULL);
+    for (guint i = 0; i < SEARCH_N_OPTIONS; i++) {
+      static const SearchOptId pinnable[] = {SEARCH_OPT_TP,       SEARCH_OPT_PP,    SEARCH_OPT_DP,
+                                             SEARCH_OPT_MICRO_BATCH, SEARCH_OPT_SCHEDULE, SEARCH_OPT_CHUNKS,
+                                             SEARCH_OPT_LAYERS_PER_CHUNK, SEARCH_OPT_RECOMPUTE, SEARCH_OPT_ZERO,
+                                             SEARCH_OPT_DDP};
+      for (guint k = 0; k < G_N_ELEMENTS(pinnable); k++)
+        if (pinnable[k] == i && cfg->given[i])
+          g_string_append_printf(pins, "%s--%s", pins->len ? ", " : "", search_option((SearchOptId)i)->name);
+    }
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "no candidate agrees with %s: t*p*d must make %u GPUs%s, with p dividing the layers and d the batch; "
+                "change %s%s",
+                pins->len ? pins->str : "the model and batch", n, req->allow_fewer ? " or fewer" : "",
+                pins->len ? "the pinned options" : "--gpus or --global-batch",
+                req->allow_fewer ? "" : " or add --allow-fewer");
+    g_string_free(pins, TRUE);
+    return FALSE;
+  }
   if (out->rows->len == 0) {
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_OOM,
                 "no configuration fits: %u searched, %u out of memory, %u infeasible on %u GPUs%s; give more --gpus, "
-                "a smaller --global-batch or a smaller model",
+                "a smaller --global-batch, a smaller model or fewer pinned options (--show-all lists why each was "
+                "rejected)",
                 out->searched, out->out_of_memory, out->infeasible, n, req->allow_fewer ? " or fewer" : "");
     return FALSE;
   }
@@ -234,7 +404,12 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
 }
 
 void search_result_clear(SearchResult *r) {
-  if (r->rows)
-    g_array_free(r->rows, TRUE);
+  GArray *lists[2] = {r->rows, r->rejected};
+  for (guint l = 0; l < 2; l++)
+    if (lists[l]) {
+      for (guint i = 0; i < lists[l]->len; i++)
+        row_clear(&g_array_index(lists[l], SearchRow, i));
+      g_array_free(lists[l], TRUE);
+    }
   memset(r, 0, sizeof *r);
 }

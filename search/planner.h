@@ -1,44 +1,63 @@
 /* ptdsim — the configuration search behind `ptdsim plan`: every (t, p, d, b,
  * schedule, v, recompute) that a model, GPU budget and global batch allow,
  * and ZeRO stages 1-3 for t = p = 1 (sim/zero.h), the ones that fit in
- * memory simulated, ranked by iteration time. */
+ * memory simulated (on every core), ranked by iteration time.  Options the
+ * user gives pin the search: --tp 8 searches t = 8 only, --schedule
+ * interleaved the interleaved schedule only, and so on. */
 #pragma once
 
 #include <glib.h>
 
 #include "../sim/plan.h"
+#include "options.h"
 
 typedef struct {
-  SimPlanRequest base;  /* model, gpus (the budget), global_batch, tokens, network, fusion...; tp/pp/dp/micro_batch,
-                           schedule, chunks and recompute are what the search sets */
+  /* The user's options: model, gpus (the budget), global batch and any
+   * other; tp, pp, dp, micro-batch, schedule, chunks or layers-per-chunk,
+   * recompute, zero and ddp, when given, pin the search to them. */
+  const SearchConfig *config;
   gboolean allow_fewer; /* also t*p*d < gpus (every d that divides the batch) */
   guint keep;           /* rows wanted (--top); candidates that provably cannot enter the best `keep` are
                            pruned; 0: keep (and simulate) everything that fits */
+  guint jobs;           /* threads simulating; 0 or 1: one */
+  gboolean rejected;    /* also return the candidates not ranked, with their reason */
 } SearchRequest;
 
+typedef enum {
+  SEARCH_ROW_RANKED,        /* fits, simulated */
+  SEARCH_ROW_OUT_OF_MEMORY, /* did not fit (not simulated) */
+  SEARCH_ROW_INFEASIBLE,    /* rejected by the plan checks (e.g. too many ops) */
+  SEARCH_ROW_PRUNED,        /* fits, but its compute lower bound is above the keep-th best time */
+} SearchRowStatus;
+
 typedef struct {
+  SearchConfig config; /* the candidate's options: search_config_command gives its `ptdsim run` */
+  SearchRowStatus status;
+  char *reason; /* not ranked: why (one line) */
   guint gpus, tp, pp, dp, micro_batch, chunks, microbatches;
-  SimSchedule schedule; /* 1f1b or interleaved; ignored with zero */
+  SimSchedule schedule; /* ignored with zero */
   guint zero;           /* ZeRO stage, 0: none */
   gboolean recompute;
-  double iteration_time_s, tflops_per_gpu, memory_GiB, training_days, tokens_per_s;
+  double iteration_time_s, tflops_per_gpu, memory_GiB, training_days, tokens_per_s; /* memory: also when OOM */
 } SearchRow;
 
 typedef struct {
-  GArray *rows; /* SearchRow, best first; every row fits in memory */
+  GArray *rows;     /* SearchRow, best first; every row fits in memory */
+  GArray *rejected; /* SearchRow not ranked, in search order (with `rejected`) */
   guint searched;      /* candidates enumerated */
   guint simulated;     /* fitted in memory and simulated */
   guint out_of_memory; /* did not fit (not simulated) */
-  guint infeasible;    /* rejected by the plan checks (e.g. too many ops) */
-  guint pruned;        /* fit, but their compute lower bound is above the keep-th best time */
+  guint infeasible;    /* rejected by the plan checks */
+  guint pruned;        /* fit, but could not enter the best `keep` */
 } SearchResult;
 
-/* Enumerates (largest GPU count first), checks memory, simulates what fits
- * unless pruned, and sorts: iteration time
- * ascending, ties by (memory, gpus, t, p, d, b, schedule, v, zero, recompute)
- * so the order is total.  Fails with one line when nothing fits. */
+/* Enumerates (largest GPU count first), checks memory, prunes, simulates
+ * what is left in batches of a fixed size (so that what is pruned does not
+ * depend on the number of threads) and sorts: iteration time ascending,
+ * ties by (memory, gpus, t, p, d, b, schedule, v, zero, recompute), a total
+ * order.  Fails with one line when nothing fits. */
 gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const TopoCluster *cluster,
-                        SearchResult *out, GError **error);
+                    SearchResult *out, GError **error);
 void search_result_clear(SearchResult *r);
 /* The total order used for ranking (exposed for tests). */
 int search_row_cmp(const SearchRow *a, const SearchRow *b);

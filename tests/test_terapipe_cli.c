@@ -109,7 +109,7 @@ static const BadCase bad_cases[] = {
     {"uniform-word", SETTING9 " --schedule terapipe --slices uniform:x", "uniform:N"},
     {"uniform-too-many", SETTING9 " --schedule terapipe --slices uniform:300", "more slices than"},
     {"granularity", SETTING9 " --schedule terapipe --granularity 7", "does not divide"},
-    {"granularity-zero", SETTING9 " --schedule terapipe --granularity 0", "out of range"},
+    {"granularity-zero", SETTING9 " --schedule terapipe --granularity 0", "not a whole number from 1"},
     {"slices-without-terapipe", SETTING9 " --schedule gpipe --slices uniform:4", "need --schedule terapipe"},
     {"unknown-schedule", SETTING9 " --schedule tera", "unknown --schedule"},
     {"ddp-torch", SETTING9 " --schedule terapipe --ddp torch", "after the flush"},

@@ -9,6 +9,7 @@ void topo_cluster_free(TopoCluster *c) {
   g_free(c->name);
   g_free(c->path);
   g_free(c->gpu_profile);
+  cJSON_Delete(c->json);
   g_free(c);
 }
 
@@ -102,22 +103,23 @@ static gboolean load_body(TopoCluster *c, const cJSON *root, const char *file, G
   return TRUE;
 }
 
+TopoCluster *topo_cluster_from_json(cJSON *root, const char *path, GError **error) {
+  TopoCluster *c = g_new0(TopoCluster, 1);
+  c->path = g_strdup(path);
+  c->json = root;
+  if (!load_body(c, root, path, error)) {
+    topo_cluster_free(c);
+    return NULL;
+  }
+  return c;
+}
+
 TopoCluster *topo_cluster_load(const char *name_or_file, GError **error) {
   char *path = ptd_data_resolve("topologies", name_or_file, "cluster", error);
   if (!path)
     return NULL;
   cJSON *root = ptd_json_load(path, error);
-  if (!root) {
-    g_free(path);
-    return NULL;
-  }
-  TopoCluster *c = g_new0(TopoCluster, 1);
-  c->path = path;
-  gboolean ok = load_body(c, root, path, error);
-  cJSON_Delete(root);
-  if (!ok) {
-    topo_cluster_free(c);
-    return NULL;
-  }
+  TopoCluster *c = root ? topo_cluster_from_json(root, path, error) : NULL;
+  g_free(path);
   return c;
 }

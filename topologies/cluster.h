@@ -7,6 +7,7 @@
  */
 #pragma once
 
+#include <cjson/cJSON.h>
 #include <glib.h>
 
 /* NCCL's protocols (src/include/devcomm.h: LL, LL128, Simple); the cluster
@@ -50,9 +51,13 @@ typedef struct {
   guint gpus_per_node;
   gboolean has_fabric; /* it has a "fabric" block: the flow network can run on it */
   TopoNet net;
+  cJSON *json; /* the description it was made from (fabric, NCCL tables), read-only */
 } TopoCluster;
 
 /* Loads a cluster by shipped name (topologies/NAME.json) or path. */
 TopoCluster *topo_cluster_load(const char *name_or_file, GError **error);
+/* A cluster from its description `root` (taken over, freed on error too);
+ * `path` is where it came from, for errors and provenance. */
+TopoCluster *topo_cluster_from_json(cJSON *root, const char *path, GError **error);
 void topo_cluster_free(TopoCluster *c);
 guint topo_cluster_gpus(const TopoCluster *c);

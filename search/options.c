@@ -1,0 +1,267 @@
+/* ptdsim — the configuration options (see options.h). */
+#include "options.h"
+
+#include <string.h>
+
+#include "../base/jsonutil.h"
+#include "../base/units.h"
+
+static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", "terapipe", NULL};
+static const char *const recomputes[] = {"full", "none", NULL};
+static const char *const ddps[] = {"local", "torch", NULL};
+static const char *const networks[] = {"flow", "analytic", NULL};
+static const char *const placements[] = {"tp-dp-pp", "dp-outermost", "misaligned", NULL};
+static const char *const workloads[] = {"gpt", "layers", NULL};
+
+static const SearchOption options[SEARCH_N_OPTIONS] = {
+    [SEARCH_OPT_MODEL] = {"model", SEARCH_OPT_TEXT, "NAME", "Built-in model (gpt3-175b, megatron-1t, ...)", NULL},
+    [SEARCH_OPT_LAYERS] = {"layers", SEARCH_OPT_COUNT, "L", "Transformer layers l", NULL},
+    [SEARCH_OPT_HIDDEN] = {"hidden", SEARCH_OPT_COUNT, "H", "Hidden size h", NULL},
+    [SEARCH_OPT_HEADS] = {"heads", SEARCH_OPT_COUNT, "A", "Attention heads a", NULL},
+    [SEARCH_OPT_SEQ_LEN] = {"seq-len", SEARCH_OPT_COUNT, "S", "Sequence length s (default 2048)", NULL},
+    [SEARCH_OPT_VOCAB] = {"vocab", SEARCH_OPT_COUNT, "V", "Vocabulary size V (default 51200)", NULL},
+    [SEARCH_OPT_CLUSTER] = {"cluster", SEARCH_OPT_TEXT, "NAME|FILE", "Cluster name or JSON file (default selene)",
+                            NULL},
+    [SEARCH_OPT_PROFILE] = {"profile", SEARCH_OPT_TEXT, "NAME|FILE",
+                            "Device profile name or JSON file (default: the cluster's GPU; 'ideal' for textbook timing)",
+                            NULL},
+    [SEARCH_OPT_GPUS] = {"gpus", SEARCH_OPT_COUNT, "N", "GPUs n", NULL},
+    [SEARCH_OPT_TP] = {"tp", SEARCH_OPT_COUNT, "T", "Tensor-parallel size t", NULL},
+    [SEARCH_OPT_PP] = {"pp", SEARCH_OPT_COUNT, "P", "Pipeline-parallel size p", NULL},
+    [SEARCH_OPT_DP] = {"dp", SEARCH_OPT_COUNT, "D", "Data-parallel size d (default n/(t*p))", NULL},
+    [SEARCH_OPT_GLOBAL_BATCH] = {"global-batch", SEARCH_OPT_COUNT, "B", "Global batch B in sequences", NULL},
+    [SEARCH_OPT_MICRO_BATCH] = {"micro-batch", SEARCH_OPT_COUNT, "b", "Microbatch size b", NULL},
+    [SEARCH_OPT_SCHEDULE] = {"schedule", SEARCH_OPT_TEXT, "NAME",
+                             "gpipe, 1f1b, interleaved or terapipe (default 1f1b; interleaved when chunks are given)",
+                             schedules},
+    [SEARCH_OPT_LAYERS_PER_CHUNK] = {"layers-per-chunk", SEARCH_OPT_COUNT, "L",
+                                     "Interleaved: layers per model chunk (Megatron's "
+                                     "--num-layers-per-virtual-pipeline-stage)",
+                                     NULL},
+    [SEARCH_OPT_CHUNKS] = {"chunks", SEARCH_OPT_COUNT, "V", "Interleaved: model chunks v per GPU", NULL},
+    [SEARCH_OPT_SLICES] = {"slices", SEARCH_OPT_TEXT, "SPEC",
+                           "TeraPipe token slicing: auto (the DP, with batch slicing), uniform:N, or token counts "
+                           "512,384,...",
+                           NULL},
+    [SEARCH_OPT_GRANULARITY] = {"granularity", SEARCH_OPT_COUNT, "G",
+                                "TeraPipe: slice lengths on multiples of this many tokens (default 8, as TeraPipe's "
+                                "code)",
+                                NULL},
+    [SEARCH_OPT_RECOMPUTE] = {"recompute", SEARCH_OPT_TEXT, "MODE",
+                              "Activation recomputation: full or none (default full)", recomputes},
+    [SEARCH_OPT_NO_SCATTER_GATHER] = {"no-scatter-gather", SEARCH_OPT_FLAG, NULL,
+                                      "Send whole activations from every tensor-parallel rank instead of 1/t each "
+                                      "plus an NVLink all-gather",
+                                      NULL},
+    [SEARCH_OPT_NO_FUSION] = {"no-fusion", SEARCH_OPT_FLAG, NULL,
+                              "Unfused bias+GeLU, bias+dropout+add and scale+mask+softmax kernels", NULL},
+    [SEARCH_OPT_DDP] = {"ddp", SEARCH_OPT_TEXT, "IMPL",
+                        "Data-parallel gradient reduction: torch (overlapped with backward) or local (after the "
+                        "flush; default)",
+                        ddps},
+    [SEARCH_OPT_ZERO] = {"zero", SEARCH_OPT_COUNT, "STAGE",
+                         "ZeRO data parallelism instead of tensor and pipeline parallelism (DeepSpeed, as SC21 "
+                         "compares it): 1 shards the optimizer state, 2 also the gradients, 3 also the parameters; "
+                         "needs --tp 1 --pp 1",
+                         NULL},
+    [SEARCH_OPT_WORKLOAD] = {"workload", SEARCH_OPT_TEXT, "KIND",
+                             "gpt (the whole training step; default) or layers (TeraPipe's benchmark: the transformer "
+                             "layers only, no embedding, logits or loss; --schedule terapipe)",
+                             workloads},
+    [SEARCH_OPT_NETWORK] = {"network", SEARCH_OPT_TEXT, "MODEL",
+                            "flow (flows sharing the cluster graph's links; default where the cluster has a fabric, "
+                            "except TeraPipe) or analytic (alpha-beta per tier; fast)",
+                            networks},
+    [SEARCH_OPT_PLACEMENT] = {"placement", SEARCH_OPT_TEXT, "ORDER",
+                              "tp-dp-pp (Megatron's rank order; default), dp-outermost, or misaligned (TP groups "
+                              "straddle two nodes)",
+                              placements},
+    [SEARCH_OPT_TOKENS] = {"tokens", SEARCH_OPT_TEXT, "T",
+                           "Training budget in tokens, for training_days (300e9, 300B, 1.2T)", NULL},
+    [SEARCH_OPT_NO_SYMMETRY] = {"no-symmetry", SEARCH_OPT_FLAG, NULL,
+                                "Simulate every GPU instead of one per tensor-parallel group and one replica (slow; a "
+                                "check)",
+                                NULL},
+    [SEARCH_OPT_ALLOW_OOM] = {"allow-oom", SEARCH_OPT_FLAG, NULL,
+                              "Simulate a configuration that does not fit in memory (reported as fits_in_memory: "
+                              "false)",
+                              NULL},
+};
+
+const SearchOption *search_option(SearchOptId id) {
+  g_return_val_if_fail(id < SEARCH_N_OPTIONS, NULL);
+  return &options[id];
+}
+
+gint search_option_find(const char *name) {
+  for (guint i = 0; i < SEARCH_N_OPTIONS; i++)
+    if (strcmp(options[i].name, name) == 0)
+      return (gint)i;
+  return -1;
+}
+
+void search_config_init(SearchConfig *c) { memset(c, 0, sizeof *c); }
+
+void search_config_clear(SearchConfig *c) {
+  for (guint i = 0; i < SEARCH_N_OPTIONS; i++)
+    g_free(c->text[i]);
+  memset(c, 0, sizeof *c);
+}
+
+void search_config_copy(SearchConfig *to, const SearchConfig *from) {
+  *to = *from;
+  for (guint i = 0; i < SEARCH_N_OPTIONS; i++)
+    to->text[i] = g_strdup(from->text[i]);
+}
+
+void search_config_unset(SearchConfig *c, SearchOptId id) {
+  c->given[id] = FALSE;
+  c->count[id] = 0;
+  g_clear_pointer(&c->text[id], g_free);
+}
+
+gboolean search_config_set(SearchConfig *c, SearchOptId id, const char *value, GError **error) {
+  const SearchOption *o = &options[id];
+  switch (o->kind) {
+  case SEARCH_OPT_FLAG:
+    break;
+  case SEARCH_OPT_TEXT:
+    if (!value || !*value) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--%s needs a value, e.g. --%s %s", o->name, o->name,
+                  o->metavar);
+      return FALSE;
+    }
+    g_free(c->text[id]);
+    c->text[id] = g_strdup(value);
+    break;
+  case SEARCH_OPT_COUNT: {
+    /* Digits only, no leading zero: GOption and strtol would read "010" as 8
+     * and "-1" as a huge count. */
+    gboolean digits = value && value[0] >= '1' && value[0] <= '9';
+    for (const char *p = value; digits && *p; p++)
+      digits = g_ascii_isdigit(*p);
+    guint64 v = digits ? g_ascii_strtoull(value, NULL, 10) : 0;
+    if (!digits || strlen(value) > 10 || v > G_MAXINT32) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "--%s '%s' is not a whole number from 1 to %d; give decimal digits, e.g. --%s 8", o->name,
+                  value ? value : "", G_MAXINT32, o->name);
+      return FALSE;
+    }
+    c->count[id] = (guint)v;
+    break;
+  }
+  }
+  c->given[id] = TRUE;
+  return TRUE;
+}
+
+gboolean search_tokens(const char *text, double *out, GError **error) {
+  *out = 0;
+  if (!text)
+    return TRUE;
+  if (!ptd_parse_count(text, out) || *out >= 1e18) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--tokens '%s' is not a token count; give a positive number below 1e18, such as 300e9, 300B or 1.2T",
+                text);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static guint count_or(const SearchConfig *c, SearchOptId id, guint dflt) {
+  return c->given[id] ? c->count[id] : dflt;
+}
+
+gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError **error) {
+  memset(r, 0, sizeof *r);
+  ModelShape named = {0, 0, 0, 2048, 51200};
+  const char *model = c->text[SEARCH_OPT_MODEL];
+  if (model && !model_lookup(model, &named)) {
+    GString *names = g_string_new(NULL);
+    for (const char *const *n = model_names(); *n; n++)
+      g_string_append_printf(names, "%s%s", names->len ? ", " : "", *n);
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --model '%s'; built-in models: %s", model,
+                names->str);
+    g_string_free(names, TRUE);
+    return FALSE;
+  }
+  if (!model && (!c->given[SEARCH_OPT_LAYERS] || !c->given[SEARCH_OPT_HIDDEN] || !c->given[SEARCH_OPT_HEADS])) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "no model: give --model NAME or all of --layers, --hidden and --heads");
+    return FALSE;
+  }
+  if (!c->given[SEARCH_OPT_GPUS]) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--gpus is required");
+    return FALSE;
+  }
+  if (!c->given[SEARCH_OPT_GLOBAL_BATCH]) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--global-batch is required");
+    return FALSE;
+  }
+  r->model = (ModelShape){count_or(c, SEARCH_OPT_LAYERS, named.layers), count_or(c, SEARCH_OPT_HIDDEN, named.hidden),
+                          count_or(c, SEARCH_OPT_HEADS, named.heads), count_or(c, SEARCH_OPT_SEQ_LEN, named.seq_len),
+                          count_or(c, SEARCH_OPT_VOCAB, named.vocab)};
+  r->gpus = c->count[SEARCH_OPT_GPUS];
+  r->tp = count_or(c, SEARCH_OPT_TP, 1);
+  r->pp = count_or(c, SEARCH_OPT_PP, 1);
+  r->dp = count_or(c, SEARCH_OPT_DP, 0);
+  r->global_batch = c->count[SEARCH_OPT_GLOBAL_BATCH];
+  r->micro_batch = count_or(c, SEARCH_OPT_MICRO_BATCH, 1);
+  r->layers_per_chunk = count_or(c, SEARCH_OPT_LAYERS_PER_CHUNK, 0);
+  r->chunks = count_or(c, SEARCH_OPT_CHUNKS, 0);
+  r->granularity = count_or(c, SEARCH_OPT_GRANULARITY, 0);
+  r->zero = count_or(c, SEARCH_OPT_ZERO, 0);
+  if (!search_tokens(c->text[SEARCH_OPT_TOKENS], &r->tokens, error))
+    return FALSE;
+  r->schedule = c->text[SEARCH_OPT_SCHEDULE];
+  r->slices = c->text[SEARCH_OPT_SLICES];
+  r->ddp = c->text[SEARCH_OPT_DDP];
+  r->recompute = c->text[SEARCH_OPT_RECOMPUTE];
+  r->network = c->text[SEARCH_OPT_NETWORK];
+  r->placement = c->text[SEARCH_OPT_PLACEMENT];
+  r->workload = c->text[SEARCH_OPT_WORKLOAD];
+  r->no_scatter_gather = c->given[SEARCH_OPT_NO_SCATTER_GATHER];
+  r->no_fusion = c->given[SEARCH_OPT_NO_FUSION];
+  r->no_symmetry = c->given[SEARCH_OPT_NO_SYMMETRY];
+  r->allow_oom = c->given[SEARCH_OPT_ALLOW_OOM];
+  return TRUE;
+}
+
+/* A word as a POSIX shell reads it: bare when it is made of safe
+ * characters, else in single quotes. */
+static void append_word(GString *s, const char *w) {
+  gboolean safe = *w != '\0';
+  for (const char *p = w; safe && *p; p++)
+    safe = g_ascii_isalnum(*p) || strchr("-_.,:/+=@%", *p);
+  if (safe) {
+    g_string_append(s, w);
+    return;
+  }
+  g_string_append_c(s, '\'');
+  for (const char *p = w; *p; p++)
+    if (*p == '\'')
+      g_string_append(s, "'\\''");
+    else
+      g_string_append_c(s, *p);
+  g_string_append_c(s, '\'');
+}
+
+char *search_config_command(const SearchConfig *c) {
+  GString *s = g_string_new("ptdsim run");
+  for (guint i = 0; i < SEARCH_N_OPTIONS; i++) {
+    if (!c->given[i])
+      continue;
+    g_string_append_printf(s, " --%s", options[i].name);
+    double tokens;
+    if (options[i].kind == SEARCH_OPT_COUNT)
+      g_string_append_printf(s, " %u", c->count[i]);
+    else if (i == SEARCH_OPT_TOKENS && search_tokens(c->text[i], &tokens, NULL)) {
+      g_string_append_c(s, ' '); /* one spelling for 300B, 300e9, 3e11 */
+      ptd_append_exact_number(s, tokens);
+    } else if (options[i].kind == SEARCH_OPT_TEXT) {
+      g_string_append_c(s, ' ');
+      append_word(s, c->text[i]);
+    }
+  }
+  return g_string_free(s, FALSE);
+}

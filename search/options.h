@@ -1,0 +1,92 @@
+/* ptdsim — the options that describe one configuration, shared by `run`,
+ * `plan` and `sweep`: one table of names, kinds and help; strict parsing of
+ * their values (whole numbers in decimal only); the request they make; and
+ * the `ptdsim run` command line that reproduces a configuration. */
+#pragma once
+
+#include <glib.h>
+
+#include "../sim/plan.h"
+
+typedef enum {
+  SEARCH_OPT_COUNT, /* a whole number from 1 to 2^31-1 */
+  SEARCH_OPT_TEXT,  /* a word or a file name; checked where it is used */
+  SEARCH_OPT_FLAG,  /* present or not */
+} SearchOptKind;
+
+/* The options, in the order `--help` lists them and commands print them. */
+typedef enum {
+  SEARCH_OPT_MODEL,
+  SEARCH_OPT_LAYERS,
+  SEARCH_OPT_HIDDEN,
+  SEARCH_OPT_HEADS,
+  SEARCH_OPT_SEQ_LEN,
+  SEARCH_OPT_VOCAB,
+  SEARCH_OPT_CLUSTER,
+  SEARCH_OPT_PROFILE,
+  SEARCH_OPT_GPUS,
+  SEARCH_OPT_TP,
+  SEARCH_OPT_PP,
+  SEARCH_OPT_DP,
+  SEARCH_OPT_GLOBAL_BATCH,
+  SEARCH_OPT_MICRO_BATCH,
+  SEARCH_OPT_SCHEDULE,
+  SEARCH_OPT_LAYERS_PER_CHUNK,
+  SEARCH_OPT_CHUNKS,
+  SEARCH_OPT_SLICES,
+  SEARCH_OPT_GRANULARITY,
+  SEARCH_OPT_RECOMPUTE,
+  SEARCH_OPT_NO_SCATTER_GATHER,
+  SEARCH_OPT_NO_FUSION,
+  SEARCH_OPT_DDP,
+  SEARCH_OPT_ZERO,
+  SEARCH_OPT_WORKLOAD,
+  SEARCH_OPT_NETWORK,
+  SEARCH_OPT_PLACEMENT,
+  SEARCH_OPT_TOKENS,
+  SEARCH_OPT_NO_SYMMETRY,
+  SEARCH_OPT_ALLOW_OOM,
+  SEARCH_N_OPTIONS
+} SearchOptId;
+
+typedef struct {
+  const char *name; /* the long option without its dashes: "micro-batch" */
+  SearchOptKind kind;
+  const char *metavar; /* NULL for flags */
+  const char *help;
+  /* For words from a closed set (schedule, recompute...): the set,
+   * NULL-terminated; `sweep --OPTION all` means all of them.  NULL: free. */
+  const char *const *choices;
+} SearchOption;
+
+const SearchOption *search_option(SearchOptId id);
+/* The option of that long name (without dashes), or -1. */
+gint search_option_find(const char *name);
+
+/* The values given for one configuration. */
+typedef struct {
+  gboolean given[SEARCH_N_OPTIONS];
+  guint count[SEARCH_N_OPTIONS]; /* SEARCH_OPT_COUNT */
+  char *text[SEARCH_N_OPTIONS];  /* SEARCH_OPT_TEXT */
+} SearchConfig;
+
+void search_config_init(SearchConfig *c);
+void search_config_clear(SearchConfig *c);
+void search_config_copy(SearchConfig *to, const SearchConfig *from);
+/* Sets option `id` from its text (NULL for a flag): a count must be digits
+ * only, 1 to 2^31-1 ("08", "0x8", "-1", "8.0" and "" are refused).  Errors
+ * are one line naming the option. */
+gboolean search_config_set(SearchConfig *c, SearchOptId id, const char *value, GError **error);
+/* Clears option `id` (as if not given). */
+void search_config_unset(SearchConfig *c, SearchOptId id);
+
+/* The run request of a configuration (the model by name or by shape, the
+ * defaults of `ptdsim run`); one-line errors.  The request points into `c`,
+ * which must outlive it. */
+gboolean search_config_request(const SearchConfig *c, SimPlanRequest *req, GError **error);
+/* Reads a token count: 300e9, 300B, 1.2T; 0 when text is NULL. */
+gboolean search_tokens(const char *text, double *out, GError **error);
+
+/* `ptdsim run ...` with every option given, in table order, each value
+ * quoted for a POSIX shell where it needs it. */
+char *search_config_command(const SearchConfig *c);
