@@ -10,6 +10,7 @@ typedef struct {
   char *long_name;
   char short_name; /* 0: none */
   gboolean takes_value;
+  gboolean repeatable;
 } Known;
 
 void cli_args_init(CliArgs *a, const char *parameter_string) {
@@ -35,7 +36,9 @@ static void remember(CliArgs *a, const GOptionEntry *entries) {
     Known *k = g_new0(Known, 1);
     k->long_name = g_strdup(e->long_name);
     k->short_name = e->short_name;
-    k->takes_value = e->arg != G_OPTION_ARG_NONE && !(e->flags & G_OPTION_FLAG_NO_ARG);
+    /* an optional value is only ever inline: --name=value */
+    k->takes_value =
+        e->arg != G_OPTION_ARG_NONE && !(e->flags & (G_OPTION_FLAG_NO_ARG | G_OPTION_FLAG_OPTIONAL_ARG));
     g_ptr_array_add(a->known, k);
   }
 }
@@ -48,6 +51,14 @@ void cli_args_add(CliArgs *a, const GOptionEntry *entries) {
 void cli_args_add_group(CliArgs *a, GOptionGroup *group, const GOptionEntry *entries) {
   g_option_group_add_entries(group, entries);
   remember(a, entries);
+}
+
+void cli_args_repeatable(CliArgs *a, const char *long_name) {
+  for (guint i = 0; i < a->known->len; i++) {
+    Known *k = g_ptr_array_index(a->known, i);
+    if (strcmp(k->long_name, long_name) == 0)
+      k->repeatable = TRUE;
+  }
 }
 
 /* The option named `name` (len characters; one character: a short name). */
@@ -139,7 +150,7 @@ gboolean cli_args_parse(CliArgs *a, int *argc, char ***argv, GError **error) {
     }
     /* -o and --output are one option. */
     const char *key = k->long_name;
-    if (g_hash_table_contains(seen, key)) {
+    if (!k->repeatable && g_hash_table_contains(seen, key)) {
       g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
                   "--%s is given twice; give each option once (the second would silently replace the first)", key);
       ok = FALSE;

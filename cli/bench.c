@@ -9,6 +9,9 @@
 
 #include "../traces/figures.h"
 #include "../models/slicing.h"
+#include "../search/planner.h"
+#include "../search/pool.h"
+#include "../search/sweep.h"
 #include "../traces/terapipe_figs.h"
 #include "../sim/terapipe.h"
 #include "cli.h"
@@ -216,15 +219,110 @@ static int bench_figures(const char *dir) {
   return code;
 }
 
+/* --- sweeps: configurations per second on one core and on all --- */
+
+typedef struct {
+  const SearchGrid *grid;
+  guint64 count[SEARCH_SWEEP_N_STATUS];
+} SweepBench;
+
+static gpointer bench_row(guint k, gpointer user) {
+  SweepBench *b = user;
+  SearchSweepStatus *st = g_new(SearchSweepStatus, 1);
+  g_free(search_sweep_row(b->grid, k, SEARCH_SWEEP_CSV, st)); /* the row is made, as a sweep makes it */
+  return st;
+}
+
+static gboolean bench_take(guint k, gpointer result, gpointer user) {
+  (void)k;
+  SweepBench *b = user;
+  b->count[*(SearchSweepStatus *)result]++;
+  g_free(result);
+  return TRUE;
+}
+
+/* Runs a grid given as command-line words with `jobs` threads; prints the
+ * rate. */
+static gboolean bench_grid(const char *label, const char *words, guint jobs, GError **error) {
+  SearchGrid *g = search_grid_new();
+  char **w = g_strsplit(words, " ", -1);
+  gboolean ok = TRUE;
+  for (guint i = 0; ok && w[i]; i += 2) {
+    gint id = search_option_find(w[i] + 2);
+    ok = id >= 0 && search_grid_add_option(g, (SearchOptId)id, w[i + 1], error);
+  }
+  g_strfreev(w);
+  ok = ok && search_grid_prepare(g, error);
+  if (ok) {
+    SweepBench b = {g, {0}};
+    guint64 n = search_grid_points(g);
+    SearchPool pool = {(guint)n, 0, 1, jobs, bench_row, bench_take, g_free, &b, NULL};
+    gint64 t0 = g_get_monotonic_time();
+    search_pool_run(&pool);
+    double secs = (g_get_monotonic_time() - t0) * 1e-6;
+    printf("%-34s %2u thread%s %7" G_GUINT64_FORMAT " configurations (%" G_GUINT64_FORMAT " ok, %" G_GUINT64_FORMAT
+           " out of memory, %" G_GUINT64_FORMAT " invalid) in %7.2f s: %8.1f/s, %7.1f ok/s\n",
+           label, jobs, jobs == 1 ? " " : "s", n, b.count[SEARCH_SWEEP_OK], b.count[SEARCH_SWEEP_OUT_OF_MEMORY],
+           b.count[SEARCH_SWEEP_INVALID], secs, n / secs, b.count[SEARCH_SWEEP_OK] / secs);
+  }
+  search_grid_free(g);
+  return ok;
+}
+
+static int bench_sweep(void) {
+  GError *error = NULL;
+  guint cores = search_pool_cores();
+  TopoCluster *cluster = NULL;
+  ModelProfile *profile = NULL;
+  if (!cli_load_machine(NULL, NULL, &cluster, &profile, &error))
+    return cli_fail(error);
+  /* (a) plan's space for GPT-3 175B on 1024 GPUs, everything that fits simulated (no pruning) */
+  SearchConfig cfg;
+  search_config_init(&cfg);
+  search_config_set(&cfg, SEARCH_OPT_MODEL, "gpt3-175b", NULL);
+  search_config_set(&cfg, SEARCH_OPT_GPUS, "1024", NULL);
+  search_config_set(&cfg, SEARCH_OPT_GLOBAL_BATCH, "1536", NULL);
+  int code = 0;
+  for (guint pass = 0; pass < 2 && !code; pass++) {
+    guint jobs = pass ? cores : 1;
+    SearchRequest req = {&cfg, FALSE, 0, jobs, FALSE};
+    SearchResult res;
+    gint64 t0 = g_get_monotonic_time();
+    if (!search_run(&req, profile, cluster, &res, &error)) {
+      code = cli_fail(error);
+      break;
+    }
+    double secs = (g_get_monotonic_time() - t0) * 1e-6;
+    printf("%-34s %2u thread%s %7u candidates (%u simulated, %u out of memory) in %7.2f s: %8.1f/s, %7.1f "
+           "simulated/s\n",
+           "plan: gpt3-175b, 1024 GPUs, B 1536", jobs, jobs == 1 ? " " : "s", res.searched, res.simulated,
+           res.out_of_memory, secs, res.searched / secs, res.simulated / secs);
+    search_result_clear(&res);
+  }
+  search_config_clear(&cfg);
+  /* (b) a 10,000-configuration grid, analytic network */
+  static const char *grid = "--model gpt3-13b --gpus 64..1024x2 --tp 1,2,4,8 --pp 1,2,4,8,16 --micro-batch 1..16x2 "
+                            "--global-batch 256..1280+256 --recompute full,none --seq-len 1024,2048 --network analytic";
+  for (guint pass = 0; pass < 2 && !code; pass++)
+    if (!bench_grid("sweep: 10,000 configurations", grid, pass ? cores : 1, &error))
+      code = cli_fail(error);
+  topo_cluster_free(cluster);
+  model_profile_free(profile);
+  return code;
+}
+
 int cli_bench(int argc, char **argv) {
   gint64 repeat = 3;
   gboolean terapipe = FALSE;
   char *network = NULL, *figures = NULL;
+  gboolean sweep = FALSE;
   GOptionEntry entries[] = {{"repeat", 0, 0, G_OPTION_ARG_INT64, &repeat, "Runs per row; the fastest counts (default 3)", "N"},
                             {"terapipe", 0, 0, G_OPTION_ARG_NONE, &terapipe,
                              "Time the whole of figure terapipe-fig5 instead of SC21 Table 1", NULL},
                             {"network", 0, 0, G_OPTION_ARG_STRING, &network,
                              "flow (default, as for run) or analytic: the network model timed", "MODEL"},
+                            {"sweep", 0, 0, G_OPTION_ARG_NONE, &sweep,
+                             "Configurations per second of sweeps and plan, on one core and on all of them", NULL},
                             {"figures", 0, 0, G_OPTION_ARG_FILENAME, &figures,
                              "Time every figure: simulated with its pictures written to DIR/gallery (figure --all -o), "
                              "saving its traces to DIR/traces, and rebuilt from them into DIR/rebuilt",
@@ -250,6 +348,10 @@ int cli_bench(int argc, char **argv) {
   }
   if (figures) {
     code = bench_figures(figures);
+    goto done;
+  }
+  if (sweep) {
+    code = bench_sweep();
     goto done;
   }
   if (!cli_load_machine(NULL, NULL, &cluster, &profile, &error) ||

@@ -22,6 +22,8 @@ void cli_args_init(CliArgs *a, const char *parameter_string);
 /* Adds entries to the main group / to `group` (which the caller adds). */
 void cli_args_add(CliArgs *a, const GOptionEntry *entries);
 void cli_args_add_group(CliArgs *a, GOptionGroup *group, const GOptionEntry *entries);
+/* Lets an option already added be given more than once (--set, --zip). */
+void cli_args_repeatable(CliArgs *a, const char *long_name);
 /* Checks for repeated and unknown options, then parses with GOption. */
 gboolean cli_args_parse(CliArgs *a, int *argc, char ***argv, GError **error);
 void cli_args_clear(CliArgs *a);
@@ -48,3 +50,6 @@ int cli_fit(int argc, char **argv);
 int cli_collective(int argc, char **argv);
 int cli_plan(int argc, char **argv);
 int cli_report(int argc, char **argv);
+int cli_sweep(int argc, char **argv);
+/* A whole number option given as text (strictly decimal digits), lo..hi. */
+gboolean cli_count(const char *flag, const char *text, guint lo, guint hi, guint *out, GError **error);

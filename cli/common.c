@@ -69,3 +69,17 @@ int cli_fail(GError *error) {
   g_error_free(error);
   return 1;
 }
+
+gboolean cli_count(const char *flag, const char *text, guint lo, guint hi, guint *out, GError **error) {
+  gboolean digits = text && text[0] >= '0' && text[0] <= '9' && (text[0] != '0' || !text[1]);
+  for (const char *p = text; digits && *p; p++)
+    digits = g_ascii_isdigit(*p);
+  guint64 v = digits && strlen(text) <= 10 ? g_ascii_strtoull(text, NULL, 10) : G_MAXUINT64;
+  if (v < lo || v > hi) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "%s '%s' is out of range; give a whole number from %u to %u",
+                flag, text ? text : "", lo, hi);
+    return FALSE;
+  }
+  *out = (guint)v;
+  return TRUE;
+}

@@ -64,15 +64,15 @@ static void row_text(GString *text, const char *label, const SearchRow *r, gbool
 int cli_plan(int argc, char **argv) {
   SearchConfig cfg;
   search_config_init(&cfg);
-  gint64 top = -1, jobs = 0;
   gboolean allow_fewer = FALSE, show_all = FALSE;
-  char *format = NULL;
+  char *format = NULL, *top_text = NULL, *jobs_text = NULL;
+  guint top = 10, jobs = search_pool_cores();
   GOptionEntry entries[] = {
       {"allow-fewer", 0, 0, G_OPTION_ARG_NONE, &allow_fewer, "Also consider t*p*d below the budget --gpus", NULL},
-      {"top", 0, 0, G_OPTION_ARG_INT64, &top, "Rows to print (default 10)", "K"},
+      {"top", 0, 0, G_OPTION_ARG_STRING, &top_text, "Rows to print (default 10)", "K"},
       {"show-all", 0, 0, G_OPTION_ARG_NONE, &show_all,
        "Also list every candidate not ranked (out of memory, infeasible, pruned) with the reason", NULL},
-      {"jobs", 'j', 0, G_OPTION_ARG_INT64, &jobs, "Threads simulating (default: all cores)", "N"},
+      {"jobs", 'j', 0, G_OPTION_ARG_STRING, &jobs_text, "Threads simulating (default: all cores)", "N"},
       {"format", 0, 0, G_OPTION_ARG_STRING, &format, "text or json (default text)", "FMT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   CliArgs args;
@@ -103,16 +103,9 @@ int cli_plan(int argc, char **argv) {
                 argv[1]);
     goto fail;
   }
-  if (top != -1 && (top < 1 || top > 1000000)) {
-    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                "--top %" G_GINT64_FORMAT " is out of range; give a whole number from 1 to 1000000", top);
+  if ((top_text && !cli_count("--top", top_text, 1, 1000000, &top, &error)) ||
+      (jobs_text && !cli_count("--jobs", jobs_text, 1, 4096, &jobs, &error)))
     goto fail;
-  }
-  if (jobs < 0 || jobs > 4096) {
-    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                "--jobs %" G_GINT64_FORMAT " is out of range; give 1 to 4096 threads (default: all cores)", jobs);
-    goto fail;
-  }
   const char *network = cfg.text[SEARCH_OPT_NETWORK];
   if (network && strcmp(network, "analytic") != 0 && strcmp(network, "flow") != 0) {
     g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --network '%s'; use analytic or flow",
@@ -128,8 +121,7 @@ int cli_plan(int argc, char **argv) {
   if (!cli_format(format, &fmt, &error) ||
       !cli_load_machine(cfg.text[SEARCH_OPT_CLUSTER], cfg.text[SEARCH_OPT_PROFILE], &cluster, &profile, &error))
     goto fail;
-  SearchRequest sreq = {&cfg, allow_fewer, top == -1 ? 10 : (guint)top, jobs ? (guint)jobs : search_pool_cores(),
-                        show_all};
+  SearchRequest sreq = {&cfg, allow_fewer, top, jobs, show_all};
   if (!search_run(&sreq, profile, cluster, &res, &error))
     goto fail;
   guint k = MIN(sreq.keep, res.rows->len);
@@ -195,6 +187,8 @@ done:
   model_profile_free(profile);
   search_config_clear(&cfg);
   g_free(format);
+  g_free(top_text);
+  g_free(jobs_text);
   cli_args_clear(&args);
   return code;
 }

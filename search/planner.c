@@ -218,7 +218,7 @@ static void run_batch(Search *s, const Candidate *cands, guint n) {
       s->to_simulate[n_sim++] = i;
   }
   g_free(plan);
-  SearchPool pool = {n_sim, NULL, s->req->jobs, simulate, simulated, NULL, s, NULL};
+  SearchPool pool = {n_sim, 0, 1, s->req->jobs, simulate, simulated, NULL, s, NULL};
   search_pool_run(&pool);
   for (guint i = 0; i < n; i++) {
     SearchRow *row = &s->wave[i];

@@ -19,7 +19,7 @@ typedef struct {
   guint k; /* position in the pool's list */
 } Task;
 
-static guint index_of(const SearchPool *p, guint k) { return p->indices ? p->indices[k] : k; }
+static guint index_of(const SearchPool *p, guint k) { return p->offset + k * MAX(1u, p->stride); }
 
 static void work(gpointer data, gpointer user) {
   (void)user;

@@ -18,9 +18,10 @@ typedef gpointer (*SearchPoolFn)(guint index, gpointer user);
 typedef gboolean (*SearchPoolDone)(guint index, gpointer result, gpointer user);
 
 typedef struct {
-  guint n;                 /* items */
-  const guint *indices;    /* NULL: 0 .. n-1; else the items' indices, handed to fn and done */
-  guint jobs;              /* threads; 0 or 1: the calling thread alone */
+  guint n;      /* items */
+  guint offset; /* item j has index offset + j * stride, handed to fn and done */
+  guint stride; /* 0 means 1 */
+  guint jobs;   /* threads; 0 or 1: the calling thread alone */
   SearchPoolFn fn;
   SearchPoolDone done;
   GDestroyNotify free_result; /* for results never handed to `done` (may be NULL) */

@@ -240,6 +240,103 @@ static void test_deterministic(void) {
   proc_clear(&t);
 }
 
+/* Why: every ranked row carries the `ptdsim run` command that reproduces
+ * it, to the bit; the text output prints the same commands. */
+static void test_commands_reproduce(void) {
+  static const char *plans[] = {"plan " TIGHT " --top 4 --format json",
+                                "plan --model gpt3-1b --gpus 64 --global-batch 256 --top 3 --format json",
+                                "plan " TOY " --gpus 16 --network flow --no-fusion --top 3 --format json"};
+  for (guint k = 0; k < G_N_ELEMENTS(plans); k++) {
+    cJSON *j = run_json(plans[k]);
+    const cJSON *row;
+    cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(j, "rows")) {
+      const char *cmd = str(row, "command");
+      g_assert_true(g_str_has_prefix(cmd, "ptdsim run "));
+      char *line = g_strdup_printf("%s --format json", cmd + strlen("ptdsim "));
+      cJSON *r = run_json(line);
+      g_assert_cmpfloat(num(r, "iteration_time_s"), ==, num(row, "iteration_time_s"));
+      g_assert_cmpfloat(num(r, "tflops_per_gpu"), ==, num(row, "tflops_per_gpu"));
+      cJSON_Delete(r);
+      g_free(line);
+    }
+    cJSON_Delete(j);
+  }
+  Proc p = run_line("plan " TIGHT " --top 2");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "\nto reproduce a row:\n"));
+  g_assert_nonnull(strstr(p.out, "\n   1  ptdsim run --model gpt3-1b --profile v100-sxm2-16gb --gpus 8 "));
+  g_assert_nonnull(strstr(p.out, "\n   2  ptdsim run --model gpt3-1b --profile v100-sxm2-16gb --gpus 8 "));
+  proc_clear(&p);
+}
+
+/* Why: a configuration option pins the search to it: --tp 8 gives t = 8
+ * rows only, --schedule interleaved interleaved rows only, --zero 2 ZeRO-2
+ * rows only, --recompute none no recomputation. */
+static void test_pins(void) {
+  cJSON *j = run_json("plan --model gpt3-175b --gpus 1024 --global-batch 1536 --tp 8 --schedule interleaved "
+                      "--recompute full --top 1000 --format json");
+  cJSON *all = run_json("plan --model gpt3-175b --gpus 1024 --global-batch 1536 --top 100000 --format json");
+  const cJSON *row;
+  guint n = 0, want = 0;
+  cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(j, "rows")) {
+    g_assert_cmpfloat(num(row, "tp"), ==, 8);
+    g_assert_cmpstr(str(row, "schedule"), ==, "interleaved");
+    g_assert_cmpstr(str(row, "recompute"), ==, "full");
+    n++;
+  }
+  /* exactly the unpinned search's rows that match */
+  cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(all, "rows")) want +=
+      num(row, "tp") == 8 && strcmp(str(row, "schedule"), "interleaved") == 0 && strcmp(str(row, "recompute"), "full") == 0;
+  g_assert_cmpuint(n, ==, want);
+  g_assert_cmpuint(n, >, 0);
+  cJSON_Delete(j);
+  cJSON_Delete(all);
+  j = run_json("plan --model gpt3-1b --gpus 64 --global-batch 256 --zero 2 --recompute none --top 100 --format json");
+  cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(j, "rows")) {
+    g_assert_cmpfloat(num(row, "zero"), ==, 2);
+    g_assert_cmpstr(str(row, "recompute"), ==, "none");
+  }
+  cJSON_Delete(j);
+}
+
+/* Why: --show-all lists every candidate not ranked, each with its status
+ * and a reason, and they add up with the ranked ones to what was searched. */
+static void test_show_all(void) {
+  cJSON *j = run_json("plan " TIGHT " --show-all --top 1000000 --format json");
+  const cJSON *rej = cJSON_GetObjectItemCaseSensitive(j, "rejected"), *row;
+  g_assert_cmpfloat(cJSON_GetArraySize(rej) + num(j, "ranked"), ==, num(j, "searched"));
+  guint oom = 0;
+  cJSON_ArrayForEach(row, rej) {
+    const char *st = str(row, "status");
+    g_assert_true(strlen(str(row, "reason")) > 0);
+    if (strcmp(st, "out_of_memory") == 0) {
+      oom++;
+      g_assert_cmpfloat(num(row, "memory_per_gpu_GiB"), >, 16.0);
+      g_assert_false(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "fits_in_memory")));
+    }
+  }
+  g_assert_cmpfloat(oom, ==, num(j, "out_of_memory"));
+  g_assert_cmpuint(oom, >, 0);
+  cJSON_Delete(j);
+  Proc p = run_line("plan " TIGHT " --show-all --top 2");
+  g_assert_nonnull(strstr(p.out, "not ranked ("));
+  g_assert_nonnull(strstr(p.out, "out_of_memory: needs "));
+  proc_clear(&p);
+}
+
+/* Why: the ranking and the counts do not depend on the threads. */
+static void test_jobs(void) {
+  Proc a = run_line("plan --model gpt3-175b --gpus 1024 --global-batch 1536 --top 20 --jobs 1 --format json");
+  Proc b = run_line("plan --model gpt3-175b --gpus 1024 --global-batch 1536 --top 20 --jobs 2 --format json");
+  Proc c = run_line("plan --model gpt3-175b --gpus 1024 --global-batch 1536 --top 20 --jobs 5 --format json");
+  g_assert_cmpint(a.status, ==, 0);
+  g_assert_cmpstr(a.out, ==, b.out);
+  g_assert_cmpstr(a.out, ==, c.out);
+  proc_clear(&a);
+  proc_clear(&b);
+  proc_clear(&c);
+}
+
 typedef struct {
   const char *args, *needle;
 } Bad;
@@ -255,13 +352,19 @@ static const Bad bad_cases[] = {
     {"plan --model gpt3-1b --gpus 100000 --global-batch 16", "more than cluster"},
     {"plan --model nosuch --gpus 8 --global-batch 16", "unknown --model"},
     {"plan --model gpt3-1b --gpus 8 --global-batch 16 extra", "unexpected argument"},
+    {"plan --model gpt3-1b --gpus 8 --global-batch 16 --jobs 0", "--jobs '0' is out of range"},
+    {"plan --model gpt3-1b --gpus 8 --global-batch 16 --top 010", "--top '010' is out of range"},
+    {"plan --model gpt3-1b --gpus 8 --global-batch 16 --allow-oom", "--allow-oom belongs to run and sweep"},
+    {"plan --model gpt3-1b --gpus 8 --global-batch 16 --schedule terapipe", "for TeraPipe, sweep"},
+    {"plan --model gpt3-1b --gpus 8 --global-batch 16 --tp 3", "no candidate agrees with --tp"},
+    {"plan --model gpt3-1b --gpus 8 --global-batch 16 --tp 08", "is not a whole number"},
 };
 
 /* Why: every bad input is one line on stderr, non-zero exit, no stdout. */
 static void test_bad_input(gconstpointer data) {
   const Bad *b = data;
   Proc p = run_line(b->args);
-  g_assert_cmpint(p.status, !=, 0);
+  g_assert_cmpint(p.status, ==, 1); /* an error, not a crash */
   g_assert_cmpstr(p.out, ==, "");
   g_assert_nonnull(strstr(p.err, b->needle));
   g_assert_true(g_str_has_prefix(p.err, "ptdsim: "));
@@ -293,5 +396,9 @@ int main(int argc, char **argv) {
     g_free(path);
   }
   g_test_add_func("/plan/help", test_help);
+  g_test_add_func("/plan/commands-reproduce", test_commands_reproduce);
+  g_test_add_func("/plan/pins", test_pins);
+  g_test_add_func("/plan/show-all", test_show_all);
+  g_test_add_func("/plan/jobs", test_jobs);
   return g_test_run();
 }

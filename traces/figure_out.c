@@ -61,7 +61,7 @@ void trace_row_copy(cJSON *row, const cJSON *run, const char *path, const char *
 
 /* --- CSV --- */
 
-static void append_quoted(GString *s, const char *text) {
+void trace_csv_text(GString *s, const char *text) {
   if (!strpbrk(text, ",\"\n\r")) {
     g_string_append(s, text);
     return;
@@ -75,7 +75,7 @@ static void append_quoted(GString *s, const char *text) {
   g_string_append_c(s, '"');
 }
 
-static void append_cell(GString *s, const cJSON *v) {
+void trace_csv_cell(GString *s, const cJSON *v) {
   if (!v || cJSON_IsNull(v))
     return;
   if (cJSON_IsNumber(v))
@@ -83,10 +83,10 @@ static void append_cell(GString *s, const cJSON *v) {
   else if (cJSON_IsBool(v))
     g_string_append(s, cJSON_IsTrue(v) ? "true" : "false");
   else if (cJSON_IsString(v))
-    append_quoted(s, v->valuestring);
+    trace_csv_text(s, v->valuestring);
   else {
     char *json = cJSON_PrintUnformatted(v);
-    append_quoted(s, json);
+    trace_csv_text(s, json);
     cJSON_free(json);
   }
 }
@@ -116,14 +116,14 @@ char *trace_figure_csv(const cJSON *rows) {
   for (guint i = 0; i < names->len; i++) {
     if (i)
       g_string_append_c(s, ',');
-    append_quoted(s, g_ptr_array_index(names, i));
+    trace_csv_text(s, g_ptr_array_index(names, i));
   }
   g_string_append_c(s, '\n');
   cJSON_ArrayForEach(row, rows) {
     for (guint i = 0; i < names->len; i++) {
       if (i)
         g_string_append_c(s, ',');
-      append_cell(s, at_path(row, g_ptr_array_index(names, i)));
+      trace_csv_cell(s, at_path(row, g_ptr_array_index(names, i)));
     }
     g_string_append_c(s, '\n');
   }

@@ -84,6 +84,11 @@ char *trace_figure_trace_path(const TraceFigureContext *ctx, guint k);
  * values empty. */
 char *trace_figure_csv(const cJSON *rows);
 
+/* One CSV cell, as trace_figure_csv writes them: a JSON value, or text
+ * (quoted where CSV needs it). */
+void trace_csv_cell(GString *s, const cJSON *v);
+void trace_csv_text(GString *s, const char *text);
+
 /* Writes NAME.json, NAME.csv and, when the figure has a picture, NAME.svg
  * and NAME.png into `dir` (created if missing): every file is written to a
  * temporary name first and renamed into place only once all are written.

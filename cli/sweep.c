@@ -1,0 +1,430 @@
+/* ptdsim sweep — a grid of configurations, one row each, on every core. */
+#include <errno.h>
+#include <fcntl.h>
+#include <glib/gstdio.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../search/pool.h"
+#include "../search/sweep.h"
+#include "cli.h"
+#include "sweep_mpi.h"
+
+/* --- the command line: options become the grid's columns in order --- */
+
+typedef struct {
+  SearchGrid *grid;
+  GPtrArray *help; /* help texts made for GOption, freed with the parse */
+} Parse;
+
+static gboolean grid_option(const char *option_name, const char *value, gpointer data, GError **error) {
+  Parse *p = data;
+  const char *name = g_str_has_prefix(option_name, "--") ? option_name + 2 : option_name;
+  if (strcmp(name, "set") == 0)
+    return search_grid_add_set(p->grid, value, error);
+  if (strcmp(name, "zip") == 0)
+    return search_grid_add_zip(p->grid, value, error);
+  if (strcmp(name, "file") == 0)
+    return search_grid_add_file(p->grid, value, error);
+  gint id = search_option_find(name);
+  g_return_val_if_fail(id >= 0, FALSE);
+  return search_grid_add_option(p->grid, (SearchOptId)id, value, error);
+}
+
+static gpointer as_data(GOptionArgFunc f) {
+  union {
+    GOptionArgFunc f;
+    gpointer p;
+  } u = {.f = f}; /* GOption keeps the callback as data */
+  return u.p;
+}
+
+static void add_grid_options(CliArgs *a, Parse *p) {
+  GOptionEntry entries[SEARCH_N_OPTIONS + 4];
+  memset(entries, 0, sizeof entries);
+  for (guint i = 0; i < SEARCH_N_OPTIONS; i++) {
+    const SearchOption *o = search_option((SearchOptId)i);
+    char *help = NULL;
+    if (o->kind == SEARCH_OPT_FLAG)
+      help = g_strdup_printf("%s (--%s=true,false sweeps both)", o->help, o->name);
+    else if (o->choices)
+      help = g_strdup_printf("%s; a list, or all", o->help);
+    entries[i] = (GOptionEntry){o->name, 0, o->kind == SEARCH_OPT_FLAG ? G_OPTION_FLAG_OPTIONAL_ARG : 0,
+                                G_OPTION_ARG_CALLBACK, as_data(grid_option), help ? help : o->help,
+                                o->kind == SEARCH_OPT_FLAG ? "BOOLS" : o->kind == SEARCH_OPT_COUNT ? "VALUES" : o->metavar};
+    if (help) /* GOption keeps the pointer */
+      g_ptr_array_add(p->help, help);
+  }
+  entries[SEARCH_N_OPTIONS] = (GOptionEntry){
+      "set", 0, 0, G_OPTION_ARG_CALLBACK, as_data(grid_option),
+      "Override a number of the cluster or profile file by its JSON path, with one value or many: "
+      "cluster.network.nic_GBps=24,48, profile.peak_tflops=312..624x2 (repeatable)",
+      "KEY=VALUES"};
+  entries[SEARCH_N_OPTIONS + 1] =
+      (GOptionEntry){"zip", 0, 0, G_OPTION_ARG_CALLBACK, as_data(grid_option),
+                     "Vary these columns together, value k with value k, instead of all their combinations: tp,pp "
+                     "(repeatable)",
+                     "A,B,..."};
+  entries[SEARCH_N_OPTIONS + 2] =
+      (GOptionEntry){"file", 0, 0, G_OPTION_ARG_CALLBACK, as_data(grid_option),
+                     "Read options, sets and zips from a sweep file (JSON: {\"options\": {...}, \"set\": {...}, "
+                     "\"zip\": [[...]]}), in its place among the options",
+                     "FILE"};
+  GOptionGroup *g = g_option_group_new("grid", "Grid options", "Show the grid options", p, NULL);
+  cli_args_add_group(a, g, entries);
+  g_option_context_set_main_group(a->ctx, g);
+  cli_args_repeatable(a, "set");
+  cli_args_repeatable(a, "zip");
+}
+
+/* --- writing rows --- */
+
+typedef struct {
+  const SearchGrid *grid;
+  SearchSweepFormat format;
+  int fd;           /* output */
+  const char *path; /* NULL: stdout */
+  guint64 total, written, skipped;
+  guint64 count[SEARCH_SWEEP_N_STATUS];
+  gint64 t0, last_sync, last_progress;
+  gboolean progress; /* stderr is a terminal */
+  gboolean failed;
+  int write_errno;
+} Out;
+
+static gboolean write_all(int fd, const char *data, gsize len) {
+  while (len > 0) {
+    gssize n = write(fd, data, len);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return FALSE;
+    data += n;
+    len -= (gsize)n;
+  }
+  return TRUE;
+}
+
+/* Rows reach the disk at most half a second after they are written: one
+ * fdatasync for whatever was written meanwhile. */
+#define SYNC_EVERY_US 500000
+
+static void show_progress(Out *o, gboolean final) {
+  gint64 now = g_get_monotonic_time();
+  if (!o->progress || (!final && now - o->last_progress < 200000))
+    return;
+  o->last_progress = now;
+  double secs = (now - o->t0) * 1e-6, rate = secs > 0 ? (o->written - o->skipped) / secs : 0;
+  guint64 left = o->total - o->written;
+  fprintf(stderr, "\rsweep: %" G_GUINT64_FORMAT "/%" G_GUINT64_FORMAT " rows (%.1f%%), %.1f/s, ETA %.0f s   ",
+          o->written, o->total, o->total ? 100.0 * o->written / o->total : 100.0, rate, rate > 0 ? left / rate : 0.0);
+  if (final)
+    fputc('\n', stderr);
+  fflush(stderr);
+}
+
+/* One row, in order: written at once (a crash keeps it), synced soon. */
+static gboolean put_row(Out *o, const char *row, SearchSweepStatus status) {
+  if (!write_all(o->fd, row, strlen(row))) {
+    o->write_errno = errno;
+    o->failed = TRUE;
+    return FALSE;
+  }
+  o->written++;
+  o->count[status]++;
+  gint64 now = g_get_monotonic_time();
+  if (o->path && now - o->last_sync > SYNC_EVERY_US) {
+    fdatasync(o->fd);
+    o->last_sync = now;
+  }
+  show_progress(o, FALSE);
+  return TRUE;
+}
+
+/* A row made on a worker thread (any rank), for global index k. */
+static gpointer make_row(guint k, gpointer user) {
+  Out *o = user;
+  SweepRow *r = g_new(SweepRow, 1);
+  SearchSweepStatus st;
+  r->text = search_sweep_row(o->grid, k, o->format, &st);
+  r->status = (gint)st;
+  return r;
+}
+
+/* Rank 0: row k, in order. */
+static gboolean take_row(guint64 k, SweepRow *r, gpointer user) {
+  (void)k;
+  gboolean ok = put_row(user, r->text, (SearchSweepStatus)r->status);
+  sweep_row_free(r);
+  return ok;
+}
+
+/* --- resuming --- */
+
+/* Reads the rows already in the output file, checks them against the grid
+ * and cuts a last line left incomplete by a crash or power loss.  Returns
+ * how many rows are done. */
+static gboolean resume(Out *o, GError **error) {
+  char *text = NULL;
+  gsize len = 0;
+  if (!g_file_get_contents(o->path, &text, &len, error))
+    return FALSE;
+  if (memchr(text, '\0', len)) {
+    /* a power loss can leave zeros at the end: keep what precedes them */
+    len = strlen(text);
+  }
+  gsize keep = 0; /* bytes of complete lines */
+  char *header = search_sweep_header(o->grid, o->format);
+  gboolean ok = TRUE;
+  const char *p = text, *end = text + len;
+  guint64 k = 0;
+  if (header) {
+    const char *nl = memchr(p, '\n', (gsize)(end - p));
+    if (!nl || strncmp(p, header, (gsize)(nl - p + 1)) != 0 || (gsize)(nl - p + 1) != strlen(header)) {
+      g_set_error(error, SEARCH_GRID_ERROR, SEARCH_GRID_ERROR_SPEC,
+                  "--resume: %s was not written by this sweep (its header has other columns); give the same options "
+                  "as the sweep that wrote it, or another -o",
+                  o->path);
+      ok = FALSE;
+    } else
+      keep = (gsize)(nl + 1 - text), p = nl + 1;
+  }
+  while (ok && p < end) {
+    const char *nl = memchr(p, '\n', (gsize)(end - p));
+    if (!nl)
+      break; /* an incomplete last line: cut */
+    char *line = g_strndup(p, (gsize)(nl - p));
+    SearchSweepStatus st;
+    GError *local = NULL;
+    if (k >= o->total) {
+      g_set_error(error, SEARCH_GRID_ERROR, SEARCH_GRID_ERROR_SPEC,
+                  "--resume: %s has more rows than this sweep's %" G_GUINT64_FORMAT "; it was written by another sweep",
+                  o->path, o->total);
+      ok = FALSE;
+    } else if (!search_sweep_check_row(o->grid, o->format, line, k, &st, &local)) {
+      g_set_error(error, SEARCH_GRID_ERROR, SEARCH_GRID_ERROR_SPEC,
+                  "--resume: %s was written by another sweep: %s; give the same options as that sweep, or another -o",
+                  o->path, local->message);
+      g_error_free(local);
+      ok = FALSE;
+    } else {
+      o->count[st]++;
+      k++;
+      keep = (gsize)(nl + 1 - text);
+      p = nl + 1;
+    }
+    g_free(line);
+  }
+  g_free(text);
+  g_free(header);
+  if (!ok)
+    return FALSE;
+  if (ftruncate(o->fd, (off_t)keep) != 0 || lseek(o->fd, 0, SEEK_END) < 0) {
+    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "--resume: cannot write %s: %s", o->path,
+                g_strerror(errno));
+    return FALSE;
+  }
+  /* a file with no header yet: write it */
+  if (keep == 0 && o->format == SEARCH_SWEEP_CSV) {
+    char *h = search_sweep_header(o->grid, o->format);
+    gboolean w = write_all(o->fd, h, strlen(h));
+    g_free(h);
+    if (!w) {
+      g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "cannot write %s: %s", o->path,
+                  g_strerror(errno));
+      return FALSE;
+    }
+  }
+  o->written = o->skipped = k;
+  return TRUE;
+}
+
+/* Rank 0: the output (a new file, or the one to resume, checked), and the
+ * header of a new one. */
+static gboolean open_output(Out *out, const char *output, gboolean do_resume, int *fd, GError **error) {
+  if (output) {
+    if (do_resume) {
+      if (!g_file_test(output, G_FILE_TEST_IS_REGULAR)) {
+        g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                    "--resume: '%s' is not there (or not a file); drop --resume to start it", output);
+        return FALSE;
+      }
+      *fd = g_open(output, O_RDWR, 0);
+    } else {
+      if (g_file_test(output, G_FILE_TEST_EXISTS)) {
+        g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                    "-o '%s' exists; give --resume to continue that sweep, or another name (ptdsim does not "
+                    "overwrite it)",
+                    output);
+        return FALSE;
+      }
+      *fd = g_open(output, O_WRONLY | O_CREAT | O_EXCL, 0666);
+    }
+    if (*fd < 0) {
+      g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "cannot write -o '%s': %s", output,
+                  g_strerror(errno));
+      return FALSE;
+    }
+    out->fd = *fd;
+    if (do_resume)
+      return resume(out, error);
+  }
+  char *header = search_sweep_header(out->grid, out->format);
+  gboolean ok = !header || write_all(out->fd, header, strlen(header));
+  if (!ok)
+    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "cannot write %s: %s",
+                output ? output : "stdout", g_strerror(errno));
+  g_free(header);
+  return ok;
+}
+
+/* --- signals: stop starting rows, finish and write those in flight --- */
+
+static volatile gint stop_signal = 0;
+
+static void on_signal(int sig) { g_atomic_int_set(&stop_signal, sig); }
+
+int cli_sweep(int argc, char **argv) {
+  Parse parse = {search_grid_new(), g_ptr_array_new_with_free_func(g_free)};
+  char *format = NULL, *output = NULL, *jobs_text = NULL;
+  gboolean do_resume = FALSE;
+  GOptionEntry entries[] = {
+      {"format", 0, 0, G_OPTION_ARG_STRING, &format, "csv (default) or jsonl", "FMT"},
+      {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output,
+       "Write the rows to FILE (a new file: every finished row is kept even if the sweep is stopped)", "FILE"},
+      {"resume", 0, 0, G_OPTION_ARG_NONE, &do_resume,
+       "Continue the sweep that wrote -o FILE: its rows are checked against this grid and kept, the rest run", NULL},
+      {"jobs", 'j', 0, G_OPTION_ARG_STRING, &jobs_text, "Threads (default: all cores)", "N"},
+      {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  CliArgs args;
+  cli_args_init(&args, "- simulate every configuration of a grid, one row each");
+  g_option_context_set_summary(
+      args.ctx,
+      "Runs the Cartesian product of the values given to run's options, one row per configuration in grid\n"
+      "order (the last option varying fastest): the configuration, its status (ok, out_of_memory, invalid)\n"
+      "and reason, and every result of ptdsim run --format json.  Each option takes a value, a list\n"
+      "(--tp 1,2,4,8), a range (--micro-batch 1..8, --gpus 64..1024x2 doubling, --global-batch 256..1024+256)\n"
+      "or all of a closed set (--schedule all).  The output is the same for any --jobs (and MPI ranks).\n\n"
+      "Examples:\n"
+      "  ptdsim sweep --model gpt3-175b --gpus 1024 --global-batch 1536 --tp 4,8 --pp 8..32x2 --micro-batch 1,2\n"
+      "  ptdsim sweep --model gpt3-13b --gpus 64 --tp 8 --pp 8 --global-batch 512 \\\n"
+      "      --set cluster.network.nic_GBps=24,48 --set cluster.fabric.network.link_GBps=25,50 \\\n"
+      "      --zip cluster.network.nic_GBps,cluster.fabric.network.link_GBps -o nics.csv");
+  add_grid_options(&args, &parse);
+  cli_args_add(&args, entries);
+  GError *error = NULL;
+  int code = 0, fd = -1;
+  Out out = {0};
+  guint jobs = search_pool_cores();
+  SearchSweepFormat fmt = SEARCH_SWEEP_CSV;
+  SweepMpi *mpi = sweep_mpi_init(&argc, &argv);
+  if (!cli_args_parse(&args, &argc, &argv, &error))
+    goto fail;
+  if (argc > 1) {
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "unexpected argument '%s' (a sweep file goes with --file; see ptdsim sweep --help)", argv[1]);
+    goto fail;
+  }
+  if (format && strcmp(format, "csv") != 0 && strcmp(format, "jsonl") != 0) {
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --format '%s'; use csv or jsonl", format);
+    goto fail;
+  }
+  fmt = format && strcmp(format, "jsonl") == 0 ? SEARCH_SWEEP_JSONL : SEARCH_SWEEP_CSV;
+  if (jobs_text && !cli_count("--jobs", jobs_text, 1, 4096, &jobs, &error))
+    goto fail;
+  if (do_resume && !output) {
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--resume continues an output file; give it with -o");
+    goto fail;
+  }
+  if (!search_grid_prepare(parse.grid, &error))
+    goto fail;
+  /* what every configuration needs */
+  static const struct {
+    const char *name, *why;
+  } needed[] = {{"gpus", "--gpus"}, {"global-batch", "--global-batch"}};
+  gboolean have[2] = {FALSE, FALSE}, model = FALSE, shape[3] = {FALSE, FALSE, FALSE};
+  for (guint c = 0; c < search_grid_n_columns(parse.grid); c++) {
+    const char *col = search_grid_column(parse.grid, c);
+    for (guint i = 0; i < 2; i++)
+      have[i] |= strcmp(col, needed[i].name) == 0;
+    model |= strcmp(col, "model") == 0;
+    shape[0] |= strcmp(col, "layers") == 0;
+    shape[1] |= strcmp(col, "hidden") == 0;
+    shape[2] |= strcmp(col, "heads") == 0;
+  }
+  for (guint i = 0; i < 2; i++)
+    if (!have[i]) {
+      g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "%s is required (one value or many)", needed[i].why);
+      goto fail;
+    }
+  if (!model && !(shape[0] && shape[1] && shape[2])) {
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "no model: give --model NAME(S) or all of --layers, --hidden and --heads");
+    goto fail;
+  }
+  out = (Out){.grid = parse.grid, .format = fmt, .fd = STDOUT_FILENO, .path = output,
+              .total = search_grid_points(parse.grid), .progress = isatty(STDERR_FILENO) && sweep_mpi_is_writer(mpi)};
+  gboolean ready = !sweep_mpi_is_writer(mpi) || open_output(&out, output, do_resume, &fd, &error);
+  if (!sweep_mpi_agree(mpi, ready, &out.skipped))
+    goto fail;
+  out.written = out.skipped;
+  struct sigaction sa = {0}, old_int, old_term;
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  out.t0 = out.last_sync = g_get_monotonic_time();
+  gboolean complete = sweep_mpi_run(mpi, out.skipped, out.total, jobs, &stop_signal, make_row, take_row, &out);
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
+  if (out.path)
+    fdatasync(out.fd);
+  show_progress(&out, TRUE);
+  if (out.failed) {
+    g_set_error(&error, G_FILE_ERROR, g_file_error_from_errno(out.write_errno), "cannot write %s: %s; %" G_GUINT64_FORMAT
+                " rows were written (continue with --resume)",
+                output ? output : "stdout", g_strerror(out.write_errno), out.written);
+    goto fail;
+  }
+  if (sweep_mpi_is_writer(mpi)) {
+    double secs = (g_get_monotonic_time() - out.t0) * 1e-6;
+    fprintf(stderr,
+            "%" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " rows: %" G_GUINT64_FORMAT " ok, %" G_GUINT64_FORMAT
+            " out_of_memory, %" G_GUINT64_FORMAT " invalid (%" G_GUINT64_FORMAT " simulated in %.1f s, %.1f/s%s)\n",
+            out.written, out.total, out.count[SEARCH_SWEEP_OK], out.count[SEARCH_SWEEP_OUT_OF_MEMORY],
+            out.count[SEARCH_SWEEP_INVALID], out.written - out.skipped, secs,
+            secs > 0 ? (out.written - out.skipped) / secs : 0.0, out.skipped ? ", the rest resumed" : "");
+  }
+  if (!complete) {
+    if (sweep_mpi_is_writer(mpi))
+      fprintf(stderr, "ptdsim: stopped by a signal after %" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT
+                      " rows; %s\n",
+              out.written, out.total,
+              output ? "continue with the same command and --resume" : "write to a file with -o to be able to resume");
+    code = 128 + (stop_signal ? stop_signal : SIGINT);
+  }
+  goto done;
+fail:
+  if (sweep_mpi_is_writer(mpi))
+    code = cli_fail(error);
+  else {
+    g_clear_error(&error);
+    code = 1;
+  }
+  /* a new output file that got no row is not kept */
+  if (fd >= 0 && !do_resume && out.written == 0 && output)
+    g_unlink(output);
+done:
+  if (fd >= 0)
+    close(fd);
+  g_free(format);
+  g_free(output);
+  g_free(jobs_text);
+  search_grid_free(parse.grid);
+  cli_args_clear(&args);
+  g_ptr_array_unref(parse.help);
+  sweep_mpi_finish(mpi);
+  return code;
+}

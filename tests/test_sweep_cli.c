@@ -1,0 +1,512 @@
+/* ptdsim — end-to-end tests of `ptdsim sweep` through the real binary
+ * ($PTDSIM_BIN): rows per grid point, each row what `run` gives, the same
+ * bytes for any --jobs and any MPI rank count, --set moving the hardware as
+ * asked, a killed sweep resumed to the same file as an uninterrupted one,
+ * and bad specs refused in one line with the output file untouched. */
+#include <cjson/cJSON.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <math.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "../search/sweep.h"
+#include "cli_harness.h"
+
+static char *tmpdir;
+
+static char *tmp_path(const char *name) { return g_build_filename(tmpdir, name, NULL); }
+
+static char *slurp(const char *path, gsize *len) {
+  char *text = NULL;
+  GError *error = NULL;
+  g_assert_true(g_file_get_contents(path, &text, len, &error));
+  g_assert_no_error(error);
+  return text;
+}
+
+static guint count_lines(const char *text) {
+  guint n = 0;
+  for (const char *p = text; *p; p++)
+    n += *p == '\n';
+  return n;
+}
+
+/* A small grid of PTD-P configurations: 2 x 3 x 2 x 2 = 24 points, some
+ * out of memory, some invalid (t = 8 does not divide 20 heads... here 16 do). */
+#define GRID "sweep --layers 8 --hidden 1024 --heads 16 --seq-len 512 --vocab 4096 --gpus 16 --global-batch 32 " \
+             "--tp 2,4 --pp 1..4x2 --micro-batch 1,4 --recompute all --network analytic"
+
+/* Why: one row per configuration of the grid, in grid order (the last
+ * option varying fastest), for CSV and JSONL alike. */
+static void test_row_count(void) {
+  Proc p = run_line(GRID);
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_cmpuint(count_lines(p.out), ==, 1 + 2 * 3 * 2 * 2);
+  g_assert_true(g_str_has_prefix(p.out, "index,layers,hidden,heads,seq-len,vocab,gpus,tp,pp,global-batch,micro-batch,"
+                                        "recompute,network,status,reason,config.layers,"));
+  /* point 1 differs from point 0 in the last option only */
+  char **lines = g_strsplit(p.out, "\n", -1);
+  g_assert_true(g_str_has_prefix(lines[1], "0,8,1024,16,512,4096,16,2,1,32,1,full,analytic,"));
+  g_assert_true(g_str_has_prefix(lines[2], "1,8,1024,16,512,4096,16,2,1,32,1,none,analytic,"));
+  g_assert_true(g_str_has_prefix(lines[3], "2,8,1024,16,512,4096,16,2,1,32,4,full,analytic,"));
+  g_strfreev(lines);
+  g_assert_nonnull(strstr(p.err, "24 of 24 rows"));
+  proc_clear(&p);
+  Proc q = run_line(GRID " --format jsonl");
+  g_assert_cmpint(q.status, ==, 0);
+  g_assert_cmpuint(count_lines(q.out), ==, 24);
+  proc_clear(&q);
+}
+
+/* The `ptdsim run --format json` line of a JSONL row's options. */
+static char *run_line_of(const cJSON *opts) {
+  GString *s = g_string_new("run");
+  const cJSON *o;
+  cJSON_ArrayForEach(o, opts) {
+    if (cJSON_IsBool(o)) {
+      if (cJSON_IsTrue(o))
+        g_string_append_printf(s, " --%s", o->string);
+    } else if (cJSON_IsNumber(o))
+      g_string_append_printf(s, " --%s %.0f", o->string, o->valuedouble);
+    else
+      g_string_append_printf(s, " --%s %s", o->string, o->valuestring);
+  }
+  g_string_append(s, " --format json");
+  return g_string_free(s, FALSE);
+}
+
+/* JSON text with ptdsim's exact numbers, for a byte comparison. */
+static char *canonical(const cJSON *j) {
+  cJSON *copy = cJSON_Duplicate(j, TRUE);
+  char *text = cJSON_PrintUnformatted(copy);
+  cJSON_Delete(copy);
+  return text;
+}
+
+/* Why: a sweep row is `ptdsim run` of its configuration, bit for bit (the
+ * JSONL "result" is run's object), and a refused configuration is a row
+ * with run's own error as its reason. */
+static void test_rows_are_runs(void) {
+  static const char *grids[] = {
+      GRID " --format jsonl",
+      "sweep --model gpt3-1b --cluster aws-p3-16xlarge --gpus 16 --tp 2 --pp 8 --dp 1 --global-batch 2 "
+      "--schedule terapipe --slices auto,uniform:4 --format jsonl",
+      "sweep --model gpt3-1b --gpus 8 --tp 1 --pp 1 --global-batch 16 --micro-batch 2 --zero 1..3 --no-fusion=false,true "
+      "--tokens 1B --format jsonl"};
+  for (guint g = 0; g < G_N_ELEMENTS(grids); g++) {
+    Proc p = run_line(grids[g]);
+    g_assert_cmpint(p.status, ==, 0);
+    char **lines = g_strsplit(p.out, "\n", -1);
+    guint ok_rows = 0;
+    for (guint i = 0; lines[i] && *lines[i]; i++) {
+      cJSON *row = cJSON_Parse(lines[i]);
+      g_assert_nonnull(row);
+      g_assert_cmpfloat(num(row, "index"), ==, i);
+      char *line = run_line_of(obj(row, "options"));
+      Proc r = run_line(line);
+      const char *status = str(row, "status");
+      if (strcmp(status, "ok") == 0) {
+        ok_rows++;
+        g_assert_cmpint(r.status, ==, 0);
+        cJSON *rj = cJSON_Parse(r.out);
+        char *a = canonical(rj), *b = canonical(obj(row, "result"));
+        g_assert_cmpstr(a, ==, b);
+        g_free(a);
+        g_free(b);
+        cJSON_Delete(rj);
+      } else {
+        g_assert_cmpint(r.status, ==, 1); /* an error, not a crash */
+        /* run prints "ptdsim: REASON\n" */
+        char *want = g_strdup_printf("ptdsim: %s\n", str(row, "reason"));
+        g_assert_cmpstr(r.err, ==, want);
+        g_free(want);
+        g_assert_true(strcmp(status, "out_of_memory") == 0 || strcmp(status, "invalid") == 0);
+      }
+      proc_clear(&r);
+      g_free(line);
+      cJSON_Delete(row);
+    }
+    g_assert_cmpuint(ok_rows, >, 0);
+    g_strfreev(lines);
+    proc_clear(&p);
+  }
+}
+
+/* Why: the output does not depend on the threads. */
+static void test_jobs(void) {
+  Proc a = run_line(GRID " --jobs 1"), b = run_line(GRID " --jobs 2"), c = run_line(GRID " --jobs 7 --format jsonl"),
+       d = run_line(GRID " --jobs 1 --format jsonl");
+  g_assert_cmpint(a.status, ==, 0);
+  g_assert_cmpstr(a.out, ==, b.out);
+  g_assert_cmpstr(c.out, ==, d.out);
+  proc_clear(&a);
+  proc_clear(&b);
+  proc_clear(&c);
+  proc_clear(&d);
+}
+
+/* Why: under MPI the output does not depend on the ranks either: -n 1,
+ * -n 2 and -n 3 write the same bytes as one process. */
+static void test_mpi(void) {
+  char *mpirun = g_find_program_in_path("mpirun");
+  if (!mpirun) {
+    g_test_skip("mpirun is not installed (tools/install-deps installs OpenMPI)");
+    return;
+  }
+  Proc one = run_line(GRID " --jobs 2");
+  g_assert_cmpint(one.status, ==, 0);
+  for (int n = 1; n <= 3; n++) {
+    char *out = g_strdup_printf("%s/mpi-%d.csv", tmpdir, n), *np = g_strdup_printf("%d", n);
+    char **words = g_strsplit(GRID " --jobs 1", " ", -1);
+    GPtrArray *argv = g_ptr_array_new();
+    const char *pre[] = {mpirun, "-n", np, "--oversubscribe", bin};
+    for (guint i = 0; i < G_N_ELEMENTS(pre); i++)
+      g_ptr_array_add(argv, (gpointer)pre[i]);
+    for (guint i = 0; words[i]; i++)
+      g_ptr_array_add(argv, words[i]);
+    g_ptr_array_add(argv, (gpointer) "-o");
+    g_ptr_array_add(argv, out);
+    g_ptr_array_add(argv, NULL);
+    char **env = g_get_environ();
+    /* the test may run as root (containers): OpenMPI refuses that unless told */
+    env = g_environ_setenv(env, "OMPI_ALLOW_RUN_AS_ROOT", "1", TRUE);
+    env = g_environ_setenv(env, "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", TRUE);
+    /* under AddressSanitizer: OpenMPI never frees what MPI_Init allocates
+     * (much of it in plugins unloaded by then, which suppressions cannot
+     * name); memory errors are still caught */
+    env = g_environ_setenv(env, "ASAN_OPTIONS", "detect_leaks=0", TRUE);
+    int status;
+    char *err = NULL;
+    GError *error = NULL;
+    g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, env, G_SPAWN_STDOUT_TO_DEV_NULL, NULL, NULL, NULL, &err,
+                               &status, &error));
+    g_assert_no_error(error);
+    if (!g_spawn_check_wait_status(status, NULL))
+      g_test_message("mpirun -n %d: %s", n, err);
+    g_assert_true(g_spawn_check_wait_status(status, NULL));
+    gsize len;
+    char *text = slurp(out, &len);
+    g_assert_cmpstr(text, ==, one.out);
+    g_free(text);
+    g_free(err);
+    g_strfreev(env);
+    g_ptr_array_free(argv, TRUE);
+    g_strfreev(words);
+    g_free(out);
+    g_free(np);
+  }
+  proc_clear(&one);
+  g_free(mpirun);
+}
+
+/* Why: --set changes the hardware as asked.  Two GPUs on two nodes of one
+ * GPU each, no latency: the pipeline's transfers are pure inter-node
+ * transfers, and doubling the NIC (and the channel NCCL gives a send)
+ * halves their time, to the nanosecond rounding of each transfer. */
+static void test_set(void) {
+  Proc p = run_line("sweep --model gpt3-1b --gpus 2 --tp 1 --pp 2 --global-batch 8 --network analytic "
+                    "--set cluster.gpus_per_node=1 --set cluster.network.p2p_latency_us=0 "
+                    "--set cluster.network.nic_GBps=24,48 --set cluster.nccl.p2p_channel_GBps=14,28 "
+                    "--zip cluster.network.nic_GBps,cluster.nccl.p2p_channel_GBps --format jsonl");
+  g_assert_cmpint(p.status, ==, 0);
+  char **lines = g_strsplit(p.out, "\n", -1);
+  g_assert_cmpuint(g_strv_length(lines), ==, 3);
+  cJSON *slow = cJSON_Parse(lines[0]), *fast = cJSON_Parse(lines[1]);
+  g_assert_cmpfloat(num(obj(slow, "options"), "cluster.network.nic_GBps"), ==, 24);
+  g_assert_cmpfloat(num(obj(fast, "options"), "cluster.network.nic_GBps"), ==, 48);
+  const cJSON *rs = obj(slow, "result"), *rf = obj(fast, "result");
+  double ts = num(obj(rs, "time_breakdown_s"), "pp_comm"), tf = num(obj(rf, "time_breakdown_s"), "pp_comm");
+  g_assert_cmpfloat(ts, >, 0);
+  /* 8 microbatches' activations and gradients, each transfer rounded to the
+   * ns: 2 tf and ts differ by at most 16 ns */
+  g_assert_cmpfloat(fabs(2 * tf - ts), <=, 16e-9);
+  g_assert_cmpfloat(num(obj(rs, "bytes_per_iteration"), "pp"), ==, num(obj(rf, "bytes_per_iteration"), "pp"));
+  cJSON_Delete(slow);
+  cJSON_Delete(fast);
+  g_strfreev(lines);
+  proc_clear(&p);
+}
+
+/* A slow grid (flow network, GPT-3 175B), 40 rows. */
+static const char *const SLOW[] = {"sweep", "--model", "gpt3-175b", "--gpus", "96", "--tp", "8", "--pp", "12",
+                                   "--global-batch", "24..480+24", "--micro-batch", "1,2", "--jobs", "2", NULL};
+
+static Proc run_slow(const char *out, gboolean resume) {
+  GPtrArray *argv = g_ptr_array_new();
+  for (guint i = 0; SLOW[i]; i++)
+    g_ptr_array_add(argv, (gpointer)SLOW[i]);
+  g_ptr_array_add(argv, (gpointer) "-o");
+  g_ptr_array_add(argv, (gpointer)out);
+  if (resume)
+    g_ptr_array_add(argv, (gpointer) "--resume");
+  g_ptr_array_add(argv, NULL);
+  Proc p = run_argv((const char *const *)argv->pdata);
+  g_ptr_array_free(argv, TRUE);
+  return p;
+}
+
+/* Why: a sweep killed mid-way keeps every row it finished and no partial
+ * one, and --resume completes it to the very bytes of an uninterrupted
+ * sweep -- after SIGKILL (no chance to clean up), after SIGINT, and after a
+ * power loss that cut the last line short. */
+static void test_kill_and_resume(void) {
+  char *full = tmp_path("full.csv");
+  Proc p = run_slow(full, FALSE);
+  g_assert_cmpint(p.status, ==, 0);
+  proc_clear(&p);
+  gsize full_len;
+  char *want = slurp(full, &full_len);
+  static const int sigs[] = {SIGKILL, SIGINT};
+  for (guint s = 0; s < G_N_ELEMENTS(sigs); s++) {
+    char *part = g_strdup_printf("%s/part-%u.csv", tmpdir, s);
+    GPtrArray *argv = g_ptr_array_new();
+    g_ptr_array_add(argv, (gpointer)bin);
+    for (guint i = 0; SLOW[i]; i++)
+      g_ptr_array_add(argv, (gpointer)SLOW[i]);
+    g_ptr_array_add(argv, (gpointer) "-o");
+    g_ptr_array_add(argv, part);
+    g_ptr_array_add(argv, NULL);
+    GPid pid;
+    GError *error = NULL;
+    g_assert_true(g_spawn_async(NULL, (char **)argv->pdata, NULL,
+                                G_SPAWN_DO_NOT_REAP_CHILD | G_SPAWN_STDERR_TO_DEV_NULL, NULL, NULL, &pid, &error));
+    g_assert_no_error(error);
+    /* let it write a few rows (header + 3 lines), then stop it */
+    for (guint wait = 0; wait < 600; wait++) {
+      char *text = NULL;
+      gsize len = 0;
+      if (g_file_get_contents(part, &text, &len, NULL) && count_lines(text) >= 4) {
+        g_free(text);
+        break;
+      }
+      g_free(text);
+      g_usleep(50000);
+    }
+    kill(pid, sigs[s]);
+    int status;
+    waitpid(pid, &status, 0);
+    g_spawn_close_pid(pid);
+    gsize len;
+    char *got = slurp(part, &len);
+    g_assert_cmpuint(len, <, full_len); /* stopped before the end */
+    g_assert_true(len > 0 && got[len - 1] == '\n'); /* whole rows only */
+    g_assert_true(memcmp(got, want, len) == 0);     /* a prefix of the full sweep */
+    g_free(got);
+    if (s == 0) { /* a torn last line, as a power loss may leave */
+      GError *e = NULL;
+      char *text = slurp(part, &len);
+      g_assert_true(g_file_set_contents(part, text, (gssize)(len - 7), &e));
+      g_assert_no_error(e);
+      g_free(text);
+    }
+    Proc r = run_slow(part, TRUE);
+    g_assert_cmpint(r.status, ==, 0);
+    g_assert_nonnull(strstr(r.err, "40 of 40 rows"));
+    g_assert_nonnull(strstr(r.err, "the rest resumed"));
+    got = slurp(part, &len);
+    g_assert_cmpstr(got, ==, want);
+    g_free(got);
+    proc_clear(&r);
+    g_ptr_array_free(argv, TRUE);
+    g_free(part);
+  }
+  g_free(want);
+  g_free(full);
+}
+
+/* One error line on stderr, nothing on stdout, non-zero exit. */
+static void assert_one_line_error(const Proc *p, const char *needle) {
+  if (!strstr(p->err, needle))
+    g_test_message("stderr: %s", p->err);
+  g_assert_cmpint(p->status, ==, 1); /* an error, not a crash */
+  g_assert_cmpstr(p->out, ==, "");
+  g_assert_true(g_str_has_prefix(p->err, "ptdsim: "));
+  g_assert_true(strchr(p->err, '\n') == p->err + strlen(p->err) - 1);
+  g_assert_nonnull(strstr(p->err, needle));
+}
+
+/* Why: a bad sweep spec is refused in one line before anything runs, and
+ * the output file it names is left as it was (an earlier sweep's rows are
+ * never lost). */
+static void test_bad_specs(void) {
+  char *kept = tmp_path("kept.csv"), *fresh = tmp_path("fresh.csv"), *file = tmp_path("bad-sweep.json");
+  char *grid_o = g_strdup_printf("%s -o %s", GRID, kept);
+  Proc p = run_line(grid_o);
+  g_assert_cmpint(p.status, ==, 0);
+  proc_clear(&p);
+  gsize kept_len;
+  char *kept_before = slurp(kept, &kept_len);
+  GError *error = NULL;
+  g_assert_true(g_file_set_contents(file, "{\"options\": {\"tp\": [1, 2], \"warp\": 9}}", -1, &error));
+  g_assert_no_error(error);
+  char *with_file = g_strdup_printf("sweep --model gpt3-1b --gpus 8 --global-batch 16 --file %s", file);
+  char *other_grid = g_strdup(GRID);
+  memcpy(strstr(other_grid, "--tp 2,4"), "--tp 2,8", 8); /* another grid, the same columns */
+  char *resume_other = g_strdup_printf("%s -o %s --resume", other_grid, kept);
+  g_free(other_grid);
+  static const char *base = "sweep --model gpt3-1b --gpus 8 --global-batch 16 ";
+  const struct {
+    const char *args, *needle;
+  } cases[] = {
+      {"--tp ,", "has an empty item"},
+      {"--tp 1,,2", "has an empty item"},
+      {"--tp 8..2", "is an empty range"},
+      {"--tp 1..8x1", "the step must be above 1"},
+      {"--tp 1..", "is not a range"},
+      {"--tp 0", "is not a whole number from 1"},
+      {"--tp 99999999999", "is not a whole number from 1"},
+      {"--tp 010", "is not a whole number from 1"},
+      {"--schedule 1f1b,warp", "'warp' is not one of"},
+      {"--no-fusion=maybe", "is not true or false"},
+      {"--set cluster.network.nope=1", "has no number at 'network.nope'"},
+      {"--set network.nic_GBps=1", "names neither the cluster nor the profile"},
+      {"--set cluster.network.nic_GBps=-5", "is not a number of zero or more"},
+      {"--set cluster.network.nic_GBps", "is not KEY=VALUES"},
+      {"--tp 1,2 --pp 1,2,4 --zip tp,pp", "have 2 and 3 values"},
+      {"--tp 1,2 --zip tp,pp", "which is not in the sweep"},
+      {"--tp 1,2 --format xml", "unknown --format 'xml'"},
+      {"--jobs 0", "--jobs '0' is out of range"},
+      {"--resume", "is not there"},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    char *line = g_strdup_printf("%s%s -o %s", base, cases[i].args, fresh);
+    Proc q = run_line(line);
+    assert_one_line_error(&q, cases[i].needle);
+    g_assert_false(g_file_test(fresh, G_FILE_TEST_EXISTS));
+    proc_clear(&q);
+    g_free(line);
+  }
+  const struct {
+    const char *args, *needle;
+  } whole[] = {
+      {with_file, "has no option 'warp'"},
+      {resume_other, "was written by another sweep"},
+      {grid_o, "exists; give --resume"},
+      {"sweep --model gpt3-1b --global-batch 16", "--gpus is required"},
+      {"sweep --gpus 8 --global-batch 16", "no model"},
+      {"sweep --model gpt3-1b,warp --gpus 8 --global-batch 16", "'warp' is not one of"},
+      {"sweep --model gpt3-1b --gpus 8 --global-batch 16 --resume", "give it with -o"},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(whole); i++) {
+    Proc q = run_line(whole[i].args);
+    assert_one_line_error(&q, whole[i].needle);
+    proc_clear(&q);
+  }
+  gsize len;
+  char *kept_after = slurp(kept, &len);
+  g_assert_cmpstr(kept_after, ==, kept_before); /* untouched by the refused resume and the refused overwrite */
+  g_free(kept_after);
+  g_free(kept_before);
+  g_free(with_file);
+  g_free(resume_other);
+  g_free(grid_o);
+  g_free(kept);
+  g_free(fresh);
+  g_free(file);
+}
+
+/* Why: a sweep file is the command line's options in JSON: the same grid,
+ * the same rows; zip pairs values instead of crossing them. */
+static void test_file_and_zip(void) {
+  char *file = tmp_path("sweep.json");
+  GError *error = NULL;
+  g_assert_true(g_file_set_contents(
+      file,
+      "{\"options\": {\"layers\": 8, \"hidden\": 1024, \"heads\": 16, \"seq-len\": 512, \"vocab\": 4096, \"gpus\": 16,"
+      " \"global-batch\": 32, \"tp\": [2, 4], \"pp\": \"1..4x2\", \"micro-batch\": [1, 4], \"recompute\": \"all\","
+      " \"network\": \"analytic\"}}",
+      -1, &error));
+  g_assert_no_error(error);
+  char *line = g_strdup_printf("sweep --file %s", file);
+  Proc a = run_line(line), b = run_line(GRID);
+  g_assert_cmpint(a.status, ==, 0);
+  g_assert_cmpstr(a.out, ==, b.out);
+  proc_clear(&a);
+  proc_clear(&b);
+  Proc z = run_line("sweep --model gpt3-1b --gpus 8 --global-batch 16 --tp 1,2,8 --pp 8,4,1 --zip tp,pp "
+                    "--network analytic --format jsonl");
+  g_assert_cmpint(z.status, ==, 0);
+  char **lines = g_strsplit(z.out, "\n", -1);
+  g_assert_cmpuint(g_strv_length(lines), ==, 4); /* three pairs, not nine */
+  static const double tps[] = {1, 2, 8}, pps[] = {8, 4, 1};
+  for (guint i = 0; i < 3; i++) {
+    cJSON *row = cJSON_Parse(lines[i]);
+    g_assert_cmpfloat(num(obj(row, "options"), "tp"), ==, tps[i]);
+    g_assert_cmpfloat(num(obj(row, "options"), "pp"), ==, pps[i]);
+    cJSON_Delete(row);
+  }
+  g_strfreev(lines);
+  proc_clear(&z);
+  g_free(line);
+  g_free(file);
+}
+
+/* Why: the CSV's result columns cover every key of run's JSON, whatever
+ * kind of run (PTD-P with a training budget, ZeRO, TeraPipe, one that does
+ * not fit with --allow-oom): no result is silently dropped. */
+static void test_columns_cover_run(void) {
+  static const char *runs[] = {
+      "run --model gpt3-175b --gpus 96 --tp 8 --pp 12 --global-batch 96 --tokens 300B --network analytic --format json",
+      "run --model gpt3-1b --gpus 8 --tp 1 --pp 1 --global-batch 16 --zero 3 --format json",
+      "run --model gpt3-1b --cluster aws-p3-16xlarge --gpus 16 --tp 2 --pp 8 --dp 1 --global-batch 2 --schedule "
+      "terapipe --format json",
+      "run --model gpt3-175b --gpus 8 --tp 8 --pp 1 --global-batch 8 --allow-oom --network analytic --format json"};
+  guint n;
+  const char *const *cols = search_sweep_result_columns(&n);
+  for (guint r = 0; r < G_N_ELEMENTS(runs); r++) {
+    cJSON *j = run_json(runs[r]);
+    const cJSON *a, *b;
+    cJSON_ArrayForEach(a, j) {
+      gboolean nested = cJSON_IsObject(a);
+      for (b = nested ? a->child : a; b; b = nested ? b->next : NULL) {
+        char *key = nested ? g_strdup_printf("%s.%s", a->string, b->string) : g_strdup(a->string);
+        gboolean found = FALSE;
+        for (guint i = 0; i < n && !found; i++)
+          found = strcmp(cols[i], key) == 0;
+        if (!found)
+          g_test_message("run's key %s is not a sweep column", key);
+        g_assert_true(found);
+        g_free(key);
+      }
+    }
+    cJSON_Delete(j);
+  }
+}
+
+static void rm_rf(const char *path) {
+  if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
+    GDir *d = g_dir_open(path, 0, NULL);
+    const char *n;
+    while (d && (n = g_dir_read_name(d))) {
+      char *child = g_build_filename(path, n, NULL);
+      rm_rf(child);
+      g_free(child);
+    }
+    if (d)
+      g_dir_close(d);
+    g_rmdir(path);
+  } else
+    g_unlink(path);
+}
+
+int main(int argc, char **argv) {
+  g_test_init(&argc, &argv, NULL);
+  if (!cli_harness_init())
+    return 1;
+  tmpdir = g_dir_make_tmp("ptdsim-sweep-XXXXXX", NULL);
+  g_test_add_func("/sweep/row-count", test_row_count);
+  g_test_add_func("/sweep/rows-are-runs", test_rows_are_runs);
+  g_test_add_func("/sweep/jobs", test_jobs);
+  g_test_add_func("/sweep/mpi", test_mpi);
+  g_test_add_func("/sweep/set", test_set);
+  g_test_add_func("/sweep/kill-and-resume", test_kill_and_resume);
+  g_test_add_func("/sweep/bad-specs", test_bad_specs);
+  g_test_add_func("/sweep/file-and-zip", test_file_and_zip);
+  g_test_add_func("/sweep/columns-cover-run", test_columns_cover_run);
+  int rc = g_test_run();
+  rm_rf(tmpdir);
+  g_free(tmpdir);
+  return rc;
+}
