@@ -81,14 +81,25 @@ static void add_grid_options(CliArgs *a, Parse *p) {
 
 /* --- writing rows --- */
 
+/* A thread that syncs the output file half a second after rows were
+ * written, whatever the sweep does meanwhile. */
+typedef struct {
+  int fd;
+  GMutex lock;
+  GCond wake;
+  gboolean dirty, done;
+  GThread *thread;
+} Syncer;
+
 typedef struct {
   const SearchGrid *grid;
   SearchSweepFormat format;
+  Syncer *syncer;   /* NULL: stdout, not synced */
   int fd;           /* output */
   const char *path; /* NULL: stdout */
   guint64 total, written, skipped;
   guint64 count[SEARCH_SWEEP_N_STATUS];
-  gint64 t0, last_sync, last_progress;
+  gint64 t0, last_progress;
   gboolean progress; /* stderr is a terminal */
   gboolean failed;
   int write_errno;
@@ -110,6 +121,48 @@ static gboolean write_all(int fd, const char *data, gsize len) {
 /* Rows reach the disk at most half a second after they are written: one
  * fdatasync for whatever was written meanwhile. */
 #define SYNC_EVERY_US 500000
+
+static gpointer syncer_main(gpointer data) {
+  Syncer *s = data;
+  g_mutex_lock(&s->lock);
+  while (!s->done) {
+    gint64 until = g_get_monotonic_time() + SYNC_EVERY_US;
+    while (!s->done && g_cond_wait_until(&s->wake, &s->lock, until))
+      ;
+    if (s->dirty) {
+      s->dirty = FALSE;
+      g_mutex_unlock(&s->lock);
+      fdatasync(s->fd);
+      g_mutex_lock(&s->lock);
+    }
+  }
+  g_mutex_unlock(&s->lock);
+  return NULL;
+}
+
+static Syncer *syncer_start(int fd) {
+  Syncer *s = g_new0(Syncer, 1);
+  s->fd = fd;
+  g_mutex_init(&s->lock);
+  g_cond_init(&s->wake);
+  s->thread = g_thread_new("sync", syncer_main, s);
+  return s;
+}
+
+/* Stops the thread and syncs what is left. */
+static void syncer_stop(Syncer *s) {
+  if (!s)
+    return;
+  g_mutex_lock(&s->lock);
+  s->done = TRUE;
+  g_cond_signal(&s->wake);
+  g_mutex_unlock(&s->lock);
+  g_thread_join(s->thread);
+  fdatasync(s->fd);
+  g_mutex_clear(&s->lock);
+  g_cond_clear(&s->wake);
+  g_free(s);
+}
 
 static void show_progress(Out *o, gboolean final) {
   gint64 now = g_get_monotonic_time();
@@ -134,10 +187,10 @@ static gboolean put_row(Out *o, const char *row, SearchSweepStatus status) {
   }
   o->written++;
   o->count[status]++;
-  gint64 now = g_get_monotonic_time();
-  if (o->path && now - o->last_sync > SYNC_EVERY_US) {
-    fdatasync(o->fd);
-    o->last_sync = now;
+  if (o->syncer) {
+    g_mutex_lock(&o->syncer->lock);
+    o->syncer->dirty = TRUE;
+    g_mutex_unlock(&o->syncer->lock);
   }
   show_progress(o, FALSE);
   return TRUE;
@@ -306,12 +359,12 @@ int cli_sweep(int argc, char **argv) {
       "order (the last option varying fastest): the configuration, its status (ok, out_of_memory, invalid)\n"
       "and reason, and every result of ptdsim run --format json.  Each option takes a value, a list\n"
       "(--tp 1,2,4,8), a range (--micro-batch 1..8, --gpus 64..1024x2 doubling, --global-batch 256..1024+256)\n"
-      "or all of a closed set (--schedule all).  The output is the same for any --jobs (and MPI ranks).\n\n"
+      "or all of a closed set (--schedule all); --slices separates its values with ';'.  The output is the\n"
+      "same for any --jobs (and MPI ranks).\n\n"
       "Examples:\n"
       "  ptdsim sweep --model gpt3-175b --gpus 1024 --global-batch 1536 --tp 4,8 --pp 8..32x2 --micro-batch 1,2\n"
-      "  ptdsim sweep --model gpt3-13b --gpus 64 --tp 8 --pp 8 --global-batch 512 \\\n"
-      "      --set cluster.network.nic_GBps=24,48 --set cluster.fabric.network.link_GBps=25,50 \\\n"
-      "      --zip cluster.network.nic_GBps,cluster.fabric.network.link_GBps -o nics.csv");
+      "  ptdsim sweep --model gpt3-13b --gpus 64 --tp 1 --pp 1 --global-batch 512 --network analytic \\\n"
+      "      --set cluster.network.nic_GBps=24,48 -o nics.csv     what if the NICs were twice as fast");
   add_grid_options(&args, &parse);
   cli_args_add(&args, entries);
   GError *error = NULL;
@@ -320,6 +373,12 @@ int cli_sweep(int argc, char **argv) {
   guint jobs = search_pool_cores();
   SearchSweepFormat fmt = SEARCH_SWEEP_CSV;
   SweepMpi *mpi = sweep_mpi_init(&argc, &argv);
+  if (!sweep_mpi_usable(mpi)) {
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "this ptdsim was built without MPI, so under mpirun every rank would run the whole sweep; install "
+                "OpenMPI (libopenmpi-dev), rebuild, or run it without mpirun");
+    goto fail;
+  }
   if (!cli_args_parse(&args, &argc, &argv, &error))
     goto fail;
   if (argc > 1) {
@@ -375,12 +434,14 @@ int cli_sweep(int argc, char **argv) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
-  out.t0 = out.last_sync = g_get_monotonic_time();
+  out.t0 = g_get_monotonic_time();
+  if (out.path && sweep_mpi_is_writer(mpi))
+    out.syncer = syncer_start(out.fd);
   gboolean complete = sweep_mpi_run(mpi, out.skipped, out.total, jobs, &stop_signal, make_row, take_row, &out);
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
-  if (out.path)
-    fdatasync(out.fd);
+  syncer_stop(out.syncer);
+  out.syncer = NULL;
   show_progress(&out, TRUE);
   if (out.failed) {
     g_set_error(&error, G_FILE_ERROR, g_file_error_from_errno(out.write_errno), "cannot write %s: %s; %" G_GUINT64_FORMAT
@@ -392,7 +453,7 @@ int cli_sweep(int argc, char **argv) {
     double secs = (g_get_monotonic_time() - out.t0) * 1e-6;
     fprintf(stderr,
             "%" G_GUINT64_FORMAT " of %" G_GUINT64_FORMAT " rows: %" G_GUINT64_FORMAT " ok, %" G_GUINT64_FORMAT
-            " out_of_memory, %" G_GUINT64_FORMAT " invalid (%" G_GUINT64_FORMAT " simulated in %.1f s, %.1f/s%s)\n",
+            " out_of_memory, %" G_GUINT64_FORMAT " invalid (%" G_GUINT64_FORMAT " rows in %.1f s, %.1f/s%s)\n",
             out.written, out.total, out.count[SEARCH_SWEEP_OK], out.count[SEARCH_SWEEP_OUT_OF_MEMORY],
             out.count[SEARCH_SWEEP_INVALID], out.written - out.skipped, secs,
             secs > 0 ? (out.written - out.skipped) / secs : 0.0, out.skipped ? ", the rest resumed" : "");

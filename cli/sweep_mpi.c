@@ -8,7 +8,8 @@
 #endif
 
 struct _SweepMpi {
-  gboolean active; /* MPI_Init was called */
+  gboolean active;   /* MPI_Init was called */
+  gboolean unusable; /* launched as one of several ranks by a build without MPI */
   int rank, size;
 };
 
@@ -18,14 +19,6 @@ void sweep_row_free(gpointer row) {
     g_free(r->text);
     g_free(r);
   }
-}
-
-gboolean sweep_mpi_built(void) {
-#ifdef PTDSIM_HAVE_MPI
-  return TRUE;
-#else
-  return FALSE;
-#endif
 }
 
 /* Whether a launcher started this process as one rank of many (OpenMPI,
@@ -47,10 +40,14 @@ SweepMpi *sweep_mpi_init(int *argc, char ***argv) {
   }
 #else
   (void)argc, (void)argv;
-  (void)launched_by_mpirun;
+  /* every rank would run the whole sweep and write it: refuse */
+  const char *n = g_getenv("OMPI_COMM_WORLD_SIZE") ? g_getenv("OMPI_COMM_WORLD_SIZE") : g_getenv("PMI_SIZE");
+  m->unusable = launched_by_mpirun() && n && g_ascii_strtoull(n, NULL, 10) > 1;
 #endif
   return m;
 }
+
+gboolean sweep_mpi_usable(const SweepMpi *m) { return !m->unusable; }
 
 guint sweep_mpi_size(const SweepMpi *m) { return (guint)m->size; }
 gboolean sweep_mpi_is_writer(const SweepMpi *m) { return m->rank == 0; }

@@ -39,5 +39,5 @@ gboolean sweep_mpi_agree(SweepMpi *m, gboolean root_ok, guint64 *skipped);
 gboolean sweep_mpi_run(SweepMpi *m, guint64 skipped, guint64 total, guint jobs, const volatile gint *stop,
                        SearchPoolFn make, gboolean (*put)(guint64 k, SweepRow *row, gpointer user), gpointer user);
 void sweep_mpi_finish(SweepMpi *m);
-/* Whether this build can run under MPI (for --help and tests). */
-gboolean sweep_mpi_built(void);
+/* FALSE when mpirun started several copies of a build without MPI. */
+gboolean sweep_mpi_usable(const SweepMpi *m);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../base/jsonutil.h"
+#include "../topologies/fabric.h"
 
 G_DEFINE_QUARK(search-grid-error-quark, search_grid_error)
 
@@ -187,17 +188,17 @@ static gboolean parse_range(const char *what, const char *item, gboolean counts,
 typedef enum { VALUES_COUNTS, VALUES_NUMBERS, VALUES_WORDS, VALUES_BOOLS } ValueKind;
 
 static gboolean parse_values(const char *what, const char *spec, ValueKind kind, const char *const *choices,
-                             GPtrArray *values, GError **error) {
+                             const char *sep, GPtrArray *values, GError **error) {
   if (!spec || !*spec)
-    return spec_error(error, "%s has no value; give one, a list (a,b,c) or a range (A..B)", what);
-  char **items = g_strsplit(spec, ",", -1);
+    return spec_error(error, "%s has no value; give one, a list (a%sb%sc) or a range (A..B)", what, sep, sep);
+  char **items = g_strsplit(spec, sep, -1);
   gboolean ok = TRUE;
   for (guint i = 0; ok && items[i]; i++) {
     const char *item = items[i];
     guint64 c;
     double d;
     if (!*item)
-      ok = spec_error(error, "%s '%s' has an empty item; remove the extra comma", what, spec);
+      ok = spec_error(error, "%s '%s' has an empty item; remove the extra '%s'", what, spec, sep);
     else if ((kind == VALUES_COUNTS || kind == VALUES_NUMBERS) && strstr(item, ".."))
       ok = parse_range(what, item, kind == VALUES_COUNTS, values, error);
     else if (kind == VALUES_COUNTS && !parse_count(item, &c))
@@ -237,8 +238,10 @@ gboolean search_grid_add_option(SearchGrid *g, SearchOptId id, const char *spec,
   m->values = g_ptr_array_new_with_free_func(g_free);
   ValueKind kind = o->kind == SEARCH_OPT_COUNT ? VALUES_COUNTS : o->kind == SEARCH_OPT_FLAG ? VALUES_BOOLS : VALUES_WORDS;
   const char *const *choices = id == SEARCH_OPT_MODEL ? model_names() : o->choices;
-  gboolean ok = parse_values(what, o->kind == SEARCH_OPT_FLAG && !spec ? "true" : spec, kind, choices, m->values,
-                             error);
+  /* --slices takes lists of its own (512,384,...): its values are separated by ';' */
+  const char *sep = id == SEARCH_OPT_SLICES ? ";" : ",";
+  gboolean ok = parse_values(what, o->kind == SEARCH_OPT_FLAG && !spec ? "true" : spec, kind, choices, sep,
+                             m->values, error);
   /* every word of a closed set must be one of it */
   for (guint i = 0; ok && choices && i < m->values->len; i++) {
     const char *v = g_ptr_array_index(m->values, i);
@@ -287,7 +290,7 @@ gboolean search_grid_add_set(SearchGrid *g, const char *key_values, GError **err
   m->path = g_strdup(key + (on_cluster ? strlen("cluster.") : strlen("profile.")));
   m->values = g_ptr_array_new_with_free_func(g_free);
   char *what = g_strdup_printf("--set %s", key);
-  ok = *m->path && parse_values(what, eq + 1, VALUES_NUMBERS, NULL, m->values, error);
+  ok = *m->path && parse_values(what, eq + 1, VALUES_NUMBERS, NULL, ",", m->values, error);
   if (ok || !*m->path) {
     if (!*m->path)
       ok = spec_error(error, "--set '%s' has no path after the dot", key_values);
@@ -501,6 +504,21 @@ static Machine *load_machine(const SearchGrid *g, guint64 k, GError **error) {
     GError *local = NULL;
     mach->cluster = topo_cluster_from_json(croot, cpath, &local);
     croot = NULL; /* taken */
+    /* a set value in the fabric is checked by building the fabric once */
+    for (guint i = 0; mach->cluster && i < g->members->len; i++) {
+      const Member *m = g_ptr_array_index(g->members, i);
+      if (!m->is_set || !m->on_cluster || !g_str_has_prefix(m->path, "fabric."))
+        continue;
+      const TopoCluster *c = mach->cluster;
+      TopoFabric *f = topo_fabric_build(cJSON_GetObjectItemCaseSensitive(c->json, "fabric"), cpath, c->nodes,
+                                        c->gpus_per_node, c->net.nics_per_node, &local);
+      if (!f) {
+        topo_cluster_free(mach->cluster);
+        mach->cluster = NULL;
+      }
+      topo_fabric_free(f);
+      break;
+    }
     if (mach->cluster)
       mach->profile = model_profile_from_json(proot, ppath, &local);
     if (!mach->profile) {

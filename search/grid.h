@@ -7,7 +7,8 @@
  *                    --global-batch 256..1024+256 (step 256)
  *   a named set      --schedule all, --model all (every choice of the option)
  * mixed freely in a list (--gpus 8,64..256x2); a flag takes true, false or
- * both (--no-fusion=true,false; bare --no-fusion is true).
+ * both (--no-fusion=true,false; bare --no-fusion is true).  --slices, whose
+ * own values have commas (512,384,...), separates its values with ';'.
  * Hardware what-ifs: `--set KEY=VALUES` overrides a number of the cluster or
  * the profile by its JSON path, cluster.network.nic_GBps=24,48 or
  * profile.peak_tflops=312,624 (numbers, lists and ranges as above).
@@ -17,9 +18,9 @@
  * The grid is the Cartesian product of its axes in the order they were
  * given (a zip group at its first member's place), the last varying
  * fastest; point k is the same configuration every time.  A sweep file
- * (JSON) holds the same: {"options": {"tp": [1, 2], "micro-batch": "1..8",
- * "model": "gpt3-175b"}, "set": {"cluster.network.nic_GBps": [24, 48]},
- * "zip": [["tp", "pp"]]}. */
+ * (JSON) holds the same: {"options": {"model": "gpt3-175b", "gpus": 1024,
+ * "global-batch": 1536, "tp": [4, 8], "pp": [32, 16], "micro-batch": "1..8"},
+ * "set": {"cluster.network.nic_GBps": [24, 48]}, "zip": [["tp", "pp"]]}. */
 #pragma once
 
 #include <cjson/cJSON.h>

@@ -235,6 +235,8 @@ static void run_batch(Search *s, const Candidate *cands, guint n) {
       break;
     case SEARCH_ROW_INFEASIBLE:
       s->out->infeasible++;
+      if (!s->out->first_infeasible)
+        s->out->first_infeasible = g_strdup(row->reason);
       break;
     case SEARCH_ROW_PRUNED:
       s->out->pruned++;
@@ -284,11 +286,9 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
                 "--slices and --granularity are TeraPipe's; plan searches PTD-P and ZeRO");
     return FALSE;
   }
-  /* Analytic by default: thousands of candidates, each simulated once; and
-   * measured collectives drive the analytic model only, as in `run`. */
+  /* Analytic by default: thousands of candidates, each simulated once (and
+   * measured collectives drive the analytic model only, as in `run`). */
   const char *network = cfg->text[SEARCH_OPT_NETWORK] ? cfg->text[SEARCH_OPT_NETWORK] : "analytic";
-  if (profile->n_coll > 0)
-    network = "analytic";
   Search *s = g_new0(Search, 1);
   s->req = req;
   s->profile = profile;
@@ -384,12 +384,18 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
           g_string_append_printf(pins, "%s--%s", pins->len ? ", " : "", search_option((SearchOptId)i)->name);
     }
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                "no candidate agrees with %s: t*p*d must make %u GPUs%s, with p dividing the layers and d the batch; "
-                "change %s%s",
+                "no candidate agrees with %s: a candidate needs t*p*d = %u GPUs%s with p dividing the layers and d "
+                "the batch, b dividing the batch per replica, and v chunks dividing the layers per stage; change %s%s",
                 pins->len ? pins->str : "the model and batch", n, req->allow_fewer ? " or fewer" : "",
                 pins->len ? "the pinned options" : "--gpus or --global-batch",
                 req->allow_fewer ? "" : " or add --allow-fewer");
     g_string_free(pins, TRUE);
+    return FALSE;
+  }
+  if (out->rows->len == 0 && out->out_of_memory == 0 && out->first_infeasible) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "no configuration can run: all %u candidates are refused, the first because %s", out->searched,
+                out->first_infeasible);
     return FALSE;
   }
   if (out->rows->len == 0) {
@@ -404,6 +410,7 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
 }
 
 void search_result_clear(SearchResult *r) {
+  g_free(r->first_infeasible);
   GArray *lists[2] = {r->rows, r->rejected};
   for (guint l = 0; l < 2; l++)
     if (lists[l]) {

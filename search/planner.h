@@ -49,6 +49,7 @@ typedef struct {
   guint out_of_memory; /* did not fit (not simulated) */
   guint infeasible;    /* rejected by the plan checks */
   guint pruned;        /* fit, but could not enter the best `keep` */
+  char *first_infeasible; /* the reason of the first infeasible candidate, or NULL */
 } SearchResult;
 
 /* Enumerates (largest GPU count first), checks memory, prunes, simulates

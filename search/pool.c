@@ -3,7 +3,7 @@
 
 /* Items in flight per thread: enough to keep every thread busy while the
  * one in order is still running, few enough to hold memory flat. */
-#define WINDOW_PER_JOB 8u
+#define WINDOW_PER_JOB 4u
 
 typedef struct {
   const SearchPool *pool;
@@ -21,11 +21,14 @@ typedef struct {
 
 static guint index_of(const SearchPool *p, guint k) { return p->offset + k * MAX(1u, p->stride); }
 
+static gboolean stopped(const SearchPool *p) { return p->stop && g_atomic_int_get(p->stop) != 0; }
+
 static void work(gpointer data, gpointer user) {
   (void)user;
   Task *t = data;
   Shared *sh = t->sh;
-  gpointer r = sh->pool->fn(index_of(sh->pool, t->k), sh->pool->user);
+  /* an item still queued when the run is stopped is not started: NULL */
+  gpointer r = stopped(sh->pool) ? NULL : sh->pool->fn(index_of(sh->pool, t->k), sh->pool->user);
   g_mutex_lock(&sh->lock);
   sh->slot[t->k % sh->window] = r;
   sh->filled[t->k % sh->window] = TRUE;
@@ -33,8 +36,6 @@ static void work(gpointer data, gpointer user) {
   g_mutex_unlock(&sh->lock);
   g_free(t);
 }
-
-static gboolean stopped(const SearchPool *p) { return p->stop && g_atomic_int_get(p->stop) != 0; }
 
 gboolean search_pool_run(const SearchPool *p) {
   if (p->jobs <= 1) {
@@ -69,7 +70,9 @@ gboolean search_pool_run(const SearchPool *p) {
     gpointer r = sh.slot[next % sh.window];
     sh.filled[next % sh.window] = FALSE;
     g_mutex_unlock(&sh.lock);
-    if (ok)
+    if (!r) /* not started (stopped): nothing after it is handed over */
+      ok = FALSE;
+    else if (ok)
       ok = p->done(index_of(p, next), r, p->user);
     else if (p->free_result)
       p->free_result(r);

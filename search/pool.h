@@ -11,7 +11,7 @@
 
 #include <glib.h>
 
-/* Evaluates item `index`; returns its result (owned by `done`). */
+/* Evaluates item `index`; returns its result (owned by `done`; not NULL). */
 typedef gpointer (*SearchPoolFn)(guint index, gpointer user);
 /* Takes the result of item `index`, in order; FALSE stops the run (items in
  * flight finish and are freed with `free_result`, none is started). */
@@ -27,7 +27,8 @@ typedef struct {
   GDestroyNotify free_result; /* for results never handed to `done` (may be NULL) */
   gpointer user;
   /* Checked between items: once it reads non-zero no item is started; the
-   * items in flight finish and are still handed to `done` in order. */
+   * items already running finish and are still handed to `done` in order,
+   * up to the first one that was not started. */
   const volatile gint *stop;
 } SearchPool;
 
