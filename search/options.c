@@ -86,6 +86,10 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                               "Simulate a configuration that does not fit in memory (reported as fits_in_memory: "
                               "false)",
                               NULL},
+    [SEARCH_OPT_EXACT] = {"exact", SEARCH_OPT_FLAG, NULL,
+                          "Simulate every op one by one, without the shortcuts that give the same results faster "
+                          "(a check, and the slow path)",
+                          NULL},
 };
 
 const SearchOption *search_option(SearchOptId id) {
@@ -224,6 +228,7 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->no_fusion = c->given[SEARCH_OPT_NO_FUSION];
   r->no_symmetry = c->given[SEARCH_OPT_NO_SYMMETRY];
   r->allow_oom = c->given[SEARCH_OPT_ALLOW_OOM];
+  r->exact = c->given[SEARCH_OPT_EXACT];
   return TRUE;
 }
 

@@ -272,6 +272,7 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   plan->scatter_gather = !r->no_scatter_gather && sched != SIM_SCHEDULE_TERAPIPE && !r->zero; /* no pipeline sends */
   plan->fusion = !r->no_fusion;
   plan->symmetry = !r->no_symmetry;
+  plan->exact = r->exact;
   plan->allow_oom = r->allow_oom;
   plan->tokens = r->tokens;
 

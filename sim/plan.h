@@ -49,6 +49,7 @@ typedef struct {
   SimPlacement placement;
   SimWorkload workload;
   guint zero;            /* ZeRO stage 1..3 (sim/zero.h); 0: none */
+  gboolean exact;        /* every fine op simulated (no coarse ops, no steady-state shortcut): the check */
 } SimPlan;
 
 /* What the command line gave; 0 means "not given". */
@@ -68,6 +69,7 @@ typedef struct {
   const char *placement; /* NULL: tp-dp-pp */
   const char *workload;  /* NULL: gpt */
   guint zero;            /* --zero 1|2|3; 0: not given */
+  gboolean exact;        /* --exact */
 } SimPlanRequest;
 
 #define SIM_PLAN_ERROR (sim_plan_error_quark())

@@ -74,6 +74,15 @@ typedef struct {
   /* traced runs only (timeline.h): what each compute op runs, and the
    * pieces of the compute not yet in an op */
   GArray *pieces, *pending_pieces;
+  /* Coarse items (see emit_item): an item's chain of compute ops and
+   * tensor-parallel all-reduces, which nothing else can touch, is one op of
+   * their summed durations.  `dry`: the item's fine ops are counted and
+   * timed, not issued. */
+  gboolean coarse, dry;
+  SimTime dry_compute, dry_tp;
+  guint dry_ops;
+  guint64 logical_extra; /* fine ops the coarse ones stand for, beyond one each */
+  GArray *tp_part;       /* SimTime per op: the all-reduce time inside a coarse op (0: none) */
 } Build;
 
 static guint gpu_of(const Build *b, guint i, guint s, guint k) { return i + b->ts * (k + b->ds * s); }
@@ -145,6 +154,14 @@ static guint tp_plan(Build *b, guint s, guint k, NetCollOp op, double bytes) {
 /* --- emitting one item's compute and tensor-parallel all-reduces --- */
 
 static void flush(Build *b, guint s, guint k, const SimOpTag *t, gboolean force) {
+  if (b->dry) { /* one rank (coarse items run under the symmetry shortcut) */
+    if (b->pending[0] > 0 || force) {
+      b->dry_compute += ns(b->pending[0]);
+      b->dry_ops++;
+      b->pending[0] = 0;
+    }
+    return;
+  }
   for (guint i = 0; i < b->ts; i++) {
     if (b->pending[i] <= 0 && !force)
       continue;
@@ -167,6 +184,12 @@ static void tp_allreduce(Build *b, guint s, guint k, const SimOpTag *t) {
   if (b->plan->tp == 1)
     return;
   flush(b, s, k, t, TRUE);
+  if (b->dry) {
+    b->dry_tp += b->tp_ar_ns[s * b->ds + k];
+    b->dry_ops++;
+    b->bytes[CAT_TP] += b->layer.tp_allreduce_bytes * 2.0 * (b->plan->tp - 1) * ((double)b->plan->dp / b->ds);
+    return;
+  }
   guint streams[b->ts];
   for (guint i = 0; i < b->ts; i++)
     streams[i] = stream_of(b, i, s, k, STREAM_TP);
@@ -225,6 +248,14 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
   guint first_op = sim_engine_n_ops(b->e);
   SimOpTag t = tag(CAT_COMPUTE, it.forward ? PASS_FORWARD : PASS_BACKWARD, s, it.chunk, it.microbatch, -1);
   gboolean last_mb = it.microbatch == b->m - 1;
+  /* Coarse: the item's ops form one chain on the compute and TP streams,
+   * each starting as the one before ends (nothing else runs on those
+   * streams, the all-reduces have fixed durations), so one op of their
+   * summed integer durations starts and ends exactly when the chain would.
+   * Not where torch DDP hangs a bucket's all-reduce on a layer inside it. */
+  b->dry = b->coarse && !(pl->ddp == SIM_DDP_TORCH && last_mb && pl->dp > 1 && !it.forward);
+  b->dry_compute = b->dry_tp = 0;
+  b->dry_ops = 0;
   if (it.forward) {
     if (vs == 0)
       add_compute(b, SIM_PART_EMBEDDING, -1, PASS_FORWARD, b->emb_fwd);
@@ -255,6 +286,22 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
     }
   }
   flush(b, s, k, &t, FALSE);
+  if (b->dry) {
+    b->dry = FALSE;
+    t.layer = -1;
+    guint op = sim_engine_add_op1(b->e, b->dry_compute + b->dry_tp, stream_of(b, 0, s, k, STREAM_COMPUTE), &t);
+    if (b->prev[0] != G_MAXUINT)
+      sim_engine_add_dep(b->e, b->prev[0], op);
+    if (b->dry_tp > 0) {
+      if (b->tp_part->len <= op)
+        g_array_set_size(b->tp_part, MAX(op + 1, 2 * b->tp_part->len));
+      g_array_index(b->tp_part, SimTime, op) = b->dry_tp;
+    }
+    b->logical_extra += MAX(b->dry_ops, 1u) - 1; /* an item with no work is one op too */
+    ItemOps *io = &b->items[(k * b->p + s) * b->n_items + idx];
+    io->first = io->last = op;
+    return;
+  }
   if (sim_engine_n_ops(b->e) == first_op) /* an item with no work still needs an op */
     flush(b, s, k, &t, TRUE);
   for (guint i = 0; i < b->ts; i++) {
@@ -512,8 +559,19 @@ static void breakdown(const Build *b, guint gpu, SimTime end, double out[SIM_N_C
   for (guint kind = 0; kind < N_STREAM_KINDS; kind++) {
     guint n;
     const guint *ops = sim_engine_stream_ops(b->e, gpu * N_STREAM_KINDS + kind, &n);
-    for (guint j = 0; j < n; j++)
-      sim_exposed_add_op(edges, b->e, ops[j]);
+    for (guint j = 0; j < n; j++) {
+      SimTime tp = ops[j] < b->tp_part->len ? g_array_index(b->tp_part, SimTime, ops[j]) : 0;
+      if (tp == 0) {
+        sim_exposed_add_op(edges, b->e, ops[j]);
+        continue;
+      }
+      /* A coarse op: its compute and its all-reduces cover it without a
+       * gap, and only lower classes can overlap it, so the split inside it
+       * does not change any class's exposed time. */
+      SimTime a = sim_engine_op_start(b->e, ops[j]), z = sim_engine_op_end(b->e, ops[j]);
+      sim_exposed_add(edges, a, z - tp, SIM_CLS_COMPUTE);
+      sim_exposed_add(edges, z - tp, z, SIM_CLS_TP);
+    }
   }
   sim_exposed_split(edges, end, out);
   g_array_free(edges, TRUE);
@@ -758,8 +816,9 @@ static void measure(Build *b, SimResult *r) {
   }
   g_array_free(dir_bytes, TRUE);
   g_array_free(sel, TRUE);
-  r->ops = n_ops;
-  r->events = sim_engine_n_events(b->e);
+  /* the ops of the fine task graph, whether coarse ops stood for them */
+  r->ops = n_ops + b->logical_extra;
+  r->events = sim_engine_n_events(b->e) + b->logical_extra;
   r->simulated_gpus = b->ts * b->p * b->ds;
 }
 
@@ -912,6 +971,10 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   b.grad_ready = g_new0(guint, (gsize)b.ds * b.p * b.v * b.lpc * b.ts);
   b.pending = g_new0(double, b.ts);
   b.prev = g_new0(guint, b.ts);
+  b.tp_part = g_array_new(FALSE, TRUE, sizeof(SimTime));
+  /* coarse items: fixed all-reduces (the analytic network), one rank per
+   * stage (the symmetry shortcut), no trace (which shows every op) */
+  b.coarse = !pl->exact && !b.flow && b.ts == 1 && b.ds == 1 && !observe;
   if (observe) {
     b.pieces = g_array_new(FALSE, FALSE, sizeof(SimTimelinePiece));
     b.pending_pieces = g_array_new(FALSE, FALSE, sizeof(SimTimelinePiece));
@@ -958,6 +1021,7 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   g_free(b.tp_ar_ns);
   g_free(b.pending);
   g_free(b.prev);
+  g_array_free(b.tp_part, TRUE);
   if (b.pieces) {
     g_array_free(b.pieces, TRUE);
     g_array_free(b.pending_pieces, TRUE);

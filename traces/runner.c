@@ -86,6 +86,7 @@ cJSON *trace_request_json(const SimPlanRequest *r, const TopoCluster *cluster, c
   cJSON_AddBoolToObject(o, "no_fusion", r->no_fusion);
   cJSON_AddBoolToObject(o, "no_symmetry", r->no_symmetry);
   cJSON_AddBoolToObject(o, "allow_oom", r->allow_oom);
+  cJSON_AddBoolToObject(o, "exact", r->exact);
   cJSON_AddNumberToObject(o, "tokens", r->tokens);
   return o;
 }
