@@ -3,6 +3,7 @@
 #include "../base/heap.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 G_DEFINE_QUARK(sim-engine-error-quark, sim_engine_error)
 
@@ -39,6 +40,7 @@ struct _SimEngine {
   gboolean ran;
   SimEngineNetwork network;
   gboolean has_network;
+  gboolean repeats_stream; /* some op is on one stream twice */
 };
 
 SimEngine *sim_engine_new(void) {
@@ -71,6 +73,23 @@ void sim_engine_free(SimEngine *e) {
   g_free(e);
 }
 
+/* A GArray of `size` elements' room, its contents kept. */
+static GArray *with_room(GArray *a, guint elt, guint size) {
+  if (size <= a->len)
+    return a;
+  GArray *b = g_array_sized_new(FALSE, FALSE, elt, size);
+  g_array_append_vals(b, a->data, a->len);
+  g_array_free(a, TRUE);
+  return b;
+}
+
+void sim_engine_reserve(SimEngine *e, guint n_ops, guint n_slots, guint n_deps) {
+  e->ops = with_room(e->ops, sizeof(Op), n_ops);
+  e->op_streams = with_room(e->op_streams, sizeof(guint), n_slots);
+  e->op_pos = with_room(e->op_pos, sizeof(guint64), n_slots);
+  e->deps = with_room(e->deps, sizeof(guint) * 2, n_deps);
+}
+
 guint sim_engine_add_stream(SimEngine *e, guint gpu) {
   g_array_append_val(e->stream_gpu, gpu);
   return e->stream_gpu->len - 1;
@@ -89,6 +108,8 @@ guint sim_engine_add_op_at(SimEngine *e, SimTime duration_ns, const guint *strea
     op.tag = (SimOpTag){0, 0, -1, -1, -1, -1};
   for (guint i = 0; i < n_streams; i++) {
     g_return_val_if_fail(streams[i] < e->stream_gpu->len, G_MAXUINT);
+    for (guint j = 0; j < i; j++)
+      e->repeats_stream |= streams[j] == streams[i];
     g_array_append_val(e->op_streams, streams[i]);
     guint64 pos = positions ? positions[i] : e->ops->len;
     g_array_append_val(e->op_pos, pos);
@@ -196,6 +217,70 @@ static void complete(Run *r, guint op, SimTime now) {
     try_start(r, e->succ_list[k], now);
 }
 
+/* Every op has a fixed duration: an op starts when the last of the ops
+ * before it on its streams and of its dependencies ends, so its start is
+ * the maximum of their ends, whatever order equal-time events are handled
+ * in.  The times come out of one pass over the ops in a topological order
+ * (a work list of ops whose predecessors are all timed), with no event
+ * heap: the same starts, ends, makespan and event count (one completion
+ * per op) as the event loop, and the same ops left over on a deadlock. */
+static guint run_fixed(Run *r, SimTime *makespan) {
+  SimEngine *e = r->e;
+  Op *ops = r->ops;
+  guint n_ops = e->ops->len, n_streams = e->stream_gpu->len;
+  guint *need = r->pred_left; /* dependencies, then stream predecessors too */
+  guint *next = g_new(guint, MAX(e->op_streams->len, 1)); /* per (op, stream slot): the next op there */
+  for (guint s = 0; s < n_streams; s++)
+    for (guint k = e->stream_off[s]; k < e->stream_off[s + 1]; k++) {
+      guint op = e->stream_list[k];
+      const guint *streams = r->op_streams + ops[op].stream_off;
+      guint slot = 0;
+      while (streams[slot] != s)
+        slot++;
+      next[ops[op].stream_off + slot] = k + 1 < e->stream_off[s + 1] ? e->stream_list[k + 1] : G_MAXUINT;
+      if (k > e->stream_off[s])
+        need[op]++;
+    }
+  guint *work = (guint *)(void *)r->heap; /* n_ops slots, as many as the heap had */
+  guint n_work = 0;
+  for (guint op = 0; op < n_ops; op++) {
+    ops[op].start = 0; /* the latest end among the predecessors timed so far */
+    if (need[op] == 0)
+      work[n_work++] = op;
+  }
+  guint done = 0;
+  SimTime last = 0;
+  while (n_work > 0) {
+    guint op = work[--n_work];
+    Op *o = &ops[op];
+    o->end = o->start + o->duration;
+    last = MAX(last, o->end);
+    done++;
+    for (guint i = 0; i < o->n_streams; i++) {
+      guint nx = next[o->stream_off + i];
+      if (nx == G_MAXUINT)
+        continue;
+      ops[nx].start = MAX(ops[nx].start, o->end);
+      if (--need[nx] == 0)
+        work[n_work++] = nx;
+    }
+    for (guint k = e->succ_off[op]; k < e->succ_off[op + 1]; k++) {
+      guint nx = e->succ_list[k];
+      ops[nx].start = MAX(ops[nx].start, o->end);
+      if (--need[nx] == 0)
+        work[n_work++] = nx;
+    }
+  }
+  /* ops never reached keep no times, as the event loop leaves them */
+  if (done != n_ops)
+    for (guint op = 0; op < n_ops; op++)
+      if (need[op] != 0)
+        ops[op].start = ops[op].end = -1;
+  g_free(next);
+  *makespan = last;
+  return done;
+}
+
 static void build_csr(guint n_keys, const guint *keys, guint n_items, const guint *values, guint stride,
                       guint **off_out, guint **list_out) {
   guint *off = g_new0(guint, n_keys + 1);
@@ -226,35 +311,74 @@ static int keyed_cmp(const void *a, const void *b) {
   return x->op < y->op ? -1 : (x->op > y->op);
 }
 
+/* Sorts buf[0..n) by (position, op): a natural merge sort, since a
+ * stream's ops arrive as a few ascending runs (a pipeline stage's receive
+ * stream gets the transfers of the stage before it, then of the one after
+ * it), so merging the runs costs n times the log of their number. */
+static void sort_keyed(Keyed *buf, Keyed *tmp, guint n) {
+  while (n > 1) {
+    gboolean merged = FALSE;
+    guint out = 0;
+    for (guint a = 0; a < n;) {
+      guint b = a + 1;
+      while (b < n && keyed_cmp(&buf[b - 1], &buf[b]) < 0)
+        b++;
+      guint c = b;
+      if (b < n) {
+        c = b + 1;
+        while (c < n && keyed_cmp(&buf[c - 1], &buf[c]) < 0)
+          c++;
+        merged = TRUE;
+      }
+      guint i = a, j = b;
+      while (i < b && j < c)
+        tmp[out++] = keyed_cmp(&buf[i], &buf[j]) < 0 ? buf[i++] : buf[j++];
+      while (i < b)
+        tmp[out++] = buf[i++];
+      while (j < c)
+        tmp[out++] = buf[j++];
+      a = c;
+    }
+    memcpy(buf, tmp, sizeof *buf * n);
+    if (!merged)
+      break;
+  }
+}
+
 static void sort_streams(SimEngine *e, const Op *ops) {
   const guint *op_streams = (const guint *)(void *)e->op_streams->data;
   const guint64 *op_pos = (const guint64 *)(void *)e->op_pos->data;
   guint n_streams = e->stream_gpu->len;
-  GArray *buf = g_array_new(FALSE, FALSE, sizeof(Keyed));
+  Keyed *buf = NULL, *tmp = NULL;
+  guint alloc = 0;
   for (guint s = 0; s < n_streams; s++) {
     guint lo = e->stream_off[s], hi = e->stream_off[s + 1];
+    if (hi - lo > alloc) {
+      alloc = MAX(hi - lo, 2 * alloc);
+      buf = g_renew(Keyed, buf, alloc);
+      tmp = g_renew(Keyed, tmp, alloc);
+    }
     gboolean sorted = TRUE;
     guint64 last = 0;
-    g_array_set_size(buf, 0);
     for (guint k = lo; k < hi; k++) {
       guint op = e->stream_list[k];
       guint64 pos = 0;
       for (guint i = 0; i < ops[op].n_streams; i++)
         if (op_streams[ops[op].stream_off + i] == s)
           pos = op_pos[ops[op].stream_off + i];
-      Keyed kk = {pos, op};
-      g_array_append_val(buf, kk);
+      buf[k - lo] = (Keyed){pos, op};
       if (k > lo && pos < last)
         sorted = FALSE;
       last = pos;
     }
     if (sorted)
       continue;
-    qsort(buf->data, buf->len, sizeof(Keyed), keyed_cmp);
+    sort_keyed(buf, tmp, hi - lo);
     for (guint k = lo; k < hi; k++)
-      e->stream_list[k] = g_array_index(buf, Keyed, k - lo).op;
+      e->stream_list[k] = buf[k - lo].op;
   }
-  g_array_free(buf, TRUE);
+  g_free(buf);
+  g_free(tmp);
 }
 
 gboolean sim_engine_run(SimEngine *e, GError **error) {
@@ -285,16 +409,20 @@ gboolean sim_engine_run(SimEngine *e, GError **error) {
     r.pred_left[deps[2 * i + 1]]++;
   r.cursor = g_new0(guint, MAX(n_streams, 1));
   r.busy = g_new0(guint8, MAX(n_streams, 1));
-  r.heap = g_new(Event, MAX(n_ops, 1));
+  r.heap = g_new(Event, MAX(n_ops, 1)); /* run_fixed: its work list */
   for (guint op = 0; op < n_ops; op++)
     ops[op].start = ops[op].end = -1;
 
+  guint done = 0;
+  SimTime now = 0;
+  if (!e->has_network && !e->repeats_stream) {
+    done = run_fixed(&r, &now);
+    goto finished;
+  }
   for (guint s = 0; s < n_streams; s++)
     if (e->stream_off[s] < e->stream_off[s + 1])
       try_start(&r, e->stream_list[e->stream_off[s]], 0);
 
-  guint done = 0;
-  SimTime now = 0;
   GArray *ended = e->has_network ? g_array_new(FALSE, FALSE, sizeof(guint)) : NULL;
   for (;;) {
     SimTime tn = e->has_network ? e->network.next(e->network.data) : -1;
@@ -314,6 +442,7 @@ gboolean sim_engine_run(SimEngine *e, GError **error) {
   }
   if (ended)
     g_array_free(ended, TRUE);
+finished:
   e->n_events = done;
   e->makespan = now;
 

@@ -12,6 +12,12 @@
  * so equal-time events are handled in a total, reproducible order.  The event
  * heap is allocated once (one slot per op: every op completes exactly once),
  * so running the simulation allocates nothing per event.
+ *
+ * When every op has a fixed duration (no network model installed), an op's
+ * start is the latest end among its stream predecessors and dependencies,
+ * whatever the order of equal-time events; the engine then times the graph
+ * in one pass over a topological order instead of the event loop, with the
+ * same results.
  */
 #pragma once
 
@@ -78,6 +84,10 @@ guint sim_engine_add_net_op(SimEngine *engine, const guint *streams, const guint
 void sim_engine_add_dep(SimEngine *engine, guint before, guint after);
 
 guint sim_engine_n_ops(const SimEngine *engine);
+/* Makes room for about n_ops ops, n_slots (op, stream) places and n_deps
+ * dependencies in all, so that building a large graph does not copy it as
+ * it grows.  Only a hint: more may be added. */
+void sim_engine_reserve(SimEngine *engine, guint n_ops, guint n_slots, guint n_deps);
 
 /* Runs to completion.  Returns FALSE and sets `error` if some op can never
  * start (a dependency cycle, or a dependency against stream order). */

@@ -975,6 +975,18 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   /* coarse items: fixed all-reduces (the analytic network), one rank per
    * stage (the symmetry shortcut), no trace (which shows every op) */
   b.coarse = !pl->exact && !b.flow && b.ts == 1 && b.ds == 1 && !observe;
+  {
+    /* Room for the graph, estimated from its shape: an item is one op, or
+     * per layer and pass two compute ops on each rank and two all-reduces;
+     * a transfer per rank and a gather per item. */
+    double passes = pl->recompute ? 1.5 : 1.0; /* forward 1, backward 1 or 2 */
+    double item_ops = b.coarse ? 1 : 2.0 * passes * b.lpc * (b.ts + 1) + 2;
+    double item_slots = b.coarse ? 1 : 4.0 * passes * b.lpc * b.ts + 2;
+    double items = (double)b.ds * b.p * b.n_items;
+    double ops = items * (item_ops + b.ts + 1), slots = items * (item_slots + 3.0 * b.ts);
+    if (ops < 1e8 && slots < 1e8)
+      sim_engine_reserve(b.e, (guint)ops, (guint)slots, (guint)(slots + items * b.ts));
+  }
   if (observe) {
     b.pieces = g_array_new(FALSE, FALSE, sizeof(SimTimelinePiece));
     b.pending_pieces = g_array_new(FALSE, FALSE, sizeof(SimTimelinePiece));

@@ -388,8 +388,25 @@ static Graph graph_random(guint32 seed, guint n_ops, guint n_streams, guint n_de
   return g;
 }
 
+/* A network model with nothing in flight: installing it makes the engine
+ * take its event loop, where fixed-duration ops alone take the pass over a
+ * topological order.  Both must give the same times. */
+static void idle_start(gpointer data, guint op, SimTime now) {
+  (void)data, (void)op, (void)now;
+  g_assert_not_reached(); /* no network ops are added */
+}
+static SimTime idle_next(gpointer data) {
+  (void)data;
+  return -1;
+}
+static void idle_advance(gpointer data, SimTime now, GArray *ended) { (void)data, (void)now, (void)ended; }
+
+static gboolean use_event_loop;
+
 static SimEngine *graph_engine(const Graph *g, gboolean with_positions) {
   SimEngine *e = sim_engine_new();
+  if (use_event_loop)
+    sim_engine_set_network(e, &(SimEngineNetwork){NULL, idle_start, idle_next, idle_advance});
   for (guint s = 0; s < g->n_streams; s++)
     sim_engine_add_stream(e, s / 2);
   for (guint i = 0; i < g->n_ops; i++) {
@@ -489,6 +506,15 @@ static gboolean check_graph(const Graph *g, gboolean with_positions) {
   g_assert_cmpint(ok, ==, acyclic);
   if (!ok) {
     g_assert_error(error, SIM_ENGINE_ERROR, SIM_ENGINE_ERROR_DEADLOCK);
+    /* both paths name the same stuck ops */
+    use_event_loop = !use_event_loop;
+    SimEngine *other = graph_engine(g, with_positions);
+    use_event_loop = !use_event_loop;
+    GError *other_error = NULL;
+    g_assert_false(sim_engine_run(other, &other_error));
+    g_assert_cmpstr(error->message, ==, other_error->message);
+    g_error_free(other_error);
+    sim_engine_free(other);
     g_error_free(error);
   } else {
     g_assert_no_error(error);
@@ -595,8 +621,28 @@ static void test_random_deadlock_agreement(void) {
   g_assert_cmpuint(deadlocked, >, 20);
 }
 
+/* The random graphs again through the event loop. */
+static void test_event_loop_issue_order(void) {
+  use_event_loop = TRUE;
+  test_random_issue_order();
+  use_event_loop = FALSE;
+}
+static void test_event_loop_positions(void) {
+  use_event_loop = TRUE;
+  test_random_positions();
+  use_event_loop = FALSE;
+}
+static void test_event_loop_deadlock_agreement(void) {
+  use_event_loop = TRUE;
+  test_random_deadlock_agreement();
+  use_event_loop = FALSE;
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/engine/event-loop/random/issue-order", test_event_loop_issue_order);
+  g_test_add_func("/engine/event-loop/random/positions", test_event_loop_positions);
+  g_test_add_func("/engine/event-loop/random/deadlock-agreement", test_event_loop_deadlock_agreement);
   g_test_add_func("/engine/empty", test_empty);
   g_test_add_func("/engine/chain", test_chain);
   g_test_add_func("/engine/parallel", test_parallel);
