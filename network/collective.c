@@ -22,6 +22,7 @@ struct _NetModel {
   const guint8 *side; /* bisection sides, or NULL */
   gboolean no_latency; /* building the tuner's bandwidth probe: flows only */
   double crossing[2]; /* crossing bytes of the plan being built: side 0 -> 1, side 1 -> 0 */
+  NetRun *probe;      /* net_coll_plan_time's network, reset between uses */
 };
 
 typedef struct {
@@ -151,6 +152,7 @@ NetModel *net_model_load(const TopoCluster *cluster, GError **error) {
 void net_model_free(NetModel *net) {
   if (!net)
     return;
+  net_run_free(net->probe);
   topo_fabric_free(net->fabric);
   g_free(net->capacity);
   g_free(net->local_pos);
@@ -561,8 +563,15 @@ NetCollPlan *net_coll_plan_p2p(NetModel *net, const guint *src, const guint *dst
   return plan;
 }
 
+static void net_run_reset(NetRun *r);
+
 double net_coll_plan_time(NetModel *net, const NetCollPlan *plan) {
-  NetRun *run = net_run_new(net);
+  /* One network for every probe (a new one per probe would allocate and
+   * clear every link of the cluster each time), reset to its new state. */
+  if (!net->probe)
+    net->probe = net_run_new(net);
+  NetRun *run = net->probe;
+  net_run_reset(run);
   net_run_start(run, plan, 0, 0);
   GArray *done = g_array_new(FALSE, FALSE, sizeof(guint64));
   int64_t t = 0, end = 0;
@@ -571,7 +580,6 @@ double net_coll_plan_time(NetModel *net, const NetCollPlan *plan) {
     end = t;
   }
   g_array_free(done, TRUE);
-  net_run_free(run);
   return (double)end * 1e-9;
 }
 
@@ -735,6 +743,17 @@ void net_run_free(NetRun *r) {
   g_array_free(r->owner, TRUE);
   g_array_free(r->finished, TRUE);
   g_free(r);
+}
+
+/* Returns the live network to its new state; nothing may be in flight. */
+static void net_run_reset(NetRun *r) {
+  net_flows_reset(r->flows);
+  g_array_set_size(r->xfers, 0);
+  g_array_set_size(r->free_x, 0);
+  g_array_set_size(r->timers, 0);
+  g_array_set_size(r->owner, 0);
+  g_array_set_size(r->finished, 0);
+  r->seq = 0;
 }
 
 static int64_t ns_of(double s) { return (int64_t)llround(s * 1e9); }

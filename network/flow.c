@@ -36,6 +36,7 @@ typedef struct {
   Entry *e;
   guint n, alloc;
   guint32 open;  /* == the net's mark: its flows join the re-solve */
+  gboolean dirty; /* has carried a flow since the net was new or reset */
 } Link;
 
 typedef struct {
@@ -83,6 +84,7 @@ struct _NetFlows {
   guint hold; /* > 0: re-solves wait for net_flow_release */
   double floor; /* flows with a committed rate below it keep it (see below) */
   guint *slot;       /* per link: its index in the flow being added, or G_MAXUINT */
+  GArray *dirty;     /* links that have carried a flow (net_flows_reset) */
 };
 
 /* --- two small binary heaps --- */
@@ -115,7 +117,29 @@ NetFlows *net_flows_new(guint n_links, const double *capacity) {
   net->comp_links = g_array_new(FALSE, FALSE, sizeof(guint));
   net->sat = g_array_new(FALSE, FALSE, sizeof(Sat));
   net->floor = INFINITY;
+  net->dirty = g_array_new(FALSE, FALSE, sizeof(guint));
   return net;
+}
+
+void net_flows_reset(NetFlows *net) {
+  g_return_if_fail(net->n_active == 0 && net->hold == 0);
+  for (guint i = 0; i < net->dirty->len; i++) {
+    Link *l = &net->links[g_array_index(net->dirty, guint, i)];
+    *l = (Link){.cap = l->cap, .e = l->e, .alloc = l->alloc};
+  }
+  g_array_set_size(net->dirty, 0);
+  for (guint i = 0; i < net->flows->len; i++)
+    g_free(g_array_index(net->flows, Flow, i).hops);
+  g_array_set_size(net->flows, 0);
+  g_array_set_size(net->free_ids, 0);
+  g_array_set_size(net->done, 0);
+  g_array_set_size(net->comp_flows, 0);
+  g_array_set_size(net->comp_links, 0);
+  net->n_active = 0;
+  net->seq = 0;
+  net->mark = 0;
+  net->solves = net->touched = 0;
+  net->floor = INFINITY;
 }
 
 void net_flows_free(NetFlows *net) {
@@ -133,6 +157,7 @@ void net_flows_free(NetFlows *net) {
   g_array_free(net->comp_flows, TRUE);
   g_array_free(net->comp_links, TRUE);
   g_array_free(net->sat, TRUE);
+  g_array_free(net->dirty, TRUE);
   Dense *d = &net->d;
   g_free(d->fh_start);
   g_free(d->fh_link);
@@ -472,6 +497,10 @@ guint net_flow_add(NetFlows *net, const TopoHop *hops, guint n_hops, double byte
   net->n_active++;
   for (guint h = 0; h < f->n_hops; h++) {
     Link *l = &net->links[f->hops[h].link];
+    if (!l->dirty) {
+      l->dirty = TRUE;
+      g_array_append_val(net->dirty, f->hops[h].link);
+    }
     l->wsum += f->hops[h].coef;
     if (f->hops[h].coef > 0)
       net->floor = fmin(net->floor, l->cap / l->wsum);

@@ -40,6 +40,10 @@ typedef struct _NetFlows NetFlows;
 /* `capacity[l]` in bytes/s for links 0..n_links-1. */
 NetFlows *net_flows_new(guint n_links, const double *capacity);
 void net_flows_free(NetFlows *net);
+/* With no flow active, returns the net to the state net_flows_new left it
+ * in (every link's load and every counter back to zero), at the cost of the
+ * links it has used, not of the whole graph. */
+void net_flows_reset(NetFlows *net);
 
 /* Starts a flow at `now_ns`; a link may appear several times in `hops`
  * (coefficients add).  Returns its id (ids are reused after a flow ends). */

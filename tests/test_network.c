@@ -474,6 +474,81 @@ static void completions_case(guint32 seed) {
   g_rand_free(rng);
 }
 
+/* Runs seeded random flows (several waves, starts and ends at shared
+ * instants) on `n` to the end; appends (completion time, flow id, rate
+ * before it ended) of every flow to `log`. */
+static void reset_scenario(NetFlows *n, guint L, guint32 seed, GArray *log) {
+  GRand *rng = g_rand_new_with_seed(seed);
+  GArray *done = g_array_new(FALSE, FALSE, sizeof(guint));
+  int64_t now = 0;
+  for (guint wave = 0; wave < 4; wave++) {
+    net_flow_hold(n);
+    for (guint f = 0; f < 25; f++) {
+      guint links[3], k = g_rand_int_range(rng, 1, 4);
+      double coef[3];
+      for (guint j = 0; j < k; j++) {
+        links[j] = g_rand_int_range(rng, 0, L);
+        coef[j] = j % 2 ? 0.5 : 1.0;
+      }
+      add(n, links, coef, k, g_rand_double_range(rng, 1, 1000), now);
+    }
+    net_flow_release(n, now);
+    for (guint e = 0; e < 12 && net_flow_n_active(n) > 0; e++) {
+      now = net_flow_next(n);
+      g_array_set_size(done, 0);
+      net_flow_advance(n, now, done);
+      for (guint j = 0; j < done->len; j++) {
+        double rec[3] = {(double)now, g_array_index(done, guint, j), 0};
+        g_array_append_vals(log, rec, 3);
+      }
+    }
+  }
+  while (net_flow_n_active(n) > 0) { /* drain */
+    now = net_flow_next(n);
+    g_array_set_size(done, 0);
+    net_flow_advance(n, now, done);
+    for (guint j = 0; j < done->len; j++) {
+      double rec[3] = {(double)now, g_array_index(done, guint, j), 1};
+      g_array_append_vals(log, rec, 3);
+    }
+  }
+  g_array_free(done, TRUE);
+  g_rand_free(rng);
+}
+
+/* Why: the tuner's probes share one network, reset between them; a reset
+ * network must run anything exactly as a new one does (the same
+ * completion instants and flow ids, bit for bit), whatever ran on it
+ * before -- here long runs whose running link totals have drifted. */
+static void test_reset_is_new(void) {
+  enum { L = 24 };
+  double cap[L];
+  for (guint l = 0; l < L; l++)
+    cap[l] = 3 + l % 7;
+  for (guint32 seed = 1; seed <= 20; seed++) {
+    GArray *fresh = g_array_new(FALSE, FALSE, sizeof(double)), *reused = g_array_new(FALSE, FALSE, sizeof(double)),
+           *before = g_array_new(FALSE, FALSE, sizeof(double));
+    NetFlows *a = net_flows_new(L, cap), *b = net_flows_new(L, cap);
+    reset_scenario(a, L, seed, fresh);
+    reset_scenario(b, L, seed + 1000, before);
+    net_flows_reset(b);
+    reset_scenario(b, L, seed, reused);
+    g_assert_cmpuint(fresh->len, >, 3 * 50);
+    g_assert_cmpuint(fresh->len, ==, reused->len);
+    g_assert_cmpmem(fresh->data, fresh->len * sizeof(double), reused->data, reused->len * sizeof(double));
+    guint64 s1, t1, s2, t2;
+    net_flow_stats(a, &s1, &t1);
+    net_flow_stats(b, &s2, &t2);
+    g_assert_cmpuint(s1, ==, s2);
+    g_assert_cmpuint(t1, ==, t2);
+    net_flows_free(a);
+    net_flows_free(b);
+    g_array_free(fresh, TRUE);
+    g_array_free(reused, TRUE);
+    g_array_free(before, TRUE);
+  }
+}
+
 static void test_incremental_completions(void) {
   for (guint32 seed = 1; seed <= 60; seed++)
     completions_case(seed);
@@ -726,6 +801,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/flow/incremental", test_incremental_matches_scratch);
   g_test_add_func("/flow/incremental-completions", test_incremental_completions);
   g_test_add_func("/flow/completion-ties", test_completion_ties);
+  g_test_add_func("/flow/reset-is-new", test_reset_is_new);
   g_test_add_func("/flow/engine-network-ops", test_engine_network_ops);
   g_test_add_func("/flow/netrun-sharing", test_netrun_sharing);
   return g_test_run();
