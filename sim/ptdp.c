@@ -71,6 +71,10 @@ typedef struct {
   double bytes[N_CATS];
   double bytes_embedding; /* the tied-embedding all-reduce's part of bytes[CAT_DP] */
   FlowCtx *flow; /* NULL: the analytic network */
+  /* plan indices by what they connect (G_MAXUINT: not built yet), so that
+   * an op finds its plan without formatting the plan's key */
+  guint *tp_plans; /* [(s * ds + k) * 2 + (all-gather)] */
+  guint *pp_plans; /* [((k * p + s) * ts + i) * 2 + (forward)] */
   /* traced runs only (timeline.h): what each compute op runs, and the
    * pieces of the compute not yet in an op */
   GArray *pieces, *pending_pieces;
@@ -143,12 +147,15 @@ static guint net_op(Build *b, guint plan, const guint *streams, const guint64 *p
 /* The tensor-parallel group of stage s, replica k (every replica's under
  * symmetry). */
 static guint tp_plan(Build *b, guint s, guint k, NetCollOp op, double bytes) {
+  guint *cached = &b->tp_plans[(s * b->ds + k) * 2 + (op == NET_OP_ALLGATHER)];
+  if (*cached != G_MAXUINT)
+    return *cached;
   char key[64];
   g_snprintf(key, sizeof key, "tp%d:%u:%u:%.0f", (int)op, s, k, bytes);
   guint t = b->plan->tp, gpus[t];
   for (guint i = 0; i < t; i++)
     gpus[i] = gpu_of_rank(b, i, s, k);
-  return coll_plan(b, key, op, gpus, t, copies(b, FALSE, TRUE), bytes, NULL);
+  return *cached = coll_plan(b, key, op, gpus, t, copies(b, FALSE, TRUE), bytes, NULL);
 }
 
 /* --- emitting one item's compute and tensor-parallel all-reduces --- */
@@ -348,11 +355,14 @@ static void emit_transfers(Build *b, guint s, guint k, guint idx) {
     guint streams[2] = {stream_of(b, i, s, k, STREAM_PP_SEND), stream_of(b, i, ds_, k, STREAM_PP_RECV)};
     guint64 pos[2] = {2ull * idx, 2ull * didx};
     if (b->flow) {
-      char key[64];
-      g_snprintf(key, sizeof key, "pp:%u:%u:%u:%u", s, ds_, i, k);
-      guint plan = p2p_plan(b, key, gpu_of_rank(b, i, s, k), gpu_of_rank(b, i, ds_, k), copies(b, TRUE, TRUE),
-                            per_rank, b->flow->side_pp);
-      xfer[i] = net_op(b, plan, streams, pos, 2, &t);
+      guint *plan = &b->pp_plans[((k * b->p + s) * b->ts + i) * 2 + it.forward];
+      if (*plan == G_MAXUINT) {
+        char key[64];
+        g_snprintf(key, sizeof key, "pp:%u:%u:%u:%u", s, ds_, i, k);
+        *plan = p2p_plan(b, key, gpu_of_rank(b, i, s, k), gpu_of_rank(b, i, ds_, k), copies(b, TRUE, TRUE),
+                         per_rank, b->flow->side_pp);
+      }
+      xfer[i] = net_op(b, *plan, streams, pos, 2, &t);
     } else
       xfer[i] = sim_engine_add_op_at(b->e, ns(model_p2p_time_s(&b->net, per_rank, same)), streams, pos, 2,
                                      &t);
@@ -972,6 +982,12 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   b.pending = g_new0(double, b.ts);
   b.prev = g_new0(guint, b.ts);
   b.tp_part = g_array_new(FALSE, TRUE, sizeof(SimTime));
+  b.tp_plans = g_new(guint, (gsize)b.p * b.ds * 2);
+  for (gsize j = 0; j < (gsize)b.p * b.ds * 2; j++)
+    b.tp_plans[j] = G_MAXUINT;
+  b.pp_plans = g_new(guint, (gsize)b.ds * b.p * b.ts * 2);
+  for (gsize j = 0; j < (gsize)b.ds * b.p * b.ts * 2; j++)
+    b.pp_plans[j] = G_MAXUINT;
   /* coarse items: fixed all-reduces (the analytic network), one rank per
    * stage (the symmetry shortcut), no trace (which shows every op) */
   b.coarse = !pl->exact && !b.flow && b.ts == 1 && b.ds == 1 && !observe;
@@ -1034,6 +1050,8 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   g_free(b.pending);
   g_free(b.prev);
   g_array_free(b.tp_part, TRUE);
+  g_free(b.tp_plans);
+  g_free(b.pp_plans);
   if (b.pieces) {
     g_array_free(b.pieces, TRUE);
     g_array_free(b.pending_pieces, TRUE);
