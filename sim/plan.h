@@ -49,7 +49,7 @@ typedef struct {
   SimPlacement placement;
   SimWorkload workload;
   guint zero;            /* ZeRO stage 1..3 (sim/zero.h); 0: none */
-  gboolean exact;        /* every fine op simulated (no coarse ops, no steady-state shortcut): the check */
+  gboolean exact;        /* every fine op simulated (no coarse ops): the check on the shortcut */
 } SimPlan;
 
 /* What the command line gave; 0 means "not given". */

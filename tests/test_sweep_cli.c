@@ -502,12 +502,54 @@ static void rm_rf(const char *path) {
     g_unlink(path);
 }
 
+/* --exact simulates every fine op (each layer's compute and all-reduces
+ * as ops of their own); by default an item's chain that nothing else can
+ * touch is one op.  Both must give the same bytes for every result, over
+ * schedules, p, m, v, both networks, placements, DDP modes, recomputation
+ * and the symmetry shortcut: the rows may differ only in the options echo. */
+static void test_exact_same_results(void) {
+  static const char *grids[] = {
+      "sweep --model gpt3-1b --gpus 32 --tp 2 --pp 2,4 --global-batch 16,32 --schedule 1f1b,gpipe "
+      "--network analytic,flow --placement tp-dp-pp,misaligned --ddp local,torch --no-symmetry false,true",
+      "sweep --model gpt3-1b --gpus 32 --tp 2 --pp 4 --global-batch 16,64 --schedule interleaved "
+      "--layers-per-chunk 1,3 --recompute full,none --network analytic,flow --placement tp-dp-pp,dp-outermost",
+      "sweep --model gpt3-13b --gpus 64 --tp 8 --pp 8 --global-batch 64 --micro-batch 1,2 --network analytic,flow "
+      "--no-scatter-gather false,true"};
+  guint compared = 0;
+  for (guint g = 0; g < G_N_ELEMENTS(grids); g++) {
+    char *plain = g_strdup_printf("%s --format jsonl", grids[g]);
+    char *exact = g_strdup_printf("%s --exact true --format jsonl", grids[g]);
+    Proc a = run_line(plain), b = run_line(exact);
+    g_assert_cmpint(a.status, ==, 0);
+    g_assert_cmpint(b.status, ==, 0);
+    char **la = g_strsplit(a.out, "\n", -1), **lb = g_strsplit(b.out, "\n", -1);
+    g_assert_cmpuint(g_strv_length(la), ==, g_strv_length(lb));
+    for (guint i = 0; la[i] && la[i][0]; i++) {
+      const char *ra = strstr(la[i], "\"status\":"), *rb = strstr(lb[i], "\"status\":");
+      g_assert_nonnull(ra);
+      g_assert_nonnull(rb);
+      g_assert_true(g_str_has_prefix(ra, "\"status\":\"ok\""));
+      g_assert_nonnull(strstr(lb[i], "\"exact\":true"));
+      g_assert_cmpstr(ra, ==, rb);
+      compared++;
+    }
+    g_strfreev(la);
+    g_strfreev(lb);
+    proc_clear(&a);
+    proc_clear(&b);
+    g_free(plain);
+    g_free(exact);
+  }
+  g_assert_cmpuint(compared, ==, 128 + 32 + 8);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   if (!cli_harness_init())
     return 1;
   tmpdir = g_dir_make_tmp("ptdsim-sweep-XXXXXX", NULL);
   g_test_add_func("/sweep/row-count", test_row_count);
+  g_test_add_func("/sweep/exact-same-results", test_exact_same_results);
   g_test_add_func("/sweep/rows-are-runs", test_rows_are_runs);
   g_test_add_func("/sweep/jobs", test_jobs);
   g_test_add_func("/sweep/mpi", test_mpi);
