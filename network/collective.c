@@ -565,6 +565,8 @@ NetCollPlan *net_coll_plan_p2p(NetModel *net, const guint *src, const guint *dst
 
 static void net_run_reset(NetRun *r);
 
+void net_model_drop_probe(NetModel *net) { g_clear_pointer(&net->probe, net_run_free); }
+
 double net_coll_plan_time(NetModel *net, const NetCollPlan *plan) {
   /* One network for every probe (a new one per probe would allocate and
    * clear every link of the cluster each time), reset to its new state. */

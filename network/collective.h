@@ -71,6 +71,9 @@ NetCollAlgo net_coll_plan_algo(const NetCollPlan *plan);
 TopoProto net_coll_plan_proto(const NetCollPlan *plan);
 /* Seconds the plan takes alone on the network. */
 double net_coll_plan_time(NetModel *net, const NetCollPlan *plan);
+/* Frees the network the tuner's probes run on (built again if needed):
+ * for when every plan is built and memory goes to the run. */
+void net_model_drop_probe(NetModel *net);
 const char *net_coll_algo_name(NetCollAlgo algo);
 gboolean net_coll_algo_parse(const char *text, NetCollAlgo *out);
 

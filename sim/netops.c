@@ -119,3 +119,5 @@ const NetCollPlan *sim_netops_plan_of(const SimNetOps *n, guint op, double *copi
     *copies = g_array_index(n->copies, double, idx);
   return g_ptr_array_index(n->plans, idx);
 }
+
+void sim_netops_built(SimNetOps *n) { net_model_drop_probe(n->net); }

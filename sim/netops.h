@@ -31,6 +31,8 @@ guint sim_netops_p2p(SimNetOps *n, const char *key, guint src, guint dst, double
  * runs plan `plan`. */
 guint sim_netops_op(SimNetOps *n, guint plan, const guint *streams, const guint64 *positions, guint count,
                     const SimOpTag *tag);
+/* Every plan is built: frees what building them needed, before the run. */
+void sim_netops_built(SimNetOps *n);
 /* The plan op `op` ran and the ranks it stands for, or NULL when `op` is
  * not a network op. */
 const NetCollPlan *sim_netops_plan_of(const SimNetOps *n, guint op, double *copies);

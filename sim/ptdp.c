@@ -1023,6 +1023,8 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
     emit_dp_and_optimizer(&b, s, opt_gate);
   g_free(opt_gate);
 
+  if (b.flow)
+    sim_netops_built(fc.ops);
   gboolean ok = sim_engine_run(b.e, error);
   if (ok) {
     measure(&b, r);
