@@ -359,7 +359,7 @@ static gboolean bench_targets(const SimPlanRequest *one_t, const TopoCluster *cl
     if (!time_run(&req, cluster, profile, repeat, &r, &best, error))
       return FALSE;
     char label[64];
-    g_snprintf(label, sizeof label, "1T row (3072 GPUs), %s network", nets[n]);
+    g_snprintf(label, sizeof label, "1T row (%u GPUs), %s network", one_t->gpus, nets[n]);
     printf("%-44s %12.4f %10.3f %10" G_GUINT64_FORMAT "%s\n", label, best, limits[n], r.ops,
            best <= limits[n] ? "" : "  over");
   }
@@ -442,6 +442,7 @@ int cli_bench(int argc, char **argv) {
   printf("%-8s %6s %10s %10s %12s %10s\n", "row", "gpus", "ops", "events", "CPU s", "Mevents/s");
   double total = 0, total_events = 0;
   SimPlanRequest one_t = {0}; /* the 1T row */
+  double one_t_params = 0;
   const cJSON *row;
   cJSON_ArrayForEach(row, rows) {
     SimPlanRequest req;
@@ -458,8 +459,10 @@ int cli_bench(int argc, char **argv) {
            r.events, best, r.events / best / 1e6);
     total += best;
     total_events += (double)r.events;
-    if (cJSON_GetArrayItem(row, 0)->valuedouble > 1000)
+    if (cJSON_GetArrayItem(row, 0)->valuedouble > one_t_params) { /* the largest row: 1T */
       one_t = req;
+      one_t_params = cJSON_GetArrayItem(row, 0)->valuedouble;
+    }
   }
   printf("Table 1: %.3f CPU s for %d configurations (%.3f s per configuration), %.2f Mevents/s, peak RSS %.0f MiB\n",
          total, cJSON_GetArraySize(rows), total / cJSON_GetArraySize(rows), total_events / total / 1e6, peak_rss_mib());

@@ -40,6 +40,9 @@ gboolean cli_load_machine(const char *cluster_name, const char *profile_name, To
 /* Prints a JSON value on stdout with a trailing newline, its numbers in the
  * fewest digits that read back exactly (which rewrites them in `json`). */
 void cli_print_json(cJSON *json);
+/* Prints a run's result (trace_run's JSON) as its JSON or as the text
+ * report, as `fmt` says. */
+void cli_print_run(cJSON *run, CliFormat fmt);
 /* Prints "ptdsim: MESSAGE" on stderr; returns the exit code to use. */
 int cli_fail(GError *error);
 

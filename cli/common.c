@@ -4,6 +4,7 @@
 
 #include "../base/jsonutil.h"
 #include "../base/units.h"
+#include "../traces/report.h"
 #include "cli.h"
 
 /* GOption hands every configuration option here: "--name" and its text. */
@@ -62,6 +63,17 @@ void cli_print_json(cJSON *json) {
   fputs(text, stdout);
   fputc('\n', stdout);
   cJSON_free(text);
+}
+
+void cli_print_run(cJSON *run, CliFormat fmt) {
+  if (fmt == CLI_JSON) {
+    cli_print_json(run);
+    return;
+  }
+  GString *text = g_string_new(NULL);
+  trace_report_text(text, run);
+  fputs(text->str, stdout);
+  g_string_free(text, TRUE);
 }
 
 int cli_fail(GError *error) {

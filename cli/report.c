@@ -43,16 +43,10 @@ int cli_report(int argc, char **argv) {
   }
   if (!(run = trace_read(argv[1], &req, NULL, &error)))
     goto fail;
-  if (request) {
+  if (request)
     cli_print_json(req); /* JSON in either format: it is a record, not a report */
-  } else if (fmt == CLI_JSON)
-    cli_print_json(run);
-  else {
-    GString *text = g_string_new(NULL);
-    trace_report_text(text, run);
-    fputs(text->str, stdout);
-    g_string_free(text, TRUE);
-  }
+  else
+    cli_print_run(run, fmt);
   goto done;
 fail:
   code = cli_fail(error);

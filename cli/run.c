@@ -44,14 +44,7 @@ int cli_run(int argc, char **argv) {
       !cli_load_machine(cfg.text[SEARCH_OPT_CLUSTER], cfg.text[SEARCH_OPT_PROFILE], &cluster, &profile, &error) ||
       !(json = trace_run(&req, cluster, profile, trace, 0, &error)))
     goto fail;
-  if (fmt == CLI_JSON)
-    cli_print_json(json);
-  else {
-    GString *text = g_string_new(NULL);
-    trace_report_text(text, json);
-    fputs(text->str, stdout);
-    g_string_free(text, TRUE);
-  }
+  cli_print_run(json, fmt);
   goto done;
 fail:
   code = cli_fail(error);

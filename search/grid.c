@@ -66,6 +66,17 @@ static void member_free(gpointer p) {
   g_free(m);
 }
 
+/* Adds a parsed member to the grid, or frees it when parsing failed. */
+static gboolean keep_member(SearchGrid *g, Member *m, gboolean ok) {
+  if (!ok) {
+    member_free(m);
+    return FALSE;
+  }
+  m->order = g->members->len;
+  g_ptr_array_add(g->members, m);
+  return TRUE;
+}
+
 static void axis_free(gpointer p) {
   Axis *a = p;
   g_ptr_array_unref(a->members);
@@ -257,13 +268,7 @@ gboolean search_grid_add_option(SearchGrid *g, SearchOptId id, const char *spec,
     }
   }
   g_free(what);
-  if (!ok) {
-    member_free(m);
-    return FALSE;
-  }
-  m->order = g->members->len;
-  g_ptr_array_add(g->members, m);
-  return TRUE;
+  return keep_member(g, m, ok);
 }
 
 gboolean search_grid_add_set(SearchGrid *g, const char *key_values, GError **error) {
@@ -290,19 +295,12 @@ gboolean search_grid_add_set(SearchGrid *g, const char *key_values, GError **err
   m->path = g_strdup(key + (on_cluster ? strlen("cluster.") : strlen("profile.")));
   m->values = g_ptr_array_new_with_free_func(g_free);
   char *what = g_strdup_printf("--set %s", key);
-  ok = *m->path && parse_values(what, eq + 1, VALUES_NUMBERS, NULL, ",", m->values, error);
-  if (ok || !*m->path) {
-    if (!*m->path)
-      ok = spec_error(error, "--set '%s' has no path after the dot", key_values);
-  }
+  if (!*m->path)
+    ok = spec_error(error, "--set '%s' has no path after the dot", key_values);
+  else
+    ok = parse_values(what, eq + 1, VALUES_NUMBERS, NULL, ",", m->values, error);
   g_free(what);
-  if (!ok) {
-    member_free(m);
-    return FALSE;
-  }
-  m->order = g->members->len;
-  g_ptr_array_add(g->members, m);
-  return TRUE;
+  return keep_member(g, m, ok);
 }
 
 gboolean search_grid_add_zip(SearchGrid *g, const char *names, GError **error) {

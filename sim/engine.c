@@ -241,7 +241,7 @@ static guint run_fixed(Run *r, SimTime *makespan) {
       if (k > e->stream_off[s])
         need[op]++;
     }
-  guint *work = (guint *)(void *)r->heap; /* n_ops slots, as many as the heap had */
+  guint *work = g_new(guint, MAX(n_ops, 1)); /* each op is pushed once */
   guint n_work = 0;
   for (guint op = 0; op < n_ops; op++) {
     ops[op].start = 0; /* the latest end among the predecessors timed so far */
@@ -277,6 +277,7 @@ static guint run_fixed(Run *r, SimTime *makespan) {
       if (need[op] != 0)
         ops[op].start = ops[op].end = -1;
   g_free(next);
+  g_free(work);
   *makespan = last;
   return done;
 }
@@ -409,7 +410,7 @@ gboolean sim_engine_run(SimEngine *e, GError **error) {
     r.pred_left[deps[2 * i + 1]]++;
   r.cursor = g_new0(guint, MAX(n_streams, 1));
   r.busy = g_new0(guint8, MAX(n_streams, 1));
-  r.heap = g_new(Event, MAX(n_ops, 1)); /* run_fixed: its work list */
+
   for (guint op = 0; op < n_ops; op++)
     ops[op].start = ops[op].end = -1;
 
@@ -419,6 +420,7 @@ gboolean sim_engine_run(SimEngine *e, GError **error) {
     done = run_fixed(&r, &now);
     goto finished;
   }
+  r.heap = g_new(Event, MAX(n_ops, 1));
   for (guint s = 0; s < n_streams; s++)
     if (e->stream_off[s] < e->stream_off[s + 1])
       try_start(&r, e->stream_list[e->stream_off[s]], 0);

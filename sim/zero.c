@@ -345,6 +345,8 @@ gboolean sim_zero_run(const SimPlan *pl, const ModelProfile *profile, const Topo
   if (ok) {
     b.pieces = observe ? g_array_new(FALSE, FALSE, sizeof(SimTimelinePiece)) : NULL;
     emit(&b);
+    if (b.flow)
+      sim_netops_built(b.flow);
     ok = sim_engine_run(b.e, error);
   }
   if (ok) {

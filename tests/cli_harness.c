@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 const char *bin;
 
@@ -101,4 +102,23 @@ const cJSON *arr(const cJSON *obj, const char *key) {
     g_test_message("key '%s' missing or not an array", key);
   g_assert_true(cJSON_IsArray(item));
   return item;
+}
+
+char *slurp(const char *path, gsize *len) {
+  char *text = NULL;
+  GError *error = NULL;
+  g_assert_true(g_file_get_contents(path, &text, len, &error));
+  g_assert_no_error(error);
+  return text;
+}
+
+void assert_one_line_error(const Proc *p, const char *needle) {
+  if (!strstr(p->err, needle))
+    g_test_message("stderr: %s", p->err);
+  g_assert_cmpint(p->status, ==, 1);
+  g_assert_cmpstr(p->out, ==, "");
+  g_assert_true(g_str_has_prefix(p->err, "ptdsim: "));
+  g_assert_nonnull(strchr(p->err, '\n'));
+  g_assert_cmpstr(strchr(p->err, '\n') + 1, ==, "");
+  g_assert_nonnull(strstr(p->err, needle));
 }

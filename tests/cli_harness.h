@@ -31,3 +31,9 @@ double num(const cJSON *obj, const char *key);
 const char *str(const cJSON *obj, const char *key);
 const cJSON *obj(const cJSON *parent, const char *key);
 const cJSON *arr(const cJSON *obj, const char *key);
+
+/* The whole of a file (asserted readable); its length in *len. */
+char *slurp(const char *path, gsize *len);
+/* A clean refusal: exit 1 (an error, not a crash), nothing on stdout, and
+ * one line on stderr, "ptdsim: ...", containing `needle`. */
+void assert_one_line_error(const Proc *p, const char *needle);

@@ -18,14 +18,6 @@ static cJSON *reference; /* traces/reference/megatron-sc21.json */
 
 static char *tmp_path(const char *name) { return g_build_filename(tmpdir, name, NULL); }
 
-static char *slurp(const char *path, gsize *len) {
-  char *text = NULL;
-  GError *error = NULL;
-  g_assert_true(g_file_get_contents(path, &text, len, &error));
-  g_assert_no_error(error);
-  return text;
-}
-
 /* Runs `figure NAME ARGS...` (space-separated extra arguments). */
 static Proc figure(const char *name, const char *extra) {
   char *line = g_strdup_printf("figure %s%s%s", name, extra ? " " : "", extra ? extra : "");
@@ -361,17 +353,6 @@ static void test_from_traces(gconstpointer data) {
   g_free(direct);
   g_free(saved);
   g_free(rebuilt);
-}
-
-/* One error line on stderr, nothing on stdout, non-zero exit. */
-static void assert_one_line_error(const Proc *p, const char *needle) {
-  if (!strstr(p->err, needle))
-    g_test_message("stderr: %s", p->err);
-  g_assert_cmpint(p->status, ==, 1); /* an error, not a crash */
-  g_assert_cmpstr(p->out, ==, "");
-  g_assert_true(g_str_has_prefix(p->err, "ptdsim: "));
-  g_assert_true(strchr(p->err, '\n') == p->err + strlen(p->err) - 1);
-  g_assert_nonnull(strstr(p->err, needle));
 }
 
 static void copy_file(const char *from, const char *to, gsize keep) {

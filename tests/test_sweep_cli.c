@@ -18,14 +18,6 @@ static char *tmpdir;
 
 static char *tmp_path(const char *name) { return g_build_filename(tmpdir, name, NULL); }
 
-static char *slurp(const char *path, gsize *len) {
-  char *text = NULL;
-  GError *error = NULL;
-  g_assert_true(g_file_get_contents(path, &text, len, &error));
-  g_assert_no_error(error);
-  return text;
-}
-
 static guint count_lines(const char *text) {
   guint n = 0;
   for (const char *p = text; *p; p++)
@@ -324,17 +316,6 @@ static void test_kill_and_resume(void) {
   }
   g_free(want);
   g_free(full);
-}
-
-/* One error line on stderr, nothing on stdout, non-zero exit. */
-static void assert_one_line_error(const Proc *p, const char *needle) {
-  if (!strstr(p->err, needle))
-    g_test_message("stderr: %s", p->err);
-  g_assert_cmpint(p->status, ==, 1); /* an error, not a crash */
-  g_assert_cmpstr(p->out, ==, "");
-  g_assert_true(g_str_has_prefix(p->err, "ptdsim: "));
-  g_assert_true(strchr(p->err, '\n') == p->err + strlen(p->err) - 1);
-  g_assert_nonnull(strstr(p->err, needle));
 }
 
 /* Why: a bad sweep spec is refused in one line before anything runs, and

@@ -50,26 +50,6 @@ static void assert_no_trace_left(const char *path) {
   g_free(base);
 }
 
-/* One error line on stderr, nothing on stdout, non-zero exit. */
-static void assert_one_line_error(const Proc *p, const char *needle) {
-  g_assert_cmpint(p->status, ==, 1); /* an error, not a crash */
-  g_assert_cmpstr(p->out, ==, "");
-  g_assert_true(g_str_has_prefix(p->err, "ptdsim: "));
-  g_assert_nonnull(strchr(p->err, '\n'));
-  g_assert_cmpstr(strchr(p->err, '\n') + 1, ==, "");
-  if (!strstr(p->err, needle))
-    g_test_message("stderr: %s", p->err);
-  g_assert_nonnull(strstr(p->err, needle));
-}
-
-static char *slurp(const char *path, gsize *len) {
-  char *text = NULL;
-  GError *error = NULL;
-  g_assert_true(g_file_get_contents(path, &text, len, &error));
-  g_assert_no_error(error);
-  return text;
-}
-
 /* ts/dur are microseconds written to three decimals: back to exact ns. */
 static gint64 to_ns(const cJSON *e, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, key);
