@@ -363,7 +363,7 @@ static void fill_profile(ModelProfile *p, const CalibMeasurements *m, const Mode
 
 void calib_layer_predict(const ModelProfile *p, guint hidden, guint heads, guint seq, guint micro_batch, guint tp,
                          gboolean fused, ModelLayerCost *out) {
-  ModelShape shape = {1, hidden, heads, seq, 51200}; /* one layer; the vocabulary does not enter a layer's cost */
+  ModelShape shape = {.layers = 1, .hidden = hidden, .heads = heads, .seq_len = seq, .vocab = 51200}; /* one layer; the vocabulary does not enter a layer's cost */
   model_layer_cost(p, &shape, tp, micro_batch, fused, out);
 }
 

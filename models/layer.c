@@ -25,29 +25,37 @@ static void memop(Acc *a, double bytes) {
 
 /* Element counts of one layer's tensors on one GPU, for b sequences of which
  * q tokens are processed, attending over kv tokens (q for a whole sequence;
- * q + the earlier context for a TeraPipe token slice). */
+ * q + the earlier context for a TeraPipe token slice).  For GPT the query,
+ * key/value and context widths are all h/t and the MLP's is 4h/t. */
 typedef struct {
-  guint64 bs, h, ht, ffn_t, heads_t, s, kv, d;
-  double N;  /* b*s*h: layernorm, dropout and residual tensors (replicated) */
-  double Nm; /* b*s*4h/t: MLP activation shard */
+  guint64 bs, h, ht, qkv_t, ffn_t, heads_t, s, kv, d;
+  gboolean swiglu, rotary;
+  double N;  /* b*s*h: norm, dropout and residual tensors (replicated) */
+  double Nm; /* b*s*f/t: MLP activation shard (the output of the activation) */
   double Na; /* b*(a/t)*q*kv: attention matrix shard */
-  double Nc; /* b*s*h/t: attention context shard */
+  double Nc; /* b*s*a*d/t: attention context shard */
+  double Nr; /* b*s*(a+g)*d/t: the query and key shards rotary embeddings rotate */
 } Dims;
 
 static Dims dims(const ModelShape *m, guint t, guint b, guint q, guint kv) {
   Dims d;
   d.bs = (guint64)b * q;
   d.h = m->hidden;
-  d.ht = m->hidden / t;
-  d.ffn_t = 4ull * m->hidden / t;
+  d.d = model_head_dim(m);
+  guint64 qw = (guint64)m->heads * d.d, kvw = (guint64)model_groups(m) * d.d;
+  d.ht = qw / t;                 /* context and projection width */
+  d.qkv_t = (qw + 2 * kvw) / t;  /* query, key and value columns */
+  d.ffn_t = (guint64)model_ffn(m) / t;
   d.heads_t = (guint64)b * (m->heads / t);
   d.s = q;
   d.kv = kv;
-  d.d = m->hidden / m->heads;
+  d.swiglu = m->mlp == MODEL_MLP_SWIGLU;
+  d.rotary = m->position == MODEL_POSITION_ROTARY;
   d.N = (double)d.bs * d.h;
   d.Nm = (double)d.bs * d.ffn_t;
   d.Na = (double)d.heads_t * d.s * d.kv;
   d.Nc = (double)d.bs * d.ht;
+  d.Nr = (double)d.bs * (qw + kvw) / t;
   return d;
 }
 
@@ -76,7 +84,9 @@ static const double softmax_fp32_bwd[] = {6, 12, 8, 8, 6};
 static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softmax) {
   a->seg = 0;
   memop(a, 4 * d->N);                           /* layernorm 1 */
-  gemm(a, 1, d->bs, 3 * d->ht, d->h);           /* QKV, bias in the epilogue */
+  gemm(a, 1, d->bs, d->qkv_t, d->h);            /* QKV, bias in the epilogue */
+  if (d->rotary)
+    memop(a, 4 * d->Nr);                        /* rotary embedding of Q and K */
   gemm(a, d->heads_t, d->s, d->kv, d->d);       /* scores Q K^T */
   if (fused_softmax)
     memop(a, 4 * d->Na);                        /* scale-mask-softmax */
@@ -96,12 +106,17 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
     memop(a, 6 * d->N);                         /* residual add */
   }
   memop(a, 4 * d->N);                           /* layernorm 2 */
-  gemm(a, 1, d->bs, d->ffn_t, d->h);            /* MLP h -> 4h */
-  if (fused)
-    memop(a, 4 * d->Nm);                        /* bias+GeLU */
-  else {
-    memop(a, 4 * d->Nm);                        /* bias */
-    memop(a, 4 * d->Nm);                        /* GeLU */
+  if (d->swiglu) {
+    gemm(a, 1, d->bs, 2 * d->ffn_t, d->h);      /* MLP gate and up, h -> 2f */
+    memop(a, 6 * d->Nm);                        /* SwiGLU: reads 2f, writes f */
+  } else {
+    gemm(a, 1, d->bs, d->ffn_t, d->h);          /* MLP h -> 4h */
+    if (fused)
+      memop(a, 4 * d->Nm);                      /* bias+GeLU */
+    else {
+      memop(a, 4 * d->Nm);                      /* bias */
+      memop(a, 4 * d->Nm);                      /* GeLU */
+    }
   }
   gemm(a, 1, d->bs, d->h, d->ffn_t);            /* MLP 4h -> h */
   a->seg = 2;                                   /* --- all-reduce --- */
@@ -131,14 +146,20 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
   }
   gemm(a, 1, d->bs, d->ffn_t, d->h);            /* MLP 4h -> h: dgrad */
   gemm(a, 1, d->ffn_t, d->h, d->bs);            /*                wgrad */
-  if (fused)
-    memop(a, 6 * d->Nm);                        /* bias+GeLU */
-  else {
-    memop(a, 6 * d->Nm);                        /* GeLU */
-    memop(a, 4 * d->Nm);                        /* bias gradient */
+  if (d->swiglu) {
+    memop(a, 10 * d->Nm);                       /* SwiGLU: gradient, gate, up in; two gradients out */
+    gemm(a, 1, d->bs, d->h, 2 * d->ffn_t);      /* MLP h -> 2f: dgrad */
+    gemm(a, 1, d->h, 2 * d->ffn_t, d->bs);      /*                wgrad */
+  } else {
+    if (fused)
+      memop(a, 6 * d->Nm);                      /* bias+GeLU */
+    else {
+      memop(a, 6 * d->Nm);                      /* GeLU */
+      memop(a, 4 * d->Nm);                      /* bias gradient */
+    }
+    gemm(a, 1, d->bs, d->h, d->ffn_t);          /* MLP h -> 4h: dgrad */
+    gemm(a, 1, d->h, d->ffn_t, d->bs);          /*                wgrad */
   }
-  gemm(a, 1, d->bs, d->h, d->ffn_t);            /* MLP h -> 4h: dgrad */
-  gemm(a, 1, d->h, d->ffn_t, d->bs);            /*                wgrad */
   a->seg = 1;                                   /* --- all-reduce --- */
   memop(a, 12 * d->N);                          /* layernorm 2, residual sum */
   if (fused)
@@ -160,14 +181,29 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
       memop(a, softmax_fp32_bwd[i] * d->Na);    /* half, softmax, mask, scale, float */
   gemm(a, d->heads_t, d->s, d->d, d->kv);       /* dQ = dS K */
   gemm(a, d->heads_t, d->kv, d->d, d->s);       /* dK = dS^T Q */
-  gemm(a, 1, d->bs, d->h, 3 * d->ht);           /* QKV: dgrad */
-  gemm(a, 1, 3 * d->ht, d->h, d->bs);           /*      wgrad */
+  if (d->rotary)
+    memop(a, 4 * d->Nr);                        /* rotary embedding's gradient */
+  gemm(a, 1, d->bs, d->h, d->qkv_t);            /* QKV: dgrad */
+  gemm(a, 1, d->qkv_t, d->h, d->bs);            /*      wgrad */
   a->seg = 2;                                   /* --- all-reduce --- */
   memop(a, 12 * d->N);                          /* layernorm 1, residual sum */
 }
 
 static void ideal_pass(const ModelProfile *p, guint b, guint q, double scale, ModelPass *pass) {
   *pass = (ModelPass){{p->ideal_layer_s_per_token * (double)b * q * scale, 0, 0}, 0, 0};
+}
+
+/* Forward GEMM FLOPs of a layer for b sequences of `tokens` new tokens
+ * attending over `context` earlier ones (model_layer_forward_flops when
+ * context is 0). */
+static double slice_forward_flops(const ModelShape *m, guint b, guint tokens, guint context) {
+  double h = m->hidden;
+  if (model_is_gpt(m))
+    return 24.0 * b * tokens * h * h + 4.0 * b * tokens * (double)(tokens + context) * h;
+  double d = model_head_dim(m), q = (double)m->heads * d, kv = (double)model_groups(m) * d, f = model_ffn(m);
+  double bq = (double)b * tokens, mlp = m->mlp == MODEL_MLP_SWIGLU ? 3.0 : 2.0;
+  return 2.0 * bq * h * (q + 2.0 * kv) + 4.0 * bq * (double)(tokens + context) * q + 2.0 * bq * q * h +
+         2.0 * bq * h * f * mlp;
 }
 
 static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens, guint context,
@@ -179,8 +215,7 @@ static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guin
      * attention context is free. */
     ideal_pass(p, b, tokens, 1.0, &out->fwd);
     ideal_pass(p, b, tokens, 2.0, &out->bwd);
-    double h = m->hidden;
-    out->fwd.flops = (24.0 * b * tokens * h * h + 4.0 * b * tokens * (double)(tokens + context) * h) / t;
+    out->fwd.flops = slice_forward_flops(m, b, tokens, context) / t;
     out->bwd.flops = 2 * out->fwd.flops;
     return;
   }
@@ -218,6 +253,13 @@ void model_embedding_cost(const ModelProfile *p, const ModelShape *m, guint t, g
    * the vocab shard and all-reduce (on the tp stream; folded in here as a
    * memory pass of 4N), dropout (5N).  Backward: dropout (5N), scatter-add
    * into the word and position embedding gradients (about 8N). */
+  if (m->position == MODEL_POSITION_ROTARY) {
+    /* No position embedding to add or to update (the rotation is in each
+     * layer); the word gradient's scatter-add reads and writes 6N. */
+    *fwd_s = model_memop_time_s(p, 4 * N) + model_memop_time_s(p, 4 * N) + model_memop_time_s(p, 5 * N);
+    *bwd_s = model_memop_time_s(p, 5 * N) + model_memop_time_s(p, 6 * N);
+    return;
+  }
   *fwd_s = model_memop_time_s(p, 4 * N) + model_memop_time_s(p, 6 * N) + model_memop_time_s(p, 4 * N) +
            model_memop_time_s(p, 5 * N);
   *bwd_s = model_memop_time_s(p, 5 * N) + model_memop_time_s(p, 8 * N);
@@ -257,21 +299,30 @@ double model_optimizer_time_s(const ModelProfile *p, guint64 params) {
 }
 
 guint64 model_layer_local_params(const ModelShape *m, guint t) {
-  guint64 h = m->hidden;
-  /* QKV 3h^2/t + 3h/t, projection h^2/t + h, MLP 4h^2/t + 4h/t and
-   * 4h^2/t + h, layernorms 4h. */
-  return 12 * h * h / t + 7 * h / t + 6 * h;
+  guint64 h = m->hidden, f = model_ffn(m), d = model_head_dim(m);
+  guint64 q = (guint64)m->heads * d, kv = (guint64)model_groups(m) * d;
+  guint64 up = m->mlp == MODEL_MLP_SWIGLU ? 2 * f : f;
+  guint64 bias = m->no_bias ? 0 : 1;
+  /* Column-parallel QKV and MLP up (weights and biases) and row-parallel
+   * projection and MLP down (weights) are split over t; the row-parallel
+   * biases and the norms are replicated.  GPT: QKV 3h^2/t + 3h/t,
+   * projection h^2/t + h, MLP 4h^2/t + 4h/t and 4h^2/t + h, layernorms 4h. */
+  return (h * (q + 2 * kv) + bias * (q + 2 * kv)) / t + q * h / t + bias * h + (h * up + bias * up) / t + f * h / t +
+         bias * h + 2 * model_norm_params(m);
 }
 
 guint64 model_stage_params(const ModelShape *m, guint t, guint p, guint stage, guint layers) {
   guint64 h = m->hidden;
   guint64 n = layers * model_layer_local_params(m, t);
-  if (stage == 0)
-    n += (guint64)m->vocab * h / t + (guint64)m->seq_len * h;
+  if (stage == 0) {
+    n += (guint64)m->vocab * h / t;
+    if (m->position == MODEL_POSITION_LEARNED)
+      n += (guint64)m->seq_len * h;
+  }
   if (stage == p - 1) {
-    n += 2 * h; /* final layernorm */
-    if (p > 1)
-      n += (guint64)m->vocab * h / t; /* tied copy of the word embedding */
+    n += model_norm_params(m); /* final norm */
+    if (p > 1 || m->untied)
+      n += (guint64)m->vocab * h / t; /* the logit layer: a tied copy of the word embedding, or its own */
   }
   return n;
 }

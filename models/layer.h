@@ -13,6 +13,16 @@
  * per forward GEMM and its own two all-reduces (the conjugates f of the
  * column-parallel layers).  With fusion, bias+GeLU, bias+dropout+add and
  * scale+mask+softmax are single kernels; without, each is two or three.
+ *
+ * Llama-style shapes (transformer.h) change the widths and a few kernels:
+ * the QKV GEMM has (a + 2g) d / t columns and the projection a d / t rows;
+ * rotary embeddings add one element-wise pass over the query and key shards
+ * forward and backward (Megatron-Core's fused apply_rotary_pos_emb); SwiGLU
+ * runs one h -> 2f GEMM (gate and up together, as Megatron-Core's fused
+ * linear_fc1), the SwiGLU kernel (reads 2f, writes f; backward reads the
+ * gradient and both inputs and writes two gradients) and the f -> h GEMM.
+ * RMSNorm moves the same bytes as layernorm; a layer without linear biases
+ * still runs its fused dropout-add.
  */
 #pragma once
 
@@ -56,11 +66,13 @@ void model_head_cost(const ModelProfile *p, const ModelShape *m, guint t, guint 
 /* Mixed-precision Adam over `params` local parameters (memory-bound). */
 double model_optimizer_time_s(const ModelProfile *p, guint64 params);
 
-/* Parameters held by one GPU of pipeline stage `stage` of p holding
- * `layers` layers, with tensor parallelism t (Megatron's sharding: column-
- * parallel weights and biases and row-parallel weights are split, the
- * row-parallel biases and layernorms replicated; the word embedding is split
- * over t and held by the first and, tied, by the last stage). */
-/* Parameters of one transformer layer on one GPU of a tensor-parallel group. */
+/* Parameters of one transformer layer on one GPU of a tensor-parallel group
+ * (Megatron's sharding: column-parallel weights and biases and row-parallel
+ * weights are split, the row-parallel biases and norms replicated). */
 guint64 model_layer_local_params(const ModelShape *m, guint t);
+/* Parameters held by one GPU of pipeline stage `stage` of p holding
+ * `layers` layers, with tensor parallelism t: the word embedding is split
+ * over t and held by the first stage, the logit layer by the last (a tied
+ * copy of the word embedding when p > 1, or its own matrix when untied), the
+ * learned position embedding by the first and the final norm by the last. */
 guint64 model_stage_params(const ModelShape *m, guint t, guint p, guint stage, guint layers);

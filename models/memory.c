@@ -3,7 +3,13 @@
 
 double model_layer_activation_bytes(const ModelShape *m, guint t, guint b, gboolean fp32_softmax) {
   double s = m->seq_len, h = m->hidden, a = m->heads;
-  return s * b * h * (10.0 + 24.0 / t + (fp32_softmax ? 7.0 : 5.0) * a * s / (h * t));
+  /* The tensor-parallel shards per s b h: the query, key, value and context
+   * (2 bytes each, a d wide for query and context, g d for key and value)
+   * and the MLP's activation input and output (4f; SwiGLU keeps the gate and
+   * up outputs and its own, 6f); 24 for GPT. */
+  double qw = (double)m->heads * model_head_dim(m), kvw = (double)model_groups(m) * model_head_dim(m);
+  double sharded = (4.0 * (qw + kvw) + (m->mlp == MODEL_MLP_SWIGLU ? 6.0 : 4.0) * model_ffn(m)) / h;
+  return s * b * h * (10.0 + sharded / t + (fp32_softmax ? 7.0 : 5.0) * a * s / (h * t));
 }
 
 void model_memory(const ModelShape *m, const ModelMemoryRequest *r, ModelMemory *out) {

@@ -6,6 +6,9 @@
  * Activation Recomputation in Large Transformer Models", section 4, tensor
  * parallelism without sequence parallelism):
  *     s b h (10 + 24/t + 5 a s / (h t))  bytes;
+ * for other shapes (transformer.h) the 24 is the shards' own widths:
+ * 4 (a d + g d)/h for query, key, value and context, 4f/h for the MLP's
+ * activation (6f/h for SwiGLU, which keeps the gate and up projections);
  * without Megatron's fused softmax kernel the fp32 softmax saves its output
  * in fp32 (layer.c), 2 a s^2 b / t bytes more: 7 a s / (h t);
  * with full recomputation only the layer input is kept, 2 s b h bytes, plus

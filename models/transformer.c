@@ -1,56 +1,114 @@
-/* ptdsim — GPT transformer shapes, parameter and FLOP counts (SC21 Eq. 2, 3). */
+/* ptdsim — transformer shapes, parameter and FLOP counts (see transformer.h). */
 #include "transformer.h"
 
 #include <string.h>
 
+guint model_ffn(const ModelShape *m) { return m->ffn_hidden ? m->ffn_hidden : 4 * m->hidden; }
+guint model_groups(const ModelShape *m) { return m->query_groups ? m->query_groups : m->heads; }
+guint model_head_dim(const ModelShape *m) { return m->kv_channels ? m->kv_channels : m->hidden / m->heads; }
+
+gboolean model_is_gpt(const ModelShape *m) {
+  return model_ffn(m) == 4 * m->hidden && model_groups(m) == m->heads &&
+         (guint64)model_head_dim(m) * m->heads == m->hidden && m->mlp == MODEL_MLP_GELU &&
+         m->norm == MODEL_NORM_LAYERNORM && m->position == MODEL_POSITION_LEARNED && !m->untied && !m->no_bias;
+}
+
+guint64 model_norm_params(const ModelShape *m) {
+  return m->norm == MODEL_NORM_RMSNORM ? m->hidden : 2ull * m->hidden;
+}
+
 guint64 model_layer_param_count(const ModelShape *m) {
-  guint64 h = m->hidden;
-  /* QKV 3h^2 + 3h, projection h^2 + h, MLP 4h^2 + 4h and 4h^2 + h,
-   * two layernorms 2 * 2h. */
-  return 12 * h * h + 13 * h;
+  guint64 h = m->hidden, f = model_ffn(m), d = model_head_dim(m);
+  guint64 q = (guint64)m->heads * d, kv = (guint64)model_groups(m) * d;
+  guint64 up = m->mlp == MODEL_MLP_SWIGLU ? 2 * f : f; /* gate and up projections, or h -> f */
+  guint64 bias = m->no_bias ? 0 : 1;
+  /* QKV h(q + 2kv) + biases, projection q h + bias h, MLP h up + biases and
+   * f h + bias h, two norms. */
+  return h * (q + 2 * kv) + bias * (q + 2 * kv) + q * h + bias * h + h * up + bias * up + f * h + bias * h +
+         2 * model_norm_params(m);
 }
 
 guint64 model_param_count(const ModelShape *m) {
-  guint64 h = m->hidden;
-  /* Word embedding V*h (tied with the logit layer) and position embedding
-   * s*h; the final layernorm's 2h is not in Eq. 2, and neither is it here. */
-  return (guint64)m->layers * model_layer_param_count(m) + ((guint64)m->vocab + m->seq_len) * h;
+  guint64 h = m->hidden, V = m->vocab;
+  guint64 embeddings = V * h * (m->untied ? 2 : 1) + (m->position == MODEL_POSITION_LEARNED ? (guint64)m->seq_len * h : 0);
+  return (guint64)m->layers * model_layer_param_count(m) + embeddings + model_norm_params(m);
 }
 
 double model_layer_forward_flops(const ModelShape *m, guint b) {
   double h = m->hidden, s = m->seq_len;
-  /* QKV 6bsh^2, scores 2bs^2h, attention over values 2bs^2h, projection
-   * 2bsh^2, MLP 16bsh^2. */
-  return 24.0 * b * s * h * h + 4.0 * b * s * s * h;
+  if (model_is_gpt(m))
+    /* QKV 6bsh^2, scores 2bs^2h, attention over values 2bs^2h, projection
+     * 2bsh^2, MLP 16bsh^2. */
+    return 24.0 * b * s * h * h + 4.0 * b * s * s * h;
+  double d = model_head_dim(m), q = (double)m->heads * d, kv = (double)model_groups(m) * d, f = model_ffn(m);
+  double mlp = m->mlp == MODEL_MLP_SWIGLU ? 3.0 : 2.0; /* GEMMs of h x f */
+  double bs = (double)b * s;
+  return 2.0 * bs * h * (q + 2.0 * kv) + 4.0 * b * s * s * q + 2.0 * bs * q * h + 2.0 * bs * h * f * mlp;
 }
 
-static double logit_forward_flops(const ModelShape *m, guint64 b) {
+double model_logit_forward_flops(const ModelShape *m, guint64 b) {
   return 2.0 * (double)b * m->seq_len * m->hidden * m->vocab;
 }
 
 double model_flops_per_iteration(const ModelShape *m, guint64 global_batch) {
+  if (!model_is_gpt(m))
+    return model_hardware_flops_per_iteration(m, global_batch, TRUE);
   double B = (double)global_batch, s = m->seq_len, l = m->layers, h = m->hidden, V = m->vocab;
   return 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h));
 }
 
 double model_hardware_flops_per_iteration(const ModelShape *m, guint64 global_batch, gboolean recompute) {
   double layers = (recompute ? 4.0 : 3.0) * m->layers * model_layer_forward_flops(m, 1) * (double)global_batch;
-  return layers + 3.0 * logit_forward_flops(m, global_batch);
+  return layers + 3.0 * model_logit_forward_flops(m, global_batch);
 }
 
-/* GPT-3 family (Brown et al. 2020, Table 2.1) with TeraPipe's head counts
- * (head dimension 128), and the SC21 Table 1 models. */
+double model_model_flops_per_iteration(const ModelShape *m, guint64 global_batch) {
+  return model_hardware_flops_per_iteration(m, global_batch, FALSE);
+}
+
+/* Megatron's GPT with SC21's sequence length and vocabulary. */
+#define GPT(l, h, a) {.layers = (l), .hidden = (h), .heads = (a), .seq_len = 2048, .vocab = 51200}
+
+/* Defaults for the Llama family: SwiGLU, RMSNorm, rotary positions, no
+ * linear biases, untied logits. */
+#define LLAMA(l, h, a, g, f, s, V)                                                                                     \
+  {.layers = (l), .hidden = (h), .heads = (a), .seq_len = (s), .vocab = (V), .ffn_hidden = (f), .query_groups = (g), \
+   .mlp = MODEL_MLP_SWIGLU, .norm = MODEL_NORM_RMSNORM, .position = MODEL_POSITION_ROTARY, .untied = TRUE,           \
+   .no_bias = TRUE}
+
 static const struct {
   const char *name;
   ModelShape shape;
+  const char *source;
 } builtin[] = {
-    {"gpt3-1b", {24, 2048, 16, 2048, 51200}},        {"gpt3-13b", {40, 5120, 40, 2048, 51200}},
-    {"gpt3-44b", {96, 6144, 48, 2048, 51200}},       {"gpt3-175b", {96, 12288, 96, 2048, 51200}},
-    {"megatron-1.7b", {24, 2304, 24, 2048, 51200}},  {"megatron-3.6b", {30, 3072, 32, 2048, 51200}},
-    {"megatron-7.5b", {36, 4096, 32, 2048, 51200}},  {"megatron-18b", {40, 6144, 48, 2048, 51200}},
-    {"megatron-39b", {48, 8192, 64, 2048, 51200}},   {"megatron-76b", {60, 10240, 80, 2048, 51200}},
-    {"megatron-145b", {80, 12288, 96, 2048, 51200}}, {"megatron-310b", {96, 16384, 128, 2048, 51200}},
-    {"megatron-530b", {105, 20480, 128, 2048, 51200}}, {"megatron-1t", {128, 25600, 160, 2048, 51200}},
+    {"gpt3-1b", GPT(24, 2048, 16), "Brown et al. 2020 Table 2.1 (GPT-3 XL), TeraPipe's 16 heads"},
+    {"gpt3-2.7b", GPT(32, 2560, 32), "Brown et al. 2020 Table 2.1 (GPT-3 2.7B)"},
+    {"gpt3-6.7b", GPT(32, 4096, 32), "Brown et al. 2020 Table 2.1 (GPT-3 6.7B)"},
+    {"gpt3-13b", GPT(40, 5120, 40), "Brown et al. 2020 Table 2.1 (GPT-3 13B)"},
+    {"gpt3-44b", GPT(96, 6144, 48), "Li et al. 2021 (TeraPipe) Table 1"},
+    {"gpt3-175b", GPT(96, 12288, 96), "Brown et al. 2020 Table 2.1 (GPT-3 175B)"},
+    {"megatron-1.7b", GPT(24, 2304, 24), "Narayanan et al. 2021 (SC21) Table 1"},
+    {"megatron-3.6b", GPT(30, 3072, 32), "Narayanan et al. 2021 (SC21) Table 1"},
+    {"megatron-7.5b", GPT(36, 4096, 32), "Narayanan et al. 2021 (SC21) Table 1"},
+    {"megatron-18b", GPT(40, 6144, 48), "Narayanan et al. 2021 (SC21) Table 1"},
+    {"megatron-39b", GPT(48, 8192, 64), "Narayanan et al. 2021 (SC21) Table 1"},
+    {"megatron-76b", GPT(60, 10240, 80), "Narayanan et al. 2021 (SC21) Table 1"},
+    {"megatron-145b", GPT(80, 12288, 96), "Narayanan et al. 2021 (SC21) Table 1"},
+    {"megatron-310b", GPT(96, 16384, 128), "Narayanan et al. 2021 (SC21) Table 1"},
+    {"megatron-530b", GPT(105, 20480, 128), "Narayanan et al. 2021 (SC21) Table 1"},
+    {"megatron-1t", GPT(128, 25600, 160), "Narayanan et al. 2021 (SC21) Table 1"},
+    {"llama2-7b", LLAMA(32, 4096, 32, 32, 11008, 4096, 32000),
+     "Touvron et al. 2023 (Llama 2) Table 1; meta-llama/Llama-2-7b-hf config.json"},
+    {"llama2-13b", LLAMA(40, 5120, 40, 40, 13824, 4096, 32000),
+     "Touvron et al. 2023 (Llama 2) Table 1; meta-llama/Llama-2-13b-hf config.json"},
+    {"llama2-70b", LLAMA(80, 8192, 64, 8, 28672, 4096, 32000),
+     "Touvron et al. 2023 (Llama 2) Table 1; meta-llama/Llama-2-70b-hf config.json"},
+    {"llama3-8b", LLAMA(32, 4096, 32, 8, 14336, 8192, 128256),
+     "Llama Team 2024 (The Llama 3 Herd of Models) Table 3; meta-llama/Meta-Llama-3-8B config.json"},
+    {"llama3-70b", LLAMA(80, 8192, 64, 8, 28672, 8192, 128256),
+     "Llama Team 2024 (The Llama 3 Herd of Models) Table 3; meta-llama/Meta-Llama-3-70B config.json"},
+    {"llama3-405b", LLAMA(126, 16384, 128, 8, 53248, 8192, 128256),
+     "Llama Team 2024 (The Llama 3 Herd of Models) Table 3; meta-llama/Llama-3.1-405B config.json"},
 };
 
 const char *const *model_names(void) {
@@ -68,4 +126,11 @@ gboolean model_lookup(const char *name, ModelShape *out) {
       return TRUE;
     }
   return FALSE;
+}
+
+const char *model_source(const char *name) {
+  for (guint i = 0; i < G_N_ELEMENTS(builtin); i++)
+    if (strcmp(builtin[i].name, name) == 0)
+      return builtin[i].source;
+  return NULL;
 }

@@ -1,38 +1,90 @@
-/* ptdsim — GPT transformer shapes, parameter and FLOP counts.
+/* ptdsim — transformer shapes, parameter and FLOP counts.
  *
- * Formulas from Narayanan et al., SC21, section 5.1 and appendix:
+ * The GPT of Megatron-LM (SC21) and the Llama-style variants people train
+ * today share one shape: l layers of hidden size h; a query heads of kv
+ * channels d each (d = h/a unless given), grouped into g key/value groups
+ * (g = a: multi-head attention; g < a: grouped-query attention, g = 1:
+ * multi-query; Ainslie et al. 2023); an MLP of hidden size f (4h unless
+ * given), either GeLU (two GEMMs) or SwiGLU (gate and up projections and a
+ * down projection, Shazeer 2020); layernorm (gain and bias) or RMSNorm (gain
+ * only); learned absolute or rotary position embeddings (Su et al. 2021);
+ * linear layers with or without biases; the logit layer tied to the word
+ * embedding or its own matrix.
+ *
+ * For Megatron's GPT (the defaults) the counts are the paper's (Narayanan
+ * et al., SC21, section 5.1 and appendix):
  *   parameters  P = 12 l h^2 (1 + 13/(12h) + (V+s)/(12 l h))              (Eq. 2)
  *   model FLOPs F = 96 B s l h^2 (1 + s/(6h) + V/(16 l h))                (Eq. 3)
  * F counts forward, backward (2x forward) and one recomputation forward of
  * every transformer layer, and forward + backward of the logit layer.
+ * Other shapes are counted GEMM by GEMM in the same way.
  */
 #pragma once
 
 #include <glib.h>
 
+typedef enum { MODEL_MLP_GELU, MODEL_MLP_SWIGLU } ModelMlp;
+typedef enum { MODEL_NORM_LAYERNORM, MODEL_NORM_RMSNORM } ModelNorm;
+typedef enum { MODEL_POSITION_LEARNED, MODEL_POSITION_ROTARY } ModelPosition;
+
+/* Zero in the optional fields means Megatron's GPT default, so a shape
+ * written {l, h, a, s, V} is the SC21 GPT. */
 typedef struct {
   guint layers;  /* l */
   guint hidden;  /* h */
-  guint heads;   /* a */
+  guint heads;   /* a, query heads */
   guint seq_len; /* s */
   guint vocab;   /* V */
+  guint ffn_hidden;     /* f; 0: 4h */
+  guint query_groups;   /* g, key/value heads; 0: a */
+  guint kv_channels;    /* d, channels per head; 0: h/a */
+  ModelMlp mlp;
+  ModelNorm norm;
+  ModelPosition position;
+  gboolean untied;      /* the logit layer has its own weights */
+  gboolean no_bias;     /* linear layers without biases (Megatron's --disable-bias-linear) */
 } ModelShape;
 
-/* Eq. 2, as an exact integer: 12 l h^2 + 13 l h + (V + s) h. */
+/* The shape's values with the defaults filled in. */
+guint model_ffn(const ModelShape *m);
+guint model_groups(const ModelShape *m);
+guint model_head_dim(const ModelShape *m);
+/* Whether every optional field has its GPT default. */
+gboolean model_is_gpt(const ModelShape *m);
+
+/* Every parameter of the model, as an exact integer: the layers, the word
+ * embedding, the position embedding (learned), the logit layer (untied) and
+ * the final norm.  For GPT: Eq. 2 + 2h (the final layernorm, which Eq. 2
+ * leaves out). */
 guint64 model_param_count(const ModelShape *m);
-/* Eq. 3 for a global batch of B sequences, in FLOPs. */
+/* Eq. 3 for a global batch of B sequences, in FLOPs: 4 forward passes of
+ * the layers (forward, backward as two, and the recomputation forward,
+ * counted whether or not it runs), 3 of the logit layer. */
 double model_flops_per_iteration(const ModelShape *m, guint64 global_batch);
 /* FLOPs actually executed: Eq. 3 without the recomputation forward when
- * recomputation is off. */
+ * recomputation is off (the numerator of hardware FLOPs utilization). */
 double model_hardware_flops_per_iteration(const ModelShape *m, guint64 global_batch, gboolean recompute);
-/* Forward FLOPs of one transformer layer for b sequences (all GEMMs):
- * 24 b s h^2 + 4 b s^2 h. */
+/* The model's own FLOPs, 3 forward passes of layers and logits, never a
+ * recomputation (the numerator of model FLOPs utilization, MFU). */
+double model_model_flops_per_iteration(const ModelShape *m, guint64 global_batch);
+/* Forward FLOPs of one transformer layer for b sequences (all GEMMs,
+ * attention over the full s x s scores): for GPT 24 b s h^2 + 4 b s^2 h;
+ * in general 2bs h (a+2g)d + 4 b s^2 a d + 2bs a d h + 2bs h f (2 or 3). */
 double model_layer_forward_flops(const ModelShape *m, guint b);
+/* Forward FLOPs of the logit layer for b sequences: 2 b s h V. */
+double model_logit_forward_flops(const ModelShape *m, guint64 b);
 
-/* Parameters of one transformer layer (weights and biases of QKV, projection,
- * two MLP GEMMs and two layernorms): 12 h^2 + 13 h. */
+/* Parameters of one transformer layer: QKV weights h (a+2g) d and biases,
+ * the projection a d h and bias h, the MLP's h f (x2 gated) and f h and
+ * biases, two norms (2h each for layernorm, h for RMSNorm).  GPT: 12 h^2 +
+ * 13 h. */
 guint64 model_layer_param_count(const ModelShape *m);
+/* Parameters of one norm: 2h (layernorm) or h (RMSNorm). */
+guint64 model_norm_params(const ModelShape *m);
 
-/* Built-in model names (gpt3-1b ... megatron-1t); NULL-terminated list. */
+/* Built-in model names (gpt3-1b ... megatron-1t, llama2-7b ...);
+ * NULL-terminated list. */
 const char *const *model_names(void);
 gboolean model_lookup(const char *name, ModelShape *out);
+/* Where a built-in model's shape comes from (a paper, a model card). */
+const char *model_source(const char *name);

@@ -12,14 +12,36 @@ static const char *const ddps[] = {"local", "torch", NULL};
 static const char *const networks[] = {"flow", "analytic", NULL};
 static const char *const placements[] = {"tp-dp-pp", "dp-outermost", "misaligned", NULL};
 static const char *const workloads[] = {"gpt", "layers", NULL};
+static const char *const norms[] = {"layernorm", "rmsnorm", NULL};
+static const char *const positions[] = {"learned", "rope", NULL};
 
 static const SearchOption options[SEARCH_N_OPTIONS] = {
-    [SEARCH_OPT_MODEL] = {"model", SEARCH_OPT_TEXT, "NAME", "Built-in model (gpt3-175b, megatron-1t, ...)", NULL},
+    [SEARCH_OPT_MODEL] = {"model", SEARCH_OPT_TEXT, "NAME",
+                          "Built-in model (gpt3-175b, megatron-1t, llama3-70b, ...; `ptdsim models` lists them); the "
+                          "shape options below override its values",
+                          NULL},
     [SEARCH_OPT_LAYERS] = {"layers", SEARCH_OPT_COUNT, "L", "Transformer layers l", NULL},
     [SEARCH_OPT_HIDDEN] = {"hidden", SEARCH_OPT_COUNT, "H", "Hidden size h", NULL},
     [SEARCH_OPT_HEADS] = {"heads", SEARCH_OPT_COUNT, "A", "Attention heads a", NULL},
     [SEARCH_OPT_SEQ_LEN] = {"seq-len", SEARCH_OPT_COUNT, "S", "Sequence length s (default 2048)", NULL},
     [SEARCH_OPT_VOCAB] = {"vocab", SEARCH_OPT_COUNT, "V", "Vocabulary size V (default 51200)", NULL},
+    [SEARCH_OPT_FFN_HIDDEN] = {"ffn-hidden", SEARCH_OPT_COUNT, "F", "MLP hidden size f (default 4h)", NULL},
+    [SEARCH_OPT_SWIGLU] = {"swiglu", SEARCH_OPT_FLAG, NULL,
+                           "Gated MLP (SwiGLU: gate and up projections h->f, down f->h) instead of GeLU", NULL},
+    [SEARCH_OPT_QUERY_GROUPS] = {"num-query-groups", SEARCH_OPT_COUNT, "G",
+                                 "Key/value heads g for grouped-query attention (default: the heads, multi-head "
+                                 "attention; 1: multi-query)",
+                                 NULL},
+    [SEARCH_OPT_KV_CHANNELS] = {"kv-channels", SEARCH_OPT_COUNT, "D", "Channels per attention head d (default h/a)",
+                                NULL},
+    [SEARCH_OPT_NORM] = {"norm", SEARCH_OPT_TEXT, "KIND", "layernorm (default) or rmsnorm", norms},
+    [SEARCH_OPT_POSITION] = {"position-embedding", SEARCH_OPT_TEXT, "KIND",
+                             "learned (absolute, an embedding table; default) or rope (rotary, applied in every "
+                             "layer)",
+                             positions},
+    [SEARCH_OPT_UNTIE] = {"untie-embeddings", SEARCH_OPT_FLAG, NULL,
+                          "The logit layer has its own weights instead of sharing the word embedding's", NULL},
+    [SEARCH_OPT_NO_BIAS] = {"no-bias", SEARCH_OPT_FLAG, NULL, "Linear layers without biases (as Llama)", NULL},
     [SEARCH_OPT_CLUSTER] = {"cluster", SEARCH_OPT_TEXT, "NAME|FILE", "Cluster name or JSON file (default selene)",
                             NULL},
     [SEARCH_OPT_PROFILE] = {"profile", SEARCH_OPT_TEXT, "NAME|FILE",
@@ -172,13 +194,30 @@ gboolean search_tokens(const char *text, double *out, GError **error) {
   return TRUE;
 }
 
+/* A word of an option with a closed set of words. */
+static gboolean search_choice(SearchOptId id, const char *word, GError **error) {
+  const SearchOption *o = &options[id];
+  GString *words = g_string_new(NULL);
+  for (const char *const *w = o->choices; *w; w++) {
+    if (strcmp(*w, word) == 0) {
+      g_string_free(words, TRUE);
+      return TRUE;
+    }
+    g_string_append_printf(words, "%s%s", words->len ? ", " : "", *w);
+  }
+  g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --%s '%s'; use one of %s", o->name, word,
+              words->str);
+  g_string_free(words, TRUE);
+  return FALSE;
+}
+
 static guint count_or(const SearchConfig *c, SearchOptId id, guint dflt) {
   return c->given[id] ? c->count[id] : dflt;
 }
 
 gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError **error) {
   memset(r, 0, sizeof *r);
-  ModelShape named = {0, 0, 0, 2048, 51200};
+  ModelShape named = {.seq_len = 2048, .vocab = 51200};
   const char *model = c->text[SEARCH_OPT_MODEL];
   if (model && !model_lookup(model, &named)) {
     GString *names = g_string_new(NULL);
@@ -202,9 +241,30 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--global-batch is required");
     return FALSE;
   }
-  r->model = (ModelShape){count_or(c, SEARCH_OPT_LAYERS, named.layers), count_or(c, SEARCH_OPT_HIDDEN, named.hidden),
-                          count_or(c, SEARCH_OPT_HEADS, named.heads), count_or(c, SEARCH_OPT_SEQ_LEN, named.seq_len),
-                          count_or(c, SEARCH_OPT_VOCAB, named.vocab)};
+  r->model = named;
+  r->model.layers = count_or(c, SEARCH_OPT_LAYERS, named.layers);
+  r->model.hidden = count_or(c, SEARCH_OPT_HIDDEN, named.hidden);
+  r->model.heads = count_or(c, SEARCH_OPT_HEADS, named.heads);
+  r->model.seq_len = count_or(c, SEARCH_OPT_SEQ_LEN, named.seq_len);
+  r->model.vocab = count_or(c, SEARCH_OPT_VOCAB, named.vocab);
+  r->model.ffn_hidden = count_or(c, SEARCH_OPT_FFN_HIDDEN, named.ffn_hidden);
+  r->model.query_groups = count_or(c, SEARCH_OPT_QUERY_GROUPS, named.query_groups);
+  r->model.kv_channels = count_or(c, SEARCH_OPT_KV_CHANNELS, named.kv_channels);
+  if (c->given[SEARCH_OPT_SWIGLU])
+    r->model.mlp = MODEL_MLP_SWIGLU;
+  if (c->given[SEARCH_OPT_UNTIE])
+    r->model.untied = TRUE;
+  if (c->given[SEARCH_OPT_NO_BIAS])
+    r->model.no_bias = TRUE;
+  const char *norm = c->text[SEARCH_OPT_NORM], *position = c->text[SEARCH_OPT_POSITION];
+  if (norm && !search_choice(SEARCH_OPT_NORM, norm, error))
+    return FALSE;
+  if (norm)
+    r->model.norm = strcmp(norm, "rmsnorm") == 0 ? MODEL_NORM_RMSNORM : MODEL_NORM_LAYERNORM;
+  if (position && !search_choice(SEARCH_OPT_POSITION, position, error))
+    return FALSE;
+  if (position)
+    r->model.position = strcmp(position, "rope") == 0 ? MODEL_POSITION_ROTARY : MODEL_POSITION_LEARNED;
   r->gpus = c->count[SEARCH_OPT_GPUS];
   r->tp = count_or(c, SEARCH_OPT_TP, 1);
   r->pp = count_or(c, SEARCH_OPT_PP, 1);

@@ -115,14 +115,33 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
       !need(r->global_batch, "--global-batch", MAX_BATCH, error) ||
       !need(r->micro_batch, "--micro-batch", MAX_BATCH, error))
     return FALSE;
-  if (m->hidden % m->heads)
-    FAIL("--hidden %u is not a multiple of --heads %u; pick sizes whose head dimension is whole", m->hidden, m->heads);
+  if (!m->kv_channels && m->hidden % m->heads)
+    FAIL("--hidden %u is not a multiple of --heads %u; pick sizes whose head dimension is whole, or give "
+         "--kv-channels",
+         m->hidden, m->heads);
+  if (m->kv_channels > MAX_HIDDEN)
+    FAIL("--kv-channels %u is more than %u", m->kv_channels, MAX_HIDDEN);
+  if (m->ffn_hidden > 16 * MAX_HIDDEN)
+    FAIL("--ffn-hidden %u is more than %u", m->ffn_hidden, 16 * MAX_HIDDEN);
+  guint groups = model_groups(m);
+  if (groups > m->heads || m->heads % groups)
+    FAIL("--num-query-groups %u does not divide the %u attention heads; give a divisor of --heads (1 for "
+         "multi-query attention)",
+         groups, m->heads);
   if (r->tp > m->heads)
     FAIL("--tp %u is more tensor-parallel ranks than the model's %u attention heads; use --tp <= %u", r->tp, m->heads,
          m->heads);
   if (m->heads % r->tp)
     FAIL("--heads %u does not split evenly over --tp %u; use a tensor-parallel size that divides the heads", m->heads,
          r->tp);
+  if (groups % r->tp)
+    FAIL("--num-query-groups %u does not split over --tp %u (each tensor-parallel rank holds whole key/value "
+         "groups); use a --tp that divides %u",
+         groups, r->tp, groups);
+  if (model_ffn(m) % r->tp)
+    FAIL("the MLP's hidden size %u does not split over --tp %u; use a --tp that divides it, or another "
+         "--ffn-hidden",
+         model_ffn(m), r->tp);
   guint64 tp_pp = (guint64)r->tp * r->pp;
   if (r->dp) {
     if (r->dp > MAX_GPUS || tp_pp * r->dp != r->gpus)
@@ -287,4 +306,26 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     return FALSE;
   }
   return TRUE;
+}
+
+void sim_plan_rates(const SimPlan *pl, const ModelProfile *profile, SimResult *r) {
+  ModelShape counted = pl->model;
+  if (pl->workload == SIM_WORKLOAD_LAYERS)
+    counted.vocab = 0; /* no logit layer */
+  double per_gpu = r->iteration_time_s * pl->gpus * 1e12;
+  double F = model_flops_per_iteration(&counted, pl->global_batch);
+  double Fhw = model_hardware_flops_per_iteration(&counted, pl->global_batch, pl->recompute);
+  double Fmodel = model_model_flops_per_iteration(&counted, pl->global_batch);
+  r->tflops_per_gpu = F / r->iteration_time_s / pl->gpus / 1e12;
+  r->hardware_tflops_per_gpu = Fhw / r->iteration_time_s / pl->gpus / 1e12;
+  r->percent_of_peak = 100.0 * r->tflops_per_gpu * 1e12 / profile->peak_flops;
+  r->mfu_percent = 100.0 * (Fmodel / per_gpu) * 1e12 / profile->peak_flops;
+  r->hfu_percent = 100.0 * r->hardware_tflops_per_gpu * 1e12 / profile->peak_flops;
+  r->aggregate_pflops = r->tflops_per_gpu * pl->gpus / 1000.0;
+  double tokens_per_iteration = (double)pl->global_batch * pl->model.seq_len;
+  r->tokens_per_s = tokens_per_iteration / r->iteration_time_s;
+  if (pl->tokens > 0) {
+    r->training_days = pl->tokens / tokens_per_iteration * r->iteration_time_s / 86400.0;
+    r->gpu_hours = r->training_days * 24.0 * pl->gpus;
+  }
 }

@@ -90,6 +90,9 @@ typedef struct {
   double tflops_per_gpu;
   double hardware_tflops_per_gpu;
   double percent_of_peak;
+  double mfu_percent;   /* model FLOPs (no recomputation) per second per GPU over the peak */
+  double hfu_percent;   /* FLOPs executed per second per GPU over the peak */
+  double tokens_per_s;  /* B s per iteration time */
   double aggregate_pflops;
   double bubble_fraction;
   double analytic_bubble_fraction;
@@ -104,11 +107,18 @@ typedef struct {
   guint memory_stage;
   gboolean fits_in_memory;
   double training_days; /* 0 when no token budget */
+  double gpu_hours;     /* training_days x 24 x GPUs; 0 when no token budget */
   /* the simulation itself */
   guint64 ops, events;
   guint simulated_gpus;
   gboolean symmetric; /* the shortcut was used (placement uniform, not --no-symmetry) */
 } SimResult;
+
+/* The rates of a finished iteration, from r->iteration_time_s: TFLOP/s by
+ * Eq. 3 and executed, share of peak, MFU and HFU, tokens/s, aggregate
+ * PFLOP/s, and the days and GPU-hours of the token budget.  The layers
+ * workload counts no logit layer. */
+void sim_plan_rates(const SimPlan *plan, const ModelProfile *profile, SimResult *r);
 
 /* Simulates one iteration of `plan`. */
 gboolean sim_ptdp_run(const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster,

@@ -514,7 +514,7 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
       g_array_append_val(mine, lasts[k]);
     /* Tied word embeddings: the first and last stage all-reduce their copies'
      * gradients (Megatron's allreduce of word_embeddings grads). */
-    if (b->p > 1 && (s == 0 || s == b->p - 1)) {
+    if (b->p > 1 && !pl->model.untied && (s == 0 || s == b->p - 1)) {
       SimOpTag et = tag(CAT_DP, PASS_OTHER, s, 0, 0, -2);
       double bytes = grad_bytes * (double)pl->model.vocab * pl->model.hidden / pl->tp;
       for (guint k = 0; k < b->ds; k++) {
@@ -739,12 +739,7 @@ static void measure(Build *b, SimResult *r) {
   const SimPlan *pl = b->plan;
   SimTime makespan = sim_engine_makespan(b->e);
   r->iteration_time_s = (double)makespan * 1e-9;
-  double F = model_flops_per_iteration(&pl->model, pl->global_batch);
-  double Fhw = model_hardware_flops_per_iteration(&pl->model, pl->global_batch, pl->recompute);
-  r->tflops_per_gpu = F / r->iteration_time_s / pl->gpus / 1e12;
-  r->hardware_tflops_per_gpu = Fhw / r->iteration_time_s / pl->gpus / 1e12;
-  r->percent_of_peak = 100.0 * r->tflops_per_gpu * 1e12 / b->profile->peak_flops;
-  r->aggregate_pflops = r->tflops_per_gpu * pl->gpus / 1000.0;
+  sim_plan_rates(pl, b->profile, r);
   r->analytic_bubble_fraction = (double)(b->p - 1) / ((double)b->v * b->m);
 
   /* The pipeline's busy work per stage (compute and tensor-parallel
@@ -1031,11 +1026,6 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
     if (b.flow)
       flow_bisection(&b, r);
     r->fits_in_memory = r->memory.total <= profile->memory_bytes;
-    if (pl->tokens > 0) {
-      /* Tokens per iteration B*s; days = iterations * iteration time. */
-      double iters = pl->tokens / ((double)pl->global_batch * pl->model.seq_len);
-      r->training_days = iters * r->iteration_time_s / 86400.0;
-    }
     if (observe)
       ok = observe_timeline(&b, observe, data, error);
   }

@@ -486,15 +486,7 @@ static void measure(Build *b, const ModelProfile *profile, guint total_slices, S
   SimTime makespan = sim_engine_makespan(b->e);
   r->iteration_time_s = (double)makespan * 1e-9;
   /* The layers workload has no logits: Eq. 3 without its vocabulary term. */
-  ModelShape counted = pl->model;
-  if (pl->workload == SIM_WORKLOAD_LAYERS)
-    counted.vocab = 0;
-  double F = model_flops_per_iteration(&counted, pl->global_batch);
-  double Fhw = model_hardware_flops_per_iteration(&counted, pl->global_batch, pl->recompute);
-  r->tflops_per_gpu = F / r->iteration_time_s / pl->gpus / 1e12;
-  r->hardware_tflops_per_gpu = Fhw / r->iteration_time_s / pl->gpus / 1e12;
-  r->percent_of_peak = 100.0 * r->tflops_per_gpu * 1e12 / profile->peak_flops;
-  r->aggregate_pflops = r->tflops_per_gpu * pl->gpus / 1000.0;
+  sim_plan_rates(pl, profile, r);
   /* GPipe's and TeraPipe's textbook bubble: (K - 1) / M for M equal slices. */
   r->analytic_bubble_fraction = (double)(b->p - 1) / total_slices;
   r->token_slices = total_slices;
@@ -698,8 +690,6 @@ gboolean sim_terapipe_simulate_observed(const SimPlan *pl, const ModelProfile *p
   gboolean ok = sim_engine_run(b.e, error);
   if (ok) {
     measure(&b, profile, total, r);
-    if (pl->tokens > 0)
-      r->training_days = pl->tokens / ((double)pl->global_batch * pl->model.seq_len) * r->iteration_time_s / 86400.0;
     if (observe) {
       /* One GPU per stage: stage s runs on the first GPU of its tensor-parallel group, replica 0. */
       guint *gpus = g_new(guint, b.p);

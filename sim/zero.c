@@ -63,53 +63,71 @@ static double gemm_s(const ModelProfile *p, guint64 m, guint64 n, guint64 k) {
   return model_gemm_time_s(p, &g);
 }
 
+/* Parameters of one layer's four linear units (with their biases) and of
+ * one norm, for any shape (transformer.h): QKV h (a+2g) d, projection a d h,
+ * MLP up h f (2f gated), MLP down f h. */
+typedef struct {
+  guint64 qkv, proj, up, down, norm;
+} Linears;
+
+static Linears linears_of(const ModelShape *m) {
+  guint64 h = m->hidden, d = model_head_dim(m), f = model_ffn(m), bias = m->no_bias ? 0 : 1;
+  guint64 q = (guint64)m->heads * d, qkv = q + 2ull * model_groups(m) * d;
+  guint64 up = m->mlp == MODEL_MLP_SWIGLU ? 2 * f : f;
+  return (Linears){h * qkv + bias * qkv, q * h + bias * h, h * up + bias * up, f * h + bias * h, model_norm_params(m)};
+}
+
 /* The units in forward order: the embedding; per layer QKV, projection, MLP
  * up and down (the layer's compute split at the GEMMs: the QKV unit carries
- * the layernorm and the attention core, the MLP-up unit the residual,
- * second layernorm and GeLU); the head.  Backward in reverse, split the same
+ * the norm and the attention core, the MLP-up unit the residual, second
+ * norm and activation); the head.  Backward in reverse, split the same
  * way. */
 static void units_of(const SimPlan *pl, const ModelProfile *profile, Unit **out, guint *n) {
   const ModelShape *m = &pl->model;
   guint L = m->layers, b = pl->micro_batch;
   guint64 h = m->hidden, bs = (guint64)b * m->seq_len;
+  guint64 q = (guint64)m->heads * model_head_dim(m), f = model_ffn(m);
+  Linears lin = linears_of(m);
   Unit *u = g_new0(Unit, 4 * L + 2);
   ModelLayerCost lc;
   model_layer_cost(profile, m, 1, b, pl->fusion, &lc);
   double ef, eb, hf, hb;
   model_embedding_cost(profile, m, 1, b, &ef, &eb);
   model_head_cost(profile, m, 1, b, &hf, &hb);
-  guint64 word = (guint64)m->vocab * h, pos = (guint64)m->seq_len * h;
+  guint64 word = (guint64)m->vocab * h, pos = m->position == MODEL_POSITION_LEARNED ? (guint64)m->seq_len * h : 0;
   u[0] = (Unit){word + pos, word + pos, ef, eb, FALSE, -1, SIM_PART_EMBEDDING};
   const double *F = lc.fwd.seg_s, *G = lc.bwd.seg_s;
-  double f[4], g[4];
+  double fw[4], bw[4];
   if (profile->kind == MODEL_PROFILE_IDEAL) {
     /* the ideal profile has no GEMM model: split by the linears' FLOPs */
-    static const double share[4] = {3.0 / 12, 1.0 / 12, 4.0 / 12, 4.0 / 12};
+    double total = (double)(lin.qkv + lin.proj + lin.up + lin.down);
+    const double share[4] = {(double)lin.qkv / total, (double)lin.proj / total, (double)lin.up / total,
+                             (double)lin.down / total};
     for (int k = 0; k < 4; k++) {
-      f[k] = share[k] * (F[0] + F[1] + F[2]);
-      g[k] = share[k] * (G[0] + G[1] + G[2]);
+      fw[k] = share[k] * (F[0] + F[1] + F[2]);
+      bw[k] = share[k] * (G[0] + G[1] + G[2]);
     }
   } else {
-    double proj = gemm_s(profile, bs, h, h), fc2 = gemm_s(profile, bs, h, 4 * h);
-    double proj_b = gemm_s(profile, bs, h, h) + gemm_s(profile, h, h, bs);
-    double fc2_b = gemm_s(profile, bs, 4 * h, h) + gemm_s(profile, 4 * h, h, bs);
-    f[0] = F[0] - proj, g[0] = G[1] - proj_b + G[2];
-    f[1] = proj, g[1] = proj_b;
-    f[2] = F[1] - fc2, g[2] = G[0] - fc2_b;
-    f[3] = fc2 + F[2], g[3] = fc2_b;
+    double proj = gemm_s(profile, bs, h, q), fc2 = gemm_s(profile, bs, h, f);
+    double proj_b = gemm_s(profile, bs, q, h) + gemm_s(profile, q, h, bs);
+    double fc2_b = gemm_s(profile, bs, f, h) + gemm_s(profile, f, h, bs);
+    fw[0] = F[0] - proj, bw[0] = G[1] - proj_b + G[2];
+    fw[1] = proj, bw[1] = proj_b;
+    fw[2] = F[1] - fc2, bw[2] = G[0] - fc2_b;
+    fw[3] = fc2 + F[2], bw[3] = fc2_b;
   }
   for (guint l = 0; l < L; l++) {
     Unit *x = u + 1 + 4 * l;
     gint32 i = (gint32)l;
-    /* the QKV unit owns the first layernorm, MLP-up the second */
-    x[0] = (Unit){3 * h * h + 3 * h, 3 * h * h + 3 * h + 2 * h, f[0], g[0], TRUE, i, SIM_PART_QKV};
-    x[1] = (Unit){h * h + h, h * h + h, f[1], g[1], TRUE, i, SIM_PART_PROJECTION};
-    x[2] = (Unit){4 * h * h + 4 * h, 4 * h * h + 4 * h + 2 * h, f[2], g[2], TRUE, i, SIM_PART_MLP_UP};
-    x[3] = (Unit){4 * h * h + h, 4 * h * h + h, f[3], g[3], TRUE, i, SIM_PART_MLP_DOWN};
+    /* the QKV unit owns the first norm, MLP-up the second */
+    x[0] = (Unit){lin.qkv, lin.qkv + lin.norm, fw[0], bw[0], TRUE, i, SIM_PART_QKV};
+    x[1] = (Unit){lin.proj, lin.proj, fw[1], bw[1], TRUE, i, SIM_PART_PROJECTION};
+    x[2] = (Unit){lin.up, lin.up + lin.norm, fw[2], bw[2], TRUE, i, SIM_PART_MLP_UP};
+    x[3] = (Unit){lin.down, lin.down, fw[3], bw[3], TRUE, i, SIM_PART_MLP_DOWN};
   }
-  /* the head: the tied word embedding gathered again for the logits; it
-   * owns the final layernorm */
-  u[4 * L + 1] = (Unit){word, 2 * h, hf, hb, FALSE, -3, SIM_PART_HEAD};
+  /* the head: the tied word embedding gathered again for the logits, or its
+   * own logit matrix when untied; it owns the final norm */
+  u[4 * L + 1] = (Unit){word, (m->untied ? word : 0) + lin.norm, hf, hb, FALSE, -3, SIM_PART_HEAD};
   *out = u;
   *n = 4 * L + 2;
 }
@@ -261,8 +279,9 @@ static void emit(Build *b) {
 void sim_zero_memory(const SimPlan *pl, ModelMemory *mem) {
   const ModelShape *m = &pl->model;
   double h = m->hidden, d = pl->dp;
-  double P = (double)model_param_count(m) + 2 * h; /* Eq. 2, and the final layernorm */
-  double word = (double)m->vocab * h, mlp = 4 * h * h + 4 * h;
+  double P = (double)model_param_count(m);
+  Linears lin = linears_of(m);
+  double word = (double)m->vocab * h, mlp = (double)MAX(MAX(lin.qkv, lin.proj), MAX(lin.up, lin.down));
   /* one microbatch in flight at a time: all its layers' activations */
   ModelMemoryRequest req = {1, pl->micro_batch, 0, m->layers, 1, pl->recompute, TRUE, TRUE,
                             !model_softmax_fused(m, 1, pl->micro_batch, pl->fusion)};
@@ -271,10 +290,10 @@ void sim_zero_memory(const SimPlan *pl, ModelMemory *mem) {
   mem->activations = act.activations;
   mem->optimizer = 12 * P / d;
   mem->gradients = pl->zero >= 2 ? 2 * P / d : 2 * P;
-  /* stage 3: the shard, the layernorms whole (under the persistence
-   * threshold), and two units gathered at once (at most the word embedding
-   * or an MLP linear, twice) */
-  double norms = (4.0 * m->layers + 2) * h;
+  /* stage 3: the shard, the norms whole (under the persistence threshold),
+   * and two units gathered at once (at most the word embedding or the
+   * largest linear, twice) */
+  double norms = (2.0 * m->layers + 1) * (double)lin.norm;
   mem->weights = pl->zero == 3 ? 2 * (P - norms) / d + 2 * norms + 2 * 2 * MAX(mlp, word) : 2 * P;
   mem->total = mem->weights + mem->gradients + mem->optimizer + mem->activations;
 }
@@ -352,12 +371,7 @@ gboolean sim_zero_run(const SimPlan *pl, const ModelProfile *profile, const Topo
   if (ok) {
     SimTime makespan = sim_engine_makespan(b.e);
     r->iteration_time_s = (double)makespan * 1e-9;
-    double F = model_flops_per_iteration(&pl->model, pl->global_batch);
-    double Fhw = model_hardware_flops_per_iteration(&pl->model, pl->global_batch, pl->recompute);
-    r->tflops_per_gpu = F / r->iteration_time_s / pl->gpus / 1e12;
-    r->hardware_tflops_per_gpu = Fhw / r->iteration_time_s / pl->gpus / 1e12;
-    r->percent_of_peak = 100.0 * r->tflops_per_gpu * 1e12 / profile->peak_flops;
-    r->aggregate_pflops = r->tflops_per_gpu * pl->gpus / 1000.0;
+    sim_plan_rates(pl, profile, r);
     /* no pipeline: the only idle time is waiting for parameters */
     GArray *edges = sim_exposed_edges_new();
     for (guint kind = 0; kind < SIM_TIMELINE_STREAM_KINDS; kind++) {
@@ -373,8 +387,6 @@ gboolean sim_zero_run(const SimPlan *pl, const ModelProfile *profile, const Topo
                                   parts[SIM_CLS_DP],      parts[SIM_CLS_OPT], parts[SIM_N_CLS]};
     r->bytes_dp = b.bytes;
     r->bisection_dp_GBps = pl->dp > 1 ? bisection(&b) / 1e9 : 0;
-    if (pl->tokens > 0)
-      r->training_days = pl->tokens / ((double)pl->global_batch * pl->model.seq_len) * r->iteration_time_s / 86400.0;
     r->ops = sim_engine_n_ops(b.e);
     r->events = sim_engine_n_events(b.e);
     r->simulated_gpus = 1;

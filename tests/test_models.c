@@ -102,35 +102,88 @@ static void test_model_lookup(void) {
   g_assert_false(model_lookup("", &m));
 }
 
-/* Eq. 2 in closed form equals the parameters counted matrix by matrix, as
- * an exact integer, for every built-in model and a tiny hand-checkable one;
- * and it agrees with the paper's factored form. */
+/* A shape's parameters counted matrix by matrix from its fields, written
+ * out here independently of transformer.c: query heads a of d channels, g
+ * key/value heads, MLP width f, gated or not, norms with or without a bias,
+ * linear biases or none. */
+static guint64 layer_params_by_matrix(const ModelShape *m) {
+  guint64 h = m->hidden, a = m->heads;
+  guint64 d = m->kv_channels ? m->kv_channels : h / a, g = m->query_groups ? m->query_groups : a;
+  guint64 f = m->ffn_hidden ? m->ffn_hidden : 4 * h, bias = m->no_bias ? 0 : 1;
+  guint64 norm = m->norm == MODEL_NORM_RMSNORM ? h : 2 * h;
+  guint64 wq = h * a * d, wk = h * g * d, wv = h * g * d, bqkv = bias * (a + 2 * g) * d;
+  guint64 wo = a * d * h, bo = bias * h;
+  guint64 gate = m->mlp == MODEL_MLP_SWIGLU ? h * f + bias * f : 0;
+  guint64 up = h * f + bias * f, down = f * h + bias * h;
+  return wq + wk + wv + bqkv + wo + bo + gate + up + down + 2 * norm;
+}
+
+static guint64 params_by_matrix(const ModelShape *m) {
+  guint64 h = m->hidden, V = m->vocab, s = m->seq_len;
+  guint64 word = V * h, logits = m->untied ? V * h : 0, position = m->position == MODEL_POSITION_LEARNED ? s * h : 0;
+  guint64 final_norm = m->norm == MODEL_NORM_RMSNORM ? h : 2 * h;
+  return m->layers * layer_params_by_matrix(m) + word + logits + position + final_norm;
+}
+
+/* The parameter count equals the count matrix by matrix, as an exact
+ * integer, for every built-in model and hand-checkable ones; for Megatron's
+ * GPT it is Eq. 2 (closed and factored) plus the final layernorm's 2h. */
 static void check_params(const char *label, const ModelShape *m) {
-  guint64 l = m->layers, h = m->hidden, V = m->vocab, s = m->seq_len;
-  guint64 qkv = 3 * h * h + 3 * h;  /* weight h x 3h, bias 3h */
-  guint64 proj = h * h + h;         /* weight h x h, bias h */
-  guint64 mlp1 = 4 * h * h + 4 * h; /* weight h x 4h, bias 4h */
-  guint64 mlp2 = 4 * h * h + h;     /* weight 4h x h, bias h */
-  guint64 norms = 2 * (2 * h);      /* two layernorms, gain and bias */
-  guint64 layer = qkv + proj + mlp1 + mlp2 + norms;
-  guint64 embeddings = V * h + s * h; /* word (tied with logits) + position */
   g_test_message("%s: %" G_GUINT64_FORMAT " parameters", label, model_param_count(m));
-  g_assert_cmpuint(model_layer_param_count(m), ==, layer);
-  g_assert_cmpuint(model_param_count(m), ==, l * layer + embeddings);
+  g_assert_cmpuint(model_layer_param_count(m), ==, layer_params_by_matrix(m));
+  g_assert_cmpuint(model_param_count(m), ==, params_by_matrix(m));
+  if (!model_is_gpt(m))
+    return;
+  guint64 l = m->layers, h = m->hidden, V = m->vocab, s = m->seq_len;
+  g_assert_cmpuint(model_layer_param_count(m), ==, 12 * h * h + 13 * h);
+  g_assert_cmpuint(model_param_count(m), ==, l * (12 * h * h + 13 * h) + (V + s) * h + 2 * h);
   double L = (double)l, H = (double)h;
-  assert_rel((double)model_param_count(m),
+  assert_rel((double)(model_param_count(m) - 2 * h),
              12 * L * H * H * (1 + 13 / (12 * H) + ((double)V + (double)s) / (12 * L * H)), REL_EPS);
 }
 
 static void test_param_count(void) {
-  /* l=2, h=4, V=10, s=3: per layer 12*16 + 13*4 = 244, so 488 + 13*4 = 540. */
-  ModelShape tiny = {2, 4, 2, 3, 10};
-  g_assert_cmpuint(model_param_count(&tiny), ==, 540);
+  /* l=2, h=4, V=10, s=3: per layer 12*16 + 13*4 = 244, so 488 + 13*4 = 540
+   * by Eq. 2, and 8 for the final layernorm. */
+  ModelShape tiny = {.layers = 2, .hidden = 4, .heads = 2, .seq_len = 3, .vocab = 10};
+  g_assert_true(model_is_gpt(&tiny));
+  g_assert_cmpuint(model_param_count(&tiny), ==, 548);
   check_params("tiny", &tiny);
+  /* The same with Llama's choices: h=8, a=4 heads of d=2 in g=2 groups,
+   * f=12 SwiGLU, RMSNorm, rotary, untied, no biases: QKV 8*(8+4+4) = 128,
+   * projection 64, gate and up 2*8*12 = 192, down 96, norms 16: 496 per
+   * layer; 992 + word 80 + logits 80 + final norm 8 = 1160. */
+  ModelShape llama = {.layers = 2, .hidden = 8, .heads = 4, .seq_len = 3, .vocab = 10, .ffn_hidden = 12,
+                      .query_groups = 2, .mlp = MODEL_MLP_SWIGLU, .norm = MODEL_NORM_RMSNORM,
+                      .position = MODEL_POSITION_ROTARY, .untied = TRUE, .no_bias = TRUE};
+  g_assert_false(model_is_gpt(&llama));
+  g_assert_cmpuint(model_layer_param_count(&llama), ==, 496);
+  g_assert_cmpuint(model_param_count(&llama), ==, 1160);
+  check_params("tiny-llama", &llama);
+  /* Each option alone, on a GPT: every field enters the count. */
+  for (guint k = 0; k < 7; k++) {
+    ModelShape v = lookup("gpt3-1b");
+    switch (k) {
+    case 0: v.ffn_hidden = 5000; break;
+    case 1: v.query_groups = 4; break;
+    case 2: v.kv_channels = 64; break;
+    case 3: v.mlp = MODEL_MLP_SWIGLU; break;
+    case 4: v.norm = MODEL_NORM_RMSNORM; break;
+    case 5: v.position = MODEL_POSITION_ROTARY; v.untied = TRUE; break;
+    default: v.no_bias = TRUE; break;
+    }
+    g_assert_false(model_is_gpt(&v));
+    g_assert_cmpuint(model_param_count(&v), !=, model_param_count(&(ModelShape){.layers = 24, .hidden = 2048,
+                                                                                 .heads = 16, .seq_len = 2048,
+                                                                                 .vocab = 51200}));
+    check_params("gpt3-1b variant", &v);
+  }
   for (const char *const *n = model_names(); *n; n++) {
     ModelShape m = lookup(*n);
+    g_assert_nonnull(model_source(*n));
     check_params(*n, &m);
   }
+  g_assert_null(model_source("gpt3-175"));
 }
 
 /* Forward FLOPs of one layer for b sequences, GEMM by GEMM (2 m n k each):
@@ -138,13 +191,15 @@ static void test_param_count(void) {
  * [s, d] x [d, s] and attention over values [s, s] x [s, d]; projection
  * [bs, h] x [h, h]; MLP [bs, h] x [h, 4h] and [bs, 4h] x [4h, h]. */
 static double layer_gemm_flops(const ModelShape *m, double b) {
-  double s = m->seq_len, h = m->hidden, a = m->heads, d = h / a;
-  double qkv = 2 * (b * s) * h * (3 * h);
+  double s = m->seq_len, h = m->hidden, a = m->heads;
+  double d = m->kv_channels ? m->kv_channels : h / a, g = m->query_groups ? m->query_groups : a;
+  double f = m->ffn_hidden ? m->ffn_hidden : 4 * h;
+  double qkv = 2 * (b * s) * h * (a * d + 2 * g * d);
   double scores = b * a * 2 * s * s * d;
   double over_values = b * a * 2 * s * d * s;
-  double proj = 2 * (b * s) * h * h;
-  double mlp1 = 2 * (b * s) * h * (4 * h);
-  double mlp2 = 2 * (b * s) * (4 * h) * h;
+  double proj = 2 * (b * s) * (a * d) * h;
+  double mlp1 = 2 * (b * s) * h * f * (m->mlp == MODEL_MLP_SWIGLU ? 2 : 1);
+  double mlp2 = 2 * (b * s) * f * h;
   return qkv + scores + over_values + proj + mlp1 + mlp2;
 }
 
@@ -153,7 +208,8 @@ static double logit_gemm_flops(const ModelShape *m, double b) {
   return 2 * (b * m->seq_len) * m->hidden * (double)m->vocab;
 }
 
-/* Eq. 3 equals the GEMM-by-GEMM sum over passes: every layer runs forward,
+/* Eq. 3 equals the GEMM-by-GEMM sum over passes (for every built-in model,
+ * GPT and Llama alike): every layer runs forward,
  * backward (2x forward) and the recomputation forward, 4 forwards in all;
  * the logit layer forward and backward, 3 forwards.  Without recomputation
  * the hardware count drops one forward of the layers. */
@@ -171,6 +227,7 @@ static void test_flops(void) {
       assert_rel(model_flops_per_iteration(&m, batches[i]), with_recompute, REL_EPS);
       assert_rel(model_hardware_flops_per_iteration(&m, batches[i], TRUE), with_recompute, REL_EPS);
       assert_rel(model_hardware_flops_per_iteration(&m, batches[i], FALSE), without, REL_EPS);
+      assert_rel(model_model_flops_per_iteration(&m, batches[i]), without, REL_EPS);
       g_assert_cmpfloat(model_hardware_flops_per_iteration(&m, batches[i], FALSE), <,
                         model_flops_per_iteration(&m, batches[i]));
     }
@@ -187,6 +244,7 @@ typedef struct {
 static const LayerCase layer_cases[] = {
     {"gpt3-1b", 1, 1},       {"gpt3-1b", 2, 4},       {"megatron-1.7b", 8, 1}, {"megatron-18b", 4, 2},
     {"gpt3-175b", 8, 1},     {"megatron-1t", 8, 1},   {"megatron-39b", 8, 4},  {"gpt3-13b", 1, 8},
+    {"llama2-7b", 2, 1},     {"llama2-70b", 8, 1},    {"llama3-8b", 4, 2},     {"llama3-405b", 8, 1},
 };
 
 /* The layer's GEMM FLOPs on one GPU are the whole layer's over t (every
@@ -301,26 +359,28 @@ static void test_layer_ideal_times(void) {
 }
 
 /* Sharded parameters: Megatron splits the column-parallel weights and biases
- * (QKV, MLP h->4h) and the row-parallel weights (projection, MLP 4h->h) over
- * t, and replicates the row-parallel biases (2h) and the layernorms (4h).
- * Summing every GPU of every stage and removing the copies (replicated
- * parameters t-1 extra times, the position embedding and final layernorm
- * likewise, the last stage's tied word embedding once when p > 1) gives the
- * model's count plus the final layernorm that Eq. 2 leaves out. */
+ * (QKV, MLP up and gate) and the row-parallel weights (projection, MLP
+ * down) over t, and replicates the row-parallel biases (2h, none without
+ * linear biases) and the norms.  Summing every GPU of every stage and
+ * removing the copies (replicated parameters t-1 extra times, the position
+ * embedding and final norm likewise, the last stage's tied word embedding
+ * once when p > 1) gives the model's count, GPT and Llama alike. */
 static void test_stage_params(void) {
   static const guint tp[] = {1, 2, 4, 8};
   static const guint pp[] = {1, 2, 3, 4, 8};
   for (const char *const *n = model_names(); *n; n++) {
     ModelShape m = lookup(*n);
     guint64 h = m.hidden, s = m.seq_len, V = m.vocab;
+    guint64 norm = m.norm == MODEL_NORM_RMSNORM ? h : 2 * h;
+    guint64 position = m.position == MODEL_POSITION_LEARNED ? s * h : 0;
     g_assert_cmpuint(model_layer_local_params(&m, 1), ==, model_layer_param_count(&m));
     for (guint i = 0; i < G_N_ELEMENTS(tp); i++) {
       guint64 t = tp[i];
-      if (h % t || V % t)
+      if (h % t || V % t || m.heads % t || model_groups(&m) % t)
         continue;
-      guint64 sharded = (3 * h * h + 3 * h) + h * h + (4 * h * h + 4 * h) + 4 * h * h;
-      guint64 replicated = h + h + 4 * h;
-      g_assert_cmpuint(model_layer_local_params(&m, (guint)t), ==, sharded / t + replicated);
+      guint64 replicated = (m.no_bias ? 0 : 2 * h) + 2 * norm;
+      g_assert_cmpuint(model_layer_local_params(&m, (guint)t), ==,
+                       (model_layer_param_count(&m) - replicated) / t + replicated);
       for (guint j = 0; j < G_N_ELEMENTS(pp); j++) {
         guint p = pp[j];
         if (m.layers % p)
@@ -328,10 +388,10 @@ static void test_stage_params(void) {
         guint64 total = 0;
         for (guint st = 0; st < p; st++)
           total += t * model_stage_params(&m, (guint)t, p, st, m.layers / p);
-        guint64 copies = (t - 1) * (replicated * m.layers + s * h + 2 * h) + (p > 1 ? V * h : 0);
-        g_assert_cmpuint(total - copies, ==, model_param_count(&m) + 2 * h);
+        guint64 copies = (t - 1) * (replicated * m.layers + position + norm) + (p > 1 && !m.untied ? V * h : 0);
+        g_assert_cmpuint(total - copies, ==, model_param_count(&m));
         if (t == 1 && p == 1)
-          g_assert_cmpuint(model_stage_params(&m, 1, 1, 0, m.layers), ==, model_param_count(&m) + 2 * h);
+          g_assert_cmpuint(model_stage_params(&m, 1, 1, 0, m.layers), ==, model_param_count(&m));
       }
     }
   }
@@ -656,13 +716,13 @@ static double pass_s(const ModelPass *p) { return p->seg_s[0] + p->seg_s[1] + p-
 static void test_softmax_fp32_chain(void) {
   ModelProfile *p = load_profile("a100-sxm4-80gb");
   p->hbm_bytes_per_s = 1e6; /* every GEMM is memory-bound: time is affine in the bytes */
-  ModelShape m = {1, 768, 6, 2048, 51200};
+  ModelShape m = {.layers = 1, .hidden = 768, .heads = 6, .seq_len = 2048, .vocab = 51200};
   g_assert_false(model_softmax_fused(&m, 1, 1, TRUE));
   g_assert_true(model_softmax_fused(&m, 1, 2, TRUE));
   g_assert_false(model_softmax_fused(&m, 1, 3, TRUE));
   g_assert_true(model_softmax_fused(&m, 1, 6, TRUE));
   g_assert_false(model_softmax_fused(&m, 1, 2, FALSE));
-  ModelShape long_keys = {1, 768, 8, 4096, 51200};
+  ModelShape long_keys = {.layers = 1, .hidden = 768, .heads = 8, .seq_len = 4096, .vocab = 51200};
   g_assert_false(model_softmax_fused(&long_keys, 1, 4, TRUE)); /* keys beyond 2048 */
   ModelLayerCost c1, c2, c3, c6;
   model_layer_cost(p, &m, 1, 1, TRUE, &c1);
@@ -702,11 +762,21 @@ static void test_memory(void) {
   static const struct {
     const char *model;
     guint t, b;
-  } cases[] = {{"gpt3-1b", 1, 1}, {"gpt3-1b", 2, 4}, {"megatron-18b", 4, 2}, {"megatron-1t", 8, 1}};
+  } cases[] = {{"gpt3-1b", 1, 1},   {"gpt3-1b", 2, 4},    {"megatron-18b", 4, 2},
+               {"megatron-1t", 8, 1}, {"llama2-70b", 8, 1}, {"llama3-8b", 2, 2}};
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
     ModelShape m = lookup(cases[i].model);
     double s = m.seq_len, b = cases[i].b, h = m.hidden, a = m.heads, t = cases[i].t, V = m.vocab;
-    double per_layer = s * b * h * 10 + 24 * s * b * h / t + 5 * a * s * s * b / t;
+    /* Korthikanti et al.'s 24 s b h / t is Q, K, V and the context (2 bytes
+     * each, h wide) and the MLP's 4h-wide input and output of GeLU (2 bytes
+     * each); with grouped-query attention K and V are g d wide, with SwiGLU
+     * the MLP keeps the gate and up outputs (2f) and its own output (f). */
+    double d = model_head_dim(&m), g = model_groups(&m), f = model_ffn(&m);
+    double sharded = m.mlp == MODEL_MLP_SWIGLU ? 2 * s * b * (a * d + g * d + g * d + a * d) + 2 * s * b * 3 * f
+                                               : 2 * s * b * (a * d + g * d + g * d + a * d) + 2 * s * b * 2 * f;
+    if (model_is_gpt(&m))
+      g_assert_cmpfloat(sharded, ==, 24 * s * b * h);
+    double per_layer = s * b * h * 10 + sharded / t + 5 * a * s * s * b / t;
     double input = 2 * s * b * h;
     assert_rel(model_layer_activation_bytes(&m, cases[i].t, cases[i].b, FALSE), per_layer, REL_EPS);
     /* without the fused softmax kernel its output is kept in fp32: 2 a s^2 b / t more */

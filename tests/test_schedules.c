@@ -60,7 +60,7 @@ static void cfg_defaults(Cfg *c) {
 static void build_plan(Cfg *c, SimPlan *plan) {
   cfg_defaults(c);
   SimPlanRequest r = {0};
-  r.model = (ModelShape){c->layers, c->hidden, c->heads, c->seq, c->vocab};
+  r.model = (ModelShape){.layers = c->layers, .hidden = c->hidden, .heads = c->heads, .seq_len = c->seq, .vocab = c->vocab};
   r.tp = c->tp;
   r.pp = c->pp;
   r.dp = c->dp;
@@ -551,9 +551,17 @@ static void test_bisection_one_direction(void) {
  * reduced. */
 static void test_zero_bytes_and_memory(void) {
   const guint stages[] = {1, 2, 3};
+  /* SC21's GPT, and a Llama-style shape: 4 key/value groups, SwiGLU of
+   * f = 2816, RMSNorm, rotary positions, untied logits, no biases */
+  const ModelShape shapes[] = {
+      {.layers = 4, .hidden = 1024, .heads = 16, .seq_len = 512, .vocab = 51200},
+      {.layers = 4, .hidden = 1024, .heads = 16, .seq_len = 512, .vocab = 51200, .ffn_hidden = 2816,
+       .query_groups = 4, .mlp = MODEL_MLP_SWIGLU, .norm = MODEL_NORM_RMSNORM, .position = MODEL_POSITION_ROTARY,
+       .untied = TRUE, .no_bias = TRUE}};
+  for (guint sh = 0; sh < G_N_ELEMENTS(shapes); sh++)
   for (guint si = 0; si < 3; si++)
     for (int rc = 0; rc <= 1; rc++) {
-      SimPlanRequest req = {.model = {4, 1024, 16, 512, 51200},
+      SimPlanRequest req = {.model = shapes[sh],
                             .gpus = 16,
                             .tp = 1,
                             .pp = 1,
@@ -572,12 +580,21 @@ static void test_zero_bytes_and_memory(void) {
       SimResult r;
       g_assert_true(sim_zero_run(&plan, a100, selene, &r, NULL, NULL, &error));
       g_assert_no_error(error);
+      const ModelShape *ms = &shapes[sh];
       double h = 1024, L = 4, V = 51200, s = 512, d = 16, m = 3;
-      double P = (double)model_param_count(&plan.model) + 2 * h;
-      double linears = L * (12 * h * h + 9 * h);
+      double P = (double)model_param_count(&plan.model); /* the final norm included */
+      double bias = ms->no_bias ? 0 : 1, f = ms->ffn_hidden ? ms->ffn_hidden : 4 * h;
+      double kv = ms->query_groups ? ms->query_groups * (h / ms->heads) : h;
+      double up = ms->mlp == MODEL_MLP_SWIGLU ? 2 * f : f, norm = ms->norm == MODEL_NORM_RMSNORM ? h : 2 * h;
+      double qkv = h * (h + 2 * kv) + bias * (h + 2 * kv), proj = h * h + bias * h, mlp_up = h * up + bias * up,
+             mlp_down = f * h + bias * h;
+      if (sh == 0) /* SC21's GPT: 12 h^2 + 9 h */
+        g_assert_cmpfloat(qkv + proj + mlp_up + mlp_down, ==, 12 * h * h + 9 * h);
+      double linears = L * (qkv + proj + mlp_up + mlp_down);
+      double position = ms->position == MODEL_POSITION_ROTARY ? 0 : s * h;
       double sent;
       if (stages[si] == 3) {
-        double gathered = (rc ? 3 : 2) * linears + 2 * (V + s) * h + 2 * V * h;
+        double gathered = (rc ? 3 : 2) * linears + 2 * (V * h + position) + 2 * V * h;
         sent = m * (d - 1) * 2 * (gathered + P);
       } else if (stages[si] == 2)
         sent = (d - 1) * 2 * (m * P + P);
@@ -585,21 +602,21 @@ static void test_zero_bytes_and_memory(void) {
         sent = (d - 1) * 2 * (P + P);
       g_assert_cmpfloat_with_epsilon(r.bytes_dp, sent, 1e-12 * sent);
       /* memory per GPU: optimizer state sharded in every stage, gradients
-       * from stage 2, parameters in stage 3 (but the layernorms, whole
-       * under DeepSpeed's persistence threshold, and two gathered units) */
+       * from stage 2, parameters in stage 3 (but the norms, whole under
+       * DeepSpeed's persistence threshold, and two gathered units) */
       g_assert_cmpfloat_with_epsilon(r.memory.optimizer, 12 * P / d, 1e-9 * P);
       g_assert_cmpfloat_with_epsilon(r.memory.gradients, stages[si] >= 2 ? 2 * P / d : 2 * P, 1e-9 * P);
-      double norms = (4 * L + 2) * h, big = MAX(4 * h * h + 4 * h, V * h);
+      double norms = (2 * L + 1) * norm, big = MAX(MAX(MAX(qkv, proj), MAX(mlp_up, mlp_down)), V * h);
       g_assert_cmpfloat_with_epsilon(r.memory.weights, stages[si] == 3 ? 2 * (P - norms) / d + 2 * norms + 4 * big : 2 * P,
                                      1e-9 * P);
       g_assert_cmpfloat(r.bubble_fraction, ==, 0);
       /* the flow network moves the same bytes */
       req.network = "flow";
       g_assert_true(sim_plan_build(&req, selene, &plan, &error));
-      SimResult f;
-      g_assert_true(sim_zero_run(&plan, a100, selene, &f, NULL, NULL, &error));
+      SimResult fl;
+      g_assert_true(sim_zero_run(&plan, a100, selene, &fl, NULL, NULL, &error));
       g_assert_no_error(error);
-      g_assert_cmpfloat_with_epsilon(f.bytes_dp, sent, 1e-12 * sent);
+      g_assert_cmpfloat_with_epsilon(fl.bytes_dp, sent, 1e-12 * sent);
     }
 }
 

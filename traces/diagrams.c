@@ -340,7 +340,7 @@ static char *model_text(const ModelShape *m) {
  * a send takes microseconds under either model. */
 static void sc21_request(const TraceFigureContext *ctx, const char *schedule, guint chunks, SimPlanRequest *req) {
   memset(req, 0, sizeof *req);
-  req->model = (ModelShape){8, 1024, 16, 1024, 4096};
+  req->model = (ModelShape){.layers = 8, .hidden = 1024, .heads = 16, .seq_len = 1024, .vocab = 4096};
   req->gpus = 4;
   req->tp = 1;
   req->pp = 4;

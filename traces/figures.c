@@ -43,7 +43,7 @@ gboolean trace_table1_request(const cJSON *row, SimPlanRequest *req, GError **er
     g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "megatron-sc21.json: a table1 row is malformed");
     return FALSE;
   }
-  req->model = (ModelShape){layers, hidden, heads, 2048, 51200};
+  req->model = (ModelShape){.layers = layers, .hidden = hidden, .heads = heads, .seq_len = 2048, .vocab = 51200};
   req->layers_per_chunk = lpc;
   req->schedule = lpc ? "interleaved" : "1f1b";
   req->ddp = ddp->valuestring;

@@ -28,6 +28,15 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddNumberToObject(cfg, "heads", pl->model.heads);
   cJSON_AddNumberToObject(cfg, "seq_len", pl->model.seq_len);
   cJSON_AddNumberToObject(cfg, "vocab", pl->model.vocab);
+  const ModelShape *ms = &pl->model;
+  cJSON_AddNumberToObject(cfg, "ffn_hidden", model_ffn(ms));
+  cJSON_AddNumberToObject(cfg, "query_groups", model_groups(ms));
+  cJSON_AddNumberToObject(cfg, "kv_channels", model_head_dim(ms));
+  cJSON_AddStringToObject(cfg, "mlp", ms->mlp == MODEL_MLP_SWIGLU ? "swiglu" : "gelu");
+  cJSON_AddStringToObject(cfg, "norm", ms->norm == MODEL_NORM_RMSNORM ? "rmsnorm" : "layernorm");
+  cJSON_AddStringToObject(cfg, "position_embedding", ms->position == MODEL_POSITION_ROTARY ? "rope" : "learned");
+  cJSON_AddBoolToObject(cfg, "tied_embeddings", !ms->untied);
+  cJSON_AddBoolToObject(cfg, "linear_bias", !ms->no_bias);
   cJSON_AddNumberToObject(cfg, "parameters", (double)model_param_count(&pl->model));
   cJSON_AddNumberToObject(cfg, "gpus", pl->gpus);
   cJSON_AddNumberToObject(cfg, "tp", pl->tp);
@@ -54,6 +63,9 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddNumberToObject(o, "tflops_per_gpu", r->tflops_per_gpu);
   cJSON_AddNumberToObject(o, "hardware_tflops_per_gpu", r->hardware_tflops_per_gpu);
   cJSON_AddNumberToObject(o, "percent_of_peak", r->percent_of_peak);
+  cJSON_AddNumberToObject(o, "mfu_percent", r->mfu_percent);
+  cJSON_AddNumberToObject(o, "hfu_percent", r->hfu_percent);
+  cJSON_AddNumberToObject(o, "tokens_per_s", r->tokens_per_s);
   cJSON_AddNumberToObject(o, "aggregate_pflops", r->aggregate_pflops);
   cJSON_AddNumberToObject(o, "bubble_fraction", r->bubble_fraction);
   cJSON_AddNumberToObject(o, "analytic_bubble_fraction", r->analytic_bubble_fraction);
@@ -90,6 +102,7 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   if (pl->tokens > 0) {
     cJSON_AddNumberToObject(o, "tokens", pl->tokens);
     cJSON_AddNumberToObject(o, "training_days", r->training_days);
+    cJSON_AddNumberToObject(o, "gpu_hours", r->gpu_hours);
   }
   cJSON *sim = obj_add(o, "simulation");
   cJSON_AddNumberToObject(sim, "ops", (double)r->ops);
@@ -160,6 +173,27 @@ static void slicing_text(GString *out, const cJSON *tp) {
                            100 * num(tp, "context_fit_mean_rel_error"));
 }
 
+/* The second model line, for a shape other than Megatron's GPT: what
+ * differs from it. */
+static void architecture_text(GString *out, const cJSON *cfg) {
+  guint h = count(cfg, "hidden"), a = count(cfg, "heads"), g = count(cfg, "query_groups"), d = count(cfg, "kv_channels");
+  guint f = count(cfg, "ffn_hidden");
+  gboolean swiglu = is(cfg, "mlp", "swiglu"), rms = is(cfg, "norm", "rmsnorm"), rope = is(cfg, "position_embedding", "rope");
+  gboolean tied = flag(cfg, "tied_embeddings"), bias = flag(cfg, "linear_bias");
+  if (f == 4 * h && g == a && (guint64)d * a == h && !swiglu && !rms && !rope && tied && bias)
+    return;
+  g_string_append(out, "           ");
+  if (g == a)
+    g_string_append_printf(out, "multi-head attention");
+  else if (g == 1)
+    g_string_append_printf(out, "multi-query attention");
+  else
+    g_string_append_printf(out, "grouped-query attention (%u key/value heads)", g);
+  g_string_append_printf(out, ", head dim %u; MLP %u %s; %s; %s positions; %s logits; %s\n", d, f,
+                         swiglu ? "SwiGLU" : "GeLU", rms ? "RMSNorm" : "layernorm", rope ? "rotary" : "learned",
+                         tied ? "tied" : "untied", bias ? "linear biases" : "no linear biases");
+}
+
 void trace_report_text(GString *out, const cJSON *run) {
   const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(run, "config");
   const cJSON *tp = cJSON_GetObjectItemCaseSensitive(run, "terapipe");
@@ -169,6 +203,7 @@ void trace_report_text(GString *out, const cJSON *run) {
   g_string_append_printf(out, "model      %u layers, hidden %u, %u heads, seq %u, vocab %u: %.2fB parameters\n",
                          count(cfg, "layers"), count(cfg, "hidden"), count(cfg, "heads"), count(cfg, "seq_len"),
                          count(cfg, "vocab"), num(cfg, "parameters") / 1e9);
+  architecture_text(out, cfg);
   g_string_append_printf(out, "parallel   %u GPUs = t %u x p %u x d %u on %s (%s)\n", count(cfg, "gpus"),
                          count(cfg, "tp"), p, d, str(cfg, "cluster"), str(cfg, "profile"));
   g_string_append_printf(out, "network    %s, placement %s\n",
@@ -209,10 +244,16 @@ void trace_report_text(GString *out, const cJSON *run) {
   }
   double T = num(run, "iteration_time_s");
   g_string_append_printf(out, "iteration  %.4f s\n", T);
-  g_string_append_printf(out, "throughput %.1f TFLOP/s per GPU (%.1f%% of peak), %.1f PFLOP/s aggregate\n",
+  g_string_append_printf(out, "throughput %.1f TFLOP/s per GPU (%.1f%% of peak), %.1f PFLOP/s aggregate, by SC21's "
+                              "Eq. 3\n           (which counts a recomputation forward whether or not one runs)\n",
                          num(run, "tflops_per_gpu"), num(run, "percent_of_peak"), num(run, "aggregate_pflops"));
-  g_string_append_printf(out, "           %.1f TFLOP/s per GPU executed (hardware)\n",
-                         num(run, "hardware_tflops_per_gpu"));
+  g_string_append_printf(out, "           %.1f TFLOP/s per GPU executed (hardware): HFU %.1f%% of peak\n",
+                         num(run, "hardware_tflops_per_gpu"), num(run, "hfu_percent"));
+  g_string_append_printf(out,
+                         "           MFU %.1f%% of peak: the model's FLOPs (forward and backward, attention "
+                         "included), no recomputation\n",
+                         num(run, "mfu_percent"));
+  g_string_append_printf(out, "tokens     %.0f tokens/s\n", num(run, "tokens_per_s"));
   double bubble = num(run, "bubble_fraction"), analytic = num(run, "analytic_bubble_fraction");
   if (tera) {
     /* Token pipeline: M slices (all batch slices) on K = p cells. */
@@ -261,8 +302,9 @@ void trace_report_text(GString *out, const cJSON *run) {
                          num(mem, "optimizer"), num(mem, "activations"),
                          flag(run, "fits_in_memory") ? "fits" : "DOES NOT FIT");
   if (num(run, "tokens") > 0)
-    g_string_append_printf(out, "training   %s tokens in %.1f days\n", ptd_format_count(num(run, "tokens"), a, sizeof a),
-                           num(run, "training_days"));
+    g_string_append_printf(out, "training   %s tokens in %.1f days, %s GPU-hours\n",
+                           ptd_format_count(num(run, "tokens"), a, sizeof a), num(run, "training_days"),
+                           ptd_format_count(num(run, "gpu_hours"), b, sizeof b));
   if (tera)
     slicing_text(out, tp);
 }

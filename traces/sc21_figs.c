@@ -432,7 +432,8 @@ static gboolean table2_rows(GArray *out, GError **error) {
     guint v[10];
     for (int c = 2; c <= 9; c++)
       v[c] = (guint)cJSON_GetArrayItem(row, c)->valuedouble;
-    ModelShape m = {v[4], v[3], v[2], (guint)trace_num(common, "seq_len"), (guint)trace_num(common, "vocab")};
+    ModelShape m = {.layers = v[4], .hidden = v[3], .heads = v[2], .seq_len = (guint)trace_num(common, "seq_len"),
+                    .vocab = (guint)trace_num(common, "vocab")};
     T2Row t = {strcmp(scheme->valuestring, "ptdp") == 0 ? "PTD-P" : "ZeRO-3", cJSON_GetArrayItem(row, 1)->valuedouble,
                cJSON_GetArrayItem(row, 11)->valuedouble, cJSON_GetArrayItem(row, 12)->valuedouble,
                request(&m, v[7], v[5], v[6], v[8], v[9])};

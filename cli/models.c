@@ -1,0 +1,78 @@
+/* ptdsim models — the built-in model shapes: what each is, how many
+ * parameters it has, and where its numbers come from. */
+#include "cli.h"
+
+#include <stdio.h>
+
+#include "../models/transformer.h"
+
+static cJSON *model_json(const char *name, const ModelShape *m) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "name", name);
+  cJSON_AddNumberToObject(o, "layers", m->layers);
+  cJSON_AddNumberToObject(o, "hidden", m->hidden);
+  cJSON_AddNumberToObject(o, "heads", m->heads);
+  cJSON_AddNumberToObject(o, "query_groups", model_groups(m));
+  cJSON_AddNumberToObject(o, "kv_channels", model_head_dim(m));
+  cJSON_AddNumberToObject(o, "ffn_hidden", model_ffn(m));
+  cJSON_AddStringToObject(o, "mlp", m->mlp == MODEL_MLP_SWIGLU ? "swiglu" : "gelu");
+  cJSON_AddStringToObject(o, "norm", m->norm == MODEL_NORM_RMSNORM ? "rmsnorm" : "layernorm");
+  cJSON_AddStringToObject(o, "position_embedding", m->position == MODEL_POSITION_ROTARY ? "rope" : "learned");
+  cJSON_AddBoolToObject(o, "tied_embeddings", !m->untied);
+  cJSON_AddBoolToObject(o, "linear_bias", !m->no_bias);
+  cJSON_AddNumberToObject(o, "seq_len", m->seq_len);
+  cJSON_AddNumberToObject(o, "vocab", m->vocab);
+  cJSON_AddNumberToObject(o, "parameters", (double)model_param_count(m));
+  cJSON_AddStringToObject(o, "source", model_source(name));
+  return o;
+}
+
+int cli_models(int argc, char **argv) {
+  char *format = NULL;
+  GOptionEntry entries[] = {{"format", 0, 0, G_OPTION_ARG_STRING, &format, "text (default) or json", "FORMAT"},
+                            {NULL, 0, 0, 0, NULL, NULL, NULL}};
+  CliArgs args;
+  cli_args_init(&args, "- the built-in models (--model NAME of run, plan and sweep)");
+  cli_args_add(&args, entries);
+  GError *error = NULL;
+  CliFormat fmt = CLI_TEXT;
+  int code = 0;
+  if (!cli_args_parse(&args, &argc, &argv, &error) || !cli_format(format, &fmt, &error))
+    goto fail;
+  if (argc > 1) {
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "models takes no arguments, but got '%s'", argv[1]);
+    goto fail;
+  }
+  if (fmt == CLI_JSON) {
+    cJSON *list = cJSON_CreateArray();
+    for (const char *const *n = model_names(); *n; n++) {
+      ModelShape m;
+      model_lookup(*n, &m);
+      cJSON_AddItemToArray(list, model_json(*n, &m));
+    }
+    cli_print_json(list);
+    cJSON_Delete(list);
+    goto done;
+  }
+  printf("%-14s %6s %6s %5s %4s %6s %-7s %-9s %5s %6s %8s  %s\n", "name", "layers", "hidden", "heads", "kv", "ffn",
+         "mlp", "norm", "seq", "vocab", "params", "source");
+  for (const char *const *n = model_names(); *n; n++) {
+    ModelShape m;
+    model_lookup(*n, &m);
+    printf("%-14s %6u %6u %5u %4u %6u %-7s %-9s %5u %6u %7.2fB  %s\n", *n, m.layers, m.hidden, m.heads,
+           model_groups(&m), model_ffn(&m), m.mlp == MODEL_MLP_SWIGLU ? "swiglu" : "gelu",
+           m.norm == MODEL_NORM_RMSNORM ? "rmsnorm" : "layernorm", m.seq_len, m.vocab,
+           (double)model_param_count(&m) / 1e9, model_source(*n));
+  }
+  printf("\nkv: key/value heads (fewer than the heads: grouped-query attention). Llama models also use rotary\n"
+         "positions, untied logits and no linear biases; GPT and Megatron models learned positions, tied logits\n"
+         "and biases. Any shape option of run (--layers, --ffn-hidden, --num-query-groups, ...) overrides a\n"
+         "model's value.\n");
+  goto done;
+fail:
+  code = cli_fail(error);
+done:
+  g_free(format);
+  cli_args_clear(&args);
+  return code;
+}

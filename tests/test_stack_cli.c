@@ -1,0 +1,229 @@
+/* End-to-end tests of the model shapes people train today (Llama-style:
+ * grouped-query attention, SwiGLU, RMSNorm, rotary positions, untied
+ * logits, no linear biases), the built-in model list, and the rates every
+ * run reports (MFU, HFU, tokens/s, GPU-hours), through the real binary.
+ *
+ * Expected values are computed here from the run's own JSON with formulas
+ * written out in each test, never copied from an output.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "cli_harness.h"
+
+#define REL 1e-12
+
+static void assert_rel(double got, double want, double rel) {
+  if (fabs(got - want) > rel * fabs(want))
+    g_assert_cmpfloat_with_epsilon(got, want, rel * fabs(want));
+}
+
+static gboolean flag_of(const cJSON *o, const char *key) {
+  const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, key);
+  g_assert_true(cJSON_IsBool(b));
+  return cJSON_IsTrue(b);
+}
+
+/* Parameters from a config or model object's own fields, matrix by matrix. */
+static double params_of(const cJSON *c) {
+  double l = num(c, "layers"), h = num(c, "hidden"), a = num(c, "heads"), g = num(c, "query_groups");
+  double d = num(c, "kv_channels"), f = num(c, "ffn_hidden"), V = num(c, "vocab"), s = num(c, "seq_len");
+  double bias = flag_of(c, "linear_bias") ? 1 : 0;
+  double norm = strcmp(str(c, "norm"), "rmsnorm") == 0 ? h : 2 * h;
+  double up = strcmp(str(c, "mlp"), "swiglu") == 0 ? 2 * f : f;
+  double layer = h * (a + 2 * g) * d + bias * (a + 2 * g) * d + a * d * h + bias * h + h * up + bias * up + f * h +
+                 bias * h + 2 * norm;
+  double position = strcmp(str(c, "position_embedding"), "learned") == 0 ? s * h : 0;
+  return l * layer + V * h * (flag_of(c, "tied_embeddings") ? 1 : 2) + position + norm;
+}
+
+/* Forward FLOPs of one layer for one sequence, and of the logit layer. */
+static double layer_flops(const cJSON *c) {
+  double h = num(c, "hidden"), a = num(c, "heads"), g = num(c, "query_groups"), d = num(c, "kv_channels");
+  double f = num(c, "ffn_hidden"), s = num(c, "seq_len");
+  double mlp = strcmp(str(c, "mlp"), "swiglu") == 0 ? 3 : 2;
+  return 2 * s * h * (a + 2 * g) * d + 4 * s * s * a * d + 2 * s * a * d * h + 2 * s * h * f * mlp;
+}
+
+static double logit_flops(const cJSON *c) { return 2 * num(c, "seq_len") * num(c, "hidden") * num(c, "vocab"); }
+
+#define LLAMA70 "run --model llama2-70b --cluster dgx-h100-superpod --gpus 64 --tp 8 --pp 4 --global-batch 32 --network analytic"
+
+/* Why: a Llama preset must be modelled as Llama (GQA, SwiGLU, RMSNorm,
+ * rotary, untied, no biases), its parameters counted exactly, and the
+ * rates follow from the iteration time by their definitions: tokens/s =
+ * B s / T; MFU counts 3 passes of the model's FLOPs, HFU what runs (4 with
+ * full recomputation), so HFU / MFU is fixed by the shape; GPU-hours are
+ * days x 24 x GPUs. */
+static void test_llama_run(void) {
+  cJSON *j = run_json(LLAMA70 " --tokens 1T --format json");
+  const cJSON *c = obj(j, "config");
+  g_assert_cmpstr(str(c, "mlp"), ==, "swiglu");
+  g_assert_cmpstr(str(c, "norm"), ==, "rmsnorm");
+  g_assert_cmpstr(str(c, "position_embedding"), ==, "rope");
+  g_assert_false(flag_of(c, "tied_embeddings"));
+  g_assert_false(flag_of(c, "linear_bias"));
+  g_assert_cmpfloat(num(c, "query_groups"), <, num(c, "heads"));
+  g_assert_cmpfloat(num(c, "kv_channels") * num(c, "heads"), ==, num(c, "hidden"));
+  g_assert_cmpfloat(num(c, "parameters"), ==, params_of(c));
+  double T = num(j, "iteration_time_s"), B = num(c, "global_batch"), s = num(c, "seq_len"), n = num(c, "gpus");
+  assert_rel(num(j, "tokens_per_s"), B * s / T, REL);
+  assert_rel(num(j, "gpu_hours"), num(j, "training_days") * 24 * n, REL);
+  assert_rel(num(j, "training_days") * 86400, 1e12 / (B * s) * T, 1e-9);
+  double l = num(c, "layers");
+  double model = 3 * l * layer_flops(c) + 3 * logit_flops(c), executed = 4 * l * layer_flops(c) + 3 * logit_flops(c);
+  g_assert_cmpstr(str(c, "recompute"), ==, "full");
+  assert_rel(num(j, "hfu_percent") / num(j, "mfu_percent"), executed / model, 1e-9);
+  assert_rel(num(j, "hardware_tflops_per_gpu"), executed * B / T / n / 1e12, 1e-9);
+  /* Eq. 3 counts the recomputation forward: with recomputation on it is what runs */
+  assert_rel(num(j, "percent_of_peak"), num(j, "hfu_percent"), 1e-9);
+  g_assert_cmpfloat(num(j, "mfu_percent"), >, 0);
+  g_assert_cmpfloat(num(j, "mfu_percent"), <, 100);
+  cJSON_Delete(j);
+  /* without recomputation what runs is the model's FLOPs: HFU = MFU, and
+   * Eq. 3 still counts a fourth pass */
+  j = run_json(LLAMA70 " --recompute none --allow-oom --format json");
+  assert_rel(num(j, "hfu_percent"), num(j, "mfu_percent"), 1e-9);
+  assert_rel(num(j, "percent_of_peak") / num(j, "mfu_percent"), executed / model, 1e-9);
+  cJSON_Delete(j);
+}
+
+/* Why: every shape option must reach the model, alone or over a preset;
+ * an untied logit layer has its own weights (V h more parameters) and no
+ * tied-embedding all-reduce between the first and last stage. */
+static void test_shape_options(void) {
+  cJSON *j = run_json("run --model gpt3-1b --num-query-groups 4 --swiglu --ffn-hidden 5504 --norm rmsnorm "
+                      "--position-embedding rope --no-bias --kv-channels 64 --gpus 8 --tp 2 --pp 2 --global-batch 8 "
+                      "--network analytic --format json");
+  const cJSON *c = obj(j, "config");
+  g_assert_cmpfloat(num(c, "query_groups"), ==, 4);
+  g_assert_cmpfloat(num(c, "ffn_hidden"), ==, 5504);
+  g_assert_cmpfloat(num(c, "kv_channels"), ==, 64);
+  g_assert_cmpstr(str(c, "mlp"), ==, "swiglu");
+  g_assert_cmpstr(str(c, "norm"), ==, "rmsnorm");
+  g_assert_cmpstr(str(c, "position_embedding"), ==, "rope");
+  g_assert_false(flag_of(c, "linear_bias"));
+  g_assert_true(flag_of(c, "tied_embeddings"));
+  g_assert_cmpfloat(num(c, "parameters"), ==, params_of(c));
+  cJSON_Delete(j);
+
+  const char *base = "run --layers 8 --hidden 1024 --heads 16 --seq-len 512 --gpus 8 --tp 2 --pp 2 --global-batch 8 "
+                     "--network analytic --format json";
+  cJSON *tied = run_json(base);
+  char *untied_args = g_strconcat(base, " --untie-embeddings", NULL);
+  cJSON *untied = run_json(untied_args);
+  const cJSON *ct = obj(tied, "config"), *cu = obj(untied, "config");
+  g_assert_cmpfloat(num(cu, "parameters") - num(ct, "parameters"), ==, num(ct, "vocab") * num(ct, "hidden"));
+  g_assert_cmpfloat(num(obj(tied, "bytes_per_iteration"), "embedding"), >, 0);
+  g_assert_cmpfloat(num(obj(untied, "bytes_per_iteration"), "embedding"), ==, 0);
+  cJSON_Delete(tied);
+  cJSON_Delete(untied);
+  g_free(untied_args);
+
+  /* fewer key/value heads: a narrower QKV GEMM and smaller K and V, so a
+   * faster layer and less activation memory */
+  cJSON *mha = run_json(base);
+  char *mqa_args = g_strconcat(base, " --num-query-groups 2", NULL);
+  cJSON *gqa = run_json(mqa_args);
+  g_assert_cmpfloat(num(gqa, "iteration_time_s"), <, num(mha, "iteration_time_s"));
+  g_assert_cmpfloat(num(obj(gqa, "memory_per_gpu_GiB"), "activations"), <,
+                    num(obj(mha, "memory_per_gpu_GiB"), "activations"));
+  cJSON_Delete(mha);
+  cJSON_Delete(gqa);
+  g_free(mqa_args);
+
+  /* a head width that is not h/a is allowed when given */
+  j = run_json("run --layers 4 --hidden 1000 --heads 16 --kv-channels 64 --seq-len 512 --gpus 2 --tp 2 "
+               "--global-batch 2 --network analytic --format json");
+  g_assert_cmpfloat(num(obj(j, "config"), "parameters"), ==, params_of(obj(j, "config")));
+  cJSON_Delete(j);
+}
+
+/* Why: the report must say in words what the model is and what each rate
+ * means, so that a newcomer can read it. */
+static void test_report_text(void) {
+  Proc p = run_line(LLAMA70 " --tokens 1T");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "grouped-query attention (8 key/value heads), head dim 128; MLP 28672 SwiGLU; "
+                                 "RMSNorm; rotary positions; untied logits; no linear biases\n"));
+  g_assert_nonnull(strstr(p.out, "by SC21's Eq. 3\n"));
+  g_assert_nonnull(strstr(p.out, ": HFU "));
+  g_assert_nonnull(strstr(p.out, "           MFU "));
+  g_assert_nonnull(strstr(p.out, " tokens/s\n"));
+  g_assert_nonnull(strstr(p.out, " GPU-hours\n"));
+  proc_clear(&p);
+  /* a GPT prints no architecture line */
+  p = run_line("run --model gpt3-1b --gpus 8 --tp 2 --pp 2 --global-batch 8 --network analytic");
+  g_assert_null(strstr(p.out, "multi-head attention"));
+  proc_clear(&p);
+}
+
+/* Why: `ptdsim models` is how a user finds a model's name and checks its
+ * shape; every entry's parameter count follows from its own fields, and
+ * every entry runs. */
+static void test_models_verb(void) {
+  Proc p = run_line("models --format json");
+  cJSON *list = parse_json(&p);
+  g_assert_true(cJSON_IsArray(list));
+  guint n = 0;
+  gboolean llama405 = FALSE;
+  const cJSON *m;
+  cJSON_ArrayForEach(m, list) {
+    g_assert_cmpfloat(num(m, "parameters"), ==, params_of(m));
+    g_assert_cmpuint(strlen(str(m, "source")), >, 10);
+    llama405 |= strcmp(str(m, "name"), "llama3-405b") == 0;
+    n++;
+  }
+  g_assert_true(llama405);
+  g_assert_cmpuint(n, >=, 20);
+  cJSON_Delete(list);
+  proc_clear(&p);
+  p = run_line("models");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "\nllama2-70b "));
+  proc_clear(&p);
+  p = run_line("models extra");
+  assert_one_line_error(&p, "extra");
+  proc_clear(&p);
+}
+
+typedef struct {
+  const char *name, *args, *mention;
+} BadCase;
+
+#define M8 "run --layers 8 --hidden 1024 --heads 16 --seq-len 512 --global-batch 16 --network analytic"
+static const BadCase bad_cases[] = {
+    {"groups-over-tp", M8 " --num-query-groups 2 --gpus 16 --tp 4 --pp 2", "--num-query-groups 2 does not split over --tp 4"},
+    {"groups-not-dividing-heads", M8 " --num-query-groups 3 --gpus 8 --tp 1", "--num-query-groups 3 does not divide"},
+    {"groups-over-heads", M8 " --num-query-groups 32 --gpus 8 --tp 1", "--num-query-groups 32"},
+    {"ffn-over-tp", M8 " --ffn-hidden 1001 --gpus 8 --tp 2", "does not split over --tp 2"},
+    {"unknown-norm", M8 " --gpus 8 --norm batchnorm", "unknown --norm 'batchnorm'"},
+    {"unknown-position", M8 " --gpus 8 --position-embedding alibi", "unknown --position-embedding 'alibi'"},
+    {"head-width", "run --layers 8 --hidden 1000 --heads 16 --gpus 8 --global-batch 8", "--kv-channels"},
+    {"groups-zero", M8 " --num-query-groups 0 --gpus 8", "--num-query-groups"},
+    {"llama-groups-over-tp", "run --model llama3-8b --gpus 16 --tp 16 --global-batch 16", "--num-query-groups 8"},
+};
+
+static void test_bad(gconstpointer data) {
+  const BadCase *c = data;
+  Proc p = run_line(c->args);
+  g_test_message("ptdsim %s -> %d: %s", c->args, p.status, p.err);
+  assert_one_line_error(&p, c->mention);
+  proc_clear(&p);
+}
+
+int main(int argc, char **argv) {
+  g_test_init(&argc, &argv, NULL);
+  if (!cli_harness_init())
+    return 1;
+  g_test_add_func("/stack/llama-run", test_llama_run);
+  g_test_add_func("/stack/shape-options", test_shape_options);
+  g_test_add_func("/stack/report-text", test_report_text);
+  g_test_add_func("/stack/models-verb", test_models_verb);
+  for (guint i = 0; i < G_N_ELEMENTS(bad_cases); i++) {
+    char *path = g_strdup_printf("/stack/bad/%s", bad_cases[i].name);
+    g_test_add_data_func(path, &bad_cases[i], test_bad);
+    g_free(path);
+  }
+  return g_test_run();
+}
