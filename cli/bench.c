@@ -371,6 +371,28 @@ static gboolean bench_targets(const SimPlanRequest *one_t, const TopoCluster *cl
     return FALSE;
   printf("%-44s %12.4f %10.3f %10" G_GUINT64_FORMAT "%s\n", "GPT-3 175B, 96 GPUs, B 96, analytic network", best,
          0.005, r.ops, best <= 0.005 ? "" : "  over");
+  /* a model of today on today's machine: Llama 3 405B (126 layers, so 14
+   * stages of 9) on a DGX H100 SuperPOD, with the distributed optimizer */
+  TopoCluster *h100 = NULL;
+  ModelProfile *h100_profile = NULL;
+  if (!cli_load_machine("dgx-h100-superpod", NULL, &h100, &h100_profile, error))
+    return FALSE;
+  for (guint n = 0; n < 2; n++) {
+    SimPlanRequest llama = {.gpus = 2016, .tp = 8, .pp = 14, .global_batch = 576, .micro_batch = 1,
+                            .network = nets[n], .distributed_optimizer = TRUE};
+    model_lookup("llama3-405b", &llama.model);
+    if (!time_run(&llama, h100, h100_profile, repeat, &r, &best, error)) {
+      topo_cluster_free(h100);
+      model_profile_free(h100_profile);
+      return FALSE;
+    }
+    char label[64];
+    g_snprintf(label, sizeof label, "Llama 3 405B, 2016 H100s, %s network", nets[n]);
+    printf("%-44s %12.4f %10s %10" G_GUINT64_FORMAT "  %.2f Mevents/s\n", label, best, "", r.ops,
+           (double)r.events / best / 1e6);
+  }
+  topo_cluster_free(h100);
+  model_profile_free(h100_profile);
   /* plan's space for GPT-3 175B on 1024 GPUs, everything that fits
    * simulated, on one thread */
   SearchConfig cfg;

@@ -17,7 +17,7 @@ void model_memory(const ModelShape *m, const ModelMemoryRequest *r, ModelMemory 
   double sbh = (double)m->seq_len * r->b * m->hidden;
   out->weights = 2 * P;
   out->gradients = 2 * P;
-  out->optimizer = 12 * P;
+  out->optimizer = r->optimizer_shards > 1 ? 12 * P / r->optimizer_shards : 12 * P;
   double full = model_layer_activation_bytes(m, r->t, r->b, r->fp32_softmax);
   double act = r->recompute ? 2 * sbh * r->inflight_layer_mbs + full : full * r->inflight_layer_mbs;
   if (r->last_stage)

@@ -15,6 +15,9 @@
  * one layer's full activations while it is recomputed.  The last stage adds
  * the logits of one microbatch (fp16 and fp32 copies, 6 s b V/t), the first
  * stage the embedding dropout mask of each microbatch in flight (s b h).
+ * Megatron's distributed optimizer shards the 12 bytes of optimizer state
+ * per parameter over the d data-parallel ranks (12/d); the fp16 weights and
+ * gradients stay whole.
  */
 #pragma once
 
@@ -32,6 +35,7 @@ typedef struct {
   gboolean recompute;
   gboolean first_stage, last_stage;
   gboolean fp32_softmax;       /* the unfused softmax chain runs (model_softmax_fused is FALSE) */
+  guint optimizer_shards;      /* the distributed optimizer's data-parallel ranks d; 0 or 1: not sharded */
 } ModelMemoryRequest;
 
 double model_layer_activation_bytes(const ModelShape *m, guint t, guint b, gboolean fp32_softmax);

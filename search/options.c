@@ -81,6 +81,11 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                         "Data-parallel gradient reduction: torch (overlapped with backward) or local (after the "
                         "flush; default)",
                         ddps},
+    [SEARCH_OPT_DISTRIBUTED_OPTIMIZER] = {"distributed-optimizer", SEARCH_OPT_FLAG, NULL,
+                                          "Megatron's distributed optimizer: optimizer state sharded over the "
+                                          "data-parallel ranks, gradients reduce-scattered (overlapped with backward "
+                                          "under --ddp torch), parameters all-gathered after the step",
+                                          NULL},
     [SEARCH_OPT_ZERO] = {"zero", SEARCH_OPT_COUNT, "STAGE",
                          "ZeRO data parallelism instead of tensor and pipeline parallelism (DeepSpeed, as SC21 "
                          "compares it): 1 shards the optimizer state, 2 also the gradients, 3 also the parameters; "
@@ -289,6 +294,7 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->no_symmetry = c->given[SEARCH_OPT_NO_SYMMETRY];
   r->allow_oom = c->given[SEARCH_OPT_ALLOW_OOM];
   r->exact = c->given[SEARCH_OPT_EXACT];
+  r->distributed_optimizer = c->given[SEARCH_OPT_DISTRIBUTED_OPTIMIZER];
   return TRUE;
 }
 

@@ -297,14 +297,15 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
   s->out = out;
   s->best = g_array_new(FALSE, FALSE, sizeof(double));
   /* The (t, p, d) triples: t inside a node and dividing the heads (hence
-   * the hidden size), p dividing the layers, d dividing the batch; a pinned
+   * the hidden size), the key/value groups and the MLP width, p dividing the
+   * layers, d dividing the batch; a pinned
    * size is taken as given (the plan checks say if it cannot run). */
   guint pin;
   GArray *tpd = g_array_new(FALSE, FALSE, sizeof(Triple));
   for (guint t = 1; t <= MAX(cluster->gpus_per_node, cfg->count[SEARCH_OPT_TP]); t++) {
     if (pinned(cfg, SEARCH_OPT_TP, &pin) ? t != pin
                                          : t > cluster->gpus_per_node || cluster->gpus_per_node % t || m->heads % t ||
-                                               m->hidden % t)
+                                               m->hidden % t || model_groups(m) % t || model_ffn(m) % t)
       continue;
     for (guint p = 1; p <= m->layers; p++) {
       if ((pinned(cfg, SEARCH_OPT_PP, &pin) ? p != pin : m->layers % p != 0) || (guint64)t * p > n)
@@ -321,7 +322,7 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
   g_array_sort(tpd, triple_cmp);
   /* Per triple: b, then the schedule and v, then recompute; then ZeRO. */
   gboolean zero_ok = !sched && !cfg->given[SEARCH_OPT_DDP] && !cfg->given[SEARCH_OPT_CHUNKS] &&
-                     !cfg->given[SEARCH_OPT_LAYERS_PER_CHUNK];
+                     !cfg->given[SEARCH_OPT_LAYERS_PER_CHUNK] && !cfg->given[SEARCH_OPT_DISTRIBUTED_OPTIMIZER];
   gboolean ptdp_ok = !cfg->given[SEARCH_OPT_ZERO];
   GArray *cands = g_array_new(FALSE, FALSE, sizeof(Candidate));
   for (guint i = 0; i < tpd->len; i++) {

@@ -205,6 +205,10 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   if (r->zero && r->ddp)
     FAIL("--zero %u does its own gradient communication; drop --ddp", r->zero);
   plan->zero = r->zero;
+  if (r->distributed_optimizer && (r->zero || sched == SIM_SCHEDULE_TERAPIPE))
+    FAIL("--distributed-optimizer is Megatron's sharding of the optimizer state for PTD-P; drop it with %s",
+         r->zero ? "--zero (which shards the optimizer state its own way)" : "--schedule terapipe");
+  plan->distributed_optimizer = r->distributed_optimizer;
 
   guint m_mb = (guint)(r->global_batch / per_step);
   guint v = 1;

@@ -50,6 +50,7 @@ typedef struct {
   SimWorkload workload;
   guint zero;            /* ZeRO stage 1..3 (sim/zero.h); 0: none */
   gboolean exact;        /* every fine op simulated (no coarse ops): the check on the shortcut */
+  gboolean distributed_optimizer; /* Megatron's: optimizer state sharded over d, gradients reduce-scattered */
 } SimPlan;
 
 /* What the command line gave; 0 means "not given". */
@@ -70,6 +71,7 @@ typedef struct {
   const char *workload;  /* NULL: gpt */
   guint zero;            /* --zero 1|2|3; 0: not given */
   gboolean exact;        /* --exact */
+  gboolean distributed_optimizer; /* --distributed-optimizer */
 } SimPlanRequest;
 
 #define SIM_PLAN_ERROR (sim_plan_error_quark())

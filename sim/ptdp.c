@@ -447,8 +447,11 @@ static gboolean placement_uniform(const Build *b) {
   return TRUE;
 }
 
-static guint dp_allreduce(Build *b, guint i, guint s, double bytes, const guint *deps, guint n_deps,
-                          const SimOpTag *t) {
+/* A data-parallel collective (all-reduce; reduce-scatter of gradients or
+ * all-gather of parameters for the distributed optimizer) over the d
+ * replicas of rank i of stage s, after `deps`. */
+static guint dp_collective(Build *b, NetCollOp kind, guint i, guint s, double bytes, const guint *deps, guint n_deps,
+                           const SimOpTag *t) {
   guint nodes = dp_group_nodes(b, i, s);
   guint streams[b->ds];
   for (guint k = 0; k < b->ds; k++)
@@ -457,14 +460,20 @@ static guint dp_allreduce(Build *b, guint i, guint s, double bytes, const guint 
   if (b->flow) {
     guint d = b->plan->dp;
     char key[64];
-    g_snprintf(key, sizeof key, "dp:%u:%u:%.0f", s, i, bytes);
+    if (kind == NET_OP_ALLREDUCE) /* the key every all-reduce plan had */
+      g_snprintf(key, sizeof key, "dp:%u:%u:%.0f", s, i, bytes);
+    else
+      g_snprintf(key, sizeof key, "dp%d:%u:%u:%.0f", (int)kind, s, i, bytes);
     guint gpus[d];
     for (guint k = 0; k < d; k++)
       gpus[k] = gpu_of_rank(b, i, s, k);
-    op = net_op(b, coll_plan(b, key, NET_OP_ALLREDUCE, gpus, d, copies(b, TRUE, FALSE), bytes, b->flow->side_dp),
-                streams, NULL, b->ds, t);
+    op = net_op(b, coll_plan(b, key, kind, gpus, d, copies(b, TRUE, FALSE), bytes, b->flow->side_dp), streams, NULL,
+                b->ds, t);
   } else {
-    double secs = model_collective_time_s(&b->net, MODEL_COLL_ALLREDUCE, bytes, b->plan->dp, nodes, NULL);
+    ModelCollOp coll = kind == NET_OP_REDUCESCATTER ? MODEL_COLL_REDUCESCATTER
+                     : kind == NET_OP_ALLGATHER   ? MODEL_COLL_ALLGATHER
+                                                  : MODEL_COLL_ALLREDUCE;
+    double secs = model_collective_time_s(&b->net, coll, bytes, b->plan->dp, nodes, NULL);
     op = sim_engine_add_op(b->e, ns(secs), streams, b->ds, t);
   }
   for (guint j = 0; j < n_deps; j++)
@@ -479,6 +488,11 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
   guint64 extra_params = stage_params - layer_params * b->lpc * b->v;
   SimOpTag t = tag(CAT_DP, PASS_OTHER, s, 0, 0, -1);
   double grad_bytes = 2.0; /* fp16 gradients */
+  /* Megatron's distributed optimizer reduce-scatters the gradients instead
+   * of all-reducing them, steps on its 1/d shard, and all-gathers the
+   * updated fp16 parameters. */
+  gboolean dist = pl->distributed_optimizer && pl->dp > 1;
+  NetCollOp grad_coll = dist ? NET_OP_REDUCESCATTER : NET_OP_ALLREDUCE;
   for (guint i = 0; i < b->ts; i++) {
     GArray *mine = g_array_new(FALSE, FALSE, sizeof(guint)); /* ops the optimizer waits for */
     guint lasts[b->ds];
@@ -494,18 +508,18 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
             for (guint k = 0; k < b->ds; k++)
               deps[k] = b->grad_ready[(((k * b->p + s) * b->v + c) * b->lpc + l) * b->ts + i];
             t.layer = (gint32)(c * b->lpc + l);
-            guint op = dp_allreduce(b, i, s, grad_bytes * layer_params, deps, b->ds, &t);
+            guint op = dp_collective(b, grad_coll, i, s, grad_bytes * layer_params, deps, b->ds, &t);
             g_array_append_val(mine, op);
           }
         t.layer = -1;
         if (extra_params) {
-          guint op = dp_allreduce(b, i, s, grad_bytes * extra_params, lasts, b->ds, &t);
+          guint op = dp_collective(b, grad_coll, i, s, grad_bytes * extra_params, lasts, b->ds, &t);
           g_array_append_val(mine, op);
         }
       } else {
         /* Megatron's local DDP: one all-reduce of the whole gradient buffer
          * after the pipeline flush. */
-        guint op = dp_allreduce(b, i, s, grad_bytes * stage_params, lasts, b->ds, &t);
+        guint op = dp_collective(b, grad_coll, i, s, grad_bytes * stage_params, lasts, b->ds, &t);
         g_array_append_val(mine, op);
       }
       b->bytes[CAT_DP] += grad_bytes * stage_params * 2.0 * (pl->dp - 1) * ((double)pl->tp / b->ts);
@@ -546,8 +560,11 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
         b->bytes_embedding += bytes * 2.0 * pl->dp * ((double)pl->tp / b->ts);
       }
     }
+    /* the step: on the whole stage, or on its 1/d shard (rounded up) */
+    guint64 stepped = dist ? (stage_params + pl->dp - 1) / pl->dp : stage_params;
+    guint steps[b->ds];
     for (guint k = 0; k < b->ds; k++) {
-      guint op = sim_engine_add_op1(b->e, ns(model_optimizer_time_s(b->profile, stage_params)),
+      guint op = sim_engine_add_op1(b->e, ns(model_optimizer_time_s(b->profile, stepped)),
                                     stream_of(b, i, s, k, STREAM_COMPUTE),
                                     &(SimOpTag){CAT_OPTIMIZER, PASS_OTHER, (gint32)s, 0, 0, -1});
       for (guint j = 0; j < mine->len; j++)
@@ -556,7 +573,10 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
       guint slot = (k * b->p + s) * b->ts + i;
       if (opt_ops[slot] != G_MAXUINT)
         sim_engine_add_dep(b->e, opt_ops[slot], op);
+      steps[k] = op;
     }
+    if (dist) /* every replica's updated shard, gathered back whole */
+      dp_collective(b, NET_OP_ALLGATHER, i, s, 2.0 * stage_params, steps, b->ds, &t);
     g_array_free(mine, TRUE);
   }
 }
@@ -677,9 +697,16 @@ static void stage_memory(const SimPlan *pl, GArray *order, guint s, ModelMemory 
     peak = MAX(peak, held);
     peak_mbs = MAX(peak_mbs, mbs);
   }
-  ModelMemoryRequest req = {pl->tp, pl->micro_batch, model_stage_params(&pl->model, pl->tp, p, s, lpc * v), peak,
-                            peak_mbs, pl->recompute, s == 0, s == p - 1,
-                            !model_softmax_fused(&pl->model, pl->tp, pl->micro_batch, pl->fusion)};
+  ModelMemoryRequest req = {.t = pl->tp,
+                            .b = pl->micro_batch,
+                            .params = model_stage_params(&pl->model, pl->tp, p, s, lpc * v),
+                            .inflight_layer_mbs = peak,
+                            .inflight_mbs = peak_mbs,
+                            .recompute = pl->recompute,
+                            .first_stage = s == 0,
+                            .last_stage = s == p - 1,
+                            .fp32_softmax = !model_softmax_fused(&pl->model, pl->tp, pl->micro_batch, pl->fusion),
+                            .optimizer_shards = pl->distributed_optimizer ? pl->dp : 1};
   model_memory(&pl->model, &req, out);
 }
 

@@ -283,8 +283,14 @@ void sim_zero_memory(const SimPlan *pl, ModelMemory *mem) {
   Linears lin = linears_of(m);
   double word = (double)m->vocab * h, mlp = (double)MAX(MAX(lin.qkv, lin.proj), MAX(lin.up, lin.down));
   /* one microbatch in flight at a time: all its layers' activations */
-  ModelMemoryRequest req = {1, pl->micro_batch, 0, m->layers, 1, pl->recompute, TRUE, TRUE,
-                            !model_softmax_fused(m, 1, pl->micro_batch, pl->fusion)};
+  ModelMemoryRequest req = {.t = 1,
+                            .b = pl->micro_batch,
+                            .inflight_layer_mbs = m->layers,
+                            .inflight_mbs = 1,
+                            .recompute = pl->recompute,
+                            .first_stage = TRUE,
+                            .last_stage = TRUE,
+                            .fp32_softmax = !model_softmax_fused(m, 1, pl->micro_batch, pl->fusion)};
   ModelMemory act;
   model_memory(m, &req, &act);
   mem->activations = act.activations;

@@ -187,6 +187,50 @@ static void test_models_verb(void) {
   proc_clear(&p);
 }
 
+/* Why: Megatron's distributed optimizer shards the optimizer state (12
+ * bytes per parameter) over the d data-parallel ranks and nothing else
+ * (Megatron-LM docs/source/api-guide/dist_optimizer.md); its gradient
+ * reduce-scatter and parameter all-gather move what the all-reduce moved;
+ * the step runs on 1/d of the parameters; the pipeline is untouched, so the
+ * ideal profile's bubble is the same, under both DDP modes and networks. */
+static void test_distributed_optimizer(void) {
+  const char *nets[] = {"analytic", "flow"}, *ddps[] = {"local", "torch"};
+  for (guint n = 0; n < 2; n++)
+    for (guint k = 0; k < 2; k++) {
+      char *base = g_strdup_printf("run --model llama3-8b --seq-len 2048 --gpus 64 --tp 4 --pp 4 --global-batch 64 "
+                                   "--network %s --ddp %s --format json", nets[n], ddps[k]);
+      char *dist_args = g_strconcat(base, " --distributed-optimizer", NULL);
+      cJSON *plain = run_json(base), *dist = run_json(dist_args);
+      g_assert_false(flag_of(obj(plain, "config"), "distributed_optimizer"));
+      g_assert_true(flag_of(obj(dist, "config"), "distributed_optimizer"));
+      double d = num(obj(dist, "config"), "dp");
+      g_assert_cmpfloat(d, ==, 4);
+      const cJSON *mp = obj(plain, "memory_per_gpu_GiB"), *md = obj(dist, "memory_per_gpu_GiB");
+      assert_rel(num(md, "optimizer"), num(mp, "optimizer") / d, REL);
+      g_assert_cmpfloat(num(md, "weights"), ==, num(mp, "weights"));
+      g_assert_cmpfloat(num(md, "gradients"), ==, num(mp, "gradients"));
+      g_assert_cmpfloat(num(md, "activations"), ==, num(mp, "activations"));
+      g_assert_cmpfloat(num(obj(dist, "bytes_per_iteration"), "dp"), ==, num(obj(plain, "bytes_per_iteration"), "dp"));
+      g_assert_cmpfloat(num(obj(dist, "time_breakdown_s"), "optimizer"), <,
+                        num(obj(plain, "time_breakdown_s"), "optimizer") / (d - 1));
+      cJSON_Delete(plain);
+      cJSON_Delete(dist);
+      g_free(dist_args);
+      g_free(base);
+    }
+  cJSON *a = run_json("run --layers 8 --hidden 1024 --heads 16 --seq-len 512 --gpus 16 --tp 2 --pp 4 --global-batch "
+                      "32 --profile ideal --network analytic --format json");
+  cJSON *b = run_json("run --layers 8 --hidden 1024 --heads 16 --seq-len 512 --gpus 16 --tp 2 --pp 4 --global-batch "
+                      "32 --profile ideal --network analytic --distributed-optimizer --format json");
+  g_assert_cmpfloat(num(a, "bubble_fraction"), ==, num(b, "bubble_fraction"));
+  assert_rel(num(a, "bubble_fraction"), num(a, "analytic_bubble_fraction"), 1e-9);
+  cJSON_Delete(a);
+  cJSON_Delete(b);
+  Proc p = run_line(LLAMA70 " --distributed-optimizer");
+  g_assert_nonnull(strstr(p.out, "local DDP with the distributed optimizer, "));
+  proc_clear(&p);
+}
+
 typedef struct {
   const char *name, *args, *mention;
 } BadCase;
@@ -201,6 +245,9 @@ static const BadCase bad_cases[] = {
     {"unknown-position", M8 " --gpus 8 --position-embedding alibi", "unknown --position-embedding 'alibi'"},
     {"head-width", "run --layers 8 --hidden 1000 --heads 16 --gpus 8 --global-batch 8", "--kv-channels"},
     {"groups-zero", M8 " --num-query-groups 0 --gpus 8", "--num-query-groups"},
+    {"distributed-optimizer-zero", M8 " --gpus 8 --tp 1 --pp 1 --zero 1 --distributed-optimizer", "drop it with --zero"},
+    {"distributed-optimizer-terapipe", "run --model gpt3-1b --cluster aws-p3-16xlarge --gpus 8 --tp 1 --pp 8 --dp 1 "
+     "--global-batch 8 --schedule terapipe --distributed-optimizer", "drop it with --schedule terapipe"},
     {"llama-groups-over-tp", "run --model llama3-8b --gpus 16 --tp 16 --global-batch 16", "--num-query-groups 8"},
 };
 
@@ -220,6 +267,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/stack/shape-options", test_shape_options);
   g_test_add_func("/stack/report-text", test_report_text);
   g_test_add_func("/stack/models-verb", test_models_verb);
+  g_test_add_func("/stack/distributed-optimizer", test_distributed_optimizer);
   for (guint i = 0; i < G_N_ELEMENTS(bad_cases); i++) {
     char *path = g_strdup_printf("/stack/bad/%s", bad_cases[i].name);
     g_test_add_data_func(path, &bad_cases[i], test_bad);

@@ -50,6 +50,7 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddStringToObject(cfg, "schedule", pl->zero ? "zero" : sim_schedule_name(pl->schedule));
   cJSON_AddStringToObject(cfg, "recompute", pl->recompute ? "full" : "none");
   cJSON_AddStringToObject(cfg, "ddp", pl->ddp == SIM_DDP_TORCH ? "torch" : "local");
+  cJSON_AddBoolToObject(cfg, "distributed_optimizer", pl->distributed_optimizer);
   cJSON_AddBoolToObject(cfg, "scatter_gather", pl->scatter_gather);
   cJSON_AddBoolToObject(cfg, "fusion", pl->fusion);
   cJSON_AddStringToObject(cfg, "cluster", cluster->name);
@@ -238,9 +239,10 @@ void trace_report_text(GString *out, const cJSON *run) {
       g_string_append_printf(out, ", recompute %s, sends: one rank per hop, broadcast in the group, fusion %s\n\n",
                              recompute ? "full" : "none", fusion);
     else
-      g_string_append_printf(out, ", recompute %s, %s DDP, scatter/gather %s, fusion %s\n\n",
-                             recompute ? "full" : "none", str(cfg, "ddp"), flag(cfg, "scatter_gather") ? "on" : "off",
-                             fusion);
+      g_string_append_printf(out, ", recompute %s, %s DDP%s, scatter/gather %s, fusion %s\n\n",
+                             recompute ? "full" : "none", str(cfg, "ddp"),
+                             flag(cfg, "distributed_optimizer") ? " with the distributed optimizer" : "",
+                             flag(cfg, "scatter_gather") ? "on" : "off", fusion);
   }
   double T = num(run, "iteration_time_s");
   g_string_append_printf(out, "iteration  %.4f s\n", T);
