@@ -24,7 +24,7 @@ static void row_json(const SearchRow *r, gboolean tokens, cJSON *rows) {
   cJSON_AddStringToObject(o, "schedule", r->zero ? "zero" : sim_schedule_name(r->schedule));
   cJSON_AddNumberToObject(o, "zero", r->zero);
   cJSON_AddNumberToObject(o, "chunks", r->chunks);
-  cJSON_AddStringToObject(o, "recompute", r->recompute ? "full" : "none");
+  cJSON_AddStringToObject(o, "recompute", search_recompute_word(r->recompute));
   if (r->status == SEARCH_ROW_RANKED) {
     cJSON_AddNumberToObject(o, "iteration_time_s", r->iteration_time_s);
     cJSON_AddNumberToObject(o, "tflops_per_gpu", r->tflops_per_gpu);
@@ -51,7 +51,7 @@ static void row_text(GString *text, const char *label, const SearchRow *r, gbool
   else
     g_strlcpy(sched, sim_schedule_name(r->schedule), sizeof sched);
   g_string_append_printf(text, "%4s %5u %3u %3u %4u %3u %-11s %2u %-9s", label, r->gpus, r->tp, r->pp, r->dp,
-                         r->micro_batch, sched, r->chunks, r->recompute ? "full" : "none");
+                         r->micro_batch, sched, r->chunks, search_recompute_word(r->recompute));
   if (r->status == SEARCH_ROW_RANKED) {
     g_string_append_printf(text, " %11.4f %10.1f %9.1f", r->iteration_time_s, r->tflops_per_gpu, r->memory_GiB);
     if (tokens)

@@ -81,12 +81,8 @@ static const double softmax_fp32_bwd[] = {6, 12, 8, 8, 6};
  * (5 per element); bias+GeLU reads and writes (4Nm); bias+dropout+add reads
  * x and the residual, writes y and the mask (7N).  Unfused, every step is its
  * own read and write. */
-static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softmax) {
-  a->seg = 0;
-  memop(a, 4 * d->N);                           /* layernorm 1 */
-  gemm(a, 1, d->bs, d->qkv_t, d->h);            /* QKV, bias in the epilogue */
-  if (d->rotary)
-    memop(a, 4 * d->Nr);                        /* rotary embedding of Q and K */
+/* The attention core's forward: what selective recomputation runs again. */
+static void attention_core(Acc *a, const Dims *d, gboolean fused_softmax) {
   gemm(a, d->heads_t, d->s, d->kv, d->d);       /* scores Q K^T */
   if (fused_softmax)
     memop(a, 4 * d->Na);                        /* scale-mask-softmax */
@@ -95,6 +91,15 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
       memop(a, softmax_fp32_fwd[i] * d->Na);    /* float, scale, mask, softmax, half */
   memop(a, 5 * d->Na);                          /* attention dropout */
   gemm(a, d->heads_t, d->s, d->d, d->kv);       /* attention over values */
+}
+
+static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softmax) {
+  a->seg = 0;
+  memop(a, 4 * d->N);                           /* layernorm 1 */
+  gemm(a, 1, d->bs, d->qkv_t, d->h);            /* QKV, bias in the epilogue */
+  if (d->rotary)
+    memop(a, 4 * d->Nr);                        /* rotary embedding of Q and K */
+  attention_core(a, d, fused_softmax);
   memop(a, 4 * d->Nc);                          /* context to [s, b, h/t] */
   gemm(a, 1, d->bs, d->h, d->ht);               /* projection */
   a->seg = 1;                                   /* --- all-reduce --- */
@@ -216,13 +221,17 @@ static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guin
     ideal_pass(p, b, tokens, 1.0, &out->fwd);
     ideal_pass(p, b, tokens, 2.0, &out->bwd);
     out->fwd.flops = slice_forward_flops(m, b, tokens, context) / t;
+    /* the attention core: its share of the forward FLOPs, at the same rate */
+    out->core.flops = 4.0 * b * tokens * (double)(tokens + context) * m->heads * model_head_dim(m) / t;
+    out->core.seg_s[0] = out->fwd.seg_s[0] * out->core.flops / out->fwd.flops;
     out->bwd.flops = 2 * out->fwd.flops;
     return;
   }
   Dims d = dims(m, t, b, tokens, tokens + context);
-  Acc f = {p, &out->fwd, 0}, g = {p, &out->bwd, 0};
+  Acc f = {p, &out->fwd, 0}, g = {p, &out->bwd, 0}, c = {p, &out->core, 0};
   forward(&f, &d, fused, fused_softmax);
   backward(&g, &d, fused, fused_softmax);
+  attention_core(&c, &d, fused_softmax);
 }
 
 /* A token slice: TeraPipe runs its own attention code, not Megatron's

@@ -38,6 +38,8 @@ typedef struct {
 typedef struct {
   ModelPass fwd; /* the recomputation forward is the same work */
   ModelPass bwd;
+  ModelPass core; /* the forward's attention core alone (scores, softmax, dropout, over values), in seg_s[0]:
+                   * what selective recomputation runs again */
   double tp_allreduce_bytes; /* one all-reduce buffer: b*s*h fp16 */
 } ModelLayerCost;
 

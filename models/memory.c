@@ -1,6 +1,11 @@
 /* ptdsim — memory per GPU (formulas in memory.h). */
 #include "memory.h"
 
+double model_attention_score_bytes(const ModelShape *m, guint t, guint b, gboolean fp32_softmax) {
+  double s = m->seq_len, a = m->heads;
+  return (fp32_softmax ? 7.0 : 5.0) * a * s * s * b / t;
+}
+
 double model_layer_activation_bytes(const ModelShape *m, guint t, guint b, gboolean fp32_softmax) {
   double s = m->seq_len, h = m->hidden, a = m->heads;
   /* The tensor-parallel shards per s b h: the query, key, value and context
@@ -19,6 +24,8 @@ void model_memory(const ModelShape *m, const ModelMemoryRequest *r, ModelMemory 
   out->gradients = 2 * P;
   out->optimizer = r->optimizer_shards > 1 ? 12 * P / r->optimizer_shards : 12 * P;
   double full = model_layer_activation_bytes(m, r->t, r->b, r->fp32_softmax);
+  if (r->selective) /* the scores, softmax output, dropout mask and output are recomputed */
+    full -= model_attention_score_bytes(m, r->t, r->b, r->fp32_softmax);
   double act = r->recompute ? 2 * sbh * r->inflight_layer_mbs + full : full * r->inflight_layer_mbs;
   if (r->last_stage)
     act += 6.0 * m->seq_len * r->b * (double)(m->vocab / r->t);

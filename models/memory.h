@@ -15,6 +15,8 @@
  * one layer's full activations while it is recomputed.  The last stage adds
  * the logits of one microbatch (fp16 and fp32 copies, 6 s b V/t), the first
  * stage the embedding dropout mask of each microbatch in flight (s b h).
+ * Selective recomputation (Korthikanti et al. section 5) keeps no s x s
+ * tensor: s b h (10 + 24/t) per layer and microbatch.
  * Megatron's distributed optimizer shards the 12 bytes of optimizer state
  * per parameter over the d data-parallel ranks (12/d); the fp16 weights and
  * gradients stay whole.
@@ -36,7 +38,11 @@ typedef struct {
   gboolean first_stage, last_stage;
   gboolean fp32_softmax;       /* the unfused softmax chain runs (model_softmax_fused is FALSE) */
   guint optimizer_shards;      /* the distributed optimizer's data-parallel ranks d; 0 or 1: not sharded */
+  gboolean selective;          /* selective recomputation: the attention core's s x s tensors are not kept */
 } ModelMemoryRequest;
 
 double model_layer_activation_bytes(const ModelShape *m, guint t, guint b, gboolean fp32_softmax);
+/* The attention core's s x s part of it: 5 a s^2 b / t (7 with the fp32
+ * softmax chain). */
+double model_attention_score_bytes(const ModelShape *m, guint t, guint b, gboolean fp32_softmax);
 void model_memory(const ModelShape *m, const ModelMemoryRequest *req, ModelMemory *out);

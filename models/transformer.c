@@ -50,20 +50,28 @@ double model_logit_forward_flops(const ModelShape *m, guint64 b) {
   return 2.0 * (double)b * m->seq_len * m->hidden * m->vocab;
 }
 
+double model_attention_core_flops(const ModelShape *m, guint b) {
+  double s = m->seq_len;
+  return 4.0 * b * s * s * m->heads * model_head_dim(m);
+}
+
 double model_flops_per_iteration(const ModelShape *m, guint64 global_batch) {
   if (!model_is_gpt(m))
-    return model_hardware_flops_per_iteration(m, global_batch, TRUE);
+    return model_hardware_flops_per_iteration(m, global_batch, MODEL_RECOMPUTE_FULL);
   double B = (double)global_batch, s = m->seq_len, l = m->layers, h = m->hidden, V = m->vocab;
   return 96.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * l * h));
 }
 
-double model_hardware_flops_per_iteration(const ModelShape *m, guint64 global_batch, gboolean recompute) {
-  double layers = (recompute ? 4.0 : 3.0) * m->layers * model_layer_forward_flops(m, 1) * (double)global_batch;
+double model_hardware_flops_per_iteration(const ModelShape *m, guint64 global_batch, ModelRecompute recompute) {
+  double layers = (recompute == MODEL_RECOMPUTE_FULL ? 4.0 : 3.0) * m->layers * model_layer_forward_flops(m, 1) *
+                  (double)global_batch;
+  if (recompute == MODEL_RECOMPUTE_SELECTIVE)
+    layers += (double)m->layers * model_attention_core_flops(m, 1) * (double)global_batch;
   return layers + 3.0 * model_logit_forward_flops(m, global_batch);
 }
 
 double model_model_flops_per_iteration(const ModelShape *m, guint64 global_batch) {
-  return model_hardware_flops_per_iteration(m, global_batch, FALSE);
+  return model_hardware_flops_per_iteration(m, global_batch, MODEL_RECOMPUTE_NONE);
 }
 
 /* Megatron's GPT with SC21's sequence length and vocabulary. */

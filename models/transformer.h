@@ -26,6 +26,10 @@
 typedef enum { MODEL_MLP_GELU, MODEL_MLP_SWIGLU } ModelMlp;
 typedef enum { MODEL_NORM_LAYERNORM, MODEL_NORM_RMSNORM } ModelNorm;
 typedef enum { MODEL_POSITION_LEARNED, MODEL_POSITION_ROTARY } ModelPosition;
+/* Activation recomputation: none; full (every layer's forward again before
+ * its backward; SC21); selective (only the attention core: scores, softmax,
+ * dropout, attention over values; Korthikanti et al. 2022, section 5). */
+typedef enum { MODEL_RECOMPUTE_NONE, MODEL_RECOMPUTE_FULL, MODEL_RECOMPUTE_SELECTIVE } ModelRecompute;
 
 /* Zero in the optional fields means Megatron's GPT default, so a shape
  * written {l, h, a, s, V} is the SC21 GPT. */
@@ -61,9 +65,14 @@ guint64 model_param_count(const ModelShape *m);
  * the layers (forward, backward as two, and the recomputation forward,
  * counted whether or not it runs), 3 of the logit layer. */
 double model_flops_per_iteration(const ModelShape *m, guint64 global_batch);
-/* FLOPs actually executed: Eq. 3 without the recomputation forward when
- * recomputation is off (the numerator of hardware FLOPs utilization). */
-double model_hardware_flops_per_iteration(const ModelShape *m, guint64 global_batch, gboolean recompute);
+/* FLOPs actually executed (the numerator of hardware FLOPs utilization):
+ * Eq. 3 with full recomputation; without its recomputation forward when
+ * recomputation is off; with the attention core's GEMMs (4 b s^2 a d per
+ * layer) in its place when selective. */
+double model_hardware_flops_per_iteration(const ModelShape *m, guint64 global_batch, ModelRecompute recompute);
+/* Forward FLOPs of one layer's attention core for b sequences: the scores
+ * and the attention over values, 4 b s^2 a d. */
+double model_attention_core_flops(const ModelShape *m, guint b);
 /* The model's own FLOPs, 3 forward passes of layers and logits, never a
  * recomputation (the numerator of model FLOPs utilization, MFU). */
 double model_model_flops_per_iteration(const ModelShape *m, guint64 global_batch);

@@ -7,7 +7,7 @@
 #include "../base/units.h"
 
 static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", "terapipe", NULL};
-static const char *const recomputes[] = {"full", "none", NULL};
+static const char *const recomputes[] = {"full", "selective", "none", NULL};
 static const char *const ddps[] = {"local", "torch", NULL};
 static const char *const networks[] = {"flow", "analytic", NULL};
 static const char *const placements[] = {"tp-dp-pp", "dp-outermost", "misaligned", NULL};
@@ -70,7 +70,7 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                                 "code)",
                                 NULL},
     [SEARCH_OPT_RECOMPUTE] = {"recompute", SEARCH_OPT_TEXT, "MODE",
-                              "Activation recomputation: full or none (default full)", recomputes},
+                              "Activation recomputation: full, selective (the attention core only) or none (default full)", recomputes},
     [SEARCH_OPT_NO_SCATTER_GATHER] = {"no-scatter-gather", SEARCH_OPT_FLAG, NULL,
                                       "Send whole activations from every tensor-parallel rank instead of 1/t each "
                                       "plus an NVLink all-gather",

@@ -67,7 +67,7 @@ static int triple_cmp(const void *a, const void *b) {
 
 typedef struct {
   guint t, p, d, b, v, zero;
-  gboolean recompute;
+  ModelRecompute recompute;
   SimSchedule schedule; /* 1f1b, interleaved or gpipe (ZeRO: ignored) */
 } Candidate;
 
@@ -83,6 +83,10 @@ typedef struct {
 } Search;
 
 static const char *schedule_word(SimSchedule s) { return sim_schedule_name(s); }
+
+const char *search_recompute_word(ModelRecompute r) {
+  return r == MODEL_RECOMPUTE_FULL ? "full" : r == MODEL_RECOMPUTE_SELECTIVE ? "selective" : "none";
+}
 
 /* The candidate's options: the user's, with the searched ones set. */
 static void candidate_config(const Search *s, const Candidate *c, SearchConfig *cfg) {
@@ -112,7 +116,7 @@ static void candidate_config(const Search *s, const Candidate *c, SearchConfig *
       SET(SEARCH_OPT_CHUNKS, c->v);
   }
 #undef SET
-  search_config_set(cfg, SEARCH_OPT_RECOMPUTE, c->recompute ? "full" : "none", NULL);
+  search_config_set(cfg, SEARCH_OPT_RECOMPUTE, search_recompute_word(c->recompute), NULL);
   search_config_set(cfg, SEARCH_OPT_NETWORK, s->network, NULL);
 }
 
@@ -332,9 +336,12 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
       if (pinned(cfg, SEARCH_OPT_MICRO_BATCH, &pin) ? b != pin : per_replica % b != 0)
         continue;
       guint mb = per_replica / b;
-      for (int rc = 1; rc >= 0; rc--) {
+      /* full, selective, none: most memory saved first */
+      static const ModelRecompute modes[] = {MODEL_RECOMPUTE_FULL, MODEL_RECOMPUTE_SELECTIVE, MODEL_RECOMPUTE_NONE};
+      for (guint mi = 0; mi < G_N_ELEMENTS(modes); mi++) {
+        ModelRecompute rc = modes[mi];
         const char *want = cfg->text[SEARCH_OPT_RECOMPUTE];
-        if (want && strcmp(want, rc ? "full" : "none") != 0)
+        if (want && strcmp(want, search_recompute_word(rc)) != 0)
           continue;
         for (guint v = 1; ptdp_ok && v <= lps; v++) {
           /* v = 1: 1F1B (or GPipe, pinned); v >= 2: interleaved, which needs
@@ -353,7 +360,7 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
           g_array_append_val(cands, c);
         }
         /* ZeRO data parallelism, without model parallelism (as SC21 runs it) */
-        for (guint z = 1; zero_ok && x.t == 1 && p == 1 && x.d > 1 && z <= 3; z++) {
+        for (guint z = 1; zero_ok && rc != MODEL_RECOMPUTE_SELECTIVE && x.t == 1 && p == 1 && x.d > 1 && z <= 3; z++) {
           if (cfg->given[SEARCH_OPT_ZERO] && z != cfg->count[SEARCH_OPT_ZERO])
             continue;
           Candidate c = {1, 1, x.d, b, 1, z, rc, SIM_SCHEDULE_1F1B};

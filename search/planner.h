@@ -37,9 +37,12 @@ typedef struct {
   guint gpus, tp, pp, dp, micro_batch, chunks, microbatches;
   SimSchedule schedule; /* ignored with zero */
   guint zero;           /* ZeRO stage, 0: none */
-  gboolean recompute;
+  ModelRecompute recompute;
   double iteration_time_s, tflops_per_gpu, memory_GiB, training_days, tokens_per_s; /* memory: also when OOM */
 } SearchRow;
+
+/* "none", "full" or "selective". */
+const char *search_recompute_word(ModelRecompute r);
 
 typedef struct {
   GArray *rows;     /* SearchRow, best first; every row fits in memory */

@@ -259,9 +259,12 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   else if (strcmp(r->recompute, "none") == 0)
     plan->recompute = FALSE;
   else if (strcmp(r->recompute, "selective") == 0)
-    FAIL("--recompute selective is not available yet; use full or none");
+    plan->selective = TRUE;
   else
-    FAIL("unknown --recompute '%s'; use full or none", r->recompute);
+    FAIL("unknown --recompute '%s'; use full, selective or none", r->recompute);
+  if (plan->selective && (r->zero || sched == SIM_SCHEDULE_TERAPIPE))
+    FAIL("--recompute selective is Megatron's, for PTD-P; use full or none with %s",
+         r->zero ? "--zero" : "--schedule terapipe");
   if (!(r->tokens >= 0) || !isfinite(r->tokens))
     FAIL("--tokens must be a positive number of training tokens");
   if (!r->network) /* the default: flows where the cluster describes its fabric and the schedule carries them */
@@ -312,13 +315,21 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   return TRUE;
 }
 
+ModelRecompute sim_plan_recompute(const SimPlan *pl) {
+  return pl->recompute ? MODEL_RECOMPUTE_FULL : pl->selective ? MODEL_RECOMPUTE_SELECTIVE : MODEL_RECOMPUTE_NONE;
+}
+
+const char *sim_recompute_name(const SimPlan *pl) {
+  return pl->recompute ? "full" : pl->selective ? "selective" : "none";
+}
+
 void sim_plan_rates(const SimPlan *pl, const ModelProfile *profile, SimResult *r) {
   ModelShape counted = pl->model;
   if (pl->workload == SIM_WORKLOAD_LAYERS)
     counted.vocab = 0; /* no logit layer */
   double per_gpu = r->iteration_time_s * pl->gpus * 1e12;
   double F = model_flops_per_iteration(&counted, pl->global_batch);
-  double Fhw = model_hardware_flops_per_iteration(&counted, pl->global_batch, pl->recompute);
+  double Fhw = model_hardware_flops_per_iteration(&counted, pl->global_batch, sim_plan_recompute(pl));
   double Fmodel = model_model_flops_per_iteration(&counted, pl->global_batch);
   r->tflops_per_gpu = F / r->iteration_time_s / pl->gpus / 1e12;
   r->hardware_tflops_per_gpu = Fhw / r->iteration_time_s / pl->gpus / 1e12;

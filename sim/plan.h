@@ -34,7 +34,8 @@ typedef struct {
   guint chunks;         /* v, model chunks per device (1 unless interleaved) */
   SimSchedule schedule;
   SimDdp ddp;
-  gboolean recompute;
+  gboolean recompute;    /* full recomputation */
+  gboolean selective;    /* selective recomputation (then recompute is FALSE) */
   gboolean scatter_gather;
   gboolean fusion;
   gboolean symmetry;    /* simulate one GPU per tensor-parallel group and one replica */
@@ -82,6 +83,9 @@ typedef enum { SIM_PLAN_ERROR_INVALID, SIM_PLAN_ERROR_OOM, SIM_PLAN_ERROR_TOO_BI
  * one line saying what is wrong and how to fix it. */
 gboolean sim_plan_build(const SimPlanRequest *req, const TopoCluster *cluster, SimPlan *plan, GError **error);
 const char *sim_schedule_name(SimSchedule s);
+/* The plan's recomputation as the models see it, and its word. */
+ModelRecompute sim_plan_recompute(const SimPlan *plan);
+const char *sim_recompute_name(const SimPlan *plan);
 
 typedef struct {
   double compute, tp_comm, pp_comm, dp_comm, optimizer, bubble;

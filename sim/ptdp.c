@@ -281,7 +281,8 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
         t.pass = PASS_RECOMPUTE;
         emit_pass(b, s, k, &b->layer.fwd, &t);
         t.pass = PASS_BACKWARD;
-      }
+      } else if (pl->selective) /* the attention core again, no communication */
+        add_compute(b, SIM_PART_ATTENTION, t.layer, PASS_RECOMPUTE, b->layer.core.seg_s[0]);
       emit_pass(b, s, k, &b->layer.bwd, &t);
       if (vs == 0 && l == 0)
         add_compute(b, SIM_PART_EMBEDDING, -1, PASS_BACKWARD, b->emb_bwd);
@@ -706,7 +707,8 @@ static void stage_memory(const SimPlan *pl, GArray *order, guint s, ModelMemory 
                             .first_stage = s == 0,
                             .last_stage = s == p - 1,
                             .fp32_softmax = !model_softmax_fused(&pl->model, pl->tp, pl->micro_batch, pl->fusion),
-                            .optimizer_shards = pl->distributed_optimizer ? pl->dp : 1};
+                            .optimizer_shards = pl->distributed_optimizer ? pl->dp : 1,
+                            .selective = pl->selective};
   model_memory(&pl->model, &req, out);
 }
 

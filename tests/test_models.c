@@ -225,11 +225,17 @@ static void test_flops(void) {
       double with_recompute = 4 * l * layer_gemm_flops(&m, B) + 3 * logit_gemm_flops(&m, B);
       double without = 3 * l * layer_gemm_flops(&m, B) + 3 * logit_gemm_flops(&m, B);
       assert_rel(model_flops_per_iteration(&m, batches[i]), with_recompute, REL_EPS);
-      assert_rel(model_hardware_flops_per_iteration(&m, batches[i], TRUE), with_recompute, REL_EPS);
-      assert_rel(model_hardware_flops_per_iteration(&m, batches[i], FALSE), without, REL_EPS);
+      assert_rel(model_hardware_flops_per_iteration(&m, batches[i], MODEL_RECOMPUTE_FULL), with_recompute, REL_EPS);
+      assert_rel(model_hardware_flops_per_iteration(&m, batches[i], MODEL_RECOMPUTE_NONE), without, REL_EPS);
       assert_rel(model_model_flops_per_iteration(&m, batches[i]), without, REL_EPS);
-      g_assert_cmpfloat(model_hardware_flops_per_iteration(&m, batches[i], FALSE), <,
+      g_assert_cmpfloat(model_hardware_flops_per_iteration(&m, batches[i], MODEL_RECOMPUTE_NONE), <,
                         model_flops_per_iteration(&m, batches[i]));
+      /* selective: the scores and attention over values GEMMs again,
+       * 2 (b a) s s d each per layer */
+      double s = m.seq_len, a = m.heads, d = model_head_dim(&m);
+      double core = 2 * (B * a) * s * s * d + 2 * (B * a) * s * d * s;
+      assert_rel(model_hardware_flops_per_iteration(&m, batches[i], MODEL_RECOMPUTE_SELECTIVE), without + l * core,
+                 REL_EPS);
     }
   }
 }
@@ -265,6 +271,11 @@ static void check_layer_flops(const char *profile) {
       g_assert_cmpfloat(cost.fwd.flops, ==, whole / c->t);
       g_assert_cmpfloat(cost.fwd.flops, ==, model_layer_forward_flops(&m, c->b) / c->t);
       g_assert_cmpfloat(cost.bwd.flops, ==, 2 * cost.fwd.flops);
+      /* the attention core (what selective recomputation runs): its two
+       * GEMMs' FLOPs, and part of the forward's time */
+      g_assert_cmpfloat(cost.core.flops, ==, model_attention_core_flops(&m, c->b) / c->t);
+      g_assert_cmpfloat(cost.core.seg_s[0], >, 0);
+      g_assert_cmpfloat(cost.core.seg_s[0], <, cost.fwd.seg_s[0]);
       g_assert_cmpfloat(cost.tp_allreduce_bytes, ==, 2.0 * c->b * m.seq_len * m.hidden); /* fp16 b*s*h */
       for (int k = 0; k < 3; k++) {
         g_assert_cmpfloat(cost.fwd.seg_s[k], >=, 0);
@@ -777,6 +788,15 @@ static void test_memory(void) {
     if (model_is_gpt(&m))
       g_assert_cmpfloat(sharded, ==, 24 * s * b * h);
     double per_layer = s * b * h * 10 + sharded / t + 5 * a * s * s * b / t;
+    /* selective recomputation keeps none of the s x s tensors (Korthikanti
+     * et al. section 5: 34 s b h without parallelism) */
+    ModelMemoryRequest sel = {.t = cases[i].t, .b = cases[i].b, .params = 1, .inflight_layer_mbs = 3,
+                              .inflight_mbs = 1, .selective = TRUE};
+    ModelMemory sm;
+    model_memory(&m, &sel, &sm);
+    assert_rel(sm.activations, 3 * (s * b * h * 10 + sharded / t), REL_EPS);
+    if (model_is_gpt(&m) && cases[i].t == 1)
+      assert_rel(sm.activations, 3 * 34 * s * b * h, REL_EPS);
     double input = 2 * s * b * h;
     assert_rel(model_layer_activation_bytes(&m, cases[i].t, cases[i].b, FALSE), per_layer, REL_EPS);
     /* without the fused softmax kernel its output is kept in fp32: 2 a s^2 b / t more */

@@ -143,9 +143,9 @@ static guint count_space(guint layers, guint heads, guint n, guint B, gboolean f
           guint m = B / d / b;
           for (guint v = 1; v <= layers / p; v++)
             if ((layers / p) % v == 0 && (v == 1 || (p >= 2 && m % p == 0)))
-              count += 2;
+              count += 3; /* recompute full, selective, none */
           if (t == 1 && p == 1 && d > 1)
-            count += 3 * 2;
+            count += 3 * 2; /* ZeRO stages, recompute full or none */
         }
       }
   return count;

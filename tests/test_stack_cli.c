@@ -231,6 +231,56 @@ static void test_distributed_optimizer(void) {
   proc_clear(&p);
 }
 
+/* Why: selective recomputation (Korthikanti et al. section 5) runs only the
+ * attention core again and keeps none of its s x s tensors: between none
+ * and full in time, activations s b h (10 + 24/t) per layer, and HFU counts
+ * the core's two GEMMs once more per layer; plan searches it. */
+static void test_selective_recompute(void) {
+  const char *base = "run --layers 8 --hidden 1024 --heads 16 --seq-len 2048 --gpus 16 --tp 2 --pp 4 --global-batch 32 "
+                     "--network analytic --allow-oom --format json --recompute ";
+  cJSON *r[3];
+  const char *modes[] = {"none", "selective", "full"};
+  for (guint i = 0; i < 3; i++) {
+    char *args = g_strconcat(base, modes[i], NULL);
+    r[i] = run_json(args);
+    g_assert_cmpstr(str(obj(r[i], "config"), "recompute"), ==, modes[i]);
+    g_free(args);
+  }
+  g_assert_cmpfloat(num(r[0], "iteration_time_s"), <, num(r[1], "iteration_time_s"));
+  g_assert_cmpfloat(num(r[1], "iteration_time_s"), <, num(r[2], "iteration_time_s"));
+  const cJSON *c = obj(r[1], "config");
+  double s = num(c, "seq_len"), h = num(c, "hidden"), a = num(c, "heads"), t = num(c, "tp"), l = num(c, "layers");
+  double act_none = num(obj(r[0], "memory_per_gpu_GiB"), "activations") * 1073741824.0;
+  double act_sel = num(obj(r[1], "memory_per_gpu_GiB"), "activations") * 1073741824.0;
+  /* the same layers and microbatches held: the difference is the s x s
+   * part, 5 a s^2 b / t per layer and microbatch held (b = 1) */
+  double per_layer_none = s * h * (10 + 24 / t + 5 * a * s / (h * t)), per_layer_sel = s * h * (10 + 24 / t);
+  double held = (act_none - act_sel) / (per_layer_none - per_layer_sel);
+  assert_rel(held, round(held), 1e-9);
+  g_assert_cmpfloat(held, >=, 1);
+  double model = 3 * l * layer_flops(c) + 3 * logit_flops(c);
+  double core = 4 * s * s * a * num(c, "kv_channels");
+  assert_rel(num(r[1], "hfu_percent") / num(r[1], "mfu_percent"), (model + l * core) / model, 1e-9);
+  for (guint i = 0; i < 3; i++)
+    cJSON_Delete(r[i]);
+  /* the ideal profile: the pipeline is unchanged, the bubble is (p-1)/m */
+  cJSON *ideal = run_json("run --layers 8 --hidden 1024 --heads 16 --seq-len 512 --gpus 16 --tp 2 --pp 4 "
+                          "--global-batch 32 --profile ideal --network analytic --recompute selective --format json");
+  assert_rel(num(ideal, "bubble_fraction"), num(ideal, "analytic_bubble_fraction"), 1e-9);
+  cJSON_Delete(ideal);
+  cJSON *plan = run_json("plan --model gpt3-13b --gpus 64 --global-batch 128 --network analytic --recompute selective "
+                         "--format json");
+  const cJSON *rows = arr(plan, "rows"), *row;
+  guint n = 0;
+  cJSON_ArrayForEach(row, rows) {
+    g_assert_cmpstr(str(row, "recompute"), ==, "selective");
+    g_assert_nonnull(strstr(str(row, "command"), "--recompute selective"));
+    n++;
+  }
+  g_assert_cmpuint(n, >, 0);
+  cJSON_Delete(plan);
+}
+
 typedef struct {
   const char *name, *args, *mention;
 } BadCase;
@@ -248,6 +298,10 @@ static const BadCase bad_cases[] = {
     {"distributed-optimizer-zero", M8 " --gpus 8 --tp 1 --pp 1 --zero 1 --distributed-optimizer", "drop it with --zero"},
     {"distributed-optimizer-terapipe", "run --model gpt3-1b --cluster aws-p3-16xlarge --gpus 8 --tp 1 --pp 8 --dp 1 "
      "--global-batch 8 --schedule terapipe --distributed-optimizer", "drop it with --schedule terapipe"},
+    {"selective-zero", M8 " --gpus 8 --tp 1 --pp 1 --zero 2 --recompute selective", "use full or none with --zero"},
+    {"selective-terapipe", "run --model gpt3-1b --cluster aws-p3-16xlarge --gpus 8 --tp 1 --pp 8 --dp 1 "
+     "--global-batch 8 --schedule terapipe --recompute selective", "use full or none with --schedule terapipe"},
+    {"recompute-unknown", M8 " --gpus 8 --recompute some", "use full, selective or none"},
     {"llama-groups-over-tp", "run --model llama3-8b --gpus 16 --tp 16 --global-batch 16", "--num-query-groups 8"},
 };
 
@@ -268,6 +322,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/stack/report-text", test_report_text);
   g_test_add_func("/stack/models-verb", test_models_verb);
   g_test_add_func("/stack/distributed-optimizer", test_distributed_optimizer);
+  g_test_add_func("/stack/selective-recompute", test_selective_recompute);
   for (guint i = 0; i < G_N_ELEMENTS(bad_cases); i++) {
     char *path = g_strdup_printf("/stack/bad/%s", bad_cases[i].name);
     g_test_add_data_func(path, &bad_cases[i], test_bad);

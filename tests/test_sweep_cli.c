@@ -25,7 +25,7 @@ static guint count_lines(const char *text) {
   return n;
 }
 
-/* A small grid of PTD-P configurations: 2 x 3 x 2 x 2 = 24 points, some
+/* A small grid of PTD-P configurations: 2 x 3 x 2 x 3 = 36 points, some
  * out of memory, some invalid (t = 8 does not divide 20 heads... here 16 do). */
 #define GRID "sweep --layers 8 --hidden 1024 --heads 16 --seq-len 512 --vocab 4096 --gpus 16 --global-batch 32 " \
              "--tp 2,4 --pp 1..4x2 --micro-batch 1,4 --recompute all --network analytic"
@@ -35,20 +35,21 @@ static guint count_lines(const char *text) {
 static void test_row_count(void) {
   Proc p = run_line(GRID);
   g_assert_cmpint(p.status, ==, 0);
-  g_assert_cmpuint(count_lines(p.out), ==, 1 + 2 * 3 * 2 * 2);
+  g_assert_cmpuint(count_lines(p.out), ==, 1 + 2 * 3 * 2 * 3);
   g_assert_true(g_str_has_prefix(p.out, "index,layers,hidden,heads,seq-len,vocab,gpus,tp,pp,global-batch,micro-batch,"
                                         "recompute,network,status,reason,config.layers,"));
   /* point 1 differs from point 0 in the last option only */
   char **lines = g_strsplit(p.out, "\n", -1);
   g_assert_true(g_str_has_prefix(lines[1], "0,8,1024,16,512,4096,16,2,1,32,1,full,analytic,"));
-  g_assert_true(g_str_has_prefix(lines[2], "1,8,1024,16,512,4096,16,2,1,32,1,none,analytic,"));
-  g_assert_true(g_str_has_prefix(lines[3], "2,8,1024,16,512,4096,16,2,1,32,4,full,analytic,"));
+  g_assert_true(g_str_has_prefix(lines[2], "1,8,1024,16,512,4096,16,2,1,32,1,selective,analytic,"));
+  g_assert_true(g_str_has_prefix(lines[3], "2,8,1024,16,512,4096,16,2,1,32,1,none,analytic,"));
+  g_assert_true(g_str_has_prefix(lines[4], "3,8,1024,16,512,4096,16,2,1,32,4,full,analytic,"));
   g_strfreev(lines);
-  g_assert_nonnull(strstr(p.err, "24 of 24 rows"));
+  g_assert_nonnull(strstr(p.err, "36 of 36 rows"));
   proc_clear(&p);
   Proc q = run_line(GRID " --format jsonl");
   g_assert_cmpint(q.status, ==, 0);
-  g_assert_cmpuint(count_lines(q.out), ==, 24);
+  g_assert_cmpuint(count_lines(q.out), ==, 36);
   proc_clear(&q);
 }
 
@@ -497,7 +498,7 @@ static void test_exact_same_results(void) {
       "sweep --model gpt3-13b --gpus 64 --tp 8 --pp 8 --global-batch 64 --micro-batch 1,2 --network analytic,flow "
       "--no-scatter-gather false,true",
       "sweep --model llama3-8b --seq-len 2048 --gpus 32 --tp 4 --pp 4 --global-batch 16 --schedule 1f1b,gpipe "
-      "--ddp local,torch --distributed-optimizer false,true --network analytic,flow"};
+      "--ddp local,torch --distributed-optimizer false,true --recompute full,selective --network analytic,flow"};
   guint compared = 0;
   for (guint g = 0; g < G_N_ELEMENTS(grids); g++) {
     char *plain = g_strdup_printf("%s --format jsonl", grids[g]);
@@ -523,7 +524,7 @@ static void test_exact_same_results(void) {
     g_free(plain);
     g_free(exact);
   }
-  g_assert_cmpuint(compared, ==, 128 + 32 + 8 + 16);
+  g_assert_cmpuint(compared, ==, 128 + 32 + 8 + 32);
 }
 
 int main(int argc, char **argv) {

@@ -48,7 +48,7 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddNumberToObject(cfg, "chunks", pl->chunks);
   /* ZeRO runs no pipeline: one stage accumulates its microbatches */
   cJSON_AddStringToObject(cfg, "schedule", pl->zero ? "zero" : sim_schedule_name(pl->schedule));
-  cJSON_AddStringToObject(cfg, "recompute", pl->recompute ? "full" : "none");
+  cJSON_AddStringToObject(cfg, "recompute", sim_recompute_name(pl));
   cJSON_AddStringToObject(cfg, "ddp", pl->ddp == SIM_DDP_TORCH ? "torch" : "local");
   cJSON_AddBoolToObject(cfg, "distributed_optimizer", pl->distributed_optimizer);
   cJSON_AddBoolToObject(cfg, "scatter_gather", pl->scatter_gather);
@@ -198,7 +198,8 @@ static void architecture_text(GString *out, const cJSON *cfg) {
 void trace_report_text(GString *out, const cJSON *run) {
   const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(run, "config");
   const cJSON *tp = cJSON_GetObjectItemCaseSensitive(run, "terapipe");
-  gboolean tera = is(cfg, "schedule", "terapipe"), recompute = is(cfg, "recompute", "full");
+  gboolean tera = is(cfg, "schedule", "terapipe");
+  const char *recompute = str(cfg, "recompute");
   const char *fusion = flag(cfg, "fusion") ? "on" : "off";
   guint p = count(cfg, "pp"), d = count(cfg, "dp"), zero = count(cfg, "zero");
   g_string_append_printf(out, "model      %u layers, hidden %u, %u heads, seq %u, vocab %u: %.2fB parameters\n",
@@ -230,17 +231,17 @@ void trace_report_text(GString *out, const cJSON *run) {
                            : zero == 2 ? "optimizer state and gradients"
                                        : "optimizer state, gradients and parameters",
                            count(cfg, "microbatches"), count(cfg, "microbatches") == 1 ? "" : "es",
-                           recompute ? "full" : "none", fusion);
+                           recompute, fusion);
   else {
     g_string_append_printf(out, "schedule   %s", str(cfg, "schedule"));
     if (is(cfg, "schedule", "interleaved"))
       g_string_append_printf(out, " (%u chunks per GPU)", count(cfg, "chunks"));
     if (tera)
       g_string_append_printf(out, ", recompute %s, sends: one rank per hop, broadcast in the group, fusion %s\n\n",
-                             recompute ? "full" : "none", fusion);
+                             recompute, fusion);
     else
       g_string_append_printf(out, ", recompute %s, %s DDP%s, scatter/gather %s, fusion %s\n\n",
-                             recompute ? "full" : "none", str(cfg, "ddp"),
+                             recompute, str(cfg, "ddp"),
                              flag(cfg, "distributed_optimizer") ? " with the distributed optimizer" : "",
                              flag(cfg, "scatter_gather") ? "on" : "off", fusion);
   }
