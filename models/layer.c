@@ -212,7 +212,7 @@ static double slice_forward_flops(const ModelShape *m, guint b, guint tokens, gu
 }
 
 static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens, guint context,
-                       gboolean fused, gboolean fused_softmax, ModelLayerCost *out) {
+                       gboolean fused, gboolean fused_softmax, gboolean sp, ModelLayerCost *out) {
   *out = (ModelLayerCost){0};
   out->tp_allreduce_bytes = 2.0 * b * tokens * m->hidden;
   if (p->kind == MODEL_PROFILE_IDEAL) {
@@ -228,6 +228,8 @@ static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guin
     return;
   }
   Dims d = dims(m, t, b, tokens, tokens + context);
+  if (sp)
+    d.N /= t; /* the sequence-parallel region: s/t of the tokens */
   Acc f = {p, &out->fwd, 0}, g = {p, &out->bwd, 0}, c = {p, &out->core, 0};
   forward(&f, &d, fused, fused_softmax);
   backward(&g, &d, fused, fused_softmax);
@@ -238,7 +240,7 @@ static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guin
  * kernel and its shape rules, so `fused` applies to the softmax as given. */
 void model_layer_slice_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens,
                             guint context, gboolean fused, ModelLayerCost *out) {
-  layer_cost(p, m, t, b, tokens, context, fused, fused, out);
+  layer_cost(p, m, t, b, tokens, context, fused, fused, FALSE, out);
 }
 
 gboolean model_softmax_fused(const ModelShape *m, guint t, guint b, gboolean fusion) {
@@ -246,9 +248,14 @@ gboolean model_softmax_fused(const ModelShape *m, guint t, guint b, gboolean fus
   return fusion && kv > 16 && kv <= 2048 && q % 4 == 0 && batch % 4 == 0;
 }
 
+void model_layer_cost_sp(const ModelProfile *p, const ModelShape *m, guint t, guint b, gboolean fused, gboolean sp,
+                         ModelLayerCost *out) {
+  layer_cost(p, m, t, b, m->seq_len, 0, fused, model_softmax_fused(m, t, b, fused), sp, out);
+}
+
 void model_layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, gboolean fused,
                       ModelLayerCost *out) {
-  layer_cost(p, m, t, b, m->seq_len, 0, fused, model_softmax_fused(m, t, b, fused), out);
+  model_layer_cost_sp(p, m, t, b, fused, FALSE, out);
 }
 
 void model_embedding_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, double *fwd_s,

@@ -45,6 +45,12 @@ typedef struct {
 
 void model_layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, gboolean fused,
                       ModelLayerCost *out);
+/* The same with Megatron's sequence parallelism (Korthikanti et al. 2022,
+ * section 4.2.2) when `sp`: the norms, dropouts and residual adds run on the
+ * rank's s/t of the sequence, so their tensors are b s h / t; the GEMMs and
+ * the attention core are unchanged. */
+void model_layer_cost_sp(const ModelProfile *p, const ModelShape *m, guint t, guint b, gboolean fused, gboolean sp,
+                         ModelLayerCost *out);
 /* Whether Megatron runs its fused scale-mask-softmax kernel for this layer:
  * fusion on, and the kernel's shape constraints (megatron/model/
  * fused_softmax.py: 16 < key length <= 2048, query length and b * a / t

@@ -24,6 +24,10 @@ void model_memory(const ModelShape *m, const ModelMemoryRequest *r, ModelMemory 
   out->gradients = 2 * P;
   out->optimizer = r->optimizer_shards > 1 ? 12 * P / r->optimizer_shards : 12 * P;
   double full = model_layer_activation_bytes(m, r->t, r->b, r->fp32_softmax);
+  if (r->sequence_parallel) {
+    full -= 10.0 * sbh - 10.0 * sbh / r->t; /* norms, dropout masks, residual inputs: s/t of the tokens */
+    sbh /= r->t;
+  }
   if (r->selective) /* the scores, softmax output, dropout mask and output are recomputed */
     full -= model_attention_score_bytes(m, r->t, r->b, r->fp32_softmax);
   double act = r->recompute ? 2 * sbh * r->inflight_layer_mbs + full : full * r->inflight_layer_mbs;

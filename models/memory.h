@@ -17,6 +17,9 @@
  * stage the embedding dropout mask of each microbatch in flight (s b h).
  * Selective recomputation (Korthikanti et al. section 5) keeps no s x s
  * tensor: s b h (10 + 24/t) per layer and microbatch.
+ * Sequence parallelism (their section 4.2.2) splits the replicated part over
+ * t as well: s b h (10/t + 24/t + 5 a s/(h t)); the layer input kept with
+ * full recomputation is 2 s b h / t, the first stage's dropout mask s b h / t.
  * Megatron's distributed optimizer shards the 12 bytes of optimizer state
  * per parameter over the d data-parallel ranks (12/d); the fp16 weights and
  * gradients stay whole.
@@ -39,6 +42,7 @@ typedef struct {
   gboolean fp32_softmax;       /* the unfused softmax chain runs (model_softmax_fused is FALSE) */
   guint optimizer_shards;      /* the distributed optimizer's data-parallel ranks d; 0 or 1: not sharded */
   gboolean selective;          /* selective recomputation: the attention core's s x s tensors are not kept */
+  gboolean sequence_parallel;  /* the replicated s b h tensors are split over t too */
 } ModelMemoryRequest;
 
 double model_layer_activation_bytes(const ModelShape *m, guint t, guint b, gboolean fp32_softmax);

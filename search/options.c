@@ -77,6 +77,11 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                                       NULL},
     [SEARCH_OPT_NO_FUSION] = {"no-fusion", SEARCH_OPT_FLAG, NULL,
                               "Unfused bias+GeLU, bias+dropout+add and scale+mask+softmax kernels", NULL},
+    [SEARCH_OPT_SEQUENCE_PARALLEL] = {"sequence-parallel", SEARCH_OPT_FLAG, NULL,
+                                      "Megatron's sequence parallelism: norms, dropouts and residuals on s/t of the "
+                                      "sequence, each tensor-parallel all-reduce a reduce-scatter and an all-gather "
+                                      "(needs --tp 2 or more)",
+                                      NULL},
     [SEARCH_OPT_DDP] = {"ddp", SEARCH_OPT_TEXT, "IMPL",
                         "Data-parallel gradient reduction: torch (overlapped with backward) or local (after the "
                         "flush; default)",
@@ -113,6 +118,10 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                               "Simulate a configuration that does not fit in memory (reported as fits_in_memory: "
                               "false)",
                               NULL},
+    [SEARCH_OPT_MEMORY_RESERVE] = {"memory-reserve", SEARCH_OPT_TEXT, "GiB",
+                                   "GPU memory kept back from the model for the CUDA context, NCCL and cuBLAS buffers "
+                                   "and fragmentation (default 3)",
+                                   NULL},
     [SEARCH_OPT_EXACT] = {"exact", SEARCH_OPT_FLAG, NULL,
                           "Simulate every op one by one, without the shortcuts that give the same results faster "
                           "(a check, and the slow path)",
@@ -295,6 +304,19 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->allow_oom = c->given[SEARCH_OPT_ALLOW_OOM];
   r->exact = c->given[SEARCH_OPT_EXACT];
   r->distributed_optimizer = c->given[SEARCH_OPT_DISTRIBUTED_OPTIMIZER];
+  r->sequence_parallel = c->given[SEARCH_OPT_SEQUENCE_PARALLEL];
+  const char *reserve = c->text[SEARCH_OPT_MEMORY_RESERVE];
+  if (reserve) {
+    char *end = NULL;
+    double gib = g_ascii_strtod(reserve, &end);
+    if (!*reserve || *end || !(gib >= 0 && gib <= 1024)) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "--memory-reserve '%s' is not a number of GiB from 0 to 1024; give e.g. --memory-reserve 3", reserve);
+      return FALSE;
+    }
+    r->memory_reserve_given = TRUE;
+    r->memory_reserve_gib = gib;
+  }
   return TRUE;
 }
 

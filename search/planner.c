@@ -40,7 +40,8 @@ int search_row_cmp(const SearchRow *a, const SearchRow *b) {
       (c = cmp_uint(a->gpus, b->gpus)) || (c = cmp_uint(a->tp, b->tp)) || (c = cmp_uint(a->pp, b->pp)) ||
       (c = cmp_uint(a->dp, b->dp)) || (c = cmp_uint(a->micro_batch, b->micro_batch)) ||
       (c = cmp_uint(a->schedule, b->schedule)) || (c = cmp_uint(a->chunks, b->chunks)) ||
-      (c = cmp_uint(a->zero, b->zero)) || (c = cmp_uint(a->recompute, b->recompute)))
+      (c = cmp_uint(a->zero, b->zero)) || (c = cmp_uint(a->recompute, b->recompute)) ||
+      (c = cmp_uint(a->sequence_parallel, b->sequence_parallel)))
     return c;
   return 0;
 }
@@ -68,7 +69,8 @@ static int triple_cmp(const void *a, const void *b) {
 typedef struct {
   guint t, p, d, b, v, zero;
   ModelRecompute recompute;
-  SimSchedule schedule; /* 1f1b, interleaved or gpipe (ZeRO: ignored) */
+  SimSchedule schedule;
+  gboolean sp; /* sequence parallelism (t > 1 only) */ /* 1f1b, interleaved or gpipe (ZeRO: ignored) */
 } Candidate;
 
 typedef struct {
@@ -94,7 +96,8 @@ static void candidate_config(const Search *s, const Candidate *c, SearchConfig *
   static const SearchOptId searched[] = {SEARCH_OPT_TP,       SEARCH_OPT_PP,     SEARCH_OPT_DP,
                                          SEARCH_OPT_GPUS,     SEARCH_OPT_MICRO_BATCH, SEARCH_OPT_SCHEDULE,
                                          SEARCH_OPT_CHUNKS,   SEARCH_OPT_LAYERS_PER_CHUNK,
-                                         SEARCH_OPT_RECOMPUTE, SEARCH_OPT_ZERO, SEARCH_OPT_NETWORK};
+                                         SEARCH_OPT_RECOMPUTE, SEARCH_OPT_ZERO, SEARCH_OPT_NETWORK,
+                                         SEARCH_OPT_SEQUENCE_PARALLEL};
   for (guint i = 0; i < G_N_ELEMENTS(searched); i++)
     search_config_unset(cfg, searched[i]);
   char buf[16];
@@ -117,6 +120,8 @@ static void candidate_config(const Search *s, const Candidate *c, SearchConfig *
   }
 #undef SET
   search_config_set(cfg, SEARCH_OPT_RECOMPUTE, search_recompute_word(c->recompute), NULL);
+  if (c->sp)
+    search_config_set(cfg, SEARCH_OPT_SEQUENCE_PARALLEL, NULL, NULL);
   search_config_set(cfg, SEARCH_OPT_NETWORK, s->network, NULL);
 }
 
@@ -126,7 +131,7 @@ static void classify(Search *s, const Candidate *c, SearchRow *row, SimPlan *pla
   candidate_config(s, c, &row->config);
   *row = (SearchRow){.config = row->config, .gpus = c->t * c->p * c->d, .tp = c->t, .pp = c->p, .dp = c->d,
                      .micro_batch = c->b, .chunks = c->v, .schedule = c->schedule, .zero = c->zero,
-                     .recompute = c->recompute};
+                     .recompute = c->recompute, .sequence_parallel = c->sp};
   SimPlanRequest r;
   GError *err = NULL;
   if (!search_config_request(&row->config, &r, &err) || !sim_plan_build(&r, s->cluster, plan, &err)) {
@@ -144,10 +149,10 @@ static void classify(Search *s, const Candidate *c, SearchRow *row, SimPlan *pla
   else
     sim_ptdp_memory(plan, &mem, &stage);
   row->memory_GiB = mem.total / 1073741824.0;
-  if (!(mem.total <= s->profile->memory_bytes)) {
+  if (!(mem.total <= sim_plan_usable_bytes(plan, s->profile))) {
     row->status = SEARCH_ROW_OUT_OF_MEMORY;
     row->reason = g_strdup_printf("needs %.1f GiB of %.0f GiB", row->memory_GiB,
-                                  s->profile->memory_bytes / 1073741824.0);
+                                  sim_plan_usable_bytes(plan, s->profile) / 1073741824.0);
     return;
   }
   if (s->req->keep && s->best->len >= s->req->keep) {
@@ -356,14 +361,20 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
           if ((cfg->given[SEARCH_OPT_CHUNKS] && v != cfg->count[SEARCH_OPT_CHUNKS]) ||
               (cfg->given[SEARCH_OPT_LAYERS_PER_CHUNK] && v * cfg->count[SEARCH_OPT_LAYERS_PER_CHUNK] != lps))
             continue;
-          Candidate c = {x.t, p, x.d, b, v, 0, rc, sc};
-          g_array_append_val(cands, c);
+          /* sequence parallelism where there is tensor parallelism: both
+           * ways, or only on when --sequence-parallel is given */
+          for (int sp = 0; sp <= 1; sp++) {
+            if (sp ? x.t < 2 : (x.t > 1 && cfg->given[SEARCH_OPT_SEQUENCE_PARALLEL]))
+              continue;
+            Candidate c = {x.t, p, x.d, b, v, 0, rc, sc, sp};
+            g_array_append_val(cands, c);
+          }
         }
         /* ZeRO data parallelism, without model parallelism (as SC21 runs it) */
         for (guint z = 1; zero_ok && rc != MODEL_RECOMPUTE_SELECTIVE && x.t == 1 && p == 1 && x.d > 1 && z <= 3; z++) {
           if (cfg->given[SEARCH_OPT_ZERO] && z != cfg->count[SEARCH_OPT_ZERO])
             continue;
-          Candidate c = {1, 1, x.d, b, 1, z, rc, SIM_SCHEDULE_1F1B};
+          Candidate c = {1, 1, x.d, b, 1, z, rc, SIM_SCHEDULE_1F1B, FALSE};
           g_array_append_val(cands, c);
         }
       }

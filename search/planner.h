@@ -38,6 +38,7 @@ typedef struct {
   SimSchedule schedule; /* ignored with zero */
   guint zero;           /* ZeRO stage, 0: none */
   ModelRecompute recompute;
+  gboolean sequence_parallel;
   double iteration_time_s, tflops_per_gpu, memory_GiB, training_days, tokens_per_s; /* memory: also when OOM */
 } SearchRow;
 

@@ -295,7 +295,21 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   if (sched == SIM_SCHEDULE_TERAPIPE && r->no_scatter_gather)
     FAIL("--no-scatter-gather does not apply to --schedule terapipe: one rank sends each hop whole and its group "
          "broadcasts it, as TeraPipe's code does; drop it");
-  plan->scatter_gather = !r->no_scatter_gather && sched != SIM_SCHEDULE_TERAPIPE && !r->zero; /* no pipeline sends */
+  if (r->sequence_parallel && (r->tp < 2 || r->zero || sched == SIM_SCHEDULE_TERAPIPE))
+    FAIL("--sequence-parallel splits the sequence over the tensor-parallel ranks; %s",
+         r->zero || sched == SIM_SCHEDULE_TERAPIPE ? "it is Megatron's, for PTD-P: drop it"
+                                                    : "use it with --tp 2 or more");
+  if (r->sequence_parallel && r->no_scatter_gather)
+    FAIL("--no-scatter-gather does not apply with --sequence-parallel (each rank sends its own s/t of the sequence); "
+         "drop it");
+  plan->sequence_parallel = r->sequence_parallel;
+  double reserve = r->memory_reserve_given ? r->memory_reserve_gib : SIM_DEFAULT_MEMORY_RESERVE_GIB;
+  if (!(reserve >= 0 && reserve <= 1024))
+    FAIL("--memory-reserve %g GiB is outside 0 to 1024; give the GiB of GPU memory to keep back, e.g. 3", reserve);
+  plan->memory_reserve_bytes = reserve * 1073741824.0;
+  /* no pipeline sends (TeraPipe sends its own way, ZeRO has no pipeline);
+   * sequence parallelism sends each rank's shard, nothing to gather */
+  plan->scatter_gather = !r->no_scatter_gather && sched != SIM_SCHEDULE_TERAPIPE && !r->zero && !r->sequence_parallel;
   plan->fusion = !r->no_fusion;
   plan->symmetry = !r->no_symmetry;
   plan->exact = r->exact;
@@ -313,6 +327,10 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     return FALSE;
   }
   return TRUE;
+}
+
+double sim_plan_usable_bytes(const SimPlan *pl, const ModelProfile *profile) {
+  return profile->memory_bytes - pl->memory_reserve_bytes;
 }
 
 ModelRecompute sim_plan_recompute(const SimPlan *pl) {

@@ -52,6 +52,8 @@ typedef struct {
   guint zero;            /* ZeRO stage 1..3 (sim/zero.h); 0: none */
   gboolean exact;        /* every fine op simulated (no coarse ops): the check on the shortcut */
   gboolean distributed_optimizer; /* Megatron's: optimizer state sharded over d, gradients reduce-scattered */
+  gboolean sequence_parallel;     /* Megatron's: norms and dropouts over s/t, all-reduces as reduce-scatter + all-gather */
+  double memory_reserve_bytes;    /* GPU memory kept back from the model (CUDA context, NCCL, fragmentation) */
 } SimPlan;
 
 /* What the command line gave; 0 means "not given". */
@@ -73,7 +75,16 @@ typedef struct {
   guint zero;            /* --zero 1|2|3; 0: not given */
   gboolean exact;        /* --exact */
   gboolean distributed_optimizer; /* --distributed-optimizer */
+  gboolean sequence_parallel;     /* --sequence-parallel */
+  gboolean memory_reserve_given;  /* --memory-reserve GiB, else SIM_DEFAULT_MEMORY_RESERVE_GIB */
+  double memory_reserve_gib;
 } SimPlanRequest;
+
+/* GPU memory a training process needs besides what ptdsim counts: the CUDA
+ * context and kernels (about 0.5-1 GiB), cuBLAS workspaces, NCCL's buffers
+ * (a few MiB per channel and peer) and the caching allocator's
+ * fragmentation; a rule of thumb, which --memory-reserve replaces. */
+#define SIM_DEFAULT_MEMORY_RESERVE_GIB 3.0
 
 #define SIM_PLAN_ERROR (sim_plan_error_quark())
 GQuark sim_plan_error_quark(void);
@@ -85,6 +96,8 @@ gboolean sim_plan_build(const SimPlanRequest *req, const TopoCluster *cluster, S
 const char *sim_schedule_name(SimSchedule s);
 /* The plan's recomputation as the models see it, and its word. */
 ModelRecompute sim_plan_recompute(const SimPlan *plan);
+/* The memory a GPU has for the model: the profile's less the reserve. */
+double sim_plan_usable_bytes(const SimPlan *plan, const ModelProfile *profile);
 const char *sim_recompute_name(const SimPlan *plan);
 
 typedef struct {

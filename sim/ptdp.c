@@ -57,7 +57,10 @@ typedef struct {
   guint p, v, m, lpc; /* stages, chunks, microbatches, layers per chunk */
   ModelLayerCost layer;
   double emb_fwd, emb_bwd, head_fwd, head_bwd;
-  SimTime *tp_ar_ns; /* per simulated (stage, replica) tensor-parallel group */
+  /* per simulated (stage, replica) tensor-parallel group: the all-reduce, or
+   * with sequence parallelism its reduce-scatter and all-gather:
+   * [(s * ds + k) * 2 + j] */
+  SimTime *tp_ns;
   GArray **order;   /* per stage: SimItem */
   guint **position; /* per stage: (chunk * m + mb) * 2 + fwd -> item index */
   ItemOps *items;   /* [(k * p + s) * n_items + idx] * ts + i */
@@ -73,7 +76,7 @@ typedef struct {
   FlowCtx *flow; /* NULL: the analytic network */
   /* plan indices by what they connect (G_MAXUINT: not built yet), so that
    * an op finds its plan without formatting the plan's key */
-  guint *tp_plans; /* [(s * ds + k) * 2 + (all-gather)] */
+  guint *tp_plans; /* [(s * ds + k) * 3 + (all-reduce 0, all-gather 1, reduce-scatter 2)] */
   guint *pp_plans; /* [((k * p + s) * ts + i) * 2 + (forward)] */
   /* traced runs only (timeline.h): what each compute op runs, and the
    * pieces of the compute not yet in an op */
@@ -147,7 +150,7 @@ static guint net_op(Build *b, guint plan, const guint *streams, const guint64 *p
 /* The tensor-parallel group of stage s, replica k (every replica's under
  * symmetry). */
 static guint tp_plan(Build *b, guint s, guint k, NetCollOp op, double bytes) {
-  guint *cached = &b->tp_plans[(s * b->ds + k) * 2 + (op == NET_OP_ALLGATHER)];
+  guint *cached = &b->tp_plans[(s * b->ds + k) * 3 + (op == NET_OP_ALLGATHER ? 1 : op == NET_OP_REDUCESCATTER ? 2 : 0)];
   if (*cached != G_MAXUINT)
     return *cached;
   char key[64];
@@ -187,13 +190,23 @@ static void flush(Build *b, guint s, guint k, const SimOpTag *t, gboolean force)
     g_array_set_size(b->pending_pieces, 0);
 }
 
+/* A tensor-parallel all-reduce of the layer's output; with sequence
+ * parallelism its reduce-scatter and the next all-gather (Korthikanti et al.
+ * section 4.2.2: g and g-bar), placed one after the other at the same point
+ * of the chain: the sharded element-wise work between them runs in the
+ * compute next to it, so the serial chain's time is the same. */
 static void tp_allreduce(Build *b, guint s, guint k, const SimOpTag *t) {
   if (b->plan->tp == 1)
     return;
   flush(b, s, k, t, TRUE);
+  gboolean sp = b->plan->sequence_parallel;
+  const NetCollOp kinds[2] = {sp ? NET_OP_REDUCESCATTER : NET_OP_ALLREDUCE, NET_OP_ALLGATHER};
+  guint n = sp ? 2 : 1;
+  const SimTime *dur = &b->tp_ns[(s * b->ds + k) * 2];
   if (b->dry) {
-    b->dry_tp += b->tp_ar_ns[s * b->ds + k];
-    b->dry_ops++;
+    for (guint j = 0; j < n; j++)
+      b->dry_tp += dur[j];
+    b->dry_ops += n;
     b->bytes[CAT_TP] += b->layer.tp_allreduce_bytes * 2.0 * (b->plan->tp - 1) * ((double)b->plan->dp / b->ds);
     return;
   }
@@ -202,12 +215,13 @@ static void tp_allreduce(Build *b, guint s, guint k, const SimOpTag *t) {
     streams[i] = stream_of(b, i, s, k, STREAM_TP);
   SimOpTag at = *t;
   at.category = CAT_TP;
-  guint op = b->flow ? net_op(b, tp_plan(b, s, k, NET_OP_ALLREDUCE, b->layer.tp_allreduce_bytes), streams, NULL,
-                              b->ts, &at)
-                     : sim_engine_add_op(b->e, b->tp_ar_ns[s * b->ds + k], streams, b->ts, &at);
-  for (guint i = 0; i < b->ts; i++) {
-    sim_engine_add_dep(b->e, b->prev[i], op);
-    b->prev[i] = op;
+  for (guint j = 0; j < n; j++) {
+    guint op = b->flow ? net_op(b, tp_plan(b, s, k, kinds[j], b->layer.tp_allreduce_bytes), streams, NULL, b->ts, &at)
+                       : sim_engine_add_op(b->e, dur[j], streams, b->ts, &at);
+    for (guint i = 0; i < b->ts; i++) {
+      sim_engine_add_dep(b->e, b->prev[i], op);
+      b->prev[i] = op;
+    }
   }
   /* One all-reduce of b*s*h*2 bytes over t ranks: each rank sends
    * 2(t-1)/t of it (ring); counted for all d replicas. */
@@ -337,6 +351,13 @@ static guint item_index(const Build *b, guint s, guint chunk, guint mb, gboolean
   return b->position[s][((guint64)chunk * b->m + mb) * 2 + (fwd ? 1 : 0)];
 }
 
+/* Bytes each tensor-parallel rank sends a pipeline hop: the whole
+ * activation, or its 1/t under scatter/gather or sequence parallelism. */
+static double pp_bytes_per_rank(const SimPlan *pl) {
+  double full = 2.0 * pl->micro_batch * pl->model.seq_len * pl->model.hidden;
+  return pl->tp > 1 && (pl->scatter_gather || pl->sequence_parallel) ? full / pl->tp : full;
+}
+
 static void emit_transfers(Build *b, guint s, guint k, guint idx) {
   const SimPlan *pl = b->plan;
   SimItem it = g_array_index(b->order[s], SimItem, idx);
@@ -347,8 +368,11 @@ static void emit_transfers(Build *b, guint s, guint k, guint idx) {
   guint ds_ = dvs % b->p, dc = dvs / b->p;
   guint didx = item_index(b, ds_, dc, it.microbatch, it.forward);
   double full = 2.0 * pl->micro_batch * pl->model.seq_len * pl->model.hidden;
+  /* scatter/gather: each rank sends 1/t and the receivers all-gather; with
+   * sequence parallelism each rank's activation is already its s/t shard,
+   * sent as it is and kept sharded */
   gboolean sg = pl->scatter_gather && pl->tp > 1;
-  double per_rank = sg ? full / pl->tp : full;
+  double per_rank = pp_bytes_per_rank(pl);
   SimOpTag t = tag(CAT_PP, it.forward ? PASS_FORWARD : PASS_BACKWARD, s, it.chunk, it.microbatch, -1);
   guint xfer[b->ts];
   for (guint i = 0; i < b->ts; i++) {
@@ -708,7 +732,8 @@ static void stage_memory(const SimPlan *pl, GArray *order, guint s, ModelMemory 
                             .last_stage = s == p - 1,
                             .fp32_softmax = !model_softmax_fused(&pl->model, pl->tp, pl->micro_batch, pl->fusion),
                             .optimizer_shards = pl->distributed_optimizer ? pl->dp : 1,
-                            .selective = pl->selective};
+                            .selective = pl->selective,
+                            .sequence_parallel = pl->sequence_parallel};
   model_memory(&pl->model, &req, out);
 }
 
@@ -800,8 +825,7 @@ static void measure(Build *b, SimResult *r) {
   GArray *dir_bytes = g_array_new(FALSE, FALSE, sizeof(double) * 2);
   guint n_ops = sim_engine_n_ops(b->e);
   if (b->p > 1) {
-    double full = 2.0 * pl->micro_batch * pl->model.seq_len * pl->model.hidden;
-    double per_rank = pl->scatter_gather && pl->tp > 1 ? full / pl->tp : full;
+    double per_rank = pp_bytes_per_rank(pl);
     /* one simulated send stands for tp dp / (ts ds) ranks' sends */
     double per_op = per_rank * pl->tp * pl->dp / (b->ts * b->ds);
     for (guint op = 0; op < n_ops; op++) {
@@ -912,14 +936,14 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
                                SimResult *r, SimTimelineFn observe, gpointer data, GError **error) {
   memset(r, 0, sizeof *r);
   sim_ptdp_memory(pl, &r->memory, &r->memory_stage);
-  r->fits_in_memory = r->memory.total <= profile->memory_bytes;
+  r->fits_in_memory = r->memory.total <= sim_plan_usable_bytes(pl, profile);
   if (!r->fits_in_memory && !pl->allow_oom) {
     const ModelMemory *mm = &r->memory;
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_OOM,
-                "does not fit in memory: stage %u needs %.1f GiB of %.0f GiB (weights+gradients+optimizer %.1f, "
+                "does not fit in memory: stage %u needs %.1f GiB of %.1f GiB usable (weights+gradients+optimizer %.1f, "
                 "activations %.1f); use %sa larger --tp or --pp, or a smaller --micro-batch "
                 "(--allow-oom simulates it anyway)",
-                r->memory_stage, mm->total / 1073741824.0, profile->memory_bytes / 1073741824.0,
+                r->memory_stage, mm->total / 1073741824.0, sim_plan_usable_bytes(pl, profile) / 1073741824.0,
                 (mm->weights + mm->gradients + mm->optimizer) / 1073741824.0, mm->activations / 1073741824.0,
                 pl->recompute ? "" : "--recompute full, ");
     return FALSE;
@@ -951,20 +975,27 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
     b.ds = pl->dp;
   }
   r->symmetric = b.ts == 1 && b.ds == 1;
-  model_layer_cost(profile, &pl->model, pl->tp, pl->micro_batch, pl->fusion, &b.layer);
+  model_layer_cost_sp(profile, &pl->model, pl->tp, pl->micro_batch, pl->fusion, pl->sequence_parallel, &b.layer);
   model_embedding_cost(profile, &pl->model, pl->tp, pl->micro_batch, &b.emb_fwd, &b.emb_bwd);
   model_head_cost(profile, &pl->model, pl->tp, pl->micro_batch, &b.head_fwd, &b.head_bwd);
-  b.tp_ar_ns = g_new(SimTime, (gsize)b.p * b.ds);
+  b.tp_ns = g_new0(SimTime, (gsize)b.p * b.ds * 2);
   for (guint s = 0; s < b.p; s++)
-    for (guint k = 0; k < b.ds; k++)
-      b.tp_ar_ns[s * b.ds + k] = ns(model_collective_time_s(&b.net, MODEL_COLL_ALLREDUCE, b.layer.tp_allreduce_bytes,
-                                                            pl->tp, tp_group_nodes(&b, s, k), NULL));
+    for (guint k = 0; k < b.ds; k++) {
+      SimTime *d = &b.tp_ns[(s * b.ds + k) * 2];
+      guint nodes = tp_group_nodes(&b, s, k);
+      double bytes = b.layer.tp_allreduce_bytes;
+      if (pl->sequence_parallel) {
+        d[0] = ns(model_collective_time_s(&b.net, MODEL_COLL_REDUCESCATTER, bytes, pl->tp, nodes, NULL));
+        d[1] = ns(model_collective_time_s(&b.net, MODEL_COLL_ALLGATHER, bytes, pl->tp, nodes, NULL));
+      } else
+        d[0] = ns(model_collective_time_s(&b.net, MODEL_COLL_ALLREDUCE, bytes, pl->tp, nodes, NULL));
+    }
 
   b.e = sim_engine_new();
   FlowCtx fc = {0};
   if (pl->flow_network && !b.net.free_comm) {
     if (!(fc.ops = sim_netops_new(cluster, b.e, error))) {
-      g_free(b.tp_ar_ns);
+      g_free(b.tp_ns);
       sim_engine_free(b.e);
       return FALSE;
     }
@@ -1006,8 +1037,8 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   b.pending = g_new0(double, b.ts);
   b.prev = g_new0(guint, b.ts);
   b.tp_part = g_array_new(FALSE, TRUE, sizeof(SimTime));
-  b.tp_plans = g_new(guint, (gsize)b.p * b.ds * 2);
-  for (gsize j = 0; j < (gsize)b.p * b.ds * 2; j++)
+  b.tp_plans = g_new(guint, (gsize)b.p * b.ds * 3);
+  for (gsize j = 0; j < (gsize)b.p * b.ds * 3; j++)
     b.tp_plans[j] = G_MAXUINT;
   b.pp_plans = g_new(guint, (gsize)b.ds * b.p * b.ts * 2);
   for (gsize j = 0; j < (gsize)b.ds * b.p * b.ts * 2; j++)
@@ -1054,7 +1085,7 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
     measure(&b, r);
     if (b.flow)
       flow_bisection(&b, r);
-    r->fits_in_memory = r->memory.total <= profile->memory_bytes;
+    r->fits_in_memory = r->memory.total <= sim_plan_usable_bytes(pl, profile);
     if (observe)
       ok = observe_timeline(&b, observe, data, error);
   }
@@ -1067,7 +1098,7 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   g_free(b.position);
   g_free(b.items);
   g_free(b.grad_ready);
-  g_free(b.tp_ar_ns);
+  g_free(b.tp_ns);
   g_free(b.pending);
   g_free(b.prev);
   g_array_free(b.tp_part, TRUE);

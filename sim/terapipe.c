@@ -647,14 +647,14 @@ gboolean sim_terapipe_simulate_observed(const SimPlan *pl, const ModelProfile *p
       r->memory_stage = s;
     }
   }
-  r->fits_in_memory = r->memory.total <= profile->memory_bytes;
+  r->fits_in_memory = r->memory.total <= sim_plan_usable_bytes(pl, profile);
   if (!r->fits_in_memory && !pl->allow_oom) {
     const ModelMemory *mm = &r->memory;
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_OOM,
-                "does not fit in memory: stage %u needs %.1f GiB of %.0f GiB (weights+gradients+optimizer %.1f, "
+                "does not fit in memory: stage %u needs %.1f GiB of %.1f GiB usable (weights+gradients+optimizer %.1f, "
                 "activations %.1f); use %sa larger --tp or --pp, a smaller --global-batch or more token slices "
                 "(--allow-oom simulates it anyway)",
-                r->memory_stage, mm->total / 1073741824.0, profile->memory_bytes / 1073741824.0,
+                r->memory_stage, mm->total / 1073741824.0, sim_plan_usable_bytes(pl, profile) / 1073741824.0,
                 (mm->weights + mm->gradients + mm->optimizer) / 1073741824.0, mm->activations / 1073741824.0,
                 pl->recompute ? "" : "--recompute full, ");
     return FALSE;

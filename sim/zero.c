@@ -334,13 +334,13 @@ gboolean sim_zero_run(const SimPlan *pl, const ModelProfile *profile, const Topo
   g_return_val_if_fail(pl->zero >= 1 && pl->zero <= 3 && pl->tp == 1 && pl->pp == 1, FALSE);
   memset(r, 0, sizeof *r);
   sim_zero_memory(pl, &r->memory);
-  r->fits_in_memory = r->memory.total <= profile->memory_bytes;
+  r->fits_in_memory = r->memory.total <= sim_plan_usable_bytes(pl, profile);
   if (!r->fits_in_memory && !pl->allow_oom) {
     const ModelMemory *mm = &r->memory;
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_OOM,
-                "does not fit in memory: each GPU needs %.1f GiB of %.0f GiB (weights %.1f, gradients %.1f, optimizer "
+                "does not fit in memory: each GPU needs %.1f GiB of %.1f GiB usable (weights %.1f, gradients %.1f, optimizer "
                 "%.1f, activations %.1f); use more GPUs, %sa smaller --micro-batch%s (--allow-oom simulates it anyway)",
-                mm->total / 1073741824.0, profile->memory_bytes / 1073741824.0, mm->weights / 1073741824.0,
+                mm->total / 1073741824.0, sim_plan_usable_bytes(pl, profile) / 1073741824.0, mm->weights / 1073741824.0,
                 mm->gradients / 1073741824.0, mm->optimizer / 1073741824.0, mm->activations / 1073741824.0,
                 pl->recompute ? "" : "--recompute full, ", pl->zero < 3 ? " or a higher --zero stage" : "");
     return FALSE;

@@ -797,6 +797,21 @@ static void test_memory(void) {
     assert_rel(sm.activations, 3 * (s * b * h * 10 + sharded / t), REL_EPS);
     if (model_is_gpt(&m) && cases[i].t == 1)
       assert_rel(sm.activations, 3 * 34 * s * b * h, REL_EPS);
+    /* sequence parallelism (their section 4.2.2) splits the replicated
+     * 10 s b h over t too: s b h (34/t + 5 a s/(h t)) for GPT; with full
+     * recomputation the kept input is 2 s b h / t, the first stage's mask
+     * s b h / t */
+    for (int recompute = 0; recompute <= 1; recompute++) {
+      ModelMemoryRequest sp = {.t = cases[i].t, .b = cases[i].b, .params = 1, .inflight_layer_mbs = 6,
+                               .inflight_mbs = 2, .recompute = recompute, .first_stage = TRUE,
+                               .sequence_parallel = TRUE};
+      model_memory(&m, &sp, &sm);
+      double layer_sp = (s * b * h * 10 + sharded) / t + 5 * a * s * s * b / t;
+      if (model_is_gpt(&m))
+        assert_rel(layer_sp, s * b * h * (34 / t + 5 * a * s / (h * t)), REL_EPS);
+      double want = (recompute ? 6 * 2 * s * b * h / t + layer_sp : 6 * layer_sp) + 2 * s * b * h / t;
+      assert_rel(sm.activations, want, REL_EPS);
+    }
     double input = 2 * s * b * h;
     assert_rel(model_layer_activation_bytes(&m, cases[i].t, cases[i].b, FALSE), per_layer, REL_EPS);
     /* without the fused softmax kernel its output is kept in fp32: 2 a s^2 b / t more */

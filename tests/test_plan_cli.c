@@ -28,6 +28,8 @@ static char *run_args_of(const char *model, const cJSON *row, const char *extra)
                            str(row, "recompute"), str(row, "schedule"));
   if (strcmp(str(row, "schedule"), "interleaved") == 0)
     g_string_append_printf(a, " --chunks %.0f", num(row, "chunks"));
+  if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "sequence_parallel")))
+    g_string_append(a, " --sequence-parallel");
   g_string_append_printf(a, " %s --format json", extra);
   return g_string_free(a, FALSE);
 }
@@ -143,7 +145,7 @@ static guint count_space(guint layers, guint heads, guint n, guint B, gboolean f
           guint m = B / d / b;
           for (guint v = 1; v <= layers / p; v++)
             if ((layers / p) % v == 0 && (v == 1 || (p >= 2 && m % p == 0)))
-              count += 3; /* recompute full, selective, none */
+              count += 3 * (t > 1 ? 2 : 1); /* recompute full, selective, none; sequence parallel or not */
           if (t == 1 && p == 1 && d > 1)
             count += 3 * 2; /* ZeRO stages, recompute full or none */
         }
@@ -299,10 +301,46 @@ static void test_pins(void) {
   cJSON_Delete(j);
 }
 
+/* Why: --memory-reserve keeps memory back from the model: a candidate fits
+ * when its memory is at most the GPU's less the reserve, and a larger
+ * reserve turns more candidates away. */
+static void test_memory_reserve(void) {
+  guint oom_prev = 0;
+  const double reserves[] = {0, 3, 6};
+  for (guint i = 0; i < G_N_ELEMENTS(reserves); i++) {
+    char *args = g_strdup_printf("plan " TIGHT " --memory-reserve %g --show-all --top 1000000 --format json",
+                                 reserves[i]);
+    cJSON *j = run_json(args);
+    const cJSON *row;
+    cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(j, "rows"))
+      g_assert_cmpfloat(num(row, "memory_per_gpu_GiB"), <=, 16.0 - reserves[i]);
+    cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(j, "rejected"))
+      if (strcmp(str(row, "status"), "out_of_memory") == 0)
+        g_assert_cmpfloat(num(row, "memory_per_gpu_GiB"), >, 16.0 - reserves[i]);
+    guint oom = (guint)num(j, "out_of_memory");
+    if (i > 0)
+      g_assert_cmpuint(oom, >, oom_prev);
+    oom_prev = oom;
+    cJSON_Delete(j);
+    g_free(args);
+  }
+  /* a run says how much it keeps back */
+  cJSON *r = run_json("run --model gpt3-1b --gpus 8 --tp 2 --pp 2 --global-batch 8 --network analytic "
+                      "--memory-reserve 2.5 --format json");
+  g_assert_cmpfloat(num(obj(r, "memory_per_gpu_GiB"), "reserve"), ==, 2.5);
+  cJSON_Delete(r);
+  Proc p = run_line("run --model gpt3-1b --gpus 8 --tp 2 --pp 2 --global-batch 8 --memory-reserve lots");
+  assert_one_line_error(&p, "--memory-reserve 'lots'");
+  proc_clear(&p);
+  p = run_line("run --model gpt3-1b --gpus 8 --tp 2 --pp 2 --global-batch 8 --memory-reserve -1");
+  assert_one_line_error(&p, "--memory-reserve '-1'");
+  proc_clear(&p);
+}
+
 /* Why: --show-all lists every candidate not ranked, each with its status
  * and a reason, and they add up with the ranked ones to what was searched. */
 static void test_show_all(void) {
-  cJSON *j = run_json("plan " TIGHT " --show-all --top 1000000 --format json");
+  cJSON *j = run_json("plan " TIGHT " --memory-reserve 0 --show-all --top 1000000 --format json");
   const cJSON *rej = cJSON_GetObjectItemCaseSensitive(j, "rejected"), *row;
   g_assert_cmpfloat(cJSON_GetArraySize(rej) + num(j, "ranked"), ==, num(j, "searched"));
   guint oom = 0;
@@ -399,6 +437,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/plan/commands-reproduce", test_commands_reproduce);
   g_test_add_func("/plan/pins", test_pins);
   g_test_add_func("/plan/show-all", test_show_all);
+  g_test_add_func("/plan/memory-reserve", test_memory_reserve);
   g_test_add_func("/plan/jobs", test_jobs);
   return g_test_run();
 }

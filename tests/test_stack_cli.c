@@ -281,6 +281,46 @@ static void test_selective_recompute(void) {
   cJSON_Delete(plan);
 }
 
+/* Why: sequence parallelism (Korthikanti et al. section 4.2.2) turns each
+ * tensor-parallel all-reduce into a reduce-scatter and an all-gather, which
+ * move the same bytes; pipeline sends carry each rank's s/t shard, the
+ * bytes scatter/gather sends, with nothing to gather; the norms and
+ * dropouts run on s/t of the tokens, so the layer is faster and holds less;
+ * the ideal profile's bubble is untouched. */
+static void test_sequence_parallel(void) {
+  const char *nets[] = {"analytic", "flow"};
+  for (guint n = 0; n < 2; n++) {
+    char *base = g_strdup_printf("run --model llama3-8b --seq-len 2048 --gpus 32 --tp 4 --pp 4 --global-batch 16 "
+                                 "--network %s --format json",
+                                 nets[n]);
+    char *sp_args = g_strconcat(base, " --sequence-parallel", NULL);
+    cJSON *plain = run_json(base), *sp = run_json(sp_args);
+    const cJSON *c = obj(sp, "config");
+    g_assert_true(flag_of(c, "sequence_parallel"));
+    g_assert_false(flag_of(c, "scatter_gather"));
+    g_assert_true(flag_of(obj(plain, "config"), "scatter_gather"));
+    const cJSON *bp = obj(plain, "bytes_per_iteration"), *bs = obj(sp, "bytes_per_iteration");
+    g_assert_cmpfloat(num(bs, "tp"), ==, num(bp, "tp"));
+    g_assert_cmpfloat(num(bs, "pp"), ==, num(bp, "pp"));
+    g_assert_cmpfloat(num(obj(sp, "memory_per_gpu_GiB"), "activations"), <,
+                      num(obj(plain, "memory_per_gpu_GiB"), "activations"));
+    g_assert_cmpfloat(num(obj(sp, "time_breakdown_s"), "compute"), <, num(obj(plain, "time_breakdown_s"), "compute"));
+    /* two collectives where there was one: more ops */
+    g_assert_cmpfloat(num(obj(sp, "simulation"), "ops"), >, num(obj(plain, "simulation"), "ops"));
+    cJSON_Delete(plain);
+    cJSON_Delete(sp);
+    g_free(sp_args);
+    g_free(base);
+  }
+  cJSON *ideal = run_json("run --layers 8 --hidden 1024 --heads 16 --seq-len 512 --gpus 16 --tp 2 --pp 4 "
+                          "--global-batch 32 --profile ideal --network analytic --sequence-parallel --format json");
+  assert_rel(num(ideal, "bubble_fraction"), num(ideal, "analytic_bubble_fraction"), 1e-9);
+  cJSON_Delete(ideal);
+  Proc p = run_line(LLAMA70 " --sequence-parallel");
+  g_assert_nonnull(strstr(p.out, " DDP, sequence parallel, fusion "));
+  proc_clear(&p);
+}
+
 typedef struct {
   const char *name, *args, *mention;
 } BadCase;
@@ -302,6 +342,10 @@ static const BadCase bad_cases[] = {
     {"selective-terapipe", "run --model gpt3-1b --cluster aws-p3-16xlarge --gpus 8 --tp 1 --pp 8 --dp 1 "
      "--global-batch 8 --schedule terapipe --recompute selective", "use full or none with --schedule terapipe"},
     {"recompute-unknown", M8 " --gpus 8 --recompute some", "use full, selective or none"},
+    {"sp-without-tp", M8 " --gpus 8 --tp 1 --sequence-parallel", "use it with --tp 2 or more"},
+    {"sp-zero", M8 " --gpus 8 --tp 1 --pp 1 --zero 1 --sequence-parallel", "for PTD-P: drop it"},
+    {"sp-no-scatter-gather", M8 " --gpus 8 --tp 2 --sequence-parallel --no-scatter-gather",
+     "--no-scatter-gather does not apply with --sequence-parallel"},
     {"llama-groups-over-tp", "run --model llama3-8b --gpus 16 --tp 16 --global-batch 16", "--num-query-groups 8"},
 };
 
@@ -323,6 +367,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/stack/models-verb", test_models_verb);
   g_test_add_func("/stack/distributed-optimizer", test_distributed_optimizer);
   g_test_add_func("/stack/selective-recompute", test_selective_recompute);
+  g_test_add_func("/stack/sequence-parallel", test_sequence_parallel);
   for (guint i = 0; i < G_N_ELEMENTS(bad_cases); i++) {
     char *path = g_strdup_printf("/stack/bad/%s", bad_cases[i].name);
     g_test_add_data_func(path, &bad_cases[i], test_bad);

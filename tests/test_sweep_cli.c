@@ -498,7 +498,8 @@ static void test_exact_same_results(void) {
       "sweep --model gpt3-13b --gpus 64 --tp 8 --pp 8 --global-batch 64 --micro-batch 1,2 --network analytic,flow "
       "--no-scatter-gather false,true",
       "sweep --model llama3-8b --seq-len 2048 --gpus 32 --tp 4 --pp 4 --global-batch 16 --schedule 1f1b,gpipe "
-      "--ddp local,torch --distributed-optimizer false,true --recompute full,selective --network analytic,flow"};
+      "--ddp local,torch --distributed-optimizer false,true --recompute full,selective --sequence-parallel false,true "
+      "--network analytic,flow"};
   guint compared = 0;
   for (guint g = 0; g < G_N_ELEMENTS(grids); g++) {
     char *plain = g_strdup_printf("%s --format jsonl", grids[g]);
@@ -524,7 +525,7 @@ static void test_exact_same_results(void) {
     g_free(plain);
     g_free(exact);
   }
-  g_assert_cmpuint(compared, ==, 128 + 32 + 8 + 32);
+  g_assert_cmpuint(compared, ==, 128 + 32 + 8 + 64);
 }
 
 int main(int argc, char **argv) {

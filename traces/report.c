@@ -51,6 +51,7 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddStringToObject(cfg, "recompute", sim_recompute_name(pl));
   cJSON_AddStringToObject(cfg, "ddp", pl->ddp == SIM_DDP_TORCH ? "torch" : "local");
   cJSON_AddBoolToObject(cfg, "distributed_optimizer", pl->distributed_optimizer);
+  cJSON_AddBoolToObject(cfg, "sequence_parallel", pl->sequence_parallel);
   cJSON_AddBoolToObject(cfg, "scatter_gather", pl->scatter_gather);
   cJSON_AddBoolToObject(cfg, "fusion", pl->fusion);
   cJSON_AddStringToObject(cfg, "cluster", cluster->name);
@@ -93,10 +94,13 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddNumberToObject(mem, "activations", r->memory.activations / GIB);
   cJSON_AddNumberToObject(mem, "total", r->memory.total / GIB);
   cJSON_AddNumberToObject(mem, "stage", r->memory_stage);
+  cJSON_AddNumberToObject(mem, "reserve", pl->memory_reserve_bytes / GIB);
   cJSON_AddBoolToObject(o, "fits_in_memory", r->fits_in_memory);
   if (!r->fits_in_memory) {
-    char *why = g_strdup_printf("stage %u needs %.1f GiB, more than the %.0f GiB of %s", r->memory_stage,
-                                r->memory.total / GIB, profile->memory_bytes / GIB, profile->name);
+    char *why = g_strdup_printf("stage %u needs %.1f GiB, more than the %.1f GiB usable of %s's %.0f GiB (%.1f GiB "
+                                "kept back, --memory-reserve)",
+                                r->memory_stage, r->memory.total / GIB, sim_plan_usable_bytes(pl, profile) / GIB,
+                                profile->name, profile->memory_bytes / GIB, pl->memory_reserve_bytes / GIB);
     cJSON_AddStringToObject(o, "memory_note", why);
     g_free(why);
   }
@@ -240,10 +244,12 @@ void trace_report_text(GString *out, const cJSON *run) {
       g_string_append_printf(out, ", recompute %s, sends: one rank per hop, broadcast in the group, fusion %s\n\n",
                              recompute, fusion);
     else
-      g_string_append_printf(out, ", recompute %s, %s DDP%s, scatter/gather %s, fusion %s\n\n",
-                             recompute, str(cfg, "ddp"),
+      g_string_append_printf(out, ", recompute %s, %s DDP%s, %s, fusion %s\n\n", recompute, str(cfg, "ddp"),
                              flag(cfg, "distributed_optimizer") ? " with the distributed optimizer" : "",
-                             flag(cfg, "scatter_gather") ? "on" : "off", fusion);
+                             flag(cfg, "sequence_parallel")  ? "sequence parallel"
+                             : flag(cfg, "scatter_gather") ? "scatter/gather on"
+                                                           : "scatter/gather off",
+                             fusion);
   }
   double T = num(run, "iteration_time_s");
   g_string_append_printf(out, "iteration  %.4f s\n", T);
