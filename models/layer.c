@@ -29,7 +29,7 @@ static void memop(Acc *a, double bytes) {
  * key/value and context widths are all h/t and the MLP's is 4h/t. */
 typedef struct {
   guint64 bs, h, ht, qkv_t, ffn_t, heads_t, s, kv, d;
-  gboolean swiglu, rotary;
+  gboolean swiglu, rotary, flash;
   double N;  /* b*s*h: norm, dropout and residual tensors (replicated) */
   double Nm; /* b*s*f/t: MLP activation shard (the output of the activation) */
   double Na; /* b*(a/t)*q*kv: attention matrix shard */
@@ -51,6 +51,7 @@ static Dims dims(const ModelShape *m, guint t, guint b, guint q, guint kv) {
   d.kv = kv;
   d.swiglu = m->mlp == MODEL_MLP_SWIGLU;
   d.rotary = m->position == MODEL_POSITION_ROTARY;
+  d.flash = FALSE;
   d.N = (double)d.bs * d.h;
   d.Nm = (double)d.bs * d.ffn_t;
   d.Na = (double)d.heads_t * d.s * d.kv;
@@ -81,8 +82,30 @@ static const double softmax_fp32_bwd[] = {6, 12, 8, 8, 6};
  * (5 per element); bias+GeLU reads and writes (4Nm); bias+dropout+add reads
  * x and the residual, writes y and the mask (7N).  Unfused, every step is its
  * own read and write. */
+double model_flash_time_s(const ModelProfile *p, guint64 heads, guint64 q, guint64 kv, guint64 d, gboolean backward) {
+  double eff = backward ? p->flash_backward_efficiency : p->flash_forward_efficiency;
+  guint64 blocks = (q + 127) / 128;
+  /* causal: the query block i sees key blocks 0..i (and, for a slice, the
+   * earlier context whole) */
+  double causal = 1.0 - ((double)q / kv) * (1.0 - (double)(blocks + 1) / (2.0 * blocks));
+  double flops = 4.0 * heads * q * kv * d * causal * (backward ? 2.5 : 1.0);
+  return flops / (p->peak_flops * eff * p->sustained_clock_ratio) + p->kernel_launch_s;
+}
+
+/* A FlashAttention-2 kernel: its time and, as ptdsim counts FLOPs, the
+ * GEMMs it stands for (full s x s, as the model FLOPs count attention). */
+static void flash(Acc *a, const Dims *d, gboolean backward) {
+  a->pass->seg_s[a->seg] += model_flash_time_s(a->p, d->heads_t, d->s, d->kv, d->d, backward);
+  a->pass->flops += 4.0 * d->heads_t * d->s * d->kv * d->d * (backward ? 2.0 : 1.0);
+  a->pass->kernels++;
+}
+
 /* The attention core's forward: what selective recomputation runs again. */
 static void attention_core(Acc *a, const Dims *d, gboolean fused_softmax) {
+  if (d->flash) {
+    flash(a, d, FALSE);                         /* FlashAttention-2 forward */
+    return;
+  }
   gemm(a, d->heads_t, d->s, d->kv, d->d);       /* scores Q K^T */
   if (fused_softmax)
     memop(a, 4 * d->Na);                        /* scale-mask-softmax */
@@ -176,6 +199,10 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
   gemm(a, 1, d->bs, d->ht, d->h);               /* projection: dgrad */
   gemm(a, 1, d->ht, d->h, d->bs);               /*             wgrad */
   memop(a, 4 * d->Nc);                          /* context layout */
+  if (d->flash) {
+    memop(a, 4 * d->Nc);                        /* FlashAttention-2's preprocessing: rowsum(dO * O) */
+    flash(a, d, TRUE);                          /* its backward: S and P again, dV, dP, dQ, dK */
+  } else {
   gemm(a, d->heads_t, d->s, d->kv, d->d);       /* d(probs) = dC V^T */
   gemm(a, d->heads_t, d->kv, d->d, d->s);       /* dV = P^T dC */
   memop(a, 5 * d->Na);                          /* attention dropout */
@@ -186,6 +213,7 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
       memop(a, softmax_fp32_bwd[i] * d->Na);    /* half, softmax, mask, scale, float */
   gemm(a, d->heads_t, d->s, d->d, d->kv);       /* dQ = dS K */
   gemm(a, d->heads_t, d->kv, d->d, d->s);       /* dK = dS^T Q */
+  }
   if (d->rotary)
     memop(a, 4 * d->Nr);                        /* rotary embedding's gradient */
   gemm(a, 1, d->bs, d->h, d->qkv_t);            /* QKV: dgrad */
@@ -212,7 +240,7 @@ static double slice_forward_flops(const ModelShape *m, guint b, guint tokens, gu
 }
 
 static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens, guint context,
-                       gboolean fused, gboolean fused_softmax, gboolean sp, ModelLayerCost *out) {
+                       gboolean fused, gboolean fused_softmax, gboolean sp, gboolean use_flash, ModelLayerCost *out) {
   *out = (ModelLayerCost){0};
   out->tp_allreduce_bytes = 2.0 * b * tokens * m->hidden;
   if (p->kind == MODEL_PROFILE_IDEAL) {
@@ -230,6 +258,7 @@ static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guin
   Dims d = dims(m, t, b, tokens, tokens + context);
   if (sp)
     d.N /= t; /* the sequence-parallel region: s/t of the tokens */
+  d.flash = use_flash;
   Acc f = {p, &out->fwd, 0}, g = {p, &out->bwd, 0}, c = {p, &out->core, 0};
   forward(&f, &d, fused, fused_softmax);
   backward(&g, &d, fused, fused_softmax);
@@ -240,7 +269,7 @@ static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guin
  * kernel and its shape rules, so `fused` applies to the softmax as given. */
 void model_layer_slice_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens,
                             guint context, gboolean fused, ModelLayerCost *out) {
-  layer_cost(p, m, t, b, tokens, context, fused, fused, FALSE, out);
+  layer_cost(p, m, t, b, tokens, context, fused, fused, FALSE, FALSE, out);
 }
 
 gboolean model_softmax_fused(const ModelShape *m, guint t, guint b, gboolean fusion) {
@@ -248,14 +277,22 @@ gboolean model_softmax_fused(const ModelShape *m, guint t, guint b, gboolean fus
   return fusion && kv > 16 && kv <= 2048 && q % 4 == 0 && batch % 4 == 0;
 }
 
-void model_layer_cost_sp(const ModelProfile *p, const ModelShape *m, guint t, guint b, gboolean fused, gboolean sp,
-                         ModelLayerCost *out) {
-  layer_cost(p, m, t, b, m->seq_len, 0, fused, model_softmax_fused(m, t, b, fused), sp, out);
+gboolean model_softmax_fp32(const ModelShape *m, guint t, guint b, const ModelLayerOptions *o) {
+  return o->attention == MODEL_ATTENTION_UNFUSED ||
+         (o->attention == MODEL_ATTENTION_FUSED && !model_softmax_fused(m, t, b, o->fused));
+}
+
+void model_layer_cost_with(const ModelProfile *p, const ModelShape *m, guint t, guint b, const ModelLayerOptions *o,
+                           ModelLayerCost *out) {
+  gboolean flash_core = o->attention == MODEL_ATTENTION_FLASH;
+  layer_cost(p, m, t, b, m->seq_len, 0, o->fused, !flash_core && !model_softmax_fp32(m, t, b, o),
+             o->sequence_parallel, flash_core, out);
 }
 
 void model_layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, gboolean fused,
                       ModelLayerCost *out) {
-  model_layer_cost_sp(p, m, t, b, fused, FALSE, out);
+  ModelLayerOptions o = {fused, FALSE, MODEL_ATTENTION_FUSED};
+  model_layer_cost_with(p, m, t, b, &o, out);
 }
 
 void model_embedding_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, double *fwd_s,

@@ -45,12 +45,34 @@ typedef struct {
 
 void model_layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, gboolean fused,
                       ModelLayerCost *out);
-/* The same with Megatron's sequence parallelism (Korthikanti et al. 2022,
- * section 4.2.2) when `sp`: the norms, dropouts and residual adds run on the
- * rank's s/t of the sequence, so their tensors are b s h / t; the GEMMs and
- * the attention core are unchanged. */
-void model_layer_cost_sp(const ModelProfile *p, const ModelShape *m, guint t, guint b, gboolean fused, gboolean sp,
-                         ModelLayerCost *out);
+
+/* The attention core's kernels: Megatron's (scores GEMM, scale-mask-softmax
+ * fused where its rules allow, dropout, attention over values), Megatron's
+ * with the fp32 softmax chain always, or FlashAttention-2 (Dao 2023): one
+ * forward kernel and one backward kernel over tiles, no s x s tensor in
+ * memory. */
+typedef enum { MODEL_ATTENTION_FUSED, MODEL_ATTENTION_UNFUSED, MODEL_ATTENTION_FLASH } ModelAttention;
+
+typedef struct {
+  gboolean fused;            /* the element-wise kernels fused (--no-fusion: not) */
+  gboolean sequence_parallel; /* norms, dropouts, residuals on s/t of the tokens (Korthikanti et al. 2022, 4.2.2) */
+  ModelAttention attention;
+} ModelLayerOptions;
+
+/* model_layer_cost with the options: with sequence parallelism the norms,
+ * dropouts and residual adds move b s h / t elements; with flash the core
+ * is FlashAttention-2's kernels (model_flash_time_s). */
+void model_layer_cost_with(const ModelProfile *p, const ModelShape *m, guint t, guint b, const ModelLayerOptions *o,
+                           ModelLayerCost *out);
+/* Whether the fp32 softmax chain runs for these options (its output is kept
+ * in fp32: memory.h). */
+gboolean model_softmax_fp32(const ModelShape *m, guint t, guint b, const ModelLayerOptions *o);
+/* FlashAttention-2's kernel time for `heads` (b a / t) heads of q queries
+ * over kv keys with d channels, causal: the tiles above the diagonal are
+ * skipped (of n = ceil(q/128) row blocks, (n + 1) / (2n) of the s^2 work
+ * runs), at the profile's forward or backward share of peak; the backward
+ * runs 5 GEMM-equivalents where the forward runs 2. */
+double model_flash_time_s(const ModelProfile *p, guint64 heads, guint64 q, guint64 kv, guint64 d, gboolean backward);
 /* Whether Megatron runs its fused scale-mask-softmax kernel for this layer:
  * fusion on, and the kernel's shape constraints (megatron/model/
  * fused_softmax.py: 16 < key length <= 2048, query length and b * a / t

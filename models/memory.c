@@ -28,7 +28,9 @@ void model_memory(const ModelShape *m, const ModelMemoryRequest *r, ModelMemory 
     full -= 10.0 * sbh - 10.0 * sbh / r->t; /* norms, dropout masks, residual inputs: s/t of the tokens */
     sbh /= r->t;
   }
-  if (r->selective) /* the scores, softmax output, dropout mask and output are recomputed */
+  if (r->flash) /* no scores, softmax output or dropout mask: the row statistics */
+    full += 4.0 * m->heads * m->seq_len * r->b / r->t - model_attention_score_bytes(m, r->t, r->b, r->fp32_softmax);
+  else if (r->selective) /* the scores, softmax output, dropout mask and output are recomputed */
     full -= model_attention_score_bytes(m, r->t, r->b, r->fp32_softmax);
   double act = r->recompute ? 2 * sbh * r->inflight_layer_mbs + full : full * r->inflight_layer_mbs;
   if (r->last_stage)

@@ -20,6 +20,8 @@
  * Sequence parallelism (their section 4.2.2) splits the replicated part over
  * t as well: s b h (10/t + 24/t + 5 a s/(h t)); the layer input kept with
  * full recomputation is 2 s b h / t, the first stage's dropout mask s b h / t.
+ * FlashAttention keeps no s x s tensor either, only the fp32 log-sum-exp
+ * of each query row: 4 a s b / t in place of 5 a s^2 b / t.
  * Megatron's distributed optimizer shards the 12 bytes of optimizer state
  * per parameter over the d data-parallel ranks (12/d); the fp16 weights and
  * gradients stay whole.
@@ -43,6 +45,7 @@ typedef struct {
   guint optimizer_shards;      /* the distributed optimizer's data-parallel ranks d; 0 or 1: not sharded */
   gboolean selective;          /* selective recomputation: the attention core's s x s tensors are not kept */
   gboolean sequence_parallel;  /* the replicated s b h tensors are split over t too */
+  gboolean flash;              /* FlashAttention: no s x s tensor kept, its fp32 log-sum-exp per query and head */
 } ModelMemoryRequest;
 
 double model_layer_activation_bytes(const ModelShape *m, guint t, guint b, gboolean fp32_softmax);

@@ -87,6 +87,29 @@ static gboolean load_collectives(ModelProfile *p, const cJSON *root, const char 
   return TRUE;
 }
 
+/* The optional "attention" block: FlashAttention-2's forward and backward
+ * shares of peak, and whether flash is the device's default. */
+static gboolean load_attention(ModelProfile *p, const cJSON *root, const char *file, GError **error) {
+  const cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "attention");
+  if (!a)
+    return TRUE;
+  if (!cJSON_IsObject(a)) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "%s: 'attention' must be an object", file);
+    return FALSE;
+  }
+  if (!ptd_json_fraction(a, "flash_forward_efficiency", file, &p->flash_forward_efficiency, error) ||
+      !ptd_json_fraction(a, "flash_backward_efficiency", file, &p->flash_backward_efficiency, error))
+    return FALSE;
+  const cJSON *d = cJSON_GetObjectItemCaseSensitive(a, "default");
+  if (d && (!cJSON_IsString(d) || (strcmp(d->valuestring, "flash") != 0 && strcmp(d->valuestring, "megatron") != 0))) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
+                "%s: 'attention.default' must be \"flash\" or \"megatron\"", file);
+    return FALSE;
+  }
+  p->flash_default = d && strcmp(d->valuestring, "flash") == 0;
+  return TRUE;
+}
+
 /* The ceiling efficiency e_max that makes the model reproduce the anchor
  * measurement (the best GEMM rate published for the device). */
 static gboolean solve_anchor(ModelProfile *p, const cJSON *gemm, const char *file, GError **error) {
@@ -157,7 +180,8 @@ static gboolean load_body(ModelProfile *p, const cJSON *root, const char *file, 
     return FALSE;
   p->hbm_bytes_per_s = hbm * 1e9;
   p->kernel_launch_s = launch_us * 1e-6;
-  return solve_anchor(p, gemm, file, error) && load_collectives(p, root, file, error);
+  return solve_anchor(p, gemm, file, error) && load_collectives(p, root, file, error) &&
+         load_attention(p, root, file, error);
 }
 
 ModelProfile *model_profile_from_json(const cJSON *root, const char *path, GError **error) {

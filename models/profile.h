@@ -46,6 +46,13 @@ typedef struct {
   double sustained_clock_ratio;
   /* Ideal profile: forward time of one layer per token processed. */
   double ideal_layer_s_per_token;
+  /* FlashAttention-2 (optional "attention" block): the share of peak its
+   * forward and backward kernels reach on the FLOPs they execute; 0 where
+   * the device has no figure (then --attention flash is refused); and
+   * whether flash is the device's default attention (Megatron's kernels
+   * otherwise). */
+  double flash_forward_efficiency, flash_backward_efficiency;
+  gboolean flash_default;
   /* Optional "collectives" block of a fitted profile: collectives measured
    * on one node, used instead of the cluster's intra-node model. */
   guint n_coll;

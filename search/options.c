@@ -14,6 +14,7 @@ static const char *const placements[] = {"tp-dp-pp", "dp-outermost", "misaligned
 static const char *const workloads[] = {"gpt", "layers", NULL};
 static const char *const norms[] = {"layernorm", "rmsnorm", NULL};
 static const char *const positions[] = {"learned", "rope", NULL};
+static const char *const attentions[] = {"flash", "fused", "unfused", NULL};
 
 static const SearchOption options[SEARCH_N_OPTIONS] = {
     [SEARCH_OPT_MODEL] = {"model", SEARCH_OPT_TEXT, "NAME",
@@ -77,6 +78,11 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                                       NULL},
     [SEARCH_OPT_NO_FUSION] = {"no-fusion", SEARCH_OPT_FLAG, NULL,
                               "Unfused bias+GeLU, bias+dropout+add and scale+mask+softmax kernels", NULL},
+    [SEARCH_OPT_ATTENTION] = {"attention", SEARCH_OPT_TEXT, "KERNELS",
+                              "flash (FlashAttention-2), fused (Megatron's fused softmax where its shape rules allow) or "
+                              "unfused (its fp32 softmax chain); default: the device profile's (flash on H100, fused "
+                              "on A100 and V100)",
+                              attentions},
     [SEARCH_OPT_SEQUENCE_PARALLEL] = {"sequence-parallel", SEARCH_OPT_FLAG, NULL,
                                       "Megatron's sequence parallelism: norms, dropouts and residuals on s/t of the "
                                       "sequence, each tensor-parallel all-reduce a reduce-scatter and an all-gather "
@@ -305,6 +311,7 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->exact = c->given[SEARCH_OPT_EXACT];
   r->distributed_optimizer = c->given[SEARCH_OPT_DISTRIBUTED_OPTIMIZER];
   r->sequence_parallel = c->given[SEARCH_OPT_SEQUENCE_PARALLEL];
+  r->attention = c->text[SEARCH_OPT_ATTENTION];
   const char *reserve = c->text[SEARCH_OPT_MEMORY_RESERVE];
   if (reserve) {
     char *end = NULL;

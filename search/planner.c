@@ -134,7 +134,8 @@ static void classify(Search *s, const Candidate *c, SearchRow *row, SimPlan *pla
                      .recompute = c->recompute, .sequence_parallel = c->sp};
   SimPlanRequest r;
   GError *err = NULL;
-  if (!search_config_request(&row->config, &r, &err) || !sim_plan_build(&r, s->cluster, plan, &err)) {
+  if (!search_config_request(&row->config, &r, &err) || !sim_plan_build(&r, s->cluster, plan, &err) ||
+      !sim_plan_check_device(plan, s->profile, &err)) {
     row->status = SEARCH_ROW_INFEASIBLE;
     row->reason = g_strdup(err->message);
     g_error_free(err);
@@ -145,9 +146,9 @@ static void classify(Search *s, const Candidate *c, SearchRow *row, SimPlan *pla
   ModelMemory mem;
   guint stage;
   if (c->zero)
-    sim_zero_memory(plan, &mem);
+    sim_zero_memory(plan, s->profile, &mem);
   else
-    sim_ptdp_memory(plan, &mem, &stage);
+    sim_ptdp_memory(plan, s->profile, &mem, &stage);
   row->memory_GiB = mem.total / 1073741824.0;
   if (!(mem.total <= sim_plan_usable_bytes(plan, s->profile))) {
     row->status = SEARCH_ROW_OUT_OF_MEMORY;

@@ -307,6 +307,21 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   if (!(reserve >= 0 && reserve <= 1024))
     FAIL("--memory-reserve %g GiB is outside 0 to 1024; give the GiB of GPU memory to keep back, e.g. 3", reserve);
   plan->memory_reserve_bytes = reserve * 1073741824.0;
+  if (r->attention) {
+    if (strcmp(r->attention, "flash") == 0)
+      plan->attention = MODEL_ATTENTION_FLASH;
+    else if (strcmp(r->attention, "fused") == 0)
+      plan->attention = MODEL_ATTENTION_FUSED;
+    else if (strcmp(r->attention, "unfused") == 0)
+      plan->attention = MODEL_ATTENTION_UNFUSED;
+    else
+      FAIL("unknown --attention '%s'; use flash (FlashAttention-2), fused (Megatron's fused softmax where its shape "
+           "rules allow) or unfused (its fp32 softmax chain)",
+           r->attention);
+    if (sched == SIM_SCHEDULE_TERAPIPE)
+      FAIL("--attention does not apply to --schedule terapipe, which runs its own attention code; drop it");
+    plan->attention_given = TRUE;
+  }
   /* no pipeline sends (TeraPipe sends its own way, ZeRO has no pipeline);
    * sequence parallelism sends each rank's shard, nothing to gather */
   plan->scatter_gather = !r->no_scatter_gather && sched != SIM_SCHEDULE_TERAPIPE && !r->zero && !r->sequence_parallel;
@@ -324,6 +339,29 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_TOO_BIG,
                 "this configuration needs about %.0f million simulated ops, over the limit of 60 million%s",
                 ops / 1e6, plan->symmetry ? "; use fewer microbatches" : "; drop --no-symmetry");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+ModelAttention sim_plan_attention(const SimPlan *pl, const ModelProfile *profile) {
+  if (pl->attention_given)
+    return pl->attention;
+  return profile->flash_default ? MODEL_ATTENTION_FLASH : MODEL_ATTENTION_FUSED;
+}
+
+ModelLayerOptions sim_plan_layer_options(const SimPlan *pl, const ModelProfile *profile) {
+  return (ModelLayerOptions){pl->fusion, pl->sequence_parallel, sim_plan_attention(pl, profile)};
+}
+
+gboolean sim_plan_check_device(const SimPlan *pl, const ModelProfile *profile, GError **error) {
+  if (sim_plan_attention(pl, profile) == MODEL_ATTENTION_FLASH && profile->kind == MODEL_PROFILE_ANALYTIC &&
+      !(profile->flash_forward_efficiency > 0 && profile->flash_backward_efficiency > 0)) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--attention flash needs FlashAttention-2's figures for %s (its profile has no "
+                "attention.flash_forward_efficiency and attention.flash_backward_efficiency); use --attention fused or "
+                "unfused, or add them to the profile",
+                profile->name);
     return FALSE;
   }
   return TRUE;

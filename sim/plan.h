@@ -4,6 +4,7 @@
 
 #include <glib.h>
 
+#include "../models/layer.h"
 #include "../models/memory.h"
 #include "../models/profile.h"
 #include "../models/transformer.h"
@@ -54,6 +55,8 @@ typedef struct {
   gboolean distributed_optimizer; /* Megatron's: optimizer state sharded over d, gradients reduce-scattered */
   gboolean sequence_parallel;     /* Megatron's: norms and dropouts over s/t, all-reduces as reduce-scatter + all-gather */
   double memory_reserve_bytes;    /* GPU memory kept back from the model (CUDA context, NCCL, fragmentation) */
+  gboolean attention_given;       /* --attention; else the device profile's default */
+  ModelAttention attention;
 } SimPlan;
 
 /* What the command line gave; 0 means "not given". */
@@ -78,6 +81,7 @@ typedef struct {
   gboolean sequence_parallel;     /* --sequence-parallel */
   gboolean memory_reserve_given;  /* --memory-reserve GiB, else SIM_DEFAULT_MEMORY_RESERVE_GIB */
   double memory_reserve_gib;
+  const char *attention;          /* flash, fused or unfused; NULL: the device's default */
 } SimPlanRequest;
 
 /* GPU memory a training process needs besides what ptdsim counts: the CUDA
@@ -96,6 +100,14 @@ gboolean sim_plan_build(const SimPlanRequest *req, const TopoCluster *cluster, S
 const char *sim_schedule_name(SimSchedule s);
 /* The plan's recomputation as the models see it, and its word. */
 ModelRecompute sim_plan_recompute(const SimPlan *plan);
+/* The attention kernels a run uses on `profile`: --attention, else the
+ * profile's default (flash where it says so, Megatron's kernels otherwise). */
+ModelAttention sim_plan_attention(const SimPlan *plan, const ModelProfile *profile);
+/* The layer options of a run on `profile`. */
+ModelLayerOptions sim_plan_layer_options(const SimPlan *plan, const ModelProfile *profile);
+/* What the plan asks of the device that the profile cannot give (flash
+ * attention without its figures): one-line error. */
+gboolean sim_plan_check_device(const SimPlan *plan, const ModelProfile *profile, GError **error);
 /* The memory a GPU has for the model: the profile's less the reserve. */
 double sim_plan_usable_bytes(const SimPlan *plan, const ModelProfile *profile);
 const char *sim_recompute_name(const SimPlan *plan);
@@ -153,4 +165,4 @@ gboolean sim_ptdp_run(const SimPlan *plan, const ModelProfile *profile, const To
 double sim_phased_bandwidth(guint n, const int64_t *start_ns, const int64_t *end_ns, const guint *phase,
                             const double *bytes, guint n_phases);
 /* Memory only (no simulation): the busiest GPU. */
-void sim_ptdp_memory(const SimPlan *plan, ModelMemory *mem, guint *stage);
+void sim_ptdp_memory(const SimPlan *plan, const ModelProfile *profile, ModelMemory *mem, guint *stage);

@@ -710,7 +710,8 @@ static double stage_phased(const Build *b, GArray *sel, const double *op_bytes) 
 
 /* Memory of stage s: the peak number of (layer x microbatch) activations the
  * schedule holds, walked from its order. */
-static void stage_memory(const SimPlan *pl, GArray *order, guint s, ModelMemory *out) {
+static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray *order, guint s, ModelMemory *out) {
+  ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
   guint p = pl->pp, v = pl->chunks, lpc = pl->model.layers / (p * v);
   double held = 0, peak = 0, mbs = 0, peak_mbs = 0;
   for (guint j = 0; j < order->len; j++) {
@@ -730,21 +731,22 @@ static void stage_memory(const SimPlan *pl, GArray *order, guint s, ModelMemory 
                             .recompute = pl->recompute,
                             .first_stage = s == 0,
                             .last_stage = s == p - 1,
-                            .fp32_softmax = !model_softmax_fused(&pl->model, pl->tp, pl->micro_batch, pl->fusion),
+                            .fp32_softmax = model_softmax_fp32(&pl->model, pl->tp, pl->micro_batch, &lo),
                             .optimizer_shards = pl->distributed_optimizer ? pl->dp : 1,
                             .selective = pl->selective,
-                            .sequence_parallel = pl->sequence_parallel};
+                            .sequence_parallel = pl->sequence_parallel,
+                            .flash = lo.attention == MODEL_ATTENTION_FLASH};
   model_memory(&pl->model, &req, out);
 }
 
-void sim_ptdp_memory(const SimPlan *pl, ModelMemory *mem, guint *stage) {
+void sim_ptdp_memory(const SimPlan *pl, const ModelProfile *profile, ModelMemory *mem, guint *stage) {
   GArray *order = g_array_new(FALSE, FALSE, sizeof(SimItem));
   memset(mem, 0, sizeof *mem);
   *stage = 0;
   for (guint s = 0; s < pl->pp; s++) {
     ModelMemory m;
     sim_schedule_order(pl->schedule, pl->pp, pl->microbatches, pl->chunks, s, order);
-    stage_memory(pl, order, s, &m);
+    stage_memory(pl, profile, order, s, &m);
     if (m.total > mem->total) {
       *mem = m;
       *stage = s;
@@ -935,7 +937,9 @@ static gboolean observe_timeline(const Build *b, SimTimelineFn observe, gpointer
 gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
                                SimResult *r, SimTimelineFn observe, gpointer data, GError **error) {
   memset(r, 0, sizeof *r);
-  sim_ptdp_memory(pl, &r->memory, &r->memory_stage);
+  if (!sim_plan_check_device(pl, profile, error))
+    return FALSE;
+  sim_ptdp_memory(pl, profile, &r->memory, &r->memory_stage);
   r->fits_in_memory = r->memory.total <= sim_plan_usable_bytes(pl, profile);
   if (!r->fits_in_memory && !pl->allow_oom) {
     const ModelMemory *mm = &r->memory;
@@ -975,7 +979,8 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
     b.ds = pl->dp;
   }
   r->symmetric = b.ts == 1 && b.ds == 1;
-  model_layer_cost_sp(profile, &pl->model, pl->tp, pl->micro_batch, pl->fusion, pl->sequence_parallel, &b.layer);
+  ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
+  model_layer_cost_with(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &b.layer);
   model_embedding_cost(profile, &pl->model, pl->tp, pl->micro_batch, &b.emb_fwd, &b.emb_bwd);
   model_head_cost(profile, &pl->model, pl->tp, pl->micro_batch, &b.head_fwd, &b.head_bwd);
   b.tp_ns = g_new0(SimTime, (gsize)b.p * b.ds * 2);

@@ -90,7 +90,8 @@ static void units_of(const SimPlan *pl, const ModelProfile *profile, Unit **out,
   Linears lin = linears_of(m);
   Unit *u = g_new0(Unit, 4 * L + 2);
   ModelLayerCost lc;
-  model_layer_cost(profile, m, 1, b, pl->fusion, &lc);
+  ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
+  model_layer_cost_with(profile, m, 1, b, &lo, &lc);
   double ef, eb, hf, hb;
   model_embedding_cost(profile, m, 1, b, &ef, &eb);
   model_head_cost(profile, m, 1, b, &hf, &hb);
@@ -276,7 +277,8 @@ static void emit(Build *b) {
   }
 }
 
-void sim_zero_memory(const SimPlan *pl, ModelMemory *mem) {
+void sim_zero_memory(const SimPlan *pl, const ModelProfile *profile, ModelMemory *mem) {
+  ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
   const ModelShape *m = &pl->model;
   double h = m->hidden, d = pl->dp;
   double P = (double)model_param_count(m);
@@ -290,7 +292,8 @@ void sim_zero_memory(const SimPlan *pl, ModelMemory *mem) {
                             .recompute = pl->recompute,
                             .first_stage = TRUE,
                             .last_stage = TRUE,
-                            .fp32_softmax = !model_softmax_fused(m, 1, pl->micro_batch, pl->fusion)};
+                            .fp32_softmax = model_softmax_fp32(m, 1, pl->micro_batch, &lo),
+                            .flash = lo.attention == MODEL_ATTENTION_FLASH};
   ModelMemory act;
   model_memory(m, &req, &act);
   mem->activations = act.activations;
@@ -333,7 +336,9 @@ gboolean sim_zero_run(const SimPlan *pl, const ModelProfile *profile, const Topo
                       SimTimelineFn observe, gpointer data, GError **error) {
   g_return_val_if_fail(pl->zero >= 1 && pl->zero <= 3 && pl->tp == 1 && pl->pp == 1, FALSE);
   memset(r, 0, sizeof *r);
-  sim_zero_memory(pl, &r->memory);
+  if (!sim_plan_check_device(pl, profile, error))
+    return FALSE;
+  sim_zero_memory(pl, profile, &r->memory);
   r->fits_in_memory = r->memory.total <= sim_plan_usable_bytes(pl, profile);
   if (!r->fits_in_memory && !pl->allow_oom) {
     const ModelMemory *mm = &r->memory;

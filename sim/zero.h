@@ -34,4 +34,4 @@
 gboolean sim_zero_run(const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster, SimResult *r,
                       SimTimelineFn observe, gpointer data, GError **error);
 /* Memory only (no simulation). */
-void sim_zero_memory(const SimPlan *plan, ModelMemory *mem);
+void sim_zero_memory(const SimPlan *plan, const ModelProfile *profile, ModelMemory *mem);

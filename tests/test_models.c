@@ -761,6 +761,49 @@ static void test_softmax_fp32_chain(void) {
   model_profile_free(p);
 }
 
+/* FlashAttention-2's kernel time, written out: causal, of n = ceil(q/128)
+ * query blocks block i runs i + 1 key blocks, so (n + 1)/(2n) of the 4 heads
+ * q kv d FLOPs run; the backward 2.5 times the forward's, each at its share
+ * of the peak (at the sustained clock), plus a launch.  In a layer it
+ * replaces the scores GEMM, softmax, dropout and values GEMM: the FLOPs
+ * counted stay the GEMMs', fewer kernels run, and for a long sequence the
+ * layer is faster. */
+static void test_flash_attention(void) {
+  ModelProfile *p = load_profile("h100-sxm5-80gb");
+  g_assert_true(p->flash_default);
+  g_assert_cmpfloat(p->flash_forward_efficiency, >, 0);
+  const guint64 heads = 8, d = 128, qs[] = {128, 1000, 4096};
+  for (guint i = 0; i < G_N_ELEMENTS(qs); i++) {
+    double q = (double)qs[i], n = ceil(q / 128), work = 4 * heads * q * q * d * (n + 1) / (2 * n);
+    double rate_f = p->peak_flops * p->flash_forward_efficiency * p->sustained_clock_ratio;
+    double rate_b = p->peak_flops * p->flash_backward_efficiency * p->sustained_clock_ratio;
+    assert_rel(model_flash_time_s(p, heads, qs[i], qs[i], d, FALSE), work / rate_f + p->kernel_launch_s, REL_EPS);
+    assert_rel(model_flash_time_s(p, heads, qs[i], qs[i], d, TRUE), 2.5 * work / rate_b + p->kernel_launch_s,
+               REL_EPS);
+  }
+  ModelShape m = lookup("llama2-70b");
+  ModelLayerOptions mega = {TRUE, FALSE, MODEL_ATTENTION_FUSED}, fa = {TRUE, FALSE, MODEL_ATTENTION_FLASH};
+  ModelLayerCost a, b;
+  model_layer_cost_with(p, &m, 8, 1, &mega, &a);
+  model_layer_cost_with(p, &m, 8, 1, &fa, &b);
+  g_assert_cmpfloat(b.fwd.flops, ==, a.fwd.flops);
+  g_assert_cmpfloat(b.bwd.flops, ==, a.bwd.flops);
+  g_assert_cmpfloat(b.fwd.flops, ==, model_layer_forward_flops(&m, 1) / 8);
+  g_assert_cmpuint(b.fwd.kernels, <, a.fwd.kernels);
+  g_assert_cmpfloat(b.fwd.seg_s[0], <, a.fwd.seg_s[0]);
+  g_assert_cmpfloat(b.bwd.seg_s[1], <, a.bwd.seg_s[1]);
+  /* the attention core under flash is its forward kernel */
+  assert_rel(b.core.seg_s[0], model_flash_time_s(p, m.heads / 8, m.seq_len, m.seq_len, model_head_dim(&m), FALSE),
+             REL_EPS);
+  g_assert_false(model_softmax_fp32(&m, 8, 1, &fa));
+  g_assert_true(model_softmax_fp32(&m, 8, 1, &(ModelLayerOptions){TRUE, FALSE, MODEL_ATTENTION_UNFUSED}));
+  model_profile_free(p);
+  ModelProfile *v100 = load_profile("v100-sxm2-16gb");
+  g_assert_cmpfloat(v100->flash_forward_efficiency, ==, 0); /* no FlashAttention-2 on Volta */
+  g_assert_false(v100->flash_default);
+  model_profile_free(v100);
+}
+
 /* --- memory.h ---------------------------------------------------------------- */
 
 /* Model state is 16 bytes per local parameter (2 fp16 weights, 2 fp16
@@ -797,6 +840,12 @@ static void test_memory(void) {
     assert_rel(sm.activations, 3 * (s * b * h * 10 + sharded / t), REL_EPS);
     if (model_is_gpt(&m) && cases[i].t == 1)
       assert_rel(sm.activations, 3 * 34 * s * b * h, REL_EPS);
+    /* FlashAttention keeps no s x s tensor, only the fp32 log-sum-exp of
+     * each query row and head: 4 a s b / t */
+    ModelMemoryRequest fl = {.t = cases[i].t, .b = cases[i].b, .params = 1, .inflight_layer_mbs = 3,
+                             .inflight_mbs = 1, .flash = TRUE};
+    model_memory(&m, &fl, &sm);
+    assert_rel(sm.activations, 3 * (s * b * h * 10 + sharded / t + 4 * a * s * b / t), REL_EPS);
     /* sequence parallelism (their section 4.2.2) splits the replicated
      * 10 s b h over t too: s b h (34/t + 5 a s/(h t)) for GPT; with full
      * recomputation the kept input is 2 s b h / t, the first stage's mask
@@ -1096,6 +1145,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/models/comm/p2p", test_p2p);
   g_test_add_func("/models/comm/p2p-channels", test_p2p_channels);
   g_test_add_func("/models/memory/model-state-and-activations", test_memory);
+  g_test_add_func("/models/layer/flash-attention", test_flash_attention);
   g_test_add_func("/models/load/shipped", test_load_shipped);
   g_test_add_func("/models/load/bad-keys", test_load_bad_keys);
   g_test_add_func("/models/load/bad-files", test_load_bad_files);

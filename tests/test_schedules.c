@@ -773,7 +773,7 @@ static ModelMemory stage0_memory(Cfg *c, guint *stage) {
   SimPlan plan;
   build_plan(c, &plan);
   ModelMemory mem;
-  sim_ptdp_memory(&plan, &mem, stage);
+  sim_ptdp_memory(&plan, a100, &mem, stage);
   return mem;
 }
 

@@ -321,6 +321,40 @@ static void test_sequence_parallel(void) {
   proc_clear(&p);
 }
 
+/* Why: the attention kernels follow the device: H100 runs FlashAttention-2
+ * by default, A100 Megatron's kernels as SC21 did (flash when asked);
+ * flash keeps no s x s tensor and is faster at long sequences; the
+ * run says which kernels ran. */
+static void test_attention(void) {
+  const char *h100 = "run --model llama2-70b --cluster dgx-h100-superpod --gpus 64 --tp 8 --pp 4 --global-batch 32 "
+                     "--network analytic --format json";
+  cJSON *dflt = run_json(h100);
+  g_assert_cmpstr(str(obj(dflt, "config"), "attention"), ==, "flash");
+  char *args = g_strconcat(h100, " --attention unfused", NULL);
+  cJSON *mega = run_json(args);
+  g_free(args);
+  g_assert_cmpstr(str(obj(mega, "config"), "attention"), ==, "unfused");
+  g_assert_cmpfloat(num(dflt, "iteration_time_s"), <, num(mega, "iteration_time_s"));
+  g_assert_cmpfloat(num(obj(dflt, "memory_per_gpu_GiB"), "activations"), <,
+                    num(obj(mega, "memory_per_gpu_GiB"), "activations"));
+  g_assert_cmpfloat(num(dflt, "tflops_per_gpu"), >, num(mega, "tflops_per_gpu"));
+  cJSON_Delete(dflt);
+  cJSON_Delete(mega);
+  /* A100: Megatron's fused softmax by default (s = 2048 meets its rules),
+   * its fp32 chain past 2048, flash when asked */
+  cJSON *a = run_json("run --model gpt3-1b --gpus 8 --tp 2 --pp 2 --global-batch 8 --network analytic --format json");
+  g_assert_cmpstr(str(obj(a, "config"), "attention"), ==, "fused");
+  cJSON_Delete(a);
+  a = run_json("run --model gpt3-1b --seq-len 4096 --gpus 8 --tp 2 --pp 2 --global-batch 8 --network analytic "
+               "--format json");
+  g_assert_cmpstr(str(obj(a, "config"), "attention"), ==, "unfused");
+  cJSON_Delete(a);
+  a = run_json("run --model gpt3-1b --gpus 8 --tp 2 --pp 2 --global-batch 8 --network analytic --attention flash "
+               "--format json");
+  g_assert_cmpstr(str(obj(a, "config"), "attention"), ==, "flash");
+  cJSON_Delete(a);
+}
+
 typedef struct {
   const char *name, *args, *mention;
 } BadCase;
@@ -346,6 +380,11 @@ static const BadCase bad_cases[] = {
     {"sp-zero", M8 " --gpus 8 --tp 1 --pp 1 --zero 1 --sequence-parallel", "for PTD-P: drop it"},
     {"sp-no-scatter-gather", M8 " --gpus 8 --tp 2 --sequence-parallel --no-scatter-gather",
      "--no-scatter-gather does not apply with --sequence-parallel"},
+    {"flash-on-v100", "run --model gpt3-1b --cluster aws-p3-16xlarge --gpus 8 --tp 8 --global-batch 8 --attention "
+     "flash", "--attention flash needs FlashAttention-2's figures for v100-sxm2-16gb"},
+    {"attention-terapipe", "run --model gpt3-1b --cluster aws-p3-16xlarge --gpus 8 --tp 1 --pp 8 --dp 1 "
+     "--global-batch 8 --schedule terapipe --attention flash", "does not apply to --schedule terapipe"},
+    {"attention-unknown", M8 " --gpus 8 --attention sparse", "unknown --attention 'sparse'"},
     {"llama-groups-over-tp", "run --model llama3-8b --gpus 16 --tp 16 --global-batch 16", "--num-query-groups 8"},
 };
 
@@ -368,6 +407,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/stack/distributed-optimizer", test_distributed_optimizer);
   g_test_add_func("/stack/selective-recompute", test_selective_recompute);
   g_test_add_func("/stack/sequence-parallel", test_sequence_parallel);
+  g_test_add_func("/stack/attention", test_attention);
   for (guint i = 0; i < G_N_ELEMENTS(bad_cases); i++) {
     char *path = g_strdup_printf("/stack/bad/%s", bad_cases[i].name);
     g_test_add_data_func(path, &bad_cases[i], test_bad);
