@@ -29,6 +29,10 @@ typedef struct {
 double model_tile_efficiency(const ModelProfile *p, guint i);
 /* Seconds for one (batched) fp16 GEMM. */
 double model_gemm_time_s(const ModelProfile *p, const ModelGemm *g);
+/* The same GEMM with FP8 operands (Transformer Engine on Hopper): at the
+ * profile's FP8 peak, the same tiles and ceiling efficiency, 1-byte
+ * operands (so a tile's operand intensity doubles) and a 2-byte output. */
+double model_gemm_fp8_time_s(const ModelProfile *p, const ModelGemm *g);
 /* The math part alone, over the best tile, at ceiling efficiency e_max (the
  * profile loader solves for e_max with it). */
 double model_gemm_math_time_s(const ModelProfile *p, const ModelGemm *g, double e_max);

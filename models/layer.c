@@ -8,6 +8,7 @@ typedef struct {
   const ModelProfile *p;
   ModelPass *pass;
   guint seg;
+  gboolean fp8; /* the linear layers' GEMMs in FP8 (Transformer Engine) */
 } Acc;
 
 static void gemm(Acc *a, guint64 batch, guint64 m, guint64 n, guint64 k) {
@@ -20,6 +21,25 @@ static void gemm(Acc *a, guint64 batch, guint64 m, guint64 n, guint64 k) {
 /* A memory-bound kernel moving `bytes` (read + written). */
 static void memop(Acc *a, double bytes) {
   a->pass->seg_s[a->seg] += model_memop_time_s(a->p, bytes);
+  a->pass->kernels++;
+}
+
+/* A GEMM of a linear layer (QKV, projection, MLP).  In FP8, Transformer
+ * Engine first casts the operand that changes (the input forward, the
+ * output gradient for dgrad) to FP8 with its transpose for the other pass,
+ * updating the tensor's amax on the way: a kernel reading 2 bytes and
+ * writing 1 + 1 per element of the m x k operand; the weight-gradient GEMM
+ * reuses those casts.  Then the GEMM runs at the FP8 rate. */
+static void linear(Acc *a, guint64 m, guint64 n, guint64 k, gboolean cast) {
+  if (!a->fp8) {
+    gemm(a, 1, m, n, k);
+    return;
+  }
+  if (cast)
+    memop(a, 4.0 * (double)m * (double)k);
+  ModelGemm g = {1, m, n, k};
+  a->pass->seg_s[a->seg] += model_gemm_fp8_time_s(a->p, &g);
+  a->pass->flops += model_gemm_flops(&g);
   a->pass->kernels++;
 }
 
@@ -119,12 +139,12 @@ static void attention_core(Acc *a, const Dims *d, gboolean fused_softmax) {
 static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softmax) {
   a->seg = 0;
   memop(a, 4 * d->N);                           /* layernorm 1 */
-  gemm(a, 1, d->bs, d->qkv_t, d->h);            /* QKV, bias in the epilogue */
+  linear(a, d->bs, d->qkv_t, d->h, TRUE);       /* QKV, bias in the epilogue */
   if (d->rotary)
     memop(a, 4 * d->Nr);                        /* rotary embedding of Q and K */
   attention_core(a, d, fused_softmax);
   memop(a, 4 * d->Nc);                          /* context to [s, b, h/t] */
-  gemm(a, 1, d->bs, d->h, d->ht);               /* projection */
+  linear(a, d->bs, d->h, d->ht, TRUE);          /* projection */
   a->seg = 1;                                   /* --- all-reduce --- */
   if (fused)
     memop(a, 7 * d->N);                         /* bias-dropout-add */
@@ -135,10 +155,10 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
   }
   memop(a, 4 * d->N);                           /* layernorm 2 */
   if (d->swiglu) {
-    gemm(a, 1, d->bs, 2 * d->ffn_t, d->h);      /* MLP gate and up, h -> 2f */
+    linear(a, d->bs, 2 * d->ffn_t, d->h, TRUE); /* MLP gate and up, h -> 2f */
     memop(a, 6 * d->Nm);                        /* SwiGLU: reads 2f, writes f */
   } else {
-    gemm(a, 1, d->bs, d->ffn_t, d->h);          /* MLP h -> 4h */
+    linear(a, d->bs, d->ffn_t, d->h, TRUE);     /* MLP h -> 4h */
     if (fused)
       memop(a, 4 * d->Nm);                      /* bias+GeLU */
     else {
@@ -146,7 +166,7 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
       memop(a, 4 * d->Nm);                      /* GeLU */
     }
   }
-  gemm(a, 1, d->bs, d->h, d->ffn_t);            /* MLP 4h -> h */
+  linear(a, d->bs, d->h, d->ffn_t, TRUE);       /* MLP 4h -> h */
   a->seg = 2;                                   /* --- all-reduce --- */
   if (fused)
     memop(a, 7 * d->N);
@@ -172,12 +192,12 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
     memop(a, 5 * d->N);                         /* dropout */
     memop(a, 4 * d->N);                         /* bias gradient */
   }
-  gemm(a, 1, d->bs, d->ffn_t, d->h);            /* MLP 4h -> h: dgrad */
-  gemm(a, 1, d->ffn_t, d->h, d->bs);            /*                wgrad */
+  linear(a, d->bs, d->ffn_t, d->h, TRUE);       /* MLP 4h -> h: dgrad */
+  linear(a, d->ffn_t, d->h, d->bs, FALSE);      /*                wgrad */
   if (d->swiglu) {
     memop(a, 10 * d->Nm);                       /* SwiGLU: gradient, gate, up in; two gradients out */
-    gemm(a, 1, d->bs, d->h, 2 * d->ffn_t);      /* MLP h -> 2f: dgrad */
-    gemm(a, 1, d->h, 2 * d->ffn_t, d->bs);      /*                wgrad */
+    linear(a, d->bs, d->h, 2 * d->ffn_t, TRUE); /* MLP h -> 2f: dgrad */
+    linear(a, d->h, 2 * d->ffn_t, d->bs, FALSE); /*                wgrad */
   } else {
     if (fused)
       memop(a, 6 * d->Nm);                      /* bias+GeLU */
@@ -185,8 +205,8 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
       memop(a, 6 * d->Nm);                      /* GeLU */
       memop(a, 4 * d->Nm);                      /* bias gradient */
     }
-    gemm(a, 1, d->bs, d->h, d->ffn_t);          /* MLP h -> 4h: dgrad */
-    gemm(a, 1, d->h, d->ffn_t, d->bs);          /*                wgrad */
+    linear(a, d->bs, d->h, d->ffn_t, TRUE);     /* MLP h -> 4h: dgrad */
+    linear(a, d->h, d->ffn_t, d->bs, FALSE);    /*                wgrad */
   }
   a->seg = 1;                                   /* --- all-reduce --- */
   memop(a, 12 * d->N);                          /* layernorm 2, residual sum */
@@ -196,8 +216,8 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
     memop(a, 5 * d->N);
     memop(a, 4 * d->N);
   }
-  gemm(a, 1, d->bs, d->ht, d->h);               /* projection: dgrad */
-  gemm(a, 1, d->ht, d->h, d->bs);               /*             wgrad */
+  linear(a, d->bs, d->ht, d->h, TRUE);          /* projection: dgrad */
+  linear(a, d->ht, d->h, d->bs, FALSE);         /*             wgrad */
   memop(a, 4 * d->Nc);                          /* context layout */
   if (d->flash) {
     memop(a, 4 * d->Nc);                        /* FlashAttention-2's preprocessing: rowsum(dO * O) */
@@ -216,8 +236,8 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
   }
   if (d->rotary)
     memop(a, 4 * d->Nr);                        /* rotary embedding's gradient */
-  gemm(a, 1, d->bs, d->h, d->qkv_t);            /* QKV: dgrad */
-  gemm(a, 1, d->qkv_t, d->h, d->bs);            /*      wgrad */
+  linear(a, d->bs, d->h, d->qkv_t, TRUE);       /* QKV: dgrad */
+  linear(a, d->qkv_t, d->h, d->bs, FALSE);      /*      wgrad */
   a->seg = 2;                                   /* --- all-reduce --- */
   memop(a, 12 * d->N);                          /* layernorm 1, residual sum */
 }
@@ -240,7 +260,8 @@ static double slice_forward_flops(const ModelShape *m, guint b, guint tokens, gu
 }
 
 static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens, guint context,
-                       gboolean fused, gboolean fused_softmax, gboolean sp, gboolean use_flash, ModelLayerCost *out) {
+                       gboolean fused, gboolean fused_softmax, gboolean sp, gboolean use_flash, gboolean fp8,
+                       ModelLayerCost *out) {
   *out = (ModelLayerCost){0};
   out->tp_allreduce_bytes = 2.0 * b * tokens * m->hidden;
   if (p->kind == MODEL_PROFILE_IDEAL) {
@@ -259,7 +280,7 @@ static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guin
   if (sp)
     d.N /= t; /* the sequence-parallel region: s/t of the tokens */
   d.flash = use_flash;
-  Acc f = {p, &out->fwd, 0}, g = {p, &out->bwd, 0}, c = {p, &out->core, 0};
+  Acc f = {p, &out->fwd, 0, fp8}, g = {p, &out->bwd, 0, fp8}, c = {p, &out->core, 0, fp8};
   forward(&f, &d, fused, fused_softmax);
   backward(&g, &d, fused, fused_softmax);
   attention_core(&c, &d, fused_softmax);
@@ -269,7 +290,7 @@ static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guin
  * kernel and its shape rules, so `fused` applies to the softmax as given. */
 void model_layer_slice_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens,
                             guint context, gboolean fused, ModelLayerCost *out) {
-  layer_cost(p, m, t, b, tokens, context, fused, fused, FALSE, FALSE, out);
+  layer_cost(p, m, t, b, tokens, context, fused, fused, FALSE, FALSE, FALSE, out);
 }
 
 gboolean model_softmax_fused(const ModelShape *m, guint t, guint b, gboolean fusion) {
@@ -286,12 +307,12 @@ void model_layer_cost_with(const ModelProfile *p, const ModelShape *m, guint t, 
                            ModelLayerCost *out) {
   gboolean flash_core = o->attention == MODEL_ATTENTION_FLASH;
   layer_cost(p, m, t, b, m->seq_len, 0, o->fused, !flash_core && !model_softmax_fp32(m, t, b, o),
-             o->sequence_parallel, flash_core, out);
+             o->sequence_parallel, flash_core, o->fp8, out);
 }
 
 void model_layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, gboolean fused,
                       ModelLayerCost *out) {
-  ModelLayerOptions o = {fused, FALSE, MODEL_ATTENTION_FUSED};
+  ModelLayerOptions o = {fused, FALSE, MODEL_ATTENTION_FUSED, FALSE};
   model_layer_cost_with(p, m, t, b, &o, out);
 }
 

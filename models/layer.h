@@ -57,6 +57,7 @@ typedef struct {
   gboolean fused;            /* the element-wise kernels fused (--no-fusion: not) */
   gboolean sequence_parallel; /* norms, dropouts, residuals on s/t of the tokens (Korthikanti et al. 2022, 4.2.2) */
   ModelAttention attention;
+  gboolean fp8;              /* the linear layers' GEMMs in FP8 with Transformer Engine's casts */
 } ModelLayerOptions;
 
 /* model_layer_cost with the options: with sequence parallelism the norms,

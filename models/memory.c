@@ -20,10 +20,13 @@ double model_layer_activation_bytes(const ModelShape *m, guint t, guint b, gbool
 void model_memory(const ModelShape *m, const ModelMemoryRequest *r, ModelMemory *out) {
   double P = (double)r->params;
   double sbh = (double)m->seq_len * r->b * m->hidden;
-  out->weights = 2 * P;
+  out->weights = 2 * P + (r->fp8 ? 2.0 * (double)r->fp8_weight_params : 0);
   out->gradients = 2 * P;
   out->optimizer = r->optimizer_shards > 1 ? 12 * P / r->optimizer_shards : 12 * P;
   double full = model_layer_activation_bytes(m, r->t, r->b, r->fp32_softmax);
+  if (r->fp8) /* the norm outputs feeding QKV and the MLP, the context, the down projection's input */
+    full -= (r->sequence_parallel ? 2.0 * sbh / r->t : 2.0 * sbh) +
+            (double)m->seq_len * r->b * ((double)m->heads * model_head_dim(m) + model_ffn(m)) / r->t;
   if (r->sequence_parallel) {
     full -= 10.0 * sbh - 10.0 * sbh / r->t; /* norms, dropout masks, residual inputs: s/t of the tokens */
     sbh /= r->t;

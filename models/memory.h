@@ -22,6 +22,11 @@
  * full recomputation is 2 s b h / t, the first stage's dropout mask s b h / t.
  * FlashAttention keeps no s x s tensor either, only the fp32 log-sum-exp
  * of each query row: 4 a s b / t in place of 5 a s^2 b / t.
+ * FP8 linear layers (Transformer Engine) keep their inputs for the backward
+ * in FP8, one byte where there were two: the two norm outputs of the
+ * replicated part (10 -> 8 s b h), the context (a d) and the MLP's down
+ * projection input (f); and each weight's FP8 copy and transpose, 2 bytes
+ * per linear parameter.
  * Megatron's distributed optimizer shards the 12 bytes of optimizer state
  * per parameter over the d data-parallel ranks (12/d); the fp16 weights and
  * gradients stay whole.
@@ -46,6 +51,8 @@ typedef struct {
   gboolean selective;          /* selective recomputation: the attention core's s x s tensors are not kept */
   gboolean sequence_parallel;  /* the replicated s b h tensors are split over t too */
   gboolean flash;              /* FlashAttention: no s x s tensor kept, its fp32 log-sum-exp per query and head */
+  gboolean fp8;                /* FP8 linear layers: their inputs kept in FP8, their weights cached in FP8 too */
+  guint64 fp8_weight_params;   /* the linear layers' local parameters, cached in FP8 with their transposes */
 } ModelMemoryRequest;
 
 double model_layer_activation_bytes(const ModelShape *m, guint t, guint b, gboolean fp32_softmax);

@@ -87,6 +87,42 @@ static gboolean load_collectives(ModelProfile *p, const cJSON *root, const char 
   return TRUE;
 }
 
+/* The optional "precisions" list (fp16, bf16, fp8; the first is the
+ * default) and, with fp8, peak_fp8_tflops. */
+static gboolean load_precisions(ModelProfile *p, const cJSON *root, const char *file, GError **error) {
+  const cJSON *list = cJSON_GetObjectItemCaseSensitive(root, "precisions");
+  if (!list) {
+    p->n_precisions = 2;
+    g_strlcpy(p->precisions[0], "fp16", sizeof p->precisions[0]);
+    g_strlcpy(p->precisions[1], "bf16", sizeof p->precisions[1]);
+    return TRUE;
+  }
+  const cJSON *w;
+  gboolean ok = cJSON_IsArray(list) && cJSON_GetArraySize(list) >= 1 && cJSON_GetArraySize(list) <= 3;
+  cJSON_ArrayForEach(w, list) {
+    if (!ok)
+      break;
+    ok = cJSON_IsString(w) && (strcmp(w->valuestring, "fp16") == 0 || strcmp(w->valuestring, "bf16") == 0 ||
+                               strcmp(w->valuestring, "fp8") == 0);
+    for (guint i = 0; ok && i < p->n_precisions; i++)
+      ok = strcmp(p->precisions[i], w->valuestring) != 0;
+    if (ok)
+      g_strlcpy(p->precisions[p->n_precisions++], w->valuestring, sizeof p->precisions[0]);
+  }
+  if (!ok) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
+                "%s: 'precisions' must list one to three of \"fp16\", \"bf16\", \"fp8\", each once", file);
+    return FALSE;
+  }
+  if (!model_profile_supports(p, "fp8"))
+    return TRUE;
+  double fp8;
+  if (!ptd_json_positive(root, "peak_fp8_tflops", file, &fp8, error))
+    return FALSE;
+  p->peak_fp8_flops = fp8 * 1e12;
+  return TRUE;
+}
+
 /* The optional "attention" block: FlashAttention-2's forward and backward
  * shares of peak, and whether flash is the device's default. */
 static gboolean load_attention(ModelProfile *p, const cJSON *root, const char *file, GError **error) {
@@ -181,7 +217,14 @@ static gboolean load_body(ModelProfile *p, const cJSON *root, const char *file, 
   p->hbm_bytes_per_s = hbm * 1e9;
   p->kernel_launch_s = launch_us * 1e-6;
   return solve_anchor(p, gemm, file, error) && load_collectives(p, root, file, error) &&
-         load_attention(p, root, file, error);
+         load_attention(p, root, file, error) && load_precisions(p, root, file, error);
+}
+
+gboolean model_profile_supports(const ModelProfile *p, const char *precision) {
+  for (guint i = 0; i < p->n_precisions; i++)
+    if (strcmp(p->precisions[i], precision) == 0)
+      return TRUE;
+  return FALSE;
 }
 
 ModelProfile *model_profile_from_json(const cJSON *root, const char *path, GError **error) {

@@ -23,6 +23,12 @@ typedef struct {
   char *path; /* the file it was read from */
   ModelProfileKind kind;
   double peak_flops;     /* dense fp16/bf16 FLOP/s */
+  /* Precisions the tensor cores run ("precisions": fp16, bf16, fp8; fp16
+   * and bf16 where the profile does not say), the first the default, and
+   * the dense FP8 rate where fp8 is one of them (peak_fp8_tflops). */
+  guint n_precisions;
+  char precisions[3][8];
+  double peak_fp8_flops;
   guint sms;             /* streaming multiprocessors */
   double memory_bytes;   /* device memory */
   double hbm_bytes_per_s;
@@ -68,3 +74,5 @@ ModelProfile *model_profile_load(const char *name_or_file, GError **error);
  * came from, for errors and provenance. */
 ModelProfile *model_profile_from_json(const cJSON *root, const char *path, GError **error);
 void model_profile_free(ModelProfile *p);
+/* Whether the device runs `precision` ("fp16", "bf16", "fp8"). */
+gboolean model_profile_supports(const ModelProfile *p, const char *precision);

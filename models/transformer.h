@@ -30,6 +30,9 @@ typedef enum { MODEL_POSITION_LEARNED, MODEL_POSITION_ROTARY } ModelPosition;
  * its backward; SC21); selective (only the attention core: scores, softmax,
  * dropout, attention over values; Korthikanti et al. 2022, section 5). */
 typedef enum { MODEL_RECOMPUTE_NONE, MODEL_RECOMPUTE_FULL, MODEL_RECOMPUTE_SELECTIVE } ModelRecompute;
+/* The precision of the linear layers' GEMMs: fp16 or bf16 (same rate), or
+ * fp8 with Transformer Engine (weights and the rest in bf16). */
+typedef enum { MODEL_PRECISION_FP16, MODEL_PRECISION_BF16, MODEL_PRECISION_FP8 } ModelPrecision;
 
 /* Zero in the optional fields means Megatron's GPT default, so a shape
  * written {l, h, a, s, V} is the SC21 GPT. */

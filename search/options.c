@@ -15,6 +15,7 @@ static const char *const workloads[] = {"gpt", "layers", NULL};
 static const char *const norms[] = {"layernorm", "rmsnorm", NULL};
 static const char *const positions[] = {"learned", "rope", NULL};
 static const char *const attentions[] = {"flash", "fused", "unfused", NULL};
+static const char *const precisions[] = {"fp16", "bf16", "fp8", NULL};
 
 static const SearchOption options[SEARCH_N_OPTIONS] = {
     [SEARCH_OPT_MODEL] = {"model", SEARCH_OPT_TEXT, "NAME",
@@ -83,6 +84,10 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                               "unfused (its fp32 softmax chain); default: the device profile's (flash on H100, fused "
                               "on A100 and V100)",
                               attentions},
+    [SEARCH_OPT_PRECISION] = {"precision", SEARCH_OPT_TEXT, "TYPE",
+                              "fp16, bf16 or fp8 (the linear layers' GEMMs in FP8 with Transformer Engine, on a device "
+                              "that has it); default: the device profile's first (bf16 on H100, fp16 on A100 and V100)",
+                              precisions},
     [SEARCH_OPT_SEQUENCE_PARALLEL] = {"sequence-parallel", SEARCH_OPT_FLAG, NULL,
                                       "Megatron's sequence parallelism: norms, dropouts and residuals on s/t of the "
                                       "sequence, each tensor-parallel all-reduce a reduce-scatter and an all-gather "
@@ -312,6 +317,7 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->distributed_optimizer = c->given[SEARCH_OPT_DISTRIBUTED_OPTIMIZER];
   r->sequence_parallel = c->given[SEARCH_OPT_SEQUENCE_PARALLEL];
   r->attention = c->text[SEARCH_OPT_ATTENTION];
+  r->precision = c->text[SEARCH_OPT_PRECISION];
   const char *reserve = c->text[SEARCH_OPT_MEMORY_RESERVE];
   if (reserve) {
     char *end = NULL;

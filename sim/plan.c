@@ -322,6 +322,20 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
       FAIL("--attention does not apply to --schedule terapipe, which runs its own attention code; drop it");
     plan->attention_given = TRUE;
   }
+  if (r->precision) {
+    if (strcmp(r->precision, "fp16") == 0)
+      plan->precision = MODEL_PRECISION_FP16;
+    else if (strcmp(r->precision, "bf16") == 0)
+      plan->precision = MODEL_PRECISION_BF16;
+    else if (strcmp(r->precision, "fp8") == 0)
+      plan->precision = MODEL_PRECISION_FP8;
+    else
+      FAIL("unknown --precision '%s'; use fp16, bf16 or fp8", r->precision);
+    if (plan->precision == MODEL_PRECISION_FP8 && (sched == SIM_SCHEDULE_TERAPIPE || r->zero))
+      FAIL("--precision fp8 is Transformer Engine's, modelled for PTD-P; drop it with %s",
+           r->zero ? "--zero" : "--schedule terapipe");
+    plan->precision_given = TRUE;
+  }
   /* no pipeline sends (TeraPipe sends its own way, ZeRO has no pipeline);
    * sequence parallelism sends each rank's shard, nothing to gather */
   plan->scatter_gather = !r->no_scatter_gather && sched != SIM_SCHEDULE_TERAPIPE && !r->zero && !r->sequence_parallel;
@@ -350,11 +364,39 @@ ModelAttention sim_plan_attention(const SimPlan *pl, const ModelProfile *profile
   return profile->flash_default ? MODEL_ATTENTION_FLASH : MODEL_ATTENTION_FUSED;
 }
 
+const char *sim_precision_name(ModelPrecision p) {
+  return p == MODEL_PRECISION_FP8 ? "fp8" : p == MODEL_PRECISION_BF16 ? "bf16" : "fp16";
+}
+
+ModelPrecision sim_plan_precision(const SimPlan *pl, const ModelProfile *profile) {
+  if (pl->precision_given || profile->n_precisions == 0)
+    return pl->precision_given ? pl->precision : MODEL_PRECISION_FP16;
+  const char *first = profile->precisions[0];
+  return strcmp(first, "fp8") == 0 ? MODEL_PRECISION_FP8 : strcmp(first, "bf16") == 0 ? MODEL_PRECISION_BF16
+                                                                                        : MODEL_PRECISION_FP16;
+}
+
+double sim_plan_peak_flops(const SimPlan *pl, const ModelProfile *profile) {
+  return sim_plan_precision(pl, profile) == MODEL_PRECISION_FP8 ? profile->peak_fp8_flops : profile->peak_flops;
+}
+
 ModelLayerOptions sim_plan_layer_options(const SimPlan *pl, const ModelProfile *profile) {
-  return (ModelLayerOptions){pl->fusion, pl->sequence_parallel, sim_plan_attention(pl, profile)};
+  return (ModelLayerOptions){pl->fusion, pl->sequence_parallel, sim_plan_attention(pl, profile),
+                             sim_plan_precision(pl, profile) == MODEL_PRECISION_FP8};
 }
 
 gboolean sim_plan_check_device(const SimPlan *pl, const ModelProfile *profile, GError **error) {
+  const char *want = sim_precision_name(sim_plan_precision(pl, profile));
+  if (profile->kind == MODEL_PROFILE_ANALYTIC && !model_profile_supports(profile, want)) {
+    GString *has = g_string_new(NULL);
+    for (guint i = 0; i < profile->n_precisions; i++)
+      g_string_append_printf(has, "%s%s", i ? ", " : "", profile->precisions[i]);
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--precision %s is not a precision of %s's tensor cores (it runs %s); use one of those", want,
+                profile->name, has->str);
+    g_string_free(has, TRUE);
+    return FALSE;
+  }
   if (sim_plan_attention(pl, profile) == MODEL_ATTENTION_FLASH && profile->kind == MODEL_PROFILE_ANALYTIC &&
       !(profile->flash_forward_efficiency > 0 && profile->flash_backward_efficiency > 0)) {
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
@@ -389,9 +431,10 @@ void sim_plan_rates(const SimPlan *pl, const ModelProfile *profile, SimResult *r
   double Fmodel = model_model_flops_per_iteration(&counted, pl->global_batch);
   r->tflops_per_gpu = F / r->iteration_time_s / pl->gpus / 1e12;
   r->hardware_tflops_per_gpu = Fhw / r->iteration_time_s / pl->gpus / 1e12;
+  double peak = sim_plan_peak_flops(pl, profile);
   r->percent_of_peak = 100.0 * r->tflops_per_gpu * 1e12 / profile->peak_flops;
-  r->mfu_percent = 100.0 * (Fmodel / per_gpu) * 1e12 / profile->peak_flops;
-  r->hfu_percent = 100.0 * r->hardware_tflops_per_gpu * 1e12 / profile->peak_flops;
+  r->mfu_percent = 100.0 * (Fmodel / per_gpu) * 1e12 / peak;
+  r->hfu_percent = 100.0 * r->hardware_tflops_per_gpu * 1e12 / peak;
   r->aggregate_pflops = r->tflops_per_gpu * pl->gpus / 1000.0;
   double tokens_per_iteration = (double)pl->global_batch * pl->model.seq_len;
   r->tokens_per_s = tokens_per_iteration / r->iteration_time_s;

@@ -57,6 +57,8 @@ typedef struct {
   double memory_reserve_bytes;    /* GPU memory kept back from the model (CUDA context, NCCL, fragmentation) */
   gboolean attention_given;       /* --attention; else the device profile's default */
   ModelAttention attention;
+  gboolean precision_given;       /* --precision; else the device profile's first */
+  ModelPrecision precision;
 } SimPlan;
 
 /* What the command line gave; 0 means "not given". */
@@ -82,6 +84,7 @@ typedef struct {
   gboolean memory_reserve_given;  /* --memory-reserve GiB, else SIM_DEFAULT_MEMORY_RESERVE_GIB */
   double memory_reserve_gib;
   const char *attention;          /* flash, fused or unfused; NULL: the device's default */
+  const char *precision;          /* fp16, bf16 or fp8; NULL: the device's default */
 } SimPlanRequest;
 
 /* GPU memory a training process needs besides what ptdsim counts: the CUDA
@@ -103,6 +106,11 @@ ModelRecompute sim_plan_recompute(const SimPlan *plan);
 /* The attention kernels a run uses on `profile`: --attention, else the
  * profile's default (flash where it says so, Megatron's kernels otherwise). */
 ModelAttention sim_plan_attention(const SimPlan *plan, const ModelProfile *profile);
+/* The precision a run uses on `profile` (--precision, else the profile's
+ * first), its word, and the dense peak rate at it. */
+ModelPrecision sim_plan_precision(const SimPlan *plan, const ModelProfile *profile);
+const char *sim_precision_name(ModelPrecision p);
+double sim_plan_peak_flops(const SimPlan *plan, const ModelProfile *profile);
 /* The layer options of a run on `profile`. */
 ModelLayerOptions sim_plan_layer_options(const SimPlan *plan, const ModelProfile *profile);
 /* What the plan asks of the device that the profile cannot give (flash

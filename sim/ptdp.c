@@ -735,7 +735,9 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
                             .optimizer_shards = pl->distributed_optimizer ? pl->dp : 1,
                             .selective = pl->selective,
                             .sequence_parallel = pl->sequence_parallel,
-                            .flash = lo.attention == MODEL_ATTENTION_FLASH};
+                            .flash = lo.attention == MODEL_ATTENTION_FLASH,
+                            .fp8 = lo.fp8,
+                            .fp8_weight_params = (guint64)lpc * v * model_layer_local_params(&pl->model, pl->tp)};
   model_memory(&pl->model, &req, out);
 }
 

@@ -782,7 +782,7 @@ static void test_flash_attention(void) {
                REL_EPS);
   }
   ModelShape m = lookup("llama2-70b");
-  ModelLayerOptions mega = {TRUE, FALSE, MODEL_ATTENTION_FUSED}, fa = {TRUE, FALSE, MODEL_ATTENTION_FLASH};
+  ModelLayerOptions mega = {TRUE, FALSE, MODEL_ATTENTION_FUSED, FALSE}, fa = {TRUE, FALSE, MODEL_ATTENTION_FLASH, FALSE};
   ModelLayerCost a, b;
   model_layer_cost_with(p, &m, 8, 1, &mega, &a);
   model_layer_cost_with(p, &m, 8, 1, &fa, &b);
@@ -796,11 +796,44 @@ static void test_flash_attention(void) {
   assert_rel(b.core.seg_s[0], model_flash_time_s(p, m.heads / 8, m.seq_len, m.seq_len, model_head_dim(&m), FALSE),
              REL_EPS);
   g_assert_false(model_softmax_fp32(&m, 8, 1, &fa));
-  g_assert_true(model_softmax_fp32(&m, 8, 1, &(ModelLayerOptions){TRUE, FALSE, MODEL_ATTENTION_UNFUSED}));
+  g_assert_true(model_softmax_fp32(&m, 8, 1, &(ModelLayerOptions){TRUE, FALSE, MODEL_ATTENTION_UNFUSED, FALSE}));
   model_profile_free(p);
   ModelProfile *v100 = load_profile("v100-sxm2-16gb");
   g_assert_cmpfloat(v100->flash_forward_efficiency, ==, 0); /* no FlashAttention-2 on Volta */
   g_assert_false(v100->flash_default);
+  model_profile_free(v100);
+}
+
+/* FP8 GEMMs (Transformer Engine on Hopper): at the FP8 peak, with 1-byte
+ * operands, so a compute-bound GEMM's math takes peak16/peak8 of its 16-bit
+ * time; in a layer the linear layers run so, after a cast of the input (or
+ * of the output gradient) per GEMM: the same FLOPs, more kernels, less
+ * time.  A100 has no FP8. */
+static void test_fp8(void) {
+  ModelProfile *p = load_profile("h100-sxm5-80gb");
+  g_assert_true(model_profile_supports(p, "fp8"));
+  g_assert_cmpfloat(p->peak_fp8_flops, >, p->peak_flops);
+  ModelGemm big = {1, 8192, 8192, 8192};
+  double t16 = model_gemm_time_s(p, &big), t8 = model_gemm_fp8_time_s(p, &big);
+  assert_rel(t8 - p->kernel_launch_s, (t16 - p->kernel_launch_s) * p->peak_flops / p->peak_fp8_flops, REL_EPS);
+  ModelShape m = lookup("llama3-70b");
+  ModelLayerOptions bf = {TRUE, FALSE, MODEL_ATTENTION_FLASH, FALSE}, f8 = {TRUE, FALSE, MODEL_ATTENTION_FLASH, TRUE};
+  ModelLayerCost a, b;
+  model_layer_cost_with(p, &m, 8, 1, &bf, &a);
+  model_layer_cost_with(p, &m, 8, 1, &f8, &b);
+  g_assert_cmpfloat(b.fwd.flops, ==, a.fwd.flops);
+  g_assert_cmpfloat(b.bwd.flops, ==, a.bwd.flops);
+  /* one cast per linear forward (4), one per dgrad (4) */
+  g_assert_cmpuint(b.fwd.kernels, ==, a.fwd.kernels + 4);
+  g_assert_cmpuint(b.bwd.kernels, ==, a.bwd.kernels + 4);
+  g_assert_cmpfloat(b.fwd.seg_s[0] + b.fwd.seg_s[1], <, a.fwd.seg_s[0] + a.fwd.seg_s[1]);
+  model_profile_free(p);
+  ModelProfile *a100 = load_profile("a100-sxm4-80gb");
+  g_assert_false(model_profile_supports(a100, "fp8"));
+  g_assert_true(model_profile_supports(a100, "bf16"));
+  model_profile_free(a100);
+  ModelProfile *v100 = load_profile("v100-sxm2-16gb");
+  g_assert_false(model_profile_supports(v100, "bf16"));
   model_profile_free(v100);
 }
 
@@ -846,6 +879,15 @@ static void test_memory(void) {
                              .inflight_mbs = 1, .flash = TRUE};
     model_memory(&m, &fl, &sm);
     assert_rel(sm.activations, 3 * (s * b * h * 10 + sharded / t + 4 * a * s * b / t), REL_EPS);
+    /* FP8 linear layers keep their inputs in FP8: the two norm outputs
+     * (2 s b h), the context (s b a d / t) and the down projection's input
+     * (s b f / t) at one byte instead of two; their weights' FP8 copies and
+     * transposes, 2 bytes each */
+    ModelMemoryRequest f8 = {.t = cases[i].t, .b = cases[i].b, .params = 1000, .inflight_layer_mbs = 3,
+                             .inflight_mbs = 1, .fp8 = TRUE, .fp8_weight_params = 700};
+    model_memory(&m, &f8, &sm);
+    assert_rel(sm.activations, 3 * (per_layer - 2 * s * b * h - s * b * (a * d + f) / t), REL_EPS);
+    g_assert_cmpfloat(sm.weights, ==, 2 * 1000 + 2 * 700);
     /* sequence parallelism (their section 4.2.2) splits the replicated
      * 10 s b h over t too: s b h (34/t + 5 a s/(h t)) for GPT; with full
      * recomputation the kept input is 2 s b h / t, the first stage's mask
@@ -1146,6 +1188,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/models/comm/p2p-channels", test_p2p_channels);
   g_test_add_func("/models/memory/model-state-and-activations", test_memory);
   g_test_add_func("/models/layer/flash-attention", test_flash_attention);
+  g_test_add_func("/models/layer/fp8", test_fp8);
   g_test_add_func("/models/load/shipped", test_load_shipped);
   g_test_add_func("/models/load/bad-keys", test_load_bad_keys);
   g_test_add_func("/models/load/bad-files", test_load_bad_files);

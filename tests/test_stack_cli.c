@@ -355,6 +355,41 @@ static void test_attention(void) {
   cJSON_Delete(a);
 }
 
+/* Why: FP8 linear layers on H100 run faster with the same FLOPs; MFU and
+ * HFU count against the FP8 peak, so they follow from the times and the
+ * two peaks read from the profile; A100 and V100 refuse what their tensor
+ * cores do not run. */
+static void test_precision(void) {
+  const char *base = "run --model llama3-8b --seq-len 4096 --cluster dgx-h100-superpod --gpus 64 --tp 4 --pp 2 "
+                     "--global-batch 64 --network analytic --format json";
+  cJSON *bf = run_json(base);
+  char *args = g_strconcat(base, " --precision fp8", NULL);
+  cJSON *f8 = run_json(args);
+  g_free(args);
+  g_assert_cmpstr(str(obj(bf, "config"), "precision"), ==, "bf16");
+  g_assert_cmpstr(str(obj(f8, "config"), "precision"), ==, "fp8");
+  double tb = num(bf, "iteration_time_s"), t8 = num(f8, "iteration_time_s");
+  g_assert_cmpfloat(t8, <, tb);
+  assert_rel(num(f8, "tflops_per_gpu") * t8, num(bf, "tflops_per_gpu") * tb, 1e-9);
+  char *path = g_build_filename(g_getenv("PTDSIM_DATA_DIR"), "calibrate", "profiles", "h100-sxm5-80gb.json", NULL);
+  char *text = slurp(path, NULL);
+  cJSON *prof = cJSON_Parse(text);
+  double peak16 = num(prof, "peak_tflops"), peak8 = num(prof, "peak_fp8_tflops");
+  assert_rel(num(f8, "mfu_percent"), num(bf, "mfu_percent") * (tb / t8) * (peak16 / peak8), 1e-9);
+  assert_rel(num(f8, "hfu_percent"), num(bf, "hfu_percent") * (tb / t8) * (peak16 / peak8), 1e-9);
+  g_assert_cmpfloat(num(obj(f8, "memory_per_gpu_GiB"), "activations"), <,
+                    num(obj(bf, "memory_per_gpu_GiB"), "activations"));
+  g_assert_cmpfloat(num(obj(f8, "memory_per_gpu_GiB"), "weights"), >, num(obj(bf, "memory_per_gpu_GiB"), "weights"));
+  cJSON_Delete(prof);
+  g_free(text);
+  g_free(path);
+  cJSON_Delete(bf);
+  cJSON_Delete(f8);
+  cJSON *a = run_json("run --model gpt3-1b --gpus 8 --tp 2 --pp 2 --global-batch 8 --network analytic --format json");
+  g_assert_cmpstr(str(obj(a, "config"), "precision"), ==, "fp16");
+  cJSON_Delete(a);
+}
+
 typedef struct {
   const char *name, *args, *mention;
 } BadCase;
@@ -385,6 +420,13 @@ static const BadCase bad_cases[] = {
     {"attention-terapipe", "run --model gpt3-1b --cluster aws-p3-16xlarge --gpus 8 --tp 1 --pp 8 --dp 1 "
      "--global-batch 8 --schedule terapipe --attention flash", "does not apply to --schedule terapipe"},
     {"attention-unknown", M8 " --gpus 8 --attention sparse", "unknown --attention 'sparse'"},
+    {"fp8-on-a100", "run --model gpt3-1b --gpus 8 --global-batch 8 --precision fp8",
+     "--precision fp8 is not a precision of a100-sxm4-80gb's tensor cores (it runs fp16, bf16)"},
+    {"bf16-on-v100", "run --model gpt3-1b --cluster aws-p3-16xlarge --gpus 8 --tp 8 --global-batch 8 --precision bf16",
+     "--precision bf16 is not a precision of v100-sxm2-16gb"},
+    {"fp8-zero", "run --model gpt3-1b --cluster dgx-h100-superpod --gpus 8 --tp 1 --pp 1 --global-batch 8 --zero 1 "
+     "--precision fp8", "drop it with --zero"},
+    {"precision-unknown", M8 " --gpus 8 --precision int4", "unknown --precision 'int4'"},
     {"llama-groups-over-tp", "run --model llama3-8b --gpus 16 --tp 16 --global-batch 16", "--num-query-groups 8"},
 };
 
@@ -408,6 +450,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/stack/selective-recompute", test_selective_recompute);
   g_test_add_func("/stack/sequence-parallel", test_sequence_parallel);
   g_test_add_func("/stack/attention", test_attention);
+  g_test_add_func("/stack/precision", test_precision);
   for (guint i = 0; i < G_N_ELEMENTS(bad_cases); i++) {
     char *path = g_strdup_printf("/stack/bad/%s", bad_cases[i].name);
     g_test_add_data_func(path, &bad_cases[i], test_bad);

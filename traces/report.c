@@ -63,6 +63,7 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
                                                    : "fused");
   cJSON_AddBoolToObject(cfg, "scatter_gather", pl->scatter_gather);
   cJSON_AddBoolToObject(cfg, "fusion", pl->fusion);
+  cJSON_AddStringToObject(cfg, "precision", sim_precision_name(sim_plan_precision(pl, profile)));
   cJSON_AddStringToObject(cfg, "cluster", cluster->name);
   cJSON_AddStringToObject(cfg, "profile", profile->name);
   cJSON_AddStringToObject(cfg, "network", pl->flow_network ? "flow" : "analytic");
@@ -219,8 +220,9 @@ void trace_report_text(GString *out, const cJSON *run) {
                          count(cfg, "layers"), count(cfg, "hidden"), count(cfg, "heads"), count(cfg, "seq_len"),
                          count(cfg, "vocab"), num(cfg, "parameters") / 1e9);
   architecture_text(out, cfg);
-  g_string_append_printf(out, "parallel   %u GPUs = t %u x p %u x d %u on %s (%s)\n", count(cfg, "gpus"),
-                         count(cfg, "tp"), p, d, str(cfg, "cluster"), str(cfg, "profile"));
+  g_string_append_printf(out, "parallel   %u GPUs = t %u x p %u x d %u on %s (%s, %s, %s attention)\n",
+                         count(cfg, "gpus"), count(cfg, "tp"), p, d, str(cfg, "cluster"), str(cfg, "profile"),
+                         str(cfg, "precision"), str(cfg, "attention"));
   g_string_append_printf(out, "network    %s, placement %s\n",
                          is(cfg, "network", "flow") ? "flow (max-min fair flows on the cluster's links)"
                                                     : "analytic (alpha-beta per tier, no contention)",
@@ -262,15 +264,17 @@ void trace_report_text(GString *out, const cJSON *run) {
   }
   double T = num(run, "iteration_time_s");
   g_string_append_printf(out, "iteration  %.4f s\n", T);
-  g_string_append_printf(out, "throughput %.1f TFLOP/s per GPU (%.1f%% of peak), %.1f PFLOP/s aggregate, by SC21's "
+  gboolean fp8 = is(cfg, "precision", "fp8");
+  g_string_append_printf(out, "throughput %.1f TFLOP/s per GPU (%.1f%% of %s), %.1f PFLOP/s aggregate, by SC21's "
                               "Eq. 3\n           (which counts a recomputation forward whether or not one runs)\n",
-                         num(run, "tflops_per_gpu"), num(run, "percent_of_peak"), num(run, "aggregate_pflops"));
-  g_string_append_printf(out, "           %.1f TFLOP/s per GPU executed (hardware): HFU %.1f%% of peak\n",
-                         num(run, "hardware_tflops_per_gpu"), num(run, "hfu_percent"));
+                         num(run, "tflops_per_gpu"), num(run, "percent_of_peak"), fp8 ? "the 16-bit peak" : "peak",
+                         num(run, "aggregate_pflops"));
+  g_string_append_printf(out, "           %.1f TFLOP/s per GPU executed (hardware): HFU %.1f%% of %s\n",
+                         num(run, "hardware_tflops_per_gpu"), num(run, "hfu_percent"), fp8 ? "the FP8 peak" : "peak");
   g_string_append_printf(out,
-                         "           MFU %.1f%% of peak: the model's FLOPs (forward and backward, attention "
+                         "           MFU %.1f%% of %s: the model's FLOPs (forward and backward, attention "
                          "included), no recomputation\n",
-                         num(run, "mfu_percent"));
+                         num(run, "mfu_percent"), fp8 ? "the FP8 peak" : "peak");
   g_string_append_printf(out, "tokens     %.0f tokens/s\n", num(run, "tokens_per_s"));
   double bubble = num(run, "bubble_fraction"), analytic = num(run, "analytic_bubble_fraction");
   if (tera) {
