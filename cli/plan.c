@@ -26,6 +26,9 @@ static void row_json(const SearchRow *r, gboolean tokens, cJSON *rows) {
   cJSON_AddNumberToObject(o, "chunks", r->chunks);
   cJSON_AddStringToObject(o, "recompute", search_recompute_word(r->recompute));
   cJSON_AddBoolToObject(o, "sequence_parallel", r->sequence_parallel);
+  cJSON_AddBoolToObject(o, "distributed_optimizer", r->distributed_optimizer);
+  if (r->attention && *r->attention)
+    cJSON_AddStringToObject(o, "attention", r->attention);
   if (r->status == SEARCH_ROW_RANKED) {
     cJSON_AddNumberToObject(o, "iteration_time_s", r->iteration_time_s);
     cJSON_AddNumberToObject(o, "tflops_per_gpu", r->tflops_per_gpu);
@@ -51,9 +54,10 @@ static void row_text(GString *text, const char *label, const SearchRow *r, gbool
     g_snprintf(sched, sizeof sched, "zero-%u", r->zero);
   else
     g_strlcpy(sched, sim_schedule_name(r->schedule), sizeof sched);
-  g_string_append_printf(text, "%4s %5u %3u %3u %4u %3u %-11s %2u %-9s %-3s", label, r->gpus, r->tp, r->pp, r->dp,
-                         r->micro_batch, sched, r->chunks, search_recompute_word(r->recompute),
-                         r->sequence_parallel ? "on" : "-");
+  g_string_append_printf(text, "%4s %5u %3u %3u %4u %3u %-11s %2u %-9s %-3s %-4s %-7s", label, r->gpus, r->tp, r->pp,
+                         r->dp, r->micro_batch, sched, r->chunks, search_recompute_word(r->recompute),
+                         r->sequence_parallel ? "on" : "-", r->distributed_optimizer ? "on" : "-",
+                         r->attention && *r->attention ? r->attention : "-");
   if (r->status == SEARCH_ROW_RANKED) {
     g_string_append_printf(text, " %11.4f %10.1f %9.1f", r->iteration_time_s, r->tflops_per_gpu, r->memory_GiB);
     if (tokens)
@@ -156,8 +160,9 @@ int cli_plan(int argc, char **argv) {
                            "(network %s%s)\n",
                            res.searched, res.simulated, res.out_of_memory, res.infeasible, res.pruned, used,
                            network ? "" : ", the default for plan; --network flow models link sharing");
-    g_string_append_printf(text, "%4s %5s %3s %3s %4s %3s %-11s %2s %-9s %-3s %11s %10s %9s", "rank", "gpus", "t", "p",
-                           "d", "b", "schedule", "v", "recompute", "sp", "iteration_s", "TFLOP/s/GPU", "mem_GiB");
+    g_string_append_printf(text, "%4s %5s %3s %3s %4s %3s %-11s %2s %-9s %-3s %-4s %-7s %11s %10s %9s", "rank", "gpus",
+                           "t", "p", "d", "b", "schedule", "v", "recompute", "sp", "dopt", "attn", "iteration_s",
+                           "TFLOP/s/GPU", "mem_GiB");
     if (tokens)
       g_string_append_printf(text, " %8s", "days");
     g_string_append_c(text, '\n');

@@ -41,7 +41,8 @@ int search_row_cmp(const SearchRow *a, const SearchRow *b) {
       (c = cmp_uint(a->dp, b->dp)) || (c = cmp_uint(a->micro_batch, b->micro_batch)) ||
       (c = cmp_uint(a->schedule, b->schedule)) || (c = cmp_uint(a->chunks, b->chunks)) ||
       (c = cmp_uint(a->zero, b->zero)) || (c = cmp_uint(a->recompute, b->recompute)) ||
-      (c = cmp_uint(a->sequence_parallel, b->sequence_parallel)))
+      (c = cmp_uint(a->sequence_parallel, b->sequence_parallel)) ||
+      (c = cmp_uint(a->distributed_optimizer, b->distributed_optimizer)) || (c = strcmp(a->attention, b->attention)))
     return c;
   return 0;
 }
@@ -69,8 +70,10 @@ static int triple_cmp(const void *a, const void *b) {
 typedef struct {
   guint t, p, d, b, v, zero;
   ModelRecompute recompute;
-  SimSchedule schedule;
-  gboolean sp; /* sequence parallelism (t > 1 only) */ /* 1f1b, interleaved or gpipe (ZeRO: ignored) */
+  SimSchedule schedule; /* 1f1b, interleaved or gpipe (ZeRO: ignored) */
+  gboolean sp;          /* sequence parallelism (t > 1 only) */
+  gboolean dist;        /* the distributed optimizer (d > 1 only) */
+  gint attention;       /* a ModelAttention searched, or -1: as given, or the device's default */
 } Candidate;
 
 typedef struct {
@@ -97,7 +100,7 @@ static void candidate_config(const Search *s, const Candidate *c, SearchConfig *
                                          SEARCH_OPT_GPUS,     SEARCH_OPT_MICRO_BATCH, SEARCH_OPT_SCHEDULE,
                                          SEARCH_OPT_CHUNKS,   SEARCH_OPT_LAYERS_PER_CHUNK,
                                          SEARCH_OPT_RECOMPUTE, SEARCH_OPT_ZERO, SEARCH_OPT_NETWORK,
-                                         SEARCH_OPT_SEQUENCE_PARALLEL};
+                                         SEARCH_OPT_SEQUENCE_PARALLEL, SEARCH_OPT_DISTRIBUTED_OPTIMIZER};
   for (guint i = 0; i < G_N_ELEMENTS(searched); i++)
     search_config_unset(cfg, searched[i]);
   char buf[16];
@@ -122,6 +125,12 @@ static void candidate_config(const Search *s, const Candidate *c, SearchConfig *
   search_config_set(cfg, SEARCH_OPT_RECOMPUTE, search_recompute_word(c->recompute), NULL);
   if (c->sp)
     search_config_set(cfg, SEARCH_OPT_SEQUENCE_PARALLEL, NULL, NULL);
+  if (c->dist)
+    search_config_set(cfg, SEARCH_OPT_DISTRIBUTED_OPTIMIZER, NULL, NULL);
+  if (c->attention >= 0) {
+    search_config_unset(cfg, SEARCH_OPT_ATTENTION);
+    search_config_set(cfg, SEARCH_OPT_ATTENTION, c->attention == MODEL_ATTENTION_FLASH ? "flash" : "fused", NULL);
+  }
   search_config_set(cfg, SEARCH_OPT_NETWORK, s->network, NULL);
 }
 
@@ -131,7 +140,8 @@ static void classify(Search *s, const Candidate *c, SearchRow *row, SimPlan *pla
   candidate_config(s, c, &row->config);
   *row = (SearchRow){.config = row->config, .gpus = c->t * c->p * c->d, .tp = c->t, .pp = c->p, .dp = c->d,
                      .micro_batch = c->b, .chunks = c->v, .schedule = c->schedule, .zero = c->zero,
-                     .recompute = c->recompute, .sequence_parallel = c->sp};
+                     .recompute = c->recompute, .sequence_parallel = c->sp, .distributed_optimizer = c->dist,
+                     .attention = ""};
   SimPlanRequest r;
   GError *err = NULL;
   if (!search_config_request(&row->config, &r, &err) || !sim_plan_build(&r, s->cluster, plan, &err) ||
@@ -141,6 +151,7 @@ static void classify(Search *s, const Candidate *c, SearchRow *row, SimPlan *pla
     g_error_free(err);
     return;
   }
+  row->attention = sim_plan_attention_ran(plan, s->profile);
   row->microbatches = plan->microbatches;
   row->chunks = plan->chunks;
   ModelMemory mem;
@@ -334,6 +345,16 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
   gboolean zero_ok = !sched && !cfg->given[SEARCH_OPT_DDP] && !cfg->given[SEARCH_OPT_CHUNKS] &&
                      !cfg->given[SEARCH_OPT_LAYERS_PER_CHUNK] && !cfg->given[SEARCH_OPT_DISTRIBUTED_OPTIMIZER];
   gboolean ptdp_ok = !cfg->given[SEARCH_OPT_ZERO];
+  /* the attention kernels to try: flash and Megatron's where the device has
+   * flash's figures, else its default alone */
+  gint attn[2] = {-1, -1};
+  guint n_attn = 1;
+  if (!cfg->given[SEARCH_OPT_ATTENTION] && profile->kind == MODEL_PROFILE_ANALYTIC &&
+      profile->flash_forward_efficiency > 0 && profile->flash_backward_efficiency > 0) {
+    attn[0] = MODEL_ATTENTION_FLASH;
+    attn[1] = MODEL_ATTENTION_FUSED;
+    n_attn = 2;
+  }
   GArray *cands = g_array_new(FALSE, FALSE, sizeof(Candidate));
   for (guint i = 0; i < tpd->len; i++) {
     Triple x = g_array_index(tpd, Triple, i);
@@ -362,20 +383,26 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
           if ((cfg->given[SEARCH_OPT_CHUNKS] && v != cfg->count[SEARCH_OPT_CHUNKS]) ||
               (cfg->given[SEARCH_OPT_LAYERS_PER_CHUNK] && v * cfg->count[SEARCH_OPT_LAYERS_PER_CHUNK] != lps))
             continue;
-          /* sequence parallelism where there is tensor parallelism: both
-           * ways, or only on when --sequence-parallel is given */
-          for (int sp = 0; sp <= 1; sp++) {
-            if (sp ? x.t < 2 : (x.t > 1 && cfg->given[SEARCH_OPT_SEQUENCE_PARALLEL]))
-              continue;
-            Candidate c = {x.t, p, x.d, b, v, 0, rc, sc, sp};
-            g_array_append_val(cands, c);
-          }
+          /* sequence parallelism where there is tensor parallelism, the
+           * distributed optimizer where there is data parallelism: both
+           * ways, or only on when given; and each attention kernel the
+           * device runs, unless --attention is given */
+          for (int sp = 0; sp <= 1; sp++)
+            for (int dist = 0; dist <= 1; dist++)
+              for (guint ai = 0; ai < n_attn; ai++) {
+                if (sp ? x.t < 2 : (x.t > 1 && cfg->given[SEARCH_OPT_SEQUENCE_PARALLEL]))
+                  continue;
+                if (dist ? x.d < 2 : (x.d > 1 && cfg->given[SEARCH_OPT_DISTRIBUTED_OPTIMIZER]))
+                  continue;
+                Candidate c = {x.t, p, x.d, b, v, 0, rc, sc, sp, dist, attn[ai]};
+                g_array_append_val(cands, c);
+              }
         }
         /* ZeRO data parallelism, without model parallelism (as SC21 runs it) */
         for (guint z = 1; zero_ok && rc != MODEL_RECOMPUTE_SELECTIVE && x.t == 1 && p == 1 && x.d > 1 && z <= 3; z++) {
           if (cfg->given[SEARCH_OPT_ZERO] && z != cfg->count[SEARCH_OPT_ZERO])
             continue;
-          Candidate c = {1, 1, x.d, b, 1, z, rc, SIM_SCHEDULE_1F1B, FALSE};
+          Candidate c = {1, 1, x.d, b, 1, z, rc, SIM_SCHEDULE_1F1B, FALSE, FALSE, -1};
           g_array_append_val(cands, c);
         }
       }

@@ -38,7 +38,8 @@ typedef struct {
   SimSchedule schedule; /* ignored with zero */
   guint zero;           /* ZeRO stage, 0: none */
   ModelRecompute recompute;
-  gboolean sequence_parallel;
+  gboolean sequence_parallel, distributed_optimizer;
+  const char *attention; /* the kernels it ran: flash, fused or unfused (static strings) */
   double iteration_time_s, tflops_per_gpu, memory_GiB, training_days, tokens_per_s; /* memory: also when OOM */
 } SearchRow;
 

@@ -380,6 +380,15 @@ double sim_plan_peak_flops(const SimPlan *pl, const ModelProfile *profile) {
   return sim_plan_precision(pl, profile) == MODEL_PRECISION_FP8 ? profile->peak_fp8_flops : profile->peak_flops;
 }
 
+const char *sim_plan_attention_ran(const SimPlan *pl, const ModelProfile *profile) {
+  if (pl->schedule == SIM_SCHEDULE_TERAPIPE)
+    return pl->fusion ? "fused" : "unfused";
+  ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
+  if (lo.attention == MODEL_ATTENTION_FLASH)
+    return "flash";
+  return model_softmax_fp32(&pl->model, pl->tp, pl->micro_batch, &lo) ? "unfused" : "fused";
+}
+
 ModelLayerOptions sim_plan_layer_options(const SimPlan *pl, const ModelProfile *profile) {
   return (ModelLayerOptions){pl->fusion, pl->sequence_parallel, sim_plan_attention(pl, profile),
                              sim_plan_precision(pl, profile) == MODEL_PRECISION_FP8};

@@ -111,6 +111,9 @@ ModelAttention sim_plan_attention(const SimPlan *plan, const ModelProfile *profi
 ModelPrecision sim_plan_precision(const SimPlan *plan, const ModelProfile *profile);
 const char *sim_precision_name(ModelPrecision p);
 double sim_plan_peak_flops(const SimPlan *plan, const ModelProfile *profile);
+/* The attention kernels that run: "flash", "fused" (Megatron's fused
+ * softmax) or "unfused" (its fp32 chain); TeraPipe: its own, by fusion. */
+const char *sim_plan_attention_ran(const SimPlan *plan, const ModelProfile *profile);
 /* The layer options of a run on `profile`. */
 ModelLayerOptions sim_plan_layer_options(const SimPlan *plan, const ModelProfile *profile);
 /* What the plan asks of the device that the profile cannot give (flash

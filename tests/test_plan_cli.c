@@ -30,6 +30,11 @@ static char *run_args_of(const char *model, const cJSON *row, const char *extra)
     g_string_append_printf(a, " --chunks %.0f", num(row, "chunks"));
   if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "sequence_parallel")))
     g_string_append(a, " --sequence-parallel");
+  if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "distributed_optimizer")))
+    g_string_append(a, " --distributed-optimizer");
+  const cJSON *attn = cJSON_GetObjectItemCaseSensitive(row, "attention");
+  if (num(row, "zero") == 0 && cJSON_IsString(attn))
+    g_string_append_printf(a, " --attention %s", attn->valuestring);
   g_string_append_printf(a, " %s --format json", extra);
   return g_string_free(a, FALSE);
 }
@@ -64,10 +69,12 @@ static void check_rows_against_run(const char *model, const char *plan_extra, co
 
 static void test_matches_run(void) {
   check_rows_against_run(TOY, "--gpus 16", "--network analytic", 4);
-  /* ZeRO rows (the best ones for a small model on 64 GPUs) reproduce too */
-  cJSON *z = run_json("plan --model gpt3-1b --gpus 64 --global-batch 256 --top 3 --format json");
-  g_assert_cmpfloat(num(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(z, "rows"), 0), "zero"), >, 0);
+  /* ZeRO rows reproduce too */
+  cJSON *z = run_json("plan --model gpt3-1b --gpus 64 --global-batch 256 --zero 2 --top 3 --format json");
+  g_assert_cmpfloat(num(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(z, "rows"), 0), "zero"), ==, 2);
   cJSON_Delete(z);
+  check_rows_against_run("--model gpt3-1b", "--gpus 64 --global-batch 256 --zero 2",
+                         "--global-batch 256 --network analytic", 3);
   check_rows_against_run("--model gpt3-1b", "--gpus 64 --global-batch 256", "--global-batch 256 --network analytic", 3);
   check_rows_against_run("--model gpt3-1b", "--gpus 8 --global-batch 16 --profile v100-sxm2-16gb",
                          "--global-batch 16 --profile v100-sxm2-16gb --network analytic", 3);
@@ -132,7 +139,9 @@ static void test_sorted_and_counted(void) {
  * dividing B/d, v = 1 (1F1B) or v >= 2 dividing l/p with p >= 2 and m a
  * multiple of p (interleaved), and ZeRO stages 1-3 where t = p = 1 and d > 1,
  * times two recompute settings. */
-static guint count_space(guint layers, guint heads, guint n, guint B, gboolean fewer) {
+/* attn: the attention kernels searched (2 where the device has flash's
+ * figures: flash and Megatron's; 1 otherwise). */
+static guint count_space(guint layers, guint heads, guint n, guint B, gboolean fewer, guint attn) {
   guint count = 0;
   for (guint t = 1; t <= 8; t++)
     for (guint p = 1; p <= layers; p++)
@@ -145,7 +154,9 @@ static guint count_space(guint layers, guint heads, guint n, guint B, gboolean f
           guint m = B / d / b;
           for (guint v = 1; v <= layers / p; v++)
             if ((layers / p) % v == 0 && (v == 1 || (p >= 2 && m % p == 0)))
-              count += 3 * (t > 1 ? 2 : 1); /* recompute full, selective, none; sequence parallel or not */
+              /* recompute full, selective, none; sequence parallel or not;
+               * distributed optimizer or not; the attention kernels */
+              count += 3 * (t > 1 ? 2 : 1) * (d > 1 ? 2 : 1) * attn;
           if (t == 1 && p == 1 && d > 1)
             count += 3 * 2; /* ZeRO stages, recompute full or none */
         }
@@ -157,10 +168,10 @@ static guint count_space(guint layers, guint heads, guint n, guint B, gboolean f
  * that silently skips a family of configurations must fail here. */
 static void test_space_size(void) {
   cJSON *j = run_json("plan " TOY " --gpus 16 --format json");
-  g_assert_cmpfloat(num(j, "searched"), ==, count_space(8, 16, 16, 16, FALSE));
+  g_assert_cmpfloat(num(j, "searched"), ==, count_space(8, 16, 16, 16, FALSE, 2));
   cJSON_Delete(j);
   j = run_json("plan " TOY " --gpus 16 --allow-fewer --top 1000000 --format json");
-  g_assert_cmpfloat(num(j, "searched"), ==, count_space(8, 16, 16, 16, TRUE));
+  g_assert_cmpfloat(num(j, "searched"), ==, count_space(8, 16, 16, 16, TRUE, 2));
   const cJSON *rows = cJSON_GetObjectItemCaseSensitive(j, "rows");
   gboolean fewer_seen = FALSE;
   for (int i = 0; i < cJSON_GetArraySize(rows); i++) {
@@ -171,7 +182,7 @@ static void test_space_size(void) {
   g_assert_true(fewer_seen);
   cJSON_Delete(j);
   j = run_json("plan " TIGHT " --format json");
-  g_assert_cmpfloat(num(j, "searched"), ==, count_space(24, 16, 8, 16, FALSE));
+  g_assert_cmpfloat(num(j, "searched"), ==, count_space(24, 16, 8, 16, FALSE, 1));
   cJSON_Delete(j);
 }
 

@@ -52,15 +52,7 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddStringToObject(cfg, "ddp", pl->ddp == SIM_DDP_TORCH ? "torch" : "local");
   cJSON_AddBoolToObject(cfg, "distributed_optimizer", pl->distributed_optimizer);
   cJSON_AddBoolToObject(cfg, "sequence_parallel", pl->sequence_parallel);
-  /* the attention kernels that ran: flash, or Megatron's fused or fp32
-   * softmax as its rules decide (TeraPipe: its own, fused or not) */
-  ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
-  gboolean fp32 = pl->schedule == SIM_SCHEDULE_TERAPIPE ? !pl->fusion
-                                                        : model_softmax_fp32(&pl->model, pl->tp, pl->micro_batch, &lo);
-  cJSON_AddStringToObject(cfg, "attention", pl->schedule != SIM_SCHEDULE_TERAPIPE && lo.attention == MODEL_ATTENTION_FLASH
-                                                ? "flash"
-                                            : fp32 ? "unfused"
-                                                   : "fused");
+  cJSON_AddStringToObject(cfg, "attention", sim_plan_attention_ran(pl, profile));
   cJSON_AddBoolToObject(cfg, "scatter_gather", pl->scatter_gather);
   cJSON_AddBoolToObject(cfg, "fusion", pl->fusion);
   cJSON_AddStringToObject(cfg, "precision", sim_precision_name(sim_plan_precision(pl, profile)));
