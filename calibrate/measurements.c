@@ -1,6 +1,9 @@
 /* ptdsim — calibration measurements: JSON writer and validating reader. */
 #include "measurements.h"
 
+#include "../base/jsonutil.h"
+#include "../base/outfile.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,13 +221,8 @@ gboolean calib_measurements_save(const CalibMeasurements *m, const char *path, G
   cJSON *json = calib_measurements_to_json(m);
   char *text = cJSON_Print(json);
   cJSON_Delete(json);
-  GError *io = NULL;
-  gboolean ok = g_file_set_contents(path, text, -1, &io); /* writes a temporary file, then renames */
+  gboolean ok = ptd_write_file(path, "-o", NULL, text, strlen(text), error);
   cJSON_free(text);
-  if (!ok) {
-    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "cannot write %s: %s", path, io->message);
-    g_error_free(io);
-  }
   return ok;
 }
 
@@ -489,20 +487,9 @@ static gboolean read_coll(Reader *r, const cJSON *o, CalibMeasurements *m) {
 }
 
 CalibMeasurements *calib_measurements_load(const char *path, GError **error) {
-  char *text = NULL;
-  gsize len = 0;
-  GError *io = NULL;
-  if (!g_file_get_contents(path, &text, &len, &io)) {
-    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "cannot read measurements %s: %s", path, io->message);
-    g_error_free(io);
-    return NULL;
-  }
-  cJSON *root = cJSON_ParseWithLength(text, len);
-  g_free(text);
-  if (!cJSON_IsObject(root)) {
-    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
-                "%s: not a JSON object (a measurements file written by ptdsim-calibrate is expected)", path);
-    cJSON_Delete(root);
+  cJSON *root = ptd_json_load(path, error);
+  if (!root) {
+    g_prefix_error(error, "cannot read measurements: ");
     return NULL;
   }
   Reader r = {.file = path, .error = error};

@@ -8,6 +8,7 @@
 
 #include "../calibrate/fit.h"
 #include "../base/jsonutil.h"
+#include "../base/outfile.h"
 #include "cli.h"
 
 typedef struct {
@@ -21,37 +22,30 @@ static gboolean fail_with(GError **error, const char *msg) {
   return FALSE;
 }
 
-/* Writes `json` to `path` only once it is known to be loadable as a profile. */
-static gboolean write_profile(cJSON *json, const char *path, GError **error) {
+/* Writes `json` to `path` only once it is known to be loadable as a
+ * profile: the check reads the temporary file next to `path`, so only the
+ * output's folder needs to be writable.  `input` (the measurements) is
+ * never overwritten. */
+static gboolean write_profile(cJSON *json, const char *path, const char *input, GError **error) {
+  const char *inputs[] = {input, NULL};
+  PtdOutFile *out = ptd_out_open(path, "-o", inputs, error);
+  if (!out)
+    return FALSE;
   char *text = cJSON_Print(json);
-  char *tmp = NULL;
-  GError *io = NULL;
-  int fd = g_file_open_tmp("ptdsim-fit-XXXXXX.json", &tmp, &io);
-  gboolean ok = fd >= 0;
+  gboolean ok = ptd_out_write(out, text, strlen(text), error);
+  cJSON_free(text);
   if (ok) {
-    close(fd);
-    ok = g_file_set_contents(tmp, text, -1, &io);
-  }
-  if (!ok) {
-    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "cannot write a temporary file: %s", io->message);
-    g_error_free(io);
-  } else {
-    ModelProfile *check = model_profile_load(tmp, error);
+    ModelProfile *check = model_profile_load(ptd_out_tmp_path(out), error);
     ok = check != NULL;
     if (!ok)
       g_prefix_error(error, "the fitted profile does not load (a bug; please report): ");
     model_profile_free(check);
   }
-  if (ok && !g_file_set_contents(path, text, -1, &io)) {
-    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "cannot write %s: %s", path, io->message);
-    g_error_free(io);
-    ok = FALSE;
+  if (!ok) {
+    ptd_out_abort(out);
+    return FALSE;
   }
-  if (tmp)
-    g_unlink(tmp);
-  g_free(tmp);
-  cJSON_free(text);
-  return ok;
+  return ptd_out_commit(out, error);
 }
 
 static double num_at(const cJSON *o, const char *a, const char *b) {
@@ -169,7 +163,7 @@ static gboolean fit(const FitOptions *o, const char *input, GError **error) {
       *dot = 0;
     CalibFitOptions fo = {o->name ? o->name : base, input, tiles, o->dtype, (guint)o->max_iterations};
     json = calib_fit(m, &fo, error);
-    ok = json && write_profile(json, o->output, error);
+    ok = json && write_profile(json, o->output, input, error);
     g_free(base);
   }
   if (ok)
