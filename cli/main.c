@@ -1,5 +1,6 @@
 /* ptdsim — the command-line program: a table of verbs, each with its own
  * options and --help. */
+#include <errno.h>
 #include <locale.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,8 +34,23 @@ static void usage(FILE *to) {
               "Start with: ptdsim figure megatron-table1\n");
 }
 
-int main(int argc, char **argv) {
-  setlocale(LC_ALL, "C"); /* numbers print and parse the same everywhere */
+/* What a verb printed must have reached stdout: a full disk or a closed
+ * pipe is an error, not a success with a truncated report. */
+static int finish(int code) {
+  gboolean failed = fflush(stdout) != 0 || ferror(stdout);
+  int err = errno;
+  if (fclose(stdout) != 0 && !failed) {
+    failed = TRUE;
+    err = errno;
+  }
+  if (failed) {
+    fprintf(stderr, "ptdsim: cannot write to standard output: %s\n", g_strerror(err ? err : EIO));
+    return code ? code : 1;
+  }
+  return code;
+}
+
+static int dispatch(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
     return 2;
@@ -56,4 +72,10 @@ int main(int argc, char **argv) {
     }
   fprintf(stderr, "ptdsim: unknown verb '%s' (ptdsim --help lists them)\n", argv[1]);
   return 2;
+}
+
+int main(int argc, char **argv) {
+  setlocale(LC_ALL, "C"); /* numbers print and parse the same everywhere */
+  errno = 0;
+  return finish(dispatch(argc, argv));
 }
