@@ -13,3 +13,6 @@ const PtdRange ptd_range_nodes = {1, PTD_MAX_CLUSTER_GPUS, FALSE, TRUE, "nodes"}
 const PtdRange ptd_range_per_node = {1, 256, FALSE, TRUE, "per node"};
 const PtdRange ptd_range_cpus = {0, 16, FALSE, TRUE, "CPUs"};
 const PtdRange ptd_range_channels = {1, 32, FALSE, TRUE, "channels"};
+const PtdRange ptd_range_time_us = {0, 1e10, TRUE, FALSE, "us"};
+const PtdRange ptd_range_bytes = {1, 1e15, FALSE, FALSE, "bytes"};
+const PtdRange ptd_range_count = {1, 1e9, FALSE, TRUE, ""};

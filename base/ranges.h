@@ -18,7 +18,10 @@ extern const PtdRange ptd_range_sms;            /* streaming multiprocessors */
 extern const PtdRange ptd_range_nodes;          /* nodes of a cluster */
 extern const PtdRange ptd_range_per_node;       /* GPUs, NICs, CPUs, PCIe switches of a node */
 extern const PtdRange ptd_range_cpus;           /* CPUs of a node (0: none modelled) */
-extern const PtdRange ptd_range_channels;       /* NCCL channels per network peer */
+extern const PtdRange ptd_range_channels;
+extern const PtdRange ptd_range_time_us;        /* measured times */
+extern const PtdRange ptd_range_bytes;          /* measured sizes */
+extern const PtdRange ptd_range_count;          /* measured shapes and counts */       /* NCCL channels per network peer */
 
 /* The most GPUs a cluster may have: its link graph and routes are built
  * for every GPU. */

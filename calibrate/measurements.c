@@ -3,6 +3,7 @@
 
 #include "../base/jsonutil.h"
 #include "../base/outfile.h"
+#include "../base/ranges.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -240,15 +241,20 @@ static gboolean bad(Reader *r, const char *key, const char *why) {
   return FALSE;
 }
 
-static gboolean get_num(Reader *r, const cJSON *o, const char *key, gboolean positive, double *out) {
+static gboolean get_num(Reader *r, const cJSON *o, const char *key, const PtdRange *range, double *out) {
   const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
   if (!it)
     return bad(r, key, "is missing");
   if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
     return bad(r, key, "must be a number");
-  if (positive && it->valuedouble <= 0) {
-    char why[96];
-    g_snprintf(why, sizeof why, "is %g; it must be greater than zero", it->valuedouble);
+  if (range->whole && it->valuedouble != floor(it->valuedouble))
+    return bad(r, key, "must be a whole number");
+  GError *out_of_range = NULL;
+  if (!ptd_range_check(it->valuedouble, range, r->file, key, &out_of_range)) {
+    char text[64], why[160];
+    g_error_free(out_of_range);
+    ptd_range_text(range, text, sizeof text);
+    g_snprintf(why, sizeof why, "is %g, outside %s; give a value in that range", it->valuedouble, text);
     return bad(r, key, why);
   }
   *out = it->valuedouble;
@@ -257,10 +263,8 @@ static gboolean get_num(Reader *r, const cJSON *o, const char *key, gboolean pos
 
 static gboolean get_count(Reader *r, const cJSON *o, const char *key, guint64 *out) {
   double v;
-  if (!get_num(r, o, key, TRUE, &v))
+  if (!get_num(r, o, key, &ptd_range_count, &v))
     return FALSE;
-  if (v != floor(v) || v > 1e15)
-    return bad(r, key, "must be a whole number");
   *out = (guint64)v;
   return TRUE;
 }
@@ -287,7 +291,7 @@ static char *opt_str(const cJSON *o, const char *key) {
 static gboolean get_time(Reader *r, const cJSON *o, const char *key, CalibTime *t) {
   char name[48];
   g_snprintf(name, sizeof name, "%s_us", key);
-  if (!get_num(r, o, name, TRUE, &t->median_us))
+  if (!get_num(r, o, name, &ptd_range_time_us, &t->median_us))
     return FALSE;
   t->min_us = t->p10_us = t->p90_us = t->max_us = t->median_us;
   t->reps = 1;
@@ -300,9 +304,9 @@ static gboolean get_time(Reader *r, const cJSON *o, const char *key, CalibTime *
     memcpy(where, r->where, sizeof where);
     g_snprintf(r->where, sizeof r->where, "%s.%s", where, name);
     for (int i = 0; i < 4; i++)
-      if (!get_num(r, s, k[i], TRUE, &v[i]))
+      if (!get_num(r, s, k[i], &ptd_range_time_us, &v[i]))
         return FALSE;
-    if (!get_num(r, s, "reps", TRUE, &reps))
+    if (!get_num(r, s, "reps", &ptd_range_count, &reps))
       return FALSE;
     memcpy(r->where, where, sizeof where);
     t->min_us = v[0], t->p10_us = v[1], t->p90_us = v[2], t->max_us = v[3];
@@ -331,7 +335,7 @@ static gboolean read_header(Reader *r, const cJSON *root, CalibMeasurements *m) 
     return FALSE;
   if (strcmp(fmt, CALIB_FORMAT) != 0)
     return bad(r, "format", "must be \"" CALIB_FORMAT "\" (is this a measurements file from ptdsim-calibrate?)");
-  if (!get_num(r, root, "version", TRUE, &version))
+  if (!get_num(r, root, "version", &ptd_range_count, &version))
     return FALSE;
   if (version != CALIB_FORMAT_VERSION)
     return bad(r, "version", "must be 1 (this ptdsim reads measurement format version 1)");
@@ -373,8 +377,8 @@ static gboolean read_header(Reader *r, const cJSON *root, CalibMeasurements *m) 
   CalibDevice *d = &m->device;
   const char *name = get_str(r, dev, "name");
   guint64 sms;
-  if (!name || !get_count(r, dev, "sms", &sms) || !get_num(r, dev, "peak_tflops", TRUE, &d->peak_tflops) ||
-      !get_num(r, dev, "hbm_GBps", TRUE, &d->hbm_GBps) || !get_num(r, dev, "memory_GiB", TRUE, &d->memory_GiB))
+  if (!name || !get_count(r, dev, "sms", &sms) || !ptd_range_check((double)sms, &ptd_range_sms, r->file, "device.sms", r->error) || !get_num(r, dev, "peak_tflops", &ptd_range_tflops, &d->peak_tflops) ||
+      !get_num(r, dev, "hbm_GBps", &ptd_range_bandwidth_GBps, &d->hbm_GBps) || !get_num(r, dev, "memory_GiB", &ptd_range_memory_GiB, &d->memory_GiB))
     return FALSE;
   d->name = g_strdup(name);
   d->sms = (guint)sms;
@@ -422,7 +426,7 @@ static gboolean read_gemm(Reader *r, const cJSON *o, CalibMeasurements *m) {
 
 static gboolean read_membw(Reader *r, const cJSON *o, CalibMeasurements *m) {
   CalibMembw b = {0};
-  if (!get_num(r, o, "bytes", TRUE, &b.bytes) || !get_time(r, o, "time", &b.t))
+  if (!get_num(r, o, "bytes", &ptd_range_bytes, &b.bytes) || !get_time(r, o, "time", &b.t))
     return FALSE;
   g_array_append_val(m->membw, b);
   return TRUE;
@@ -437,7 +441,7 @@ static gboolean read_kernel(Reader *r, const cJSON *o, CalibMeasurements *m) {
     return FALSE;
   if (!cJSON_IsBool(fused))
     return bad(r, "fused", "must be true or false");
-  if (!get_count(r, o, "rows", &k.rows) || !get_count(r, o, "cols", &k.cols) || !get_num(r, o, "bytes", TRUE, &k.bytes) ||
+  if (!get_count(r, o, "rows", &k.rows) || !get_count(r, o, "cols", &k.cols) || !get_num(r, o, "bytes", &ptd_range_bytes, &k.bytes) ||
       !get_count(r, o, "kernels", &n) || !get_time(r, o, "time", &k.t))
     return FALSE;
   g_strlcpy(k.name, name, sizeof k.name);
@@ -479,7 +483,7 @@ static gboolean read_coll(Reader *r, const cJSON *o, CalibMeasurements *m) {
     ;
   if (c.op == CALIB_N_COLL)
     return bad(r, "op", "must be all_reduce, all_gather, reduce_scatter or sendrecv");
-  if (!get_count(r, o, "ranks", &ranks) || !get_num(r, o, "bytes", TRUE, &c.bytes) || !get_time(r, o, "time", &c.t))
+  if (!get_count(r, o, "ranks", &ranks) || !get_num(r, o, "bytes", &ptd_range_bytes, &c.bytes) || !get_time(r, o, "time", &c.t))
     return FALSE;
   c.ranks = (guint)ranks;
   g_array_append_val(m->coll, c);
