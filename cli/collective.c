@@ -206,10 +206,12 @@ int cli_collective(int argc, char **argv) {
                          "time", "algbw", "busbw", "algorithm", "protocol");
   g_string_append_printf(text, "# %10s %12s %6s %6s %10s %8s %8s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
                          "(GB/s)");
+  double last_bytes = 0;
   for (double size = min_b; size <= max_b * (1 + 1e-12); size = next_size(size, factor)) {
     double bytes = floor(size / align) * align;
-    if (bytes <= 0)
+    if (bytes <= 0 || bytes == last_bytes) /* a size that aligns down to the last row's is that row */
       continue;
+    last_bytes = bytes;
     g_ptr_array_set_size(plans, 0);
     for (guint j = 0; j < J; j++) {
       NetCollPlan *p = net_coll_plan(net, op, algo, proto, ids + (gsize)j * n, n, 1, bytes, j, &error);

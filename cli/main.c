@@ -3,7 +3,9 @@
 #include <errno.h>
 #include <locale.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -34,9 +36,10 @@ static void usage(FILE *to) {
               "Start with: ptdsim figure megatron-table1\n");
 }
 
-/* What a verb printed must have reached stdout: a full disk or a closed
- * pipe is an error, not a success with a truncated report. */
-static int finish(int code) {
+/* What ptdsim printed must have reached stdout: a full disk or a closed
+ * pipe is an error, not a success with a truncated report.  Run at exit,
+ * so that GOption's own exit after --help is checked too. */
+static void check_stdout(void) {
   gboolean failed = fflush(stdout) != 0 || ferror(stdout);
   int err = errno;
   if (fclose(stdout) != 0 && !failed) {
@@ -45,9 +48,9 @@ static int finish(int code) {
   }
   if (failed) {
     fprintf(stderr, "ptdsim: cannot write to standard output: %s\n", g_strerror(err ? err : EIO));
-    return code ? code : 1;
+    fflush(stderr);
+    _exit(1);
   }
-  return code;
 }
 
 static int dispatch(int argc, char **argv) {
@@ -76,6 +79,7 @@ static int dispatch(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   setlocale(LC_ALL, "C"); /* numbers print and parse the same everywhere */
+  atexit(check_stdout);
   errno = 0;
-  return finish(dispatch(argc, argv));
+  return dispatch(argc, argv);
 }
