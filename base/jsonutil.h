@@ -13,6 +13,9 @@ typedef enum { PTD_DATA_ERROR_NOT_FOUND, PTD_DATA_ERROR_PARSE, PTD_DATA_ERROR_IN
  * traces/reference): $PTDSIM_DATA_DIR, else the source tree it was built from. */
 const char *ptd_data_dir(void);
 
+/* What a NAME|FILE option takes, for --help. */
+#define PTD_NAME_OR_PATH_HELP "a built-in's name, or a JSON file's path (with a '/' or ending in .json)"
+
 /* TRUE when NAME_OR_FILE is a path (has a '/' or ends in ".json"), FALSE
  * when it is a built-in's name. */
 gboolean ptd_is_path(const char *name_or_file);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "../base/jsonutil.h"
 #include "../base/ranges.h"
 #include "../network/collective.h"
 
@@ -66,7 +67,8 @@ int cli_collective(int argc, char **argv) {
       {"max-bytes", 0, 0, G_OPTION_ARG_STRING, &max_s, "Largest size (nccl-tests -e; default 1G)", "BYTES"},
       {"step-factor", 0, 0, G_OPTION_ARG_DOUBLE, &factor, "Size multiplier between rows (nccl-tests -f; default 2)",
        "F"},
-      {"cluster", 0, 0, G_OPTION_ARG_STRING, &cluster_s, "Cluster name or JSON file (default selene)", "NAME|FILE"},
+      {"cluster", 0, 0, G_OPTION_ARG_STRING, &cluster_s, "Cluster: " PTD_NAME_OR_PATH_HELP "; default selene",
+       "NAME|FILE"},
       {"algorithm", 0, 0, G_OPTION_ARG_STRING, &algo_s,
        "Force ring, tree or hierarchical (default auto: NCCL's tuner picks)", "ALGO"},
       {"protocol", 0, 0, G_OPTION_ARG_STRING, &proto_s, "Force LL, LL128 or Simple (default auto)", "PROTO"},
@@ -134,7 +136,7 @@ int cli_collective(int argc, char **argv) {
     BAD("sendrecv is point-to-point: --algorithm and --protocol do not apply");
   if (!gpus_s)
     BAD("--gpus is required");
-  if (!cli_count("--gpus", gpus_s, 2, PTD_MAX_CLUSTER_GPUS, &gpus, &error) ||
+  if (!cli_count("--gpus", gpus_s, 2, 1048576, &gpus, &error) ||
       !cli_count_or("--jobs", jobs_s, 1, 1024, 1, &jobs, &error) ||
       !cli_count_or("--node-stride", stride_s, 0, PTD_MAX_CLUSTER_GPUS, 0, &stride, &error) ||
       !cli_count_or("--first-node", first_s, 0, PTD_MAX_CLUSTER_GPUS, 0, &first, &error) ||

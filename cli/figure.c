@@ -106,8 +106,10 @@ int cli_figure(int argc, char **argv) {
       {"from-traces", 0, 0, G_OPTION_ARG_FILENAME, &o.from_traces,
        "Rebuild the figure from the traces --save-traces wrote into DIR, simulating nothing", "DIR"},
       {"cluster", 0, 0, G_OPTION_ARG_STRING, &o.cluster,
-       "Cluster name or JSON file (default selene; aws-p3-16xlarge for the TeraPipe figures)", "NAME|FILE"},
-      {"profile", 0, 0, G_OPTION_ARG_STRING, &o.profile, "Device profile (default: the cluster's GPU)", "NAME|FILE"},
+       "Cluster: " PTD_NAME_OR_PATH_HELP "; default selene, aws-p3-16xlarge for the TeraPipe figures",
+       "NAME|FILE"},
+      {"profile", 0, 0, G_OPTION_ARG_STRING, &o.profile, "Device profile: " PTD_NAME_OR_PATH_HELP "; default: the cluster's GPU",
+       "NAME|FILE"},
       {"format", 0, 0, G_OPTION_ARG_STRING, &o.format, "text or json (default text)", "FMT"},
       {"network", 0, 0, G_OPTION_ARG_STRING, &o.network,
        "flow or analytic, as for run (default: flow for the SC21 figures, analytic for TeraPipe's and for the "

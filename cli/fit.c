@@ -235,7 +235,8 @@ int cli_fit(int argc, char **argv) {
       {"noise", 0, 0, G_OPTION_ARG_DOUBLE, &o.noise, "--synthesize: relative noise, lognormal sigma (default 0.02)", "S"},
       {"seed", 0, 0, G_OPTION_ARG_STRING, &o.seed, "--synthesize: random seed (default 1)", "N"},
       {"cluster", 0, 0, G_OPTION_ARG_STRING, &o.cluster,
-       "--synthesize: cluster whose intra-node network gives the collectives (default selene)", "NAME|FILE"},
+       "--synthesize: cluster whose intra-node network gives the collectives, " PTD_NAME_OR_PATH_HELP " (default selene)",
+       "NAME|FILE"},
       {"gpus", 0, 0, G_OPTION_ARG_STRING, &o.gpus, "--synthesize: GPUs of the NCCL sweep (default 8)", "N"},
       {"shapes", 0, 0, G_OPTION_ARG_STRING, &o.shapes,
        "--synthesize: layer shapes, as ptdsim-calibrate --shapes (default sc21)", "SPEC"},
@@ -247,7 +248,7 @@ int cli_fit(int argc, char **argv) {
       {"tp", 0, 0, G_OPTION_ARG_STRING, &o.tp, "--synthesize: tensor-parallel size (default 8)", "T"},
       {"compare", 0, 0, G_OPTION_ARG_FILENAME, &o.compare,
        "Instead of fitting: print measured vs predicted layer times and GEMM errors for --profile", "MEASUREMENTS"},
-      {"profile", 0, 0, G_OPTION_ARG_STRING, &o.profile, "--compare: the profile to predict with", "NAME|FILE"},
+      {"profile", 0, 0, G_OPTION_ARG_STRING, &o.profile, "--compare: the profile to predict with, " PTD_NAME_OR_PATH_HELP, "NAME|FILE"},
       {"format", 0, 0, G_OPTION_ARG_STRING, &o.format, "--compare: text (default) or json", "FMT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   CliArgs args;

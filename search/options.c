@@ -20,10 +20,11 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
     [SEARCH_OPT_HEADS] = {"heads", SEARCH_OPT_COUNT, "A", "Attention heads a", NULL},
     [SEARCH_OPT_SEQ_LEN] = {"seq-len", SEARCH_OPT_COUNT, "S", "Sequence length s (default 2048)", NULL},
     [SEARCH_OPT_VOCAB] = {"vocab", SEARCH_OPT_COUNT, "V", "Vocabulary size V (default 51200)", NULL},
-    [SEARCH_OPT_CLUSTER] = {"cluster", SEARCH_OPT_TEXT, "NAME|FILE", "Cluster name or JSON file (default selene)",
+    [SEARCH_OPT_CLUSTER] = {"cluster", SEARCH_OPT_TEXT, "NAME|FILE", "Cluster: " PTD_NAME_OR_PATH_HELP "; default selene",
                             NULL},
     [SEARCH_OPT_PROFILE] = {"profile", SEARCH_OPT_TEXT, "NAME|FILE",
-                            "Device profile name or JSON file (default: the cluster's GPU; 'ideal' for textbook timing)",
+                            "Device profile: " PTD_NAME_OR_PATH_HELP "; default: the cluster's GPU; 'ideal' for "
+                            "textbook timing",
                             NULL},
     [SEARCH_OPT_GPUS] = {"gpus", SEARCH_OPT_COUNT, "N", "GPUs n", NULL},
     [SEARCH_OPT_TP] = {"tp", SEARCH_OPT_COUNT, "T", "Tensor-parallel size t", NULL},
