@@ -496,6 +496,12 @@ CalibMeasurements *calib_measurements_load(const char *path, GError **error) {
     g_prefix_error(error, "cannot read measurements: ");
     return NULL;
   }
+  CalibMeasurements *m = calib_measurements_from_json(root, path, error);
+  cJSON_Delete(root);
+  return m;
+}
+
+CalibMeasurements *calib_measurements_from_json(const cJSON *root, const char *path, GError **error) {
   Reader r = {.file = path, .error = error};
   CalibMeasurements *m = calib_measurements_new();
   static const struct {
@@ -521,7 +527,6 @@ CalibMeasurements *calib_measurements_load(const char *path, GError **error) {
     }
     r.where[0] = 0;
   }
-  cJSON_Delete(root);
   if (!ok) {
     calib_measurements_free(m);
     return NULL;
