@@ -150,6 +150,12 @@ static void test_time_bound(void) {
   cJSON_Delete(j);
   g_free(args);
   g_free(path);
+  /* the other end: an iteration shorter than a nanosecond gave null (infinite) TFLOP/s, which plan ranked */
+  path = edited("calibrate/profiles/ideal.json", "layer_forward_ns_per_token", 0.001, "fast.json");
+  const char *tiny = "--layers 1 --hidden 64 --heads 1 --seq-len 1 --vocab 1 --gpus 1 --global-batch 1";
+  expect_errorf("tflops_per_gpu = inf", "run %s --profile %s --format json", tiny, path);
+  expect_errorf("less than a nanosecond", "plan %s --profile %s --format json", tiny, path);
+  g_free(path);
 }
 
 /* Why: a huge PCIe latency gave a "schedule deadlock"; cluster sizes past

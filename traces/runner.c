@@ -131,6 +131,7 @@ cJSON *trace_run(const SimPlanRequest *req, const TopoCluster *cluster, const Mo
     json = trace_result_json(plan, profile, cluster, &res);
     if (plan->schedule == SIM_SCHEDULE_TERAPIPE)
       add_terapipe(json, plan, &res, &sl);
+    ok = trace_run_json_check(json, error);
   }
   if (ok && trace) {
     cJSON *meta = cJSON_CreateObject();
