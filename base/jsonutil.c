@@ -203,42 +203,6 @@ static gboolean invalid(GError **error, const char *file, const char *key, const
   return FALSE;
 }
 
-gboolean ptd_json_number(const cJSON *obj, const char *key, const char *file, double *out, GError **error) {
-  const cJSON *item = cJSON_GetObjectItemCaseSensitive(obj, key);
-  if (!item)
-    return invalid(error, file, key, "is missing");
-  if (!cJSON_IsNumber(item) || !isfinite(item->valuedouble))
-    return invalid(error, file, key, "must be a number");
-  *out = item->valuedouble;
-  return TRUE;
-}
-
-gboolean ptd_json_positive(const cJSON *obj, const char *key, const char *file, double *out, GError **error) {
-  if (!ptd_json_number(obj, key, file, out, error))
-    return FALSE;
-  if (*out <= 0)
-    return invalid(error, file, key, "must be greater than zero");
-  return TRUE;
-}
-
-gboolean ptd_json_fraction(const cJSON *obj, const char *key, const char *file, double *out, GError **error) {
-  if (!ptd_json_number(obj, key, file, out, error))
-    return FALSE;
-  if (*out <= 0 || *out > 1)
-    return invalid(error, file, key, "must be in (0, 1]");
-  return TRUE;
-}
-
-gboolean ptd_json_count(const cJSON *obj, const char *key, const char *file, guint *out, GError **error) {
-  double v;
-  if (!ptd_json_number(obj, key, file, &v, error))
-    return FALSE;
-  if (v < 1 || v > 1e9 || v != floor(v))
-    return invalid(error, file, key, "must be a whole number of at least 1");
-  *out = (guint)v;
-  return TRUE;
-}
-
 void ptd_range_text(const PtdRange *r, char *buf, gsize size) {
   g_snprintf(buf, size, "%s%g, %g] %s", r->lo_open ? "(" : "[", r->lo, r->hi, r->unit);
 }

@@ -64,11 +64,7 @@ gboolean ptd_json_in_or(const cJSON *obj, const char *key_path, const char *file
                         double *out, GError **error);
 
 /* Typed getters: each fails with "FILE: key 'K' ..." when the key is missing
- * or has the wrong type or range. */
-gboolean ptd_json_number(const cJSON *obj, const char *key, const char *file, double *out, GError **error);
-gboolean ptd_json_positive(const cJSON *obj, const char *key, const char *file, double *out, GError **error);
-gboolean ptd_json_fraction(const cJSON *obj, const char *key, const char *file, double *out, GError **error);
-gboolean ptd_json_count(const cJSON *obj, const char *key, const char *file, guint *out, GError **error);
+ * or has the wrong type (numbers: ptd_json_in, below, with their range). */
 const char *ptd_json_string(const cJSON *obj, const char *key, const char *file, GError **error);
 const cJSON *ptd_json_object(const cJSON *obj, const char *key, const char *file, GError **error);
 
