@@ -230,7 +230,9 @@ static void test_not_a_regular_input(void) {
   p = run_sh("exec \"$PTDSIM_BIN\" fit /dev/zero -o \"$T/out.json\"");
   assert_one_line_error(&p, "not a regular file");
   proc_clear(&p);
-  g_assert_false(g_file_test(in_tmp("out.json"), G_FILE_TEST_EXISTS));
+  char *out = in_tmp("out.json");
+  g_assert_false(g_file_test(out, G_FILE_TEST_EXISTS));
+  g_free(out);
   g_unlink(fifo);
   g_free(fifo);
 }
@@ -348,7 +350,9 @@ static void test_fit_tmpdir(void) {
   if (p.status != 0)
     g_test_message("stderr: %s", p.err);
   g_assert_cmpint(p.status, ==, 0);
-  g_assert_true(g_file_test(in_tmp("fitted2.json"), G_FILE_TEST_IS_REGULAR));
+  char *fitted = in_tmp("fitted2.json");
+  g_assert_true(g_file_test(fitted, G_FILE_TEST_IS_REGULAR));
+  g_free(fitted);
   proc_clear(&p);
   g_free(m);
 }
