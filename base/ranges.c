@@ -16,3 +16,5 @@ const PtdRange ptd_range_channels = {1, 32, FALSE, TRUE, "channels"};
 const PtdRange ptd_range_time_us = {0, 1e10, TRUE, FALSE, "us"};
 const PtdRange ptd_range_bytes = {1, 1e15, FALSE, FALSE, "bytes"};
 const PtdRange ptd_range_count = {1, 1e9, FALSE, TRUE, ""};
+const PtdRange ptd_range_repetitions = {0, 1e9, FALSE, TRUE, ""};
+const PtdRange ptd_range_device_info = {0, 1e6, FALSE, FALSE, "MHz or bits"};

@@ -21,7 +21,9 @@ extern const PtdRange ptd_range_cpus;           /* CPUs of a node (0: none model
 extern const PtdRange ptd_range_channels;
 extern const PtdRange ptd_range_time_us;        /* measured times */
 extern const PtdRange ptd_range_bytes;          /* measured sizes */
-extern const PtdRange ptd_range_count;          /* measured shapes and counts */       /* NCCL channels per network peer */
+extern const PtdRange ptd_range_count;          /* measured shapes and counts */
+extern const PtdRange ptd_range_repetitions;    /* warm-up and timed runs: may be 0 */
+extern const PtdRange ptd_range_device_info;    /* clocks (MHz) and bus width (bits) recorded: 0 when unknown */       /* NCCL channels per network peer */
 
 /* The most GPUs a cluster may have: its link graph and routes are built
  * for every GPU. */

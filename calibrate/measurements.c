@@ -261,6 +261,11 @@ static gboolean get_num(Reader *r, const cJSON *o, const char *key, const PtdRan
   return TRUE;
 }
 
+/* get_num for an optional key: *out keeps its default when the key is absent. */
+static gboolean opt_num(Reader *r, const cJSON *o, const char *key, const PtdRange *range, double *out) {
+  return !cJSON_GetObjectItemCaseSensitive(o, key) || get_num(r, o, key, range, out);
+}
+
 static gboolean get_count(Reader *r, const cJSON *o, const char *key, guint64 *out) {
   double v;
   if (!get_num(r, o, key, &ptd_range_count, &v))
@@ -366,9 +371,16 @@ static gboolean read_header(Reader *r, const cJSON *root, CalibMeasurements *m) 
       g_ptr_array_add(m->failures, g_strdup(failed->valuestring));
   }
   const cJSON *timing = cJSON_GetObjectItemCaseSensitive(root, "timing");
-  const cJSON *w = cJSON_GetObjectItemCaseSensitive(timing, "warmup"), *n = cJSON_GetObjectItemCaseSensitive(timing, "reps");
-  m->warmup = cJSON_IsNumber(w) && w->valuedouble >= 0 ? (guint)w->valuedouble : 0;
-  m->reps = cJSON_IsNumber(n) && n->valuedouble >= 0 ? (guint)n->valuedouble : 0;
+  double warmup = 0, reps = 0;
+  if (timing) {
+    g_strlcpy(r->where, "timing", sizeof r->where);
+    if (!opt_num(r, timing, "warmup", &ptd_range_repetitions, &warmup) ||
+        !opt_num(r, timing, "reps", &ptd_range_repetitions, &reps))
+      return FALSE;
+    r->where[0] = 0;
+  }
+  m->warmup = (guint)warmup;
+  m->reps = (guint)reps;
 
   const cJSON *dev = cJSON_GetObjectItemCaseSensitive(root, "device");
   if (!cJSON_IsObject(dev))
@@ -382,16 +394,13 @@ static gboolean read_header(Reader *r, const cJSON *root, CalibMeasurements *m) 
     return FALSE;
   d->name = g_strdup(name);
   d->sms = (guint)sms;
-  const cJSON *it;
-  if (cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(dev, "sm_clock_MHz")))
-    d->sm_clock_MHz = it->valuedouble;
-  if (cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(dev, "memory_clock_MHz")))
-    d->memory_clock_MHz = it->valuedouble;
-  if (cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(dev, "memory_bus_bits")))
-    d->memory_bus_bits = it->valuedouble;
-  d->gpus = cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(dev, "gpus")) && it->valuedouble >= 1
-                ? (guint)it->valuedouble
-                : 1;
+  double gpus = 1;
+  if (!opt_num(r, dev, "sm_clock_MHz", &ptd_range_device_info, &d->sm_clock_MHz) ||
+      !opt_num(r, dev, "memory_clock_MHz", &ptd_range_device_info, &d->memory_clock_MHz) ||
+      !opt_num(r, dev, "memory_bus_bits", &ptd_range_device_info, &d->memory_bus_bits) ||
+      !opt_num(r, dev, "gpus", &ptd_range_count, &gpus))
+    return FALSE;
+  d->gpus = (guint)gpus;
   d->compute_capability = opt_str(dev, "compute_capability");
   d->peak_source = opt_str(dev, "peak_source");
   d->driver = opt_str(dev, "driver");
