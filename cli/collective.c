@@ -38,6 +38,9 @@ static gboolean parse_bytes(const char *text, const char *flag, double *out, GEr
     if (end[1] && !(g_ascii_toupper(end[1]) == 'B' && !end[2]) && !(g_ascii_toupper(end[1]) == 'I' && end[2] && g_ascii_toupper(end[2]) == 'B' && !end[3]))
       mult = 0;
   }
+  /* decimal only: strtod would also read " 8", "+8" and hexadecimal "0x10" */
+  if (!g_ascii_isdigit(text[0]) || strpbrk(text, "xX"))
+    mult = 0;
   if (end == text || errno || mult == 0 || !(v >= 1) || v * mult > 1e13 || v * mult != floor(v * mult)) {
     g_set_error(error, NET_COLL_ERROR, 0, "%s '%s' is not a byte count; give a whole number from 1 to 1e13, "
                 "optionally with K, M or G (1024-based), e.g. 8 or 1G", flag, text);

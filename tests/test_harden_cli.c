@@ -455,6 +455,8 @@ static void test_strict_numbers(void) {
       {"collective --op allreduce --gpus 8 --gpus-per-node -1", "--gpus-per-node '-1'"},
       {"collective --op allreduce --gpus 8 --jobs 1e3", "--jobs '1e3'"},
       {"bench --repeat 010", "--repeat '010'"},
+      {"collective --op allreduce --gpus 8 --min-bytes 0x10", "--min-bytes '0x10'"},
+      {"collective --op allreduce --gpus 8 --max-bytes +8M", "--max-bytes '+8M'"},
   };
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++)
     expect_error(cases[i].args, cases[i].needle);
