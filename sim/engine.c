@@ -481,10 +481,11 @@ finished:
 
 SimTime sim_time_ns(double seconds) {
   /* NaN, infinities, negatives and anything past the bound become one past
-   * it: an op the engine refuses with an error, never a wrapped-around time. */
-  if (!(seconds >= 0 && seconds <= SIM_TIME_MAX_S))
+   * it: an op the engine refuses with an error, never a wrapped-around time.
+   * A difference of times rounded a hair below zero is zero, as it rounds. */
+  if (!(seconds > -0.5e-9 && seconds <= SIM_TIME_MAX_S))
     return SIM_TIME_MAX + 1;
-  return (SimTime)llround(seconds * 1e9);
+  return MAX((SimTime)llround(seconds * 1e9), 0);
 }
 
 SimTime sim_time_add(SimTime a, SimTime b) { return MIN(a + b, SIM_TIME_MAX + 1); }

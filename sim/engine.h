@@ -31,8 +31,8 @@ typedef int64_t SimTime; /* nanoseconds */
  * stays at most one past it, so sums of two never overflow. */
 #define SIM_TIME_MAX_S 1e7
 #define SIM_TIME_MAX ((SimTime)10000000000000000) /* SIM_TIME_MAX_S in ns */
-/* Seconds to nanoseconds, rounded; NaN, negative or beyond SIM_TIME_MAX_S
- * gives SIM_TIME_MAX + 1, which sim_engine_run refuses. */
+/* Seconds to nanoseconds, rounded; NaN, negative (below -0.5 ns) or beyond
+ * SIM_TIME_MAX_S gives SIM_TIME_MAX + 1, which sim_engine_run refuses. */
 SimTime sim_time_ns(double seconds);
 /* a + b for times of at most SIM_TIME_MAX + 1, capped there. */
 SimTime sim_time_add(SimTime a, SimTime b);

@@ -655,6 +655,7 @@ static void test_time_bound(void) {
   g_assert_cmpint(sim_time_ns(1e300), ==, SIM_TIME_MAX + 1);
   g_assert_cmpint(sim_time_ns(NAN), ==, SIM_TIME_MAX + 1);
   g_assert_cmpint(sim_time_ns(-1), ==, SIM_TIME_MAX + 1);
+  g_assert_cmpint(sim_time_ns(-1e-12), ==, 0); /* rounds to zero, as llround did */
   g_assert_cmpint(sim_time_add(SIM_TIME_MAX + 1, SIM_TIME_MAX + 1), ==, SIM_TIME_MAX + 1);
   for (guint event_loop = 0; event_loop < 2; event_loop++) {
     /* one op past the bound: refused at run, with an id like any other */
