@@ -365,6 +365,16 @@ static void test_trace_output(void) {
   g_assert_cmpint(symlink(target, link), ==, 0);
   expect_errorf("a symbolic link", SMALL " --trace %s", link);
   g_assert_true(S_ISLNK(mode_of(link)));
+  /* the run's own profile is not a place for its trace */
+  char *profile = edited("calibrate/profiles/a100-sxm4-80gb.json", "memory_efficiency", 0.7, "own.json");
+  gsize before_len, after_len;
+  char *before = slurp(profile, &before_len);
+  expect_errorf("is also an input", SMALL " --profile %s --trace %s", profile, profile);
+  char *after = slurp(profile, &after_len);
+  g_assert_cmpstr(before, ==, after);
+  g_free(before);
+  g_free(after);
+  g_free(profile);
   g_assert_true(g_file_set_contents(out, "old", -1, NULL));
   g_assert_cmpint(g_chmod(out, 0604), ==, 0);
   expect_successf(SMALL " --trace %s", out);

@@ -34,13 +34,13 @@ static gboolean io_fail(const char *path, int err, GError **error) {
   return FALSE;
 }
 
-TracePerfetto *trace_perfetto_open(const char *path, GError **error) {
+TracePerfetto *trace_perfetto_open(const char *path, const char *const *inputs, GError **error) {
   if (!path || !*path) {
     g_set_error(error, TRACE_PERFETTO_ERROR, TRACE_PERFETTO_ERROR_IO,
                 "--trace needs a file name, e.g. --trace run.json");
     return NULL;
   }
-  PtdOutFile *out = ptd_out_open(path, "--trace", NULL, error);
+  PtdOutFile *out = ptd_out_open(path, "--trace", inputs, error);
   if (!out)
     return NULL;
   /* zlib gets its own descriptor: gzclose closes it, the PtdOutFile syncs its own */

@@ -113,8 +113,9 @@ cJSON *trace_run(const SimPlanRequest *req, const TopoCluster *cluster, const Mo
   SimResult res;
   gboolean ok = sim_plan_build(&r, cluster, plan, error);
   /* The trace's place is checked (a temporary file made there) before anything is simulated. */
+  const char *inputs[] = {cluster->path, profile->path, NULL}; /* never written over */
   if (ok && trace_path)
-    ok = (trace = trace_perfetto_open(trace_path, error)) != NULL;
+    ok = (trace = trace_perfetto_open(trace_path, inputs, error)) != NULL;
   if (trace && max_events)
     trace_perfetto_set_max_events(trace, max_events);
   SimTimelineFn observe = trace ? trace_perfetto_write : NULL;
