@@ -1,6 +1,10 @@
 /* ptdsim — calibration measurements: JSON writer and validating reader. */
 #include "measurements.h"
 
+#include "../base/jsonutil.h"
+#include "../base/outfile.h"
+#include "../base/ranges.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,13 +222,8 @@ gboolean calib_measurements_save(const CalibMeasurements *m, const char *path, G
   cJSON *json = calib_measurements_to_json(m);
   char *text = cJSON_Print(json);
   cJSON_Delete(json);
-  GError *io = NULL;
-  gboolean ok = g_file_set_contents(path, text, -1, &io); /* writes a temporary file, then renames */
+  gboolean ok = ptd_write_file(path, "-o", NULL, text, strlen(text), error);
   cJSON_free(text);
-  if (!ok) {
-    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "cannot write %s: %s", path, io->message);
-    g_error_free(io);
-  }
   return ok;
 }
 
@@ -242,27 +241,35 @@ static gboolean bad(Reader *r, const char *key, const char *why) {
   return FALSE;
 }
 
-static gboolean get_num(Reader *r, const cJSON *o, const char *key, gboolean positive, double *out) {
+static gboolean get_num(Reader *r, const cJSON *o, const char *key, const PtdRange *range, double *out) {
   const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
   if (!it)
     return bad(r, key, "is missing");
   if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
     return bad(r, key, "must be a number");
-  if (positive && it->valuedouble <= 0) {
-    char why[96];
-    g_snprintf(why, sizeof why, "is %g; it must be greater than zero", it->valuedouble);
+  if (range->whole && it->valuedouble != floor(it->valuedouble))
+    return bad(r, key, "must be a whole number");
+  GError *out_of_range = NULL;
+  if (!ptd_range_check(it->valuedouble, range, r->file, key, &out_of_range)) {
+    char text[64], why[160];
+    g_error_free(out_of_range);
+    ptd_range_text(range, text, sizeof text);
+    g_snprintf(why, sizeof why, "is %g, outside %s; give a value in that range", it->valuedouble, text);
     return bad(r, key, why);
   }
   *out = it->valuedouble;
   return TRUE;
 }
 
+/* get_num for an optional key: *out keeps its default when the key is absent. */
+static gboolean opt_num(Reader *r, const cJSON *o, const char *key, const PtdRange *range, double *out) {
+  return !cJSON_GetObjectItemCaseSensitive(o, key) || get_num(r, o, key, range, out);
+}
+
 static gboolean get_count(Reader *r, const cJSON *o, const char *key, guint64 *out) {
   double v;
-  if (!get_num(r, o, key, TRUE, &v))
+  if (!get_num(r, o, key, &ptd_range_count, &v))
     return FALSE;
-  if (v != floor(v) || v > 1e15)
-    return bad(r, key, "must be a whole number");
   *out = (guint64)v;
   return TRUE;
 }
@@ -289,7 +296,7 @@ static char *opt_str(const cJSON *o, const char *key) {
 static gboolean get_time(Reader *r, const cJSON *o, const char *key, CalibTime *t) {
   char name[48];
   g_snprintf(name, sizeof name, "%s_us", key);
-  if (!get_num(r, o, name, TRUE, &t->median_us))
+  if (!get_num(r, o, name, &ptd_range_time_us, &t->median_us))
     return FALSE;
   t->min_us = t->p10_us = t->p90_us = t->max_us = t->median_us;
   t->reps = 1;
@@ -302,9 +309,9 @@ static gboolean get_time(Reader *r, const cJSON *o, const char *key, CalibTime *
     memcpy(where, r->where, sizeof where);
     g_snprintf(r->where, sizeof r->where, "%s.%s", where, name);
     for (int i = 0; i < 4; i++)
-      if (!get_num(r, s, k[i], TRUE, &v[i]))
+      if (!get_num(r, s, k[i], &ptd_range_time_us, &v[i]))
         return FALSE;
-    if (!get_num(r, s, "reps", TRUE, &reps))
+    if (!get_num(r, s, "reps", &ptd_range_count, &reps))
       return FALSE;
     memcpy(r->where, where, sizeof where);
     t->min_us = v[0], t->p10_us = v[1], t->p90_us = v[2], t->max_us = v[3];
@@ -333,7 +340,7 @@ static gboolean read_header(Reader *r, const cJSON *root, CalibMeasurements *m) 
     return FALSE;
   if (strcmp(fmt, CALIB_FORMAT) != 0)
     return bad(r, "format", "must be \"" CALIB_FORMAT "\" (is this a measurements file from ptdsim-calibrate?)");
-  if (!get_num(r, root, "version", TRUE, &version))
+  if (!get_num(r, root, "version", &ptd_range_count, &version))
     return FALSE;
   if (version != CALIB_FORMAT_VERSION)
     return bad(r, "version", "must be 1 (this ptdsim reads measurement format version 1)");
@@ -364,9 +371,16 @@ static gboolean read_header(Reader *r, const cJSON *root, CalibMeasurements *m) 
       g_ptr_array_add(m->failures, g_strdup(failed->valuestring));
   }
   const cJSON *timing = cJSON_GetObjectItemCaseSensitive(root, "timing");
-  const cJSON *w = cJSON_GetObjectItemCaseSensitive(timing, "warmup"), *n = cJSON_GetObjectItemCaseSensitive(timing, "reps");
-  m->warmup = cJSON_IsNumber(w) && w->valuedouble >= 0 ? (guint)w->valuedouble : 0;
-  m->reps = cJSON_IsNumber(n) && n->valuedouble >= 0 ? (guint)n->valuedouble : 0;
+  double warmup = 0, reps = 0;
+  if (timing) {
+    g_strlcpy(r->where, "timing", sizeof r->where);
+    if (!opt_num(r, timing, "warmup", &ptd_range_repetitions, &warmup) ||
+        !opt_num(r, timing, "reps", &ptd_range_repetitions, &reps))
+      return FALSE;
+    r->where[0] = 0;
+  }
+  m->warmup = (guint)warmup;
+  m->reps = (guint)reps;
 
   const cJSON *dev = cJSON_GetObjectItemCaseSensitive(root, "device");
   if (!cJSON_IsObject(dev))
@@ -375,21 +389,18 @@ static gboolean read_header(Reader *r, const cJSON *root, CalibMeasurements *m) 
   CalibDevice *d = &m->device;
   const char *name = get_str(r, dev, "name");
   guint64 sms;
-  if (!name || !get_count(r, dev, "sms", &sms) || !get_num(r, dev, "peak_tflops", TRUE, &d->peak_tflops) ||
-      !get_num(r, dev, "hbm_GBps", TRUE, &d->hbm_GBps) || !get_num(r, dev, "memory_GiB", TRUE, &d->memory_GiB))
+  if (!name || !get_count(r, dev, "sms", &sms) || !ptd_range_check((double)sms, &ptd_range_sms, r->file, "device.sms", r->error) || !get_num(r, dev, "peak_tflops", &ptd_range_tflops, &d->peak_tflops) ||
+      !get_num(r, dev, "hbm_GBps", &ptd_range_bandwidth_GBps, &d->hbm_GBps) || !get_num(r, dev, "memory_GiB", &ptd_range_memory_GiB, &d->memory_GiB))
     return FALSE;
   d->name = g_strdup(name);
   d->sms = (guint)sms;
-  const cJSON *it;
-  if (cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(dev, "sm_clock_MHz")))
-    d->sm_clock_MHz = it->valuedouble;
-  if (cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(dev, "memory_clock_MHz")))
-    d->memory_clock_MHz = it->valuedouble;
-  if (cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(dev, "memory_bus_bits")))
-    d->memory_bus_bits = it->valuedouble;
-  d->gpus = cJSON_IsNumber(it = cJSON_GetObjectItemCaseSensitive(dev, "gpus")) && it->valuedouble >= 1
-                ? (guint)it->valuedouble
-                : 1;
+  double gpus = 1;
+  if (!opt_num(r, dev, "sm_clock_MHz", &ptd_range_device_info, &d->sm_clock_MHz) ||
+      !opt_num(r, dev, "memory_clock_MHz", &ptd_range_device_info, &d->memory_clock_MHz) ||
+      !opt_num(r, dev, "memory_bus_bits", &ptd_range_device_info, &d->memory_bus_bits) ||
+      !opt_num(r, dev, "gpus", &ptd_range_count, &gpus))
+    return FALSE;
+  d->gpus = (guint)gpus;
   d->compute_capability = opt_str(dev, "compute_capability");
   d->peak_source = opt_str(dev, "peak_source");
   d->driver = opt_str(dev, "driver");
@@ -424,7 +435,7 @@ static gboolean read_gemm(Reader *r, const cJSON *o, CalibMeasurements *m) {
 
 static gboolean read_membw(Reader *r, const cJSON *o, CalibMeasurements *m) {
   CalibMembw b = {0};
-  if (!get_num(r, o, "bytes", TRUE, &b.bytes) || !get_time(r, o, "time", &b.t))
+  if (!get_num(r, o, "bytes", &ptd_range_bytes, &b.bytes) || !get_time(r, o, "time", &b.t))
     return FALSE;
   g_array_append_val(m->membw, b);
   return TRUE;
@@ -439,7 +450,7 @@ static gboolean read_kernel(Reader *r, const cJSON *o, CalibMeasurements *m) {
     return FALSE;
   if (!cJSON_IsBool(fused))
     return bad(r, "fused", "must be true or false");
-  if (!get_count(r, o, "rows", &k.rows) || !get_count(r, o, "cols", &k.cols) || !get_num(r, o, "bytes", TRUE, &k.bytes) ||
+  if (!get_count(r, o, "rows", &k.rows) || !get_count(r, o, "cols", &k.cols) || !get_num(r, o, "bytes", &ptd_range_bytes, &k.bytes) ||
       !get_count(r, o, "kernels", &n) || !get_time(r, o, "time", &k.t))
     return FALSE;
   g_strlcpy(k.name, name, sizeof k.name);
@@ -481,7 +492,7 @@ static gboolean read_coll(Reader *r, const cJSON *o, CalibMeasurements *m) {
     ;
   if (c.op == CALIB_N_COLL)
     return bad(r, "op", "must be all_reduce, all_gather, reduce_scatter or sendrecv");
-  if (!get_count(r, o, "ranks", &ranks) || !get_num(r, o, "bytes", TRUE, &c.bytes) || !get_time(r, o, "time", &c.t))
+  if (!get_count(r, o, "ranks", &ranks) || !get_num(r, o, "bytes", &ptd_range_bytes, &c.bytes) || !get_time(r, o, "time", &c.t))
     return FALSE;
   c.ranks = (guint)ranks;
   g_array_append_val(m->coll, c);
@@ -489,22 +500,17 @@ static gboolean read_coll(Reader *r, const cJSON *o, CalibMeasurements *m) {
 }
 
 CalibMeasurements *calib_measurements_load(const char *path, GError **error) {
-  char *text = NULL;
-  gsize len = 0;
-  GError *io = NULL;
-  if (!g_file_get_contents(path, &text, &len, &io)) {
-    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "cannot read measurements %s: %s", path, io->message);
-    g_error_free(io);
+  cJSON *root = ptd_json_load(path, error);
+  if (!root) {
+    g_prefix_error(error, "cannot read measurements: ");
     return NULL;
   }
-  cJSON *root = cJSON_ParseWithLength(text, len);
-  g_free(text);
-  if (!cJSON_IsObject(root)) {
-    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
-                "%s: not a JSON object (a measurements file written by ptdsim-calibrate is expected)", path);
-    cJSON_Delete(root);
-    return NULL;
-  }
+  CalibMeasurements *m = calib_measurements_from_json(root, path, error);
+  cJSON_Delete(root);
+  return m;
+}
+
+CalibMeasurements *calib_measurements_from_json(const cJSON *root, const char *path, GError **error) {
   Reader r = {.file = path, .error = error};
   CalibMeasurements *m = calib_measurements_new();
   static const struct {
@@ -530,7 +536,6 @@ CalibMeasurements *calib_measurements_load(const char *path, GError **error) {
     }
     r.where[0] = 0;
   }
-  cJSON_Delete(root);
   if (!ok) {
     calib_measurements_free(m);
     return NULL;

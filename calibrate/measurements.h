@@ -103,3 +103,5 @@ cJSON *calib_measurements_to_json(const CalibMeasurements *m);
 gboolean calib_measurements_save(const CalibMeasurements *m, const char *path, GError **error);
 /* Reads and validates a file: one-line errors naming the file, the record and the key. */
 CalibMeasurements *calib_measurements_load(const char *path, GError **error);
+/* The same, from a parsed file (`path` names it in errors). */
+CalibMeasurements *calib_measurements_from_json(const cJSON *root, const char *path, GError **error);

@@ -31,12 +31,12 @@ static double cpu_seconds(void) {
 /* The fastest of `repeat` runs of `req` (network overridden when given), in
  * CPU seconds; the result of the last in `r`. */
 static gboolean time_run(const SimPlanRequest *req, const TopoCluster *cluster, const ModelProfile *profile,
-                         gint64 repeat, SimResult *r, double *best, GError **error) {
+                         guint repeat, SimResult *r, double *best, GError **error) {
   SimPlan plan;
   if (!sim_plan_build(req, cluster, &plan, error))
     return FALSE;
   *best = G_MAXDOUBLE;
-  for (gint64 i = 0; i < repeat; i++) {
+  for (guint i = 0; i < repeat; i++) {
     double t0 = cpu_seconds();
     if (!sim_ptdp_run(&plan, profile, cluster, r, error))
       return FALSE;
@@ -55,7 +55,7 @@ static double peak_rss_mib(void) {
  * sizes) and a TeraPipe run with the joint DP, on aws-p3-16xlarge. */
 static double bench_fitted(guint len, guint start, gpointer data) { return model_slice_cost_eval(data, len, start); }
 
-static int bench_terapipe(gint64 repeat) {
+static int bench_terapipe(guint repeat) {
   GError *error = NULL;
   TopoCluster *cluster = NULL;
   ModelProfile *profile = NULL;
@@ -64,7 +64,7 @@ static int bench_terapipe(gint64 repeat) {
     return cli_fail(error);
   double best = G_MAXDOUBLE;
   int code = 0;
-  for (gint64 i = 0; i < repeat && !code; i++) {
+  for (guint i = 0; i < repeat && !code; i++) {
     TraceFigureContext ctx = {cluster, profile, NULL, NULL, TRACE_FIGURE_SIMULATE, NULL, fig->name, 0};
     TraceFigureOut out;
     trace_figure_out_init(&out, fig->name);
@@ -90,7 +90,7 @@ static int bench_terapipe(gint64 repeat) {
     }
     double dp_best = G_MAXDOUBLE;
     ModelSlicing sl = {0};
-    for (gint64 i = 0; i < repeat; i++) {
+    for (guint i = 0; i < repeat; i++) {
       model_slicing_clear(&sl);
       gint64 t0 = g_get_monotonic_time();
       model_token_dp(cost.n, plan.pp, 1e-4, bench_fitted, &cost, &sl);
@@ -107,7 +107,7 @@ static int bench_terapipe(gint64 repeat) {
     plan.granularity = g;
     double choose_best = G_MAXDOUBLE;
     SimTeraPipeSlicing sl = {0};
-    for (gint64 i = 0; i < repeat && !code; i++) {
+    for (guint i = 0; i < repeat && !code; i++) {
       sim_terapipe_slicing_clear(&sl);
       gint64 t0 = g_get_monotonic_time();
       if (!sim_terapipe_choose(&plan, profile, cluster, &sl, &error))
@@ -123,7 +123,7 @@ static int bench_terapipe(gint64 repeat) {
   }
   if (!code)
     printf("terapipe-fig5: %.3f s for 10 settings (GPipe over every microbatch size that fits, TeraPipe with the "
-           "joint DP), fastest of %" G_GINT64_FORMAT ", peak RSS %.0f MiB\n",
+           "joint DP), fastest of %u, peak RSS %.0f MiB\n",
            best, repeat, peak_rss_mib());
   topo_cluster_free(cluster);
   model_profile_free(profile);
@@ -343,7 +343,7 @@ static int bench_sweep(void) {
 /* The speed targets, each in CPU seconds on one core (the fastest of
  * `repeat` runs), and plan's rate on one core. */
 static gboolean bench_targets(const SimPlanRequest *one_t, const TopoCluster *cluster, const ModelProfile *profile,
-                              gint64 repeat, GError **error) {
+                              guint repeat, GError **error) {
   if (!one_t->gpus) {
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "megatron-sc21.json: Table 1 has no 1T row");
     return FALSE;
@@ -415,11 +415,12 @@ static gboolean bench_targets(const SimPlanRequest *one_t, const TopoCluster *cl
 }
 
 int cli_bench(int argc, char **argv) {
-  gint64 repeat = 3;
+  char *repeat_s = NULL;
+  guint repeat = 3;
   gboolean terapipe = FALSE;
   char *network = NULL, *figures = NULL;
   gboolean sweep = FALSE;
-  GOptionEntry entries[] = {{"repeat", 0, 0, G_OPTION_ARG_INT64, &repeat, "Runs per row; the fastest counts (default 3)", "N"},
+  GOptionEntry entries[] = {{"repeat", 0, 0, G_OPTION_ARG_STRING, &repeat_s, "Runs per row; the fastest counts (default 3)", "N"},
                             {"terapipe", 0, 0, G_OPTION_ARG_NONE, &terapipe,
                              "Time the whole of figure terapipe-fig5 instead of SC21 Table 1", NULL},
                             {"network", 0, 0, G_OPTION_ARG_STRING, &network,
@@ -441,8 +442,16 @@ int cli_bench(int argc, char **argv) {
   int code = 0;
   if (!cli_args_parse(&args, &argc, &argv, &error))
     goto fail;
-  if (repeat < 1 || repeat > 100) {
-    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--repeat must be 1..100");
+  if (!cli_count_or("--repeat", repeat_s, 1, 100, 3, &repeat, &error))
+    goto fail;
+  if (argc > 1) {
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unexpected argument '%s' (see ptdsim bench --help)",
+                argv[1]);
+    goto fail;
+  }
+  if (network && strcmp(network, "flow") != 0 && strcmp(network, "analytic") != 0) {
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --network '%s'; use flow or analytic",
+                network);
     goto fail;
   }
   if (terapipe) {
@@ -500,5 +509,6 @@ done:
   cli_args_clear(&args);
   g_free(network);
   g_free(figures);
+  g_free(repeat_s);
   return code;
 }

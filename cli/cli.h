@@ -57,3 +57,5 @@ int cli_sweep(int argc, char **argv);
 int cli_models(int argc, char **argv);
 /* A whole number option given as text (strictly decimal digits), lo..hi. */
 gboolean cli_count(const char *flag, const char *text, guint lo, guint hi, guint *out, GError **error);
+/* cli_count, or `dflt` when the option was not given (text NULL). */
+gboolean cli_count_or(const char *flag, const char *text, guint lo, guint hi, guint dflt, guint *out, GError **error);

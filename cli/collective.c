@@ -12,6 +12,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "../base/jsonutil.h"
+#include "../base/ranges.h"
 #include "../network/collective.h"
 
 static gboolean parse_bytes(const char *text, const char *flag, double *out, GError **error) {
@@ -36,6 +38,9 @@ static gboolean parse_bytes(const char *text, const char *flag, double *out, GEr
     if (end[1] && !(g_ascii_toupper(end[1]) == 'B' && !end[2]) && !(g_ascii_toupper(end[1]) == 'I' && end[2] && g_ascii_toupper(end[2]) == 'B' && !end[3]))
       mult = 0;
   }
+  /* decimal only: strtod would also read " 8", "+8" and hexadecimal "0x10" */
+  if (!g_ascii_isdigit(text[0]) || strpbrk(text, "xX"))
+    mult = 0;
   if (end == text || errno || mult == 0 || !(v >= 1) || v * mult > 1e13 || v * mult != floor(v * mult)) {
     g_set_error(error, NET_COLL_ERROR, 0, "%s '%s' is not a byte count; give a whole number from 1 to 1e13, "
                 "optionally with K, M or G (1024-based), e.g. 8 or 1G", flag, text);
@@ -45,31 +50,40 @@ static gboolean parse_bytes(const char *text, const char *flag, double *out, GEr
   return TRUE;
 }
 
+/* The most rows a table may have. */
+#define MAX_ROWS 10000u
+
+/* The next row's size: size x factor, rounded down, and at least one byte more. */
+static double next_size(double size, double factor) { return MAX(floor(size * factor), size + 1); }
+
 int cli_collective(int argc, char **argv) {
   char *op_s = NULL, *cluster_s = NULL, *algo_s = NULL, *proto_s = NULL, *format_s = NULL, *routing_s = NULL;
   char *min_s = NULL, *max_s = NULL;
-  gint64 gpus = -1, per_node = -1, jobs = 1, stride = 0, first = 0;
+  /* whole numbers as given (NULL: not given), read strictly by cli_count */
+  char *gpus_s = NULL, *per_node_s = NULL, *jobs_s = NULL, *stride_s = NULL, *first_s = NULL;
+  guint gpus = 0, per_node = 0, jobs = 1, stride = 0, first = 0;
   double factor = 2;
   GOptionEntry entries[] = {
       {"op", 0, 0, G_OPTION_ARG_STRING, &op_s, "allreduce, allgather, reducescatter or sendrecv", "OP"},
-      {"gpus", 0, 0, G_OPTION_ARG_INT64, &gpus, "GPUs in the collective (per job)", "N"},
+      {"gpus", 0, 0, G_OPTION_ARG_STRING, &gpus_s, "GPUs in the collective (per job)", "N"},
       {"min-bytes", 0, 0, G_OPTION_ARG_STRING, &min_s, "Smallest size (nccl-tests -b; default 8)", "BYTES"},
       {"max-bytes", 0, 0, G_OPTION_ARG_STRING, &max_s, "Largest size (nccl-tests -e; default 1G)", "BYTES"},
       {"step-factor", 0, 0, G_OPTION_ARG_DOUBLE, &factor, "Size multiplier between rows (nccl-tests -f; default 2)",
        "F"},
-      {"cluster", 0, 0, G_OPTION_ARG_STRING, &cluster_s, "Cluster name or JSON file (default selene)", "NAME|FILE"},
+      {"cluster", 0, 0, G_OPTION_ARG_STRING, &cluster_s, "Cluster: " PTD_NAME_OR_PATH_HELP "; default selene",
+       "NAME|FILE"},
       {"algorithm", 0, 0, G_OPTION_ARG_STRING, &algo_s,
        "Force ring, tree or hierarchical (default auto: NCCL's tuner picks)", "ALGO"},
       {"protocol", 0, 0, G_OPTION_ARG_STRING, &proto_s, "Force LL, LL128 or Simple (default auto)", "PROTO"},
-      {"gpus-per-node", 0, 0, G_OPTION_ARG_INT64, &per_node,
+      {"gpus-per-node", 0, 0, G_OPTION_ARG_STRING, &per_node_s,
        "Use GPUs 0..K-1 of each node (default: every GPU of a node)", "K"},
       {"routing", 0, 0, G_OPTION_ARG_STRING, &routing_s,
        "ecmp (flow-hash path choice) or adaptive (spread over equal paths); default: the cluster's", "MODE"},
-      {"jobs", 0, 0, G_OPTION_ARG_INT64, &jobs, "Run this many identical jobs at once, on disjoint nodes (default 1)",
+      {"jobs", 0, 0, G_OPTION_ARG_STRING, &jobs_s, "Run this many identical jobs at once, on disjoint nodes (default 1)",
        "J"},
-      {"node-stride", 0, 0, G_OPTION_ARG_INT64, &stride,
+      {"node-stride", 0, 0, G_OPTION_ARG_STRING, &stride_s,
        "Job j's a-th node is a*S+j (interleaves jobs across units); default 0: jobs on consecutive blocks", "S"},
-      {"first-node", 0, 0, G_OPTION_ARG_INT64, &first, "First node used (default 0)", "NODE"},
+      {"first-node", 0, 0, G_OPTION_ARG_STRING, &first_s, "First node used (default 0)", "NODE"},
       {"format", 0, 0, G_OPTION_ARG_STRING, &format_s, "text or json (default text)", "FMT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   CliArgs args;
@@ -123,14 +137,14 @@ int cli_collective(int argc, char **argv) {
   }
   if (op == NET_OP_SENDRECV && (algo != NET_ALGO_AUTO || proto >= 0))
     BAD("sendrecv is point-to-point: --algorithm and --protocol do not apply");
-  if (gpus == -1)
+  if (!gpus_s)
     BAD("--gpus is required");
-  if (gpus < 2 || gpus > 1048576)
-    BAD("--gpus %" G_GINT64_FORMAT " is out of range; a collective needs 2 to 1048576 GPUs", gpus);
-  if (jobs < 1 || jobs > 1024)
-    BAD("--jobs %" G_GINT64_FORMAT " is out of range; use 1 to 1024", jobs);
-  if (stride < 0 || first < 0 || stride > 1000000 || first > 1000000)
-    BAD("--node-stride and --first-node must be zero or more");
+  if (!cli_count("--gpus", gpus_s, 2, 1048576, &gpus, &error) ||
+      !cli_count_or("--jobs", jobs_s, 1, 1024, 1, &jobs, &error) ||
+      !cli_count_or("--node-stride", stride_s, 0, PTD_MAX_CLUSTER_GPUS, 0, &stride, &error) ||
+      !cli_count_or("--first-node", first_s, 0, PTD_MAX_CLUSTER_GPUS, 0, &first, &error) ||
+      !cli_count_or("--gpus-per-node", per_node_s, 1, G_MAXINT32, 1, &per_node, &error))
+    goto fail;
   if (!(factor > 1 && factor <= 1024))
     BAD("--step-factor must be above 1 (and at most 1024)");
   if ((min_s && !parse_bytes(min_s, "--min-bytes", &min_b, &error)) ||
@@ -140,6 +154,14 @@ int cli_collective(int argc, char **argv) {
     max_b = min_b;
   if (min_b > max_b)
     BAD("--min-bytes is larger than --max-bytes");
+  /* Each row at least one byte larger than the last, so that the table
+   * ends whatever the factor; and not so many rows that it never does. */
+  guint n_rows = 0;
+  for (double size = min_b; size <= max_b * (1 + 1e-12) && n_rows <= MAX_ROWS; size = next_size(size, factor))
+    n_rows++;
+  if (n_rows > MAX_ROWS)
+    BAD("--step-factor %g from %.0f to %.0f bytes gives more than %u rows; give a larger factor or a narrower "
+        "range", factor, min_b, max_b, MAX_ROWS);
   if (!(cluster = topo_cluster_load(cluster_s ? cluster_s : "selene", &error)) ||
       !(net = net_model_load(cluster, &error)))
     goto fail;
@@ -153,11 +175,10 @@ int cli_collective(int argc, char **argv) {
       BAD("unknown --routing '%s'; use ecmp or adaptive", routing_s);
   }
   guint G = cluster->gpus_per_node;
-  guint K = per_node == -1 ? G : (guint)CLAMP(per_node, 0, G_MAXUINT);
-  if (per_node != -1 && (per_node < 1 || per_node > G))
-    BAD("--gpus-per-node %" G_GINT64_FORMAT " is out of range; cluster '%s' has %u GPUs per node", per_node,
-        cluster->name, G);
-  guint n = (guint)gpus, J = (guint)jobs;
+  guint K = per_node_s ? per_node : G;
+  if (per_node_s && per_node > G)
+    BAD("--gpus-per-node %u is out of range; cluster '%s' has %u GPUs per node", per_node, cluster->name, G);
+  guint n = gpus, J = jobs;
   guint nodes_per_job = (n + K - 1) / K;
   if (n > K && n % K)
     BAD("--gpus %u does not fill whole nodes of --gpus-per-node %u; use a multiple of it", n, K);
@@ -171,7 +192,7 @@ int cli_collective(int argc, char **argv) {
             "fewer GPUs or jobs, or a smaller --node-stride",
             J, n, K, node, cluster->name, cluster->nodes);
       if (stride && stride < J)
-        BAD("--node-stride %" G_GINT64_FORMAT " is smaller than --jobs %u, so jobs would share nodes; use a stride "
+        BAD("--node-stride %u is smaller than --jobs %u, so jobs would share nodes; use a stride "
             "of at least %u",
             stride, J, J);
       ids[(gsize)j * n + q] = (guint)node * G + q % K;
@@ -190,10 +211,12 @@ int cli_collective(int argc, char **argv) {
                          "time", "algbw", "busbw", "algorithm", "protocol");
   g_string_append_printf(text, "# %10s %12s %6s %6s %10s %8s %8s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
                          "(GB/s)");
-  for (double size = min_b; size <= max_b * (1 + 1e-12); size = floor(size * factor)) {
+  double last_bytes = 0;
+  for (double size = min_b; size <= max_b * (1 + 1e-12); size = next_size(size, factor)) {
     double bytes = floor(size / align) * align;
-    if (bytes <= 0)
+    if (bytes <= 0 || bytes == last_bytes) /* a size that aligns down to the last row's is that row */
       continue;
+    last_bytes = bytes;
     g_ptr_array_set_size(plans, 0);
     for (guint j = 0; j < J; j++) {
       NetCollPlan *p = net_coll_plan(net, op, algo, proto, ids + (gsize)j * n, n, 1, bytes, j, &error);
@@ -262,6 +285,11 @@ done:
   g_free(routing_s);
   g_free(min_s);
   g_free(max_s);
+  g_free(gpus_s);
+  g_free(per_node_s);
+  g_free(jobs_s);
+  g_free(stride_s);
+  g_free(first_s);
   cli_args_clear(&args);
   return code;
 }

@@ -95,3 +95,11 @@ gboolean cli_count(const char *flag, const char *text, guint lo, guint hi, guint
   *out = (guint)v;
   return TRUE;
 }
+
+gboolean cli_count_or(const char *flag, const char *text, guint lo, guint hi, guint dflt, guint *out, GError **error) {
+  if (!text) {
+    *out = dflt;
+    return TRUE;
+  }
+  return cli_count(flag, text, lo, hi, out, error);
+}

@@ -74,6 +74,16 @@ static gboolean one_figure(const TraceFigure *fig, const FigureOptions *o, CliFo
   if (ok && written && !quiet)
     for (guint i = 0; written[i]; i++)
       fprintf(stderr, "wrote %s\n", written[i]);
+  if (!ok && g_error_matches(*error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_OOM)) {
+    /* the hint names run's options; a figure's configurations are fixed */
+    char *cut = strstr((*error)->message, "; use ");
+    char *msg = g_strdup_printf("%.*s; the figure's configurations are the paper's: run it on a cluster whose GPUs "
+                                "have more memory, such as its default %s",
+                                cut ? (int)(cut - (*error)->message) : (int)strlen((*error)->message),
+                                (*error)->message, fig->default_cluster ? fig->default_cluster : "selene");
+    g_free((*error)->message);
+    (*error)->message = msg;
+  }
   if (!ok && !strstr((*error)->message, fig->name))
     g_prefix_error(error, "%s: ", fig->name);
   g_strfreev(written);
@@ -96,8 +106,10 @@ int cli_figure(int argc, char **argv) {
       {"from-traces", 0, 0, G_OPTION_ARG_FILENAME, &o.from_traces,
        "Rebuild the figure from the traces --save-traces wrote into DIR, simulating nothing", "DIR"},
       {"cluster", 0, 0, G_OPTION_ARG_STRING, &o.cluster,
-       "Cluster name or JSON file (default selene; aws-p3-16xlarge for the TeraPipe figures)", "NAME|FILE"},
-      {"profile", 0, 0, G_OPTION_ARG_STRING, &o.profile, "Device profile (default: the cluster's GPU)", "NAME|FILE"},
+       "Cluster: " PTD_NAME_OR_PATH_HELP "; default selene, aws-p3-16xlarge for the TeraPipe figures",
+       "NAME|FILE"},
+      {"profile", 0, 0, G_OPTION_ARG_STRING, &o.profile, "Device profile: " PTD_NAME_OR_PATH_HELP "; default: the cluster's GPU",
+       "NAME|FILE"},
       {"format", 0, 0, G_OPTION_ARG_STRING, &o.format, "text or json (default text)", "FMT"},
       {"network", 0, 0, G_OPTION_ARG_STRING, &o.network,
        "flow or analytic, as for run (default: flow for the SC21 figures, analytic for TeraPipe's and for the "
@@ -125,6 +137,11 @@ int cli_figure(int argc, char **argv) {
   CliFormat fmt;
   if (!cli_args_parse(&args, &argc, &argv, &error) || !cli_format(o.format, &fmt, &error))
     goto fail;
+  if (o.list && argc > 1) {
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "figure --list takes no figure name; drop '%s'",
+                argv[1]);
+    goto fail;
+  }
   if (o.list) {
     for (guint i = 0; i < n; i++)
       printf("%-18s %s\n", figs[i].name, figs[i].description);

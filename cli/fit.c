@@ -8,11 +8,13 @@
 
 #include "../calibrate/fit.h"
 #include "../base/jsonutil.h"
+#include "../base/outfile.h"
 #include "cli.h"
 
 typedef struct {
   char *output, *name, *tiles_from, *dtype, *synthesize, *cluster, *shapes, *compare, *profile, *format;
-  gint64 max_iterations, seed, gpus, hidden, heads, seq_len, micro_batch, tp;
+  /* whole numbers as given (NULL: not given), read strictly by cli_count */
+  char *max_iterations, *seed, *gpus, *hidden, *heads, *seq_len, *micro_batch, *tp;
   double noise;
 } FitOptions;
 
@@ -21,37 +23,30 @@ static gboolean fail_with(GError **error, const char *msg) {
   return FALSE;
 }
 
-/* Writes `json` to `path` only once it is known to be loadable as a profile. */
-static gboolean write_profile(cJSON *json, const char *path, GError **error) {
+/* Writes `json` to `path` only once it is known to be loadable as a
+ * profile: the check reads the temporary file next to `path`, so only the
+ * output's folder needs to be writable.  `input` (the measurements) is
+ * never overwritten. */
+static gboolean write_profile(cJSON *json, const char *path, const char *input, GError **error) {
+  const char *inputs[] = {input, NULL};
+  PtdOutFile *out = ptd_out_open(path, "-o", inputs, error);
+  if (!out)
+    return FALSE;
   char *text = cJSON_Print(json);
-  char *tmp = NULL;
-  GError *io = NULL;
-  int fd = g_file_open_tmp("ptdsim-fit-XXXXXX.json", &tmp, &io);
-  gboolean ok = fd >= 0;
+  gboolean ok = ptd_out_write(out, text, strlen(text), error);
+  cJSON_free(text);
   if (ok) {
-    close(fd);
-    ok = g_file_set_contents(tmp, text, -1, &io);
-  }
-  if (!ok) {
-    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "cannot write a temporary file: %s", io->message);
-    g_error_free(io);
-  } else {
-    ModelProfile *check = model_profile_load(tmp, error);
+    ModelProfile *check = model_profile_load(ptd_out_tmp_path(out), error);
     ok = check != NULL;
     if (!ok)
       g_prefix_error(error, "the fitted profile does not load (a bug; please report): ");
     model_profile_free(check);
   }
-  if (ok && !g_file_set_contents(path, text, -1, &io)) {
-    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "cannot write %s: %s", path, io->message);
-    g_error_free(io);
-    ok = FALSE;
+  if (!ok) {
+    ptd_out_abort(out);
+    return FALSE;
   }
-  if (tmp)
-    g_unlink(tmp);
-  g_free(tmp);
-  cJSON_free(text);
-  return ok;
+  return ptd_out_commit(out, error);
 }
 
 static double num_at(const cJSON *o, const char *a, const char *b) {
@@ -90,33 +85,26 @@ static void print_summary(const cJSON *profile, const char *path) {
   }
 }
 
-static gboolean in_range(gint64 v, gint64 lo, gint64 hi, const char *flag, GError **error) {
-  if (v < lo || v > hi) {
-    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "%s %" G_GINT64_FORMAT " is out of range; give %" G_GINT64_FORMAT
-                " to %" G_GINT64_FORMAT, flag, v, lo, hi);
-    return FALSE;
-  }
-  return TRUE;
-}
-
 static gboolean synthesize(const FitOptions *o, GError **error) {
   CalibPlanConfig cfg;
   calib_plan_config_default(&cfg);
   gboolean one_shape = o->hidden || o->heads || o->seq_len || o->micro_batch || o->tp;
+  guint seed, gpus, h, a, s, b, t;
   if (one_shape && o->shapes)
     return fail_with(error, "give either --shapes or --hidden/--heads/--seq-len/--micro-batch/--tp (one shape), not both");
-  gint64 h = o->hidden ? o->hidden : 12288, a = o->heads ? o->heads : 96, s = o->seq_len ? o->seq_len : 2048;
-  gint64 b = o->micro_batch ? o->micro_batch : 1, t = o->tp ? o->tp : 8;
-  if (!in_range(o->seed, 0, G_MAXINT32, "--seed", error) || !in_range(o->gpus, 1, 64, "--gpus", error) ||
-      !in_range(h, 1, 65536, "--hidden", error) || !in_range(a, 1, 65536, "--heads", error) ||
-      !in_range(s, 1, 65536, "--seq-len", error) || !in_range(b, 1, 64, "--micro-batch", error) ||
-      !in_range(t, 1, 64, "--tp", error))
+  if (!cli_count_or("--seed", o->seed, 0, G_MAXINT32, 1, &seed, error) ||
+      !cli_count_or("--gpus", o->gpus, 1, 64, 8, &gpus, error) ||
+      !cli_count_or("--hidden", o->hidden, 1, 65536, 12288, &h, error) ||
+      !cli_count_or("--heads", o->heads, 1, 65536, 96, &a, error) ||
+      !cli_count_or("--seq-len", o->seq_len, 1, 65536, 2048, &s, error) ||
+      !cli_count_or("--micro-batch", o->micro_batch, 1, 64, 1, &b, error) ||
+      !cli_count_or("--tp", o->tp, 1, 64, 8, &t, error))
     return FALSE;
   if (!(o->noise >= 0 && o->noise <= 1))
     return fail_with(error, "--noise must be a relative standard deviation from 0 to 1 (0.02 is 2%)");
-  cfg.gpus = (guint)o->gpus;
+  cfg.gpus = gpus;
   if (one_shape) {
-    cfg.shapes[0] = (CalibLayerShape){(guint)h, (guint)a, (guint)s, (guint)b, (guint)t};
+    cfg.shapes[0] = (CalibLayerShape){h, a, s, b, t};
     cfg.n_shapes = 1;
   } else if (o->shapes && !calib_plan_parse_shapes(o->shapes, &cfg, error))
     return FALSE;
@@ -135,12 +123,11 @@ static gboolean synthesize(const FitOptions *o, GError **error) {
     ok = (plan = calib_plan_new(&cfg, error)) != NULL;
   if (ok) {
     ModelNet net = {.hw = cluster->net, .measured = profile->coll, .n_measured = profile->n_coll};
-    CalibMeasurements *m = calib_synthesize(profile, &net, plan, o->noise, (gulong)o->seed);
+    CalibMeasurements *m = calib_synthesize(profile, &net, plan, o->noise, (gulong)seed);
     ok = calib_measurements_save(m, o->output, error);
     if (ok)
-      printf("wrote %s: %u GEMMs, %u copies, %u kernels, %u layers, %u collectives (synthetic, noise %g, seed %"
-             G_GINT64_FORMAT ")\n",
-             o->output, m->gemm->len, m->membw->len, m->kernels->len, m->layers->len, m->coll->len, o->noise, o->seed);
+      printf("wrote %s: %u GEMMs, %u copies, %u kernels, %u layers, %u collectives (synthetic, noise %g, seed %u)\n",
+             o->output, m->gemm->len, m->membw->len, m->kernels->len, m->layers->len, m->coll->len, o->noise, seed);
     calib_measurements_free(m);
   }
   calib_plan_free(plan);
@@ -152,7 +139,8 @@ static gboolean synthesize(const FitOptions *o, GError **error) {
 static gboolean fit(const FitOptions *o, const char *input, GError **error) {
   if (o->dtype && strcmp(o->dtype, "fp16") != 0 && strcmp(o->dtype, "bf16") != 0)
     return fail_with(error, "--dtype must be fp16 or bf16");
-  if (!in_range(o->max_iterations, 1, 100000, "--max-iterations", error))
+  guint max_iterations;
+  if (!cli_count_or("--max-iterations", o->max_iterations, 1, 100000, 200, &max_iterations, error))
     return FALSE;
   CalibMeasurements *m = calib_measurements_load(input, error);
   if (!m)
@@ -167,9 +155,9 @@ static gboolean fit(const FitOptions *o, const char *input, GError **error) {
     char *dot = strrchr(base, '.');
     if (dot && dot != base)
       *dot = 0;
-    CalibFitOptions fo = {o->name ? o->name : base, input, tiles, o->dtype, (guint)o->max_iterations};
+    CalibFitOptions fo = {o->name ? o->name : base, input, tiles, o->dtype, max_iterations};
     json = calib_fit(m, &fo, error);
-    ok = json && write_profile(json, o->output, error);
+    ok = json && write_profile(json, o->output, input, error);
     g_free(base);
   }
   if (ok)
@@ -232,7 +220,7 @@ static gboolean compare(const FitOptions *o, GError **error) {
 }
 
 int cli_fit(int argc, char **argv) {
-  FitOptions o = {.max_iterations = 200, .seed = 1, .gpus = 8, .noise = 0.02}; /* shape options 0: not given */
+  FitOptions o = {.noise = 0.02};
   GOptionEntry entries[] = {
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &o.output, "Write the profile (or, with --synthesize, the measurements) here",
        "FILE"},
@@ -240,26 +228,27 @@ int cli_fit(int argc, char **argv) {
       {"tiles-from", 0, 0, G_OPTION_ARG_STRING, &o.tiles_from,
        "Profile whose GEMM tile shapes the fitted model uses (default a100-sxm4-80gb)", "PROFILE"},
       {"dtype", 0, 0, G_OPTION_ARG_STRING, &o.dtype, "GEMM records to fit: fp16 (default) or bf16", "TYPE"},
-      {"max-iterations", 0, 0, G_OPTION_ARG_INT64, &o.max_iterations, "Iterations allowed per fit (default 200)", "N"},
+      {"max-iterations", 0, 0, G_OPTION_ARG_STRING, &o.max_iterations, "Iterations allowed per fit (default 200)", "N"},
       {"synthesize", 0, 0, G_OPTION_ARG_STRING, &o.synthesize,
        "Instead of fitting: write the measurements this profile predicts for the calibration plan, with noise",
        "PROFILE"},
       {"noise", 0, 0, G_OPTION_ARG_DOUBLE, &o.noise, "--synthesize: relative noise, lognormal sigma (default 0.02)", "S"},
-      {"seed", 0, 0, G_OPTION_ARG_INT64, &o.seed, "--synthesize: random seed (default 1)", "N"},
+      {"seed", 0, 0, G_OPTION_ARG_STRING, &o.seed, "--synthesize: random seed (default 1)", "N"},
       {"cluster", 0, 0, G_OPTION_ARG_STRING, &o.cluster,
-       "--synthesize: cluster whose intra-node network gives the collectives (default selene)", "NAME|FILE"},
-      {"gpus", 0, 0, G_OPTION_ARG_INT64, &o.gpus, "--synthesize: GPUs of the NCCL sweep (default 8)", "N"},
+       "--synthesize: cluster whose intra-node network gives the collectives, " PTD_NAME_OR_PATH_HELP " (default selene)",
+       "NAME|FILE"},
+      {"gpus", 0, 0, G_OPTION_ARG_STRING, &o.gpus, "--synthesize: GPUs of the NCCL sweep (default 8)", "N"},
       {"shapes", 0, 0, G_OPTION_ARG_STRING, &o.shapes,
        "--synthesize: layer shapes, as ptdsim-calibrate --shapes (default sc21)", "SPEC"},
-      {"hidden", 0, 0, G_OPTION_ARG_INT64, &o.hidden, "--synthesize: one layer shape instead: hidden size (default 12288)",
+      {"hidden", 0, 0, G_OPTION_ARG_STRING, &o.hidden, "--synthesize: one layer shape instead: hidden size (default 12288)",
        "H"},
-      {"heads", 0, 0, G_OPTION_ARG_INT64, &o.heads, "--synthesize: attention heads (default 96)", "A"},
-      {"seq-len", 0, 0, G_OPTION_ARG_INT64, &o.seq_len, "--synthesize: sequence length (default 2048)", "S"},
-      {"micro-batch", 0, 0, G_OPTION_ARG_INT64, &o.micro_batch, "--synthesize: micro-batch (default 1)", "B"},
-      {"tp", 0, 0, G_OPTION_ARG_INT64, &o.tp, "--synthesize: tensor-parallel size (default 8)", "T"},
+      {"heads", 0, 0, G_OPTION_ARG_STRING, &o.heads, "--synthesize: attention heads (default 96)", "A"},
+      {"seq-len", 0, 0, G_OPTION_ARG_STRING, &o.seq_len, "--synthesize: sequence length (default 2048)", "S"},
+      {"micro-batch", 0, 0, G_OPTION_ARG_STRING, &o.micro_batch, "--synthesize: micro-batch (default 1)", "B"},
+      {"tp", 0, 0, G_OPTION_ARG_STRING, &o.tp, "--synthesize: tensor-parallel size (default 8)", "T"},
       {"compare", 0, 0, G_OPTION_ARG_FILENAME, &o.compare,
        "Instead of fitting: print measured vs predicted layer times and GEMM errors for --profile", "MEASUREMENTS"},
-      {"profile", 0, 0, G_OPTION_ARG_STRING, &o.profile, "--compare: the profile to predict with", "NAME|FILE"},
+      {"profile", 0, 0, G_OPTION_ARG_STRING, &o.profile, "--compare: the profile to predict with, " PTD_NAME_OR_PATH_HELP, "NAME|FILE"},
       {"format", 0, 0, G_OPTION_ARG_STRING, &o.format, "--compare: text (default) or json", "FMT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   CliArgs args;
@@ -292,8 +281,9 @@ int cli_fit(int argc, char **argv) {
   if (ok && !o.compare)
     ok = o.synthesize ? synthesize(&o, &error) : fit(&o, argv[1], &error);
   int code = ok ? 0 : cli_fail(error);
-  char **strs[] = {&o.output, &o.name,   &o.tiles_from, &o.dtype,  &o.synthesize,
-                   &o.cluster, &o.shapes, &o.compare,    &o.profile, &o.format};
+  char **strs[] = {&o.output, &o.name,    &o.tiles_from, &o.dtype, &o.synthesize, &o.cluster,     &o.shapes,
+                   &o.compare, &o.profile, &o.format,     &o.seed,  &o.gpus,       &o.hidden,      &o.heads,
+                   &o.seq_len, &o.tp,      &o.micro_batch, &o.max_iterations};
   for (guint i = 0; i < G_N_ELEMENTS(strs); i++)
     g_free(*strs[i]);
   cli_args_clear(&args);

@@ -1,8 +1,11 @@
 /* ptdsim — the command-line program: a table of verbs, each with its own
  * options and --help. */
+#include <errno.h>
 #include <locale.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -34,8 +37,24 @@ static void usage(FILE *to) {
               "Start with: ptdsim figure megatron-table1\n");
 }
 
-int main(int argc, char **argv) {
-  setlocale(LC_ALL, "C"); /* numbers print and parse the same everywhere */
+/* What ptdsim printed must have reached stdout: a full disk or a closed
+ * pipe is an error, not a success with a truncated report.  Run at exit,
+ * so that GOption's own exit after --help is checked too. */
+static void check_stdout(void) {
+  gboolean failed = fflush(stdout) != 0 || ferror(stdout);
+  int err = errno;
+  if (fclose(stdout) != 0 && !failed) {
+    failed = TRUE;
+    err = errno;
+  }
+  if (failed) {
+    fprintf(stderr, "ptdsim: cannot write to standard output: %s\n", g_strerror(err ? err : EIO));
+    fflush(stderr);
+    _exit(1);
+  }
+}
+
+static int dispatch(int argc, char **argv) {
   if (argc < 2) {
     usage(stderr);
     return 2;
@@ -57,4 +76,11 @@ int main(int argc, char **argv) {
     }
   fprintf(stderr, "ptdsim: unknown verb '%s' (ptdsim --help lists them)\n", argv[1]);
   return 2;
+}
+
+int main(int argc, char **argv) {
+  setlocale(LC_ALL, "C"); /* numbers print and parse the same everywhere */
+  atexit(check_stdout);
+  errno = 0;
+  return dispatch(argc, argv);
 }

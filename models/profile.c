@@ -5,6 +5,7 @@
 
 #include "compute.h"
 #include "../base/jsonutil.h"
+#include "../base/ranges.h"
 
 G_DEFINE_QUARK(model-profile-error-quark, model_profile_error)
 
@@ -75,9 +76,16 @@ static gboolean load_collectives(ModelProfile *p, const cJSON *root, const char 
     f->ranks = (guint)ranks->valuedouble;
     cJSON_ArrayForEach(r, ranges) {
       const cJSON *a = cJSON_GetObjectItemCaseSensitive(r, "alpha_us"), *b = cJSON_GetObjectItemCaseSensitive(r, "busbw_GBps");
-      if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || !(a->valuedouble >= 0 && a->valuedouble < 1e7) ||
-          !(b->valuedouble > 0 && b->valuedouble < 1e6))
-        return coll_invalid(error, file, i, "ranges need alpha_us >= 0 and busbw_GBps > 0");
+      if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b))
+        return coll_invalid(error, file, i, "ranges need numbers alpha_us and busbw_GBps");
+      char *ka = g_strdup_printf("collectives[%u].ranges[%u].alpha_us", i, f->n_ranges);
+      char *kb = g_strdup_printf("collectives[%u].ranges[%u].busbw_GBps", i, f->n_ranges);
+      gboolean in = ptd_range_check(a->valuedouble, &ptd_range_latency_us, file, ka, error) &&
+                    ptd_range_check(b->valuedouble, &ptd_range_bandwidth_GBps, file, kb, error);
+      g_free(ka);
+      g_free(kb);
+      if (!in)
+        return FALSE;
       f->alpha_s[f->n_ranges] = a->valuedouble * 1e-6;
       f->busbw[f->n_ranges] = b->valuedouble * 1e9;
       f->n_ranges++;
@@ -117,7 +125,7 @@ static gboolean load_precisions(ModelProfile *p, const cJSON *root, const char *
   if (!model_profile_supports(p, "fp8"))
     return TRUE;
   double fp8;
-  if (!ptd_json_positive(root, "peak_fp8_tflops", file, &fp8, error))
+  if (!ptd_json_in(root, "peak_fp8_tflops", file, &ptd_range_tflops, &fp8, error))
     return FALSE;
   p->peak_fp8_flops = fp8 * 1e12;
   return TRUE;
@@ -133,8 +141,10 @@ static gboolean load_attention(ModelProfile *p, const cJSON *root, const char *f
     g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "%s: 'attention' must be an object", file);
     return FALSE;
   }
-  if (!ptd_json_fraction(a, "flash_forward_efficiency", file, &p->flash_forward_efficiency, error) ||
-      !ptd_json_fraction(a, "flash_backward_efficiency", file, &p->flash_backward_efficiency, error))
+  if (!ptd_json_in(root, "attention.flash_forward_efficiency", file, &ptd_range_efficiency,
+                   &p->flash_forward_efficiency, error) ||
+      !ptd_json_in(root, "attention.flash_backward_efficiency", file, &ptd_range_efficiency,
+                   &p->flash_backward_efficiency, error))
     return FALSE;
   const cJSON *d = cJSON_GetObjectItemCaseSensitive(a, "default");
   if (d && (!cJSON_IsString(d) || (strcmp(d->valuestring, "flash") != 0 && strcmp(d->valuestring, "megatron") != 0))) {
@@ -150,12 +160,13 @@ static gboolean load_attention(ModelProfile *p, const cJSON *root, const char *f
  * measurement (the best GEMM rate published for the device). */
 static gboolean solve_anchor(ModelProfile *p, const cJSON *gemm, const char *file, GError **error) {
   if (cJSON_GetObjectItemCaseSensitive(gemm, "efficiency_max")) /* fitted by ptdsim fit */
-    return ptd_json_fraction(gemm, "efficiency_max", file, &p->gemm_efficiency_max, error);
+    return ptd_json_in(gemm, "efficiency_max", file, &ptd_range_efficiency, &p->gemm_efficiency_max, error);
   const cJSON *anchor = ptd_json_object(gemm, "anchor", file, error);
   double tflops, m, n, k;
-  if (!anchor || !ptd_json_positive(anchor, "tflops", file, &tflops, error) ||
-      !ptd_json_positive(anchor, "m", file, &m, error) || !ptd_json_positive(anchor, "n", file, &n, error) ||
-      !ptd_json_positive(anchor, "k", file, &k, error))
+  if (!anchor || !ptd_json_in(gemm, "anchor.tflops", file, &ptd_range_tflops, &tflops, error) ||
+      !ptd_json_in(gemm, "anchor.m", file, &ptd_range_gemm_dim, &m, error) ||
+      !ptd_json_in(gemm, "anchor.n", file, &ptd_range_gemm_dim, &n, error) ||
+      !ptd_json_in(gemm, "anchor.k", file, &ptd_range_gemm_dim, &k, error))
     return FALSE;
   ModelGemm g = {1, (guint64)m, (guint64)n, (guint64)k};
   double want = model_gemm_flops(&g) / (tflops * 1e12) - p->kernel_launch_s;
@@ -175,15 +186,15 @@ static gboolean load_body(ModelProfile *p, const cJSON *root, const char *file, 
   if (!kind)
     return FALSE;
   double peak, mem_gib;
-  if (!ptd_json_positive(root, "peak_tflops", file, &peak, error) ||
-      !ptd_json_positive(root, "memory_GiB", file, &mem_gib, error))
+  if (!ptd_json_in(root, "peak_tflops", file, &ptd_range_tflops, &peak, error) ||
+      !ptd_json_in(root, "memory_GiB", file, &ptd_range_memory_GiB, &mem_gib, error))
     return FALSE;
   p->peak_flops = peak * 1e12;
   p->memory_bytes = mem_gib * 1073741824.0;
   if (strcmp(kind, "ideal") == 0) {
     double ns;
     p->kind = MODEL_PROFILE_IDEAL;
-    if (!ptd_json_positive(root, "layer_forward_ns_per_token", file, &ns, error))
+    if (!ptd_json_in(root, "layer_forward_ns_per_token", file, &ptd_range_ns_per_token, &ns, error))
       return FALSE;
     p->ideal_layer_s_per_token = ns * 1e-9;
     return TRUE;
@@ -194,25 +205,22 @@ static gboolean load_body(ModelProfile *p, const cJSON *root, const char *file, 
     return FALSE;
   }
   p->kind = MODEL_PROFILE_ANALYTIC;
-  double hbm, launch_us;
+  double hbm, launch_us, sms;
   const cJSON *gemm;
-  if (!ptd_json_count(root, "sms", file, &p->sms, error) || !ptd_json_positive(root, "hbm_GBps", file, &hbm, error) ||
-      !ptd_json_fraction(root, "memory_efficiency", file, &p->memory_efficiency, error) ||
-      !ptd_json_number(root, "kernel_launch_us", file, &launch_us, error) ||
+  if (!ptd_json_in(root, "sms", file, &ptd_range_sms, &sms, error) ||
+      !ptd_json_in(root, "hbm_GBps", file, &ptd_range_bandwidth_GBps, &hbm, error) ||
+      !ptd_json_in(root, "memory_efficiency", file, &ptd_range_efficiency, &p->memory_efficiency, error) ||
+      !ptd_json_in(root, "kernel_launch_us", file, &ptd_range_latency_us, &launch_us, error) ||
       !(gemm = ptd_json_object(root, "gemm", file, error)) || !load_tiles(p, gemm, file, error) ||
-      !ptd_json_positive(gemm, "k_half", file, &p->gemm_k_half, error))
+      !ptd_json_in(root, "gemm.k_half", file, &ptd_range_gemm_dim, &p->gemm_k_half, error))
     return FALSE;
+  p->sms = (guint)sms;
   double tile_bw;
-  if (!ptd_json_positive(gemm, "tile_bandwidth_GBps", file, &tile_bw, error))
+  if (!ptd_json_in(root, "gemm.tile_bandwidth_GBps", file, &ptd_range_bandwidth_GBps, &tile_bw, error))
     return FALSE;
   p->gemm_tile_bytes_per_s = tile_bw * 1e9;
-  if (launch_us < 0 || launch_us > 1e4) {
-    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "%s: key 'kernel_launch_us' must be in 0..10000", file);
-    return FALSE;
-  }
-  p->sustained_clock_ratio = 1.0;
-  if (cJSON_GetObjectItemCaseSensitive(root, "sustained_clock_ratio") &&
-      !ptd_json_fraction(root, "sustained_clock_ratio", file, &p->sustained_clock_ratio, error))
+  if (!ptd_json_in_or(root, "sustained_clock_ratio", file, &ptd_range_efficiency, 1.0, &p->sustained_clock_ratio,
+                      error))
     return FALSE;
   p->hbm_bytes_per_s = hbm * 1e9;
   p->kernel_launch_s = launch_us * 1e-6;

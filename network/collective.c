@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../base/jsonutil.h"
+#include "../base/ranges.h"
 #include "flow.h"
 #include "../base/heap.h"
 
@@ -75,25 +76,6 @@ struct _NetCollPlan {
 
 /* --- loading --- */
 
-static gboolean per_proto(const cJSON *nccl, const char *key, const char *file, double out[TOPO_N_PROTOS],
-                          GError **error) {
-  const cJSON *obj = ptd_json_object(nccl, key, file, error);
-  if (!obj)
-    return FALSE;
-  for (int p = 0; p < TOPO_N_PROTOS; p++) {
-    double v;
-    if (!ptd_json_number(obj, topo_proto_name((TopoProto)p), file, &v, error))
-      return FALSE;
-    if (v < 0) {
-      g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "%s: key 'nccl.%s.%s' must be zero or more", file,
-                  key, topo_proto_name((TopoProto)p));
-      return FALSE;
-    }
-    out[p] = v * 1e-6;
-  }
-  return TRUE;
-}
-
 NetModel *net_model_load(const TopoCluster *cluster, GError **error) {
   const cJSON *root = cluster->json;
   TopoFabric *fabric = topo_fabric_build(cJSON_GetObjectItemCaseSensitive(root, "fabric"), cluster->path,
@@ -106,9 +88,11 @@ NetModel *net_model_load(const TopoCluster *cluster, GError **error) {
   const cJSON *nccl = cJSON_GetObjectItemCaseSensitive(root, "nccl");
   gboolean ok = TRUE;
   if (ok && cJSON_GetObjectItemCaseSensitive(nccl, "tree_base_us")) {
-    ok = per_proto(nccl, "tree_base_us", cluster->path, net->tree_base, error) &&
-         per_proto(nccl, "tree_nvlink_hop_us", cluster->path, net->tree_nvlink_hop, error) &&
-         per_proto(nccl, "tree_net_hop_us", cluster->path, net->tree_net_hop, error);
+    ok = topo_json_per_proto(root, "tree_base_us", cluster->path, 1e-6, &ptd_range_latency_us, net->tree_base, error) &&
+         topo_json_per_proto(root, "tree_nvlink_hop_us", cluster->path, 1e-6, &ptd_range_latency_us,
+                             net->tree_nvlink_hop, error) &&
+         topo_json_per_proto(root, "tree_net_hop_us", cluster->path, 1e-6, &ptd_range_latency_us, net->tree_net_hop,
+                             error);
     net->has_tree = ok;
   }
   net->ll128_per_channel = net->net_channel = INFINITY;
@@ -117,14 +101,17 @@ NetModel *net_model_load(const TopoCluster *cluster, GError **error) {
   if (ok && cJSON_GetObjectItemCaseSensitive(nccl, "channel_caps_GBps")) {
     /* optional: NCCL v2.12's per-channel caps (tuning.cc) and the speed its
      * ring search gives one NIC channel (search.cc) */
-    const cJSON *caps = ptd_json_object(nccl, "channel_caps_GBps", cluster->path, error);
-    static const char *tree_keys[3] = {"tree_1_node", "tree_2_nodes", "tree_3_or_more_nodes"};
-    static const char *ll_keys[3] = {"ll_1_node", "ll_2_nodes", "ll_3_or_more_nodes"};
-    ok = caps && ptd_json_positive(caps, "ll128", cluster->path, &net->ll128_per_channel, error) &&
-         ptd_json_positive(caps, "net_channel", cluster->path, &net->net_channel, error);
-    for (int i = 0; ok && i < 3; i++)
-      ok = ptd_json_positive(caps, tree_keys[i], cluster->path, &net->tree_per_channel[i], error) &&
-           ptd_json_positive(caps, ll_keys[i], cluster->path, &net->ll_max[i], error);
+    static const char *keys[8] = {"ll128", "net_channel", "tree_1_node", "tree_2_nodes", "tree_3_or_more_nodes",
+                                  "ll_1_node", "ll_2_nodes", "ll_3_or_more_nodes"};
+    double *outs[8] = {&net->ll128_per_channel, &net->net_channel, &net->tree_per_channel[0],
+                       &net->tree_per_channel[1], &net->tree_per_channel[2], &net->ll_max[0], &net->ll_max[1],
+                       &net->ll_max[2]};
+    ok = ptd_json_object(nccl, "channel_caps_GBps", cluster->path, error) != NULL;
+    for (int i = 0; ok && i < 8; i++) {
+      char *k = g_strconcat("nccl.channel_caps_GBps.", keys[i], NULL);
+      ok = ptd_json_in(root, k, cluster->path, &ptd_range_bandwidth_GBps, outs[i], error);
+      g_free(k);
+    }
     if (ok) {
       net->ll128_per_channel *= 1e9;
       net->net_channel *= 1e9;

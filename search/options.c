@@ -44,10 +44,11 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
     [SEARCH_OPT_UNTIE] = {"untie-embeddings", SEARCH_OPT_FLAG, NULL,
                           "The logit layer has its own weights instead of sharing the word embedding's", NULL},
     [SEARCH_OPT_NO_BIAS] = {"no-bias", SEARCH_OPT_FLAG, NULL, "Linear layers without biases (as Llama)", NULL},
-    [SEARCH_OPT_CLUSTER] = {"cluster", SEARCH_OPT_TEXT, "NAME|FILE", "Cluster name or JSON file (default selene)",
+    [SEARCH_OPT_CLUSTER] = {"cluster", SEARCH_OPT_TEXT, "NAME|FILE", "Cluster: " PTD_NAME_OR_PATH_HELP "; default selene",
                             NULL},
     [SEARCH_OPT_PROFILE] = {"profile", SEARCH_OPT_TEXT, "NAME|FILE",
-                            "Device profile name or JSON file (default: the cluster's GPU; 'ideal' for textbook timing)",
+                            "Device profile: " PTD_NAME_OR_PATH_HELP "; default: the cluster's GPU; 'ideal' for "
+                            "textbook timing",
                             NULL},
     [SEARCH_OPT_GPUS] = {"gpus", SEARCH_OPT_COUNT, "N", "GPUs n", NULL},
     [SEARCH_OPT_TP] = {"tp", SEARCH_OPT_COUNT, "T", "Tensor-parallel size t", NULL},

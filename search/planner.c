@@ -193,6 +193,12 @@ static gpointer simulate(guint k, gpointer user) {
   gboolean ok = search_config_request(&row->config, &r, &err) && sim_plan_build(&r, s->cluster, plan, &err) &&
                 (row->zero ? sim_zero_run(plan, s->profile, s->cluster, &res, NULL, NULL, &err)
                            : sim_ptdp_run(plan, s->profile, s->cluster, &res, &err));
+  if (ok && !(res.iteration_time_s > 0)) { /* its TFLOP/s would be infinite; trace_run refuses it the same */
+    g_set_error(&err, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "the simulated iteration takes less than a nanosecond: the inputs are outside what ptdsim models; "
+                "check the profile's numbers (doc/inputs.md)");
+    ok = FALSE;
+  }
   if (!ok) {
     row->status = SEARCH_ROW_INFEASIBLE;
     row->reason = g_strdup(err->message);

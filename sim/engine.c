@@ -2,6 +2,7 @@
 #include "engine.h"
 #include "../base/heap.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,7 @@ struct _SimEngine {
   SimEngineNetwork network;
   gboolean has_network;
   gboolean repeats_stream; /* some op is on one stream twice */
+  gboolean too_long;       /* some op lasts longer than SIM_TIME_MAX */
 };
 
 SimEngine *sim_engine_new(void) {
@@ -101,6 +103,10 @@ guint sim_engine_n_ops(const SimEngine *e) { return e->ops->len; }
 guint sim_engine_add_op_at(SimEngine *e, SimTime duration_ns, const guint *streams, const guint64 *positions,
                            guint n_streams, const SimOpTag *tag) {
   g_return_val_if_fail(n_streams > 0 && duration_ns >= 0, G_MAXUINT);
+  if (duration_ns > SIM_TIME_MAX) { /* refused at run, with an error */
+    e->too_long = TRUE;
+    duration_ns = 0;
+  }
   Op op = {.duration = duration_ns, .start = -1, .end = -1, .stream_off = e->op_streams->len, .n_streams = n_streams};
   if (tag)
     op.tag = *tag;
@@ -190,7 +196,7 @@ static void try_start(Run *r, guint op, SimTime now) {
   if (o->net && r->e->has_network)
     r->e->network.start(r->e->network.data, op, now);
   else
-    event_push_at(r->heap, &r->heap_n, (Event){now + o->duration, r->seq++, op});
+    event_push_at(r->heap, &r->heap_n, (Event){sim_time_add(now, o->duration), r->seq++, op});
 }
 
 /* `op` ends at `now`: free its streams, count it off its successors, and
@@ -253,7 +259,7 @@ static guint run_fixed(Run *r, SimTime *makespan) {
   while (n_work > 0) {
     guint op = work[--n_work];
     Op *o = &ops[op];
-    o->end = o->start + o->duration;
+    o->end = sim_time_add(o->start, o->duration);
     last = MAX(last, o->end);
     done++;
     for (guint i = 0; i < o->n_streams; i++) {
@@ -453,6 +459,13 @@ finished:
   g_free(r.busy);
   g_free(r.heap);
 
+  if (e->too_long || now > SIM_TIME_MAX) {
+    g_set_error(error, SIM_ENGINE_ERROR, SIM_ENGINE_ERROR_TOO_LONG,
+                "the simulated iteration %s longer than %g s, the longest time ptdsim represents; check the "
+                "profile's and the cluster's numbers (doc/inputs.md lists their ranges)",
+                e->too_long ? "has an op" : "runs", SIM_TIME_MAX_S);
+    return FALSE;
+  }
   if (done != n_ops) {
     guint stuck = 0;
     while (stuck < n_ops && ops[stuck].end >= 0)
@@ -465,6 +478,17 @@ finished:
   e->ran = TRUE;
   return TRUE;
 }
+
+SimTime sim_time_ns(double seconds) {
+  /* NaN, infinities, negatives and anything past the bound become one past
+   * it: an op the engine refuses with an error, never a wrapped-around time.
+   * A difference of times rounded a hair below zero is zero, as it rounds. */
+  if (!(seconds > -0.5e-9 && seconds <= SIM_TIME_MAX_S))
+    return SIM_TIME_MAX + 1;
+  return MAX((SimTime)llround(seconds * 1e9), 0);
+}
+
+SimTime sim_time_add(SimTime a, SimTime b) { return MIN(a + b, SIM_TIME_MAX + 1); }
 
 SimTime sim_engine_op_start(const SimEngine *e, guint op) {
   return g_array_index(e->ops, Op, op).start;

@@ -26,6 +26,17 @@
 
 typedef int64_t SimTime; /* nanoseconds */
 
+/* The longest time ptdsim represents, 1e7 s (about 116 days): an op or an
+ * iteration beyond it is an error, not a wrapped-around time.  Every time
+ * stays at most one past it, so sums of two never overflow. */
+#define SIM_TIME_MAX_S 1e7
+#define SIM_TIME_MAX ((SimTime)10000000000000000) /* SIM_TIME_MAX_S in ns */
+/* Seconds to nanoseconds, rounded; NaN, negative (below -0.5 ns) or beyond
+ * SIM_TIME_MAX_S gives SIM_TIME_MAX + 1, which sim_engine_run refuses. */
+SimTime sim_time_ns(double seconds);
+/* a + b for times of at most SIM_TIME_MAX + 1, capped there. */
+SimTime sim_time_add(SimTime a, SimTime b);
+
 typedef struct _SimEngine SimEngine;
 
 /* What an op is, for accounting and traces; the engine does not look at it. */
@@ -90,7 +101,8 @@ guint sim_engine_n_ops(const SimEngine *engine);
 void sim_engine_reserve(SimEngine *engine, guint n_ops, guint n_slots, guint n_deps);
 
 /* Runs to completion.  Returns FALSE and sets `error` if some op can never
- * start (a dependency cycle, or a dependency against stream order). */
+ * start (a dependency cycle, or a dependency against stream order), or if
+ * an op or the whole run lasts longer than SIM_TIME_MAX. */
 gboolean sim_engine_run(SimEngine *engine, GError **error);
 
 /* Results, valid after a successful run. */
@@ -108,4 +120,4 @@ guint sim_engine_stream_gpu(const SimEngine *engine, guint stream);
 
 #define SIM_ENGINE_ERROR (sim_engine_error_quark())
 GQuark sim_engine_error_quark(void);
-typedef enum { SIM_ENGINE_ERROR_DEADLOCK } SimEngineError;
+typedef enum { SIM_ENGINE_ERROR_DEADLOCK, SIM_ENGINE_ERROR_TOO_LONG } SimEngineError;

@@ -53,6 +53,14 @@ static gboolean parse_slices(const SimPlanRequest *r, SimPlan *plan, GError **er
   plan->granularity = g;
   const char *spec = r->slices ? r->slices : "auto";
   if (strcmp(spec, "auto") == 0) {
+    /* The DP's cost tables hold a cell per (start, length) pair of granules:
+     * memory and time grow with the square of their count. */
+    if (L / g > SIM_MAX_DP_GRANULES)
+      FAIL("--slices auto: a sequence of %u tokens in granules of %u is %u granules, more than the %u the slicing "
+           "DP allows (its memory grows with their square, about 0.5 GB at %u); give a --granularity of at least %u "
+           "that divides %u, or --slices uniform:N or explicit lengths",
+           L, g, L / g, SIM_MAX_DP_GRANULES, SIM_MAX_DP_GRANULES, (L + SIM_MAX_DP_GRANULES - 1) / SIM_MAX_DP_GRANULES,
+           L);
     plan->slices_mode = SIM_SLICES_AUTO;
     return TRUE;
   }

@@ -95,6 +95,10 @@ typedef struct {
 
 #define SIM_PLAN_ERROR (sim_plan_error_quark())
 GQuark sim_plan_error_quark(void);
+/* The most granules (--seq-len / --granularity) TeraPipe's slicing DP
+ * (--slices auto) takes: its tables grow with the square of the count. */
+#define SIM_MAX_DP_GRANULES 2048u
+
 typedef enum { SIM_PLAN_ERROR_INVALID, SIM_PLAN_ERROR_OOM, SIM_PLAN_ERROR_TOO_BIG } SimPlanError;
 
 /* Checks the request against the cluster and fills `plan`.  Every error is

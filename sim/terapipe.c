@@ -23,7 +23,7 @@ G_STATIC_ASSERT((int)CAT_COMPUTE == (int)SIM_TIMELINE_CAT_COMPUTE && (int)CAT_TP
     return FALSE;                                                                                                      \
   } while (0)
 
-static SimTime ns(double seconds) { return (SimTime)llround(seconds * 1e9); }
+static SimTime ns(double seconds) { return sim_time_ns(seconds); }
 
 /* --- slicings --- */
 

@@ -52,7 +52,7 @@ typedef struct {
   GArray *pieces;  /* traced runs: what each op is (timeline.h) */
 } Build;
 
-static SimTime ns(double seconds) { return (SimTime)llround(seconds * 1e9); }
+static SimTime ns(double seconds) { return sim_time_ns(seconds); }
 
 static SimOpTag tag(guint cat, guint pass, guint mb, gint32 layer) {
   return (SimOpTag){(guint16)cat, (guint16)pass, 0, 0, (gint32)mb, layer};

@@ -1,7 +1,14 @@
 /* ptdsim — the ground floor: numbers for people (base/units.h). */
 #include <glib.h>
+#include <glib/gstdio.h>
 #include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "../base/jsonutil.h"
+#include "../base/outfile.h"
+#include "../base/ranges.h"
 #include "../base/units.h"
 
 static void check_si(double v, const char *unit, const char *want) {
@@ -64,10 +71,229 @@ static void test_parse_count(void) {
   g_assert_false(ptd_parse_count(NULL, NULL));
 }
 
+/* --- reading inputs --- */
+
+static char *tmpdir;
+
+static char *tmp_file(const char *name, const char *text) {
+  char *path = g_build_filename(tmpdir, name, NULL);
+  if (text)
+    g_assert_true(g_file_set_contents(path, text, -1, NULL));
+  return path;
+}
+
+/* Why: a JSON input accepted trailing junk, a NUL byte (the rest unread)
+ * and a key twice (the first won); each is refused with the file's name,
+ * and a repeated key is named by its path. */
+static void test_json_strict(void) {
+  static const struct {
+    const char *text, *needle;
+  } bad[] = {{"{\"a\": 1} junk", "malformed JSON"},
+             {"{\"a\": 1}{\"b\": 2}", "malformed JSON"},
+             {"[1, 2]", "top level must be a JSON object"},
+             {"{\"a\": {\"b\": 1, \"b\": 2}}", "'a.b' is given twice"},
+             {"{\"a\": [{\"c\": 1}, {\"c\": 2, \"c\": 3}]}", "'a[1].c' is given twice"},
+             {"{\"a\": 1, \"a\": 1}", "'a' is given twice"}};
+  for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+    GError *error = NULL;
+    char *path = tmp_file("bad.json", bad[i].text);
+    g_assert_null(ptd_json_load(path, &error));
+    g_assert_nonnull(error);
+    g_test_message("%s", error->message);
+    g_assert_nonnull(strstr(error->message, path));
+    g_assert_nonnull(strstr(error->message, bad[i].needle));
+    g_clear_error(&error);
+    g_free(path);
+  }
+  GError *error = NULL;
+  g_assert_null(ptd_json_parse("{}\0{}", 5, "x", &error));
+  g_assert_nonnull(strstr(error->message, "NUL byte"));
+  g_clear_error(&error);
+  char *path = tmp_file("good.json", "{\"a\": {\"b\": 1}, \"c\": [{\"b\": 2}, {\"b\": 3}]}\n\n");
+  cJSON *root = ptd_json_load(path, &error);
+  g_assert_no_error(error);
+  g_assert_nonnull(root);
+  cJSON_Delete(root);
+  g_free(path);
+}
+
+/* Why: a FIFO blocked the reader forever and /dev/zero ate memory: only a
+ * regular file of bounded size is read, and nothing waits on a pipe. */
+static void test_read_input_bounds(void) {
+  char *fifo = g_build_filename(tmpdir, "fifo", NULL);
+  g_assert_cmpint(mkfifo(fifo, 0600), ==, 0);
+  const char *paths[] = {fifo, "/dev/zero", tmpdir};
+  for (guint i = 0; i < G_N_ELEMENTS(paths); i++) {
+    GError *error = NULL;
+    gsize len;
+    g_assert_null(ptd_read_input(paths[i], 100, &len, &error));
+    g_assert_nonnull(error);
+    g_assert_nonnull(strstr(error->message, "regular file"));
+    g_clear_error(&error);
+  }
+  char *path = tmp_file("ten", "0123456789");
+  GError *error = NULL;
+  gsize len = 0;
+  char *text = ptd_read_input(path, 10, &len, &error); /* exactly at the limit */
+  g_assert_no_error(error);
+  g_assert_cmpuint(len, ==, 10);
+  g_assert_cmpstr(text, ==, "0123456789");
+  g_free(text);
+  g_assert_null(ptd_read_input(path, 9, &len, &error));
+  g_assert_nonnull(strstr(error->message, "more than the 9"));
+  g_clear_error(&error);
+  g_unlink(fifo);
+  g_free(fifo);
+  g_free(path);
+}
+
+/* Why: a file in the working directory named like a built-in replaced it.
+ * A name resolves to the shipped file only; a path to the file only. */
+static void test_name_or_path(void) {
+  g_assert_false(ptd_is_path("selene"));
+  g_assert_true(ptd_is_path("./selene"));
+  g_assert_true(ptd_is_path("selene.json"));
+  g_assert_true(ptd_is_path("a/b"));
+  char *cwd = g_get_current_dir();
+  g_assert_cmpint(g_chdir(tmpdir), ==, 0);
+  g_assert_true(g_file_set_contents("selene", "{}", -1, NULL));
+  GError *error = NULL;
+  char *path = ptd_data_resolve("topologies", "selene", "cluster", &error);
+  g_assert_no_error(error);
+  char *shipped = g_build_filename(ptd_data_dir(), "topologies", "selene.json", NULL);
+  g_assert_cmpstr(path, ==, shipped);
+  g_free(path);
+  path = ptd_data_resolve("topologies", "./selene", "cluster", &error);
+  g_assert_cmpstr(path, ==, "./selene");
+  g_free(path);
+  g_assert_true(g_file_set_contents("mine", "{}", -1, NULL));
+  g_assert_null(ptd_data_resolve("topologies", "mine", "cluster", &error));
+  g_assert_nonnull(strstr(error->message, "e.g. ./mine"));
+  g_clear_error(&error);
+  g_assert_null(ptd_data_resolve("topologies", "nosuch.json", "cluster", &error));
+  g_assert_nonnull(strstr(error->message, "nosuch.json"));
+  g_clear_error(&error);
+  g_unlink("selene");
+  g_unlink("mine");
+  g_assert_cmpint(g_chdir(cwd), ==, 0);
+  g_free(cwd);
+  g_free(shipped);
+}
+
+/* Why: the error must say the range it checks, both ends included or not. */
+static void test_ranges(void) {
+  const PtdRange r = {0, 1, TRUE, FALSE, "share"};
+  GError *error = NULL;
+  g_assert_true(ptd_range_check(1, &r, "f", "k", &error));
+  g_assert_true(ptd_range_check(1e-300, &r, "f", "k", &error));
+  g_assert_false(ptd_range_check(0, &r, "f", "k", &error));
+  g_assert_cmpstr(error->message, ==, "f: key 'k' is 0, outside (0, 1] share; give a value in that range");
+  g_clear_error(&error);
+  g_assert_false(ptd_range_check(NAN, &ptd_range_efficiency, "f", "k", &error));
+  g_clear_error(&error);
+  g_assert_false(ptd_range_check(INFINITY, &ptd_range_bandwidth_GBps, "f", "k", &error));
+  g_clear_error(&error);
+  cJSON *o = cJSON_Parse("{\"a\": {\"b\": 2.5, \"n\": 3}}");
+  double v = 0;
+  g_assert_true(ptd_json_in(o, "a.b", "f", &ptd_range_bandwidth_GBps, &v, &error));
+  g_assert_cmpfloat(v, ==, 2.5);
+  g_assert_false(ptd_json_in(o, "a.b", "f", &ptd_range_sms, &v, &error)); /* whole numbers only */
+  g_assert_nonnull(strstr(error->message, "'a.b' must be a whole number"));
+  g_clear_error(&error);
+  g_assert_false(ptd_json_in(o, "a.c", "f", &ptd_range_sms, &v, &error));
+  g_assert_nonnull(strstr(error->message, "'a.c' is missing"));
+  g_clear_error(&error);
+  g_assert_true(ptd_json_in_or(o, "a.c", "f", &ptd_range_sms, 7, &v, &error));
+  g_assert_cmpfloat(v, ==, 7);
+  cJSON_Delete(o);
+}
+
+/* --- writing outputs --- */
+
+static mode_t mode_of(const char *path) {
+  GStatBuf st;
+  g_assert_cmpint(g_lstat(path, &st), ==, 0);
+  return st.st_mode;
+}
+
+static guint entries(void) {
+  GDir *d = g_dir_open(tmpdir, 0, NULL);
+  guint n = 0;
+  while (g_dir_read_name(d))
+    n++;
+  g_dir_close(d);
+  return n;
+}
+
+/* Why: outputs replaced pipes, devices and symbolic links, overwrote the
+ * run's own input, changed an existing file's mode, and left temporary
+ * files behind on failure.  The helper refuses the first three, keeps the
+ * mode, and an aborted write leaves the folder as it was. */
+static void test_out_file(void) {
+  guint before = entries();
+  char *fifo = g_build_filename(tmpdir, "out-fifo", NULL), *link = g_build_filename(tmpdir, "out-link", NULL);
+  char *target = tmp_file("target", "keep"), *out = tmp_file("out", "old");
+  g_assert_cmpint(mkfifo(fifo, 0600), ==, 0);
+  g_assert_cmpint(symlink(target, link), ==, 0);
+  const struct {
+    const char *path, *needle;
+  } refused[] = {{fifo, "a pipe"}, {link, "a symbolic link"}, {tmpdir, "a directory"}, {"/dev/null", "device"}};
+  GError *error = NULL;
+  for (guint i = 0; i < G_N_ELEMENTS(refused); i++) {
+    g_assert_false(ptd_write_file(refused[i].path, "-o", NULL, "x", 1, &error));
+    g_assert_nonnull(strstr(error->message, refused[i].needle));
+    g_clear_error(&error);
+  }
+  const char *inputs[] = {"/nonexistent", target, NULL};
+  g_assert_false(ptd_write_file(target, "-o", inputs, "x", 1, &error));
+  g_assert_nonnull(strstr(error->message, "is also an input"));
+  g_clear_error(&error);
+  gsize len;
+  char *text = NULL;
+  g_assert_true(g_file_get_contents(target, &text, &len, NULL));
+  g_assert_cmpstr(text, ==, "keep");
+  g_free(text);
+  /* the mode of an existing file stays */
+  g_assert_cmpint(g_chmod(out, 0640), ==, 0);
+  g_assert_true(ptd_write_file(out, "-o", inputs, "new", 3, &error));
+  g_assert_no_error(error);
+  g_assert_cmpint(mode_of(out) & 0777, ==, 0640);
+  g_assert_true(g_file_get_contents(out, &text, &len, NULL));
+  g_assert_cmpstr(text, ==, "new");
+  g_free(text);
+  /* an aborted write leaves nothing, and the old file as it was */
+  PtdOutFile *f = ptd_out_open(out, "-o", NULL, &error);
+  g_assert_nonnull(f);
+  g_assert_true(ptd_out_write(f, "partial", 7, &error));
+  g_assert_true(g_file_test(ptd_out_tmp_path(f), G_FILE_TEST_IS_REGULAR));
+  ptd_out_abort(f);
+  g_assert_true(g_file_get_contents(out, &text, &len, NULL));
+  g_assert_cmpstr(text, ==, "new");
+  g_free(text);
+  g_assert_cmpuint(entries(), ==, before + 4); /* fifo, link, target, out: no temporary file */
+  g_unlink(fifo);
+  g_unlink(link);
+  g_unlink(target);
+  g_unlink(out);
+  g_free(fifo);
+  g_free(link);
+  g_free(target);
+  g_free(out);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
+  tmpdir = g_dir_make_tmp("ptdsim-base-XXXXXX", NULL);
   g_test_add_func("/base/format-si", test_format_si);
   g_test_add_func("/base/format-count", test_format_count);
   g_test_add_func("/base/parse-count", test_parse_count);
-  return g_test_run();
+  g_test_add_func("/base/json-strict", test_json_strict);
+  g_test_add_func("/base/read-input-bounds", test_read_input_bounds);
+  g_test_add_func("/base/name-or-path", test_name_or_path);
+  g_test_add_func("/base/ranges", test_ranges);
+  g_test_add_func("/base/out-file", test_out_file);
+  int rc = g_test_run();
+  g_rmdir(tmpdir);
+  g_free(tmpdir);
+  return rc;
 }

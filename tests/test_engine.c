@@ -8,6 +8,7 @@
  * deadlocks exactly when those constraints contain a cycle.
  */
 #include <glib.h>
+#include <math.h>
 #include <string.h>
 
 #include "../sim/engine.h"
@@ -638,6 +639,62 @@ static void test_event_loop_deadlock_agreement(void) {
   use_event_loop = FALSE;
 }
 
+/* --- the time bound ----------------------------------------------------- */
+
+/* Why: a duration computed from an absurd input overflowed the int64 clock
+ * (llround past its range), the engine refused the op with a CRITICAL log
+ * and the caller indexed past its arrays; sums of long ops wrapped to
+ * negative times.  Seconds convert to nanoseconds exactly up to the bound,
+ * anything past it (or NaN, or negative) becomes one past the bound, and a
+ * run with such an op, or one whose times sum past the bound, is an error.
+ * Both timing paths are checked: fixed durations and the event loop. */
+static void test_time_bound(void) {
+  g_assert_cmpint(sim_time_ns(1.5e-9), ==, 2);
+  g_assert_cmpint(sim_time_ns(SIM_TIME_MAX_S), ==, SIM_TIME_MAX);
+  g_assert_cmpint(sim_time_ns(SIM_TIME_MAX_S * 1.0000001), ==, SIM_TIME_MAX + 1);
+  g_assert_cmpint(sim_time_ns(1e300), ==, SIM_TIME_MAX + 1);
+  g_assert_cmpint(sim_time_ns(NAN), ==, SIM_TIME_MAX + 1);
+  g_assert_cmpint(sim_time_ns(-1), ==, SIM_TIME_MAX + 1);
+  g_assert_cmpint(sim_time_ns(-1e-12), ==, 0); /* rounds to zero, as llround did */
+  g_assert_cmpint(sim_time_add(SIM_TIME_MAX + 1, SIM_TIME_MAX + 1), ==, SIM_TIME_MAX + 1);
+  for (guint event_loop = 0; event_loop < 2; event_loop++) {
+    /* one op past the bound: refused at run, with an id like any other */
+    SimEngine *e = sim_engine_new();
+    add_streams(e, 2);
+    guint a = sim_engine_add_op1(e, 5, 0, NULL);
+    guint b = sim_engine_add_op1(e, sim_time_ns(1e12), 0, NULL);
+    g_assert_cmpuint(b, ==, a + 1);
+    if (event_loop) /* an op on one stream twice takes the event loop */
+      sim_engine_add_op(e, 1, (const guint[]){1, 1}, 2, NULL);
+    GError *error = NULL;
+    g_assert_false(sim_engine_run(e, &error));
+    g_assert_error(error, SIM_ENGINE_ERROR, SIM_ENGINE_ERROR_TOO_LONG);
+    g_clear_error(&error);
+    sim_engine_free(e);
+    /* ops within the bound whose chain passes it: an error, not a wrapped time */
+    e = sim_engine_new();
+    add_streams(e, 2);
+    for (guint i = 0; i < 1000; i++)
+      sim_engine_add_op1(e, SIM_TIME_MAX, 0, NULL);
+    if (event_loop)
+      sim_engine_add_op(e, 1, (const guint[]){1, 1}, 2, NULL);
+    g_assert_false(sim_engine_run(e, &error));
+    g_assert_error(error, SIM_ENGINE_ERROR, SIM_ENGINE_ERROR_TOO_LONG);
+    g_clear_error(&error);
+    sim_engine_free(e);
+    /* exactly at the bound: fine */
+    e = sim_engine_new();
+    add_streams(e, 2);
+    sim_engine_add_op1(e, SIM_TIME_MAX - 1, 0, NULL);
+    sim_engine_add_op1(e, 1, 0, NULL);
+    if (event_loop)
+      sim_engine_add_op(e, 1, (const guint[]){1, 1}, 2, NULL);
+    run_ok(e);
+    g_assert_cmpint(sim_engine_makespan(e), ==, SIM_TIME_MAX);
+    sim_engine_free(e);
+  }
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/engine/event-loop/random/issue-order", test_event_loop_issue_order);
@@ -652,6 +709,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/engine/zero-duration", test_zero_duration);
   g_test_add_func("/engine/tags", test_tags);
   g_test_add_func("/engine/deadlocks", test_deadlocks);
+  g_test_add_func("/engine/time-bound", test_time_bound);
   g_test_add_func("/engine/determinism", test_determinism);
   g_test_add_func("/engine/random/issue-order", test_random_issue_order);
   g_test_add_func("/engine/random/positions", test_random_positions);

@@ -1022,13 +1022,13 @@ static const BadCase bad_cases[] = {
     {FALSE, "kind", EDIT_STRING, 0, "quantum", "'kind'"},                    /* wrong kind */
     {FALSE, "peak_tflops", EDIT_STRING, 0, "312", "'peak_tflops'"},          /* wrong type */
     {FALSE, "memory_efficiency", EDIT_NUMBER, 1.5, NULL, "'memory_efficiency'"},
-    {FALSE, "gemm.k_half", EDIT_DELETE, 0, NULL, "'k_half'"},
-    {FALSE, "gemm.tile_bandwidth_GBps", EDIT_DELETE, 0, NULL, "'tile_bandwidth_GBps'"},
-    {FALSE, "gemm.tile_bandwidth_GBps", EDIT_NUMBER, 0, NULL, "'tile_bandwidth_GBps'"},
+    {FALSE, "gemm.k_half", EDIT_DELETE, 0, NULL, "'gemm.k_half'"},
+    {FALSE, "gemm.tile_bandwidth_GBps", EDIT_DELETE, 0, NULL, "'gemm.tile_bandwidth_GBps'"},
+    {FALSE, "gemm.tile_bandwidth_GBps", EDIT_NUMBER, 0, NULL, "'gemm.tile_bandwidth_GBps'"},
     {FALSE, "gemm.anchor.tflops", EDIT_NUMBER, 400, NULL, "'gemm.anchor'"}, /* above peak */
     {FALSE, "gemm", EDIT_ARRAY, 0, NULL, "'gemm'"},                          /* not an object */
     {FALSE, "name", EDIT_DELETE, 0, NULL, "'name'"},
-    {TRUE, "network.nic_GBps", EDIT_NUMBER, -24, NULL, "'nic_GBps'"},       /* negative bandwidth */
+    {TRUE, "network.nic_GBps", EDIT_NUMBER, -24, NULL, "'network.nic_GBps'"},       /* negative bandwidth */
     {TRUE, "nodes", EDIT_DELETE, 0, NULL, "'nodes'"},
     {TRUE, "gpus_per_node", EDIT_NUMBER, 0, NULL, "'gpus_per_node'"},
     {TRUE, "nvlink", EDIT_ARRAY, 0, NULL, "'nvlink'"},

@@ -353,7 +353,7 @@ static void test_bad_specs(void) {
       {"--schedule 1f1b,warp", "'warp' is not one of"},
       {"--no-fusion=maybe", "is not true or false"},
       {"--set cluster.network.nope=1", "has no number at 'network.nope'"},
-      {"--set cluster.fabric.network.link_GBps=0", "must be greater than zero"},
+      {"--set cluster.fabric.network.link_GBps=0", "'fabric.network.link_GBps' is 0, outside"},
       {"--set network.nic_GBps=1", "names neither the cluster nor the profile"},
       {"--set cluster.network.nic_GBps=-5", "is not a number of zero or more"},
       {"--set cluster.network.nic_GBps", "is not KEY=VALUES"},

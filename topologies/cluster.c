@@ -2,6 +2,7 @@
 #include "cluster.h"
 
 #include "../base/jsonutil.h"
+#include "../base/ranges.h"
 
 void topo_cluster_free(TopoCluster *c) {
   if (!c)
@@ -24,26 +25,37 @@ const char *topo_proto_name(TopoProto proto) {
   return proto < TOPO_N_PROTOS ? names[proto] : "?";
 }
 
-/* Reads {"LL": x, "LL128": y, "Simple": z} into out[], scaled. */
-static gboolean per_proto(const cJSON *nccl, const char *key, const char *file, double scale, gboolean positive,
+/* Reads {"LL": x, "LL128": y, "Simple": z} at nccl.KEY into out[], scaled. */
+gboolean topo_json_per_proto(const cJSON *root, const char *key, const char *file, double scale, const PtdRange *range,
                           double out[TOPO_N_PROTOS], GError **error) {
-  const cJSON *obj = ptd_json_object(nccl, key, file, error);
-  if (!obj)
-    return FALSE;
   for (int p = 0; p < TOPO_N_PROTOS; p++) {
-    char *k = g_strdup_printf("%s.%s", key, topo_proto_name((TopoProto)p));
+    char *k = g_strdup_printf("nccl.%s.%s", key, topo_proto_name((TopoProto)p));
     double v;
-    gboolean ok = ptd_json_number(obj, topo_proto_name((TopoProto)p), file, &v, error);
-    if (ok && (v < 0 || (positive && v == 0))) {
-      g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "%s: key 'nccl.%s' must be %s", file, k,
-                  positive ? "greater than zero" : "zero or more");
-      ok = FALSE;
-    }
+    gboolean ok = ptd_json_in(root, k, file, range, &v, error);
     g_free(k);
     if (!ok)
       return FALSE;
     out[p] = v * scale;
   }
+  return TRUE;
+}
+
+gboolean topo_cluster_size_check(const cJSON *root, const char *file, guint *nodes, guint *gpus_per_node,
+                                 guint *nics_per_node, GError **error) {
+  double n, g, nics;
+  if (!ptd_json_in(root, "nodes", file, &ptd_range_nodes, &n, error) ||
+      !ptd_json_in(root, "gpus_per_node", file, &ptd_range_per_node, &g, error) ||
+      !ptd_json_in(root, "nics_per_node", file, &ptd_range_per_node, &nics, error))
+    return FALSE;
+  if (n * g > PTD_MAX_CLUSTER_GPUS) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
+                "%s: keys 'nodes' x 'gpus_per_node' give %.0f GPUs, more than the %u a cluster may have", file, n * g,
+                PTD_MAX_CLUSTER_GPUS);
+    return FALSE;
+  }
+  *nodes = (guint)n;
+  *gpus_per_node = (guint)g;
+  *nics_per_node = (guint)nics;
   return TRUE;
 }
 
@@ -56,42 +68,26 @@ static gboolean load_body(TopoCluster *c, const cJSON *root, const char *file, G
   c->gpu_profile = g_strdup(gpu);
   c->has_fabric = cJSON_GetObjectItemCaseSensitive(root, "fabric") != NULL;
   TopoNet *n = &c->net;
-  const cJSON *nvlink, *network, *nccl;
   double allreduce, p2p, p2p_lat_intra, nic, p2p_lat_inter;
-  if (!ptd_json_count(root, "nodes", file, &c->nodes, error) ||
-      !ptd_json_count(root, "gpus_per_node", file, &c->gpus_per_node, error) ||
-      !ptd_json_count(root, "nics_per_node", file, &n->nics_per_node, error) ||
-      !(nvlink = ptd_json_object(root, "nvlink", file, error)) ||
-      !ptd_json_positive(nvlink, "allreduce_busbw_GBps", file, &allreduce, error) ||
-      !ptd_json_positive(nvlink, "p2p_GBps", file, &p2p, error) ||
-      !ptd_json_number(nvlink, "p2p_latency_us", file, &p2p_lat_intra, error) ||
-      !(network = ptd_json_object(root, "network", file, error)) ||
-      !ptd_json_positive(network, "nic_GBps", file, &nic, error) ||
-      !ptd_json_number(network, "p2p_latency_us", file, &p2p_lat_inter, error) ||
-      !(nccl = ptd_json_object(root, "nccl", file, error)) ||
-      !per_proto(nccl, "ring_base_us", file, 1e-6, FALSE, n->ring_base, error) ||
-      !per_proto(nccl, "nvlink_hop_us", file, 1e-6, FALSE, n->nvlink_hop, error) ||
-      !per_proto(nccl, "net_hop_us", file, 1e-6, FALSE, n->net_hop, error) ||
-      !per_proto(nccl, "protocol_bandwidth_factor", file, 1.0, TRUE, n->proto_bw_factor, error))
+  if (!topo_cluster_size_check(root, file, &c->nodes, &c->gpus_per_node, &n->nics_per_node, error) ||
+      !ptd_json_object(root, "nvlink", file, error) ||
+      !ptd_json_in(root, "nvlink.allreduce_busbw_GBps", file, &ptd_range_bandwidth_GBps, &allreduce, error) ||
+      !ptd_json_in(root, "nvlink.p2p_GBps", file, &ptd_range_bandwidth_GBps, &p2p, error) ||
+      !ptd_json_in(root, "nvlink.p2p_latency_us", file, &ptd_range_latency_us, &p2p_lat_intra, error) ||
+      !ptd_json_object(root, "network", file, error) ||
+      !ptd_json_in(root, "network.nic_GBps", file, &ptd_range_bandwidth_GBps, &nic, error) ||
+      !ptd_json_in(root, "network.p2p_latency_us", file, &ptd_range_latency_us, &p2p_lat_inter, error) ||
+      !ptd_json_object(root, "nccl", file, error) ||
+      !topo_json_per_proto(root, "ring_base_us", file, 1e-6, &ptd_range_latency_us, n->ring_base, error) ||
+      !topo_json_per_proto(root, "nvlink_hop_us", file, 1e-6, &ptd_range_latency_us, n->nvlink_hop, error) ||
+      !topo_json_per_proto(root, "net_hop_us", file, 1e-6, &ptd_range_latency_us, n->net_hop, error) ||
+      !topo_json_per_proto(root, "protocol_bandwidth_factor", file, 1.0, &ptd_range_efficiency, n->proto_bw_factor, error))
     return FALSE;
-  if (p2p_lat_intra < 0 || p2p_lat_inter < 0) {
-    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "%s: point-to-point latencies must be zero or more",
-                file);
-    return FALSE;
-  }
   /* optional: NCCL's point-to-point channels (cluster.h) */
-  double channels = 2, channel_GBps = 14;
-  if (cJSON_GetObjectItemCaseSensitive(nccl, "p2p_channels_per_net_peer") &&
-      !ptd_json_positive(nccl, "p2p_channels_per_net_peer", file, &channels, error))
+  double channels, channel_GBps;
+  if (!ptd_json_in_or(root, "nccl.p2p_channels_per_net_peer", file, &ptd_range_channels, 2, &channels, error) ||
+      !ptd_json_in_or(root, "nccl.p2p_channel_GBps", file, &ptd_range_bandwidth_GBps, 14, &channel_GBps, error))
     return FALSE;
-  if (cJSON_GetObjectItemCaseSensitive(nccl, "p2p_channel_GBps") &&
-      !ptd_json_positive(nccl, "p2p_channel_GBps", file, &channel_GBps, error))
-    return FALSE;
-  if (channels != (guint)channels || channels > 32) {
-    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
-                "%s: key 'nccl.p2p_channels_per_net_peer' must be a whole number from 1 to 32", file);
-    return FALSE;
-  }
   n->p2p_net_channels = (guint)channels;
   n->p2p_channel_bw = channel_GBps * 1e9;
   n->gpus_per_node = c->gpus_per_node;

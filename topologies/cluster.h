@@ -10,6 +10,8 @@
 #include <cjson/cJSON.h>
 #include <glib.h>
 
+#include "../base/jsonutil.h"
+
 /* NCCL's protocols (src/include/devcomm.h: LL, LL128, Simple); the cluster
  * gives NCCL's tuner constants per protocol. */
 typedef enum { TOPO_PROTO_LL, TOPO_PROTO_LL128, TOPO_PROTO_SIMPLE, TOPO_N_PROTOS } TopoProto;
@@ -60,4 +62,12 @@ TopoCluster *topo_cluster_load(const char *name_or_file, GError **error);
  * `path` is where it came from, for errors and provenance. */
 TopoCluster *topo_cluster_from_json(cJSON *root, const char *path, GError **error);
 void topo_cluster_free(TopoCluster *c);
+/* Reads {"LL": x, "LL128": y, "Simple": z} at nccl.KEY of a cluster's JSON
+ * into out[], each in `range`, times `scale`. */
+gboolean topo_json_per_proto(const cJSON *root, const char *key, const char *file, double scale, const PtdRange *range,
+                             double out[TOPO_N_PROTOS], GError **error);
+/* Reads and checks a cluster's size: nodes, GPUs and NICs per node, each in
+ * its range (base/ranges.h) and at most PTD_MAX_CLUSTER_GPUS GPUs in all. */
+gboolean topo_cluster_size_check(const cJSON *root, const char *file, guint *nodes, guint *gpus_per_node,
+                                 guint *nics_per_node, GError **error);
 guint topo_cluster_gpus(const TopoCluster *c);

@@ -1,10 +1,13 @@
 /* ptdsim — the cluster's link graph and its routes (see fabric.h). */
 #include "fabric.h"
 
+#include "cluster.h"
+
 #include <math.h>
 #include <string.h>
 
 #include "../base/jsonutil.h"
+#include "../base/ranges.h"
 
 G_DEFINE_QUARK(topo-fabric-error-quark, topo_fabric_error)
 
@@ -68,9 +71,9 @@ static gboolean fail(GError **error, int code, const char *file, const char *fmt
   return FALSE;
 }
 
-/* A number at obj[key], named "path.key" in errors; `dflt` < 0 means required.
- * Bandwidths and counts must be positive. */
-static gboolean num(const cJSON *obj, const char *path, const char *key, double dflt, gboolean positive,
+/* A number at obj[key], named "path.key" in errors, in `range`
+ * (base/ranges.h); `dflt` < 0 means required. */
+static gboolean num(const cJSON *obj, const char *path, const char *key, double dflt, const PtdRange *range,
                     const char *file, double *out, GError **error) {
   const cJSON *it = obj ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
   if (!it) {
@@ -83,19 +86,19 @@ static gboolean num(const cJSON *obj, const char *path, const char *key, double 
   if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
     return fail(error, TOPO_FABRIC_ERROR_INVALID, file, "key '%s.%s' must be a number", path, key);
   *out = it->valuedouble;
-  if (positive ? *out <= 0 : *out < 0)
-    return fail(error, TOPO_FABRIC_ERROR_INVALID, file, "key '%s.%s' is %g; it must be %s", path, key, *out,
-                positive ? "greater than zero" : "zero or more");
-  return TRUE;
+  if (range->whole && *out != floor(*out))
+    return fail(error, TOPO_FABRIC_ERROR_INVALID, file, "key '%s.%s' must be a whole number", path, key);
+  char *key_path = g_strdup_printf("%s.%s", path, key);
+  gboolean ok = ptd_range_check(*out, range, file, key_path, error);
+  g_free(key_path);
+  return ok;
 }
 
-static gboolean count(const cJSON *obj, const char *path, const char *key, double dflt, const char *file, guint *out,
-                      GError **error) {
+static gboolean count(const cJSON *obj, const char *path, const char *key, double dflt, const PtdRange *range,
+                      const char *file, guint *out, GError **error) {
   double v;
-  if (!num(obj, path, key, dflt, FALSE, file, &v, error))
+  if (!num(obj, path, key, dflt, range, file, &v, error))
     return FALSE;
-  if (v != floor(v) || v > 1e6)
-    return fail(error, TOPO_FABRIC_ERROR_INVALID, file, "key '%s.%s' must be a whole number", path, key);
   *out = (guint)v;
   return TRUE;
 }
@@ -272,11 +275,11 @@ static gboolean build_node(TopoFabric *f, const cJSON *node, const char *file, G
   const cJSON *pairs = cJSON_GetObjectItemCaseSensitive(node, "nvlink_pairs");
   f->nvswitch = nvs != NULL;
   double pcie_bw, pcie_lat, cpu_bw;
-  if (!count(node, "fabric.node", "pcie_switches", 1, file, &f->P, error) ||
-      !count(node, "fabric.node", "cpus", 0, file, &f->C, error) ||
-      !num(node, "fabric.node", "pcie_GBps", -1, TRUE, file, &pcie_bw, error) ||
-      !num(node, "fabric.node", "pcie_latency_us", 0, FALSE, file, &pcie_lat, error) ||
-      !num(node, "fabric.node", "cpu_link_GBps", 20, TRUE, file, &cpu_bw, error))
+  if (!count(node, "fabric.node", "pcie_switches", 1, &ptd_range_per_node, file, &f->P, error) ||
+      !count(node, "fabric.node", "cpus", 0, &ptd_range_cpus, file, &f->C, error) ||
+      !num(node, "fabric.node", "pcie_GBps", -1, &ptd_range_bandwidth_GBps, file, &pcie_bw, error) ||
+      !num(node, "fabric.node", "pcie_latency_us", 0, &ptd_range_latency_us, file, &pcie_lat, error) ||
+      !num(node, "fabric.node", "cpu_link_GBps", 20, &ptd_range_bandwidth_GBps, file, &cpu_bw, error))
     return FALSE;
   if (f->P == 0)
     return fail(error, TOPO_FABRIC_ERROR_INVALID, file, "key 'fabric.node.pcie_switches' must be at least 1");
@@ -290,9 +293,9 @@ static gboolean build_node(TopoFabric *f, const cJSON *node, const char *file, G
     double bw, eff, lat;
     if (!cJSON_IsObject(nvs))
       return fail(error, TOPO_FABRIC_ERROR_INVALID, file, "key 'fabric.node.nvswitch' must be an object");
-    if (!num(nvs, "fabric.node.nvswitch", "GBps", -1, TRUE, file, &bw, error) ||
-        !num(nvs, "fabric.node.nvswitch", "efficiency", 1, TRUE, file, &eff, error) ||
-        !num(nvs, "fabric.node.nvswitch", "latency_us", 0, FALSE, file, &lat, error))
+    if (!num(nvs, "fabric.node.nvswitch", "GBps", -1, &ptd_range_bandwidth_GBps, file, &bw, error) ||
+        !num(nvs, "fabric.node.nvswitch", "efficiency", 1, &ptd_range_efficiency, file, &eff, error) ||
+        !num(nvs, "fabric.node.nvswitch", "latency_us", 0, &ptd_range_latency_us, file, &lat, error))
       return FALSE;
     if (eff > 1)
       return fail(error, TOPO_FABRIC_ERROR_INVALID, file, "key 'fabric.node.nvswitch.efficiency' must be in (0, 1]");
@@ -302,9 +305,9 @@ static gboolean build_node(TopoFabric *f, const cJSON *node, const char *file, G
   if (pairs) {
     double bw, eff, lat;
     const cJSON *nvl = cJSON_GetObjectItemCaseSensitive(node, "nvlink");
-    if (!num(nvl, "fabric.node.nvlink", "GBps_per_link", -1, TRUE, file, &bw, error) ||
-        !num(nvl, "fabric.node.nvlink", "efficiency", 1, TRUE, file, &eff, error) ||
-        !num(nvl, "fabric.node.nvlink", "latency_us", 0, FALSE, file, &lat, error))
+    if (!num(nvl, "fabric.node.nvlink", "GBps_per_link", -1, &ptd_range_bandwidth_GBps, file, &bw, error) ||
+        !num(nvl, "fabric.node.nvlink", "efficiency", 1, &ptd_range_efficiency, file, &eff, error) ||
+        !num(nvl, "fabric.node.nvlink", "latency_us", 0, &ptd_range_latency_us, file, &lat, error))
       return FALSE;
     if (!cJSON_IsArray(pairs))
       return fail(error, TOPO_FABRIC_ERROR_INVALID, file, "key 'fabric.node.nvlink_pairs' must be an array");
@@ -367,9 +370,9 @@ static gboolean build_network(TopoFabric *f, const cJSON *net, const char *file,
   if (!kind)
     return FALSE;
   double link_bw, eff, lat;
-  if (!num(net, "fabric.network", "link_GBps", -1, TRUE, file, &link_bw, error) ||
-      !num(net, "fabric.network", "efficiency", 1, TRUE, file, &eff, error) ||
-      !num(net, "fabric.network", "hop_latency_us", 0, FALSE, file, &lat, error))
+  if (!num(net, "fabric.network", "link_GBps", -1, &ptd_range_bandwidth_GBps, file, &link_bw, error) ||
+      !num(net, "fabric.network", "efficiency", 1, &ptd_range_efficiency, file, &eff, error) ||
+      !num(net, "fabric.network", "hop_latency_us", 0, &ptd_range_latency_us, file, &lat, error))
     return FALSE;
   if (eff > 1)
     return fail(error, TOPO_FABRIC_ERROR_INVALID, file, "key 'fabric.network.efficiency' must be in (0, 1]");
@@ -378,9 +381,9 @@ static gboolean build_network(TopoFabric *f, const cJSON *net, const char *file,
   guint ports = 0;
   if (strcmp(kind, "rail-fat-tree") == 0) {
     f->kind = NET_RAIL_FAT_TREE;
-    if (!count(net, "fabric.network", "nodes_per_unit", -1, file, &f->nodes_per_unit, error) ||
-        !count(net, "fabric.network", "units_per_pod", -1, file, &f->units_per_pod, error) ||
-        !count(net, "fabric.network", "switch_ports", -1, file, &ports, error))
+    if (!count(net, "fabric.network", "nodes_per_unit", -1, &ptd_range_nodes, file, &f->nodes_per_unit, error) ||
+        !count(net, "fabric.network", "units_per_pod", -1, &ptd_range_nodes, file, &f->units_per_pod, error) ||
+        !count(net, "fabric.network", "switch_ports", -1, &ptd_range_nodes, file, &ports, error))
       return FALSE;
     if (f->nodes_per_unit == 0 || f->units_per_pod == 0)
       return fail(error, TOPO_FABRIC_ERROR_INVALID, file,
@@ -553,9 +556,7 @@ TopoFabric *topo_fabric_load(const char *cluster_path, GError **error) {
     return NULL;
   guint nodes = 0, gpn = 0, nics = 0;
   TopoFabric *f = NULL;
-  if (ptd_json_count(root, "nodes", cluster_path, &nodes, error) &&
-      ptd_json_count(root, "gpus_per_node", cluster_path, &gpn, error) &&
-      ptd_json_count(root, "nics_per_node", cluster_path, &nics, error))
+  if (topo_cluster_size_check(root, cluster_path, &nodes, &gpn, &nics, error))
     f = topo_fabric_build(cJSON_GetObjectItemCaseSensitive(root, "fabric"), cluster_path, nodes, gpn, nics, error);
   cJSON_Delete(root);
   return f;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "../base/jsonutil.h"
+#include "../base/outfile.h"
 #include "figures.h"
 
 void trace_figure_out_init(TraceFigureOut *out, const char *figure_name) {
@@ -134,41 +135,19 @@ char *trace_figure_csv(const cJSON *rows) {
 
 /* --- files --- */
 
-typedef struct {
-  char *path, *tmp;
-} Pending;
-
-static gboolean write_tmp(GArray *pending, const char *dir, const char *file, const void *data, gsize len,
+/* Adds dir/file, written to its temporary file, to `pending` (PtdOutFile *). */
+static gboolean write_tmp(GPtrArray *pending, const char *dir, const char *file, const void *data, gsize len,
                           GError **error) {
   char *path = g_build_filename(dir, file, NULL);
-  char *tmpl = g_strdup_printf("%s%c.%s.XXXXXX", dir, G_DIR_SEPARATOR, file);
-  int fd = g_mkstemp_full(tmpl, O_WRONLY, 0666);
-  gboolean ok = fd >= 0;
-  const char *p = data;
-  for (gsize done = 0; ok && done < len;) {
-    gssize n = write(fd, p + done, len - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    ok = n > 0;
-    done += ok ? (gsize)n : 0;
-  }
-  if (fd >= 0 && close(fd) != 0)
-    ok = FALSE;
-  if (!ok) {
-    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "cannot write '%s': %s", path,
-                g_strerror(errno));
-    if (fd >= 0)
-      g_unlink(tmpl);
-    g_free(path);
-    g_free(tmpl);
+  PtdOutFile *f = ptd_out_open(path, "figure file", NULL, error);
+  g_free(path);
+  if (!f)
     return FALSE;
-  }
-  Pending pd = {path, tmpl};
-  g_array_append_val(pending, pd);
-  return TRUE;
+  g_ptr_array_add(pending, f);
+  return ptd_out_write(f, data, len, error);
 }
 
-static gboolean write_bytes(GArray *pending, const char *dir, const char *file, GBytes *bytes, GError **error) {
+static gboolean write_bytes(GPtrArray *pending, const char *dir, const char *file, GBytes *bytes, GError **error) {
   if (!bytes) {
     g_set_error(error, G_FILE_ERROR, G_FILE_ERROR_NOMEM, "cannot draw '%s' (cairo ran out of memory)", file);
     return FALSE;
@@ -192,7 +171,7 @@ gboolean trace_figure_write(const TraceFigureOut *out, const char *name, const c
                 "cannot create the directory '%s': %s; give -o a writable place", dir, g_strerror(errno));
     return FALSE;
   }
-  GArray *pending = g_array_new(FALSE, FALSE, sizeof(Pending));
+  GPtrArray *pending = g_ptr_array_new();
   cJSON *exact = cJSON_Duplicate(out->json, TRUE);
   ptd_json_exact_numbers(exact);
   char *json = cJSON_Print(exact), *csv = trace_figure_csv(out->rows);
@@ -211,20 +190,18 @@ gboolean trace_figure_write(const TraceFigureOut *out, const char *name, const c
          write_bytes(pending, dir, f_png, trace_gantt_png(out->gantt), error);
   GPtrArray *paths = g_ptr_array_new();
   for (guint i = 0; i < pending->len; i++) {
-    Pending *pd = &g_array_index(pending, Pending, i);
-    if (ok && g_rename(pd->tmp, pd->path) != 0) {
-      g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "cannot write '%s': %s", pd->path,
-                  g_strerror(errno));
-      ok = FALSE;
-    }
-    if (!ok)
-      g_unlink(pd->tmp);
+    PtdOutFile *f = g_ptr_array_index(pending, i);
+    char *path = g_strdup(ptd_out_path(f));
+    if (ok)
+      ok = ptd_out_commit(f, error);
     else
-      g_ptr_array_add(paths, g_strdup(pd->path));
-    g_free(pd->path);
-    g_free(pd->tmp);
+      ptd_out_abort(f);
+    if (ok)
+      g_ptr_array_add(paths, path);
+    else
+      g_free(path);
   }
-  g_array_free(pending, TRUE);
+  g_ptr_array_free(pending, TRUE);
   g_ptr_array_add(paths, NULL);
   char **list = (char **)g_ptr_array_free(paths, FALSE);
   if (ok)

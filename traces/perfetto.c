@@ -1,6 +1,8 @@
 /* ptdsim — Perfetto / Chrome trace-event JSON writer (see perfetto.h). */
 #include "perfetto.h"
 
+#include "../base/outfile.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,9 +21,9 @@ G_DEFINE_QUARK(trace-perfetto-error-quark, trace_perfetto_error)
  * carries no time, so the bytes are the same run to run), any other is
  * written as is (zlib's transparent mode). */
 struct _TracePerfetto {
-  char *path, *tmp;
+  PtdOutFile *out; /* the temporary file, renamed into place on commit */
   gzFile f;
-  gboolean committed, written;
+  gboolean written;
   guint64 events, max_events;
 };
 
@@ -32,41 +34,28 @@ static gboolean io_fail(const char *path, int err, GError **error) {
   return FALSE;
 }
 
-TracePerfetto *trace_perfetto_open(const char *path, GError **error) {
+TracePerfetto *trace_perfetto_open(const char *path, const char *const *inputs, GError **error) {
   if (!path || !*path) {
     g_set_error(error, TRACE_PERFETTO_ERROR, TRACE_PERFETTO_ERROR_IO,
                 "--trace needs a file name, e.g. --trace run.json");
     return NULL;
   }
-  if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
-    io_fail(path, EISDIR, error);
+  PtdOutFile *out = ptd_out_open(path, "--trace", inputs, error);
+  if (!out)
     return NULL;
-  }
-  /* The rename would replace a device or a pipe (as root, even /dev/null). */
-  if (g_file_test(path, G_FILE_TEST_EXISTS) && !g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
-    g_set_error(error, TRACE_PERFETTO_ERROR, TRACE_PERFETTO_ERROR_IO,
-                "--trace '%s' exists and is not a regular file; give a new or regular file name", path);
-    return NULL;
-  }
-  char *dir = g_path_get_dirname(path), *base = g_path_get_basename(path);
-  char *tmpl = g_strdup_printf("%s%c.%s.XXXXXX", dir, G_DIR_SEPARATOR, base);
-  g_free(dir);
-  g_free(base);
-  int fd = g_mkstemp_full(tmpl, O_RDWR, 0666); /* 0666 less the umask, as a plain fopen would give */
+  /* zlib gets its own descriptor: gzclose closes it, the PtdOutFile syncs its own */
+  int fd = dup(ptd_out_fd(out));
   gzFile f = fd >= 0 ? gzdopen(fd, g_str_has_suffix(path, ".gz") ? "wb1" : "wbT") : NULL;
   if (!f) {
     int err = errno;
-    if (fd >= 0) {
+    if (fd >= 0)
       close(fd);
-      g_unlink(tmpl);
-    }
-    g_free(tmpl);
+    ptd_out_abort(out);
     io_fail(path, err, error);
     return NULL;
   }
   TracePerfetto *t = g_new0(TracePerfetto, 1);
-  t->path = g_strdup(path);
-  t->tmp = tmpl;
+  t->out = out;
   t->f = f;
   t->max_events = TRACE_PERFETTO_MAX_EVENTS;
   return t;
@@ -77,10 +66,7 @@ void trace_perfetto_free(TracePerfetto *t) {
     return;
   if (t->f)
     gzclose(t->f);
-  if (!t->committed)
-    g_unlink(t->tmp);
-  g_free(t->path);
-  g_free(t->tmp);
+  ptd_out_abort(t->out);
   g_free(t);
 }
 
@@ -394,7 +380,7 @@ gboolean trace_perfetto_write(const SimTimeline *tl, gpointer data, GError **err
   int zerr;
   gzerror(t->f, &zerr);
   if (zerr != Z_OK)
-    return io_fail(t->path, zerr == Z_ERRNO && errno ? errno : EIO, error);
+    return io_fail(ptd_out_path(t->out), zerr == Z_ERRNO && errno ? errno : EIO, error);
   t->written = TRUE;
   return TRUE;
 }
@@ -412,9 +398,8 @@ gboolean trace_perfetto_commit(TracePerfetto *t, const cJSON *meta, GError **err
   t->f = NULL;
   errno = 0;
   if (gzclose(f) != Z_OK)
-    return io_fail(t->path, errno ? errno : EIO, error);
-  if (g_rename(t->tmp, t->path) != 0)
-    return io_fail(t->path, errno, error);
-  t->committed = TRUE;
-  return TRUE;
+    return io_fail(ptd_out_path(t->out), errno ? errno : EIO, error);
+  PtdOutFile *out = t->out;
+  t->out = NULL;
+  return ptd_out_commit(out, error);
 }

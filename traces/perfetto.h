@@ -29,8 +29,10 @@
 
 typedef struct _TracePerfetto TracePerfetto;
 
-/* Creates the temporary file next to `path`; one-line GError if it cannot. */
-TracePerfetto *trace_perfetto_open(const char *path, GError **error);
+/* Creates the temporary file next to `path` (base/outfile.h: a directory,
+ * link, pipe or device, or one of `inputs`, the NULL-terminated files the
+ * run reads, is refused); one-line GError if it cannot. */
+TracePerfetto *trace_perfetto_open(const char *path, const char *const *inputs, GError **error);
 /* Raises (or lowers) the event limit of this trace. */
 void trace_perfetto_set_max_events(TracePerfetto *trace, guint64 max_events);
 /* A SimTimelineFn (`data` is the TracePerfetto): writes the whole trace to

@@ -1,6 +1,7 @@
 /* ptdsim — run reports (see report.h). */
 #include "report.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "../base/units.h"
@@ -321,4 +322,34 @@ void trace_report_text(GString *out, const cJSON *run) {
                            ptd_format_count(num(run, "gpu_hours"), b, sizeof b));
   if (tera)
     slicing_text(out, tp);
+}
+
+/* The first number of `node` (recursively) that is negative, NaN, infinite
+ * or null, its key path in `path`; FALSE when there is none. */
+static gboolean find_bad_number(const cJSON *node, GString *path, double *value) {
+  for (const cJSON *c = node->child; c; c = c->next) {
+    gsize len = path->len;
+    g_string_append_printf(path, "%s%s", path->len ? "." : "", c->string ? c->string : "[]");
+    if (cJSON_IsNull(c) || (cJSON_IsNumber(c) && !(isfinite(c->valuedouble) && c->valuedouble >= 0))) {
+      *value = cJSON_IsNull(c) ? NAN : c->valuedouble;
+      return TRUE;
+    }
+    if (find_bad_number(c, path, value))
+      return TRUE;
+    g_string_truncate(path, len);
+  }
+  return FALSE;
+}
+
+gboolean trace_run_json_check(const cJSON *run, GError **error) {
+  GString *path = g_string_new(NULL);
+  double v = 0;
+  gboolean bad = find_bad_number(run, path, &v);
+  if (bad)
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "the simulated run reports %s = %g (iteration_time_s %g): the inputs are outside what ptdsim models; "
+                "check the profile's and the cluster's numbers (doc/inputs.md)",
+                path->str, v, cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(run, "iteration_time_s")));
+  g_string_free(path, TRUE);
+  return !bad;
 }

@@ -17,3 +17,8 @@ void trace_report_text(GString *out, const cJSON *run);
 /* The slicing of a TeraPipe run's JSON ("terapipe": batch_slices and
  * token_slices); clear it with sim_terapipe_slicing_clear. */
 void trace_slicing_from_json(const cJSON *terapipe, SimTeraPipeSlicing *out);
+
+/* FALSE, with a one-line error naming the key, when a run's JSON holds a
+ * negative, NaN, infinite or null number: no such result is ever printed
+ * (an iteration shorter than a nanosecond gives an infinite TFLOP/s). */
+gboolean trace_run_json_check(const cJSON *run, GError **error);

@@ -113,8 +113,9 @@ cJSON *trace_run(const SimPlanRequest *req, const TopoCluster *cluster, const Mo
   SimResult res;
   gboolean ok = sim_plan_build(&r, cluster, plan, error);
   /* The trace's place is checked (a temporary file made there) before anything is simulated. */
+  const char *inputs[] = {cluster->path, profile->path, NULL}; /* never written over */
   if (ok && trace_path)
-    ok = (trace = trace_perfetto_open(trace_path, error)) != NULL;
+    ok = (trace = trace_perfetto_open(trace_path, inputs, error)) != NULL;
   if (trace && max_events)
     trace_perfetto_set_max_events(trace, max_events);
   SimTimelineFn observe = trace ? trace_perfetto_write : NULL;
@@ -131,6 +132,7 @@ cJSON *trace_run(const SimPlanRequest *req, const TopoCluster *cluster, const Mo
     json = trace_result_json(plan, profile, cluster, &res);
     if (plan->schedule == SIM_SCHEDULE_TERAPIPE)
       add_terapipe(json, plan, &res, &sl);
+    ok = trace_run_json_check(json, error);
   }
   if (ok && trace) {
     cJSON *meta = cJSON_CreateObject();
@@ -197,7 +199,15 @@ static gboolean bad(GError **error, const char *path, const char *what) {
 }
 
 /* Nanoseconds of a "ts" or "dur" member (microseconds, exact to the ns). */
-static gint64 ns_of(const cJSON *v) { return cJSON_IsNumber(v) ? (gint64)llround(v->valuedouble * 1000.0) : -1; }
+/* -1 unless a number from 0 to the longest time simulated (sim/engine.h). */
+static gint64 ns_of(const cJSON *v) {
+  return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= SIM_TIME_MAX_S * 1e6
+             ? (gint64)llround(v->valuedouble * 1000.0)
+             : -1;
+}
+
+/* A whole number from 0 to G_MAXINT32 - 1, or -1. */
+static gint whole_of(double v) { return v >= 0 && v < G_MAXINT32 && v == floor(v) ? (gint)v : -1; }
 
 static guint class_of(const char *cat) {
   static const struct {
@@ -230,15 +240,15 @@ typedef struct {
 
 static gboolean scan_event(Scan *sc, cJSON *e, const char *path, GError **error) {
   const cJSON *ph = cJSON_GetObjectItemCaseSensitive(e, "ph"), *pid = cJSON_GetObjectItemCaseSensitive(e, "pid");
-  if (!cJSON_IsString(ph) || !cJSON_IsNumber(pid))
-    return bad(error, path, "an event lacks ph or pid");
+  if (!cJSON_IsString(ph) || !cJSON_IsNumber(pid) || whole_of(pid->valuedouble) < 0)
+    return bad(error, path, "an event lacks ph or pid (a whole number)");
   if (strcmp(ph->valuestring, "M") == 0) {
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
     const cJSON *label = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(e, "args"), "name");
     unsigned g, st, i, k;
     if (cJSON_IsString(name) && strcmp(name->valuestring, "process_name") == 0 && cJSON_IsString(label) &&
         sscanf(label->valuestring, "GPU %u (stage %u, tp %u, replica %u", &g, &st, &i, &k) == 4 && i == 0 && k == 0)
-      g_hash_table_insert(sc->stage_of, GUINT_TO_POINTER(st), GINT_TO_POINTER((gint)pid->valuedouble + 1));
+      g_hash_table_insert(sc->stage_of, GUINT_TO_POINTER(st), GINT_TO_POINTER(whole_of(pid->valuedouble) + 1));
     return TRUE;
   }
   if (strcmp(ph->valuestring, "X") != 0)
@@ -252,7 +262,7 @@ static gboolean scan_event(Scan *sc, cJSON *e, const char *path, GError **error)
   guint cls = class_of(cat->valuestring);
   if (cls == G_MAXUINT)
     return TRUE;
-  gpointer key = GINT_TO_POINTER((gint)pid->valuedouble);
+  gpointer key = GINT_TO_POINTER(whole_of(pid->valuedouble));
   GArray *edges = g_hash_table_lookup(sc->edges, key);
   if (!edges)
     g_hash_table_insert(sc->edges, key, edges = sim_exposed_edges_new());
@@ -266,11 +276,11 @@ static gboolean scan_event(Scan *sc, cJSON *e, const char *path, GError **error)
 static gboolean verify(const char *path, Scan *sc, const cJSON *result, GError **error) {
   double crit = num_at(result, "critical_stage"), stored_s = num_at(result, "iteration_time_s");
   const cJSON *tb = cJSON_GetObjectItemCaseSensitive(result, "time_breakdown_s");
-  if (!isfinite(crit) || !isfinite(stored_s) || !cJSON_IsObject(tb))
+  if (whole_of(crit) < 0 || !(stored_s >= 0 && stored_s <= SIM_TIME_MAX_S) || !cJSON_IsObject(tb))
     return bad(error, path, "its ptdsim metadata has no result (iteration_time_s, critical_stage, time_breakdown_s)");
   if (sc->n_x == 0)
     return bad(error, path, "it has no events");
-  gint pid1 = GPOINTER_TO_INT(g_hash_table_lookup(sc->stage_of, GUINT_TO_POINTER((guint)crit)));
+  gint pid1 = GPOINTER_TO_INT(g_hash_table_lookup(sc->stage_of, GUINT_TO_POINTER((guint)whole_of(crit))));
   if (pid1 == 0)
     return bad(error, path, "no process of its events is the critical stage's GPU");
   GArray *edges = g_hash_table_lookup(sc->edges, GINT_TO_POINTER(pid1 - 1));
@@ -291,7 +301,7 @@ static gboolean verify(const char *path, Scan *sc, const cJSON *result, GError *
   const double got[] = {parts[SIM_CLS_COMPUTE], parts[SIM_CLS_TP],  parts[SIM_CLS_PP],
                         parts[SIM_CLS_DP],      parts[SIM_CLS_OPT], parts[SIM_N_CLS]};
   for (guint i = 0; i < G_N_ELEMENTS(keys); i++)
-    if (llround(got[i] * 1e9) != llround(num_at(tb, keys[i]) * 1e9)) {
+    if (!(fabs(num_at(tb, keys[i])) <= SIM_TIME_MAX_S) || llround(got[i] * 1e9) != llround(num_at(tb, keys[i]) * 1e9)) {
       g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_MISMATCH,
                   "trace '%s': its events give time_breakdown_s.%s %.9f s but its metadata says %.9f s; the file was "
                   "altered or mixed with another",
@@ -456,7 +466,9 @@ cJSON *trace_read(const char *path, cJSON **request, cJSON **events_out, GError 
   Scan sc = {g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, (GDestroyNotify)g_array_unref),
              g_hash_table_new(g_direct_hash, g_direct_equal), 0, 0, events_out ? cJSON_CreateArray() : NULL};
   cJSON *meta = NULL, *result = NULL;
-  if (scan(&sc, (const char *)bytes->data, bytes->len, &meta, path, error) &&
+  /* an empty file has no data pointer at all: scan an empty string */
+  const char *text = bytes->len ? (const char *)bytes->data : "";
+  if (scan(&sc, text, bytes->len, &meta, path, error) &&
       verify(path, &sc, cJSON_GetObjectItemCaseSensitive(meta, "result"), error)) {
     result = cJSON_DetachItemFromObjectCaseSensitive(meta, "result");
     if (request)

@@ -1,0 +1,20 @@
+/* ptdsim — the physical ranges of input numbers (see ranges.h). */
+#include "ranges.h"
+
+const PtdRange ptd_range_bandwidth_GBps = {1e-3, 1e6, FALSE, FALSE, "GB/s"};
+const PtdRange ptd_range_latency_us = {0, 1e5, FALSE, FALSE, "us"};
+const PtdRange ptd_range_efficiency = {0.01, 1, FALSE, FALSE, "(a share of the peak)"};
+const PtdRange ptd_range_tflops = {1e-3, 1e6, FALSE, FALSE, "TFLOP/s"};
+const PtdRange ptd_range_memory_GiB = {1e-3, 1e6, FALSE, FALSE, "GiB"};
+const PtdRange ptd_range_ns_per_token = {1e-3, 1e6, FALSE, FALSE, "ns"};
+const PtdRange ptd_range_gemm_dim = {1, 1e7, FALSE, FALSE, "elements"};
+const PtdRange ptd_range_sms = {1, 4096, FALSE, TRUE, "SMs"};
+const PtdRange ptd_range_nodes = {1, PTD_MAX_CLUSTER_GPUS, FALSE, TRUE, "nodes"};
+const PtdRange ptd_range_per_node = {1, 256, FALSE, TRUE, "per node"};
+const PtdRange ptd_range_cpus = {0, 16, FALSE, TRUE, "CPUs"};
+const PtdRange ptd_range_channels = {1, 32, FALSE, TRUE, "channels"};
+const PtdRange ptd_range_time_us = {0, 1e10, TRUE, FALSE, "us"};
+const PtdRange ptd_range_bytes = {1, 1e15, FALSE, FALSE, "bytes"};
+const PtdRange ptd_range_count = {1, 1e9, FALSE, TRUE, ""};
+const PtdRange ptd_range_repetitions = {0, 1e9, FALSE, TRUE, ""};
+const PtdRange ptd_range_device_info = {0, 1e6, FALSE, FALSE, "MHz or bits"};

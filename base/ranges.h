@@ -1,0 +1,30 @@
+/* ptdsim — the physical range of every number read from a cluster, a
+ * profile or a measurements file, with its unit (doc/inputs.md lists them,
+ * key by key).  A value outside its range is a one-line error naming the
+ * file, the key path and the range, so that no input can push the
+ * simulator's integer nanosecond clock past what it can hold. */
+#pragma once
+
+#include "jsonutil.h"
+
+extern const PtdRange ptd_range_bandwidth_GBps; /* links, NICs, HBM, collectives' busbw */
+extern const PtdRange ptd_range_latency_us;     /* latencies, kernel launches, NCCL's constants */
+extern const PtdRange ptd_range_efficiency;     /* shares of a peak: (0, 1], at least 0.01 */
+extern const PtdRange ptd_range_tflops;         /* peak and anchor rates */
+extern const PtdRange ptd_range_memory_GiB;     /* device memory */
+extern const PtdRange ptd_range_ns_per_token;   /* the ideal profile's layer time */
+extern const PtdRange ptd_range_gemm_dim;       /* GEMM sizes m, n, k and k_half */
+extern const PtdRange ptd_range_sms;            /* streaming multiprocessors */
+extern const PtdRange ptd_range_nodes;          /* nodes of a cluster */
+extern const PtdRange ptd_range_per_node;       /* GPUs, NICs, CPUs, PCIe switches of a node */
+extern const PtdRange ptd_range_cpus;           /* CPUs of a node (0: none modelled) */
+extern const PtdRange ptd_range_channels;
+extern const PtdRange ptd_range_time_us;        /* measured times */
+extern const PtdRange ptd_range_bytes;          /* measured sizes */
+extern const PtdRange ptd_range_count;          /* measured shapes and counts */
+extern const PtdRange ptd_range_repetitions;    /* warm-up and timed runs: may be 0 */
+extern const PtdRange ptd_range_device_info;    /* clocks (MHz) and bus width (bits) recorded: 0 when unknown */       /* NCCL channels per network peer */
+
+/* The most GPUs a cluster may have: its link graph and routes are built
+ * for every GPU. */
+#define PTD_MAX_CLUSTER_GPUS 65536u

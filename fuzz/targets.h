@@ -1,0 +1,27 @@
+/* ptdsim — the fuzz targets: every reader of a file a user hands ptdsim
+ * (clusters, device profiles, calibration measurements, traces, sweep
+ * files), fed arbitrary bytes.  The same entry points serve libFuzzer
+ * (fuzz_main.c, built by tools/fuzz with clang) and the regression test
+ * (tests/test_fuzz_corpus.c, built by every compiler), which replays the
+ * shipped files and fuzz/regressions/TARGET/ through them. */
+#pragma once
+
+#include <glib.h>
+
+typedef enum { FUZZ_CLUSTER, FUZZ_PROFILE, FUZZ_MEASUREMENTS, FUZZ_TRACE, FUZZ_SWEEP, FUZZ_N_TARGETS } FuzzTarget;
+
+const char *fuzz_target_name(FuzzTarget t);
+/* The target of that name, or -1. */
+gint fuzz_target_find(const char *name);
+/* Shipped files that make the target's seed corpus: paths relative to the
+ * data directory, NULL-terminated. */
+const char *const *fuzz_target_seeds(FuzzTarget t);
+
+/* Makes GLib's critical warnings fatal: a g_return_if_fail tripped by an
+ * input is a defect, as the engine's refused ops once were. */
+void fuzz_init(void);
+/* Feeds one input to the target.  Returns for any input ptdsim handles,
+ * accepted or refused with an error; aborts, after a line on stderr, on a
+ * defect it can see: an accepted input whose simulated run reports a
+ * negative, NaN, infinite or null number (sanitizers see the rest). */
+void fuzz_target_run(FuzzTarget t, const guint8 *data, gsize size);
