@@ -5,24 +5,12 @@
 #include <stdio.h>
 
 #include "../models/transformer.h"
+#include "../traces/report.h"
 
 static cJSON *model_json(const char *name, const ModelShape *m) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "name", name);
-  cJSON_AddNumberToObject(o, "layers", m->layers);
-  cJSON_AddNumberToObject(o, "hidden", m->hidden);
-  cJSON_AddNumberToObject(o, "heads", m->heads);
-  cJSON_AddNumberToObject(o, "query_groups", model_groups(m));
-  cJSON_AddNumberToObject(o, "kv_channels", model_head_dim(m));
-  cJSON_AddNumberToObject(o, "ffn_hidden", model_ffn(m));
-  cJSON_AddStringToObject(o, "mlp", m->mlp == MODEL_MLP_SWIGLU ? "swiglu" : "gelu");
-  cJSON_AddStringToObject(o, "norm", m->norm == MODEL_NORM_RMSNORM ? "rmsnorm" : "layernorm");
-  cJSON_AddStringToObject(o, "position_embedding", m->position == MODEL_POSITION_ROTARY ? "rope" : "learned");
-  cJSON_AddBoolToObject(o, "tied_embeddings", !m->untied);
-  cJSON_AddBoolToObject(o, "linear_bias", !m->no_bias);
-  cJSON_AddNumberToObject(o, "seq_len", m->seq_len);
-  cJSON_AddNumberToObject(o, "vocab", m->vocab);
-  cJSON_AddNumberToObject(o, "parameters", (double)model_param_count(m));
+  trace_shape_json(o, m);
   cJSON_AddStringToObject(o, "source", model_source(name));
   return o;
 }

@@ -32,16 +32,10 @@ static double tile_math_time_at(const ModelProfile *p, const ModelGemm *g, guint
   return model_gemm_flops(g) / (peak * e_max * tile_efficiency(p, i, peak, bytes) * q * kf);
 }
 
-/* Time of the math alone at the ceiling efficiency, with tile `i`. */
+/* Time of the math alone at the ceiling efficiency, with tile `i`, for
+ * 16-bit operands at the profile's peak. */
 static double tile_math_time(const ModelProfile *p, const ModelGemm *g, guint i, double e_max) {
-  double tm = p->tile_m[i], tn = p->tile_n[i];
-  double tiles = (double)g->batch * ceil((double)g->m / tm) * ceil((double)g->n / tn);
-  double waves = ceil(tiles / p->sms);
-  double launched = waves * p->sms * tm * tn;
-  double useful = (double)g->batch * (double)g->m * (double)g->n;
-  double q = useful / launched;
-  double kf = (double)g->k / ((double)g->k + p->gemm_k_half);
-  return model_gemm_flops(g) / (p->peak_flops * e_max * model_tile_efficiency(p, i) * q * kf);
+  return tile_math_time_at(p, g, i, e_max, p->peak_flops, 2.0);
 }
 
 double model_gemm_math_time_s(const ModelProfile *p, const ModelGemm *g, double e_max) {
@@ -51,14 +45,22 @@ double model_gemm_math_time_s(const ModelProfile *p, const ModelGemm *g, double 
   return best;
 }
 
-double model_gemm_time_s(const ModelProfile *p, const ModelGemm *g) {
+/* A GEMM at `peak` with operands of `in_bytes` and an output of
+ * `out_bytes` per element: launch + max(math over the best tile, bytes). */
+static double gemm_time_at(const ModelProfile *p, const ModelGemm *g, double peak, double in_bytes, double out_bytes) {
   if (g->batch == 0 || g->m == 0 || g->n == 0 || g->k == 0)
     return 0;
-  double math = model_gemm_math_time_s(p, g, p->gemm_efficiency_max) / p->sustained_clock_ratio;
-  double bytes = 2.0 * (double)g->batch * ((double)g->m * g->k + (double)g->k * g->n + (double)g->m * g->n);
+  double best = INFINITY;
+  for (guint i = 0; i < p->n_tiles; i++)
+    best = fmin(best, tile_math_time_at(p, g, i, p->gemm_efficiency_max, peak, in_bytes));
+  double math = best / p->sustained_clock_ratio;
+  double bytes = (double)g->batch *
+                 (in_bytes * ((double)g->m * g->k + (double)g->k * g->n) + out_bytes * (double)g->m * g->n);
   double mem = bytes / (p->hbm_bytes_per_s * p->memory_efficiency);
   return p->kernel_launch_s + fmax(math, mem);
 }
+
+double model_gemm_time_s(const ModelProfile *p, const ModelGemm *g) { return gemm_time_at(p, g, p->peak_flops, 2.0, 2.0); }
 
 double model_gemm_efficiency(const ModelProfile *p, const ModelGemm *g) {
   double t = model_gemm_time_s(p, g);
@@ -72,13 +74,5 @@ double model_memop_time_s(const ModelProfile *p, double bytes) {
 }
 
 double model_gemm_fp8_time_s(const ModelProfile *p, const ModelGemm *g) {
-  if (g->batch == 0 || g->m == 0 || g->n == 0 || g->k == 0)
-    return 0;
-  double best = INFINITY;
-  for (guint i = 0; i < p->n_tiles; i++)
-    best = fmin(best, tile_math_time_at(p, g, i, p->gemm_efficiency_max, p->peak_fp8_flops, 1.0));
-  double math = best / p->sustained_clock_ratio;
-  double bytes = (double)g->batch * ((double)g->m * g->k + (double)g->k * g->n + 2.0 * (double)g->m * g->n);
-  double mem = bytes / (p->hbm_bytes_per_s * p->memory_efficiency);
-  return p->kernel_launch_s + fmax(math, mem);
+  return gemm_time_at(p, g, p->peak_fp8_flops, 1.0, 2.0);
 }

@@ -246,19 +246,6 @@ static void ideal_pass(const ModelProfile *p, guint b, guint q, double scale, Mo
   *pass = (ModelPass){{p->ideal_layer_s_per_token * (double)b * q * scale, 0, 0}, 0, 0};
 }
 
-/* Forward GEMM FLOPs of a layer for b sequences of `tokens` new tokens
- * attending over `context` earlier ones (model_layer_forward_flops when
- * context is 0). */
-static double slice_forward_flops(const ModelShape *m, guint b, guint tokens, guint context) {
-  double h = m->hidden;
-  if (model_is_gpt(m))
-    return 24.0 * b * tokens * h * h + 4.0 * b * tokens * (double)(tokens + context) * h;
-  double d = model_head_dim(m), q = (double)m->heads * d, kv = (double)model_groups(m) * d, f = model_ffn(m);
-  double bq = (double)b * tokens, mlp = m->mlp == MODEL_MLP_SWIGLU ? 3.0 : 2.0;
-  return 2.0 * bq * h * (q + 2.0 * kv) + 4.0 * bq * (double)(tokens + context) * q + 2.0 * bq * q * h +
-         2.0 * bq * h * f * mlp;
-}
-
 static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens, guint context,
                        gboolean fused, gboolean fused_softmax, gboolean sp, gboolean use_flash, gboolean fp8,
                        ModelLayerCost *out) {
@@ -269,9 +256,9 @@ static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guin
      * attention context is free. */
     ideal_pass(p, b, tokens, 1.0, &out->fwd);
     ideal_pass(p, b, tokens, 2.0, &out->bwd);
-    out->fwd.flops = slice_forward_flops(m, b, tokens, context) / t;
+    out->fwd.flops = model_slice_forward_flops(m, b, tokens, context) / t;
     /* the attention core: its share of the forward FLOPs, at the same rate */
-    out->core.flops = 4.0 * b * tokens * (double)(tokens + context) * m->heads * model_head_dim(m) / t;
+    out->core.flops = model_slice_attention_core_flops(m, b, tokens, context) / t;
     out->core.seg_s[0] = out->fwd.seg_s[0] * out->core.flops / out->fwd.flops;
     out->bwd.flops = 2 * out->fwd.flops;
     return;
@@ -373,16 +360,13 @@ double model_optimizer_time_s(const ModelProfile *p, guint64 params) {
 }
 
 guint64 model_layer_local_params(const ModelShape *m, guint t) {
-  guint64 h = m->hidden, f = model_ffn(m), d = model_head_dim(m);
-  guint64 q = (guint64)m->heads * d, kv = (guint64)model_groups(m) * d;
-  guint64 up = m->mlp == MODEL_MLP_SWIGLU ? 2 * f : f;
-  guint64 bias = m->no_bias ? 0 : 1;
+  ModelLinears l = model_layer_linears(m);
   /* Column-parallel QKV and MLP up (weights and biases) and row-parallel
    * projection and MLP down (weights) are split over t; the row-parallel
    * biases and the norms are replicated.  GPT: QKV 3h^2/t + 3h/t,
    * projection h^2/t + h, MLP 4h^2/t + 4h/t and 4h^2/t + h, layernorms 4h. */
-  return (h * (q + 2 * kv) + bias * (q + 2 * kv)) / t + q * h / t + bias * h + (h * up + bias * up) / t + f * h / t +
-         bias * h + 2 * model_norm_params(m);
+  return l.qkv / t + (l.proj - l.row_bias) / t + l.row_bias + l.up / t + (l.down - l.row_bias) / t + l.row_bias +
+         2 * l.norm;
 }
 
 guint64 model_stage_params(const ModelShape *m, guint t, guint p, guint stage, guint layers) {

@@ -17,15 +17,18 @@ guint64 model_norm_params(const ModelShape *m) {
   return m->norm == MODEL_NORM_RMSNORM ? m->hidden : 2ull * m->hidden;
 }
 
-guint64 model_layer_param_count(const ModelShape *m) {
+ModelLinears model_layer_linears(const ModelShape *m) {
   guint64 h = m->hidden, f = model_ffn(m), d = model_head_dim(m);
   guint64 q = (guint64)m->heads * d, kv = (guint64)model_groups(m) * d;
   guint64 up = m->mlp == MODEL_MLP_SWIGLU ? 2 * f : f; /* gate and up projections, or h -> f */
   guint64 bias = m->no_bias ? 0 : 1;
-  /* QKV h(q + 2kv) + biases, projection q h + bias h, MLP h up + biases and
-   * f h + bias h, two norms. */
-  return h * (q + 2 * kv) + bias * (q + 2 * kv) + q * h + bias * h + h * up + bias * up + f * h + bias * h +
-         2 * model_norm_params(m);
+  return (ModelLinears){h * (q + 2 * kv) + bias * (q + 2 * kv), q * h + bias * h, h * up + bias * up, f * h + bias * h,
+                        model_norm_params(m), bias * h};
+}
+
+guint64 model_layer_param_count(const ModelShape *m) {
+  ModelLinears l = model_layer_linears(m);
+  return l.qkv + l.proj + l.up + l.down + 2 * l.norm;
 }
 
 guint64 model_param_count(const ModelShape *m) {
@@ -34,25 +37,30 @@ guint64 model_param_count(const ModelShape *m) {
   return (guint64)m->layers * model_layer_param_count(m) + embeddings + model_norm_params(m);
 }
 
-double model_layer_forward_flops(const ModelShape *m, guint b) {
-  double h = m->hidden, s = m->seq_len;
+double model_slice_forward_flops(const ModelShape *m, guint b, guint tokens, guint context) {
+  double h = m->hidden;
   if (model_is_gpt(m))
     /* QKV 6bsh^2, scores 2bs^2h, attention over values 2bs^2h, projection
      * 2bsh^2, MLP 16bsh^2. */
-    return 24.0 * b * s * h * h + 4.0 * b * s * s * h;
+    return 24.0 * b * tokens * h * h + 4.0 * b * tokens * (double)(tokens + context) * h;
   double d = model_head_dim(m), q = (double)m->heads * d, kv = (double)model_groups(m) * d, f = model_ffn(m);
-  double mlp = m->mlp == MODEL_MLP_SWIGLU ? 3.0 : 2.0; /* GEMMs of h x f */
-  double bs = (double)b * s;
-  return 2.0 * bs * h * (q + 2.0 * kv) + 4.0 * b * s * s * q + 2.0 * bs * q * h + 2.0 * bs * h * f * mlp;
+  double bq = (double)b * tokens, mlp = m->mlp == MODEL_MLP_SWIGLU ? 3.0 : 2.0; /* GEMMs of h x f */
+  return 2.0 * bq * h * (q + 2.0 * kv) + 4.0 * bq * (double)(tokens + context) * q + 2.0 * bq * q * h +
+         2.0 * bq * h * f * mlp;
 }
+
+double model_layer_forward_flops(const ModelShape *m, guint b) { return model_slice_forward_flops(m, b, m->seq_len, 0); }
 
 double model_logit_forward_flops(const ModelShape *m, guint64 b) {
   return 2.0 * (double)b * m->seq_len * m->hidden * m->vocab;
 }
 
+double model_slice_attention_core_flops(const ModelShape *m, guint b, guint tokens, guint context) {
+  return 4.0 * b * tokens * (double)(tokens + context) * m->heads * model_head_dim(m);
+}
+
 double model_attention_core_flops(const ModelShape *m, guint b) {
-  double s = m->seq_len;
-  return 4.0 * b * s * s * m->heads * model_head_dim(m);
+  return model_slice_attention_core_flops(m, b, m->seq_len, 0);
 }
 
 double model_flops_per_iteration(const ModelShape *m, guint64 global_batch) {

@@ -76,6 +76,7 @@ double model_hardware_flops_per_iteration(const ModelShape *m, guint64 global_ba
 /* Forward FLOPs of one layer's attention core for b sequences: the scores
  * and the attention over values, 4 b s^2 a d. */
 double model_attention_core_flops(const ModelShape *m, guint b);
+double model_slice_attention_core_flops(const ModelShape *m, guint b, guint tokens, guint context);
 /* The model's own FLOPs, 3 forward passes of layers and logits, never a
  * recomputation (the numerator of model FLOPs utilization, MFU). */
 double model_model_flops_per_iteration(const ModelShape *m, guint64 global_batch);
@@ -83,6 +84,10 @@ double model_model_flops_per_iteration(const ModelShape *m, guint64 global_batch
  * attention over the full s x s scores): for GPT 24 b s h^2 + 4 b s^2 h;
  * in general 2bs h (a+2g)d + 4 b s^2 a d + 2bs a d h + 2bs h f (2 or 3). */
 double model_layer_forward_flops(const ModelShape *m, guint b);
+/* The same for `tokens` new tokens of each of b sequences attending over
+ * `context` earlier tokens too (TeraPipe's token slices); context 0 and
+ * tokens s is model_layer_forward_flops. */
+double model_slice_forward_flops(const ModelShape *m, guint b, guint tokens, guint context);
 /* Forward FLOPs of the logit layer for b sequences: 2 b s h V. */
 double model_logit_forward_flops(const ModelShape *m, guint64 b);
 
@@ -91,6 +96,14 @@ double model_logit_forward_flops(const ModelShape *m, guint64 b);
  * biases, two norms (2h each for layernorm, h for RMSNorm).  GPT: 12 h^2 +
  * 13 h. */
 guint64 model_layer_param_count(const ModelShape *m);
+/* Parameters of a layer's four linear layers, each with its biases, and of
+ * one norm: QKV h (a+2g) d, projection a d h (+h), MLP up h f (2f gated),
+ * MLP down f h (+h); `row_bias` is the bias of each row-parallel one
+ * (projection, down), h or 0, which tensor parallelism replicates. */
+typedef struct {
+  guint64 qkv, proj, up, down, norm, row_bias;
+} ModelLinears;
+ModelLinears model_layer_linears(const ModelShape *m);
 /* Parameters of one norm: 2h (layernorm) or h (RMSNorm). */
 guint64 model_norm_params(const ModelShape *m);
 

@@ -63,20 +63,6 @@ static double gemm_s(const ModelProfile *p, guint64 m, guint64 n, guint64 k) {
   return model_gemm_time_s(p, &g);
 }
 
-/* Parameters of one layer's four linear units (with their biases) and of
- * one norm, for any shape (transformer.h): QKV h (a+2g) d, projection a d h,
- * MLP up h f (2f gated), MLP down f h. */
-typedef struct {
-  guint64 qkv, proj, up, down, norm;
-} Linears;
-
-static Linears linears_of(const ModelShape *m) {
-  guint64 h = m->hidden, d = model_head_dim(m), f = model_ffn(m), bias = m->no_bias ? 0 : 1;
-  guint64 q = (guint64)m->heads * d, qkv = q + 2ull * model_groups(m) * d;
-  guint64 up = m->mlp == MODEL_MLP_SWIGLU ? 2 * f : f;
-  return (Linears){h * qkv + bias * qkv, q * h + bias * h, h * up + bias * up, f * h + bias * h, model_norm_params(m)};
-}
-
 /* The units in forward order: the embedding; per layer QKV, projection, MLP
  * up and down (the layer's compute split at the GEMMs: the QKV unit carries
  * the norm and the attention core, the MLP-up unit the residual, second
@@ -87,7 +73,7 @@ static void units_of(const SimPlan *pl, const ModelProfile *profile, Unit **out,
   guint L = m->layers, b = pl->micro_batch;
   guint64 h = m->hidden, bs = (guint64)b * m->seq_len;
   guint64 q = (guint64)m->heads * model_head_dim(m), f = model_ffn(m);
-  Linears lin = linears_of(m);
+  ModelLinears lin = model_layer_linears(m);
   Unit *u = g_new0(Unit, 4 * L + 2);
   ModelLayerCost lc;
   ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
@@ -282,7 +268,7 @@ void sim_zero_memory(const SimPlan *pl, const ModelProfile *profile, ModelMemory
   const ModelShape *m = &pl->model;
   double h = m->hidden, d = pl->dp;
   double P = (double)model_param_count(m);
-  Linears lin = linears_of(m);
+  ModelLinears lin = model_layer_linears(m);
   double word = (double)m->vocab * h, mlp = (double)MAX(MAX(lin.qkv, lin.proj), MAX(lin.up, lin.down));
   /* one microbatch in flight at a time: all its layers' activations */
   ModelMemoryRequest req = {.t = 1,

@@ -316,6 +316,13 @@ static void test_pins(void) {
  * when its memory is at most the GPU's less the reserve, and a larger
  * reserve turns more candidates away. */
 static void test_memory_reserve(void) {
+  char *path = g_build_filename(g_getenv("PTDSIM_DATA_DIR"), "calibrate", "profiles", "v100-sxm2-16gb.json", NULL);
+  char *text = slurp(path, NULL);
+  cJSON *prof = cJSON_Parse(text);
+  double gib = num(prof, "memory_GiB"); /* TIGHT's GPU */
+  cJSON_Delete(prof);
+  g_free(text);
+  g_free(path);
   guint oom_prev = 0;
   const double reserves[] = {0, 3, 6};
   for (guint i = 0; i < G_N_ELEMENTS(reserves); i++) {
@@ -324,10 +331,10 @@ static void test_memory_reserve(void) {
     cJSON *j = run_json(args);
     const cJSON *row;
     cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(j, "rows"))
-      g_assert_cmpfloat(num(row, "memory_per_gpu_GiB"), <=, 16.0 - reserves[i]);
+      g_assert_cmpfloat(num(row, "memory_per_gpu_GiB"), <=, gib - reserves[i]);
     cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(j, "rejected"))
       if (strcmp(str(row, "status"), "out_of_memory") == 0)
-        g_assert_cmpfloat(num(row, "memory_per_gpu_GiB"), >, 16.0 - reserves[i]);
+        g_assert_cmpfloat(num(row, "memory_per_gpu_GiB"), >, gib - reserves[i]);
     guint oom = (guint)num(j, "out_of_memory");
     if (i > 0)
       g_assert_cmpuint(oom, >, oom_prev);

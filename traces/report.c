@@ -20,25 +20,28 @@ static const char *placement_name(const SimPlan *pl) {
   return pl->schedule == SIM_SCHEDULE_TERAPIPE ? "tp-pp-dp" : placements[pl->placement];
 }
 
+void trace_shape_json(cJSON *o, const ModelShape *m) {
+  cJSON_AddNumberToObject(o, "layers", m->layers);
+  cJSON_AddNumberToObject(o, "hidden", m->hidden);
+  cJSON_AddNumberToObject(o, "heads", m->heads);
+  cJSON_AddNumberToObject(o, "seq_len", m->seq_len);
+  cJSON_AddNumberToObject(o, "vocab", m->vocab);
+  cJSON_AddNumberToObject(o, "ffn_hidden", model_ffn(m));
+  cJSON_AddNumberToObject(o, "query_groups", model_groups(m));
+  cJSON_AddNumberToObject(o, "kv_channels", model_head_dim(m));
+  cJSON_AddStringToObject(o, "mlp", m->mlp == MODEL_MLP_SWIGLU ? "swiglu" : "gelu");
+  cJSON_AddStringToObject(o, "norm", m->norm == MODEL_NORM_RMSNORM ? "rmsnorm" : "layernorm");
+  cJSON_AddStringToObject(o, "position_embedding", m->position == MODEL_POSITION_ROTARY ? "rope" : "learned");
+  cJSON_AddBoolToObject(o, "tied_embeddings", !m->untied);
+  cJSON_AddBoolToObject(o, "linear_bias", !m->no_bias);
+  cJSON_AddNumberToObject(o, "parameters", (double)model_param_count(m));
+}
+
 cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
                          const SimResult *r) {
   cJSON *o = cJSON_CreateObject();
   cJSON *cfg = obj_add(o, "config");
-  cJSON_AddNumberToObject(cfg, "layers", pl->model.layers);
-  cJSON_AddNumberToObject(cfg, "hidden", pl->model.hidden);
-  cJSON_AddNumberToObject(cfg, "heads", pl->model.heads);
-  cJSON_AddNumberToObject(cfg, "seq_len", pl->model.seq_len);
-  cJSON_AddNumberToObject(cfg, "vocab", pl->model.vocab);
-  const ModelShape *ms = &pl->model;
-  cJSON_AddNumberToObject(cfg, "ffn_hidden", model_ffn(ms));
-  cJSON_AddNumberToObject(cfg, "query_groups", model_groups(ms));
-  cJSON_AddNumberToObject(cfg, "kv_channels", model_head_dim(ms));
-  cJSON_AddStringToObject(cfg, "mlp", ms->mlp == MODEL_MLP_SWIGLU ? "swiglu" : "gelu");
-  cJSON_AddStringToObject(cfg, "norm", ms->norm == MODEL_NORM_RMSNORM ? "rmsnorm" : "layernorm");
-  cJSON_AddStringToObject(cfg, "position_embedding", ms->position == MODEL_POSITION_ROTARY ? "rope" : "learned");
-  cJSON_AddBoolToObject(cfg, "tied_embeddings", !ms->untied);
-  cJSON_AddBoolToObject(cfg, "linear_bias", !ms->no_bias);
-  cJSON_AddNumberToObject(cfg, "parameters", (double)model_param_count(&pl->model));
+  trace_shape_json(cfg, &pl->model);
   cJSON_AddNumberToObject(cfg, "gpus", pl->gpus);
   cJSON_AddNumberToObject(cfg, "tp", pl->tp);
   cJSON_AddNumberToObject(cfg, "pp", pl->pp);

@@ -8,6 +8,9 @@
 #include "../sim/plan.h"
 #include "../sim/terapipe.h"
 
+/* A model shape's keys (config's layers ... parameters, doc/output.md),
+ * added to `o`. */
+void trace_shape_json(cJSON *o, const ModelShape *m);
 cJSON *trace_result_json(const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster,
                          const SimResult *r);
 /* The text report of a run, from its JSON (above; TeraPipe's "terapipe"
