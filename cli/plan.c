@@ -19,6 +19,7 @@ static void row_json(const SearchRow *r, gboolean tokens, cJSON *rows) {
   cJSON_AddNumberToObject(o, "tp", r->tp);
   cJSON_AddNumberToObject(o, "pp", r->pp);
   cJSON_AddNumberToObject(o, "dp", r->dp);
+  cJSON_AddNumberToObject(o, "cp", MAX(r->cp, 1u));
   cJSON_AddNumberToObject(o, "micro_batch", r->micro_batch);
   cJSON_AddNumberToObject(o, "microbatches", r->microbatches);
   cJSON_AddStringToObject(o, "schedule", r->zero ? "zero" : sim_schedule_name(r->schedule));
@@ -48,14 +49,16 @@ static void row_json(const SearchRow *r, gboolean tokens, cJSON *rows) {
   cJSON_AddItemToArray(rows, o);
 }
 
-static void row_text(GString *text, const char *label, const SearchRow *r, gboolean tokens) {
+static void row_text(GString *text, const char *label, const SearchRow *r, gboolean tokens, gboolean with_cp) {
   char sched[16];
   if (r->zero)
     g_snprintf(sched, sizeof sched, "zero-%u", r->zero);
   else
     g_strlcpy(sched, sim_schedule_name(r->schedule), sizeof sched);
-  g_string_append_printf(text, "%4s %5u %3u %3u %4u %3u %-11s %2u %-9s %-3s %-4s %-7s", label, r->gpus, r->tp, r->pp,
-                         r->dp, r->micro_batch, sched, r->chunks, search_recompute_word(r->recompute),
+  g_string_append_printf(text, "%4s %5u %3u %3u %4u", label, r->gpus, r->tp, r->pp, r->dp);
+  if (with_cp)
+    g_string_append_printf(text, " %3u", MAX(r->cp, 1u));
+  g_string_append_printf(text, " %3u %-11s %2u %-9s %-3s %-4s %-7s", r->micro_batch, sched, r->chunks, search_recompute_word(r->recompute),
                          r->sequence_parallel ? "on" : "-", r->distributed_optimizer ? "on" : "-",
                          r->attention && *r->attention ? r->attention : "-");
   if (r->status == SEARCH_ROW_RANKED) {
@@ -160,16 +163,24 @@ int cli_plan(int argc, char **argv) {
                            "(network %s%s)\n",
                            res.searched, res.simulated, res.out_of_memory, res.infeasible, res.pruned, used,
                            network ? "" : ", the default for plan; --network flow models link sharing");
-    g_string_append_printf(text, "%4s %5s %3s %3s %4s %3s %-11s %2s %-9s %-3s %-4s %-7s %11s %10s %9s", "rank", "gpus",
-                           "t", "p", "d", "b", "schedule", "v", "recompute", "sp", "dopt", "attn", "iteration_s",
-                           "TFLOP/s/GPU", "mem_GiB");
+    /* a cp column where context parallelism was searched or pinned */
+    gboolean with_cp = FALSE;
+    for (guint i = 0; i < res.rows->len; i++)
+      with_cp = with_cp || g_array_index(res.rows, SearchRow, i).cp > 1;
+    for (guint i = 0; i < res.rejected->len; i++)
+      with_cp = with_cp || g_array_index(res.rejected, SearchRow, i).cp > 1;
+    g_string_append_printf(text, "%4s %5s %3s %3s %4s", "rank", "gpus", "t", "p", "d");
+    if (with_cp)
+      g_string_append_printf(text, " %3s", "cp");
+    g_string_append_printf(text, " %3s %-11s %2s %-9s %-3s %-4s %-7s %11s %10s %9s", "b", "schedule", "v", "recompute",
+                           "sp", "dopt", "attn", "iteration_s", "TFLOP/s/GPU", "mem_GiB");
     if (tokens)
       g_string_append_printf(text, " %8s", "days");
     g_string_append_c(text, '\n');
     for (guint i = 0; i < k; i++) {
       char label[16];
       g_snprintf(label, sizeof label, "%u", i + 1);
-      row_text(text, label, &g_array_index(res.rows, SearchRow, i), tokens);
+      row_text(text, label, &g_array_index(res.rows, SearchRow, i), tokens, with_cp);
     }
     g_string_append(text, "\nto reproduce a row:\n");
     for (guint i = 0; i < k; i++) {
@@ -180,7 +191,7 @@ int cli_plan(int argc, char **argv) {
     if (show_all && res.rejected->len) {
       g_string_append_printf(text, "\nnot ranked (%u):\n", res.rejected->len);
       for (guint i = 0; i < res.rejected->len; i++)
-        row_text(text, "-", &g_array_index(res.rejected, SearchRow, i), tokens);
+        row_text(text, "-", &g_array_index(res.rejected, SearchRow, i), tokens, with_cp);
     }
     fputs(text->str, stdout);
     g_string_free(text, TRUE);

@@ -11,6 +11,17 @@ typedef struct {
   gboolean fp8; /* the linear layers' GEMMs in FP8 (Transformer Engine) */
 } Acc;
 
+/* The span of a pass that starts here and, with span_end, ends there (both
+ * in one segment). */
+static void span_begin(Acc *a, ModelSpan *sp) {
+  sp->seg = a->seg;
+  sp->at_s = a->pass->seg_s[a->seg];
+}
+static void span_end(Acc *a, ModelSpan *sp) {
+  g_assert(sp->seg == a->seg);
+  sp->s = a->pass->seg_s[a->seg] - sp->at_s;
+}
+
 static void gemm(Acc *a, guint64 batch, guint64 m, guint64 n, guint64 k) {
   ModelGemm g = {batch, m, n, k};
   a->pass->seg_s[a->seg] += model_gemm_time_s(a->p, &g);
@@ -50,6 +61,7 @@ static void linear(Acc *a, guint64 m, guint64 n, guint64 k, gboolean cast) {
 typedef struct {
   guint64 bs, h, ht, qkv_t, ffn_t, heads_t, s, kv, d;
   gboolean swiglu, rotary, flash;
+  guint cp;         /* context parallelism: q = kv = s/cp here, the ring's sequence cp times that */
   double N;  /* b*s*h: norm, dropout and residual tensors (replicated) */
   double Nm; /* b*s*f/t: MLP activation shard (the output of the activation) */
   double Na; /* b*(a/t)*q*kv: attention matrix shard */
@@ -72,6 +84,7 @@ static Dims dims(const ModelShape *m, guint t, guint b, guint q, guint kv) {
   d.swiglu = m->mlp == MODEL_MLP_SWIGLU;
   d.rotary = m->position == MODEL_POSITION_ROTARY;
   d.flash = FALSE;
+  d.cp = 1;
   d.N = (double)d.bs * d.h;
   d.Nm = (double)d.bs * d.ffn_t;
   d.Na = (double)d.heads_t * d.s * d.kv;
@@ -115,9 +128,23 @@ double model_flash_time_s(const ModelProfile *p, guint64 heads, guint64 q, guint
 /* A FlashAttention-2 kernel: its time and, as ptdsim counts FLOPs, the
  * GEMMs it stands for (full s x s, as the model FLOPs count attention). */
 static void flash(Acc *a, const Dims *d, gboolean backward) {
+  if (d->cp > 1) { /* ring attention: this rank's queries against the whole sequence, 1/cp of the causal work */
+    a->pass->seg_s[a->seg] += model_flash_ring_time_s(a->p, d->heads_t, d->s * d->cp, d->d, d->cp, backward);
+    a->pass->flops += 4.0 * d->heads_t * d->s * (d->s * d->cp) * d->d * (backward ? 2.0 : 1.0);
+    a->pass->kernels += d->cp;
+    return;
+  }
   a->pass->seg_s[a->seg] += model_flash_time_s(a->p, d->heads_t, d->s, d->kv, d->d, backward);
   a->pass->flops += 4.0 * d->heads_t * d->s * d->kv * d->d * (backward ? 2.0 : 1.0);
   a->pass->kernels++;
+}
+
+double model_flash_ring_time_s(const ModelProfile *p, guint64 heads, guint64 s, guint64 d, guint cp, gboolean backward) {
+  double eff = backward ? p->flash_backward_efficiency : p->flash_forward_efficiency;
+  guint64 blocks = (s + 127) / 128;
+  double causal = (double)(blocks + 1) / (2.0 * blocks);
+  double flops = 4.0 * heads * s * s * d * causal * (backward ? 2.5 : 1.0) / cp;
+  return flops / (p->peak_flops * eff * p->sustained_clock_ratio) + cp * p->kernel_launch_s;
 }
 
 /* The attention core's forward: what selective recomputation runs again. */
@@ -137,14 +164,25 @@ static void attention_core(Acc *a, const Dims *d, gboolean fused_softmax) {
 }
 
 static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softmax) {
+  ModelPass *ps = a->pass;
+  static const ModelTpGemm kinds[4] = {MODEL_TP_GEMM_GATHER_FEEDS, MODEL_TP_GEMM_SCATTER_AFTER,
+                                       MODEL_TP_GEMM_GATHER_FEEDS, MODEL_TP_GEMM_SCATTER_AFTER};
+  for (guint j = 0; j < 4; j++)
+    ps->tp_kind[j] = kinds[j];
   a->seg = 0;
   memop(a, 4 * d->N);                           /* layernorm 1 */
+  span_begin(a, &ps->tp_gemm[0]);
   linear(a, d->bs, d->qkv_t, d->h, TRUE);       /* QKV, bias in the epilogue */
+  span_end(a, &ps->tp_gemm[0]);
   if (d->rotary)
     memop(a, 4 * d->Nr);                        /* rotary embedding of Q and K */
+  span_begin(a, &ps->core);
   attention_core(a, d, fused_softmax);
+  span_end(a, &ps->core);
   memop(a, 4 * d->Nc);                          /* context to [s, b, h/t] */
+  span_begin(a, &ps->tp_gemm[1]);
   linear(a, d->bs, d->h, d->ht, TRUE);          /* projection */
+  span_end(a, &ps->tp_gemm[1]);
   a->seg = 1;                                   /* --- all-reduce --- */
   if (fused)
     memop(a, 7 * d->N);                         /* bias-dropout-add */
@@ -154,11 +192,14 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
     memop(a, 6 * d->N);                         /* residual add */
   }
   memop(a, 4 * d->N);                           /* layernorm 2 */
+  span_begin(a, &ps->tp_gemm[2]);
   if (d->swiglu) {
     linear(a, d->bs, 2 * d->ffn_t, d->h, TRUE); /* MLP gate and up, h -> 2f */
+    span_end(a, &ps->tp_gemm[2]);
     memop(a, 6 * d->Nm);                        /* SwiGLU: reads 2f, writes f */
   } else {
     linear(a, d->bs, d->ffn_t, d->h, TRUE);     /* MLP h -> 4h */
+    span_end(a, &ps->tp_gemm[2]);
     if (fused)
       memop(a, 4 * d->Nm);                      /* bias+GeLU */
     else {
@@ -166,7 +207,9 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
       memop(a, 4 * d->Nm);                      /* GeLU */
     }
   }
+  span_begin(a, &ps->tp_gemm[3]);
   linear(a, d->bs, d->h, d->ffn_t, TRUE);       /* MLP 4h -> h */
+  span_end(a, &ps->tp_gemm[3]);
   a->seg = 2;                                   /* --- all-reduce --- */
   if (fused)
     memop(a, 7 * d->N);
@@ -185,6 +228,11 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
  * layernorm (x, grad -> grad: 6N) and the residual branch's gradient sum
  * (6N). */
 static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softmax) {
+  ModelPass *ps = a->pass;
+  static const ModelTpGemm kinds[4] = {MODEL_TP_GEMM_GATHER_FEEDS, MODEL_TP_GEMM_SCATTER_BESIDE,
+                                       MODEL_TP_GEMM_GATHER_FEEDS, MODEL_TP_GEMM_SCATTER_BESIDE};
+  for (guint j = 0; j < 4; j++)
+    ps->tp_kind[j] = kinds[j];
   a->seg = 0;
   if (fused)
     memop(a, 5 * d->N);                         /* bias-dropout-add 2 */
@@ -192,12 +240,16 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
     memop(a, 5 * d->N);                         /* dropout */
     memop(a, 4 * d->N);                         /* bias gradient */
   }
+  span_begin(a, &ps->tp_gemm[0]);
   linear(a, d->bs, d->ffn_t, d->h, TRUE);       /* MLP 4h -> h: dgrad */
+  span_end(a, &ps->tp_gemm[0]);
   linear(a, d->ffn_t, d->h, d->bs, FALSE);      /*                wgrad */
   if (d->swiglu) {
     memop(a, 10 * d->Nm);                       /* SwiGLU: gradient, gate, up in; two gradients out */
     linear(a, d->bs, d->h, 2 * d->ffn_t, TRUE); /* MLP h -> 2f: dgrad */
+    span_begin(a, &ps->tp_gemm[1]);
     linear(a, d->h, 2 * d->ffn_t, d->bs, FALSE); /*                wgrad */
+    span_end(a, &ps->tp_gemm[1]);
   } else {
     if (fused)
       memop(a, 6 * d->Nm);                      /* bias+GeLU */
@@ -206,7 +258,9 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
       memop(a, 4 * d->Nm);                      /* bias gradient */
     }
     linear(a, d->bs, d->h, d->ffn_t, TRUE);     /* MLP h -> 4h: dgrad */
+    span_begin(a, &ps->tp_gemm[1]);
     linear(a, d->h, d->ffn_t, d->bs, FALSE);    /*                wgrad */
+    span_end(a, &ps->tp_gemm[1]);
   }
   a->seg = 1;                                   /* --- all-reduce --- */
   memop(a, 12 * d->N);                          /* layernorm 2, residual sum */
@@ -216,13 +270,18 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
     memop(a, 5 * d->N);
     memop(a, 4 * d->N);
   }
+  span_begin(a, &ps->tp_gemm[2]);
   linear(a, d->bs, d->ht, d->h, TRUE);          /* projection: dgrad */
+  span_end(a, &ps->tp_gemm[2]);
   linear(a, d->ht, d->h, d->bs, FALSE);         /*             wgrad */
   memop(a, 4 * d->Nc);                          /* context layout */
   if (d->flash) {
     memop(a, 4 * d->Nc);                        /* FlashAttention-2's preprocessing: rowsum(dO * O) */
+    span_begin(a, &ps->core);
     flash(a, d, TRUE);                          /* its backward: S and P again, dV, dP, dQ, dK */
+    span_end(a, &ps->core);
   } else {
+  span_begin(a, &ps->core);
   gemm(a, d->heads_t, d->s, d->kv, d->d);       /* d(probs) = dC V^T */
   gemm(a, d->heads_t, d->kv, d->d, d->s);       /* dV = P^T dC */
   memop(a, 5 * d->Na);                          /* attention dropout */
@@ -233,37 +292,47 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
       memop(a, softmax_fp32_bwd[i] * d->Na);    /* half, softmax, mask, scale, float */
   gemm(a, d->heads_t, d->s, d->d, d->kv);       /* dQ = dS K */
   gemm(a, d->heads_t, d->kv, d->d, d->s);       /* dK = dS^T Q */
+  span_end(a, &ps->core);
   }
   if (d->rotary)
     memop(a, 4 * d->Nr);                        /* rotary embedding's gradient */
   linear(a, d->bs, d->h, d->qkv_t, TRUE);       /* QKV: dgrad */
+  span_begin(a, &ps->tp_gemm[3]);
   linear(a, d->qkv_t, d->h, d->bs, FALSE);      /*      wgrad */
+  span_end(a, &ps->tp_gemm[3]);
   a->seg = 2;                                   /* --- all-reduce --- */
   memop(a, 12 * d->N);                          /* layernorm 1, residual sum */
 }
 
 static void ideal_pass(const ModelProfile *p, guint b, guint q, double scale, ModelPass *pass) {
-  *pass = (ModelPass){{p->ideal_layer_s_per_token * (double)b * q * scale, 0, 0}, 0, 0};
+  *pass = (ModelPass){.seg_s = {p->ideal_layer_s_per_token * (double)b * q * scale, 0, 0}};
 }
 
 static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens, guint context,
                        gboolean fused, gboolean fused_softmax, gboolean sp, gboolean use_flash, gboolean fp8,
-                       ModelLayerCost *out) {
+                       guint cp, ModelLayerCost *out) {
   *out = (ModelLayerCost){0};
-  out->tp_allreduce_bytes = 2.0 * b * tokens * m->hidden;
+  cp = MAX(cp, 1u);
+  guint local = tokens / cp; /* the rank's tokens (context parallelism splits the sequence) */
+  out->tp_allreduce_bytes = 2.0 * b * local * m->hidden;
+  /* keys and values of the rank's tokens, its tensor-parallel shard of the groups, 16-bit */
+  out->cp_hop_bytes = cp > 1 ? 2.0 * 2.0 * b * local * (double)model_groups(m) * model_head_dim(m) / t : 0;
   if (p->kind == MODEL_PROFILE_IDEAL) {
     /* The ideal profile: time scales with the tokens processed, the
      * attention context is free. */
-    ideal_pass(p, b, tokens, 1.0, &out->fwd);
-    ideal_pass(p, b, tokens, 2.0, &out->bwd);
-    out->fwd.flops = model_slice_forward_flops(m, b, tokens, context) / t;
+    ideal_pass(p, b, local, 1.0, &out->fwd);
+    ideal_pass(p, b, local, 2.0, &out->bwd);
+    out->fwd.flops = model_slice_forward_flops(m, b, tokens, context) / t / cp;
     /* the attention core: its share of the forward FLOPs, at the same rate */
-    out->core.flops = model_slice_attention_core_flops(m, b, tokens, context) / t;
+    out->core.flops = model_slice_attention_core_flops(m, b, tokens, context) / t / cp;
     out->core.seg_s[0] = out->fwd.seg_s[0] * out->core.flops / out->fwd.flops;
     out->bwd.flops = 2 * out->fwd.flops;
+    out->fwd.core = (ModelSpan){0, 0, out->core.seg_s[0]};
+    out->bwd.core = (ModelSpan){0, 0, 2 * out->core.seg_s[0]};
     return;
   }
-  Dims d = dims(m, t, b, tokens, tokens + context);
+  Dims d = dims(m, t, b, local, local + context);
+  d.cp = cp;
   if (sp)
     d.N /= t; /* the sequence-parallel region: s/t of the tokens */
   d.flash = use_flash;
@@ -277,7 +346,7 @@ static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guin
  * kernel and its shape rules, so `fused` applies to the softmax as given. */
 void model_layer_slice_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens,
                             guint context, gboolean fused, ModelLayerCost *out) {
-  layer_cost(p, m, t, b, tokens, context, fused, fused, FALSE, FALSE, FALSE, out);
+  layer_cost(p, m, t, b, tokens, context, fused, fused, FALSE, FALSE, FALSE, 1, out);
 }
 
 gboolean model_softmax_fused(const ModelShape *m, guint t, guint b, gboolean fusion) {
@@ -294,12 +363,12 @@ void model_layer_cost_with(const ModelProfile *p, const ModelShape *m, guint t, 
                            ModelLayerCost *out) {
   gboolean flash_core = o->attention == MODEL_ATTENTION_FLASH;
   layer_cost(p, m, t, b, m->seq_len, 0, o->fused, !flash_core && !model_softmax_fp32(m, t, b, o),
-             o->sequence_parallel, flash_core, o->fp8, out);
+             o->sequence_parallel, flash_core, o->fp8, o->cp, out);
 }
 
 void model_layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, gboolean fused,
                       ModelLayerCost *out) {
-  ModelLayerOptions o = {fused, FALSE, MODEL_ATTENTION_FUSED, FALSE};
+  ModelLayerOptions o = {fused, FALSE, MODEL_ATTENTION_FUSED, FALSE, 1};
   model_layer_cost_with(p, m, t, b, &o, out);
 }
 

@@ -29,10 +29,31 @@
 #include "profile.h"
 #include "transformer.h"
 
+/* Where a stretch of a pass's compute lies: in segment `seg`, starting
+ * `at_s` into it, `s` long. */
+typedef struct {
+  guint seg;
+  double at_s, s;
+} ModelSpan;
+
+/* The four linear GEMMs next to the tensor-parallel communication of a pass,
+ * in pass order, and what the communication does beside them under
+ * sequence parallelism (Korthikanti et al. 2022, figure 5): forward, the
+ * all-gathers feed the QKV and first MLP GEMMs and the reduce-scatters take
+ * the projection's and second MLP GEMM's partial sums; backward, the
+ * conjugates: all-gathers of the output gradient feed the second MLP
+ * GEMM's and the projection's input-gradient GEMMs, and the reduce-scatters
+ * of the first MLP GEMM's and QKV's input gradients run beside their
+ * weight-gradient GEMMs. */
+typedef enum { MODEL_TP_GEMM_GATHER_FEEDS, MODEL_TP_GEMM_SCATTER_AFTER, MODEL_TP_GEMM_SCATTER_BESIDE } ModelTpGemm;
+
 typedef struct {
   double seg_s[3]; /* compute before, between and after the two all-reduces */
   double flops;    /* FLOPs executed by this GPU in the pass (GEMMs only) */
   guint kernels;
+  ModelSpan core;       /* the attention core's kernels (with context parallelism: its ring's steps) */
+  ModelSpan tp_gemm[4]; /* the GEMMs the tensor-parallel communication can overlap, in pass order */
+  ModelTpGemm tp_kind[4];
 } ModelPass;
 
 typedef struct {
@@ -41,6 +62,7 @@ typedef struct {
   ModelPass core; /* the forward's attention core alone (scores, softmax, dropout, over values), in seg_s[0]:
                    * what selective recomputation runs again */
   double tp_allreduce_bytes; /* one all-reduce buffer: b*s*h fp16 */
+  double cp_hop_bytes;       /* context parallelism: the keys and values of the rank's s/cp tokens, 16-bit */
 } ModelLayerCost;
 
 void model_layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, gboolean fused,
@@ -58,11 +80,16 @@ typedef struct {
   gboolean sequence_parallel; /* norms, dropouts, residuals on s/t of the tokens (Korthikanti et al. 2022, 4.2.2) */
   ModelAttention attention;
   gboolean fp8;              /* the linear layers' GEMMs in FP8 with Transformer Engine's casts */
+  guint cp;                  /* context parallelism: each rank holds s/cp of the tokens (0 or 1: none) */
 } ModelLayerOptions;
 
 /* model_layer_cost with the options: with sequence parallelism the norms,
  * dropouts and residual adds move b s h / t elements; with flash the core
- * is FlashAttention-2's kernels (model_flash_time_s). */
+ * is FlashAttention-2's kernels (model_flash_time_s); with context
+ * parallelism cp every kernel runs on the rank's s/cp tokens and the core is
+ * the cp steps of ring attention (model_flash_ring_time_s; flash only),
+ * tp_allreduce_bytes is b (s/cp) h 2 and cp_hop_bytes the keys and values
+ * a rank passes on at each step. */
 void model_layer_cost_with(const ModelProfile *p, const ModelShape *m, guint t, guint b, const ModelLayerOptions *o,
                            ModelLayerCost *out);
 /* Whether the fp32 softmax chain runs for these options (its output is kept
@@ -74,6 +101,12 @@ gboolean model_softmax_fp32(const ModelShape *m, guint t, guint b, const ModelLa
  * runs), at the profile's forward or backward share of peak; the backward
  * runs 5 GEMM-equivalents where the forward runs 2. */
 double model_flash_time_s(const ModelProfile *p, guint64 heads, guint64 q, guint64 kv, guint64 d, gboolean backward);
+/* Ring attention (context parallelism, Megatron-Core over Transformer
+ * Engine's AttnFuncWithCPAndKVP2P): the sequence is cut into 2 cp chunks and
+ * rank r holds chunks r and 2 cp - 1 - r, so every rank does 1/cp of the
+ * causal work.  The time of all cp steps of one rank, each a FlashAttention-2
+ * kernel on 1/cp of that work (one launch each). */
+double model_flash_ring_time_s(const ModelProfile *p, guint64 heads, guint64 s, guint64 d, guint cp, gboolean backward);
 /* Whether Megatron runs its fused scale-mask-softmax kernel for this layer:
  * fusion on, and the kernel's shape constraints (megatron/model/
  * fused_softmax.py: 16 < key length <= 2048, query length and b * a / t

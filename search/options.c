@@ -138,6 +138,18 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                           "Simulate every op one by one, without the shortcuts that give the same results faster "
                           "(a check, and the slow path)",
                           NULL},
+    [SEARCH_OPT_CP] = {"cp", SEARCH_OPT_COUNT, "C",
+                       "Context-parallel size cp (Megatron-Core): each rank holds s/cp of every sequence, attention "
+                       "runs as a ring over the cp ranks (FlashAttention), n = t*cp*p*d (default 1)",
+                       NULL},
+    [SEARCH_OPT_TP_COMM_OVERLAP] = {"tp-comm-overlap", SEARCH_OPT_FLAG, NULL,
+                                    "Pipeline the sequence-parallel all-gathers and reduce-scatters with their GEMMs "
+                                    "(Transformer Engine's userbuffers; needs --sequence-parallel)",
+                                    NULL},
+    [SEARCH_OPT_OVERLAP_PARAM_GATHER] = {"overlap-param-gather", SEARCH_OPT_FLAG, NULL,
+                                         "The distributed optimizer's parameter all-gather overlapped with the next "
+                                         "forward, layer by layer (needs --distributed-optimizer and --ddp torch)",
+                                         NULL},
 };
 
 const SearchOption *search_option(SearchOptId id) {
@@ -317,6 +329,9 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->exact = c->given[SEARCH_OPT_EXACT];
   r->distributed_optimizer = c->given[SEARCH_OPT_DISTRIBUTED_OPTIMIZER];
   r->sequence_parallel = c->given[SEARCH_OPT_SEQUENCE_PARALLEL];
+  r->cp = count_or(c, SEARCH_OPT_CP, 0);
+  r->tp_comm_overlap = c->given[SEARCH_OPT_TP_COMM_OVERLAP];
+  r->overlap_param_gather = c->given[SEARCH_OPT_OVERLAP_PARAM_GATHER];
   r->attention = c->text[SEARCH_OPT_ATTENTION];
   r->precision = c->text[SEARCH_OPT_PRECISION];
   const char *reserve = c->text[SEARCH_OPT_MEMORY_RESERVE];

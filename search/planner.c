@@ -38,7 +38,7 @@ int search_row_cmp(const SearchRow *a, const SearchRow *b) {
   int c;
   if ((c = cmp_double(a->iteration_time_s, b->iteration_time_s)) || (c = cmp_double(a->memory_GiB, b->memory_GiB)) ||
       (c = cmp_uint(a->gpus, b->gpus)) || (c = cmp_uint(a->tp, b->tp)) || (c = cmp_uint(a->pp, b->pp)) ||
-      (c = cmp_uint(a->dp, b->dp)) || (c = cmp_uint(a->micro_batch, b->micro_batch)) ||
+      (c = cmp_uint(a->dp, b->dp)) || (c = cmp_uint(a->cp, b->cp)) || (c = cmp_uint(a->micro_batch, b->micro_batch)) ||
       (c = cmp_uint(a->schedule, b->schedule)) || (c = cmp_uint(a->chunks, b->chunks)) ||
       (c = cmp_uint(a->zero, b->zero)) || (c = cmp_uint(a->recompute, b->recompute)) ||
       (c = cmp_uint(a->sequence_parallel, b->sequence_parallel)) ||
@@ -50,17 +50,18 @@ int search_row_cmp(const SearchRow *a, const SearchRow *b) {
 static int row_cmp(const void *a, const void *b) { return search_row_cmp(a, b); }
 
 typedef struct {
-  guint t, p, d;
+  guint t, p, d, cp;
 } Triple;
 
 /* Most GPUs first, then t, p, d ascending: a fixed order. */
 static int triple_cmp(const void *a, const void *b) {
   const Triple *x = a, *y = b;
-  guint64 nx = (guint64)x->t * x->p * x->d, ny = (guint64)y->t * y->p * y->d;
+  guint64 nx = (guint64)x->t * x->p * x->d * x->cp, ny = (guint64)y->t * y->p * y->d * y->cp;
   int c;
-  if ((c = (nx < ny) - (nx > ny)) || (c = cmp_uint(x->t, y->t)) || (c = cmp_uint(x->p, y->p)))
+  if ((c = (nx < ny) - (nx > ny)) || (c = cmp_uint(x->t, y->t)) || (c = cmp_uint(x->p, y->p)) ||
+      (c = cmp_uint(x->d, y->d)))
     return c;
-  return cmp_uint(x->d, y->d);
+  return cmp_uint(x->cp, y->cp);
 }
 
 #define PRUNE_SLACK 0.8
@@ -69,6 +70,7 @@ static int triple_cmp(const void *a, const void *b) {
 
 typedef struct {
   guint t, p, d, b, v, zero;
+  guint cp;
   ModelRecompute recompute;
   SimSchedule schedule; /* 1f1b, interleaved or gpipe (ZeRO: ignored) */
   gboolean sp;          /* sequence parallelism (t > 1 only) */
@@ -100,7 +102,8 @@ static void candidate_config(const Search *s, const Candidate *c, SearchConfig *
                                          SEARCH_OPT_GPUS,     SEARCH_OPT_MICRO_BATCH, SEARCH_OPT_SCHEDULE,
                                          SEARCH_OPT_CHUNKS,   SEARCH_OPT_LAYERS_PER_CHUNK,
                                          SEARCH_OPT_RECOMPUTE, SEARCH_OPT_ZERO, SEARCH_OPT_NETWORK,
-                                         SEARCH_OPT_SEQUENCE_PARALLEL, SEARCH_OPT_DISTRIBUTED_OPTIMIZER};
+                                         SEARCH_OPT_SEQUENCE_PARALLEL, SEARCH_OPT_DISTRIBUTED_OPTIMIZER,
+                                         SEARCH_OPT_CP};
   for (guint i = 0; i < G_N_ELEMENTS(searched); i++)
     search_config_unset(cfg, searched[i]);
   char buf[16];
@@ -109,8 +112,10 @@ static void candidate_config(const Search *s, const Candidate *c, SearchConfig *
     g_snprintf(buf, sizeof buf, "%u", (guint)(v));                                                                     \
     search_config_set(cfg, id, buf, NULL);                                                                             \
   } while (0)
-  SET(SEARCH_OPT_GPUS, c->t * c->p * c->d);
+  SET(SEARCH_OPT_GPUS, c->t * c->cp * c->p * c->d);
   SET(SEARCH_OPT_TP, c->t);
+  if (c->cp > 1)
+    SET(SEARCH_OPT_CP, c->cp);
   SET(SEARCH_OPT_PP, c->p);
   SET(SEARCH_OPT_DP, c->d);
   SET(SEARCH_OPT_MICRO_BATCH, c->b);
@@ -138,7 +143,8 @@ static void candidate_config(const Search *s, const Candidate *c, SearchConfig *
 static void classify(Search *s, const Candidate *c, SearchRow *row, SimPlan *plan) {
   memset(row, 0, sizeof *row);
   candidate_config(s, c, &row->config);
-  *row = (SearchRow){.config = row->config, .gpus = c->t * c->p * c->d, .tp = c->t, .pp = c->p, .dp = c->d,
+  *row = (SearchRow){.config = row->config, .gpus = c->t * c->cp * c->p * c->d, .tp = c->t, .pp = c->p, .dp = c->d,
+                     .cp = c->cp,
                      .micro_batch = c->b, .chunks = c->v, .schedule = c->schedule, .zero = c->zero,
                      .recompute = c->recompute, .sequence_parallel = c->sp, .distributed_optimizer = c->dist,
                      .attention = ""};
@@ -337,12 +343,20 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
     for (guint p = 1; p <= m->layers; p++) {
       if ((pinned(cfg, SEARCH_OPT_PP, &pin) ? p != pin : m->layers % p != 0) || (guint64)t * p > n)
         continue;
-      for (guint d = 1; (guint64)t * p * d <= n; d++) {
-        if ((pinned(cfg, SEARCH_OPT_DP, &pin) ? d != pin : B % d != 0) ||
-            (!req->allow_fewer && (guint64)t * p * d != n))
+      for (guint cp = 1; cp <= SEARCH_MAX_CP; cp++) {
+        /* context parallelism: sizes that split the sequence into 2 cp
+         * chunks of at least SEARCH_MIN_CP_TOKENS / 2 tokens each, or the
+         * size --cp pins */
+        if (pinned(cfg, SEARCH_OPT_CP, &pin) ? cp != pin
+                                             : cp > 1 && (m->seq_len % (2 * cp) || m->seq_len / cp < SEARCH_MIN_CP_TOKENS))
           continue;
-        Triple x = {t, p, d};
-        g_array_append_val(tpd, x);
+        for (guint d = 1; (guint64)t * cp * p * d <= n; d++) {
+          if ((pinned(cfg, SEARCH_OPT_DP, &pin) ? d != pin : B % d != 0) ||
+              (!req->allow_fewer && (guint64)t * cp * p * d != n))
+            continue;
+          Triple x = {t, p, d, cp};
+          g_array_append_val(tpd, x);
+        }
       }
     }
   }
@@ -361,6 +375,11 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
     attn[1] = MODEL_ATTENTION_FUSED;
     n_attn = 2;
   }
+  /* --tp-comm-overlap needs sequence parallelism, --overlap-param-gather
+   * the distributed optimizer: given, they pin those on */
+  gboolean need_sp = cfg->given[SEARCH_OPT_SEQUENCE_PARALLEL] || cfg->given[SEARCH_OPT_TP_COMM_OVERLAP];
+  gboolean pg = cfg->given[SEARCH_OPT_OVERLAP_PARAM_GATHER];
+  gboolean need_dist = cfg->given[SEARCH_OPT_DISTRIBUTED_OPTIMIZER] || pg;
   GArray *cands = g_array_new(FALSE, FALSE, sizeof(Candidate));
   for (guint i = 0; i < tpd->len; i++) {
     Triple x = g_array_index(tpd, Triple, i);
@@ -396,19 +415,23 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
           for (int sp = 0; sp <= 1; sp++)
             for (int dist = 0; dist <= 1; dist++)
               for (guint ai = 0; ai < n_attn; ai++) {
-                if (sp ? x.t < 2 : (x.t > 1 && cfg->given[SEARCH_OPT_SEQUENCE_PARALLEL]))
+                if (sp ? x.t < 2 : (x.t > 1 && need_sp) || (x.t < 2 && cfg->given[SEARCH_OPT_TP_COMM_OVERLAP]))
                   continue;
-                if (dist ? x.d < 2 : (x.d > 1 && cfg->given[SEARCH_OPT_DISTRIBUTED_OPTIMIZER]))
+                if (dist ? x.d * x.cp < 2 : (x.d * x.cp > 1 && need_dist) || (x.d * x.cp < 2 && pg))
                   continue;
-                Candidate c = {x.t, p, x.d, b, v, 0, rc, sc, sp, dist, attn[ai]};
+                if (x.cp > 1 && n_attn > 1 && attn[ai] != MODEL_ATTENTION_FLASH)
+                  continue; /* ring attention runs on FlashAttention's kernels */
+                Candidate c = {x.t, p, x.d, b, v, 0, x.cp, rc, sc, sp, dist, attn[ai]};
                 g_array_append_val(cands, c);
               }
         }
         /* ZeRO data parallelism, without model parallelism (as SC21 runs it) */
-        for (guint z = 1; zero_ok && rc != MODEL_RECOMPUTE_SELECTIVE && x.t == 1 && p == 1 && x.d > 1 && z <= 3; z++) {
+        for (guint z = 1; zero_ok && rc != MODEL_RECOMPUTE_SELECTIVE && x.t == 1 && p == 1 && x.cp == 1 && x.d > 1 &&
+                          z <= 3;
+             z++) {
           if (cfg->given[SEARCH_OPT_ZERO] && z != cfg->count[SEARCH_OPT_ZERO])
             continue;
-          Candidate c = {1, 1, x.d, b, 1, z, rc, SIM_SCHEDULE_1F1B, FALSE, FALSE, -1};
+          Candidate c = {1, 1, x.d, b, 1, z, 1, rc, SIM_SCHEDULE_1F1B, FALSE, FALSE, -1};
           g_array_append_val(cands, c);
         }
       }

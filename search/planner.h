@@ -35,6 +35,7 @@ typedef struct {
   SearchRowStatus status;
   char *reason; /* not ranked: why (one line) */
   guint gpus, tp, pp, dp, micro_batch, chunks, microbatches;
+  guint cp;             /* context-parallel size (1: none) */
   SimSchedule schedule; /* ignored with zero */
   guint zero;           /* ZeRO stage, 0: none */
   ModelRecompute recompute;
@@ -42,6 +43,13 @@ typedef struct {
   const char *attention; /* the kernels it ran: flash, fused or unfused (static strings) */
   double iteration_time_s, tflops_per_gpu, memory_GiB, training_days, tokens_per_s; /* memory: also when OOM */
 } SearchRow;
+
+/* Context-parallel sizes plan tries unpinned: up to SEARCH_MAX_CP, each
+ * rank keeping at least SEARCH_MIN_CP_TOKENS of the sequence (shorter
+ * sequences gain nothing from it: their activations are small next to the
+ * model state, and the ring's hops stop hiding behind the attention). */
+#define SEARCH_MAX_CP 16u
+#define SEARCH_MIN_CP_TOKENS 4096u
 
 /* "none", "full" or "selective". */
 const char *search_recompute_word(ModelRecompute r);

@@ -21,6 +21,7 @@ guint sim_exposed_class(guint category) {
   case SIM_TIMELINE_CAT_COMPUTE:
     return SIM_CLS_COMPUTE;
   case SIM_TIMELINE_CAT_TP:
+  case SIM_TIMELINE_CAT_CP: /* blocks the attention core as the tensor-parallel collectives block the layer */
     return SIM_CLS_TP;
   case SIM_TIMELINE_CAT_OPTIMIZER:
     return SIM_CLS_OPT;
@@ -79,19 +80,43 @@ guint sim_exposed_busiest(const SimEngine *e, const guint *gpus, guint n, double
   *flush = 0;
   for (guint s = 0; s < n; s++) {
     guint gpu = gpus ? gpus[s] : s;
-    double busy = 0;
-    for (guint kind = 0; kind < 2; kind++) {
-      guint n_ops;
-      const guint *ops = sim_engine_stream_ops(e, gpu * SIM_TIMELINE_STREAM_KINDS + kind, &n_ops);
-      for (guint j = 0; j < n_ops; j++) {
-        if (sim_engine_op_tag(e, ops[j])->category == SIM_TIMELINE_CAT_OPTIMIZER)
-          continue;
-        busy += (double)(sim_engine_op_end(e, ops[j]) - sim_engine_op_start(e, ops[j]));
-        *flush = MAX(*flush, sim_engine_op_end(e, ops[j]));
-      }
+    /* The union of the two streams' ops (communication overlapped with
+     * compute counts once): each stream runs its ops one after another, so
+     * merging the two in start order and extending the covered interval
+     * walks them in order. */
+    guint n_ops[2];
+    const guint *ops[2];
+    for (guint kind = 0; kind < 2; kind++)
+      ops[kind] = sim_engine_stream_ops(e, gpu * SIM_TIMELINE_STREAM_KINDS + kind, &n_ops[kind]);
+    guint at[2] = {0, 0};
+    SimTime busy = 0, lo = 0, hi = -1;
+    for (;;) {
+      for (guint kind = 0; kind < 2; kind++) /* the optimizer step is not pipeline work */
+        while (at[kind] < n_ops[kind] &&
+               sim_engine_op_tag(e, ops[kind][at[kind]])->category == SIM_TIMELINE_CAT_OPTIMIZER)
+          at[kind]++;
+      gboolean more0 = at[0] < n_ops[0], more1 = at[1] < n_ops[1];
+      if (!more0 && !more1)
+        break;
+      guint kind = !more0                                                                       ? 1
+                   : !more1                                                                     ? 0
+                   : sim_engine_op_start(e, ops[1][at[1]]) < sim_engine_op_start(e, ops[0][at[0]]) ? 1
+                                                                                                 : 0;
+      guint op = ops[kind][at[kind]++];
+      SimTime a = sim_engine_op_start(e, op), z = sim_engine_op_end(e, op);
+      *flush = MAX(*flush, z);
+      if (a > hi) { /* a new covered interval */
+        if (hi > lo)
+          busy += hi - lo;
+        lo = a;
+        hi = z;
+      } else
+        hi = MAX(hi, z);
     }
-    if (busy > best) {
-      best = busy;
+    if (hi > lo)
+      busy += hi - lo;
+    if ((double)busy > best) {
+      best = (double)busy;
       critical = s;
     }
   }

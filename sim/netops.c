@@ -95,6 +95,15 @@ guint sim_netops_p2p(SimNetOps *n, const char *key, guint src, guint dst, double
   return keep(n, key, net_coll_plan_p2p(n->net, &src, &dst, 1, bytes, key_salt(key)), copies);
 }
 
+guint sim_netops_pairs(SimNetOps *n, const char *key, const guint *src, const guint *dst, guint count, double copies,
+                       double bytes, const guint8 *side) {
+  guint idx = lookup(n, key);
+  if (idx != G_MAXUINT)
+    return idx;
+  net_model_set_sides(n->net, side);
+  return keep(n, key, net_coll_plan_p2p(n->net, src, dst, count, bytes, key_salt(key)), copies);
+}
+
 guint sim_netops_op(SimNetOps *n, guint plan, const guint *streams, const guint64 *positions, guint count,
                     const SimOpTag *tag) {
   guint op = sim_engine_add_net_op(n->engine, streams, positions, count, tag);

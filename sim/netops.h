@@ -29,6 +29,10 @@ guint sim_netops_p2p(SimNetOps *n, const char *key, guint src, guint dst, double
                      const guint8 *side);
 /* Adds an op on `streams` (at `positions`, or NULL: in issue order) that
  * runs plan `plan`. */
+/* Point-to-point sends src[j] -> dst[j] of `bytes` each, all at once (a
+ * ring's hop), as one plan. */
+guint sim_netops_pairs(SimNetOps *n, const char *key, const guint *src, const guint *dst, guint count, double copies,
+                       double bytes, const guint8 *side);
 guint sim_netops_op(SimNetOps *n, guint plan, const guint *streams, const guint64 *positions, guint count,
                     const SimOpTag *tag);
 /* Every plan is built: frees what building them needed, before the run. */

@@ -150,8 +150,25 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     FAIL("the MLP's hidden size %u does not split over --tp %u; use a --tp that divides it, or another "
          "--ffn-hidden",
          model_ffn(m), r->tp);
-  guint64 tp_pp = (guint64)r->tp * r->pp;
-  if (r->dp) {
+  guint cp = r->cp ? r->cp : 1;
+  if (cp > MAX_GPUS)
+    FAIL("--cp %u is more than %u", cp, MAX_GPUS);
+  if (cp > 1 && m->seq_len % (2 * cp))
+    FAIL("--cp %u cannot split --seq-len %u: ring attention cuts the sequence into 2 x cp = %u equal chunks; use a "
+         "--cp whose double divides the sequence length",
+         cp, m->seq_len, 2 * cp);
+  guint64 tp_pp = (guint64)r->tp * r->pp * cp;
+  if (cp > 1) {
+    if (r->dp) {
+      if (r->dp > MAX_GPUS || tp_pp * r->dp != r->gpus)
+        FAIL("--tp %u x --cp %u x --pp %u x --dp %u = %" G_GUINT64_FORMAT
+             " is not --gpus %u; make t*cp*p*d equal the GPU count",
+             r->tp, cp, r->pp, r->dp, tp_pp * r->dp, r->gpus);
+    } else if (tp_pp > r->gpus || r->gpus % tp_pp)
+      FAIL("--gpus %u is not a multiple of --tp %u x --cp %u x --pp %u = %" G_GUINT64_FORMAT
+           "; the data-parallel size d = n/(t*cp*p) must be whole",
+           r->gpus, r->tp, cp, r->pp, tp_pp);
+  } else if (r->dp) {
     if (r->dp > MAX_GPUS || tp_pp * r->dp != r->gpus)
       FAIL("--tp %u x --pp %u x --dp %u = %" G_GUINT64_FORMAT " is not --gpus %u; make t*p*d equal the GPU count",
            r->tp, r->pp, r->dp, tp_pp * r->dp, r->gpus);
@@ -217,6 +234,16 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     FAIL("--distributed-optimizer is Megatron's sharding of the optimizer state for PTD-P; drop it with %s",
          r->zero ? "--zero (which shards the optimizer state its own way)" : "--schedule terapipe");
   plan->distributed_optimizer = r->distributed_optimizer;
+  if (cp > 1 && (r->zero || sched == SIM_SCHEDULE_TERAPIPE))
+    FAIL("--cp is Megatron-Core's context parallelism, for PTD-P; drop it with %s",
+         r->zero ? "--zero" : "--schedule terapipe");
+  if (r->overlap_param_gather && !r->distributed_optimizer)
+    FAIL("--overlap-param-gather overlaps the distributed optimizer's parameter all-gather with the next forward; "
+         "add --distributed-optimizer");
+  if (r->overlap_param_gather && (!r->ddp || strcmp(r->ddp, "torch") != 0))
+    FAIL("--overlap-param-gather needs gradients reduced while the backward runs, as Megatron requires "
+         "(--overlap-grad-reduce); add --ddp torch");
+  plan->overlap_param_gather = r->overlap_param_gather;
 
   guint m_mb = (guint)(r->global_batch / per_step);
   guint v = 1;
@@ -250,6 +277,7 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   plan->tp = r->tp;
   plan->pp = r->pp;
   plan->dp = dp;
+  plan->cp = cp;
   plan->global_batch = r->global_batch;
   plan->micro_batch = r->micro_batch;
   plan->microbatches = m_mb;
@@ -311,6 +339,10 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     FAIL("--no-scatter-gather does not apply with --sequence-parallel (each rank sends its own s/t of the sequence); "
          "drop it");
   plan->sequence_parallel = r->sequence_parallel;
+  if (r->tp_comm_overlap && !r->sequence_parallel)
+    FAIL("--tp-comm-overlap pipelines the sequence-parallel all-gathers and reduce-scatters with their GEMMs "
+         "(Transformer Engine's userbuffers); add --sequence-parallel");
+  plan->tp_comm_overlap = r->tp_comm_overlap;
   double reserve = r->memory_reserve_given ? r->memory_reserve_gib : SIM_DEFAULT_MEMORY_RESERVE_GIB;
   if (!(reserve >= 0 && reserve <= 1024))
     FAIL("--memory-reserve %g GiB is outside 0 to 1024; give the GiB of GPU memory to keep back, e.g. 3", reserve);
@@ -355,7 +387,8 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
 
   /* Keep the task graph within what one process can hold. */
   double stage_items = 2.0 * m_mb * v;
-  double ops = stage_items * r->pp * (6.0 * layers_per_stage / v + 4) *
+  double per_layer = 6.0 + (cp > 1 ? 6.0 * cp : 0) + (r->tp_comm_overlap ? 8.0 * r->tp : 0);
+  double ops = stage_items * r->pp * (per_layer * layers_per_stage / v + 4) *
                (plan->symmetry ? 1.0 : (double)r->tp * dp);
   if (ops > 60e6) {
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_TOO_BIG,
@@ -399,7 +432,7 @@ const char *sim_plan_attention_ran(const SimPlan *pl, const ModelProfile *profil
 
 ModelLayerOptions sim_plan_layer_options(const SimPlan *pl, const ModelProfile *profile) {
   return (ModelLayerOptions){pl->fusion, pl->sequence_parallel, sim_plan_attention(pl, profile),
-                             sim_plan_precision(pl, profile) == MODEL_PRECISION_FP8};
+                             sim_plan_precision(pl, profile) == MODEL_PRECISION_FP8, sim_plan_cp(pl)};
 }
 
 gboolean sim_plan_check_device(const SimPlan *pl, const ModelProfile *profile, GError **error) {
@@ -421,6 +454,13 @@ gboolean sim_plan_check_device(const SimPlan *pl, const ModelProfile *profile, G
                 "attention.flash_forward_efficiency and attention.flash_backward_efficiency); use --attention fused or "
                 "unfused, or add them to the profile",
                 profile->name);
+    return FALSE;
+  }
+  if (pl->cp > 1 && sim_plan_attention(pl, profile) != MODEL_ATTENTION_FLASH) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--cp %u runs ring attention on FlashAttention's kernels, and this run's attention is %s; add "
+                "--attention flash",
+                pl->cp, sim_plan_attention_ran(pl, profile));
     return FALSE;
   }
   return TRUE;

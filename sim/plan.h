@@ -30,6 +30,7 @@ typedef enum { SIM_PLACEMENT_TP_DP_PP, SIM_PLACEMENT_DP_OUTERMOST, SIM_PLACEMENT
 typedef struct {
   ModelShape model;
   guint gpus, tp, pp, dp;
+  guint cp;             /* context-parallel ranks (1: none); GPUs = t cp p d */
   guint global_batch, micro_batch;
   guint microbatches;   /* m = B / (b d), per pipeline */
   guint chunks;         /* v, model chunks per device (1 unless interleaved) */
@@ -59,6 +60,8 @@ typedef struct {
   ModelAttention attention;
   gboolean precision_given;       /* --precision; else the device profile's first */
   ModelPrecision precision;
+  gboolean tp_comm_overlap;       /* sequence-parallel communication pipelined with its GEMMs */
+  gboolean overlap_param_gather;  /* the distributed optimizer's all-gather overlapped with the next forward */
 } SimPlan;
 
 /* What the command line gave; 0 means "not given". */
@@ -85,6 +88,9 @@ typedef struct {
   double memory_reserve_gib;
   const char *attention;          /* flash, fused or unfused; NULL: the device's default */
   const char *precision;          /* fp16, bf16 or fp8; NULL: the device's default */
+  guint cp;                       /* --cp; 0: not given (1) */
+  gboolean tp_comm_overlap;       /* --tp-comm-overlap */
+  gboolean overlap_param_gather;  /* --overlap-param-gather */
 } SimPlanRequest;
 
 /* GPU memory a training process needs besides what ptdsim counts: the CUDA
@@ -105,6 +111,8 @@ typedef enum { SIM_PLAN_ERROR_INVALID, SIM_PLAN_ERROR_OOM, SIM_PLAN_ERROR_TOO_BI
  * one line saying what is wrong and how to fix it. */
 gboolean sim_plan_build(const SimPlanRequest *req, const TopoCluster *cluster, SimPlan *plan, GError **error);
 const char *sim_schedule_name(SimSchedule s);
+/* The plan's context-parallel size (1 where a plan was filled without it). */
+static inline guint sim_plan_cp(const SimPlan *plan) { return plan->cp ? plan->cp : 1; }
 /* The plan's recomputation as the models see it, and its word. */
 ModelRecompute sim_plan_recompute(const SimPlan *plan);
 /* The attention kernels a run uses on `profile`: --attention, else the
@@ -147,6 +155,7 @@ typedef struct {
   SimBreakdown breakdown; /* exposed time on the critical GPU; sums to the iteration time */
   guint critical_stage;
   double bytes_tp, bytes_pp, bytes_dp;
+  double bytes_cp;        /* context parallelism's ring: keys, values and their gradients */
   double bytes_embedding; /* the part of bytes_dp that is the tied-embedding all-reduce (first and last stage) */
   double bisection_pp_GBps, bisection_dp_GBps;
   ModelMemory memory; /* the GPU that needs the most */

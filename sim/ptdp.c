@@ -30,10 +30,11 @@
 #include "timeline.h"
 
 enum { STREAM_COMPUTE, STREAM_TP, STREAM_PP_SEND, STREAM_PP_RECV, STREAM_DP, N_STREAM_KINDS };
-enum { CAT_COMPUTE, CAT_TP, CAT_PP, CAT_PP_GATHER, CAT_DP, CAT_OPTIMIZER, N_CATS };
+enum { CAT_COMPUTE, CAT_TP, CAT_PP, CAT_PP_GATHER, CAT_DP, CAT_OPTIMIZER, CAT_CP, N_CATS };
 /* exposed.c classifies ops by the shared categories */
 G_STATIC_ASSERT((int)CAT_COMPUTE == (int)SIM_TIMELINE_CAT_COMPUTE && (int)CAT_TP == (int)SIM_TIMELINE_CAT_TP &&
-                (int)CAT_DP == (int)SIM_TIMELINE_CAT_DP && (int)CAT_OPTIMIZER == (int)SIM_TIMELINE_CAT_OPTIMIZER);
+                (int)CAT_DP == (int)SIM_TIMELINE_CAT_DP && (int)CAT_OPTIMIZER == (int)SIM_TIMELINE_CAT_OPTIMIZER &&
+                (int)CAT_CP == (int)SIM_TIMELINE_CAT_CP);
 enum { PASS_FORWARD, PASS_BACKWARD, PASS_RECOMPUTE, PASS_OTHER };
 G_STATIC_ASSERT((int)N_STREAM_KINDS == SIM_TIMELINE_STREAM_KINDS); /* traces name the streams by kind */
 
@@ -54,6 +55,8 @@ typedef struct {
   ModelNet net; /* the cluster's network with the profile's free or measured collectives */
   SimEngine *e;
   guint ts, ds; /* simulated tensor ranks and replicas */
+  guint cp;     /* context-parallel ranks: one simulated, standing for all (they do equal work) */
+  guint dpc;    /* the gradient group: the d replicas times the cp context-parallel ranks */
   guint p, v, m, lpc; /* stages, chunks, microbatches, layers per chunk */
   ModelLayerCost layer;
   double emb_fwd, emb_bwd, head_fwd, head_bwd;
@@ -61,6 +64,14 @@ typedef struct {
    * with sequence parallelism its reduce-scatter and all-gather:
    * [(s * ds + k) * 2 + j] */
   SimTime *tp_ns;
+  /* per simulated (stage, replica): context parallelism's ring hops (keys
+   * and values; backward with the gradients so far; the gradients' last hop
+   * home) and the overlapped tensor-parallel ring's hops (all-gather,
+   * reduce-scatter): [(s * ds + k) * 5 + j] */
+  SimTime *hop_ns;
+  guint *hop_plans; /* the same, as flow plans (G_MAXUINT: not built yet) */
+  guint *param_gather; /* --overlap-param-gather: [((s * v + c) * lpc + l) * ts + i]: the op that gathers layer l */
+  guint *join;      /* per rank: an op the next op of its chain must also wait for (G_MAXUINT: none) */
   GArray **order;   /* per stage: SimItem */
   guint **position; /* per stage: (chunk * m + mb) * 2 + fwd -> item index */
   ItemOps *items;   /* [(k * p + s) * n_items + idx] * ts + i */
@@ -96,18 +107,22 @@ static guint gpu_of(const Build *b, guint i, guint s, guint k) { return i + b->t
 static guint stream_of(const Build *b, guint i, guint s, guint k, guint kind) {
   return gpu_of(b, i, s, k) * N_STREAM_KINDS + kind;
 }
-/* The cluster GPU of tensor rank i, replica k, stage s (see SimPlacement). */
-static guint gpu_of_rank(const Build *b, guint i, guint s, guint k) {
+/* The cluster GPU of tensor rank i, context-parallel rank c, replica k,
+ * stage s (see SimPlacement; context-parallel ranks sit next to the
+ * tensor-parallel ones, as Megatron-Core orders tp-cp-dp-pp). */
+static guint gpu_of_rank_c(const Build *b, guint i, guint c, guint s, guint k) {
   const SimPlan *pl = b->plan;
+  guint tc = pl->tp * b->cp;
   switch (pl->placement) {
   case SIM_PLACEMENT_DP_OUTERMOST:
-    return i + pl->tp * (s + pl->pp * k);
+    return i + pl->tp * c + tc * (s + pl->pp * k);
   case SIM_PLACEMENT_MISALIGNED:
-    return i + pl->tp * (k + pl->dp * s) + b->cluster->gpus_per_node / 2;
+    return i + pl->tp * c + tc * (k + pl->dp * s) + b->cluster->gpus_per_node / 2;
   default:
-    return i + pl->tp * (k + pl->dp * s);
+    return i + pl->tp * c + tc * (k + pl->dp * s);
   }
 }
+static guint gpu_of_rank(const Build *b, guint i, guint s, guint k) { return gpu_of_rank_c(b, i, 0, s, k); }
 static guint node_of_rank(const Build *b, guint i, guint s, guint k) {
   return gpu_of_rank(b, i, s, k) / b->cluster->gpus_per_node;
 }
@@ -131,6 +146,9 @@ static SimOpTag tag(guint cat, guint pass, guint s, guint c, guint mb, gint laye
 static double copies(const Build *b, gboolean over_i, gboolean over_k) {
   return (over_i && b->ts == 1 ? b->plan->tp : 1.0) * (over_k && b->ds == 1 ? b->plan->dp : 1.0);
 }
+/* The same for an op of the one simulated context-parallel rank, which
+ * stands for its cp - 1 peers' ops too. */
+static double copies_c(const Build *b, gboolean over_i, gboolean over_k) { return copies(b, over_i, over_k) * b->cp; }
 
 /* A collective over n GPUs (NCCL's tuner picks), a send, an op that runs a plan. */
 static guint coll_plan(Build *b, const char *key, NetCollOp op, const guint *gpus, guint n, double copies,
@@ -158,10 +176,45 @@ static guint tp_plan(Build *b, guint s, guint k, NetCollOp op, double bytes) {
   guint t = b->plan->tp, gpus[t];
   for (guint i = 0; i < t; i++)
     gpus[i] = gpu_of_rank(b, i, s, k);
-  return *cached = coll_plan(b, key, op, gpus, t, copies(b, FALSE, TRUE), bytes, NULL);
+  return *cached = coll_plan(b, key, op, gpus, t, copies_c(b, FALSE, TRUE), bytes, NULL);
+}
+
+/* A hop of a ring of (s, k) as a flow plan: every member sends to the next
+ * at once.  kind < 3: the context-parallel rings of the simulated tensor
+ * ranks (tensor-parallel ranks i over c = 0..cp-1); else the
+ * tensor-parallel ring of context-parallel rank 0 (its t ranks). */
+static guint hop_plan(Build *b, guint s, guint k, guint kind, double bytes) {
+  guint *cached = &b->hop_plans[(s * b->ds + k) * 5 + kind];
+  if (*cached != G_MAXUINT)
+    return *cached;
+  gboolean cp_ring = kind < 3;
+  guint rings = cp_ring ? b->ts : 1, n = cp_ring ? b->cp : b->plan->tp;
+  guint *src = g_new(guint, (gsize)rings * n), *dst = g_new(guint, (gsize)rings * n);
+  for (guint r = 0; r < rings; r++)
+    for (guint j = 0; j < n; j++) {
+      src[r * n + j] = cp_ring ? gpu_of_rank_c(b, r, j, s, k) : gpu_of_rank(b, j, s, k);
+      dst[r * n + j] = cp_ring ? gpu_of_rank_c(b, r, (j + 1) % n, s, k) : gpu_of_rank(b, (j + 1) % n, s, k);
+    }
+  char key[64];
+  g_snprintf(key, sizeof key, "ring%u:%u:%u:%.0f", kind, s, k, bytes);
+  *cached = sim_netops_pairs(b->flow->ops, key, src, dst, rings * n,
+                             cp_ring ? copies(b, TRUE, TRUE) : copies_c(b, FALSE, TRUE), bytes, NULL);
+  g_free(src);
+  g_free(dst);
+  return *cached;
 }
 
 /* --- emitting one item's compute and tensor-parallel all-reduces --- */
+
+/* Makes `op` wait for rank i's chain so far (and an op it must join). */
+static void chain_dep(Build *b, guint i, guint op) {
+  if (b->prev[i] != G_MAXUINT)
+    sim_engine_add_dep(b->e, b->prev[i], op);
+  if (b->join[i] != G_MAXUINT) {
+    sim_engine_add_dep(b->e, b->join[i], op);
+    b->join[i] = G_MAXUINT;
+  }
+}
 
 static void flush(Build *b, guint s, guint k, const SimOpTag *t, gboolean force) {
   if (b->dry) { /* one rank (coarse items run under the symmetry shortcut) */
@@ -176,8 +229,7 @@ static void flush(Build *b, guint s, guint k, const SimOpTag *t, gboolean force)
     if (b->pending[i] <= 0 && !force)
       continue;
     guint op = sim_engine_add_op1(b->e, ns(b->pending[i]), stream_of(b, i, s, k, STREAM_COMPUTE), t);
-    if (b->prev[i] != G_MAXUINT)
-      sim_engine_add_dep(b->e, b->prev[i], op);
+    chain_dep(b, i, op);
     b->prev[i] = op;
     b->pending[i] = 0;
     for (guint j = 0; b->pieces && j < b->pending_pieces->len; j++) {
@@ -207,7 +259,7 @@ static void tp_allreduce(Build *b, guint s, guint k, const SimOpTag *t) {
     for (guint j = 0; j < n; j++)
       b->dry_tp += dur[j];
     b->dry_ops += n;
-    b->bytes[CAT_TP] += b->layer.tp_allreduce_bytes * 2.0 * (b->plan->tp - 1) * ((double)b->plan->dp / b->ds);
+    b->bytes[CAT_TP] += b->layer.tp_allreduce_bytes * 2.0 * (b->plan->tp - 1) * ((double)b->plan->dp / b->ds) * b->cp;
     return;
   }
   guint streams[b->ts];
@@ -219,13 +271,13 @@ static void tp_allreduce(Build *b, guint s, guint k, const SimOpTag *t) {
     guint op = b->flow ? net_op(b, tp_plan(b, s, k, kinds[j], b->layer.tp_allreduce_bytes), streams, NULL, b->ts, &at)
                        : sim_engine_add_op(b->e, dur[j], streams, b->ts, &at);
     for (guint i = 0; i < b->ts; i++) {
-      sim_engine_add_dep(b->e, b->prev[i], op);
+      chain_dep(b, i, op);
       b->prev[i] = op;
     }
   }
   /* One all-reduce of b*s*h*2 bytes over t ranks: each rank sends
-   * 2(t-1)/t of it (ring); counted for all d replicas. */
-  b->bytes[CAT_TP] += b->layer.tp_allreduce_bytes * 2.0 * (b->plan->tp - 1) * ((double)b->plan->dp / b->ds);
+   * 2(t-1)/t of it (ring); counted for all d replicas and cp ranks. */
+  b->bytes[CAT_TP] += b->layer.tp_allreduce_bytes * 2.0 * (b->plan->tp - 1) * ((double)b->plan->dp / b->ds) * b->cp;
 }
 
 /* Compute of `part` (of `layer`, -1: none) in `pass`, into the op the
@@ -252,6 +304,256 @@ static void emit_pass(Build *b, guint s, guint k, const ModelPass *pass, const S
   add_compute(b, parts[2], t->layer, t->pass, pass->seg_s[2]);
 }
 
+/* --- context parallelism's ring and overlapped tensor-parallel communication --- */
+
+enum { HOP_KV, HOP_KV_GRAD, HOP_GRAD, HOP_TP_GATHER, HOP_TP_SCATTER };
+
+/* A communication op on the tensor-parallel streams of (s, k) after the op
+ * `after` (G_MAXUINT: none) and, with `chain`, after every rank's chain so
+ * far: `dur` on the analytic network, a hop's flows (hop_plan, `kind`), or
+ * with kind G_MAXUINT the tensor-parallel reduce-scatter. */
+static guint side_op(Build *b, guint s, guint k, guint cat, guint kind, double bytes, const SimOpTag *t, guint after,
+                     gboolean chain) {
+  guint streams[b->ts];
+  for (guint i = 0; i < b->ts; i++)
+    streams[i] = stream_of(b, i, s, k, STREAM_TP);
+  SimOpTag at = *t;
+  at.category = (guint16)cat;
+  guint op;
+  if (b->flow)
+    op = net_op(b, kind == G_MAXUINT ? tp_plan(b, s, k, NET_OP_REDUCESCATTER, bytes) : hop_plan(b, s, k, kind, bytes),
+                streams, NULL, b->ts, &at);
+  else {
+    SimTime dur = kind == G_MAXUINT ? b->tp_ns[(s * b->ds + k) * 2] : b->hop_ns[(s * b->ds + k) * 5 + kind];
+    op = sim_engine_add_op(b->e, dur, streams, b->ts, &at);
+  }
+  if (after != G_MAXUINT)
+    sim_engine_add_dep(b->e, after, op);
+  if (chain)
+    for (guint i = 0; i < b->ts; i++)
+      chain_dep(b, i, op);
+  return op;
+}
+
+/* `seconds` of compute of `part` on every rank, after its chain and after
+ * `after` (G_MAXUINT: none). */
+static void step_compute(Build *b, guint s, guint k, const SimOpTag *t, guint part, double seconds, guint after) {
+  add_compute(b, part, t->layer, t->pass, seconds);
+  flush(b, s, k, t, TRUE);
+  if (after != G_MAXUINT)
+    for (guint i = 0; i < b->ts; i++)
+      sim_engine_add_dep(b->e, after, b->prev[i]);
+}
+
+/* The bytes a hop moves, each rank sending to the next. */
+static double hop_bytes(const Build *b, guint kind) {
+  switch (kind) {
+  case HOP_KV:
+  case HOP_GRAD:
+    return b->layer.cp_hop_bytes;
+  case HOP_KV_GRAD:
+    return 2 * b->layer.cp_hop_bytes;
+  default: /* a tensor-parallel shard: the all-reduce buffer over t */
+    return b->layer.tp_allreduce_bytes / b->plan->tp;
+  }
+}
+
+/* Counts a hop's bytes for every ring it stands for. */
+static void count_hop(Build *b, guint kind) {
+  gboolean cp_ring = kind < HOP_TP_GATHER;
+  double senders = cp_ring ? (double)b->cp * b->plan->tp : (double)b->plan->tp * b->cp;
+  b->bytes[cp_ring ? CAT_CP : CAT_TP] += hop_bytes(b, kind) * senders * ((double)b->plan->dp / b->ds);
+}
+
+/* The attention core of `core_s` as ring attention (Liu et al. 2023; Megatron-
+ * Core's context parallelism over Transformer Engine's
+ * AttnFuncWithCPAndKVP2P): cp steps, each the kernel on the keys and values
+ * at hand while the ring passes them on to the next rank, so step j + 1
+ * waits for hop j.  Backward, each hop carries the partial key and value
+ * gradients too (issued once the step that made them is done) and a last
+ * hop takes them home before the QKV GEMMs.  Under a coarse item the same
+ * graph is timed in closed form. */
+static void cp_ring(Build *b, guint s, guint k, const SimOpTag *t, guint part, double core_s, gboolean backward) {
+  guint cp = b->cp;
+  flush(b, s, k, t, TRUE); /* the keys and values are ready */
+  double step = core_s / cp;
+  guint hop = backward ? HOP_KV_GRAD : HOP_KV;
+  if (b->dry) {
+    const SimTime *h = &b->hop_ns[(s * b->ds + k) * 5];
+    SimTime C = ns(step), c_end = 0, h_end = 0;
+    for (guint j = 0; j < cp; j++) {
+      SimTime start = j == 0 ? 0 : MAX(c_end, h_end); /* step j waits for hop j - 1 */
+      /* hop j: after hop j - 1 (backward: and step j - 1, whose gradients it carries) */
+      SimTime h_next = j + 1 < cp ? (j == 0 ? 0 : backward ? MAX(h_end, c_end) : h_end) + h[hop] : h_end;
+      c_end = start + C;
+      h_end = h_next;
+      if (j + 1 < cp)
+        count_hop(b, hop);
+    }
+    SimTime end = c_end;
+    if (backward) {
+      end = MAX(c_end, h_end) + h[HOP_GRAD];
+      count_hop(b, HOP_GRAD);
+    }
+    b->dry_compute += C * cp;
+    b->dry_tp += end - C * cp;
+    b->dry_ops += 2 * cp - 1 + (backward ? 1 : 0);
+    return;
+  }
+  guint prev_hop = G_MAXUINT;
+  for (guint j = 0; j < cp; j++) {
+    guint next = G_MAXUINT;
+    if (j + 1 < cp) {
+      next = side_op(b, s, k, CAT_CP, hop, hop_bytes(b, hop), t, prev_hop, j == 0 || backward);
+      count_hop(b, hop);
+    }
+    step_compute(b, s, k, t, part, step, prev_hop);
+    prev_hop = next;
+  }
+  if (backward) {
+    guint home = side_op(b, s, k, CAT_CP, HOP_GRAD, hop_bytes(b, HOP_GRAD), t, G_MAXUINT, TRUE);
+    count_hop(b, HOP_GRAD);
+    for (guint i = 0; i < b->ts; i++)
+      b->prev[i] = home;
+  }
+}
+
+/* A GEMM of `gemm_s` with its tensor-parallel communication overlapped
+ * (Transformer Engine's userbuffers, Megatron-Core's --tp-comm-overlap):
+ * an all-gather that feeds it or a reduce-scatter of its partial sums is a
+ * ring of t - 1 hops pipelined with t chunks of the GEMM, each chunk
+ * starting once its rows have arrived (gather) or each hop once its chunk
+ * is done (scatter); the backward's reduce-scatter of an input gradient
+ * runs whole beside the weight-gradient GEMM.  The copies run on the
+ * copy engines: the GEMM's rate is taken as unchanged. */
+static void tp_overlapped(Build *b, guint s, guint k, const SimOpTag *t, guint part, double gemm_s, ModelTpGemm kind) {
+  guint n = b->plan->tp;
+  flush(b, s, k, t, TRUE);
+  double chunk = gemm_s / n;
+  if (b->dry) {
+    const SimTime *h = &b->hop_ns[(s * b->ds + k) * 5];
+    SimTime g = ns(chunk), end = 0;
+    if (kind == MODEL_TP_GEMM_GATHER_FEEDS) {
+      SimTime g_end = g;
+      for (guint j = 1; j < n; j++)
+        g_end = MAX(g_end, (SimTime)j * h[HOP_TP_GATHER]) + g;
+      end = g_end;
+      b->dry_ops += 2 * n - 1;
+    } else if (kind == MODEL_TP_GEMM_SCATTER_AFTER) {
+      SimTime r_end = 0;
+      for (guint j = 0; j + 1 < n; j++)
+        r_end = MAX((SimTime)(j + 1) * g, r_end) + h[HOP_TP_SCATTER];
+      end = MAX((SimTime)n * g, r_end);
+      b->dry_ops += 2 * n - 1;
+    } else {
+      g = ns(gemm_s);
+      end = MAX(g, b->tp_ns[(s * b->ds + k) * 2]);
+      b->dry_ops += 2;
+      n = 1;
+    }
+    b->dry_compute += g * n;
+    b->dry_tp += end - g * n;
+    if (kind == MODEL_TP_GEMM_SCATTER_BESIDE)
+      b->bytes[CAT_TP] += b->layer.tp_allreduce_bytes * (b->plan->tp - 1) * ((double)b->plan->dp / b->ds) * b->cp;
+    else
+      for (guint j = 0; j + 1 < b->plan->tp; j++)
+        count_hop(b, kind == MODEL_TP_GEMM_GATHER_FEEDS ? HOP_TP_GATHER : HOP_TP_SCATTER);
+    return;
+  }
+  if (kind == MODEL_TP_GEMM_SCATTER_BESIDE) {
+    guint rs = side_op(b, s, k, CAT_TP, G_MAXUINT, b->layer.tp_allreduce_bytes, t, G_MAXUINT, TRUE);
+    b->bytes[CAT_TP] += b->layer.tp_allreduce_bytes * (b->plan->tp - 1) * ((double)b->plan->dp / b->ds) * b->cp;
+    step_compute(b, s, k, t, part, gemm_s, G_MAXUINT);
+    for (guint i = 0; i < b->ts; i++)
+      b->join[i] = rs;
+    return;
+  }
+  guint hop = kind == MODEL_TP_GEMM_GATHER_FEEDS ? HOP_TP_GATHER : HOP_TP_SCATTER, prev_hop = G_MAXUINT;
+  for (guint j = 0; j < n; j++) {
+    if (kind == MODEL_TP_GEMM_GATHER_FEEDS) {
+      guint next = G_MAXUINT;
+      if (j + 1 < n) { /* rows for chunk j + 1, on their way while chunk j runs */
+        next = side_op(b, s, k, CAT_TP, hop, hop_bytes(b, hop), t, prev_hop, j == 0);
+        count_hop(b, hop);
+      }
+      step_compute(b, s, k, t, part, chunk, prev_hop);
+      prev_hop = next;
+    } else {
+      step_compute(b, s, k, t, part, chunk, G_MAXUINT);
+      if (j + 1 < n) { /* chunk j's partial sums on to the next rank */
+        prev_hop = side_op(b, s, k, CAT_TP, hop, hop_bytes(b, hop), t, G_MAXUINT, FALSE);
+        for (guint i = 0; i < b->ts; i++)
+          sim_engine_add_dep(b->e, b->prev[i], prev_hop);
+        count_hop(b, hop);
+      }
+    }
+  }
+  if (kind == MODEL_TP_GEMM_SCATTER_AFTER)
+    for (guint i = 0; i < b->ts; i++)
+      b->join[i] = prev_hop;
+}
+
+/* A pass whose communication is not only at its two all-reduce points: the
+ * ring around its attention core (context parallelism) and/or its
+ * tensor-parallel communication beside its four GEMMs (--tp-comm-overlap).
+ * The compute between them is cut from the pass's segments by position. */
+static void emit_pass_marked(Build *b, guint s, guint k, const ModelPass *pass, const SimOpTag *t, gboolean ring) {
+  static const guint fwd_parts[3] = {SIM_PART_ATTENTION, SIM_PART_MLP, SIM_PART_RESIDUAL},
+                     bwd_parts[3] = {SIM_PART_MLP, SIM_PART_ATTENTION, SIM_PART_LAYERNORM};
+  const guint *parts = t->pass == PASS_BACKWARD ? bwd_parts : fwd_parts;
+  gboolean backward = t->pass == PASS_BACKWARD;
+  double base[4] = {0, pass->seg_s[0], pass->seg_s[0] + pass->seg_s[1], pass->seg_s[0] + pass->seg_s[1] + pass->seg_s[2]};
+  enum { MARK_ALLREDUCE = 4, MARK_RING = 5 };
+  typedef struct {
+    double at, len;
+    guint what, seg;
+  } Mark;
+  Mark marks[7];
+  guint n = 0;
+  gboolean overlap = b->plan->tp_comm_overlap && b->plan->tp > 1;
+  if (overlap)
+    for (guint j = 0; j < 4; j++)
+      marks[n++] = (Mark){base[pass->tp_gemm[j].seg] + pass->tp_gemm[j].at_s, pass->tp_gemm[j].s, j,
+                                      pass->tp_gemm[j].seg};
+  else
+    for (guint j = 1; j <= 2; j++)
+      marks[n++] = (Mark){base[j], 0, MARK_ALLREDUCE, j - 1};
+  if (ring)
+    marks[n++] = (Mark){base[pass->core.seg] + pass->core.at_s, pass->core.s, MARK_RING, pass->core.seg};
+  for (guint j = 1; j < n; j++) /* in pass order */
+    for (guint q = j; q > 0 && marks[q].at < marks[q - 1].at; q--) {
+      Mark x = marks[q];
+      marks[q] = marks[q - 1];
+      marks[q - 1] = x;
+    }
+  double cursor = 0;
+  for (guint j = 0; j <= n; j++) {
+    double upto = j < n ? marks[j].at : base[3];
+    for (guint g = 0; g < 3; g++) { /* the compute up to the mark, by segment */
+      double lo = MAX(cursor, base[g]), hi = MIN(upto, base[g + 1]);
+      if (hi > lo)
+        add_compute(b, parts[g], t->layer, t->pass, hi - lo);
+    }
+    if (j == n)
+      break;
+    if (marks[j].what == MARK_ALLREDUCE)
+      tp_allreduce(b, s, k, t);
+    else if (marks[j].what == MARK_RING)
+      cp_ring(b, s, k, t, parts[marks[j].seg], marks[j].len, backward);
+    else
+      tp_overlapped(b, s, k, t, parts[marks[j].seg], marks[j].len, pass->tp_kind[marks[j].what]);
+    cursor = MAX(cursor, marks[j].at + marks[j].len);
+  }
+}
+
+/* A layer's pass, marked where it has to be (emit_pass_marked). */
+static void emit_layer_pass(Build *b, guint s, guint k, const ModelPass *pass, const SimOpTag *t) {
+  if (b->cp > 1 || (b->plan->tp_comm_overlap && b->plan->tp > 1))
+    emit_pass_marked(b, s, k, pass, t, b->cp > 1);
+  else
+    emit_pass(b, s, k, pass, t);
+}
+
 static void emit_item(Build *b, guint s, guint k, guint idx) {
   const SimPlan *pl = b->plan;
   SimItem it = g_array_index(b->order[s], SimItem, idx);
@@ -259,6 +561,7 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
   for (guint i = 0; i < b->ts; i++) {
     b->pending[i] = 0;
     b->prev[i] = G_MAXUINT;
+    b->join[i] = G_MAXUINT;
   }
   /* The item's first op must follow the previous item's last op on this GPU:
    * stream order does that for compute; explicit deps keep all-reduces in
@@ -274,15 +577,21 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
    * streams, the all-reduces have fixed durations), so one op of their
    * summed integer durations starts and ends exactly when the chain would.
    * Not where torch DDP hangs a bucket's all-reduce on a layer inside it. */
-  b->dry = b->coarse && !(pl->ddp == SIM_DDP_TORCH && last_mb && pl->dp > 1 && !it.forward);
+  gboolean gathered = pl->overlap_param_gather && it.forward && it.microbatch == 0; /* waits for its parameters */
+  b->dry = b->coarse && !(pl->ddp == SIM_DDP_TORCH && last_mb && b->dpc > 1 && !it.forward) && !gathered;
   b->dry_compute = b->dry_tp = 0;
   b->dry_ops = 0;
   if (it.forward) {
     if (vs == 0)
       add_compute(b, SIM_PART_EMBEDDING, -1, PASS_FORWARD, b->emb_fwd);
     for (guint l = 0; l < b->lpc; l++) {
+      if (gathered) { /* the layer's first forward waits for its parameters' all-gather */
+        flush(b, s, k, &t, FALSE);
+        for (guint i = 0; i < b->ts; i++)
+          b->join[i] = b->param_gather[((s * b->v + it.chunk) * b->lpc + l) * b->ts + i];
+      }
       t.layer = (gint32)(it.chunk * b->lpc + l);
-      emit_pass(b, s, k, &b->layer.fwd, &t);
+      emit_layer_pass(b, s, k, &b->layer.fwd, &t);
     }
     if (vs == last_vs)
       add_compute(b, SIM_PART_HEAD, -1, PASS_FORWARD, b->head_fwd);
@@ -293,14 +602,18 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
       t.layer = (gint32)(it.chunk * b->lpc + l);
       if (pl->recompute) {
         t.pass = PASS_RECOMPUTE;
-        emit_pass(b, s, k, &b->layer.fwd, &t);
+        emit_layer_pass(b, s, k, &b->layer.fwd, &t);
+        t.pass = PASS_BACKWARD;
+      } else if (pl->selective && b->cp > 1) { /* the attention core again, with its ring */
+        t.pass = PASS_RECOMPUTE;
+        cp_ring(b, s, k, &t, SIM_PART_ATTENTION, b->layer.core.seg_s[0], FALSE);
         t.pass = PASS_BACKWARD;
       } else if (pl->selective) /* the attention core again, no communication */
         add_compute(b, SIM_PART_ATTENTION, t.layer, PASS_RECOMPUTE, b->layer.core.seg_s[0]);
-      emit_pass(b, s, k, &b->layer.bwd, &t);
+      emit_layer_pass(b, s, k, &b->layer.bwd, &t);
       if (vs == 0 && l == 0)
         add_compute(b, SIM_PART_EMBEDDING, -1, PASS_BACKWARD, b->emb_bwd);
-      if (pl->ddp == SIM_DDP_TORCH && last_mb && pl->dp > 1) {
+      if (pl->ddp == SIM_DDP_TORCH && last_mb && b->dpc > 1) {
         flush(b, s, k, &t, TRUE);
         for (guint i = 0; i < b->ts; i++)
           b->grad_ready[(((k * b->p + s) * b->v + it.chunk) * b->lpc + l) * b->ts + i] = b->prev[i];
@@ -324,6 +637,11 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
     io->first = io->last = op;
     return;
   }
+  for (guint i = 0; i < b->ts; i++)
+    if (b->join[i] != G_MAXUINT) { /* the item ends when what it waits for has */
+      flush(b, s, k, &t, TRUE);
+      break;
+    }
   if (sim_engine_n_ops(b->e) == first_op) /* an item with no work still needs an op */
     flush(b, s, k, &t, TRUE);
   for (guint i = 0; i < b->ts; i++) {
@@ -354,7 +672,7 @@ static guint item_index(const Build *b, guint s, guint chunk, guint mb, gboolean
 /* Bytes each tensor-parallel rank sends a pipeline hop: the whole
  * activation, or its 1/t under scatter/gather or sequence parallelism. */
 static double pp_bytes_per_rank(const SimPlan *pl) {
-  double full = 2.0 * pl->micro_batch * pl->model.seq_len * pl->model.hidden;
+  double full = 2.0 * pl->micro_batch * (pl->model.seq_len / sim_plan_cp(pl)) * pl->model.hidden;
   return pl->tp > 1 && (pl->scatter_gather || pl->sequence_parallel) ? full / pl->tp : full;
 }
 
@@ -367,7 +685,7 @@ static void emit_transfers(Build *b, guint s, guint k, guint idx) {
   guint dvs = it.forward ? vs + 1 : vs - 1;
   guint ds_ = dvs % b->p, dc = dvs / b->p;
   guint didx = item_index(b, ds_, dc, it.microbatch, it.forward);
-  double full = 2.0 * pl->micro_batch * pl->model.seq_len * pl->model.hidden;
+  double full = 2.0 * pl->micro_batch * (pl->model.seq_len / b->cp) * pl->model.hidden;
   /* scatter/gather: each rank sends 1/t and the receivers all-gather; with
    * sequence parallelism each rank's activation is already its s/t shard,
    * sent as it is and kept sharded */
@@ -384,7 +702,7 @@ static void emit_transfers(Build *b, guint s, guint k, guint idx) {
       if (*plan == G_MAXUINT) {
         char key[64];
         g_snprintf(key, sizeof key, "pp:%u:%u:%u:%u", s, ds_, i, k);
-        *plan = p2p_plan(b, key, gpu_of_rank(b, i, s, k), gpu_of_rank(b, i, ds_, k), copies(b, TRUE, TRUE),
+        *plan = p2p_plan(b, key, gpu_of_rank(b, i, s, k), gpu_of_rank(b, i, ds_, k), copies_c(b, TRUE, TRUE),
                          per_rank, b->flow->side_pp);
       }
       xfer[i] = net_op(b, *plan, streams, pos, 2, &t);
@@ -398,7 +716,7 @@ static void emit_transfers(Build *b, guint s, guint k, guint idx) {
     if (idx + 1 < b->n_items)
       sim_engine_add_dep(b->e, xfer[i], b->items[((k * b->p + s) * b->n_items + idx + 1) * b->ts + i].first);
   }
-  b->bytes[CAT_PP] += per_rank * pl->tp * pl->dp / b->ds;
+  b->bytes[CAT_PP] += per_rank * pl->tp * pl->dp / b->ds * b->cp;
   const ItemOps *dst = &b->items[((k * b->p + ds_) * b->n_items + didx) * b->ts];
   if (sg) {
     /* Scatter/gather (SC21 section 4.1): each rank sent b*s*h/t; the
@@ -422,7 +740,7 @@ static void emit_transfers(Build *b, guint s, guint k, guint idx) {
       sim_engine_add_dep(b->e, xfer[i], gather);
       sim_engine_add_dep(b->e, gather, dst[i].first);
     }
-    b->bytes[CAT_PP_GATHER] += full * (pl->tp - 1) * ((double)pl->dp / b->ds);
+    b->bytes[CAT_PP_GATHER] += full * (pl->tp - 1) * ((double)pl->dp / b->ds) * b->cp;
   } else
     for (guint i = 0; i < b->ts; i++)
       sim_engine_add_dep(b->e, xfer[i], dst[i].first);
@@ -435,9 +753,10 @@ static void emit_transfers(Build *b, guint s, guint k, guint idx) {
  * ranks increase along the group, so their nodes never decrease: one more
  * node at every change. */
 static guint group_nodes(const Build *b, guint s, guint fixed, gboolean over_tp) {
-  guint n = over_tp ? b->plan->tp : b->plan->dp, count = 0, last = G_MAXUINT;
+  guint n = over_tp ? b->plan->tp : b->dpc, count = 0, last = G_MAXUINT;
   for (guint j = 0; j < n; j++) {
-    guint node = over_tp ? node_of_rank(b, j, s, fixed) : node_of_rank(b, fixed, s, j);
+    guint node = over_tp ? node_of_rank(b, j, s, fixed)
+                         : gpu_of_rank_c(b, fixed, j % b->cp, s, j / b->cp) / b->cluster->gpus_per_node;
     count += node != last;
     last = node;
   }
@@ -474,7 +793,9 @@ static gboolean placement_uniform(const Build *b) {
 
 /* A data-parallel collective (all-reduce; reduce-scatter of gradients or
  * all-gather of parameters for the distributed optimizer) over the d
- * replicas of rank i of stage s, after `deps`. */
+ * replicas of rank i of stage s, after `deps`; with context parallelism
+ * over the d x cp ranks that hold the same parameters (Megatron-Core's
+ * data-parallel group with context parallelism). */
 static guint dp_collective(Build *b, NetCollOp kind, guint i, guint s, double bytes, const guint *deps, guint n_deps,
                            const SimOpTag *t) {
   guint nodes = dp_group_nodes(b, i, s);
@@ -483,27 +804,50 @@ static guint dp_collective(Build *b, NetCollOp kind, guint i, guint s, double by
     streams[k] = stream_of(b, i, s, k, STREAM_DP);
   guint op;
   if (b->flow) {
-    guint d = b->plan->dp;
+    guint d = b->dpc;
     char key[64];
     if (kind == NET_OP_ALLREDUCE) /* the key every all-reduce plan had */
       g_snprintf(key, sizeof key, "dp:%u:%u:%.0f", s, i, bytes);
     else
       g_snprintf(key, sizeof key, "dp%d:%u:%u:%.0f", (int)kind, s, i, bytes);
     guint gpus[d];
-    for (guint k = 0; k < d; k++)
-      gpus[k] = gpu_of_rank(b, i, s, k);
+    for (guint j = 0; j < d; j++)
+      gpus[j] = gpu_of_rank_c(b, i, j % b->cp, s, j / b->cp);
     op = net_op(b, coll_plan(b, key, kind, gpus, d, copies(b, TRUE, FALSE), bytes, b->flow->side_dp), streams, NULL,
                 b->ds, t);
   } else {
     ModelCollOp coll = kind == NET_OP_REDUCESCATTER ? MODEL_COLL_REDUCESCATTER
                      : kind == NET_OP_ALLGATHER   ? MODEL_COLL_ALLGATHER
                                                   : MODEL_COLL_ALLREDUCE;
-    double secs = model_collective_time_s(&b->net, coll, bytes, b->plan->dp, nodes, NULL);
+    double secs = model_collective_time_s(&b->net, coll, bytes, b->dpc, nodes, NULL);
     op = sim_engine_add_op(b->e, ns(secs), streams, b->ds, t);
   }
   for (guint j = 0; j < n_deps; j++)
     sim_engine_add_dep(b->e, deps[j], op);
   return op;
+}
+
+/* --overlap-param-gather (Megatron-Core's distributed optimizer): the
+ * updated parameters of the last step are all-gathered bucket by bucket as
+ * the next forward reaches them, not after the step.  An iteration here
+ * starts with those all-gathers, one per layer in forward order on each
+ * stage's data-parallel stream (the stage's embedding and logit parameters
+ * with its first layer), and a layer's first forward waits for its own. */
+static void emit_param_gathers(Build *b) {
+  const SimPlan *pl = b->plan;
+  b->param_gather = g_new(guint, (gsize)b->p * b->v * b->lpc * b->ts);
+  guint64 layer_params = model_layer_local_params(&pl->model, pl->tp);
+  for (guint s = 0; s < b->p; s++) {
+    guint64 extra = model_stage_params(&pl->model, pl->tp, b->p, s, b->lpc * b->v) - layer_params * b->lpc * b->v;
+    for (guint i = 0; i < b->ts; i++)
+      for (guint c = 0; c < b->v; c++)
+        for (guint l = 0; l < b->lpc; l++) {
+          SimOpTag t = tag(CAT_DP, PASS_OTHER, s, c, 0, (gint)(c * b->lpc + l));
+          double params = (double)layer_params + (c == 0 && l == 0 ? (double)extra : 0);
+          b->param_gather[((s * b->v + c) * b->lpc + l) * b->ts + i] =
+              dp_collective(b, NET_OP_ALLGATHER, i, s, 2.0 * params, NULL, 0, &t);
+        }
+  }
 }
 
 static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
@@ -516,14 +860,14 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
   /* Megatron's distributed optimizer reduce-scatters the gradients instead
    * of all-reducing them, steps on its 1/d shard, and all-gathers the
    * updated fp16 parameters. */
-  gboolean dist = pl->distributed_optimizer && pl->dp > 1;
+  gboolean dist = pl->distributed_optimizer && b->dpc > 1;
   NetCollOp grad_coll = dist ? NET_OP_REDUCESCATTER : NET_OP_ALLREDUCE;
   for (guint i = 0; i < b->ts; i++) {
     GArray *mine = g_array_new(FALSE, FALSE, sizeof(guint)); /* ops the optimizer waits for */
     guint lasts[b->ds];
     for (guint k = 0; k < b->ds; k++)
       lasts[k] = b->items[((k * b->p + s) * b->n_items + b->n_items - 1) * b->ts + i].last;
-    if (pl->dp > 1) {
+    if (b->dpc > 1) {
       if (pl->ddp == SIM_DDP_TORCH) {
         /* torch DDP: a bucket per layer, all-reduced as soon as the last
          * microbatch's backward has produced it, in backward order. */
@@ -547,7 +891,7 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
         guint op = dp_collective(b, grad_coll, i, s, grad_bytes * stage_params, lasts, b->ds, &t);
         g_array_append_val(mine, op);
       }
-      b->bytes[CAT_DP] += grad_bytes * stage_params * 2.0 * (pl->dp - 1) * ((double)pl->tp / b->ts);
+      b->bytes[CAT_DP] += grad_bytes * stage_params * 2.0 * (b->dpc - 1) * ((double)pl->tp / b->ts);
     }
     for (guint k = 0; k < b->ds; k++)
       g_array_append_val(mine, lasts[k]);
@@ -565,7 +909,7 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
             char key[64];
             g_snprintf(key, sizeof key, "emb:%u:%u", i, k);
             guint gpus[2] = {gpu_of_rank(b, i, 0, k), gpu_of_rank(b, i, b->p - 1, k)};
-            op = net_op(b, coll_plan(b, key, NET_OP_ALLREDUCE, gpus, 2, copies(b, TRUE, TRUE), bytes, NULL), streams,
+            op = net_op(b, coll_plan(b, key, NET_OP_ALLREDUCE, gpus, 2, copies_c(b, TRUE, TRUE), bytes, NULL), streams,
                         NULL, 2, &et);
           } else {
             double secs =
@@ -581,12 +925,12 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
         }
       }
       if (s == 0) {
-        b->bytes[CAT_DP] += bytes * 2.0 * pl->dp * ((double)pl->tp / b->ts);
-        b->bytes_embedding += bytes * 2.0 * pl->dp * ((double)pl->tp / b->ts);
+        b->bytes[CAT_DP] += bytes * 2.0 * pl->dp * ((double)pl->tp / b->ts) * b->cp;
+        b->bytes_embedding += bytes * 2.0 * pl->dp * ((double)pl->tp / b->ts) * b->cp;
       }
     }
     /* the step: on the whole stage, or on its 1/d shard (rounded up) */
-    guint64 stepped = dist ? (stage_params + pl->dp - 1) / pl->dp : stage_params;
+    guint64 stepped = dist ? (stage_params + b->dpc - 1) / b->dpc : stage_params;
     guint steps[b->ds];
     for (guint k = 0; k < b->ds; k++) {
       guint op = sim_engine_add_op1(b->e, ns(model_optimizer_time_s(b->profile, stepped)),
@@ -600,7 +944,7 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
         sim_engine_add_dep(b->e, opt_ops[slot], op);
       steps[k] = op;
     }
-    if (dist) /* every replica's updated shard, gathered back whole */
+    if (dist && !pl->overlap_param_gather) /* every replica's updated shard, gathered back whole */
       dp_collective(b, NET_OP_ALLGATHER, i, s, 2.0 * stage_params, steps, b->ds, &t);
     g_array_free(mine, TRUE);
   }
@@ -723,6 +1067,8 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
     peak = MAX(peak, held);
     peak_mbs = MAX(peak_mbs, mbs);
   }
+  ModelShape local = pl->model; /* the rank's tokens: context parallelism splits the sequence */
+  local.seq_len /= sim_plan_cp(pl);
   ModelMemoryRequest req = {.t = pl->tp,
                             .b = pl->micro_batch,
                             .params = model_stage_params(&pl->model, pl->tp, p, s, lpc * v),
@@ -732,13 +1078,13 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
                             .first_stage = s == 0,
                             .last_stage = s == p - 1,
                             .fp32_softmax = model_softmax_fp32(&pl->model, pl->tp, pl->micro_batch, &lo),
-                            .optimizer_shards = pl->distributed_optimizer ? pl->dp : 1,
+                            .optimizer_shards = pl->distributed_optimizer ? pl->dp * sim_plan_cp(pl) : 1,
                             .selective = pl->selective,
                             .sequence_parallel = pl->sequence_parallel,
                             .flash = lo.attention == MODEL_ATTENTION_FLASH,
                             .fp8 = lo.fp8,
                             .fp8_weight_params = (guint64)lpc * v * model_layer_local_params(&pl->model, pl->tp)};
-  model_memory(&pl->model, &req, out);
+  model_memory(&local, &req, out);
 }
 
 void sim_ptdp_memory(const SimPlan *pl, const ModelProfile *profile, ModelMemory *mem, guint *stage) {
@@ -818,6 +1164,7 @@ static void measure(Build *b, SimResult *r) {
                                 parts[SIM_CLS_DP],      parts[SIM_CLS_OPT], parts[SIM_N_CLS]};
 
   r->bytes_tp = b->bytes[CAT_TP];
+  r->bytes_cp = b->bytes[CAT_CP];
   r->bytes_pp = b->bytes[CAT_PP];
   r->bytes_dp = b->bytes[CAT_DP];
   r->bytes_embedding = b->bytes_embedding;
@@ -831,7 +1178,7 @@ static void measure(Build *b, SimResult *r) {
   if (b->p > 1) {
     double per_rank = pp_bytes_per_rank(pl);
     /* one simulated send stands for tp dp / (ts ds) ranks' sends */
-    double per_op = per_rank * pl->tp * pl->dp / (b->ts * b->ds);
+    double per_op = per_rank * pl->tp * pl->dp / (b->ts * b->ds) * b->cp;
     for (guint op = 0; op < n_ops; op++) {
       const SimOpTag *t = sim_engine_op_tag(b->e, op);
       if (t->category != CAT_PP)
@@ -863,7 +1210,7 @@ static void measure(Build *b, SimResult *r) {
     double *stage_bytes = g_new0(double, b->p);
     guint *stage_ops = g_new0(guint, b->p);
     for (guint s = 0; s < b->p; s++)
-      stage_bytes[s] = model_busbw_factor(MODEL_COLL_ALLREDUCE, pl->dp) * 2.0 *
+      stage_bytes[s] = model_busbw_factor(MODEL_COLL_ALLREDUCE, b->dpc) * 2.0 *
                        model_stage_params(&pl->model, pl->tp, b->p, s, b->lpc * b->v) * pl->tp;
     for (guint j = 0; j < sel->len; j++)
       stage_ops[(sim_engine_op_streams(b->e, g_array_index(sel, guint, j))[0] / N_STREAM_KINDS) / (b->ts * b->ds)]++;
@@ -962,6 +1309,8 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
                      .measured = profile->coll,
                      .n_measured = profile->n_coll};
   b.ts = b.ds = 1;
+  b.cp = sim_plan_cp(pl);
+  b.dpc = pl->dp * b.cp;
   b.p = pl->pp;
   b.v = pl->chunks;
   b.m = pl->microbatches;
@@ -983,8 +1332,10 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   r->symmetric = b.ts == 1 && b.ds == 1;
   ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
   model_layer_cost_with(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &b.layer);
-  model_embedding_cost(profile, &pl->model, pl->tp, pl->micro_batch, &b.emb_fwd, &b.emb_bwd);
-  model_head_cost(profile, &pl->model, pl->tp, pl->micro_batch, &b.head_fwd, &b.head_bwd);
+  ModelShape local = pl->model; /* the rank's tokens: context parallelism splits the sequence */
+  local.seq_len /= b.cp;
+  model_embedding_cost(profile, &local, pl->tp, pl->micro_batch, &b.emb_fwd, &b.emb_bwd);
+  model_head_cost(profile, &local, pl->tp, pl->micro_batch, &b.head_fwd, &b.head_bwd);
   b.tp_ns = g_new0(SimTime, (gsize)b.p * b.ds * 2);
   for (guint s = 0; s < b.p; s++)
     for (guint k = 0; k < b.ds; k++) {
@@ -997,12 +1348,34 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
       } else
         d[0] = ns(model_collective_time_s(&b.net, MODEL_COLL_ALLREDUCE, bytes, pl->tp, nodes, NULL));
     }
+  /* the rings' hops on the analytic network: a send to the next rank, all
+   * at once, as long as the slowest (between nodes if the ring leaves one);
+   * the overlapped tensor-parallel hops, 1/(t-1) of the collective each */
+  b.hop_ns = g_new0(SimTime, (gsize)b.p * b.ds * 5);
+  for (guint s = 0; s < b.p; s++)
+    for (guint k = 0; k < b.ds; k++) {
+      SimTime *h = &b.hop_ns[(s * b.ds + k) * 5];
+      gboolean same = TRUE;
+      for (guint c = 1; c < b.cp; c++)
+        same = same && gpu_of_rank_c(&b, 0, c, s, k) / cluster->gpus_per_node == node_of_rank(&b, 0, s, k);
+      h[HOP_KV] = h[HOP_GRAD] = ns(model_p2p_time_s(&b.net, b.layer.cp_hop_bytes, same));
+      h[HOP_KV_GRAD] = ns(model_p2p_time_s(&b.net, 2 * b.layer.cp_hop_bytes, same));
+      if (pl->tp > 1) {
+        guint nodes = tp_group_nodes(&b, s, k);
+        double bytes = b.layer.tp_allreduce_bytes;
+        h[HOP_TP_GATHER] =
+            ns(model_collective_time_s(&b.net, MODEL_COLL_ALLGATHER, bytes, pl->tp, nodes, NULL) / (pl->tp - 1));
+        h[HOP_TP_SCATTER] =
+            ns(model_collective_time_s(&b.net, MODEL_COLL_REDUCESCATTER, bytes, pl->tp, nodes, NULL) / (pl->tp - 1));
+      }
+    }
 
   b.e = sim_engine_new();
   FlowCtx fc = {0};
   if (pl->flow_network && !b.net.free_comm) {
     if (!(fc.ops = sim_netops_new(cluster, b.e, error))) {
       g_free(b.tp_ns);
+      g_free(b.hop_ns);
       sim_engine_free(b.e);
       return FALSE;
     }
@@ -1015,11 +1388,12 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
     memset(fc.side_dp, 2, total);
     for (guint s = 0; s < pl->pp; s++)
       for (guint k = 0; k < pl->dp; k++)
-        for (guint i = 0; i < pl->tp; i++) {
-          guint g = gpu_of_rank(&b, i, s, k);
-          fc.side_pp[g] = s < pl->pp / 2 ? 0 : 1;
-          fc.side_dp[g] = k < pl->dp / 2 ? 0 : 1;
-        }
+        for (guint c = 0; c < b.cp; c++)
+          for (guint i = 0; i < pl->tp; i++) {
+            guint g = gpu_of_rank_c(&b, i, c, s, k);
+            fc.side_pp[g] = s < pl->pp / 2 ? 0 : 1;
+            fc.side_dp[g] = k < pl->dp / 2 ? 0 : 1;
+          }
     b.flow = &fc;
   }
   guint n_gpus = b.ts * b.p * b.ds;
@@ -1043,6 +1417,12 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   b.grad_ready = g_new0(guint, (gsize)b.ds * b.p * b.v * b.lpc * b.ts);
   b.pending = g_new0(double, b.ts);
   b.prev = g_new0(guint, b.ts);
+  b.join = g_new(guint, b.ts);
+  for (guint i = 0; i < b.ts; i++)
+    b.join[i] = G_MAXUINT;
+  b.hop_plans = g_new(guint, (gsize)b.p * b.ds * 5);
+  for (gsize j = 0; j < (gsize)b.p * b.ds * 5; j++)
+    b.hop_plans[j] = G_MAXUINT;
   b.tp_part = g_array_new(FALSE, TRUE, sizeof(SimTime));
   b.tp_plans = g_new(guint, (gsize)b.p * b.ds * 3);
   for (gsize j = 0; j < (gsize)b.p * b.ds * 3; j++)
@@ -1053,6 +1433,8 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   /* coarse items: fixed all-reduces (the analytic network), one rank per
    * stage (the symmetry shortcut), no trace (which shows every op) */
   b.coarse = !pl->exact && !b.flow && b.ts == 1 && b.ds == 1 && !observe;
+  if (b.flow && (b.cp > 1 || pl->tp_comm_overlap)) /* their dry timing is the analytic network's */
+    b.coarse = FALSE;
   {
     /* Room for the graph, estimated from its shape: an item is one op, or
      * per layer and pass two compute ops on each rank and two all-reduces;
@@ -1070,6 +1452,8 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
     b.pending_pieces = g_array_new(FALSE, FALSE, sizeof(SimTimelinePiece));
   }
 
+  if (pl->overlap_param_gather && b.dpc > 1)
+    emit_param_gathers(&b);
   for (guint k = 0; k < b.ds; k++)
     for (guint s = 0; s < b.p; s++)
       for (guint j = 0; j < b.n_items; j++)
@@ -1106,6 +1490,10 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   g_free(b.items);
   g_free(b.grad_ready);
   g_free(b.tp_ns);
+  g_free(b.hop_ns);
+  g_free(b.hop_plans);
+  g_free(b.param_gather);
+  g_free(b.join);
   g_free(b.pending);
   g_free(b.prev);
   g_array_free(b.tp_part, TRUE);

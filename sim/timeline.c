@@ -8,13 +8,13 @@ const char *sim_timeline_stream_name(guint kind) {
 }
 
 const char *sim_timeline_category_name(guint category) {
-  static const char *const names[] = {"compute", "tp", "pp", "pp", "dp", "optimizer"};
+  static const char *const names[] = {"compute", "tp", "pp", "pp", "dp", "optimizer", "cp"};
   return category < G_N_ELEMENTS(names) ? names[category] : "other";
 }
 
 const char *sim_timeline_category_label(guint category) {
   static const char *const names[] = {"compute", "tp all-reduce", "pp transfer", "pp all-gather",
-                                      "dp all-reduce", "optimizer step"};
+                                      "dp all-reduce", "optimizer step", "cp ring hop"};
   return category < G_N_ELEMENTS(names) ? names[category] : "op";
 }
 

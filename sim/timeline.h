@@ -26,7 +26,8 @@ enum {
   SIM_TIMELINE_CAT_PP,
   SIM_TIMELINE_CAT_PP_GATHER,
   SIM_TIMELINE_CAT_DP,
-  SIM_TIMELINE_CAT_OPTIMIZER
+  SIM_TIMELINE_CAT_OPTIMIZER,
+  SIM_TIMELINE_CAT_CP /* context parallelism's ring hops */
 };
 
 /* What an op is, in more detail than its tag, for traces: the model part

@@ -782,7 +782,7 @@ static void test_flash_attention(void) {
                REL_EPS);
   }
   ModelShape m = lookup("llama2-70b");
-  ModelLayerOptions mega = {TRUE, FALSE, MODEL_ATTENTION_FUSED, FALSE}, fa = {TRUE, FALSE, MODEL_ATTENTION_FLASH, FALSE};
+  ModelLayerOptions mega = {TRUE, FALSE, MODEL_ATTENTION_FUSED, FALSE, 1}, fa = {TRUE, FALSE, MODEL_ATTENTION_FLASH, FALSE, 1};
   ModelLayerCost a, b;
   model_layer_cost_with(p, &m, 8, 1, &mega, &a);
   model_layer_cost_with(p, &m, 8, 1, &fa, &b);
@@ -796,7 +796,7 @@ static void test_flash_attention(void) {
   assert_rel(b.core.seg_s[0], model_flash_time_s(p, m.heads / 8, m.seq_len, m.seq_len, model_head_dim(&m), FALSE),
              REL_EPS);
   g_assert_false(model_softmax_fp32(&m, 8, 1, &fa));
-  g_assert_true(model_softmax_fp32(&m, 8, 1, &(ModelLayerOptions){TRUE, FALSE, MODEL_ATTENTION_UNFUSED, FALSE}));
+  g_assert_true(model_softmax_fp32(&m, 8, 1, &(ModelLayerOptions){TRUE, FALSE, MODEL_ATTENTION_UNFUSED, FALSE, 1}));
   model_profile_free(p);
   ModelProfile *v100 = load_profile("v100-sxm2-16gb");
   g_assert_cmpfloat(v100->flash_forward_efficiency, ==, 0); /* no FlashAttention-2 on Volta */
@@ -817,7 +817,7 @@ static void test_fp8(void) {
   double t16 = model_gemm_time_s(p, &big), t8 = model_gemm_fp8_time_s(p, &big);
   assert_rel(t8 - p->kernel_launch_s, (t16 - p->kernel_launch_s) * p->peak_flops / p->peak_fp8_flops, REL_EPS);
   ModelShape m = lookup("llama3-70b");
-  ModelLayerOptions bf = {TRUE, FALSE, MODEL_ATTENTION_FLASH, FALSE}, f8 = {TRUE, FALSE, MODEL_ATTENTION_FLASH, TRUE};
+  ModelLayerOptions bf = {TRUE, FALSE, MODEL_ATTENTION_FLASH, FALSE, 1}, f8 = {TRUE, FALSE, MODEL_ATTENTION_FLASH, TRUE, 1};
   ModelLayerCost a, b;
   model_layer_cost_with(p, &m, 8, 1, &bf, &a);
   model_layer_cost_with(p, &m, 8, 1, &f8, &b);

@@ -390,6 +390,139 @@ static void test_precision(void) {
   cJSON_Delete(a);
 }
 
+/* Why: context parallelism (--cp) splits every sequence over cp ranks: the
+ * data-parallel size becomes n / (t cp p), each rank keeps 1/cp of the
+ * activations (FlashAttention's are linear in s), the distributed
+ * optimizer shards over d x cp (the same shards as d cp replicas), the
+ * tensor- and pipeline-parallel traffic is the same in total, and the ring
+ * moves, per layer and microbatch, the keys and values of s/cp tokens
+ * (4 b (s/cp) g d / t bytes per rank) cp - 1 times forward, cp - 1 times
+ * with their gradients (twice the bytes) and once more home backward:
+ * (3 cp - 2) hops' worth from each of the t cp ranks of each of the d
+ * replicas.  The shortcut and --exact agree; with free communication the
+ * bubble identity holds. */
+static void test_context_parallel(void) {
+  const char *nets[] = {"analytic", "flow"};
+  for (guint n = 0; n < 2; n++) {
+    char *base = g_strdup_printf("run --model llama3-8b --seq-len 8192 --cluster dgx-h100-superpod --gpus 32 --tp 2 "
+                                 "--pp 2 --global-batch 16 --sequence-parallel --distributed-optimizer --recompute "
+                                 "none --network %s --format json",
+                                 nets[n]);
+    cJSON *one = run_json(base);
+    const cJSON *m1 = obj(one, "memory_per_gpu_GiB"), *b1 = obj(one, "bytes_per_iteration");
+    g_assert_cmpfloat(num(obj(one, "config"), "cp"), ==, 1);
+    g_assert_cmpfloat(num(b1, "cp"), ==, 0);
+    for (guint cp = 2; cp <= 4; cp *= 2) {
+      char *args = g_strdup_printf("%s --cp %u", base, cp);
+      cJSON *j = run_json(args);
+      const cJSON *c = obj(j, "config"), *m = obj(j, "memory_per_gpu_GiB"), *by = obj(j, "bytes_per_iteration");
+      g_assert_cmpfloat(num(c, "cp"), ==, cp);
+      g_assert_cmpfloat(num(c, "dp"), ==, num(c, "gpus") / (num(c, "tp") * cp * num(c, "pp")));
+      assert_rel(num(m, "activations"), num(m1, "activations") / cp, REL);
+      g_assert_cmpfloat(num(m, "optimizer"), ==, num(m1, "optimizer"));
+      g_assert_cmpfloat(num(m, "weights"), ==, num(m1, "weights"));
+      assert_rel(num(by, "tp"), num(b1, "tp"), REL);
+      assert_rel(num(by, "pp"), num(b1, "pp"), REL);
+      double hop = 4 * num(c, "micro_batch") * (num(c, "seq_len") / cp) * num(c, "query_groups") *
+                   num(c, "kv_channels") / num(c, "tp");
+      double want = num(c, "layers") * num(c, "microbatches") * num(c, "dp") * num(c, "tp") * cp * hop * (3.0 * cp - 2);
+      assert_rel(num(by, "cp"), want, REL);
+      if (n == 0) {
+        char *exact = g_strdup_printf("%s --exact", args);
+        Proc a = run_line(args), b = run_line(exact);
+        g_assert_cmpint(a.status, ==, 0);
+        g_assert_cmpstr(a.out, ==, b.out);
+        proc_clear(&a);
+        proc_clear(&b);
+        g_free(exact);
+      }
+      cJSON_Delete(j);
+      g_free(args);
+    }
+    cJSON_Delete(one);
+    g_free(base);
+  }
+  cJSON *ideal = run_json("run --layers 8 --hidden 1024 --heads 16 --seq-len 4096 --gpus 32 --tp 2 --pp 4 --cp 2 "
+                          "--global-batch 32 --profile ideal --attention flash --network analytic --format json");
+  assert_rel(num(ideal, "bubble_fraction"), num(ideal, "analytic_bubble_fraction"), 1e-9);
+  cJSON_Delete(ideal);
+  Proc p = run_line("run --model llama3-8b --seq-len 8192 --cluster dgx-h100-superpod --gpus 32 --tp 2 --pp 2 --cp 2 "
+                    "--global-batch 16 --network analytic");
+  g_assert_nonnull(strstr(p.out, "t 2 x cp 2 x p 2 x d 4"));
+  g_assert_nonnull(strstr(p.out, "each GPU holds 4096 of every sequence's 8192 tokens"));
+  g_assert_nonnull(strstr(p.out, "cp ring "));
+  proc_clear(&p);
+}
+
+/* Why: --tp-comm-overlap pipelines the sequence-parallel all-gathers and
+ * reduce-scatters with their GEMMs: the same bytes move, the same compute
+ * runs, less of the communication is exposed and the iteration is shorter;
+ * --overlap-param-gather moves the distributed optimizer's all-gather
+ * behind the next forward: the same bytes, less time waiting for them.
+ * Both agree with --exact. */
+static void test_overlaps(void) {
+  const char *base = "run --model llama3-8b --cluster dgx-h100-superpod --gpus 32 --tp 4 --pp 2 --global-batch 32 "
+                     "--sequence-parallel --distributed-optimizer --ddp torch --recompute selective --network analytic "
+                     "--format json";
+  char *ov = g_strconcat(base, " --tp-comm-overlap", NULL), *pg = g_strconcat(base, " --overlap-param-gather", NULL);
+  cJSON *a = run_json(base), *b = run_json(ov), *c = run_json(pg);
+  g_assert_true(flag_of(obj(b, "config"), "tp_comm_overlap"));
+  g_assert_true(flag_of(obj(c, "config"), "overlap_param_gather"));
+  assert_rel(num(obj(b, "bytes_per_iteration"), "tp"), num(obj(a, "bytes_per_iteration"), "tp"), REL);
+  assert_rel(num(obj(b, "time_breakdown_s"), "compute"), num(obj(a, "time_breakdown_s"), "compute"), 1e-6);
+  g_assert_cmpfloat(num(obj(b, "time_breakdown_s"), "tp_comm"), <, num(obj(a, "time_breakdown_s"), "tp_comm") / 2);
+  g_assert_cmpfloat(num(b, "iteration_time_s"), <, num(a, "iteration_time_s"));
+  g_assert_cmpfloat(num(obj(c, "bytes_per_iteration"), "dp"), ==, num(obj(a, "bytes_per_iteration"), "dp"));
+  /* the wait for parameters moves to the iteration's start, where it fills the pipeline's warm-up */
+  g_assert_cmpfloat(num(obj(c, "time_breakdown_s"), "dp_comm") + num(obj(c, "time_breakdown_s"), "bubble"), <,
+                    num(obj(a, "time_breakdown_s"), "dp_comm") + num(obj(a, "time_breakdown_s"), "bubble"));
+  g_assert_cmpfloat(num(c, "iteration_time_s"), <, num(a, "iteration_time_s"));
+  const char *both[] = {ov, pg};
+  for (guint i = 0; i < 2; i++) {
+    char *exact = g_strconcat(both[i], " --exact", NULL);
+    Proc x = run_line(both[i]), y = run_line(exact);
+    g_assert_cmpstr(x.out, ==, y.out);
+    proc_clear(&x);
+    proc_clear(&y);
+    g_free(exact);
+  }
+  cJSON_Delete(a);
+  cJSON_Delete(b);
+  cJSON_Delete(c);
+  g_free(ov);
+  g_free(pg);
+}
+
+/* Why: plan tries context parallelism for long sequences (each rank keeping
+ * at least 4096 tokens) and pins it with --cp; rows say their cp and
+ * reproduce with the command they print. */
+static void test_plan_cp(void) {
+  cJSON *j = run_json("plan --model llama3-8b --cluster dgx-h100-superpod --gpus 16 --global-batch 16 --seq-len 16384 "
+                      "--tp 2 --pp 1 --format json --top 1000");
+  const cJSON *rows = cJSON_GetObjectItemCaseSensitive(j, "rows"), *row;
+  guint seen[5] = {0};
+  cJSON_ArrayForEach(row, rows) {
+    guint cp = (guint)num(row, "cp");
+    g_assert_true(cp == 1 || cp == 2 || cp == 4);
+    seen[cp]++;
+    g_assert_cmpfloat(num(row, "gpus"), ==, num(row, "tp") * cp * num(row, "pp") * num(row, "dp"));
+  }
+  g_assert_cmpuint(seen[1], >, 0);
+  g_assert_cmpuint(seen[2], >, 0);
+  g_assert_cmpuint(seen[4], >, 0);
+  cJSON_Delete(j);
+  j = run_json("plan --model llama3-8b --cluster dgx-h100-superpod --gpus 16 --global-batch 16 --seq-len 16384 --cp 4 "
+               "--format json");
+  row = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "rows"), 0);
+  g_assert_cmpfloat(num(row, "cp"), ==, 4);
+  char *cmd = g_strconcat(str(row, "command") + strlen("ptdsim "), " --format json", NULL);
+  cJSON *r = run_json(cmd);
+  g_assert_cmpfloat(num(r, "iteration_time_s"), ==, num(row, "iteration_time_s"));
+  cJSON_Delete(r);
+  g_free(cmd);
+  cJSON_Delete(j);
+}
+
 typedef struct {
   const char *name, *args, *mention;
 } BadCase;
@@ -428,6 +561,13 @@ static const BadCase bad_cases[] = {
      "--precision fp8", "drop it with --zero"},
     {"precision-unknown", M8 " --gpus 8 --precision int4", "unknown --precision 'int4'"},
     {"llama-groups-over-tp", "run --model llama3-8b --gpus 16 --tp 16 --global-batch 16", "--num-query-groups 8"},
+    {"cp-not-splitting-seq", M8 " --gpus 24 --cp 3 --attention flash", "--cp 3 cannot split --seq-len 512"},
+    {"cp-gpus", M8 " --gpus 8 --tp 2 --cp 2 --dp 4 --attention flash", "--tp 2 x --cp 2 x --pp 1 x --dp 4 = 16"},
+    {"cp-not-flash", M8 " --gpus 8 --cp 2", "--cp 2 runs ring attention on FlashAttention's kernels"},
+    {"cp-zero", M8 " --gpus 8 --tp 1 --pp 1 --cp 2 --zero 1", "drop it with --zero"},
+    {"tp-overlap-without-sp", M8 " --gpus 8 --tp 2 --tp-comm-overlap", "add --sequence-parallel"},
+    {"param-gather-without-dopt", M8 " --gpus 8 --ddp torch --overlap-param-gather", "add --distributed-optimizer"},
+    {"param-gather-local-ddp", M8 " --gpus 8 --distributed-optimizer --overlap-param-gather", "add --ddp torch"},
 };
 
 static void test_bad(gconstpointer data) {
@@ -451,6 +591,9 @@ int main(int argc, char **argv) {
   g_test_add_func("/stack/sequence-parallel", test_sequence_parallel);
   g_test_add_func("/stack/attention", test_attention);
   g_test_add_func("/stack/precision", test_precision);
+  g_test_add_func("/stack/context-parallel", test_context_parallel);
+  g_test_add_func("/stack/overlaps", test_overlaps);
+  g_test_add_func("/stack/plan-cp", test_plan_cp);
   for (guint i = 0; i < G_N_ELEMENTS(bad_cases); i++) {
     char *path = g_strdup_printf("/stack/bad/%s", bad_cases[i].name);
     g_test_add_data_func(path, &bad_cases[i], test_bad);

@@ -46,6 +46,7 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddNumberToObject(cfg, "tp", pl->tp);
   cJSON_AddNumberToObject(cfg, "pp", pl->pp);
   cJSON_AddNumberToObject(cfg, "dp", pl->dp);
+  cJSON_AddNumberToObject(cfg, "cp", sim_plan_cp(pl));
   cJSON_AddNumberToObject(cfg, "global_batch", pl->global_batch);
   cJSON_AddNumberToObject(cfg, "micro_batch", pl->micro_batch);
   cJSON_AddNumberToObject(cfg, "microbatches", pl->microbatches);
@@ -56,6 +57,8 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddStringToObject(cfg, "ddp", pl->ddp == SIM_DDP_TORCH ? "torch" : "local");
   cJSON_AddBoolToObject(cfg, "distributed_optimizer", pl->distributed_optimizer);
   cJSON_AddBoolToObject(cfg, "sequence_parallel", pl->sequence_parallel);
+  cJSON_AddBoolToObject(cfg, "tp_comm_overlap", pl->tp_comm_overlap);
+  cJSON_AddBoolToObject(cfg, "overlap_param_gather", pl->overlap_param_gather);
   cJSON_AddStringToObject(cfg, "attention", sim_plan_attention_ran(pl, profile));
   cJSON_AddBoolToObject(cfg, "scatter_gather", pl->scatter_gather);
   cJSON_AddBoolToObject(cfg, "fusion", pl->fusion);
@@ -89,6 +92,7 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddNumberToObject(by, "tp", r->bytes_tp);
   cJSON_AddNumberToObject(by, "pp", r->bytes_pp);
   cJSON_AddNumberToObject(by, "dp", r->bytes_dp);
+  cJSON_AddNumberToObject(by, "cp", r->bytes_cp); /* context parallelism's ring */
   cJSON_AddNumberToObject(by, "embedding", r->bytes_embedding); /* counted in dp too */
   cJSON *bi = obj_add(o, "bisection_bandwidth_GBps");
   cJSON_AddNumberToObject(bi, "pp", r->bisection_pp_GBps);
@@ -216,9 +220,17 @@ void trace_report_text(GString *out, const cJSON *run) {
                          count(cfg, "layers"), count(cfg, "hidden"), count(cfg, "heads"), count(cfg, "seq_len"),
                          count(cfg, "vocab"), num(cfg, "parameters") / 1e9);
   architecture_text(out, cfg);
-  g_string_append_printf(out, "parallel   %u GPUs = t %u x p %u x d %u on %s (%s, %s, %s attention)\n",
-                         count(cfg, "gpus"), count(cfg, "tp"), p, d, str(cfg, "cluster"), str(cfg, "profile"),
+  guint cp = count(cfg, "cp");
+  char cps[32] = "";
+  if (cp > 1)
+    g_snprintf(cps, sizeof cps, " x cp %u", cp);
+  g_string_append_printf(out, "parallel   %u GPUs = t %u%s x p %u x d %u on %s (%s, %s, %s attention)\n",
+                         count(cfg, "gpus"), count(cfg, "tp"), cps, p, d, str(cfg, "cluster"), str(cfg, "profile"),
                          str(cfg, "precision"), str(cfg, "attention"));
+  if (cp > 1)
+    g_string_append_printf(out, "           context parallel: each GPU holds %u of every sequence's %u tokens, "
+                                "attention as a ring over %u GPUs\n",
+                           count(cfg, "seq_len") / cp, count(cfg, "seq_len"), cp);
   g_string_append_printf(out, "network    %s, placement %s\n",
                          is(cfg, "network", "flow") ? "flow (max-min fair flows on the cluster's links)"
                                                     : "analytic (alpha-beta per tier, no contention)",
@@ -251,11 +263,14 @@ void trace_report_text(GString *out, const cJSON *run) {
       g_string_append_printf(out, ", recompute %s, sends: one rank per hop, broadcast in the group, fusion %s\n\n",
                              recompute, fusion);
     else
-      g_string_append_printf(out, ", recompute %s, %s DDP%s, %s, fusion %s\n\n", recompute, str(cfg, "ddp"),
+      g_string_append_printf(out, ", recompute %s, %s DDP%s%s, %s%s, fusion %s\n\n", recompute, str(cfg, "ddp"),
                              flag(cfg, "distributed_optimizer") ? " with the distributed optimizer" : "",
+                             flag(cfg, "overlap_param_gather") ? " (parameter all-gather overlapped with the forward)"
+                                                               : "",
                              flag(cfg, "sequence_parallel")  ? "sequence parallel"
                              : flag(cfg, "scatter_gather") ? "scatter/gather on"
                                                            : "scatter/gather off",
+                             flag(cfg, "tp_comm_overlap") ? " (its communication pipelined with the GEMMs)" : "",
                              fusion);
   }
   double T = num(run, "iteration_time_s");
@@ -291,7 +306,7 @@ void trace_report_text(GString *out, const cJSON *run) {
   const cJSON *by = cJSON_GetObjectItemCaseSensitive(run, "bytes_per_iteration");
   double bytes_tp = num(by, "tp"), bytes_pp = num(by, "pp"), bytes_dp = num(by, "dp"), emb = num(by, "embedding");
   line_s(out, "compute", num(tb, "compute"), T);
-  line_s(out, "tp comm", num(tb, "tp_comm"), T);
+  line_s(out, cp > 1 ? "tp+cp comm" : "tp comm", num(tb, "tp_comm"), T);
   line_s(out, "pp comm", num(tb, "pp_comm"), T);
   /* Without data parallelism the only gradient all-reduce is the tied
    * embedding's, between the first and the last stage. */
@@ -301,6 +316,10 @@ void trace_report_text(GString *out, const cJSON *run) {
   char a[32], b[32], c[32], e[32];
   g_string_append_printf(out, "traffic    tp %s, pp %s, ", ptd_format_si(bytes_tp, "B", a, sizeof a),
                          ptd_format_si(bytes_pp, "B", b, sizeof b));
+  if (cp > 1) {
+    char f[32];
+    g_string_append_printf(out, "cp ring %s, ", ptd_format_si(num(by, "cp"), "B", f, sizeof f));
+  }
   if (d > 1 && emb > 0)
     g_string_append_printf(out, "dp %s (%s of it the tied-embedding all-reduce) per iteration\n",
                            ptd_format_si(bytes_dp, "B", c, sizeof c), ptd_format_si(emb, "B", e, sizeof e));

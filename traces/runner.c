@@ -215,7 +215,7 @@ static guint class_of(const char *cat) {
     guint category;
   } cats[] = {{"compute", SIM_TIMELINE_CAT_COMPUTE}, {"tp", SIM_TIMELINE_CAT_TP},
               {"pp", SIM_TIMELINE_CAT_PP},           {"dp", SIM_TIMELINE_CAT_DP},
-              {"optimizer", SIM_TIMELINE_CAT_OPTIMIZER}};
+              {"optimizer", SIM_TIMELINE_CAT_OPTIMIZER}, {"cp", SIM_TIMELINE_CAT_CP}};
   for (guint i = 0; i < G_N_ELEMENTS(cats); i++)
     if (strcmp(cat, cats[i].name) == 0)
       return sim_exposed_class(cats[i].category);
