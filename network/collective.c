@@ -554,7 +554,9 @@ static void net_run_reset(NetRun *r);
 
 void net_model_drop_probe(NetModel *net) { g_clear_pointer(&net->probe, net_run_free); }
 
-double net_coll_plan_time(NetModel *net, const NetCollPlan *plan) {
+double net_coll_plan_time(NetModel *net, const NetCollPlan *plan) { return (double)net_coll_plan_ns(net, plan) * 1e-9; }
+
+int64_t net_coll_plan_ns(NetModel *net, const NetCollPlan *plan) {
   /* One network for every probe (a new one per probe would allocate and
    * clear every link of the cluster each time), reset to its new state. */
   if (!net->probe)
@@ -569,7 +571,18 @@ double net_coll_plan_time(NetModel *net, const NetCollPlan *plan) {
     end = t;
   }
   g_array_free(done, TRUE);
-  return (double)end * 1e-9;
+  return end;
+}
+
+void net_coll_plan_links(const NetCollPlan *plan, GArray *links) {
+  for (guint i = 0; i < plan->phases->len; i++) {
+    const Phase *ph = g_ptr_array_index(plan->phases, i);
+    for (guint j = 0; j < ph->flows->len; j++) {
+      const Flow *f = g_ptr_array_index(ph->flows, j);
+      for (guint h = 0; h < f->hops->len; h++)
+        g_array_append_val(links, g_array_index(f->hops, TopoHop, h).link);
+    }
+  }
 }
 
 NetCollPlan *net_coll_plan(NetModel *net, NetCollOp op, NetCollAlgo algo, int proto, const guint *gpus, guint n,

@@ -71,6 +71,14 @@ NetCollAlgo net_coll_plan_algo(const NetCollPlan *plan);
 TopoProto net_coll_plan_proto(const NetCollPlan *plan);
 /* Seconds the plan takes alone on the network. */
 double net_coll_plan_time(NetModel *net, const NetCollPlan *plan);
+/* The same in integer nanoseconds, as a live network times it: started at
+ * any time t on a NetRun where none of its links carries another flow while
+ * it runs, it ends at exactly t plus this (every time inside a run is an
+ * integer offset from the plan's start, and a flow's rate depends only on
+ * the flows sharing its links). */
+int64_t net_coll_plan_ns(NetModel *net, const NetCollPlan *plan);
+/* Appends the links the plan's flows use (with repeats) to `links` (guint). */
+void net_coll_plan_links(const NetCollPlan *plan, GArray *links);
 /* Frees the network the tuner's probes run on (built again if needed):
  * for when every plan is built and memory goes to the run. */
 void net_model_drop_probe(NetModel *net);

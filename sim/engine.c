@@ -41,6 +41,7 @@ struct _SimEngine {
   gboolean ran;
   SimEngineNetwork network;
   gboolean has_network;
+  guint n_net;             /* network ops */
   gboolean repeats_stream; /* some op is on one stream twice */
   gboolean too_long;       /* some op lasts longer than SIM_TIME_MAX */
 };
@@ -143,8 +144,18 @@ guint sim_engine_add_net_op(SimEngine *e, const guint *streams, const guint64 *p
                             const SimOpTag *tag) {
   guint op = sim_engine_add_op_at(e, 0, streams, positions, n_streams, tag);
   if (op != G_MAXUINT)
-    g_array_index(e->ops, Op, op).net = TRUE;
+    sim_engine_op_to_network(e, op);
   return op;
+}
+
+void sim_engine_op_to_network(SimEngine *e, guint op) {
+  g_return_if_fail(op < e->ops->len);
+  Op *o = &g_array_index(e->ops, Op, op);
+  if (o->net)
+    return;
+  o->net = TRUE;
+  o->duration = 0;
+  e->n_net++;
 }
 
 void sim_engine_add_dep(SimEngine *e, guint before, guint after) {
@@ -422,7 +433,8 @@ gboolean sim_engine_run(SimEngine *e, GError **error) {
 
   guint done = 0;
   SimTime now = 0;
-  if (!e->has_network && !e->repeats_stream) {
+  /* a network model with no op to end is no network at all */
+  if ((!e->has_network || e->n_net == 0) && !e->repeats_stream) {
     done = run_fixed(&r, &now);
     goto finished;
   }

@@ -13,11 +13,11 @@
  * heap is allocated once (one slot per op: every op completes exactly once),
  * so running the simulation allocates nothing per event.
  *
- * When every op has a fixed duration (no network model installed), an op's
- * start is the latest end among its stream predecessors and dependencies,
- * whatever the order of equal-time events; the engine then times the graph
- * in one pass over a topological order instead of the event loop, with the
- * same results.
+ * When every op has a fixed duration (no network model installed, or no
+ * network op), an op's start is the latest end among its stream
+ * predecessors and dependencies, whatever the order of equal-time events;
+ * the engine then times the graph in one pass over a topological order
+ * instead of the event loop, with the same results.
  */
 #pragma once
 
@@ -90,6 +90,9 @@ void sim_engine_set_network(SimEngine *engine, const SimEngineNetwork *network);
  * (without a network model installed it takes no time). */
 guint sim_engine_add_net_op(SimEngine *engine, const guint *streams, const guint64 *positions, guint n_streams,
                             const SimOpTag *tag);
+/* Makes `op` an op that ends when the network says, in place (for a run
+ * again on the same graph). */
+void sim_engine_op_to_network(SimEngine *engine, guint op);
 
 /* `after` may not start before `before` has finished. */
 void sim_engine_add_dep(SimEngine *engine, guint before, guint after);

@@ -6,7 +6,20 @@
  * so that every microbatch's identical all-reduce shares one plan -- and
  * adds ops that carry a plan.  After the run, the plan and the number of
  * ranks' transfers an op stands for (`copies`, under the symmetry shortcut)
- * give the bytes it moved across a cut. */
+ * give the bytes it moved across a cut.
+ *
+ * Fixed transfers: a transfer whose links carry no other flow while it runs
+ * takes exactly its plan's time alone on the network (net_coll_plan_ns), so
+ * its op can be an op of that fixed duration, off the flow solver, and a
+ * chain of such transfers and compute can be one coarse op.  Whether
+ * anything meets it depends on the timeline, so a builder may fix every
+ * transfer in advance and let sim_netops_run confirm after the run: if no
+ * fixed transfer overlaps in time a transfer of a plan that shares one of
+ * its links (its own plan included), no flow met a fixed one, and the run
+ * with every transfer on the flows gives the same timeline -- up to the
+ * first meeting both runs are the same, and that meeting shows as an
+ * overlap.  The fixed ops that met something go onto the flows and the
+ * graph runs again; after a few rounds every fixed op goes. */
 #pragma once
 
 #include <glib.h>
@@ -35,6 +48,18 @@ guint sim_netops_pairs(SimNetOps *n, const char *key, const guint *src, const gu
                        double bytes, const guint8 *side);
 guint sim_netops_op(SimNetOps *n, guint plan, const guint *streams, const guint64 *positions, guint count,
                     const SimOpTag *tag);
+/* While on, ops added are fixed at their plan's time alone (see above). */
+void sim_netops_fixing(SimNetOps *n, gboolean on);
+/* The plan's time alone on the network, computed once. */
+SimTime sim_netops_solo_ns(SimNetOps *n, guint plan);
+/* A transfer of plan `plan` inside a coarse op still to be added, `offset`
+ * after the op's start (while fixing); sim_netops_parts_to names the op. */
+void sim_netops_part(SimNetOps *n, guint plan, SimTime offset);
+void sim_netops_parts_to(SimNetOps *n, guint op);
+/* Runs the engine until no fixed transfer met another (see above).  Sets
+ * `coarse_met` when a transfer inside a coarse op did: the timeline is not
+ * the flows' one, and the graph must be built again without coarse ops. */
+gboolean sim_netops_run(SimNetOps *n, gboolean *coarse_met, GError **error);
 /* Every plan is built: frees what building them needed, before the run. */
 void sim_netops_built(SimNetOps *n);
 /* The plan op `op` ran and the ranks it stands for, or NULL when `op` is

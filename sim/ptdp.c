@@ -256,8 +256,12 @@ static void tp_allreduce(Build *b, guint s, guint k, const SimOpTag *t) {
   guint n = sp ? 2 : 1;
   const SimTime *dur = &b->tp_ns[(s * b->ds + k) * 2];
   if (b->dry) {
-    for (guint j = 0; j < n; j++)
+    for (guint j = 0; j < n; j++) {
+      if (b->flow) /* where it runs inside the coarse op (netops.h) */
+        sim_netops_part(b->flow->ops, tp_plan(b, s, k, kinds[j], b->layer.tp_allreduce_bytes),
+                        b->dry_compute + b->dry_tp);
       b->dry_tp += dur[j];
+    }
     b->dry_ops += n;
     b->bytes[CAT_TP] += b->layer.tp_allreduce_bytes * 2.0 * (b->plan->tp - 1) * ((double)b->plan->dp / b->ds) * b->cp;
     return;
@@ -627,6 +631,8 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
     guint op = sim_engine_add_op1(b->e, b->dry_compute + b->dry_tp, stream_of(b, 0, s, k, STREAM_COMPUTE), &t);
     if (b->prev[0] != G_MAXUINT)
       sim_engine_add_dep(b->e, b->prev[0], op);
+    if (b->flow)
+      sim_netops_parts_to(b->flow->ops, op);
     if (b->dry_tp > 0) {
       if (b->tp_part->len <= op)
         g_array_set_size(b->tp_part, MAX(op + 1, 2 * b->tp_part->len));
@@ -1336,6 +1342,11 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   local.seq_len /= b.cp;
   model_embedding_cost(profile, &local, pl->tp, pl->micro_batch, &b.emb_fwd, &b.emb_bwd);
   model_head_cost(profile, &local, pl->tp, pl->micro_batch, &b.head_fwd, &b.head_bwd);
+  /* Under the flow network transfers are first fixed at their time alone,
+   * which sim_netops_run confirms or undoes (netops.h); when a transfer
+   * inside a coarse op met another, the graph is built again without them. */
+  gboolean coarse_flow = TRUE;
+build:
   b.tp_ns = g_new0(SimTime, (gsize)b.p * b.ds * 2);
   for (guint s = 0; s < b.p; s++)
     for (guint k = 0; k < b.ds; k++) {
@@ -1430,10 +1441,21 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   b.pp_plans = g_new(guint, (gsize)b.ds * b.p * b.ts * 2);
   for (gsize j = 0; j < (gsize)b.ds * b.p * b.ts * 2; j++)
     b.pp_plans[j] = G_MAXUINT;
-  /* coarse items: fixed all-reduces (the analytic network), one rank per
-   * stage (the symmetry shortcut), no trace (which shows every op) */
-  b.coarse = !pl->exact && !b.flow && b.ts == 1 && b.ds == 1 && !observe;
-  if (b.flow && (b.cp > 1 || pl->tp_comm_overlap)) /* their dry timing is the analytic network's */
+  if (b.flow && !pl->exact) {
+    sim_netops_fixing(fc.ops, TRUE);
+    for (guint s = 0; s < b.p && pl->tp > 1; s++) /* what coarse items sum: the transfers' time alone */
+      for (guint k = 0; k < b.ds; k++)
+        for (guint j = 0; j < (pl->sequence_parallel ? 2u : 1u); j++) {
+          NetCollOp op = !pl->sequence_parallel ? NET_OP_ALLREDUCE : j == 0 ? NET_OP_REDUCESCATTER : NET_OP_ALLGATHER;
+          guint plan = tp_plan(&b, s, k, op, b.layer.tp_allreduce_bytes);
+          b.tp_ns[(s * b.ds + k) * 2 + j] = sim_netops_solo_ns(fc.ops, plan);
+        }
+  }
+  /* coarse items: fixed all-reduces (the analytic network, or transfers
+   * fixed on the flow network), one rank per stage (the symmetry shortcut),
+   * no trace (which shows every op) */
+  b.coarse = !pl->exact && (!b.flow || coarse_flow) && b.ts == 1 && b.ds == 1 && !observe;
+  if (b.flow && (b.cp > 1 || pl->tp_comm_overlap)) /* their rings' timing inside a coarse op is the analytic network's */
     b.coarse = FALSE;
   {
     /* Room for the graph, estimated from its shape: an item is one op, or
@@ -1471,8 +1493,9 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
 
   if (b.flow)
     sim_netops_built(fc.ops);
-  gboolean ok = sim_engine_run(b.e, error);
-  if (ok) {
+  gboolean again = FALSE;
+  gboolean ok = b.flow ? sim_netops_run(fc.ops, &again, error) : sim_engine_run(b.e, error);
+  if (ok && !again) {
     measure(&b, r);
     if (b.flow)
       flow_bisection(&b, r);
@@ -1492,7 +1515,7 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   g_free(b.tp_ns);
   g_free(b.hop_ns);
   g_free(b.hop_plans);
-  g_free(b.param_gather);
+  g_clear_pointer(&b.param_gather, g_free); /* allocated again only with --overlap-param-gather */
   g_free(b.join);
   g_free(b.pending);
   g_free(b.prev);
@@ -1508,6 +1531,13 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
     sim_netops_free(fc.ops);
     g_free(fc.side_pp);
     g_free(fc.side_dp);
+  }
+  if (again) {
+    coarse_flow = FALSE;
+    memset(b.bytes, 0, sizeof b.bytes);
+    b.bytes_embedding = 0;
+    b.logical_extra = 0;
+    goto build;
   }
   return ok;
 }
