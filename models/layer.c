@@ -163,12 +163,15 @@ static void attention_core(Acc *a, const Dims *d, gboolean fused_softmax) {
   gemm(a, d->heads_t, d->s, d->d, d->kv);       /* attention over values */
 }
 
+ModelTpGemm model_tp_gemm_kind(gboolean backward, guint j) {
+  g_return_val_if_fail(j < 4, MODEL_TP_GEMM_GATHER_FEEDS);
+  if (j % 2 == 0) /* QKV and the first MLP GEMM forward; the row-parallel input gradients backward */
+    return MODEL_TP_GEMM_GATHER_FEEDS;
+  return backward ? MODEL_TP_GEMM_SCATTER_BESIDE : MODEL_TP_GEMM_SCATTER_AFTER;
+}
+
 static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softmax) {
   ModelPass *ps = a->pass;
-  static const ModelTpGemm kinds[4] = {MODEL_TP_GEMM_GATHER_FEEDS, MODEL_TP_GEMM_SCATTER_AFTER,
-                                       MODEL_TP_GEMM_GATHER_FEEDS, MODEL_TP_GEMM_SCATTER_AFTER};
-  for (guint j = 0; j < 4; j++)
-    ps->tp_kind[j] = kinds[j];
   a->seg = 0;
   memop(a, 4 * d->N);                           /* layernorm 1 */
   span_begin(a, &ps->tp_gemm[0]);
@@ -229,10 +232,6 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
  * (6N). */
 static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softmax) {
   ModelPass *ps = a->pass;
-  static const ModelTpGemm kinds[4] = {MODEL_TP_GEMM_GATHER_FEEDS, MODEL_TP_GEMM_SCATTER_BESIDE,
-                                       MODEL_TP_GEMM_GATHER_FEEDS, MODEL_TP_GEMM_SCATTER_BESIDE};
-  for (guint j = 0; j < 4; j++)
-    ps->tp_kind[j] = kinds[j];
   a->seg = 0;
   if (fused)
     memop(a, 5 * d->N);                         /* bias-dropout-add 2 */

@@ -53,8 +53,11 @@ typedef struct {
   guint kernels;
   ModelSpan core;       /* the attention core's kernels (with context parallelism: its ring's steps) */
   ModelSpan tp_gemm[4]; /* the GEMMs the tensor-parallel communication can overlap, in pass order */
-  ModelTpGemm tp_kind[4];
 } ModelPass;
+
+/* What the communication does beside tp_gemm[j] of a forward or backward
+ * pass. */
+ModelTpGemm model_tp_gemm_kind(gboolean backward, guint j);
 
 typedef struct {
   ModelPass fwd; /* the recomputation forward is the same work */

@@ -158,24 +158,20 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
          "--cp whose double divides the sequence length",
          cp, m->seq_len, 2 * cp);
   guint64 tp_pp = (guint64)r->tp * r->pp * cp;
-  if (cp > 1) {
-    if (r->dp) {
-      if (r->dp > MAX_GPUS || tp_pp * r->dp != r->gpus)
-        FAIL("--tp %u x --cp %u x --pp %u x --dp %u = %" G_GUINT64_FORMAT
-             " is not --gpus %u; make t*cp*p*d equal the GPU count",
-             r->tp, cp, r->pp, r->dp, tp_pp * r->dp, r->gpus);
-    } else if (tp_pp > r->gpus || r->gpus % tp_pp)
-      FAIL("--gpus %u is not a multiple of --tp %u x --cp %u x --pp %u = %" G_GUINT64_FORMAT
-           "; the data-parallel size d = n/(t*cp*p) must be whole",
-           r->gpus, r->tp, cp, r->pp, tp_pp);
-  } else if (r->dp) {
+  /* the model-parallel sizes as given, and their product's letters */
+  char sizes[64];
+  if (cp > 1)
+    g_snprintf(sizes, sizeof sizes, "--tp %u x --cp %u x --pp %u", r->tp, cp, r->pp);
+  else
+    g_snprintf(sizes, sizeof sizes, "--tp %u x --pp %u", r->tp, r->pp);
+  const char *letters = cp > 1 ? "t*cp*p" : "t*p";
+  if (r->dp) {
     if (r->dp > MAX_GPUS || tp_pp * r->dp != r->gpus)
-      FAIL("--tp %u x --pp %u x --dp %u = %" G_GUINT64_FORMAT " is not --gpus %u; make t*p*d equal the GPU count",
-           r->tp, r->pp, r->dp, tp_pp * r->dp, r->gpus);
+      FAIL("%s x --dp %u = %" G_GUINT64_FORMAT " is not --gpus %u; make %s*d equal the GPU count", sizes, r->dp,
+           tp_pp * r->dp, r->gpus, letters);
   } else if (tp_pp > r->gpus || r->gpus % tp_pp)
-    FAIL("--gpus %u is not a multiple of --tp %u x --pp %u = %" G_GUINT64_FORMAT
-         "; the data-parallel size d = n/(t*p) must be whole",
-         r->gpus, r->tp, r->pp, tp_pp);
+    FAIL("--gpus %u is not a multiple of %s = %" G_GUINT64_FORMAT "; the data-parallel size d = n/(%s) must be whole",
+         r->gpus, sizes, tp_pp, letters);
   guint dp = r->dp ? r->dp : (guint)(r->gpus / tp_pp);
   if (r->gpus > topo_cluster_gpus(cluster))
     FAIL("--gpus %u is more than cluster '%s' has (%u nodes x %u GPUs = %u)", r->gpus, cluster->name,

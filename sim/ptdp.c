@@ -242,6 +242,14 @@ static void flush(Build *b, guint s, guint k, const SimOpTag *t, gboolean force)
     g_array_set_size(b->pending_pieces, 0);
 }
 
+/* Counts `n` halves of a tensor-parallel all-reduce (2: the all-reduce; 1:
+ * a reduce-scatter or an all-gather of the same buffer): a ring all-reduce
+ * of b*s*h*2 bytes over t ranks sends 2(t-1)/t of it from each rank, for
+ * every replica and context-parallel rank. */
+static void count_tp(Build *b, double n) {
+  b->bytes[CAT_TP] += b->layer.tp_allreduce_bytes * n * (b->plan->tp - 1) * ((double)b->plan->dp / b->ds) * b->cp;
+}
+
 /* A tensor-parallel all-reduce of the layer's output; with sequence
  * parallelism its reduce-scatter and the next all-gather (Korthikanti et al.
  * section 4.2.2: g and g-bar), placed one after the other at the same point
@@ -263,7 +271,7 @@ static void tp_allreduce(Build *b, guint s, guint k, const SimOpTag *t) {
       b->dry_tp += dur[j];
     }
     b->dry_ops += n;
-    b->bytes[CAT_TP] += b->layer.tp_allreduce_bytes * 2.0 * (b->plan->tp - 1) * ((double)b->plan->dp / b->ds) * b->cp;
+    count_tp(b, 2.0);
     return;
   }
   guint streams[b->ts];
@@ -279,9 +287,7 @@ static void tp_allreduce(Build *b, guint s, guint k, const SimOpTag *t) {
       b->prev[i] = op;
     }
   }
-  /* One all-reduce of b*s*h*2 bytes over t ranks: each rank sends
-   * 2(t-1)/t of it (ring); counted for all d replicas and cp ranks. */
-  b->bytes[CAT_TP] += b->layer.tp_allreduce_bytes * 2.0 * (b->plan->tp - 1) * ((double)b->plan->dp / b->ds) * b->cp;
+  count_tp(b, 2.0);
 }
 
 /* Compute of `part` (of `layer`, -1: none) in `pass`, into the op the
@@ -362,11 +368,10 @@ static double hop_bytes(const Build *b, guint kind) {
   }
 }
 
-/* Counts a hop's bytes for every ring it stands for. */
+/* Counts a context-parallel hop's bytes: one send from each of the t cp
+ * ranks of every replica. */
 static void count_hop(Build *b, guint kind) {
-  gboolean cp_ring = kind < HOP_TP_GATHER;
-  double senders = cp_ring ? (double)b->cp * b->plan->tp : (double)b->plan->tp * b->cp;
-  b->bytes[cp_ring ? CAT_CP : CAT_TP] += hop_bytes(b, kind) * senders * ((double)b->plan->dp / b->ds);
+  b->bytes[CAT_CP] += hop_bytes(b, kind) * ((double)b->cp * b->plan->tp) * ((double)b->plan->dp / b->ds);
 }
 
 /* The attention core of `core_s` as ring attention (Liu et al. 2023; Megatron-
@@ -432,6 +437,7 @@ static void cp_ring(Build *b, guint s, guint k, const SimOpTag *t, guint part, d
  * copy engines: the GEMM's rate is taken as unchanged. */
 static void tp_overlapped(Build *b, guint s, guint k, const SimOpTag *t, guint part, double gemm_s, ModelTpGemm kind) {
   guint n = b->plan->tp;
+  count_tp(b, 1.0); /* an all-gather or a reduce-scatter, however it is cut */
   flush(b, s, k, t, TRUE);
   double chunk = gemm_s / n;
   if (b->dry) {
@@ -457,16 +463,10 @@ static void tp_overlapped(Build *b, guint s, guint k, const SimOpTag *t, guint p
     }
     b->dry_compute += g * n;
     b->dry_tp += end - g * n;
-    if (kind == MODEL_TP_GEMM_SCATTER_BESIDE)
-      b->bytes[CAT_TP] += b->layer.tp_allreduce_bytes * (b->plan->tp - 1) * ((double)b->plan->dp / b->ds) * b->cp;
-    else
-      for (guint j = 0; j + 1 < b->plan->tp; j++)
-        count_hop(b, kind == MODEL_TP_GEMM_GATHER_FEEDS ? HOP_TP_GATHER : HOP_TP_SCATTER);
     return;
   }
   if (kind == MODEL_TP_GEMM_SCATTER_BESIDE) {
     guint rs = side_op(b, s, k, CAT_TP, G_MAXUINT, b->layer.tp_allreduce_bytes, t, G_MAXUINT, TRUE);
-    b->bytes[CAT_TP] += b->layer.tp_allreduce_bytes * (b->plan->tp - 1) * ((double)b->plan->dp / b->ds) * b->cp;
     step_compute(b, s, k, t, part, gemm_s, G_MAXUINT);
     for (guint i = 0; i < b->ts; i++)
       b->join[i] = rs;
@@ -478,7 +478,6 @@ static void tp_overlapped(Build *b, guint s, guint k, const SimOpTag *t, guint p
       guint next = G_MAXUINT;
       if (j + 1 < n) { /* rows for chunk j + 1, on their way while chunk j runs */
         next = side_op(b, s, k, CAT_TP, hop, hop_bytes(b, hop), t, prev_hop, j == 0);
-        count_hop(b, hop);
       }
       step_compute(b, s, k, t, part, chunk, prev_hop);
       prev_hop = next;
@@ -488,7 +487,6 @@ static void tp_overlapped(Build *b, guint s, guint k, const SimOpTag *t, guint p
         prev_hop = side_op(b, s, k, CAT_TP, hop, hop_bytes(b, hop), t, G_MAXUINT, FALSE);
         for (guint i = 0; i < b->ts; i++)
           sim_engine_add_dep(b->e, b->prev[i], prev_hop);
-        count_hop(b, hop);
       }
     }
   }
@@ -514,8 +512,7 @@ static void emit_pass_marked(Build *b, guint s, guint k, const ModelPass *pass, 
   } Mark;
   Mark marks[7];
   guint n = 0;
-  gboolean overlap = b->plan->tp_comm_overlap && b->plan->tp > 1;
-  if (overlap)
+  if (b->plan->tp_comm_overlap)
     for (guint j = 0; j < 4; j++)
       marks[n++] = (Mark){base[pass->tp_gemm[j].seg] + pass->tp_gemm[j].at_s, pass->tp_gemm[j].s, j,
                                       pass->tp_gemm[j].seg};
@@ -545,14 +542,14 @@ static void emit_pass_marked(Build *b, guint s, guint k, const ModelPass *pass, 
     else if (marks[j].what == MARK_RING)
       cp_ring(b, s, k, t, parts[marks[j].seg], marks[j].len, backward);
     else
-      tp_overlapped(b, s, k, t, parts[marks[j].seg], marks[j].len, pass->tp_kind[marks[j].what]);
+      tp_overlapped(b, s, k, t, parts[marks[j].seg], marks[j].len, model_tp_gemm_kind(backward, marks[j].what));
     cursor = MAX(cursor, marks[j].at + marks[j].len);
   }
 }
 
 /* A layer's pass, marked where it has to be (emit_pass_marked). */
 static void emit_layer_pass(Build *b, guint s, guint k, const ModelPass *pass, const SimOpTag *t) {
-  if (b->cp > 1 || (b->plan->tp_comm_overlap && b->plan->tp > 1))
+  if (b->cp > 1 || b->plan->tp_comm_overlap)
     emit_pass_marked(b, s, k, pass, t, b->cp > 1);
   else
     emit_pass(b, s, k, pass, t);
@@ -675,10 +672,23 @@ static guint item_index(const Build *b, guint s, guint chunk, guint mb, gboolean
   return b->position[s][((guint64)chunk * b->m + mb) * 2 + (fwd ? 1 : 0)];
 }
 
+/* The model as one rank sees it: context parallelism gives it s/cp of
+ * every sequence's tokens. */
+static ModelShape rank_shape(const SimPlan *pl) {
+  ModelShape local = pl->model;
+  local.seq_len /= sim_plan_cp(pl);
+  return local;
+}
+
+/* A microbatch's activation between stages on one rank: b (s/cp) h fp16. */
+static double activation_bytes(const SimPlan *pl) {
+  return 2.0 * pl->micro_batch * (pl->model.seq_len / sim_plan_cp(pl)) * pl->model.hidden;
+}
+
 /* Bytes each tensor-parallel rank sends a pipeline hop: the whole
  * activation, or its 1/t under scatter/gather or sequence parallelism. */
 static double pp_bytes_per_rank(const SimPlan *pl) {
-  double full = 2.0 * pl->micro_batch * (pl->model.seq_len / sim_plan_cp(pl)) * pl->model.hidden;
+  double full = activation_bytes(pl);
   return pl->tp > 1 && (pl->scatter_gather || pl->sequence_parallel) ? full / pl->tp : full;
 }
 
@@ -691,7 +701,7 @@ static void emit_transfers(Build *b, guint s, guint k, guint idx) {
   guint dvs = it.forward ? vs + 1 : vs - 1;
   guint ds_ = dvs % b->p, dc = dvs / b->p;
   guint didx = item_index(b, ds_, dc, it.microbatch, it.forward);
-  double full = 2.0 * pl->micro_batch * (pl->model.seq_len / b->cp) * pl->model.hidden;
+  double full = activation_bytes(pl);
   /* scatter/gather: each rank sends 1/t and the receivers all-gather; with
    * sequence parallelism each rank's activation is already its s/t shard,
    * sent as it is and kept sharded */
@@ -1073,8 +1083,7 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
     peak = MAX(peak, held);
     peak_mbs = MAX(peak_mbs, mbs);
   }
-  ModelShape local = pl->model; /* the rank's tokens: context parallelism splits the sequence */
-  local.seq_len /= sim_plan_cp(pl);
+  ModelShape local = rank_shape(pl);
   ModelMemoryRequest req = {.t = pl->tp,
                             .b = pl->micro_batch,
                             .params = model_stage_params(&pl->model, pl->tp, p, s, lpc * v),
@@ -1338,8 +1347,7 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   r->symmetric = b.ts == 1 && b.ds == 1;
   ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
   model_layer_cost_with(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &b.layer);
-  ModelShape local = pl->model; /* the rank's tokens: context parallelism splits the sequence */
-  local.seq_len /= b.cp;
+  ModelShape local = rank_shape(pl);
   model_embedding_cost(profile, &local, pl->tp, pl->micro_batch, &b.emb_fwd, &b.emb_bwd);
   model_head_cost(profile, &local, pl->tp, pl->micro_batch, &b.head_fwd, &b.head_bwd);
   /* Under the flow network transfers are first fixed at their time alone,

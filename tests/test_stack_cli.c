@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../search/planner.h"
 #include "cli_harness.h"
 
 #define REL 1e-12
@@ -500,16 +501,21 @@ static void test_plan_cp(void) {
   cJSON *j = run_json("plan --model llama3-8b --cluster dgx-h100-superpod --gpus 16 --global-batch 16 --seq-len 16384 "
                       "--tp 2 --pp 1 --format json --top 1000");
   const cJSON *rows = cJSON_GetObjectItemCaseSensitive(j, "rows"), *row;
-  guint seen[5] = {0};
+  guint seen[SEARCH_MAX_CP + 1] = {0}, s = 16384;
   cJSON_ArrayForEach(row, rows) {
     guint cp = (guint)num(row, "cp");
-    g_assert_true(cp == 1 || cp == 2 || cp == 4);
+    g_assert_cmpuint(cp, >=, 1);
+    g_assert_cmpuint(cp, <=, SEARCH_MAX_CP);
     seen[cp]++;
     g_assert_cmpfloat(num(row, "gpus"), ==, num(row, "tp") * cp * num(row, "pp") * num(row, "dp"));
   }
-  g_assert_cmpuint(seen[1], >, 0);
-  g_assert_cmpuint(seen[2], >, 0);
-  g_assert_cmpuint(seen[4], >, 0);
+  /* every size that cuts the sequence into 2 cp chunks with enough tokens per rank (16 GPUs allow up to 8),
+   * and no other */
+  for (guint cp = 1; cp <= SEARCH_MAX_CP; cp++) {
+    gboolean tried = cp == 1 || (s % (2 * cp) == 0 && s / cp >= SEARCH_MIN_CP_TOKENS && 2 * cp <= 16);
+    g_test_message("cp %u: %u rows", cp, seen[cp]);
+    g_assert_true(tried ? seen[cp] > 0 : seen[cp] == 0);
+  }
   cJSON_Delete(j);
   j = run_json("plan --model llama3-8b --cluster dgx-h100-superpod --gpus 16 --global-batch 16 --seq-len 16384 --cp 4 "
                "--format json");
