@@ -1371,7 +1371,7 @@ build:
    * at once, as long as the slowest (between nodes if the ring leaves one);
    * the overlapped tensor-parallel hops, 1/(t-1) of the collective each */
   b.hop_ns = g_new0(SimTime, (gsize)b.p * b.ds * 5);
-  for (guint s = 0; s < b.p; s++)
+  for (guint s = 0; s < b.p && (b.cp > 1 || pl->tp_comm_overlap); s++) /* only runs that have rings */
     for (guint k = 0; k < b.ds; k++) {
       SimTime *h = &b.hop_ns[(s * b.ds + k) * 5];
       gboolean same = TRUE;
@@ -1379,7 +1379,7 @@ build:
         same = same && gpu_of_rank_c(&b, 0, c, s, k) / cluster->gpus_per_node == node_of_rank(&b, 0, s, k);
       h[HOP_KV] = h[HOP_GRAD] = ns(model_p2p_time_s(&b.net, b.layer.cp_hop_bytes, same));
       h[HOP_KV_GRAD] = ns(model_p2p_time_s(&b.net, 2 * b.layer.cp_hop_bytes, same));
-      if (pl->tp > 1) {
+      if (pl->tp_comm_overlap) {
         guint nodes = tp_group_nodes(&b, s, k);
         double bytes = b.layer.tp_allreduce_bytes;
         h[HOP_TP_GATHER] =
