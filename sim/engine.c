@@ -100,6 +100,13 @@ guint sim_engine_add_stream(SimEngine *e, guint gpu) {
 
 guint sim_engine_n_streams(const SimEngine *e) { return e->stream_gpu->len; }
 guint sim_engine_n_ops(const SimEngine *e) { return e->ops->len; }
+guint sim_engine_n_net_ops(const SimEngine *e) { return e->n_net; }
+gboolean sim_engine_op_is_net(const SimEngine *e, guint op) { return g_array_index(e->ops, Op, op).net; }
+
+const guint *sim_engine_deps(const SimEngine *e, guint *n_pairs) {
+  *n_pairs = e->deps->len;
+  return (const guint *)(const void *)e->deps->data;
+}
 
 guint sim_engine_add_op_at(SimEngine *e, SimTime duration_ns, const guint *streams, const guint64 *positions,
                            guint n_streams, const SimOpTag *tag) {

@@ -98,6 +98,11 @@ void sim_engine_op_to_network(SimEngine *engine, guint op);
 void sim_engine_add_dep(SimEngine *engine, guint before, guint after);
 
 guint sim_engine_n_ops(const SimEngine *engine);
+/* The dependencies as (before, after) pairs, n_pairs of them. */
+const guint *sim_engine_deps(const SimEngine *engine, guint *n_pairs);
+/* Ops whose end the network decides: how many, and whether `op` is one. */
+guint sim_engine_n_net_ops(const SimEngine *engine);
+gboolean sim_engine_op_is_net(const SimEngine *engine, guint op);
 /* Makes room for about n_ops ops, n_slots (op, stream) places and n_deps
  * dependencies in all, so that building a large graph does not copy it as
  * it grows.  Only a hint: more may be added. */

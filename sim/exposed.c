@@ -48,6 +48,10 @@ void sim_exposed_add_op(GArray *edges, const SimEngine *e, guint op) {
 }
 
 void sim_exposed_split(GArray *edges, SimTime end, double out[SIM_N_CLS + 1]) {
+  sim_exposed_split_steady(edges, end, NULL, out);
+}
+
+void sim_exposed_split_steady(GArray *edges, SimTime end, const SimSteady *st, double out[SIM_N_CLS + 1]) {
   if (edges->len > 1) /* an empty GArray has no data to sort */
     qsort(edges->data, edges->len, sizeof(Edge), edge_cmp);
   int active[SIM_N_CLS] = {0};
@@ -62,6 +66,12 @@ void sim_exposed_split(GArray *edges, SimTime end, double out[SIM_N_CLS + 1]) {
           break;
         }
       ns[cls] += next - at;
+      if (st && st->k > 0) { /* W1's part, k more times (steady.h) */
+        SimTime lo, hi;
+        sim_steady_w1(st, at, next, &lo, &hi);
+        if (hi > lo)
+          ns[cls] += (SimTime)st->k * (hi - lo);
+      }
       at = next;
     }
     if (j < edges->len) {
@@ -74,6 +84,23 @@ void sim_exposed_split(GArray *edges, SimTime end, double out[SIM_N_CLS + 1]) {
 }
 
 guint sim_exposed_busiest(const SimEngine *e, const guint *gpus, guint n, double *work, SimTime *flush) {
+  return sim_exposed_busiest_steady(e, gpus, n, NULL, work, flush);
+}
+
+/* The length of [lo, hi) in the long run of `st` (steady.h). */
+static SimTime covered(const SimSteady *st, SimTime lo, SimTime hi) {
+  SimTime len = hi - lo;
+  if (st && st->k > 0) {
+    SimTime a, z;
+    sim_steady_w1(st, lo, hi, &a, &z);
+    if (z > a)
+      len += (SimTime)st->k * (z - a);
+  }
+  return len;
+}
+
+guint sim_exposed_busiest_steady(const SimEngine *e, const guint *gpus, guint n, const SimSteady *st, double *work,
+                                 SimTime *flush) {
   G_STATIC_ASSERT(SIM_TIMELINE_STREAM_KINDS >= 2); /* kind 0: compute, kind 1: tensor-parallel */
   double best = -1;
   guint critical = 0;
@@ -104,17 +131,18 @@ guint sim_exposed_busiest(const SimEngine *e, const guint *gpus, guint n, double
                                                                                                  : 0;
       guint op = ops[kind][at[kind]++];
       SimTime a = sim_engine_op_start(e, op), z = sim_engine_op_end(e, op);
-      *flush = MAX(*flush, z);
+      /* in the long run, ops from W0 on end k periods later */
+      *flush = MAX(*flush, st && st->k > 0 && a >= st->tau ? z + (SimTime)st->k * st->period : z);
       if (a > hi) { /* a new covered interval */
         if (hi > lo)
-          busy += hi - lo;
+          busy += covered(st, lo, hi);
         lo = a;
         hi = z;
       } else
         hi = MAX(hi, z);
     }
     if (hi > lo)
-      busy += hi - lo;
+      busy += covered(st, lo, hi);
     if ((double)busy > best) {
       best = (double)busy;
       critical = s;

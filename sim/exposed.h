@@ -9,6 +9,7 @@
 #pragma once
 
 #include "engine.h"
+#include "steady.h"
 
 enum { SIM_CLS_COMPUTE, SIM_CLS_TP, SIM_CLS_OPT, SIM_CLS_DP, SIM_CLS_PP, SIM_N_CLS };
 
@@ -24,6 +25,9 @@ GArray *sim_exposed_edges_new(void);
  * into out[SIM_N_CLS], in seconds.  With end = 0 it measures, per class,
  * the union of its intervals where no higher class is active. */
 void sim_exposed_split(GArray *edges, SimTime end, double out[SIM_N_CLS + 1]);
+/* The same for the long run of a steady state proved on the short run
+ * whose edges these are (steady.h): `end` is the short run's. */
+void sim_exposed_split_steady(GArray *edges, SimTime end, const SimSteady *st, double out[SIM_N_CLS + 1]);
 
 /* The pipeline's busiest GPU among gpus[0..n-1] (NULL: GPUs 0..n-1), whose
  * streams are laid out as in timeline.h: its busy work is the time of its
@@ -31,3 +35,6 @@ void sim_exposed_split(GArray *edges, SimTime end, double out[SIM_N_CLS + 1]);
  * out.  Returns the index of the first busiest GPU; *work is its busy time
  * in ns and *flush the latest end of busy work on any of them. */
 guint sim_exposed_busiest(const SimEngine *e, const guint *gpus, guint n, double *work, SimTime *flush);
+/* The same for the long run of a steady state proved on this short run. */
+guint sim_exposed_busiest_steady(const SimEngine *e, const guint *gpus, guint n, const SimSteady *st, double *work,
+                                 SimTime *flush);
