@@ -363,6 +363,23 @@ static gboolean bench_targets(const SimPlanRequest *one_t, const TopoCluster *cl
     printf("%-44s %12.4f %10.3f %10" G_GUINT64_FORMAT "%s\n", label, best, limits[n], r.ops,
            best <= limits[n] ? "" : "  over");
   }
+  /* the cost against the microbatches: the 1T row with 4 and 16 times the
+   * global batch (the steady state carries the extra periods, sim/steady.h) */
+  for (guint n = 0; n < 2; n++)
+    for (guint times = 4; times <= 16; times *= 4) {
+      SimPlanRequest req = *one_t;
+      req.network = nets[n];
+      req.global_batch *= times;
+      SimResult r;
+      double best;
+      if (!time_run(&req, cluster, profile, repeat, &r, &best, error))
+        return FALSE;
+      char label[64];
+      g_snprintf(label, sizeof label, "1T row, B x %u (m %u), %s", times, req.global_batch / (one_t->gpus / (one_t->tp * one_t->pp)),
+                 nets[n]);
+      printf("%-44s %12.4f %10s %10" G_GUINT64_FORMAT "  %" G_GUINT64_FORMAT " periods in closed form\n", label, best,
+             "", r.ops, r.steady_periods);
+    }
   SimPlanRequest gpt3 = {.gpus = 96, .tp = 8, .pp = 12, .global_batch = 96, .micro_batch = 1, .network = "analytic"};
   model_lookup("gpt3-175b", &gpt3.model);
   SimResult r;

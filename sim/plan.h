@@ -166,6 +166,7 @@ typedef struct {
   /* the simulation itself */
   guint64 ops, events;
   guint simulated_gpus;
+  guint64 steady_periods; /* schedule periods carried in closed form (sim/steady.h); 0: every op simulated */
   gboolean symmetric; /* the shortcut was used (placement uniform, not --no-symmetry) */
 } SimResult;
 

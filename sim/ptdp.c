@@ -27,6 +27,7 @@
 #include "exposed.h"
 #include "plan.h"
 #include "schedule.h"
+#include "steady.h"
 #include "timeline.h"
 
 enum { STREAM_COMPUTE, STREAM_TP, STREAM_PP_SEND, STREAM_PP_RECV, STREAM_DP, N_STREAM_KINDS };
@@ -101,7 +102,24 @@ typedef struct {
   guint dry_ops;
   guint64 logical_extra; /* fine ops the coarse ones stand for, beyond one each */
   GArray *tp_part;       /* SimTime per op: the all-reduce time inside a coarse op (0: none) */
+  /* The steady state (steady.h): a short run of b.m microbatches stands
+   * for the plan's; per item (k, s, idx) the ops it issued, [lo, hi), its
+   * transfers' too, and the bytes counted as it was built (Add). */
+  gboolean steady_failed; /* a sum over ops did not carry to the long run */
+  guint *item_lo, *item_hi, *xfer_lo, *xfer_hi;
+  guint cur_item; /* the item being issued (| STEADY_XFER: its transfers); G_MAXUINT: none */
+  GArray *adds;   /* Add */
+  GArray *extra;  /* guint per op: the fine ops a coarse op stands for, beyond itself */
+  SimSteady steady; /* k > 0: the results are the long run's */
 } Build;
+
+#define STEADY_XFER 0x80000000u
+typedef struct {
+  guint item; /* cur_item when counted */
+  guint cat;
+  double bytes;
+  guint count; /* times in a row */
+} Add;
 
 static guint gpu_of(const Build *b, guint i, guint s, guint k) { return i + b->ts * (k + b->ds * s); }
 static guint stream_of(const Build *b, guint i, guint s, guint k, guint kind) {
@@ -131,6 +149,20 @@ static SimTime ns(double seconds) { return sim_time_ns(seconds); }
 
 static SimOpTag tag(guint cat, guint pass, guint s, guint c, guint mb, gint layer) {
   return (SimOpTag){(guint16)cat, (guint16)pass, (gint32)s, (gint32)c, (gint32)mb, layer};
+}
+
+/* Counts bytes of class `cat`, noting which item's op counted them. */
+static void account(Build *b, guint cat, double bytes) {
+  b->bytes[cat] += bytes;
+  if (b->adds) {
+    Add *last = b->adds->len ? &g_array_index(b->adds, Add, b->adds->len - 1) : NULL;
+    if (last && last->item == b->cur_item && last->cat == cat && last->bytes == bytes)
+      last->count++;
+    else {
+      Add a = {b->cur_item, cat, bytes, 1};
+      g_array_append_val(b->adds, a);
+    }
+  }
 }
 
 /* --- the flow network --- */
@@ -247,7 +279,7 @@ static void flush(Build *b, guint s, guint k, const SimOpTag *t, gboolean force)
  * of b*s*h*2 bytes over t ranks sends 2(t-1)/t of it from each rank, for
  * every replica and context-parallel rank. */
 static void count_tp(Build *b, double n) {
-  b->bytes[CAT_TP] += b->layer.tp_allreduce_bytes * n * (b->plan->tp - 1) * ((double)b->plan->dp / b->ds) * b->cp;
+  account(b, CAT_TP, b->layer.tp_allreduce_bytes * n * (b->plan->tp - 1) * ((double)b->plan->dp / b->ds) * b->cp);
 }
 
 /* A tensor-parallel all-reduce of the layer's output; with sequence
@@ -371,7 +403,7 @@ static double hop_bytes(const Build *b, guint kind) {
 /* Counts a context-parallel hop's bytes: one send from each of the t cp
  * ranks of every replica. */
 static void count_hop(Build *b, guint kind) {
-  b->bytes[CAT_CP] += hop_bytes(b, kind) * ((double)b->cp * b->plan->tp) * ((double)b->plan->dp / b->ds);
+  account(b, CAT_CP, hop_bytes(b, kind) * ((double)b->cp * b->plan->tp) * ((double)b->plan->dp / b->ds));
 }
 
 /* The attention core of `core_s` as ring attention (Liu et al. 2023; Megatron-
@@ -571,6 +603,10 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
     for (guint i = 0; i < b->ts; i++)
       b->prev[i] = b->items[((k * b->p + s) * b->n_items + idx - 1) * b->ts + i].last;
   guint first_op = sim_engine_n_ops(b->e);
+  guint gi = (k * b->p + s) * b->n_items + idx;
+  b->cur_item = gi;
+  if (b->item_lo)
+    b->item_lo[gi] = first_op;
   SimOpTag t = tag(CAT_COMPUTE, it.forward ? PASS_FORWARD : PASS_BACKWARD, s, it.chunk, it.microbatch, -1);
   gboolean last_mb = it.microbatch == b->m - 1;
   /* Coarse: the item's ops form one chain on the compute and TP streams,
@@ -636,8 +672,14 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
       g_array_index(b->tp_part, SimTime, op) = b->dry_tp;
     }
     b->logical_extra += MAX(b->dry_ops, 1u) - 1; /* an item with no work is one op too */
+    if (b->extra) {
+      g_array_set_size(b->extra, op + 1);
+      g_array_index(b->extra, guint, op) = MAX(b->dry_ops, 1u) - 1;
+    }
     ItemOps *io = &b->items[(k * b->p + s) * b->n_items + idx];
     io->first = io->last = op;
+    if (b->item_hi)
+      b->item_hi[gi] = sim_engine_n_ops(b->e);
     return;
   }
   for (guint i = 0; i < b->ts; i++)
@@ -647,6 +689,8 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
     }
   if (sim_engine_n_ops(b->e) == first_op) /* an item with no work still needs an op */
     flush(b, s, k, &t, TRUE);
+  if (b->item_hi)
+    b->item_hi[gi] = sim_engine_n_ops(b->e);
   for (guint i = 0; i < b->ts; i++) {
     ItemOps *io = &b->items[((k * b->p + s) * b->n_items + idx) * b->ts + i];
     io->last = b->prev[i];
@@ -692,7 +736,20 @@ static double pp_bytes_per_rank(const SimPlan *pl) {
   return pl->tp > 1 && (pl->scatter_gather || pl->sequence_parallel) ? full / pl->tp : full;
 }
 
+static void emit_transfers_of(Build *b, guint s, guint k, guint idx);
+
 static void emit_transfers(Build *b, guint s, guint k, guint idx) {
+  guint gi = (k * b->p + s) * b->n_items + idx;
+  b->cur_item = gi | STEADY_XFER;
+  if (b->xfer_lo)
+    b->xfer_lo[gi] = sim_engine_n_ops(b->e);
+  emit_transfers_of(b, s, k, idx);
+  if (b->xfer_hi)
+    b->xfer_hi[gi] = sim_engine_n_ops(b->e);
+  b->cur_item = G_MAXUINT;
+}
+
+static void emit_transfers_of(Build *b, guint s, guint k, guint idx) {
   const SimPlan *pl = b->plan;
   SimItem it = g_array_index(b->order[s], SimItem, idx);
   guint vs = it.chunk * b->p + s, last_vs = b->v * b->p - 1;
@@ -732,7 +789,7 @@ static void emit_transfers(Build *b, guint s, guint k, guint idx) {
     if (idx + 1 < b->n_items)
       sim_engine_add_dep(b->e, xfer[i], b->items[((k * b->p + s) * b->n_items + idx + 1) * b->ts + i].first);
   }
-  b->bytes[CAT_PP] += per_rank * pl->tp * pl->dp / b->ds * b->cp;
+  account(b, CAT_PP, per_rank * pl->tp * pl->dp / b->ds * b->cp);
   const ItemOps *dst = &b->items[((k * b->p + ds_) * b->n_items + didx) * b->ts];
   if (sg) {
     /* Scatter/gather (SC21 section 4.1): each rank sent b*s*h/t; the
@@ -756,7 +813,7 @@ static void emit_transfers(Build *b, guint s, guint k, guint idx) {
       sim_engine_add_dep(b->e, xfer[i], gather);
       sim_engine_add_dep(b->e, gather, dst[i].first);
     }
-    b->bytes[CAT_PP_GATHER] += full * (pl->tp - 1) * ((double)pl->dp / b->ds) * b->cp;
+    account(b, CAT_PP_GATHER, full * (pl->tp - 1) * ((double)pl->dp / b->ds) * b->cp);
   } else
     for (guint i = 0; i < b->ts; i++)
       sim_engine_add_dep(b->e, xfer[i], dst[i].first);
@@ -988,19 +1045,20 @@ static void breakdown(const Build *b, guint gpu, SimTime end, double out[SIM_N_C
       sim_exposed_add(edges, z - tp, z, SIM_CLS_TP);
     }
   }
-  sim_exposed_split(edges, end, out);
+  sim_exposed_split_steady(edges, end, b->steady.k > 0 ? &b->steady : NULL, out);
   g_array_free(edges, TRUE);
 }
 
 /* Length of the union of the intervals of the selected ops. */
-static double union_seconds(const SimEngine *e, GArray *ops) {
+static double union_seconds(const Build *b, GArray *ops) {
+  const SimEngine *e = b->e;
   GArray *edges = sim_exposed_edges_new();
   for (guint j = 0; j < ops->len; j++) {
     guint op = g_array_index(ops, guint, j);
     sim_exposed_add(edges, sim_engine_op_start(e, op), sim_engine_op_end(e, op), 0);
   }
   double u[SIM_N_CLS + 1];
-  sim_exposed_split(edges, 0, u);
+  sim_exposed_split_steady(edges, 0, b->steady.k > 0 ? &b->steady : NULL, u);
   g_array_free(edges, TRUE);
   return u[0];
 }
@@ -1127,24 +1185,29 @@ void sim_ptdp_memory(const SimPlan *pl, const ModelProfile *profile, ModelMemory
  * phase's rate.  The busier direction is reported: a cut, like a link,
  * carries so much one way.  dir_bytes[2 j + d] are sel[j]'s bytes in
  * direction d (0: from the low side to the high side). */
-static double bisection_rate(const Build *b, GArray *sel, const double *dir_bytes, gboolean phased) {
+static double bisection_rate(Build *b, GArray *sel, const double *dir_bytes, gboolean phased) {
+  const SimSteady *st = b->steady.k > 0 ? &b->steady : NULL;
   double best = 0;
   GArray *one = g_array_new(FALSE, FALSE, sizeof(guint));
   double *bytes = g_new(double, MAX(sel->len, 1));
   for (guint d = 0; d < 2; d++) {
     g_array_set_size(one, 0);
-    double total = 0;
     for (guint j = 0; j < sel->len; j++)
       if (dir_bytes[2 * j + d] > 0) {
         bytes[one->len] = dir_bytes[2 * j + d];
-        total += dir_bytes[2 * j + d];
         g_array_append_val(one, g_array_index(sel, guint, j));
       }
-    double rate;
-    if (phased)
+    double total, rate;
+    if (!sim_steady_sum(st, b->e, (const guint *)(void *)one->data, bytes, NULL, one->len, &total))
+      b->steady_failed = TRUE;
+    if (phased) {
+      /* the data-parallel phases run after the pipeline: none repeats */
+      for (guint j = 0; j < one->len; j++)
+        if (sim_steady_in_w0(st, sim_engine_op_start(b->e, g_array_index(one, guint, j))))
+          b->steady_failed = TRUE;
       rate = stage_phased(b, one, bytes);
-    else {
-      double secs = union_seconds(b->e, one);
+    } else {
+      double secs = union_seconds(b, one);
       rate = secs > 0 ? total / secs : 0;
     }
     best = fmax(best, rate);
@@ -1154,12 +1217,47 @@ static double bisection_rate(const Build *b, GArray *sel, const double *dir_byte
   return best;
 }
 
-static void measure(Build *b, SimResult *r) {
+/* The byte counts of the long run: each item's counts once per copy
+ * (steady.h).  FALSE where the sums would depend on their order. */
+static gboolean steady_bytes(Build *b) {
+  static const guint cats[] = {CAT_TP, CAT_CP, CAT_PP};
+  GArray *ops = g_array_new(FALSE, FALSE, sizeof(guint)), *vals = g_array_new(FALSE, FALSE, sizeof(double));
+  GArray *counts = g_array_new(FALSE, FALSE, sizeof(guint));
+  gboolean ok = TRUE;
+  for (guint c = 0; c < G_N_ELEMENTS(cats) && ok; c++) {
+    g_array_set_size(ops, 0);
+    g_array_set_size(vals, 0);
+    g_array_set_size(counts, 0);
+    for (guint j = 0; j < b->adds->len; j++) {
+      const Add *a = &g_array_index(b->adds, Add, j);
+      if (a->cat != cats[c])
+        continue;
+      guint item = a->item & ~STEADY_XFER;
+      guint op = a->item == G_MAXUINT ? G_MAXUINT : a->item & STEADY_XFER ? b->xfer_lo[item] : b->item_lo[item];
+      g_array_append_val(ops, op);
+      g_array_append_val(vals, a->bytes);
+      g_array_append_val(counts, a->count);
+    }
+    ok = sim_steady_sum(&b->steady, b->e, (const guint *)(void *)ops->data, (const double *)(void *)vals->data,
+                        (const guint *)(void *)counts->data, ops->len, &b->bytes[cats[c]]);
+  }
+  g_array_free(counts, TRUE);
+  g_array_free(ops, TRUE);
+  g_array_free(vals, TRUE);
+  return ok;
+}
+
+/* Measures the timeline (of the plan's iteration: with a steady state, the
+ * long run the short one stands for).  FALSE where a sum over ops cannot
+ * be carried to the long run exactly (steady.h): simulate it all. */
+static gboolean measure(Build *b, SimResult *r) {
   const SimPlan *pl = b->plan;
-  SimTime makespan = sim_engine_makespan(b->e);
+  const SimSteady *st = b->steady.k > 0 ? &b->steady : NULL;
+  SimTime end_short = sim_engine_makespan(b->e);
+  SimTime makespan = end_short + (st ? (SimTime)st->k * st->period : 0);
   r->iteration_time_s = (double)makespan * 1e-9;
   sim_plan_rates(pl, b->profile, r);
-  r->analytic_bubble_fraction = (double)(b->p - 1) / ((double)b->v * b->m);
+  r->analytic_bubble_fraction = (double)(b->p - 1) / ((double)b->v * pl->microbatches);
 
   /* The pipeline's busy work per stage (compute and tensor-parallel
    * all-reduces, which block compute), and the flush: the end of the last
@@ -1169,15 +1267,17 @@ static void measure(Build *b, SimResult *r) {
   guint *stage_gpu = g_new(guint, b->p);
   for (guint s = 0; s < b->p; s++)
     stage_gpu[s] = gpu_of(b, 0, s, 0);
-  guint critical = sim_exposed_busiest(b->e, stage_gpu, b->p, &best_work, &flush);
+  guint critical = sim_exposed_busiest_steady(b->e, stage_gpu, b->p, st, &best_work, &flush);
   g_free(stage_gpu);
   r->bubble_fraction = best_work > 0 ? ((double)flush - best_work) / best_work : 0;
   r->critical_stage = critical;
   double parts[SIM_N_CLS + 1];
-  breakdown(b, gpu_of(b, 0, critical, 0), makespan, parts);
+  breakdown(b, gpu_of(b, 0, critical, 0), end_short, parts);
   r->breakdown = (SimBreakdown){parts[SIM_CLS_COMPUTE], parts[SIM_CLS_TP], parts[SIM_CLS_PP],
                                 parts[SIM_CLS_DP],      parts[SIM_CLS_OPT], parts[SIM_N_CLS]};
 
+  if (st && !steady_bytes(b))
+    return FALSE;
   r->bytes_tp = b->bytes[CAT_TP];
   r->bytes_cp = b->bytes[CAT_CP];
   r->bytes_pp = b->bytes[CAT_PP];
@@ -1241,9 +1341,18 @@ static void measure(Build *b, SimResult *r) {
   g_array_free(dir_bytes, TRUE);
   g_array_free(sel, TRUE);
   /* the ops of the fine task graph, whether coarse ops stood for them */
-  r->ops = n_ops + b->logical_extra;
-  r->events = sim_engine_n_events(b->e) + b->logical_extra;
+  guint64 more_ops = 0, extra = b->logical_extra;
+  if (st) { /* W0's ops k more times (steady.h) */
+    more_ops = st->k * st->w0_ops;
+    for (guint op = 0; op < n_ops; op++)
+      if (op < b->extra->len && sim_steady_in_w0(st, sim_engine_op_start(b->e, op)))
+        extra += st->k * g_array_index(b->extra, guint, op);
+  }
+  r->ops = n_ops + more_ops + extra;
+  r->events = sim_engine_n_events(b->e) + more_ops + extra;
   r->simulated_gpus = b->ts * b->p * b->ds;
+  r->steady_periods = st ? st->k : 0;
+  return !b->steady_failed;
 }
 
 /* Flow network: the same measure over the flows themselves -- the data
@@ -1298,6 +1407,112 @@ static gboolean observe_timeline(const Build *b, SimTimelineFn observe, gpointer
   return ok;
 }
 
+/* --- the steady state (steady.h) --- */
+
+/* Microbatches a schedule period adds: 1F1B repeats every microbatch, the
+ * interleaved schedule every p (its chunks take p microbatches in turn). */
+static guint steady_step(const SimPlan *pl) { return pl->schedule == SIM_SCHEDULE_INTERLEAVED ? pl->pp : 1; }
+
+/* The microbatches of the short run for `pl`, or 0 to simulate the whole
+ * iteration: the warm-up, a few periods in which the state can be seen to
+ * repeat, and the cool-down, as many modulo the period as the plan has.
+ * Not for --exact, traces (which show every op) or GPipe (whose forwards
+ * and backwards are two phases, not one period). */
+static guint steady_short_m(const SimPlan *pl, gboolean traced) {
+  if (pl->exact || traced || pl->schedule == SIM_SCHEDULE_GPIPE || pl->pp < 2)
+    return 0;
+  guint step = steady_step(pl), m = pl->microbatches;
+  /* 1F1B: the last stage's warm-up ends after p - 1 microbatches and the
+   * first stage's after about 2 (p - 1) passes; interleaved, the first
+   * stage warms up for 2 (p - 1) + (v - 1) p forward chunks, under two
+   * periods of p v; then SIM_STEADY_PERIODS periods. */
+  guint want = step == 1 ? pl->pp + SIM_STEADY_PERIODS : (2 + SIM_STEADY_PERIODS) * step;
+  guint short_m = want + (m % step + step - want % step) % step; /* = m modulo the step */
+  /* worth a try only where it saves at least half: a proof that fails
+   * (transfers meeting on the flows inside the period) costs the short run */
+  return 2 * short_m <= m ? short_m : 0;
+}
+
+typedef struct {
+  const Build *b;
+  guint mb_step;
+} Kind;
+
+/* An op and its copy one period on do the same work: tags but the
+ * microbatch, what a coarse op holds, the flow plan. */
+static gboolean steady_same_kind(const SimEngine *e, guint op, guint copy, gpointer data) {
+  const Kind *kd = data;
+  const Build *b = kd->b;
+  const SimOpTag *t = sim_engine_op_tag(e, op), *u = sim_engine_op_tag(e, copy);
+  if (t->category != u->category || t->pass != u->pass || t->stage != u->stage || t->chunk != u->chunk ||
+      t->layer != u->layer || (gint64)u->microbatch != (gint64)t->microbatch + kd->mb_step)
+    return FALSE;
+  SimTime tp_op = op < b->tp_part->len ? g_array_index(b->tp_part, SimTime, op) : 0;
+  SimTime tp_copy = copy < b->tp_part->len ? g_array_index(b->tp_part, SimTime, copy) : 0;
+  guint x_op = op < b->extra->len ? g_array_index(b->extra, guint, op) : 0;
+  guint x_copy = copy < b->extra->len ? g_array_index(b->extra, guint, copy) : 0;
+  if (tp_op != tp_copy || x_op != x_copy)
+    return FALSE;
+  if (b->flow) {
+    double c_op = 0, c_copy = 0;
+    const NetCollPlan *p_op = sim_netops_plan_of(b->flow->ops, op, &c_op);
+    const NetCollPlan *p_copy = sim_netops_plan_of(b->flow->ops, copy, &c_copy);
+    if (p_op != p_copy || c_op != c_copy)
+      return FALSE;
+  }
+  return TRUE;
+}
+
+/* Proves the short run's steady state (steady.h): each item's ops have
+ * their copies in the item one period later in its stage's order, if that
+ * item is the same with the microbatch one step on; the window is tried a
+ * few periods into the first stage's steady part.  Sets b->steady. */
+static gboolean steady_find(Build *b) {
+  const SimPlan *pl = b->plan;
+  guint step = steady_step(pl), L = 2 * step * b->v; /* items per period on a stage */
+  guint n_ops = sim_engine_n_ops(b->e);
+  guint *next = g_new(guint, MAX(n_ops, 1));
+  for (guint op = 0; op < n_ops; op++)
+    next[op] = G_MAXUINT;
+  for (guint k = 0; k < b->ds; k++)
+    for (guint s = 0; s < b->p; s++)
+      for (guint x = 0; x + L < b->n_items; x++) {
+        SimItem a = g_array_index(b->order[s], SimItem, x), c = g_array_index(b->order[s], SimItem, x + L);
+        if (a.chunk != c.chunk || a.forward != c.forward || c.microbatch != a.microbatch + step)
+          continue;
+        guint i = (k * b->p + s) * b->n_items + x, j = i + L;
+        if (b->item_hi[i] - b->item_lo[i] == b->item_hi[j] - b->item_lo[j])
+          for (guint o = 0; o < b->item_hi[i] - b->item_lo[i]; o++)
+            next[b->item_lo[i] + o] = b->item_lo[j] + o;
+        if (b->xfer_hi[i] - b->xfer_lo[i] == b->xfer_hi[j] - b->xfer_lo[j])
+          for (guint o = 0; o < b->xfer_hi[i] - b->xfer_lo[i]; o++)
+            next[b->xfer_lo[i] + o] = b->xfer_lo[j] + o;
+      }
+  guint first_bwd = 0;
+  while (first_bwd < b->n_items && g_array_index(b->order[0], SimItem, first_bwd).forward)
+    first_bwd++;
+  Kind kd = {b, step};
+  gboolean ok = FALSE;
+  SimSteady st = {0};
+  for (guint c = 1; c <= SIM_STEADY_PERIODS && !ok; c++) {
+    guint x = first_bwd + c * L;
+    if (x + L >= b->n_items)
+      break;
+    SimTime tau = sim_engine_op_start(b->e, b->item_lo[x]);
+    SimTime period = sim_engine_op_start(b->e, b->item_lo[x + L]) - tau;
+    ok = sim_steady_prove(b->e, next, tau, period, steady_same_kind, &kd, &st);
+  }
+  g_free(next);
+  if (!ok)
+    return FALSE;
+  st.k = (pl->microbatches - b->m) / step;
+  /* a long run past the longest time ptdsim represents is the whole run's error to report */
+  if ((double)sim_engine_makespan(b->e) + (double)st.k * st.period > (double)SIM_TIME_MAX)
+    return FALSE;
+  b->steady = st;
+  return TRUE;
+}
+
 gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
                                SimResult *r, SimTimelineFn observe, gpointer data, GError **error) {
   memset(r, 0, sizeof *r);
@@ -1328,12 +1543,10 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   b.dpc = pl->dp * b.cp;
   b.p = pl->pp;
   b.v = pl->chunks;
-  b.m = pl->microbatches;
   b.lpc = pl->model.layers / (pl->pp * pl->chunks);
-  b.n_items = 2 * b.m * b.v;
   if (!pl->symmetry || !placement_uniform(&b)) {
     /* Without the shortcut every GPU is simulated: check the size again. */
-    double ops = (double)b.n_items * b.p * (6.0 * b.lpc + 4) * pl->tp * pl->dp;
+    double ops = 2.0 * pl->microbatches * b.v * b.p * (6.0 * b.lpc + 4) * pl->tp * pl->dp;
     if (pl->symmetry && ops > 60e6) {
       g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_TOO_BIG,
                   "--tp %u x --dp %u does not line up with %u-GPU nodes, so every GPU must be simulated (about %.0f "
@@ -1354,7 +1567,24 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
    * which sim_netops_run confirms or undoes (netops.h); when a transfer
    * inside a coarse op met another, the graph is built again without them. */
   gboolean coarse_flow = TRUE;
+  /* The steady state (steady.h): first a short run that proves it, and the
+   * whole iteration where it cannot. */
+  guint short_m = steady_short_m(pl, observe != NULL);
 build:
+  b.m = short_m ? short_m : pl->microbatches;
+  b.n_items = 2 * b.m * b.v;
+  b.steady = (SimSteady){0};
+  b.steady_failed = FALSE;
+  b.cur_item = G_MAXUINT;
+  if (short_m) {
+    gsize n = (gsize)b.ds * b.p * b.n_items;
+    b.item_lo = g_new(guint, n);
+    b.item_hi = g_new(guint, n);
+    b.xfer_lo = g_new(guint, n);
+    b.xfer_hi = g_new(guint, n);
+    b.adds = g_array_new(FALSE, FALSE, sizeof(Add));
+    b.extra = g_array_new(FALSE, TRUE, sizeof(guint));
+  }
   b.tp_ns = g_new0(SimTime, (gsize)b.p * b.ds * 2);
   for (guint s = 0; s < b.p; s++)
     for (guint k = 0; k < b.ds; k++) {
@@ -1488,6 +1718,7 @@ build:
     for (guint s = 0; s < b.p; s++)
       for (guint j = 0; j < b.n_items; j++)
         emit_item(&b, s, k, j);
+  b.cur_item = G_MAXUINT;
   for (guint k = 0; k < b.ds; k++)
     for (guint s = 0; s < b.p; s++)
       for (guint j = 0; j < b.n_items; j++)
@@ -1503,13 +1734,21 @@ build:
     sim_netops_built(fc.ops);
   gboolean again = FALSE;
   gboolean ok = b.flow ? sim_netops_run(fc.ops, &again, error) : sim_engine_run(b.e, error);
-  if (ok && !again) {
-    measure(&b, r);
+  gboolean whole = FALSE; /* the short run proved nothing: simulate the whole iteration */
+  if (ok && !again && short_m)
+    whole = !steady_find(&b);
+  if (ok && !again && !whole) {
+    whole = !measure(&b, r);
     if (b.flow)
       flow_bisection(&b, r);
+    whole = whole || b.steady_failed;
     r->fits_in_memory = r->memory.total <= sim_plan_usable_bytes(pl, profile);
     if (observe)
       ok = observe_timeline(&b, observe, data, error);
+  }
+  if (!ok && short_m) { /* the long run says what is wrong, as it would have alone */
+    g_clear_error(error);
+    ok = whole = TRUE;
   }
 
   for (guint s = 0; s < b.p; s++) {
@@ -1540,8 +1779,23 @@ build:
     g_free(fc.side_pp);
     g_free(fc.side_dp);
   }
+  if (short_m) {
+    g_free(b.item_lo);
+    g_free(b.item_hi);
+    g_free(b.xfer_lo);
+    g_free(b.xfer_hi);
+    g_array_free(b.adds, TRUE);
+    g_array_free(b.extra, TRUE);
+    b.item_lo = b.item_hi = b.xfer_lo = b.xfer_hi = NULL;
+    b.adds = b.extra = NULL;
+  }
+  if (whole) {
+    short_m = 0;
+    again = TRUE;
+  }
   if (again) {
-    coarse_flow = FALSE;
+    if (!whole)
+      coarse_flow = FALSE;
     memset(b.bytes, 0, sizeof b.bytes);
     b.bytes_embedding = 0;
     b.logical_extra = 0;
