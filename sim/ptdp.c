@@ -1576,15 +1576,6 @@ build:
   b.steady = (SimSteady){0};
   b.steady_failed = FALSE;
   b.cur_item = G_MAXUINT;
-  if (short_m) {
-    gsize n = (gsize)b.ds * b.p * b.n_items;
-    b.item_lo = g_new(guint, n);
-    b.item_hi = g_new(guint, n);
-    b.xfer_lo = g_new(guint, n);
-    b.xfer_hi = g_new(guint, n);
-    b.adds = g_array_new(FALSE, FALSE, sizeof(Add));
-    b.extra = g_array_new(FALSE, TRUE, sizeof(guint));
-  }
   b.tp_ns = g_new0(SimTime, (gsize)b.p * b.ds * 2);
   for (guint s = 0; s < b.p; s++)
     for (guint k = 0; k < b.ds; k++) {
@@ -1644,6 +1635,15 @@ build:
             fc.side_dp[g] = k < pl->dp / 2 ? 0 : 1;
           }
     b.flow = &fc;
+  }
+  if (short_m) {
+    gsize n = (gsize)b.ds * b.p * b.n_items;
+    b.item_lo = g_new(guint, n);
+    b.item_hi = g_new(guint, n);
+    b.xfer_lo = g_new(guint, n);
+    b.xfer_hi = g_new(guint, n);
+    b.adds = g_array_new(FALSE, FALSE, sizeof(Add));
+    b.extra = g_array_new(FALSE, TRUE, sizeof(guint));
   }
   guint n_gpus = b.ts * b.p * b.ds;
   for (guint g = 0; g < n_gpus; g++)
