@@ -371,12 +371,12 @@ static gboolean bench_targets(const SimPlanRequest *one_t, const TopoCluster *cl
       req.network = nets[n];
       req.global_batch *= times;
       SimResult r;
+      SimPlan plan;
       double best;
-      if (!time_run(&req, cluster, profile, repeat, &r, &best, error))
+      if (!sim_plan_build(&req, cluster, &plan, error) || !time_run(&req, cluster, profile, repeat, &r, &best, error))
         return FALSE;
       char label[64];
-      g_snprintf(label, sizeof label, "1T row, B x %u (m %u), %s", times, req.global_batch / (one_t->gpus / (one_t->tp * one_t->pp)),
-                 nets[n]);
+      g_snprintf(label, sizeof label, "1T row, B x %u (m %u), %s", times, plan.microbatches, nets[n]);
       printf("%-44s %12.4f %10s %10" G_GUINT64_FORMAT "  %" G_GUINT64_FORMAT " periods in closed form\n", label, best,
              "", r.ops, r.steady_periods);
     }

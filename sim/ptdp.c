@@ -1025,6 +1025,15 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
 
 /* --- measuring the timeline --- */
 
+/* The all-reduce time inside a coarse op (0: none, or not coarse). */
+static SimTime tp_part_of(const Build *b, guint op) {
+  return op < b->tp_part->len ? g_array_index(b->tp_part, SimTime, op) : 0;
+}
+/* The fine ops a coarse op of the short run stands for, beyond itself. */
+static guint extra_of(const Build *b, guint op) {
+  return op < b->extra->len ? g_array_index(b->extra, guint, op) : 0;
+}
+
 /* Splits [0, end] on one GPU into what it was doing (exposed.h). */
 static void breakdown(const Build *b, guint gpu, SimTime end, double out[SIM_N_CLS + 1]) {
   GArray *edges = sim_exposed_edges_new();
@@ -1032,7 +1041,7 @@ static void breakdown(const Build *b, guint gpu, SimTime end, double out[SIM_N_C
     guint n;
     const guint *ops = sim_engine_stream_ops(b->e, gpu * N_STREAM_KINDS + kind, &n);
     for (guint j = 0; j < n; j++) {
-      SimTime tp = ops[j] < b->tp_part->len ? g_array_index(b->tp_part, SimTime, ops[j]) : 0;
+      SimTime tp = tp_part_of(b, ops[j]);
       if (tp == 0) {
         sim_exposed_add_op(edges, b->e, ops[j]);
         continue;
@@ -1345,8 +1354,8 @@ static gboolean measure(Build *b, SimResult *r) {
   if (st) { /* W0's ops k more times (steady.h) */
     more_ops = st->k * st->w0_ops;
     for (guint op = 0; op < n_ops; op++)
-      if (op < b->extra->len && sim_steady_in_w0(st, sim_engine_op_start(b->e, op)))
-        extra += st->k * g_array_index(b->extra, guint, op);
+      if (sim_steady_in_w0(st, sim_engine_op_start(b->e, op)))
+        extra += st->k * extra_of(b, op);
   }
   r->ops = n_ops + more_ops + extra;
   r->events = sim_engine_n_events(b->e) + more_ops + extra;
@@ -1447,11 +1456,7 @@ static gboolean steady_same_kind(const SimEngine *e, guint op, guint copy, gpoin
   if (t->category != u->category || t->pass != u->pass || t->stage != u->stage || t->chunk != u->chunk ||
       t->layer != u->layer || (gint64)u->microbatch != (gint64)t->microbatch + kd->mb_step)
     return FALSE;
-  SimTime tp_op = op < b->tp_part->len ? g_array_index(b->tp_part, SimTime, op) : 0;
-  SimTime tp_copy = copy < b->tp_part->len ? g_array_index(b->tp_part, SimTime, copy) : 0;
-  guint x_op = op < b->extra->len ? g_array_index(b->extra, guint, op) : 0;
-  guint x_copy = copy < b->extra->len ? g_array_index(b->extra, guint, copy) : 0;
-  if (tp_op != tp_copy || x_op != x_copy)
+  if (tp_part_of(b, op) != tp_part_of(b, copy) || extra_of(b, op) != extra_of(b, copy))
     return FALSE;
   if (b->flow) {
     double c_op = 0, c_copy = 0;

@@ -135,7 +135,8 @@ static void test_ptdp_same(void) {
 static void test_periods_carry_m(void) {
   SimPlanRequest req = {.gpus = 128, .tp = 8, .pp = 8, .micro_batch = 1, .network = "analytic", .allow_oom = TRUE};
   g_assert_true(model_lookup("gpt3-13b", &req.model));
-  guint64 simulated[2];
+  guint64 periods[2];
+  guint m[2];
   for (guint j = 0; j < 2; j++) {
     req.global_batch = j == 0 ? 512 : 2048;
     SimPlan plan;
@@ -145,11 +146,13 @@ static void test_periods_carry_m(void) {
     g_assert_true(sim_ptdp_run(&plan, a100, selene, &r, &error));
     g_assert_no_error(error);
     g_assert_cmpuint(r.steady_periods, >, 0);
-    simulated[j] = r.steady_periods;
+    periods[j] = r.steady_periods;
+    m[j] = plan.microbatches;
   }
-  /* the same short run: the 768 more microbatches per pipeline are 768
-   * more periods of 1F1B, none of them simulated */
-  g_assert_cmpuint(simulated[1] - simulated[0], ==, (2048 - 512) / 2);
+  /* the same short run: every microbatch more per pipeline is one more
+   * period of 1F1B, none of them simulated */
+  g_assert_cmpuint(m[1], ==, 4 * m[0]);
+  g_assert_cmpuint(periods[1] - periods[0], ==, m[1] - m[0]);
 }
 
 int main(int argc, char **argv) {
