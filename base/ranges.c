@@ -18,3 +18,6 @@ const PtdRange ptd_range_bytes = {1, 1e15, FALSE, FALSE, "bytes"};
 const PtdRange ptd_range_count = {1, 1e9, FALSE, TRUE, ""};
 const PtdRange ptd_range_repetitions = {0, 1e9, FALSE, TRUE, ""};
 const PtdRange ptd_range_device_info = {0, 1e6, FALSE, FALSE, "MHz or bits"};
+const PtdRange ptd_range_cache_MiB = {1e-3, 1e6, FALSE, FALSE, "MiB"};
+const PtdRange ptd_range_tile = {1, 4096, FALSE, TRUE, "elements"};
+const PtdRange ptd_range_ctas_per_sm = {1, 64, FALSE, TRUE, "thread blocks"};

@@ -9,6 +9,7 @@ typedef struct {
   ModelPass *pass;
   guint seg;
   gboolean fp8; /* the linear layers' GEMMs in FP8 (Transformer Engine) */
+  gboolean backward; /* gradient GEMMs: FP8 with split accumulation */
 } Acc;
 
 /* The span of a pass that starts here and, with span_end, ends there (both
@@ -29,9 +30,9 @@ static void gemm(Acc *a, guint64 batch, guint64 m, guint64 n, guint64 k) {
   a->pass->kernels++;
 }
 
-/* A memory-bound kernel moving `bytes` (read + written). */
-static void memop(Acc *a, double bytes) {
-  a->pass->seg_s[a->seg] += model_memop_time_s(a->p, bytes);
+/* A memory-bound kernel of class `c` moving `bytes` (read + written). */
+static void memop(Acc *a, ModelMemClass c, double bytes) {
+  a->pass->seg_s[a->seg] += model_mem_time_s(a->p, c, bytes);
   a->pass->kernels++;
 }
 
@@ -40,16 +41,19 @@ static void memop(Acc *a, double bytes) {
  * output gradient for dgrad) to FP8 with its transpose for the other pass,
  * updating the tensor's amax on the way: a kernel reading 2 bytes and
  * writing 1 + 1 per element of the m x k operand; the weight-gradient GEMM
- * reuses those casts.  Then the GEMM runs at the FP8 rate. */
+ * reuses those casts.  Then the GEMM runs at the FP8 rate: with fast
+ * accumulation forward, with fp32 promotion of the partial sums for the
+ * gradients (Transformer Engine's defaults: _2X_ACC_FPROP false,
+ * _2X_ACC_DGRAD and _2X_ACC_WGRAD true). */
 static void linear(Acc *a, guint64 m, guint64 n, guint64 k, gboolean cast) {
   if (!a->fp8) {
     gemm(a, 1, m, n, k);
     return;
   }
   if (cast)
-    memop(a, 4.0 * (double)m * (double)k);
+    memop(a, MODEL_MEM_POINTWISE, 4.0 * (double)m * (double)k);
   ModelGemm g = {1, m, n, k};
-  a->pass->seg_s[a->seg] += model_gemm_fp8_time_s(a->p, &g);
+  a->pass->seg_s[a->seg] += model_gemm_fp8_time_s(a->p, &g, a->backward);
   a->pass->flops += model_gemm_flops(&g);
   a->pass->kernels++;
 }
@@ -116,6 +120,8 @@ static const double softmax_fp32_bwd[] = {6, 12, 8, 8, 6};
  * x and the residual, writes y and the mask (7N).  Unfused, every step is its
  * own read and write. */
 double model_flash_time_s(const ModelProfile *p, guint64 heads, guint64 q, guint64 kv, guint64 d, gboolean backward) {
+  if (p->flash_waves)
+    return model_flash_waves_time_s(p, backward, heads, q, kv, d);
   double eff = backward ? p->flash_backward_efficiency : p->flash_forward_efficiency;
   guint64 blocks = (q + 127) / 128;
   /* causal: the query block i sees key blocks 0..i (and, for a slice, the
@@ -140,6 +146,8 @@ static void flash(Acc *a, const Dims *d, gboolean backward) {
 }
 
 double model_flash_ring_time_s(const ModelProfile *p, guint64 heads, guint64 s, guint64 d, guint cp, gboolean backward) {
+  if (p->flash_waves) /* every step has the work of causal attention over s / cp tokens */
+    return cp * model_flash_waves_time_s(p, backward, heads, s / cp, s / cp, d);
   double eff = backward ? p->flash_backward_efficiency : p->flash_forward_efficiency;
   guint64 blocks = (s + 127) / 128;
   double causal = (double)(blocks + 1) / (2.0 * blocks);
@@ -155,11 +163,12 @@ static void attention_core(Acc *a, const Dims *d, gboolean fused_softmax) {
   }
   gemm(a, d->heads_t, d->s, d->kv, d->d);       /* scores Q K^T */
   if (fused_softmax)
-    memop(a, 4 * d->Na);                        /* scale-mask-softmax */
+    memop(a, MODEL_MEM_SOFTMAX, 4 * d->Na);     /* scale-mask-softmax */
   else
     for (guint i = 0; i < G_N_ELEMENTS(softmax_fp32_fwd); i++)
-      memop(a, softmax_fp32_fwd[i] * d->Na);    /* float, scale, mask, softmax, half */
-  memop(a, 5 * d->Na);                          /* attention dropout */
+      memop(a, i == 3 ? MODEL_MEM_SOFTMAX : MODEL_MEM_POINTWISE,
+            softmax_fp32_fwd[i] * d->Na);       /* float, scale, mask, softmax, half */
+  memop(a, MODEL_MEM_POINTWISE, 5 * d->Na);    /* attention dropout */
   gemm(a, d->heads_t, d->s, d->d, d->kv);       /* attention over values */
 }
 
@@ -173,41 +182,41 @@ ModelTpGemm model_tp_gemm_kind(gboolean backward, guint j) {
 static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softmax) {
   ModelPass *ps = a->pass;
   a->seg = 0;
-  memop(a, 4 * d->N);                           /* layernorm 1 */
+  memop(a, MODEL_MEM_NORM, 4 * d->N);           /* layernorm 1 */
   span_begin(a, &ps->tp_gemm[0]);
   linear(a, d->bs, d->qkv_t, d->h, TRUE);       /* QKV, bias in the epilogue */
   span_end(a, &ps->tp_gemm[0]);
   if (d->rotary)
-    memop(a, 4 * d->Nr);                        /* rotary embedding of Q and K */
+    memop(a, MODEL_MEM_POINTWISE, 4 * d->Nr); /* rotary embedding of Q and K */
   span_begin(a, &ps->core);
   attention_core(a, d, fused_softmax);
   span_end(a, &ps->core);
-  memop(a, 4 * d->Nc);                          /* context to [s, b, h/t] */
+  memop(a, MODEL_MEM_COPY, 4 * d->Nc);          /* context to [s, b, h/t] */
   span_begin(a, &ps->tp_gemm[1]);
   linear(a, d->bs, d->h, d->ht, TRUE);          /* projection */
   span_end(a, &ps->tp_gemm[1]);
   a->seg = 1;                                   /* --- all-reduce --- */
   if (fused)
-    memop(a, 7 * d->N);                         /* bias-dropout-add */
+    memop(a, MODEL_MEM_POINTWISE, 7 * d->N);    /* bias-dropout-add */
   else {
-    memop(a, 4 * d->N);                         /* bias */
-    memop(a, 5 * d->N);                         /* dropout */
-    memop(a, 6 * d->N);                         /* residual add */
+    memop(a, MODEL_MEM_POINTWISE, 4 * d->N);    /* bias */
+    memop(a, MODEL_MEM_POINTWISE, 5 * d->N);    /* dropout */
+    memop(a, MODEL_MEM_POINTWISE, 6 * d->N);    /* residual add */
   }
-  memop(a, 4 * d->N);                           /* layernorm 2 */
+  memop(a, MODEL_MEM_NORM, 4 * d->N);           /* layernorm 2 */
   span_begin(a, &ps->tp_gemm[2]);
   if (d->swiglu) {
     linear(a, d->bs, 2 * d->ffn_t, d->h, TRUE); /* MLP gate and up, h -> 2f */
     span_end(a, &ps->tp_gemm[2]);
-    memop(a, 6 * d->Nm);                        /* SwiGLU: reads 2f, writes f */
+    memop(a, MODEL_MEM_POINTWISE, 6 * d->Nm); /* SwiGLU: reads 2f, writes f */
   } else {
     linear(a, d->bs, d->ffn_t, d->h, TRUE);     /* MLP h -> 4h */
     span_end(a, &ps->tp_gemm[2]);
     if (fused)
-      memop(a, 4 * d->Nm);                      /* bias+GeLU */
+      memop(a, MODEL_MEM_POINTWISE, 4 * d->Nm); /* bias+GeLU */
     else {
-      memop(a, 4 * d->Nm);                      /* bias */
-      memop(a, 4 * d->Nm);                      /* GeLU */
+      memop(a, MODEL_MEM_POINTWISE, 4 * d->Nm); /* bias */
+      memop(a, MODEL_MEM_POINTWISE, 4 * d->Nm); /* GeLU */
     }
   }
   span_begin(a, &ps->tp_gemm[3]);
@@ -215,11 +224,11 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
   span_end(a, &ps->tp_gemm[3]);
   a->seg = 2;                                   /* --- all-reduce --- */
   if (fused)
-    memop(a, 7 * d->N);
+    memop(a, MODEL_MEM_POINTWISE, 7 * d->N);
   else {
-    memop(a, 4 * d->N);
-    memop(a, 5 * d->N);
-    memop(a, 6 * d->N);
+    memop(a, MODEL_MEM_POINTWISE, 4 * d->N);
+    memop(a, MODEL_MEM_POINTWISE, 5 * d->N);
+    memop(a, MODEL_MEM_POINTWISE, 6 * d->N);
   }
 }
 
@@ -234,27 +243,27 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
   ModelPass *ps = a->pass;
   a->seg = 0;
   if (fused)
-    memop(a, 5 * d->N);                         /* bias-dropout-add 2 */
+    memop(a, MODEL_MEM_POINTWISE, 5 * d->N);    /* bias-dropout-add 2 */
   else {
-    memop(a, 5 * d->N);                         /* dropout */
-    memop(a, 4 * d->N);                         /* bias gradient */
+    memop(a, MODEL_MEM_POINTWISE, 5 * d->N);    /* dropout */
+    memop(a, MODEL_MEM_NORM, 4 * d->N);         /* bias gradient (a column reduction) */
   }
   span_begin(a, &ps->tp_gemm[0]);
   linear(a, d->bs, d->ffn_t, d->h, TRUE);       /* MLP 4h -> h: dgrad */
   span_end(a, &ps->tp_gemm[0]);
   linear(a, d->ffn_t, d->h, d->bs, FALSE);      /*                wgrad */
   if (d->swiglu) {
-    memop(a, 10 * d->Nm);                       /* SwiGLU: gradient, gate, up in; two gradients out */
+    memop(a, MODEL_MEM_POINTWISE, 10 * d->Nm); /* SwiGLU: gradient, gate, up in; two gradients out */
     linear(a, d->bs, d->h, 2 * d->ffn_t, TRUE); /* MLP h -> 2f: dgrad */
     span_begin(a, &ps->tp_gemm[1]);
     linear(a, d->h, 2 * d->ffn_t, d->bs, FALSE); /*                wgrad */
     span_end(a, &ps->tp_gemm[1]);
   } else {
     if (fused)
-      memop(a, 6 * d->Nm);                      /* bias+GeLU */
+      memop(a, MODEL_MEM_POINTWISE, 6 * d->Nm); /* bias+GeLU */
     else {
-      memop(a, 6 * d->Nm);                      /* GeLU */
-      memop(a, 4 * d->Nm);                      /* bias gradient */
+      memop(a, MODEL_MEM_POINTWISE, 6 * d->Nm); /* GeLU */
+      memop(a, MODEL_MEM_NORM, 4 * d->Nm);      /* bias gradient (a column reduction) */
     }
     linear(a, d->bs, d->h, d->ffn_t, TRUE);     /* MLP h -> 4h: dgrad */
     span_begin(a, &ps->tp_gemm[1]);
@@ -262,20 +271,20 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
     span_end(a, &ps->tp_gemm[1]);
   }
   a->seg = 1;                                   /* --- all-reduce --- */
-  memop(a, 12 * d->N);                          /* layernorm 2, residual sum */
+  memop(a, MODEL_MEM_NORM, 12 * d->N);          /* layernorm 2, residual sum */
   if (fused)
-    memop(a, 5 * d->N);                         /* bias-dropout-add 1 */
+    memop(a, MODEL_MEM_POINTWISE, 5 * d->N);    /* bias-dropout-add 1 */
   else {
-    memop(a, 5 * d->N);
-    memop(a, 4 * d->N);
+    memop(a, MODEL_MEM_POINTWISE, 5 * d->N);
+    memop(a, MODEL_MEM_NORM, 4 * d->N);
   }
   span_begin(a, &ps->tp_gemm[2]);
   linear(a, d->bs, d->ht, d->h, TRUE);          /* projection: dgrad */
   span_end(a, &ps->tp_gemm[2]);
   linear(a, d->ht, d->h, d->bs, FALSE);         /*             wgrad */
-  memop(a, 4 * d->Nc);                          /* context layout */
+  memop(a, MODEL_MEM_COPY, 4 * d->Nc);          /* context layout */
   if (d->flash) {
-    memop(a, 4 * d->Nc);                        /* FlashAttention-2's preprocessing: rowsum(dO * O) */
+    memop(a, MODEL_MEM_NORM, 4 * d->Nc);        /* flash backward's preprocessing: rowsum(dO * O) */
     span_begin(a, &ps->core);
     flash(a, d, TRUE);                          /* its backward: S and P again, dV, dP, dQ, dK */
     span_end(a, &ps->core);
@@ -283,24 +292,25 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
   span_begin(a, &ps->core);
   gemm(a, d->heads_t, d->s, d->kv, d->d);       /* d(probs) = dC V^T */
   gemm(a, d->heads_t, d->kv, d->d, d->s);       /* dV = P^T dC */
-  memop(a, 5 * d->Na);                          /* attention dropout */
+  memop(a, MODEL_MEM_POINTWISE, 5 * d->Na);    /* attention dropout */
   if (fused_softmax)
-    memop(a, 6 * d->Na);                        /* scale-mask-softmax */
+    memop(a, MODEL_MEM_SOFTMAX, 6 * d->Na);     /* scale-mask-softmax */
   else
     for (guint i = 0; i < G_N_ELEMENTS(softmax_fp32_bwd); i++)
-      memop(a, softmax_fp32_bwd[i] * d->Na);    /* half, softmax, mask, scale, float */
+      memop(a, i == 1 ? MODEL_MEM_SOFTMAX : MODEL_MEM_POINTWISE,
+            softmax_fp32_bwd[i] * d->Na);       /* half, softmax, mask, scale, float */
   gemm(a, d->heads_t, d->s, d->d, d->kv);       /* dQ = dS K */
   gemm(a, d->heads_t, d->kv, d->d, d->s);       /* dK = dS^T Q */
   span_end(a, &ps->core);
   }
   if (d->rotary)
-    memop(a, 4 * d->Nr);                        /* rotary embedding's gradient */
+    memop(a, MODEL_MEM_POINTWISE, 4 * d->Nr); /* rotary embedding's gradient */
   linear(a, d->bs, d->h, d->qkv_t, TRUE);       /* QKV: dgrad */
   span_begin(a, &ps->tp_gemm[3]);
   linear(a, d->qkv_t, d->h, d->bs, FALSE);      /*      wgrad */
   span_end(a, &ps->tp_gemm[3]);
   a->seg = 2;                                   /* --- all-reduce --- */
-  memop(a, 12 * d->N);                          /* layernorm 1, residual sum */
+  memop(a, MODEL_MEM_NORM, 12 * d->N);          /* layernorm 1, residual sum */
 }
 
 static void ideal_pass(const ModelProfile *p, guint b, guint q, double scale, ModelPass *pass) {
@@ -335,7 +345,7 @@ static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guin
   if (sp)
     d.N /= t; /* the sequence-parallel region: s/t of the tokens */
   d.flash = use_flash;
-  Acc f = {p, &out->fwd, 0, fp8}, g = {p, &out->bwd, 0, fp8}, c = {p, &out->core, 0, fp8};
+  Acc f = {p, &out->fwd, 0, fp8, FALSE}, g = {p, &out->bwd, 0, fp8, TRUE}, c = {p, &out->core, 0, fp8, FALSE};
   forward(&f, &d, fused, fused_softmax);
   backward(&g, &d, fused, fused_softmax);
   attention_core(&c, &d, fused_softmax);
@@ -385,13 +395,14 @@ void model_embedding_cost(const ModelProfile *p, const ModelShape *m, guint t, g
   if (m->position == MODEL_POSITION_ROTARY) {
     /* No position embedding to add or to update (the rotation is in each
      * layer); the word gradient's scatter-add reads and writes 6N. */
-    *fwd_s = model_memop_time_s(p, 4 * N) + model_memop_time_s(p, 4 * N) + model_memop_time_s(p, 5 * N);
-    *bwd_s = model_memop_time_s(p, 5 * N) + model_memop_time_s(p, 6 * N);
+    *fwd_s = model_mem_time_s(p, MODEL_MEM_COPY, 4 * N) + model_mem_time_s(p, MODEL_MEM_COPY, 4 * N) +
+             model_mem_time_s(p, MODEL_MEM_POINTWISE, 5 * N);
+    *bwd_s = model_mem_time_s(p, MODEL_MEM_POINTWISE, 5 * N) + model_mem_time_s(p, MODEL_MEM_COPY, 6 * N);
     return;
   }
-  *fwd_s = model_memop_time_s(p, 4 * N) + model_memop_time_s(p, 6 * N) + model_memop_time_s(p, 4 * N) +
-           model_memop_time_s(p, 5 * N);
-  *bwd_s = model_memop_time_s(p, 5 * N) + model_memop_time_s(p, 8 * N);
+  *fwd_s = model_mem_time_s(p, MODEL_MEM_COPY, 4 * N) + model_mem_time_s(p, MODEL_MEM_POINTWISE, 6 * N) +
+           model_mem_time_s(p, MODEL_MEM_COPY, 4 * N) + model_mem_time_s(p, MODEL_MEM_POINTWISE, 5 * N);
+  *bwd_s = model_mem_time_s(p, MODEL_MEM_POINTWISE, 5 * N) + model_mem_time_s(p, MODEL_MEM_COPY, 8 * N);
 }
 
 void model_head_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, double *fwd_s, double *bwd_s) {
@@ -409,10 +420,10 @@ void model_head_cost(const ModelProfile *p, const ModelShape *m, guint t, guint 
    * gather, about four fp32 passes over the logit shard read and written
    * (8 bytes each) plus reading the fp16 logits; backward writes the fp16
    * gradient from the saved softmax (6 bytes). */
-  *fwd_s = model_memop_time_s(p, 4 * N) + model_gemm_time_s(p, &logits) + model_memop_time_s(p, 2 * L) +
-           3 * model_memop_time_s(p, 8 * L);
-  *bwd_s = model_memop_time_s(p, 6 * L) + model_gemm_time_s(p, &dgrad) + model_gemm_time_s(p, &wgrad) +
-           model_memop_time_s(p, 6 * N);
+  *fwd_s = model_mem_time_s(p, MODEL_MEM_NORM, 4 * N) + model_gemm_time_s(p, &logits) +
+           model_mem_time_s(p, MODEL_MEM_CROSS_ENTROPY, 2 * L) + 3 * model_mem_time_s(p, MODEL_MEM_CROSS_ENTROPY, 8 * L);
+  *bwd_s = model_mem_time_s(p, MODEL_MEM_CROSS_ENTROPY, 6 * L) + model_gemm_time_s(p, &dgrad) +
+           model_gemm_time_s(p, &wgrad) + model_mem_time_s(p, MODEL_MEM_NORM, 6 * N);
 }
 
 double model_optimizer_time_s(const ModelProfile *p, guint64 params) {

@@ -76,7 +76,14 @@ void model_layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint
  * with the fp32 softmax chain always, or FlashAttention-2 (Dao 2023): one
  * forward kernel and one backward kernel over tiles, no s x s tensor in
  * memory. */
-typedef enum { MODEL_ATTENTION_FUSED, MODEL_ATTENTION_UNFUSED, MODEL_ATTENTION_FLASH } ModelAttention;
+typedef enum {
+  MODEL_ATTENTION_FUSED,
+  MODEL_ATTENTION_UNFUSED,
+  MODEL_ATTENTION_FLASH,
+  /* Megatron's fused softmax kernel whatever the shape (the calibration
+   * harness's 2021 layer runs it so, outside the kernel's rules) */
+  MODEL_ATTENTION_FUSED_KERNEL
+} ModelAttention;
 
 typedef struct {
   gboolean fused;            /* the element-wise kernels fused (--no-fusion: not) */

@@ -17,11 +17,14 @@ void model_profile_free(ModelProfile *p) {
   g_free(p);
 }
 
-static gboolean load_tiles(ModelProfile *p, const cJSON *gemm, const char *file, GError **error) {
+/* The tile list of GEMM block `key` ("gemm" or "gemm_fp8"). */
+static gboolean load_tile_list(const cJSON *gemm, const char *key, const char *file, guint *n, guint *tm, guint *tn,
+                               GError **error) {
   const cJSON *tiles = cJSON_GetObjectItemCaseSensitive(gemm, "tiles");
+  *n = 0;
   if (!cJSON_IsArray(tiles) || cJSON_GetArraySize(tiles) < 1 || cJSON_GetArraySize(tiles) > MODEL_PROFILE_MAX_TILES) {
     g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
-                "%s: key 'gemm.tiles' must be a list of 1 to %d [tile_m, tile_n] pairs", file, MODEL_PROFILE_MAX_TILES);
+                "%s: key '%s.tiles' must be a list of 1 to %d [tile_m, tile_n] pairs", file, key, MODEL_PROFILE_MAX_TILES);
     return FALSE;
   }
   const cJSON *t;
@@ -30,14 +33,18 @@ static gboolean load_tiles(ModelProfile *p, const cJSON *gemm, const char *file,
     if (!cJSON_IsArray(t) || cJSON_GetArraySize(t) != 2 || !cJSON_IsNumber(a) || !cJSON_IsNumber(b) ||
         a->valuedouble < 1 || b->valuedouble < 1 || a->valuedouble > 4096 || b->valuedouble > 4096) {
       g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
-                  "%s: key 'gemm.tiles' entry %u must be [tile_m, tile_n] with both in 1..4096", file, p->n_tiles);
+                  "%s: key '%s.tiles' entry %u must be [tile_m, tile_n] with both in 1..4096", file, key, *n);
       return FALSE;
     }
-    p->tile_m[p->n_tiles] = (guint)a->valuedouble;
-    p->tile_n[p->n_tiles] = (guint)b->valuedouble;
-    p->n_tiles++;
+    tm[*n] = (guint)a->valuedouble;
+    tn[*n] = (guint)b->valuedouble;
+    (*n)++;
   }
   return TRUE;
+}
+
+static gboolean load_tiles(ModelProfile *p, const cJSON *gemm, const char *file, GError **error) {
+  return load_tile_list(gemm, "gemm", file, &p->n_tiles, p->tile_m, p->tile_n, error);
 }
 
 static gboolean coll_invalid(GError **error, const char *file, guint i, const char *why) {
@@ -141,10 +148,13 @@ static gboolean load_attention(ModelProfile *p, const cJSON *root, const char *f
     g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "%s: 'attention' must be an object", file);
     return FALSE;
   }
-  if (!ptd_json_in(root, "attention.flash_forward_efficiency", file, &ptd_range_efficiency,
-                   &p->flash_forward_efficiency, error) ||
-      !ptd_json_in(root, "attention.flash_backward_efficiency", file, &ptd_range_efficiency,
-                   &p->flash_backward_efficiency, error))
+  /* The constant shares of peak (FlashAttention-2's published figures), or
+   * the waves model below, which then stands for them. */
+  gboolean waves = cJSON_GetObjectItemCaseSensitive(a, "forward") || cJSON_GetObjectItemCaseSensitive(a, "backward");
+  if (!waves && (!ptd_json_in(root, "attention.flash_forward_efficiency", file, &ptd_range_efficiency,
+                              &p->flash_forward_efficiency, error) ||
+                 !ptd_json_in(root, "attention.flash_backward_efficiency", file, &ptd_range_efficiency,
+                              &p->flash_backward_efficiency, error)))
     return FALSE;
   const cJSON *d = cJSON_GetObjectItemCaseSensitive(a, "default");
   if (d && (!cJSON_IsString(d) || (strcmp(d->valuestring, "flash") != 0 && strcmp(d->valuestring, "megatron") != 0))) {
@@ -153,6 +163,127 @@ static gboolean load_attention(ModelProfile *p, const cJSON *root, const char *f
     return FALSE;
   }
   p->flash_default = d && strcmp(d->valuestring, "flash") == 0;
+  /* The waves model: both passes' blocks, or neither. */
+  const cJSON *fw = cJSON_GetObjectItemCaseSensitive(a, "forward"), *bw = cJSON_GetObjectItemCaseSensitive(a, "backward");
+  if (!fw && !bw)
+    return TRUE;
+  if (!cJSON_IsObject(fw) || !cJSON_IsObject(bw)) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
+                "%s: 'attention' needs both 'forward' and 'backward' objects for its waves model, or neither", file);
+    return FALSE;
+  }
+  static const char *pass[2] = {"attention.forward", "attention.backward"};
+  for (int i = 0; i < 2; i++) {
+    char kq[64], kk[64], ke[64], ko[64];
+    double tq, tk, us;
+    g_snprintf(kq, sizeof kq, "%s.tile_q", pass[i]);
+    g_snprintf(kk, sizeof kk, "%s.tile_kv", pass[i]);
+    g_snprintf(ke, sizeof ke, "%s.efficiency", pass[i]);
+    g_snprintf(ko, sizeof ko, "%s.cta_overhead_us", pass[i]);
+    if (!ptd_json_in(root, kq, file, &ptd_range_tile, &tq, error) ||
+        !ptd_json_in(root, kk, file, &ptd_range_tile, &tk, error) ||
+        !ptd_json_in(root, ke, file, &ptd_range_efficiency, &p->flash[i].efficiency, error) ||
+        !ptd_json_in(root, ko, file, &ptd_range_latency_us, &us, error))
+      return FALSE;
+    p->flash[i].tile_q = (guint)tq;
+    p->flash[i].tile_kv = (guint)tk;
+    p->flash[i].cta_overhead_s = us * 1e-6;
+  }
+  if (!ptd_json_in_or(root, "attention.ctas_per_sm", file, &ptd_range_ctas_per_sm, 1, &p->flash_ctas_per_sm, error))
+    return FALSE;
+  p->flash_waves = TRUE;
+  p->flash_forward_efficiency = p->flash[0].efficiency;
+  p->flash_backward_efficiency = p->flash[1].efficiency;
+  return TRUE;
+}
+
+/* The optional "gemm_fp8" block: tiles, k_half, tile_bandwidth_GBps and
+ * efficiency_max (fitted) or an anchor rate at the FP8 peak. */
+static gboolean load_gemm_fp8(ModelProfile *p, const cJSON *root, const char *file, GError **error) {
+  const cJSON *g = cJSON_GetObjectItemCaseSensitive(root, "gemm_fp8");
+  if (!ptd_json_in_or(root, "gemm_fp8_split_accumulation", file, &ptd_range_efficiency, 1.0,
+                      &p->gemm_fp8_split_accumulation, error))
+    return FALSE;
+  if (!g)
+    return TRUE;
+  ModelGemmParams *q = &p->gemm_fp8;
+  double bw;
+  if (!cJSON_IsObject(g) || !model_profile_supports(p, "fp8")) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
+                "%s: 'gemm_fp8' must be an object, in a profile whose 'precisions' include \"fp8\"", file);
+    return FALSE;
+  }
+  if (!load_tile_list(g, "gemm_fp8", file, &q->n_tiles, q->tile_m, q->tile_n, error) ||
+      !ptd_json_in(root, "gemm_fp8.k_half", file, &ptd_range_gemm_dim, &q->k_half, error) ||
+      !ptd_json_in(root, "gemm_fp8.tile_bandwidth_GBps", file, &ptd_range_bandwidth_GBps, &bw, error))
+    return FALSE;
+  q->tile_bytes_per_s = bw * 1e9;
+  p->has_gemm_fp8 = TRUE;
+  if (cJSON_GetObjectItemCaseSensitive(g, "efficiency_max"))
+    return ptd_json_in(root, "gemm_fp8.efficiency_max", file, &ptd_range_efficiency, &q->efficiency_max, error);
+  double tflops, m, n, k;
+  if (!ptd_json_in(root, "gemm_fp8.anchor.tflops", file, &ptd_range_tflops, &tflops, error) ||
+      !ptd_json_in(root, "gemm_fp8.anchor.m", file, &ptd_range_gemm_dim, &m, error) ||
+      !ptd_json_in(root, "gemm_fp8.anchor.n", file, &ptd_range_gemm_dim, &n, error) ||
+      !ptd_json_in(root, "gemm_fp8.anchor.k", file, &ptd_range_gemm_dim, &k, error))
+    return FALSE;
+  ModelGemm an = {1, (guint64)m, (guint64)n, (guint64)k};
+  double want = model_gemm_flops(&an) / (tflops * 1e12) - p->kernel_launch_s;
+  q->efficiency_max = 1.0;
+  double e_max = want > 0 ? model_gemm_fp8_math_time_s(p, &an) / want : 2;
+  if (e_max > 1.0 || tflops * 1e12 > p->peak_fp8_flops) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
+                "%s: key 'gemm_fp8.anchor' asks for %.1f TFLOP/s, more than the tiling model allows at the FP8 peak "
+                "%.1f",
+                file, tflops, p->peak_fp8_flops / 1e12);
+    return FALSE;
+  }
+  q->efficiency_max = e_max;
+  return TRUE;
+}
+
+/* The optional "membound" block of a fitted profile: per class
+ * {"gap_us", "hbm_GBps", "l2_GBps"}, with the L2's size "l2_MiB" beside it;
+ * classes it does not name are priced as its "copy" class. */
+static gboolean load_membound(ModelProfile *p, const cJSON *root, const char *file, GError **error) {
+  double l2_mib;
+  if (!ptd_json_in_or(root, "l2_MiB", file, &ptd_range_cache_MiB, 0, &l2_mib, error))
+    return FALSE;
+  p->l2_bytes = l2_mib * 1048576.0;
+  const cJSON *mb = cJSON_GetObjectItemCaseSensitive(root, "membound");
+  if (!mb)
+    return TRUE;
+  if (!cJSON_IsObject(mb) || !cJSON_GetObjectItemCaseSensitive(mb, "copy")) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
+                "%s: 'membound' must be an object with at least a \"copy\" class", file);
+    return FALSE;
+  }
+  const cJSON *c;
+  cJSON_ArrayForEach(c, mb) {
+    if (model_mem_class_lookup(c->string) == MODEL_MEM_N) {
+      g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
+                  "%s: 'membound.%s' is not a class; the classes are copy, norm, pointwise, softmax, cross_entropy",
+                  file, c->string);
+      return FALSE;
+    }
+  }
+  for (int i = 0; i < MODEL_MEM_N; i++) {
+    const char *name = model_mem_class_name((ModelMemClass)i);
+    int from = cJSON_GetObjectItemCaseSensitive(mb, name) ? i : MODEL_MEM_COPY;
+    char kg[64], kh[64], kl[64];
+    double gap, hbm, l2;
+    g_snprintf(kg, sizeof kg, "membound.%s.gap_us", model_mem_class_name((ModelMemClass)from));
+    g_snprintf(kh, sizeof kh, "membound.%s.hbm_GBps", model_mem_class_name((ModelMemClass)from));
+    g_snprintf(kl, sizeof kl, "membound.%s.l2_GBps", model_mem_class_name((ModelMemClass)from));
+    if (!ptd_json_in(root, kg, file, &ptd_range_latency_us, &gap, error) ||
+        !ptd_json_in(root, kh, file, &ptd_range_bandwidth_GBps, &hbm, error) ||
+        !ptd_json_in_or(root, kl, file, &ptd_range_bandwidth_GBps, hbm, &l2, error))
+      return FALSE;
+    p->mem_gap_s[i] = gap * 1e-6;
+    p->mem_hbm_bytes_per_s[i] = hbm * 1e9;
+    p->mem_l2_bytes_per_s[i] = l2 * 1e9;
+  }
+  p->has_membound = TRUE;
   return TRUE;
 }
 
@@ -225,7 +356,8 @@ static gboolean load_body(ModelProfile *p, const cJSON *root, const char *file, 
   p->hbm_bytes_per_s = hbm * 1e9;
   p->kernel_launch_s = launch_us * 1e-6;
   return solve_anchor(p, gemm, file, error) && load_collectives(p, root, file, error) &&
-         load_attention(p, root, file, error) && load_precisions(p, root, file, error);
+         load_attention(p, root, file, error) && load_precisions(p, root, file, error) &&
+         load_gemm_fp8(p, root, file, error) && load_membound(p, root, file, error);
 }
 
 gboolean model_profile_supports(const ModelProfile *p, const char *precision) {

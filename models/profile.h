@@ -15,9 +15,44 @@
 
 typedef enum { MODEL_PROFILE_ANALYTIC, MODEL_PROFILE_IDEAL } ModelProfileKind;
 
+/* Classes of memory-bound kernels, each with its own fitted bandwidth
+ * (models/compute.h): copies and layout changes; row reductions over the
+ * hidden size (layernorm, RMSNorm, forward and backward); element-wise
+ * kernels (bias+GeLU, SwiGLU, dropout and residual adds, rotary, FP8 casts);
+ * Megatron's scale-mask-softmax over attention scores; the vocab-parallel
+ * cross-entropy over the logits. */
+typedef enum {
+  MODEL_MEM_COPY,
+  MODEL_MEM_NORM,
+  MODEL_MEM_POINTWISE,
+  MODEL_MEM_SOFTMAX,
+  MODEL_MEM_CROSS_ENTROPY,
+  MODEL_MEM_N
+} ModelMemClass;
+
 #define MODEL_PROFILE_MAX_TILES 12
 #define MODEL_PROFILE_MAX_COLL 16
 
+/* A GEMM model of one operand type (models/compute.h): the tiles the
+ * device's library chooses among, the K roll-off, the ceiling efficiency and
+ * the tiles' operand bandwidth from L2. */
+typedef struct {
+  guint n_tiles;
+  guint tile_m[MODEL_PROFILE_MAX_TILES];
+  guint tile_n[MODEL_PROFILE_MAX_TILES];
+  double k_half, efficiency_max, tile_bytes_per_s;
+} ModelGemmParams;
+
+/* Flash attention as thread-block waves (models/compute.h): one pass's
+ * kernel splits the queries (forward) or the keys (backward) of every head
+ * into tiles of tile_q rows, one thread block each, which walks the other
+ * side in tiles of tile_kv; each (tile_q x tile_kv) step runs at
+ * `efficiency` of one SM's share of the peak, and each block pays
+ * cta_overhead_s for its own loads and stores. */
+typedef struct {
+  guint tile_q, tile_kv;
+  double efficiency, cta_overhead_s;
+} ModelFlashPass;
 typedef struct {
   char *name;
   char *path; /* the file it was read from */
@@ -59,6 +94,27 @@ typedef struct {
    * otherwise). */
   double flash_forward_efficiency, flash_backward_efficiency;
   gboolean flash_default;
+  /* The waves model of flash attention (attention.forward and
+   * attention.backward blocks); without it, the constant shares above.
+   * flash_ctas_per_sm: thread blocks resident per SM. */
+  gboolean flash_waves;
+  ModelFlashPass flash[2]; /* forward, backward */
+  double flash_ctas_per_sm;
+  /* FP8 GEMMs (optional gemm_fp8 block): their own tiles, roll-off and
+   * ceiling; without it, the 16-bit model at the FP8 peak with 1-byte
+   * operands.  gemm_fp8_split_accumulation: the share of the FP8 rate the
+   * gradient GEMMs keep when Transformer Engine promotes their partial sums
+   * to fp32 (its dgrad and wgrad GEMMs; the forward runs with fast
+   * accumulation); 1 when not given. */
+  gboolean has_gemm_fp8;
+  ModelGemmParams gemm_fp8;
+  double gemm_fp8_split_accumulation;
+  /* Memory-bound kernels by class (optional "membound" block of a fitted
+   * profile): a gap per kernel and a bandwidth for data that stays in L2
+   * (l2_bytes) and for data that does not. */
+  gboolean has_membound;
+  double mem_gap_s[MODEL_MEM_N], mem_hbm_bytes_per_s[MODEL_MEM_N], mem_l2_bytes_per_s[MODEL_MEM_N];
+  double l2_bytes; /* "l2_MiB"; 0: not given (every kernel at its HBM bandwidth) */
   /* Optional "collectives" block of a fitted profile: collectives measured
    * on one node, used instead of the cluster's intra-node model. */
   guint n_coll;

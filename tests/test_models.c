@@ -769,8 +769,8 @@ static void test_softmax_fp32_chain(void) {
  * counted stay the GEMMs', fewer kernels run, and for a long sequence the
  * layer is faster. */
 static void test_flash_attention(void) {
-  ModelProfile *p = load_profile("h100-sxm5-80gb");
-  g_assert_true(p->flash_default);
+  ModelProfile *p = load_profile("a100-sxm4-80gb"); /* FlashAttention-2's published shares of peak */
+  g_assert_false(p->flash_waves);
   g_assert_cmpfloat(p->flash_forward_efficiency, >, 0);
   const guint64 heads = 8, d = 128, qs[] = {128, 1000, 4096};
   for (guint i = 0; i < G_N_ELEMENTS(qs); i++) {
@@ -798,10 +798,94 @@ static void test_flash_attention(void) {
   g_assert_false(model_softmax_fp32(&m, 8, 1, &fa));
   g_assert_true(model_softmax_fp32(&m, 8, 1, &(ModelLayerOptions){TRUE, FALSE, MODEL_ATTENTION_UNFUSED, FALSE, 1}));
   model_profile_free(p);
+  p = load_profile("h100-sxm5-80gb");
+  g_assert_true(p->flash_default && p->flash_waves);
+  model_profile_free(p);
   ModelProfile *v100 = load_profile("v100-sxm2-16gb");
   g_assert_cmpfloat(v100->flash_forward_efficiency, ==, 0); /* no FlashAttention-2 on Volta */
   g_assert_false(v100->flash_default);
   model_profile_free(v100);
+}
+
+/* Flash attention's waves on a small device (4 SMs, one block each): a
+ * step takes 4 tq tkv d (x 2.5 backward) / (peak x efficiency / 4); a block
+ * its overhead plus its steps.  One wave ends with the longest block; equal
+ * blocks in w waves take w of them; a few waves of unequal blocks are the
+ * list schedule, worked by hand; many waves take (W - L) / slots + L. */
+static void test_flash_waves(void) {
+  ModelProfile p = {.kind = MODEL_PROFILE_ANALYTIC, .peak_flops = 4e12, .sms = 4, .kernel_launch_s = 1e-6,
+                    .sustained_clock_ratio = 1, .flash_waves = TRUE, .flash_ctas_per_sm = 1};
+  p.flash[0] = (ModelFlashPass){.tile_q = 128, .tile_kv = 128, .efficiency = 0.5, .cta_overhead_s = 2e-6};
+  p.flash[1] = (ModelFlashPass){.tile_q = 64, .tile_kv = 128, .efficiency = 0.5, .cta_overhead_s = 3e-6};
+  const double d = 64, step = 4.0 * 128 * 128 * d / (4e12 * 0.5 / 4); /* forward step, s */
+  const double o = 2e-6, l = 1e-6;
+  /* causal forward, 1 head of 512: blocks of 1, 2, 3, 4 steps on 4 slots: one wave */
+  assert_rel(model_flash_waves_time_s(&p, FALSE, 1, 512, 512, 64), l + o + 4 * step, REL_EPS);
+  /* non-causal, 3 heads of 512: 12 equal blocks of 4 steps, 3 waves */
+  assert_rel(model_flash_waves_time_any_s(&p, FALSE, FALSE, 3, 512, 512, 64), l + 3 * (o + 4 * step), REL_EPS);
+  /* causal, 2 heads of 512: blocks 1,2,3,4,1,2,3,4 (steps) dispatched in that order to the first free slot:
+   * slots take 1, 2, 3, 4 at t = 0; the 1-step block ends first and the slot takes the next 1, then 2, ...:
+   * slot A: 1 then 1 then 3 ends 5 steps + 3 o; slot B: 2 then 2 ... worked out by the schedule below */
+  {
+    double free_at[4] = {0, 0, 0, 0}, end = 0;
+    const int steps[8] = {1, 2, 3, 4, 1, 2, 3, 4};
+    for (int b = 0; b < 8; b++) {
+      int k = 0;
+      for (int j = 1; j < 4; j++)
+        if (free_at[j] < free_at[k])
+          k = j;
+      free_at[k] += o + steps[b] * step;
+      end = fmax(end, free_at[k]);
+    }
+    assert_rel(model_flash_waves_time_s(&p, FALSE, 2, 512, 512, 64), l + end, REL_EPS);
+  }
+  /* many waves (over 8 per slot): 40 heads of 512, causal */
+  double w = 40 * (4 * o + (1 + 2 + 3 + 4) * step), last = o + 4 * step;
+  assert_rel(model_flash_waves_time_s(&p, FALSE, 40, 512, 512, 64), l + (w - last) / 4 + last, REL_EPS);
+  /* backward, causal, 1 head of 256: 2 key blocks of 128, stepping over 64 queries: the first sees all 4 query
+   * steps, the second the 2 from its own position on; 2.5 times the forward's work per step, at tile 64 x 128 */
+  double bstep = 2.5 * 4.0 * 64 * 128 * d / (4e12 * 0.5 / 4);
+  assert_rel(model_flash_waves_time_s(&p, TRUE, 1, 256, 256, 64), l + 3e-6 + 4 * bstep, REL_EPS);
+  /* a token slice: 128 new queries after 384 of context see 4 key blocks each */
+  assert_rel(model_flash_waves_time_s(&p, FALSE, 1, 128, 512, 64), l + o + 4 * step, REL_EPS);
+  /* more SMs of the same speed never make it slower, more heads never faster */
+  ModelProfile q = p;
+  q.sms = 8;
+  q.peak_flops = 2 * p.peak_flops;
+  for (guint64 h = 1; h <= 64; h *= 2) {
+    g_assert_cmpfloat(model_flash_waves_time_s(&q, FALSE, h, 2048, 2048, 64), <=,
+                      model_flash_waves_time_s(&p, FALSE, h, 2048, 2048, 64));
+    g_assert_cmpfloat(model_flash_waves_time_s(&p, TRUE, h, 2048, 2048, 64), <=,
+                      model_flash_waves_time_s(&p, TRUE, 2 * h, 2048, 2048, 64));
+  }
+}
+
+/* Memory-bound kernels by class: without a membound block every class is a
+ * copy (launch + bytes / (HBM x efficiency)); with one, each class has its
+ * gap and its L2 and HBM bandwidths, the L2's below and at its size, HBM's
+ * above. */
+static void test_mem_classes(void) {
+  ModelProfile p = {.kind = MODEL_PROFILE_ANALYTIC, .hbm_bytes_per_s = 2e12, .memory_efficiency = 0.5,
+                    .kernel_launch_s = 3e-6};
+  for (int c = 0; c < MODEL_MEM_N; c++)
+    assert_rel(model_mem_time_s(&p, (ModelMemClass)c, 1e8), 3e-6 + 1e8 / 1e12, REL_EPS);
+  p.has_membound = TRUE;
+  p.l2_bytes = 50.0 * 1048576;
+  for (int c = 0; c < MODEL_MEM_N; c++) {
+    p.mem_gap_s[c] = (c + 1) * 1e-6;
+    p.mem_hbm_bytes_per_s[c] = (c + 1) * 1e12;
+    p.mem_l2_bytes_per_s[c] = (c + 1) * 3e12;
+  }
+  for (int c = 0; c < MODEL_MEM_N; c++) {
+    assert_rel(model_mem_time_s(&p, (ModelMemClass)c, p.l2_bytes), (c + 1) * 1e-6 + p.l2_bytes / ((c + 1) * 3e12),
+               REL_EPS);
+    assert_rel(model_mem_time_s(&p, (ModelMemClass)c, p.l2_bytes + 1),
+               (c + 1) * 1e-6 + (p.l2_bytes + 1) / ((c + 1) * 1e12), REL_EPS);
+    g_assert_cmpint(model_mem_class_lookup(model_mem_class_name((ModelMemClass)c)), ==, c);
+  }
+  g_assert_cmpint(model_mem_class_lookup("nothing"), ==, MODEL_MEM_N);
+  g_assert_cmpfloat(model_mem_time_s(&p, MODEL_MEM_NORM, 0), ==, 0);
+  assert_rel(model_memop_time_s(&p, 1e9), model_mem_time_s(&p, MODEL_MEM_COPY, 1e9), REL_EPS);
 }
 
 /* FP8 GEMMs (Transformer Engine on Hopper): at the FP8 peak, with 1-byte
@@ -814,8 +898,15 @@ static void test_fp8(void) {
   g_assert_true(model_profile_supports(p, "fp8"));
   g_assert_cmpfloat(p->peak_fp8_flops, >, p->peak_flops);
   ModelGemm big = {1, 8192, 8192, 8192};
-  double t16 = model_gemm_time_s(p, &big), t8 = model_gemm_fp8_time_s(p, &big);
+  /* Without a gemm_fp8 block: the 16-bit model at the FP8 peak. */
+  ModelProfile plain = *p;
+  plain.has_gemm_fp8 = FALSE;
+  plain.gemm_fp8_split_accumulation = 1;
+  double t16 = model_gemm_time_s(&plain, &big), t8 = model_gemm_fp8_time_s(&plain, &big, FALSE);
   assert_rel(t8 - p->kernel_launch_s, (t16 - p->kernel_launch_s) * p->peak_flops / p->peak_fp8_flops, REL_EPS);
+  /* Split accumulation runs at its share of the FP8 rate. */
+  plain.gemm_fp8_split_accumulation = 0.8;
+  assert_rel(model_gemm_fp8_time_s(&plain, &big, TRUE) - p->kernel_launch_s, (t8 - p->kernel_launch_s) / 0.8, REL_EPS);
   ModelShape m = lookup("llama3-70b");
   ModelLayerOptions bf = {TRUE, FALSE, MODEL_ATTENTION_FLASH, FALSE, 1}, f8 = {TRUE, FALSE, MODEL_ATTENTION_FLASH, TRUE, 1};
   ModelLayerCost a, b;
@@ -1189,6 +1280,8 @@ int main(int argc, char **argv) {
   g_test_add_func("/models/memory/model-state-and-activations", test_memory);
   g_test_add_func("/models/layer/flash-attention", test_flash_attention);
   g_test_add_func("/models/layer/fp8", test_fp8);
+  g_test_add_func("/models/flash-waves", test_flash_waves);
+  g_test_add_func("/models/mem-classes", test_mem_classes);
   g_test_add_func("/models/load/shipped", test_load_shipped);
   g_test_add_func("/models/load/bad-keys", test_load_bad_keys);
   g_test_add_func("/models/load/bad-files", test_load_bad_files);
