@@ -1,157 +1,13 @@
-/* ptdsim — fitting profiles to measurements, and synthetic measurements
+/* ptdsim — fitting a whole device profile to calibration measurements
  * (see fit.h for the models and the method). */
 #include "fit.h"
 
-#include <gsl/gsl_blas.h>
-#include <gsl/gsl_errno.h>
-#include <gsl/gsl_matrix.h>
-#include <gsl/gsl_multifit_nlinear.h>
-#include <gsl/gsl_randist.h>
-#include <gsl/gsl_rng.h>
 #include <math.h>
 #include <string.h>
 
 #include "../models/compute.h"
 #include "../models/layer.h"
-
-#define MAX_PARAMS 4
-
-/* --- the least-squares driver --- */
-
-typedef void (*ResidualFn)(const double *x, const void *data, double *r, size_t n);
-
-typedef struct {
-  ResidualFn fn;
-  const void *data;
-} Problem;
-
-typedef struct {
-  double x[MAX_PARAMS], se[MAX_PARAMS];
-  double rms;       /* root mean square relative residual */
-  double max_abs;   /* largest |relative residual| */
-  guint iterations;
-} NlsResult;
-
-static int nls_f(const gsl_vector *x, void *params, gsl_vector *f) {
-  const Problem *pb = params;
-  double xv[MAX_PARAMS];
-  for (size_t i = 0; i < x->size; i++)
-    xv[i] = gsl_vector_get(x, i);
-  double r[4096];
-  size_t n = f->size;
-  double *out = n <= G_N_ELEMENTS(r) ? r : g_new(double, n);
-  pb->fn(xv, pb->data, out, n);
-  int status = GSL_SUCCESS;
-  for (size_t i = 0; i < n; i++) {
-    if (!isfinite(out[i]))
-      status = GSL_EDOM;
-    gsl_vector_set(f, i, out[i]);
-  }
-  if (out != r)
-    g_free(out);
-  return status;
-}
-
-/* Minimises the sum of squared residuals from x0.  `what` names the fit in
- * errors. */
-static gboolean nls(const char *what, ResidualFn fn, const void *data, size_t n, size_t p, const double *x0,
-                    guint max_iter, NlsResult *res, GError **error) {
-  memset(res, 0, sizeof *res);
-  if (n < p + 1) {
-    g_set_error(error, CALIB_ERROR, CALIB_ERROR_TOO_FEW,
-                "too few points for the %s fit: %zu given, it needs at least %zu (%zu parameters plus one)", what, n,
-                p + 1, p);
-    return FALSE;
-  }
-  gsl_set_error_handler_off(); /* GSL's default handler aborts; we report */
-  Problem pb = {fn, data};
-  gsl_multifit_nlinear_fdf fdf = {.f = nls_f, .df = NULL, .fvv = NULL, .n = n, .p = p, .params = &pb};
-  gsl_multifit_nlinear_parameters params = gsl_multifit_nlinear_default_parameters();
-  gsl_multifit_nlinear_workspace *w = gsl_multifit_nlinear_alloc(gsl_multifit_nlinear_trust, &params, n, p);
-  gsl_vector *x = gsl_vector_alloc(p);
-  for (size_t i = 0; i < p; i++)
-    gsl_vector_set(x, i, x0[i]);
-  int info = 0;
-  int status = gsl_multifit_nlinear_init(x, &fdf, w);
-  if (status == GSL_SUCCESS)
-    status = gsl_multifit_nlinear_driver(max_iter, 1e-10, 1e-10, 1e-12, NULL, NULL, &info, w);
-  gsl_vector *f = gsl_multifit_nlinear_residual(w);
-  double chisq = 0;
-  gsl_blas_ddot(f, f, &chisq);
-  res->iterations = (guint)gsl_multifit_nlinear_niter(w);
-  res->rms = sqrt(chisq / n);
-  for (size_t i = 0; i < n; i++)
-    res->max_abs = fmax(res->max_abs, fabs(gsl_vector_get(f, i)));
-  /* No progress at a residual that is already at rounding level (noise-free
-   * synthetic data) is convergence. */
-  if (status == GSL_ENOPROG && res->rms < 1e-9)
-    status = GSL_SUCCESS;
-  gboolean ok = status == GSL_SUCCESS && isfinite(chisq);
-  if (!ok) {
-    g_set_error(error, CALIB_ERROR, CALIB_ERROR_NO_CONVERGENCE,
-                "the %s fit did not converge (%s after %u iterations, rms relative residual %.3g); check the "
-                "measurements for outliers or raise --max-iterations",
-                what, gsl_strerror(status), res->iterations, res->rms);
-  } else {
-    gsl_matrix *J = gsl_multifit_nlinear_jac(w);
-    gsl_matrix *cov = gsl_matrix_alloc(p, p);
-    gsl_multifit_nlinear_covar(J, 0.0, cov);
-    double scale = n > p ? chisq / (double)(n - p) : 0;
-    const gsl_vector *xs = gsl_multifit_nlinear_position(w);
-    for (size_t i = 0; i < p; i++) {
-      res->x[i] = gsl_vector_get(xs, i);
-      res->se[i] = sqrt(fmax(0, gsl_matrix_get(cov, i, i) * scale));
-    }
-    gsl_matrix_free(cov);
-  }
-  gsl_vector_free(x);
-  gsl_multifit_nlinear_free(w);
-  return ok;
-}
-
-/* --- the three models --- */
-
-typedef struct {
-  const double *size, *t; /* size: bytes (memory) or bus bytes (collective); t: us */
-} LineData;
-
-/* t = alpha_us + size / (bw_GBps * 1e3) */
-static void line_residuals(const double *x, const void *data, double *r, size_t n) {
-  const LineData *d = data;
-  for (size_t i = 0; i < n; i++)
-    r[i] = (x[0] + d->size[i] / (x[1] * 1e3) - d->t[i]) / d->t[i];
-}
-
-static gboolean fit_line(const char *what, const double *size, const double *t, size_t n, guint max_iter,
-                         NlsResult *res, GError **error) {
-  double bw0 = 0, t0 = INFINITY;
-  for (size_t i = 0; i < n; i++) {
-    bw0 = fmax(bw0, size[i] / (t[i] * 1e3));
-    t0 = fmin(t0, t[i]);
-  }
-  double x0[2] = {0.5 * t0, bw0 > 0 ? bw0 : 1};
-  LineData d = {size, t};
-  return nls(what, line_residuals, &d, n, 2, x0, max_iter, res, error);
-}
-
-typedef struct {
-  const ModelGemm *g;
-  const double *mem, *t; /* memory-bound us; measured us */
-  double launch_us;
-  ModelProfile *base;    /* the tiles and the device; e_max 1, no roll-off */
-} GemmData;
-
-/* x = (e_max, k_half, tile bandwidth in TB/s): the best tile depends on the
- * tile bandwidth (models/compute.h), so it is chosen again for every x. */
-static void gemm_residuals(const double *x, const void *data, double *r, size_t n) {
-  const GemmData *d = data;
-  d->base->gemm_tile_bytes_per_s = x[2] * 1e12;
-  for (size_t i = 0; i < n; i++) {
-    double k = (double)d->g[i].k;
-    double math = model_gemm_math_time_s(d->base, &d->g[i], 1.0) * 1e6 * (k + x[1]) / (k * x[0]);
-    r[i] = (d->launch_us + fmax(math, d->mem[i]) - d->t[i]) / d->t[i];
-  }
-}
+#include "nls.h"
 
 /* --- output helpers --- */
 
@@ -171,7 +27,7 @@ static void add_residual(cJSON *arr, const char *label, double measured_us, doub
   cJSON_AddItemToArray(arr, o);
 }
 
-static cJSON *fit_summary(cJSON *fit, const char *key, const char *model, const NlsResult *r, size_t n) {
+static cJSON *fit_summary(cJSON *fit, const char *key, const char *model, const CalibNls *r, size_t n) {
   cJSON *o = cJSON_AddObjectToObject(fit, key);
   cJSON_AddStringToObject(o, "model", model);
   cJSON_AddNumberToObject(o, "points", (double)n);
@@ -199,7 +55,7 @@ static int cmp_point(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static double ssr(const NlsResult *r, size_t n) {
+static double ssr(const CalibNls *r, size_t n) {
   return r->rms * r->rms * (double)n;
 }
 
@@ -213,13 +69,13 @@ static gboolean fit_collective(CalibCollOp op, guint ranks, CollPoint *pts, size
     bus[i] = pts[i].bus, t[i] = pts[i].t;
   char what[64];
   g_snprintf(what, sizeof what, "%s on %u ranks", calib_coll_name(op), ranks);
-  NlsResult one, lo, hi, best_lo = {0}, best_hi = {0};
-  gboolean ok = fit_line(what, bus, t, n, max_iter, &one, error);
+  CalibNls one, lo, hi, best_lo = {0}, best_hi = {0};
+  gboolean ok = calib_fit_line(what, bus, t, n, max_iter, &one, error);
   size_t split = 0;
   double best = ok ? ssr(&one, n) * 0.5 : 0;
   for (size_t j = 3; ok && j + 3 <= n; j++) {
-    if (!fit_line(what, bus, t, j, max_iter, &lo, NULL) ||
-        !fit_line(what, bus + j, t + j, n - j, max_iter, &hi, NULL))
+    if (!calib_fit_line(what, bus, t, j, max_iter, &lo, NULL) ||
+        !calib_fit_line(what, bus + j, t + j, n - j, max_iter, &hi, NULL))
       continue;
     double s = ssr(&lo, j) + ssr(&hi, n - j);
     if (s < best && lo.x[0] >= 0 && hi.x[0] >= 0 && lo.x[1] > 0 && hi.x[1] > 0) {
@@ -236,7 +92,7 @@ static gboolean fit_collective(CalibCollOp op, guint ranks, CollPoint *pts, size
     ok = FALSE;
   }
   if (ok) {
-    NlsResult ranges[2];
+    CalibNls ranges[2];
     size_t lo_i[2] = {0, split}, hi_i[2] = {split ? split - 1 : n - 1, n - 1};
     guint nr = split ? 2 : 1;
     if (split)
@@ -340,118 +196,732 @@ static gboolean fit_collectives(const CalibMeasurements *m, guint max_iter, cJSO
   return ok;
 }
 
-/* --- the whole fit --- */
+/* --- memory-bound kernels by class --- */
 
-static void fill_profile(ModelProfile *p, const CalibMeasurements *m, const ModelProfile *tiles, double launch_us,
-                         double bw_GBps, double hbm_GBps, double e_max, double k_half, double tile_GBps) {
-  memset(p, 0, sizeof *p);
-  p->kind = MODEL_PROFILE_ANALYTIC;
-  p->peak_flops = m->device.peak_tflops * 1e12;
-  p->sms = m->device.sms;
-  p->memory_bytes = m->device.memory_GiB * 1073741824.0;
-  p->hbm_bytes_per_s = hbm_GBps * 1e9;
-  p->memory_efficiency = bw_GBps / hbm_GBps;
-  p->kernel_launch_s = launch_us * 1e-6;
-  p->n_tiles = tiles->n_tiles;
-  memcpy(p->tile_m, tiles->tile_m, sizeof p->tile_m);
-  memcpy(p->tile_n, tiles->tile_n, sizeof p->tile_n);
-  p->gemm_k_half = k_half;
-  p->gemm_efficiency_max = e_max;
-  p->gemm_tile_bytes_per_s = tile_GBps * 1e9;
-  p->sustained_clock_ratio = 1.0;
-}
+typedef struct {
+  double bytes, t_us;
+} MemPoint;
 
-void calib_layer_predict(const ModelProfile *p, guint hidden, guint heads, guint seq, guint micro_batch, guint tp,
-                         gboolean fused, ModelLayerCost *out) {
-  ModelShape shape = {.layers = 1, .hidden = hidden, .heads = heads, .seq_len = seq, .vocab = 51200}; /* one layer; the vocabulary does not enter a layer's cost */
-  model_layer_cost(p, &shape, tp, micro_batch, fused, out);
-}
+typedef struct {
+  const MemPoint *pt;
+  double l2_bytes;
+} MemData;
 
-cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError **error) {
-  guint max_iter = opt->max_iterations ? opt->max_iterations : 200;
-  /* 1. Memory-bound copies. */
-  guint nb = m->membw->len;
-  double *size = g_new(double, MAX(nb, 1)), *t = g_new(double, MAX(nb, 1));
-  for (guint i = 0; i < nb; i++) {
-    const CalibMembw *b = &g_array_index(m->membw, CalibMembw, i);
-    size[i] = b->bytes, t[i] = b->t.median_us;
+/* x = (gap_us, hbm_GBps, l2_GBps): the step at the L2's size. */
+static void mem_residuals(const double *x, const void *data, double *r, size_t n) {
+  const MemData *d = data;
+  for (size_t i = 0; i < n; i++) {
+    double bw = d->pt[i].bytes <= d->l2_bytes ? x[2] : x[1];
+    r[i] = (x[0] + d->pt[i].bytes / (bw * 1e3) - d->pt[i].t_us) / d->pt[i].t_us;
   }
-  NlsResult mem;
-  gboolean ok = fit_line("memory bandwidth (membw)", size, t, nb, max_iter, &mem, error);
-  g_free(size);
-  g_free(t);
-  if (!ok)
-    return NULL;
-  if (mem.x[1] <= 0 || mem.x[0] < 0) {
+}
+
+/* x = (hbm_GBps, l2_GBps) with the gap fixed at zero (where a free gap
+ * comes out negative). */
+static void mem_residuals_nogap(const double *x, const void *data, double *r, size_t n) {
+  double y[3] = {0, x[0], x[1]};
+  mem_residuals(y, data, r, n);
+}
+
+typedef struct {
+  gboolean fitted, from_base;
+  guint points, points_l2;
+  double gap_us, hbm_GBps, l2_GBps;
+  double se[3];
+  double rms, max_abs;
+  char note[200];
+} MemClassFit;
+
+/* The class of a 2021 kernels record that measures one kernel of one
+ * class (the fused ones; the unfused and the attention records run several
+ * classes and are only checked), or MODEL_MEM_N. */
+static ModelMemClass kernel_record_class(const CalibKernel *k) {
+  if (!k->fused || k->kernels != 1)
+    return MODEL_MEM_N;
+  if (strcmp(k->name, "bias_gelu") == 0 || strcmp(k->name, "bias_dropout_add") == 0)
+    return MODEL_MEM_POINTWISE;
+  if (strcmp(k->name, "scale_mask_softmax") == 0)
+    return MODEL_MEM_SOFTMAX;
+  if (strcmp(k->name, "layernorm") == 0)
+    return MODEL_MEM_NORM;
+  return MODEL_MEM_N;
+}
+
+/* The measured points of class c: copies (bytes moved), the membound
+ * kernels, and the 2021 fused kernels of that class. */
+static GArray *mem_points(const CalibMeasurements *m, ModelMemClass c) {
+  GArray *a = g_array_new(FALSE, FALSE, sizeof(MemPoint));
+  if (c == MODEL_MEM_COPY)
+    for (guint i = 0; i < m->membw->len; i++) {
+      const CalibMembw *b = &g_array_index(m->membw, CalibMembw, i);
+      MemPoint p = {b->bytes, b->t.median_us};
+      g_array_append_val(a, p);
+    }
+  for (guint i = 0; i < m->membound->len; i++) {
+    const CalibMembound *b = &g_array_index(m->membound, CalibMembound, i);
+    if (calib_membound_op(b->op)->cls == c) {
+      MemPoint p = {b->bytes, b->t.median_us};
+      g_array_append_val(a, p);
+    }
+  }
+  for (guint i = 0; i < m->kernels->len; i++) {
+    const CalibKernel *k = &g_array_index(m->kernels, CalibKernel, i);
+    if (kernel_record_class(k) == c) {
+      MemPoint p = {k->bytes, k->t.median_us};
+      g_array_append_val(a, p);
+    }
+  }
+  return a;
+}
+
+/* Fits class c: both bandwidths where the points reach both sides of the
+ * L2's size, one where they reach one side (the other then from the base
+ * profile's class, else at the copies' ratio of the two), nothing with
+ * fewer than three points. */
+static gboolean fit_mem_class(const CalibMeasurements *m, ModelMemClass c, double l2_bytes, const MemClassFit *copy,
+                              const ModelProfile *base, guint max_iter, MemClassFit *out, GError **error) {
+  memset(out, 0, sizeof *out);
+  GArray *pts = mem_points(m, c);
+  const MemPoint *p = (const MemPoint *)pts->data;
+  guint n = pts->len, nl2 = 0;
+  for (guint i = 0; i < n; i++)
+    nl2 += l2_bytes > 0 && p[i].bytes <= l2_bytes;
+  out->points = n;
+  out->points_l2 = nl2;
+  char what[64];
+  g_snprintf(what, sizeof what, "%s kernels (memory-bound)", model_mem_class_name(c));
+  gboolean ok = TRUE;
+  if (n < 3) {
+    g_snprintf(out->note, sizeof out->note, "%u measured point%s: not fitted", n, n == 1 ? "" : "s");
+    g_array_free(pts, TRUE);
+    return TRUE;
+  }
+  MemData d = {p, l2_bytes};
+  CalibNls r;
+  guint nh = n - nl2;
+  if (nl2 >= 2 && nh >= 2 && n >= 4) {
+    /* Start from a line through each side. */
+    double x0[3] = {0.5 * p[0].t_us, 1, 1};
+    for (guint i = 0; i < n; i++) {
+      double bw = p[i].bytes / (p[i].t_us * 1e3);
+      if (p[i].bytes <= l2_bytes)
+        x0[2] = fmax(x0[2], bw);
+      else
+        x0[1] = fmax(x0[1], bw);
+      x0[0] = fmin(x0[0], 0.5 * p[i].t_us);
+    }
+    ok = calib_nls(what, mem_residuals, &d, n, 3, x0, max_iter, &r, error);
+    if (ok && r.x[0] < 0) {
+      double y0[2] = {x0[1], x0[2]};
+      CalibNls r2;
+      ok = calib_nls(what, mem_residuals_nogap, &d, n, 2, y0, max_iter, &r2, error);
+      r = r2;
+      r.x[2] = r2.x[1], r.x[1] = r2.x[0], r.x[0] = 0;
+      r.se[2] = r2.se[1], r.se[1] = r2.se[0], r.se[0] = 0;
+    }
+    if (ok) {
+      out->gap_us = r.x[0], out->hbm_GBps = r.x[1], out->l2_GBps = r.x[2];
+      memcpy(out->se, r.se, sizeof out->se);
+      g_snprintf(out->note, sizeof out->note, "fitted: %u points in L2 (<= %.0f MiB), %u beyond", nl2,
+                 l2_bytes / 1048576.0, nh);
+    }
+  } else {
+    gboolean in_l2 = nl2 >= nh; /* the side with the points */
+    guint k = 0;
+    double *sz = g_new(double, n), *t = g_new(double, n);
+    for (guint i = 0; i < n; i++)
+      if ((l2_bytes > 0 && p[i].bytes <= l2_bytes) == in_l2 || l2_bytes <= 0)
+        sz[k] = p[i].bytes, t[k++] = p[i].t_us;
+    ok = k >= 3 && calib_fit_line(what, sz, t, k, max_iter, &r, error);
+    g_free(sz);
+    g_free(t);
+    if (k < 3) {
+      g_snprintf(out->note, sizeof out->note, "%u measured points, too few on either side of the L2's size: not fitted",
+                 n);
+      g_array_free(pts, TRUE);
+      return TRUE;
+    }
+    if (ok) {
+      double bw = r.x[1], other;
+      const char *src;
+      if (l2_bytes <= 0) {
+        other = bw, src = "the L2's size is not known: one bandwidth for all sizes";
+      } else if (base && base->has_membound) {
+        other = in_l2 ? base->mem_hbm_bytes_per_s[c] / 1e9 : base->mem_l2_bytes_per_s[c] / 1e9;
+        src = "the other side of the L2's size from the base profile";
+      } else if (copy && copy->fitted && c != MODEL_MEM_COPY) {
+        other = in_l2 ? bw * copy->hbm_GBps / copy->l2_GBps : bw * copy->l2_GBps / copy->hbm_GBps;
+        src = "the other side of the L2's size at the copies' ratio of the two (assumption)";
+      } else {
+        other = bw, src = "the other side of the L2's size not measured: the same bandwidth (assumption)";
+      }
+      out->gap_us = fmax(0, r.x[0]);
+      out->hbm_GBps = in_l2 ? other : bw;
+      out->l2_GBps = in_l2 ? bw : other;
+      out->se[0] = r.se[0];
+      out->se[in_l2 ? 2 : 1] = r.se[1];
+      g_snprintf(out->note, sizeof out->note, "fitted on %u points %s; %s", k,
+                 l2_bytes <= 0 ? "" : (in_l2 ? "inside the L2" : "beyond the L2"), src);
+    }
+  }
+  if (ok && !(out->hbm_GBps > 0 && out->l2_GBps > 0 && out->hbm_GBps < 1e6 && out->l2_GBps < 1e6)) {
     g_set_error(error, CALIB_ERROR, CALIB_ERROR_NO_CONVERGENCE,
-                "the memory bandwidth fit gave launch %.3g us and bandwidth %.3g GB/s, which is not physical; check "
-                "the membw measurements",
-                mem.x[0], mem.x[1]);
-    return NULL;
+                "the %s fit gave bandwidths of %.3g GB/s (HBM) and %.3g GB/s (L2), which are not physical; check "
+                "those measurements",
+                what, out->hbm_GBps, out->l2_GBps);
+    ok = FALSE;
   }
-  double launch_us = round_sig(mem.x[0], 6), bw = round_sig(mem.x[1], 6);
-  double hbm = fmax(m->device.hbm_GBps, bw);
+  if (ok) {
+    out->fitted = TRUE;
+    out->rms = r.rms;
+    out->max_abs = r.max_abs;
+    out->gap_us = round_sig(out->gap_us, 6);
+    out->hbm_GBps = round_sig(out->hbm_GBps, 6);
+    out->l2_GBps = round_sig(out->l2_GBps, 6);
+  }
+  g_array_free(pts, TRUE);
+  return ok;
+}
 
-  /* 2. GEMMs of one dtype. */
-  const char *dtype = opt->dtype ? opt->dtype : "fp16";
-  GArray *idx = g_array_new(FALSE, FALSE, sizeof(guint));
-  for (guint i = 0; i < m->gemm->len; i++)
-    if (strcmp(g_array_index(m->gemm, CalibGemm, i).dtype, dtype) == 0)
-      g_array_append_val(idx, i);
-  guint ng = idx->len;
-  ModelGemm *gg = g_new(ModelGemm, MAX(ng, 1));
-  double *mt = g_new(double, MAX(ng, 1)), *gt = g_new(double, MAX(ng, 1));
-  ModelProfile base;
-  fill_profile(&base, m, opt->tiles_from, launch_us, bw, hbm, 1.0, 0.0, 0.0);
-  for (guint j = 0; j < ng; j++) {
-    const CalibGemm *g = &g_array_index(m->gemm, CalibGemm, g_array_index(idx, guint, j));
-    gg[j] = (ModelGemm){g->batch, g->m, g->n, g->k};
-    double bytes = 2.0 * (double)g->batch * ((double)g->m * g->k + (double)g->k * g->n + (double)g->m * g->n);
-    mt[j] = bytes / (bw * 1e3);
-    gt[j] = g->t.median_us;
+/* --- GEMMs --- */
+
+typedef struct {
+  const ModelGemm *g;
+  const double *mem, *t; /* memory-bound us; measured us */
+  guint n;
+  double launch_us;
+  gboolean fp8;
+  ModelProfile *prof; /* the device, the tiles under test, k_half 0 and e_max 1 */
+} GemmData;
+
+static void set_tile_bw(GemmData *d, double bytes_per_s) {
+  if (d->fp8)
+    d->prof->gemm_fp8.tile_bytes_per_s = bytes_per_s;
+  else
+    d->prof->gemm_tile_bytes_per_s = bytes_per_s;
+}
+
+/* x = (e_max, k_half, tile bandwidth in TB/s): the best tile depends on the
+ * tile bandwidth (models/compute.h), so it is chosen again for every x. */
+static void gemm_residuals(const double *x, const void *data, double *r, size_t n) {
+  GemmData *d = (GemmData *)data;
+  set_tile_bw(d, x[2] * 1e12);
+  for (size_t i = 0; i < n; i++) {
+    double k = (double)d->g[i].k;
+    double t1 = d->fp8 ? model_gemm_fp8_math_time_s(d->prof, &d->g[i]) : model_gemm_math_time_s(d->prof, &d->g[i], 1.0);
+    double math = t1 * 1e6 * (k + x[1]) / (k * x[0]);
+    r[i] = (d->launch_us + fmax(math, d->mem[i]) - d->t[i]) / d->t[i];
   }
-  GemmData gd = {gg, mt, gt, launch_us, &base};
+}
+
+static void set_tiles(GemmData *d, const guint *tm, const guint *tn, guint n) {
+  if (d->fp8) {
+    d->prof->gemm_fp8.n_tiles = n;
+    memcpy(d->prof->gemm_fp8.tile_m, tm, n * sizeof *tm);
+    memcpy(d->prof->gemm_fp8.tile_n, tn, n * sizeof *tn);
+  } else {
+    d->prof->n_tiles = n;
+    memcpy(d->prof->tile_m, tm, n * sizeof *tm);
+    memcpy(d->prof->tile_n, tn, n * sizeof *tn);
+  }
+}
+
+static gboolean gemm_nls(GemmData *d, const char *what, guint max_iter, CalibNls *r, GError **error) {
   /* Start the tile bandwidth low, where tiles up to 128 x 128 (intensity
    * 64 FLOP/B) are bandwidth-bound: the per-tile roofline is flat in the
    * bandwidth once every chosen tile is compute-bound, so the fit must
    * approach the truth from below to see it. */
-  double x0[3] = {0.8, 64, m->device.peak_tflops / 64.0};
-  NlsResult gf;
-  char what[48];
-  g_snprintf(what, sizeof what, "GEMM efficiency (%s gemm records)", dtype);
-  ok = nls(what, gemm_residuals, &gd, ng, 3, x0, max_iter, &gf, error);
-  if (ok && !(gf.x[0] > 0 && gf.x[0] <= 1 && gf.x[1] > 0 && gf.x[2] > 0)) {
+  double peak = d->fp8 ? d->prof->peak_fp8_flops : d->prof->peak_flops;
+  double x0[3] = {0.8, 64, peak / 1e12 / (d->fp8 ? 128.0 : 64.0)};
+  gboolean ok = calib_nls(what, gemm_residuals, d, d->n, 3, x0, max_iter, r, error);
+  /* A second start, where tiles of intensity 16 FLOP/B are already
+   * compute-bound: the roofline makes the residuals' landscape piecewise,
+   * and the better of the two minima is kept. */
+  CalibNls r2;
+  double x1[3] = {0.8, 64, 4 * x0[2]};
+  if (calib_nls(what, gemm_residuals, d, d->n, 3, x1, max_iter, &r2, NULL) && (!ok || r2.rms < r->rms) &&
+      r2.x[0] > 0 && r2.x[0] <= 1 && r2.x[1] > 0 && r2.x[2] > 0) {
+    if (!ok)
+      g_clear_error(error);
+    *r = r2;
+    ok = TRUE;
+  }
+  set_tile_bw(d, r->x[2] * 1e12);
+  if (ok && !(r->x[0] > 0 && r->x[0] <= 1 && r->x[1] > 0 && r->x[2] > 0)) {
     g_set_error(error, CALIB_ERROR, CALIB_ERROR_NO_CONVERGENCE,
-                "the GEMM fit gave e_max %.3g, k_half %.3g and tile bandwidth %.3g TB/s, outside (0, 1], > 0 and > 0; "
-                "check the gemm measurements (device peak_tflops %.1f)",
-                gf.x[0], gf.x[1], gf.x[2], m->device.peak_tflops);
+                "the %s fit gave e_max %.3g, k_half %.3g and tile bandwidth %.3g TB/s, outside (0, 1], > 0 and > 0; "
+                "check the gemm measurements (peak %.1f TFLOP/s)",
+                what, r->x[0], r->x[1], r->x[2], peak / 1e12);
     ok = FALSE;
   }
-  g_free(gg);
-  g_free(mt);
-  g_free(gt);
+  return ok;
+}
+
+/* The tiles cuBLAS may choose on a device of compute capability `cc`
+ * (NULL: not known): edges of 64, 128 and 256 on Ampere (CUTLASS's and cuBLAS's sm80 tile
+ * shapes), and of 64, 128, 192 and 256 with 320 x 128 on Hopper (cuBLASLt's
+ * CUBLASLT_MATMUL_TILE_* list for sm90's wgmma kernels). */
+static guint tile_candidates(const char *cc, guint *tm, guint *tn) {
+  static const guint ampere[] = {64, 128, 256}, hopper[] = {64, 128, 192, 256};
+  /* Volta and Ampere the smaller list; Hopper and later, and a device whose
+   * compute capability is not known (a synthetic file), the larger */
+  gboolean h = !cc || !(g_str_has_prefix(cc, "7.") || g_str_has_prefix(cc, "8."));
+  const guint *e = h ? hopper : ampere;
+  guint ne = h ? G_N_ELEMENTS(hopper) : G_N_ELEMENTS(ampere), n = 0;
+  for (guint i = 0; i < ne; i++)
+    for (guint j = 0; j < ne; j++)
+      tm[n] = e[i], tn[n++] = e[j];
+  if (h) {
+    tm[n] = 320, tn[n++] = 128;
+    tm[n] = 128, tn[n++] = 320;
+  }
+  return n;
+}
+
+#define MAX_TILE_CANDIDATES 20
+
+/* The GEMM model of one set of records: tiles as recorded by cuBLASLt,
+ * else those of `tiles_from`, else chosen from the device's candidates by
+ * forward selection (add the tile that lowers the squared residuals most,
+ * while that gains at least 2%, up to 8 tiles). */
+static gboolean fit_gemm_set(GemmData *d, const CalibMeasurements *m, const GArray *idx, const GArray *also,
+                             const ModelProfile *tiles_from, const char *what, guint max_iter, CalibNls *r,
+                             char *how, gsize howlen, GError **error) {
+  guint tm[MODEL_PROFILE_MAX_TILES], tn[MODEL_PROFILE_MAX_TILES], nt = 0;
+  /* the tiles recorded for these records and for `also` (the same model's
+   * other records, such as FP8's gradient GEMMs) */
+  for (guint j = 0; j < idx->len + (also ? also->len : 0); j++) {
+    guint at = j < idx->len ? g_array_index(idx, guint, j) : g_array_index(also, guint, j - idx->len);
+    const CalibGemm *g = &g_array_index(m->gemm, CalibGemm, at);
+    gboolean seen = g->tile_m == 0;
+    for (guint i = 0; i < nt && !seen; i++)
+      seen = tm[i] == g->tile_m && tn[i] == g->tile_n;
+    if (!seen && nt < MODEL_PROFILE_MAX_TILES)
+      tm[nt] = g->tile_m, tn[nt++] = g->tile_n;
+  }
+  guint recorded = nt;
+  if (tiles_from && recorded == 0) {
+    set_tiles(d, tiles_from->tile_m, tiles_from->tile_n, tiles_from->n_tiles);
+    g_snprintf(how, howlen, "the tiles of profile %s (--tiles-from)", tiles_from->name ? tiles_from->name : "?");
+    return gemm_nls(d, what, max_iter, r, error);
+  }
+  /* Forward selection, from the recorded tiles (records without one, such
+   * as cublasGemmEx's, may use others). */
+  guint cm[MAX_TILE_CANDIDATES], cn[MAX_TILE_CANDIDATES], nc = tile_candidates(m->device.compute_capability, cm, cn);
+  gboolean used[MAX_TILE_CANDIDATES] = {FALSE};
+  double best_ssr = INFINITY;
+  CalibNls best_r;
+  memset(&best_r, 0, sizeof best_r);
+  if (recorded > 0) {
+    set_tiles(d, tm, tn, nt);
+    if (!gemm_nls(d, what, max_iter, &best_r, error))
+      return FALSE;
+    best_ssr = best_r.rms * best_r.rms;
+    for (guint c = 0; c < nc; c++)
+      for (guint i = 0; i < nt; i++)
+        used[c] |= cm[c] == tm[i] && cn[c] == tn[i];
+  }
+  while (nt < MIN(recorded + 8, (guint)MODEL_PROFILE_MAX_TILES)) {
+    int pick = -1;
+    double pick_ssr = INFINITY;
+    CalibNls pick_r;
+    memset(&pick_r, 0, sizeof pick_r);
+    for (guint c = 0; c < nc; c++) {
+      if (used[c])
+        continue;
+      tm[nt] = cm[c], tn[nt] = cn[c];
+      set_tiles(d, tm, tn, nt + 1);
+      CalibNls t;
+      if (!gemm_nls(d, what, max_iter, &t, NULL))
+        continue;
+      double ss = t.rms * t.rms;
+      if (ss < pick_ssr)
+        pick_ssr = ss, pick = (int)c, pick_r = t;
+    }
+    if (pick < 0 || !(pick_ssr < best_ssr * 0.98))
+      break;
+    used[pick] = TRUE;
+    tm[nt] = cm[pick], tn[nt++] = cn[pick];
+    best_ssr = pick_ssr;
+    best_r = pick_r;
+  }
+  if (nt == 0) /* no candidate converged: report why with the first */
+    return set_tiles(d, cm, cn, 1), gemm_nls(d, what, max_iter, r, error);
+  set_tiles(d, tm, tn, nt);
+  *r = best_r;
+  if (recorded > 0)
+    g_snprintf(how, howlen, "the %u tiles cuBLASLt reported choosing for these GEMMs%s%u chosen by forward selection",
+               recorded, nt > recorded ? " and " : ", with ", nt - recorded);
+  else
+    g_snprintf(how, howlen, "%u tiles chosen by forward selection from compute capability %s's candidates", nt,
+               m->device.compute_capability ? m->device.compute_capability : "?");
+  set_tile_bw(d, r->x[2] * 1e12); /* the model's tile bandwidth at the selected parameters */
+  return TRUE;
+}
+
+/* The records of one GEMM class: `dtype`, and for fp8 the forward
+ * (fast-accumulation, layout TN) or the gradient ones. */
+static GArray *gemm_records(const CalibMeasurements *m, const char *dtype, int fp8_grad) {
+  GArray *idx = g_array_new(FALSE, FALSE, sizeof(guint));
+  for (guint i = 0; i < m->gemm->len; i++) {
+    const CalibGemm *g = &g_array_index(m->gemm, CalibGemm, i);
+    if (strcmp(g->dtype, dtype) != 0)
+      continue;
+    if (fp8_grad >= 0 && (strcmp(g->layout, "TN") != 0) != fp8_grad)
+      continue;
+    g_array_append_val(idx, i);
+  }
+  return idx;
+}
+
+static void gemm_data(GemmData *d, const CalibMeasurements *m, const GArray *idx, double bw_GBps) {
+  guint n = idx->len;
+  ModelGemm *gg = g_new(ModelGemm, MAX(n, 1));
+  double *mt = g_new(double, MAX(n, 1)), *gt = g_new(double, MAX(n, 1));
+  double in = d->fp8 ? 1.0 : 2.0;
+  for (guint j = 0; j < n; j++) {
+    const CalibGemm *g = &g_array_index(m->gemm, CalibGemm, g_array_index(idx, guint, j));
+    gg[j] = (ModelGemm){g->batch, g->m, g->n, g->k};
+    double bytes = (double)g->batch * (in * ((double)g->m * g->k + (double)g->k * g->n) + 2.0 * (double)g->m * g->n);
+    mt[j] = bytes / (bw_GBps * 1e3);
+    gt[j] = g->t.median_us;
+  }
+  d->g = gg, d->mem = mt, d->t = gt, d->n = n;
+}
+
+static void gemm_data_free(GemmData *d) {
+  g_free((gpointer)d->g);
+  g_free((gpointer)d->mem);
+  g_free((gpointer)d->t);
+}
+
+/* FP8 gradient GEMMs: the share of the fast-accumulation rate they keep
+ * (x[0]), priced by the model itself (the tile roofline sees the lower
+ * rate). */
+static void split_residuals(const double *x, const void *data, double *r, size_t n) {
+  const GemmData *d = data;
+  d->prof->gemm_fp8_split_accumulation = x[0];
+  for (size_t i = 0; i < n; i++)
+    r[i] = (model_gemm_fp8_time_s(d->prof, &d->g[i], TRUE) * 1e6 - d->t[i]) / d->t[i];
+}
+
+/* --- flash attention --- */
+
+typedef struct {
+  const CalibAttention *a; /* the records with this pass */
+  guint n;
+  gboolean backward;
+  ModelProfile *prof;
+} AttnData;
+
+/* x = (efficiency, cta_overhead_us) of one pass. */
+static void attn_residuals(const double *x, const void *data, double *r, size_t n) {
+  const AttnData *d = data;
+  ModelFlashPass *f = &d->prof->flash[d->backward];
+  f->efficiency = fmin(fmax(x[0], 1e-4), 4.0);
+  f->cta_overhead_s = fmax(x[1], 0) * 1e-6;
+  for (size_t i = 0; i < n; i++) {
+    const CalibAttention *a = &d->a[i];
+    double us = model_flash_waves_time_any_s(d->prof, d->backward, a->causal, a->batch * a->heads, a->seq, a->seq,
+                                             a->head_dim) *
+                1e6;
+    double t = d->backward ? a->bwd.median_us : a->fwd.median_us;
+    r[i] = (us - t) / t;
+  }
+}
+
+/* --- the whole profile --- */
+
+/* Replaces or adds o[key]. */
+static void put(cJSON *o, const char *key, cJSON *v) {
+  if (cJSON_GetObjectItemCaseSensitive(o, key))
+    cJSON_ReplaceItemInObjectCaseSensitive(o, key, v);
+  else
+    cJSON_AddItemToObject(o, key, v);
+}
+
+static void put_num(cJSON *o, const char *key, double v) {
+  put(o, key, cJSON_CreateNumber(v));
+}
+
+static void put_str(cJSON *o, const char *key, const char *v) {
+  put(o, key, cJSON_CreateString(v));
+}
+
+/* "from the base profile NAME" and what the base says of `key`. */
+static void prov_from_base(cJSON *prov, const cJSON *base_prov, const char *base_name, const char *key) {
+  const cJSON *b = cJSON_GetObjectItemCaseSensitive(base_prov, key);
+  char *text = g_strdup_printf("from the base profile %s (not measured in this file)%s%s", base_name,
+                               cJSON_IsString(b) ? ": " : "", cJSON_IsString(b) ? b->valuestring : "");
+  put_str(prov, key, text);
+  g_free(text);
+}
+
+static cJSON *tiles_json(guint n, const guint *tm, const guint *tn) {
+  cJSON *a = cJSON_CreateArray();
+  for (guint i = 0; i < n; i++) {
+    int t[2] = {(int)tm[i], (int)tn[i]};
+    cJSON_AddItemToArray(a, cJSON_CreateIntArray(t, 2));
+  }
+  return a;
+}
+
+static void gemm_residual_rows(cJSON *res, const CalibMeasurements *m, const GArray *idx, const ModelProfile *p) {
+  for (guint j = 0; j < idx->len; j++) {
+    const CalibGemm *g = &g_array_index(m->gemm, CalibGemm, g_array_index(idx, guint, j));
+    ModelGemm mg = {g->batch, g->m, g->n, g->k};
+    char label[96];
+    g_snprintf(label, sizeof label, "%s %s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT,
+               g->op, g->layout, g->batch, g->m, g->n, g->k);
+    double us = strcmp(g->dtype, "fp8") == 0 ? model_gemm_fp8_time_s(p, &mg, strcmp(g->layout, "TN") != 0)
+                                             : model_gemm_time_s(p, &mg);
+    add_residual(res, label, g->t.median_us, us * 1e6);
+  }
+}
+
+/* FlashAttention-2's tiles for head size 128 (Dao 2023; flash-attention's
+ * flash_fwd_launch_template.h: 128 x 128 forward; flash_bwd_launch_template.h:
+ * key blocks of 128 stepping over 64 queries backward), where the base
+ * profile has no waves model. */
+static const ModelFlashPass default_flash[2] = {{128, 128, 0, 0}, {64, 128, 0, 0}};
+
+/* The base's attention block on a profile of another peak: its shares of
+ * peak scaled by base peak / this peak, so that attention runs at the same
+ * rate. */
+static void rescale_attention(cJSON *root, double ratio, cJSON *prov) {
+  if (fabs(ratio - 1) < 1e-12)
+    return;
+  cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "attention");
+  static const char *flat[] = {"flash_forward_efficiency", "flash_backward_efficiency"};
+  for (guint i = 0; i < G_N_ELEMENTS(flat); i++) {
+    cJSON *e = cJSON_GetObjectItemCaseSensitive(a, flat[i]);
+    if (cJSON_IsNumber(e))
+      cJSON_SetNumberValue(e, round_sig(fmin(1.0, e->valuedouble * ratio), 6));
+  }
+  static const char *passes[] = {"forward", "backward"};
+  for (guint i = 0; i < G_N_ELEMENTS(passes); i++) {
+    cJSON *e = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(a, passes[i]), "efficiency");
+    if (cJSON_IsNumber(e))
+      cJSON_SetNumberValue(e, round_sig(fmin(1.0, e->valuedouble * ratio), 6));
+  }
+  const cJSON *pa = cJSON_GetObjectItemCaseSensitive(prov, "attention");
+  char *text = g_strdup_printf("%s; its shares of peak scaled by %.6g (the base's peak over this profile's), so that "
+                               "attention runs at the same rate",
+                               cJSON_IsString(pa) ? pa->valuestring : "", ratio);
+  put_str(prov, "attention", text);
+  g_free(text);
+}
+
+cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError **error) {
+  guint max_iter = opt->max_iterations ? opt->max_iterations : 200;
+  const ModelProfile *base = opt->base;
+  const char *base_name = base && base->name ? base->name : "?";
+  const cJSON *base_prov = opt->base_json ? cJSON_GetObjectItemCaseSensitive(opt->base_json, "provenance") : NULL;
+  /* The L2's size: as the harness read it off the device, else the base's. */
+  double l2 = m->device.l2_MiB > 0 ? m->device.l2_MiB * 1048576.0 : base ? base->l2_bytes : 0;
+
+  /* 1. Memory-bound kernels, copies first (they give the launch gap and the
+   * HBM efficiency). */
+  MemClassFit mc[MODEL_MEM_N];
+  if (!fit_mem_class(m, MODEL_MEM_COPY, l2, NULL, base, max_iter, &mc[MODEL_MEM_COPY], error))
+    return NULL;
+  gboolean copies = mc[MODEL_MEM_COPY].fitted;
+  if (!copies && !base) {
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_TOO_FEW,
+                "too few points for the memory bandwidth (membw) fit: %u given, it needs at least 3 copies; run "
+                "ptdsim-calibrate --mode membw",
+                mc[MODEL_MEM_COPY].points);
+    return NULL;
+  }
+  for (int c = 1; c < MODEL_MEM_N; c++)
+    if (!fit_mem_class(m, (ModelMemClass)c, l2, &mc[MODEL_MEM_COPY], base, max_iter, &mc[c], error))
+      return NULL;
+  /* Without copies: the base's launch gap and HBM efficiency. */
+  double launch_us = copies ? mc[MODEL_MEM_COPY].gap_us : base->kernel_launch_s * 1e6;
+  double bw = copies ? mc[MODEL_MEM_COPY].hbm_GBps : base->hbm_bytes_per_s * base->memory_efficiency / 1e9;
+  double hbm = copies ? fmax(m->device.hbm_GBps, bw) : base->hbm_bytes_per_s / 1e9;
+  if (!copies)
+    mc[MODEL_MEM_COPY] = (MemClassFit){.gap_us = launch_us, .hbm_GBps = bw, .l2_GBps = bw};
+  /* The device's peak at the clock it reported: the measured rates are
+   * shares of that (a datasheet's peak at a lower clock can be exceeded). */
+  double peak_tflops = m->device.peak_tflops;
+
+  /* 2. 16-bit GEMMs. */
+  gboolean any_bf16 = FALSE;
+  for (guint i = 0; i < m->gemm->len; i++)
+    any_bf16 |= strcmp(g_array_index(m->gemm, CalibGemm, i).dtype, "bf16") == 0;
+  const char *dtype = opt->dtype ? opt->dtype : any_bf16 ? "bf16" : "fp16";
+  ModelProfile prof = {.kind = MODEL_PROFILE_ANALYTIC, .peak_flops = peak_tflops * 1e12, .sms = m->device.sms,
+                       .memory_bytes = m->device.memory_GiB * 1073741824.0, .hbm_bytes_per_s = hbm * 1e9,
+                       .memory_efficiency = bw / hbm, .kernel_launch_s = launch_us * 1e-6,
+                       .gemm_efficiency_max = 1, .sustained_clock_ratio = 1, .gemm_fp8_split_accumulation = 1,
+                       .l2_bytes = l2};
+  GArray *idx = gemm_records(m, dtype, -1);
+  CalibNls gf;
+  memset(&gf, 0, sizeof gf);
+  char what[64], how16[160] = "", how8[160] = "";
+  gboolean ok = TRUE, gemms = idx->len > 0;
+  if (!gemms && !base) {
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_TOO_FEW,
+                "the measurements have no %s GEMMs and there is no base profile to take the GEMM model from; run "
+                "ptdsim-calibrate --mode gemm or gemmlt, or give --base",
+                dtype);
+    ok = FALSE;
+  } else if (gemms) {
+    GemmData gd = {.launch_us = launch_us, .fp8 = FALSE, .prof = &prof};
+    gemm_data(&gd, m, idx, bw);
+    g_snprintf(what, sizeof what, "GEMM efficiency (%s gemm records)", dtype);
+    ok = fit_gemm_set(&gd, m, idx, NULL, opt->tiles_from, what, max_iter, &gf, how16, sizeof how16, error);
+    gemm_data_free(&gd);
+    prof.gemm_efficiency_max = round_sig(gf.x[0], 6);
+    prof.gemm_k_half = round_sig(gf.x[1], 6);
+    prof.gemm_tile_bytes_per_s = round_sig(gf.x[2] * 1e3, 6) * 1e9;
+  } else {
+    prof.n_tiles = base->n_tiles;
+    memcpy(prof.tile_m, base->tile_m, sizeof prof.tile_m);
+    memcpy(prof.tile_n, base->tile_n, sizeof prof.tile_n);
+    prof.gemm_efficiency_max = base->gemm_efficiency_max;
+    prof.gemm_k_half = base->gemm_k_half;
+    prof.gemm_tile_bytes_per_s = base->gemm_tile_bytes_per_s;
+  }
   if (!ok) {
     g_array_free(idx, TRUE);
     return NULL;
   }
-  double e_max = round_sig(gf.x[0], 6), k_half = round_sig(gf.x[1], 6), tile_bw = round_sig(gf.x[2] * 1e3, 6);
-  ModelProfile fitted;
-  fill_profile(&fitted, m, opt->tiles_from, launch_us, bw, hbm, e_max, k_half, tile_bw);
 
-  /* The profile. */
-  cJSON *root = cJSON_CreateObject();
-  cJSON_AddStringToObject(root, "name", opt->name);
-  cJSON_AddStringToObject(root, "kind", "analytic");
-  char *desc = g_strdup_printf("%s, fitted by ptdsim fit from %s (%s)", m->device.name, opt->measurements_path,
-                               m->synthetic ? "SYNTHETIC measurements" : "measured by ptdsim-calibrate");
-  cJSON_AddStringToObject(root, "description", desc);
+  /* 3. FP8 GEMMs: the forward ones (fast accumulation) fit the gemm_fp8
+   * model, the gradient ones the share of that rate they keep. */
+  GArray *idx8 = gemm_records(m, "fp8", 0), *idx8g = gemm_records(m, "fp8", 1);
+  CalibNls f8 = {0}, fs = {0};
+  gboolean fp8 = idx8->len > 0, split = FALSE;
+  if (!fp8 && base && base->has_gemm_fp8) { /* the base's FP8 model, for the layers' comparison */
+    prof.peak_fp8_flops = base->peak_fp8_flops;
+    prof.has_gemm_fp8 = TRUE;
+    prof.gemm_fp8 = base->gemm_fp8;
+    prof.gemm_fp8_split_accumulation = base->gemm_fp8_split_accumulation;
+  }
+  if (fp8) {
+    const char *cc = m->device.compute_capability;
+    if (base && model_profile_supports(base, "fp8"))
+      prof.peak_fp8_flops = base->peak_fp8_flops;
+    else if (cc && (g_str_has_prefix(cc, "8.9") || g_str_has_prefix(cc, "9.") || g_str_has_prefix(cc, "10.")))
+      prof.peak_fp8_flops = 2 * prof.peak_flops; /* Ada, Hopper, Blackwell: dense FP8 twice dense 16-bit */
+    else {
+      g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
+                  "the measurements have fp8 GEMMs but no FP8 peak is known for %s; give --base a profile with "
+                  "peak_fp8_tflops",
+                  m->device.name);
+      ok = FALSE;
+    }
+    prof.has_gemm_fp8 = TRUE;
+    prof.gemm_fp8 = (ModelGemmParams){.efficiency_max = 1};
+    GemmData g8 = {.launch_us = launch_us, .fp8 = TRUE, .prof = &prof};
+    gemm_data(&g8, m, idx8, bw);
+    ok = ok && fit_gemm_set(&g8, m, idx8, idx8g, NULL, "FP8 GEMM efficiency (fp8 forward gemm records)", max_iter, &f8, how8,
+                            sizeof how8, error);
+    gemm_data_free(&g8);
+    if (ok) {
+      prof.gemm_fp8.efficiency_max = round_sig(f8.x[0], 6);
+      prof.gemm_fp8.k_half = round_sig(f8.x[1], 6);
+      prof.gemm_fp8.tile_bytes_per_s = round_sig(f8.x[2] * 1e3, 6) * 1e9;
+    }
+    if (ok && idx8g->len >= 2) {
+      GemmData gg = {.launch_us = launch_us, .fp8 = TRUE, .prof = &prof};
+      gemm_data(&gg, m, idx8g, bw);
+      double x0[1] = {0.8};
+      ok = calib_nls("FP8 split accumulation (fp8 gradient gemm records)", split_residuals, &gg, gg.n, 1, x0, max_iter,
+                     &fs, error);
+      if (ok && !(fs.x[0] > 0.01 && fs.x[0] <= 1.5)) {
+        g_set_error(error, CALIB_ERROR, CALIB_ERROR_NO_CONVERGENCE,
+                    "the FP8 gradient GEMMs run at %.3g of the forward ones' rate, which is not physical; check the fp8 "
+                    "gemm measurements",
+                    fs.x[0]);
+        ok = FALSE;
+      }
+      split = ok;
+      if (ok)
+        prof.gemm_fp8_split_accumulation = round_sig(fmin(fs.x[0], 1.0), 6);
+      gemm_data_free(&gg);
+    }
+  }
+
+  /* 4. Flash attention, each pass. */
+  gboolean attn = ok && m->attention->len > 0;
+  CalibNls af[2];
+  memset(af, 0, sizeof af);
+  if (attn) {
+    for (int pass = 0; pass < 2; pass++)
+      prof.flash[pass] = base && base->flash_waves ? base->flash[pass] : default_flash[pass];
+    prof.flash_ctas_per_sm = base && base->flash_waves ? base->flash_ctas_per_sm : 1;
+    prof.flash_waves = TRUE;
+    for (int pass = 0; ok && pass < 2; pass++) {
+      GArray *with = g_array_new(FALSE, FALSE, sizeof(CalibAttention));
+      for (guint i = 0; i < m->attention->len; i++) {
+        const CalibAttention *a = &g_array_index(m->attention, CalibAttention, i);
+        if (pass ? a->has_bwd : a->has_fwd)
+          g_array_append_val(with, *a);
+      }
+      AttnData ad = {(const CalibAttention *)with->data, with->len, pass == 1, &prof};
+      double x0[2] = {0.5, 2.0};
+      ok = calib_nls(pass ? "flash attention backward (attention records)" : "flash attention forward (attention records)",
+                     attn_residuals, &ad, with->len, 2, x0, max_iter, &af[pass], error);
+      g_array_free(with, TRUE);
+      if (ok && !(af[pass].x[0] > 0.01 && af[pass].x[0] <= 1 && af[pass].x[1] >= -1e-3)) {
+        g_set_error(error, CALIB_ERROR, CALIB_ERROR_NO_CONVERGENCE,
+                    "the flash attention %s fit gave a share of peak %.3g and a block overhead of %.3g us, outside "
+                    "(0.01, 1] and >= 0; check the attention measurements",
+                    pass ? "backward" : "forward", af[pass].x[0], af[pass].x[1]);
+        ok = FALSE;
+      }
+      if (ok) {
+        prof.flash[pass].efficiency = round_sig(af[pass].x[0], 6);
+        prof.flash[pass].cta_overhead_s = round_sig(fmax(af[pass].x[1], 0), 6) * 1e-6;
+      }
+    }
+  }
+  if (!ok) {
+    g_array_free(idx, TRUE);
+    g_array_free(idx8, TRUE);
+    g_array_free(idx8g, TRUE);
+    return NULL;
+  }
+  gboolean any_class = FALSE;
+  for (int c = 0; c < MODEL_MEM_N; c++)
+    any_class |= mc[c].fitted;
+  for (int c = 0; c < MODEL_MEM_N; c++) {
+    prof.mem_gap_s[c] = (mc[c].fitted ? mc[c].gap_us : mc[MODEL_MEM_COPY].gap_us) * 1e-6;
+    prof.mem_hbm_bytes_per_s[c] = (mc[c].fitted ? mc[c].hbm_GBps : mc[MODEL_MEM_COPY].hbm_GBps) * 1e9;
+    prof.mem_l2_bytes_per_s[c] = (mc[c].fitted ? mc[c].l2_GBps : mc[MODEL_MEM_COPY].l2_GBps) * 1e9;
+    if (!mc[c].fitted && base && base->has_membound) {
+      prof.mem_gap_s[c] = base->mem_gap_s[c];
+      prof.mem_hbm_bytes_per_s[c] = base->mem_hbm_bytes_per_s[c];
+      prof.mem_l2_bytes_per_s[c] = base->mem_l2_bytes_per_s[c];
+    }
+  }
+  prof.has_membound = any_class || (base && base->has_membound);
+
+  /* The profile: the base's description, with what was measured put in. */
+  cJSON *root = opt->base_json ? cJSON_Duplicate(opt->base_json, TRUE) : cJSON_CreateObject();
+  cJSON_DeleteItemFromObjectCaseSensitive(root, "fit");
+  cJSON_DeleteItemFromObjectCaseSensitive(root, "collectives");
+  put_str(root, "name", opt->name);
+  put_str(root, "kind", "analytic");
+  char *desc = g_strdup_printf("%s, fitted by ptdsim fit from %s (%s)%s%s%s", m->device.name, opt->measurements_path,
+                               m->synthetic ? "SYNTHETIC measurements"
+                               : m->source  ? "published figures, transcribed"
+                                            : "measured by ptdsim-calibrate",
+                               base ? "; what it does not measure is from the base profile " : "",
+                               base ? base_name : "", base ? " (see provenance)" : "");
+  put_str(root, "description", desc);
   g_free(desc);
-  cJSON *prov = cJSON_AddObjectToObject(root, "provenance");
+  cJSON *prov = cJSON_CreateObject();
   cJSON_AddStringToObject(prov, "method",
                           "fitted by ptdsim fit: GSL nonlinear least squares on relative residuals (see fit block)");
   cJSON_AddStringToObject(prov, "measurements", opt->measurements_path);
   if (m->synthetic)
     cJSON_AddStringToObject(prov, "synthetic", m->synthetic);
+  if (m->source)
+    cJSON_AddStringToObject(prov, "source", m->source);
   cJSON_AddStringToObject(prov, "tool", m->tool ? m->tool : "unknown");
   cJSON_AddStringToObject(prov, "host", m->host ? m->host : "unknown");
   cJSON_AddStringToObject(prov, "date", m->date ? m->date : "unknown");
@@ -464,89 +934,199 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
                               m->device.cublas ? m->device.cublas : "?", m->device.nccl ? m->device.nccl : "?");
   cJSON_AddStringToObject(prov, "device", dev);
   g_free(dev);
+  if (base) {
+    /* a shipped profile is cited by its place in the repository */
+    const char *at = base->path ? strstr(base->path, "calibrate/profiles/") : NULL;
+    char *b = g_strdup_printf("%s (%s): the keys said to come from it below", base_name,
+                              at ? at : base->path ? base->path : "?");
+    cJSON_AddStringToObject(prov, "base", b);
+    g_free(b);
+  }
   cJSON_AddStringToObject(prov, "peak_tflops", m->device.peak_source ? m->device.peak_source : "from the measurements");
-  cJSON_AddStringToObject(prov, "gemm.tiles", opt->tiles_from->name ? opt->tiles_from->name : "?");
+  put_num(root, "peak_tflops", peak_tflops);
+  put_num(root, "sms", m->device.sms);
+  put_num(root, "memory_GiB", m->device.memory_GiB);
+  cJSON_AddStringToObject(prov, "sms", "the measured device");
+  cJSON_AddStringToObject(prov, "memory_GiB", "the measured device");
+  if (copies) {
+    put_num(root, "hbm_GBps", hbm);
+    cJSON_AddStringToObject(prov, "hbm_GBps", hbm > m->device.hbm_GBps
+                                                 ? "the copies' fitted bandwidth (above the device's theoretical figure)"
+                                                 : "the measured device's theoretical figure: 2 x memory clock x bus width");
+    put_num(root, "memory_efficiency", bw / hbm);
+    put_num(root, "kernel_launch_us", launch_us);
+    cJSON_AddStringToObject(prov, "memory_efficiency", "fitted: copies beyond the L2 over hbm_GBps (membw records)");
+    cJSON_AddStringToObject(prov, "kernel_launch_us", "fitted: the copies' gap (membw records)");
+  } else {
+    prov_from_base(prov, base_prov, base_name, "hbm_GBps");
+    prov_from_base(prov, base_prov, base_name, "memory_efficiency");
+    prov_from_base(prov, base_prov, base_name, "kernel_launch_us");
+  }
+  put_num(root, "sustained_clock_ratio", 1);
   cJSON_AddStringToObject(prov, "sustained_clock_ratio",
                           "1: the GEMMs were measured at the clocks the GPU ran during calibration");
-  cJSON_AddNumberToObject(root, "peak_tflops", m->device.peak_tflops);
-  cJSON_AddNumberToObject(root, "sms", m->device.sms);
-  cJSON_AddNumberToObject(root, "memory_GiB", m->device.memory_GiB);
-  cJSON_AddNumberToObject(root, "hbm_GBps", hbm);
-  cJSON_AddNumberToObject(root, "memory_efficiency", bw / hbm);
-  cJSON_AddNumberToObject(root, "kernel_launch_us", launch_us);
-  cJSON_AddNumberToObject(root, "sustained_clock_ratio", 1);
-  cJSON *gemm = cJSON_AddObjectToObject(root, "gemm");
-  cJSON *tiles = cJSON_AddArrayToObject(gemm, "tiles");
-  for (guint i = 0; i < fitted.n_tiles; i++) {
-    int tm[2] = {(int)fitted.tile_m[i], (int)fitted.tile_n[i]};
-    cJSON_AddItemToArray(tiles, cJSON_CreateIntArray(tm, 2));
+  if (l2 > 0) {
+    put_num(root, "l2_MiB", l2 / 1048576.0);
+    if (m->device.l2_MiB > 0)
+      cJSON_AddStringToObject(prov, "l2_MiB", "the measured device (cudaDevAttrL2CacheSize)");
+    else
+      prov_from_base(prov, base_prov, base_name, "l2_MiB");
   }
-  cJSON_AddNumberToObject(gemm, "k_half", k_half);
-  cJSON_AddNumberToObject(gemm, "tile_bandwidth_GBps", tile_bw);
-  cJSON_AddNumberToObject(gemm, "efficiency_max", e_max);
+  if (base) {
+    prov_from_base(prov, base_prov, base_name, "precisions");
+    if (model_profile_supports(base, "fp8"))
+      prov_from_base(prov, base_prov, base_name, "peak_fp8_tflops");
+  }
+  if (fp8 && (!base || !model_profile_supports(base, "fp8"))) {
+    int n = 0;
+    const char *words[3];
+    words[n++] = "bf16", words[n++] = "fp16", words[n++] = "fp8";
+    put(root, "precisions", cJSON_CreateStringArray(words, n));
+    put_num(root, "peak_fp8_tflops", prof.peak_fp8_flops / 1e12);
+    cJSON_AddStringToObject(prov, "peak_fp8_tflops", "twice the dense 16-bit peak (compute capability 8.9 and later)");
+  }
+  char *gp;
+  if (gemms) {
+    cJSON *gemm = cJSON_CreateObject();
+    cJSON_AddItemToObject(gemm, "tiles", tiles_json(prof.n_tiles, prof.tile_m, prof.tile_n));
+    cJSON_AddNumberToObject(gemm, "k_half", prof.gemm_k_half);
+    cJSON_AddNumberToObject(gemm, "tile_bandwidth_GBps", prof.gemm_tile_bytes_per_s / 1e9);
+    cJSON_AddNumberToObject(gemm, "efficiency_max", prof.gemm_efficiency_max);
+    put(root, "gemm", gemm);
+    gp = g_strdup_printf("fitted on %u %s GEMMs; tiles: %s", idx->len, dtype, how16);
+    cJSON_AddStringToObject(prov, "gemm", gp);
+    g_free(gp);
+  } else
+    prov_from_base(prov, base_prov, base_name, "gemm");
+  if (fp8) {
+    cJSON *g8 = cJSON_CreateObject();
+    cJSON_AddItemToObject(g8, "tiles", tiles_json(prof.gemm_fp8.n_tiles, prof.gemm_fp8.tile_m, prof.gemm_fp8.tile_n));
+    cJSON_AddNumberToObject(g8, "k_half", prof.gemm_fp8.k_half);
+    cJSON_AddNumberToObject(g8, "tile_bandwidth_GBps", prof.gemm_fp8.tile_bytes_per_s / 1e9);
+    cJSON_AddNumberToObject(g8, "efficiency_max", prof.gemm_fp8.efficiency_max);
+    put(root, "gemm_fp8", g8);
+    gp = g_strdup_printf("fitted on %u fp8 forward (fast-accumulation) GEMMs; tiles: %s", idx8->len, how8);
+    cJSON_AddStringToObject(prov, "gemm_fp8", gp);
+    g_free(gp);
+    if (split) {
+      put_num(root, "gemm_fp8_split_accumulation", prof.gemm_fp8_split_accumulation);
+      gp = g_strdup_printf("fitted on %u fp8 gradient GEMMs (split accumulation)", idx8g->len);
+      cJSON_AddStringToObject(prov, "gemm_fp8_split_accumulation", gp);
+      g_free(gp);
+    } else if (base && cJSON_GetObjectItemCaseSensitive(opt->base_json, "gemm_fp8_split_accumulation"))
+      prov_from_base(prov, base_prov, base_name, "gemm_fp8_split_accumulation");
+    else
+      cJSON_DeleteItemFromObjectCaseSensitive(root, "gemm_fp8_split_accumulation");
+  } else if (base && base->has_gemm_fp8)
+    prov_from_base(prov, base_prov, base_name, "gemm_fp8");
+  if (attn) {
+    const cJSON *ba = opt->base_json ? cJSON_GetObjectItemCaseSensitive(opt->base_json, "attention") : NULL;
+    const cJSON *bd = cJSON_GetObjectItemCaseSensitive(ba, "default");
+    cJSON *a = cJSON_CreateObject();
+    cJSON_AddStringToObject(a, "default", cJSON_IsString(bd) ? bd->valuestring : "flash");
+    cJSON_AddNumberToObject(a, "ctas_per_sm", prof.flash_ctas_per_sm);
+    for (int pass = 0; pass < 2; pass++) {
+      cJSON *o = cJSON_AddObjectToObject(a, pass ? "backward" : "forward");
+      cJSON_AddNumberToObject(o, "tile_q", prof.flash[pass].tile_q);
+      cJSON_AddNumberToObject(o, "tile_kv", prof.flash[pass].tile_kv);
+      cJSON_AddNumberToObject(o, "efficiency", prof.flash[pass].efficiency);
+      cJSON_AddNumberToObject(o, "cta_overhead_us", prof.flash[pass].cta_overhead_s * 1e6);
+    }
+    put(root, "attention", a);
+    gp = g_strdup_printf("fitted: the waves model's share of peak and block overhead per pass on %u cuDNN flash "
+                         "attention records; tiles %s",
+                         m->attention->len,
+                         base && base->flash_waves ? "and blocks per SM from the base profile"
+                                                   : "of FlashAttention-2 for head size 128 (assumption), one block per SM");
+    cJSON_AddStringToObject(prov, "attention", gp);
+    g_free(gp);
+  } else if (base && (base->flash_forward_efficiency > 0 || base->flash_waves)) {
+    prov_from_base(prov, base_prov, base_name, "attention");
+    rescale_attention(root, base->peak_flops / (peak_tflops * 1e12), prov);
+  }
+  cJSON *mb = cJSON_CreateObject();
+  for (int c = 0; c < MODEL_MEM_N && prof.has_membound; c++) {
+    char key[48];
+    g_snprintf(key, sizeof key, "membound.%s", model_mem_class_name((ModelMemClass)c));
+    if (!mc[c].fitted && !(base && base->has_membound)) {
+      char *note = g_strdup_printf("%s; priced as the copy class", mc[c].note);
+      cJSON_AddStringToObject(prov, key, note);
+      g_free(note);
+      continue;
+    }
+    cJSON *o = cJSON_AddObjectToObject(mb, model_mem_class_name((ModelMemClass)c));
+    cJSON_AddNumberToObject(o, "gap_us", round_sig(prof.mem_gap_s[c] * 1e6, 6));
+    cJSON_AddNumberToObject(o, "hbm_GBps", round_sig(prof.mem_hbm_bytes_per_s[c] / 1e9, 6));
+    cJSON_AddNumberToObject(o, "l2_GBps", round_sig(prof.mem_l2_bytes_per_s[c] / 1e9, 6));
+    if (mc[c].fitted)
+      cJSON_AddStringToObject(prov, key, mc[c].note);
+    else if (c == MODEL_MEM_COPY && !(base && base->has_membound))
+      cJSON_AddStringToObject(prov, key, "the profile's kernel_launch_us and HBM efficiency (no copies measured)");
+    else
+      prov_from_base(prov, base_prov, base_name, key);
+  }
+  if (prof.has_membound)
+    put(root, "membound", mb);
+  else
+    cJSON_Delete(mb);
+  put(root, "provenance", prov);
 
   /* The fit record. */
   cJSON *fit = cJSON_CreateObject();
-  cJSON *fm = fit_summary(fit, "memory", "t = launch + bytes / bandwidth (membw copies)", &mem, nb);
-  cJSON *pm = cJSON_AddObjectToObject(fm, "parameters");
-  param(pm, "launch_us", mem.x[0], mem.se[0]);
-  param(pm, "bandwidth_GBps", mem.x[1], mem.se[1]);
-  cJSON *res = cJSON_AddArrayToObject(fm, "residuals");
-  for (guint i = 0; i < nb; i++) {
-    const CalibMembw *b = &g_array_index(m->membw, CalibMembw, i);
-    char label[48];
-    g_snprintf(label, sizeof label, "copy %.0f B moved", b->bytes);
-    add_residual(res, label, b->t.median_us, model_memop_time_s(&fitted, b->bytes) * 1e6);
+  cJSON *fmb = cJSON_AddObjectToObject(fit, "membound");
+  for (int c = 0; c < MODEL_MEM_N; c++) {
+    if (!mc[c].fitted)
+      continue;
+    cJSON *o = cJSON_AddObjectToObject(fmb, model_mem_class_name((ModelMemClass)c));
+    cJSON_AddStringToObject(o, "model", "t = gap + bytes / (l2_GBps if bytes <= l2_MiB else hbm_GBps)");
+    cJSON_AddNumberToObject(o, "points", mc[c].points);
+    cJSON_AddNumberToObject(o, "points_in_l2", mc[c].points_l2);
+    cJSON_AddNumberToObject(o, "rms_relative_residual", mc[c].rms);
+    cJSON_AddNumberToObject(o, "max_relative_residual", mc[c].max_abs);
+    cJSON *pm = cJSON_AddObjectToObject(o, "parameters");
+    param(pm, "gap_us", mc[c].gap_us, mc[c].se[0]);
+    param(pm, "hbm_GBps", mc[c].hbm_GBps, mc[c].se[1]);
+    param(pm, "l2_GBps", mc[c].l2_GBps, mc[c].se[2]);
+    cJSON_AddStringToObject(o, "note", mc[c].note);
   }
-  cJSON *fg = fit_summary(fit, "gemm",
+  cJSON *fg = !gemms ? NULL : fit_summary(fit, "gemm",
                           "t = launch + max(T1 (K + k_half) / (K e_max), bytes / bandwidth), T1 the best tile's "
                           "wave-quantized time at peak times min(1, its intensity x tile_bandwidth / peak) "
                           "(models/compute.h)",
-                          &gf, ng);
-  cJSON_AddStringToObject(fg, "dtype", dtype);
-  cJSON *pg = cJSON_AddObjectToObject(fg, "parameters");
-  param(pg, "efficiency_max", gf.x[0], gf.se[0]);
-  param(pg, "k_half", gf.x[1], gf.se[1]);
-  param(pg, "tile_bandwidth_GBps", gf.x[2] * 1e3, gf.se[2] * 1e3);
-  res = cJSON_AddArrayToObject(fg, "residuals");
-  for (guint j = 0; j < ng; j++) {
-    const CalibGemm *g = &g_array_index(m->gemm, CalibGemm, g_array_index(idx, guint, j));
-    ModelGemm mg = {g->batch, g->m, g->n, g->k};
-    char label[96];
-    g_snprintf(label, sizeof label, "%s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT,
-               g->op, g->batch, g->m, g->n, g->k);
-    add_residual(res, label, g->t.median_us, model_gemm_time_s(&fitted, &mg) * 1e6);
+                          &gf, idx->len);
+  if (fg) {
+    cJSON_AddStringToObject(fg, "dtype", dtype);
+    cJSON_AddStringToObject(fg, "tiles", how16);
+    cJSON *pg = cJSON_AddObjectToObject(fg, "parameters");
+    param(pg, "efficiency_max", gf.x[0], gf.se[0]);
+    param(pg, "k_half", gf.x[1], gf.se[1]);
+    param(pg, "tile_bandwidth_GBps", gf.x[2] * 1e3, gf.se[2] * 1e3);
+    gemm_residual_rows(cJSON_AddArrayToObject(fg, "residuals"), m, idx, &prof);
   }
-  g_array_free(idx, TRUE);
-  /* Not fitted: how the fitted model predicts the element-wise kernels and
-   * whole layers. */
-  res = cJSON_AddArrayToObject(fit, "kernels_check");
-  for (guint i = 0; i < m->kernels->len; i++) {
-    const CalibKernel *k = &g_array_index(m->kernels, CalibKernel, i);
-    if (strcmp(k->name, "attention") == 0)
-      continue; /* GEMMs inside: not a memory-bound prediction */
-    char label[64];
-    g_snprintf(label, sizeof label, "%s%s", k->name, k->fused ? " (fused)" : " (unfused)");
-    add_residual(res, label, k->t.median_us, (k->kernels * fitted.kernel_launch_s + k->bytes / (bw * 1e9)) * 1e6);
+  if (fp8) {
+    cJSON *f = fit_summary(fit, "gemm_fp8", "as gemm, at the FP8 peak with 1-byte operands", &f8, idx8->len);
+    cJSON_AddStringToObject(f, "tiles", how8);
+    cJSON *p8 = cJSON_AddObjectToObject(f, "parameters");
+    param(p8, "efficiency_max", f8.x[0], f8.se[0]);
+    param(p8, "k_half", f8.x[1], f8.se[1]);
+    param(p8, "tile_bandwidth_GBps", f8.x[2] * 1e3, f8.se[2] * 1e3);
+    if (split)
+      param(p8, "split_accumulation", fs.x[0], fs.se[0]);
+    gemm_residual_rows(cJSON_AddArrayToObject(f, "residuals"), m, idx8, &prof);
+    gemm_residual_rows(cJSON_AddArrayToObject(f, "residuals_gradient"), m, idx8g, &prof);
   }
-  res = cJSON_AddArrayToObject(fit, "layer_check");
-  for (guint i = 0; i < m->layers->len; i++) {
-    const CalibLayer *l = &g_array_index(m->layers, CalibLayer, i);
-    ModelLayerCost c;
-    calib_layer_predict(&fitted, l->hidden, l->heads, l->seq, l->micro_batch, l->tp, l->fused, &c);
-    char label[96];
-    g_snprintf(label, sizeof label, "layer h=%u a=%u s=%u b=%u t=%u forward", l->hidden, l->heads, l->seq,
-               l->micro_batch, l->tp);
-    add_residual(res, label, l->fwd.median_us, (c.fwd.seg_s[0] + c.fwd.seg_s[1] + c.fwd.seg_s[2]) * 1e6);
-    g_snprintf(label, sizeof label, "layer h=%u a=%u s=%u b=%u t=%u backward", l->hidden, l->heads, l->seq,
-               l->micro_batch, l->tp);
-    add_residual(res, label, l->bwd.median_us, (c.bwd.seg_s[0] + c.bwd.seg_s[1] + c.bwd.seg_s[2]) * 1e6);
-    if (l->has_recompute) {
-      g_snprintf(label, sizeof label, "layer h=%u a=%u s=%u b=%u t=%u recompute", l->hidden, l->heads, l->seq,
-                 l->micro_batch, l->tp);
-      add_residual(res, label, l->recompute.median_us, (c.fwd.seg_s[0] + c.fwd.seg_s[1] + c.fwd.seg_s[2]) * 1e6);
+  if (attn)
+    for (int pass = 0; pass < 2; pass++) {
+      cJSON *f = fit_summary(fit, pass ? "attention_backward" : "attention_forward",
+                             "thread-block waves over the SMs (models/compute.h model_flash_waves_time_s)", &af[pass],
+                             m->attention->len);
+      cJSON *pa = cJSON_AddObjectToObject(f, "parameters");
+      param(pa, "efficiency", af[pass].x[0], af[pass].se[0]);
+      param(pa, "cta_overhead_us", af[pass].x[1], af[pass].se[1]);
     }
-  }
+  g_array_free(idx, TRUE);
+  g_array_free(idx8, TRUE);
+  g_array_free(idx8g, TRUE);
   if (!fit_collectives(m, max_iter, root, fit, error)) {
     cJSON_Delete(fit);
     cJSON_Delete(root);
@@ -556,230 +1136,25 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
   return root;
 }
 
-/* --- synthetic measurements --- */
-
-typedef struct {
-  gsl_rng *rng;
-  double noise;
-} Noise;
-
-static CalibTime noisy(Noise *nz, double seconds) {
-  double med = seconds * 1e6 * exp(nz->noise * gsl_ran_gaussian(nz->rng, 1.0));
-  CalibTime t = {med, med * exp(-2.0 * nz->noise), med * exp(-1.28 * nz->noise), med * exp(1.28 * nz->noise),
-                 med * exp(2.0 * nz->noise), 50};
-  return t;
+void calib_layer_shape(const CalibLayer *l, ModelShape *shape, ModelLayerOptions *o) {
+  *shape = (ModelShape){.layers = 1, .hidden = l->hidden, .heads = l->heads, .seq_len = l->seq,
+                        .vocab = 51200, /* one layer: the vocabulary does not enter a layer's cost */
+                        .ffn_hidden = l->ffn, .query_groups = l->kv_heads};
+  if (l->llama) {
+    shape->mlp = MODEL_MLP_SWIGLU;
+    shape->norm = MODEL_NORM_RMSNORM;
+    shape->position = MODEL_POSITION_ROTARY;
+    shape->no_bias = TRUE;
+  }
+  *o = (ModelLayerOptions){.fused = l->fused, .sequence_parallel = l->sequence_parallel,
+                           /* the harness's 2021 layer runs the fused softmax kernel at every shape */
+                           .attention = l->flash ? MODEL_ATTENTION_FLASH : MODEL_ATTENTION_FUSED_KERNEL,
+                           .fp8 = strcmp(l->dtype, "fp8") == 0, .cp = 1};
 }
 
-CalibMeasurements *calib_synthesize(const ModelProfile *p, const ModelNet *net, const CalibPlan *plan, double noise,
-                                    gulong seed) {
-  CalibMeasurements *m = calib_measurements_new();
-  Noise nz = {gsl_rng_alloc(gsl_rng_mt19937), noise};
-  gsl_rng_set(nz.rng, seed);
-  m->tool = g_strdup("ptdsim fit --synthesize");
-  m->host = g_strdup("none (synthetic)");
-  m->date = g_strdup("none (synthetic)");
-  m->synthetic = g_strdup_printf("made from profile %s with relative noise %g, seed %lu", p->name ? p->name : "?",
-                                 noise, seed);
-  m->warmup = 10;
-  m->reps = 50;
-  CalibDevice *d = &m->device;
-  d->name = g_strdup_printf("synthetic %s", p->name ? p->name : "device");
-  d->sms = p->sms;
-  d->peak_tflops = p->peak_flops / 1e12;
-  d->hbm_GBps = p->hbm_bytes_per_s / 1e9;
-  d->memory_GiB = p->memory_bytes / 1073741824.0;
-  d->peak_source = g_strdup("the source profile's peak_tflops");
-  guint ranks = plan->cfg.gpus;
-  d->gpus = ranks;
-
-  for (int dt = 0; dt < 2; dt++)
-    for (guint i = 0; i < plan->gemm->len; i++) {
-      const CalibPlanGemm *pg = &g_array_index(plan->gemm, CalibPlanGemm, i);
-      CalibGemm g = {.batch = pg->batch, .m = pg->m, .n = pg->n, .k = pg->k};
-      g_strlcpy(g.dtype, dt ? "bf16" : "fp16", sizeof g.dtype);
-      g_strlcpy(g.op, pg->op, sizeof g.op);
-      g_strlcpy(g.layout, pg->layout, sizeof g.layout);
-      ModelGemm mg = {g.batch, g.m, g.n, g.k};
-      g.t = noisy(&nz, model_gemm_time_s(p, &mg));
-      g_array_append_val(m->gemm, g);
-    }
-  for (guint i = 0; i < plan->membw_bytes->len; i++) {
-    CalibMembw b = {.bytes = 2 * g_array_index(plan->membw_bytes, double, i)};
-    b.t = noisy(&nz, model_memop_time_s(p, b.bytes));
-    g_array_append_val(m->membw, b);
-  }
-  double bw = p->hbm_bytes_per_s * p->memory_efficiency;
-  for (guint i = 0; i < plan->kernels->len; i++) {
-    const CalibPlanKernel *pk = &g_array_index(plan->kernels, CalibPlanKernel, i);
-    if (strcmp(pk->name, "attention") == 0)
-      continue; /* needs the GEMMs' shapes: only real runs measure it */
-    CalibKernel k = {.fused = pk->fused, .rows = pk->rows, .cols = pk->cols, .bytes = pk->bytes, .kernels = pk->kernels};
-    g_strlcpy(k.name, pk->name, sizeof k.name);
-    k.t = noisy(&nz, pk->kernels * p->kernel_launch_s + pk->bytes / bw);
-    g_array_append_val(m->kernels, k);
-  }
-  for (guint si = 0; si < plan->cfg.n_shapes; si++) {
-    const CalibLayerShape *c = &plan->cfg.shapes[si];
-    ModelLayerCost lc;
-    calib_layer_predict(p, c->hidden, c->heads, c->seq, c->micro_batch, c->tp, TRUE, &lc);
-    CalibLayer l = {.hidden = c->hidden, .heads = c->heads, .seq = c->seq, .micro_batch = c->micro_batch, .tp = c->tp,
-                    .fused = TRUE, .has_recompute = TRUE};
-    double fwd = lc.fwd.seg_s[0] + lc.fwd.seg_s[1] + lc.fwd.seg_s[2];
-    l.fwd = noisy(&nz, fwd);
-    l.recompute = noisy(&nz, fwd); /* the same work (models/layer.h) */
-    l.bwd = noisy(&nz, lc.bwd.seg_s[0] + lc.bwd.seg_s[1] + lc.bwd.seg_s[2]);
-    g_array_append_val(m->layers, l);
-  }
-
-  /* The harness's order: each GPU count, each collective, each size;
-   * send/receive once, between two GPUs. */
-  guint counts[16], nr = calib_plan_nccl_ranks(ranks, counts, G_N_ELEMENTS(counts));
-  for (guint ri = 0; ri < nr; ri++)
-    for (int op = 0; op < CALIB_N_COLL; op++) {
-      guint r = op == CALIB_SENDRECV ? 2 : counts[ri];
-      if (op == CALIB_SENDRECV && ri + 1 != nr)
-        continue;
-      for (guint i = 0; i < plan->nccl_bytes->len; i++) {
-        double bytes = g_array_index(plan->nccl_bytes, double, i);
-        if (!calib_plan_coll_fits((CalibCollOp)op, op == CALIB_SENDRECV ? ranks : r, bytes))
-          continue;
-        double s = op == CALIB_SENDRECV ? model_p2p_time_s(net, bytes, TRUE)
-                                        : model_collective_time_s(net, (ModelCollOp)op, bytes, r, 1, NULL);
-        if (!(s > 0))
-          continue; /* one rank: nothing moves, nothing to fit */
-        CalibColl cc = {(CalibCollOp)op, r, bytes, noisy(&nz, s)};
-        g_array_append_val(m->coll, cc);
-      }
-    }
-  gsl_rng_free(nz.rng);
-  return m;
-}
-
-/* --- measured against predicted --- */
-
-static int cmp_abs(const void *a, const void *b) {
-  double x = fabs(*(const double *)a), y = fabs(*(const double *)b);
-  return (x > y) - (x < y);
-}
-
-/* Median and 90th percentile of |errors| (type-7 quantiles, as the
- * measurements' spreads), sorted in place by magnitude. */
-static void abs_stats(double *e, guint n, double *median, double *p90, double *worst) {
-  *median = *p90 = *worst = 0;
-  if (n == 0)
-    return;
-  qsort(e, n, sizeof *e, cmp_abs);
-  double pos = 0.5 * (n - 1), pos9 = 0.9 * (n - 1);
-  guint lo = (guint)pos, lo9 = (guint)pos9;
-  guint hi = MIN(lo + 1, n - 1), hi9 = MIN(lo9 + 1, n - 1);
-  *median = fabs(e[lo]) + (pos - lo) * (fabs(e[hi]) - fabs(e[lo]));
-  *p90 = fabs(e[lo9]) + (pos9 - lo9) * (fabs(e[hi9]) - fabs(e[lo9]));
-  *worst = fabs(e[n - 1]);
-}
-
-static void add_pass(cJSON *rows, const CalibLayer *l, const char *pass, double measured_us, double predicted_us) {
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddNumberToObject(o, "hidden", l->hidden);
-  cJSON_AddNumberToObject(o, "heads", l->heads);
-  cJSON_AddNumberToObject(o, "seq", l->seq);
-  cJSON_AddNumberToObject(o, "micro_batch", l->micro_batch);
-  cJSON_AddNumberToObject(o, "tp", l->tp);
-  cJSON_AddStringToObject(o, "pass", pass);
-  cJSON_AddNumberToObject(o, "measured_us", measured_us);
-  cJSON_AddNumberToObject(o, "predicted_us", predicted_us);
-  cJSON_AddNumberToObject(o, "error", predicted_us / measured_us - 1);
-  cJSON_AddItemToArray(rows, o);
-}
-
-static const char *gemm_group(const char *op) {
-  if (g_str_has_prefix(op, "grid."))
-    return op;
-  return g_str_has_prefix(op, "layout.") ? "layout" : "layer";
-}
-
-cJSON *calib_compare(const CalibMeasurements *m, const ModelProfile *p, const char *dtype, GError **error) {
-  if (p->kind != MODEL_PROFILE_ANALYTIC) {
-    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
-                "--compare needs an analytic profile (one with a GEMM model), not '%s'", p->name ? p->name : "?");
-    return NULL;
-  }
-  if (m->layers->len == 0 && m->gemm->len == 0) {
-    g_set_error(error, CALIB_ERROR, CALIB_ERROR_TOO_FEW,
-                "the measurements have no layer and no gemm records to compare; run ptdsim-calibrate --mode "
-                "gemm,layer");
-    return NULL;
-  }
-  cJSON *root = cJSON_CreateObject();
-  cJSON_AddStringToObject(root, "profile", p->name ? p->name : "?");
-  cJSON_AddStringToObject(root, "device", m->device.name);
-  cJSON_AddStringToObject(root, "measured", m->synthetic ? m->synthetic : "measured by ptdsim-calibrate");
-  cJSON *layers = cJSON_AddArrayToObject(root, "layer");
-  GArray *lerr = g_array_new(FALSE, FALSE, sizeof(double));
-  for (guint i = 0; i < m->layers->len; i++) {
-    const CalibLayer *l = &g_array_index(m->layers, CalibLayer, i);
-    ModelLayerCost c;
-    calib_layer_predict(p, l->hidden, l->heads, l->seq, l->micro_batch, l->tp, l->fused, &c);
-    double fwd = (c.fwd.seg_s[0] + c.fwd.seg_s[1] + c.fwd.seg_s[2]) * 1e6;
-    double bwd = (c.bwd.seg_s[0] + c.bwd.seg_s[1] + c.bwd.seg_s[2]) * 1e6;
-    add_pass(layers, l, "forward", l->fwd.median_us, fwd);
-    add_pass(layers, l, "backward", l->bwd.median_us, bwd);
-    if (l->has_recompute)
-      add_pass(layers, l, "recompute", l->recompute.median_us, fwd);
-  }
-  const cJSON *row;
-  cJSON_ArrayForEach(row, layers) {
-    double e = cJSON_GetObjectItemCaseSensitive(row, "error")->valuedouble;
-    g_array_append_val(lerr, e);
-  }
-  double med, p90, worst;
-  abs_stats((double *)lerr->data, lerr->len, &med, &p90, &worst);
-  cJSON *ls = cJSON_AddObjectToObject(root, "layer_summary");
-  cJSON_AddNumberToObject(ls, "rows", lerr->len);
-  cJSON_AddNumberToObject(ls, "median_abs_error", med);
-  cJSON_AddNumberToObject(ls, "max_abs_error", worst);
-  g_array_free(lerr, TRUE);
-
-  /* GEMMs of one dtype, all together and by group (the layers' shapes, and
-   * each quantization grid). */
-  const char *groups[] = {"all", "layer", "grid.square", "grid.wave", "grid.k", "layout"};
-  cJSON *gs = cJSON_AddArrayToObject(root, "gemm");
-  for (guint gi = 0; gi < G_N_ELEMENTS(groups); gi++) {
-    GArray *e = g_array_new(FALSE, FALSE, sizeof(double));
-    const CalibGemm *worst_g = NULL;
-    double worst_e = -1;
-    for (guint i = 0; i < m->gemm->len; i++) {
-      const CalibGemm *g = &g_array_index(m->gemm, CalibGemm, i);
-      if (strcmp(g->dtype, dtype) != 0 || (gi > 0 && strcmp(gemm_group(g->op), groups[gi]) != 0))
-        continue;
-      ModelGemm mg = {g->batch, g->m, g->n, g->k};
-      double err = model_gemm_time_s(p, &mg) * 1e6 / g->t.median_us - 1;
-      g_array_append_val(e, err);
-      if (fabs(err) > worst_e)
-        worst_e = fabs(err), worst_g = g;
-    }
-    if (e->len > 0) {
-      cJSON *o = cJSON_CreateObject();
-      cJSON_AddStringToObject(o, "group", groups[gi]);
-      cJSON_AddStringToObject(o, "dtype", dtype);
-      cJSON_AddNumberToObject(o, "gemms", e->len);
-      abs_stats((double *)e->data, e->len, &med, &p90, &worst);
-      cJSON_AddNumberToObject(o, "median_abs_error", med);
-      cJSON_AddNumberToObject(o, "p90_abs_error", p90);
-      cJSON_AddNumberToObject(o, "max_abs_error", worst);
-      char label[128];
-      g_snprintf(label, sizeof label,
-                 "%s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT " %s",
-                 worst_g->op, worst_g->batch, worst_g->m, worst_g->n, worst_g->k, worst_g->layout);
-      cJSON_AddStringToObject(o, "worst", label);
-      cJSON_AddItemToArray(gs, o);
-    }
-    g_array_free(e, TRUE);
-  }
-  if (cJSON_GetArraySize(gs) == 0 && m->gemm->len > 0) {
-    g_set_error(error, CALIB_ERROR, CALIB_ERROR_TOO_FEW, "the measurements have no %s gemm records; try --dtype %s",
-                dtype, strcmp(dtype, "fp16") == 0 ? "bf16" : "fp16");
-    cJSON_Delete(root);
-    return NULL;
-  }
-  return root;
+void calib_layer_predict(const ModelProfile *p, const CalibLayer *l, ModelLayerCost *out) {
+  ModelShape shape;
+  ModelLayerOptions o;
+  calib_layer_shape(l, &shape, &o);
+  model_layer_cost_with(p, &shape, l->tp, l->micro_batch, &o, out);
 }

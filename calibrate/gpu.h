@@ -24,6 +24,8 @@ typedef struct {
   double sm_clock_MHz, memory_clock_MHz, memory_bus_bits, memory_GiB;
   int gpus; /* visible devices */
   int driver, runtime, cublas, cublaslt, nccl; /* version numbers as the libraries report them */
+  int cudnn;                                    /* 0 where cuDNN is not built in */
+  double l2_bytes;                              /* cudaDevAttrL2CacheSize */
 } CalibGpuInfo;
 
 typedef struct {
@@ -50,6 +52,50 @@ int calib_gpu_kernel(int device, const char *name, int fused, unsigned long long
  * min(rec->reps, bwd->reps) samples). */
 int calib_gpu_layer(int device, unsigned hidden, unsigned heads, unsigned seq, unsigned micro_batch, unsigned tp,
                     CalibGpuTiming *fwd, CalibGpuTiming *rec, CalibGpuTiming *bwd, char *err, size_t errlen);
+/* Returned (with a one-line reason in `err`) when the device or the
+ * installed libraries cannot run a measurement at all (no cuDNN, no FP8
+ * tensor cores, no fused flash attention for this GPU): the driver skips the
+ * mode and says so, rather than failing the run. */
+#define CALIB_GPU_UNSUPPORTED 2
+
+/* A GEMM through cuBLASLt as Transformer Engine calls it (gpu_gemmlt.cu):
+ * C[m x n] = op(A)[m x k] op(B)[k x n], column-major (gemm_index.h), one
+ * matrix (no batch), fp32 accumulation; fp8 = 0: bf16 inputs and output;
+ * fp8 = 1: E4M3 inputs with per-tensor scale factors (A/B scale pointers,
+ * device fp32) and a bf16 output.  The algorithm is cuBLASLt's first
+ * heuristic choice with a 32 MiB workspace; *tile_m x *tile_n is its tile
+ * (CUBLASLT_ALGO_CONFIG_TILE_ID), 0 x 0 when the library does not say. */
+int calib_gpu_gemmlt(int device, int fp8, int transa, int transb, unsigned long long m, unsigned long long n,
+                     unsigned long long k, unsigned *tile_m, unsigned *tile_n, CalibGpuTiming *t, char *err,
+                     size_t errlen);
+/* cuDNN 9's fused flash attention (SDPA through the graph API, as
+ * Transformer Engine runs it on Hopper; gpu_attention.cu): bf16 Q of
+ * batch x heads x seq x head_dim, K and V of kv_heads (grouped-query when
+ * fewer), causal or not; the forward (with its softmax statistics) and the
+ * backward each timed on its own.  CALIB_GPU_UNSUPPORTED where cuDNN or its
+ * SDPA is missing for the device. */
+int calib_gpu_attention(int device, unsigned long long batch, unsigned long long heads, unsigned long long kv_heads,
+                        unsigned long long seq, unsigned long long head_dim, int causal, CalibGpuTiming *fwd,
+                        CalibGpuTiming *bwd, char *err, size_t errlen);
+/* One memory-bound kernel as production frameworks write it (16-byte
+ * vectorized accesses, one pass; gpu_membound.cu): `op` is one of the names
+ * of calib_membound_ops (plan.h), over a bf16 rows x cols tensor (cols: the
+ * row's width as that table defines it). */
+int calib_gpu_membound(int device, const char *op, unsigned long long rows, unsigned long long cols,
+                       CalibGpuTiming *t, char *err, size_t errlen);
+/* One modern transformer layer at one tensor-parallel rank's shard, no
+ * communication (gpu_layer.cu): GPT style (layernorm, bias, GeLU MLP) or
+ * Llama style (RMSNorm, rotary, grouped-query attention, SwiGLU, no bias);
+ * linear layers in bf16 or FP8 (cuBLASLt, with the casts), attention through
+ * cuDNN's flash SDPA; sequence_parallel: the norms, dropouts and residuals on
+ * seq / tp of the tokens.  The forward alone, then the recomputation forward
+ * and the backward that follows it, as calib_gpu_layer times them. */
+typedef struct {
+  unsigned hidden, heads, kv_heads, ffn, seq, micro_batch, tp;
+  int llama, fp8, sequence_parallel;
+} CalibGpuLayer;
+int calib_gpu_modern_layer(int device, const CalibGpuLayer *l, CalibGpuTiming *fwd, CalibGpuTiming *rec,
+                           CalibGpuTiming *bwd, char *err, size_t errlen);
 /* NCCL over the first `ranks` visible GPUs (ncclCommInitAll); op 0..3 as
  * CalibCollOp (send/receive between GPUs 0 and 1 only); bytes in nccl-tests'
  * convention; float elements. */

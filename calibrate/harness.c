@@ -21,18 +21,18 @@ typedef struct {
   gint64 hidden, heads, seq_len, micro_batch, tp, gpus, warmup, reps, device, nccl_max_bytes;
 } Options;
 
-static const char *all_modes[] = {"gemm", "kernels", "layer", "nccl", "membw"};
-
 static gboolean check_modes(const char *modes, GError **error) {
   char **v = g_strsplit(modes, ",", -1);
   gboolean ok = v[0] != NULL;
   for (char **m = v; ok && *m; m++) {
     gboolean known = strcmp(*m, "all") == 0;
-    for (guint i = 0; i < G_N_ELEMENTS(all_modes); i++)
-      known |= strcmp(*m, all_modes[i]) == 0;
+    for (guint i = 0; i < calib_n_modes; i++)
+      known |= strcmp(*m, calib_modes[i]) == 0;
     if (!known) {
       g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
-                  "unknown mode '%s'; --mode takes a comma list of gemm, kernels, layer, nccl, membw or all", *m);
+                  "unknown mode '%s'; --mode takes a comma list of gemm, kernels, layer, nccl, membw, gemmlt, "
+                  "attention, membound, modern, or all",
+                  *m);
       ok = FALSE;
     }
   }
@@ -86,6 +86,9 @@ static void fill_device(CalibMeasurements *m, const CalibGpuInfo *g, int ranks) 
   d->cublas = version3(g->cublas, 10000, 100); /* cuBLAS: major*10000 + minor*100 + patch */
   d->cublaslt = version3(g->cublaslt, 10000, 100);
   d->nccl = version3(g->nccl, 10000, 100);      /* NCCL >= 2.9: major*10000 + minor*100 + patch */
+  d->l2_MiB = g->l2_bytes / 1048576.0;
+  if (g->cudnn)
+    d->cudnn = version3(g->cudnn, 10000, 100); /* cuDNN 9: major*10000 + minor*100 + patch */
 }
 
 static gboolean gpu_failed(int rc, const char *err, GError **error) {
@@ -102,6 +105,17 @@ static gboolean keep(const Options *o, gboolean ok, CalibMeasurements *m, GError
   fprintf(stderr, "ptdsim-calibrate: skipped (--keep-going): %s\n", (*error)->message);
   g_ptr_array_add(m->failures, g_strdup((*error)->message));
   g_clear_error(error);
+  return TRUE;
+}
+
+/* A measurement the device or its libraries cannot run at all: said once
+ * per mode on stdout and skipped, not a failure. */
+static gboolean unsupported(int rc, const char *err, const char *mode, gboolean *said) {
+  if (rc != CALIB_GPU_UNSUPPORTED)
+    return FALSE;
+  if (!*said)
+    printf("  %s: skipped on this device: %s\n", mode, err);
+  *said = TRUE;
   return TRUE;
 }
 
@@ -184,6 +198,8 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
     CalibGpuTiming tr = {(unsigned)o->warmup, (unsigned)o->reps, s2}, tb = {(unsigned)o->warmup, (unsigned)o->reps, s3};
     for (guint si = 0; ok && si < plan->cfg.n_shapes; si++) {
       const CalibLayerShape *c = &plan->cfg.shapes[si];
+      if (!calib_shape_is_2021(c))
+        continue; /* today's shapes: the modern mode */
       char shape[96];
       calib_layer_shape_label(c, shape, sizeof shape);
       double need = calib_plan_layer_bytes(c) / 1073741824.0;
@@ -201,6 +217,7 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
         CalibLayer l = {.hidden = c->hidden, .heads = c->heads, .seq = c->seq, .micro_batch = c->micro_batch,
                         .tp = c->tp, .fused = TRUE, .fwd = timed(&t), .bwd = timed(&tb), .has_recompute = TRUE,
                         .recompute = timed(&tr)};
+        g_strlcpy(l.dtype, "fp16", sizeof l.dtype);
         g_array_append_val(m->layers, l);
         g_snprintf(label, sizeof label, "layer %s forward", shape);
         row(label, &l.fwd, "");
@@ -213,6 +230,79 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
     }
     g_free(s2);
     g_free(s3);
+  }
+  gboolean said = FALSE;
+  for (int fp8 = 0; ok && fp8 < 2 && calib_plan_has_mode(o->modes, "gemmlt"); fp8++, said = FALSE)
+    for (guint i = 0; ok && i < plan->gemmlt->len; i++) {
+      const CalibPlanLtGemm *pg = &g_array_index(plan->gemmlt, CalibPlanLtGemm, i);
+      unsigned tm = 0, tn = 0;
+      int rc = calib_gpu_gemmlt(dev, fp8, pg->layout[0] == 'T', pg->layout[1] == 'T', pg->m, pg->n, pg->k, &tm, &tn, &t,
+                                err, sizeof err);
+      if (unsupported(rc, err, fp8 ? "gemmlt fp8" : "gemmlt bf16", &said))
+        continue;
+      ok = gpu_failed(rc, err, error);
+      if (ok) {
+        CalibGemm g = {.batch = 1, .m = pg->m, .n = pg->n, .k = pg->k, .tile_m = tm, .tile_n = tn, .t = timed(&t)};
+        g_strlcpy(g.dtype, fp8 ? "fp8" : "bf16", sizeof g.dtype);
+        g_strlcpy(g.op, pg->op, sizeof g.op);
+        g_strlcpy(g.layout, pg->layout, sizeof g.layout);
+        g_strlcpy(g.api, "cublaslt", sizeof g.api);
+        g_array_append_val(m->gemm, g);
+        g_snprintf(label, sizeof label, "gemmlt %s %s %s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT,
+                   g.dtype, g.op, g.layout, g.m, g.n, g.k);
+        g_snprintf(extra, sizeof extra, "%.1f TFLOP/s, tile %ux%u",
+                   2.0 * (double)g.m * (double)g.n * (double)g.k / (g.t.median_us * 1e6), tm, tn);
+        row(label, &g.t, extra);
+      }
+      ok = keep(o, ok, m, error);
+    }
+  if (ok && calib_plan_has_mode(o->modes, "attention")) {
+    double *s2 = g_new(double, o->reps);
+    CalibGpuTiming tb = {(unsigned)o->warmup, (unsigned)o->reps, s2};
+    said = FALSE;
+    for (guint i = 0; ok && i < plan->attention->len; i++) {
+      const CalibPlanAttention *pa = &g_array_index(plan->attention, CalibPlanAttention, i);
+      int rc = calib_gpu_attention(dev, pa->batch, pa->heads, pa->kv_heads, pa->seq, pa->head_dim, 1, &t, &tb, err,
+                                   sizeof err);
+      if (unsupported(rc, err, "attention", &said))
+        break; /* no SDPA at all: the rest would say the same */
+      ok = gpu_failed(rc, err, error);
+      if (ok) {
+        CalibAttention a = {.causal = TRUE, .batch = pa->batch, .heads = pa->heads, .kv_heads = pa->kv_heads,
+                            .seq = pa->seq, .head_dim = pa->head_dim, .has_fwd = TRUE, .has_bwd = TRUE,
+                            .fwd = timed(&t), .bwd = timed(&tb)};
+        g_strlcpy(a.impl, "cudnn-sdpa", sizeof a.impl);
+        g_strlcpy(a.dtype, "bf16", sizeof a.dtype);
+        g_array_append_val(m->attention, a);
+        double flops = 2.0 * (double)a.batch * (double)a.heads * (double)a.seq * (double)a.seq * (double)a.head_dim;
+        g_snprintf(label, sizeof label, "attention b=%" G_GUINT64_FORMAT " h=%" G_GUINT64_FORMAT " kv=%" G_GUINT64_FORMAT
+                                        " s=%" G_GUINT64_FORMAT " d=%" G_GUINT64_FORMAT " forward",
+                   a.batch, a.heads, a.kv_heads, a.seq, a.head_dim);
+        g_snprintf(extra, sizeof extra, "%.1f TFLOP/s (causal)", flops / (a.fwd.median_us * 1e6));
+        row(label, &a.fwd, extra);
+        g_snprintf(label, sizeof label, "attention b=%" G_GUINT64_FORMAT " h=%" G_GUINT64_FORMAT " kv=%" G_GUINT64_FORMAT
+                                        " s=%" G_GUINT64_FORMAT " d=%" G_GUINT64_FORMAT " backward",
+                   a.batch, a.heads, a.kv_heads, a.seq, a.head_dim);
+        g_snprintf(extra, sizeof extra, "%.1f TFLOP/s (causal)", 2.5 * flops / (a.bwd.median_us * 1e6));
+        row(label, &a.bwd, extra);
+      }
+      ok = keep(o, ok, m, error);
+    }
+    g_free(s2);
+  }
+  for (guint i = 0; ok && calib_plan_has_mode(o->modes, "membound") && i < plan->membound->len; i++) {
+    const CalibPlanMembound *pb = &g_array_index(plan->membound, CalibPlanMembound, i);
+    ok = gpu_failed(calib_gpu_membound(dev, pb->op->name, pb->rows, pb->cols, &t, err, sizeof err), err, error);
+    if (ok) {
+      CalibMembound b = {.rows = pb->rows, .cols = pb->cols,
+                         .bytes = pb->op->bytes_per_elem * (double)pb->rows * (double)pb->cols, .t = timed(&t)};
+      g_strlcpy(b.op, pb->op->name, sizeof b.op);
+      g_array_append_val(m->membound, b);
+      g_snprintf(label, sizeof label, "%s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT, b.op, b.rows, b.cols);
+      g_snprintf(extra, sizeof extra, "%.0f GB/s", b.bytes / (b.t.median_us * 1e3));
+      row(label, &b.t, extra);
+    }
+    ok = keep(o, ok, m, error);
   }
   for (guint i = 0; ok && calib_plan_has_mode(o->modes, "membw") && i < plan->membw_bytes->len; i++) {
     double bytes = g_array_index(plan->membw_bytes, double, i);
@@ -287,7 +377,9 @@ int main(int argc, char **argv) {
   Options o = {.hidden = 0, .heads = 0, .seq_len = 0, .micro_batch = 0, .tp = 0, .gpus = 0, .warmup = 10, .reps = 50,
                .device = 0, .nccl_max_bytes = (gint64)dflt.nccl_max_bytes};
   GOptionEntry entries[] = {
-      {"mode", 'm', 0, G_OPTION_ARG_STRING, &o.modes, "Comma list of gemm, kernels, layer, nccl, membw, or all (default)",
+      {"mode", 'm', 0, G_OPTION_ARG_STRING, &o.modes,
+       "Comma list of gemm, kernels, layer, nccl, membw (the 2021 modes), gemmlt, attention, membound, modern "
+       "(today's), or all (default)",
        "MODES"},
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &o.output, "Measurements file (default calibration.json)", "FILE"},
       {"dry-run", 'n', 0, G_OPTION_ARG_NONE, &o.dry_run, "Print the plan and exit; needs no GPU", NULL},
@@ -297,7 +389,8 @@ int main(int argc, char **argv) {
        NULL},
       {"shapes", 0, 0, G_OPTION_ARG_STRING, &o.shapes,
        "Layer shapes: a preset (sc21, the default: GPT-3 175B t=8, 1.7B t=1, 18.4B t=8, s=2048, b=1 and 4; "
-       "gpt3-175b) or a comma list of HIDDEN:HEADS:SEQ:MICRO_BATCH:TP",
+       "gpt3-175b; gpt3: GPT-3 175B t=8 at s 2048 and 4096; llama3: Llama 3 8B, 70B and 405B at s=8192) or a comma "
+       "list of HIDDEN:HEADS:SEQ:MICRO_BATCH:TP[:KV_HEADS:FFN:VOCAB:STYLE]",
        "SPEC"},
       {"hidden", 0, 0, G_OPTION_ARG_INT64, &o.hidden, "One layer shape instead of --shapes: hidden size h (default 12288)",
        "H"},
@@ -313,9 +406,12 @@ int main(int argc, char **argv) {
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   GOptionContext *ctx = g_option_context_new("- measure GEMMs, kernels, a layer, NCCL and copies on this node");
   g_option_context_set_summary(
-      ctx, "Runs cuBLAS GEMMs (fp16, bf16) over a transformer layer's shapes and a quantization grid, Megatron's\n"
-           "fused and unfused kernels, one whole layer, NCCL collectives (8 B .. 1 GiB) and device copies; checks\n"
-           "each kernel against a CPU reference; times with CUDA events; writes a measurements JSON for ptdsim fit.");
+      ctx, "Runs what a training step runs on this node: today's (cuBLASLt GEMMs in bf16 and FP8 at one tensor-\n"
+           "parallel rank's shapes, cuDNN's fused flash attention, memory-bound kernels as Megatron-Core and\n"
+           "Transformer Engine write them, one whole modern layer) and 2021's (cuBLAS GEMMs in fp16 and bf16 over a\n"
+           "layer's shapes and a quantization grid, Megatron's fused and unfused kernels, one whole layer), NCCL\n"
+           "collectives (8 B .. 1 GiB) and device copies; checks each kernel against a CPU reference; times with\n"
+           "CUDA events; writes a measurements JSON for ptdsim fit.");
   g_option_context_add_main_entries(ctx, entries, NULL);
   GError *error = NULL;
   gboolean ok = g_option_context_parse(ctx, &argc, &argv, &error);
@@ -350,8 +446,8 @@ int main(int argc, char **argv) {
   if (ok) {
     CalibPlanConfig cfg = dflt;
     if (one_shape) {
-      cfg.shapes[0] = (CalibLayerShape){(guint)o.hidden, (guint)o.heads, (guint)o.seq_len, (guint)o.micro_batch,
-                                        (guint)o.tp};
+      cfg.shapes[0] = (CalibLayerShape){.hidden = (guint)o.hidden, .heads = (guint)o.heads, .seq = (guint)o.seq_len,
+                                        .micro_batch = (guint)o.micro_batch, .tp = (guint)o.tp};
       cfg.n_shapes = 1;
     } else if (o.shapes)
       ok = calib_plan_parse_shapes(o.shapes, &cfg, &error);

@@ -1,5 +1,6 @@
 /* ptdsim — calibration measurements: JSON writer and validating reader. */
 #include "measurements.h"
+#include "plan.h"
 
 #include "../base/jsonutil.h"
 #include "../base/outfile.h"
@@ -38,6 +39,8 @@ CalibMeasurements *calib_measurements_new(void) {
   m->kernels = g_array_new(FALSE, TRUE, sizeof(CalibKernel));
   m->layers = g_array_new(FALSE, TRUE, sizeof(CalibLayer));
   m->coll = g_array_new(FALSE, TRUE, sizeof(CalibColl));
+  m->attention = g_array_new(FALSE, TRUE, sizeof(CalibAttention));
+  m->membound = g_array_new(FALSE, TRUE, sizeof(CalibMembound));
   m->failures = g_ptr_array_new_with_free_func(g_free);
   return m;
 }
@@ -45,9 +48,9 @@ CalibMeasurements *calib_measurements_new(void) {
 void calib_measurements_free(CalibMeasurements *m) {
   if (!m)
     return;
-  char **strs[] = {&m->tool, &m->host, &m->date, &m->synthetic, &m->device.name, &m->device.compute_capability,
+  char **strs[] = {&m->tool, &m->host, &m->date, &m->synthetic, &m->source, &m->device.name, &m->device.compute_capability,
                    &m->device.peak_source, &m->device.driver, &m->device.cuda_runtime, &m->device.cublas,
-                   &m->device.cublaslt, &m->device.nccl};
+                   &m->device.cublaslt, &m->device.nccl, &m->device.cudnn};
   for (guint i = 0; i < G_N_ELEMENTS(strs); i++)
     g_free(*strs[i]);
   g_array_free(m->gemm, TRUE);
@@ -55,6 +58,8 @@ void calib_measurements_free(CalibMeasurements *m) {
   g_array_free(m->kernels, TRUE);
   g_array_free(m->layers, TRUE);
   g_array_free(m->coll, TRUE);
+  g_array_free(m->attention, TRUE);
+  g_array_free(m->membound, TRUE);
   g_ptr_array_free(m->failures, TRUE);
   g_free(m);
 }
@@ -114,6 +119,8 @@ cJSON *calib_measurements_to_json(const CalibMeasurements *m) {
   add_str(root, "date", m->date);
   if (m->synthetic)
     cJSON_AddStringToObject(root, "synthetic", m->synthetic);
+  if (m->source)
+    cJSON_AddStringToObject(root, "source", m->source);
   if (m->failures->len > 0) {
     cJSON *f = cJSON_AddArrayToObject(root, "failures");
     for (guint i = 0; i < m->failures->len; i++)
@@ -139,6 +146,8 @@ cJSON *calib_measurements_to_json(const CalibMeasurements *m) {
   cJSON_AddNumberToObject(dev, "memory_GiB", d->memory_GiB);
   cJSON_AddNumberToObject(dev, "hbm_GBps", d->hbm_GBps);
   cJSON_AddNumberToObject(dev, "peak_tflops", d->peak_tflops);
+  if (d->l2_MiB > 0)
+    cJSON_AddNumberToObject(dev, "l2_MiB", d->l2_MiB);
   add_str(dev, "peak_source", d->peak_source);
   cJSON_AddNumberToObject(dev, "gpus", d->gpus);
   add_str(dev, "driver", d->driver);
@@ -146,6 +155,8 @@ cJSON *calib_measurements_to_json(const CalibMeasurements *m) {
   add_str(dev, "cublas", d->cublas);
   add_str(dev, "cublaslt", d->cublaslt);
   add_str(dev, "nccl", d->nccl);
+  if (d->cudnn)
+    add_str(dev, "cudnn", d->cudnn);
 
   cJSON *arr = cJSON_AddArrayToObject(root, "gemm");
   for (guint i = 0; i < m->gemm->len; i++) {
@@ -154,6 +165,12 @@ cJSON *calib_measurements_to_json(const CalibMeasurements *m) {
     cJSON_AddStringToObject(o, "dtype", g->dtype);
     cJSON_AddStringToObject(o, "op", g->op);
     cJSON_AddStringToObject(o, "layout", g->layout[0] ? g->layout : "NN");
+    if (g->api[0] && strcmp(g->api, "cublas") != 0)
+      cJSON_AddStringToObject(o, "api", g->api);
+    if (g->tile_m && g->tile_n) {
+      int tile[2] = {(int)g->tile_m, (int)g->tile_n};
+      cJSON_AddItemToObject(o, "tile", cJSON_CreateIntArray(tile, 2));
+    }
     cJSON_AddNumberToObject(o, "batch", (double)g->batch);
     cJSON_AddNumberToObject(o, "m", (double)g->m);
     cJSON_AddNumberToObject(o, "n", (double)g->n);
@@ -196,11 +213,54 @@ cJSON *calib_measurements_to_json(const CalibMeasurements *m) {
     cJSON_AddNumberToObject(o, "micro_batch", l->micro_batch);
     cJSON_AddNumberToObject(o, "tp", l->tp);
     cJSON_AddBoolToObject(o, "fused", l->fused);
+    if (l->llama || l->flash || l->kv_heads || l->ffn || l->sequence_parallel ||
+        (l->dtype[0] && strcmp(l->dtype, "fp16") != 0)) {
+      cJSON_AddNumberToObject(o, "kv_heads", l->kv_heads ? l->kv_heads : l->heads);
+      cJSON_AddNumberToObject(o, "ffn", l->ffn ? l->ffn : 4 * l->hidden);
+      cJSON_AddStringToObject(o, "style", l->llama ? "llama" : "gpt");
+      cJSON_AddStringToObject(o, "dtype", l->dtype[0] ? l->dtype : "fp16");
+      cJSON_AddStringToObject(o, "attention", l->flash ? "flash" : "megatron");
+      cJSON_AddBoolToObject(o, "sequence_parallel", l->sequence_parallel);
+    }
     add_time(o, "forward", &l->fwd);
     add_time(o, "backward", &l->bwd);
     if (l->has_recompute)
       add_time(o, "recompute", &l->recompute);
     cJSON_AddItemToArray(arr, o);
+  }
+  if (m->attention->len > 0) {
+    arr = cJSON_AddArrayToObject(root, "attention");
+    for (guint i = 0; i < m->attention->len; i++) {
+      const CalibAttention *a = &g_array_index(m->attention, CalibAttention, i);
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "impl", a->impl);
+      cJSON_AddStringToObject(o, "dtype", a->dtype);
+      cJSON_AddBoolToObject(o, "causal", a->causal);
+      cJSON_AddNumberToObject(o, "batch", (double)a->batch);
+      cJSON_AddNumberToObject(o, "heads", (double)a->heads);
+      cJSON_AddNumberToObject(o, "kv_heads", (double)a->kv_heads);
+      cJSON_AddNumberToObject(o, "seq", (double)a->seq);
+      cJSON_AddNumberToObject(o, "head_dim", (double)a->head_dim);
+      if (a->has_fwd)
+        add_time(o, "forward", &a->fwd);
+      if (a->has_bwd)
+        add_time(o, "backward", &a->bwd);
+      cJSON_AddItemToArray(arr, o);
+    }
+  }
+  if (m->membound->len > 0) {
+    arr = cJSON_AddArrayToObject(root, "membound");
+    for (guint i = 0; i < m->membound->len; i++) {
+      const CalibMembound *b = &g_array_index(m->membound, CalibMembound, i);
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "op", b->op);
+      cJSON_AddNumberToObject(o, "rows", (double)b->rows);
+      cJSON_AddNumberToObject(o, "cols", (double)b->cols);
+      cJSON_AddNumberToObject(o, "bytes", b->bytes);
+      add_time(o, "time", &b->t);
+      cJSON_AddNumberToObject(o, "GBps", b->bytes / (b->t.median_us * 1e3));
+      cJSON_AddItemToArray(arr, o);
+    }
   }
   arr = cJSON_AddArrayToObject(root, "nccl");
   for (guint i = 0; i < m->coll->len; i++) {
@@ -365,6 +425,7 @@ static gboolean read_header(Reader *r, const cJSON *root, CalibMeasurements *m) 
   m->host = opt_str(root, "host");
   m->date = opt_str(root, "date");
   m->synthetic = opt_str(root, "synthetic");
+  m->source = opt_str(root, "source");
   const cJSON *failed;
   cJSON_ArrayForEach(failed, cJSON_GetObjectItemCaseSensitive(root, "failures")) {
     if (cJSON_IsString(failed))
@@ -398,7 +459,7 @@ static gboolean read_header(Reader *r, const cJSON *root, CalibMeasurements *m) 
   if (!opt_num(r, dev, "sm_clock_MHz", &ptd_range_device_info, &d->sm_clock_MHz) ||
       !opt_num(r, dev, "memory_clock_MHz", &ptd_range_device_info, &d->memory_clock_MHz) ||
       !opt_num(r, dev, "memory_bus_bits", &ptd_range_device_info, &d->memory_bus_bits) ||
-      !opt_num(r, dev, "gpus", &ptd_range_count, &gpus))
+      !opt_num(r, dev, "gpus", &ptd_range_count, &gpus) || !opt_num(r, dev, "l2_MiB", &ptd_range_cache_MiB, &d->l2_MiB))
     return FALSE;
   d->gpus = (guint)gpus;
   d->compute_capability = opt_str(dev, "compute_capability");
@@ -408,7 +469,86 @@ static gboolean read_header(Reader *r, const cJSON *root, CalibMeasurements *m) 
   d->cublas = opt_str(dev, "cublas");
   d->cublaslt = opt_str(dev, "cublaslt");
   d->nccl = opt_str(dev, "nccl");
+  d->cudnn = opt_str(dev, "cudnn");
   r->where[0] = 0;
+  return TRUE;
+}
+
+/* An optional word from `words` (NULL-terminated); *out is its index, 0
+ * when the key is absent. */
+static gboolean opt_word(Reader *r, const cJSON *o, const char *key, const char *const *words, int *out) {
+  const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+  *out = 0;
+  if (!it)
+    return TRUE;
+  for (int i = 0; cJSON_IsString(it) && words[i]; i++)
+    if (strcmp(it->valuestring, words[i]) == 0) {
+      *out = i;
+      return TRUE;
+    }
+  GString *why = g_string_new("must be one of");
+  for (int i = 0; words[i]; i++)
+    g_string_append_printf(why, "%s \"%s\"", i ? "," : "", words[i]);
+  gboolean ok = bad(r, key, why->str);
+  g_string_free(why, TRUE);
+  return ok;
+}
+
+static gboolean read_attention(Reader *r, const cJSON *o, CalibMeasurements *m) {
+  CalibAttention a = {0};
+  const char *impl = get_str(r, o, "impl"), *dtype = impl ? get_str(r, o, "dtype") : NULL;
+  if (!dtype)
+    return FALSE;
+  if (strcmp(impl, "cudnn-sdpa") != 0)
+    return bad(r, "impl", "must be \"cudnn-sdpa\" (cuDNN's fused flash attention, as ptdsim-calibrate measures it)");
+  if (strcmp(dtype, "bf16") != 0 && strcmp(dtype, "fp16") != 0)
+    return bad(r, "dtype", "must be \"bf16\" or \"fp16\"");
+  const cJSON *causal = cJSON_GetObjectItemCaseSensitive(o, "causal");
+  if (!cJSON_IsBool(causal))
+    return bad(r, "causal", "must be true or false");
+  if (!get_count(r, o, "batch", &a.batch) || !get_count(r, o, "heads", &a.heads) ||
+      !get_count(r, o, "kv_heads", &a.kv_heads) || !get_count(r, o, "seq", &a.seq) ||
+      !get_count(r, o, "head_dim", &a.head_dim))
+    return FALSE;
+  a.has_fwd = cJSON_GetObjectItemCaseSensitive(o, "forward_us") != NULL;
+  a.has_bwd = cJSON_GetObjectItemCaseSensitive(o, "backward_us") != NULL;
+  if (!a.has_fwd && !a.has_bwd)
+    return bad(r, "forward_us", "is missing: an attention record needs forward_us, backward_us or both");
+  if ((a.has_fwd && !get_time(r, o, "forward", &a.fwd)) || (a.has_bwd && !get_time(r, o, "backward", &a.bwd)))
+    return FALSE;
+  if (a.batch < 1 || a.heads < 1 || a.seq < 1 || a.head_dim < 1)
+    return bad(r, "batch", "batch, heads, seq and head_dim must all be at least 1");
+  if (a.kv_heads < 1 || a.heads % a.kv_heads)
+    return bad(r, "kv_heads", "must be at least 1 and divide heads");
+  g_strlcpy(a.impl, impl, sizeof a.impl);
+  g_strlcpy(a.dtype, dtype, sizeof a.dtype);
+  a.causal = cJSON_IsTrue(causal);
+  g_array_append_val(m->attention, a);
+  return TRUE;
+}
+
+static gboolean read_membound(Reader *r, const cJSON *o, CalibMeasurements *m) {
+  CalibMembound b = {0};
+  const char *op = get_str(r, o, "op");
+  if (!op)
+    return FALSE;
+  const CalibMemboundOp *row = calib_membound_op(op);
+  if (!row) {
+    GString *why = g_string_new("must be one of the membound mode's kernels:");
+    for (guint i = 0; i < calib_n_membound_ops; i++)
+      g_string_append_printf(why, "%s %s", i ? "," : "", calib_membound_ops[i].name);
+    gboolean ok = bad(r, "op", why->str);
+    g_string_free(why, TRUE);
+    return ok;
+  }
+  if (!get_count(r, o, "rows", &b.rows) || !get_count(r, o, "cols", &b.cols) ||
+      !get_num(r, o, "bytes", &ptd_range_bytes, &b.bytes) || !get_time(r, o, "time", &b.t))
+    return FALSE;
+  double want = row->bytes_per_elem * (double)b.rows * (double)b.cols;
+  if (b.rows < 1 || b.cols < 1 || fabs(b.bytes - want) > 1e-6 * want)
+    return bad(r, "bytes", "must be rows x cols x the op's bytes per element (plan.c's calib_membound_ops)");
+  g_strlcpy(b.op, op, sizeof b.op);
+  g_array_append_val(m->membound, b);
   return TRUE;
 }
 
@@ -417,8 +557,8 @@ static gboolean read_gemm(Reader *r, const cJSON *o, CalibMeasurements *m) {
   const char *dtype = get_str(r, o, "dtype"), *op;
   if (!dtype)
     return FALSE;
-  if (strcmp(dtype, "fp16") != 0 && strcmp(dtype, "bf16") != 0)
-    return bad(r, "dtype", "must be \"fp16\" or \"bf16\"");
+  if (strcmp(dtype, "fp16") != 0 && strcmp(dtype, "bf16") != 0 && strcmp(dtype, "fp8") != 0)
+    return bad(r, "dtype", "must be \"fp16\", \"bf16\" or \"fp8\"");
   if (!(op = get_str(r, o, "op")) || !get_count(r, o, "batch", &g.batch) || !get_count(r, o, "m", &g.m) ||
       !get_count(r, o, "n", &g.n) || !get_count(r, o, "k", &g.k) || !get_time(r, o, "time", &g.t))
     return FALSE;
@@ -427,6 +567,21 @@ static gboolean read_gemm(Reader *r, const cJSON *o, CalibMeasurements *m) {
                strchr("NT", lay->valuestring[1])))
     return bad(r, "layout", "must be \"NN\", \"NT\", \"TN\" or \"TT\" (cuBLAS ops of A and B)");
   g_strlcpy(g.layout, lay ? lay->valuestring : "NN", sizeof g.layout);
+  const cJSON *api = cJSON_GetObjectItemCaseSensitive(o, "api");
+  if (api && !(cJSON_IsString(api) && (strcmp(api->valuestring, "cublas") == 0 || strcmp(api->valuestring, "cublaslt") == 0)))
+    return bad(r, "api", "must be \"cublas\" or \"cublaslt\"");
+  g_strlcpy(g.api, api ? api->valuestring : "cublas", sizeof g.api);
+  if (strcmp(dtype, "fp8") == 0 && strcmp(g.api, "cublaslt") != 0)
+    return bad(r, "dtype", "is \"fp8\", which only cuBLASLt runs; give \"api\": \"cublaslt\"");
+  const cJSON *tile = cJSON_GetObjectItemCaseSensitive(o, "tile");
+  if (tile) {
+    const cJSON *a = cJSON_GetArrayItem(tile, 0), *b = cJSON_GetArrayItem(tile, 1);
+    if (!cJSON_IsArray(tile) || cJSON_GetArraySize(tile) != 2 || !cJSON_IsNumber(a) || !cJSON_IsNumber(b) ||
+        a->valuedouble < 1 || a->valuedouble > 4096 || b->valuedouble < 1 || b->valuedouble > 4096 ||
+        a->valuedouble != floor(a->valuedouble) || b->valuedouble != floor(b->valuedouble))
+      return bad(r, "tile", "must be [tile_m, tile_n], whole numbers from 1 to 4096");
+    g.tile_m = (guint)a->valuedouble, g.tile_n = (guint)b->valuedouble;
+  }
   g_strlcpy(g.dtype, dtype, sizeof g.dtype);
   g_strlcpy(g.op, op, sizeof g.op);
   g_array_append_val(m->gemm, g);
@@ -478,6 +633,29 @@ static gboolean read_layer(Reader *r, const cJSON *o, CalibMeasurements *m) {
     return bad(r, "heads", "must be a multiple of tp");
   l.hidden = (guint)v[0], l.heads = (guint)v[1], l.seq = (guint)v[2], l.micro_batch = (guint)v[3], l.tp = (guint)v[4];
   l.fused = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(o, "fused"));
+  guint64 kv = l.heads, ffn = 4ull * l.hidden;
+  if ((cJSON_GetObjectItemCaseSensitive(o, "kv_heads") && !get_count(r, o, "kv_heads", &kv)) ||
+      (cJSON_GetObjectItemCaseSensitive(o, "ffn") && !get_count(r, o, "ffn", &ffn)))
+    return FALSE;
+  if (kv < 1 || l.heads % kv || kv % l.tp)
+    return bad(r, "kv_heads", "must divide heads and be a multiple of tp (each rank holds whole key/value groups)");
+  if (ffn < 1 || ffn % l.tp)
+    return bad(r, "ffn", "must be a multiple of tp");
+  l.kv_heads = kv == l.heads ? 0 : (guint)kv;
+  l.ffn = ffn == 4ull * l.hidden ? 0 : (guint)ffn;
+  static const char *styles[] = {"gpt", "llama", NULL}, *dtypes[] = {"fp16", "bf16", "fp8", NULL},
+                    *attn[] = {"megatron", "flash", NULL};
+  int style = 0, dt = 0, at = 0;
+  if (!opt_word(r, o, "style", styles, &style) || !opt_word(r, o, "dtype", dtypes, &dt) ||
+      !opt_word(r, o, "attention", attn, &at))
+    return FALSE;
+  l.llama = style == 1;
+  g_strlcpy(l.dtype, dtypes[dt], sizeof l.dtype);
+  l.flash = at == 1;
+  const cJSON *sp = cJSON_GetObjectItemCaseSensitive(o, "sequence_parallel");
+  if (sp && !cJSON_IsBool(sp))
+    return bad(r, "sequence_parallel", "must be true or false");
+  l.sequence_parallel = cJSON_IsTrue(sp);
   g_array_append_val(m->layers, l);
   return TRUE;
 }
@@ -516,10 +694,15 @@ CalibMeasurements *calib_measurements_from_json(const cJSON *root, const char *p
   static const struct {
     const char *key;
     gboolean (*read)(Reader *, const cJSON *, CalibMeasurements *);
-  } lists[] = {{"gemm", read_gemm}, {"membw", read_membw}, {"kernels", read_kernel}, {"layer", read_layer},
-               {"nccl", read_coll}};
+    gboolean optional; /* lists the 2021 harness did not write */
+  } lists[] = {{"gemm", read_gemm, FALSE},        {"membw", read_membw, FALSE},
+               {"kernels", read_kernel, FALSE},   {"layer", read_layer, FALSE},
+               {"nccl", read_coll, FALSE},        {"attention", read_attention, TRUE},
+               {"membound", read_membound, TRUE}};
   gboolean ok = read_header(&r, root, m);
   for (guint l = 0; ok && l < G_N_ELEMENTS(lists); l++) {
+    if (lists[l].optional && !cJSON_GetObjectItemCaseSensitive(root, lists[l].key))
+      continue;
     const cJSON *arr = get_array(&r, root, lists[l].key), *o;
     ok = arr != NULL;
     guint i = 0;
@@ -541,4 +724,24 @@ CalibMeasurements *calib_measurements_from_json(const cJSON *root, const char *p
     return NULL;
   }
   return m;
+}
+
+gboolean calib_measurements_merge(CalibMeasurements *into, const CalibMeasurements *from, const char *from_path,
+                                  GError **error) {
+  if (g_strcmp0(into->device.name, from->device.name) != 0 || into->device.sms != from->device.sms) {
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
+                "%s measured %s (%u SMs), not the %s (%u SMs) of the first file; fit one GPU's measurements at a time",
+                from_path, from->device.name, from->device.sms, into->device.name, into->device.sms);
+    return FALSE;
+  }
+  GArray *to[] = {into->gemm, into->membw, into->kernels, into->layers, into->coll, into->attention, into->membound};
+  const GArray *src[] = {from->gemm, from->membw, from->kernels, from->layers, from->coll, from->attention,
+                         from->membound};
+  for (guint i = 0; i < G_N_ELEMENTS(to); i++)
+    g_array_append_vals(to[i], src[i]->data, src[i]->len);
+  for (guint i = 0; i < from->failures->len; i++)
+    g_ptr_array_add(into->failures, g_strdup(g_ptr_array_index(from->failures, i)));
+  if (into->device.l2_MiB <= 0)
+    into->device.l2_MiB = from->device.l2_MiB;
+  return TRUE;
 }

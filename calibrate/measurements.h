@@ -21,12 +21,36 @@ typedef struct {
 } CalibTime;
 
 typedef struct {
-  char dtype[8];  /* "fp16" or "bf16" */
-  char op[32];    /* "qkv.fwd", "fc1.wgrad", "grid.k", "layout.qkv.fwd", ... */
+  char dtype[8];  /* "fp16", "bf16", or "fp8" (E4M3 inputs with per-tensor scales, bf16 output) */
+  char op[32];    /* "qkv.fwd", "fc1.wgrad", "grid.k", "layout.qkv.fwd", "lt.qkv.fwd", "lt.grid.wave", ... */
   char layout[4]; /* cuBLAS ops of A and B: "NN", "NT", "TN", "TT" (optional when reading: "NN") */
+  char api[12];   /* "cublas" (cublasGemmEx; optional when reading) or "cublaslt" */
   guint64 batch, m, n, k;
+  guint tile_m, tile_n; /* the tile of the algorithm cuBLASLt chose ("tile": [m, n]); 0: not recorded */
   CalibTime t;
 } CalibGemm;
+
+/* A fused flash-attention kernel pair (cuDNN's SDPA): forward and backward
+ * of batch x heads query heads over kv_heads key/value heads. */
+typedef struct {
+  char impl[16]; /* "cudnn-sdpa" */
+  char dtype[8]; /* "bf16" */
+  gboolean causal;
+  guint64 batch, heads, kv_heads, seq, head_dim;
+  /* The harness times both passes; published figures may give one
+   * ("forward_us" or "backward_us" absent). */
+  gboolean has_fwd, has_bwd;
+  CalibTime fwd, bwd;
+} CalibAttention;
+
+/* One memory-bound kernel as production frameworks write it: `op` names a
+ * row of calib_membound_ops (plan.h), which gives its class and bytes. */
+typedef struct {
+  char op[32];
+  guint64 rows, cols;
+  double bytes; /* read + written */
+  CalibTime t;
+} CalibMembound;
 
 typedef struct {
   double bytes; /* read + written (a copy of S bytes moves 2 S) */
@@ -44,6 +68,13 @@ typedef struct {
 
 typedef struct {
   guint hidden, heads, seq, micro_batch, tp;
+  /* The modern layer's description (all optional when reading; absent: the
+   * 2021 layer, GPT style in fp16 with Megatron's attention kernels). */
+  guint kv_heads, ffn;   /* 0: heads, 4 hidden */
+  gboolean llama;        /* "style": "llama" (RMSNorm, rotary, SwiGLU, no bias) or "gpt" */
+  char dtype[8];         /* linear layers: "fp16", "bf16" or "fp8" */
+  gboolean flash;        /* "attention": "flash" (cuDNN SDPA) or "megatron" */
+  gboolean sequence_parallel;
   gboolean fused;
   CalibTime fwd, bwd;
   gboolean has_recompute; /* "recompute_us" present (optional when reading) */
@@ -67,14 +98,16 @@ typedef struct {
   double memory_GiB;
   double hbm_GBps;    /* theoretical: 2 * memory clock * bus width / 8 */
   double peak_tflops; /* dense fp16/bf16 tensor rate at sm_clock_MHz */
+  double l2_MiB;      /* L2 cache (optional; 0: not recorded) */
   char *peak_source;
   guint gpus;         /* GPUs visible to the NCCL measurements */
-  char *driver, *cuda_runtime, *cublas, *cublaslt, *nccl;
+  char *driver, *cuda_runtime, *cublas, *cublaslt, *nccl, *cudnn;
 } CalibDevice;
 
 typedef struct {
   char *tool, *host, *date;
   char *synthetic; /* NULL for a real measurement; else what it was made from */
+  char *source;    /* published figures transcribed into this format: where they come from (NULL: measured) */
   CalibDevice device;
   guint warmup, reps;
   GArray *gemm;    /* CalibGemm */
@@ -82,6 +115,8 @@ typedef struct {
   GArray *kernels; /* CalibKernel */
   GArray *layers;  /* CalibLayer */
   GArray *coll;    /* CalibColl */
+  GArray *attention; /* CalibAttention (optional list "attention") */
+  GArray *membound;  /* CalibMembound (optional list "membound") */
   GPtrArray *failures; /* strings: measurements that failed under --keep-going (optional "failures" list) */
 } CalibMeasurements;
 
@@ -103,5 +138,10 @@ cJSON *calib_measurements_to_json(const CalibMeasurements *m);
 gboolean calib_measurements_save(const CalibMeasurements *m, const char *path, GError **error);
 /* Reads and validates a file: one-line errors naming the file, the record and the key. */
 CalibMeasurements *calib_measurements_load(const char *path, GError **error);
+/* Appends the records of `from` (read from `from_path`) to `into`, which
+ * must describe the same GPU (name and SMs): one GPU's measurements made
+ * in several runs of the harness. */
+gboolean calib_measurements_merge(CalibMeasurements *into, const CalibMeasurements *from, const char *from_path,
+                                  GError **error);
 /* The same, from a parsed file (`path` names it in errors). */
 CalibMeasurements *calib_measurements_from_json(const cJSON *root, const char *path, GError **error);

@@ -3,17 +3,85 @@
 
 #include <string.h>
 
+#include "../models/compute.h"
+
+#define GPT(h, a, s, b, t) {.hidden = h, .heads = a, .seq = s, .micro_batch = b, .tp = t}
 static const CalibLayerShape sc21_shapes[] = {
     /* GPT-3 175B (and Table 1's 145.6B row): h 12288, 96 heads, t = 8. */
-    {12288, 96, 2048, 1, 8},
-    {12288, 96, 2048, 4, 8},
+    GPT(12288, 96, 2048, 1, 8),
+    GPT(12288, 96, 2048, 4, 8),
     /* Table 1's 1.7B row: h 2304, 24 heads, t = 1. */
-    {2304, 24, 2048, 1, 1},
-    {2304, 24, 2048, 4, 1},
+    GPT(2304, 24, 2048, 1, 1),
+    GPT(2304, 24, 2048, 4, 1),
     /* Table 1's 18.4B row: h 6144, 48 heads, t = 8. */
-    {6144, 48, 2048, 1, 8},
-    {6144, 48, 2048, 4, 8},
+    GPT(6144, 48, 2048, 1, 8),
+    GPT(6144, 48, 2048, 4, 8),
 };
+
+/* Today's shapes.  GPT-3 175B (Brown et al. 2020, table 2.1: h 12288, 96
+ * heads, vocabulary 50257 padded to 51200 by Megatron) at t = 8 with
+ * Megatron's s = 2048 and at s = 4096; Llama 3 8B, 70B and 405B (Llama
+ * Team 2024, "The Llama 3 Herd of Models", table 3: h 4096/8192/16384,
+ * 32/64/128 heads, 8 key/value heads, FFN 14336/28672/53248, vocabulary
+ * 128256) at s = 8192 (and 70B at s = 4096, b = 2), 8B on one GPU and the
+ * larger two at t = 8, as their training ran tensor parallelism inside a
+ * node (section 3.3.2). */
+#define LLAMA(h, a, f, s, b, t) \
+  {.hidden = h, .heads = a, .seq = s, .micro_batch = b, .tp = t, .kv_heads = 8, .ffn = f, .vocab = 128256, .llama = TRUE}
+static const CalibLayerShape gpt3_shapes[] = {
+    {.hidden = 12288, .heads = 96, .seq = 2048, .micro_batch = 1, .tp = 8, .vocab = 51200},
+    {.hidden = 12288, .heads = 96, .seq = 2048, .micro_batch = 2, .tp = 8, .vocab = 51200},
+    {.hidden = 12288, .heads = 96, .seq = 4096, .micro_batch = 1, .tp = 8, .vocab = 51200},
+};
+static const CalibLayerShape llama3_shapes[] = {
+    LLAMA(4096, 32, 14336, 8192, 1, 1),
+    LLAMA(8192, 64, 28672, 8192, 1, 8),
+    LLAMA(8192, 64, 28672, 4096, 2, 8),
+    LLAMA(16384, 128, 53248, 8192, 1, 8),
+};
+
+static const struct {
+  const char *name;
+  const CalibLayerShape *shapes;
+  guint n;
+} presets[] = {
+    {"sc21", sc21_shapes, G_N_ELEMENTS(sc21_shapes)},
+    {"gpt3-175b", sc21_shapes, 1},
+    {"gpt3", gpt3_shapes, G_N_ELEMENTS(gpt3_shapes)},
+    {"llama3", llama3_shapes, G_N_ELEMENTS(llama3_shapes)},
+};
+
+/* Bytes per element of rows x cols, bf16 (2 bytes) values, 1-byte masks
+ * and FP8 outputs.  Sources: Megatron-Core's fused kernels and Transformer
+ * Engine's (layernorm/rmsnorm forward and backward, bias_gelu_fusion,
+ * bias_swiglu, bias_dropout_add_fused, apply_rotary_pos_emb,
+ * cast_transpose with amax) and a one-pass vocab-parallel cross-entropy
+ * with online softmax statistics (Milakov and Gimelshein 2018). */
+const CalibMemboundOp calib_membound_ops[] = {
+    {"layernorm.fwd", MODEL_MEM_NORM, 4, "reads x, writes y (cols: the hidden size)"},
+    {"layernorm.bwd", MODEL_MEM_NORM, 6, "reads x and dy, writes dx; dgamma and dbeta as per-block partial sums"},
+    {"rmsnorm.fwd", MODEL_MEM_NORM, 4, "reads x, writes y"},
+    {"rmsnorm.bwd", MODEL_MEM_NORM, 6, "reads x and dy, writes dx; dgamma as per-block partial sums"},
+    {"bias_gelu.fwd", MODEL_MEM_POINTWISE, 4, "reads x, writes gelu(x + bias) (tanh form)"},
+    {"bias_gelu.bwd", MODEL_MEM_POINTWISE, 6, "reads dy and x, writes dx"},
+    {"swiglu.fwd", MODEL_MEM_POINTWISE, 6, "reads gate and up (2 cols), writes silu(gate) up (cols)"},
+    {"swiglu.bwd", MODEL_MEM_POINTWISE, 10, "reads dy, gate and up, writes dgate and dup"},
+    {"bias_dropout_add.fwd", MODEL_MEM_POINTWISE, 7, "reads x and the residual, writes y and a 1-byte mask"},
+    {"rotary.fwd", MODEL_MEM_POINTWISE, 4, "reads q or k (cols: heads x head_dim), writes it rotated (rotate-half)"},
+    {"rotary.bwd", MODEL_MEM_POINTWISE, 4, "reads the gradient, writes it rotated back"},
+    {"fp8_cast", MODEL_MEM_POINTWISE, 4, "reads bf16, writes E4M3 and its E4M3 transpose, reduces amax"},
+    {"cross_entropy.fwd", MODEL_MEM_CROSS_ENTROPY, 2,
+     "reads bf16 logits once (cols: the vocabulary shard), fp32 online max and sum of exponentials, writes a loss per row"},
+    {"cross_entropy.bwd", MODEL_MEM_CROSS_ENTROPY, 4, "reads the logits, writes softmax minus one-hot, bf16"},
+};
+const guint calib_n_membound_ops = G_N_ELEMENTS(calib_membound_ops);
+
+const CalibMemboundOp *calib_membound_op(const char *name) {
+  for (guint i = 0; i < calib_n_membound_ops; i++)
+    if (strcmp(calib_membound_ops[i].name, name) == 0)
+      return &calib_membound_ops[i];
+  return NULL;
+}
 
 void calib_plan_config_default(CalibPlanConfig *c) {
   memset(c, 0, sizeof *c);
@@ -27,41 +95,74 @@ void calib_plan_config_default(CalibPlanConfig *c) {
 }
 
 void calib_layer_shape_label(const CalibLayerShape *s, char *buf, gsize len) {
-  g_snprintf(buf, len, "h=%u a=%u s=%u b=%u t=%u", s->hidden, s->heads, s->seq, s->micro_batch, s->tp);
+  if (calib_shape_is_2021(s))
+    g_snprintf(buf, len, "h=%u a=%u s=%u b=%u t=%u", s->hidden, s->heads, s->seq, s->micro_batch, s->tp);
+  else
+    g_snprintf(buf, len, "%s h=%u a=%u g=%u f=%u s=%u b=%u t=%u", s->llama ? "llama" : "gpt", s->hidden, s->heads,
+               calib_shape_kv_heads(s), calib_shape_ffn(s), s->seq, s->micro_batch, s->tp);
+}
+
+gboolean calib_shape_is_2021(const CalibLayerShape *s) {
+  return !s->llama && !s->kv_heads && !s->ffn;
+}
+
+guint calib_shape_kv_heads(const CalibLayerShape *s) {
+  return s->kv_heads ? s->kv_heads : s->heads;
+}
+
+guint calib_shape_ffn(const CalibLayerShape *s) {
+  return s->ffn ? s->ffn : 4 * s->hidden;
+}
+
+#define SHAPES_HELP                                                                                              \
+  "give a preset (sc21, gpt3-175b, gpt3, llama3) or up to 16 comma-separated HIDDEN:HEADS:SEQ:MICRO_BATCH:TP, "    \
+  "optionally followed by :KV_HEADS:FFN:VOCAB:STYLE (STYLE gpt or llama; VOCAB 0: no logit GEMMs), e.g. "        \
+  "12288:96:2048:1:8 or 8192:64:8192:1:8:8:28672:128256:llama"
+
+/* One HIDDEN:HEADS:SEQ:MICRO_BATCH:TP[:KV_HEADS:FFN:VOCAB:STYLE]. */
+static gboolean parse_shape(const char *item, CalibLayerShape *out) {
+  char **f = g_strsplit(item, ":", -1);
+  guint n = g_strv_length(f);
+  guint64 v[8] = {0};
+  gboolean ok = n == 5 || n == 9;
+  for (guint i = 0; ok && i < MIN(n, 8u); i++)
+    ok = g_ascii_string_to_unsigned(f[i], 10, i == 7 ? 0 : 1, i == 7 ? 1u << 20 : (i == 6 ? 1u << 20 : 65536), &v[i],
+                                    NULL);
+  if (ok && n == 9)
+    ok = strcmp(f[8], "gpt") == 0 || strcmp(f[8], "llama") == 0;
+  if (ok) {
+    *out = (CalibLayerShape){.hidden = (guint)v[0], .heads = (guint)v[1], .seq = (guint)v[2],
+                             .micro_batch = (guint)v[3], .tp = (guint)v[4]};
+    if (n == 9) {
+      out->kv_heads = v[5] == v[1] ? 0 : (guint)v[5];
+      out->ffn = v[6] == 4 * v[0] ? 0 : (guint)v[6];
+      out->vocab = (guint)v[7];
+      out->llama = strcmp(f[8], "llama") == 0;
+    }
+  }
+  g_strfreev(f);
+  return ok;
 }
 
 gboolean calib_plan_parse_shapes(const char *spec, CalibPlanConfig *cfg, GError **error) {
-  if (strcmp(spec, "sc21") == 0) {
-    memcpy(cfg->shapes, sc21_shapes, sizeof sc21_shapes);
-    cfg->n_shapes = G_N_ELEMENTS(sc21_shapes);
-    return TRUE;
-  }
-  if (strcmp(spec, "gpt3-175b") == 0) {
-    cfg->shapes[0] = sc21_shapes[0];
-    cfg->n_shapes = 1;
-    return TRUE;
-  }
+  for (guint i = 0; i < G_N_ELEMENTS(presets); i++)
+    if (strcmp(spec, presets[i].name) == 0) {
+      memcpy(cfg->shapes, presets[i].shapes, presets[i].n * sizeof *cfg->shapes);
+      cfg->n_shapes = presets[i].n;
+      return TRUE;
+    }
   char **items = g_strsplit(spec, ",", -1);
   guint n = 0;
   gboolean ok = items[0] != NULL;
   for (char **it = items; ok && *it; it++) {
-    char **f = g_strsplit(*it, ":", -1);
-    guint64 v[5];
-    ok = g_strv_length(f) == 5 && n < CALIB_MAX_SHAPES;
-    for (int i = 0; ok && i < 5; i++)
-      ok = g_ascii_string_to_unsigned(f[i], 10, 1, 65536, &v[i], NULL);
-    g_strfreev(f);
+    ok = n < CALIB_MAX_SHAPES && parse_shape(*it, &cfg->shapes[n]);
     if (ok)
-      cfg->shapes[n++] = (CalibLayerShape){(guint)v[0], (guint)v[1], (guint)v[2], (guint)v[3], (guint)v[4]};
+      n++;
     else
-      g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
-                  "--shapes: '%s' is not a layer shape; give a preset (sc21, gpt3-175b) or up to %d comma-separated "
-                  "HIDDEN:HEADS:SEQ:MICRO_BATCH:TP, e.g. 12288:96:2048:1:8,2304:24:2048:4:1",
-                  *it, CALIB_MAX_SHAPES);
+      g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "--shapes: '%s' is not a layer shape; " SHAPES_HELP, *it);
   }
   if (!items[0])
-    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
-                "--shapes is empty; give a preset (sc21, gpt3-175b) or HIDDEN:HEADS:SEQ:MICRO_BATCH:TP,...");
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "--shapes is empty; " SHAPES_HELP);
   g_strfreev(items);
   if (ok)
     cfg->n_shapes = n;
@@ -116,6 +217,10 @@ static gboolean check_shape(const CalibLayerShape *sh, GError **error) {
     why = "--heads must be a multiple of --tp (Megatron splits heads over t)";
   else if (!(sh->hidden <= 65536 && sh->seq <= 65536 && sh->micro_batch <= 64))
     why = "the layer shape is too large to calibrate on one GPU (hidden, seq <= 65536, micro-batch <= 64)";
+  else if (sh->heads % calib_shape_kv_heads(sh) || calib_shape_kv_heads(sh) % sh->tp)
+    why = "the key/value heads must divide the heads and be a multiple of --tp";
+  else if (calib_shape_ffn(sh) % sh->tp || sh->vocab % sh->tp)
+    why = "the MLP width and the vocabulary must be multiples of --tp";
   else if (calib_plan_layer_bytes(sh) > 256.0 * 1073741824.0)
     why = "the layer needs more than 256 GiB of GPU memory; use a smaller micro-batch or sequence";
   if (why) {
@@ -140,6 +245,130 @@ static void add_kernel(GArray *a, const char *name, gboolean fused, guint64 rows
   g_array_append_val(a, k);
 }
 
+/* --- today's lists: cuBLASLt GEMMs, flash attention, memory-bound kernels --- */
+
+static void add_lt(CalibPlan *p, const char *op, const char *layout, guint64 m, guint64 n, guint64 k, guint shape) {
+  for (guint i = 0; i < p->gemmlt->len; i++) {
+    const CalibPlanLtGemm *g = &g_array_index(p->gemmlt, CalibPlanLtGemm, i);
+    if (strcmp(g->op, op) == 0 && strcmp(g->layout, layout) == 0 && g->m == m && g->n == n && g->k == k)
+      return; /* two shapes with the same GEMM: measure it once */
+  }
+  CalibPlanLtGemm g = {{0}, m, n, k, shape, {0}};
+  g_strlcpy(g.op, op, sizeof g.op);
+  g_strlcpy(g.layout, layout, sizeof g.layout);
+  g_array_append_val(p->gemmlt, g);
+}
+
+/* The three GEMMs of a Linear layer of `in` -> `out` features over T tokens,
+ * as Transformer Engine issues them to cuBLASLt (column-major): forward
+ * y = x W^T as TN (m = out, n = T, k = in), input gradient dx = dy W as NN
+ * (m = in, n = T, k = out), weight gradient dW = dy^T x as NT (m = in,
+ * n = out, k = T). */
+static void add_linear(CalibPlan *p, const char *name, guint64 in, guint64 out, guint64 T, guint shape) {
+  char op[32];
+  g_snprintf(op, sizeof op, "lt.%s.fwd", name);
+  add_lt(p, op, "TN", out, T, in, shape);
+  g_snprintf(op, sizeof op, "lt.%s.dgrad", name);
+  add_lt(p, op, "NN", in, T, out, shape);
+  g_snprintf(op, sizeof op, "lt.%s.wgrad", name);
+  add_lt(p, op, "NT", in, out, T, shape);
+}
+
+/* One tensor-parallel rank's linear layers of shape `si` (heads / t,
+ * MLP / t, vocabulary / t; the GEMMs see all b s tokens, gathered under
+ * sequence parallelism). */
+static void add_shape_lt(CalibPlan *p, guint si) {
+  const CalibLayerShape *sh = &p->cfg.shapes[si];
+  guint64 h = sh->hidden, t = sh->tp, a = sh->heads, d = h / a, g = calib_shape_kv_heads(sh);
+  guint64 T = (guint64)sh->micro_batch * sh->seq, ffn = calib_shape_ffn(sh) / t;
+  add_linear(p, "qkv", h, (a + 2 * g) * d / t, T, si);
+  add_linear(p, "proj", a * d / t, h, T, si);
+  add_linear(p, "fc1", h, sh->llama ? 2 * ffn : ffn, T, si);
+  add_linear(p, "fc2", ffn, h, T, si);
+  if (sh->vocab)
+    add_linear(p, "logits", h, sh->vocab / t, T, si);
+}
+
+/* Tile and wave quantization and the K roll-off, forward layout. */
+static void add_lt_grids(CalibPlan *p) {
+  static const guint sq[] = {256, 512, 1000, 1024, 1536, 2048, 3000, 4096, 6144, 8192};
+  for (guint i = 0; i < G_N_ELEMENTS(sq); i++)
+    add_lt(p, "lt.grid.square", "TN", sq[i], sq[i], 4096, G_MAXUINT);
+  for (guint64 n = 1024; n <= 4096; n += 256)
+    add_lt(p, "lt.grid.wave", "TN", n, 4096, 4096, G_MAXUINT);
+  for (guint64 k = 64; k <= 16384; k *= 4)
+    add_lt(p, "lt.grid.k", "TN", 4096, 4096, k, G_MAXUINT);
+}
+
+static void add_attention(GArray *a, const CalibPlanAttention *x) {
+  for (guint i = 0; i < a->len; i++)
+    if (memcmp(&g_array_index(a, CalibPlanAttention, i), x, sizeof *x) == 0)
+      return;
+  g_array_append_val(a, *x);
+}
+
+/* Flash attention's waves: b = 1, head size 128, heads per rank 1 to 32
+ * (one rank of a big model holds few) and sequences 1K to 16K, multi-head
+ * and 4:1 grouped-query. */
+static void add_attention_grid(CalibPlan *p) {
+  static const guint64 heads[] = {1, 2, 4, 8, 16, 32};
+  for (guint64 s = 1024; s <= 16384; s *= 2)
+    for (guint i = 0; i < G_N_ELEMENTS(heads); i++) {
+      CalibPlanAttention mha = {1, heads[i], heads[i], s, 128}, gqa = {1, heads[i], MAX(heads[i] / 4, 1), s, 128};
+      add_attention(p->attention, &mha);
+      add_attention(p->attention, &gqa);
+    }
+}
+
+static void add_mb(CalibPlan *p, const char *name, guint64 rows, guint64 cols) {
+  CalibPlanMembound b = {calib_membound_op(name), rows, cols};
+  g_assert(b.op);
+  for (guint i = 0; i < p->membound->len; i++) {
+    const CalibPlanMembound *x = &g_array_index(p->membound, CalibPlanMembound, i);
+    if (x->op == b.op && x->rows == rows && x->cols == cols)
+      return;
+  }
+  g_array_append_val(p->membound, b);
+}
+
+/* The memory-bound kernels of one tensor-parallel rank's layer at shape
+ * `sh`, at their widths: the norms, residual and dropout kernels over the
+ * hidden size (s / t of the tokens under sequence parallelism where t > 1),
+ * the MLP's activation over ffn / t, rotary over the rank's query and key
+ * heads, the FP8 casts of the linear layers' inputs, the cross-entropy over
+ * the vocabulary shard. */
+static void add_shape_membound(CalibPlan *p, const CalibLayerShape *sh) {
+  guint64 T = (guint64)sh->micro_batch * sh->seq, t = sh->tp, h = sh->hidden, d = h / sh->heads;
+  guint64 Tsp = t > 1 ? T / t : T, ffn = calib_shape_ffn(sh) / t;
+  const char *norm = sh->llama ? "rmsnorm" : "layernorm";
+  char name[32];
+  g_snprintf(name, sizeof name, "%s.fwd", norm);
+  add_mb(p, name, Tsp, h);
+  g_snprintf(name, sizeof name, "%s.bwd", norm);
+  add_mb(p, name, Tsp, h);
+  add_mb(p, "bias_dropout_add.fwd", Tsp, h);
+  add_mb(p, sh->llama ? "swiglu.fwd" : "bias_gelu.fwd", T, ffn);
+  add_mb(p, sh->llama ? "swiglu.bwd" : "bias_gelu.bwd", T, ffn);
+  if (sh->llama) {
+    add_mb(p, "rotary.fwd", T, (sh->heads + calib_shape_kv_heads(sh)) * d / t);
+    add_mb(p, "rotary.bwd", T, (sh->heads + calib_shape_kv_heads(sh)) * d / t);
+  }
+  add_mb(p, "fp8_cast", T, h);
+  add_mb(p, "fp8_cast", T, ffn);
+  if (sh->vocab) {
+    add_mb(p, "cross_entropy.fwd", T, sh->vocab / t);
+    add_mb(p, "cross_entropy.bwd", T, sh->vocab / t);
+  }
+}
+
+/* Every kernel over 4096 columns and 256 .. 65536 rows: 2 MiB per tensor,
+ * inside the L2 of any GPU since the A100 (40 MB), to 512 MiB, far outside. */
+static void add_membound_sweep(CalibPlan *p) {
+  for (guint i = 0; i < calib_n_membound_ops; i++)
+    for (guint64 rows = 256; rows <= 65536; rows *= 4)
+      add_mb(p, calib_membound_ops[i].name, rows, 4096);
+}
+
 CalibPlan *calib_plan_new(const CalibPlanConfig *c, GError **error) {
   if (!check(c->n_shapes >= 1 && c->n_shapes <= CALIB_MAX_SHAPES, error, "give 1 to 16 layer shapes (--shapes)") ||
       !check(c->gpus >= 1 && c->gpus <= 64, error, "--gpus must be 1 to 64"))
@@ -155,6 +384,10 @@ CalibPlan *calib_plan_new(const CalibPlanConfig *c, GError **error) {
   CalibPlan *p = g_new0(CalibPlan, 1);
   p->cfg = *c;
   p->gemm = g_array_new(FALSE, TRUE, sizeof(CalibPlanGemm));
+  p->gemmlt = g_array_new(FALSE, TRUE, sizeof(CalibPlanLtGemm));
+  p->attention = g_array_new(FALSE, TRUE, sizeof(CalibPlanAttention));
+  p->membound = g_array_new(FALSE, TRUE, sizeof(CalibPlanMembound));
+  p->modern = g_array_new(FALSE, TRUE, sizeof(CalibPlanModern));
   p->kernels = g_array_new(FALSE, TRUE, sizeof(CalibPlanKernel));
   p->membw_bytes = g_array_new(FALSE, TRUE, sizeof(double));
   p->nccl_bytes = g_array_new(FALSE, TRUE, sizeof(double));
@@ -162,20 +395,31 @@ CalibPlan *calib_plan_new(const CalibPlanConfig *c, GError **error) {
   for (guint si = 0; si < c->n_shapes; si++) {
     const CalibLayerShape *sh = &c->shapes[si];
     guint64 h = sh->hidden, t = sh->tp, s = sh->seq, b = sh->micro_batch, a = sh->heads;
-    guint64 tokens = b * s, hd = h / a, heads_local = a / t;
+    guint64 tokens = b * s, hd = h / a, heads_local = a / t, g = calib_shape_kv_heads(sh);
+    guint64 qkv = (a + 2 * g) * hd / t, ffn = calib_shape_ffn(sh) / t, up = sh->llama ? 2 * ffn : ffn;
+    add_shape_lt(p, si);
+    add_shape_membound(p, sh);
+    CalibPlanAttention at = {b, heads_local, g / t, s, hd};
+    add_attention(p->attention, &at);
+    for (int fp8 = 0; fp8 < 2; fp8++) {
+      CalibPlanModern ml = {si, fp8, t > 1};
+      g_array_append_val(p->modern, ml);
+    }
+    if (!calib_shape_is_2021(sh))
+      continue; /* the 2021 modes measure Megatron's GPT layer of SC21 (cuBLAS GEMMs, its kernels, the layer) */
     guint first = p->gemm->len;
-    add_fwd_bwd(p->gemm, "qkv", 1, tokens, 3 * h / t, h);
+    add_fwd_bwd(p->gemm, "qkv", 1, tokens, qkv, h);
     add_fwd_bwd(p->gemm, "scores", b * heads_local, s, s, hd);
     add_fwd_bwd(p->gemm, "attn_v", b * heads_local, s, hd, s);
-    add_fwd_bwd(p->gemm, "proj", 1, tokens, h, h / t);
-    add_fwd_bwd(p->gemm, "fc1", 1, tokens, 4 * h / t, h);
-    add_fwd_bwd(p->gemm, "fc2", 1, tokens, h, 4 * h / t);
+    add_fwd_bwd(p->gemm, "proj", 1, tokens, h, a * hd / t);
+    add_fwd_bwd(p->gemm, "fc1", 1, tokens, up, h);
+    add_fwd_bwd(p->gemm, "fc2", 1, tokens, h, ffn);
     for (guint i = first; i < p->gemm->len; i++)
       g_array_index(p->gemm, CalibPlanGemm, i).shape = si;
 
     /* Element-wise kernels at the layer's shapes: bytes per element read and
      * written (fp16 values, 1-byte dropout masks). */
-    guint64 ffn = 4 * h / t, srows = b * heads_local * s;
+    guint64 srows = b * heads_local * s;
     add_kernel(p->kernels, "bias_gelu", TRUE, tokens, ffn, 4, 1, s, hd);         /* read x, write y */
     add_kernel(p->kernels, "bias_gelu", FALSE, tokens, ffn, 8, 2, s, hd);        /* bias add, then GeLU */
     add_kernel(p->kernels, "bias_dropout_add", TRUE, tokens, h, 7, 1, s, hd);    /* x, residual -> y, mask */
@@ -186,6 +430,9 @@ CalibPlan *calib_plan_new(const CalibPlanConfig *c, GError **error) {
     /* Attention, batched-GEMM path: scores GEMM + fused softmax + GEMM over values. */
     add_kernel(p->kernels, "attention", TRUE, srows, s, 4, 3, s, hd);
   }
+  add_lt_grids(p);
+  add_attention_grid(p);
+  add_membound_sweep(p);
   /* Square sizes, including ones that are not tile multiples. */
   static const guint sq[] = {256, 384, 512, 640, 768, 1000, 1024, 1536, 2048, 3000, 4096, 6144, 8192};
   for (guint i = 0; i < G_N_ELEMENTS(sq); i++)
@@ -202,7 +449,7 @@ CalibPlan *calib_plan_new(const CalibPlanConfig *c, GError **error) {
    * (m = in, n = tokens, k = out) and NT (m = in, n = out, k = tokens): the
    * same FLOPs and operands, transposed.  The first shape's QKV and MLP
    * h->4h GEMMs run that way too, to measure what the layout costs. */
-  {
+  if (calib_shape_is_2021(&c->shapes[0])) {
     const CalibLayerShape *sh = &c->shapes[0];
     guint64 T = (guint64)sh->micro_batch * sh->seq, h = sh->hidden, t = sh->tp;
     const struct {
@@ -237,6 +484,10 @@ void calib_plan_free(CalibPlan *p) {
   if (!p)
     return;
   g_array_free(p->gemm, TRUE);
+  g_array_free(p->gemmlt, TRUE);
+  g_array_free(p->attention, TRUE);
+  g_array_free(p->membound, TRUE);
+  g_array_free(p->modern, TRUE);
   g_array_free(p->kernels, TRUE);
   g_array_free(p->membw_bytes, TRUE);
   g_array_free(p->nccl_bytes, TRUE);
@@ -265,6 +516,9 @@ gboolean calib_plan_coll_fits(CalibCollOp op, guint ranks, double bytes) {
   return TRUE;
 }
 
+const char *const calib_modes[] = {"gemm", "kernels", "layer", "nccl", "membw", "gemmlt", "attention", "membound", "modern"};
+const guint calib_n_modes = G_N_ELEMENTS(calib_modes);
+
 gboolean calib_plan_has_mode(const char *modes, const char *mode) {
   char **v = g_strsplit(modes, ",", -1);
   gboolean found = FALSE;
@@ -291,6 +545,48 @@ gboolean calib_plan_has_mode(const char *modes, const char *mode) {
 /* gpu.cu's spin before each timed repetition (SPIN_NS, SPIN_LAYER_NS). */
 #define EST_SPIN_S 0.5e-3
 #define EST_SPIN_LAYER_S 4e-3
+/* Flash attention, slower than the GEMMs at short sequences and few heads;
+ * each configuration's CPU check (a few rows, O(s d) each). */
+#define EST_ATTN_FLOPS 100e12
+#define EST_ATTN_CHECK_S 1.0
+
+static double lt_flops(const CalibPlanLtGemm *g) {
+  return 2.0 * (double)g->m * (double)g->n * (double)g->k;
+}
+
+/* Causal attention forward FLOPs (the QK^T and PV GEMMs on the tiles the
+ * mask keeps, about half); the backward does 2.5 times that. */
+static double attn_flops(const CalibPlanAttention *a) {
+  return 2.0 * (double)a->batch * (double)a->heads * (double)a->seq * (double)a->seq * (double)a->head_dim;
+}
+
+/* One modern layer's forward: its linear GEMMs (the shape's lt.*.fwd) and
+ * its attention. */
+static double modern_fwd_flops(const CalibPlan *p, guint si) {
+  double f = 0;
+  for (guint i = 0; i < p->gemmlt->len; i++) {
+    const CalibPlanLtGemm *g = &g_array_index(p->gemmlt, CalibPlanLtGemm, i);
+    if (g->shape == si && g_str_has_suffix(g->op, ".fwd") && !g_str_has_prefix(g->op, "lt.logits"))
+      f += lt_flops(g);
+  }
+  const CalibLayerShape *sh = &p->cfg.shapes[si];
+  CalibPlanAttention a = {sh->micro_batch, sh->heads / sh->tp, calib_shape_kv_heads(sh) / sh->tp, sh->seq,
+                          sh->hidden / sh->heads};
+  return f + attn_flops(&a);
+}
+
+/* GPU memory of one modern layer at shape `sh` (calib_gpu_modern_layer's
+ * buffers, bounded above): the rank's weights and their gradients (bf16,
+ * plus FP8 copies), activations of every tensor the backward keeps, and
+ * workspaces; the logits are not in the layer. */
+double calib_plan_modern_bytes(const CalibLayerShape *sh) {
+  double h = sh->hidden, t = sh->tp, T = (double)sh->micro_batch * sh->seq, d = h / sh->heads;
+  double qkv = (sh->heads + 2.0 * calib_shape_kv_heads(sh)) * d / t, ffn = calib_shape_ffn(sh) / t;
+  double up = sh->llama ? 2 * ffn : ffn;
+  double weights = h * qkv + sh->heads * d / t * h + h * up + ffn * h;
+  double acts = T * (6 * h + 2 * qkv + 2 * sh->heads * d / t + 3 * up + ffn);
+  return 2 * 3 * weights + 2 * 2 * acts + 3 * 32.0 * 1048576;
+}
 
 static double gemm_flops(const CalibPlanGemm *g) {
   return 2.0 * (double)g->batch * (double)g->m * (double)g->n * (double)g->k;
@@ -329,8 +625,31 @@ double calib_plan_estimate_s(const CalibPlan *p, const char *modes, guint warmup
       total += EST_SETUP_S + reps * EST_SPIN_S +
                runs * (k->bytes / EST_MEM_BPS + flops / EST_GEMM_FLOPS + k->kernels * EST_LAUNCH_S);
     }
+  if (calib_plan_has_mode(modes, "gemmlt"))
+    for (guint i = 0; i < p->gemmlt->len; i++)
+      total += 2 * (EST_SETUP_S + reps * EST_SPIN_S +
+                    runs * (lt_flops(&g_array_index(p->gemmlt, CalibPlanLtGemm, i)) / EST_GEMM_FLOPS + EST_LAUNCH_S));
+  if (calib_plan_has_mode(modes, "attention"))
+    for (guint i = 0; i < p->attention->len; i++) {
+      double f = attn_flops(&g_array_index(p->attention, CalibPlanAttention, i));
+      total += EST_SETUP_S + EST_ATTN_CHECK_S + 2 * reps * EST_SPIN_S + runs * (3.5 * f / EST_ATTN_FLOPS + 2 * EST_LAUNCH_S);
+    }
+  if (calib_plan_has_mode(modes, "membound"))
+    for (guint i = 0; i < p->membound->len; i++) {
+      const CalibPlanMembound *b = &g_array_index(p->membound, CalibPlanMembound, i);
+      total += EST_SETUP_S + reps * EST_SPIN_S +
+               runs * (b->op->bytes_per_elem * (double)b->rows * (double)b->cols / EST_MEM_BPS + EST_LAUNCH_S);
+    }
+  if (calib_plan_has_mode(modes, "modern"))
+    for (guint i = 0; i < p->modern->len; i++) {
+      guint si = g_array_index(p->modern, CalibPlanModern, i).shape;
+      double fwd = modern_fwd_flops(p, si) / EST_GEMM_FLOPS + 40 * EST_LAUNCH_S;
+      total += 10 * EST_SETUP_S + EST_ATTN_CHECK_S + runs * fwd + runs * 4 * fwd + reps * 3 * EST_SPIN_LAYER_S;
+    }
   if (calib_plan_has_mode(modes, "layer"))
     for (guint si = 0; si < p->cfg.n_shapes; si++) {
+      if (!calib_shape_is_2021(&p->cfg.shapes[si]))
+        continue;
       double fwd = shape_fwd_flops(p, si) / EST_GEMM_FLOPS + shape_fwd_bytes(&p->cfg.shapes[si]) / EST_MEM_BPS +
                    40 * EST_LAUNCH_S;
       /* forward; then recompute + backward (2x), each after its spin */
@@ -393,10 +712,69 @@ void calib_plan_print(const CalibPlan *p, const char *modes, guint warmup, guint
                              k->fused ? "yes" : "no", k->rows, k->cols, k->kernels, k->bytes / 1e6);
     }
   }
+  if (calib_plan_has_mode(modes, "gemmlt")) {
+    g_string_append_printf(o, "\ngemmlt: %u GEMMs x {bf16, fp8 (E4M3 in, bf16 out, per-tensor scales)} through "
+                              "cuBLASLt as Transformer Engine calls it, one tensor-parallel rank's linear layers in "
+                              "their three layouts and the quantization grids; each checked against a CPU reference "
+                              "on sampled outputs, the chosen tile recorded\n",
+                           p->gemmlt->len);
+    g_string_append_printf(o, "  %-20s %5s %6s %7s %7s %7s %10s\n", "op", "shape", "layout", "m", "n", "k", "GFLOP");
+    for (guint i = 0; i < p->gemmlt->len; i++) {
+      const CalibPlanLtGemm *g = &g_array_index(p->gemmlt, CalibPlanLtGemm, i);
+      char sh[16];
+      if (g->shape == G_MAXUINT)
+        g_strlcpy(sh, "-", sizeof sh);
+      else
+        g_snprintf(sh, sizeof sh, "%u", g->shape);
+      g_string_append_printf(o, "  %-20s %5s %6s %7" G_GUINT64_FORMAT " %7" G_GUINT64_FORMAT " %7" G_GUINT64_FORMAT
+                                " %10.2f\n",
+                             g->op, sh, g->layout, g->m, g->n, g->k, lt_flops(g) / 1e9);
+    }
+  }
+  if (calib_plan_has_mode(modes, "attention")) {
+    g_string_append_printf(o, "\nattention: %u configurations of cuDNN's fused flash attention (SDPA), causal, bf16, "
+                              "forward and backward timed apart; sampled rows checked against a CPU reference\n",
+                           p->attention->len);
+    g_string_append_printf(o, "  %6s %6s %9s %7s %9s %12s\n", "batch", "heads", "kv_heads", "seq", "head_dim",
+                           "fwd GFLOP");
+    for (guint i = 0; i < p->attention->len; i++) {
+      const CalibPlanAttention *a = &g_array_index(p->attention, CalibPlanAttention, i);
+      g_string_append_printf(o, "  %6" G_GUINT64_FORMAT " %6" G_GUINT64_FORMAT " %9" G_GUINT64_FORMAT " %7" G_GUINT64_FORMAT
+                                " %9" G_GUINT64_FORMAT " %12.2f\n",
+                             a->batch, a->heads, a->kv_heads, a->seq, a->head_dim, attn_flops(a) / 1e9);
+    }
+  }
+  if (calib_plan_has_mode(modes, "membound")) {
+    g_string_append_printf(o, "\nmembound: %u memory-bound kernels as production frameworks write them (16-byte "
+                              "vectorized, one pass), bf16; each checked against a CPU reference\n",
+                           p->membound->len);
+    g_string_append_printf(o, "  %-22s %-14s %9s %7s %12s\n", "op", "class", "rows", "cols", "MB moved");
+    for (guint i = 0; i < p->membound->len; i++) {
+      const CalibPlanMembound *b = &g_array_index(p->membound, CalibPlanMembound, i);
+      g_string_append_printf(o, "  %-22s %-14s %9" G_GUINT64_FORMAT " %7" G_GUINT64_FORMAT " %12.1f\n", b->op->name,
+                             model_mem_class_name(b->op->cls), b->rows, b->cols,
+                             b->op->bytes_per_elem * (double)b->rows * (double)b->cols / 1e6);
+    }
+  }
+  if (calib_plan_has_mode(modes, "modern")) {
+    g_string_append_printf(o, "\nmodern: each shape's whole layer as today's Megatron-Core runs it on one tensor-"
+                              "parallel rank (cuBLASLt linear layers in bf16 and in FP8 with their casts, cuDNN flash "
+                              "attention, no communication): forward, then recomputation forward and backward\n");
+    for (guint i = 0; i < p->modern->len; i++) {
+      const CalibPlanModern *ml = &g_array_index(p->modern, CalibPlanModern, i);
+      calib_layer_shape_label(&c->shapes[ml->shape], label, sizeof label);
+      g_string_append_printf(o, "  %-46s %-4s%s forward %8.1f GFLOP  GPU memory %5.1f GiB\n", label,
+                             ml->fp8 ? "fp8" : "bf16", ml->sequence_parallel ? " sp" : "   ",
+                             modern_fwd_flops(p, ml->shape) / 1e9,
+                             calib_plan_modern_bytes(&c->shapes[ml->shape]) / 1073741824.0);
+    }
+  }
   if (calib_plan_has_mode(modes, "layer")) {
     g_string_append_printf(o, "\nlayer: each shape's whole layer (fused kernels, fp16, one GPU, no all-reduce): forward, "
                               "then recomputation forward and backward, timed separately\n");
     for (guint si = 0; si < c->n_shapes; si++) {
+      if (!calib_shape_is_2021(&c->shapes[si]))
+        continue;
       calib_layer_shape_label(&c->shapes[si], label, sizeof label);
       g_string_append_printf(o, "  %-34s forward %8.1f GFLOP  GPU memory %5.1f GiB\n", label,
                              shape_fwd_flops(p, si) / 1e9, calib_plan_layer_bytes(&c->shapes[si]) / 1073741824.0);

@@ -13,13 +13,39 @@
 
 #include <glib.h>
 
+#include "../models/profile.h"
 #include "measurements.h"
 
 /* One transformer layer shape as Megatron shards it: hidden h, heads a,
  * sequence s, micro-batch b, tensor-parallel size t. */
 typedef struct {
   guint hidden, heads, seq, micro_batch, tp;
+  /* Modern shapes (0 / FALSE for the 2021 GPT layer): key/value heads
+   * (grouped-query when fewer than heads), MLP width (4 hidden when 0),
+   * Llama style (RMSNorm, rotary, SwiGLU, no bias), vocabulary (the logit
+   * GEMM's width before the tensor-parallel split; 0: none measured). */
+  guint kv_heads, ffn, vocab;
+  gboolean llama;
 } CalibLayerShape;
+
+/* The memory-bound kernels the membound mode measures, as production
+ * frameworks write them (Megatron-Core and Transformer Engine: one pass,
+ * 16-byte vectorized accesses), over a bf16 tensor of rows x cols: */
+typedef struct {
+  const char *name;  /* "rmsnorm.fwd", ... */
+  ModelMemClass cls; /* the fitted class it belongs to */
+  /* Bytes read and written per element of rows x cols (per-row and
+   * per-column vectors such as gamma, the statistics or the loss are
+   * neglected: they are one row or column against thousands). */
+  double bytes_per_elem;
+  const char *what;  /* what it reads and writes */
+} CalibMemboundOp;
+
+/* The table, in the harness's order. */
+extern const CalibMemboundOp calib_membound_ops[];
+extern const guint calib_n_membound_ops;
+/* The row of `name`, or NULL. */
+const CalibMemboundOp *calib_membound_op(const char *name);
 
 #define CALIB_MAX_SHAPES 16
 
@@ -49,9 +75,38 @@ typedef struct {
   guint64 seq, head_dim; /* causal period and head size (softmax, attention) */
 } CalibPlanKernel;
 
+/* A cuBLASLt GEMM of the gemmlt mode: run in bf16 and in FP8. */
+typedef struct {
+  char op[32];    /* "lt.qkv.fwd", "lt.logits.wgrad", "lt.grid.square", ... */
+  guint64 m, n, k;
+  guint shape;    /* index into cfg.shapes, or G_MAXUINT for the grids */
+  char layout[4]; /* "TN" (forward), "NN" (input gradient), "NT" (weight gradient) */
+} CalibPlanLtGemm;
+
+typedef struct {
+  guint64 batch, heads, kv_heads, seq, head_dim;
+} CalibPlanAttention;
+
+typedef struct {
+  const CalibMemboundOp *op;
+  guint64 rows, cols;
+} CalibPlanMembound;
+
+/* A modern layer of the modern mode: shape, linear layers in FP8 or bf16,
+ * sequence parallelism where t > 1 (as Megatron-Core runs tensor
+ * parallelism today). */
+typedef struct {
+  guint shape;
+  gboolean fp8, sequence_parallel;
+} CalibPlanModern;
+
 typedef struct {
   CalibPlanConfig cfg;
+  GArray *modern;      /* CalibPlanModern */
   GArray *gemm;        /* CalibPlanGemm, each run in fp16 and bf16 */
+  GArray *gemmlt;      /* CalibPlanLtGemm, each in bf16 and fp8 */
+  GArray *attention;   /* CalibPlanAttention, causal bf16 */
+  GArray *membound;    /* CalibPlanMembound */
   GArray *kernels;     /* CalibPlanKernel */
   GArray *membw_bytes; /* double: bytes copied (2x moved) */
   GArray *nccl_bytes;  /* double: nccl-tests size column */
@@ -63,14 +118,26 @@ void calib_plan_config_default(CalibPlanConfig *cfg);
 /* Sets cfg's shapes from SPEC: a preset name (`sc21`: the layers of GPT-3
  * 175B at t = 8, the 1.7B model at t = 1 and the 18.4B model at t = 8 of
  * Narayanan et al. SC21 Table 1, s = 2048, micro-batch 1 and 4; `gpt3-175b`:
- * that layer at t = 8, b = 1) or a comma list of HIDDEN:HEADS:SEQ:MICRO_BATCH:TP.
- * One-line errors. */
+ * that layer at t = 8, b = 1; `gpt3`: GPT-3 175B at t = 8, s 2048 and 4096;
+ * `llama3`: Llama 3 8B, 70B and 405B at s = 8192) or a comma list of
+ * HIDDEN:HEADS:SEQ:MICRO_BATCH:TP[:KV_HEADS:FFN:VOCAB:STYLE].  One-line
+ * errors. */
 gboolean calib_plan_parse_shapes(const char *spec, CalibPlanConfig *cfg, GError **error);
-/* "h=12288 a=96 s=2048 b=1 t=8" */
+/* Whether the 2021 modes (kernels, layer) apply: Megatron's GPT layer,
+ * multi-head attention, MLP 4 h. */
+gboolean calib_shape_is_2021(const CalibLayerShape *s);
+/* Key/value heads and MLP width with their defaults filled in. */
+guint calib_shape_kv_heads(const CalibLayerShape *s);
+guint calib_shape_ffn(const CalibLayerShape *s);
+/* "h=12288 a=96 s=2048 b=1 t=8", or for modern shapes
+ * "llama h=8192 a=64 g=8 f=28672 s=8192 b=1 t=8" */
 void calib_layer_shape_label(const CalibLayerShape *s, char *buf, gsize len);
 /* GPU memory that ptdsim-calibrate's layer mode allocates for `s`, bytes
  * (the buffers of calib_gpu_layer in gpu.cu). */
 double calib_plan_layer_bytes(const CalibLayerShape *s);
+/* GPU memory that the modern mode's layer allocates for `s` (bounded
+ * above), bytes. */
+double calib_plan_modern_bytes(const CalibLayerShape *s);
 /* A conservative estimate of the wall time of a run of `modes` on one GPU of
  * the H100 class (rates stated in the --dry-run output), seconds. */
 double calib_plan_estimate_s(const CalibPlan *p, const char *modes, guint warmup, guint reps, guint gpus);
@@ -85,5 +152,10 @@ guint calib_plan_nccl_ranks(guint gpus, guint *out, guint max);
 gboolean calib_plan_coll_fits(CalibCollOp op, guint ranks, double bytes);
 /* The human-readable plan (--dry-run). */
 void calib_plan_print(const CalibPlan *p, const char *modes, guint warmup, guint reps, GString *out);
+/* The harness's modes, in the order it runs them: the 2021 ones (gemm,
+ * kernels, layer, nccl, membw) and today's (gemmlt, attention, membound,
+ * modern). */
+extern const char *const calib_modes[];
+extern const guint calib_n_modes;
 /* Whether the comma list `modes` names `mode` (or is "all"). */
 gboolean calib_plan_has_mode(const char *modes, const char *mode);

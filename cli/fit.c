@@ -12,7 +12,8 @@
 #include "cli.h"
 
 typedef struct {
-  char *output, *name, *tiles_from, *dtype, *synthesize, *cluster, *shapes, *compare, *profile, *format;
+  char *output, *name, *tiles_from, *dtype, *synthesize, *cluster, *shapes, *compare, *profile, *format, *base,
+      *check_facts;
   /* whole numbers as given (NULL: not given), read strictly by cli_count */
   char *max_iterations, *seed, *gpus, *hidden, *heads, *seq_len, *micro_batch, *tp;
   double noise;
@@ -27,8 +28,7 @@ static gboolean fail_with(GError **error, const char *msg) {
  * profile: the check reads the temporary file next to `path`, so only the
  * output's folder needs to be writable.  `input` (the measurements) is
  * never overwritten. */
-static gboolean write_profile(cJSON *json, const char *path, const char *input, GError **error) {
-  const char *inputs[] = {input, NULL};
+static gboolean write_profile(cJSON *json, const char *path, const char *const *inputs, GError **error) {
   PtdOutFile *out = ptd_out_open(path, "-o", inputs, error);
   if (!out)
     return FALSE;
@@ -56,33 +56,97 @@ static double num_at(const cJSON *o, const char *a, const char *b) {
   return cJSON_IsNumber(x) ? x->valuedouble : NAN;
 }
 
+static void print_param(const char *label, const cJSON *params, const char *key, const cJSON *rms_from) {
+  double rms = num_at(rms_from, "rms_relative_residual", NULL);
+  printf("%-34s %12.6g %11.3g", label, num_at(params, key, "value"), num_at(params, key, "stderr"));
+  if (isfinite(rms))
+    printf(" %12.2f%%", 100 * rms);
+  printf("\n");
+}
+
 static void print_summary(const cJSON *profile, const char *path) {
   const cJSON *fit = cJSON_GetObjectItemCaseSensitive(profile, "fit");
-  const cJSON *mem = cJSON_GetObjectItemCaseSensitive(fit, "memory"), *gemm = cJSON_GetObjectItemCaseSensitive(fit, "gemm");
-  const cJSON *mp = cJSON_GetObjectItemCaseSensitive(mem, "parameters"), *gp = cJSON_GetObjectItemCaseSensitive(gemm, "parameters");
   printf("wrote %s\n", path);
-  printf("%-28s %14s %12s %14s\n", "parameter", "value", "stderr", "rms rel. res.");
-  printf("%-28s %14.4g %12.3g %13.2f%%\n", "kernel launch (us)", num_at(mp, "launch_us", "value"),
-         num_at(mp, "launch_us", "stderr"), 100 * num_at(fit, "memory", "rms_relative_residual"));
-  printf("%-28s %14.6g %12.3g\n", "memory bandwidth (GB/s)", num_at(mp, "bandwidth_GBps", "value"),
-         num_at(mp, "bandwidth_GBps", "stderr"));
-  printf("%-28s %14.5g %12.3g %13.2f%%\n", "GEMM efficiency_max", num_at(gp, "efficiency_max", "value"),
-         num_at(gp, "efficiency_max", "stderr"), 100 * num_at(fit, "gemm", "rms_relative_residual"));
-  printf("%-28s %14.5g %12.3g\n", "GEMM k_half", num_at(gp, "k_half", "value"), num_at(gp, "k_half", "stderr"));
-  printf("%-28s %14.5g %12.3g\n", "GEMM tile_bandwidth_GBps", num_at(gp, "tile_bandwidth_GBps", "value"),
-         num_at(gp, "tile_bandwidth_GBps", "stderr"));
+  printf("%-34s %12s %11s %13s\n", "parameter", "value", "stderr", "rms rel. res.");
   const cJSON *c;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(fit, "membound")) {
+    const cJSON *pm = cJSON_GetObjectItemCaseSensitive(c, "parameters");
+    char label[64];
+    g_snprintf(label, sizeof label, "%s: gap (us)", c->string);
+    print_param(label, pm, "gap_us", c);
+    g_snprintf(label, sizeof label, "%s: HBM bandwidth (GB/s)", c->string);
+    print_param(label, pm, "hbm_GBps", NULL);
+    g_snprintf(label, sizeof label, "%s: L2 bandwidth (GB/s)", c->string);
+    print_param(label, pm, "l2_GBps", NULL);
+  }
+  static const char *gemms[] = {"gemm", "gemm_fp8"};
+  for (guint i = 0; i < G_N_ELEMENTS(gemms); i++) {
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(fit, gemms[i]);
+    if (!g)
+      continue;
+    const cJSON *gp = cJSON_GetObjectItemCaseSensitive(g, "parameters");
+    char label[64];
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(g, "dtype");
+    const char *name = i ? "FP8 GEMM" : "GEMM";
+    g_snprintf(label, sizeof label, "%s%s%s efficiency_max", name, dt ? " " : "", dt ? dt->valuestring : "");
+    print_param(label, gp, "efficiency_max", g);
+    g_snprintf(label, sizeof label, "%s k_half", name);
+    print_param(label, gp, "k_half", NULL);
+    g_snprintf(label, sizeof label, "%s tile_bandwidth_GBps", name);
+    print_param(label, gp, "tile_bandwidth_GBps", NULL);
+    if (i && cJSON_GetObjectItemCaseSensitive(gp, "split_accumulation"))
+      print_param("FP8 gradient GEMMs' share of rate", gp, "split_accumulation", NULL);
+    printf("  tiles: %s\n", cJSON_GetObjectItemCaseSensitive(g, "tiles")->valuestring);
+  }
+  static const char *passes[] = {"attention_forward", "attention_backward"};
+  for (guint i = 0; i < G_N_ELEMENTS(passes); i++) {
+    const cJSON *a = cJSON_GetObjectItemCaseSensitive(fit, passes[i]);
+    if (!a)
+      continue;
+    const cJSON *ap = cJSON_GetObjectItemCaseSensitive(a, "parameters");
+    char label[64];
+    g_snprintf(label, sizeof label, "flash %s: share of peak", i ? "backward" : "forward");
+    print_param(label, ap, "efficiency", a);
+    g_snprintf(label, sizeof label, "flash %s: block overhead (us)", i ? "backward" : "forward");
+    print_param(label, ap, "cta_overhead_us", NULL);
+  }
   cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(fit, "collectives")) {
     const cJSON *r;
     cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(c, "ranges")) {
       char label[64];
       g_snprintf(label, sizeof label, "%s x%d [%g..%g B]", cJSON_GetObjectItemCaseSensitive(c, "op")->valuestring,
                  (int)num_at(c, "ranks", NULL), num_at(r, "min_bytes", NULL), num_at(r, "max_bytes", NULL));
-      printf("%-28s alpha %6.3g us (±%.2g)  busbw %7.4g GB/s (±%.2g)  %5.2f%%\n", label, num_at(r, "alpha_us", "value"),
+      printf("%-34s alpha %6.3g us (±%.2g)  busbw %7.4g GB/s (±%.2g)  %5.2f%%\n", label, num_at(r, "alpha_us", "value"),
              num_at(r, "alpha_us", "stderr"), num_at(r, "busbw_GBps", "value"), num_at(r, "busbw_GBps", "stderr"),
              100 * num_at(r, "rms_relative_residual", NULL));
     }
   }
+  /* What came from the base profile. */
+  const cJSON *prov = cJSON_GetObjectItemCaseSensitive(profile, "provenance"), *e;
+  GString *from_base = g_string_new(NULL);
+  cJSON_ArrayForEach(e, prov) {
+    if (cJSON_IsString(e) && g_str_has_prefix(e->valuestring, "from the base profile"))
+      g_string_append_printf(from_base, "%s%s", from_base->len ? ", " : "", e->string);
+  }
+  const cJSON *b = cJSON_GetObjectItemCaseSensitive(prov, "base");
+  if (from_base->len)
+    printf("not measured, from the base profile %s: %s\n", cJSON_IsString(b) ? b->valuestring : "?", from_base->str);
+  g_string_free(from_base, TRUE);
+}
+
+/* The shipped profile of the measured device: --base's default. */
+static const char *default_base(const CalibMeasurements *m) {
+  static const struct {
+    const char *in_name, *profile;
+  } known[] = {{"H200", "h200-sxm-141gb"}, {"H100", "h100-sxm5-80gb"}, {"A100", "a100-sxm4-80gb"},
+               {"V100", "v100-sxm2-16gb"}};
+  const char *name = m->device.name ? m->device.name : "";
+  if (g_str_has_prefix(name, "synthetic "))
+    return name + strlen("synthetic ");
+  for (guint i = 0; i < G_N_ELEMENTS(known); i++)
+    if (strstr(name, known[i].in_name))
+      return known[i].profile;
+  return NULL;
 }
 
 static gboolean synthesize(const FitOptions *o, GError **error) {
@@ -104,7 +168,7 @@ static gboolean synthesize(const FitOptions *o, GError **error) {
     return fail_with(error, "--noise must be a relative standard deviation from 0 to 1 (0.02 is 2%)");
   cfg.gpus = gpus;
   if (one_shape) {
-    cfg.shapes[0] = (CalibLayerShape){h, a, s, b, t};
+    cfg.shapes[0] = (CalibLayerShape){.hidden = h, .heads = a, .seq = s, .micro_batch = b, .tp = t};
     cfg.n_shapes = 1;
   } else if (o->shapes && !calib_plan_parse_shapes(o->shapes, &cfg, error))
     return FALSE;
@@ -126,8 +190,10 @@ static gboolean synthesize(const FitOptions *o, GError **error) {
     CalibMeasurements *m = calib_synthesize(profile, &net, plan, o->noise, (gulong)seed);
     ok = calib_measurements_save(m, o->output, error);
     if (ok)
-      printf("wrote %s: %u GEMMs, %u copies, %u kernels, %u layers, %u collectives (synthetic, noise %g, seed %u)\n",
-             o->output, m->gemm->len, m->membw->len, m->kernels->len, m->layers->len, m->coll->len, o->noise, seed);
+      printf("wrote %s: %u GEMMs, %u copies, %u kernels, %u memory-bound kernels, %u attention pairs, %u layers, %u "
+             "collectives (synthetic, noise %g, seed %u)\n",
+             o->output, m->gemm->len, m->membw->len, m->kernels->len, m->membound->len, m->attention->len,
+             m->layers->len, m->coll->len, o->noise, seed);
     calib_measurements_free(m);
   }
   calib_plan_free(plan);
@@ -136,43 +202,118 @@ static gboolean synthesize(const FitOptions *o, GError **error) {
   return ok;
 }
 
-static gboolean fit(const FitOptions *o, const char *input, GError **error) {
+/* The measurements of every file, merged (one GPU's, from several runs). */
+static CalibMeasurements *load_all(char **paths, int n, GError **error) {
+  CalibMeasurements *m = calib_measurements_load(paths[0], error);
+  for (int i = 1; m && i < n; i++) {
+    CalibMeasurements *more = calib_measurements_load(paths[i], error);
+    gboolean ok = more && calib_measurements_merge(m, more, paths[i], error);
+    calib_measurements_free(more);
+    if (!ok) {
+      calib_measurements_free(m);
+      m = NULL;
+    }
+  }
+  return m;
+}
+
+static gboolean fit(const FitOptions *o, char **inputs, int n_inputs, GError **error) {
   if (o->dtype && strcmp(o->dtype, "fp16") != 0 && strcmp(o->dtype, "bf16") != 0)
     return fail_with(error, "--dtype must be fp16 or bf16");
   guint max_iterations;
   if (!cli_count_or("--max-iterations", o->max_iterations, 1, 100000, 200, &max_iterations, error))
     return FALSE;
-  CalibMeasurements *m = calib_measurements_load(input, error);
+  CalibMeasurements *m = load_all(inputs, n_inputs, error);
   if (!m)
     return FALSE;
-  ModelProfile *tiles = model_profile_load(o->tiles_from ? o->tiles_from : "a100-sxm4-80gb", error);
-  gboolean ok = tiles != NULL;
-  if (ok && tiles->kind != MODEL_PROFILE_ANALYTIC)
-    ok = fail_with(error, "--tiles-from needs an analytic profile (one with gemm.tiles)");
+  char *input = g_strjoinv(", ", inputs);
+  ModelProfile *tiles = NULL, *base = NULL;
+  cJSON *base_json = NULL;
+  gboolean ok = TRUE;
+  if (o->tiles_from) {
+    ok = (tiles = model_profile_load(o->tiles_from, error)) != NULL;
+    if (ok && tiles->kind != MODEL_PROFILE_ANALYTIC)
+      ok = fail_with(error, "--tiles-from needs an analytic profile (one with gemm.tiles)");
+  }
+  const char *base_name = o->base ? o->base : default_base(m);
+  if (ok && o->base && strcmp(o->base, "none") == 0)
+    base_name = NULL;
+  if (ok && base_name) {
+    char *path = ptd_data_resolve("calibrate/profiles", base_name, "profile", error);
+    ok = path && (base_json = ptd_json_load(path, error)) && (base = model_profile_from_json(base_json, path, error));
+    if (!ok && !o->base) /* the default base must load; say which it was */
+      g_prefix_error(error, "the base profile %s of %s (give another with --base, or --base none): ", base_name,
+                     m->device.name);
+    else if (!ok)
+      g_prefix_error(error, "--base: ");
+    g_free(path);
+  }
+  if (ok && base && base->kind != MODEL_PROFILE_ANALYTIC)
+    ok = fail_with(error, "--base needs an analytic profile, not 'ideal'");
   cJSON *json = NULL;
   if (ok) {
-    char *base = g_path_get_basename(o->output);
-    char *dot = strrchr(base, '.');
-    if (dot && dot != base)
+    if (!base_name)
+      printf("no base profile: the profile holds what the measurements give, and nothing else (no FP8, no flash "
+             "attention unless measured)\n");
+    char *name = g_path_get_basename(o->output);
+    char *dot = strrchr(name, '.');
+    if (dot && dot != name)
       *dot = 0;
-    CalibFitOptions fo = {o->name ? o->name : base, input, tiles, o->dtype, max_iterations};
+    CalibFitOptions fo = {.name = o->name ? o->name : name, .measurements_path = input, .base = base,
+                          .base_json = base_json, .tiles_from = tiles, .dtype = o->dtype,
+                          .max_iterations = max_iterations};
     json = calib_fit(m, &fo, error);
-    ok = json && write_profile(json, o->output, input, error);
-    g_free(base);
+    ok = json && write_profile(json, o->output, (const char *const *)inputs, error);
+    g_free(name);
   }
   if (ok)
     print_summary(json, o->output);
   cJSON_Delete(json);
+  cJSON_Delete(base_json);
+  model_profile_free(base);
   model_profile_free(tiles);
   calib_measurements_free(m);
+  g_free(input);
   return ok;
 }
 
-/* Predicted against measured: the layer table and the GEMM summary. */
+/* Predicted against measured: every class's errors, then the layers. */
+static void print_compare(const cJSON *json, const char *path, const char *device, const char *profile) {
+  printf("%s (%s) against profile %s\n", path, device, profile);
+  printf("\nmeasured vs predicted by class, |predicted / measured - 1|:\n");
+  printf("  %-24s %-30s %6s %8s %8s %8s  %s\n", "class", "what", "count", "median", "p90", "max", "worst");
+  const cJSON *r;
+  cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(json, "classes")) {
+    printf("  %-24s %-30s %6d %7.1f%% %7.1f%% %7.1f%%  %s\n", cJSON_GetObjectItemCaseSensitive(r, "class")->valuestring,
+           cJSON_GetObjectItemCaseSensitive(r, "what")->valuestring, (int)num_at(r, "count", NULL),
+           100 * num_at(r, "median_abs_error", NULL), 100 * num_at(r, "p90_abs_error", NULL),
+           100 * num_at(r, "max_abs_error", NULL), cJSON_GetObjectItemCaseSensitive(r, "worst")->valuestring);
+  }
+  const cJSON *layers = cJSON_GetObjectItemCaseSensitive(json, "layer");
+  if (cJSON_GetArraySize(layers) == 0)
+    return;
+  printf("\nlayer compute time on one GPU (no communication), measured median vs ptdsim's layer model:\n");
+  printf("  %-50s %-10s %12s %13s %8s\n", "layer", "pass", "measured us", "predicted us", "error");
+  cJSON_ArrayForEach(r, layers) {
+    printf("  %-50s %-10s %12.1f %13.1f %+7.1f%%\n", cJSON_GetObjectItemCaseSensitive(r, "label")->valuestring,
+           cJSON_GetObjectItemCaseSensitive(r, "pass")->valuestring, num_at(r, "measured_us", NULL),
+           num_at(r, "predicted_us", NULL), 100 * num_at(r, "error", NULL));
+  }
+  const cJSON *ls = cJSON_GetObjectItemCaseSensitive(json, "layer_summary");
+  printf("  %d rows: median |error| %.1f%%, max |error| %.1f%%\n", (int)num_at(ls, "rows", NULL),
+         100 * num_at(ls, "median_abs_error", NULL), 100 * num_at(ls, "max_abs_error", NULL));
+}
+
+static gboolean print_json(const cJSON *json) {
+  char *text = cJSON_PrintUnformatted(json);
+  printf("%s\n", text);
+  cJSON_free(text);
+  return TRUE;
+}
+
 static gboolean compare(const FitOptions *o, GError **error) {
-  const char *dtype = o->dtype ? o->dtype : "fp16";
-  if (strcmp(dtype, "fp16") != 0 && strcmp(dtype, "bf16") != 0)
-    return fail_with(error, "--dtype must be fp16 or bf16");
+  if (o->dtype)
+    return fail_with(error, "--compare compares every dtype the file has; drop --dtype");
   if (!o->profile)
     return fail_with(error, "--compare needs --profile NAME|FILE (the profile whose predictions to compare)");
   CliFormat format = CLI_TEXT;
@@ -182,40 +323,55 @@ static gboolean compare(const FitOptions *o, GError **error) {
   if (!m)
     return FALSE;
   ModelProfile *p = model_profile_load(o->profile, error);
-  cJSON *json = p ? calib_compare(m, p, dtype, error) : NULL;
-  if (json && format == CLI_JSON) {
-    char *text = cJSON_PrintUnformatted(json);
-    printf("%s\n", text);
-    cJSON_free(text);
-  } else if (json) {
-    printf("%s (%s) against profile %s\n", o->compare, m->synthetic ? "synthetic" : m->device.name, p->name);
-    printf("\nlayer compute time on one GPU (no all-reduce), measured median vs ptdsim's layer model:\n");
-    printf("  %-34s %-10s %13s %13s %8s\n", "shape", "pass", "measured us", "predicted us", "error");
-    const cJSON *r;
-    cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(json, "layer")) {
-      CalibLayerShape sh = {(guint)num_at(r, "hidden", NULL), (guint)num_at(r, "heads", NULL),
-                            (guint)num_at(r, "seq", NULL), (guint)num_at(r, "micro_batch", NULL),
-                            (guint)num_at(r, "tp", NULL)};
-      char label[96];
-      calib_layer_shape_label(&sh, label, sizeof label);
-      printf("  %-34s %-10s %13.1f %13.1f %+7.1f%%\n", label, cJSON_GetObjectItemCaseSensitive(r, "pass")->valuestring,
-             num_at(r, "measured_us", NULL), num_at(r, "predicted_us", NULL), 100 * num_at(r, "error", NULL));
-    }
-    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(json, "layer_summary");
-    printf("  %d rows: median |error| %.1f%%, max |error| %.1f%%\n", (int)num_at(ls, "rows", NULL),
-           100 * num_at(ls, "median_abs_error", NULL), 100 * num_at(ls, "max_abs_error", NULL));
-    printf("\nGEMM model vs measured GEMMs (%s), |predicted / measured - 1|:\n", dtype);
-    printf("  %-12s %6s %9s %9s %9s  %s\n", "group", "GEMMs", "median", "p90", "max", "worst");
-    cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(json, "gemm")) {
-      printf("  %-12s %6d %8.1f%% %8.1f%% %8.1f%%  %s\n", cJSON_GetObjectItemCaseSensitive(r, "group")->valuestring,
-             (int)num_at(r, "gemms", NULL), 100 * num_at(r, "median_abs_error", NULL),
-             100 * num_at(r, "p90_abs_error", NULL), 100 * num_at(r, "max_abs_error", NULL),
-             cJSON_GetObjectItemCaseSensitive(r, "worst")->valuestring);
-    }
-  }
+  cJSON *json = p ? calib_compare(m, p, error) : NULL;
+  if (json && format == CLI_JSON)
+    print_json(json);
+  else if (json)
+    print_compare(json, o->compare, m->synthetic ? "synthetic" : m->device.name, p->name);
   cJSON_Delete(json);
   model_profile_free(p);
   calib_measurements_free(m);
+  return json != NULL;
+}
+
+/* Another tool's kernel facts against a profile. */
+static gboolean check_facts(const FitOptions *o, GError **error) {
+  if (!o->profile)
+    return fail_with(error, "--check-facts needs --profile NAME|FILE (the profile whose predictions to check)");
+  CliFormat format = CLI_TEXT;
+  if (o->format && !cli_format(o->format, &format, error))
+    return FALSE;
+  cJSON *facts = ptd_json_load(o->check_facts, error);
+  if (!facts)
+    return FALSE;
+  ModelProfile *p = model_profile_load(o->profile, error);
+  cJSON *json = p ? calib_check_facts(facts, o->check_facts, p, error) : NULL;
+  if (json && format == CLI_JSON)
+    print_json(json);
+  else if (json) {
+    printf("%s against profile %s\n", o->check_facts, p->name);
+    printf("(a time at or below its pass's host floor, %.0f us forward and %.0f us backward for attention, is an "
+           "upper bound: a prediction below it is consistent, marked '<=')\n\n",
+           num_at(json, "attention_floor_forward_us", NULL), num_at(json, "attention_floor_backward_us", NULL));
+    printf("  %-30s %-40s %12s %13s %8s\n", "kind", "what", "measured us", "predicted us", "error");
+    const cJSON *r;
+    cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(json, "rows")) {
+      gboolean ub = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "upper_bound"));
+      double meas = num_at(r, "measured_us", NULL), pred = num_at(r, "predicted_us", NULL);
+      printf("  %-30s %-40s %12.1f %13.1f %+7.1f%%%s\n", cJSON_GetObjectItemCaseSensitive(r, "kind")->valuestring,
+             cJSON_GetObjectItemCaseSensitive(r, "what")->valuestring, meas, pred, 100 * num_at(r, "error", NULL),
+             ub ? (pred <= meas ? " <=" : " bound exceeded") : "");
+    }
+    printf("\n  %-30s %6s %8s %14s %10s  %s\n", "kind", "rows", "bounded", "median |error|", "max", "worst");
+    cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(json, "summary")) {
+      printf("  %-30s %6d %8d %13.1f%% %9.1f%%  %s\n", cJSON_GetObjectItemCaseSensitive(r, "kind")->valuestring,
+             (int)num_at(r, "rows", NULL), (int)num_at(r, "bounded", NULL), 100 * num_at(r, "median_abs_error", NULL),
+             100 * num_at(r, "max_abs_error", NULL), cJSON_GetObjectItemCaseSensitive(r, "worst")->valuestring);
+    }
+  }
+  cJSON_Delete(json);
+  cJSON_Delete(facts);
+  model_profile_free(p);
   return json != NULL;
 }
 
@@ -225,9 +381,16 @@ int cli_fit(int argc, char **argv) {
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &o.output, "Write the profile (or, with --synthesize, the measurements) here",
        "FILE"},
       {"name", 0, 0, G_OPTION_ARG_STRING, &o.name, "Profile name (default: the output file's base name)", "NAME"},
+      {"base", 0, 0, G_OPTION_ARG_STRING, &o.base,
+       "Profile whose values stand where the measurements have none, each said so in the provenance (default: the "
+       "shipped profile of the measured GPU; none: no base), " PTD_NAME_OR_PATH_HELP,
+       "NAME|FILE"},
       {"tiles-from", 0, 0, G_OPTION_ARG_STRING, &o.tiles_from,
-       "Profile whose GEMM tile shapes the fitted model uses (default a100-sxm4-80gb)", "PROFILE"},
-      {"dtype", 0, 0, G_OPTION_ARG_STRING, &o.dtype, "GEMM records to fit: fp16 (default) or bf16", "TYPE"},
+       "Profile whose GEMM tile shapes the fitted model uses (default: the tiles cuBLASLt reported, else chosen from "
+       "the device's candidates)",
+       "PROFILE"},
+      {"dtype", 0, 0, G_OPTION_ARG_STRING, &o.dtype, "16-bit GEMM records to fit: fp16 or bf16 (default bf16 where measured)",
+       "TYPE"},
       {"max-iterations", 0, 0, G_OPTION_ARG_STRING, &o.max_iterations, "Iterations allowed per fit (default 200)", "N"},
       {"synthesize", 0, 0, G_OPTION_ARG_STRING, &o.synthesize,
        "Instead of fitting: write the measurements this profile predicts for the calibration plan, with noise",
@@ -247,43 +410,56 @@ int cli_fit(int argc, char **argv) {
       {"micro-batch", 0, 0, G_OPTION_ARG_STRING, &o.micro_batch, "--synthesize: micro-batch (default 1)", "B"},
       {"tp", 0, 0, G_OPTION_ARG_STRING, &o.tp, "--synthesize: tensor-parallel size (default 8)", "T"},
       {"compare", 0, 0, G_OPTION_ARG_FILENAME, &o.compare,
-       "Instead of fitting: print measured vs predicted layer times and GEMM errors for --profile", "MEASUREMENTS"},
+       "Instead of fitting: measured vs predicted for --profile, every class (GEMMs per dtype, attention, memory-bound "
+       "kernels, layers)",
+       "MEASUREMENTS"},
+      {"check-facts", 0, 0, G_OPTION_ARG_FILENAME, &o.check_facts,
+       "Instead of fitting: another tool's kernel timings (attention, gemm, membound lists) against --profile", "FILE"},
       {"profile", 0, 0, G_OPTION_ARG_STRING, &o.profile, "--compare: the profile to predict with, " PTD_NAME_OR_PATH_HELP, "NAME|FILE"},
-      {"format", 0, 0, G_OPTION_ARG_STRING, &o.format, "--compare: text (default) or json", "FMT"},
+      {"format", 0, 0, G_OPTION_ARG_STRING, &o.format, "--compare, --check-facts: text (default) or json", "FMT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   CliArgs args;
-  cli_args_init(&args, "MEASUREMENTS.json -o PROFILE.json");
+  cli_args_init(&args, "MEASUREMENTS.json [MORE.json ...] -o PROFILE.json");
   g_option_context_set_summary(
-      args.ctx, "Fits a device profile to the measurements ptdsim-calibrate wrote: kernel launch and memory bandwidth,\n"
-           "the GEMM efficiency model (e_max, k_half), and alpha and bus bandwidth per NCCL collective, by GSL\n"
-           "nonlinear least squares on relative residuals.  The profile records fitted values, standard errors,\n"
+      args.ctx, "Fits a whole device profile to the measurements ptdsim-calibrate wrote: memory-bound kernels per class\n"
+           "(gap, HBM and L2 bandwidth), the GEMM model per dtype (bf16/fp16 and FP8: e_max, k_half, tile\n"
+           "bandwidth over the device's tiles), flash attention's waves per pass, and alpha and bus bandwidth per\n"
+           "NCCL collective, by GSL nonlinear least squares on relative residuals; what the file does not measure\n"
+           "comes from --base, said so in the provenance.  The profile records fitted values, standard errors,\n"
            "residuals and the measurements file; use it with ptdsim run --profile PROFILE.json.\n\n"
            "Examples:\n  ptdsim fit h100.json -o h100-fitted.json\n"
            "  ptdsim fit --synthesize a100-sxm4-80gb --noise 0.02 --seed 7 -o synthetic.json\n"
-           "  ptdsim fit --compare h100.json --profile h100-fitted.json");
+           "  ptdsim fit --compare h100.json --profile h100-fitted.json\n"
+           "  ptdsim fit --check-facts h100-kernels-pytorch.json --profile h100-fitted.json");
   cli_args_add(&args, entries);
   GError *error = NULL;
   gboolean ok = cli_args_parse(&args, &argc, &argv, &error);
+  if (ok && o.compare && o.check_facts)
+    ok = fail_with(&error, "give --compare or --check-facts, not both");
   if (ok && o.compare && (o.synthesize || o.output || argc > 1))
     ok = fail_with(&error, "--compare takes no measurements argument, -o or --synthesize: ptdsim fit --compare "
                            "MEASUREMENTS.json --profile PROFILE");
-  if (ok && o.compare)
+  if (ok && o.check_facts && (o.synthesize || o.output || argc > 1))
+    ok = fail_with(&error, "--check-facts takes no measurements argument, -o or --synthesize: ptdsim fit "
+                           "--check-facts FACTS.json --profile PROFILE");
+  if (ok && o.check_facts)
+    ok = check_facts(&o, &error);
+  else if (ok && o.compare)
     ok = compare(&o, &error);
   else if (ok && !o.output)
     ok = fail_with(&error, "-o FILE is required (where to write the result)");
-  if (ok && !o.compare && o.synthesize && argc > 1) {
+  if (ok && !o.compare && !o.check_facts && o.synthesize && argc > 1) {
     g_set_error(&error, CALIB_ERROR, CALIB_ERROR_INVALID, "unexpected argument '%s' with --synthesize", argv[1]);
     ok = FALSE;
   }
-  if (ok && !o.compare && !o.synthesize && argc != 2)
-    ok = fail_with(&error, argc < 2 ? "give the measurements file: ptdsim fit MEASUREMENTS.json -o PROFILE.json"
-                                    : "give exactly one measurements file");
-  if (ok && !o.compare)
-    ok = o.synthesize ? synthesize(&o, &error) : fit(&o, argv[1], &error);
+  if (ok && !o.compare && !o.check_facts && !o.synthesize && argc < 2)
+    ok = fail_with(&error, "give the measurements file: ptdsim fit MEASUREMENTS.json [MORE.json ...] -o PROFILE.json");
+  if (ok && !o.compare && !o.check_facts)
+    ok = o.synthesize ? synthesize(&o, &error) : fit(&o, argv + 1, argc - 1, &error);
   int code = ok ? 0 : cli_fail(error);
   char **strs[] = {&o.output, &o.name,    &o.tiles_from, &o.dtype, &o.synthesize, &o.cluster,     &o.shapes,
                    &o.compare, &o.profile, &o.format,     &o.seed,  &o.gpus,       &o.hidden,      &o.heads,
-                   &o.seq_len, &o.tp,      &o.micro_batch, &o.max_iterations};
+                   &o.seq_len, &o.tp,      &o.micro_batch, &o.max_iterations, &o.base, &o.check_facts};
   for (guint i = 0; i < G_N_ELEMENTS(strs); i++)
     g_free(*strs[i]);
   cli_args_clear(&args);

@@ -61,7 +61,8 @@ static CalibMeasurements *synth(const char *profile_name, double noise, gulong s
 
 static cJSON *fit(const CalibMeasurements *m, guint max_iter, GError **error) {
   ModelProfile *tiles = load_profile("a100-sxm4-80gb");
-  CalibFitOptions o = {"fitted", "synthetic.json", tiles, "fp16", max_iter};
+  CalibFitOptions o = {.name = "fitted", .measurements_path = "synthetic.json", .tiles_from = tiles, .dtype = "fp16",
+                       .max_iterations = max_iter};
   cJSON *j = calib_fit(m, &o, error);
   model_profile_free(tiles);
   return j;
@@ -72,6 +73,16 @@ static double param(const cJSON *profile, const char *block, const char *name, c
   const cJSON *b = cJSON_GetObjectItemCaseSensitive(fitb, block);
   const cJSON *p = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(b, "parameters"), name);
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, field);
+  g_assert_true(cJSON_IsNumber(v));
+  return v->valuedouble;
+}
+
+/* A memory-bound class's fitted parameter: fit.membound.CLASS.parameters. */
+static double mparam(const cJSON *profile, const char *cls, const char *name, const char *fieldname) {
+  const cJSON *mb = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(profile, "fit"), "membound");
+  const cJSON *b = cJSON_GetObjectItemCaseSensitive(mb, cls);
+  const cJSON *p = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(b, "parameters"), name);
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(p, fieldname);
   g_assert_true(cJSON_IsNumber(v));
   return v->valuedouble;
 }
@@ -101,7 +112,7 @@ static void test_plan_layer_flops(void) {
   CalibPlanConfig cfg;
   calib_plan_config_default(&cfg);
   /* The default plan (the sc21 preset) and one odd shape. */
-  CalibLayerShape odd = {4096, 32, 1024, 2, 4};
+  CalibLayerShape odd = {.hidden = 4096, .heads = 32, .seq = 1024, .micro_batch = 2, .tp = 4};
   for (int pass = 0; pass < 2; pass++) {
     if (pass == 1) {
       cfg.shapes[0] = odd;
@@ -240,12 +251,22 @@ static void test_measurements_round_trip(void) {
   g_assert_cmpuint(r->kernels->len, ==, m->kernels->len);
   g_assert_cmpuint(r->layers->len, ==, m->layers->len);
   g_assert_cmpuint(r->coll->len, ==, m->coll->len);
-  g_assert_cmpuint(m->gemm->len, ==, 2 * default_plan_gemms());
+  CalibPlan *plan = default_plan();
+  g_assert_cmpuint(m->gemm->len, ==, 2 * default_plan_gemms() + plan->gemmlt->len); /* the A100 has no FP8 */
+  g_assert_cmpuint(r->membound->len, ==, plan->membound->len);
+  g_assert_cmpuint(r->attention->len, ==, 0); /* the A100 profile has no waves model to make them */
+  calib_plan_free(plan);
   for (guint i = 0; i < m->gemm->len; i++) {
     const CalibGemm *a = &g_array_index(m->gemm, CalibGemm, i), *b = &g_array_index(r->gemm, CalibGemm, i);
     g_assert_cmpstr(a->op, ==, b->op);
     g_assert_cmpstr(a->layout, ==, b->layout);
-    g_assert_cmpstr(b->layout, ==, g_str_has_prefix(b->op, "layout.") ? b->layout : "NN");
+    g_assert_cmpstr(a->api, ==, b->api);
+    g_assert_cmpuint(a->tile_m, ==, b->tile_m);
+    g_assert_cmpuint(a->tile_n, ==, b->tile_n);
+    if (g_str_has_prefix(b->op, "lt."))
+      g_assert_true(b->tile_m > 0 && strcmp(b->api, "cublaslt") == 0);
+    else
+      g_assert_cmpstr(b->layout, ==, g_str_has_prefix(b->op, "layout.") ? b->layout : "NN");
     g_assert_cmpuint(a->m * a->n * a->k * a->batch, ==, b->m * b->n * b->k * b->batch);
     /* cJSON prints 15 significant digits unless that reads back differently
      * by more than its epsilon comparison: equal to about 1e-15. */
@@ -262,9 +283,53 @@ static void test_measurements_round_trip(void) {
     const CalibLayer *a = &g_array_index(m->layers, CalibLayer, i), *b = &g_array_index(r->layers, CalibLayer, i);
     g_assert_true(b->has_recompute);
     g_assert_cmpfloat_with_epsilon(a->recompute.median_us, b->recompute.median_us, 1e-13 * a->recompute.median_us);
+    g_assert_cmpstr(a->dtype, ==, b->dtype);
+    g_assert_cmpint(a->flash, ==, b->flash);
+    g_assert_cmpint(a->llama, ==, b->llama);
+    g_assert_cmpint(a->sequence_parallel, ==, b->sequence_parallel);
+  }
+  for (guint i = 0; i < m->membound->len; i++) {
+    const CalibMembound *a = &g_array_index(m->membound, CalibMembound, i), *b = &g_array_index(r->membound, CalibMembound, i);
+    g_assert_cmpstr(a->op, ==, b->op);
+    g_assert_cmpfloat(a->bytes, ==, b->bytes);
+    g_assert_cmpfloat_with_epsilon(a->t.median_us, b->t.median_us, 1e-13 * a->t.median_us);
   }
   calib_measurements_free(r);
   calib_measurements_free(m);
+
+  /* Today's records of a GPU with FP8 and the waves model: llama3 shapes on the H100. */
+  ModelProfile *h = load_profile("h100-sxm5-80gb");
+  CalibPlanConfig cfg;
+  calib_plan_config_default(&cfg);
+  g_assert_true(calib_plan_parse_shapes("llama3", &cfg, &error));
+  plan = calib_plan_new(&cfg, &error);
+  g_assert_no_error(error);
+  TopoCluster *c = topo_cluster_load("dgx-h100-superpod", &error);
+  g_assert_no_error(error);
+  ModelNet net = {.hw = c->net};
+  m = calib_synthesize(h, &net, plan, 0.01, 5);
+  g_assert_true(calib_measurements_save(m, path, &error));
+  r = calib_measurements_load(path, &error);
+  g_assert_no_error(error);
+  g_assert_cmpuint(r->attention->len, ==, plan->attention->len);
+  guint fp8 = 0, llama = 0;
+  for (guint i = 0; i < r->gemm->len; i++)
+    fp8 += strcmp(g_array_index(r->gemm, CalibGemm, i).dtype, "fp8") == 0;
+  for (guint i = 0; i < r->layers->len; i++)
+    llama += g_array_index(r->layers, CalibLayer, i).llama;
+  g_assert_cmpuint(fp8, ==, plan->gemmlt->len);
+  g_assert_cmpuint(llama, ==, 2 * plan->cfg.n_shapes); /* bf16 and fp8 of each of the four */
+  for (guint i = 0; i < r->attention->len; i++) {
+    const CalibAttention *a = &g_array_index(m->attention, CalibAttention, i), *b = &g_array_index(r->attention, CalibAttention, i);
+    g_assert_true(b->causal && b->has_fwd && b->has_bwd);
+    g_assert_cmpuint(a->heads * a->kv_heads * a->seq, ==, b->heads * b->kv_heads * b->seq);
+    g_assert_cmpfloat_with_epsilon(a->bwd.median_us, b->bwd.median_us, 1e-13 * a->bwd.median_us);
+  }
+  calib_measurements_free(r);
+  calib_measurements_free(m);
+  calib_plan_free(plan);
+  topo_cluster_free(c);
+  model_profile_free(h);
   g_free(path);
 }
 
@@ -341,7 +406,7 @@ static void test_bad_files(void) {
   expect_rejected(edit_string_bytes, "membw[0].'bytes' must be a number", CALIB_ERROR_INVALID);
   expect_rejected(edit_bad_op, "all_reduce, all_gather", CALIB_ERROR_INVALID);
   expect_rejected(edit_two_copies, "too few points for the memory bandwidth (membw) fit: 2 given", CALIB_ERROR_TOO_FEW);
-  expect_rejected(edit_no_fp16, "too few points for the GEMM efficiency (fp16", CALIB_ERROR_TOO_FEW);
+  expect_rejected(edit_no_fp16, "have no fp16 GEMMs and there is no base profile", CALIB_ERROR_TOO_FEW);
   expect_rejected(edit_no_gemm_list, "'gemm' is missing", CALIB_ERROR_INVALID);
   expect_rejected(edit_layer_tp, "layer[2].'heads' must be a multiple of tp", CALIB_ERROR_INVALID);
   expect_rejected(edit_layer_negative_recompute, "layer[1].'recompute_us' is -1", CALIB_ERROR_INVALID);
@@ -358,9 +423,13 @@ static void test_fit_exact_without_noise(void) {
   GError *error = NULL;
   cJSON *p = fit(m, 0, &error);
   g_assert_no_error(error);
-  g_assert_cmpfloat_with_epsilon(param(p, "memory", "launch_us", "value"), a->kernel_launch_s * 1e6, 1e-6);
-  g_assert_cmpfloat_with_epsilon(param(p, "memory", "bandwidth_GBps", "value"),
-                                 a->hbm_bytes_per_s * a->memory_efficiency / 1e9, 1e-4);
+  /* every class of memory-bound kernel at the profile's one copy bandwidth (it has no membound block) */
+  static const char *classes[] = {"copy", "norm", "pointwise", "softmax", "cross_entropy"};
+  for (guint i = 0; i < G_N_ELEMENTS(classes); i++) {
+    g_assert_cmpfloat_with_epsilon(mparam(p, classes[i], "gap_us", "value"), a->kernel_launch_s * 1e6, 1e-5);
+    g_assert_cmpfloat_with_epsilon(mparam(p, classes[i], "hbm_GBps", "value"),
+                                   a->hbm_bytes_per_s * a->memory_efficiency / 1e9, 1e-3);
+  }
   g_assert_cmpfloat_with_epsilon(param(p, "gemm", "efficiency_max", "value"),
                                  a->gemm_efficiency_max * a->sustained_clock_ratio, 1e-7);
   g_assert_cmpfloat_with_epsilon(param(p, "gemm", "k_half", "value"), a->gemm_k_half, 1e-5);
@@ -387,9 +456,9 @@ static void test_fit_recovers_within_stderr(void) {
     CalibMeasurements *m = synth("a100-sxm4-80gb", 0.02, seed);
     cJSON *p = fit(m, 0, &error);
     g_assert_no_error(error);
-    assert_within(param(p, "memory", "launch_us", "value"), param(p, "memory", "launch_us", "stderr"),
+    assert_within(mparam(p, "copy", "gap_us", "value"), mparam(p, "copy", "gap_us", "stderr"),
                   a->kernel_launch_s * 1e6, 4, "launch_us");
-    assert_within(param(p, "memory", "bandwidth_GBps", "value"), param(p, "memory", "bandwidth_GBps", "stderr"),
+    assert_within(mparam(p, "copy", "hbm_GBps", "value"), mparam(p, "copy", "hbm_GBps", "stderr"),
                   a->hbm_bytes_per_s * a->memory_efficiency / 1e9, 4, "bandwidth_GBps");
     assert_within(param(p, "gemm", "efficiency_max", "value"), param(p, "gemm", "efficiency_max", "stderr"),
                   a->gemm_efficiency_max * a->sustained_clock_ratio, 4, "efficiency_max");
@@ -583,17 +652,19 @@ static void test_fit_single_rank(void) {
 
 /* --- measured against predicted --- */
 
-/* The synthesizer makes a layer record for every planned shape (sc21's six
- * by default), each with forward, recomputation and backward times; without
- * noise the recomputation is exactly the forward (the same work). */
+/* The synthesizer makes a 2021 layer record for every planned 2021 shape
+ * (sc21's six by default) and a modern one per shape and precision the
+ * device runs (bf16 on the A100), each with forward, recomputation and
+ * backward times; without noise the recomputation is exactly the forward
+ * (the same work). */
 static void test_synth_layers(void) {
   CalibPlan *plan = default_plan();
   CalibMeasurements *m = synth("a100-sxm4-80gb", 0, 1);
   g_assert_cmpuint(plan->cfg.n_shapes, ==, 6);
-  g_assert_cmpuint(m->layers->len, ==, plan->cfg.n_shapes);
+  g_assert_cmpuint(m->layers->len, ==, 2 * plan->cfg.n_shapes);
   for (guint i = 0; i < m->layers->len; i++) {
     const CalibLayer *l = &g_array_index(m->layers, CalibLayer, i);
-    const CalibLayerShape *sh = &plan->cfg.shapes[i];
+    const CalibLayerShape *sh = &plan->cfg.shapes[i % plan->cfg.n_shapes];
     g_assert_cmpuint(l->hidden, ==, sh->hidden);
     g_assert_cmpuint(l->heads, ==, sh->heads);
     g_assert_cmpuint(l->micro_batch, ==, sh->micro_batch);
@@ -601,6 +672,10 @@ static void test_synth_layers(void) {
     g_assert_true(l->has_recompute);
     g_assert_cmpfloat(l->recompute.median_us, ==, l->fwd.median_us);
     g_assert_cmpfloat(l->bwd.median_us, >, l->fwd.median_us);
+    /* the first six are the 2021 layer, the rest today's in bf16 with flash (the A100 profile has it) */
+    g_assert_cmpstr(l->dtype, ==, i < 6 ? "fp16" : "bf16");
+    g_assert_cmpint(l->flash, ==, i >= 6);
+    g_assert_cmpint(l->sequence_parallel, ==, i >= 6 && sh->tp > 1);
   }
   /* 175B t=8, 1.7B t=1 and 18.4B t=8, each at micro-batch 1 and 4. */
   const guint hidden[] = {12288, 12288, 2304, 2304, 6144, 6144}, tp[] = {8, 8, 1, 1, 8, 8}, b[] = {1, 4, 1, 4, 1, 4};
@@ -629,15 +704,26 @@ static double num(const cJSON *o, const char *key) {
   return x->valuedouble;
 }
 
+/* The class of `cls`/`what` in a comparison, or NULL. */
+static const cJSON *compare_class(const cJSON *c, const char *cls, const char *what) {
+  const cJSON *r;
+  cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(c, "classes")) {
+    if (strcmp(cJSON_GetObjectItemCaseSensitive(r, "class")->valuestring, cls) == 0 &&
+        strcmp(cJSON_GetObjectItemCaseSensitive(r, "what")->valuestring, what) == 0)
+      return r;
+  }
+  return NULL;
+}
+
 /* Measurements made from a profile compare with that profile with no error
- * at all; measurements with 2% noise, fitted, compare with the fitted
- * profile within a few times the noise; a profile without a GEMM model is
- * refused. */
+ * at all, in every class; measurements with 2% noise, fitted, compare with
+ * the fitted profile within a few times the noise; a profile without a GEMM
+ * model is refused. */
 static void test_compare(void) {
   ModelProfile *a = load_profile("a100-sxm4-80gb");
   CalibMeasurements *m = synth("a100-sxm4-80gb", 0, 1);
   GError *error = NULL;
-  cJSON *c = calib_compare(m, a, "fp16", &error);
+  cJSON *c = calib_compare(m, a, &error);
   g_assert_no_error(error);
   const cJSON *r;
   int rows = 0, recompute = 0;
@@ -647,16 +733,18 @@ static void test_compare(void) {
     g_assert_cmpfloat(fabs(num(r, "error")), <, 1e-12);
     g_assert_cmpfloat(num(r, "predicted_us"), >, 0);
   }
-  g_assert_cmpint(rows, ==, 18);
-  g_assert_cmpint(recompute, ==, 6);
-  int groups = 0;
-  cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(c, "gemm")) {
-    groups++;
+  g_assert_cmpint(rows, ==, 36);
+  g_assert_cmpint(recompute, ==, 12);
+  int classes = 0;
+  cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(c, "classes")) {
+    classes++;
     g_assert_cmpfloat(num(r, "max_abs_error"), <, 1e-12);
   }
-  g_assert_cmpint(groups, ==, 6);
-  g_assert_cmpfloat(num(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(c, "gemm"), 0), "gemms"), ==,
-                    default_plan_gemms());
+  /* fp16: all and five groups (no cuBLASLt fp16); bf16: all, six groups and
+   * cuBLASLt; five memory classes; the layers */
+  g_assert_cmpint(classes, ==, 6 + 7 + 5 + 1);
+  g_assert_cmpfloat(num(compare_class(c, "gemm fp16", "all"), "count"), ==, default_plan_gemms());
+  g_assert_nonnull(compare_class(c, "membound", "cross_entropy"));
   cJSON_Delete(c);
   calib_measurements_free(m);
 
@@ -664,13 +752,12 @@ static void test_compare(void) {
   cJSON *pj = fit(m, 0, &error);
   g_assert_no_error(error);
   ModelProfile *f = profile_from_json(pj, "compare-fitted");
-  c = calib_compare(m, f, "fp16", &error);
+  c = calib_compare(m, f, &error);
   g_assert_no_error(error);
   cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(c, "layer")) {
     g_assert_cmpfloat(fabs(num(r, "error")), <, 5 * 0.02 + 0.02);
   }
-  const cJSON *all = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(c, "gemm"), 0);
-  g_assert_cmpstr(cJSON_GetObjectItemCaseSensitive(all, "group")->valuestring, ==, "all");
+  const cJSON *all = compare_class(c, "gemm fp16", "all");
   g_assert_cmpfloat(num(all, "median_abs_error"), <, 0.03);
   g_assert_cmpfloat(num(all, "median_abs_error"), >, 0); /* the noise is there */
   cJSON_Delete(c);
@@ -678,13 +765,193 @@ static void test_compare(void) {
   model_profile_free(f);
 
   ModelProfile *ideal = load_profile("ideal");
-  g_assert_null(calib_compare(m, ideal, "fp16", &error));
+  g_assert_null(calib_compare(m, ideal, &error));
   g_assert_error(error, CALIB_ERROR, CALIB_ERROR_INVALID);
   g_assert_nonnull(strstr(error->message, "analytic"));
   g_clear_error(&error);
   model_profile_free(ideal);
   calib_measurements_free(m);
   model_profile_free(a);
+}
+
+/* --- today's parts of the fit --- */
+
+/* Synthetic measurements of today's records (llama3 and gpt3 shapes) from
+ * `gen`, fitted with the published H100 profile as the base. */
+static cJSON *fit_today(const ModelProfile *gen, double noise, gulong seed, GError **error) {
+  CalibPlanConfig cfg;
+  calib_plan_config_default(&cfg);
+  g_assert_true(calib_plan_parse_shapes("llama3", &cfg, error));
+  CalibPlanConfig gpt;
+  calib_plan_config_default(&gpt);
+  g_assert_true(calib_plan_parse_shapes("gpt3", &gpt, error));
+  for (guint i = 0; i < gpt.n_shapes; i++)
+    cfg.shapes[cfg.n_shapes++] = gpt.shapes[i];
+  cfg.gpus = 1;
+  CalibPlan *plan = calib_plan_new(&cfg, error);
+  g_assert_nonnull(plan);
+  ModelNet net = {0};
+  CalibMeasurements *m = calib_synthesize(gen, &net, plan, noise, seed);
+  char *path = NULL;
+  ModelProfile *base = NULL;
+  cJSON *base_json = NULL;
+  path = ptd_data_resolve("calibrate/profiles", "h100-sxm5-80gb", "profile", error);
+  base_json = ptd_json_load(path, error);
+  base = model_profile_from_json(base_json, path, error);
+  g_assert_nonnull(base);
+  CalibFitOptions o = {.name = "today", .measurements_path = "synthetic.json", .base = base, .base_json = base_json};
+  cJSON *j = calib_fit(m, &o, error);
+  model_profile_free(base);
+  cJSON_Delete(base_json);
+  g_free(path);
+  calib_measurements_free(m);
+  calib_plan_free(plan);
+  return j;
+}
+
+/* The parameters of today's parts: per memory-bound class (gap, HBM, L2 where
+ * both sides are measured), the bf16 and FP8 GEMM models with the FP8
+ * gradient GEMMs' share, and the waves of each attention pass. */
+typedef struct {
+  const char *block, *name;
+  double truth;
+} Truth;
+
+static guint today_truths(const ModelProfile *g, Truth *t) {
+  guint n = 0;
+  static const char *cls[] = {"norm", "pointwise", "cross_entropy"};
+  for (guint i = 0; i < G_N_ELEMENTS(cls); i++) {
+    ModelMemClass c = model_mem_class_lookup(cls[i]);
+    t[n++] = (Truth){cls[i], "gap_us", g->mem_gap_s[c] * 1e6};
+    t[n++] = (Truth){cls[i], "hbm_GBps", g->mem_hbm_bytes_per_s[c] / 1e9};
+    t[n++] = (Truth){cls[i], "l2_GBps", g->mem_l2_bytes_per_s[c] / 1e9};
+  }
+  t[n++] = (Truth){"gemm", "efficiency_max", g->gemm_efficiency_max};
+  t[n++] = (Truth){"gemm", "k_half", g->gemm_k_half};
+  t[n++] = (Truth){"gemm", "tile_bandwidth_GBps", g->gemm_tile_bytes_per_s / 1e9};
+  t[n++] = (Truth){"gemm_fp8", "efficiency_max", g->gemm_fp8.efficiency_max};
+  t[n++] = (Truth){"gemm_fp8", "k_half", g->gemm_fp8.k_half};
+  t[n++] = (Truth){"gemm_fp8", "split_accumulation", g->gemm_fp8_split_accumulation};
+  t[n++] = (Truth){"attention_forward", "efficiency", g->flash[0].efficiency};
+  t[n++] = (Truth){"attention_forward", "cta_overhead_us", g->flash[0].cta_overhead_s * 1e6};
+  t[n++] = (Truth){"attention_backward", "efficiency", g->flash[1].efficiency};
+  t[n++] = (Truth){"attention_backward", "cta_overhead_us", g->flash[1].cta_overhead_s * 1e6};
+  return n;
+}
+
+static double today_param(const cJSON *profile, const char *block, const char *name, const char *what) {
+  const cJSON *fitb = cJSON_GetObjectItemCaseSensitive(profile, "fit");
+  const cJSON *b = cJSON_GetObjectItemCaseSensitive(fitb, block);
+  if (!b) /* a memory-bound class */
+    return mparam(profile, block, name, what);
+  return param(profile, block, name, what);
+}
+
+/* The generating profile: the measured H100's GEMM and memory-bound fits, an
+ * FP8 model of its own (a ceiling and share that differ from the 16-bit
+ * ones) and the published waves of flash attention. */
+static ModelProfile *today_generator(void) {
+  ModelProfile *g = load_profile("h100-sxm5-80gb-measured");
+  g_assert_true(g->has_membound && g->flash_waves && g->has_gemm_fp8);
+  g->gemm_fp8.efficiency_max = 0.71;
+  g->gemm_fp8.k_half = 150;
+  g->gemm_fp8_split_accumulation = 0.8;
+  g->mem_l2_bytes_per_s[MODEL_MEM_CROSS_ENTROPY] = 1.7 * g->mem_hbm_bytes_per_s[MODEL_MEM_CROSS_ENTROPY];
+  return g;
+}
+
+/* Without noise the fit gives today's parameters back exactly (to the six
+ * significant digits the profile keeps), the GEMM tiles being those the
+ * synthesized cuBLASLt records report. */
+static void test_fit_today_exact(void) {
+  ModelProfile *g = today_generator();
+  GError *error = NULL;
+  cJSON *p = fit_today(g, 0, 1, &error);
+  g_assert_no_error(error);
+  Truth t[32];
+  guint n = today_truths(g, t);
+  for (guint i = 0; i < n; i++) {
+    double v = today_param(p, t[i].block, t[i].name, "value");
+    g_test_message("%s %s: %.8g (truth %.8g)", t[i].block, t[i].name, v, t[i].truth);
+    g_assert_cmpfloat(fabs(v - t[i].truth), <=, 2e-5 * fabs(t[i].truth) + 1e-9);
+  }
+  const cJSON *prov = cJSON_GetObjectItemCaseSensitive(p, "provenance");
+  g_assert_nonnull(strstr(cJSON_GetObjectItemCaseSensitive(prov, "gemm")->valuestring, "cuBLASLt reported"));
+  cJSON_Delete(p);
+  model_profile_free(g);
+}
+
+/* With 2% noise, over three seeds, every one of today's parameters lies
+ * within 4 of its standard errors of the value that generated the data. */
+static void test_fit_today_within_stderr(void) {
+  ModelProfile *g = today_generator();
+  Truth t[32];
+  guint n = today_truths(g, t);
+  for (gulong seed = 1; seed <= 3; seed++) {
+    GError *error = NULL;
+    cJSON *p = fit_today(g, 0.02, seed, &error);
+    g_assert_no_error(error);
+    for (guint i = 0; i < n; i++) {
+      char what[96];
+      g_snprintf(what, sizeof what, "%s %s (seed %lu)", t[i].block, t[i].name, seed);
+      assert_within(today_param(p, t[i].block, t[i].name, "value"), today_param(p, t[i].block, t[i].name, "stderr"),
+                    t[i].truth, 4, what);
+    }
+    cJSON_Delete(p);
+  }
+  model_profile_free(g);
+}
+
+/* A file of one part alone (here: attention) gives a whole profile: the
+ * attention fitted, everything else the base's, and the provenance says
+ * which; without a base it is refused with one line. */
+static void test_fit_part_with_base(void) {
+  char *path = ptd_data_resolve("calibrate/published", "h100-flash-attention-fa3", "measurements", NULL);
+  if (!path)
+    path = g_build_filename(g_getenv("PTDSIM_DATA_DIR") ? g_getenv("PTDSIM_DATA_DIR") : "..", "calibrate", "published",
+                            "h100-flash-attention-fa3.json", NULL);
+  GError *error = NULL;
+  CalibMeasurements *m = calib_measurements_load(path, &error);
+  g_assert_no_error(error);
+  g_assert_nonnull(m->source);
+  CalibFitOptions none = {.name = "x", .measurements_path = path};
+  g_assert_null(calib_fit(m, &none, &error));
+  g_assert_error(error, CALIB_ERROR, CALIB_ERROR_TOO_FEW);
+  g_clear_error(&error);
+  char *bp = ptd_data_resolve("calibrate/profiles", "h100-sxm5-80gb", "profile", &error);
+  cJSON *bj = ptd_json_load(bp, &error);
+  ModelProfile *base = model_profile_from_json(bj, bp, &error);
+  g_assert_no_error(error);
+  CalibFitOptions o = {.name = "fa3", .measurements_path = path, .base = base, .base_json = bj};
+  cJSON *p = calib_fit(m, &o, &error);
+  g_assert_no_error(error);
+  const cJSON *prov = cJSON_GetObjectItemCaseSensitive(p, "provenance");
+  g_assert_true(g_str_has_prefix(cJSON_GetObjectItemCaseSensitive(prov, "gemm")->valuestring, "from the base profile"));
+  g_assert_true(g_str_has_prefix(cJSON_GetObjectItemCaseSensitive(prov, "attention")->valuestring, "fitted"));
+  g_assert_nonnull(cJSON_GetObjectItemCaseSensitive(prov, "source"));
+  /* the base's GEMM model and memory figures, unchanged */
+  ModelProfile *f = profile_from_json(p, "fa3.json");
+  g_assert_cmpfloat(f->gemm_efficiency_max, ==, base->gemm_efficiency_max);
+  g_assert_cmpfloat(f->memory_efficiency, ==, base->memory_efficiency);
+  g_assert_true(f->flash_waves);
+  /* every published point within 3% (the figures' rounding and the model) */
+  cJSON *c = calib_compare(m, f, &error);
+  g_assert_no_error(error);
+  g_assert_cmpfloat(num(compare_class(c, "attention", "forward"), "max_abs_error"), <, 0.03);
+  g_assert_cmpfloat(num(compare_class(c, "attention", "backward"), "max_abs_error"), <, 0.03);
+  /* the shipped H100 profile's waves are this fit's */
+  for (int pass = 0; pass < 2; pass++) {
+    g_assert_cmpfloat(fabs(f->flash[pass].efficiency - base->flash[pass].efficiency), <=, 1e-6);
+    g_assert_cmpfloat(fabs(f->flash[pass].cta_overhead_s - base->flash[pass].cta_overhead_s), <=, 1e-11);
+  }
+  cJSON_Delete(c);
+  cJSON_Delete(p);
+  cJSON_Delete(bj);
+  model_profile_free(base);
+  model_profile_free(f);
+  calib_measurements_free(m);
+  g_free(bp);
+  g_free(path);
 }
 
 typedef struct {
@@ -766,7 +1033,7 @@ static void test_cli_fit(void) {
   args = g_strdup_printf("fit %s -o %s", meas, prof);
   p = run(bin, args);
   g_assert_cmpint(p.status, ==, 0);
-  g_assert_nonnull(strstr(p.out, "GEMM efficiency_max"));
+  g_assert_nonnull(strstr(p.out, "GEMM bf16 efficiency_max"));
   proc_clear(&p);
   g_free(args);
   args = g_strdup_printf("fit %s -o %s", meas, prof2);
@@ -902,7 +1169,7 @@ static void test_cli_compare(void) {
   char *args = g_strdup_printf("fit --synthesize a100-sxm4-80gb --noise 0.02 --seed 9 -o %s", meas);
   Proc p = run(bin, args);
   g_assert_cmpint(p.status, ==, 0);
-  g_assert_nonnull(strstr(p.out, "6 layers"));
+  g_assert_nonnull(strstr(p.out, "12 layers")); /* six 2021 layers and six of today's in bf16 */
   proc_clear(&p);
   g_free(args);
   args = g_strdup_printf("fit %s -o %s", meas, prof);
@@ -915,7 +1182,8 @@ static void test_cli_compare(void) {
   g_assert_cmpint(p.status, ==, 0);
   g_assert_cmpstr(p.err, ==, "");
   const char *want[] = {"h=12288 a=96 s=2048 b=1 t=8", "h=2304 a=24 s=2048 b=4 t=1", "h=6144 a=48 s=2048 b=4 t=8",
-                        "recompute", "backward", "18 rows: median |error|", "grid.wave", "grid.k"};
+                        "recompute", "backward", "36 rows: median |error|", "grid.wave", "grid.k",
+                        "gpt bf16 flash h=12288 a=96 g=96 s=2048 b=1 t=8 sp", "cublaslt", "cross_entropy"};
   for (guint i = 0; i < G_N_ELEMENTS(want); i++)
     g_assert_nonnull(strstr(p.out, want[i]));
   char *text = g_strdup(p.out);
@@ -930,7 +1198,7 @@ static void test_cli_compare(void) {
   g_assert_cmpint(p.status, ==, 0);
   cJSON *j = cJSON_Parse(p.out);
   g_assert_nonnull(j);
-  g_assert_cmpint(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "layer")), ==, 18);
+  g_assert_cmpint(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "layer")), ==, 36);
   cJSON_Delete(j);
   proc_clear(&p);
   g_free(args);
@@ -966,7 +1234,7 @@ static void test_cli_compare(void) {
   args = g_strdup_printf("fit --synthesize a100-sxm4-80gb --shapes 4096:32:2048:2:4,2304:24:1024:1:1 -o %s", meas);
   p = run(bin, args);
   g_assert_cmpint(p.status, ==, 0);
-  g_assert_nonnull(strstr(p.out, "2 layers"));
+  g_assert_nonnull(strstr(p.out, "4 layers"));
   proc_clear(&p);
   g_free(args);
   g_unlink(meas);
@@ -1047,6 +1315,9 @@ int main(int argc, char **argv) {
   g_test_add_func("/calibrate/fit-single-rank", test_fit_single_rank);
   g_test_add_func("/calibrate/synth-layers", test_synth_layers);
   g_test_add_func("/calibrate/compare", test_compare);
+  g_test_add_func("/calibrate/fit-today-exact", test_fit_today_exact);
+  g_test_add_func("/calibrate/fit-today-within-stderr", test_fit_today_within_stderr);
+  g_test_add_func("/calibrate/fit-part-with-base", test_fit_part_with_base);
   g_test_add_func("/calibrate/cli-compare", test_cli_compare);
   int rc = g_test_run();
   GDir *d = g_dir_open(tmpdir, 0, NULL);
