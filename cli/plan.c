@@ -207,7 +207,7 @@ int cli_plan(int argc, char **argv) {
                             "recomputation forward always)\n");
     else if (k)
       g_string_append_printf(text, "\nmodel_TFLOP/s: the model's FLOPs per second per GPU (forward and backward, "
-                                   "attention included, no recomputation);\nMFU: that over %s's %s peak, %.1f "
+                                   "attention included, no recomputation);\nMFU: model_TFLOP/s over %s's %s peak, %.1f "
                                    "TFLOP/s\n",
                              profile->name, g_array_index(res.rows, SearchRow, 0).precision,
                              g_array_index(res.rows, SearchRow, 0).peak_tflops);

@@ -349,7 +349,7 @@ static void test_headline_modern(void) {
   char *line1 = g_strndup(rank1 + 1, (gsize)(strchr(rank1 + 1, '\n') + 1 - (rank1 + 1)));
   g_assert_true(g_str_has_suffix(line1, first));
   g_free(line1);
-  char *legend = g_strdup_printf("\nMFU: that over h100-sxm5-80gb's bf16 peak, %.1f TFLOP/s\n", peak);
+  char *legend = g_strdup_printf("\nMFU: model_TFLOP/s over h100-sxm5-80gb's bf16 peak, %.1f TFLOP/s\n", peak);
   g_assert_nonnull(strstr(p.out, legend));
   g_assert_nonnull(strstr(p.out, " --tokens 15T"));
   g_free(legend);
