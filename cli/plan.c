@@ -34,6 +34,9 @@ static void row_json(const SearchRow *r, gboolean tokens, cJSON *rows) {
     cJSON_AddNumberToObject(o, "iteration_time_s", r->iteration_time_s);
     cJSON_AddNumberToObject(o, "tflops_per_gpu", r->tflops_per_gpu);
     cJSON_AddNumberToObject(o, "tokens_per_s", r->tokens_per_s);
+    cJSON_AddNumberToObject(o, "model_tflops_per_gpu", r->model_tflops_per_gpu);
+    cJSON_AddNumberToObject(o, "mfu", r->mfu);
+    cJSON_AddBoolToObject(o, "sc21_reproduction", r->sc21_reproduction);
   }
   cJSON_AddNumberToObject(o, "memory_per_gpu_GiB", r->memory_GiB);
   cJSON_AddBoolToObject(o, "fits_in_memory", r->status != SEARCH_ROW_OUT_OF_MEMORY);
@@ -49,7 +52,8 @@ static void row_json(const SearchRow *r, gboolean tokens, cJSON *rows) {
   cJSON_AddItemToArray(rows, o);
 }
 
-static void row_text(GString *text, const char *label, const SearchRow *r, gboolean tokens, gboolean with_cp) {
+static void row_text(GString *text, const char *label, const SearchRow *r, gboolean tokens, gboolean with_cp,
+                     gboolean eq3) {
   char sched[16];
   if (r->zero)
     g_snprintf(sched, sizeof sched, "zero-%u", r->zero);
@@ -62,7 +66,11 @@ static void row_text(GString *text, const char *label, const SearchRow *r, gbool
                          r->sequence_parallel ? "on" : "-", r->distributed_optimizer ? "on" : "-",
                          r->attention && *r->attention ? r->attention : "-");
   if (r->status == SEARCH_ROW_RANKED) {
-    g_string_append_printf(text, " %11.4f %10.1f %9.1f", r->iteration_time_s, r->tflops_per_gpu, r->memory_GiB);
+    if (eq3)
+      g_string_append_printf(text, " %11.4f %11.1f %9.1f", r->iteration_time_s, r->tflops_per_gpu, r->memory_GiB);
+    else
+      g_string_append_printf(text, " %11.4f %13.1f %5.1f%% %9.1f", r->iteration_time_s, r->model_tflops_per_gpu,
+                             100 * r->mfu, r->memory_GiB);
     if (tokens)
       g_string_append_printf(text, " %8.2f", r->training_days);
   } else
@@ -95,7 +103,8 @@ int cli_plan(int argc, char **argv) {
       "batch is fixed, so also by tokens/s and training days).  --gpus is the budget.  Any other\n"
       "configuration option pins the search: --tp 8 searches t = 8 only, --schedule interleaved the\n"
       "interleaved schedule only, --no-fusion runs every candidate unfused.  Every ranked row comes with\n"
-      "the ptdsim run command that reproduces it.\n\n"
+      "the ptdsim run command that reproduces it.  Throughput is model TFLOP/s per GPU and MFU (the model's\n"
+      "FLOPs, no recomputation); SC21's Eq. 3 where every row shown is an SC21 reproduction (GPT, 2021 stack).\n\n"
       "Example:\n  ptdsim plan --model gpt3-175b --gpus 1024 --global-batch 1536 --tokens 300e9");
   cli_config_add(&args, &cfg);
   cli_args_add(&args, entries);
@@ -136,6 +145,12 @@ int cli_plan(int argc, char **argv) {
   guint k = MIN(sreq.keep, res.rows->len);
   gboolean tokens = cfg.given[SEARCH_OPT_TOKENS];
   const char *used = res.rows->len ? g_array_index(res.rows, SearchRow, 0).config.text[SEARCH_OPT_NETWORK] : "";
+  /* The throughput shown: Eq. 3 when every row shown is an SC21
+   * reproduction (comparable with the paper), else model FLOPs and MFU for
+   * all, so that one column never mixes the two. */
+  gboolean eq3 = k > 0;
+  for (guint i = 0; i < k; i++)
+    eq3 = eq3 && g_array_index(res.rows, SearchRow, i).sc21_reproduction;
   if (fmt == CLI_JSON) {
     cJSON *json = cJSON_CreateObject();
     cJSON *rows = cJSON_AddArrayToObject(json, "rows");
@@ -154,6 +169,7 @@ int cli_plan(int argc, char **argv) {
     cJSON_AddNumberToObject(json, "ranked", res.rows->len);
     cJSON_AddStringToObject(json, "network", used);
     cJSON_AddStringToObject(json, "ranked_by", "iteration_time_s");
+    cJSON_AddStringToObject(json, "throughput", eq3 ? "tflops_per_gpu" : "model_tflops_per_gpu");
     cli_print_json(json);
     cJSON_Delete(json);
   } else {
@@ -172,16 +188,29 @@ int cli_plan(int argc, char **argv) {
     g_string_append_printf(text, "%4s %5s %3s %3s %4s", "rank", "gpus", "t", "p", "d");
     if (with_cp)
       g_string_append_printf(text, " %3s", "cp");
-    g_string_append_printf(text, " %3s %-11s %2s %-9s %-3s %-4s %-7s %11s %10s %9s", "b", "schedule", "v", "recompute",
-                           "sp", "dopt", "attn", "iteration_s", "TFLOP/s/GPU", "mem_GiB");
+    g_string_append_printf(text, " %3s %-11s %2s %-9s %-3s %-4s %-7s %11s", "b", "schedule", "v", "recompute", "sp",
+                           "dopt", "attn", "iteration_s");
+    if (eq3)
+      g_string_append_printf(text, " %11s %9s", "Eq3_TFLOP/s", "mem_GiB");
+    else
+      g_string_append_printf(text, " %13s %6s %9s", "model_TFLOP/s", "MFU", "mem_GiB");
     if (tokens)
       g_string_append_printf(text, " %8s", "days");
     g_string_append_c(text, '\n');
     for (guint i = 0; i < k; i++) {
       char label[16];
       g_snprintf(label, sizeof label, "%u", i + 1);
-      row_text(text, label, &g_array_index(res.rows, SearchRow, i), tokens, with_cp);
+      row_text(text, label, &g_array_index(res.rows, SearchRow, i), tokens, with_cp, eq3);
     }
+    if (k && eq3)
+      g_string_append(text, "\nEq3_TFLOP/s: per GPU by SC21's Eq. 3, as the paper reports its runs (it counts a "
+                            "recomputation forward always)\n");
+    else if (k)
+      g_string_append_printf(text, "\nmodel_TFLOP/s: the model's FLOPs per second per GPU (forward and backward, "
+                                   "attention included, no recomputation);\nMFU: model_TFLOP/s over %s's %s peak, %.1f "
+                                   "TFLOP/s\n",
+                             profile->name, g_array_index(res.rows, SearchRow, 0).precision,
+                             g_array_index(res.rows, SearchRow, 0).peak_tflops);
     g_string_append(text, "\nto reproduce a row:\n");
     for (guint i = 0; i < k; i++) {
       char *cmd = search_config_command(&g_array_index(res.rows, SearchRow, i).config);
@@ -191,7 +220,7 @@ int cli_plan(int argc, char **argv) {
     if (show_all && res.rejected->len) {
       g_string_append_printf(text, "\nnot ranked (%u):\n", res.rejected->len);
       for (guint i = 0; i < res.rejected->len; i++)
-        row_text(text, "-", &g_array_index(res.rejected, SearchRow, i), tokens, with_cp);
+        row_text(text, "-", &g_array_index(res.rejected, SearchRow, i), tokens, with_cp, eq3);
     }
     fputs(text->str, stdout);
     g_string_free(text, TRUE);

@@ -12,8 +12,9 @@ int cli_run(int argc, char **argv) {
   CliArgs args;
   cli_args_init(&args, "- simulate one training iteration of one configuration");
   g_option_context_set_summary(
-      args.ctx, "Simulates one iteration (one global batch, optimizer step included) of a GPT model trained with\n"
-           "tensor (t), pipeline (p) and data (d) parallelism, and reports iteration time, TFLOP/s per GPU,\n"
+      args.ctx, "Simulates one iteration (one global batch, optimizer step included) of a transformer language model\n"
+           "trained with tensor (t), pipeline (p) and data (d) parallelism, and reports iteration time, model\n"
+           "TFLOP/s per GPU and MFU (led by SC21's Eq. 3 for an SC21 reproduction: GPT on the 2021 stack),\n"
            "pipeline bubble, time breakdown, traffic, bisection bandwidth and memory per GPU.\n\n"
            "Example:\n  ptdsim run --model gpt3-175b --gpus 96 --tp 8 --pp 12 --global-batch 36 --micro-batch 1 \\\n"
            "             --schedule interleaved --layers-per-chunk 2 --format json");

@@ -232,6 +232,30 @@ gboolean search_tokens(const char *text, double *out, GError **error) {
   return TRUE;
 }
 
+void search_tokens_append(GString *s, double tokens) {
+  /* The largest suffix whose mantissa is at least 1, with up to 3
+   * decimals; K is left out (2048 reads better than 2.048K). */
+  static const struct {
+    double scale;
+    char suffix;
+  } steps[] = {{1e12, 'T'}, {1e9, 'B'}, {1e6, 'M'}};
+  for (guint i = 0; i < G_N_ELEMENTS(steps); i++) {
+    if (!(tokens >= steps[i].scale))
+      continue;
+    for (int decimals = 0; decimals <= 3; decimals++) {
+      char buf[64];
+      double back;
+      g_snprintf(buf, sizeof buf, "%.*f%c", decimals, tokens / steps[i].scale, steps[i].suffix);
+      if (search_tokens(buf, &back, NULL) && back == tokens) {
+        g_string_append(s, buf);
+        return;
+      }
+    }
+    break;
+  }
+  ptd_append_exact_number(s, tokens);
+}
+
 /* A word of an option with a closed set of words. */
 static gboolean search_choice(SearchOptId id, const char *word, GError **error) {
   const SearchOption *o = &options[id];
@@ -378,8 +402,8 @@ char *search_config_command(const SearchConfig *c) {
     if (options[i].kind == SEARCH_OPT_COUNT)
       g_string_append_printf(s, " %u", c->count[i]);
     else if (i == SEARCH_OPT_TOKENS && search_tokens(c->text[i], &tokens, NULL)) {
-      g_string_append_c(s, ' '); /* one spelling for 300B, 300e9, 3e11 */
-      ptd_append_exact_number(s, tokens);
+      g_string_append_c(s, ' '); /* one spelling for 300B, 300e9, 3e11: 300B */
+      search_tokens_append(s, tokens);
     } else if (options[i].kind == SEARCH_OPT_TEXT) {
       g_string_append_c(s, ' ');
       append_word(s, c->text[i]);

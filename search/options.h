@@ -103,6 +103,12 @@ void search_config_unset(SearchConfig *c, SearchOptId id);
 gboolean search_config_request(const SearchConfig *c, SimPlanRequest *req, GError **error);
 /* Reads a token count: 300e9, 300B, 1.2T; 0 when text is NULL. */
 gboolean search_tokens(const char *text, double *out, GError **error);
+/* Writes a token count as people write it -- 15T, 300B, 1.2T, 2.5M: the
+ * largest of the suffixes T, B and M that leaves a mantissa of at least 1,
+ * with the fewest decimals (at most 3) -- when search_tokens reads that
+ * back to the identical double; else the exact number (2048,
+ * 123456789012). */
+void search_tokens_append(GString *s, double tokens);
 
 /* `ptdsim run ...` with every option given, in table order, each value
  * quoted for a POSIX shell where it needs it. */

@@ -212,6 +212,11 @@ static gpointer simulate(guint k, gpointer user) {
   } else {
     row->iteration_time_s = res.iteration_time_s;
     row->tflops_per_gpu = res.tflops_per_gpu;
+    row->model_tflops_per_gpu = res.model_tflops_per_gpu;
+    row->mfu = res.mfu;
+    row->peak_tflops = sim_plan_peak_flops(plan, s->profile) / 1e12;
+    row->precision = sim_precision_name(sim_plan_precision(plan, s->profile));
+    row->sc21_reproduction = sim_plan_is_sc21_reproduction(plan, s->profile);
     row->memory_GiB = res.memory.total / 1073741824.0;
     row->training_days = res.training_days;
     row->tokens_per_s = (double)plan->global_batch * plan->model.seq_len / res.iteration_time_s;

@@ -42,6 +42,10 @@ typedef struct {
   gboolean sequence_parallel, distributed_optimizer;
   const char *attention; /* the kernels it ran: flash, fused or unfused (static strings) */
   double iteration_time_s, tflops_per_gpu, memory_GiB, training_days, tokens_per_s; /* memory: also when OOM */
+  double model_tflops_per_gpu, mfu; /* model FLOPs per second per GPU, and over the peak (a fraction) */
+  double peak_tflops;               /* the peak MFU is measured against: the run's precision's */
+  const char *precision;            /* that precision: fp16, bf16 or fp8 (static strings) */
+  gboolean sc21_reproduction;       /* sim_plan_is_sc21_reproduction: Eq. 3 is its headline */
 } SearchRow;
 
 /* Context-parallel sizes plan tries unpinned: up to SEARCH_MAX_CP, each

@@ -27,7 +27,9 @@ static const char *const result_columns[] = {
     "training_days", "gpu_hours", "simulation.ops", "simulation.events", "simulation.simulated_gpus", "simulation.symmetry",
     "terapipe.idle_fraction", "terapipe.analytic_idle_fraction", "terapipe.token_slices_in_pipeline",
     "terapipe.granularity", "terapipe.batch_slices", "terapipe.token_slices", "terapipe.dp_predicted_latency_s",
-    "terapipe.dp_candidates_solved", "terapipe.context_fit_max_rel_error", "terapipe.context_fit_mean_rel_error"};
+    "terapipe.dp_candidates_solved", "terapipe.context_fit_max_rel_error", "terapipe.context_fit_mean_rel_error",
+    /* appended after the columns above, which keep their places */
+    "model_tflops_per_gpu", "mfu", "sc21_reproduction"};
 
 const char *const *search_sweep_result_columns(guint *n) {
   *n = G_N_ELEMENTS(result_columns);

@@ -474,6 +474,13 @@ const char *sim_recompute_name(const SimPlan *pl) {
   return pl->recompute ? "full" : pl->selective ? "selective" : "none";
 }
 
+gboolean sim_plan_is_sc21_reproduction(const SimPlan *pl, const ModelProfile *profile) {
+  return model_is_gpt(&pl->model) && pl->workload == SIM_WORKLOAD_GPT && pl->schedule != SIM_SCHEDULE_TERAPIPE &&
+         sim_plan_recompute(pl) != MODEL_RECOMPUTE_SELECTIVE && sim_plan_precision(pl, profile) != MODEL_PRECISION_FP8 &&
+         sim_plan_attention(pl, profile) != MODEL_ATTENTION_FLASH && !pl->sequence_parallel &&
+         !pl->distributed_optimizer && sim_plan_cp(pl) == 1 && !pl->tp_comm_overlap && !pl->overlap_param_gather;
+}
+
 void sim_plan_rates(const SimPlan *pl, const ModelProfile *profile, SimResult *r) {
   ModelShape counted = pl->model;
   if (pl->workload == SIM_WORKLOAD_LAYERS)
@@ -487,6 +494,8 @@ void sim_plan_rates(const SimPlan *pl, const ModelProfile *profile, SimResult *r
   double peak = sim_plan_peak_flops(pl, profile);
   r->percent_of_peak = 100.0 * r->tflops_per_gpu * 1e12 / profile->peak_flops;
   r->mfu_percent = 100.0 * (Fmodel / per_gpu) * 1e12 / peak;
+  r->model_tflops_per_gpu = Fmodel / r->iteration_time_s / pl->gpus / 1e12;
+  r->mfu = Fmodel / r->iteration_time_s / pl->gpus / peak;
   r->hfu_percent = 100.0 * r->hardware_tflops_per_gpu * 1e12 / peak;
   r->aggregate_pflops = r->tflops_per_gpu * pl->gpus / 1000.0;
   double tokens_per_iteration = (double)pl->global_batch * pl->model.seq_len;

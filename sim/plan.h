@@ -145,6 +145,8 @@ typedef struct {
   double hardware_tflops_per_gpu;
   double percent_of_peak;
   double mfu_percent;   /* model FLOPs (no recomputation) per second per GPU over the peak */
+  double model_tflops_per_gpu; /* model FLOPs (forward and backward, attention included, no recomputation) / s / GPU */
+  double mfu;                  /* model_tflops_per_gpu over the peak at the run's precision, a fraction */
   double hfu_percent;   /* FLOPs executed per second per GPU over the peak */
   double tokens_per_s;  /* B s per iteration time */
   double aggregate_pflops;
@@ -170,8 +172,23 @@ typedef struct {
   gboolean symmetric; /* the shortcut was used (placement uniform, not --no-symmetry) */
 } SimResult;
 
+/* Whether a run is an SC21 reproduction: Megatron's GPT (model_is_gpt)
+ * trained as Narayanan et al. 2021 ran it, so that its throughput is
+ * reported as the paper reports it, by Eq. 3.  That is the whole training
+ * step (not the layers workload) under GPipe, 1F1B or interleaved 1F1B, or
+ * under ZeRO (the paper's Table 2 comparison), with the 2021 software stack:
+ * full or no recomputation (selective came in 2022), fp16 or bf16 GEMMs,
+ * Megatron's attention kernels (fused or unfused softmax, not
+ * FlashAttention), and none of sequence parallelism, the distributed
+ * optimizer, context parallelism, TP communication overlap or the
+ * overlapped parameter all-gather.  Cluster, device, network, placement,
+ * DDP, scatter/gather and fusion may be anything (the paper varies them).
+ * Every other run -- any other shape, TeraPipe, a 2022+ mechanism -- is
+ * reported by model FLOPs and MFU, which count only what the model needs. */
+gboolean sim_plan_is_sc21_reproduction(const SimPlan *plan, const ModelProfile *profile);
+
 /* The rates of a finished iteration, from r->iteration_time_s: TFLOP/s by
- * Eq. 3 and executed, share of peak, MFU and HFU, tokens/s, aggregate
+ * Eq. 3, of model FLOPs and executed, share of peak, MFU and HFU, tokens/s, aggregate
  * PFLOP/s, and the days and GPU-hours of the token budget.  The layers
  * workload counts no logit layer. */
 void sim_plan_rates(const SimPlan *plan, const ModelProfile *profile, SimResult *r);

@@ -140,22 +140,183 @@ static void test_shape_options(void) {
   cJSON_Delete(j);
 }
 
+/* The peak a run's MFU is measured against, read from its profile's file
+ * (config.profile, a shipped profile) at its precision (config.precision). */
+static double profile_peak_tflops(const cJSON *run) {
+  const cJSON *c = obj(run, "config");
+  char *file = g_strdup_printf("%s.json", str(c, "profile"));
+  char *path = g_build_filename(g_getenv("PTDSIM_DATA_DIR"), "calibrate", "profiles", file, NULL);
+  char *text = slurp(path, NULL);
+  cJSON *prof = cJSON_Parse(text);
+  double peak = num(prof, strcmp(str(c, "precision"), "fp8") == 0 ? "peak_fp8_tflops" : "peak_tflops");
+  cJSON_Delete(prof);
+  g_free(text);
+  g_free(path);
+  g_free(file);
+  return peak;
+}
+
 /* Why: the report must say in words what the model is and what each rate
- * means, so that a newcomer can read it. */
+ * means, so that a newcomer can read it; a run that is not an SC21
+ * reproduction leads with the model's FLOPs and MFU, and shows Eq. 3 only
+ * labelled as such, after them. */
 static void test_report_text(void) {
   Proc p = run_line(LLAMA70 " --tokens 1T");
   g_assert_cmpint(p.status, ==, 0);
   g_assert_nonnull(strstr(p.out, "grouped-query attention (8 key/value heads), head dim 128; MLP 28672 SwiGLU; "
                                  "RMSNorm; rotary positions; untied logits; no linear biases\n"));
-  g_assert_nonnull(strstr(p.out, "by SC21's Eq. 3\n"));
+  cJSON *j = run_json(LLAMA70 " --tokens 1T --format json");
+  char *head = g_strdup_printf("\nthroughput %.1f TFLOP/s per GPU of model FLOPs: MFU %.1f%% of peak, %.1f PFLOP/s "
+                               "aggregate\n",
+                               num(j, "model_tflops_per_gpu"), 100 * num(j, "mfu"),
+                               num(j, "model_tflops_per_gpu") * num(obj(j, "config"), "gpus") / 1000);
+  g_assert_nonnull(strstr(p.out, head));
+  char *eq3 = g_strdup_printf("\n           %.1f TFLOP/s per GPU by SC21's Eq. 3 (%.1f%% of peak: ",
+                              num(j, "tflops_per_gpu"), num(j, "percent_of_peak"));
+  g_assert_nonnull(strstr(p.out, eq3));
+  g_assert_true(strstr(p.out, head) < strstr(p.out, eq3));
+  g_assert_null(strstr(p.out, "by SC21's Eq. 3\n"));
   g_assert_nonnull(strstr(p.out, ": HFU "));
-  g_assert_nonnull(strstr(p.out, "           MFU "));
   g_assert_nonnull(strstr(p.out, " tokens/s\n"));
   g_assert_nonnull(strstr(p.out, " GPU-hours\n"));
+  g_free(head);
+  g_free(eq3);
+  cJSON_Delete(j);
   proc_clear(&p);
   /* a GPT prints no architecture line */
   p = run_line("run --model gpt3-1b --gpus 8 --tp 2 --pp 2 --global-batch 8 --network analytic");
   g_assert_null(strstr(p.out, "multi-head attention"));
+  proc_clear(&p);
+}
+
+/* Why: the model's FLOPs are what PaLM (appendix B) and Megatron-Core count
+ * for MFU: forward and backward (3 forward passes) of every layer,
+ * attention's s x s products included, and of the logit layer, never a
+ * recomputation; so model TFLOP/s follow from the shape and the time
+ * whatever --recompute says, MFU is that over the profile's peak at the
+ * run's precision (never above it), and Eq. 3 (4 passes of the layers) is
+ * above it. */
+static void test_model_flops(void) {
+  static const char *const runs[] = {
+      LLAMA70 " --format json",
+      LLAMA70 " --recompute selective --sequence-parallel --format json",
+      LLAMA70 " --recompute none --allow-oom --format json",
+      "run --model llama3-8b --seq-len 4096 --cluster dgx-h100-superpod --gpus 64 --tp 4 --pp 2 --global-batch 64 "
+      "--network analytic --precision fp8 --format json",
+      "run --model gpt3-175b --gpus 96 --tp 8 --pp 12 --global-batch 96 --network analytic --format json"};
+  for (guint i = 0; i < G_N_ELEMENTS(runs); i++) {
+    cJSON *j = run_json(runs[i]);
+    const cJSON *c = obj(j, "config");
+    double T = num(j, "iteration_time_s"), B = num(c, "global_batch"), n = num(c, "gpus");
+    double model = B * (3 * num(c, "layers") * layer_flops(c) + 3 * logit_flops(c));
+    double peak = profile_peak_tflops(j);
+    assert_rel(num(j, "model_tflops_per_gpu"), model / T / n / 1e12, 1e-9);
+    assert_rel(num(j, "mfu"), num(j, "model_tflops_per_gpu") / peak, 1e-9);
+    assert_rel(num(j, "mfu") * 100, num(j, "mfu_percent"), 1e-9);
+    g_assert_cmpfloat(num(j, "model_tflops_per_gpu"), <=, peak);
+    g_assert_cmpfloat(num(j, "model_tflops_per_gpu"), <, num(j, "tflops_per_gpu"));
+    cJSON_Delete(j);
+  }
+}
+
+/* Why: an SC21 reproduction is Megatron's GPT on the 2021 stack as the
+ * paper ran it (sim_plan_is_sc21_reproduction); each 2022+ mechanism, each
+ * other shape, TeraPipe and the layers workload make a run that is not. */
+static void test_sc21_rule(void) {
+  static const struct {
+    const char *args;
+    gboolean sc21;
+  } cases[] = {
+      {"--model gpt3-175b --gpus 96 --tp 8 --pp 12 --global-batch 96", TRUE},
+      {"--model gpt3-175b --gpus 96 --tp 8 --pp 12 --global-batch 96 --recompute none --allow-oom", TRUE},
+      {"--model gpt3-175b --gpus 96 --tp 8 --pp 6 --global-batch 96 --schedule interleaved --chunks 2 --ddp torch "
+       "--no-scatter-gather --no-fusion",
+       TRUE},
+      {"--model gpt3-175b --gpus 96 --tp 8 --pp 12 --global-batch 96 --schedule gpipe --precision bf16", TRUE},
+      {"--model gpt3-1b --gpus 8 --tp 1 --pp 1 --global-batch 16 --zero 3", TRUE},
+      {"--layers 8 --hidden 1024 --heads 16 --seq-len 512 --gpus 8 --tp 2 --pp 2 --global-batch 8", TRUE},
+      {"--model gpt3-175b --gpus 96 --tp 8 --pp 12 --global-batch 96 --recompute selective", FALSE},
+      {"--model gpt3-175b --gpus 96 --tp 8 --pp 12 --global-batch 96 --sequence-parallel", FALSE},
+      {"--model gpt3-175b --gpus 96 --tp 8 --pp 12 --global-batch 96 --distributed-optimizer", FALSE},
+      {"--model gpt3-175b --gpus 96 --tp 8 --pp 12 --global-batch 96 --attention flash", FALSE},
+      {"--model gpt3-175b --gpus 96 --tp 8 --pp 12 --global-batch 96 --cluster dgx-h100-superpod", FALSE},
+      {"--model gpt3-175b --gpus 96 --tp 8 --pp 12 --global-batch 96 --cluster dgx-h100-superpod --attention fused "
+       "--precision fp8",
+       FALSE},
+      {"--model gpt3-1b --gpus 8 --tp 1 --pp 1 --global-batch 16 --zero 3 --attention flash", FALSE},
+      {"--model gpt3-1b --seq-len 8192 --gpus 16 --tp 2 --pp 2 --cp 2 --global-batch 16 --attention flash", FALSE},
+      {"--model gpt3-1b --gpus 16 --tp 2 --pp 2 --global-batch 16 --sequence-parallel --tp-comm-overlap", FALSE},
+      {"--model gpt3-1b --cluster aws-p3-16xlarge --gpus 16 --tp 2 --pp 8 --dp 1 --global-batch 2 --schedule "
+       "terapipe",
+       FALSE},
+      {"--model gpt3-1b --gpus 8 --tp 2 --pp 2 --global-batch 8 --swiglu", FALSE},
+      {"--model gpt3-1b --gpus 8 --tp 2 --pp 2 --global-batch 8 --num-query-groups 4", FALSE},
+      {"--model gpt3-1b --gpus 8 --tp 2 --pp 2 --global-batch 8 --untie-embeddings", FALSE},
+      {"--model llama2-7b --gpus 8 --tp 2 --pp 2 --global-batch 8 --attention fused", FALSE},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    char *line = g_strdup_printf("run %s --network analytic --format json", cases[i].args);
+    g_test_message("%s", line);
+    cJSON *j = run_json(line);
+    g_assert_cmpint(flag_of(j, "sc21_reproduction"), ==, cases[i].sc21);
+    cJSON_Delete(j);
+    g_free(line);
+  }
+}
+
+/* Why: an SC21 reproduction reports its throughput as it always has, as
+ * the paper does: Eq. 3 first, said so, then HFU and MFU, in the very
+ * words and digits of before, and the figures' Eq. 3 numbers are those of
+ * `run` of the same configuration.  GPT-3 175B on Selene with the 2021
+ * options (README's example, on the analytic network). */
+static void test_sc21_report_unchanged(void) {
+  const char *args = "run --model gpt3-175b --gpus 1536 --tp 8 --pp 16 --global-batch 1536 --micro-batch 1 --schedule "
+                     "interleaved --chunks 2 --tokens 300B --network analytic";
+  Proc p = run_line(args);
+  g_assert_cmpint(p.status, ==, 0);
+  char *json_args = g_strconcat(args, " --format json", NULL);
+  cJSON *j = run_json(json_args);
+  g_assert_true(flag_of(j, "sc21_reproduction"));
+  char *block = g_strdup_printf(
+      "\niteration  %.4f s\n"
+      "throughput %.1f TFLOP/s per GPU (%.1f%% of peak), %.1f PFLOP/s aggregate, by SC21's Eq. 3\n"
+      "           (which counts a recomputation forward whether or not one runs)\n"
+      "           %.1f TFLOP/s per GPU executed (hardware): HFU %.1f%% of peak\n"
+      "           MFU %.1f%% of peak: the model's FLOPs (forward and backward, attention included), no "
+      "recomputation\n"
+      "tokens     %.0f tokens/s\n",
+      num(j, "iteration_time_s"), num(j, "tflops_per_gpu"), num(j, "percent_of_peak"), num(j, "aggregate_pflops"),
+      num(j, "hardware_tflops_per_gpu"), num(j, "hfu_percent"), num(j, "mfu_percent"), num(j, "tokens_per_s"));
+  g_assert_nonnull(strstr(p.out, block));
+  g_assert_null(strstr(p.out, "of model FLOPs"));
+  g_free(block);
+  cJSON_Delete(j);
+  g_free(json_args);
+  proc_clear(&p);
+  /* Table 1's first and last rows are run's Eq. 3, and its text says so */
+  cJSON *t = run_json("figure megatron-table1 --network analytic --format json");
+  const cJSON *rows = arr(t, "rows");
+  for (int i = 0; i < cJSON_GetArraySize(rows); i += cJSON_GetArraySize(rows) - 1) {
+    const cJSON *row = cJSON_GetArrayItem(rows, i);
+    gboolean interleaved = strcmp(str(row, "schedule"), "interleaved") == 0;
+    char *chunks = g_strdup_printf(" --chunks %.0f", num(row, "chunks"));
+    char *line = g_strdup_printf("run --layers %.0f --hidden %.0f --heads %.0f --gpus %.0f --tp %.0f --pp %.0f "
+                                 "--global-batch %.0f --micro-batch %.0f --schedule %s%s --ddp %s --network analytic "
+                                 "--allow-oom --format json",
+                                 num(row, "layers"), num(row, "hidden"), num(row, "heads"), num(row, "gpus"),
+                                 num(row, "tp"), num(row, "pp"), num(row, "global_batch"), num(row, "micro_batch"),
+                                 str(row, "schedule"), interleaved ? chunks : "", str(row, "ddp"));
+    g_free(chunks);
+    cJSON *r = run_json(line);
+    g_assert_true(flag_of(r, "sc21_reproduction"));
+    g_assert_cmpfloat(num(r, "tflops_per_gpu"), ==, num(row, "tflops_per_gpu"));
+    cJSON_Delete(r);
+    g_free(line);
+  }
+  cJSON_Delete(t);
+  p = run_line("figure megatron-table1 --network analytic");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "(TFLOP/s per GPU, Eq. 3 FLOPs)\n"));
   proc_clear(&p);
 }
 
@@ -591,6 +752,9 @@ int main(int argc, char **argv) {
   g_test_add_func("/stack/llama-run", test_llama_run);
   g_test_add_func("/stack/shape-options", test_shape_options);
   g_test_add_func("/stack/report-text", test_report_text);
+  g_test_add_func("/stack/model-flops", test_model_flops);
+  g_test_add_func("/stack/sc21-rule", test_sc21_rule);
+  g_test_add_func("/stack/sc21-report-unchanged", test_sc21_report_unchanged);
   g_test_add_func("/stack/models-verb", test_models_verb);
   g_test_add_func("/stack/distributed-optimizer", test_distributed_optimizer);
   g_test_add_func("/stack/selective-recompute", test_selective_recompute);

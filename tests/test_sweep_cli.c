@@ -468,6 +468,42 @@ static void test_columns_cover_run(void) {
   }
 }
 
+/* Why: a sweep's rows carry the throughput a reader of today compares --
+ * model TFLOP/s per GPU and MFU -- and whether the row is an SC21
+ * reproduction (where tflops_per_gpu, Eq. 3, is the paper's figure), as
+ * run reports them; they are appended after the older columns, which keep
+ * their places (scripts read columns by position). */
+static void test_throughput_columns(void) {
+  const char *grid = "sweep --model gpt3-1b --gpus 8 --tp 2 --pp 2 --global-batch 8 --sequence-parallel=false,true "
+                     "--network analytic";
+  Proc p = run_line(grid);
+  g_assert_cmpint(p.status, ==, 0);
+  char **lines = g_strsplit(p.out, "\n", -1);
+  g_assert_true(g_str_has_suffix(lines[0], ",terapipe.context_fit_mean_rel_error,model_tflops_per_gpu,mfu,"
+                                           "sc21_reproduction"));
+  g_assert_nonnull(strstr(lines[0], ",status,reason,config.layers,"));
+  guint n;
+  const char *const *cols = search_sweep_result_columns(&n);
+  g_assert_cmpstr(cols[n - 1], ==, "sc21_reproduction");
+  static const char *const sp[] = {"", " --sequence-parallel"};
+  for (guint i = 0; i < 2; i++) {
+    char **f = g_strsplit(lines[1 + i], ",", -1);
+    guint nf = g_strv_length(f);
+    char *args = g_strdup_printf("run --model gpt3-1b --gpus 8 --tp 2 --pp 2 --global-batch 8%s --network analytic "
+                                 "--format json",
+                                 sp[i]);
+    cJSON *r = run_json(args);
+    g_assert_cmpfloat(g_ascii_strtod(f[nf - 3], NULL), ==, num(r, "model_tflops_per_gpu"));
+    g_assert_cmpfloat(g_ascii_strtod(f[nf - 2], NULL), ==, num(r, "mfu"));
+    g_assert_cmpstr(f[nf - 1], ==, i == 0 ? "true" : "false");
+    cJSON_Delete(r);
+    g_free(args);
+    g_strfreev(f);
+  }
+  g_strfreev(lines);
+  proc_clear(&p);
+}
+
 static void rm_rf(const char *path) {
   if (g_file_test(path, G_FILE_TEST_IS_DIR)) {
     GDir *d = g_dir_open(path, 0, NULL);
@@ -558,6 +594,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/sweep/bad-specs", test_bad_specs);
   g_test_add_func("/sweep/file-and-zip", test_file_and_zip);
   g_test_add_func("/sweep/columns-cover-run", test_columns_cover_run);
+  g_test_add_func("/sweep/throughput-columns", test_throughput_columns);
   int rc = g_test_run();
   rm_rf(tmpdir);
   g_free(tmpdir);

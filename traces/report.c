@@ -76,6 +76,9 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddNumberToObject(o, "percent_of_peak", r->percent_of_peak);
   cJSON_AddNumberToObject(o, "mfu_percent", r->mfu_percent);
   cJSON_AddNumberToObject(o, "hfu_percent", r->hfu_percent);
+  cJSON_AddNumberToObject(o, "model_tflops_per_gpu", r->model_tflops_per_gpu);
+  cJSON_AddNumberToObject(o, "mfu", r->mfu);
+  cJSON_AddBoolToObject(o, "sc21_reproduction", sim_plan_is_sc21_reproduction(pl, profile));
   cJSON_AddNumberToObject(o, "tokens_per_s", r->tokens_per_s);
   cJSON_AddNumberToObject(o, "aggregate_pflops", r->aggregate_pflops);
   cJSON_AddNumberToObject(o, "bubble_fraction", r->bubble_fraction);
@@ -188,15 +191,33 @@ static void slicing_text(GString *out, const cJSON *tp) {
                            100 * num(tp, "context_fit_mean_rel_error"));
 }
 
-/* The second model line, for a shape other than Megatron's GPT: what
- * differs from it. */
+/* The shape trace_shape_json wrote, read back. */
+static ModelShape shape_from_json(const cJSON *cfg) {
+  return (ModelShape){.layers = count(cfg, "layers"),
+                      .hidden = count(cfg, "hidden"),
+                      .heads = count(cfg, "heads"),
+                      .seq_len = count(cfg, "seq_len"),
+                      .vocab = count(cfg, "vocab"),
+                      .ffn_hidden = count(cfg, "ffn_hidden"),
+                      .query_groups = count(cfg, "query_groups"),
+                      .kv_channels = count(cfg, "kv_channels"),
+                      .mlp = is(cfg, "mlp", "swiglu") ? MODEL_MLP_SWIGLU : MODEL_MLP_GELU,
+                      .norm = is(cfg, "norm", "rmsnorm") ? MODEL_NORM_RMSNORM : MODEL_NORM_LAYERNORM,
+                      .position = is(cfg, "position_embedding", "rope") ? MODEL_POSITION_ROTARY : MODEL_POSITION_LEARNED,
+                      .untied = !flag(cfg, "tied_embeddings"),
+                      .no_bias = !flag(cfg, "linear_bias")};
+}
+
+/* The second model line, for a shape other than Megatron's GPT
+ * (model_is_gpt, the rule SC21 reproductions start from): what differs
+ * from it. */
 static void architecture_text(GString *out, const cJSON *cfg) {
-  guint h = count(cfg, "hidden"), a = count(cfg, "heads"), g = count(cfg, "query_groups"), d = count(cfg, "kv_channels");
-  guint f = count(cfg, "ffn_hidden");
-  gboolean swiglu = is(cfg, "mlp", "swiglu"), rms = is(cfg, "norm", "rmsnorm"), rope = is(cfg, "position_embedding", "rope");
-  gboolean tied = flag(cfg, "tied_embeddings"), bias = flag(cfg, "linear_bias");
-  if (f == 4 * h && g == a && (guint64)d * a == h && !swiglu && !rms && !rope && tied && bias)
+  ModelShape m = shape_from_json(cfg);
+  if (model_is_gpt(&m))
     return;
+  guint a = m.heads, g = model_groups(&m), d = model_head_dim(&m), f = model_ffn(&m);
+  gboolean swiglu = m.mlp == MODEL_MLP_SWIGLU, rms = m.norm == MODEL_NORM_RMSNORM;
+  gboolean rope = m.position == MODEL_POSITION_ROTARY, tied = !m.untied, bias = !m.no_bias;
   g_string_append(out, "           ");
   if (g == a)
     g_string_append_printf(out, "multi-head attention");
@@ -276,16 +297,32 @@ void trace_report_text(GString *out, const cJSON *run) {
   double T = num(run, "iteration_time_s");
   g_string_append_printf(out, "iteration  %.4f s\n", T);
   gboolean fp8 = is(cfg, "precision", "fp8");
-  g_string_append_printf(out, "throughput %.1f TFLOP/s per GPU (%.1f%% of %s), %.1f PFLOP/s aggregate, by SC21's "
-                              "Eq. 3\n           (which counts a recomputation forward whether or not one runs)\n",
-                         num(run, "tflops_per_gpu"), num(run, "percent_of_peak"), fp8 ? "the 16-bit peak" : "peak",
-                         num(run, "aggregate_pflops"));
-  g_string_append_printf(out, "           %.1f TFLOP/s per GPU executed (hardware): HFU %.1f%% of %s\n",
-                         num(run, "hardware_tflops_per_gpu"), num(run, "hfu_percent"), fp8 ? "the FP8 peak" : "peak");
-  g_string_append_printf(out,
-                         "           MFU %.1f%% of %s: the model's FLOPs (forward and backward, attention "
-                         "included), no recomputation\n",
-                         num(run, "mfu_percent"), fp8 ? "the FP8 peak" : "peak");
+  /* SC21 reproductions (and traces written before the key existed) lead
+   * with Eq. 3, as the paper reports; every other run with model FLOPs. */
+  if (!cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(run, "sc21_reproduction"))) {
+    g_string_append_printf(out, "throughput %.1f TFLOP/s per GPU (%.1f%% of %s), %.1f PFLOP/s aggregate, by SC21's "
+                                "Eq. 3\n           (which counts a recomputation forward whether or not one runs)\n",
+                           num(run, "tflops_per_gpu"), num(run, "percent_of_peak"), fp8 ? "the 16-bit peak" : "peak",
+                           num(run, "aggregate_pflops"));
+    g_string_append_printf(out, "           %.1f TFLOP/s per GPU executed (hardware): HFU %.1f%% of %s\n",
+                           num(run, "hardware_tflops_per_gpu"), num(run, "hfu_percent"), fp8 ? "the FP8 peak" : "peak");
+    g_string_append_printf(out,
+                           "           MFU %.1f%% of %s: the model's FLOPs (forward and backward, attention "
+                           "included), no recomputation\n",
+                           num(run, "mfu_percent"), fp8 ? "the FP8 peak" : "peak");
+  } else {
+    double model = num(run, "model_tflops_per_gpu");
+    g_string_append_printf(out, "throughput %.1f TFLOP/s per GPU of model FLOPs: MFU %.1f%% of %s, %.1f PFLOP/s "
+                                "aggregate\n           (the model's FLOPs: forward and backward, attention included, "
+                                "no recomputation)\n",
+                           model, 100 * num(run, "mfu"), fp8 ? "the FP8 peak" : "peak",
+                           model * count(cfg, "gpus") / 1000);
+    g_string_append_printf(out, "           %.1f TFLOP/s per GPU executed (hardware): HFU %.1f%% of %s\n",
+                           num(run, "hardware_tflops_per_gpu"), num(run, "hfu_percent"), fp8 ? "the FP8 peak" : "peak");
+    g_string_append_printf(out, "           %.1f TFLOP/s per GPU by SC21's Eq. 3 (%.1f%% of %s: it counts a "
+                                "recomputation forward always)\n",
+                           num(run, "tflops_per_gpu"), num(run, "percent_of_peak"), fp8 ? "the 16-bit peak" : "peak");
+  }
   g_string_append_printf(out, "tokens     %.0f tokens/s\n", num(run, "tokens_per_s"));
   double bubble = num(run, "bubble_fraction"), analytic = num(run, "analytic_bubble_fraction");
   if (tera) {
