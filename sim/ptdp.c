@@ -1434,6 +1434,14 @@ static gboolean observe_timeline(const Build *b, SimTimelineFn observe, gpointer
  * interleaved schedule every p (its chunks take p microbatches in turn). */
 static guint steady_step(const SimPlan *pl) { return pl->schedule == SIM_SCHEDULE_INTERLEAVED ? pl->pp : 1; }
 
+/* Schedule periods the timeline may take to repeat.  Equal stages repeat
+ * every period.  Unequal ones can settle into a pattern of two: the
+ * slowest stages, equal among themselves, take turns to hold the others up,
+ * so the pace alternates from one period to the next (seen on 1F1B with
+ * lighter end stages); the short run of an uneven plan holds whole pairs of
+ * periods, and the proof tries one period, then two. */
+static guint steady_cycle(const SimPlan *pl) { return sim_plan_uneven(pl) ? 2 : 1; }
+
 /* The microbatches of the short run for `pl`, or 0 to simulate the whole
  * iteration: the warm-up, a few periods in which the state can be seen to
  * repeat, and the cool-down, as many modulo the period as the plan has.
@@ -1442,12 +1450,13 @@ static guint steady_step(const SimPlan *pl) { return pl->schedule == SIM_SCHEDUL
 static guint steady_short_m(const SimPlan *pl, gboolean traced) {
   if (pl->exact || traced || pl->schedule == SIM_SCHEDULE_GPIPE || pl->pp < 2)
     return 0;
-  guint step = steady_step(pl), m = pl->microbatches;
+  guint step = steady_step(pl), cycle = steady_cycle(pl), m = pl->microbatches;
   /* 1F1B: the last stage's warm-up ends after p - 1 microbatches and the
    * first stage's after about 2 (p - 1) passes; interleaved, the first
    * stage warms up for 2 (p - 1) + (v - 1) p forward chunks, under two
-   * periods of p v; then SIM_STEADY_PERIODS periods. */
-  guint want = step == 1 ? pl->pp + SIM_STEADY_PERIODS : (2 + SIM_STEADY_PERIODS) * step;
+   * periods of p v; then SIM_STEADY_PERIODS periods (of `cycle` each). */
+  guint want = (step == 1 ? pl->pp : 2 * step) + SIM_STEADY_PERIODS * cycle * step;
+  step *= cycle;
   guint short_m = want + (m % step + step - want % step) % step; /* = m modulo the step */
   /* worth a try only where it saves at least half: a proof that fails
    * (transfers meeting on the flows inside the period) costs the short run */
@@ -1480,13 +1489,14 @@ static gboolean steady_same_kind(const SimEngine *e, guint op, guint copy, gpoin
   return TRUE;
 }
 
-/* Proves the short run's steady state (steady.h): each item's ops have
- * their copies in the item one period later in its stage's order, if that
- * item is the same with the microbatch one step on; the window is tried a
- * few periods into the first stage's steady part.  Sets b->steady. */
-static gboolean steady_find(Build *b) {
+/* Proves the short run's steady state (steady.h) for a period of `q`
+ * schedule periods: each item's ops have their copies in the item q
+ * periods later in its stage's order, if that item is the same with the
+ * microbatch q steps on; the window is tried a few periods into the first
+ * stage's steady part.  Sets b->steady. */
+static gboolean steady_find_q(Build *b, guint q) {
   const SimPlan *pl = b->plan;
-  guint step = steady_step(pl), L = 2 * step * b->v; /* items per period on a stage */
+  guint step = steady_step(pl) * q, L = 2 * step * b->v; /* items per period on a stage */
   guint n_ops = sim_engine_n_ops(b->e);
   guint *next = g_new(guint, MAX(n_ops, 1));
   for (guint op = 0; op < n_ops; op++)
@@ -1528,6 +1538,14 @@ static gboolean steady_find(Build *b) {
     return FALSE;
   b->steady = st;
   return TRUE;
+}
+
+/* The shortest period the short run proves (steady_cycle). */
+static gboolean steady_find(Build *b) {
+  for (guint q = 1; q <= steady_cycle(b->plan); q++)
+    if (steady_find_q(b, q))
+      return TRUE;
+  return FALSE;
 }
 
 gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,

@@ -26,14 +26,18 @@ typedef struct {
   const char *recompute;  /* NULL: full */
   const char *ddp;        /* NULL: local */
   gboolean no_sg, no_symmetry;
+  SimSplit split; /* the pipeline split (all zero: even) */
 } Cfg;
 
 static char *cfg_text(const Cfg *c) {
-  return g_strdup_printf("l=%u h=%u a=%u s=%u V=%u t=%u p=%u d=%u b=%u m=%u v=%u %s recompute=%s ddp=%s%s%s", c->layers,
-                         c->hidden, c->heads, c->seq, c->vocab, c->tp, c->pp, c->dp, c->b, c->m, c->chunks,
-                         c->schedule ? c->schedule : (c->chunks ? "interleaved" : "1f1b"),
-                         c->recompute ? c->recompute : "full", c->ddp ? c->ddp : "local",
-                         c->no_sg ? " no-sg" : "", c->no_symmetry ? " no-symmetry" : "");
+  char *split = sim_split_options(&c->split);
+  char *t = g_strdup_printf("l=%u h=%u a=%u s=%u V=%u t=%u p=%u d=%u b=%u m=%u v=%u %s recompute=%s ddp=%s%s%s%s%s",
+                            c->layers, c->hidden, c->heads, c->seq, c->vocab, c->tp, c->pp, c->dp, c->b, c->m,
+                            c->chunks, c->schedule ? c->schedule : (c->chunks ? "interleaved" : "1f1b"),
+                            c->recompute ? c->recompute : "full", c->ddp ? c->ddp : "local", c->no_sg ? " no-sg" : "",
+                            c->no_symmetry ? " no-symmetry" : "", *split ? " " : "", split);
+  g_free(split);
+  return t;
 }
 
 static void cfg_defaults(Cfg *c) {
@@ -73,6 +77,7 @@ static void build_plan(Cfg *c, SimPlan *plan) {
   r.ddp = c->ddp;
   r.no_scatter_gather = c->no_sg;
   r.no_symmetry = c->no_symmetry;
+  r.split = c->split;
   r.network = "analytic"; /* the engine's symmetry identity; flow mode has its own test (test_cli_network) */
   r.allow_oom = TRUE;
   GError *error = NULL;
