@@ -192,7 +192,8 @@ gboolean sim_split_layers(const SimSplit *sp, guint layers, guint p, guint v, gu
     char given[96];
     ends_words(sp, given, sizeof given);
     if (sp->first > layers || sp->last > layers)
-      FAIL("%s: more than the model's %u layers", given, layers);
+      FAIL("%s: more than the model's %u layers; give end stages that leave the others at least one layer each",
+           given, layers);
     guint mids = p - (sp->first ? 1 : 0) - (sp->last ? 1 : 0);
     gint64 rest = (gint64)layers - sp->first - sp->last;
     if (mids == 0 && rest != 0)
