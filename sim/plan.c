@@ -417,6 +417,9 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
          r->split.first || r->split.last ? "--first-stage-layers/--last-stage-layers"
                                          : "--account-for-embedding/--account-for-loss",
          r->zero ? "--zero" : "--schedule terapipe (whose cells hold equal layers)");
+  if (terapipe && m->layers % r->pp) /* TeraPipe's cells hold equal layers: no uneven split to suggest */
+    FAIL("--layers %u do not divide into --pp %u stages; use a pipeline size that divides the layer count", m->layers,
+         r->pp);
   guint split_first, split_mid, split_last; /* the stage layers; the chunks are checked with the schedule */
   if (!sim_split_layers(&r->split, m->layers, r->pp, 1, &split_first, &split_mid, &split_last, error))
     return FALSE;

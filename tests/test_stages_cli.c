@@ -188,6 +188,17 @@ static void test_bad(gconstpointer data) {
   proc_clear(&p);
 }
 
+/* Why: TeraPipe's cells hold equal layers; its refusal of a pipeline size
+ * that does not divide them must not suggest a split it would refuse. */
+static void test_terapipe_no_hint(void) {
+  Proc p = run_line("run --model gpt3-1b --cluster aws-p3-16xlarge --gpus 7 --tp 1 --pp 7 --dp 1 --global-batch 8 "
+                    "--schedule terapipe");
+  assert_one_line_error(&p, "--layers 24 do not divide into --pp 7 stages");
+  g_assert_null(strstr(p.err, "--first-stage-layers"));
+  g_assert_null(strstr(p.err, "--account-for"));
+  proc_clear(&p);
+}
+
 /* Why: plan must find the splits Megatron users run when the layers do
  * not divide (126 layers on 8 and 16 stages), and every row's command --
  * with the split's options -- must be the very simulation of the row. */
@@ -303,6 +314,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/stages/interleaved", test_interleaved);
   g_test_add_func("/stages/even-is-even", test_even_is_even);
   g_test_add_func("/stages/suggestions-run", test_suggestions_run);
+  g_test_add_func("/stages/terapipe-no-hint", test_terapipe_no_hint);
   for (guint i = 0; i < G_N_ELEMENTS(bad_cases); i++) {
     char *path = g_strdup_printf("/stages/bad/%s", bad_cases[i].name);
     g_test_add_data_func(path, &bad_cases[i], test_bad);
