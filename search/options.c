@@ -74,9 +74,9 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                                       "--decoder-last-pipeline-num-layers)",
                                       NULL},
     [SEARCH_OPT_ACCOUNT_EMBEDDING] = {"account-for-embedding", SEARCH_OPT_FLAG, NULL,
-                                      "Count the embedding as a layer in the pipeline split: the first stage holds "
-                                      "one layer fewer, (layers + 1) / p on the others (Megatron's "
-                                      "--account-for-embedding-in-pipeline-split)",
+                                      "Count the embedding as a layer in the pipeline split ((layers + 1) / p a "
+                                      "stage, + 2 with --account-for-loss): the first stage holds one layer fewer "
+                                      "(Megatron's --account-for-embedding-in-pipeline-split)",
                                       NULL},
     [SEARCH_OPT_ACCOUNT_LOSS] = {"account-for-loss", SEARCH_OPT_FLAG, NULL,
                                  "Count the loss as a layer in the pipeline split: the last stage holds one layer "
