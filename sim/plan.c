@@ -203,7 +203,7 @@ gboolean sim_split_layers(const SimSplit *sp, guint layers, guint p, guint v, gu
     if (mids > 0 && rest < (gint64)mids)
       FAIL("%u layers with %s leave %" G_GINT64_FORMAT " for %u %s: fewer than one each; give the end stages fewer "
            "layers",
-           layers, given, rest, mids, mids == 1 ? "middle stage" : "middle stages");
+           layers, given, MAX(rest, 0), mids, mids == 1 ? "middle stage" : "middle stages");
     if (mids > 0 && rest % mids) {
       /* the nearest fix: the end stages take the remainder */
       guint r = (guint)(rest % mids);
