@@ -30,6 +30,13 @@ static void row_json(const SearchRow *r, gboolean tokens, cJSON *rows) {
   cJSON_AddBoolToObject(o, "distributed_optimizer", r->distributed_optimizer);
   if (r->attention && *r->attention)
     cJSON_AddStringToObject(o, "attention", r->attention);
+  if (r->uneven) { /* as run's config has it */
+    cJSON *per = cJSON_AddArrayToObject(o, "layers_per_stage");
+    for (guint s = 0; s < r->pp; s++)
+      cJSON_AddItemToArray(per, cJSON_CreateNumber(s == 0            ? r->first_layers
+                                                   : s == r->pp - 1 ? r->last_layers
+                                                                    : r->mid_layers));
+  }
   if (r->status == SEARCH_ROW_RANKED) {
     cJSON_AddNumberToObject(o, "iteration_time_s", r->iteration_time_s);
     cJSON_AddNumberToObject(o, "tflops_per_gpu", r->tflops_per_gpu);
@@ -52,8 +59,19 @@ static void row_json(const SearchRow *r, gboolean tokens, cJSON *rows) {
   cJSON_AddItemToArray(rows, o);
 }
 
+/* A row's layers per stage: "16" when even, else first/middle/last
+ * ("15/16/15"; "62/64" on two stages). */
+static void layers_text(const SearchRow *r, char *buf, gsize len) {
+  if (!r->uneven)
+    g_snprintf(buf, len, "%u", r->first_layers);
+  else if (r->pp == 2)
+    g_snprintf(buf, len, "%u/%u", r->first_layers, r->last_layers);
+  else
+    g_snprintf(buf, len, "%u/%u/%u", r->first_layers, r->mid_layers, r->last_layers);
+}
+
 static void row_text(GString *text, const char *label, const SearchRow *r, gboolean tokens, gboolean with_cp,
-                     gboolean eq3) {
+                     gboolean with_layers, gboolean eq3) {
   char sched[16];
   if (r->zero)
     g_snprintf(sched, sizeof sched, "zero-%u", r->zero);
@@ -62,6 +80,12 @@ static void row_text(GString *text, const char *label, const SearchRow *r, gbool
   g_string_append_printf(text, "%4s %5u %3u %3u %4u", label, r->gpus, r->tp, r->pp, r->dp);
   if (with_cp)
     g_string_append_printf(text, " %3u", MAX(r->cp, 1u));
+  if (with_layers) {
+    char layers[40] = "-";
+    if (!r->zero && r->first_layers)
+      layers_text(r, layers, sizeof layers);
+    g_string_append_printf(text, " %-11s", layers);
+  }
   g_string_append_printf(text, " %3u %-11s %2u %-9s %-3s %-4s %-7s", r->micro_batch, sched, r->chunks, search_recompute_word(r->recompute),
                          r->sequence_parallel ? "on" : "-", r->distributed_optimizer ? "on" : "-",
                          r->attention && *r->attention ? r->attention : "-");
@@ -96,9 +120,10 @@ int cli_plan(int argc, char **argv) {
   cli_args_init(&args, "- rank the parallel configurations of a model on a GPU budget");
   g_option_context_set_summary(
       args.ctx,
-      "Searches t (dividing the GPUs per node and the heads), p (dividing the layers), d = n/(t*p), the\n"
-      "microbatch b (dividing B/d), 1F1B or interleaved with v chunks, and full or no recomputation\n"
-      "(Megatron local DDP), and where t = p = 1 ZeRO stages 1-3 instead; skips what does not fit in\n"
+      "Searches t (dividing the GPUs per node and the heads), p (dividing the layers, or with the first\n"
+      "and last stages a few layers short, as Megatron's uneven split), d = n/(t*p), the microbatch b\n"
+      "(dividing B/d), 1F1B or interleaved with v chunks, and full or no recomputation (Megatron local\n"
+      "DDP), and where t = p = 1 ZeRO stages 1-3 instead; skips what does not fit in\n"
       "memory, simulates the rest with the analytic network by default, and ranks by iteration time (the\n"
       "batch is fixed, so also by tokens/s and training days).  --gpus is the budget.  Any other\n"
       "configuration option pins the search: --tp 8 searches t = 8 only, --schedule interleaved the\n"
@@ -185,9 +210,17 @@ int cli_plan(int argc, char **argv) {
       with_cp = with_cp || g_array_index(res.rows, SearchRow, i).cp > 1;
     for (guint i = 0; i < res.rejected->len; i++)
       with_cp = with_cp || g_array_index(res.rejected, SearchRow, i).cp > 1;
+    /* a layers column where some row splits its pipeline unevenly */
+    gboolean with_layers = FALSE;
+    for (guint i = 0; i < k; i++)
+      with_layers = with_layers || g_array_index(res.rows, SearchRow, i).uneven;
+    for (guint i = 0; show_all && i < res.rejected->len; i++)
+      with_layers = with_layers || g_array_index(res.rejected, SearchRow, i).uneven;
     g_string_append_printf(text, "%4s %5s %3s %3s %4s", "rank", "gpus", "t", "p", "d");
     if (with_cp)
       g_string_append_printf(text, " %3s", "cp");
+    if (with_layers)
+      g_string_append_printf(text, " %-11s", "layers");
     g_string_append_printf(text, " %3s %-11s %2s %-9s %-3s %-4s %-7s %11s", "b", "schedule", "v", "recompute", "sp",
                            "dopt", "attn", "iteration_s");
     if (eq3)
@@ -200,7 +233,7 @@ int cli_plan(int argc, char **argv) {
     for (guint i = 0; i < k; i++) {
       char label[16];
       g_snprintf(label, sizeof label, "%u", i + 1);
-      row_text(text, label, &g_array_index(res.rows, SearchRow, i), tokens, with_cp, eq3);
+      row_text(text, label, &g_array_index(res.rows, SearchRow, i), tokens, with_cp, with_layers, eq3);
     }
     if (k && eq3)
       g_string_append(text, "\nEq3_TFLOP/s: per GPU by SC21's Eq. 3, as the paper reports its runs (it counts a "
@@ -220,7 +253,7 @@ int cli_plan(int argc, char **argv) {
     if (show_all && res.rejected->len) {
       g_string_append_printf(text, "\nnot ranked (%u):\n", res.rejected->len);
       for (guint i = 0; i < res.rejected->len; i++)
-        row_text(text, "-", &g_array_index(res.rejected, SearchRow, i), tokens, with_cp, eq3);
+        row_text(text, "-", &g_array_index(res.rejected, SearchRow, i), tokens, with_cp, with_layers, eq3);
     }
     fputs(text->str, stdout);
     g_string_free(text, TRUE);

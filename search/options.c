@@ -64,6 +64,24 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                                      "--num-layers-per-virtual-pipeline-stage)",
                                      NULL},
     [SEARCH_OPT_CHUNKS] = {"chunks", SEARCH_OPT_COUNT, "V", "Interleaved: model chunks v per GPU", NULL},
+    [SEARCH_OPT_FIRST_STAGE_LAYERS] = {"first-stage-layers", SEARCH_OPT_COUNT, "N",
+                                       "Layers of the first pipeline stage, the rest split evenly over the middle "
+                                       "stages (Megatron's --decoder-first-pipeline-num-layers; interleaved: a "
+                                       "multiple of the chunks)",
+                                       NULL},
+    [SEARCH_OPT_LAST_STAGE_LAYERS] = {"last-stage-layers", SEARCH_OPT_COUNT, "N",
+                                      "Layers of the last pipeline stage (Megatron's "
+                                      "--decoder-last-pipeline-num-layers)",
+                                      NULL},
+    [SEARCH_OPT_ACCOUNT_EMBEDDING] = {"account-for-embedding", SEARCH_OPT_FLAG, NULL,
+                                      "Count the embedding as a layer in the pipeline split ((layers + 1) / p a "
+                                      "stage, + 2 with --account-for-loss): the first stage holds one layer fewer "
+                                      "(Megatron's --account-for-embedding-in-pipeline-split)",
+                                      NULL},
+    [SEARCH_OPT_ACCOUNT_LOSS] = {"account-for-loss", SEARCH_OPT_FLAG, NULL,
+                                 "Count the loss as a layer in the pipeline split: the last stage holds one layer "
+                                 "fewer (Megatron's --account-for-loss-in-pipeline-split)",
+                                 NULL},
     [SEARCH_OPT_SLICES] = {"slices", SEARCH_OPT_TEXT, "SPEC",
                            "TeraPipe token slicing: auto (the DP, with batch slicing), uniform:N, or token counts "
                            "512,384,...",
@@ -335,6 +353,10 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->micro_batch = count_or(c, SEARCH_OPT_MICRO_BATCH, 1);
   r->layers_per_chunk = count_or(c, SEARCH_OPT_LAYERS_PER_CHUNK, 0);
   r->chunks = count_or(c, SEARCH_OPT_CHUNKS, 0);
+  r->split.first = count_or(c, SEARCH_OPT_FIRST_STAGE_LAYERS, 0);
+  r->split.last = count_or(c, SEARCH_OPT_LAST_STAGE_LAYERS, 0);
+  r->split.embedding = c->given[SEARCH_OPT_ACCOUNT_EMBEDDING];
+  r->split.loss = c->given[SEARCH_OPT_ACCOUNT_LOSS];
   r->granularity = count_or(c, SEARCH_OPT_GRANULARITY, 0);
   r->zero = count_or(c, SEARCH_OPT_ZERO, 0);
   if (!search_tokens(c->text[SEARCH_OPT_TOKENS], &r->tokens, error))

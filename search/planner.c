@@ -42,9 +42,11 @@ int search_row_cmp(const SearchRow *a, const SearchRow *b) {
       (c = cmp_uint(a->schedule, b->schedule)) || (c = cmp_uint(a->chunks, b->chunks)) ||
       (c = cmp_uint(a->zero, b->zero)) || (c = cmp_uint(a->recompute, b->recompute)) ||
       (c = cmp_uint(a->sequence_parallel, b->sequence_parallel)) ||
-      (c = cmp_uint(a->distributed_optimizer, b->distributed_optimizer)) || (c = strcmp(a->attention, b->attention)))
+      (c = cmp_uint(a->distributed_optimizer, b->distributed_optimizer)) || (c = strcmp(a->attention, b->attention)) ||
+      (c = cmp_uint(a->split.first, b->split.first)) || (c = cmp_uint(a->split.last, b->split.last)) ||
+      (c = cmp_uint(a->split.embedding, b->split.embedding)))
     return c;
-  return 0;
+  return cmp_uint(a->split.loss, b->split.loss);
 }
 
 static int row_cmp(const void *a, const void *b) { return search_row_cmp(a, b); }
@@ -76,6 +78,7 @@ typedef struct {
   gboolean sp;          /* sequence parallelism (t > 1 only) */
   gboolean dist;        /* the distributed optimizer (d > 1 only) */
   gint attention;       /* a ModelAttention searched, or -1: as given, or the device's default */
+  SimSplit split;       /* the pipeline split searched (all zero: even, or as given) */
 } Candidate;
 
 typedef struct {
@@ -83,6 +86,7 @@ typedef struct {
   const ModelProfile *profile;
   const TopoCluster *cluster;
   const char *network; /* the network every candidate runs on */
+  gboolean split_given; /* the user's options pin the pipeline split */
   SearchResult *out;
   GArray *best; /* the `keep` smallest iteration times so far, ascending */
   SearchRow *wave; /* rows of the batch being simulated */
@@ -126,7 +130,6 @@ static void candidate_config(const Search *s, const Candidate *c, SearchConfig *
     if (c->schedule == SIM_SCHEDULE_INTERLEAVED)
       SET(SEARCH_OPT_CHUNKS, c->v);
   }
-#undef SET
   search_config_set(cfg, SEARCH_OPT_RECOMPUTE, search_recompute_word(c->recompute), NULL);
   if (c->sp)
     search_config_set(cfg, SEARCH_OPT_SEQUENCE_PARALLEL, NULL, NULL);
@@ -137,6 +140,17 @@ static void candidate_config(const Search *s, const Candidate *c, SearchConfig *
     search_config_set(cfg, SEARCH_OPT_ATTENTION, c->attention == MODEL_ATTENTION_FLASH ? "flash" : "fused", NULL);
   }
   search_config_set(cfg, SEARCH_OPT_NETWORK, s->network, NULL);
+  if (!s->split_given) {
+    if (c->split.first)
+      SET(SEARCH_OPT_FIRST_STAGE_LAYERS, c->split.first);
+    if (c->split.last)
+      SET(SEARCH_OPT_LAST_STAGE_LAYERS, c->split.last);
+    if (c->split.embedding)
+      search_config_set(cfg, SEARCH_OPT_ACCOUNT_EMBEDDING, NULL, NULL);
+    if (c->split.loss)
+      search_config_set(cfg, SEARCH_OPT_ACCOUNT_LOSS, NULL, NULL);
+  }
+#undef SET
 }
 
 /* What a candidate is, before any simulation: its row, status and plan. */
@@ -147,7 +161,7 @@ static void classify(Search *s, const Candidate *c, SearchRow *row, SimPlan *pla
                      .cp = c->cp,
                      .micro_batch = c->b, .chunks = c->v, .schedule = c->schedule, .zero = c->zero,
                      .recompute = c->recompute, .sequence_parallel = c->sp, .distributed_optimizer = c->dist,
-                     .attention = ""};
+                     .attention = "", .split = c->split};
   SimPlanRequest r;
   GError *err = NULL;
   if (!search_config_request(&row->config, &r, &err) || !sim_plan_build(&r, s->cluster, plan, &err) ||
@@ -160,6 +174,11 @@ static void classify(Search *s, const Candidate *c, SearchRow *row, SimPlan *pla
   row->attention = sim_plan_attention_ran(plan, s->profile);
   row->microbatches = plan->microbatches;
   row->chunks = plan->chunks;
+  row->split = plan->split;
+  row->uneven = !c->zero && sim_plan_uneven(plan);
+  row->first_layers = sim_plan_stage_layers(plan, 0);
+  row->mid_layers = plan->pp > 2 ? sim_plan_stage_layers(plan, 1) : 0;
+  row->last_layers = sim_plan_stage_layers(plan, plan->pp - 1);
   ModelMemory mem;
   guint stage;
   if (c->zero)
@@ -295,6 +314,21 @@ static gboolean pinned(const SearchConfig *c, SearchOptId id, guint *v) {
   return TRUE;
 }
 
+/* The pipeline splits to try on p stages: the user's, where given and it
+ * fits; else the even split where p divides the layers and the uneven ones
+ * a Megatron user would try (sim_split_candidates). */
+static guint splits_of(const Search *s, const SimPlanRequest *base, guint p, SimSplit *out) {
+  guint f, mid, l;
+  if (s->split_given) {
+    out[0] = base->split;
+    return sim_split_layers(&base->split, base->model.layers, p, 1, &f, &mid, &l, NULL) ? 1 : 0;
+  }
+  guint n = 0;
+  if (base->model.layers % p == 0)
+    out[n++] = (SimSplit){0};
+  return n + sim_split_candidates(base->model.layers, p, out + n, SEARCH_MAX_SPLITS - n);
+}
+
 gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const TopoCluster *cluster,
                     SearchResult *out, GError **error) {
   memset(out, 0, sizeof *out);
@@ -332,11 +366,13 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
   s->profile = profile;
   s->cluster = cluster;
   s->network = network;
+  s->split_given = cfg->given[SEARCH_OPT_FIRST_STAGE_LAYERS] || cfg->given[SEARCH_OPT_LAST_STAGE_LAYERS] ||
+                   cfg->given[SEARCH_OPT_ACCOUNT_EMBEDDING] || cfg->given[SEARCH_OPT_ACCOUNT_LOSS];
   s->out = out;
   s->best = g_array_new(FALSE, FALSE, sizeof(double));
   /* The (t, p, d) triples: t inside a node and dividing the heads (hence
-   * the hidden size), the key/value groups and the MLP width, p dividing the
-   * layers, d dividing the batch; a pinned
+   * the hidden size), the key/value groups and the MLP width, p with a
+   * split of the layers (splits_of), d dividing the batch; a pinned
    * size is taken as given (the plan checks say if it cannot run). */
   guint pin;
   GArray *tpd = g_array_new(FALSE, FALSE, sizeof(Triple));
@@ -346,7 +382,8 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
                                                m->hidden % t || model_groups(m) % t || model_ffn(m) % t)
       continue;
     for (guint p = 1; p <= m->layers; p++) {
-      if ((pinned(cfg, SEARCH_OPT_PP, &pin) ? p != pin : m->layers % p != 0) || (guint64)t * p > n)
+      SimSplit splits[SEARCH_MAX_SPLITS];
+      if ((pinned(cfg, SEARCH_OPT_PP, &pin) ? p != pin : splits_of(s, &base, p, splits) == 0) || (guint64)t * p > n)
         continue;
       for (guint cp = 1; cp <= SEARCH_MAX_CP; cp++) {
         /* context parallelism: sizes that split the sequence into 2 cp
@@ -368,7 +405,8 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
   g_array_sort(tpd, triple_cmp);
   /* Per triple: b, then the schedule and v, then recompute; then ZeRO. */
   gboolean zero_ok = !sched && !cfg->given[SEARCH_OPT_DDP] && !cfg->given[SEARCH_OPT_CHUNKS] &&
-                     !cfg->given[SEARCH_OPT_LAYERS_PER_CHUNK] && !cfg->given[SEARCH_OPT_DISTRIBUTED_OPTIMIZER];
+                     !cfg->given[SEARCH_OPT_LAYERS_PER_CHUNK] && !cfg->given[SEARCH_OPT_DISTRIBUTED_OPTIMIZER] &&
+                     !s->split_given;
   gboolean ptdp_ok = !cfg->given[SEARCH_OPT_ZERO];
   /* the attention kernels to try: flash and Megatron's where the device has
    * flash's figures, else its default alone */
@@ -388,8 +426,25 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
   GArray *cands = g_array_new(FALSE, FALSE, sizeof(Candidate));
   for (guint i = 0; i < tpd->len; i++) {
     Triple x = g_array_index(tpd, Triple, i);
-    guint p = x.p, per_replica = MAX(1u, B / x.d), lps = MAX(1u, m->layers / p);
+    guint p = x.p, per_replica = MAX(1u, B / x.d);
+    SimSplit splits[SEARCH_MAX_SPLITS];
+    guint n_splits = splits_of(s, &base, p, splits);
+    if (n_splits == 0) { /* a pinned p that no split fits: the plan checks say why */
+      splits[0] = base.split;
+      n_splits = 1;
+    }
+    for (guint si = 0; si < n_splits; si++)
     for (guint b = 1; b <= per_replica; b++) {
+      /* the chunks divide the layers of each stage (the shares the split
+       * gives: the plan checks refuse what they cannot take) */
+      SimSplit split = splits[si];
+      guint f_l = 0, lps = 0, l_l = 0;
+      if (!sim_split_layers(&split, m->layers, p, 1, &f_l, &lps, &l_l, NULL))
+        lps = MAX(1u, m->layers / p);
+      gboolean ends = split.first || split.last;
+      guint f_v, m_v, l_v; /* the same with v chunks */
+      if (ends && p == 2)
+        lps = f_l; /* no middle stage */
       if (pinned(cfg, SEARCH_OPT_MICRO_BATCH, &pin) ? b != pin : per_replica % b != 0)
         continue;
       guint mb = per_replica / b;
@@ -403,7 +458,9 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
         for (guint v = 1; ptdp_ok && v <= lps; v++) {
           /* v = 1: 1F1B (or GPipe, pinned); v >= 2: interleaved, which needs
            * p >= 2 and m a multiple of p. */
-          if (lps % v || (v > 1 && (p < 2 || mb % p)))
+          if (lps % v || (v > 1 && (p < 2 || mb % p)) ||
+              (v > 1 && (ends || split.embedding || split.loss) &&
+               !sim_split_layers(&split, m->layers, p, v, &f_v, &m_v, &l_v, NULL)))
             continue;
           SimSchedule sc = v > 1 ? SIM_SCHEDULE_INTERLEAVED : SIM_SCHEDULE_1F1B;
           if (sched && strcmp(sched, "gpipe") == 0 && v == 1)
@@ -411,7 +468,7 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
           else if (sched && strcmp(sched, schedule_word(sc)) != 0)
             continue;
           if ((cfg->given[SEARCH_OPT_CHUNKS] && v != cfg->count[SEARCH_OPT_CHUNKS]) ||
-              (cfg->given[SEARCH_OPT_LAYERS_PER_CHUNK] && v * cfg->count[SEARCH_OPT_LAYERS_PER_CHUNK] != lps))
+              (cfg->given[SEARCH_OPT_LAYERS_PER_CHUNK] && (ends || v * cfg->count[SEARCH_OPT_LAYERS_PER_CHUNK] != lps)))
             continue;
           /* sequence parallelism where there is tensor parallelism, the
            * distributed optimizer where there is data parallelism: both
@@ -426,17 +483,17 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
                   continue;
                 if (x.cp > 1 && n_attn > 1 && attn[ai] != MODEL_ATTENTION_FLASH)
                   continue; /* ring attention runs on FlashAttention's kernels */
-                Candidate c = {x.t, p, x.d, b, v, 0, x.cp, rc, sc, sp, dist, attn[ai]};
+                Candidate c = {x.t, p, x.d, b, v, 0, x.cp, rc, sc, sp, dist, attn[ai], s->split_given ? (SimSplit){0} : split};
                 g_array_append_val(cands, c);
               }
         }
         /* ZeRO data parallelism, without model parallelism (as SC21 runs it) */
-        for (guint z = 1; zero_ok && rc != MODEL_RECOMPUTE_SELECTIVE && x.t == 1 && p == 1 && x.cp == 1 && x.d > 1 &&
-                          z <= 3;
+        for (guint z = 1; zero_ok && si == 0 && rc != MODEL_RECOMPUTE_SELECTIVE && x.t == 1 && p == 1 && x.cp == 1 &&
+                          x.d > 1 && z <= 3;
              z++) {
           if (cfg->given[SEARCH_OPT_ZERO] && z != cfg->count[SEARCH_OPT_ZERO])
             continue;
-          Candidate c = {1, 1, x.d, b, 1, z, 1, rc, SIM_SCHEDULE_1F1B, FALSE, FALSE, -1};
+          Candidate c = {1, 1, x.d, b, 1, z, 1, rc, SIM_SCHEDULE_1F1B, FALSE, FALSE, -1, {0}};
           g_array_append_val(cands, c);
         }
       }
@@ -459,14 +516,17 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
       static const SearchOptId pinnable[] = {SEARCH_OPT_TP,       SEARCH_OPT_PP,    SEARCH_OPT_DP,
                                              SEARCH_OPT_MICRO_BATCH, SEARCH_OPT_SCHEDULE, SEARCH_OPT_CHUNKS,
                                              SEARCH_OPT_LAYERS_PER_CHUNK, SEARCH_OPT_RECOMPUTE, SEARCH_OPT_ZERO,
-                                             SEARCH_OPT_DDP};
+                                             SEARCH_OPT_DDP, SEARCH_OPT_FIRST_STAGE_LAYERS,
+                                             SEARCH_OPT_LAST_STAGE_LAYERS, SEARCH_OPT_ACCOUNT_EMBEDDING,
+                                             SEARCH_OPT_ACCOUNT_LOSS};
       for (guint k = 0; k < G_N_ELEMENTS(pinnable); k++)
         if (pinnable[k] == i && cfg->given[i])
           g_string_append_printf(pins, "%s--%s", pins->len ? ", " : "", search_option((SearchOptId)i)->name);
     }
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                "no candidate agrees with %s: a candidate needs t*p*d = %u GPUs%s with p dividing the layers and d "
-                "the batch, b dividing the batch per replica, and v chunks dividing the layers per stage; change %s%s",
+                "no candidate agrees with %s: a candidate needs t*p*d = %u GPUs%s with the layers split over p stages "
+                "and d dividing the batch, b dividing the batch per replica, and v chunks dividing the layers per "
+                "stage; change %s%s",
                 pins->len ? pins->str : "the model and batch", n, req->allow_fewer ? " or fewer" : "",
                 pins->len ? "the pinned options" : "--gpus or --global-batch",
                 req->allow_fewer ? "" : " or add --allow-fewer");

@@ -1,5 +1,6 @@
 /* ptdsim — the configuration search behind `ptdsim plan`: every (t, p, d, b,
- * schedule, v, recompute) that a model, GPU budget and global batch allow,
+ * schedule, v, recompute, pipeline split) that a model, GPU budget and
+ * global batch allow,
  * and ZeRO stages 1-3 for t = p = 1 (sim/zero.h), the ones that fit in
  * memory simulated (on every core), ranked by iteration time.  Options the
  * user gives pin the search: --tp 8 searches t = 8 only, --schedule
@@ -14,7 +15,9 @@
 typedef struct {
   /* The user's options: model, gpus (the budget), global batch and any
    * other; tp, pp, dp, micro-batch, schedule, chunks or layers-per-chunk,
-   * recompute, zero and ddp, when given, pin the search to them. */
+   * recompute, zero, ddp and the pipeline split (--first-stage-layers,
+   * --last-stage-layers, --account-for-embedding, --account-for-loss),
+   * when given, pin the search to them. */
   const SearchConfig *config;
   gboolean allow_fewer; /* also t*p*d < gpus (every d that divides the batch) */
   guint keep;           /* rows wanted (--top); candidates that provably cannot enter the best `keep` are
@@ -41,6 +44,9 @@ typedef struct {
   ModelRecompute recompute;
   gboolean sequence_parallel, distributed_optimizer;
   const char *attention; /* the kernels it ran: flash, fused or unfused (static strings) */
+  SimSplit split;        /* the pipeline split (all zero: even) */
+  gboolean uneven;       /* its stages hold different numbers of layers (or its chunks do) */
+  guint first_layers, mid_layers, last_layers; /* stage 0's, a middle stage's and stage p - 1's layers */
   double iteration_time_s, tflops_per_gpu, memory_GiB, training_days, tokens_per_s; /* memory: also when OOM */
   double model_tflops_per_gpu, mfu; /* model FLOPs per second per GPU, and over the peak (a fraction) */
   double peak_tflops;               /* the peak MFU is measured against: the run's precision's */
@@ -53,6 +59,9 @@ typedef struct {
  * sequences gain nothing from it: their activations are small next to the
  * model state, and the ring's hops stop hiding behind the attention). */
 #define SEARCH_MAX_CP 16u
+/* Pipeline splits plan tries per p: the even one where p divides the
+ * layers, and at most this many uneven ones in all (sim_split_candidates). */
+#define SEARCH_MAX_SPLITS 4u
 #define SEARCH_MIN_CP_TOKENS 4096u
 
 /* "none", "full" or "selective". */
@@ -72,8 +81,8 @@ typedef struct {
 /* Enumerates (largest GPU count first), checks memory, prunes, simulates
  * what is left in batches of a fixed size (so that what is pruned does not
  * depend on the number of threads) and sorts: iteration time ascending,
- * ties by (memory, gpus, t, p, d, b, schedule, v, zero, recompute), a total
- * order.  Fails with one line when nothing fits. */
+ * ties by (memory, gpus, t, p, d, b, schedule, v, zero, recompute, ...,
+ * split), a total order.  Fails with one line when nothing fits. */
 gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const TopoCluster *cluster,
                     SearchResult *out, GError **error);
 void search_result_clear(SearchResult *r);

@@ -14,7 +14,7 @@ static const char *const result_columns[] = {
     "config.query_groups", "config.kv_channels", "config.mlp", "config.norm", "config.position_embedding",
     "config.tied_embeddings", "config.linear_bias", "config.parameters",
     "config.gpus", "config.tp", "config.pp", "config.dp", "config.cp", "config.global_batch", "config.micro_batch",
-    "config.microbatches", "config.chunks", "config.schedule", "config.recompute", "config.ddp", "config.distributed_optimizer", "config.sequence_parallel", "config.tp_comm_overlap", "config.overlap_param_gather", "config.attention", "config.precision",
+    "config.microbatches", "config.chunks", "config.layers_per_stage", "config.layers_per_virtual_stage", "config.schedule", "config.recompute", "config.ddp", "config.distributed_optimizer", "config.sequence_parallel", "config.tp_comm_overlap", "config.overlap_param_gather", "config.attention", "config.precision",
     "config.scatter_gather", "config.fusion", "config.cluster", "config.profile", "config.network",
     "config.placement", "config.workload", "config.zero", "iteration_time_s", "tflops_per_gpu",
     "hardware_tflops_per_gpu", "percent_of_peak", "mfu_percent", "hfu_percent", "tokens_per_s", "aggregate_pflops", "bubble_fraction", "analytic_bubble_fraction",

@@ -113,6 +113,241 @@ static gboolean parse_slices(const SimPlanRequest *r, SimPlan *plan, GError **er
   return TRUE;
 }
 
+/* --- the pipeline split --- */
+
+/* "--first-stage-layers 14 and --last-stage-layers 14": the end stages a
+ * split gives. */
+static void ends_words(const SimSplit *sp, char *buf, gsize len) {
+  if (sp->first && sp->last)
+    g_snprintf(buf, len, "--first-stage-layers %u and --last-stage-layers %u", sp->first, sp->last);
+  else if (sp->first)
+    g_snprintf(buf, len, "--first-stage-layers %u", sp->first);
+  else
+    g_snprintf(buf, len, "--last-stage-layers %u", sp->last);
+}
+
+char *sim_split_options(const SimSplit *sp) {
+  GString *s = g_string_new(NULL);
+  if (sp->first)
+    g_string_append_printf(s, "--first-stage-layers %u", sp->first);
+  if (sp->last)
+    g_string_append_printf(s, "%s--last-stage-layers %u", s->len ? " " : "", sp->last);
+  if (sp->embedding)
+    g_string_append_printf(s, "%s--account-for-embedding", s->len ? " " : "");
+  if (sp->loss)
+    g_string_append_printf(s, "%s--account-for-loss", s->len ? " " : "");
+  return g_string_free(s, FALSE);
+}
+
+/* ", e.g. --account-for-embedding --account-for-loss (15 layers on the
+ * first and last stage, 16 on the others)": the first uneven split that
+ * fits `layers` on p stages, or "" where there is none. */
+static void split_example(guint layers, guint p, char *buf, gsize len) {
+  SimSplit c;
+  guint f, mid, l;
+  buf[0] = '\0';
+  if (sim_split_candidates(layers, p, &c, 1) == 0 || !sim_split_layers(&c, layers, p, 1, &f, &mid, &l, NULL))
+    return;
+  f -= c.embedding;
+  l -= c.loss;
+  char *opts = sim_split_options(&c);
+  if (p == 2)
+    g_snprintf(buf, len, ", e.g. %s (%u layers on the first stage, %u on the last)", opts, f, l);
+  else if (f == l)
+    g_snprintf(buf, len, ", e.g. %s (%u layers on the first and last stage, %u on the others)", opts, f, mid);
+  else
+    g_snprintf(buf, len, ", e.g. %s (%u layers on the first stage, %u on the last, %u on the others)", opts, f, l,
+               mid);
+  g_free(opts);
+}
+
+gboolean sim_split_layers(const SimSplit *sp, guint layers, guint p, guint v, guint *first, guint *mid,
+                          guint *last, GError **error) {
+  gboolean ends = sp->first || sp->last, extra = sp->embedding || sp->loss;
+  char eg[160];
+  if (!ends && !extra) {
+    if (layers % p) {
+      split_example(layers, p, eg, sizeof eg);
+      FAIL("--layers %u do not divide into --pp %u stages; use a pipeline size that divides the layer count, or "
+           "split it unevenly with --first-stage-layers/--last-stage-layers or --account-for-embedding/"
+           "--account-for-loss%s",
+           layers, p, eg);
+    }
+    *first = *mid = *last = layers / p;
+    if ((layers / p) % v)
+      FAIL("--chunks %u does not divide the %u layers of each stage; pick a divisor", v, layers / p);
+    return TRUE;
+  }
+  if (p < 2)
+    FAIL("%s shape the end stages of a pipeline; use them with --pp 2 or more",
+         ends ? "--first-stage-layers/--last-stage-layers" : "--account-for-embedding/--account-for-loss");
+  /* Megatron-Core refuses the two together (TransformerConfig) */
+  if (ends && extra)
+    FAIL("give the end stages' layers (--first-stage-layers, --last-stage-layers) or count the embedding and the "
+         "loss as layers (--account-for-embedding, --account-for-loss), not both, as Megatron requires");
+  if (ends) {
+    /* transformer_config.py: each end stage given holds that many layers,
+     * the rest divide evenly over the stages left (a multiple of v each,
+     * as do the ends); none left only where no stage is left */
+    char given[96];
+    ends_words(sp, given, sizeof given);
+    if (sp->first > layers || sp->last > layers)
+      FAIL("%s: more than the model's %u layers; give end stages that leave the others at least one layer each",
+           given, layers);
+    guint mids = p - (sp->first ? 1 : 0) - (sp->last ? 1 : 0);
+    gint64 rest = (gint64)layers - sp->first - sp->last;
+    if (mids == 0 && rest != 0)
+      FAIL("%s make %" G_GINT64_FORMAT " layers, not the model's %u: with --pp 2 and both end stages given there is "
+           "no middle stage, so they must add up to %u",
+           given, (gint64)sp->first + sp->last, layers, layers);
+    if (mids > 0 && rest < (gint64)mids)
+      FAIL("%u layers with %s leave %" G_GINT64_FORMAT " for %u %s: fewer than one each; give the end stages fewer "
+           "layers",
+           layers, given, MAX(rest, 0), mids, mids == 1 ? "middle stage" : "middle stages");
+    if (mids > 0 && rest % mids) {
+      /* the nearest fix: the end stages take the remainder */
+      guint r = (guint)(rest % mids);
+      SimSplit fix = *sp;
+      if (sp->first && sp->last) {
+        fix.first += r / 2;
+        fix.last += r - r / 2;
+      } else if (sp->first)
+        fix.first += r;
+      else
+        fix.last += r;
+      char *opts = sim_split_options(&fix);
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "%u layers with %s leave %" G_GINT64_FORMAT " for %u middle stages: not a whole number; give end "
+                  "stages that leave a multiple of %u, e.g. %s (%" G_GINT64_FORMAT " on each middle stage)",
+                  layers, given, rest, mids, mids, opts, (rest - r) / mids);
+      g_free(opts);
+      return FALSE;
+    }
+    guint share = mids ? (guint)(rest / mids) : 0;
+    *first = sp->first ? sp->first : share;
+    *last = sp->last ? sp->last : share;
+    *mid = share;
+    if (v > 1) {
+      if (sp->first % v || sp->last % v)
+        FAIL("--chunks %u does not divide %s; give end stages whose layers are multiples of the chunks", v, given);
+      if (share % v)
+        FAIL("--chunks %u does not divide the %u layers of each middle stage that %s leave; pick a divisor, or other "
+             "end stages",
+             v, share, given);
+    }
+    return TRUE;
+  }
+  /* transformer_block.py: the embedding (the loss) counts as one layer of
+   * the split, (layers + extras) / p per stage, v chunks each, and the
+   * first (last) virtual stage builds one transformer layer fewer */
+  const char *what = sp->embedding && sp->loss ? "the embedding and the loss counted as a layer each"
+                     : sp->embedding             ? "the embedding counted as a layer"
+                                                 : "the loss counted as a layer";
+  guint total = layers + (sp->embedding ? 1 : 0) + (sp->loss ? 1 : 0);
+  if (total % p) {
+    split_example(layers, p, eg, sizeof eg);
+    if (layers % p == 0)
+      g_snprintf(eg, sizeof eg, ", or drop %s: %u layers divide evenly into %u stages",
+                 sp->embedding && sp->loss ? "--account-for-embedding and --account-for-loss"
+                 : sp->embedding          ? "--account-for-embedding"
+                                          : "--account-for-loss",
+                 layers, p);
+    FAIL("%u layers with %s make %u, which do not divide into --pp %u stages; use a pipeline size that divides %u%s%s",
+         layers, what, total, p, total, *eg && layers % p ? " or another split" : "", eg);
+  }
+  guint n = total / p;
+  if (n % v)
+    FAIL("--chunks %u does not divide the %u layers of each stage (%s); pick a divisor", v, n, what);
+  if (n / v < 2)
+    FAIL("%s leaves the %s model chunk of stage %u no transformer layer (%u per chunk less one); ptdsim models "
+         "chunks of at least one layer: use fewer %s",
+         sp->embedding ? "--account-for-embedding" : "--account-for-loss", sp->embedding ? "first" : "last",
+         sp->embedding ? 0 : p - 1, n / v, v > 1 ? "--chunks" : "--pp stages");
+  *first = *mid = *last = n;
+  return TRUE;
+}
+
+guint sim_split_candidates(guint layers, guint p, SimSplit *out, guint max) {
+  if (p < 2 || layers < p)
+    return 0;
+  SimSplit c[5];
+  guint nc = 0;
+  if ((layers + 2) % p == 0)
+    c[nc++] = (SimSplit){0, 0, TRUE, TRUE};
+  if ((layers + 1) % p == 0) {
+    c[nc++] = (SimSplit){0, 0, TRUE, FALSE};
+    c[nc++] = (SimSplit){0, 0, FALSE, TRUE};
+  }
+  /* the middle stages hold ceil(layers / p), the end stages share the rest
+   * (the lighter one first) */
+  guint share = (layers + p - 1) / p;
+  guint64 mids = (guint64)(p - 2) * share;
+  if (mids + 2 <= layers) {
+    guint r = (guint)(layers - mids);
+    c[nc++] = (SimSplit){r / 2, r - r / 2, FALSE, FALSE};
+    if (r % 2)
+      c[nc++] = (SimSplit){r - r / 2, r / 2, FALSE, FALSE};
+  }
+  guint n = 0, seen[6][3];
+  if (layers % p == 0) { /* the even split is no candidate */
+    seen[0][0] = seen[0][1] = seen[0][2] = layers / p;
+    n = 1;
+  }
+  guint kept = 0;
+  for (guint i = 0; i < nc && kept < max; i++) {
+    guint f, mid, l;
+    if (!sim_split_layers(&c[i], layers, p, 1, &f, &mid, &l, NULL))
+      continue;
+    guint lay[3] = {f - c[i].embedding, mid, l - c[i].loss};
+    if (p == 2)
+      lay[1] = 0; /* no middle stage */
+    gboolean dup = FALSE;
+    for (guint j = 0; j < n && !dup; j++)
+      dup = seen[j][0] == lay[0] && (p == 2 || seen[j][1] == lay[1]) && seen[j][2] == lay[2];
+    if (dup)
+      continue;
+    memcpy(seen[n++], lay, sizeof lay);
+    out[kept++] = c[i];
+  }
+  return kept;
+}
+
+guint sim_plan_chunk_layers(const SimPlan *pl, guint s, guint c) {
+  guint v = pl->chunks ? pl->chunks : 1;
+  if (!pl->split_mid && !pl->split_first) /* a plan filled without a split: even */
+    return pl->model.layers / (pl->pp * v);
+  guint stage = s == 0 ? pl->split_first : s == pl->pp - 1 ? pl->split_last : pl->split_mid;
+  guint n = stage / v;
+  if (pl->split_embedding && s == 0 && c == 0)
+    n--;
+  if (pl->split_loss && s == pl->pp - 1 && c == v - 1)
+    n--;
+  return n;
+}
+
+guint sim_plan_stage_layers(const SimPlan *pl, guint s) {
+  guint n = 0, v = pl->chunks ? pl->chunks : 1;
+  for (guint c = 0; c < v; c++)
+    n += sim_plan_chunk_layers(pl, s, c);
+  return n;
+}
+
+guint sim_plan_chunk_offset(const SimPlan *pl, guint s, guint c) {
+  guint n = 0;
+  for (guint j = 0; j < c; j++)
+    n += sim_plan_chunk_layers(pl, s, j);
+  return n;
+}
+
+gboolean sim_plan_uneven(const SimPlan *pl) {
+  guint v = pl->chunks ? pl->chunks : 1, l0 = sim_plan_chunk_layers(pl, 0, 0);
+  for (guint s = 0; s < pl->pp; s++)
+    for (guint c = 0; c < v; c++)
+      if (sim_plan_chunk_layers(pl, s, c) != l0)
+        return TRUE;
+  return FALSE;
+}
+
 gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, SimPlan *plan, GError **error) {
   memset(plan, 0, sizeof *plan);
   const ModelShape *m = &r->model;
@@ -176,9 +411,18 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   if (r->gpus > topo_cluster_gpus(cluster))
     FAIL("--gpus %u is more than cluster '%s' has (%u nodes x %u GPUs = %u)", r->gpus, cluster->name,
          cluster->nodes, cluster->gpus_per_node, topo_cluster_gpus(cluster));
-  if (m->layers % r->pp)
+  gboolean terapipe = r->schedule && strcmp(r->schedule, "terapipe") == 0;
+  if ((r->split.first || r->split.last || r->split.embedding || r->split.loss) && (r->zero || terapipe))
+    FAIL("%s split Megatron's pipeline, for PTD-P; drop them with %s",
+         r->split.first || r->split.last ? "--first-stage-layers/--last-stage-layers"
+                                         : "--account-for-embedding/--account-for-loss",
+         r->zero ? "--zero" : "--schedule terapipe (whose cells hold equal layers)");
+  if (terapipe && m->layers % r->pp) /* TeraPipe's cells hold equal layers: no uneven split to suggest */
     FAIL("--layers %u do not divide into --pp %u stages; use a pipeline size that divides the layer count", m->layers,
          r->pp);
+  guint split_first, split_mid, split_last; /* the stage layers; the chunks are checked with the schedule */
+  if (!sim_split_layers(&r->split, m->layers, r->pp, 1, &split_first, &split_mid, &split_last, error))
+    return FALSE;
   guint64 per_step = (guint64)r->micro_batch * dp;
   if (r->global_batch % per_step)
     FAIL("--global-batch %u does not split into microbatches of %u over %u data-parallel replicas; make it a "
@@ -247,21 +491,27 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     FAIL("give either --layers-per-chunk or --chunks, not both");
   if (sched != SIM_SCHEDULE_INTERLEAVED && (r->layers_per_chunk || r->chunks))
     FAIL("--layers-per-chunk and --chunks need --schedule interleaved");
-  guint layers_per_stage = m->layers / r->pp;
+  gboolean split_ends = r->split.first || r->split.last, split_extra = r->split.embedding || r->split.loss;
   if (sched == SIM_SCHEDULE_INTERLEAVED) {
     if (r->pp < 2)
       FAIL("the interleaved schedule needs --pp of at least 2");
     if (r->layers_per_chunk) {
-      if (layers_per_stage % r->layers_per_chunk)
-        FAIL("--layers-per-chunk %u does not divide the %u layers of each stage; pick a divisor",
-             r->layers_per_chunk, layers_per_stage);
-      v = layers_per_stage / r->layers_per_chunk;
-    } else if (r->chunks) {
-      if (layers_per_stage % r->chunks)
-        FAIL("--chunks %u does not divide the %u layers of each stage; pick a divisor", r->chunks, layers_per_stage);
+      /* Megatron derives v from --num-layers-per-virtual-pipeline-stage only
+       * where every stage holds the same share (arguments.py asks for
+       * --num-virtual-stages-per-pipeline-rank with uneven end stages) */
+      if (split_ends)
+        FAIL("with --first-stage-layers or --last-stage-layers give the model chunks per GPU as --chunks v (as "
+             "Megatron asks for --num-virtual-stages-per-pipeline-rank), not --layers-per-chunk");
+      if (split_mid % r->layers_per_chunk)
+        FAIL("--layers-per-chunk %u does not divide the %u layers of each stage%s; pick a divisor",
+             r->layers_per_chunk, split_mid, split_extra ? " (the embedding or loss counted as a layer)" : "");
+      v = split_mid / r->layers_per_chunk;
+    } else if (r->chunks)
       v = r->chunks;
-    } else
+    else
       FAIL("the interleaved schedule needs --layers-per-chunk L or --chunks v");
+    if (!sim_split_layers(&r->split, m->layers, r->pp, v, &split_first, &split_mid, &split_last, error))
+      return FALSE;
     if (m_mb % r->pp)
       FAIL("the interleaved schedule needs the %u microbatches per pipeline to be a multiple of --pp %u; adjust "
            "--global-batch or --micro-batch",
@@ -279,6 +529,12 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   plan->microbatches = m_mb;
   plan->chunks = v;
   plan->schedule = sched;
+  plan->split = r->split;
+  plan->split_first = split_first;
+  plan->split_mid = split_mid;
+  plan->split_last = split_last;
+  plan->split_embedding = r->split.embedding;
+  plan->split_loss = r->split.loss;
 
   if (!r->ddp || strcmp(r->ddp, "local") == 0)
     plan->ddp = SIM_DDP_LOCAL;
@@ -384,7 +640,7 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   /* Keep the task graph within what one process can hold. */
   double stage_items = 2.0 * m_mb * v;
   double per_layer = 6.0 + (cp > 1 ? 6.0 * cp : 0) + (r->tp_comm_overlap ? 8.0 * r->tp : 0);
-  double ops = stage_items * r->pp * (per_layer * layers_per_stage / v + 4) *
+  double ops = stage_items * r->pp * (per_layer * ((double)m->layers / r->pp) / v + 4) *
                (plan->symmetry ? 1.0 : (double)r->tp * dp);
   if (ops > 60e6) {
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_TOO_BIG,

@@ -27,6 +27,15 @@ typedef enum { SIM_WORKLOAD_GPT, SIM_WORKLOAD_LAYERS } SimWorkload;
  * tensor-parallel group straddles two nodes (a deliberately bad placement). */
 typedef enum { SIM_PLACEMENT_TP_DP_PP, SIM_PLACEMENT_DP_OUTERMOST, SIM_PLACEMENT_MISALIGNED } SimPlacement;
 
+/* How the layers are split over the pipeline stages (Megatron-LM's
+ * --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers,
+ * or --account-for-embedding-in-pipeline-split /
+ * --account-for-loss-in-pipeline-split); all zero: evenly. */
+typedef struct {
+  guint first, last;        /* layers of the first / last stage; 0: not given */
+  gboolean embedding, loss; /* the embedding / the loss counts as one layer in the split */
+} SimSplit;
+
 typedef struct {
   ModelShape model;
   guint gpus, tp, pp, dp;
@@ -62,6 +71,14 @@ typedef struct {
   ModelPrecision precision;
   gboolean tp_comm_overlap;       /* sequence-parallel communication pipelined with its GEMMs */
   gboolean overlap_param_gather;  /* the distributed optimizer's all-gather overlapped with the next forward */
+  /* The pipeline split (sim_plan_chunk_layers): the transformer layers of
+   * stage 0, of each middle stage and of stage p - 1, before the
+   * account-for adjustments (equal for an even split); with
+   * split_embedding (split_loss) stage 0's first (stage p - 1's last) model
+   * chunk holds one layer fewer. */
+  guint split_first, split_mid, split_last;
+  gboolean split_embedding, split_loss;
+  SimSplit split; /* the options as given (all zero: the even split) */
 } SimPlan;
 
 /* What the command line gave; 0 means "not given". */
@@ -91,6 +108,7 @@ typedef struct {
   guint cp;                       /* --cp; 0: not given (1) */
   gboolean tp_comm_overlap;       /* --tp-comm-overlap */
   gboolean overlap_param_gather;  /* --overlap-param-gather */
+  SimSplit split;                 /* --first-stage-layers, --last-stage-layers, --account-for-embedding, --account-for-loss */
 } SimPlanRequest;
 
 /* GPU memory a training process needs besides what ptdsim counts: the CUDA
@@ -111,6 +129,33 @@ typedef enum { SIM_PLAN_ERROR_INVALID, SIM_PLAN_ERROR_OOM, SIM_PLAN_ERROR_TOO_BI
  * one line saying what is wrong and how to fix it. */
 gboolean sim_plan_build(const SimPlanRequest *req, const TopoCluster *cluster, SimPlan *plan, GError **error);
 const char *sim_schedule_name(SimSchedule s);
+/* The stage layers of `split` for `layers` on p stages of v model chunks
+ * each, by Megatron-Core's rules (transformer_config.py and
+ * transformer_block.py's get_num_layers_to_build): first/last given, the
+ * rest split evenly over the middle stages; account-for, (layers + the
+ * extras) split evenly and the first (last) virtual stage one layer short;
+ * neither, layers / p.  *first, *mid and *last are the layers of stage 0,
+ * a middle stage and stage p - 1 before the account-for adjustments.
+ * Errors are one line saying what is wrong and how to fix it. */
+gboolean sim_split_layers(const SimSplit *split, guint layers, guint p, guint v, guint *first, guint *mid,
+                          guint *last, GError **error);
+/* The uneven splits a Megatron user would try for `layers` on p stages, in
+ * that order, at most `max`: the embedding and the loss counted as layers
+ * (both, then either) where they make the count divide, else the first and
+ * last stages sharing what ceil(layers / p) per middle stage leaves; none
+ * whose stage layers repeat an earlier one's or the even split's.  Splits
+ * that v chunks cannot take are left to sim_split_layers. */
+guint sim_split_candidates(guint layers, guint p, SimSplit *out, guint max);
+/* The transformer layers of model chunk c of stage s, of stage s, and the
+ * stage-local index of chunk c's first layer. */
+guint sim_plan_chunk_layers(const SimPlan *plan, guint s, guint c);
+guint sim_plan_stage_layers(const SimPlan *plan, guint s);
+guint sim_plan_chunk_offset(const SimPlan *plan, guint s, guint c);
+/* Whether the stages hold different numbers of layers (or chunks do). */
+gboolean sim_plan_uneven(const SimPlan *plan);
+/* "--account-for-embedding --account-for-loss", "--first-stage-layers 15
+ * --last-stage-layers 15": the options of a split (empty: even). */
+char *sim_split_options(const SimSplit *split);
 /* The plan's context-parallel size (1 where a plan was filled without it). */
 static inline guint sim_plan_cp(const SimPlan *plan) { return plan->cp ? plan->cp : 1; }
 /* The plan's recomputation as the models see it, and its word. */

@@ -58,7 +58,11 @@ typedef struct {
   guint ts, ds; /* simulated tensor ranks and replicas */
   guint cp;     /* context-parallel ranks: one simulated, standing for all (they do equal work) */
   guint dpc;    /* the gradient group: the d replicas times the cp context-parallel ranks */
-  guint p, v, m, lpc; /* stages, chunks, microbatches, layers per chunk */
+  guint p, v, m; /* stages, chunks, microbatches */
+  /* The pipeline split (sim_plan_chunk_layers): per (stage s, chunk c) at
+   * [s * v + c] the chunk's layers and the stage-local index of its first;
+   * lmax, the most layers of any chunk, strides the per-layer tables. */
+  guint *chunk_n, *chunk_at, lmax;
   ModelLayerCost layer;
   double emb_fwd, emb_bwd, head_fwd, head_bwd;
   /* per simulated (stage, replica) tensor-parallel group: the all-reduce, or
@@ -71,13 +75,13 @@ typedef struct {
    * reduce-scatter): [(s * ds + k) * 5 + j] */
   SimTime *hop_ns;
   guint *hop_plans; /* the same, as flow plans (G_MAXUINT: not built yet) */
-  guint *param_gather; /* --overlap-param-gather: [((s * v + c) * lpc + l) * ts + i]: the op that gathers layer l */
+  guint *param_gather; /* --overlap-param-gather: [((s * v + c) * lmax + l) * ts + i]: the op that gathers layer l */
   guint *join;      /* per rank: an op the next op of its chain must also wait for (G_MAXUINT: none) */
   GArray **order;   /* per stage: SimItem */
   guint **position; /* per stage: (chunk * m + mb) * 2 + fwd -> item index */
   ItemOps *items;   /* [(k * p + s) * n_items + idx] * ts + i */
   guint n_items;    /* per stage: 2 m v */
-  guint *grad_ready; /* torch DDP: [((k * p + s) * v + c) * lpc + l] * ts + i: op that ends layer l's last backward */
+  guint *grad_ready; /* torch DDP: [((k * p + s) * v + c) * lmax + l] * ts + i: op that ends layer l's last backward */
   /* emission state of the current item */
   double *pending;
   guint *prev;
@@ -122,6 +126,13 @@ typedef struct {
 } Add;
 
 static guint gpu_of(const Build *b, guint i, guint s, guint k) { return i + b->ts * (k + b->ds * s); }
+/* The layers of chunk c of stage s, the stage-local index of its first, the
+ * layers of stage s. */
+static guint chunk_layers(const Build *b, guint s, guint c) { return b->chunk_n[s * b->v + c]; }
+static guint chunk_first(const Build *b, guint s, guint c) { return b->chunk_at[s * b->v + c]; }
+static guint stage_layers(const Build *b, guint s) {
+  return chunk_first(b, s, b->v - 1) + chunk_layers(b, s, b->v - 1);
+}
 static guint stream_of(const Build *b, guint i, guint s, guint k, guint kind) {
   return gpu_of(b, i, s, k) * N_STREAM_KINDS + kind;
 }
@@ -621,13 +632,13 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
   if (it.forward) {
     if (vs == 0)
       add_compute(b, SIM_PART_EMBEDDING, -1, PASS_FORWARD, b->emb_fwd);
-    for (guint l = 0; l < b->lpc; l++) {
+    for (guint l = 0; l < chunk_layers(b, s, it.chunk); l++) {
       if (gathered) { /* the layer's first forward waits for its parameters' all-gather */
         flush(b, s, k, &t, FALSE);
         for (guint i = 0; i < b->ts; i++)
-          b->join[i] = b->param_gather[((s * b->v + it.chunk) * b->lpc + l) * b->ts + i];
+          b->join[i] = b->param_gather[((s * b->v + it.chunk) * b->lmax + l) * b->ts + i];
       }
-      t.layer = (gint32)(it.chunk * b->lpc + l);
+      t.layer = (gint32)(chunk_first(b, s, it.chunk) + l);
       emit_layer_pass(b, s, k, &b->layer.fwd, &t);
     }
     if (vs == last_vs)
@@ -635,8 +646,8 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
   } else {
     if (vs == last_vs)
       add_compute(b, SIM_PART_HEAD, -1, PASS_BACKWARD, b->head_bwd);
-    for (guint l = b->lpc; l-- > 0;) {
-      t.layer = (gint32)(it.chunk * b->lpc + l);
+    for (guint l = chunk_layers(b, s, it.chunk); l-- > 0;) {
+      t.layer = (gint32)(chunk_first(b, s, it.chunk) + l);
       if (pl->recompute) {
         t.pass = PASS_RECOMPUTE;
         emit_layer_pass(b, s, k, &b->layer.fwd, &t);
@@ -653,7 +664,7 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
       if (pl->ddp == SIM_DDP_TORCH && last_mb && b->dpc > 1) {
         flush(b, s, k, &t, TRUE);
         for (guint i = 0; i < b->ts; i++)
-          b->grad_ready[(((k * b->p + s) * b->v + it.chunk) * b->lpc + l) * b->ts + i] = b->prev[i];
+          b->grad_ready[(((k * b->p + s) * b->v + it.chunk) * b->lmax + l) * b->ts + i] = b->prev[i];
       }
     }
   }
@@ -908,16 +919,17 @@ static guint dp_collective(Build *b, NetCollOp kind, guint i, guint s, double by
  * with its first layer), and a layer's first forward waits for its own. */
 static void emit_param_gathers(Build *b) {
   const SimPlan *pl = b->plan;
-  b->param_gather = g_new(guint, (gsize)b->p * b->v * b->lpc * b->ts);
+  b->param_gather = g_new(guint, (gsize)b->p * b->v * b->lmax * b->ts);
   guint64 layer_params = model_layer_local_params(&pl->model, pl->tp);
   for (guint s = 0; s < b->p; s++) {
-    guint64 extra = model_stage_params(&pl->model, pl->tp, b->p, s, b->lpc * b->v) - layer_params * b->lpc * b->v;
+    guint64 extra = model_stage_params(&pl->model, pl->tp, b->p, s, stage_layers(b, s)) -
+                    layer_params * stage_layers(b, s);
     for (guint i = 0; i < b->ts; i++)
       for (guint c = 0; c < b->v; c++)
-        for (guint l = 0; l < b->lpc; l++) {
-          SimOpTag t = tag(CAT_DP, PASS_OTHER, s, c, 0, (gint)(c * b->lpc + l));
+        for (guint l = 0; l < chunk_layers(b, s, c); l++) {
+          SimOpTag t = tag(CAT_DP, PASS_OTHER, s, c, 0, (gint)(chunk_first(b, s, c) + l));
           double params = (double)layer_params + (c == 0 && l == 0 ? (double)extra : 0);
-          b->param_gather[((s * b->v + c) * b->lpc + l) * b->ts + i] =
+          b->param_gather[((s * b->v + c) * b->lmax + l) * b->ts + i] =
               dp_collective(b, NET_OP_ALLGATHER, i, s, 2.0 * params, NULL, 0, &t);
         }
   }
@@ -925,9 +937,9 @@ static void emit_param_gathers(Build *b) {
 
 static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
   const SimPlan *pl = b->plan;
-  guint64 stage_params = model_stage_params(&pl->model, pl->tp, b->p, s, b->lpc * b->v);
+  guint64 stage_params = model_stage_params(&pl->model, pl->tp, b->p, s, stage_layers(b, s));
   guint64 layer_params = model_layer_local_params(&pl->model, pl->tp);
-  guint64 extra_params = stage_params - layer_params * b->lpc * b->v;
+  guint64 extra_params = stage_params - layer_params * stage_layers(b, s);
   SimOpTag t = tag(CAT_DP, PASS_OTHER, s, 0, 0, -1);
   double grad_bytes = 2.0; /* fp16 gradients */
   /* Megatron's distributed optimizer reduce-scatters the gradients instead
@@ -945,11 +957,11 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
         /* torch DDP: a bucket per layer, all-reduced as soon as the last
          * microbatch's backward has produced it, in backward order. */
         for (guint c = b->v; c-- > 0;)
-          for (guint l = b->lpc; l-- > 0;) {
+          for (guint l = chunk_layers(b, s, c); l-- > 0;) {
             guint deps[b->ds];
             for (guint k = 0; k < b->ds; k++)
-              deps[k] = b->grad_ready[(((k * b->p + s) * b->v + c) * b->lpc + l) * b->ts + i];
-            t.layer = (gint32)(c * b->lpc + l);
+              deps[k] = b->grad_ready[(((k * b->p + s) * b->v + c) * b->lmax + l) * b->ts + i];
+            t.layer = (gint32)(chunk_first(b, s, c) + l);
             guint op = dp_collective(b, grad_coll, i, s, grad_bytes * layer_params, deps, b->ds, &t);
             g_array_append_val(mine, op);
           }
@@ -1139,12 +1151,12 @@ static double stage_phased(const Build *b, GArray *sel, const double *op_bytes) 
  * schedule holds, walked from its order. */
 static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray *order, guint s, ModelMemory *out) {
   ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
-  guint p = pl->pp, v = pl->chunks, lpc = pl->model.layers / (p * v);
+  guint p = pl->pp, layers = sim_plan_stage_layers(pl, s);
   double held = 0, peak = 0, mbs = 0, peak_mbs = 0;
   for (guint j = 0; j < order->len; j++) {
     SimItem it = g_array_index(order, SimItem, j);
     double d = it.forward ? 1 : -1;
-    held += d * lpc;
+    held += d * sim_plan_chunk_layers(pl, s, it.chunk);
     if (it.chunk == 0)
       mbs += d;
     peak = MAX(peak, held);
@@ -1153,7 +1165,7 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
   ModelShape local = rank_shape(pl);
   ModelMemoryRequest req = {.t = pl->tp,
                             .b = pl->micro_batch,
-                            .params = model_stage_params(&pl->model, pl->tp, p, s, lpc * v),
+                            .params = model_stage_params(&pl->model, pl->tp, p, s, layers),
                             .inflight_layer_mbs = peak,
                             .inflight_mbs = peak_mbs,
                             .recompute = pl->recompute,
@@ -1165,7 +1177,7 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
                             .sequence_parallel = pl->sequence_parallel,
                             .flash = lo.attention == MODEL_ATTENTION_FLASH,
                             .fp8 = lo.fp8,
-                            .fp8_weight_params = (guint64)lpc * v * model_layer_local_params(&pl->model, pl->tp)};
+                            .fp8_weight_params = (guint64)layers * model_layer_local_params(&pl->model, pl->tp)};
   model_memory(&local, &req, out);
 }
 
@@ -1335,7 +1347,7 @@ static gboolean measure(Build *b, SimResult *r) {
     guint *stage_ops = g_new0(guint, b->p);
     for (guint s = 0; s < b->p; s++)
       stage_bytes[s] = model_busbw_factor(MODEL_COLL_ALLREDUCE, b->dpc) * 2.0 *
-                       model_stage_params(&pl->model, pl->tp, b->p, s, b->lpc * b->v) * pl->tp;
+                       model_stage_params(&pl->model, pl->tp, b->p, s, stage_layers(b, s)) * pl->tp;
     for (guint j = 0; j < sel->len; j++)
       stage_ops[(sim_engine_op_streams(b->e, g_array_index(sel, guint, j))[0] / N_STREAM_KINDS) / (b->ts * b->ds)]++;
     for (guint j = 0; j < sel->len; j++) {
@@ -1422,6 +1434,14 @@ static gboolean observe_timeline(const Build *b, SimTimelineFn observe, gpointer
  * interleaved schedule every p (its chunks take p microbatches in turn). */
 static guint steady_step(const SimPlan *pl) { return pl->schedule == SIM_SCHEDULE_INTERLEAVED ? pl->pp : 1; }
 
+/* Schedule periods the timeline may take to repeat.  Equal stages repeat
+ * every period.  Unequal ones can settle into a pattern of two: the
+ * slowest stages, equal among themselves, take turns to hold the others up,
+ * so the pace alternates from one period to the next (seen on 1F1B with
+ * lighter end stages); the short run of an uneven plan holds whole pairs of
+ * periods, and the proof tries one period, then two. */
+static guint steady_cycle(const SimPlan *pl) { return sim_plan_uneven(pl) ? 2 : 1; }
+
 /* The microbatches of the short run for `pl`, or 0 to simulate the whole
  * iteration: the warm-up, a few periods in which the state can be seen to
  * repeat, and the cool-down, as many modulo the period as the plan has.
@@ -1430,12 +1450,13 @@ static guint steady_step(const SimPlan *pl) { return pl->schedule == SIM_SCHEDUL
 static guint steady_short_m(const SimPlan *pl, gboolean traced) {
   if (pl->exact || traced || pl->schedule == SIM_SCHEDULE_GPIPE || pl->pp < 2)
     return 0;
-  guint step = steady_step(pl), m = pl->microbatches;
+  guint step = steady_step(pl), cycle = steady_cycle(pl), m = pl->microbatches;
   /* 1F1B: the last stage's warm-up ends after p - 1 microbatches and the
    * first stage's after about 2 (p - 1) passes; interleaved, the first
    * stage warms up for 2 (p - 1) + (v - 1) p forward chunks, under two
-   * periods of p v; then SIM_STEADY_PERIODS periods. */
-  guint want = step == 1 ? pl->pp + SIM_STEADY_PERIODS : (2 + SIM_STEADY_PERIODS) * step;
+   * periods of p v; then SIM_STEADY_PERIODS periods (of `cycle` each). */
+  guint want = (step == 1 ? pl->pp : 2 * step) + SIM_STEADY_PERIODS * cycle * step;
+  step *= cycle;
   guint short_m = want + (m % step + step - want % step) % step; /* = m modulo the step */
   /* worth a try only where it saves at least half: a proof that fails
    * (transfers meeting on the flows inside the period) costs the short run */
@@ -1468,13 +1489,14 @@ static gboolean steady_same_kind(const SimEngine *e, guint op, guint copy, gpoin
   return TRUE;
 }
 
-/* Proves the short run's steady state (steady.h): each item's ops have
- * their copies in the item one period later in its stage's order, if that
- * item is the same with the microbatch one step on; the window is tried a
- * few periods into the first stage's steady part.  Sets b->steady. */
-static gboolean steady_find(Build *b) {
+/* Proves the short run's steady state (steady.h) for a period of `q`
+ * schedule periods: each item's ops have their copies in the item q
+ * periods later in its stage's order, if that item is the same with the
+ * microbatch q steps on; the window is tried a few periods into the first
+ * stage's steady part.  Sets b->steady. */
+static gboolean steady_find_q(Build *b, guint q) {
   const SimPlan *pl = b->plan;
-  guint step = steady_step(pl), L = 2 * step * b->v; /* items per period on a stage */
+  guint step = steady_step(pl) * q, L = 2 * step * b->v; /* items per period on a stage */
   guint n_ops = sim_engine_n_ops(b->e);
   guint *next = g_new(guint, MAX(n_ops, 1));
   for (guint op = 0; op < n_ops; op++)
@@ -1518,6 +1540,14 @@ static gboolean steady_find(Build *b) {
   return TRUE;
 }
 
+/* The shortest period the short run proves (steady_cycle). */
+static gboolean steady_find(Build *b) {
+  for (guint q = 1; q <= steady_cycle(b->plan); q++)
+    if (steady_find_q(b, q))
+      return TRUE;
+  return FALSE;
+}
+
 gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
                                SimResult *r, SimTimelineFn observe, gpointer data, GError **error) {
   memset(r, 0, sizeof *r);
@@ -1548,10 +1578,10 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   b.dpc = pl->dp * b.cp;
   b.p = pl->pp;
   b.v = pl->chunks;
-  b.lpc = pl->model.layers / (pl->pp * pl->chunks);
+  double mean_lpc = (double)pl->model.layers / (pl->pp * pl->chunks); /* layers per chunk, on average */
   if (!pl->symmetry || !placement_uniform(&b)) {
     /* Without the shortcut every GPU is simulated: check the size again. */
-    double ops = 2.0 * pl->microbatches * b.v * b.p * (6.0 * b.lpc + 4) * pl->tp * pl->dp;
+    double ops = 2.0 * pl->microbatches * b.v * b.p * (6.0 * mean_lpc + 4) * pl->tp * pl->dp;
     if (pl->symmetry && ops > 60e6) {
       g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_TOO_BIG,
                   "--tp %u x --dp %u does not line up with %u-GPU nodes, so every GPU must be simulated (about %.0f "
@@ -1563,6 +1593,15 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
     b.ds = pl->dp;
   }
   r->symmetric = b.ts == 1 && b.ds == 1;
+  b.chunk_n = g_new(guint, (gsize)b.p * b.v);
+  b.chunk_at = g_new(guint, (gsize)b.p * b.v);
+  b.lmax = 0;
+  for (guint s = 0; s < b.p; s++)
+    for (guint c = 0; c < b.v; c++) {
+      b.chunk_n[s * b.v + c] = sim_plan_chunk_layers(pl, s, c);
+      b.chunk_at[s * b.v + c] = c ? b.chunk_at[s * b.v + c - 1] + b.chunk_n[s * b.v + c - 1] : 0;
+      b.lmax = MAX(b.lmax, b.chunk_n[s * b.v + c]);
+    }
   ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
   model_layer_cost_with(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &b.layer);
   ModelShape local = rank_shape(pl);
@@ -1619,6 +1658,8 @@ build:
   FlowCtx fc = {0};
   if (pl->flow_network && !b.net.free_comm) {
     if (!(fc.ops = sim_netops_new(cluster, b.e, error))) {
+      g_free(b.chunk_n);
+      g_free(b.chunk_at);
       g_free(b.tp_ns);
       g_free(b.hop_ns);
       sim_engine_free(b.e);
@@ -1668,7 +1709,7 @@ build:
     }
   }
   b.items = g_new0(ItemOps, (gsize)b.ds * b.p * b.n_items * b.ts);
-  b.grad_ready = g_new0(guint, (gsize)b.ds * b.p * b.v * b.lpc * b.ts);
+  b.grad_ready = g_new0(guint, (gsize)b.ds * b.p * b.v * b.lmax * b.ts);
   b.pending = g_new0(double, b.ts);
   b.prev = g_new0(guint, b.ts);
   b.join = g_new(guint, b.ts);
@@ -1705,8 +1746,8 @@ build:
      * per layer and pass two compute ops on each rank and two all-reduces;
      * a transfer per rank and a gather per item. */
     double passes = pl->recompute ? 1.5 : 1.0; /* forward 1, backward 1 or 2 */
-    double item_ops = b.coarse ? 1 : 2.0 * passes * b.lpc * (b.ts + 1) + 2;
-    double item_slots = b.coarse ? 1 : 4.0 * passes * b.lpc * b.ts + 2;
+    double item_ops = b.coarse ? 1 : 2.0 * passes * mean_lpc * (b.ts + 1) + 2;
+    double item_slots = b.coarse ? 1 : 4.0 * passes * mean_lpc * b.ts + 2;
     double items = (double)b.ds * b.p * b.n_items;
     double ops = items * (item_ops + b.ts + 1), slots = items * (item_slots + 3.0 * b.ts);
     if (ops < 1e8 && slots < 1e8)
@@ -1806,5 +1847,7 @@ build:
     b.logical_extra = 0;
     goto build;
   }
+  g_free(b.chunk_n);
+  g_free(b.chunk_at);
   return ok;
 }

@@ -137,34 +137,97 @@ static void test_sorted_and_counted(void) {
   cJSON_Delete(j);
 }
 
+/* The pipeline splits of `layers` on p stages the search tries, written
+ * here from their definition (doc/planning.md): the even split where p
+ * divides the layers; then, in this order, the embedding and the loss
+ * counted as layers (both, then either) where (l + extras) / p is whole and
+ * at least 2, and the end stages sharing r = l - (p - 2) ceil(l/p) (r/2
+ * first, then the other way round when r is odd) where r >= 2; none whose
+ * stage layers (first, middle, last) repeat an earlier one's.  For each, the
+ * chunk counts v it takes: even, v divides l/p; embedding/loss, v divides
+ * n = (l + extras)/p with n/v >= 2; end stages, v divides both ends and
+ * the middle stages' share. */
+typedef struct {
+  guint first, mid, last; /* stage layers */
+  guint n;                /* embedding/loss: the per-stage share with the extras; 0 otherwise */
+} Split;
+
+static guint splits_of(guint l, guint p, Split *out) {
+  guint k = 0;
+  if (l % p == 0)
+    out[k++] = (Split){l / p, l / p, l / p, 0};
+  if (p < 2 || l < p)
+    return k;
+  Split c[5];
+  guint nc = 0;
+  for (guint extras = 2; extras >= 1; extras--) {
+    if ((l + extras) % p || (l + extras) / p < 2)
+      continue;
+    guint n = (l + extras) / p;
+    if (extras == 2)
+      c[nc++] = (Split){n - 1, n, n - 1, n};
+    else {
+      c[nc++] = (Split){n - 1, n, n, n}; /* the embedding */
+      c[nc++] = (Split){n, n, n - 1, n}; /* the loss */
+    }
+  }
+  guint share = (l + p - 1) / p;
+  if ((p - 2) * share + 2 <= l) {
+    guint r = l - (p - 2) * share;
+    c[nc++] = (Split){r / 2, p > 2 ? share : 0, r - r / 2, 0};
+    if (r % 2)
+      c[nc++] = (Split){r - r / 2, p > 2 ? share : 0, r / 2, 0};
+  }
+  for (guint i = 0; i < nc; i++) {
+    gboolean dup = FALSE;
+    for (guint j = 0; j < k; j++)
+      dup = dup || (out[j].first == c[i].first && (p == 2 || out[j].mid == c[i].mid) && out[j].last == c[i].last);
+    if (!dup)
+      out[k++] = c[i];
+  }
+  return k;
+}
+
+static gboolean split_takes(const Split *sp, guint l, guint p, guint v) {
+  if (sp->n)
+    return sp->n % v == 0 && sp->n / v >= 2;
+  if (sp->first == sp->mid && sp->mid == sp->last && l % p == 0 && sp->first == l / p)
+    return (l / p) % v == 0;
+  return sp->first % v == 0 && sp->last % v == 0 && sp->mid % v == 0;
+}
+
 /* The search space, counted here independently from its definition: t
- * divides the GPUs per node (8 on Selene) and the heads, p divides the
- * layers, d = n/(t p) (or any d with t p d <= n when `fewer`) dividing B, b
- * dividing B/d, v = 1 (1F1B) or v >= 2 dividing l/p with p >= 2 and m a
- * multiple of p (interleaved), and ZeRO stages 1-3 where t = p = 1 and d > 1,
- * times two recompute settings. */
+ * divides the GPUs per node (8 on Selene) and the heads, p has a split of
+ * the layers (above), d = n/(t p) (or any d with t p d <= n when `fewer`)
+ * dividing B, b dividing B/d, v = 1 (1F1B) or v >= 2 that the split takes
+ * with p >= 2 and m a multiple of p (interleaved), and ZeRO stages 1-3
+ * where t = p = 1 and d > 1, times two recompute settings. */
 /* attn: the attention kernels searched (2 where the device has flash's
  * figures: flash and Megatron's; 1 otherwise). */
 static guint count_space(guint layers, guint heads, guint n, guint B, gboolean fewer, guint attn) {
   guint count = 0;
   for (guint t = 1; t <= 8; t++)
-    for (guint p = 1; p <= layers; p++)
+    for (guint p = 1; p <= layers; p++) {
+      Split splits[6];
+      guint n_splits = splits_of(layers, p, splits);
       for (guint d = 1; d <= n; d++) {
-        if (8 % t || heads % t || layers % p || B % d || t * p * d > n || (!fewer && t * p * d != n))
+        if (8 % t || heads % t || B % d || t * p * d > n || (!fewer && t * p * d != n))
           continue;
-        for (guint b = 1; b <= B / d; b++) {
-          if ((B / d) % b)
-            continue;
-          guint m = B / d / b;
-          for (guint v = 1; v <= layers / p; v++)
-            if ((layers / p) % v == 0 && (v == 1 || (p >= 2 && m % p == 0)))
-              /* recompute full, selective, none; sequence parallel or not;
-               * distributed optimizer or not; the attention kernels */
-              count += 3 * (t > 1 ? 2 : 1) * (d > 1 ? 2 : 1) * attn;
-          if (t == 1 && p == 1 && d > 1)
-            count += 3 * 2; /* ZeRO stages, recompute full or none */
-        }
+        for (guint si = 0; si < n_splits; si++)
+          for (guint b = 1; b <= B / d; b++) {
+            if ((B / d) % b)
+              continue;
+            guint m = B / d / b;
+            for (guint v = 1; v <= layers; v++)
+              if (split_takes(&splits[si], layers, p, v) && (v == 1 || (p >= 2 && m % p == 0)))
+                /* recompute full, selective, none; sequence parallel or not;
+                 * distributed optimizer or not; the attention kernels */
+                count += 3 * (t > 1 ? 2 : 1) * (d > 1 ? 2 : 1) * attn;
+            if (t == 1 && p == 1 && d > 1)
+              count += 3 * 2; /* ZeRO stages, recompute full or none */
+          }
       }
+    }
   return count;
 }
 

@@ -26,14 +26,18 @@ typedef struct {
   const char *recompute;  /* NULL: full */
   const char *ddp;        /* NULL: local */
   gboolean no_sg, no_symmetry;
+  SimSplit split; /* the pipeline split (all zero: even) */
 } Cfg;
 
 static char *cfg_text(const Cfg *c) {
-  return g_strdup_printf("l=%u h=%u a=%u s=%u V=%u t=%u p=%u d=%u b=%u m=%u v=%u %s recompute=%s ddp=%s%s%s", c->layers,
-                         c->hidden, c->heads, c->seq, c->vocab, c->tp, c->pp, c->dp, c->b, c->m, c->chunks,
-                         c->schedule ? c->schedule : (c->chunks ? "interleaved" : "1f1b"),
-                         c->recompute ? c->recompute : "full", c->ddp ? c->ddp : "local",
-                         c->no_sg ? " no-sg" : "", c->no_symmetry ? " no-symmetry" : "");
+  char *split = sim_split_options(&c->split);
+  char *t = g_strdup_printf("l=%u h=%u a=%u s=%u V=%u t=%u p=%u d=%u b=%u m=%u v=%u %s recompute=%s ddp=%s%s%s%s%s",
+                            c->layers, c->hidden, c->heads, c->seq, c->vocab, c->tp, c->pp, c->dp, c->b, c->m,
+                            c->chunks, c->schedule ? c->schedule : (c->chunks ? "interleaved" : "1f1b"),
+                            c->recompute ? c->recompute : "full", c->ddp ? c->ddp : "local", c->no_sg ? " no-sg" : "",
+                            c->no_symmetry ? " no-symmetry" : "", *split ? " " : "", split);
+  g_free(split);
+  return t;
 }
 
 static void cfg_defaults(Cfg *c) {
@@ -73,6 +77,7 @@ static void build_plan(Cfg *c, SimPlan *plan) {
   r.ddp = c->ddp;
   r.no_scatter_gather = c->no_sg;
   r.no_symmetry = c->no_symmetry;
+  r.split = c->split;
   r.network = "analytic"; /* the engine's symmetry identity; flow mode has its own test (test_cli_network) */
   r.allow_oom = TRUE;
   GError *error = NULL;
@@ -830,6 +835,356 @@ static void test_memory_recompute(void) {
     }
 }
 
+
+/* --- 8. uneven pipeline stages --- */
+
+/* The transformer layers of chunk `ch` of stage s under Megatron-Core's
+ * rules (transformer_config.py, get_num_layers_to_build), written out here:
+ * end stages given hold their layers and the other stages share the rest
+ * evenly; with the embedding (loss) counted, (l + extras) / p per stage and
+ * one layer fewer in the first (last) virtual stage; each stage's layers
+ * split evenly over its v chunks. */
+static guint split_chunk_layers(const Cfg *c, guint s, guint ch) {
+  guint l = c->layers, p = c->pp, v = virtual_chunks(c);
+  const SimSplit *sp = &c->split;
+  if (sp->first || sp->last) {
+    guint rest = l - sp->first - sp->last, mids = p - (sp->first ? 1 : 0) - (sp->last ? 1 : 0);
+    guint stage = s == 0 && sp->first ? sp->first : s == p - 1 && sp->last ? sp->last : rest / mids;
+    return stage / v;
+  }
+  guint n = (l + (sp->embedding ? 1 : 0) + (sp->loss ? 1 : 0)) / p / v;
+  return n - (sp->embedding && s == 0 && ch == 0 ? 1 : 0) - (sp->loss && s == p - 1 && ch == v - 1 ? 1 : 0);
+}
+
+static guint split_stage_layers(const Cfg *c, guint s) {
+  guint n = 0;
+  for (guint ch = 0; ch < virtual_chunks(c); ch++)
+    n += split_chunk_layers(c, s, ch);
+  return n;
+}
+
+/* The iteration on the ideal profile, by its definition, in ns: every
+ * stage runs its schedule's order (section 1 checks the orders), a chunk's
+ * pass takes its layers times t_f forward and k - 1 times that backward (k
+ * = 3, or 4 with the recomputation forward), nothing else costs time; a
+ * pass waits for the one before it on its stage and for its input, the
+ * previous virtual stage's forward or the next one's backward (the last
+ * virtual stage's backward for its own forward), which arrives by a send
+ * that takes no time but, being blocking, waits for the receiver to have
+ * taken the sends before it in its own order, and holds its sender until
+ * it is done.  The longest path, by relaxation in every stage's order. */
+static gint64 reference_ns(const Cfg *c, SimSchedule sch, gint64 tf, guint k) {
+  guint p = c->pp, v = virtual_chunks(c), m = c->m, n = 2 * m * v;
+  GArray **order = g_new(GArray *, p);
+  guint *pos = g_new0(guint, (gsize)p * v * m * 2); /* [(s v + ch) m + mb] * 2 + fwd: index in s's order */
+  for (guint s = 0; s < p; s++) {
+    order[s] = g_array_new(FALSE, FALSE, sizeof(SimItem));
+    sim_schedule_order(sch, p, m, v, s, order[s]);
+    g_assert_cmpuint(order[s]->len, ==, n);
+    for (guint j = 0; j < n; j++) {
+      SimItem it = g_array_index(order[s], SimItem, j);
+      pos[(((gsize)s * v + it.chunk) * m + it.microbatch) * 2 + it.forward] = j;
+    }
+  }
+  gint64 *end = g_new(gint64, (gsize)p * n), *xend = g_new(gint64, (gsize)p * n);
+  for (gsize i = 0; i < (gsize)p * n; i++)
+    end[i] = xend[i] = -1;
+  /* the item that feeds item j of stage s (G_MAXUINT: none), as s' * n + j' */
+#define ITEM(s_, j_) g_array_index(order[s_], SimItem, j_)
+  guint *src = g_new(guint, (gsize)p * n), *dst = g_new(guint, (gsize)p * n);
+  for (gsize i = 0; i < (gsize)p * n; i++)
+    src[i] = dst[i] = G_MAXUINT;
+  for (guint s = 0; s < p; s++)
+    for (guint j = 0; j < n; j++) {
+      SimItem it = ITEM(s, j);
+      guint vs = it.chunk * p + s;
+      if ((it.forward && vs == p * v - 1) || (!it.forward && vs == 0))
+        continue;
+      guint dvs = it.forward ? vs + 1 : vs - 1, ds = dvs % p, dc = dvs / p;
+      guint dj = pos[(((gsize)ds * v + dc) * m + it.microbatch) * 2 + it.forward];
+      dst[s * n + j] = ds * n + dj;
+      src[ds * n + dj] = s * n + j;
+    }
+  guint *at = g_new0(guint, p);
+  guint done = 0;
+  while (done < p * n) {
+    gboolean progress = FALSE;
+    for (guint s = 0; s < p; s++)
+      for (;;) {
+        guint j = at[s];
+        if (j > 0 && dst[s * n + j - 1] != G_MAXUINT && xend[s * n + j - 1] < 0) {
+          /* the send of the item before: after it, after the sender's earlier sends (its order), after the
+           * receiver's earlier receives (its order) */
+          guint to = dst[s * n + j - 1], ts = to / n;
+          gint64 t0 = end[s * n + j - 1];
+          gboolean ready = TRUE;
+          for (guint q = 0; q + 1 < j && ready; q++)
+            if (dst[s * n + q] != G_MAXUINT)
+              ready = xend[s * n + q] >= 0, t0 = MAX(t0, xend[s * n + q]);
+          for (guint q = ts * n; q < to && ready; q++)
+            if (src[q] != G_MAXUINT)
+              ready = xend[src[q]] >= 0, t0 = MAX(t0, xend[src[q]]);
+          if (!ready)
+            break;
+          xend[s * n + j - 1] = t0;
+          progress = TRUE;
+        }
+        if (j == n)
+          break;
+        gint64 start = j > 0 ? end[s * n + j - 1] : 0;
+        if (j > 0 && dst[s * n + j - 1] != G_MAXUINT)
+          start = MAX(start, xend[s * n + j - 1]);
+        guint from = src[s * n + j];
+        if (from != G_MAXUINT && xend[from] < 0)
+          break;
+        if (from != G_MAXUINT)
+          start = MAX(start, xend[from]);
+        SimItem it = ITEM(s, j);
+        if (!it.forward && it.chunk * p + s == p * v - 1) { /* the last virtual stage's own forward */
+          gint64 f = end[s * n + pos[(((gsize)s * v + it.chunk) * m + it.microbatch) * 2 + 1]];
+          start = MAX(start, f);
+        }
+        gint64 dur = split_chunk_layers(c, s, it.chunk) * tf * (it.forward ? 1 : k - 1);
+        end[s * n + j] = start + dur;
+        at[s]++;
+        done++;
+        progress = TRUE;
+      }
+    g_assert_true(progress);
+  }
+#undef ITEM
+  gint64 last = 0;
+  for (gsize i = 0; i < (gsize)p * n; i++)
+    last = MAX(last, MAX(end[i], xend[i]));
+  for (guint s = 0; s < p; s++)
+    g_array_free(order[s], TRUE);
+  g_free(order);
+  g_free(pos);
+  g_free(end);
+  g_free(xend);
+  g_free(src);
+  g_free(dst);
+  g_free(at);
+  return last;
+}
+
+/* Simulates an uneven split on the ideal profile; checks the stage layers
+ * against the rules, the iteration against the longest path to the
+ * nanosecond, and the closed forms where they hold: GPipe (a flow shop of
+ * identical jobs, forward then backward) takes k t_f (sum L + (m - 1) max L)
+ * for stage layers L_s; 1F1B the same with L_{p-1} for max L where the last
+ * stage holds the most (it never waits once the first microbatch reaches
+ * it); and the busiest stage computes k t_f m max L. */
+static void check_uneven_ideal(Cfg *c) {
+  SimPlan plan;
+  SimResult r;
+  run_cfg(c, ideal, &plan, &r);
+  guint p = c->pp, v = virtual_chunks(c);
+  guint sum = 0, most = 0;
+  for (guint s = 0; s < p; s++) {
+    for (guint ch = 0; ch < v; ch++)
+      check_abs(c, "chunk layers", sim_plan_chunk_layers(&plan, s, ch), split_chunk_layers(c, s, ch), 0);
+    guint L = split_stage_layers(c, s);
+    sum += L;
+    most = MAX(most, L);
+  }
+  check_abs(c, "layers in all", sum, c->layers, 0);
+  gint64 tf = llround(ideal->ideal_layer_s_per_token * c->b * c->seq * 1e9);
+  gboolean recompute = !c->recompute || strcmp(c->recompute, "full") == 0;
+  guint k = recompute ? 4 : 3;
+  SimSchedule sch = plan.schedule;
+  gint64 want = reference_ns(c, sch, tf, k);
+  check_abs(c, "iteration_time_s (ns)", (double)llround(r.iteration_time_s * 1e9), (double)want, 0);
+  gint64 flow_shop = (gint64)k * tf * ((gint64)sum + (gint64)(c->m - 1) * most);
+  if (sch == SIM_SCHEDULE_GPIPE)
+    check_abs(c, "gpipe closed form (ns)", (double)want, (double)flow_shop, 0);
+  if (sch == SIM_SCHEDULE_1F1B && split_stage_layers(c, p - 1) == most)
+    check_abs(c, "1f1b closed form (ns)", (double)want, (double)flow_shop, 0);
+  if (sch == SIM_SCHEDULE_1F1B && split_stage_layers(c, p - 1) < most)
+    g_assert_cmpint(want, <=, flow_shop); /* the flow shop's time is a bound, gaps in the warm-up make it shorter */
+  /* the busiest stage is one that holds the most layers, and its compute is all of them, m times */
+  g_assert_cmpuint(split_stage_layers(c, r.critical_stage), ==, most);
+  check_rel(c, "breakdown.compute", r.breakdown.compute, (double)k * tf * 1e-9 * c->m * most, 1e-9);
+}
+
+/* Why: an uneven split must give each stage the layers Megatron would
+ * build there, and then the engine's timeline must be exactly the longest
+ * path through the schedule with each stage's passes as long as its
+ * layers: the textbook identities of uneven pipelines, through the whole
+ * task graph. */
+static void test_uneven_ideal(void) {
+  const struct {
+    guint pp, layers, chunks;
+    SimSplit split;
+  } splits[] = {
+      {4, 10, 0, {0, 0, TRUE, TRUE}},   /* 2, 3, 3, 2: lighter ends (Llama 3 405B's shape) */
+      {4, 10, 0, {1, 5, FALSE, FALSE}}, /* 1, 2, 2, 5: the last stage the heaviest */
+      {4, 10, 0, {4, 4, FALSE, FALSE}}, /* 4, 1, 1, 4 */
+      {3, 8, 0, {0, 0, TRUE, FALSE}},   /* 2, 3, 3 */
+      {3, 8, 0, {0, 0, FALSE, TRUE}},   /* 3, 3, 2 */
+      {2, 5, 0, {3, 2, FALSE, FALSE}},  /* 3, 2 */
+      {2, 5, 0, {1, 0, FALSE, FALSE}},  /* 1, 4: only the first given */
+      {5, 13, 0, {1, 0, FALSE, FALSE}}, /* 1, 3, 3, 3, 3 */
+      {5, 13, 0, {0, 5, FALSE, FALSE}}, /* 2, 2, 2, 2, 5 */
+      {4, 14, 2, {0, 0, TRUE, TRUE}},   /* chunks 1+2, 2+2, 2+2, 2+1 */
+      {4, 10, 2, {2, 4, FALSE, FALSE}}, /* chunks 1+1, 1+1, 1+1, 2+2 */
+      {4, 15, 2, {0, 0, FALSE, TRUE}},  /* chunks 2+2, 2+2, 2+2, 2+1 */
+  };
+  guint runs = 0;
+  for (guint i = 0; i < G_N_ELEMENTS(splits); i++) {
+    guint p = splits[i].pp, v = splits[i].chunks;
+    guint ms[] = {p, 2 * p + 1, 4 * p};
+    for (guint j = 0; j < G_N_ELEMENTS(ms); j++)
+      for (guint r = 0; r < 2; r++) {
+        const char *rc = r ? "full" : "none";
+        if (v) {
+          if (ms[j] % p)
+            continue;
+          Cfg c = {.pp = p, .layers = splits[i].layers, .m = ms[j], .chunks = v, .schedule = "interleaved",
+                   .recompute = rc, .split = splits[i].split};
+          check_uneven_ideal(&c);
+          runs++;
+          continue;
+        }
+        const char *scheds[] = {"gpipe", "1f1b"};
+        for (guint q = 0; q < 2; q++) {
+          Cfg c = {.pp = p, .layers = splits[i].layers, .m = ms[j], .schedule = scheds[q], .recompute = rc,
+                   .split = splits[i].split};
+          check_uneven_ideal(&c);
+          runs++;
+        }
+      }
+  }
+  g_assert_cmpuint(runs, >=, 100);
+}
+
+/* Why: a stage's parameters are its own layers' and its ends' extras, so
+ * over the stages they add up to the model's (with the tied word
+ * embedding's second copy on the last stage when p > 1), whatever the
+ * split; and each stage's weights, gradients and optimizer state in the
+ * memory walk are those of its own layers. */
+static void test_uneven_params(void) {
+  const ModelShape shapes[] = {
+      {.layers = 10, .hidden = 1024, .heads = 16, .seq_len = 512, .vocab = 51200},
+      {.layers = 10, .hidden = 1024, .heads = 16, .seq_len = 512, .vocab = 32000, .ffn_hidden = 2816,
+       .query_groups = 4, .mlp = MODEL_MLP_SWIGLU, .norm = MODEL_NORM_RMSNORM, .position = MODEL_POSITION_ROTARY,
+       .untied = TRUE, .no_bias = TRUE}};
+  const SimSplit splits[] = {{0, 0, TRUE, TRUE}, {1, 5, FALSE, FALSE}, {0, 4, FALSE, FALSE}, {4, 0, FALSE, FALSE}};
+  for (guint sh = 0; sh < G_N_ELEMENTS(shapes); sh++)
+    for (guint i = 0; i < G_N_ELEMENTS(splits); i++) {
+      Cfg c = {.layers = 10, .pp = 4, .m = 4, .split = splits[i]};
+      SimPlan plan;
+      build_plan(&c, &plan);
+      plan.model = shapes[sh]; /* the shape alone: the split is the plan's */
+      double sum = 0;
+      for (guint s = 0; s < c.pp; s++) {
+        guint L = split_stage_layers(&c, s);
+        check_abs(&c, "stage layers", sim_plan_stage_layers(&plan, s), L, 0);
+        sum += (double)model_stage_params(&plan.model, 1, c.pp, s, L);
+      }
+      double extra = shapes[sh].untied ? 0 : (double)shapes[sh].vocab * shapes[sh].hidden;
+      check_abs(&c, "parameters over the stages", sum, (double)model_param_count(&shapes[sh]) + extra, 0);
+    }
+}
+
+/* Why: the memory walk must take each stage's own layers: 1F1B holds
+ * min(p - s, m) microbatches on stage s, each with L_s layers'
+ * activations, and the stage's own parameters; with the embedding and the
+ * loss counted as layers the first stage holds one layer fewer, so a
+ * middle stage can be the one that needs the most. */
+static void test_uneven_memory(void) {
+  const struct {
+    guint layers;
+    SimSplit split;
+    guint busiest; /* the stage that needs the most (G_MAXUINT: not checked) */
+  } cases[] = {{10, {0, 0, TRUE, TRUE}, 1}, {10, {1, 5, FALSE, FALSE}, G_MAXUINT}, {14, {5, 3, FALSE, FALSE}, 0},
+               {15, {0, 0, TRUE, FALSE}, 1}};
+  const char *rcs[] = {"none", "full"};
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++)
+    for (guint rc = 0; rc < 2; rc++) {
+      Cfg c = {.layers = cases[i].layers, .pp = 4, .m = 8, .vocab = 1024, .recompute = rcs[rc],
+               .split = cases[i].split};
+      SimPlan plan;
+      build_plan(&c, &plan);
+      ModelMemory got;
+      guint stage;
+      sim_ptdp_memory(&plan, a100, &got, &stage);
+      ModelMemory best = {0};
+      guint best_s = 0;
+      for (guint s = 0; s < c.pp; s++) {
+        guint L = split_stage_layers(&c, s), mbs = MIN(c.pp - s, c.m);
+        ModelLayerOptions lo = sim_plan_layer_options(&plan, a100);
+        ModelMemoryRequest req = {.t = 1,
+                                  .b = c.b,
+                                  .params = model_stage_params(&plan.model, 1, c.pp, s, L),
+                                  .inflight_layer_mbs = (double)L * mbs,
+                                  .inflight_mbs = mbs,
+                                  .recompute = rc == 1,
+                                  .first_stage = s == 0,
+                                  .last_stage = s == c.pp - 1,
+                                  .fp32_softmax = model_softmax_fp32(&plan.model, 1, c.b, &lo),
+                                  .optimizer_shards = 1};
+        ModelMemory mm;
+        model_memory(&plan.model, &req, &mm);
+        if (mm.total > best.total)
+          best = mm, best_s = s;
+      }
+      check_abs(&c, "memory stage", stage, best_s, 0);
+      check_rel(&c, "memory total", got.total, best.total, 1e-12);
+      check_rel(&c, "memory weights", got.weights, best.weights, 1e-12);
+      check_rel(&c, "memory activations", got.activations, best.activations, 1e-12);
+      if (cases[i].busiest != G_MAXUINT && rc == 0)
+        check_abs(&c, "the stage that needs the most", stage, cases[i].busiest, 0);
+    }
+}
+
+/* Why: the data-parallel gradient all-reduce of each stage carries its own
+ * stage's parameters, and each stage's optimizer step is over them: the
+ * bytes add up by stage, and the critical stage's exposed optimizer time is
+ * the step over its own parameters. */
+static void test_uneven_dp_and_optimizer(void) {
+  const Cfg cs[] = {
+      {.tp = 2, .pp = 4, .dp = 2, .m = 8, .layers = 10, .split = {0, 0, TRUE, TRUE}},
+      {.tp = 2, .pp = 4, .dp = 2, .m = 8, .layers = 10, .ddp = "torch", .split = {1, 5, FALSE, FALSE}},
+      {.tp = 4, .pp = 4, .dp = 2, .m = 8, .layers = 14, .chunks = 2, .schedule = "interleaved",
+       .split = {0, 0, TRUE, TRUE}},
+      {.tp = 1, .pp = 3, .dp = 3, .m = 5, .layers = 8, .schedule = "gpipe", .split = {0, 0, FALSE, TRUE}},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cs); i++) {
+    Cfg c = cs[i];
+    SimPlan plan;
+    SimResult r;
+    run_cfg(&c, a100, &plan, &r);
+    double t = c.tp, d = c.dp, params = 0;
+    for (guint s = 0; s < c.pp; s++)
+      params += (double)model_stage_params(&plan.model, c.tp, c.pp, s, split_stage_layers(&c, s)) * t;
+    double dp = 2.0 * (d - 1) * 2.0 * params + 2 * (2.0 * c.vocab * c.hidden / t) * t * d;
+    check_rel(&c, "bytes_dp", r.bytes_dp, dp, 1e-12);
+    guint64 crit = model_stage_params(&plan.model, c.tp, c.pp, r.critical_stage,
+                                      split_stage_layers(&c, r.critical_stage));
+    check_rel(&c, "breakdown.optimizer", r.breakdown.optimizer,
+              llround(model_optimizer_time_s(a100, crit) * 1e9) * 1e-9, 1e-12);
+  }
+}
+
+/* Why: the symmetry shortcut must stay exact when stages differ. */
+static void test_uneven_symmetry(void) {
+  Cfg cs[] = {
+      {.layers = 10, .seq = 512, .tp = 2, .pp = 4, .dp = 2, .m = 8, .split = {0, 0, TRUE, TRUE}},
+      {.layers = 10, .seq = 512, .tp = 4, .pp = 4, .dp = 2, .m = 8, .ddp = "torch", .recompute = "none",
+       .split = {1, 5, FALSE, FALSE}},
+      {.layers = 14, .seq = 512, .tp = 2, .pp = 4, .dp = 2, .m = 8, .chunks = 2, .schedule = "interleaved",
+       .split = {0, 0, TRUE, TRUE}},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cs); i++) {
+    cfg_defaults(&cs[i]);
+    char *diff = symmetry_difference(&cs[i]);
+    if (diff)
+      g_test_fail_printf("%s", diff);
+    g_free(diff);
+  }
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   GError *error = NULL;
@@ -855,6 +1210,11 @@ int main(int argc, char **argv) {
   g_test_add_func("/schedules/breakdown-sums", test_breakdown_sums);
   g_test_add_func("/schedules/memory/inflight", test_memory_inflight);
   g_test_add_func("/schedules/memory/recompute", test_memory_recompute);
+  g_test_add_func("/schedules/uneven/ideal", test_uneven_ideal);
+  g_test_add_func("/schedules/uneven/params", test_uneven_params);
+  g_test_add_func("/schedules/uneven/memory", test_uneven_memory);
+  g_test_add_func("/schedules/uneven/dp-and-optimizer", test_uneven_dp_and_optimizer);
+  g_test_add_func("/schedules/uneven/symmetry", test_uneven_symmetry);
   int rc = g_test_run();
   topo_cluster_free(selene);
   model_profile_free(ideal);

@@ -51,6 +51,19 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddNumberToObject(cfg, "micro_batch", pl->micro_batch);
   cJSON_AddNumberToObject(cfg, "microbatches", pl->microbatches);
   cJSON_AddNumberToObject(cfg, "chunks", pl->chunks);
+  if (!pl->zero && pl->schedule != SIM_SCHEDULE_TERAPIPE && sim_plan_uneven(pl)) {
+    /* the uneven pipeline split: each stage's layers, and with model
+     * chunks each virtual stage's (c p + s: chunk c of stage s) */
+    cJSON *per = cJSON_AddArrayToObject(cfg, "layers_per_stage");
+    for (guint s = 0; s < pl->pp; s++)
+      cJSON_AddItemToArray(per, cJSON_CreateNumber(sim_plan_stage_layers(pl, s)));
+    if (pl->chunks > 1) {
+      cJSON *virt = cJSON_AddArrayToObject(cfg, "layers_per_virtual_stage");
+      for (guint c = 0; c < pl->chunks; c++)
+        for (guint s = 0; s < pl->pp; s++)
+          cJSON_AddItemToArray(virt, cJSON_CreateNumber(sim_plan_chunk_layers(pl, s, c)));
+    }
+  }
   /* ZeRO runs no pipeline: one stage accumulates its microbatches */
   cJSON_AddStringToObject(cfg, "schedule", pl->zero ? "zero" : sim_schedule_name(pl->schedule));
   cJSON_AddStringToObject(cfg, "recompute", sim_recompute_name(pl));
@@ -143,6 +156,11 @@ static double num(const cJSON *o, const char *key) {
 
 static guint count(const cJSON *o, const char *key) { return (guint)num(o, key); }
 
+static guint count_at(const cJSON *array, int i) {
+  const cJSON *v = cJSON_GetArrayItem(array, i);
+  return cJSON_IsNumber(v) ? (guint)v->valuedouble : 0;
+}
+
 static const char *str(const cJSON *o, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
   return cJSON_IsString(v) ? v->valuestring : "";
@@ -230,6 +248,28 @@ static void architecture_text(GString *out, const cJSON *cfg) {
                          tied ? "tied" : "untied", bias ? "linear biases" : "no linear biases");
 }
 
+/* An uneven split's layers in words, equal neighbours together: "15 on
+ * stage 0, 16 on stages 1-6, 15 on stage 7"; nothing where `per` is not
+ * an array. */
+static void stages_text(GString *out, const cJSON *per, const char *unit, const char *lead, const char *tail) {
+  int n = cJSON_IsArray(per) ? cJSON_GetArraySize(per) : 0;
+  if (n == 0)
+    return;
+  g_string_append(out, lead);
+  for (int i = 0; i < n;) {
+    guint v = count_at(per, i);
+    int j = i;
+    while (j + 1 < n && count_at(per, j + 1) == v)
+      j++;
+    if (j > i)
+      g_string_append_printf(out, "%s%u on %ss %d-%d", i ? ", " : "", v, unit, i, j);
+    else
+      g_string_append_printf(out, "%s%u on %s %d", i ? ", " : "", v, unit, i);
+    i = j + 1;
+  }
+  g_string_append_printf(out, "%s\n", tail);
+}
+
 void trace_report_text(GString *out, const cJSON *run) {
   const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(run, "config");
   const cJSON *tp = cJSON_GetObjectItemCaseSensitive(run, "terapipe");
@@ -266,6 +306,10 @@ void trace_report_text(GString *out, const cJSON *run) {
     g_string_append_printf(out, "batch      %u sequences, microbatch %u, %u microbatch%s per pipeline\n", B,
                            count(cfg, "micro_batch"), count(cfg, "microbatches"),
                            count(cfg, "microbatches") == 1 ? "" : "es");
+  stages_text(out, cJSON_GetObjectItemCaseSensitive(cfg, "layers_per_stage"), "stage", "layers     ",
+              " (an uneven split)");
+  stages_text(out, cJSON_GetObjectItemCaseSensitive(cfg, "layers_per_virtual_stage"), "virtual stage",
+              "           by model chunk: ", " (chunk c of stage s is virtual stage c p + s)");
   if (zero)
     g_string_append_printf(out,
                            "schedule   ZeRO stage %u over %u GPUs (%s sharded), %u microbatch%s accumulated, recompute "

@@ -88,6 +88,15 @@ cJSON *trace_request_json(const SimPlanRequest *r, const TopoCluster *cluster, c
   cJSON_AddBoolToObject(o, "allow_oom", r->allow_oom);
   cJSON_AddBoolToObject(o, "exact", r->exact);
   cJSON_AddNumberToObject(o, "tokens", r->tokens);
+  /* an uneven pipeline split, where one is asked for */
+  if (r->split.first)
+    cJSON_AddNumberToObject(o, "first_stage_layers", r->split.first);
+  if (r->split.last)
+    cJSON_AddNumberToObject(o, "last_stage_layers", r->split.last);
+  if (r->split.embedding)
+    cJSON_AddBoolToObject(o, "account_for_embedding", TRUE);
+  if (r->split.loss)
+    cJSON_AddBoolToObject(o, "account_for_loss", TRUE);
   return o;
 }
 
