@@ -310,6 +310,12 @@ cJSON *calib_check_facts(const cJSON *facts, const char *path, const ModelProfil
   const cJSON *att = cJSON_GetObjectItemCaseSensitive(facts, "attention");
   const cJSON *gem = cJSON_GetObjectItemCaseSensitive(facts, "gemm");
   const cJSON *mb = cJSON_GetObjectItemCaseSensitive(facts, "membound");
+  const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(facts, "format");
+  if (cJSON_IsString(fmt) && strcmp(fmt->valuestring, CALIB_FORMAT) == 0) {
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
+                "%s is a ptdsim measurements file, not another tool's kernel facts; compare it with --compare", path);
+    return NULL;
+  }
   if (!cJSON_IsObject(facts) || (!cJSON_IsArray(att) && !cJSON_IsArray(gem) && !cJSON_IsArray(mb))) {
     g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
                 "%s: not a kernel-facts file (it needs an 'attention', 'gemm' or 'membound' list of timings)", path);

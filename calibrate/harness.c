@@ -304,6 +304,48 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
     }
     ok = keep(o, ok, m, error);
   }
+  if (ok && calib_plan_has_mode(o->modes, "modern")) {
+    double *s2 = g_new(double, o->reps), *s3 = g_new(double, o->reps);
+    CalibGpuTiming tr = {(unsigned)o->warmup, (unsigned)o->reps, s2}, tb = {(unsigned)o->warmup, (unsigned)o->reps, s3};
+    said = FALSE;
+    for (guint i = 0; ok && i < plan->modern->len; i++) {
+      const CalibPlanModern *pm = &g_array_index(plan->modern, CalibPlanModern, i);
+      const CalibLayerShape *c = &plan->cfg.shapes[pm->shape];
+      char shape[128];
+      calib_layer_shape_label(c, shape, sizeof shape);
+      double need = calib_plan_modern_bytes(c) / 1073741824.0;
+      if (need > 0.9 * info.memory_GiB) {
+        g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
+                    "modern layer %s needs %.1f GiB of GPU memory and the GPU has %.1f GiB; drop it from --shapes",
+                    shape, need, info.memory_GiB);
+        ok = keep(o, FALSE, m, error);
+        continue;
+      }
+      CalibGpuLayer gl = {c->hidden, c->heads, calib_shape_kv_heads(c), calib_shape_ffn(c), c->seq, c->micro_batch,
+                          c->tp, c->llama, pm->fp8, pm->sequence_parallel};
+      int rc = calib_gpu_modern_layer(dev, &gl, &t, &tr, &tb, err, sizeof err);
+      if (unsupported(rc, err, pm->fp8 ? "modern fp8" : "modern bf16", &said))
+        continue;
+      ok = gpu_failed(rc, err, error);
+      if (ok) {
+        CalibLayer l = {.hidden = c->hidden, .heads = c->heads, .seq = c->seq, .micro_batch = c->micro_batch,
+                        .tp = c->tp, .kv_heads = c->kv_heads, .ffn = c->ffn, .llama = c->llama, .flash = TRUE,
+                        .sequence_parallel = pm->sequence_parallel, .fused = TRUE, .fwd = timed(&t),
+                        .bwd = timed(&tb), .has_recompute = TRUE, .recompute = timed(&tr)};
+        g_strlcpy(l.dtype, pm->fp8 ? "fp8" : "bf16", sizeof l.dtype);
+        g_array_append_val(m->layers, l);
+        g_snprintf(label, sizeof label, "modern %s %s forward", shape, l.dtype);
+        row(label, &l.fwd, "");
+        g_snprintf(label, sizeof label, "modern %s %s recompute", shape, l.dtype);
+        row(label, &l.recompute, "");
+        g_snprintf(label, sizeof label, "modern %s %s backward", shape, l.dtype);
+        row(label, &l.bwd, "");
+      }
+      ok = keep(o, ok, m, error);
+    }
+    g_free(s2);
+    g_free(s3);
+  }
   for (guint i = 0; ok && calib_plan_has_mode(o->modes, "membw") && i < plan->membw_bytes->len; i++) {
     double bytes = g_array_index(plan->membw_bytes, double, i);
     ok = gpu_failed(calib_gpu_copy(dev, bytes, &t, err, sizeof err), err, error);

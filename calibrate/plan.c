@@ -560,19 +560,16 @@ static double attn_flops(const CalibPlanAttention *a) {
   return 2.0 * (double)a->batch * (double)a->heads * (double)a->seq * (double)a->seq * (double)a->head_dim;
 }
 
-/* One modern layer's forward: its linear GEMMs (the shape's lt.*.fwd) and
- * its attention. */
+/* One modern layer's forward: its linear GEMMs (QKV, projection, MLP up
+ * and down at the rank's widths over b s tokens) and its attention. */
 static double modern_fwd_flops(const CalibPlan *p, guint si) {
-  double f = 0;
-  for (guint i = 0; i < p->gemmlt->len; i++) {
-    const CalibPlanLtGemm *g = &g_array_index(p->gemmlt, CalibPlanLtGemm, i);
-    if (g->shape == si && g_str_has_suffix(g->op, ".fwd") && !g_str_has_prefix(g->op, "lt.logits"))
-      f += lt_flops(g);
-  }
   const CalibLayerShape *sh = &p->cfg.shapes[si];
+  double T = (double)sh->micro_batch * sh->seq, h = sh->hidden, t = sh->tp, d = h / sh->heads;
+  double qkv = (sh->heads + 2.0 * calib_shape_kv_heads(sh)) * d / t, ffn = calib_shape_ffn(sh) / t;
+  double up = sh->llama ? 2 * ffn : ffn;
   CalibPlanAttention a = {sh->micro_batch, sh->heads / sh->tp, calib_shape_kv_heads(sh) / sh->tp, sh->seq,
                           sh->hidden / sh->heads};
-  return f + attn_flops(&a);
+  return 2 * T * (h * qkv + sh->heads * d / t * h + h * up + ffn * h) + attn_flops(&a);
 }
 
 /* GPU memory of one modern layer at shape `sh` (calib_gpu_modern_layer's

@@ -284,7 +284,10 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
   linear(a, d->ht, d->h, d->bs, FALSE);         /*             wgrad */
   memop(a, MODEL_MEM_COPY, 4 * d->Nc);          /* context layout */
   if (d->flash) {
-    memop(a, MODEL_MEM_NORM, 4 * d->Nc);        /* flash backward's preprocessing: rowsum(dO * O) */
+    /* FlashAttention-2's preprocessing kernel, rowsum(dO * O); the waves
+     * model is fitted to whole backward passes (cuDNN's runs it inside) */
+    if (!a->p->flash_waves)
+      memop(a, MODEL_MEM_NORM, 4 * d->Nc);
     span_begin(a, &ps->core);
     flash(a, d, TRUE);                          /* its backward: S and P again, dV, dP, dQ, dK */
     span_end(a, &ps->core);

@@ -395,8 +395,69 @@ static void edit_layer_negative_recompute(cJSON *r) {
   cJSON_ReplaceItemInObject(item(r, "layer", 1), "recompute_us", cJSON_CreateNumber(-1));
 }
 static void edit_layer_no_backward(cJSON *r) { cJSON_DeleteItemFromObject(item(r, "layer", 0), "backward_us"); }
+/* Today's records, each malformed one way. */
+static void edit_fp8_cublas(cJSON *r) {
+  cJSON_ReplaceItemInObject(item(r, "gemm", 0), "dtype", cJSON_CreateString("fp8"));
+}
+static void edit_bad_tile(cJSON *r) {
+  int t[2] = {0, 128};
+  cJSON_AddItemToObject(item(r, "gemm", 1), "tile", cJSON_CreateIntArray(t, 2));
+}
+static void edit_bad_api(cJSON *r) { cJSON_AddStringToObject(item(r, "gemm", 1), "api", "rocblas"); }
+static void edit_membound_op(cJSON *r) {
+  cJSON_ReplaceItemInObject(item(r, "membound", 3), "op", cJSON_CreateString("layernorm.sideways"));
+}
+static void edit_membound_bytes(cJSON *r) {
+  cJSON_ReplaceItemInObject(item(r, "membound", 2), "bytes", cJSON_CreateNumber(12345));
+}
+static cJSON *attention_record(void) {
+  cJSON *a = cJSON_CreateObject();
+  cJSON_AddStringToObject(a, "impl", "cudnn-sdpa");
+  cJSON_AddStringToObject(a, "dtype", "bf16");
+  cJSON_AddBoolToObject(a, "causal", TRUE);
+  cJSON_AddNumberToObject(a, "batch", 1);
+  cJSON_AddNumberToObject(a, "heads", 16);
+  cJSON_AddNumberToObject(a, "kv_heads", 16);
+  cJSON_AddNumberToObject(a, "seq", 4096);
+  cJSON_AddNumberToObject(a, "head_dim", 128);
+  cJSON_AddNumberToObject(a, "forward_us", 200);
+  cJSON_AddNumberToObject(a, "backward_us", 500);
+  return a;
+}
+static void add_attention(cJSON *r, cJSON *a) {
+  cJSON *l = cJSON_AddArrayToObject(r, "attention");
+  cJSON_AddItemToArray(l, a);
+}
+static void edit_attention_kv(cJSON *r) {
+  cJSON *a = attention_record();
+  cJSON_ReplaceItemInObject(a, "kv_heads", cJSON_CreateNumber(3));
+  add_attention(r, a);
+}
+static void edit_attention_no_pass(cJSON *r) {
+  cJSON *a = attention_record();
+  cJSON_DeleteItemFromObject(a, "forward_us");
+  cJSON_DeleteItemFromObject(a, "backward_us");
+  add_attention(r, a);
+}
+static void edit_attention_impl(cJSON *r) {
+  cJSON *a = attention_record();
+  cJSON_ReplaceItemInObject(a, "impl", cJSON_CreateString("xformers"));
+  add_attention(r, a);
+}
+static void edit_layer_style(cJSON *r) { cJSON_AddStringToObject(item(r, "layer", 0), "style", "mamba"); }
+static void edit_layer_kv(cJSON *r) { cJSON_AddNumberToObject(item(r, "layer", 0), "kv_heads", 7); }
 
 static void test_bad_files(void) {
+  expect_rejected(edit_fp8_cublas, "gemm[0].'dtype' is \"fp8\", which only cuBLASLt runs", CALIB_ERROR_INVALID);
+  expect_rejected(edit_bad_tile, "gemm[1].'tile' must be [tile_m, tile_n]", CALIB_ERROR_INVALID);
+  expect_rejected(edit_bad_api, "gemm[1].'api' must be \"cublas\" or \"cublaslt\"", CALIB_ERROR_INVALID);
+  expect_rejected(edit_membound_op, "membound[3].'op' must be one of the membound mode's kernels", CALIB_ERROR_INVALID);
+  expect_rejected(edit_membound_bytes, "membound[2].'bytes' must be rows x cols", CALIB_ERROR_INVALID);
+  expect_rejected(edit_attention_kv, "attention[0].'kv_heads' must be at least 1 and divide heads", CALIB_ERROR_INVALID);
+  expect_rejected(edit_attention_no_pass, "attention[0].'forward_us' is missing", CALIB_ERROR_INVALID);
+  expect_rejected(edit_attention_impl, "attention[0].'impl' must be \"cudnn-sdpa\"", CALIB_ERROR_INVALID);
+  expect_rejected(edit_layer_style, "layer[0].'style' must be one of \"gpt\", \"llama\"", CALIB_ERROR_INVALID);
+  expect_rejected(edit_layer_kv, "layer[0].'kv_heads' must divide heads", CALIB_ERROR_INVALID);
   expect_rejected(edit_missing_m, "gemm[4].'m' is missing", CALIB_ERROR_INVALID);
   expect_rejected(edit_negative_time, "nccl[2].'time_us' is -3", CALIB_ERROR_INVALID);
   expect_rejected(edit_units_ms, "microseconds", CALIB_ERROR_INVALID);
@@ -1231,6 +1292,54 @@ static void test_cli_compare(void) {
   p = run(bin, args);
   expect_one_line_error(&p, "not both");
   g_free(args);
+  /* --base and --check-facts: one-line errors */
+  args = g_strdup_printf("fit %s --base nosuch -o %s/b.json", meas, tmpdir);
+  p = run(bin, args);
+  expect_one_line_error(&p, "--base: no profile named 'nosuch'");
+  g_free(args);
+  args = g_strdup_printf("fit --check-facts %s --profile %s", meas, prof);
+  p = run(bin, args);
+  expect_one_line_error(&p, "is a ptdsim measurements file, not another tool's kernel facts");
+  g_free(args);
+  args = g_strdup_printf("fit --check-facts %s", meas);
+  p = run(bin, args);
+  expect_one_line_error(&p, "--check-facts needs --profile");
+  g_free(args);
+  args = g_strdup_printf("fit --check-facts %s --compare %s --profile %s", meas, meas, prof);
+  p = run(bin, args);
+  expect_one_line_error(&p, "not both");
+  g_free(args);
+  /* The committed PyTorch facts against the published H100 profile: every row, its kinds summed up,
+   * the text table naming its floors */
+  char *facts = g_build_filename(g_getenv("PTDSIM_DATA_DIR"), "calibrate", "measurements", "h100-kernels-pytorch.json",
+                                 NULL);
+  args = g_strdup_printf("fit --check-facts %s --profile h100-sxm5-80gb --format json", facts);
+  p = run(bin, args);
+  g_assert_cmpint(p.status, ==, 0);
+  cJSON *fj = cJSON_Parse(p.out);
+  g_assert_nonnull(fj);
+  g_assert_cmpint(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(fj, "rows")), ==, 12 * 2 + 32 + 20);
+  guint bounded = 0, kinds = 0;
+  const cJSON *k;
+  cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(fj, "summary")) {
+    kinds++;
+    bounded += (guint)num(k, "bounded");
+    g_assert_cmpfloat(num(k, "median_abs_error"), >=, 0);
+  }
+  g_assert_cmpuint(kinds, ==, 6);
+  g_assert_cmpuint(bounded, >, 0); /* short attention timings at the host floor */
+  cJSON_Delete(fj);
+  proc_clear(&p);
+  g_free(args);
+  args = g_strdup_printf("fit --check-facts %s --profile h100-sxm5-80gb", facts);
+  p = run(bin, args);
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "host floor"));
+  g_assert_nonnull(strstr(p.out, "gemm fp8 (split accumulation)"));
+  g_assert_nonnull(strstr(p.out, " <="));
+  proc_clear(&p);
+  g_free(args);
+  g_free(facts);
   args = g_strdup_printf("fit --synthesize a100-sxm4-80gb --shapes 4096:32:2048:2:4,2304:24:1024:1:1 -o %s", meas);
   p = run(bin, args);
   g_assert_cmpint(p.status, ==, 0);
@@ -1291,6 +1400,41 @@ static void test_calibrate_dry_run(void) {
   expect_one_line_error(&p, "not both");
   p = run(bin, "--dry-run --shapes 2304:24:2048:1:5");
   expect_one_line_error(&p, "--tp");
+  /* Today's modes over the presets: each listed, each preset under 5 minutes on one GPU. */
+  static const char *presets[] = {"llama3", "gpt3"};
+  for (guint i = 0; i < G_N_ELEMENTS(presets); i++) {
+    char *a = g_strdup_printf("--dry-run --gpus 1 --mode gemmlt,attention,membound,modern --shapes %s", presets[i]);
+    p = run(bin, a);
+    g_free(a);
+    g_assert_cmpint(p.status, ==, 0);
+    CalibPlanConfig cfg;
+    calib_plan_config_default(&cfg);
+    g_assert_true(calib_plan_parse_shapes(presets[i], &cfg, NULL));
+    CalibPlan *plan = calib_plan_new(&cfg, NULL);
+    char *line = g_strdup_printf("gemmlt: %u GEMMs x {bf16, fp8", plan->gemmlt->len);
+    g_assert_nonnull(strstr(p.out, line));
+    g_free(line);
+    line = g_strdup_printf("attention: %u configurations of cuDNN's fused flash attention", plan->attention->len);
+    g_assert_nonnull(strstr(p.out, line));
+    g_free(line);
+    line = g_strdup_printf("membound: %u memory-bound kernels", plan->membound->len);
+    g_assert_nonnull(strstr(p.out, line));
+    g_free(line);
+    g_assert_nonnull(strstr(p.out, "modern: each shape's whole layer"));
+    g_assert_nonnull(strstr(p.out, " fp8 "));
+    g_assert_null(strstr(p.out, "\ngemm:")); /* the 2021 modes not asked for */
+    est = strstr(p.out, "estimated wall time: at most about ");
+    g_assert_nonnull(est);
+    seconds = g_ascii_strtod(est + strlen("estimated wall time: at most about "), NULL);
+    g_test_message("%s: %.0f s", presets[i], seconds);
+    g_assert_cmpfloat(seconds, <, 300);
+    calib_plan_free(plan);
+    proc_clear(&p);
+  }
+  p = run(bin, "--dry-run --shapes 8192:64:8192:1:8:3:28672:0:llama");
+  expect_one_line_error(&p, "key/value heads");
+  p = run(bin, "--dry-run --shapes 8192:64:8192:1:8:8:28672:0:mamba");
+  expect_one_line_error(&p, "STYLE");
 }
 
 int main(int argc, char **argv) {
