@@ -110,11 +110,13 @@ static gboolean keep(const Options *o, gboolean ok, CalibMeasurements *m, GError
 
 /* A measurement the device or its libraries cannot run at all: said once
  * per mode on stdout and skipped, not a failure. */
-static gboolean unsupported(int rc, const char *err, const char *mode, gboolean *said) {
+static gboolean unsupported(int rc, const char *err, const char *mode, gboolean *said, CalibMeasurements *m) {
   if (rc != CALIB_GPU_UNSUPPORTED)
     return FALSE;
-  if (!*said)
+  if (!*said) {
     printf("  %s: skipped on this device: %s\n", mode, err);
+    g_ptr_array_add(m->skipped, g_strdup_printf("%s: %s", mode, err));
+  }
   *said = TRUE;
   return TRUE;
 }
@@ -238,7 +240,7 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
       unsigned tm = 0, tn = 0;
       int rc = calib_gpu_gemmlt(dev, fp8, pg->layout[0] == 'T', pg->layout[1] == 'T', pg->m, pg->n, pg->k, &tm, &tn, &t,
                                 err, sizeof err);
-      if (unsupported(rc, err, fp8 ? "gemmlt fp8" : "gemmlt bf16", &said))
+      if (unsupported(rc, err, fp8 ? "gemmlt fp8" : "gemmlt bf16", &said, m))
         continue;
       ok = gpu_failed(rc, err, error);
       if (ok) {
@@ -264,7 +266,7 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
       const CalibPlanAttention *pa = &g_array_index(plan->attention, CalibPlanAttention, i);
       int rc = calib_gpu_attention(dev, pa->batch, pa->heads, pa->kv_heads, pa->seq, pa->head_dim, 1, &t, &tb, err,
                                    sizeof err);
-      if (unsupported(rc, err, "attention", &said))
+      if (unsupported(rc, err, "attention", &said, m))
         break; /* no SDPA at all: the rest would say the same */
       ok = gpu_failed(rc, err, error);
       if (ok) {
@@ -324,7 +326,7 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
       CalibGpuLayer gl = {c->hidden, c->heads, calib_shape_kv_heads(c), calib_shape_ffn(c), c->seq, c->micro_batch,
                           c->tp, c->llama, pm->fp8, pm->sequence_parallel};
       int rc = calib_gpu_modern_layer(dev, &gl, &t, &tr, &tb, err, sizeof err);
-      if (unsupported(rc, err, pm->fp8 ? "modern fp8" : "modern bf16", &said))
+      if (unsupported(rc, err, pm->fp8 ? "modern fp8" : "modern bf16", &said, m))
         continue;
       ok = gpu_failed(rc, err, error);
       if (ok) {

@@ -42,6 +42,7 @@ CalibMeasurements *calib_measurements_new(void) {
   m->attention = g_array_new(FALSE, TRUE, sizeof(CalibAttention));
   m->membound = g_array_new(FALSE, TRUE, sizeof(CalibMembound));
   m->failures = g_ptr_array_new_with_free_func(g_free);
+  m->skipped = g_ptr_array_new_with_free_func(g_free);
   return m;
 }
 
@@ -61,6 +62,7 @@ void calib_measurements_free(CalibMeasurements *m) {
   g_array_free(m->attention, TRUE);
   g_array_free(m->membound, TRUE);
   g_ptr_array_free(m->failures, TRUE);
+  g_ptr_array_free(m->skipped, TRUE);
   g_free(m);
 }
 
@@ -121,6 +123,11 @@ cJSON *calib_measurements_to_json(const CalibMeasurements *m) {
     cJSON_AddStringToObject(root, "synthetic", m->synthetic);
   if (m->source)
     cJSON_AddStringToObject(root, "source", m->source);
+  if (m->skipped->len > 0) {
+    cJSON *f = cJSON_AddArrayToObject(root, "skipped");
+    for (guint i = 0; i < m->skipped->len; i++)
+      cJSON_AddItemToArray(f, cJSON_CreateString(g_ptr_array_index(m->skipped, i)));
+  }
   if (m->failures->len > 0) {
     cJSON *f = cJSON_AddArrayToObject(root, "failures");
     for (guint i = 0; i < m->failures->len; i++)
@@ -426,7 +433,11 @@ static gboolean read_header(Reader *r, const cJSON *root, CalibMeasurements *m) 
   m->date = opt_str(root, "date");
   m->synthetic = opt_str(root, "synthetic");
   m->source = opt_str(root, "source");
-  const cJSON *failed;
+  const cJSON *failed, *skipped;
+  cJSON_ArrayForEach(skipped, cJSON_GetObjectItemCaseSensitive(root, "skipped")) {
+    if (cJSON_IsString(skipped))
+      g_ptr_array_add(m->skipped, g_strdup(skipped->valuestring));
+  }
   cJSON_ArrayForEach(failed, cJSON_GetObjectItemCaseSensitive(root, "failures")) {
     if (cJSON_IsString(failed))
       g_ptr_array_add(m->failures, g_strdup(failed->valuestring));

@@ -118,6 +118,7 @@ typedef struct {
   GArray *attention; /* CalibAttention (optional list "attention") */
   GArray *membound;  /* CalibMembound (optional list "membound") */
   GPtrArray *failures; /* strings: measurements that failed under --keep-going (optional "failures" list) */
+  GPtrArray *skipped;  /* strings: modes the device or its libraries cannot run (optional "skipped" list) */
 } CalibMeasurements;
 
 #define CALIB_ERROR (calib_error_quark())

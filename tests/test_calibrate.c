@@ -241,6 +241,7 @@ static void test_time_statistics(void) {
 static void test_measurements_round_trip(void) {
   CalibMeasurements *m = synth("a100-sxm4-80gb", 0.02, 3);
   g_ptr_array_add(m->failures, g_strdup("gpu.cu:1: a failure kept by --keep-going"));
+  g_ptr_array_add(m->skipped, g_strdup("attention: cuDNN is not built in"));
   char *path = tmp_path("round-trip.json");
   GError *error = NULL;
   g_assert_true(calib_measurements_save(m, path, &error));
@@ -279,6 +280,8 @@ static void test_measurements_round_trip(void) {
   g_assert_nonnull(r->synthetic);
   g_assert_cmpuint(r->failures->len, ==, 1);
   g_assert_cmpstr(g_ptr_array_index(r->failures, 0), ==, "gpu.cu:1: a failure kept by --keep-going");
+  g_assert_cmpuint(r->skipped->len, ==, 1);
+  g_assert_cmpstr(g_ptr_array_index(r->skipped, 0), ==, "attention: cuDNN is not built in");
   for (guint i = 0; i < m->layers->len; i++) {
     const CalibLayer *a = &g_array_index(m->layers, CalibLayer, i), *b = &g_array_index(r->layers, CalibLayer, i);
     g_assert_true(b->has_recompute);
