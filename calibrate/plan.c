@@ -673,6 +673,14 @@ double calib_plan_estimate_s(const CalibPlan *p, const char *modes, guint warmup
   return total;
 }
 
+/* A GEMM's shape index, "-" for the grids. */
+static void shape_index_label(guint shape, char *buf, gsize len) {
+  if (shape == G_MAXUINT)
+    g_strlcpy(buf, "-", len);
+  else
+    g_snprintf(buf, len, "%u", shape);
+}
+
 void calib_plan_print(const CalibPlan *p, const char *modes, guint warmup, guint reps, GString *o) {
   const CalibPlanConfig *c = &p->cfg;
   char label[96];
@@ -691,10 +699,7 @@ void calib_plan_print(const CalibPlan *p, const char *modes, guint warmup, guint
     for (guint i = 0; i < p->gemm->len; i++) {
       const CalibPlanGemm *g = &g_array_index(p->gemm, CalibPlanGemm, i);
       char sh[16];
-      if (g->shape == G_MAXUINT)
-        g_strlcpy(sh, "-", sizeof sh);
-      else
-        g_snprintf(sh, sizeof sh, "%u", g->shape);
+      shape_index_label(g->shape, sh, sizeof sh);
       g_string_append_printf(o, "  %-20s %5s %6s %6" G_GUINT64_FORMAT " %7" G_GUINT64_FORMAT " %7" G_GUINT64_FORMAT
                                 " %7" G_GUINT64_FORMAT " %10.2f\n",
                              g->op, sh, g->layout, g->batch, g->m, g->n, g->k, gemm_flops(g) / 1e9);
@@ -719,10 +724,7 @@ void calib_plan_print(const CalibPlan *p, const char *modes, guint warmup, guint
     for (guint i = 0; i < p->gemmlt->len; i++) {
       const CalibPlanLtGemm *g = &g_array_index(p->gemmlt, CalibPlanLtGemm, i);
       char sh[16];
-      if (g->shape == G_MAXUINT)
-        g_strlcpy(sh, "-", sizeof sh);
-      else
-        g_snprintf(sh, sizeof sh, "%u", g->shape);
+      shape_index_label(g->shape, sh, sizeof sh);
       g_string_append_printf(o, "  %-20s %5s %6s %7" G_GUINT64_FORMAT " %7" G_GUINT64_FORMAT " %7" G_GUINT64_FORMAT
                                 " %10.2f\n",
                              g->op, sh, g->layout, g->m, g->n, g->k, lt_flops(g) / 1e9);
