@@ -79,7 +79,7 @@ int calib_gpu_attention(int device, unsigned long long batch, unsigned long long
                         CalibGpuTiming *bwd, char *err, size_t errlen);
 /* One memory-bound kernel as production frameworks write it (16-byte
  * vectorized accesses, one pass; gpu_membound.cu): `op` is one of the names
- * of calib_membound_ops (plan.h), over a bf16 rows x cols tensor (cols: the
+ * of calib_membound_ops (measurements.h), over a bf16 rows x cols tensor (cols: the
  * row's width as that table defines it). */
 int calib_gpu_membound(int device, const char *op, unsigned long long rows, unsigned long long cols,
                        CalibGpuTiming *t, char *err, size_t errlen);

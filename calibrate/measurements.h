@@ -11,6 +11,8 @@
 #include <cjson/cJSON.h>
 #include <glib.h>
 
+#include "../models/profile.h"
+
 #define CALIB_FORMAT "ptdsim-measurements"
 #define CALIB_FORMAT_VERSION 1
 
@@ -43,8 +45,27 @@ typedef struct {
   CalibTime fwd, bwd;
 } CalibAttention;
 
+/* The memory-bound kernels the membound mode measures, as production
+ * frameworks write them (Megatron-Core and Transformer Engine: one pass,
+ * 16-byte vectorized accesses), over a bf16 tensor of rows x cols: */
+typedef struct {
+  const char *name;  /* "rmsnorm.fwd", ... */
+  ModelMemClass cls; /* the fitted class it belongs to */
+  /* Bytes read and written per element of rows x cols (per-row and
+   * per-column vectors such as gamma, the statistics or the loss are
+   * neglected: they are one row or column against thousands). */
+  double bytes_per_elem;
+  const char *what;  /* what it reads and writes */
+} CalibMemboundOp;
+
+/* The table, in the harness's order. */
+extern const CalibMemboundOp calib_membound_ops[];
+extern const guint calib_n_membound_ops;
+/* The row of `name`, or NULL. */
+const CalibMemboundOp *calib_membound_op(const char *name);
+
 /* One memory-bound kernel as production frameworks write it: `op` names a
- * row of calib_membound_ops (plan.h), which gives its class and bytes. */
+ * row of calib_membound_ops, which gives its class and bytes. */
 typedef struct {
   char op[32];
   guint64 rows, cols;

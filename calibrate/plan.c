@@ -51,38 +51,6 @@ static const struct {
     {"llama3", llama3_shapes, G_N_ELEMENTS(llama3_shapes)},
 };
 
-/* Bytes per element of rows x cols, bf16 (2 bytes) values, 1-byte masks
- * and FP8 outputs.  Sources: Megatron-Core's fused kernels and Transformer
- * Engine's (layernorm/rmsnorm forward and backward, bias_gelu_fusion,
- * bias_swiglu, bias_dropout_add_fused, apply_rotary_pos_emb,
- * cast_transpose with amax) and a one-pass vocab-parallel cross-entropy
- * with online softmax statistics (Milakov and Gimelshein 2018). */
-const CalibMemboundOp calib_membound_ops[] = {
-    {"layernorm.fwd", MODEL_MEM_NORM, 4, "reads x, writes y (cols: the hidden size)"},
-    {"layernorm.bwd", MODEL_MEM_NORM, 6, "reads x and dy, writes dx; dgamma and dbeta as per-block partial sums"},
-    {"rmsnorm.fwd", MODEL_MEM_NORM, 4, "reads x, writes y"},
-    {"rmsnorm.bwd", MODEL_MEM_NORM, 6, "reads x and dy, writes dx; dgamma as per-block partial sums"},
-    {"bias_gelu.fwd", MODEL_MEM_POINTWISE, 4, "reads x, writes gelu(x + bias) (tanh form)"},
-    {"bias_gelu.bwd", MODEL_MEM_POINTWISE, 6, "reads dy and x, writes dx"},
-    {"swiglu.fwd", MODEL_MEM_POINTWISE, 6, "reads gate and up (2 cols), writes silu(gate) up (cols)"},
-    {"swiglu.bwd", MODEL_MEM_POINTWISE, 10, "reads dy, gate and up, writes dgate and dup"},
-    {"bias_dropout_add.fwd", MODEL_MEM_POINTWISE, 7, "reads x and the residual, writes y and a 1-byte mask"},
-    {"rotary.fwd", MODEL_MEM_POINTWISE, 4, "reads q or k (cols: heads x head_dim), writes it rotated (rotate-half)"},
-    {"rotary.bwd", MODEL_MEM_POINTWISE, 4, "reads the gradient, writes it rotated back"},
-    {"fp8_cast", MODEL_MEM_POINTWISE, 4, "reads bf16, writes E4M3 and its E4M3 transpose, reduces amax"},
-    {"cross_entropy.fwd", MODEL_MEM_CROSS_ENTROPY, 2,
-     "reads bf16 logits once (cols: the vocabulary shard), fp32 online max and sum of exponentials, writes a loss per row"},
-    {"cross_entropy.bwd", MODEL_MEM_CROSS_ENTROPY, 4, "reads the logits, writes softmax minus one-hot, bf16"},
-};
-const guint calib_n_membound_ops = G_N_ELEMENTS(calib_membound_ops);
-
-const CalibMemboundOp *calib_membound_op(const char *name) {
-  for (guint i = 0; i < calib_n_membound_ops; i++)
-    if (strcmp(calib_membound_ops[i].name, name) == 0)
-      return &calib_membound_ops[i];
-  return NULL;
-}
-
 void calib_plan_config_default(CalibPlanConfig *c) {
   memset(c, 0, sizeof *c);
   memcpy(c->shapes, sc21_shapes, sizeof sc21_shapes);

@@ -37,7 +37,7 @@ float ref_bf16(float v);
  * bf16(scale * urand(seed, i)). */
 float ref_input_bf16(uint64_t seed, uint64_t i, float scale);
 
-/* --- the op table's names (plan.c's calib_membound_ops, same order) --- */
+/* --- the op table's names (measurements.c's calib_membound_ops, same order) --- */
 typedef enum {
   REF_OP_LAYERNORM_FWD,
   REF_OP_LAYERNORM_BWD,
