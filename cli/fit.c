@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../calibrate/fit.h"
+#include "../fit/fit.h"
 #include "../base/jsonutil.h"
 #include "../base/outfile.h"
 #include "cli.h"

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../calibrate/fit.h"
+#include "../fit/fit.h"
 #include "../calibrate/gemm_index.h"
 #include "../models/compute.h"
 #include "../base/jsonutil.h"

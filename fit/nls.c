@@ -8,7 +8,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "measurements.h"
+#include "../calibrate/measurements.h"
 
 
 /* --- the least-squares driver --- */

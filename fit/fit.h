@@ -1,7 +1,7 @@
 /* ptdsim — fitting a device profile to calibration measurements, and the
  * reverse (synthetic measurements from a profile, for tests and round trips).
  *
- * Every fit is GSL nonlinear least squares (calibrate/nls.h) on *relative*
+ * Every fit is GSL nonlinear least squares (fit/nls.h) on *relative*
  * residuals (model - measured) / measured, because the sizes span nine
  * orders of magnitude and absolute residuals would let the largest
  * transfers decide everything.  Standard errors are
@@ -36,8 +36,8 @@
 #include "../models/comm.h"
 #include "../models/layer.h"
 #include "../models/profile.h"
-#include "measurements.h"
-#include "plan.h"
+#include "../calibrate/measurements.h"
+#include "../calibrate/plan.h"
 
 typedef struct {
   const char *name;               /* profile name */
