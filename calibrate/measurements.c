@@ -24,10 +24,10 @@ const CalibMemboundOp calib_membound_ops[] = {
     {"layernorm.bwd", MODEL_MEM_NORM, 6, "reads x and dy, writes dx; dgamma and dbeta as per-block partial sums"},
     {"rmsnorm.fwd", MODEL_MEM_NORM, 4, "reads x, writes y"},
     {"rmsnorm.bwd", MODEL_MEM_NORM, 6, "reads x and dy, writes dx; dgamma as per-block partial sums"},
-    {"bias_gelu.fwd", MODEL_MEM_POINTWISE, 4, "reads x, writes gelu(x + bias) (tanh form)"},
-    {"bias_gelu.bwd", MODEL_MEM_POINTWISE, 6, "reads dy and x, writes dx"},
-    {"swiglu.fwd", MODEL_MEM_POINTWISE, 6, "reads gate and up (2 cols), writes silu(gate) up (cols)"},
-    {"swiglu.bwd", MODEL_MEM_POINTWISE, 10, "reads dy, gate and up, writes dgate and dup"},
+    {"bias_gelu.fwd", MODEL_MEM_ACTIVATION, 4, "reads x, writes gelu(x + bias) (tanh form)"},
+    {"bias_gelu.bwd", MODEL_MEM_ACTIVATION, 6, "reads dy and x, writes dx"},
+    {"swiglu.fwd", MODEL_MEM_ACTIVATION, 6, "reads gate and up (2 cols), writes silu(gate) up (cols)"},
+    {"swiglu.bwd", MODEL_MEM_ACTIVATION, 10, "reads dy, gate and up, writes dgate and dup"},
     {"bias_dropout_add.fwd", MODEL_MEM_POINTWISE, 7, "reads x and the residual, writes y and a 1-byte mask"},
     {"rotary.fwd", MODEL_MEM_POINTWISE, 4, "reads q or k (cols: heads x head_dim), writes it rotated (rotate-half)"},
     {"rotary.bwd", MODEL_MEM_POINTWISE, 4, "reads the gradient, writes it rotated back"},
@@ -43,6 +43,20 @@ const CalibMemboundOp *calib_membound_op(const char *name) {
     if (strcmp(calib_membound_ops[i].name, name) == 0)
       return &calib_membound_ops[i];
   return NULL;
+}
+
+ModelMemClass calib_kernel_class(const char *name, gboolean fused, guint kernels) {
+  static const struct {
+    const char *name;
+    ModelMemClass cls;
+  } kinds[] = {{"layernorm", MODEL_MEM_NORM},
+               {"bias_gelu", MODEL_MEM_ACTIVATION},
+               {"bias_dropout_add", MODEL_MEM_POINTWISE},
+               {"scale_mask_softmax", MODEL_MEM_SOFTMAX}};
+  for (guint i = 0; fused && kernels == 1 && i < G_N_ELEMENTS(kinds); i++)
+    if (strcmp(name, kinds[i].name) == 0)
+      return kinds[i].cls;
+  return MODEL_MEM_N;
 }
 
 const char *calib_coll_name(CalibCollOp op) {

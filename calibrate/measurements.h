@@ -63,6 +63,11 @@ extern const CalibMemboundOp calib_membound_ops[];
 extern const guint calib_n_membound_ops;
 /* The row of `name`, or NULL. */
 const CalibMemboundOp *calib_membound_op(const char *name);
+/* The class of one of Megatron's 2021 kernels (the kernels records): a
+ * fused one is one kernel of one class (layernorm: norm; bias+GeLU:
+ * activation; bias+dropout+add: pointwise; scale-mask-softmax: softmax);
+ * the unfused chains and attention run several, MODEL_MEM_N. */
+ModelMemClass calib_kernel_class(const char *name, gboolean fused, guint kernels);
 
 /* One memory-bound kernel as production frameworks write it: `op` names a
  * row of calib_membound_ops, which gives its class and bytes. */

@@ -166,11 +166,7 @@ static void compare_membound(const CalibMeasurements *m, const ModelProfile *p, 
     }
     for (guint i = 0; i < m->kernels->len; i++) {
       const CalibKernel *k = &g_array_index(m->kernels, CalibKernel, i);
-      ModelMemClass kc = !k->fused || k->kernels != 1                    ? MODEL_MEM_N
-                         : strcmp(k->name, "layernorm") == 0            ? MODEL_MEM_NORM
-                         : strcmp(k->name, "scale_mask_softmax") == 0   ? MODEL_MEM_SOFTMAX
-                         : strcmp(k->name, "attention") == 0            ? MODEL_MEM_N
-                                                                        : MODEL_MEM_POINTWISE;
+      ModelMemClass kc = calib_kernel_class(k->name, k->fused, k->kernels);
       if ((int)kc != cl)
         continue;
       g_snprintf(label, sizeof label, "%s (fused, 2021) %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT, k->name, k->rows,
@@ -330,9 +326,10 @@ cJSON *calib_check_facts(const cJSON *facts, const char *path, const ModelProfil
   cJSON_AddStringToObject(root, "profile", p->name ? p->name : "?");
   cJSON_AddStringToObject(root, "facts", path);
   cJSON *rows = cJSON_AddArrayToObject(root, "rows"), *summary = cJSON_AddArrayToObject(root, "summary");
-  enum { K_AF, K_AB, K_G16, K_G8, K_NORM, K_PW, K_N };
+  enum { K_AF, K_AB, K_G16, K_G8, K_NORM, K_PW, K_ACT, K_N };
   static const char *kinds[K_N] = {"attention forward", "attention backward", "gemm bf16",
-                                   "gemm fp8 (split accumulation)", "membound norm", "membound pointwise"};
+                                   "gemm fp8 (split accumulation)", "membound norm", "membound pointwise",
+                                   "membound activation"};
   Kind k[K_N];
   for (int i = 0; i < K_N; i++) {
     k[i].rows = rows;
@@ -410,12 +407,14 @@ cJSON *calib_check_facts(const cJSON *facts, const char *path, const ModelProfil
       ok = bad_fact(error, path, "membound", i, "needs an op, a positive time_s and GBps");
       break;
     }
-    gboolean norm = strstr(op->valuestring, "norm") != NULL;
+    /* norms by name; GeLU and SiLU activations; the rest element-wise */
+    const char *name = op->valuestring;
+    int kind = strstr(name, "norm") ? K_NORM : strstr(name, "gelu") || strstr(name, "silu") ? K_ACT : K_PW;
+    ModelMemClass cls = kind == K_NORM ? MODEL_MEM_NORM : kind == K_ACT ? MODEL_MEM_ACTIVATION : MODEL_MEM_POINTWISE;
     /* the file's bytes: its bandwidth times its time */
     double bytes = gbps * 1e9 * t * 1e-6;
-    g_snprintf(what, sizeof what, "%s %.0fx%.0f", op->valuestring, fact_num(o, "rows"), fact_num(o, "cols"));
-    double us = model_mem_time_s(p, norm ? MODEL_MEM_NORM : MODEL_MEM_POINTWISE, bytes) * 1e6;
-    fact_row(&k[norm ? K_NORM : K_PW], kinds[norm ? K_NORM : K_PW], what, t, us, FALSE);
+    g_snprintf(what, sizeof what, "%s %.0fx%.0f", name, fact_num(o, "rows"), fact_num(o, "cols"));
+    fact_row(&k[kind], kinds[kind], what, t, model_mem_time_s(p, cls, bytes) * 1e6, FALSE);
     i++;
   }
   for (int j = 0; j < K_N; j++)

@@ -232,21 +232,6 @@ typedef struct {
   char note[200];
 } MemClassFit;
 
-/* The class of a 2021 kernels record that measures one kernel of one
- * class (the fused ones; the unfused and the attention records run several
- * classes and are only checked), or MODEL_MEM_N. */
-static ModelMemClass kernel_record_class(const CalibKernel *k) {
-  if (!k->fused || k->kernels != 1)
-    return MODEL_MEM_N;
-  if (strcmp(k->name, "bias_gelu") == 0 || strcmp(k->name, "bias_dropout_add") == 0)
-    return MODEL_MEM_POINTWISE;
-  if (strcmp(k->name, "scale_mask_softmax") == 0)
-    return MODEL_MEM_SOFTMAX;
-  if (strcmp(k->name, "layernorm") == 0)
-    return MODEL_MEM_NORM;
-  return MODEL_MEM_N;
-}
-
 /* The measured points of class c: copies (bytes moved), the membound
  * kernels, and the 2021 fused kernels of that class. */
 static GArray *mem_points(const CalibMeasurements *m, ModelMemClass c) {
@@ -266,7 +251,7 @@ static GArray *mem_points(const CalibMeasurements *m, ModelMemClass c) {
   }
   for (guint i = 0; i < m->kernels->len; i++) {
     const CalibKernel *k = &g_array_index(m->kernels, CalibKernel, i);
-    if (kernel_record_class(k) == c) {
+    if (calib_kernel_class(k->name, k->fused, k->kernels) == c) {
       MemPoint p = {k->bytes, k->t.median_us};
       g_array_append_val(a, p);
     }

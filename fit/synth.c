@@ -91,10 +91,8 @@ CalibMeasurements *calib_synthesize(const ModelProfile *p, const ModelNet *net, 
     g_strlcpy(k.name, pk->name, sizeof k.name);
     /* a fused kernel at its class's surface; the unfused chains as that
      * many copies' gaps and the bytes at the copy bandwidth */
-    ModelMemClass c = strcmp(pk->name, "layernorm") == 0            ? MODEL_MEM_NORM
-                      : strcmp(pk->name, "scale_mask_softmax") == 0 ? MODEL_MEM_SOFTMAX
-                                                                    : MODEL_MEM_POINTWISE;
-    double s = pk->fused && pk->kernels == 1 ? model_mem_time_s(p, c, pk->bytes)
+    ModelMemClass c = calib_kernel_class(pk->name, pk->fused, pk->kernels);
+    double s = c != MODEL_MEM_N ? model_mem_time_s(p, c, pk->bytes)
                                              : pk->kernels * model_memop_time_s(p, 1) + model_memop_time_s(p, pk->bytes) -
                                                    model_memop_time_s(p, 1);
     k.t = noisy(&nz, s);

@@ -120,7 +120,8 @@ double model_gemm_fp8_time_s(const ModelProfile *p, const ModelGemm *g, gboolean
 
 /* --- memory-bound kernels --- */
 
-static const char *mem_class_names[MODEL_MEM_N] = {"copy", "norm", "pointwise", "softmax", "cross_entropy"};
+static const char *mem_class_names[MODEL_MEM_N] = {"copy",    "norm",         "pointwise", "activation",
+                                                    "softmax", "cross_entropy"};
 
 const char *model_mem_class_name(ModelMemClass c) {
   return c < MODEL_MEM_N ? mem_class_names[c] : "?";

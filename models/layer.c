@@ -208,15 +208,15 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
   if (d->swiglu) {
     linear(a, d->bs, 2 * d->ffn_t, d->h, TRUE); /* MLP gate and up, h -> 2f */
     span_end(a, &ps->tp_gemm[2]);
-    memop(a, MODEL_MEM_POINTWISE, 6 * d->Nm); /* SwiGLU: reads 2f, writes f */
+    memop(a, MODEL_MEM_ACTIVATION, 6 * d->Nm); /* SwiGLU: reads 2f, writes f */
   } else {
     linear(a, d->bs, d->ffn_t, d->h, TRUE);     /* MLP h -> 4h */
     span_end(a, &ps->tp_gemm[2]);
     if (fused)
-      memop(a, MODEL_MEM_POINTWISE, 4 * d->Nm); /* bias+GeLU */
+      memop(a, MODEL_MEM_ACTIVATION, 4 * d->Nm); /* bias+GeLU */
     else {
       memop(a, MODEL_MEM_POINTWISE, 4 * d->Nm); /* bias */
-      memop(a, MODEL_MEM_POINTWISE, 4 * d->Nm); /* GeLU */
+      memop(a, MODEL_MEM_ACTIVATION, 4 * d->Nm); /* GeLU */
     }
   }
   span_begin(a, &ps->tp_gemm[3]);
@@ -253,16 +253,16 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
   span_end(a, &ps->tp_gemm[0]);
   linear(a, d->ffn_t, d->h, d->bs, FALSE);      /*                wgrad */
   if (d->swiglu) {
-    memop(a, MODEL_MEM_POINTWISE, 10 * d->Nm); /* SwiGLU: gradient, gate, up in; two gradients out */
+    memop(a, MODEL_MEM_ACTIVATION, 10 * d->Nm); /* SwiGLU: gradient, gate, up in; two gradients out */
     linear(a, d->bs, d->h, 2 * d->ffn_t, TRUE); /* MLP h -> 2f: dgrad */
     span_begin(a, &ps->tp_gemm[1]);
     linear(a, d->h, 2 * d->ffn_t, d->bs, FALSE); /*                wgrad */
     span_end(a, &ps->tp_gemm[1]);
   } else {
     if (fused)
-      memop(a, MODEL_MEM_POINTWISE, 6 * d->Nm); /* bias+GeLU */
+      memop(a, MODEL_MEM_ACTIVATION, 6 * d->Nm); /* bias+GeLU */
     else {
-      memop(a, MODEL_MEM_POINTWISE, 6 * d->Nm); /* GeLU */
+      memop(a, MODEL_MEM_ACTIVATION, 6 * d->Nm); /* GeLU */
       memop(a, MODEL_MEM_NORM, 4 * d->Nm);      /* bias gradient (a column reduction) */
     }
     linear(a, d->bs, d->h, d->ffn_t, TRUE);     /* MLP h -> 4h: dgrad */

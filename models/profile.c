@@ -262,7 +262,7 @@ static gboolean load_membound(ModelProfile *p, const cJSON *root, const char *fi
   cJSON_ArrayForEach(c, mb) {
     if (model_mem_class_lookup(c->string) == MODEL_MEM_N) {
       g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
-                  "%s: 'membound.%s' is not a class; the classes are copy, norm, pointwise, softmax, cross_entropy",
+                  "%s: 'membound.%s' is not a class; the classes are copy, norm, pointwise, activation, softmax, cross_entropy",
                   file, c->string);
       return FALSE;
     }

@@ -18,13 +18,15 @@ typedef enum { MODEL_PROFILE_ANALYTIC, MODEL_PROFILE_IDEAL } ModelProfileKind;
 /* Classes of memory-bound kernels, each with its own fitted bandwidth
  * (models/compute.h): copies and layout changes; row reductions over the
  * hidden size (layernorm, RMSNorm, forward and backward); element-wise
- * kernels (bias+GeLU, SwiGLU, dropout and residual adds, rotary, FP8 casts);
- * Megatron's scale-mask-softmax over attention scores; the vocab-parallel
- * cross-entropy over the logits. */
+ * kernels (dropout and residual adds, rotary, FP8 casts); the MLP's
+ * activations (bias+GeLU, SwiGLU), whose tanh or exponential per element
+ * can bind before the bandwidth does; Megatron's scale-mask-softmax over
+ * attention scores; the vocab-parallel cross-entropy over the logits. */
 typedef enum {
   MODEL_MEM_COPY,
   MODEL_MEM_NORM,
   MODEL_MEM_POINTWISE,
+  MODEL_MEM_ACTIVATION,
   MODEL_MEM_SOFTMAX,
   MODEL_MEM_CROSS_ENTROPY,
   MODEL_MEM_N
