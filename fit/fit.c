@@ -223,6 +223,17 @@ static void mem_residuals_nogap(const double *x, const void *data, double *r, si
   mem_residuals(y, data, r, n);
 }
 
+/* x = (bandwidth_GBps): points on one side of the L2's size, no gap. */
+typedef struct {
+  const double *size, *t;
+} LineData;
+
+static void line_residuals_nogap(const double *x, const void *data, double *r, size_t n) {
+  const LineData *d = data;
+  for (size_t i = 0; i < n; i++)
+    r[i] = (d->size[i] / (x[0] * 1e3) - d->t[i]) / d->t[i];
+}
+
 typedef struct {
   gboolean fitted, from_base;
   guint points, points_l2;
@@ -318,6 +329,13 @@ static gboolean fit_mem_class(const CalibMeasurements *m, ModelMemClass c, doubl
       if ((l2_bytes > 0 && p[i].bytes <= l2_bytes) == in_l2 || l2_bytes <= 0)
         sz[k] = p[i].bytes, t[k++] = p[i].t_us;
     ok = k >= 3 && calib_fit_line(what, sz, t, k, max_iter, &r, error);
+    if (ok && r.x[0] < 0) { /* a negative gap is not physical: the bandwidth again with none */
+      LineData ld = {sz, t};
+      double x0[1] = {r.x[1]};
+      CalibNls r1;
+      ok = calib_nls(what, line_residuals_nogap, &ld, k, 1, x0, max_iter, &r1, error);
+      r.x[0] = 0, r.se[0] = 0, r.x[1] = r1.x[0], r.se[1] = r1.se[0], r.rms = r1.rms, r.max_abs = r1.max_abs;
+    }
     g_free(sz);
     g_free(t);
     if (k < 3) {
@@ -340,7 +358,7 @@ static gboolean fit_mem_class(const CalibMeasurements *m, ModelMemClass c, doubl
       } else {
         other = bw, src = "the other side of the L2's size not measured: the same bandwidth (assumption)";
       }
-      out->gap_us = fmax(0, r.x[0]);
+      out->gap_us = r.x[0];
       out->hbm_GBps = in_l2 ? other : bw;
       out->l2_GBps = in_l2 ? bw : other;
       out->se[0] = r.se[0];
@@ -383,7 +401,7 @@ static void set_tile_bw(GemmData *d, double bytes_per_s) {
   if (d->fp8)
     d->prof->gemm_fp8.tile_bytes_per_s = bytes_per_s;
   else
-    d->prof->gemm_tile_bytes_per_s = bytes_per_s;
+    d->prof->gemm.tile_bytes_per_s = bytes_per_s;
 }
 
 /* x = (e_max, k_half, tile bandwidth in TB/s): the best tile depends on the
@@ -405,9 +423,9 @@ static void set_tiles(GemmData *d, const guint *tm, const guint *tn, guint n) {
     memcpy(d->prof->gemm_fp8.tile_m, tm, n * sizeof *tm);
     memcpy(d->prof->gemm_fp8.tile_n, tn, n * sizeof *tn);
   } else {
-    d->prof->n_tiles = n;
-    memcpy(d->prof->tile_m, tm, n * sizeof *tm);
-    memcpy(d->prof->tile_n, tn, n * sizeof *tn);
+    d->prof->gemm.n_tiles = n;
+    memcpy(d->prof->gemm.tile_m, tm, n * sizeof *tm);
+    memcpy(d->prof->gemm.tile_n, tn, n * sizeof *tn);
   }
 }
 
@@ -486,7 +504,7 @@ static gboolean fit_gemm_set(GemmData *d, const CalibMeasurements *m, const GArr
   }
   guint recorded = nt;
   if (tiles_from && recorded == 0) {
-    set_tiles(d, tiles_from->tile_m, tiles_from->tile_n, tiles_from->n_tiles);
+    set_tiles(d, tiles_from->gemm.tile_m, tiles_from->gemm.tile_n, tiles_from->gemm.n_tiles);
     g_snprintf(how, howlen, "the tiles of profile %s (--tiles-from)", tiles_from->name ? tiles_from->name : "?");
     return gemm_nls(d, what, max_iter, r, error);
   }
@@ -567,8 +585,7 @@ static void gemm_data(GemmData *d, const CalibMeasurements *m, const GArray *idx
   for (guint j = 0; j < n; j++) {
     const CalibGemm *g = &g_array_index(m->gemm, CalibGemm, g_array_index(idx, guint, j));
     gg[j] = (ModelGemm){g->batch, g->m, g->n, g->k};
-    double bytes = (double)g->batch * (in * ((double)g->m * g->k + (double)g->k * g->n) + 2.0 * (double)g->m * g->n);
-    mt[j] = bytes / (bw_GBps * 1e3);
+    mt[j] = model_gemm_bytes(&gg[j], in, 2.0) / (bw_GBps * 1e3);
     gt[j] = g->t.median_us;
   }
   d->g = gg, d->mem = mt, d->t = gt, d->n = n;
@@ -739,7 +756,7 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
   ModelProfile prof = {.kind = MODEL_PROFILE_ANALYTIC, .peak_flops = peak_tflops * 1e12, .sms = m->device.sms,
                        .memory_bytes = m->device.memory_GiB * 1073741824.0, .hbm_bytes_per_s = hbm * 1e9,
                        .memory_efficiency = bw / hbm, .kernel_launch_s = launch_us * 1e-6,
-                       .gemm_efficiency_max = 1, .sustained_clock_ratio = 1, .gemm_fp8_split_accumulation = 1,
+                       .gemm.efficiency_max = 1, .sustained_clock_ratio = 1, .gemm_fp8_split_accumulation = 1,
                        .l2_bytes = l2};
   GArray *idx = gemm_records(m, dtype, -1);
   CalibNls gf;
@@ -758,16 +775,16 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
     g_snprintf(what, sizeof what, "GEMM efficiency (%s gemm records)", dtype);
     ok = fit_gemm_set(&gd, m, idx, NULL, opt->tiles_from, what, max_iter, &gf, how16, sizeof how16, error);
     gemm_data_free(&gd);
-    prof.gemm_efficiency_max = round_sig(gf.x[0], 6);
-    prof.gemm_k_half = round_sig(gf.x[1], 6);
-    prof.gemm_tile_bytes_per_s = round_sig(gf.x[2] * 1e3, 6) * 1e9;
+    prof.gemm.efficiency_max = round_sig(gf.x[0], 6);
+    prof.gemm.k_half = round_sig(gf.x[1], 6);
+    prof.gemm.tile_bytes_per_s = round_sig(gf.x[2] * 1e3, 6) * 1e9;
   } else {
-    prof.n_tiles = base->n_tiles;
-    memcpy(prof.tile_m, base->tile_m, sizeof prof.tile_m);
-    memcpy(prof.tile_n, base->tile_n, sizeof prof.tile_n);
-    prof.gemm_efficiency_max = base->gemm_efficiency_max;
-    prof.gemm_k_half = base->gemm_k_half;
-    prof.gemm_tile_bytes_per_s = base->gemm_tile_bytes_per_s;
+    prof.gemm.n_tiles = base->gemm.n_tiles;
+    memcpy(prof.gemm.tile_m, base->gemm.tile_m, sizeof prof.gemm.tile_m);
+    memcpy(prof.gemm.tile_n, base->gemm.tile_n, sizeof prof.gemm.tile_n);
+    prof.gemm.efficiency_max = base->gemm.efficiency_max;
+    prof.gemm.k_half = base->gemm.k_half;
+    prof.gemm.tile_bytes_per_s = base->gemm.tile_bytes_per_s;
   }
   if (!ok) {
     g_array_free(idx, TRUE);
@@ -973,10 +990,10 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
   char *gp;
   if (gemms) {
     cJSON *gemm = cJSON_CreateObject();
-    cJSON_AddItemToObject(gemm, "tiles", tiles_json(prof.n_tiles, prof.tile_m, prof.tile_n));
-    cJSON_AddNumberToObject(gemm, "k_half", prof.gemm_k_half);
-    cJSON_AddNumberToObject(gemm, "tile_bandwidth_GBps", prof.gemm_tile_bytes_per_s / 1e9);
-    cJSON_AddNumberToObject(gemm, "efficiency_max", prof.gemm_efficiency_max);
+    cJSON_AddItemToObject(gemm, "tiles", tiles_json(prof.gemm.n_tiles, prof.gemm.tile_m, prof.gemm.tile_n));
+    cJSON_AddNumberToObject(gemm, "k_half", prof.gemm.k_half);
+    cJSON_AddNumberToObject(gemm, "tile_bandwidth_GBps", prof.gemm.tile_bytes_per_s / 1e9);
+    cJSON_AddNumberToObject(gemm, "efficiency_max", prof.gemm.efficiency_max);
     put(root, "gemm", gemm);
     gp = g_strdup_printf("fitted on %u %s GEMMs; tiles: %s", idx->len, dtype, how16);
     cJSON_AddStringToObject(prov, "gemm", gp);

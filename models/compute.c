@@ -9,21 +9,13 @@ double model_gemm_flops(const ModelGemm *g) {
   return 2.0 * (double)g->batch * (double)g->m * (double)g->n * (double)g->k;
 }
 
-/* The 16-bit GEMM model of a profile, as parameters. */
-static ModelGemmParams gemm16(const ModelProfile *p) {
-  ModelGemmParams q = {.n_tiles = p->n_tiles, .k_half = p->gemm_k_half, .efficiency_max = p->gemm_efficiency_max,
-                       .tile_bytes_per_s = p->gemm_tile_bytes_per_s};
-  memcpy(q.tile_m, p->tile_m, sizeof q.tile_m);
-  memcpy(q.tile_n, p->tile_n, sizeof q.tile_n);
-  return q;
+double model_gemm_bytes(const ModelGemm *g, double in_bytes, double out_bytes) {
+  return (double)g->batch * (in_bytes * ((double)g->m * g->k + (double)g->k * g->n) + out_bytes * (double)g->m * g->n);
 }
 
 /* The FP8 GEMM model: its own block, or the 16-bit one. */
-static const ModelGemmParams *gemm8(const ModelProfile *p, ModelGemmParams *scratch) {
-  if (p->has_gemm_fp8)
-    return &p->gemm_fp8;
-  *scratch = gemm16(p);
-  return scratch;
+static const ModelGemmParams *gemm8(const ModelProfile *p) {
+  return p->has_gemm_fp8 ? &p->gemm_fp8 : &p->gemm;
 }
 
 /* f of tile i at `peak` FLOP/s with operands of `bytes` each. */
@@ -36,8 +28,7 @@ static double tile_efficiency(const ModelGemmParams *q, guint i, double peak, do
 }
 
 double model_tile_efficiency(const ModelProfile *p, guint i) {
-  ModelGemmParams q = gemm16(p);
-  return tile_efficiency(&q, i, p->peak_flops, 2.0);
+  return tile_efficiency(&p->gemm, i, p->peak_flops, 2.0);
 }
 
 /* Time of the math alone at ceiling efficiency e_max, with tile `i`, at
@@ -65,8 +56,7 @@ static double best_math(const ModelProfile *p, const ModelGemmParams *q, const M
 
 void model_gemm_best_tile(const ModelProfile *p, const ModelGemm *g, gboolean fp8, gboolean split_accumulation,
                           guint *tile_m, guint *tile_n) {
-  ModelGemmParams scratch = gemm16(p);
-  const ModelGemmParams *q = fp8 ? gemm8(p, &scratch) : &scratch;
+  const ModelGemmParams *q = fp8 ? gemm8(p) : &p->gemm;
   double peak = fp8 ? p->peak_fp8_flops * (split_accumulation ? p->gemm_fp8_split_accumulation : 1.0) : p->peak_flops;
   double best = INFINITY;
   *tile_m = *tile_n = 0;
@@ -78,14 +68,11 @@ void model_gemm_best_tile(const ModelProfile *p, const ModelGemm *g, gboolean fp
 }
 
 double model_gemm_math_time_s(const ModelProfile *p, const ModelGemm *g, double e_max) {
-  ModelGemmParams q = gemm16(p);
-  return best_math(p, &q, g, e_max, p->peak_flops, 2.0);
+  return best_math(p, &p->gemm, g, e_max, p->peak_flops, 2.0);
 }
 
 double model_gemm_fp8_math_time_s(const ModelProfile *p, const ModelGemm *g) {
-  ModelGemmParams scratch;
-  const ModelGemmParams *q = gemm8(p, &scratch);
-  return best_math(p, q, g, 1.0, p->peak_fp8_flops, 1.0);
+  return best_math(p, gemm8(p), g, 1.0, p->peak_fp8_flops, 1.0);
 }
 
 /* A GEMM with model `q` at `peak` with operands of `in_bytes` and an output
@@ -95,15 +82,12 @@ static double gemm_time_at(const ModelProfile *p, const ModelGemmParams *q, cons
   if (g->batch == 0 || g->m == 0 || g->n == 0 || g->k == 0)
     return 0;
   double math = best_math(p, q, g, q->efficiency_max, peak, in_bytes) / p->sustained_clock_ratio;
-  double bytes = (double)g->batch *
-                 (in_bytes * ((double)g->m * g->k + (double)g->k * g->n) + out_bytes * (double)g->m * g->n);
-  double mem = bytes / (p->hbm_bytes_per_s * p->memory_efficiency);
+  double mem = model_gemm_bytes(g, in_bytes, out_bytes) / (p->hbm_bytes_per_s * p->memory_efficiency);
   return p->kernel_launch_s + fmax(math, mem);
 }
 
 double model_gemm_time_s(const ModelProfile *p, const ModelGemm *g) {
-  ModelGemmParams q = gemm16(p);
-  return gemm_time_at(p, &q, g, p->peak_flops, 2.0, 2.0);
+  return gemm_time_at(p, &p->gemm, g, p->peak_flops, 2.0, 2.0);
 }
 
 double model_gemm_efficiency(const ModelProfile *p, const ModelGemm *g) {
@@ -112,10 +96,8 @@ double model_gemm_efficiency(const ModelProfile *p, const ModelGemm *g) {
 }
 
 double model_gemm_fp8_time_s(const ModelProfile *p, const ModelGemm *g, gboolean split_accumulation) {
-  ModelGemmParams scratch;
-  const ModelGemmParams *q = gemm8(p, &scratch);
   double peak = p->peak_fp8_flops * (split_accumulation ? p->gemm_fp8_split_accumulation : 1.0);
-  return gemm_time_at(p, q, g, peak, 1.0, 2.0);
+  return gemm_time_at(p, gemm8(p), g, peak, 1.0, 2.0);
 }
 
 /* --- memory-bound kernels --- */
@@ -215,8 +197,11 @@ double model_flash_waves_time_any_s(const ModelProfile *p, gboolean backward, gb
   if (n <= slots)
     span = last; /* one wave: every block starts at once */
   else if (n <= 8ull * slots) {
-    /* a few waves: the list schedule itself */
-    double *h = g_new0(double, slots);
+    /* a few waves: the list schedule itself (on the stack for any
+     * device's SM count; a larger slot count on the heap) */
+    double stack[1024];
+    double *h = slots <= G_N_ELEMENTS(stack) ? stack : g_new(double, slots);
+    memset(h, 0, slots * sizeof *h);
     span = 0;
     for (guint64 b = 0; b < n; b++) {
       guint64 i = b % nb, j = backward ? nb - 1 - i : i;
@@ -224,7 +209,8 @@ double model_flash_waves_time_any_s(const ModelProfile *p, gboolean backward, gb
       span = fmax(span, end);
       heap_replace_top(h, slots, end);
     }
-    g_free(h);
+    if (h != stack)
+      g_free(h);
   } else
     span = (work - last) / slots + last; /* many waves: the slots stay balanced until the last, heaviest block */
   return p->kernel_launch_s + span;

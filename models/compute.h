@@ -67,6 +67,9 @@ double model_gemm_math_time_s(const ModelProfile *p, const ModelGemm *g, double 
 /* Achieved share of peak for that GEMM (flops / time / peak). */
 double model_gemm_efficiency(const ModelProfile *p, const ModelGemm *g);
 double model_gemm_flops(const ModelGemm *g);
+/* Bytes a GEMM reads and writes: its operands at `in_bytes` and its output
+ * at `out_bytes` per element. */
+double model_gemm_bytes(const ModelGemm *g, double in_bytes, double out_bytes);
 /* Seconds for a memory-bound kernel moving `bytes` (read + written), priced
  * as a copy (model_mem_time_s of MODEL_MEM_COPY). */
 double model_memop_time_s(const ModelProfile *p, double bytes);

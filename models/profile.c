@@ -44,7 +44,7 @@ static gboolean load_tile_list(const cJSON *gemm, const char *key, const char *f
 }
 
 static gboolean load_tiles(ModelProfile *p, const cJSON *gemm, const char *file, GError **error) {
-  return load_tile_list(gemm, "gemm", file, &p->n_tiles, p->tile_m, p->tile_n, error);
+  return load_tile_list(gemm, "gemm", file, &p->gemm.n_tiles, p->gemm.tile_m, p->gemm.tile_n, error);
 }
 
 static gboolean coll_invalid(GError **error, const char *file, guint i, const char *why) {
@@ -291,7 +291,7 @@ static gboolean load_membound(ModelProfile *p, const cJSON *root, const char *fi
  * measurement (the best GEMM rate published for the device). */
 static gboolean solve_anchor(ModelProfile *p, const cJSON *gemm, const char *file, GError **error) {
   if (cJSON_GetObjectItemCaseSensitive(gemm, "efficiency_max")) /* fitted by ptdsim fit */
-    return ptd_json_in(gemm, "efficiency_max", file, &ptd_range_efficiency, &p->gemm_efficiency_max, error);
+    return ptd_json_in(gemm, "efficiency_max", file, &ptd_range_efficiency, &p->gemm.efficiency_max, error);
   const cJSON *anchor = ptd_json_object(gemm, "anchor", file, error);
   double tflops, m, n, k;
   if (!anchor || !ptd_json_in(gemm, "anchor.tflops", file, &ptd_range_tflops, &tflops, error) ||
@@ -308,7 +308,7 @@ static gboolean solve_anchor(ModelProfile *p, const cJSON *gemm, const char *fil
                 tflops, p->peak_flops / 1e12);
     return FALSE;
   }
-  p->gemm_efficiency_max = e_max;
+  p->gemm.efficiency_max = e_max;
   return TRUE;
 }
 
@@ -343,13 +343,13 @@ static gboolean load_body(ModelProfile *p, const cJSON *root, const char *file, 
       !ptd_json_in(root, "memory_efficiency", file, &ptd_range_efficiency, &p->memory_efficiency, error) ||
       !ptd_json_in(root, "kernel_launch_us", file, &ptd_range_latency_us, &launch_us, error) ||
       !(gemm = ptd_json_object(root, "gemm", file, error)) || !load_tiles(p, gemm, file, error) ||
-      !ptd_json_in(root, "gemm.k_half", file, &ptd_range_gemm_dim, &p->gemm_k_half, error))
+      !ptd_json_in(root, "gemm.k_half", file, &ptd_range_gemm_dim, &p->gemm.k_half, error))
     return FALSE;
   p->sms = (guint)sms;
   double tile_bw;
   if (!ptd_json_in(root, "gemm.tile_bandwidth_GBps", file, &ptd_range_bandwidth_GBps, &tile_bw, error))
     return FALSE;
-  p->gemm_tile_bytes_per_s = tile_bw * 1e9;
+  p->gemm.tile_bytes_per_s = tile_bw * 1e9;
   if (!ptd_json_in_or(root, "sustained_clock_ratio", file, &ptd_range_efficiency, 1.0, &p->sustained_clock_ratio,
                       error))
     return FALSE;

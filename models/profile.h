@@ -71,19 +71,14 @@ typedef struct {
   double hbm_bytes_per_s;
   double memory_efficiency; /* achieved share of HBM bandwidth by streaming kernels */
   double kernel_launch_s;   /* gap per kernel on the GPU timeline */
-  /* GEMM model (models/compute.c): best tile over these shapes, wave
-   * quantization over the SMs, a K roll-off K/(K + k_half), and a ceiling
-   * efficiency e_max: derived so that the anchor shape reaches the anchor
-   * rate (published profiles), or given as gemm.efficiency_max (fitted). */
-  guint n_tiles;
-  guint tile_m[MODEL_PROFILE_MAX_TILES];
-  guint tile_n[MODEL_PROFILE_MAX_TILES];
-  double gemm_k_half;
-  double gemm_efficiency_max;
-  /* Bytes/s all SMs together can draw from L2 into shared memory for their
-   * tiles' operands (gemm.tile_bandwidth_GBps): bounds each tile's rate by
-   * its arithmetic intensity (models/compute.h).  0: not limited. */
-  double gemm_tile_bytes_per_s;
+  /* GEMM model of 16-bit operands (models/compute.c): best tile over its
+   * shapes, wave quantization over the SMs, a K roll-off K/(K + k_half), a
+   * ceiling efficiency e_max — derived so that the anchor shape reaches the
+   * anchor rate (published profiles), or given as gemm.efficiency_max
+   * (fitted) — and the tiles' operand bandwidth from L2
+   * (gemm.tile_bandwidth_GBps), which bounds each tile's rate by its
+   * arithmetic intensity (models/compute.h); 0: not limited. */
+  ModelGemmParams gemm;
   /* Sustained over boost tensor-core rate in a long training run (power and
    * thermal clock limits); scales GEMM math only.  1 when not given. */
   double sustained_clock_ratio;

@@ -495,9 +495,9 @@ static void test_fit_exact_without_noise(void) {
                                    a->hbm_bytes_per_s * a->memory_efficiency / 1e9, 1e-3);
   }
   g_assert_cmpfloat_with_epsilon(param(p, "gemm", "efficiency_max", "value"),
-                                 a->gemm_efficiency_max * a->sustained_clock_ratio, 1e-7);
-  g_assert_cmpfloat_with_epsilon(param(p, "gemm", "k_half", "value"), a->gemm_k_half, 1e-5);
-  g_assert_cmpfloat_with_epsilon(param(p, "gemm", "tile_bandwidth_GBps", "value"), a->gemm_tile_bytes_per_s / 1e9, 1e-3);
+                                 a->gemm.efficiency_max * a->sustained_clock_ratio, 1e-7);
+  g_assert_cmpfloat_with_epsilon(param(p, "gemm", "k_half", "value"), a->gemm.k_half, 1e-5);
+  g_assert_cmpfloat_with_epsilon(param(p, "gemm", "tile_bandwidth_GBps", "value"), a->gemm.tile_bytes_per_s / 1e9, 1e-3);
   cJSON_Delete(p);
   calib_measurements_free(m);
   model_profile_free(a);
@@ -525,11 +525,11 @@ static void test_fit_recovers_within_stderr(void) {
     assert_within(mparam(p, "copy", "hbm_GBps", "value"), mparam(p, "copy", "hbm_GBps", "stderr"),
                   a->hbm_bytes_per_s * a->memory_efficiency / 1e9, 4, "bandwidth_GBps");
     assert_within(param(p, "gemm", "efficiency_max", "value"), param(p, "gemm", "efficiency_max", "stderr"),
-                  a->gemm_efficiency_max * a->sustained_clock_ratio, 4, "efficiency_max");
-    assert_within(param(p, "gemm", "k_half", "value"), param(p, "gemm", "k_half", "stderr"), a->gemm_k_half, 4,
+                  a->gemm.efficiency_max * a->sustained_clock_ratio, 4, "efficiency_max");
+    assert_within(param(p, "gemm", "k_half", "value"), param(p, "gemm", "k_half", "stderr"), a->gemm.k_half, 4,
                   "k_half");
     assert_within(param(p, "gemm", "tile_bandwidth_GBps", "value"), param(p, "gemm", "tile_bandwidth_GBps", "stderr"),
-                  a->gemm_tile_bytes_per_s / 1e9, 4, "tile_bandwidth_GBps");
+                  a->gemm.tile_bytes_per_s / 1e9, 4, "tile_bandwidth_GBps");
     /* Send/receive is alpha-beta in the cluster model: one range, recovered. */
     const cJSON *f;
     gboolean seen = FALSE;
@@ -642,7 +642,7 @@ static void test_measured_collectives_in_model(void) {
   char *path = tmp_path("measured.json");
   g_assert_true(g_file_set_contents(path, text, -1, NULL));
   ModelProfile *p = load_profile(path);
-  g_assert_cmpfloat(p->gemm_efficiency_max, ==, 0.75);
+  g_assert_cmpfloat(p->gemm.efficiency_max, ==, 0.75);
   g_assert_cmpuint(p->n_coll, ==, 2);
   GError *error = NULL;
   TopoCluster *c = topo_cluster_load("selene", &error);
@@ -806,7 +806,7 @@ static void test_compare(void) {
   }
   /* fp16: all and five groups (no cuBLASLt fp16); bf16: all, six groups and
    * cuBLASLt; six memory classes; the layers */
-  g_assert_cmpint(classes, ==, 6 + 7 + 6 + 1);
+  g_assert_cmpint(classes, ==, 6 + 7 + MODEL_MEM_N + 1);
   g_assert_cmpfloat(num(compare_class(c, "gemm fp16", "all"), "count"), ==, default_plan_gemms());
   g_assert_nonnull(compare_class(c, "membound", "cross_entropy"));
   cJSON_Delete(c);
@@ -890,9 +890,9 @@ static guint today_truths(const ModelProfile *g, Truth *t) {
     t[n++] = (Truth){cls[i], "hbm_GBps", g->mem_hbm_bytes_per_s[c] / 1e9};
     t[n++] = (Truth){cls[i], "l2_GBps", g->mem_l2_bytes_per_s[c] / 1e9};
   }
-  t[n++] = (Truth){"gemm", "efficiency_max", g->gemm_efficiency_max};
-  t[n++] = (Truth){"gemm", "k_half", g->gemm_k_half};
-  t[n++] = (Truth){"gemm", "tile_bandwidth_GBps", g->gemm_tile_bytes_per_s / 1e9};
+  t[n++] = (Truth){"gemm", "efficiency_max", g->gemm.efficiency_max};
+  t[n++] = (Truth){"gemm", "k_half", g->gemm.k_half};
+  t[n++] = (Truth){"gemm", "tile_bandwidth_GBps", g->gemm.tile_bytes_per_s / 1e9};
   t[n++] = (Truth){"gemm_fp8", "efficiency_max", g->gemm_fp8.efficiency_max};
   t[n++] = (Truth){"gemm_fp8", "k_half", g->gemm_fp8.k_half};
   t[n++] = (Truth){"gemm_fp8", "split_accumulation", g->gemm_fp8_split_accumulation};
@@ -996,7 +996,7 @@ static void test_fit_part_with_base(void) {
   g_assert_nonnull(cJSON_GetObjectItemCaseSensitive(prov, "source"));
   /* the base's GEMM model and memory figures, unchanged */
   ModelProfile *f = profile_from_json(p, "fa3.json");
-  g_assert_cmpfloat(f->gemm_efficiency_max, ==, base->gemm_efficiency_max);
+  g_assert_cmpfloat(f->gemm.efficiency_max, ==, base->gemm.efficiency_max);
   g_assert_cmpfloat(f->memory_efficiency, ==, base->memory_efficiency);
   g_assert_true(f->flash_waves);
   /* every published point within 3% (the figures' rounding and the model) */
@@ -1322,7 +1322,17 @@ static void test_cli_compare(void) {
   g_assert_cmpint(p.status, ==, 0);
   cJSON *fj = cJSON_Parse(p.out);
   g_assert_nonnull(fj);
-  g_assert_cmpint(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(fj, "rows")), ==, 12 * 2 + 32 + 20);
+  cJSON *fl = NULL;
+  g_assert_true(g_file_get_contents(facts, &text, NULL, NULL));
+  fl = cJSON_Parse(text);
+  g_free(text);
+  g_assert_nonnull(fl);
+  /* a row per attention pass, per GEMM, per memory-bound kernel of the file */
+  int want_rows = 2 * cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(fl, "attention")) +
+                  cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(fl, "gemm")) +
+                  cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(fl, "membound"));
+  cJSON_Delete(fl);
+  g_assert_cmpint(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(fj, "rows")), ==, want_rows);
   guint bounded = 0, kinds = 0;
   const cJSON *k;
   cJSON_ArrayForEach(k, cJSON_GetObjectItemCaseSensitive(fj, "summary")) {

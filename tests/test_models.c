@@ -420,11 +420,11 @@ static ModelProfile one_tile_profile(void) {
   p.hbm_bytes_per_s = 1e30;
   p.memory_efficiency = 1;
   p.kernel_launch_s = 0;
-  p.n_tiles = 1;
-  p.tile_m[0] = 128;
-  p.tile_n[0] = 128;
-  p.gemm_k_half = 64;
-  p.gemm_efficiency_max = 0.9;
+  p.gemm.n_tiles = 1;
+  p.gemm.tile_m[0] = 128;
+  p.gemm.tile_n[0] = 128;
+  p.gemm.k_half = 64;
+  p.gemm.efficiency_max = 0.9;
   p.sustained_clock_ratio = 1;
   return p;
 }
@@ -454,9 +454,9 @@ static void test_gemm_tile_intensity(void) {
   double K = 4096, kf = K / (K + 64), last = 0;
   for (guint i = 0; i < G_N_ELEMENTS(sizes); i++) {
     ModelProfile p = one_tile_profile();
-    p.tile_m[0] = sizes[i][0];
-    p.tile_n[0] = sizes[i][1];
-    p.gemm_tile_bytes_per_s = B;
+    p.gemm.tile_m[0] = sizes[i][0];
+    p.gemm.tile_n[0] = sizes[i][1];
+    p.gemm.tile_bytes_per_s = B;
     double I = (double)sizes[i][0] * sizes[i][1] / (sizes[i][0] + sizes[i][1]);
     double f = fmin(1.0, I * B / 100e12);
     g_assert_cmpfloat(model_tile_efficiency(&p, 0), ==, f);
@@ -469,17 +469,17 @@ static void test_gemm_tile_intensity(void) {
   g_assert_cmpfloat(last, ==, 1.0);
   /* 64 x 64 (I = 32): 64% of peak at most; without a tile bandwidth, no limit. */
   ModelProfile p = one_tile_profile();
-  p.tile_m[0] = p.tile_n[0] = 64;
-  p.gemm_tile_bytes_per_s = B;
+  p.gemm.tile_m[0] = p.gemm.tile_n[0] = 64;
+  p.gemm.tile_bytes_per_s = B;
   g_assert_cmpfloat_with_epsilon(model_tile_efficiency(&p, 0), 0.64, 1e-15);
-  p.gemm_tile_bytes_per_s = 0;
+  p.gemm.tile_bytes_per_s = 0;
   g_assert_cmpfloat(model_tile_efficiency(&p, 0), ==, 1.0);
   /* With several tiles the GEMM takes the best: a large GEMM picks a
    * compute-bound tile, so the small tile's limit costs it nothing. */
   ModelProfile two = one_tile_profile();
-  two.n_tiles = 2;
-  two.tile_m[1] = two.tile_n[1] = 64;
-  two.gemm_tile_bytes_per_s = B;
+  two.gemm.n_tiles = 2;
+  two.gemm.tile_m[1] = two.gemm.tile_n[1] = 64;
+  two.gemm.tile_bytes_per_s = B;
   ModelGemm big = {1, 128 * 108, 128, 4096};
   assert_rel(model_gemm_efficiency(&two, &big), 0.9 * kf, REL_EPS);
 }
@@ -553,8 +553,8 @@ static void test_gemm_anchor(void) {
   cJSON_Delete(json);
   double flops = 2.0 * g.m * g.n * g.k;
   g_assert_cmpfloat(model_gemm_flops(&g), ==, flops);
-  g_assert_cmpfloat(p->gemm_efficiency_max, >, 0);
-  g_assert_cmpfloat(p->gemm_efficiency_max, <=, 1);
+  g_assert_cmpfloat(p->gemm.efficiency_max, >, 0);
+  g_assert_cmpfloat(p->gemm.efficiency_max, <=, 1);
   assert_rel(p->sustained_clock_ratio, ratio, REL_EPS);
   /* The anchor is math-bound, so the rate is not set by the HBM term. */
   double bytes = 2.0 * ((double)g.m * g.k + (double)g.k * g.n + (double)g.m * g.n);
@@ -1040,13 +1040,13 @@ static void test_load_shipped(void) {
   assert_rel(p->hbm_bytes_per_s, json_num(json, "hbm_GBps") * 1e9, REL_EPS);
   assert_rel(p->memory_bytes, json_num(json, "memory_GiB") * 1024.0 * 1024 * 1024, REL_EPS);
   assert_rel(p->kernel_launch_s, json_num(json, "kernel_launch_us") * 1e-6, REL_EPS);
-  assert_rel(p->gemm_k_half, json_num(json, "gemm.k_half"), REL_EPS);
-  assert_rel(p->gemm_tile_bytes_per_s, json_num(json, "gemm.tile_bandwidth_GBps") * 1e9, REL_EPS);
+  assert_rel(p->gemm.k_half, json_num(json, "gemm.k_half"), REL_EPS);
+  assert_rel(p->gemm.tile_bytes_per_s, json_num(json, "gemm.tile_bandwidth_GBps") * 1e9, REL_EPS);
   const cJSON *tiles = cJSON_GetObjectItem(cJSON_GetObjectItem(json, "gemm"), "tiles");
-  g_assert_cmpuint(p->n_tiles, ==, (guint)cJSON_GetArraySize(tiles));
-  for (guint i = 0; i < p->n_tiles; i++) {
-    g_assert_cmpuint(p->tile_m[i], ==, (guint)cJSON_GetArrayItem(cJSON_GetArrayItem(tiles, (int)i), 0)->valuedouble);
-    g_assert_cmpuint(p->tile_n[i], ==, (guint)cJSON_GetArrayItem(cJSON_GetArrayItem(tiles, (int)i), 1)->valuedouble);
+  g_assert_cmpuint(p->gemm.n_tiles, ==, (guint)cJSON_GetArraySize(tiles));
+  for (guint i = 0; i < p->gemm.n_tiles; i++) {
+    g_assert_cmpuint(p->gemm.tile_m[i], ==, (guint)cJSON_GetArrayItem(cJSON_GetArrayItem(tiles, (int)i), 0)->valuedouble);
+    g_assert_cmpuint(p->gemm.tile_n[i], ==, (guint)cJSON_GetArrayItem(cJSON_GetArrayItem(tiles, (int)i), 1)->valuedouble);
   }
   cJSON_Delete(json);
   model_profile_free(p);
