@@ -17,6 +17,8 @@ extern const PtdRange ptd_range_gemm_dim;       /* GEMM sizes m, n, k and k_half
 extern const PtdRange ptd_range_sms;            /* streaming multiprocessors */
 extern const PtdRange ptd_range_nodes;          /* nodes of a cluster */
 extern const PtdRange ptd_range_per_node;       /* GPUs, NICs, CPUs, PCIe switches of a node */
+extern const PtdRange ptd_range_nvlink_domain;  /* GPUs of one NVLink domain */
+extern const PtdRange ptd_range_nvls_channels;  /* NCCL's NVLS channels: at least 2 */
 extern const PtdRange ptd_range_cpus;           /* CPUs of a node (0: none modelled) */
 extern const PtdRange ptd_range_channels;
 extern const PtdRange ptd_range_time_us;        /* measured times */
@@ -30,4 +32,6 @@ extern const PtdRange ptd_range_device_info;    /* clocks (MHz) and bus width (b
 
 /* The most GPUs a cluster may have: its link graph and routes are built
  * for every GPU. */
-#define PTD_MAX_CLUSTER_GPUS 65536u
+#define PTD_MAX_CLUSTER_GPUS 262144u
+/* The most NICs one NVLink domain may have (NVL576: 576 GPUs, one NIC each). */
+#define PTD_MAX_DOMAIN_NICS 1024u

@@ -51,6 +51,39 @@ static double peak_rss_mib(void) {
   return ru.ru_maxrss / 1024.0; /* Linux reports KiB */
 }
 
+/* Today's scale: Llama 3 70B (t 8, p 4, four microbatches per pipeline) on
+ * a DGX H100 SuperPOD grown to 65,536, 131,072 and 262,144 GPUs, on the flow
+ * network, each timed whole (cluster, link graph, routes, plan and run) on
+ * one core.  Rows go up in size, so the process's peak RSS after a row is
+ * that row's. */
+static int bench_scale(void) {
+  printf("%-44s %12s %10s %12s\n", "Llama 3 70B, flow network", "CPU s", "ops", "peak RSS MiB");
+  for (guint nodes = 8192; nodes <= 32768; nodes *= 2) {
+    GError *error = NULL;
+    double t0 = cpu_seconds();
+    TopoCluster *cluster = NULL;
+    ModelProfile *profile = NULL;
+    if (!cli_load_machine_sized("dgx-h100-superpod", nodes, NULL, &cluster, &profile, &error))
+      return cli_fail(error);
+    SimPlanRequest req = {.gpus = nodes * 8, .tp = 8, .pp = 4, .micro_batch = 1, .network = "flow",
+                          .distributed_optimizer = TRUE};
+    req.global_batch = 4 * (req.gpus / 32);
+    model_lookup("llama3-70b", &req.model);
+    SimPlan plan;
+    SimResult r;
+    gboolean ok = sim_plan_build(&req, cluster, &plan, &error) && sim_ptdp_run(&plan, profile, cluster, &r, &error);
+    double secs = cpu_seconds() - t0;
+    topo_cluster_free(cluster);
+    model_profile_free(profile);
+    if (!ok)
+      return cli_fail(error);
+    char label[64];
+    g_snprintf(label, sizeof label, "%u H100s (%u nodes), B %u", req.gpus, nodes, req.global_batch);
+    printf("%-44s %12.3f %10" G_GUINT64_FORMAT " %12.0f\n", label, secs, r.ops, peak_rss_mib());
+  }
+  return 0;
+}
+
 /* TeraPipe figure 5: 10 settings, each a GPipe baseline (over its microbatch
  * sizes) and a TeraPipe run with the joint DP, on aws-p3-16xlarge. */
 static double bench_fitted(guint len, guint start, gpointer data) { return model_slice_cost_eval(data, len, start); }
@@ -436,12 +469,14 @@ int cli_bench(int argc, char **argv) {
   guint repeat = 3;
   gboolean terapipe = FALSE;
   char *network = NULL, *figures = NULL;
-  gboolean sweep = FALSE;
+  gboolean sweep = FALSE, scale = FALSE;
   GOptionEntry entries[] = {{"repeat", 0, 0, G_OPTION_ARG_STRING, &repeat_s, "Runs per row; the fastest counts (default 3)", "N"},
                             {"terapipe", 0, 0, G_OPTION_ARG_NONE, &terapipe,
                              "Time the whole of figure terapipe-fig5 instead of SC21 Table 1", NULL},
                             {"network", 0, 0, G_OPTION_ARG_STRING, &network,
                              "flow (default, as for run) or analytic: the network model timed", "MODEL"},
+                            {"scale", 0, 0, G_OPTION_ARG_NONE, &scale,
+                             "Llama 3 70B on 65,536, 131,072 and 262,144 H100s: CPU seconds and peak memory", NULL},
                             {"sweep", 0, 0, G_OPTION_ARG_NONE, &sweep,
                              "Configurations per second of sweeps and plan, on one core and on all of them", NULL},
                             {"figures", 0, 0, G_OPTION_ARG_FILENAME, &figures,
@@ -481,6 +516,10 @@ int cli_bench(int argc, char **argv) {
   }
   if (sweep) {
     code = bench_sweep();
+    goto done;
+  }
+  if (scale) {
+    code = bench_scale();
     goto done;
   }
   if (!cli_load_machine(NULL, NULL, &cluster, &profile, &error) ||

@@ -36,6 +36,9 @@ gboolean cli_format(const char *text, CliFormat *out, GError **error);
 /* Loads cluster and profile (the cluster's default profile when none given). */
 gboolean cli_load_machine(const char *cluster_name, const char *profile_name, TopoCluster **cluster,
                           ModelProfile **profile, GError **error);
+/* The same with the cluster resized to `nodes` nodes (--nodes; 0: its own). */
+gboolean cli_load_machine_sized(const char *cluster_name, guint nodes, const char *profile_name,
+                                TopoCluster **cluster, ModelProfile **profile, GError **error);
 
 /* Prints a JSON value on stdout with a trailing newline, its numbers in the
  * fewest digits that read back exactly (which rewrites them in `json`). */

@@ -77,9 +77,10 @@ static cJSON *profile_summary(const char *name, const ModelProfile *p) {
 static cJSON *cluster_summary(const char *name, const TopoCluster *c, const ModelProfile *p) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddStringToObject(o, "name", name);
-  cJSON_AddNumberToObject(o, "nodes", c->nodes);
-  cJSON_AddNumberToObject(o, "gpus_per_node", c->gpus_per_node);
+  cJSON_AddNumberToObject(o, "nodes", topo_cluster_gpus(c) / c->gpus_per_host);
+  cJSON_AddNumberToObject(o, "gpus_per_node", c->gpus_per_host);
   cJSON_AddNumberToObject(o, "gpus", topo_cluster_gpus(c));
+  cJSON_AddNumberToObject(o, "nvlink_domain_gpus", c->gpus_per_node);
   add_num(o, "nics_per_node", num_at(c->json, "nics_per_node"));
   add_num(o, "nic_link_Gbps", num_at(c->json, "fabric.network.link_GBps") * 8);
   cJSON_AddNumberToObject(o, "nic_GBps", c->net.nic_bw / 1e9);
@@ -101,11 +102,12 @@ static void print_cluster_row(const cJSON *s) {
   const cJSON *p = cJSON_GetObjectItemCaseSensitive(s, "profile");
   char *nics = num_text(s, "nics_per_node", "%.0f"), *line = num_text(s, "nic_link_Gbps", "%.0f");
   char *nvl = num_text(s, "nvlink_GBps_per_direction", "%.0f"), *fp8 = num_text(p, "peak_fp8_tflops", "%.0f");
-  printf("%-18s %5.0f %4.0f %6.0f %4s %6s %6.1f %6s %6.0f  %-15s %7.0f %5s %6.1f  %s\n",
+  printf("%-18s %5.0f %4.0f %6.0f %4.0f %4s %6s %6.1f %6s %6.0f  %-15s %7.0f %5s %6.1f  %s\n",
          cJSON_GetObjectItemCaseSensitive(s, "name")->valuestring,
          cJSON_GetObjectItemCaseSensitive(s, "nodes")->valuedouble,
          cJSON_GetObjectItemCaseSensitive(s, "gpus_per_node")->valuedouble,
-         cJSON_GetObjectItemCaseSensitive(s, "gpus")->valuedouble, nics, line,
+         cJSON_GetObjectItemCaseSensitive(s, "gpus")->valuedouble,
+         cJSON_GetObjectItemCaseSensitive(s, "nvlink_domain_gpus")->valuedouble, nics, line,
          cJSON_GetObjectItemCaseSensitive(s, "nic_GBps")->valuedouble, nvl,
          cJSON_GetObjectItemCaseSensitive(s, "nvlink_allreduce_busbw_GBps")->valuedouble,
          cJSON_GetObjectItemCaseSensitive(p, "name")->valuestring,
@@ -162,16 +164,17 @@ static gboolean list_all(CliFormat fmt, GError **error) {
     cli_print_json(all);
     cJSON_Delete(all);
   } else if (ok) {
-    printf("%-18s %5s %4s %6s %4s %6s %6s %6s %6s  %-15s %7s %5s %6s  %s\n", "cluster", "nodes", "gpn", "gpus",
-           "nics", "Gbit/s", "GB/s", "nvlink", "busbw", "profile", "TFLOP/s", "fp8", "GiB", "network");
+    printf("%-18s %5s %4s %6s %4s %4s %6s %6s %6s %6s  %-15s %7s %5s %6s  %s\n", "cluster", "nodes", "gpn", "gpus",
+           "nvld", "nics", "Gbit/s", "GB/s", "nvlink", "busbw", "profile", "TFLOP/s", "fp8", "GiB", "network");
     const cJSON *s;
     cJSON_ArrayForEach(s, clusters) print_cluster_row(s);
     printf("\n%-28s %8s %8s %8s %8s %5s  %s\n", "profile", "TFLOP/s", "fp8", "GiB", "HBM GB/s", "SMs", "precisions");
     cJSON_ArrayForEach(s, profiles) print_profile_row(s);
-    printf("\ngpn: GPUs per node; nics: NICs per node, Gbit/s each (line rate) and GB/s each (what NCCL reaches);\n"
-           "nvlink: GB/s per GPU per direction on the NVSwitch (- without one); busbw: NCCL ring all-reduce GB/s\n"
-           "inside a node; TFLOP/s: dense bf16/fp16 peak. nodes is an example size: run --gpus N uses N of them,\n"
-           "sweep --set cluster.nodes=N changes it. 'ptdsim clusters NAME' shows every number of one with its source.\n");
+    printf("\ngpn: GPUs per node; nvld: GPUs per NVLink domain; nics: NICs per node, Gbit/s each (line rate) and\n"
+           "GB/s each (what NCCL reaches); nvlink: GB/s per GPU per direction on the NVSwitch (- without one); busbw:\n"
+           "NCCL ring all-reduce GB/s inside a domain; TFLOP/s: dense bf16/fp16 peak. nodes is an example size: run\n"
+           "--gpus N uses N of them, --nodes N (or sweep --set cluster.nodes=N) changes it. 'ptdsim clusters NAME'\n"
+           "shows every number of one with its source.\n");
   }
   cJSON_Delete(clusters);
   cJSON_Delete(profiles);

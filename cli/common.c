@@ -45,9 +45,17 @@ gboolean cli_format(const char *text, CliFormat *out, GError **error) {
 
 gboolean cli_load_machine(const char *cluster_name, const char *profile_name, TopoCluster **cluster,
                           ModelProfile **profile, GError **error) {
-  *cluster = topo_cluster_load(cluster_name ? cluster_name : "selene", error);
-  if (!*cluster)
+  return cli_load_machine_sized(cluster_name, 0, profile_name, cluster, profile, error);
+}
+
+gboolean cli_load_machine_sized(const char *cluster_name, guint nodes, const char *profile_name,
+                                TopoCluster **cluster, ModelProfile **profile, GError **error) {
+  *cluster = topo_cluster_load_sized(cluster_name ? cluster_name : "selene", nodes, error);
+  if (!*cluster) {
+    if (nodes && error && *error)
+      g_prefix_error(error, "--nodes %u does not fit the cluster: ", nodes);
     return FALSE;
+  }
   *profile = model_profile_load(profile_name ? profile_name : (*cluster)->gpu_profile, error);
   if (!*profile) {
     topo_cluster_free(*cluster);

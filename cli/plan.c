@@ -162,7 +162,8 @@ int cli_plan(int argc, char **argv) {
     goto fail;
   }
   if (!cli_format(format, &fmt, &error) ||
-      !cli_load_machine(cfg.text[SEARCH_OPT_CLUSTER], cfg.text[SEARCH_OPT_PROFILE], &cluster, &profile, &error))
+      !cli_load_machine_sized(cfg.text[SEARCH_OPT_CLUSTER], cfg.count[SEARCH_OPT_NODES], cfg.text[SEARCH_OPT_PROFILE],
+                              &cluster, &profile, &error))
     goto fail;
   SearchRequest sreq = {&cfg, allow_fewer, top, jobs, show_all};
   if (!search_run(&sreq, profile, cluster, &res, &error))

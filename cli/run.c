@@ -42,7 +42,8 @@ int cli_run(int argc, char **argv) {
     goto fail;
   }
   if (!cli_format(format, &fmt, &error) || !search_config_request(&cfg, &req, &error) ||
-      !cli_load_machine(cfg.text[SEARCH_OPT_CLUSTER], cfg.text[SEARCH_OPT_PROFILE], &cluster, &profile, &error) ||
+      !cli_load_machine_sized(cfg.text[SEARCH_OPT_CLUSTER], cfg.count[SEARCH_OPT_NODES], cfg.text[SEARCH_OPT_PROFILE],
+                              &cluster, &profile, &error) ||
       !(json = trace_run(&req, cluster, profile, trace, 0, &error)))
     goto fail;
   cli_print_run(json, fmt);

@@ -57,6 +57,16 @@ double model_collective_time_s(const ModelNet *net, ModelCollOp op, double bytes
         *proto_out = (TopoProto)p;
     }
   }
+  /* NVLS inside one NVLink domain, where the cluster's NCCL has it: the
+   * tuner's model (topo_nvls_algbw), Simple protocol only */
+  double nvls = nodes == 1 && op <= MODEL_COLL_REDUCESCATTER
+                    ? topo_nvls_algbw(&net->hw, op == MODEL_COLL_ALLREDUCE, ranks)
+                    : 0;
+  if (nvls > 0 && net->hw.nvls_latency + bytes / nvls < best) {
+    best = net->hw.nvls_latency + bytes / nvls;
+    if (proto_out)
+      *proto_out = TOPO_PROTO_SIMPLE;
+  }
   return best;
 }
 

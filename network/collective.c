@@ -149,13 +149,13 @@ void net_model_free(NetModel *net) {
 TopoFabric *net_model_fabric(NetModel *net) { return net->fabric; }
 
 const char *net_coll_algo_name(NetCollAlgo a) {
-  static const char *names[] = {"auto", "ring", "tree", "hierarchical", "p2p"};
+  static const char *names[] = {"auto", "ring", "tree", "hierarchical", "p2p", "nvls"};
   return names[a];
 }
 
 gboolean net_coll_algo_parse(const char *text, NetCollAlgo *out) {
-  for (int a = NET_ALGO_AUTO; a <= NET_ALGO_HIER; a++)
-    if (strcmp(text, net_coll_algo_name((NetCollAlgo)a)) == 0) {
+  for (int a = NET_ALGO_AUTO; a <= NET_ALGO_NVLS; a++)
+    if (a != NET_ALGO_P2P && strcmp(text, net_coll_algo_name((NetCollAlgo)a)) == 0) {
       *out = (NetCollAlgo)a;
       return TRUE;
     }
@@ -227,15 +227,27 @@ static void layout(const NetModel *net, const guint *gpus, guint n, Layout *lo) 
   lo->mem = g_new(guint, n);
   lo->n_nodes = 0;
   guint *which = g_new(guint, n);
+  /* a group over many nodes (a data-parallel group of thousands) finds its
+   * nodes by a table, not by a scan of those seen */
+  GHashTable *seen = n > 64 ? g_hash_table_new(g_direct_hash, g_direct_equal) : NULL;
   for (guint r = 0; r < n; r++) {
     guint nd = gpus[r] / G, k = 0;
-    while (k < lo->n_nodes && lo->node[k] != nd)
-      k++;
-    if (k == lo->n_nodes)
+    if (seen) {
+      gpointer v = g_hash_table_lookup(seen, GUINT_TO_POINTER(nd + 1));
+      k = v ? GPOINTER_TO_UINT(v) - 1 : lo->n_nodes;
+    } else
+      while (k < lo->n_nodes && lo->node[k] != nd)
+        k++;
+    if (k == lo->n_nodes) {
       lo->node[lo->n_nodes++] = nd;
+      if (seen)
+        g_hash_table_insert(seen, GUINT_TO_POINTER(nd + 1), GUINT_TO_POINTER(k + 1));
+    }
     which[r] = k;
     lo->off[k + 1]++;
   }
+  if (seen)
+    g_hash_table_destroy(seen);
   for (guint k = 0; k < lo->n_nodes; k++)
     lo->off[k + 1] += lo->off[k];
   guint *fill = g_memdup2(lo->off, sizeof(guint) * (lo->n_nodes + 1));
@@ -508,6 +520,29 @@ static NetCollPlan *build(NetModel *net, NetCollOp op, NetCollAlgo algo, TopoPro
     memcpy(plan->crossing_bytes, net->crossing, sizeof net->crossing);
     return plan;
   }
+  case NET_ALGO_NVLS: {
+    TopoFabric *fab = net->fabric;
+    double algbw = M == 1 && topo_fabric_has_nvswitch(fab)
+                       ? topo_nvls_algbw(&net->nccl, op == NET_OP_ALLREDUCE, n)
+                       : 0;
+    if (algbw <= 0) {
+      g_set_error(error, NET_COLL_ERROR, 0,
+                  "--algorithm nvls needs a cluster whose nccl block has \"nvls\", an NVSwitch, and every GPU of the "
+                  "collective in one NVLink domain; use ring");
+      break;
+    }
+    Phase *ph = phase_new(plan, net->no_latency ? 0 : net->nccl.nvls_latency, 0, 1);
+    double xfer = bytes / algbw;
+    for (guint i = 0; i < n * n_groups; i++) {
+      guint up, down;
+      topo_fabric_nvswitch_links(fab, gpus[i], &up, &down);
+      Flow *fu = flow_new(ph, xfer * net->capacity[up]), *fd = flow_new(ph, xfer * net->capacity[down]);
+      TopoHop hu = {up, 1.0}, hd = {down, 1.0};
+      g_array_append_val(fu->hops, hu);
+      g_array_append_val(fd->hops, hd);
+    }
+    return plan;
+  }
   default:
     break;
   }
@@ -677,6 +712,20 @@ NetCollPlan *net_coll_plan(NetModel *net, NetCollOp op, NetCollAlgo algo, int pr
         best_p = p;
       }
     }
+  }
+  /* NVLS inside one NVLink domain where the cluster's NCCL has it: NCCL's
+   * tuner prices it by its own model (topo_nvls_algbw), Simple only */
+  double nvls = M == 1 && topo_fabric_has_nvswitch(net->fabric) && (algo == NET_ALGO_AUTO || algo == NET_ALGO_NVLS) &&
+                        (proto < 0 || proto == TOPO_PROTO_SIMPLE)
+                    ? topo_nvls_algbw(&net->nccl, op == NET_OP_ALLREDUCE, n)
+                    : 0;
+  if (algo == NET_ALGO_NVLS && nvls <= 0)
+    return build(net, op, NET_ALGO_NVLS, TOPO_PROTO_SIMPLE, gpus, n, n_groups, bytes, salt, error);
+  if (nvls > 0 && net->nccl.nvls_latency + bytes / nvls < best_t) {
+    best_t = net->nccl.nvls_latency + bytes / nvls;
+    best_xfer = bytes / nvls;
+    best_a = NET_ALGO_NVLS;
+    best_p = TOPO_PROTO_SIMPLE;
   }
   NetCollPlan *plan = build(net, op, best_a, (TopoProto)best_p, gpus, n, n_groups, bytes, salt, error);
   /* the caps of NCCL's bandwidth model (LL128 20 GB/s per channel, the

@@ -22,6 +22,13 @@
  *    of each 1/m shard across nodes (one ring per local rank, on its rail),
  *    all-gather inside each node.
  *  - p2p (send/receive): one flow per pair.
+ *  - nvls (all-reduce, all-gather, reduce-scatter inside one NVLink domain,
+ *    where the cluster's nccl block has "nvls"): NVLink SHARP, the switch
+ *    reduces and multicasts.  One phase of NCCL's NVLS latency, then per GPU
+ *    one flow up to the switch and one down, each carrying what moves at the
+ *    link's rate in the time NCCL's tuner gives the transfer
+ *    (topo_nvls_algbw), so that alone it takes the tuner's time and beside
+ *    other traffic it shares the GPU's NVLink.
  * The protocol's bandwidth factor (LL 0.25, LL128 0.92, Simple 1) scales the
  * bytes on the wire.  The tuner runs every candidate (algorithm, protocol)
  * alone on the graph and keeps the fastest, as NCCL's does with its model.
@@ -35,7 +42,7 @@
 #include "../topologies/fabric.h"
 
 typedef enum { NET_OP_ALLREDUCE, NET_OP_ALLGATHER, NET_OP_REDUCESCATTER, NET_OP_SENDRECV } NetCollOp;
-typedef enum { NET_ALGO_AUTO, NET_ALGO_RING, NET_ALGO_TREE, NET_ALGO_HIER, NET_ALGO_P2P } NetCollAlgo;
+typedef enum { NET_ALGO_AUTO, NET_ALGO_RING, NET_ALGO_TREE, NET_ALGO_HIER, NET_ALGO_P2P, NET_ALGO_NVLS } NetCollAlgo;
 
 #define NET_COLL_ERROR (net_coll_error_quark())
 GQuark net_coll_error_quark(void);

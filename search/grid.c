@@ -235,6 +235,12 @@ static gboolean parse_values(const char *what, const char *spec, ValueKind kind,
 }
 
 gboolean search_grid_add_option(SearchGrid *g, SearchOptId id, const char *spec, GError **error) {
+  if (id == SEARCH_OPT_NODES) { /* the cluster's size: a number of its file, as --set cluster.nodes=N */
+    char *set = g_strconcat("cluster.nodes=", spec, NULL);
+    gboolean ok = search_grid_add_set(g, set, error);
+    g_free(set);
+    return ok;
+  }
   const SearchOption *o = search_option(id);
   char *what = g_strdup_printf("--%s", o->name);
   if (find(g, o->name)) {

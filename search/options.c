@@ -46,6 +46,10 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
     [SEARCH_OPT_NO_BIAS] = {"no-bias", SEARCH_OPT_FLAG, NULL, "Linear layers without biases (as Llama)", NULL},
     [SEARCH_OPT_CLUSTER] = {"cluster", SEARCH_OPT_TEXT, "NAME|FILE", "Cluster: " PTD_NAME_OR_PATH_HELP "; default selene",
                             NULL},
+    [SEARCH_OPT_NODES] = {"nodes", SEARCH_OPT_COUNT, "N",
+                          "Nodes of the cluster (default: its file's count; for a GB200 NVL72, compute trays, 18 to "
+                          "a rack)",
+                          NULL},
     [SEARCH_OPT_PROFILE] = {"profile", SEARCH_OPT_TEXT, "NAME|FILE",
                             "Device profile: " PTD_NAME_OR_PATH_HELP "; default: the cluster's GPU; 'ideal' for "
                             "textbook timing",

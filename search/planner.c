@@ -342,9 +342,8 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
   guint n = base.gpus, B = base.global_batch;
   if (n > topo_cluster_gpus(cluster)) {
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                "--gpus %u is more than cluster '%s' has (%u nodes x %u GPUs = %u); give at most %u", n,
-                cluster->name, cluster->nodes, cluster->gpus_per_node, topo_cluster_gpus(cluster),
-                topo_cluster_gpus(cluster));
+                "--gpus %u is more than cluster '%s' has (%u); give at most %u, or more nodes (--nodes N)", n,
+                cluster->name, topo_cluster_gpus(cluster), topo_cluster_gpus(cluster));
     return FALSE;
   }
   const char *sched = cfg->text[SEARCH_OPT_SCHEDULE];
@@ -370,7 +369,8 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
                    cfg->given[SEARCH_OPT_ACCOUNT_EMBEDDING] || cfg->given[SEARCH_OPT_ACCOUNT_LOSS];
   s->out = out;
   s->best = g_array_new(FALSE, FALSE, sizeof(double));
-  /* The (t, p, d) triples: t inside a node and dividing the heads (hence
+  /* The (t, p, d) triples: t inside an NVLink domain (dividing it, or a
+   * power of two packed whole into it: sim_place) and dividing the heads (hence
    * the hidden size), the key/value groups and the MLP width, p with a
    * split of the layers (splits_of), d dividing the batch; a pinned
    * size is taken as given (the plan checks say if it cannot run). */
@@ -378,7 +378,7 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
   GArray *tpd = g_array_new(FALSE, FALSE, sizeof(Triple));
   for (guint t = 1; t <= MAX(cluster->gpus_per_node, cfg->count[SEARCH_OPT_TP]); t++) {
     if (pinned(cfg, SEARCH_OPT_TP, &pin) ? t != pin
-                                         : t > cluster->gpus_per_node || cluster->gpus_per_node % t || m->heads % t ||
+                                         : t > cluster->gpus_per_node || (cluster->gpus_per_node % t && (t & (t - 1))) || m->heads % t ||
                                                m->hidden % t || model_groups(m) % t || model_ffn(m) % t)
       continue;
     for (guint p = 1; p <= m->layers; p++) {

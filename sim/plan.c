@@ -348,6 +348,14 @@ gboolean sim_plan_uneven(const SimPlan *pl) {
   return FALSE;
 }
 
+guint sim_place(const TopoCluster *cluster, guint group, guint g) {
+  guint D = cluster->gpus_per_node;
+  if (group <= 1 || group > D || D % group == 0)
+    return g;
+  guint per = D / group, q = g / group;
+  return (q / per) * D + (q % per) * group + g % group;
+}
+
 gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, SimPlan *plan, GError **error) {
   memset(plan, 0, sizeof *plan);
   const ModelShape *m = &r->model;
@@ -409,8 +417,16 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
          r->gpus, sizes, tp_pp, letters);
   guint dp = r->dp ? r->dp : (guint)(r->gpus / tp_pp);
   if (r->gpus > topo_cluster_gpus(cluster))
-    FAIL("--gpus %u is more than cluster '%s' has (%u nodes x %u GPUs = %u)", r->gpus, cluster->name,
-         cluster->nodes, cluster->gpus_per_node, topo_cluster_gpus(cluster));
+    FAIL("--gpus %u is more than cluster '%s' has (%u GPUs; --nodes N sizes it)", r->gpus, cluster->name,
+         topo_cluster_gpus(cluster));
+  {
+    guint group = r->tp * cp, span = sim_place(cluster, group, r->gpus - 1) + 1;
+    if (span > topo_cluster_gpus(cluster))
+      FAIL("--gpus %u in tensor-parallel groups of %u, packed %u to an NVLink domain of %u GPUs, span %u GPUs, more "
+           "than cluster '%s' has (%u); give fewer GPUs or more nodes (--nodes N)",
+           r->gpus, group, cluster->gpus_per_node / group, cluster->gpus_per_node, span, cluster->name,
+           topo_cluster_gpus(cluster));
+  }
   gboolean terapipe = r->schedule && strcmp(r->schedule, "terapipe") == 0;
   if ((r->split.first || r->split.last || r->split.embedding || r->split.loss) && (r->zero || terapipe))
     FAIL("%s split Megatron's pipeline, for PTD-P; drop them with %s",
@@ -621,6 +637,14 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
       plan->precision = MODEL_PRECISION_BF16;
     else if (strcmp(r->precision, "fp8") == 0)
       plan->precision = MODEL_PRECISION_FP8;
+    else if (g_ascii_strcasecmp(r->precision, "fp4") == 0 || g_ascii_strcasecmp(r->precision, "nvfp4") == 0 ||
+             g_ascii_strcasecmp(r->precision, "mxfp4") == 0)
+      /* Blackwell has FP4 tensor cores, but no public measurement of FP4
+       * training GEMMs with their block scales, nor of the quantization
+       * kernels around them, is at hand to price them from */
+      FAIL("--precision %s is not priced: the cost model has no FP4 GEMM or block-scaling kernels from "
+           "measurements; use fp8 or bf16",
+           r->precision);
     else
       FAIL("unknown --precision '%s'; use fp16, bf16 or fp8", r->precision);
     if (plan->precision == MODEL_PRECISION_FP8 && (sched == SIM_SCHEDULE_TERAPIPE || r->zero))

@@ -129,6 +129,13 @@ typedef enum { SIM_PLAN_ERROR_INVALID, SIM_PLAN_ERROR_OOM, SIM_PLAN_ERROR_TOO_BI
  * one line saying what is wrong and how to fix it. */
 gboolean sim_plan_build(const SimPlanRequest *req, const TopoCluster *cluster, SimPlan *plan, GError **error);
 const char *sim_schedule_name(SimSchedule s);
+/* The cluster GPU of the job's GPU `g` (in rank order) when the job is cut
+ * into groups of `group` consecutive GPUs that talk over NVLink (the tensor-
+ * and context-parallel group, t * cp): groups are packed whole into NVLink
+ * domains, so that none straddles two.  Where `group` divides the domain this
+ * is g itself; on a GB200 NVL72 rack groups of 16 fill 64 of its 72 GPUs and
+ * the other 8 stay idle (as a scheduler places a job, with spares). */
+guint sim_place(const TopoCluster *cluster, guint group, guint g);
 /* The stage layers of `split` for `layers` on p stages of v model chunks
  * each, by Megatron-Core's rules (transformer_config.py and
  * transformer_block.py's get_num_layers_to_build): first/last given, the

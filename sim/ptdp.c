@@ -144,11 +144,11 @@ static guint gpu_of_rank_c(const Build *b, guint i, guint c, guint s, guint k) {
   guint tc = pl->tp * b->cp;
   switch (pl->placement) {
   case SIM_PLACEMENT_DP_OUTERMOST:
-    return i + pl->tp * c + tc * (s + pl->pp * k);
+    return sim_place(b->cluster, tc, i + pl->tp * c + tc * (s + pl->pp * k));
   case SIM_PLACEMENT_MISALIGNED:
     return i + pl->tp * c + tc * (k + pl->dp * s) + b->cluster->gpus_per_node / 2;
   default:
-    return i + pl->tp * c + tc * (k + pl->dp * s);
+    return sim_place(b->cluster, tc, i + pl->tp * c + tc * (k + pl->dp * s));
   }
 }
 static guint gpu_of_rank(const Build *b, guint i, guint s, guint k) { return gpu_of_rank_c(b, i, 0, s, k); }

@@ -79,7 +79,9 @@ typedef struct {
  * tensor-parallel ranks fastest, then pipeline stages, then data-parallel
  * replicas, GPU = i + t (s + p k): consecutive stages share a node and the
  * replicas are spread across nodes. */
-static guint gpu_of(const Build *b, guint i, guint k, guint s) { return i + b->pl->tp * (s + b->pl->pp * k); }
+static guint gpu_of(const Build *b, guint i, guint k, guint s) {
+  return sim_place(b->cluster, b->pl->tp, i + b->pl->tp * (s + b->pl->pp * k));
+}
 
 static guint node_of(const Build *b, guint i, guint k, guint s) {
   return gpu_of(b, i, k, s) / b->cluster->gpus_per_node;

@@ -169,7 +169,7 @@ static void test_cluster_out_of_range(void) {
       {"fabric.node.pcie_latency_us", 1e12, "'fabric.node.pcie_latency_us' is 1e+12"},
       {"nodes", 1000000, "'nodes' is 1e+06"},
       {"nodes", 536870912, "'nodes'"},
-      {"nodes", 16384, "GPUs, more than the 65536"},
+      {"nodes", 65536, "GPUs, more than the 262144"},
       {"fabric.node.cpus", 1e6, "'fabric.node.cpus'"},
       {"network.nic_GBps", 1e-30, "'network.nic_GBps'"},
       {"nccl.ring_base_us.LL", -1, "'nccl.ring_base_us.LL'"},

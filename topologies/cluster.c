@@ -4,6 +4,8 @@
 #include "../base/jsonutil.h"
 #include "../base/ranges.h"
 
+#include <math.h>
+
 void topo_cluster_free(TopoCluster *c) {
   if (!c)
     return;
@@ -18,6 +20,14 @@ guint topo_cluster_gpus(const TopoCluster *c) { return c->nodes * c->gpus_per_no
 
 guint topo_p2p_channels(const TopoNet *net, double bytes) {
   return bytes <= 512.0 * 1024 ? 1 : MAX(1u, net->p2p_net_channels);
+}
+
+double topo_nvls_algbw(const TopoNet *net, gboolean allreduce, guint ranks) {
+  if (!net->has_nvls || ranks < 2)
+    return 0;
+  double n = ranks, c = net->nvls_channels;
+  double bus = net->nvls_bw * net->nvls_eff * (c - 1) / c;
+  return allreduce ? 2 * bus * n / (2 * (n - 1)) : bus * (n - 1) / n;
 }
 
 const char *topo_proto_name(TopoProto proto) {
@@ -41,11 +51,12 @@ gboolean topo_json_per_proto(const cJSON *root, const char *key, const char *fil
 }
 
 gboolean topo_cluster_size_check(const cJSON *root, const char *file, guint *nodes, guint *gpus_per_node,
-                                 guint *nics_per_node, GError **error) {
-  double n, g, nics;
+                                 guint *nics_per_node, guint *gpus_per_host, GError **error) {
+  double n, g, nics, domain;
   if (!ptd_json_in(root, "nodes", file, &ptd_range_nodes, &n, error) ||
       !ptd_json_in(root, "gpus_per_node", file, &ptd_range_per_node, &g, error) ||
-      !ptd_json_in(root, "nics_per_node", file, &ptd_range_per_node, &nics, error))
+      !ptd_json_in(root, "nics_per_node", file, &ptd_range_per_node, &nics, error) ||
+      !ptd_json_in_or(root, "nvlink_domain_gpus", file, &ptd_range_nvlink_domain, g, &domain, error))
     return FALSE;
   if (n * g > PTD_MAX_CLUSTER_GPUS) {
     g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
@@ -53,9 +64,38 @@ gboolean topo_cluster_size_check(const cJSON *root, const char *file, guint *nod
                 PTD_MAX_CLUSTER_GPUS);
     return FALSE;
   }
-  *nodes = (guint)n;
-  *gpus_per_node = (guint)g;
-  *nics_per_node = (guint)nics;
+  /* An NVLink domain of several nodes (GB200 NVL72: 18 trays of 4 GPUs on
+   * NVLink switch trays) is what NCCL sees as one node: with multi-node
+   * NVLink it fuses the topology of every GPU of the NVLink clique into one
+   * system and searches rings and trees over it (NVIDIA/nccl src/mnnvl.cc,
+   * ncclMnnvlCheck; src/graph/topo.cc, "MNNVL clique support"), and counts
+   * NVLink domains as its nodes (src/init.cc, initNvlDomainInfo).  So the
+   * simulator's node is the domain: its GPUs and the NICs of all its trays. */
+  if (domain < g || fmod(domain, g) != 0) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
+                "%s: key 'nvlink_domain_gpus' is %.0f, not a whole number of nodes of %.0f GPUs; give a multiple of "
+                "gpus_per_node",
+                file, domain, g);
+    return FALSE;
+  }
+  if (fmod(n * g, domain) != 0) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
+                "%s: an NVLink domain of %.0f GPUs does not divide the cluster's %.0f GPUs (%.0f nodes of %.0f); give "
+                "'nodes' as a multiple of %.0f",
+                file, domain, n * g, n, g, domain / g);
+    return FALSE;
+  }
+  if (nics * (domain / g) > PTD_MAX_DOMAIN_NICS) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
+                "%s: an NVLink domain of %.0f GPUs holds %.0f NICs, more than the %u one domain may have", file,
+                domain, nics * (domain / g), PTD_MAX_DOMAIN_NICS);
+    return FALSE;
+  }
+  *nodes = (guint)(n * g / domain);
+  *gpus_per_node = (guint)domain;
+  *nics_per_node = (guint)(nics * (domain / g));
+  if (gpus_per_host)
+    *gpus_per_host = (guint)g;
   return TRUE;
 }
 
@@ -69,7 +109,8 @@ static gboolean load_body(TopoCluster *c, const cJSON *root, const char *file, G
   c->has_fabric = cJSON_GetObjectItemCaseSensitive(root, "fabric") != NULL;
   TopoNet *n = &c->net;
   double allreduce, p2p, p2p_lat_intra, nic, p2p_lat_inter;
-  if (!topo_cluster_size_check(root, file, &c->nodes, &c->gpus_per_node, &n->nics_per_node, error) ||
+  if (!topo_cluster_size_check(root, file, &c->nodes, &c->gpus_per_node, &n->nics_per_node, &c->gpus_per_host,
+                               error) ||
       !ptd_json_object(root, "nvlink", file, error) ||
       !ptd_json_in(root, "nvlink.allreduce_busbw_GBps", file, &ptd_range_bandwidth_GBps, &allreduce, error) ||
       !ptd_json_in(root, "nvlink.p2p_GBps", file, &ptd_range_bandwidth_GBps, &p2p, error) ||
@@ -88,6 +129,21 @@ static gboolean load_body(TopoCluster *c, const cJSON *root, const char *file, G
   if (!ptd_json_in_or(root, "nccl.p2p_channels_per_net_peer", file, &ptd_range_channels, 2, &channels, error) ||
       !ptd_json_in_or(root, "nccl.p2p_channel_GBps", file, &ptd_range_bandwidth_GBps, 14, &channel_GBps, error))
     return FALSE;
+  const cJSON *nccl = cJSON_GetObjectItemCaseSensitive(root, "nccl");
+  if (cJSON_GetObjectItemCaseSensitive(nccl, "nvls")) {
+    double bw, eff, ch, lat;
+    if (!ptd_json_object(nccl, "nvls", file, error) ||
+        !ptd_json_in(root, "nccl.nvls.GBps", file, &ptd_range_bandwidth_GBps, &bw, error) ||
+        !ptd_json_in(root, "nccl.nvls.efficiency", file, &ptd_range_efficiency, &eff, error) ||
+        !ptd_json_in(root, "nccl.nvls.channels", file, &ptd_range_nvls_channels, &ch, error) ||
+        !ptd_json_in(root, "nccl.nvls.latency_us", file, &ptd_range_latency_us, &lat, error))
+      return FALSE;
+    n->has_nvls = TRUE;
+    n->nvls_bw = bw * 1e9;
+    n->nvls_eff = eff;
+    n->nvls_channels = (guint)ch;
+    n->nvls_latency = lat * 1e-6;
+  }
   n->p2p_net_channels = (guint)channels;
   n->p2p_channel_bw = channel_GBps * 1e9;
   n->gpus_per_node = c->gpus_per_node;
@@ -111,10 +167,17 @@ TopoCluster *topo_cluster_from_json(cJSON *root, const char *path, GError **erro
 }
 
 TopoCluster *topo_cluster_load(const char *name_or_file, GError **error) {
+  return topo_cluster_load_sized(name_or_file, 0, error);
+}
+
+TopoCluster *topo_cluster_load_sized(const char *name_or_file, guint nodes, GError **error) {
   char *path = ptd_data_resolve("topologies", name_or_file, "cluster", error);
   if (!path)
     return NULL;
   cJSON *root = ptd_json_load(path, error);
+  cJSON *n = nodes ? cJSON_GetObjectItemCaseSensitive(root, "nodes") : NULL;
+  if (n && cJSON_IsNumber(n))
+    cJSON_SetNumberValue(n, nodes);
   TopoCluster *c = root ? topo_cluster_from_json(root, path, error) : NULL;
   g_free(path);
   return c;

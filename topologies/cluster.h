@@ -37,7 +37,25 @@ typedef struct {
    * NCCL's own P2P_PER_CHANNEL_NET_BW).  models/comm.h uses them. */
   guint p2p_net_channels;
   double p2p_channel_bw; /* B/s */
+  /* NVLink SHARP (nccl.nvls, optional): the NVLink switch reduces and
+   * multicasts.  NCCL's tuner (src/graph/tuning.cc) prices it inside one
+   * NVLink domain from the GPU's NVLink bandwidth, an efficiency per GPU
+   * generation (nvlsEfficiency), its channels (c - 1)/c, and a latency. */
+  gboolean has_nvls;
+  double nvls_bw;      /* B/s: one GPU's NVLink bandwidth, one direction */
+  double nvls_eff;     /* share of it */
+  guint nvls_channels;
+  double nvls_latency; /* s */
 } TopoNet;
+
+/* NCCL's NVLS algorithm bandwidth (bytes of the nccl-tests buffer per
+ * second) for an all-reduce (`allreduce`) or an all-gather / reduce-scatter
+ * on `ranks` GPUs of one NVLink domain: the bus bandwidth
+ * B e (c - 1)/c, twice that for an all-reduce (it pipelines reduce and
+ * multicast), turned into an algorithm bandwidth as NCCL does (times
+ * n / 2(n - 1) for an all-reduce; an all-gather's and reduce-scatter's stays
+ * as it is, times (n - 1)/n).  0 where NVLS does not apply. */
+double topo_nvls_algbw(const TopoNet *net, gboolean allreduce, guint ranks);
 
 /* Channels NCCL v2.12 gives a send of `bytes` to a peer on another node:
  * src/group.cc cuts it into pieces of 512 KiB (SENDRECV_SLICEFACTOR x the
@@ -49,8 +67,12 @@ typedef struct {
   char *name;
   char *path;
   char *gpu_profile; /* default profile name */
-  guint nodes;
-  guint gpus_per_node;
+  /* The simulator's view: a node is one NVLink domain, whose GPUs talk over
+   * NVLink and whose NICs are those of all its hosts.  For a DGX, a domain is
+   * one host (8 GPUs); for a GB200 NVL72 rack, 18 compute trays of 4. */
+  guint nodes;         /* NVLink domains */
+  guint gpus_per_node; /* GPUs of one NVLink domain */
+  guint gpus_per_host; /* GPUs of one host (the JSON's gpus_per_node) */
   gboolean has_fabric; /* it has a "fabric" block: the flow network can run on it */
   TopoNet net;
   cJSON *json; /* the description it was made from (fabric, NCCL tables), read-only */
@@ -61,13 +83,18 @@ TopoCluster *topo_cluster_load(const char *name_or_file, GError **error);
 /* A cluster from its description `root` (taken over, freed on error too);
  * `path` is where it came from, for errors and provenance. */
 TopoCluster *topo_cluster_from_json(cJSON *root, const char *path, GError **error);
+/* The same with `nodes` nodes in place of its file's count (0: as it is). */
+TopoCluster *topo_cluster_load_sized(const char *name_or_file, guint nodes, GError **error);
 void topo_cluster_free(TopoCluster *c);
 /* Reads {"LL": x, "LL128": y, "Simple": z} at nccl.KEY of a cluster's JSON
  * into out[], each in `range`, times `scale`. */
 gboolean topo_json_per_proto(const cJSON *root, const char *key, const char *file, double scale, const PtdRange *range,
                              double out[TOPO_N_PROTOS], GError **error);
-/* Reads and checks a cluster's size: nodes, GPUs and NICs per node, each in
- * its range (base/ranges.h) and at most PTD_MAX_CLUSTER_GPUS GPUs in all. */
+/* Reads and checks a cluster's size: nodes, GPUs and NICs per node and the
+ * NVLink domain, each in its range (base/ranges.h) and at most
+ * PTD_MAX_CLUSTER_GPUS GPUs in all.  Gives the simulator's view, where a node
+ * is one NVLink domain (its GPUs, and the NICs of all its hosts), and the GPUs
+ * of one host (`gpus_per_host` may be NULL). */
 gboolean topo_cluster_size_check(const cJSON *root, const char *file, guint *nodes, guint *gpus_per_node,
-                                 guint *nics_per_node, GError **error);
+                                 guint *nics_per_node, guint *gpus_per_host, GError **error);
 guint topo_cluster_gpus(const TopoCluster *c);

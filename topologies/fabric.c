@@ -239,6 +239,13 @@ static gboolean build_template_routes(TopoFabric *f, const char *file, GError **
     }
   for (guint g = 0; g < G && ok; g++)
     for (guint k = 0; k < N && ok; k++) {
+      /* With an NVSwitch a GPU only ever sends through its own NIC (other
+       * rails are reached by PXN over NVLink: topo_fabric_route), so in a
+       * domain of trays whose PCIe trees are not joined only those are built. */
+      if (f->nvswitch && k != topo_fabric_gpu_nic(f, g)) {
+        f->troutes[G * G + g * N + k] = g_ptr_array_new();
+        continue;
+      }
       f->troutes[G * G + g * N + k] = paths(f, adj, g, f->nic0 + k);
       if (f->troutes[G * G + g * N + k]->len == 0)
         ok = fail(error, TOPO_FABRIC_ERROR_DISCONNECTED, file,
@@ -530,9 +537,11 @@ TopoFabric *topo_fabric_build(const cJSON *fabric, const char *file, guint nodes
   else if (!cJSON_IsObject(node) || !cJSON_IsObject(net))
     ok = fail(error, TOPO_FABRIC_ERROR_INVALID, file, "key 'fabric.%s' is missing or not an object",
               cJSON_IsObject(node) ? "network" : "node");
-  else if (nodes == 0 || gpus_per_node == 0 || gpus_per_node > 64 || nics_per_node == 0 || nics_per_node > 64)
+  else if (nodes == 0 || gpus_per_node == 0 || gpus_per_node > PTD_MAX_DOMAIN_NICS || nics_per_node == 0 ||
+           nics_per_node > PTD_MAX_DOMAIN_NICS)
     ok = fail(error, TOPO_FABRIC_ERROR_INVALID, file,
-              "the fabric needs 1..64 GPUs and 1..64 NICs per node and at least one node");
+              "the fabric needs 1..%u GPUs and 1..%u NICs per NVLink domain and at least one domain",
+              PTD_MAX_DOMAIN_NICS, PTD_MAX_DOMAIN_NICS);
   if (ok && routing) {
     if (cJSON_IsString(routing) && strcmp(routing->valuestring, "ecmp") == 0)
       f->routing = TOPO_ROUTING_ECMP;
@@ -556,7 +565,7 @@ TopoFabric *topo_fabric_load(const char *cluster_path, GError **error) {
     return NULL;
   guint nodes = 0, gpn = 0, nics = 0;
   TopoFabric *f = NULL;
-  if (topo_cluster_size_check(root, cluster_path, &nodes, &gpn, &nics, error))
+  if (topo_cluster_size_check(root, cluster_path, &nodes, &gpn, &nics, NULL, error))
     f = topo_fabric_build(cJSON_GetObjectItemCaseSensitive(root, "fabric"), cluster_path, nodes, gpn, nics, error);
   cJSON_Delete(root);
   return f;
@@ -597,6 +606,15 @@ guint topo_fabric_link_from(const TopoFabric *f, guint link) { return f->links[l
 guint topo_fabric_link_to(const TopoFabric *f, guint link) { return f->links[link].to; }
 guint topo_fabric_gpu_vertex(const TopoFabric *f, guint gpu) { return (gpu / f->G) * f->v_node + gpu % f->G; }
 gboolean topo_fabric_has_nvswitch(const TopoFabric *f) { return f->nvswitch; }
+gboolean topo_fabric_nvswitch_links(const TopoFabric *f, guint gpu, guint *up, guint *down) {
+  if (!f->nvswitch || gpu >= f->nodes * f->G)
+    return FALSE;
+  /* build_node adds the GPU-switch links first, GPU g's as template link g */
+  guint id = ((gpu / f->G) * f->tlinks->len + gpu % f->G) * 2;
+  *up = id;
+  *down = id + 1;
+  return TRUE;
+}
 TopoRouting topo_fabric_routing(const TopoFabric *f) { return f->routing; }
 void topo_fabric_set_routing(TopoFabric *f, TopoRouting routing) { f->routing = routing; }
 guint topo_fabric_gpu_nic(const TopoFabric *f, guint local_gpu) { return local_gpu * f->N / f->G; }

@@ -66,6 +66,9 @@ guint topo_fabric_link_to(const TopoFabric *f, guint link);
 char *topo_fabric_vertex_name(const TopoFabric *f, guint vertex);
 guint topo_fabric_gpu_vertex(const TopoFabric *f, guint gpu);
 gboolean topo_fabric_has_nvswitch(const TopoFabric *f);
+/* The directed links between GPU `gpu` (global index) and its node's
+ * NVSwitch, up (to the switch) and down; FALSE where the node has none. */
+gboolean topo_fabric_nvswitch_links(const TopoFabric *f, guint gpu, guint *up, guint *down);
 TopoRouting topo_fabric_routing(const TopoFabric *f);
 void topo_fabric_set_routing(TopoFabric *f, TopoRouting routing);
 /* The rail (NIC index) GPU `local_gpu` of a node sends through. */
