@@ -1,5 +1,6 @@
 /* ptdsim — the built-in machines of today (B200, H200, H800 and the
- * clouds' H100 nodes) end to end through the real binary ($PTDSIM_BIN):
+ * clouds' H100 nodes, the GB200 NVL72's 72-GPU NVLink domain) end to end
+ * through the real binary ($PTDSIM_BIN):
  * each runs GPT-3 175B and Llama 3 70B on both network models, `ptdsim
  * clusters` lists and shows them, and every number of their files says
  * where it comes from. */
@@ -12,9 +13,9 @@
 
 static const char *root; /* $PTDSIM_DATA_DIR: the source tree */
 
-static const char *const clusters[] = {"dgx-h200", "dgx-b200", "h800-cluster", "p5.48xlarge", "a3-mega",
-                                       "nd-h100-v5"};
-static const char *const profiles[] = {"b200", "h800"};
+static const char *const clusters[] = {"dgx-h200", "dgx-b200", "gb200-nvl72", "h800-cluster", "p5.48xlarge",
+                                       "a3-mega", "nd-h100-v5"};
+static const char *const profiles[] = {"b200", "gb200", "h800"};
 
 static cJSON *load(const char *subdir, const char *name) {
   char *file = g_strconcat(name, ".json", NULL), *path = g_build_filename(root, subdir, file, NULL);
@@ -195,6 +196,88 @@ static void test_bad_name(void) {
   proc_clear(&p);
 }
 
+
+static double tp_comm(const char *cluster) {
+  char *args = g_strdup_printf("run --model gpt3-175b --gpus 1024 --tp 16 --pp 8 --global-batch 512 --micro-batch 1 "
+                               "--cluster %s --network flow --format json",
+                               cluster);
+  cJSON *j = run_json(args);
+  double t = num(obj(j, "time_breakdown_s"), "tp_comm");
+  cJSON_Delete(j);
+  g_free(args);
+  return t;
+}
+
+/* Why: tensor parallelism across 72 GPUs on NVLink is why people buy an
+ * NVL72.  A tensor-parallel group of 16 stays inside a rack's NVLink domain
+ * (the collective table says one domain of 16), where on 8-GPU DGX B200
+ * nodes of the same NVLink5 it crosses InfiniBand: the same run's
+ * tensor-parallel time is far lower on the NVL72. */
+static void test_nvl72_domain(void) {
+  Proc p = run_line("collective --op allreduce --gpus 16 --min-bytes 64M --max-bytes 64M --cluster gb200-nvl72");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "(1 node x 16 GPUs)"));
+  proc_clear(&p);
+  p = run_line("collective --op allreduce --gpus 16 --min-bytes 64M --max-bytes 64M --cluster dgx-b200");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "(2 nodes x 8 GPUs)"));
+  proc_clear(&p);
+  double nvl = tp_comm("gb200-nvl72"), dgx = tp_comm("dgx-b200");
+  g_test_message("t 16: tensor-parallel time %.3f s on gb200-nvl72, %.3f s on dgx-b200", nvl, dgx);
+  g_assert_cmpfloat(nvl, <, 0.5 * dgx);
+  /* 64 groups of 16, four to a rack, fill the 16 racks; 65 do not fit */
+  p = run_line("run --model gpt3-175b --gpus 1040 --tp 16 --pp 65 --global-batch 65 --micro-batch 1 --layers 65 "
+               "--cluster gb200-nvl72");
+  assert_one_line_error(&p, "packed 4 to an NVLink domain of 72 GPUs");
+  proc_clear(&p);
+  /* plan searches t up to the domain: on the NVL72 it may take 16, on a DGX never */
+  cJSON *j = run_json("plan --model gpt3-175b --gpus 1024 --global-batch 1024 --tp 16 --cluster gb200-nvl72 "
+                      "--network analytic --format json --top 1");
+  g_assert_cmpfloat(num(cJSON_GetArrayItem(arr(j, "rows"), 0), "tp"), ==, 16);
+  cJSON_Delete(j);
+}
+
+/* Why: a cloud's cluster is booked by the node; --nodes sizes any cluster
+ * for run and plan (as sweep's --set cluster.nodes=N), and a size the
+ * cluster cannot take is one line naming --nodes. */
+static void test_nodes(void) {
+  const char *run = "run --model llama3-70b --gpus 1024 --tp 8 --pp 4 --global-batch 256 --micro-batch 1 "
+                    "--cluster p5.48xlarge --network analytic --format json";
+  Proc p = run_line(run);
+  assert_one_line_error(&p, "--nodes N");
+  proc_clear(&p);
+  char *args = g_strconcat(run, " --nodes 128", NULL);
+  cJSON *j = run_json(args);
+  g_assert_cmpfloat(num(obj(j, "config"), "gpus"), ==, 1024);
+  cJSON_Delete(j);
+  g_free(args);
+  p = run_line("run --model gpt3-175b --gpus 1024 --tp 8 --pp 8 --global-batch 1024 --cluster gb200-nvl72 "
+               "--nodes 100");
+  assert_one_line_error(&p, "--nodes 100 does not fit the cluster");
+  proc_clear(&p);
+  p = run_line("run --model gpt3-175b --gpus 1024 --tp 8 --pp 8 --global-batch 1024 --cluster dgx-b200 "
+               "--nodes 40000");
+  assert_one_line_error(&p, "more than the 262144");
+  proc_clear(&p);
+  p = run_line("sweep --model llama3-70b --gpus 1024 --tp 8 --pp 4 --global-batch 256 --micro-batch 1 "
+               "--cluster p5.48xlarge --network analytic --nodes 64,128");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "cluster.nodes"));
+  /* 64 nodes hold 512 GPUs: that row cannot run, the other does */
+  g_assert_nonnull(strstr(p.out, "invalid"));
+  g_assert_nonnull(strstr(p.out, ",ok"));
+  proc_clear(&p);
+}
+
+/* Why: Blackwell has FP4 tensor cores, but nothing here prices them: the
+ * refusal says so instead of an unknown word. */
+static void test_fp4(void) {
+  Proc p = run_line("run --model llama3-70b --gpus 64 --tp 8 --pp 4 --global-batch 32 --cluster dgx-b200 "
+                    "--precision fp4");
+  assert_one_line_error(&p, "--precision fp4 is not priced");
+  proc_clear(&p);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   if (!cli_harness_init())
@@ -207,5 +290,8 @@ int main(int argc, char **argv) {
   g_test_add_func("/machines/show", test_show);
   g_test_add_func("/machines/provenance-coverage", test_provenance_coverage);
   g_test_add_func("/machines/bad-name", test_bad_name);
+  g_test_add_func("/machines/nvl72-domain", test_nvl72_domain);
+  g_test_add_func("/machines/nodes", test_nodes);
+  g_test_add_func("/machines/fp4", test_fp4);
   return g_test_run();
 }

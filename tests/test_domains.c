@@ -1,0 +1,200 @@
+/* ptdsim — NVLink domains larger than a node (GB200 NVL72) and NVLS:
+ * the placement that packs tensor-parallel groups into domains, the
+ * cluster's view of a domain, NCCL's NVLS model on both networks.  Exact
+ * where the arithmetic is. */
+#include <glib.h>
+#include <math.h>
+#include <string.h>
+
+#include "../models/comm.h"
+#include "../network/collective.h"
+#include "../sim/plan.h"
+#include "../topologies/cluster.h"
+#include "../topologies/fabric.h"
+
+static TopoCluster *cluster(const char *name) {
+  GError *error = NULL;
+  TopoCluster *c = topo_cluster_load(name, &error);
+  g_assert_no_error(error);
+  return c;
+}
+
+/* Why: on a 72-GPU domain a tensor-parallel group of 16 must never straddle
+ * two racks; groups that divide the domain keep the plain rank order, and
+ * the packing never puts two ranks on one GPU. */
+static void test_place(void) {
+  TopoCluster *c = cluster("gb200-nvl72");
+  g_assert_cmpuint(c->gpus_per_node, ==, 72);
+  g_assert_cmpuint(c->gpus_per_host, ==, 4);
+  g_assert_cmpuint(c->nodes, ==, 288 * 4 / 72);
+  g_assert_cmpuint(c->net.nics_per_node, ==, 72);
+  /* 4 groups of 16 to a rack: the 5th group starts the next rack */
+  g_assert_cmpuint(sim_place(c, 16, 0), ==, 0);
+  g_assert_cmpuint(sim_place(c, 16, 63), ==, 63);
+  g_assert_cmpuint(sim_place(c, 16, 64), ==, 72);
+  g_assert_cmpuint(sim_place(c, 16, 127), ==, 135);
+  g_assert_cmpuint(sim_place(c, 16, 128), ==, 144);
+  guint n = topo_cluster_gpus(c);
+  guint8 *used = g_new0(guint8, n);
+  for (guint g = 0; g < 16 * 4 * 16; g++) {
+    guint at = sim_place(c, 16, g);
+    g_assert_cmpuint(at, <, n);
+    g_assert_false(used[at]);
+    used[at] = 1;
+    /* the group's first rank and this one share a domain */
+    g_assert_cmpuint(at / 72, ==, sim_place(c, 16, g - g % 16) / 72);
+  }
+  g_free(used);
+  for (guint g = 0; g < 500; g++) {
+    g_assert_cmpuint(sim_place(c, 8, g), ==, g);  /* 8 divides 72 */
+    g_assert_cmpuint(sim_place(c, 144, g), ==, g); /* larger than a domain: as given */
+  }
+  topo_cluster_free(c);
+  /* on an 8-GPU DGX every power of two up to 8 divides the node */
+  c = cluster("dgx-b200");
+  for (guint g = 0; g < 100; g++)
+    g_assert_cmpuint(sim_place(c, 16, g), ==, g);
+  topo_cluster_free(c);
+}
+
+/* NCCL's NVLS algorithm bandwidth, from the cluster's numbers, by hand. */
+static double nvls_algbw(const TopoNet *net, gboolean allreduce, double n) {
+  double bus = net->nvls_bw * net->nvls_eff * (net->nvls_channels - 1.0) / net->nvls_channels;
+  return allreduce ? 2 * bus * n / (2 * (n - 1)) : bus * (n - 1) / n;
+}
+
+/* Why: NVLS is priced as NCCL's tuner prices it: both network models take
+ * the same time for a large all-reduce inside one domain, exactly the
+ * tuner's latency plus bytes over its algorithm bandwidth. */
+static void test_nvls_models(void) {
+  TopoCluster *c = cluster("gb200-nvl72");
+  g_assert_true(c->net.has_nvls);
+  g_assert_cmpfloat(c->net.nvls_bw, ==, 900e9);
+  g_assert_cmpfloat(topo_nvls_algbw(&c->net, TRUE, 8), ==, nvls_algbw(&c->net, TRUE, 8));
+  g_assert_cmpfloat(topo_nvls_algbw(&c->net, FALSE, 16), ==, nvls_algbw(&c->net, FALSE, 16));
+  g_assert_cmpfloat(topo_nvls_algbw(&c->net, TRUE, 1), ==, 0);
+  double S = 1073741824.0;
+  for (guint n = 8; n <= 64; n *= 2) {
+    double want = c->net.nvls_latency + S / nvls_algbw(&c->net, TRUE, n);
+    ModelNet mn = {.hw = c->net};
+    double t = model_collective_time_s(&mn, MODEL_COLL_ALLREDUCE, S, n, 1, NULL);
+    g_assert_cmpfloat(fabs(t - want), <, 1e-12);
+    /* across two domains NVLS does not apply: the ring is slower */
+    g_assert_cmpfloat(model_collective_time_s(&mn, MODEL_COLL_ALLREDUCE, S, n, 2, NULL), >, want);
+    GError *error = NULL;
+    NetModel *net = net_model_load(c, &error);
+    g_assert_no_error(error);
+    guint *gpus = g_new(guint, n);
+    for (guint r = 0; r < n; r++)
+      gpus[r] = r;
+    NetCollPlan *p = net_coll_plan(net, NET_OP_ALLREDUCE, NET_ALGO_AUTO, -1, gpus, n, 1, S, 1, &error);
+    g_assert_no_error(error);
+    g_assert_cmpint(net_coll_plan_algo(p), ==, NET_ALGO_NVLS);
+    /* alone on the fabric, the flows take the tuner's transfer time */
+    g_assert_cmpfloat(fabs(net_coll_plan_time(net, p) - want), <, 2e-9);
+    /* its flows are the GPUs' NVSwitch links, one up and one down each */
+    GArray *links = g_array_new(FALSE, FALSE, sizeof(guint));
+    net_coll_plan_links(p, links);
+    g_assert_cmpuint(links->len, ==, 2 * n);
+    TopoFabric *f = net_model_fabric(net);
+    for (guint i = 0; i < links->len; i++) {
+      guint l = g_array_index(links, guint, i);
+      char *a = topo_fabric_vertex_name(f, topo_fabric_link_from(f, l)),
+           *b = topo_fabric_vertex_name(f, topo_fabric_link_to(f, l));
+      g_assert_true(strstr(a, "nvswitch") || strstr(b, "nvswitch"));
+      g_free(a);
+      g_free(b);
+    }
+    g_array_free(links, TRUE);
+    net_coll_plan_free(p);
+    g_free(gpus);
+    net_model_free(net);
+  }
+  topo_cluster_free(c);
+  /* a cluster without an nvls block never gets it, and forcing it says why */
+  c = cluster("dgx-h100-superpod");
+  g_assert_false(c->net.has_nvls);
+  GError *error = NULL;
+  NetModel *net = net_model_load(c, &error);
+  guint gpus[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+  NetCollPlan *p = net_coll_plan(net, NET_OP_ALLREDUCE, NET_ALGO_AUTO, -1, gpus, 8, 1, S, 1, &error);
+  g_assert_cmpint(net_coll_plan_algo(p), !=, NET_ALGO_NVLS);
+  net_coll_plan_free(p);
+  p = net_coll_plan(net, NET_OP_ALLREDUCE, NET_ALGO_NVLS, -1, gpus, 8, 1, S, 1, &error);
+  g_assert_null(p);
+  g_assert_nonnull(strstr(error->message, "nvls"));
+  g_clear_error(&error);
+  net_model_free(net);
+  topo_cluster_free(c);
+}
+
+/* Why: the point of an NVL72: a ring of 16 GPUs of one rack never leaves
+ * NVLink (no NIC on any of its routes), where on 8-GPU DGX nodes it must. */
+static void test_ring_of_16(void) {
+  const char *names[] = {"gb200-nvl72", "dgx-b200"};
+  for (guint k = 0; k < 2; k++) {
+    TopoCluster *c = cluster(names[k]);
+    GError *error = NULL;
+    NetModel *net = net_model_load(c, &error);
+    g_assert_no_error(error);
+    guint gpus[16];
+    for (guint r = 0; r < 16; r++)
+      gpus[r] = r;
+    NetCollPlan *p = net_coll_plan(net, NET_OP_ALLREDUCE, NET_ALGO_RING, -1, gpus, 16, 1, 1 << 26, 1, &error);
+    g_assert_no_error(error);
+    GArray *links = g_array_new(FALSE, FALSE, sizeof(guint));
+    net_coll_plan_links(p, links);
+    TopoFabric *f = net_model_fabric(net);
+    guint nic = 0;
+    for (guint i = 0; i < links->len; i++) {
+      char *a = topo_fabric_vertex_name(f, topo_fabric_link_to(f, g_array_index(links, guint, i)));
+      nic += strstr(a, "nic") != NULL;
+      g_free(a);
+    }
+    if (k == 0)
+      g_assert_cmpuint(nic, ==, 0);
+    else
+      g_assert_cmpuint(nic, >, 0);
+    g_array_free(links, TRUE);
+    net_coll_plan_free(p);
+    net_model_free(net);
+    topo_cluster_free(c);
+  }
+}
+
+/* Why: a domain must be whole nodes and divide the cluster; anything else
+ * is one line naming the key. */
+static void test_bad_domain(void) {
+  const struct {
+    double nodes, gpn, domain;
+    const char *needle;
+  } cases[] = {{36, 4, 70, "not a whole number of nodes"},
+               {20, 4, 72, "does not divide the cluster's 80 GPUs"},
+               {18, 4, 577, "nvlink_domain_gpus"},
+               {18, 4, 2, "not a whole number of nodes"}};
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddNumberToObject(j, "nodes", cases[i].nodes);
+    cJSON_AddNumberToObject(j, "gpus_per_node", cases[i].gpn);
+    cJSON_AddNumberToObject(j, "nics_per_node", 4);
+    cJSON_AddNumberToObject(j, "nvlink_domain_gpus", cases[i].domain);
+    guint nodes, gpn, nics, host;
+    GError *error = NULL;
+    g_assert_false(topo_cluster_size_check(j, "x.json", &nodes, &gpn, &nics, &host, &error));
+    g_assert_nonnull(error);
+    if (!strstr(error->message, cases[i].needle))
+      g_error("case %u: '%s' lacks '%s'", i, error->message, cases[i].needle);
+    g_assert_null(strchr(error->message, '\n'));
+    g_clear_error(&error);
+    cJSON_Delete(j);
+  }
+}
+
+int main(int argc, char **argv) {
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/domains/place", test_place);
+  g_test_add_func("/domains/nvls-models", test_nvls_models);
+  g_test_add_func("/domains/ring-of-16", test_ring_of_16);
+  g_test_add_func("/domains/bad-domain", test_bad_domain);
+  return g_test_run();
+}
