@@ -112,6 +112,27 @@ static void add_terapipe(cJSON *json, const SimPlan *plan, const SimResult *r, c
 
 cJSON *trace_run(const SimPlanRequest *req, const TopoCluster *cluster, const ModelProfile *profile,
                  const char *trace_path, guint64 max_events, GError **error) {
+  return trace_run_full(req, NULL, cluster, profile, trace_path, max_events, error);
+}
+
+/* The whole run of a finished iteration (runtime/runtime.h). */
+static gboolean add_whole_run(cJSON *json, const RtOptions *o, const SimPlan *plan, const SimResult *res,
+                              const TopoCluster *cluster, GError **error) {
+  RtInput in = {.iteration_s = res->iteration_time_s,
+                .tokens_per_iteration = (double)plan->global_batch * plan->model.seq_len,
+                .tokens = plan->tokens,
+                .gpus = plan->gpus,
+                .gpus_per_node = cluster->gpus_per_node};
+  rt_checkpoint_bytes(plan, res, &in.checkpoint_bytes, &in.rank_bytes);
+  RtResult r;
+  if (!rt_run(&in, o, &r, error))
+    return FALSE;
+  cJSON_AddItemToObject(json, "whole_run", trace_whole_run_json(o, &r));
+  return TRUE;
+}
+
+cJSON *trace_run_full(const SimPlanRequest *req, const RtOptions *rt, const TopoCluster *cluster,
+                      const ModelProfile *profile, const char *trace_path, guint64 max_events, GError **error) {
   SimPlanRequest r = *req;
   if (!r.network && profile->n_coll > 0)
     r.network = "analytic"; /* measured collectives drive the analytic model; the flow network cannot use them yet */
@@ -141,7 +162,9 @@ cJSON *trace_run(const SimPlanRequest *req, const TopoCluster *cluster, const Mo
     json = trace_result_json(plan, profile, cluster, &res);
     if (plan->schedule == SIM_SCHEDULE_TERAPIPE)
       add_terapipe(json, plan, &res, &sl);
-    ok = trace_run_json_check(json, error);
+    if (rt && plan->tokens > 0)
+      ok = add_whole_run(json, rt, plan, &res, cluster, error);
+    ok = ok && trace_run_json_check(json, error);
   }
   if (ok && trace) {
     cJSON *meta = cJSON_CreateObject();
