@@ -354,6 +354,24 @@ static guint count_or(const SearchConfig *c, SearchOptId id, guint dflt) {
   return c->given[id] ? c->count[id] : dflt;
 }
 
+/* A number from `lo` to `hi` (decimal, exponent allowed); one-line error
+ * naming the option and an example. */
+static gboolean number_opt(const SearchConfig *c, SearchOptId id, double lo, double hi, const char *what,
+                           const char *example, double *out, GError **error) {
+  const char *text = c->text[id];
+  if (!text)
+    return TRUE;
+  char *end = NULL;
+  double v = g_ascii_strtod(text, &end);
+  if (!*text || *end || !(v >= lo && v <= hi)) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--%s '%s' is not %s; give e.g. --%s %s",
+                options[id].name, text, what, options[id].name, example);
+    return FALSE;
+  }
+  *out = v;
+  return TRUE;
+}
+
 gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError **error) {
   memset(r, 0, sizeof *r);
   ModelShape named = {.seq_len = 2048, .vocab = 51200};
@@ -439,6 +457,18 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->overlap_param_gather = c->given[SEARCH_OPT_OVERLAP_PARAM_GATHER];
   r->attention = c->text[SEARCH_OPT_ATTENTION];
   r->precision = c->text[SEARCH_OPT_PRECISION];
+  r->slow = c->text[SEARCH_OPT_SLOW];
+  r->gpu_speed = c->text[SEARCH_OPT_GPU_SPEED];
+  r->slow_link = c->text[SEARCH_OPT_SLOW_LINK];
+  double seed = 1;
+  if (!number_opt(c, SEARCH_OPT_SEED, 0, 4294967295.0, "a whole number from 0 to 4294967295", "7", &seed, error))
+    return FALSE;
+  if (seed != floor(seed)) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--seed '%s' is not a whole number; give e.g. --seed 7",
+                c->text[SEARCH_OPT_SEED]);
+    return FALSE;
+  }
+  r->seed = (guint64)seed;
   const char *reserve = c->text[SEARCH_OPT_MEMORY_RESERVE];
   if (reserve) {
     char *end = NULL;
@@ -451,24 +481,6 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
     r->memory_reserve_given = TRUE;
     r->memory_reserve_gib = gib;
   }
-  return TRUE;
-}
-
-/* A number from `lo` to `hi` (decimal, exponent allowed); one-line error
- * naming the option and an example. */
-static gboolean number_opt(const SearchConfig *c, SearchOptId id, double lo, double hi, const char *what,
-                           const char *example, double *out, GError **error) {
-  const char *text = c->text[id];
-  if (!text)
-    return TRUE;
-  char *end = NULL;
-  double v = g_ascii_strtod(text, &end);
-  if (!*text || *end || !(v >= lo && v <= hi)) {
-    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--%s '%s' is not %s; give e.g. --%s %s",
-                options[id].name, text, what, options[id].name, example);
-    return FALSE;
-  }
-  *out = v;
   return TRUE;
 }
 

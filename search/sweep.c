@@ -32,7 +32,9 @@ static const char *const result_columns[] = {
     "model_tflops_per_gpu", "mfu", "sc21_reproduction",
     "whole_run.expected.days", "whole_run.expected.effective_training_time", "whole_run.expected.gpu_hours",
     "whole_run.expected.interruptions", "whole_run.checkpoint.every_iterations", "whole_run.checkpoint.write_s",
-    "whole_run.monte_carlo.median_days", "whole_run.monte_carlo.p90_days"};
+    "whole_run.monte_carlo.median_days", "whole_run.monte_carlo.p90_days", "whole_run.iterations", "whole_run.nodes",
+    "whole_run.switches", "whole_run.failures", "whole_run.restart", "whole_run.checkpoint", "whole_run.expected",
+    "whole_run.monte_carlo", "stragglers"};
 
 const char *const *search_sweep_result_columns(guint *n) {
   *n = G_N_ELEMENTS(result_columns);

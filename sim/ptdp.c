@@ -156,6 +156,29 @@ static guint node_of_rank(const Build *b, guint i, guint s, guint k) {
   return gpu_of_rank(b, i, s, k) / b->cluster->gpus_per_node;
 }
 static guint tp_group_nodes(const Build *b, guint s, guint k);
+
+/* Stragglers: each simulated rank's compute stream runs at the slowest GPU
+ * it stands for -- itself and its context-parallel peers, and under the
+ * symmetry shortcut every tensor rank of its group and every replica of its
+ * stage (exact for stragglers in one replica; otherwise the slowest replica
+ * per stage, an upper bound).  The ranks' own all-reduces and sends then
+ * wait for it as the schedule says. */
+static void set_speeds(Build *b) {
+  const SimPlan *pl = b->plan;
+  guint gpn = b->cluster->gpus_per_node;
+  for (guint s = 0; s < b->p; s++)
+    for (guint k = 0; k < b->ds; k++)
+      for (guint i = 0; i < b->ts; i++) {
+        double f = 1;
+        for (guint kk = b->ds == pl->dp ? k : 0; kk < (b->ds == pl->dp ? k + 1 : pl->dp); kk++)
+          for (guint ii = b->ts == pl->tp ? i : 0; ii < (b->ts == pl->tp ? i + 1 : pl->tp); ii++)
+            for (guint c = 0; c < b->cp; c++)
+              f = MIN(f, sim_plan_gpu_speed(pl, gpu_of_rank_c(b, ii, c, s, kk) % pl->gpus, s, gpn));
+        if (f < 1)
+          sim_engine_set_stream_speed(b->e, stream_of(b, i, s, k, STREAM_COMPUTE), f);
+      }
+}
+
 static SimTime ns(double seconds) { return sim_time_ns(seconds); }
 
 static SimOpTag tag(guint cat, guint pass, guint s, guint c, guint mb, gint layer) {
@@ -1695,6 +1718,8 @@ build:
   for (guint g = 0; g < n_gpus; g++)
     for (guint kind = 0; kind < N_STREAM_KINDS; kind++)
       sim_engine_add_stream(b.e, g);
+  if (sim_plan_has_stragglers(pl))
+    set_speeds(&b);
 
   b.order = g_new0(GArray *, b.p);
   b.position = g_new0(guint *, b.p);

@@ -520,6 +520,16 @@ void trace_report_text(GString *out, const cJSON *run) {
     g_string_append_printf(out, "training   %s tokens in %.1f days, %s GPU-hours\n",
                            ptd_format_count(num(run, "tokens"), a, sizeof a), num(run, "training_days"),
                            ptd_format_count(num(run, "gpu_hours"), b, sizeof b));
+  const cJSON *st = cJSON_GetObjectItemCaseSensitive(run, "stragglers");
+  if (st) {
+    g_string_append_printf(out, "stragglers GPU %u (node %u, stage %u) the slowest at %.3f of its speed%s; critical "
+                                "stage %u\n",
+                           count(st, "slowest_gpu"), count(st, "slowest_gpu_node"), count(st, "slowest_gpu_stage"),
+                           num(st, "slowest_gpu_speed"), num(st, "slowest_link_factor") < 1 ? ", slow links" : "",
+                           count(st, "critical_stage"));
+    g_string_append_printf(out, "           cost %.4f s per iteration (%.2f%%) against %.4f s without them\n",
+                           num(st, "cost_s"), 100 * num(st, "cost_fraction"), num(st, "iteration_time_s_without"));
+  }
   const cJSON *whole = cJSON_GetObjectItemCaseSensitive(run, "whole_run");
   if (whole)
     whole_run_text(out, whole);

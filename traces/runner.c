@@ -115,6 +115,41 @@ cJSON *trace_run(const SimPlanRequest *req, const TopoCluster *cluster, const Mo
   return trace_run_full(req, NULL, cluster, profile, trace_path, max_events, error);
 }
 
+/* Stragglers: the slowest GPU, and what they cost -- the same plan run
+ * again without them. */
+static gboolean add_stragglers(cJSON *json, const SimPlan *plan, const SimResult *res, const ModelProfile *profile,
+                               const TopoCluster *cluster, GError **error) {
+  SimPlan *clean = g_new(SimPlan, 1);
+  *clean = *plan;
+  memset(&clean->stragglers, 0, sizeof clean->stragglers);
+  SimResult base;
+  gboolean ok = sim_ptdp_run(clean, profile, cluster, &base, error);
+  g_free(clean);
+  if (!ok)
+    return FALSE;
+  guint gpn = cluster->gpus_per_node, slowest = 0;
+  double speed = 2;
+  for (guint g = 0; g < plan->gpus; g++) {
+    double f = sim_plan_gpu_speed(plan, g, sim_plan_stage_of_gpu(plan, g, gpn), gpn);
+    if (f < speed)
+      speed = f, slowest = g;
+  }
+  cJSON *o = cJSON_AddObjectToObject(json, "stragglers");
+  cJSON_AddNumberToObject(o, "slowest_gpu", slowest);
+  cJSON_AddNumberToObject(o, "slowest_gpu_speed", speed);
+  cJSON_AddNumberToObject(o, "slowest_gpu_stage", sim_plan_stage_of_gpu(plan, slowest, gpn));
+  cJSON_AddNumberToObject(o, "slowest_gpu_node", slowest / gpn);
+  double link = 1;
+  for (guint i = 0; i < plan->stragglers.n_link; i++)
+    link = MIN(link, plan->stragglers.link[i].factor);
+  cJSON_AddNumberToObject(o, "slowest_link_factor", link);
+  cJSON_AddNumberToObject(o, "critical_stage", res->critical_stage);
+  cJSON_AddNumberToObject(o, "iteration_time_s_without", base.iteration_time_s);
+  cJSON_AddNumberToObject(o, "cost_s", MAX(0.0, res->iteration_time_s - base.iteration_time_s));
+  cJSON_AddNumberToObject(o, "cost_fraction", MAX(0.0, res->iteration_time_s / base.iteration_time_s - 1));
+  return TRUE;
+}
+
 /* The whole run of a finished iteration (runtime/runtime.h). */
 static gboolean add_whole_run(cJSON *json, const RtOptions *o, const SimPlan *plan, const SimResult *res,
                               const TopoCluster *cluster, GError **error) {
@@ -162,7 +197,9 @@ cJSON *trace_run_full(const SimPlanRequest *req, const RtOptions *rt, const Topo
     json = trace_result_json(plan, profile, cluster, &res);
     if (plan->schedule == SIM_SCHEDULE_TERAPIPE)
       add_terapipe(json, plan, &res, &sl);
-    if (rt && plan->tokens > 0)
+    if (sim_plan_has_stragglers(plan))
+      ok = add_stragglers(json, plan, &res, profile, cluster, error);
+    if (ok && rt && plan->tokens > 0)
       ok = add_whole_run(json, rt, plan, &res, cluster, error);
     ok = ok && trace_run_json_check(json, error);
   }
