@@ -903,6 +903,23 @@ static gboolean placement_uniform(const Build *b) {
  * replicas of rank i of stage s, after `deps`; with context parallelism
  * over the d x cp ranks that hold the same parameters (Megatron-Core's
  * data-parallel group with context parallelism). */
+/* The slowest NIC of the data-parallel group of tensor rank i on stage s
+ * (under the symmetry shortcut, of every tensor rank's group): its factor,
+ * a rail down sharing the next rail's NIC at half. */
+static double dp_link_factor(const Build *b, guint i, guint s) {
+  const SimPlan *pl = b->plan;
+  guint gpn = b->cluster->gpus_per_node, nics = MAX(b->cluster->net.nics_per_node, 1u);
+  double f = 1;
+  for (guint ii = b->ts == pl->tp ? i : 0; ii < (b->ts == pl->tp ? i + 1 : pl->tp); ii++)
+    for (guint k = 0; k < pl->dp; k++)
+      for (guint c = 0; c < b->cp; c++) {
+        guint g = gpu_of_rank_c(b, ii, c, s, k) % pl->gpus, rail = (g % gpn) * nics / gpn;
+        double x = sim_plan_nic_factor(pl, g / gpn, rail), prev = sim_plan_nic_factor(pl, g / gpn, (rail + nics - 1) % nics);
+        f = MIN(f, x <= 0 || prev <= 0 ? 0.5 : x);
+      }
+  return f;
+}
+
 static guint dp_collective(Build *b, NetCollOp kind, guint i, guint s, double bytes, const guint *deps, guint n_deps,
                            const SimOpTag *t) {
   guint nodes = dp_group_nodes(b, i, s);
@@ -926,7 +943,10 @@ static guint dp_collective(Build *b, NetCollOp kind, guint i, guint s, double by
     ModelCollOp coll = kind == NET_OP_REDUCESCATTER ? MODEL_COLL_REDUCESCATTER
                      : kind == NET_OP_ALLGATHER   ? MODEL_COLL_ALLGATHER
                                                   : MODEL_COLL_ALLREDUCE;
-    double secs = model_collective_time_s(&b->net, coll, bytes, b->dpc, nodes, NULL);
+    ModelNet net = b->net;
+    if (nodes > 1 && b->plan->stragglers.n_link) /* a ring runs at its slowest link (--slow-link) */
+      net.hw.nic_bw *= dp_link_factor(b, i, s);
+    double secs = model_collective_time_s(&net, coll, bytes, b->dpc, nodes, NULL);
     op = sim_engine_add_op(b->e, ns(secs), streams, b->ds, t);
   }
   for (guint j = 0; j < n_deps; j++)
@@ -1680,7 +1700,7 @@ build:
   b.e = sim_engine_new();
   FlowCtx fc = {0};
   if (pl->flow_network && !b.net.free_comm) {
-    if (!(fc.ops = sim_netops_new(cluster, b.e, error))) {
+    if (!(fc.ops = sim_netops_new_for(cluster, pl, b.e, error))) {
       g_free(b.chunk_n);
       g_free(b.chunk_at);
       g_free(b.tp_ns);

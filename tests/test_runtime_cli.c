@@ -115,6 +115,62 @@ static void test_errors(void) {
   }
 }
 
+/* Stragglers end to end: a slow stage makes itself critical and costs
+ * time; one slow GPU of that stage costs the same as the whole stage (the
+ * symmetry shortcut: the stage runs at its slowest GPU); a rail down slows
+ * the data-parallel all-reduce on both networks; the same seed draws the
+ * same speeds; nonsense is one line. */
+static void test_stragglers(void) {
+  const char *base = "run --model gpt3-175b --gpus 192 --tp 8 --pp 12 --global-batch 64 --format json";
+  char *a = g_strdup_printf("%s --slow stage:5=0.8", base), *b = g_strdup_printf("%s --slow 85=0.8", base);
+  cJSON *ra = run_json(a), *rb = run_json(b);
+  const cJSON *sa = obj(ra, "stragglers"), *sb = obj(rb, "stragglers");
+  g_assert_cmpfloat(num(sa, "critical_stage"), ==, 5);
+  g_assert_cmpfloat(num(sa, "slowest_gpu_stage"), ==, 5);
+  g_assert_cmpfloat(num(sb, "slowest_gpu"), ==, 85);
+  g_assert_cmpfloat(num(sa, "cost_s"), >, 0);
+  g_assert_cmpfloat(num(ra, "iteration_time_s"), ==, num(rb, "iteration_time_s"));
+  g_assert_cmpfloat(num(ra, "iteration_time_s") - num(sa, "iteration_time_s_without"), ==, num(sa, "cost_s"));
+  cJSON_Delete(ra);
+  cJSON_Delete(rb);
+  g_free(a);
+  g_free(b);
+  for (guint net = 0; net < 2; net++) {
+    char *c = g_strdup_printf("%s --network %s", base, net ? "analytic" : "flow");
+    char *d = g_strdup_printf("%s --network %s --slow-link rail:0=0", base, net ? "analytic" : "flow");
+    cJSON *rc = run_json(c), *rd = run_json(d);
+    g_assert_cmpfloat(num(obj(rd, "time_breakdown_s"), "dp_comm"), >, 1.5 * num(obj(rc, "time_breakdown_s"), "dp_comm"));
+    g_assert_cmpfloat(num(obj(rd, "stragglers"), "iteration_time_s_without"), ==, num(rc, "iteration_time_s"));
+    cJSON_Delete(rc);
+    cJSON_Delete(rd);
+    g_free(c);
+    g_free(d);
+  }
+  char *e = g_strdup_printf("%s --gpu-speed lognormal:0.05 --seed 9", base);
+  Proc p = run_line(e), q = run_line(e);
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_cmpstr(p.out, ==, q.out);
+  proc_clear(&p);
+  proc_clear(&q);
+  g_free(e);
+  static const struct {
+    const char *args, *needle;
+  } cases[] = {
+      {RUN " --slow 5=0", "0 < FACTOR <= 1"},
+      {RUN " --slow 5=-1", "0 < FACTOR <= 1"},
+      {RUN " --slow 96=0.5", "outside the run's 96"},
+      {RUN " --slow stage:12=0.5", "names stage 12"},
+      {RUN " --slow-link rail:8=0.5", "names rail 8"},
+      {RUN " --gpu-speed normal:1", "--gpu-speed 'normal:1'"},
+      {RUN " --seed x", "--seed 'x'"},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    Proc r = run_line(cases[i].args);
+    assert_one_line_error(&r, cases[i].needle);
+    proc_clear(&r);
+  }
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   if (!cli_harness_init())
@@ -123,5 +179,6 @@ int main(int argc, char **argv) {
   g_test_add_func("/runtime-cli/monte-carlo-seed", test_monte_carlo_seed);
   g_test_add_func("/runtime-cli/text-plan-sweep", test_text_plan_sweep);
   g_test_add_func("/runtime-cli/errors", test_errors);
+  g_test_add_func("/runtime-cli/stragglers", test_stragglers);
   return g_test_run();
 }
