@@ -47,8 +47,11 @@ static void row_json(const SearchRow *r, gboolean tokens, cJSON *rows) {
   }
   cJSON_AddNumberToObject(o, "memory_per_gpu_GiB", r->memory_GiB);
   cJSON_AddBoolToObject(o, "fits_in_memory", r->status != SEARCH_ROW_OUT_OF_MEMORY);
-  if (tokens && r->status == SEARCH_ROW_RANKED)
+  if (tokens && r->status == SEARCH_ROW_RANKED) {
     cJSON_AddNumberToObject(o, "training_days", r->training_days);
+    cJSON_AddNumberToObject(o, "whole_run_days", r->run_days);
+    cJSON_AddNumberToObject(o, "effective_training_time", r->effective_training_time);
+  }
   if (r->status != SEARCH_ROW_RANKED) {
     cJSON_AddStringToObject(o, "status", status_word(r->status));
     cJSON_AddStringToObject(o, "reason", r->reason);
@@ -96,7 +99,8 @@ static void row_text(GString *text, const char *label, const SearchRow *r, gbool
       g_string_append_printf(text, " %11.4f %13.1f %5.1f%% %9.1f", r->iteration_time_s, r->model_tflops_per_gpu,
                              100 * r->mfu, r->memory_GiB);
     if (tokens)
-      g_string_append_printf(text, " %8.2f", r->training_days);
+      g_string_append_printf(text, " %8.2f %8.2f %5.1f%%", r->training_days, r->run_days,
+                             100 * r->effective_training_time);
   } else
     g_string_append_printf(text, "  %s: %s", status_word(r->status), r->reason);
   g_string_append_c(text, '\n');
@@ -161,7 +165,8 @@ int cli_plan(int argc, char **argv) {
                 "does not fit)");
     goto fail;
   }
-  if (!cli_format(format, &fmt, &error) ||
+  RtOptions rt;
+  if (!cli_format(format, &fmt, &error) || !search_config_runtime(&cfg, &rt, &error) ||
       !cli_load_machine_sized(cfg.text[SEARCH_OPT_CLUSTER], cfg.count[SEARCH_OPT_NODES], cfg.text[SEARCH_OPT_PROFILE],
                               &cluster, &profile, &error))
     goto fail;
@@ -229,13 +234,16 @@ int cli_plan(int argc, char **argv) {
     else
       g_string_append_printf(text, " %13s %6s %9s", "model_TFLOP/s", "MFU", "mem_GiB");
     if (tokens)
-      g_string_append_printf(text, " %8s", "days");
+      g_string_append_printf(text, " %8s %8s %6s", "days", "run_days", "ETT");
     g_string_append_c(text, '\n');
     for (guint i = 0; i < k; i++) {
       char label[16];
       g_snprintf(label, sizeof label, "%u", i + 1);
       row_text(text, label, &g_array_index(res.rows, SearchRow, i), tokens, with_cp, with_layers, eq3);
     }
+    if (k && tokens)
+      g_string_append(text, "\nrun_days: the whole run's expected days with failures, restarts and checkpoints; ETT: "
+                            "its effective training time (doc/runtime.md)\n");
     if (k && eq3)
       g_string_append(text, "\nEq3_TFLOP/s: per GPU by SC21's Eq. 3, as the paper reports its runs (it counts a "
                             "recomputation forward always)\n");

@@ -30,6 +30,7 @@ int cli_run(int argc, char **argv) {
   GError *error = NULL;
   int code = 0;
   SimPlanRequest req;
+  RtOptions rt;
   CliFormat fmt;
   TopoCluster *cluster = NULL;
   ModelProfile *profile = NULL;
@@ -42,9 +43,10 @@ int cli_run(int argc, char **argv) {
     goto fail;
   }
   if (!cli_format(format, &fmt, &error) || !search_config_request(&cfg, &req, &error) ||
+      !search_config_runtime(&cfg, &rt, &error) ||
       !cli_load_machine_sized(cfg.text[SEARCH_OPT_CLUSTER], cfg.count[SEARCH_OPT_NODES], cfg.text[SEARCH_OPT_PROFILE],
                               &cluster, &profile, &error) ||
-      !(json = trace_run(&req, cluster, profile, trace, 0, &error)))
+      !(json = trace_run_full(&req, &rt, cluster, profile, trace, 0, &error)))
     goto fail;
   cli_print_run(json, fmt);
   goto done;

@@ -1,6 +1,8 @@
 /* ptdsim — NCCL collectives on the cluster graph (see collective.h). */
 #include "collective.h"
 
+#include <stdio.h>
+
 #include <math.h>
 #include <string.h>
 
@@ -134,6 +136,26 @@ NetModel *net_model_load(const TopoCluster *cluster, GError **error) {
   for (guint i = 0; i < G; i++)
     net->local_pos[ring[i]] = i;
   return net;
+}
+
+void net_model_scale_nics(NetModel *net, const double *factor) {
+  guint L = topo_fabric_n_links(net->fabric), nodes = topo_fabric_nodes(net->fabric);
+  guint nics = topo_fabric_nics_per_node(net->fabric);
+  for (guint l = 0; l < L; l++) {
+    guint ends[2] = {topo_fabric_link_from(net->fabric, l), topo_fabric_link_to(net->fabric, l)};
+    for (guint j = 0; j < 2; j++) {
+      char *name = topo_fabric_vertex_name(net->fabric, ends[j]);
+      guint node, nic;
+      char tail;
+      if (sscanf(name, "n%u.nic%u%c", &node, &nic, &tail) == 2 && node < nodes && nic < nics &&
+          factor[node * nics + nic] < 1) {
+        net->capacity[l] *= factor[node * nics + nic];
+        j = 2; /* once per link */
+      }
+      g_free(name);
+    }
+  }
+  net_model_drop_probe(net);
 }
 
 void net_model_free(NetModel *net) {

@@ -54,6 +54,9 @@ typedef struct _NetRun NetRun;
 /* The cluster's fabric and NCCL constants. */
 NetModel *net_model_load(const TopoCluster *cluster, GError **error);
 void net_model_free(NetModel *net);
+/* Slow links: the capacity of the links in and out of NIC r of node n
+ * times factor[n * nics_per_node + r] (0 < factor <= 1). */
+void net_model_scale_nics(NetModel *net, const double *factor);
 TopoFabric *net_model_fabric(NetModel *net);
 
 /* A collective on `n_groups` groups of `n` GPUs each (gpus[g * n + r] is rank

@@ -1,6 +1,7 @@
 /* ptdsim — the configuration options (see options.h). */
 #include "options.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "../base/jsonutil.h"
@@ -16,6 +17,7 @@ static const char *const norms[] = {"layernorm", "rmsnorm", NULL};
 static const char *const positions[] = {"learned", "rope", NULL};
 static const char *const attentions[] = {"flash", "fused", "unfused", NULL};
 static const char *const precisions[] = {"fp16", "bf16", "fp8", NULL};
+static const char *const checkpoints[] = {"sync", "async", NULL};
 
 static const SearchOption options[SEARCH_N_OPTIONS] = {
     [SEARCH_OPT_MODEL] = {"model", SEARCH_OPT_TEXT, "NAME",
@@ -172,6 +174,63 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                                          "The distributed optimizer's parameter all-gather overlapped with the next "
                                          "forward, layer by layer (needs --distributed-optimizer and --ddp torch)",
                                          NULL},
+    [SEARCH_OPT_SLOW] = {"slow", SEARCH_OPT_TEXT, "WHO=F,...",
+                         "Stragglers: GPUs running at F of their speed (0 < F <= 1): RANK=F (a global GPU index), "
+                         "node:N=F (every GPU of node N) or stage:S=F (every GPU of pipeline stage S); "
+                         "comma-separated",
+                         NULL},
+    [SEARCH_OPT_GPU_SPEED] = {"gpu-speed", SEARCH_OPT_TEXT, "lognormal:SIGMA",
+                              "Every GPU's speed drawn from a lognormal of median 1 and this sigma, capped at 1 "
+                              "(--seed picks the draw)",
+                              NULL},
+    [SEARCH_OPT_SLOW_LINK] = {"slow-link", SEARCH_OPT_TEXT, "WHERE=F,...",
+                              "Slow or failed inter-node links: node:N=F (node N's NICs at F of their rate) or "
+                              "rail:R=F (rail R's NIC on every node; rail:R=0, the rail down: its GPUs share the next "
+                              "rail's NIC); comma-separated",
+                              NULL},
+    [SEARCH_OPT_SEED] = {"seed", SEARCH_OPT_TEXT, "S",
+                         "Seed of --gpu-speed's draw and of the whole run's Monte-Carlo (default 1)", NULL},
+    [SEARCH_OPT_GPU_FAILURE_RATE] = {"gpu-failure-rate", SEARCH_OPT_TEXT, "PER_HOUR",
+                                     "Interruptions per GPU per hour (default: Llama 3 405B's, 268 GPU-attributed in "
+                                     "54 days on 16,384 H100s, 1.26e-5)",
+                                     NULL},
+    [SEARCH_OPT_NODE_FAILURE_RATE] = {"node-failure-rate", SEARCH_OPT_TEXT, "PER_HOUR",
+                                      "Interruptions per node per hour from the host, its NIC, storage and software "
+                                      "(default: Llama 3 405B's 116 in 54 days on 2,048 nodes, 4.37e-5)",
+                                      NULL},
+    [SEARCH_OPT_SWITCH_FAILURE_RATE] = {"switch-failure-rate", SEARCH_OPT_TEXT, "PER_HOUR",
+                                        "Interruptions per switch (one per 16 GPUs) per hour (default: Llama 3 "
+                                        "405B's 35 network switch and cable failures in 54 days, 2.64e-5)",
+                                        NULL},
+    [SEARCH_OPT_RESTART_TIME] = {"restart-time", SEARCH_OPT_TEXT, "S",
+                                 "Seconds to relaunch the job after an interruption (scheduling, health checks, NCCL "
+                                 "init), besides reading the checkpoint (default 600)",
+                                 NULL},
+    [SEARCH_OPT_STORAGE_BW] = {"storage-bw", SEARCH_OPT_TEXT, "GB/s",
+                               "Checkpoint storage's aggregate write and read bandwidth (default 2000, Llama 3's "
+                               "Tectonic sustained)",
+                               NULL},
+    [SEARCH_OPT_STORAGE_NODE_BW] = {"storage-node-bw", SEARCH_OPT_TEXT, "GB/s",
+                                    "Each node's bandwidth to checkpoint storage (default 25, a 200 Gbit/s link)", NULL},
+    [SEARCH_OPT_HOST_COPY_BW] = {"host-copy-bw", SEARCH_OPT_TEXT, "GB/s",
+                                 "Asynchronous checkpoints: each GPU's copy of its state to host memory (default 25)",
+                                 NULL},
+    [SEARCH_OPT_CHECKPOINT] = {"checkpoint", SEARCH_OPT_TEXT, "MODE",
+                               "sync (training waits for the write; default) or async (it waits for the copy to host "
+                               "memory, the write runs beside the next iterations)",
+                               checkpoints},
+    [SEARCH_OPT_CHECKPOINT_EVERY] = {"checkpoint-every", SEARCH_OPT_TEXT, "N|TIME",
+                                     "Checkpoint interval: N iterations, or a time (90s, 30m, 2h) rounded to whole "
+                                     "iterations (default: Daly's optimum)",
+                                     NULL},
+    [SEARCH_OPT_SPARE_NODES] = {"spare-nodes", SEARCH_OPT_TEXT, "N",
+                                "Hot spare nodes that replace a failed one at restart; a failed node returns after "
+                                "--repair-hours (default: as many as needed)",
+                                NULL},
+    [SEARCH_OPT_REPAIR_HOURS] = {"repair-hours", SEARCH_OPT_TEXT, "H",
+                                 "Hours until a failed node is back, with --spare-nodes (default 24)", NULL},
+    [SEARCH_OPT_TRIALS] = {"trials", SEARCH_OPT_COUNT, "N",
+                           "Monte-Carlo runs of the whole run (with --tokens): median and 90th-percentile days", NULL},
 };
 
 const SearchOption *search_option(SearchOptId id) {
@@ -299,6 +358,24 @@ static guint count_or(const SearchConfig *c, SearchOptId id, guint dflt) {
   return c->given[id] ? c->count[id] : dflt;
 }
 
+/* A number from `lo` to `hi` (decimal, exponent allowed); one-line error
+ * naming the option and an example. */
+static gboolean number_opt(const SearchConfig *c, SearchOptId id, double lo, double hi, const char *what,
+                           const char *example, double *out, GError **error) {
+  const char *text = c->text[id];
+  if (!text)
+    return TRUE;
+  char *end = NULL;
+  double v = g_ascii_strtod(text, &end);
+  if (!*text || *end || !(v >= lo && v <= hi)) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--%s '%s' is not %s; give e.g. --%s %s",
+                options[id].name, text, what, options[id].name, example);
+    return FALSE;
+  }
+  *out = v;
+  return TRUE;
+}
+
 gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError **error) {
   memset(r, 0, sizeof *r);
   ModelShape named = {.seq_len = 2048, .vocab = 51200};
@@ -384,6 +461,18 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->overlap_param_gather = c->given[SEARCH_OPT_OVERLAP_PARAM_GATHER];
   r->attention = c->text[SEARCH_OPT_ATTENTION];
   r->precision = c->text[SEARCH_OPT_PRECISION];
+  r->slow = c->text[SEARCH_OPT_SLOW];
+  r->gpu_speed = c->text[SEARCH_OPT_GPU_SPEED];
+  r->slow_link = c->text[SEARCH_OPT_SLOW_LINK];
+  double seed = 1;
+  if (!number_opt(c, SEARCH_OPT_SEED, 0, 4294967295.0, "a whole number from 0 to 4294967295", "7", &seed, error))
+    return FALSE;
+  if (seed != floor(seed)) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--seed '%s' is not a whole number; give e.g. --seed 7",
+                c->text[SEARCH_OPT_SEED]);
+    return FALSE;
+  }
+  r->seed = (guint64)seed;
   const char *reserve = c->text[SEARCH_OPT_MEMORY_RESERVE];
   if (reserve) {
     char *end = NULL;
@@ -396,6 +485,76 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
     r->memory_reserve_given = TRUE;
     r->memory_reserve_gib = gib;
   }
+  return TRUE;
+}
+
+/* --checkpoint-every: digits, iterations; a number and s, m or h, a time. */
+static gboolean interval_opt(const char *text, RtInterval *out, GError **error) {
+  char *end = NULL;
+  double v = g_ascii_strtod(text, &end);
+  double unit = !*end ? 0 : !strcmp(end, "s") ? 1 : !strcmp(end, "m") || !strcmp(end, "min") ? 60 : !strcmp(end, "h") ? 3600 : -1;
+  gboolean digits = text[0] >= '1' && text[0] <= '9' && strspn(text, "0123456789") == strlen(text) && strlen(text) <= 12;
+  if (end == text || unit < 0 || (unit == 0 && !digits) || !(v > 0 && v < 1e12)) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--checkpoint-every '%s' is not a number of iterations or a time; give e.g. --checkpoint-every 500 "
+                "or --checkpoint-every 30m",
+                text);
+    return FALSE;
+  }
+  if (unit == 0)
+    out->iterations = g_ascii_strtoull(text, NULL, 10);
+  else
+    out->seconds = v * unit;
+  return TRUE;
+}
+
+gboolean search_config_runtime(const SearchConfig *c, RtOptions *o, GError **error) {
+  rt_options_default(o);
+  if (!c->given[SEARCH_OPT_TOKENS])
+    for (guint i = SEARCH_OPT_GPU_FAILURE_RATE; i < SEARCH_N_OPTIONS; i++)
+      if (c->given[i]) {
+        g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                    "--%s is about the whole run, which needs a token budget; give --tokens (e.g. --tokens 15T)",
+                    options[i].name);
+        return FALSE;
+      }
+  double gbps = 0, spares = -1, seed = 1;
+  const char *rate = "a failure rate of 0 or more per hour";
+  if (!number_opt(c, SEARCH_OPT_GPU_FAILURE_RATE, 0, 1e3, rate, "1.3e-5", &o->gpu_rate, error) ||
+      !number_opt(c, SEARCH_OPT_NODE_FAILURE_RATE, 0, 1e3, rate, "4.4e-5", &o->node_rate, error) ||
+      !number_opt(c, SEARCH_OPT_SWITCH_FAILURE_RATE, 0, 1e3, rate, "2.6e-5", &o->switch_rate, error) ||
+      !number_opt(c, SEARCH_OPT_RESTART_TIME, 0, 1e7, "a number of seconds from 0", "600", &o->restart_s, error) ||
+      !number_opt(c, SEARCH_OPT_REPAIR_HOURS, 0, 1e5, "a number of hours from 0", "24", &o->repair_s, error) ||
+      !number_opt(c, SEARCH_OPT_SPARE_NODES, 0, 1e6, "a whole number of nodes from 0", "16", &spares, error) ||
+      !number_opt(c, SEARCH_OPT_SEED, 0, 4294967295.0, "a whole number from 0 to 4294967295", "7", &seed, error))
+    return FALSE;
+  if (c->text[SEARCH_OPT_REPAIR_HOURS])
+    o->repair_s *= 3600.0;
+  if (spares != floor(spares) || seed != floor(seed)) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--%s '%s' is not a whole number; give e.g. --%s %s",
+                spares != floor(spares) ? "spare-nodes" : "seed",
+                c->text[spares != floor(spares) ? SEARCH_OPT_SPARE_NODES : SEARCH_OPT_SEED],
+                spares != floor(spares) ? "spare-nodes" : "seed", spares != floor(spares) ? "16" : "7");
+    return FALSE;
+  }
+  o->spares = (gint64)spares;
+  o->seed = (guint64)seed;
+  const SearchOptId bws[] = {SEARCH_OPT_STORAGE_BW, SEARCH_OPT_STORAGE_NODE_BW, SEARCH_OPT_HOST_COPY_BW};
+  double *to[] = {&o->storage_Bps, &o->storage_node_Bps, &o->host_copy_Bps};
+  for (guint i = 0; i < G_N_ELEMENTS(bws); i++) {
+    gbps = 0;
+    if (c->text[bws[i]] && !number_opt(c, bws[i], 1e-6, 1e9, "a bandwidth in GB/s above 0", "100", &gbps, error))
+      return FALSE;
+    if (gbps > 0)
+      *to[i] = gbps * 1e9;
+  }
+  const char *mode = c->text[SEARCH_OPT_CHECKPOINT];
+  if (mode && !search_choice(SEARCH_OPT_CHECKPOINT, mode, error))
+    return FALSE;
+  o->async = mode && strcmp(mode, "async") == 0;
+  if (c->text[SEARCH_OPT_CHECKPOINT_EVERY] && !interval_opt(c->text[SEARCH_OPT_CHECKPOINT_EVERY], &o->every, error))
+    return FALSE;
+  o->trials = c->given[SEARCH_OPT_TRIALS] ? c->count[SEARCH_OPT_TRIALS] : 0;
   return TRUE;
 }
 

@@ -6,6 +6,7 @@
 
 #include <glib.h>
 
+#include "../runtime/runtime.h"
 #include "../sim/plan.h"
 
 typedef enum {
@@ -68,6 +69,24 @@ typedef enum {
   SEARCH_OPT_CP,
   SEARCH_OPT_TP_COMM_OVERLAP,
   SEARCH_OPT_OVERLAP_PARAM_GATHER,
+  /* stragglers (sim/plan.h) */
+  SEARCH_OPT_SLOW,
+  SEARCH_OPT_GPU_SPEED,
+  SEARCH_OPT_SLOW_LINK,
+  SEARCH_OPT_SEED,
+  /* the whole run (runtime/runtime.h) */
+  SEARCH_OPT_GPU_FAILURE_RATE,
+  SEARCH_OPT_NODE_FAILURE_RATE,
+  SEARCH_OPT_SWITCH_FAILURE_RATE,
+  SEARCH_OPT_RESTART_TIME,
+  SEARCH_OPT_STORAGE_BW,
+  SEARCH_OPT_STORAGE_NODE_BW,
+  SEARCH_OPT_HOST_COPY_BW,
+  SEARCH_OPT_CHECKPOINT,
+  SEARCH_OPT_CHECKPOINT_EVERY,
+  SEARCH_OPT_SPARE_NODES,
+  SEARCH_OPT_REPAIR_HOURS,
+  SEARCH_OPT_TRIALS,
   SEARCH_N_OPTIONS
 } SearchOptId;
 
@@ -106,6 +125,10 @@ void search_config_unset(SearchConfig *c, SearchOptId id);
  * defaults of `ptdsim run`); one-line errors.  The request points into `c`,
  * which must outlive it. */
 gboolean search_config_request(const SearchConfig *c, SimPlanRequest *req, GError **error);
+/* The whole-run options of a configuration (runtime/runtime.h), defaults
+ * filled; one-line errors (a rate below zero, a bandwidth of zero, an
+ * interval of nothing, a whole-run option without --tokens). */
+gboolean search_config_runtime(const SearchConfig *c, RtOptions *o, GError **error);
 /* Reads a token count: 300e9, 300B, 1.2T; 0 when text is NULL. */
 gboolean search_tokens(const char *text, double *out, GError **error);
 /* Writes a token count as people write it -- 15T, 300B, 1.2T, 2.5M: the

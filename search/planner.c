@@ -239,6 +239,19 @@ static gpointer simulate(guint k, gpointer user) {
     row->memory_GiB = res.memory.total / 1073741824.0;
     row->training_days = res.training_days;
     row->tokens_per_s = (double)plan->global_batch * plan->model.seq_len / res.iteration_time_s;
+    RtOptions rt;
+    RtInput in = {.iteration_s = res.iteration_time_s,
+                  .tokens_per_iteration = (double)plan->global_batch * plan->model.seq_len,
+                  .tokens = plan->tokens,
+                  .gpus = plan->gpus,
+                  .gpus_per_node = s->cluster->gpus_per_host};
+    RtResult whole;
+    rt_checkpoint_bytes(plan, &res, &in.checkpoint_bytes, &in.rank_bytes);
+    /* the options were checked before the search (search_run) */
+    if (plan->tokens > 0 && search_config_runtime(&row->config, &rt, NULL) && rt_run(&in, &rt, &whole, NULL)) {
+      row->run_days = whole.expected_days;
+      row->effective_training_time = whole.effective_training_time;
+    }
   }
   g_free(plan);
   return row;

@@ -52,6 +52,9 @@ typedef struct {
   double peak_tflops;               /* the peak MFU is measured against: the run's precision's */
   const char *precision;            /* that precision: fp16, bf16 or fp8 (static strings) */
   gboolean sc21_reproduction;       /* sim_plan_is_sc21_reproduction: Eq. 3 is its headline */
+  /* with --tokens: the whole run (runtime/runtime.h), expected days and
+   * the share of them spent training */
+  double run_days, effective_training_time;
 } SearchRow;
 
 /* Context-parallel sizes plan tries unpinned: up to SEARCH_MAX_CP, each

@@ -29,7 +29,12 @@ static const char *const result_columns[] = {
     "terapipe.granularity", "terapipe.batch_slices", "terapipe.token_slices", "terapipe.dp_predicted_latency_s",
     "terapipe.dp_candidates_solved", "terapipe.context_fit_max_rel_error", "terapipe.context_fit_mean_rel_error",
     /* appended after the columns above, which keep their places */
-    "model_tflops_per_gpu", "mfu", "sc21_reproduction"};
+    "model_tflops_per_gpu", "mfu", "sc21_reproduction",
+    "whole_run.expected.days", "whole_run.expected.effective_training_time", "whole_run.expected.gpu_hours",
+    "whole_run.expected.interruptions", "whole_run.checkpoint.every_iterations", "whole_run.checkpoint.write_s",
+    "whole_run.monte_carlo.median_days", "whole_run.monte_carlo.p90_days", "whole_run.iterations", "whole_run.nodes",
+    "whole_run.switches", "whole_run.failures", "whole_run.restart", "whole_run.checkpoint", "whole_run.expected",
+    "whole_run.monte_carlo", "stragglers"};
 
 const char *const *search_sweep_result_columns(guint *n) {
   *n = G_N_ELEMENTS(result_columns);
@@ -80,10 +85,12 @@ char *search_sweep_row(const SearchGrid *g, guint64 k, SearchSweepFormat f, Sear
   const TopoCluster *cluster;
   const ModelProfile *profile;
   SimPlanRequest req;
+  RtOptions rt;
   GError *error = NULL;
   cJSON *run = NULL;
-  if (search_grid_point(g, k, &cfg, &cluster, &profile, &error) && search_config_request(&cfg, &req, &error))
-    run = trace_run(&req, cluster, profile, NULL, 0, &error);
+  if (search_grid_point(g, k, &cfg, &cluster, &profile, &error) && search_config_request(&cfg, &req, &error) &&
+      search_config_runtime(&cfg, &rt, &error))
+    run = trace_run_full(&req, &rt, cluster, profile, NULL, 0, &error);
   *status = run ? SEARCH_SWEEP_OK
                 : g_error_matches(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_OOM) ? SEARCH_SWEEP_OUT_OF_MEMORY
                                                                              : SEARCH_SWEEP_INVALID;

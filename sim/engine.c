@@ -30,6 +30,7 @@ struct _SimEngine {
   GArray *op_pos;     /* guint64, the op's position on each of its streams */
   GArray *deps;       /* guint pairs (before, after) */
   GArray *stream_gpu; /* guint per stream */
+  GArray *stream_speed; /* double per stream (1: full speed); NULL: all at full speed */
 
   /* Built by sim_engine_run(). */
   guint *stream_off;  /* CSR: stream -> ops in issue order */
@@ -73,6 +74,8 @@ void sim_engine_free(SimEngine *e) {
   g_array_free(e->op_pos, TRUE);
   g_array_free(e->deps, TRUE);
   g_array_free(e->stream_gpu, TRUE);
+  if (e->stream_speed)
+    g_array_free(e->stream_speed, TRUE);
   g_free(e);
 }
 
@@ -99,6 +102,32 @@ guint sim_engine_add_stream(SimEngine *e, guint gpu) {
 }
 
 guint sim_engine_n_streams(const SimEngine *e) { return e->stream_gpu->len; }
+
+void sim_engine_set_stream_speed(SimEngine *e, guint stream, double speed) {
+  g_return_if_fail(stream < e->stream_gpu->len && speed > 0 && speed <= 1);
+  if (!e->stream_speed) {
+    e->stream_speed = g_array_new(FALSE, FALSE, sizeof(double));
+    double one = 1;
+    for (guint i = 0; i < e->stream_gpu->len; i++)
+      g_array_append_val(e->stream_speed, one);
+  }
+  while (e->stream_speed->len < e->stream_gpu->len) {
+    double one = 1;
+    g_array_append_val(e->stream_speed, one);
+  }
+  g_array_index(e->stream_speed, double, stream) = speed;
+}
+
+/* An op's duration on its streams: the slowest stream's speed stretches it. */
+static SimTime scaled(const SimEngine *e, SimTime d, const guint *streams, guint n) {
+  if (!e->stream_speed || d <= 0)
+    return d;
+  double f = 1;
+  for (guint i = 0; i < n; i++)
+    if (streams[i] < e->stream_speed->len)
+      f = MIN(f, g_array_index(e->stream_speed, double, streams[i]));
+  return f < 1 ? (SimTime)llround((double)d / f) : d;
+}
 guint sim_engine_n_ops(const SimEngine *e) { return e->ops->len; }
 guint sim_engine_n_net_ops(const SimEngine *e) { return e->n_net; }
 gboolean sim_engine_op_is_net(const SimEngine *e, guint op) { return g_array_index(e->ops, Op, op).net; }
@@ -111,6 +140,8 @@ const guint *sim_engine_deps(const SimEngine *e, guint *n_pairs) {
 guint sim_engine_add_op_at(SimEngine *e, SimTime duration_ns, const guint *streams, const guint64 *positions,
                            guint n_streams, const SimOpTag *tag) {
   g_return_val_if_fail(n_streams > 0 && duration_ns >= 0, G_MAXUINT);
+  if (duration_ns <= SIM_TIME_MAX)
+    duration_ns = scaled(e, duration_ns, streams, n_streams);
   if (duration_ns > SIM_TIME_MAX) { /* refused at run, with an error */
     e->too_long = TRUE;
     duration_ns = 0;

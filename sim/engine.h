@@ -56,6 +56,10 @@ void sim_engine_free(SimEngine *engine);
  * reporting only. */
 guint sim_engine_add_stream(SimEngine *engine, guint gpu);
 guint sim_engine_n_streams(const SimEngine *engine);
+/* A straggler: ops issued afterwards on `stream` take duration / speed
+ * (0 < speed <= 1); an op on several streams runs at the slowest one's.
+ * Network ops end when their network says, whatever the speed. */
+void sim_engine_set_stream_speed(SimEngine *engine, guint stream, double speed);
 
 /* Issues an op on `n_streams` streams (in issue order on each) and returns its
  * id.  The duration is fixed at issue time. */

@@ -44,9 +44,32 @@ static void on_advance(gpointer data, SimTime now, GArray *ended) {
 }
 
 SimNetOps *sim_netops_new(const TopoCluster *cluster, SimEngine *engine, GError **error) {
+  return sim_netops_new_for(cluster, NULL, engine, error);
+}
+
+SimNetOps *sim_netops_new_for(const TopoCluster *cluster, const SimPlan *plan, SimEngine *engine, GError **error) {
   NetModel *net = net_model_load(cluster, error);
   if (!net)
     return NULL;
+  if (plan && plan->stragglers.n_link) {
+    /* --slow-link: a NIC at its factor; a rail down (0): its GPUs send
+     * through the next rail's NIC, the two sharing it -- each NIC at half */
+    guint nics = MAX(cluster->net.nics_per_node, 1u);
+    double *f = g_new(double, (gsize)cluster->nodes * nics);
+    for (guint i = 0; i < cluster->nodes * nics; i++)
+      f[i] = 1;
+    for (guint n = 0; n < cluster->nodes; n++)
+      for (guint r = 0; r < nics; r++) {
+        double x = sim_plan_nic_factor(plan, n, r);
+        if (x <= 0) {
+          f[n * nics + r] = MIN(f[n * nics + r], 0.5);
+          f[n * nics + (r + 1) % nics] = MIN(f[n * nics + (r + 1) % nics], 0.5);
+        } else
+          f[n * nics + r] = MIN(f[n * nics + r], x);
+      }
+    net_model_scale_nics(net, f);
+    g_free(f);
+  }
   SimNetOps *n = g_new0(SimNetOps, 1);
   n->engine = engine;
   n->net = net;

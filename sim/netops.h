@@ -26,11 +26,14 @@
 
 #include "../network/collective.h"
 #include "engine.h"
+#include "plan.h"
 
 typedef struct _SimNetOps SimNetOps;
 
 /* Loads the cluster's network and attaches it to `engine`. */
 SimNetOps *sim_netops_new(const TopoCluster *cluster, SimEngine *engine, GError **error);
+/* The same, with the plan's slow links (--slow-link) on the cluster's NICs. */
+SimNetOps *sim_netops_new_for(const TopoCluster *cluster, const SimPlan *plan, SimEngine *engine, GError **error);
 void sim_netops_free(SimNetOps *n);
 
 /* The plan index of a collective over n GPUs (NCCL's tuner picks the

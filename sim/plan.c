@@ -356,6 +356,131 @@ guint sim_place(const TopoCluster *cluster, guint group, guint g) {
   return (q / per) * D + (q % per) * group + g % group;
 }
 
+/* One "WHO=F" entry list: RANK=F, node:N=F, stage:S=F (GPUs) or node:N=F,
+ * rail:R=F (links), comma-separated. */
+static gboolean parse_slow(const char *text, gboolean links, const TopoCluster *cluster, guint gpus, guint pp,
+                           SimSlow *out, guint *n, GError **error) {
+  const char *opt = links ? "--slow-link" : "--slow";
+  const char *example = links ? "node:3=0.5 or rail:2=0" : "17=0.8, node:3=0.9 or stage:5=0.5";
+  char **items = g_strsplit(text, ",", -1);
+  gboolean ok = TRUE;
+  *n = 0;
+  for (char **it = items; ok && *it; it++) {
+    SimSlow e = {0};
+    const char *p = *it, *eq = strchr(p, '=');
+    char *end = NULL;
+    guint limit = gpus;
+    const char *what = "GPU";
+    if (g_str_has_prefix(p, "node:")) {
+      guint gpn = links ? cluster->gpus_per_node : cluster->gpus_per_host; /* a link's node is its NVLink domain */
+      e.kind = SIM_SLOW_NODE, p += 5, limit = (gpus + gpn - 1) / gpn, what = "node";
+    } else if (!links && g_str_has_prefix(p, "stage:")) {
+      e.kind = SIM_SLOW_STAGE, p += 6, limit = pp, what = "stage";
+    } else if (links && g_str_has_prefix(p, "rail:")) {
+      e.kind = SIM_SLOW_RAIL, p += 5, limit = MAX(cluster->net.nics_per_node, 1u), what = "rail";
+    } else if (links) {
+      ok = FALSE;
+    }
+    guint64 idx = ok && eq && g_ascii_isdigit(*p) ? g_ascii_strtoull(p, &end, 10) : 0;
+    double f = ok && eq && end == eq && eq[1] ? g_ascii_strtod(eq + 1, &end) : -1;
+    ok = ok && eq && *end == '\0' && f <= 1 && (links ? f >= 0 : f > 0) && *n < SIM_MAX_SLOW;
+    if (!ok) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "%s '%s' is not WHO=FACTOR with %s; give e.g. %s %s (at most %d entries)", opt, *it,
+                  links ? "0 <= FACTOR <= 1" : "0 < FACTOR <= 1", opt, example, SIM_MAX_SLOW);
+      break;
+    }
+    if (idx >= limit) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "%s '%s' names %s %" G_GUINT64_FORMAT ", outside the run's %u (0 to %u)", opt, *it, what, idx,
+                  limit, limit - 1);
+      ok = FALSE;
+      break;
+    }
+    e.index = (guint)idx;
+    e.factor = f;
+    out[(*n)++] = e;
+  }
+  g_strfreev(items);
+  return ok;
+}
+
+static gboolean build_stragglers(const SimPlanRequest *r, const TopoCluster *cluster, SimPlan *plan, GError **error) {
+  SimStragglers *st = &plan->stragglers;
+  st->seed = r->seed ? r->seed : 1;
+  if (r->slow && !parse_slow(r->slow, FALSE, cluster, r->gpus, r->pp, st->gpu, &st->n_gpu, error))
+    return FALSE;
+  if (r->slow_link && !parse_slow(r->slow_link, TRUE, cluster, r->gpus, r->pp, st->link, &st->n_link, error))
+    return FALSE;
+  if (r->gpu_speed) {
+    char *end = NULL;
+    double sigma = g_str_has_prefix(r->gpu_speed, "lognormal:") ? g_ascii_strtod(r->gpu_speed + 10, &end) : -1;
+    if (!end || *end || !(sigma >= 0 && sigma <= 2))
+      FAIL("--gpu-speed '%s' is not lognormal:SIGMA with 0 <= SIGMA <= 2; give e.g. --gpu-speed lognormal:0.02",
+           r->gpu_speed);
+    st->sigma = sigma;
+  }
+  if (sim_plan_has_stragglers(plan) && (r->zero || (r->schedule && strcmp(r->schedule, "terapipe") == 0)))
+    FAIL("--slow, --gpu-speed and --slow-link apply to tensor, pipeline and data parallel runs; drop them with "
+         "--zero or TeraPipe");
+  return TRUE;
+}
+
+gboolean sim_plan_has_stragglers(const SimPlan *plan) {
+  const SimStragglers *st = &plan->stragglers;
+  return st->n_gpu > 0 || st->n_link > 0 || st->sigma > 0;
+}
+
+/* SplitMix64 (Steele, Lea and Flood, OOPSLA 2014): a well-mixed 64-bit
+ * hash, so that GPU g's draw depends only on (seed, g). */
+static guint64 splitmix64(guint64 x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+double sim_plan_gpu_speed(const SimPlan *plan, guint gpu, guint stage, guint gpus_per_node) {
+  const SimStragglers *st = &plan->stragglers;
+  double f = 1;
+  for (guint i = 0; i < st->n_gpu; i++) {
+    const SimSlow *e = &st->gpu[i];
+    guint at = e->kind == SIM_SLOW_RANK ? gpu : e->kind == SIM_SLOW_NODE ? gpu / MAX(gpus_per_node, 1u) : stage;
+    if (at == e->index)
+      f = MIN(f, e->factor);
+  }
+  if (st->sigma > 0) { /* Box-Muller on two uniforms in (0, 1] */
+    guint64 h1 = splitmix64(st->seed * 0x100000001b3ull ^ (2ull * gpu)), h2 = splitmix64(h1 ^ (2ull * gpu + 1));
+    double u1 = ((double)(h1 >> 11) + 1) / 9007199254740992.0, u2 = (double)(h2 >> 11) / 9007199254740992.0;
+    double z = sqrt(-2 * log(u1)) * cos(2 * G_PI * u2);
+    f = MIN(f, MIN(1.0, exp(st->sigma * z)));
+  }
+  return f;
+}
+
+guint sim_plan_stage_of_gpu(const SimPlan *plan, guint gpu, guint gpus_per_node) {
+  guint tc = plan->tp * sim_plan_cp(plan);
+  switch (plan->placement) {
+  case SIM_PLACEMENT_DP_OUTERMOST:
+    return (gpu / tc) % plan->pp;
+  case SIM_PLACEMENT_MISALIGNED:
+    return ((gpu + plan->gpus - (gpus_per_node / 2) % plan->gpus) % plan->gpus) / (tc * plan->dp);
+  default:
+    return gpu / (tc * plan->dp);
+  }
+}
+
+double sim_plan_nic_factor(const SimPlan *plan, guint node, guint rail) {
+  const SimStragglers *st = &plan->stragglers;
+  double f = 1;
+  for (guint i = 0; i < st->n_link; i++) {
+    const SimSlow *e = &st->link[i];
+    if ((e->kind == SIM_SLOW_NODE && e->index == node) || (e->kind == SIM_SLOW_RAIL && e->index == rail))
+      f = MIN(f, e->factor);
+  }
+  return f;
+}
+
 gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, SimPlan *plan, GError **error) {
   memset(plan, 0, sizeof *plan);
   const ModelShape *m = &r->model;
@@ -672,7 +797,7 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
                 ops / 1e6, plan->symmetry ? "; use fewer microbatches" : "; drop --no-symmetry");
     return FALSE;
   }
-  return TRUE;
+  return build_stragglers(r, cluster, plan, error);
 }
 
 ModelAttention sim_plan_attention(const SimPlan *pl, const ModelProfile *profile) {

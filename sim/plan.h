@@ -36,6 +36,25 @@ typedef struct {
   gboolean embedding, loss; /* the embedding / the loss counts as one layer in the split */
 } SimSplit;
 
+/* Stragglers (--slow, --gpu-speed, --slow-link): GPUs that run at a
+ * fraction of their speed, and inter-node links at a fraction of their
+ * rate.  A GPU's speed is the least of the entries that name it (its rank,
+ * its node or its stage) and of its lognormal draw (median 1, capped at 1,
+ * from a hash of the seed and the GPU: the same seed gives the same draw). */
+typedef enum { SIM_SLOW_RANK, SIM_SLOW_NODE, SIM_SLOW_STAGE, SIM_SLOW_RAIL } SimSlowKind;
+#define SIM_MAX_SLOW 64
+typedef struct {
+  SimSlowKind kind;
+  guint index;
+  double factor; /* 0 < f <= 1 for GPUs; 0 <= f <= 1 for links (0: a rail down) */
+} SimSlow;
+typedef struct {
+  guint n_gpu, n_link;
+  SimSlow gpu[SIM_MAX_SLOW], link[SIM_MAX_SLOW];
+  double sigma; /* --gpu-speed lognormal:SIGMA; 0: none */
+  guint64 seed;
+} SimStragglers;
+
 typedef struct {
   ModelShape model;
   guint gpus, tp, pp, dp;
@@ -79,6 +98,7 @@ typedef struct {
   guint split_first, split_mid, split_last;
   gboolean split_embedding, split_loss;
   SimSplit split; /* the options as given (all zero: the even split) */
+  SimStragglers stragglers;
 } SimPlan;
 
 /* What the command line gave; 0 means "not given". */
@@ -109,6 +129,8 @@ typedef struct {
   gboolean tp_comm_overlap;       /* --tp-comm-overlap */
   gboolean overlap_param_gather;  /* --overlap-param-gather */
   SimSplit split;                 /* --first-stage-layers, --last-stage-layers, --account-for-embedding, --account-for-loss */
+  const char *slow, *gpu_speed, *slow_link; /* stragglers; NULL: none */
+  guint64 seed;                   /* --seed (0: 1) */
 } SimPlanRequest;
 
 /* GPU memory a training process needs besides what ptdsim counts: the CUDA
@@ -223,6 +245,15 @@ typedef struct {
   guint64 steady_periods; /* schedule periods carried in closed form (sim/steady.h); 0: every op simulated */
   gboolean symmetric; /* the shortcut was used (placement uniform, not --no-symmetry) */
 } SimResult;
+
+/* Whether the plan has stragglers (GPUs or links); a GPU's speed factor
+ * (1: full speed) given its pipeline stage, and a link factor for the NIC
+ * of rail `rail` on `node` (1: full rate). */
+gboolean sim_plan_has_stragglers(const SimPlan *plan);
+double sim_plan_gpu_speed(const SimPlan *plan, guint gpu, guint stage, guint gpus_per_node);
+double sim_plan_nic_factor(const SimPlan *plan, guint node, guint rail);
+/* The pipeline stage GPU `gpu` holds under the plan's placement. */
+guint sim_plan_stage_of_gpu(const SimPlan *plan, guint gpu, guint gpus_per_node);
 
 /* Whether a run is an SC21 reproduction: Megatron's GPT (model_is_gpt)
  * trained as Narayanan et al. 2021 ran it, so that its throughput is

@@ -136,26 +136,56 @@ static guint stage_layers(const Build *b, guint s) {
 static guint stream_of(const Build *b, guint i, guint s, guint k, guint kind) {
   return gpu_of(b, i, s, k) * N_STREAM_KINDS + kind;
 }
-/* The cluster GPU of tensor rank i, context-parallel rank c, replica k,
+/* The job's rank of tensor rank i, context-parallel rank c, replica k,
  * stage s (see SimPlacement; context-parallel ranks sit next to the
- * tensor-parallel ones, as Megatron-Core orders tp-cp-dp-pp). */
-static guint gpu_of_rank_c(const Build *b, guint i, guint c, guint s, guint k) {
+ * tensor-parallel ones, as Megatron-Core orders tp-cp-dp-pp): what --slow
+ * RANK counts. */
+static guint rank_of_c(const Build *b, guint i, guint c, guint s, guint k) {
   const SimPlan *pl = b->plan;
   guint tc = pl->tp * b->cp;
   switch (pl->placement) {
   case SIM_PLACEMENT_DP_OUTERMOST:
-    return sim_place(b->cluster, tc, i + pl->tp * c + tc * (s + pl->pp * k));
+    return i + pl->tp * c + tc * (s + pl->pp * k);
   case SIM_PLACEMENT_MISALIGNED:
     return i + pl->tp * c + tc * (k + pl->dp * s) + b->cluster->gpus_per_node / 2;
   default:
-    return sim_place(b->cluster, tc, i + pl->tp * c + tc * (k + pl->dp * s));
+    return i + pl->tp * c + tc * (k + pl->dp * s);
   }
+}
+/* Its cluster GPU: tensor- and context-parallel groups packed whole into
+ * NVLink domains (sim_place). */
+static guint gpu_of_rank_c(const Build *b, guint i, guint c, guint s, guint k) {
+  guint r = rank_of_c(b, i, c, s, k);
+  return b->plan->placement == SIM_PLACEMENT_MISALIGNED ? r : sim_place(b->cluster, b->plan->tp * b->cp, r);
 }
 static guint gpu_of_rank(const Build *b, guint i, guint s, guint k) { return gpu_of_rank_c(b, i, 0, s, k); }
 static guint node_of_rank(const Build *b, guint i, guint s, guint k) {
   return gpu_of_rank(b, i, s, k) / b->cluster->gpus_per_node;
 }
 static guint tp_group_nodes(const Build *b, guint s, guint k);
+
+/* Stragglers: each simulated rank's compute stream runs at the slowest GPU
+ * it stands for -- itself and its context-parallel peers, and under the
+ * symmetry shortcut every tensor rank of its group and every replica of its
+ * stage (exact for stragglers in one replica; otherwise the slowest replica
+ * per stage, an upper bound).  The ranks' own all-reduces and sends then
+ * wait for it as the schedule says. */
+static void set_speeds(Build *b) {
+  const SimPlan *pl = b->plan;
+  guint gpn = b->cluster->gpus_per_host;
+  for (guint s = 0; s < b->p; s++)
+    for (guint k = 0; k < b->ds; k++)
+      for (guint i = 0; i < b->ts; i++) {
+        double f = 1;
+        for (guint kk = b->ds == pl->dp ? k : 0; kk < (b->ds == pl->dp ? k + 1 : pl->dp); kk++)
+          for (guint ii = b->ts == pl->tp ? i : 0; ii < (b->ts == pl->tp ? i + 1 : pl->tp); ii++)
+            for (guint c = 0; c < b->cp; c++)
+              f = MIN(f, sim_plan_gpu_speed(pl, rank_of_c(b, ii, c, s, kk) % pl->gpus, s, gpn));
+        if (f < 1)
+          sim_engine_set_stream_speed(b->e, stream_of(b, i, s, k, STREAM_COMPUTE), f);
+      }
+}
+
 static SimTime ns(double seconds) { return sim_time_ns(seconds); }
 
 static SimOpTag tag(guint cat, guint pass, guint s, guint c, guint mb, gint layer) {
@@ -880,6 +910,23 @@ static gboolean placement_uniform(const Build *b) {
  * replicas of rank i of stage s, after `deps`; with context parallelism
  * over the d x cp ranks that hold the same parameters (Megatron-Core's
  * data-parallel group with context parallelism). */
+/* The slowest NIC of the data-parallel group of tensor rank i on stage s
+ * (under the symmetry shortcut, of every tensor rank's group): its factor,
+ * a rail down sharing the next rail's NIC at half. */
+static double dp_link_factor(const Build *b, guint i, guint s) {
+  const SimPlan *pl = b->plan;
+  guint gpn = b->cluster->gpus_per_node, nics = MAX(b->cluster->net.nics_per_node, 1u);
+  double f = 1;
+  for (guint ii = b->ts == pl->tp ? i : 0; ii < (b->ts == pl->tp ? i + 1 : pl->tp); ii++)
+    for (guint k = 0; k < pl->dp; k++)
+      for (guint c = 0; c < b->cp; c++) {
+        guint g = gpu_of_rank_c(b, ii, c, s, k), rail = (g % gpn) * nics / gpn;
+        double x = sim_plan_nic_factor(pl, g / gpn, rail), prev = sim_plan_nic_factor(pl, g / gpn, (rail + nics - 1) % nics);
+        f = MIN(f, x <= 0 || prev <= 0 ? 0.5 : x);
+      }
+  return f;
+}
+
 static guint dp_collective(Build *b, NetCollOp kind, guint i, guint s, double bytes, const guint *deps, guint n_deps,
                            const SimOpTag *t) {
   guint nodes = dp_group_nodes(b, i, s);
@@ -903,7 +950,10 @@ static guint dp_collective(Build *b, NetCollOp kind, guint i, guint s, double by
     ModelCollOp coll = kind == NET_OP_REDUCESCATTER ? MODEL_COLL_REDUCESCATTER
                      : kind == NET_OP_ALLGATHER   ? MODEL_COLL_ALLGATHER
                                                   : MODEL_COLL_ALLREDUCE;
-    double secs = model_collective_time_s(&b->net, coll, bytes, b->dpc, nodes, NULL);
+    ModelNet net = b->net;
+    if (nodes > 1 && b->plan->stragglers.n_link) /* a ring runs at its slowest link (--slow-link) */
+      net.hw.nic_bw *= dp_link_factor(b, i, s);
+    double secs = model_collective_time_s(&net, coll, bytes, b->dpc, nodes, NULL);
     op = sim_engine_add_op(b->e, ns(secs), streams, b->ds, t);
   }
   for (guint j = 0; j < n_deps; j++)
@@ -1657,7 +1707,7 @@ build:
   b.e = sim_engine_new();
   FlowCtx fc = {0};
   if (pl->flow_network && !b.net.free_comm) {
-    if (!(fc.ops = sim_netops_new(cluster, b.e, error))) {
+    if (!(fc.ops = sim_netops_new_for(cluster, pl, b.e, error))) {
       g_free(b.chunk_n);
       g_free(b.chunk_at);
       g_free(b.tp_ns);
@@ -1695,6 +1745,8 @@ build:
   for (guint g = 0; g < n_gpus; g++)
     for (guint kind = 0; kind < N_STREAM_KINDS; kind++)
       sim_engine_add_stream(b.e, g);
+  if (sim_plan_has_stragglers(pl))
+    set_speeds(&b);
 
   b.order = g_new0(GArray *, b.p);
   b.position = g_new0(guint *, b.p);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "../sim/engine.h"
+#include "../sim/schedule.h"
 
 /* Adds `n` streams to `e` (one GPU each) and checks the ids are 0..n-1. */
 static void add_streams(SimEngine *e, guint n) {
@@ -695,6 +696,103 @@ static void test_time_bound(void) {
   }
 }
 
+
+/* A straggler on one stage of a p-stage 1F1B pipeline: stage j's stream at
+ * speed f stretches its forwards F and backwards B to F/f and B/f.  The
+ * engine's makespan equals the schedule's critical path -- the longest
+ * path through the dependencies and each stage's order, computed here by
+ * a pass over the ops in a topological order, no events -- and, when f is
+ * so low that the slow stage never waits (F/f >= F + B), the closed form
+ * j (F + B) + m (F + B) / f: the j stages before it fill it (j F), it runs
+ * its m forwards and backwards back to back (each downstream round trip,
+ * (p - 1 - j)(F + B), hides behind one of its forwards), and they drain
+ * (j B). */
+static SimTime straggler_pipeline(guint p, guint m, guint j, double f, SimTime F, SimTime B, SimTime *critical) {
+  SimEngine *e = sim_engine_new();
+  for (guint s = 0; s < p; s++)
+    sim_engine_add_stream(e, s);
+  sim_engine_set_stream_speed(e, j, f);
+  guint *fwd = g_new(guint, p * m), *bwd = g_new(guint, p * m);
+  GArray **order = g_new(GArray *, p);
+  for (guint s = 0; s < p; s++) {
+    order[s] = g_array_new(FALSE, FALSE, sizeof(SimItem));
+    sim_schedule_order(SIM_SCHEDULE_1F1B, p, m, 1, s, order[s]);
+  }
+  /* issue stage by stage in each stage's order; dependencies after */
+  GArray *dur = g_array_new(FALSE, FALSE, sizeof(SimTime));
+  GArray *prev = g_array_new(FALSE, FALSE, sizeof(guint));
+  for (guint s = 0; s < p; s++)
+    for (guint i = 0; i < order[s]->len; i++) {
+      SimItem it = g_array_index(order[s], SimItem, i);
+      SimTime d = it.forward ? F : B;
+      guint op = sim_engine_add_op1(e, d, s, NULL);
+      (it.forward ? fwd : bwd)[s * m + it.microbatch] = op;
+      SimTime want = s == j ? (SimTime)llround((double)d / f) : d;
+      g_array_append_val(dur, want);
+      g_array_append_val(prev, op);
+    }
+  for (guint s = 0; s < p; s++)
+    for (guint mb = 0; mb < m; mb++) {
+      if (s > 0)
+        sim_engine_add_dep(e, fwd[(s - 1) * m + mb], fwd[s * m + mb]);
+      if (s + 1 < p)
+        sim_engine_add_dep(e, bwd[(s + 1) * m + mb], bwd[s * m + mb]);
+      else
+        sim_engine_add_dep(e, fwd[s * m + mb], bwd[s * m + mb]);
+    }
+  g_assert_true(sim_engine_run(e, NULL));
+  /* the longest path: relax until nothing changes (a DAG: at most n rounds) */
+  guint n = sim_engine_n_ops(e), n_pairs;
+  const guint *deps = sim_engine_deps(e, &n_pairs);
+  SimTime *end = g_new0(SimTime, n);
+  for (gboolean changed = TRUE; changed;) {
+    changed = FALSE;
+    for (guint s = 0, op = 0; s < p; s++)
+      for (guint i = 0; i < order[s]->len; i++, op++) {
+        SimTime start = i ? end[op - 1] : 0;
+        for (guint d = 0; d < n_pairs; d++)
+          if (deps[2 * d + 1] == op)
+            start = MAX(start, end[deps[2 * d]]);
+        SimTime e2 = start + g_array_index(dur, SimTime, op);
+        if (e2 != end[op])
+          end[op] = e2, changed = TRUE;
+      }
+  }
+  *critical = 0;
+  for (guint op = 0; op < n; op++)
+    *critical = MAX(*critical, end[op]);
+  SimTime makespan = sim_engine_makespan(e);
+  for (guint s = 0; s < p; s++)
+    g_array_free(order[s], TRUE);
+  g_free(order);
+  g_free(fwd);
+  g_free(bwd);
+  g_free(end);
+  g_array_free(dur, TRUE);
+  g_array_free(prev, TRUE);
+  sim_engine_free(e);
+  return makespan;
+}
+
+static void test_straggler_1f1b(void) {
+  const guint p = 4, m = 8;
+  const SimTime F = 1000, B = 2000;
+  SimTime crit;
+  /* no straggler: (m + p - 1)(F + B) */
+  g_assert_cmpint(straggler_pipeline(p, m, 1, 1.0, F, B, &crit), ==, (SimTime)(m + p - 1) * (F + B));
+  for (guint j = 0; j < p; j++) {
+    const double fs[] = {0.9, 0.5, 0.25, 0.2};
+    for (guint k = 0; k < G_N_ELEMENTS(fs); k++) {
+      SimTime t = straggler_pipeline(p, m, j, fs[k], F, B, &crit);
+      g_assert_cmpint(t, ==, crit);
+      if ((double)F / fs[k] >= (double)(F + B)) { /* the slow stage never waits */
+        SimTime want = (SimTime)j * (F + B) + (SimTime)m * (llround(F / fs[k]) + llround(B / fs[k]));
+        g_assert_cmpint(t, ==, want);
+      }
+    }
+  }
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/engine/event-loop/random/issue-order", test_event_loop_issue_order);
@@ -714,5 +812,6 @@ int main(int argc, char **argv) {
   g_test_add_func("/engine/random/issue-order", test_random_issue_order);
   g_test_add_func("/engine/random/positions", test_random_positions);
   g_test_add_func("/engine/random/deadlock-agreement", test_random_deadlock_agreement);
+  g_test_add_func("/engine/straggler/1f1b", test_straggler_1f1b);
   return g_test_run();
 }

@@ -913,8 +913,59 @@ static void test_fixed_transfers_meet(void) {
   topo_cluster_free(c);
 }
 
+
+/* A slow rank in a ring all-reduce: the ring runs at its slowest link.  One
+ * GPU on each of 8 Selene nodes (all on rail 0), NCCL's ring, Simple
+ * protocol: the time is a latency plus 2(n-1)/n S over the ring's rate, so
+ * the time per byte (the slope between S and 2S) doubles when one node's
+ * NIC runs at half rate, and is unchanged when a NIC the ring does not use
+ * (rail 1) does. */
+static double ring_slope(NetModel *net) {
+  guint gpus[8];
+  for (guint i = 0; i < 8; i++)
+    gpus[i] = 8 * i;
+  double t[2];
+  for (guint j = 0; j < 2; j++) {
+    GError *error = NULL;
+    NetCollPlan *pl = net_coll_plan(net, NET_OP_ALLREDUCE, NET_ALGO_RING, TOPO_PROTO_SIMPLE, gpus, 8, 1,
+                                    (j + 1) * 1073741824.0, 1, &error);
+    g_assert_no_error(error);
+    t[j] = net_coll_plan_time(net, pl);
+    net_coll_plan_free(pl);
+  }
+  return (t[1] - t[0]) / 1073741824.0;
+}
+
+static void test_slow_rank_ring(void) {
+  GError *error = NULL;
+  TopoCluster *c = topo_cluster_load("selene", &error);
+  g_assert_no_error(error);
+  guint nics = c->net.nics_per_node, n = c->nodes * nics;
+  double *f = g_new(double, n);
+  for (guint i = 0; i < n; i++)
+    f[i] = 1;
+  NetModel *net = net_model_load(c, &error);
+  double base = ring_slope(net);
+  net_model_free(net);
+  f[3 * nics + 1] = 0.5; /* rail 1 of node 3: not on the ring */
+  net = net_model_load(c, &error);
+  net_model_scale_nics(net, f);
+  g_assert_cmpfloat_with_epsilon(ring_slope(net), base, 1e-9 * base);
+  net_model_free(net);
+  f[3 * nics + 0] = 0.5; /* rail 0 of node 3: the ring's slowest link at half */
+  net = net_model_load(c, &error);
+  net_model_scale_nics(net, f);
+  double slow = ring_slope(net);
+  g_test_message("seconds per byte: %.6g at full rate, %.6g with one NIC at half", base, slow);
+  g_assert_cmpfloat_with_epsilon(slow, 2 * base, 1e-6 * base);
+  net_model_free(net);
+  g_free(f);
+  topo_cluster_free(c);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/network/slow-rank-ring", test_slow_rank_ring);
   g_test_add_func("/network/p2p-channels", test_p2p_channels_flow);
   g_test_add_func("/bisection/phased", test_phased_bandwidth);
   g_test_add_func("/bisection/one-direction", test_crossing_one_direction);

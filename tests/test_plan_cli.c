@@ -401,12 +401,13 @@ static void test_headline_modern(void) {
   }
   Proc p = run_line(LLAMA3_70B_H100 " --tokens 15e12");
   g_assert_cmpint(p.status, ==, 0);
-  g_assert_nonnull(strstr(p.out, " iteration_s model_TFLOP/s    MFU   mem_GiB     days\n"));
+  g_assert_nonnull(strstr(p.out, " iteration_s model_TFLOP/s    MFU   mem_GiB     days run_days    ETT\n"));
   g_assert_null(strstr(p.out, "Eq3"));
   row = cJSON_GetArrayItem(rows, 0);
-  char *first = g_strdup_printf(" %11.4f %13.1f %5.1f%% %9.1f %8.2f\n", num(row, "iteration_time_s"),
+  char *first = g_strdup_printf(" %11.4f %13.1f %5.1f%% %9.1f %8.2f %8.2f %5.1f%%\n", num(row, "iteration_time_s"),
                                 num(row, "model_tflops_per_gpu"), 100 * num(row, "mfu"),
-                                num(row, "memory_per_gpu_GiB"), num(row, "training_days"));
+                                num(row, "memory_per_gpu_GiB"), num(row, "training_days"),
+                                num(row, "whole_run_days"), 100 * num(row, "effective_training_time"));
   const char *rank1 = strstr(p.out, "\n   1 ");
   g_assert_nonnull(rank1);
   char *line1 = g_strndup(rank1 + 1, (gsize)(strchr(rank1 + 1, '\n') + 1 - (rank1 + 1)));

@@ -143,6 +143,66 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   return o;
 }
 
+cJSON *trace_whole_run_json(const RtOptions *o, const RtResult *r) {
+  cJSON *w = cJSON_CreateObject();
+  cJSON_AddNumberToObject(w, "iterations", (double)r->iterations);
+  cJSON_AddNumberToObject(w, "nodes", r->nodes);
+  cJSON_AddNumberToObject(w, "switches", r->switches);
+  cJSON *f = obj_add(w, "failures");
+  cJSON_AddNumberToObject(f, "gpu_per_hour", o->gpu_rate);
+  cJSON_AddNumberToObject(f, "node_per_hour", o->node_rate);
+  cJSON_AddNumberToObject(f, "switch_per_hour", o->switch_rate);
+  cJSON_AddNumberToObject(f, "cluster_per_hour", r->failures_per_hour);
+  cJSON_AddNumberToObject(f, "mtbf_hours", r->mtbf_hours);
+  cJSON_AddNumberToObject(f, "node_share", r->node_share);
+  cJSON_AddStringToObject(f, "default_source",
+                          "Llama 3 405B: 419 unexpected interruptions in 54 days on 16,384 H100s (arXiv:2407.21783, "
+                          "section 3.3.4, Table 5)");
+  cJSON *rs = obj_add(w, "restart");
+  cJSON_AddNumberToObject(rs, "relaunch_s", o->restart_s);
+  cJSON_AddNumberToObject(rs, "interruption_s", r->restart_s);
+  if (o->spares >= 0) {
+    cJSON_AddNumberToObject(rs, "spare_nodes", (double)o->spares);
+    cJSON_AddNumberToObject(rs, "repair_hours", o->repair_s / 3600.0);
+    cJSON_AddNumberToObject(rs, "spares_exhausted_probability", r->spares_exhausted_probability);
+  } else
+    cJSON_AddStringToObject(rs, "spare_nodes", "unlimited");
+  cJSON *c = obj_add(w, "checkpoint");
+  cJSON_AddStringToObject(c, "mode", o->async ? "async" : "sync");
+  cJSON_AddNumberToObject(c, "bytes", r->checkpoint_bytes);
+  cJSON_AddNumberToObject(c, "storage_GBps", o->storage_Bps / 1e9);
+  cJSON_AddNumberToObject(c, "storage_node_GBps", o->storage_node_Bps / 1e9);
+  cJSON_AddNumberToObject(c, "write_s", r->write_s);
+  cJSON_AddNumberToObject(c, "read_s", r->read_s);
+  cJSON_AddNumberToObject(c, "blocking_s", r->blocking_s);
+  cJSON_AddNumberToObject(c, "young_interval_s", r->young_s);
+  cJSON_AddNumberToObject(c, "daly_interval_s", r->daly_s);
+  cJSON_AddStringToObject(c, "interval_from", r->every_given ? "--checkpoint-every" : "daly");
+  cJSON_AddNumberToObject(c, "every_iterations", (double)r->every_iterations);
+  cJSON *e = obj_add(w, "expected");
+  cJSON_AddNumberToObject(e, "days", r->expected_days);
+  cJSON_AddNumberToObject(e, "ideal_days", r->ideal_days);
+  cJSON_AddNumberToObject(e, "gpu_hours", r->gpu_hours);
+  cJSON_AddNumberToObject(e, "effective_training_time", r->effective_training_time);
+  cJSON_AddNumberToObject(e, "interruptions", r->interruptions);
+  cJSON_AddNumberToObject(e, "checkpoints", r->checkpoints);
+  cJSON_AddNumberToObject(e, "lost_work_hours", r->lost_work_hours);
+  cJSON_AddNumberToObject(e, "checkpoint_hours", r->checkpoint_hours);
+  cJSON_AddNumberToObject(e, "restart_hours", r->restart_hours);
+  cJSON_AddBoolToObject(e, "exact", r->exact);
+  if (r->trials > 0) {
+    cJSON *mc = obj_add(w, "monte_carlo");
+    cJSON_AddNumberToObject(mc, "trials", r->trials);
+    cJSON_AddNumberToObject(mc, "seed", (double)r->seed);
+    cJSON_AddNumberToObject(mc, "mean_days", r->mc_mean_days);
+    cJSON_AddNumberToObject(mc, "stderr_days", r->mc_stderr_days);
+    cJSON_AddNumberToObject(mc, "median_days", r->mc_median_days);
+    cJSON_AddNumberToObject(mc, "p90_days", r->mc_p90_days);
+    cJSON_AddNumberToObject(mc, "interruptions", r->mc_interruptions);
+  }
+  return w;
+}
+
 static void line_s(GString *out, const char *what, double s, double total) {
   g_string_append_printf(out, "    %-12s %10.4f s  %5.1f%%\n", what, s, total > 0 ? 100.0 * s / total : 0);
 }
@@ -268,6 +328,43 @@ static void stages_text(GString *out, const cJSON *per, const char *unit, const 
     i = j + 1;
   }
   g_string_append_printf(out, "%s\n", tail);
+}
+
+/* The whole run in words, from its JSON object. */
+static void whole_run_text(GString *out, const cJSON *w) {
+  const cJSON *f = cJSON_GetObjectItemCaseSensitive(w, "failures");
+  const cJSON *rs = cJSON_GetObjectItemCaseSensitive(w, "restart");
+  const cJSON *c = cJSON_GetObjectItemCaseSensitive(w, "checkpoint");
+  const cJSON *e = cJSON_GetObjectItemCaseSensitive(w, "expected");
+  const cJSON *mc = cJSON_GetObjectItemCaseSensitive(w, "monte_carlo");
+  char a[32];
+  g_string_append_printf(out, "whole run  %.1f days expected (%.1f without interruptions): effective training time "
+                              "%.1f%%, %s GPU-hours\n",
+                         num(e, "days"), num(e, "ideal_days"), 100 * num(e, "effective_training_time"),
+                         ptd_format_count(num(e, "gpu_hours"), a, sizeof a));
+  g_string_append_printf(out, "           %.0f interruptions (one every %.2f h on %u nodes and %u switches), each %.0f s "
+                              "to restart and read back, plus the work since the checkpoint\n",
+                         num(e, "interruptions"), num(f, "mtbf_hours"), count(w, "nodes"), count(w, "switches"),
+                         num(rs, "interruption_s"));
+  g_string_append_printf(out, "           lost %.1f h of work, %.1f h in restarts, %.1f h blocked by %.0f checkpoints\n",
+                         num(e, "lost_work_hours"), num(e, "restart_hours"), num(e, "checkpoint_hours"),
+                         num(e, "checkpoints"));
+  gboolean async = strcmp(str(c, "mode"), "async") == 0;
+  g_string_append_printf(out, "checkpoint %s %s every %u iterations (%s; Young %.0f s, Daly %.0f s of work): write "
+                              "%.1f s, blocks %.1f s\n",
+                         ptd_format_si(num(c, "bytes"), "B", a, sizeof a), async ? "snapshot" : "written",
+                         count(c, "every_iterations"),
+                         strcmp(str(c, "interval_from"), "daly") == 0 ? "Daly's optimum" : "as given",
+                         num(c, "young_interval_s"), num(c, "daly_interval_s"), num(c, "write_s"),
+                         num(c, "blocking_s"));
+  if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(rs, "spare_nodes")))
+    g_string_append_printf(out, "spares     %u hot spare nodes, %.0f h to repair: all in use %.2g of the time\n",
+                           count(rs, "spare_nodes"), num(rs, "repair_hours"), num(rs, "spares_exhausted_probability"));
+  if (mc)
+    g_string_append_printf(out, "trials     %u Monte-Carlo runs (seed %.0f): median %.2f days, 90th percentile %.2f, "
+                                "mean %.2f +- %.2f\n",
+                           count(mc, "trials"), num(mc, "seed"), num(mc, "median_days"), num(mc, "p90_days"),
+                           num(mc, "mean_days"), num(mc, "stderr_days"));
 }
 
 void trace_report_text(GString *out, const cJSON *run) {
@@ -423,6 +520,19 @@ void trace_report_text(GString *out, const cJSON *run) {
     g_string_append_printf(out, "training   %s tokens in %.1f days, %s GPU-hours\n",
                            ptd_format_count(num(run, "tokens"), a, sizeof a), num(run, "training_days"),
                            ptd_format_count(num(run, "gpu_hours"), b, sizeof b));
+  const cJSON *st = cJSON_GetObjectItemCaseSensitive(run, "stragglers");
+  if (st) {
+    g_string_append_printf(out, "stragglers GPU %u (node %u, stage %u) the slowest at %.3f of its speed%s; critical "
+                                "stage %u\n",
+                           count(st, "slowest_gpu"), count(st, "slowest_gpu_node"), count(st, "slowest_gpu_stage"),
+                           num(st, "slowest_gpu_speed"), num(st, "slowest_link_factor") < 1 ? ", slow links" : "",
+                           count(st, "critical_stage"));
+    g_string_append_printf(out, "           cost %.4f s per iteration (%.2f%%) against %.4f s without them\n",
+                           num(st, "cost_s"), 100 * num(st, "cost_fraction"), num(st, "iteration_time_s_without"));
+  }
+  const cJSON *whole = cJSON_GetObjectItemCaseSensitive(run, "whole_run");
+  if (whole)
+    whole_run_text(out, whole);
   if (tera)
     slicing_text(out, tp);
 }

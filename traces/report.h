@@ -5,6 +5,7 @@
 #include <cjson/cJSON.h>
 #include <glib.h>
 
+#include "../runtime/runtime.h"
 #include "../sim/plan.h"
 #include "../sim/terapipe.h"
 
@@ -17,6 +18,8 @@ cJSON *trace_result_json(const SimPlan *plan, const ModelProfile *profile, const
  * member included): what `ptdsim run` prints and `ptdsim report` prints
  * again from a trace. */
 void trace_report_text(GString *out, const cJSON *run);
+/* The whole run's object of the run JSON ("whole_run", doc/output.md). */
+cJSON *trace_whole_run_json(const RtOptions *o, const RtResult *r);
 /* The slicing of a TeraPipe run's JSON ("terapipe": batch_slices and
  * token_slices); clear it with sim_terapipe_slicing_clear. */
 void trace_slicing_from_json(const cJSON *terapipe, SimTeraPipeSlicing *out);

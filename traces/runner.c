@@ -112,6 +112,62 @@ static void add_terapipe(cJSON *json, const SimPlan *plan, const SimResult *r, c
 
 cJSON *trace_run(const SimPlanRequest *req, const TopoCluster *cluster, const ModelProfile *profile,
                  const char *trace_path, guint64 max_events, GError **error) {
+  return trace_run_full(req, NULL, cluster, profile, trace_path, max_events, error);
+}
+
+/* Stragglers: the slowest GPU, and what they cost -- the same plan run
+ * again without them. */
+static gboolean add_stragglers(cJSON *json, const SimPlan *plan, const SimResult *res, const ModelProfile *profile,
+                               const TopoCluster *cluster, GError **error) {
+  SimPlan *clean = g_new(SimPlan, 1);
+  *clean = *plan;
+  memset(&clean->stragglers, 0, sizeof clean->stragglers);
+  SimResult base;
+  gboolean ok = sim_ptdp_run(clean, profile, cluster, &base, error);
+  g_free(clean);
+  if (!ok)
+    return FALSE;
+  guint gpn = cluster->gpus_per_host, slowest = 0;
+  double speed = 2;
+  for (guint g = 0; g < plan->gpus; g++) {
+    double f = sim_plan_gpu_speed(plan, g, sim_plan_stage_of_gpu(plan, g, gpn), gpn);
+    if (f < speed)
+      speed = f, slowest = g;
+  }
+  cJSON *o = cJSON_AddObjectToObject(json, "stragglers");
+  cJSON_AddNumberToObject(o, "slowest_gpu", slowest);
+  cJSON_AddNumberToObject(o, "slowest_gpu_speed", speed);
+  cJSON_AddNumberToObject(o, "slowest_gpu_stage", sim_plan_stage_of_gpu(plan, slowest, gpn));
+  cJSON_AddNumberToObject(o, "slowest_gpu_node", slowest / gpn);
+  double link = 1;
+  for (guint i = 0; i < plan->stragglers.n_link; i++)
+    link = MIN(link, plan->stragglers.link[i].factor);
+  cJSON_AddNumberToObject(o, "slowest_link_factor", link);
+  cJSON_AddNumberToObject(o, "critical_stage", res->critical_stage);
+  cJSON_AddNumberToObject(o, "iteration_time_s_without", base.iteration_time_s);
+  cJSON_AddNumberToObject(o, "cost_s", MAX(0.0, res->iteration_time_s - base.iteration_time_s));
+  cJSON_AddNumberToObject(o, "cost_fraction", MAX(0.0, res->iteration_time_s / base.iteration_time_s - 1));
+  return TRUE;
+}
+
+/* The whole run of a finished iteration (runtime/runtime.h). */
+static gboolean add_whole_run(cJSON *json, const RtOptions *o, const SimPlan *plan, const SimResult *res,
+                              const TopoCluster *cluster, GError **error) {
+  RtInput in = {.iteration_s = res->iteration_time_s,
+                .tokens_per_iteration = (double)plan->global_batch * plan->model.seq_len,
+                .tokens = plan->tokens,
+                .gpus = plan->gpus,
+                .gpus_per_node = cluster->gpus_per_host};
+  rt_checkpoint_bytes(plan, res, &in.checkpoint_bytes, &in.rank_bytes);
+  RtResult r;
+  if (!rt_run(&in, o, &r, error))
+    return FALSE;
+  cJSON_AddItemToObject(json, "whole_run", trace_whole_run_json(o, &r));
+  return TRUE;
+}
+
+cJSON *trace_run_full(const SimPlanRequest *req, const RtOptions *rt, const TopoCluster *cluster,
+                      const ModelProfile *profile, const char *trace_path, guint64 max_events, GError **error) {
   SimPlanRequest r = *req;
   if (!r.network && profile->n_coll > 0)
     r.network = "analytic"; /* measured collectives drive the analytic model; the flow network cannot use them yet */
@@ -141,7 +197,11 @@ cJSON *trace_run(const SimPlanRequest *req, const TopoCluster *cluster, const Mo
     json = trace_result_json(plan, profile, cluster, &res);
     if (plan->schedule == SIM_SCHEDULE_TERAPIPE)
       add_terapipe(json, plan, &res, &sl);
-    ok = trace_run_json_check(json, error);
+    if (sim_plan_has_stragglers(plan))
+      ok = add_stragglers(json, plan, &res, profile, cluster, error);
+    if (ok && rt && plan->tokens > 0)
+      ok = add_whole_run(json, rt, plan, &res, cluster, error);
+    ok = ok && trace_run_json_check(json, error);
   }
   if (ok && trace) {
     cJSON *meta = cJSON_CreateObject();

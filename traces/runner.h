@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "../runtime/runtime.h"
 #include "../sim/plan.h"
 
 #define TRACE_RUNNER_ERROR (trace_runner_error_quark())
@@ -29,6 +30,10 @@ cJSON *trace_request_json(const SimPlanRequest *req, const TopoCluster *cluster,
  * events (0: the default limit of perfetto.h). */
 cJSON *trace_run(const SimPlanRequest *req, const TopoCluster *cluster, const ModelProfile *profile,
                  const char *trace_path, guint64 max_events, GError **error);
+/* trace_run, and with a token budget the whole run's time under `rt`
+ * (runtime/runtime.h; NULL: none) as the JSON's "whole_run" object. */
+cJSON *trace_run_full(const SimPlanRequest *req, const RtOptions *rt, const TopoCluster *cluster,
+                      const ModelProfile *profile, const char *trace_path, guint64 max_events, GError **error);
 
 /* The event limit of the traces figures keep: they are read back by
  * ptdsim, not opened in a UI, so it is far above run --trace's. */
