@@ -1,14 +1,42 @@
 /* ptdsim run — simulate one configuration. */
 #include <stdio.h>
+#include <string.h>
 
+#include "../base/outfile.h"
+#include "../sim/schedule.h"
 #include "../traces/report.h"
 #include "../traces/runner.h"
 #include "cli.h"
 
+/* --dump-schedule: the plan's schedule as a CSV of per-rank actions,
+ * written before the run (NULL path: nothing). */
+static gboolean dump_schedule(const SimPlanRequest *req, const TopoCluster *cluster, const char *path,
+                              const char *input, GError **error) {
+  if (!path)
+    return TRUE;
+  SimPlan *plan = g_new0(SimPlan, 1);
+  char *csv = NULL;
+  gboolean ok = sim_plan_build(req, cluster, plan, error);
+  if (ok && (plan->schedule == SIM_SCHEDULE_TERAPIPE || plan->zero || plan->pp < 2)) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--dump-schedule writes a pipeline schedule of F, B, I and W actions; give --pp of at least 2 and a "
+                "schedule other than terapipe");
+    ok = FALSE;
+  }
+  if (ok) {
+    csv = sim_schedule_csv(plan);
+    const char *inputs[] = {input, NULL};
+    ok = ptd_write_file(path, "--dump-schedule", inputs, csv, strlen(csv), error);
+  }
+  g_free(csv);
+  g_free(plan);
+  return ok;
+}
+
 int cli_run(int argc, char **argv) {
   SearchConfig cfg;
   search_config_init(&cfg);
-  char *format = NULL, *trace = NULL;
+  char *format = NULL, *trace = NULL, *dump = NULL;
   CliArgs args;
   cli_args_init(&args, "- simulate one training iteration of one configuration");
   g_option_context_set_summary(
@@ -24,6 +52,10 @@ int cli_run(int argc, char **argv) {
       {"trace", 0, 0, G_OPTION_ARG_FILENAME, &trace,
        "Also write the simulated timeline as Chrome/Perfetto trace-event JSON (open in ui.perfetto.dev; a name "
        "ending in .gz is gzip-compressed); ptdsim report FILE prints the report again from it",
+       "FILE"},
+      {"dump-schedule", 0, 0, G_OPTION_ARG_FILENAME, &dump,
+       "Also write the pipeline schedule as a CSV of per-rank actions (torch.distributed.pipelining's format, which "
+       "--schedule-file reads back)",
        "FILE"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   cli_args_add(&args, trace_entries);
@@ -46,8 +78,10 @@ int cli_run(int argc, char **argv) {
       !search_config_runtime(&cfg, &rt, &error) ||
       !cli_load_machine_sized(cfg.text[SEARCH_OPT_CLUSTER], cfg.count[SEARCH_OPT_NODES], cfg.text[SEARCH_OPT_PROFILE],
                               &cluster, &profile, &error) ||
+      !dump_schedule(&req, cluster, dump, cfg.text[SEARCH_OPT_SCHEDULE_FILE], &error) ||
       !(json = trace_run_full(&req, &rt, cluster, profile, trace, 0, &error)))
     goto fail;
+
   cli_print_run(json, fmt);
   goto done;
 fail:
@@ -59,6 +93,7 @@ done:
   search_config_clear(&cfg);
   g_free(format);
   g_free(trace);
+  g_free(dump);
   cli_args_clear(&args);
   return code;
 }

@@ -232,6 +232,14 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
   }
 }
 
+/* A weight-gradient GEMM: counted in its segment, and apart in wgrad_s
+ * (what a zero-bubble schedule's W runs; Qi et al. 2024, section 2). */
+static void wlinear(Acc *a, guint64 m, guint64 n, guint64 k) {
+  double before = a->pass->seg_s[a->seg];
+  linear(a, m, n, k, FALSE);
+  a->pass->wgrad_s[a->seg] += a->pass->seg_s[a->seg] - before;
+}
+
 /* Backward, in reverse: every GEMM becomes an input-gradient and a
  * weight-gradient GEMM.  Element-wise backward kernels read the incoming
  * gradient and what they saved and write the outgoing gradient: dropout
@@ -251,12 +259,12 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
   span_begin(a, &ps->tp_gemm[0]);
   linear(a, d->bs, d->ffn_t, d->h, TRUE);       /* MLP 4h -> h: dgrad */
   span_end(a, &ps->tp_gemm[0]);
-  linear(a, d->ffn_t, d->h, d->bs, FALSE);      /*                wgrad */
+  wlinear(a, d->ffn_t, d->h, d->bs);      /*                wgrad */
   if (d->swiglu) {
     memop(a, MODEL_MEM_ACTIVATION, 10 * d->Nm); /* SwiGLU: gradient, gate, up in; two gradients out */
     linear(a, d->bs, d->h, 2 * d->ffn_t, TRUE); /* MLP h -> 2f: dgrad */
     span_begin(a, &ps->tp_gemm[1]);
-    linear(a, d->h, 2 * d->ffn_t, d->bs, FALSE); /*                wgrad */
+    wlinear(a, d->h, 2 * d->ffn_t, d->bs); /*                wgrad */
     span_end(a, &ps->tp_gemm[1]);
   } else {
     if (fused)
@@ -267,7 +275,7 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
     }
     linear(a, d->bs, d->h, d->ffn_t, TRUE);     /* MLP h -> 4h: dgrad */
     span_begin(a, &ps->tp_gemm[1]);
-    linear(a, d->h, d->ffn_t, d->bs, FALSE);    /*                wgrad */
+    wlinear(a, d->h, d->ffn_t, d->bs);    /*                wgrad */
     span_end(a, &ps->tp_gemm[1]);
   }
   a->seg = 1;                                   /* --- all-reduce --- */
@@ -281,7 +289,7 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
   span_begin(a, &ps->tp_gemm[2]);
   linear(a, d->bs, d->ht, d->h, TRUE);          /* projection: dgrad */
   span_end(a, &ps->tp_gemm[2]);
-  linear(a, d->ht, d->h, d->bs, FALSE);         /*             wgrad */
+  wlinear(a, d->ht, d->h, d->bs);         /*             wgrad */
   memop(a, MODEL_MEM_COPY, 4 * d->Nc);          /* context layout */
   if (d->flash) {
     /* FlashAttention-2's preprocessing kernel, rowsum(dO * O); the waves
@@ -310,7 +318,7 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
     memop(a, MODEL_MEM_POINTWISE, 4 * d->Nr); /* rotary embedding's gradient */
   linear(a, d->bs, d->h, d->qkv_t, TRUE);       /* QKV: dgrad */
   span_begin(a, &ps->tp_gemm[3]);
-  linear(a, d->qkv_t, d->h, d->bs, FALSE);      /*      wgrad */
+  wlinear(a, d->qkv_t, d->h, d->bs);      /*      wgrad */
   span_end(a, &ps->tp_gemm[3]);
   a->seg = 2;                                   /* --- all-reduce --- */
   memop(a, MODEL_MEM_NORM, 12 * d->N);          /* layernorm 1, residual sum */
@@ -334,6 +342,7 @@ static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guin
      * attention context is free. */
     ideal_pass(p, b, local, 1.0, &out->fwd);
     ideal_pass(p, b, local, 2.0, &out->bwd);
+    out->bwd.wgrad_s[0] = out->bwd.seg_s[0] / 2; /* the weight gradients: half the backward, as T_W = T_F */
     out->fwd.flops = model_slice_forward_flops(m, b, tokens, context) / t / cp;
     /* the attention core: its share of the forward FLOPs, at the same rate */
     out->core.flops = model_slice_attention_core_flops(m, b, tokens, context) / t / cp;
@@ -427,6 +436,13 @@ void model_head_cost(const ModelProfile *p, const ModelShape *m, guint t, guint 
            model_mem_time_s(p, MODEL_MEM_CROSS_ENTROPY, 2 * L) + 3 * model_mem_time_s(p, MODEL_MEM_CROSS_ENTROPY, 8 * L);
   *bwd_s = model_mem_time_s(p, MODEL_MEM_CROSS_ENTROPY, 6 * L) + model_gemm_time_s(p, &dgrad) +
            model_gemm_time_s(p, &wgrad) + model_mem_time_s(p, MODEL_MEM_NORM, 6 * N);
+}
+
+double model_head_wgrad_s(const ModelProfile *p, const ModelShape *m, guint t, guint b) {
+  if (p->kind == MODEL_PROFILE_IDEAL)
+    return 0;
+  ModelGemm wgrad = {1, m->vocab / t, m->hidden, (guint64)b * m->seq_len};
+  return model_gemm_time_s(p, &wgrad);
 }
 
 double model_optimizer_time_s(const ModelProfile *p, guint64 params) {

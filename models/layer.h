@@ -49,6 +49,7 @@ typedef enum { MODEL_TP_GEMM_GATHER_FEEDS, MODEL_TP_GEMM_SCATTER_AFTER, MODEL_TP
 
 typedef struct {
   double seg_s[3]; /* compute before, between and after the two all-reduces */
+  double wgrad_s[3]; /* backward: the weight-gradient GEMMs' part of each segment (zero-bubble schedules' W) */
   double flops;    /* FLOPs executed by this GPU in the pass (GEMMs only) */
   guint kernels;
   ModelSpan core;       /* the attention core's kernels (with context parallelism: its ring's steps) */
@@ -137,6 +138,9 @@ void model_embedding_cost(const ModelProfile *p, const ModelShape *m, guint t, g
 /* Final layernorm, logit GEMM against the vocabulary shard, vocab-parallel
  * cross entropy (last stage). */
 void model_head_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, double *fwd_s, double *bwd_s);
+/* The logit layer's weight-gradient GEMM, the part of its backward a
+ * zero-bubble schedule's W runs (0 on the ideal profile). */
+double model_head_wgrad_s(const ModelProfile *p, const ModelShape *m, guint t, guint b);
 /* Mixed-precision Adam over `params` local parameters (memory-bound). */
 double model_optimizer_time_s(const ModelProfile *p, guint64 params);
 

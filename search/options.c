@@ -7,7 +7,8 @@
 #include "../base/jsonutil.h"
 #include "../base/units.h"
 
-static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", "terapipe", NULL};
+static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", "terapipe", "zb-h1", "zb-h2",
+                                        "interleaved-zb", "zb-v", "dualpipe", "dualpipev", NULL};
 static const char *const recomputes[] = {"full", "selective", "none", NULL};
 static const char *const ddps[] = {"local", "torch", NULL};
 static const char *const networks[] = {"flow", "analytic", NULL};
@@ -63,8 +64,17 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
     [SEARCH_OPT_GLOBAL_BATCH] = {"global-batch", SEARCH_OPT_COUNT, "B", "Global batch B in sequences", NULL},
     [SEARCH_OPT_MICRO_BATCH] = {"micro-batch", SEARCH_OPT_COUNT, "b", "Microbatch size b", NULL},
     [SEARCH_OPT_SCHEDULE] = {"schedule", SEARCH_OPT_TEXT, "NAME",
-                             "gpipe, 1f1b, interleaved or terapipe (default 1f1b; interleaved when chunks are given)",
+                             "gpipe, 1f1b, interleaved, zb-h1, zb-h2, interleaved-zb, zb-v, dualpipe, dualpipev or "
+                             "terapipe (default 1f1b; interleaved when chunks are given); doc/schedules.md",
                              schedules},
+    [SEARCH_OPT_SCHEDULE_FILE] = {"schedule-file", SEARCH_OPT_TEXT, "FILE",
+                                  "A schedule of your own: a CSV of per-rank actions (0F0, 0I0, 0W0, 1B0...) in "
+                                  "torch.distributed.pipelining's format, one row per pipeline rank",
+                                  NULL},
+    [SEARCH_OPT_STAGE_TIMES] = {"stage-times", SEARCH_OPT_TEXT, "F,B,W,COMM",
+                                "Times in ms per microbatch and stage (forward, input gradient, weight gradient, a "
+                                "pipeline hop) in place of the cost model: the schedule alone",
+                                NULL},
     [SEARCH_OPT_LAYERS_PER_CHUNK] = {"layers-per-chunk", SEARCH_OPT_COUNT, "L",
                                      "Interleaved: layers per model chunk (Megatron's "
                                      "--num-layers-per-virtual-pipeline-stage)",
@@ -443,6 +453,8 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   if (!search_tokens(c->text[SEARCH_OPT_TOKENS], &r->tokens, error))
     return FALSE;
   r->schedule = c->text[SEARCH_OPT_SCHEDULE];
+  r->schedule_file = c->text[SEARCH_OPT_SCHEDULE_FILE];
+  r->stage_times = c->text[SEARCH_OPT_STAGE_TIMES];
   r->slices = c->text[SEARCH_OPT_SLICES];
   r->ddp = c->text[SEARCH_OPT_DDP];
   r->recompute = c->text[SEARCH_OPT_RECOMPUTE];

@@ -1,5 +1,6 @@
 /* ptdsim — configuration checks (see plan.h). */
 #include "plan.h"
+#include "schedule.h"
 
 #include <math.h>
 #include <string.h>
@@ -16,6 +17,20 @@ const char *sim_schedule_name(SimSchedule s) {
     return "interleaved";
   case SIM_SCHEDULE_TERAPIPE:
     return "terapipe";
+  case SIM_SCHEDULE_ZB_H1:
+    return "zb-h1";
+  case SIM_SCHEDULE_ZB_H2:
+    return "zb-h2";
+  case SIM_SCHEDULE_INTERLEAVED_ZB:
+    return "interleaved-zb";
+  case SIM_SCHEDULE_ZB_V:
+    return "zb-v";
+  case SIM_SCHEDULE_DUALPIPE:
+    return "dualpipe";
+  case SIM_SCHEDULE_DUALPIPEV:
+    return "dualpipev";
+  case SIM_SCHEDULE_FILE:
+    return "file";
   }
   return "?";
 }
@@ -313,7 +328,8 @@ guint sim_split_candidates(guint layers, guint p, SimSplit *out, guint max) {
 }
 
 guint sim_plan_chunk_layers(const SimPlan *pl, guint s, guint c) {
-  guint v = pl->chunks ? pl->chunks : 1;
+  /* DualPipe: each chunk is a whole stage (s of one direction, p-1-s of the other) */
+  guint v = pl->schedule == SIM_SCHEDULE_DUALPIPE ? 1 : pl->chunks ? pl->chunks : 1;
   if (!pl->split_mid && !pl->split_first) /* a plan filled without a split: even */
     return pl->model.layers / (pl->pp * v);
   guint stage = s == 0 ? pl->split_first : s == pl->pp - 1 ? pl->split_last : pl->split_mid;
@@ -581,8 +597,26 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     sched = SIM_SCHEDULE_INTERLEAVED;
   else if (strcmp(r->schedule, "terapipe") == 0)
     sched = SIM_SCHEDULE_TERAPIPE;
+  else if (strcmp(r->schedule, "zb-h1") == 0)
+    sched = SIM_SCHEDULE_ZB_H1;
+  else if (strcmp(r->schedule, "zb-h2") == 0)
+    sched = SIM_SCHEDULE_ZB_H2;
+  else if (strcmp(r->schedule, "interleaved-zb") == 0)
+    sched = SIM_SCHEDULE_INTERLEAVED_ZB;
+  else if (strcmp(r->schedule, "zb-v") == 0)
+    sched = SIM_SCHEDULE_ZB_V;
+  else if (strcmp(r->schedule, "dualpipe") == 0)
+    sched = SIM_SCHEDULE_DUALPIPE;
+  else if (strcmp(r->schedule, "dualpipev") == 0)
+    sched = SIM_SCHEDULE_DUALPIPEV;
   else
-    FAIL("unknown --schedule '%s'; use gpipe, 1f1b, interleaved or terapipe", r->schedule);
+    FAIL("unknown --schedule '%s'; use gpipe, 1f1b, interleaved, zb-h1, zb-h2, interleaved-zb, zb-v, dualpipe, "
+         "dualpipev or terapipe",
+         r->schedule);
+  if (r->schedule_file && r->schedule)
+    FAIL("--schedule-file gives the schedule itself; drop --schedule %s", r->schedule);
+  if (r->schedule_file)
+    sched = SIM_SCHEDULE_FILE;
   if (sched != SIM_SCHEDULE_TERAPIPE && (r->slices || r->granularity))
     FAIL("--slices and --granularity need --schedule terapipe");
   if (sched == SIM_SCHEDULE_TERAPIPE && !parse_slices(r, plan, error))
@@ -630,10 +664,55 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   guint v = 1;
   if (r->layers_per_chunk && r->chunks)
     FAIL("give either --layers-per-chunk or --chunks, not both");
-  if (sched != SIM_SCHEDULE_INTERLEAVED && (r->layers_per_chunk || r->chunks))
-    FAIL("--layers-per-chunk and --chunks need --schedule interleaved");
+  gboolean looped = sched == SIM_SCHEDULE_INTERLEAVED || sched == SIM_SCHEDULE_INTERLEAVED_ZB;
+  if (!looped && (r->layers_per_chunk || r->chunks))
+    FAIL("--layers-per-chunk and --chunks need --schedule interleaved or interleaved-zb");
   gboolean split_ends = r->split.first || r->split.last, split_extra = r->split.embedding || r->split.loss;
-  if (sched == SIM_SCHEDULE_INTERLEAVED) {
+  if (sim_schedule_splits(sched) || sched == SIM_SCHEDULE_FILE) {
+    const char *name = sched == SIM_SCHEDULE_FILE ? "--schedule-file" : r->schedule;
+    if (r->pp < 2)
+      FAIL("--schedule %s is a pipeline schedule; give --pp of at least 2", name);
+    if (split_ends || split_extra)
+      FAIL("%s runs on an even split of the layers; drop --first-stage-layers, --last-stage-layers and "
+           "--account-for-*",
+           name);
+    if (cp > 1 || r->tp_comm_overlap)
+      FAIL("%s is not modelled with %s yet; drop it", name, cp > 1 ? "--cp" : "--tp-comm-overlap");
+    if (r->overlap_param_gather)
+      FAIL("%s is not modelled with --overlap-param-gather yet; drop it", name);
+  }
+  if (sched == SIM_SCHEDULE_ZB_V || sched == SIM_SCHEDULE_DUALPIPEV || sched == SIM_SCHEDULE_DUALPIPE) {
+    v = 2; /* V: virtual stages s and 2p-1-s; DualPipe: stage s and p-1-s, one per direction */
+    guint parts = sched == SIM_SCHEDULE_DUALPIPE ? r->pp : 2 * r->pp;
+    if (m->layers % parts)
+      FAIL("--schedule %s cuts the %u layers into %u equal parts; use a --pp whose %s divides the layer count",
+           r->schedule, m->layers, parts, sched == SIM_SCHEDULE_DUALPIPE ? "value" : "double");
+    if (sched == SIM_SCHEDULE_DUALPIPE && (r->pp % 2 || m_mb % 2 || m_mb < 2 * r->pp))
+      FAIL("--schedule dualpipe needs an even --pp and an even number of microbatches, at least 2p = %u (it has %u); "
+           "adjust --pp, --global-batch or --micro-batch",
+           2 * r->pp, m_mb);
+    if (sched == SIM_SCHEDULE_DUALPIPEV && m_mb < 2 * r->pp)
+      FAIL("--schedule dualpipev needs at least 2p = %u microbatches (it has %u); raise --global-batch or lower "
+           "--micro-batch",
+           2 * r->pp, m_mb);
+    if (sched != SIM_SCHEDULE_DUALPIPE &&
+        !sim_split_layers(&r->split, m->layers, r->pp, v, &split_first, &split_mid, &split_last, error))
+      return FALSE;
+  }
+  if (sched == SIM_SCHEDULE_FILE) {
+    const SimScheduleFile *f = sim_schedule_file_load(r->schedule_file, r->pp, m_mb, error);
+    if (!f)
+      return FALSE;
+    v = f->v;
+    if (m->layers % (r->pp * v))
+      FAIL("--schedule-file runs %u stages per rank, which do not divide the %u layers evenly; give a model whose "
+           "layers divide into %u stages",
+           v, m->layers, r->pp * v);
+    plan->schedule_file = f;
+    if (!sim_split_layers(&r->split, m->layers, r->pp, v, &split_first, &split_mid, &split_last, error))
+      return FALSE;
+  }
+  if (looped) {
     if (r->pp < 2)
       FAIL("the interleaved schedule needs --pp of at least 2");
     if (r->layers_per_chunk) {
@@ -657,6 +736,30 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
       FAIL("the interleaved schedule needs the %u microbatches per pipeline to be a multiple of --pp %u; adjust "
            "--global-batch or --micro-batch",
            m_mb, r->pp);
+  }
+
+  if (r->stage_times) {
+    char **parts = g_strsplit(r->stage_times, ",", -1);
+    double t[4];
+    guint n = g_strv_length(parts);
+    gboolean ok = n == 4;
+    for (guint j = 0; ok && j < 4; j++) {
+      char *end = NULL;
+      t[j] = g_ascii_strtod(g_strstrip(parts[j]), &end);
+      ok = end && end != parts[j] && *end == '\0' && isfinite(t[j]) && t[j] >= 0 && t[j] <= 1e6 && (j == 3 || t[j] > 0);
+    }
+    g_strfreev(parts);
+    if (!ok)
+      FAIL("--stage-times '%s' is not F,B,W,COMM: four times in ms per microbatch and stage (forward, input "
+           "gradient, weight gradient, a pipeline hop), the first three above 0, such as 1.2,1.3,1.1,0.05",
+           r->stage_times);
+    if (sched == SIM_SCHEDULE_TERAPIPE || r->zero)
+      FAIL("--stage-times times a pipeline's stages; drop it with %s", r->zero ? "--zero" : "--schedule terapipe");
+    plan->stage_times = TRUE;
+    plan->stage_f_s = t[0] * 1e-3;
+    plan->stage_b_s = t[1] * 1e-3;
+    plan->stage_w_s = t[2] * 1e-3;
+    plan->stage_comm_s = t[3] * 1e-3;
   }
 
   plan->model = *m;

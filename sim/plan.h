@@ -10,7 +10,22 @@
 #include "../models/transformer.h"
 #include "../topologies/cluster.h"
 
-typedef enum { SIM_SCHEDULE_GPIPE, SIM_SCHEDULE_1F1B, SIM_SCHEDULE_INTERLEAVED, SIM_SCHEDULE_TERAPIPE } SimSchedule;
+typedef enum {
+  SIM_SCHEDULE_GPIPE,
+  SIM_SCHEDULE_1F1B,
+  SIM_SCHEDULE_INTERLEAVED,
+  SIM_SCHEDULE_TERAPIPE,
+  /* the backward split into input and weight gradients (schedule.h) */
+  SIM_SCHEDULE_ZB_H1,
+  SIM_SCHEDULE_ZB_H2,
+  SIM_SCHEDULE_INTERLEAVED_ZB,
+  SIM_SCHEDULE_ZB_V,
+  SIM_SCHEDULE_DUALPIPE,
+  SIM_SCHEDULE_DUALPIPEV,
+  SIM_SCHEDULE_FILE /* --schedule-file */
+} SimSchedule;
+/* A user's schedule (sim/schedule.h). */
+typedef struct SimScheduleFile SimScheduleFile;
 /* TeraPipe token slicing: chosen by the DP, n equal slices, or a list. */
 typedef enum { SIM_SLICES_AUTO, SIM_SLICES_UNIFORM, SIM_SLICES_LIST } SimSlicesMode;
 #define SIM_MAX_SLICES 4096
@@ -99,6 +114,13 @@ typedef struct {
   gboolean split_embedding, split_loss;
   SimSplit split; /* the options as given (all zero: the even split) */
   SimStragglers stragglers;
+  const SimScheduleFile *schedule_file; /* SIM_SCHEDULE_FILE: the user's (alive for the process) */
+  /* --stage-times F,B,W,COMM: each stage's forward, input-gradient and
+   * weight-gradient time per microbatch and a pipeline hop's, in seconds,
+   * in place of the cost model's; no tensor- or data-parallel work and no
+   * optimizer step (a schedule study, as the ZB paper's) */
+  gboolean stage_times;
+  double stage_f_s, stage_b_s, stage_w_s, stage_comm_s;
 } SimPlan;
 
 /* What the command line gave; 0 means "not given". */
@@ -131,6 +153,8 @@ typedef struct {
   SimSplit split;                 /* --first-stage-layers, --last-stage-layers, --account-for-embedding, --account-for-loss */
   const char *slow, *gpu_speed, *slow_link; /* stragglers; NULL: none */
   guint64 seed;                   /* --seed (0: 1) */
+  const char *schedule_file;      /* --schedule-file CSV; NULL: none */
+  const char *stage_times;        /* --stage-times F,B,W,COMM in ms; NULL: the cost model */
 } SimPlanRequest;
 
 /* GPU memory a training process needs besides what ptdsim counts: the CUDA
@@ -226,6 +250,15 @@ typedef struct {
   double aggregate_pflops;
   double bubble_fraction;
   double analytic_bubble_fraction;
+  /* The pipeline's bubble as the zero-bubble paper counts it (Qi et al.
+   * 2024, section 3.2): on the stage whose compute spans longest from its
+   * first pass to its last (the optimizer step left out), that span less
+   * its busy time, in seconds, and as a share of the span. */
+  double pipeline_span_s, bubble_s, bubble_rate;
+  /* Microbatches whose activations a stage holds at once, at most over the
+   * stages (from the F to the B, or to the W where the backward is split),
+   * in whole-stage microbatches. */
+  double peak_inflight_mbs;
   double idle_fraction; /* TeraPipe: (flush - busy) / flush of the busiest stage; 0 for PTD-P */
   guint token_slices;   /* TeraPipe: M, the token slices that flow through the pipeline (all batch slices) */
   SimBreakdown breakdown; /* exposed time on the critical GPU; sums to the iteration time */

@@ -18,6 +18,7 @@
  */
 #include <math.h>
 #include <string.h>
+#include <stdlib.h>
 
 #include "../models/comm.h"
 #include "../models/layer.h"
@@ -36,7 +37,8 @@ enum { CAT_COMPUTE, CAT_TP, CAT_PP, CAT_PP_GATHER, CAT_DP, CAT_OPTIMIZER, CAT_CP
 G_STATIC_ASSERT((int)CAT_COMPUTE == (int)SIM_TIMELINE_CAT_COMPUTE && (int)CAT_TP == (int)SIM_TIMELINE_CAT_TP &&
                 (int)CAT_DP == (int)SIM_TIMELINE_CAT_DP && (int)CAT_OPTIMIZER == (int)SIM_TIMELINE_CAT_OPTIMIZER &&
                 (int)CAT_CP == (int)SIM_TIMELINE_CAT_CP);
-enum { PASS_FORWARD, PASS_BACKWARD, PASS_RECOMPUTE, PASS_OTHER };
+/* PASS_WEIGHT: a zero-bubble schedule's W (the weight gradients apart) */
+enum { PASS_FORWARD, PASS_BACKWARD, PASS_RECOMPUTE, PASS_OTHER, PASS_WEIGHT };
 G_STATIC_ASSERT((int)N_STREAM_KINDS == SIM_TIMELINE_STREAM_KINDS); /* traces name the streams by kind */
 
 typedef struct {
@@ -80,7 +82,14 @@ typedef struct {
   GArray **order;   /* per stage: SimItem */
   guint **position; /* per stage: (chunk * m + mb) * 2 + fwd -> item index */
   ItemOps *items;   /* [(k * p + s) * n_items + idx] * ts + i */
-  guint n_items;    /* per stage: 2 m v */
+  guint n_items;    /* per stage at most: 2 m v, or 3 m v where the backward is split */
+  guint *len;       /* per stage: its items */
+  guint *last_bwd;  /* per (stage s, chunk c) at [s * v + c]: the item that ends the chunk's last backward */
+  guint route;      /* virtual stages a microbatch passes (sim_plan_route_len) */
+  gboolean blocking; /* Megatron's blocking sends (GPipe, 1F1B, interleaved on the cost model) */
+  ModelPass bwd_in;  /* the backward without its weight-gradient GEMMs (a split schedule's B) */
+  double layer_w, head_w; /* the weight-gradient GEMMs of a layer, of the logit layer (its W) */
+  GArray *pp_to;     /* guint per op: the stage a send on the sender's stream alone goes to (measure) */
   guint *grad_ready; /* torch DDP: [((k * p + s) * v + c) * lmax + l] * ts + i: op that ends layer l's last backward */
   /* emission state of the current item */
   double *pending;
@@ -631,7 +640,7 @@ static void emit_layer_pass(Build *b, guint s, guint k, const ModelPass *pass, c
 static void emit_item(Build *b, guint s, guint k, guint idx) {
   const SimPlan *pl = b->plan;
   SimItem it = g_array_index(b->order[s], SimItem, idx);
-  guint vs = it.chunk * b->p + s, last_vs = b->v * b->p - 1;
+  guint vs = sim_plan_vstage(pl, s, it.chunk, it.microbatch), last_vs = b->route - 1;
   for (guint i = 0; i < b->ts; i++) {
     b->pending[i] = 0;
     b->prev[i] = G_MAXUINT;
@@ -648,8 +657,13 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
   b->cur_item = gi;
   if (b->item_lo)
     b->item_lo[gi] = first_op;
-  SimOpTag t = tag(CAT_COMPUTE, it.forward ? PASS_FORWARD : PASS_BACKWARD, s, it.chunk, it.microbatch, -1);
-  gboolean last_mb = it.microbatch == b->m - 1;
+  SimOpTag t = tag(CAT_COMPUTE,
+                   it.forward                        ? PASS_FORWARD
+                   : it.grad == SIM_GRAD_WEIGHT      ? PASS_WEIGHT
+                                                     : PASS_BACKWARD,
+                   s, it.chunk, it.microbatch, -1);
+  /* the item that ends the chunk's last backward: torch DDP's buckets are ready */
+  gboolean last_mb = idx == b->last_bwd[s * b->v + it.chunk];
   /* Coarse: the item's ops form one chain on the compute and TP streams,
    * each starting as the one before ends (nothing else runs on those
    * streams, the all-reduces have fixed durations), so one op of their
@@ -659,7 +673,16 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
   b->dry = b->coarse && !(pl->ddp == SIM_DDP_TORCH && last_mb && b->dpc > 1 && !it.forward) && !gathered;
   b->dry_compute = b->dry_tp = 0;
   b->dry_ops = 0;
-  if (it.forward) {
+  if (pl->stage_times) {
+    /* a microbatch's pass over a whole stage takes the time given; a chunk
+     * its share of it */
+    double share = (double)b->p / b->route;
+    double sec = it.forward                   ? pl->stage_f_s
+                 : it.grad == SIM_GRAD_INPUT  ? pl->stage_b_s
+                 : it.grad == SIM_GRAD_WEIGHT ? pl->stage_w_s
+                                              : pl->stage_b_s + pl->stage_w_s;
+    add_compute(b, SIM_PART_LAYERS, -1, t.pass, sec * share);
+  } else if (it.forward) {
     if (vs == 0)
       add_compute(b, SIM_PART_EMBEDDING, -1, PASS_FORWARD, b->emb_fwd);
     for (guint l = 0; l < chunk_layers(b, s, it.chunk); l++) {
@@ -673,9 +696,27 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
     }
     if (vs == last_vs)
       add_compute(b, SIM_PART_HEAD, -1, PASS_FORWARD, b->head_fwd);
-  } else {
+  } else if (it.grad == SIM_GRAD_WEIGHT) {
+    /* the weight-gradient GEMMs, layer by layer in backward order, the
+     * logit layer's first and the embedding's last (all of its backward is
+     * its weight gradient) */
     if (vs == last_vs)
-      add_compute(b, SIM_PART_HEAD, -1, PASS_BACKWARD, b->head_bwd);
+      add_compute(b, SIM_PART_HEAD, -1, PASS_WEIGHT, b->head_w);
+    for (guint l = chunk_layers(b, s, it.chunk); l-- > 0;) {
+      t.layer = (gint32)(chunk_first(b, s, it.chunk) + l);
+      add_compute(b, SIM_PART_MLP, t.layer, PASS_WEIGHT, b->layer_w);
+      if (vs == 0 && l == 0)
+        add_compute(b, SIM_PART_EMBEDDING, -1, PASS_WEIGHT, b->emb_bwd);
+      if (pl->ddp == SIM_DDP_TORCH && last_mb && b->dpc > 1) {
+        flush(b, s, k, &t, TRUE);
+        for (guint i = 0; i < b->ts; i++)
+          b->grad_ready[(((k * b->p + s) * b->v + it.chunk) * b->lmax + l) * b->ts + i] = b->prev[i];
+      }
+    }
+  } else {
+    gboolean input = it.grad == SIM_GRAD_INPUT;
+    if (vs == last_vs)
+      add_compute(b, SIM_PART_HEAD, -1, PASS_BACKWARD, input ? b->head_bwd - b->head_w : b->head_bwd);
     for (guint l = chunk_layers(b, s, it.chunk); l-- > 0;) {
       t.layer = (gint32)(chunk_first(b, s, it.chunk) + l);
       if (pl->recompute) {
@@ -688,10 +729,10 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
         t.pass = PASS_BACKWARD;
       } else if (pl->selective) /* the attention core again, no communication */
         add_compute(b, SIM_PART_ATTENTION, t.layer, PASS_RECOMPUTE, b->layer.core.seg_s[0]);
-      emit_layer_pass(b, s, k, &b->layer.bwd, &t);
-      if (vs == 0 && l == 0)
+      emit_layer_pass(b, s, k, input ? &b->bwd_in : &b->layer.bwd, &t);
+      if (vs == 0 && l == 0 && !input)
         add_compute(b, SIM_PART_EMBEDDING, -1, PASS_BACKWARD, b->emb_bwd);
-      if (pl->ddp == SIM_DDP_TORCH && last_mb && b->dpc > 1) {
+      if (pl->ddp == SIM_DDP_TORCH && last_mb && b->dpc > 1 && !input) {
         flush(b, s, k, &t, TRUE);
         for (guint i = 0; i < b->ts; i++)
           b->grad_ready[(((k * b->p + s) * b->v + it.chunk) * b->lmax + l) * b->ts + i] = b->prev[i];
@@ -753,8 +794,11 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
 
 /* --- pipeline transfers --- */
 
+/* An item's slot in the position table: the whole backward or its input
+ * gradient 0, the forward 1, the weight gradient 2. */
+static guint slot_of(SimItem it) { return it.forward ? 1 : it.grad == SIM_GRAD_WEIGHT ? 2 : 0; }
 static guint item_index(const Build *b, guint s, guint chunk, guint mb, gboolean fwd) {
-  return b->position[s][((guint64)chunk * b->m + mb) * 2 + (fwd ? 1 : 0)];
+  return b->position[s][((guint64)chunk * b->m + mb) * 3 + (fwd ? 1 : 0)];
 }
 
 /* The model as one rank sees it: context parallelism gives it s/cp of
@@ -793,12 +837,18 @@ static void emit_transfers(Build *b, guint s, guint k, guint idx) {
 static void emit_transfers_of(Build *b, guint s, guint k, guint idx) {
   const SimPlan *pl = b->plan;
   SimItem it = g_array_index(b->order[s], SimItem, idx);
-  guint vs = it.chunk * b->p + s, last_vs = b->v * b->p - 1;
-  if ((it.forward && vs == last_vs) || (!it.forward && vs == 0))
+  guint vs = sim_plan_vstage(pl, s, it.chunk, it.microbatch), last_vs = b->route - 1;
+  if (it.grad == SIM_GRAD_WEIGHT || (it.forward && vs == last_vs) || (!it.forward && vs == 0))
     return;
-  guint dvs = it.forward ? vs + 1 : vs - 1;
-  guint ds_ = dvs % b->p, dc = dvs / b->p;
+  guint dvs = it.forward ? vs + 1 : vs - 1, ds_, dc;
+  sim_plan_place(pl, dvs, it.microbatch, &ds_, &dc);
   guint didx = item_index(b, ds_, dc, it.microbatch, it.forward);
+  if (ds_ == s) { /* the next virtual stage on the same GPU (the V's turn): no transfer */
+    for (guint i = 0; i < b->ts; i++)
+      sim_engine_add_dep(b->e, b->items[((k * b->p + s) * b->n_items + idx) * b->ts + i].last,
+                         b->items[((k * b->p + s) * b->n_items + didx) * b->ts + i].first);
+    return;
+  }
   double full = activation_bytes(pl);
   /* scatter/gather: each rank sends 1/t and the receivers all-gather; with
    * sequence parallelism each rank's activation is already its s/t shard,
@@ -811,6 +861,12 @@ static void emit_transfers_of(Build *b, guint s, guint k, guint idx) {
     gboolean same = node_of_rank(b, i, s, k) == node_of_rank(b, i, ds_, k);
     guint streams[2] = {stream_of(b, i, s, k, STREAM_PP_SEND), stream_of(b, i, ds_, k, STREAM_PP_RECV)};
     guint64 pos[2] = {2ull * idx, 2ull * didx};
+    /* Megatron's blocking point-to-point calls hold both ends in schedule
+     * order; the other schedules post their sends and receives ahead
+     * (torch.distributed.pipelining, DualPipe: batched isend/irecv), so a
+     * transfer holds its sender's stream, in the sender's order, and the
+     * receiver waits for it alone */
+    guint nst = b->blocking ? 2 : 1;
     if (b->flow) {
       guint *plan = &b->pp_plans[((k * b->p + s) * b->ts + i) * 2 + it.forward];
       if (*plan == G_MAXUINT) {
@@ -819,15 +875,21 @@ static void emit_transfers_of(Build *b, guint s, guint k, guint idx) {
         *plan = p2p_plan(b, key, gpu_of_rank(b, i, s, k), gpu_of_rank(b, i, ds_, k), copies_c(b, TRUE, TRUE),
                          per_rank, b->flow->side_pp);
       }
-      xfer[i] = net_op(b, *plan, streams, pos, 2, &t);
+      xfer[i] = net_op(b, *plan, streams, pos, nst, &t);
     } else
-      xfer[i] = sim_engine_add_op_at(b->e, ns(model_p2p_time_s(&b->net, per_rank, same)), streams, pos, 2,
-                                     &t);
+      xfer[i] = sim_engine_add_op_at(
+          b->e, ns(pl->stage_times ? pl->stage_comm_s : model_p2p_time_s(&b->net, per_rank, same)), streams, pos,
+          nst, &t);
+    if (nst == 1) {
+      if (b->pp_to->len <= xfer[i])
+        g_array_set_size(b->pp_to, MAX(xfer[i] + 1, 2 * b->pp_to->len));
+      g_array_index(b->pp_to, guint, xfer[i]) = ds_ + 1;
+    }
     sim_engine_add_dep(b->e, b->items[((k * b->p + s) * b->n_items + idx) * b->ts + i].last, xfer[i]);
     /* Megatron's point-to-point calls are blocking (batch_isend_irecv, then
      * wait): the sender goes on only once its send is done.  (The receiver's
      * side of the rendezvous is its receive-stream order.) */
-    if (idx + 1 < b->n_items)
+    if (b->blocking && idx + 1 < b->len[s])
       sim_engine_add_dep(b->e, xfer[i], b->items[((k * b->p + s) * b->n_items + idx + 1) * b->ts + i].first);
   }
   account(b, CAT_PP, per_rank * pl->tp * pl->dp / b->ds * b->cp);
@@ -858,6 +920,12 @@ static void emit_transfers_of(Build *b, guint s, guint k, guint idx) {
   } else
     for (guint i = 0; i < b->ts; i++)
       sim_engine_add_dep(b->e, xfer[i], dst[i].first);
+  /* DualPipe's F&B: the backward's input holds up the forward paired with it */
+  if (!it.forward && didx > 0 && g_array_index(b->order[ds_], SimItem, didx - 1).paired) {
+    const ItemOps *pair = &b->items[((k * b->p + ds_) * b->n_items + didx - 1) * b->ts];
+    for (guint i = 0; i < b->ts; i++)
+      sim_engine_add_dep(b->e, sg ? dst[i].first : xfer[i], pair[i].first);
+  }
 }
 
 /* --- data-parallel gradient all-reduce and the optimizer --- */
@@ -1001,7 +1069,7 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
     GArray *mine = g_array_new(FALSE, FALSE, sizeof(guint)); /* ops the optimizer waits for */
     guint lasts[b->ds];
     for (guint k = 0; k < b->ds; k++)
-      lasts[k] = b->items[((k * b->p + s) * b->n_items + b->n_items - 1) * b->ts + i].last;
+      lasts[k] = b->items[((k * b->p + s) * b->n_items + b->len[s] - 1) * b->ts + i].last;
     if (b->dpc > 1) {
       if (pl->ddp == SIM_DDP_TORCH) {
         /* torch DDP: a bucket per layer, all-reduced as soon as the last
@@ -1032,7 +1100,8 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
       g_array_append_val(mine, lasts[k]);
     /* Tied word embeddings: the first and last stage all-reduce their copies'
      * gradients (Megatron's allreduce of word_embeddings grads). */
-    if (b->p > 1 && !pl->model.untied && (s == 0 || s == b->p - 1)) {
+    gboolean v_shape = pl->schedule == SIM_SCHEDULE_ZB_V || pl->schedule == SIM_SCHEDULE_DUALPIPEV;
+    if (b->p > 1 && !pl->model.untied && (s == 0 || s == b->p - 1) && !v_shape) { /* V: both on stage 0 */
       SimOpTag et = tag(CAT_DP, PASS_OTHER, s, 0, 0, -2);
       double bytes = grad_bytes * (double)pl->model.vocab * pl->model.hidden / pl->tp;
       for (guint k = 0; k < b->ds; k++) {
@@ -1051,8 +1120,8 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
                 model_collective_time_s(&b->net, MODEL_COLL_ALLREDUCE, bytes, 2, same ? 1 : 2, NULL);
             op = sim_engine_add_op(b->e, ns(secs), streams, 2, &et);
           }
-          sim_engine_add_dep(b->e, b->items[((k * b->p + 0) * b->n_items + b->n_items - 1) * b->ts + i].last, op);
-          sim_engine_add_dep(b->e, b->items[((k * b->p + b->p - 1) * b->n_items + b->n_items - 1) * b->ts + i].last,
+          sim_engine_add_dep(b->e, b->items[((k * b->p + 0) * b->n_items + b->len[0] - 1) * b->ts + i].last, op);
+          sim_engine_add_dep(b->e, b->items[((k * b->p + b->p - 1) * b->n_items + b->len[b->p - 1] - 1) * b->ts + i].last,
                              op);
           /* the last stage's optimizer waits for it too */
           opt_ops[(k * b->p + 0) * b->ts + i] = op;
@@ -1199,12 +1268,21 @@ static double stage_phased(const Build *b, GArray *sel, const double *op_bytes) 
 
 /* Memory of stage s: the peak number of (layer x microbatch) activations the
  * schedule holds, walked from its order. */
-static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray *order, guint s, ModelMemory *out) {
+/* The stage's items run one after another on its compute stream, so its
+ * order is its timeline: a microbatch's activations of a chunk are alive
+ * from its F to its backward, or, where the backward is split, to its W
+ * (which still reads the layers' inputs; counted whole, an upper bound on
+ * what W keeps).  `*inflight` (may be NULL): the peak in whole-stage
+ * microbatches. */
+static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray *order, guint s, ModelMemory *out,
+                         double *inflight) {
   ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
   guint p = pl->pp, layers = sim_plan_stage_layers(pl, s);
   double held = 0, peak = 0, mbs = 0, peak_mbs = 0;
   for (guint j = 0; j < order->len; j++) {
     SimItem it = g_array_index(order, SimItem, j);
+    if (!it.forward && it.grad == SIM_GRAD_INPUT)
+      continue; /* the activations stay for the W */
     double d = it.forward ? 1 : -1;
     held += d * sim_plan_chunk_layers(pl, s, it.chunk);
     if (it.chunk == 0)
@@ -1212,15 +1290,30 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
     peak = MAX(peak, held);
     peak_mbs = MAX(peak_mbs, mbs);
   }
+  if (inflight) /* a microbatch passes route / p chunks of the stage */
+    *inflight = peak / ((double)sim_plan_route_len(pl) / p * sim_plan_chunk_layers(pl, s, 0));
   ModelShape local = rank_shape(pl);
+  guint64 params = model_stage_params(&pl->model, pl->tp, p, s, layers);
+  gboolean first = s == 0, last = s == p - 1;
+  if (pl->schedule == SIM_SCHEDULE_DUALPIPE) { /* two copies: stage s of one direction, p-1-s of the other */
+    guint half = layers / 2;
+    params = model_stage_params(&pl->model, pl->tp, p, s, half) + model_stage_params(&pl->model, pl->tp, p, p - 1 - s, half);
+    first = last = s == 0 || s == p - 1;
+  } else if (pl->schedule == SIM_SCHEDULE_ZB_V || pl->schedule == SIM_SCHEDULE_DUALPIPEV) {
+    /* the V: stage 0 holds the first and the last virtual stage */
+    guint64 head = model_stage_params(&pl->model, pl->tp, p, p - 1, 0);
+    guint64 emb = model_stage_params(&pl->model, pl->tp, p, 0, 0);
+    params = (guint64)layers * model_layer_local_params(&pl->model, pl->tp) + (s == 0 ? head + emb : 0);
+    first = last = s == 0;
+  }
   ModelMemoryRequest req = {.t = pl->tp,
                             .b = pl->micro_batch,
-                            .params = model_stage_params(&pl->model, pl->tp, p, s, layers),
+                            .params = params,
                             .inflight_layer_mbs = peak,
                             .inflight_mbs = peak_mbs,
                             .recompute = pl->recompute,
-                            .first_stage = s == 0,
-                            .last_stage = s == p - 1,
+                            .first_stage = first,
+                            .last_stage = last,
                             .fp32_softmax = model_softmax_fp32(&pl->model, pl->tp, pl->micro_batch, &lo),
                             .optimizer_shards = pl->distributed_optimizer ? pl->dp * sim_plan_cp(pl) : 1,
                             .selective = pl->selective,
@@ -1231,20 +1324,31 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
   model_memory(&local, &req, out);
 }
 
-void sim_ptdp_memory(const SimPlan *pl, const ModelProfile *profile, ModelMemory *mem, guint *stage) {
+/* The same, with the peak in-flight microbatches over the stages. */
+static void ptdp_memory(const SimPlan *pl, const ModelProfile *profile, ModelMemory *mem, guint *stage,
+                        double *inflight) {
   GArray *order = g_array_new(FALSE, FALSE, sizeof(SimItem));
   memset(mem, 0, sizeof *mem);
   *stage = 0;
+  if (inflight)
+    *inflight = 0;
   for (guint s = 0; s < pl->pp; s++) {
     ModelMemory m;
-    sim_schedule_order(pl->schedule, pl->pp, pl->microbatches, pl->chunks, s, order);
-    stage_memory(pl, profile, order, s, &m);
+    double in = 0;
+    sim_plan_order(pl, pl->microbatches, s, order);
+    stage_memory(pl, profile, order, s, &m, &in);
+    if (inflight)
+      *inflight = MAX(*inflight, in);
     if (m.total > mem->total) {
       *mem = m;
       *stage = s;
     }
   }
   g_array_free(order, TRUE);
+}
+
+void sim_ptdp_memory(const SimPlan *pl, const ModelProfile *profile, ModelMemory *mem, guint *stage) {
+  ptdp_memory(pl, profile, mem, stage, NULL);
 }
 
 /* The effective bisection bandwidth of one traffic class, in bytes/s (SC21
@@ -1318,6 +1422,68 @@ static gboolean steady_bytes(Build *b) {
   return ok;
 }
 
+static int time_cmp(const void *a, const void *b) {
+  const SimTime *x = a, *y = b;
+  return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* The zero-bubble paper's bubble (SimResult.bubble_s): per stage, from its
+ * first pass's start to its last pass's end (compute and the
+ * tensor-parallel communication that blocks it; not the optimizer step),
+ * and its busy time in that span.  With a steady state (1F1B and
+ * interleaved only) every stage's span grows by k periods and its busy time
+ * by k times its part in W1 (steady.h). */
+static void zb_bubble(const Build *b, SimResult *r) {
+  const SimSteady *st = b->steady.k > 0 ? &b->steady : NULL;
+  double best_span = -1, best_busy = 0;
+  GArray *iv = g_array_new(FALSE, FALSE, sizeof(SimTime) * 2);
+  for (guint s = 0; s < b->p; s++) {
+    g_array_set_size(iv, 0);
+    guint gpu = gpu_of(b, 0, s, 0);
+    for (guint kind = STREAM_COMPUTE; kind <= STREAM_TP; kind++) {
+      guint n;
+      const guint *ops = sim_engine_stream_ops(b->e, gpu * N_STREAM_KINDS + kind, &n);
+      for (guint j = 0; j < n; j++) {
+        const SimOpTag *t = sim_engine_op_tag(b->e, ops[j]);
+        if (t->category == CAT_OPTIMIZER || t->category == CAT_DP)
+          continue;
+        SimTime x[2] = {sim_engine_op_start(b->e, ops[j]), sim_engine_op_end(b->e, ops[j])};
+        g_array_append_val(iv, x);
+      }
+    }
+    if (!iv->len)
+      continue;
+    qsort(iv->data, iv->len, sizeof(SimTime) * 2, time_cmp);
+    SimTime *x = (SimTime *)(void *)iv->data, first = x[0], last = x[1], a = x[0], z = x[1], busy = 0, in_w1 = 0;
+    for (guint j = 1; j <= iv->len; j++) {
+      if (j == iv->len || x[2 * j] > z) { /* a merged interval ends: [a, z) */
+        busy += z - a;
+        if (st) {
+          SimTime lo, hi;
+          sim_steady_w1(st, a, z, &lo, &hi);
+          in_w1 += hi > lo ? hi - lo : 0;
+        }
+        if (j == iv->len)
+          break;
+        a = x[2 * j];
+      }
+      z = MAX(z, x[2 * j + 1]);
+      last = MAX(last, x[2 * j + 1]);
+    }
+    /* steady state: the union grows by k times its part in W1 (steady.h) */
+    double span = (double)(last - first + (st ? (SimTime)st->k * st->period : 0));
+    double work = (double)(busy + (st ? (SimTime)st->k * in_w1 : 0));
+    if (span > best_span) {
+      best_span = span;
+      best_busy = work;
+    }
+  }
+  g_array_free(iv, TRUE);
+  r->pipeline_span_s = best_span > 0 ? best_span * 1e-9 : 0;
+  r->bubble_s = best_span > 0 ? (best_span - best_busy) * 1e-9 : 0;
+  r->bubble_rate = best_span > 0 ? (best_span - best_busy) / best_span : 0;
+}
+
 /* Measures the timeline (of the plan's iteration: with a steady state, the
  * long run the short one stands for).  FALSE where a sum over ops cannot
  * be carried to the long run exactly (steady.h): simulate it all. */
@@ -1342,6 +1508,7 @@ static gboolean measure(Build *b, SimResult *r) {
   g_free(stage_gpu);
   r->bubble_fraction = best_work > 0 ? ((double)flush - best_work) / best_work : 0;
   r->critical_stage = critical;
+  zb_bubble(b, r);
   double parts[SIM_N_CLS + 1];
   breakdown(b, gpu_of(b, 0, critical, 0), end_short, parts);
   r->breakdown = (SimBreakdown){parts[SIM_CLS_COMPUTE], parts[SIM_CLS_TP], parts[SIM_CLS_PP],
@@ -1370,7 +1537,9 @@ static gboolean measure(Build *b, SimResult *r) {
       if (t->category != CAT_PP)
         continue;
       const guint *st = sim_engine_op_streams(b->e, op);
-      guint from = (st[0] / N_STREAM_KINDS) / (b->ts * b->ds), to = (st[1] / N_STREAM_KINDS) / (b->ts * b->ds);
+      guint from = (st[0] / N_STREAM_KINDS) / (b->ts * b->ds);
+      guint to = sim_engine_op_n_streams(b->e, op) > 1 ? (st[1] / N_STREAM_KINDS) / (b->ts * b->ds)
+                                                       : g_array_index(b->pp_to, guint, op) - 1;
       guint side_from = from >= b->p / 2, side_to = to >= b->p / 2;
       if (side_from == side_to)
         continue;
@@ -1498,8 +1667,9 @@ static guint steady_cycle(const SimPlan *pl) { return sim_plan_uneven(pl) ? 2 : 
  * Not for --exact, traces (which show every op) or GPipe (whose forwards
  * and backwards are two phases, not one period). */
 static guint steady_short_m(const SimPlan *pl, gboolean traced) {
-  if (pl->exact || traced || pl->schedule == SIM_SCHEDULE_GPIPE || pl->pp < 2)
-    return 0;
+  if (pl->exact || traced || pl->pp < 2 || pl->stage_times ||
+      (pl->schedule != SIM_SCHEDULE_1F1B && pl->schedule != SIM_SCHEDULE_INTERLEAVED))
+    return 0; /* GPipe's two phases, and the schedules not proved here: every op simulated */
   guint step = steady_step(pl), cycle = steady_cycle(pl), m = pl->microbatches;
   /* 1F1B: the last stage's warm-up ends after p - 1 microbatches and the
    * first stage's after about 2 (p - 1) passes; interleaved, the first
@@ -1603,9 +1773,9 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   memset(r, 0, sizeof *r);
   if (!sim_plan_check_device(pl, profile, error))
     return FALSE;
-  sim_ptdp_memory(pl, profile, &r->memory, &r->memory_stage);
+  ptdp_memory(pl, profile, &r->memory, &r->memory_stage, &r->peak_inflight_mbs);
   r->fits_in_memory = r->memory.total <= sim_plan_usable_bytes(pl, profile);
-  if (!r->fits_in_memory && !pl->allow_oom) {
+  if (!r->fits_in_memory && !pl->allow_oom && !pl->stage_times) {
     const ModelMemory *mm = &r->memory;
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_OOM,
                 "does not fit in memory: stage %u needs %.1f GiB of %.1f GiB usable (weights+gradients+optimizer %.1f, "
@@ -1657,6 +1827,16 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   ModelShape local = rank_shape(pl);
   model_embedding_cost(profile, &local, pl->tp, pl->micro_batch, &b.emb_fwd, &b.emb_bwd);
   model_head_cost(profile, &local, pl->tp, pl->micro_batch, &b.head_fwd, &b.head_bwd);
+  b.bwd_in = b.layer.bwd;
+  b.layer_w = 0;
+  for (guint j = 0; j < 3; j++) {
+    b.bwd_in.seg_s[j] -= b.layer.bwd.wgrad_s[j];
+    b.layer_w += b.layer.bwd.wgrad_s[j];
+  }
+  b.head_w = model_head_wgrad_s(profile, &local, pl->tp, pl->micro_batch);
+  b.route = sim_plan_route_len(pl);
+  b.blocking = !pl->stage_times && (pl->schedule == SIM_SCHEDULE_GPIPE || pl->schedule == SIM_SCHEDULE_1F1B ||
+                                    pl->schedule == SIM_SCHEDULE_INTERLEAVED);
   /* Under the flow network transfers are first fixed at their time alone,
    * which sim_netops_run confirms or undoes (netops.h); when a transfer
    * inside a coarse op met another, the graph is built again without them. */
@@ -1666,7 +1846,15 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   guint short_m = steady_short_m(pl, observe != NULL);
 build:
   b.m = short_m ? short_m : pl->microbatches;
-  b.n_items = 2 * b.m * b.v;
+  b.order = g_new0(GArray *, b.p);
+  b.len = g_new0(guint, b.p);
+  b.n_items = 0;
+  for (guint s = 0; s < b.p; s++) {
+    b.order[s] = g_array_new(FALSE, FALSE, sizeof(SimItem));
+    sim_plan_order(pl, b.m, s, b.order[s]);
+    b.len[s] = b.order[s]->len;
+    b.n_items = MAX(b.n_items, b.len[s]);
+  }
   b.steady = (SimSteady){0};
   b.steady_failed = FALSE;
   b.cur_item = G_MAXUINT;
@@ -1706,7 +1894,7 @@ build:
 
   b.e = sim_engine_new();
   FlowCtx fc = {0};
-  if (pl->flow_network && !b.net.free_comm) {
+  if (pl->flow_network && !b.net.free_comm && !pl->stage_times) {
     if (!(fc.ops = sim_netops_new_for(cluster, pl, b.e, error))) {
       g_free(b.chunk_n);
       g_free(b.chunk_at);
@@ -1748,16 +1936,20 @@ build:
   if (sim_plan_has_stragglers(pl))
     set_speeds(&b);
 
-  b.order = g_new0(GArray *, b.p);
   b.position = g_new0(guint *, b.p);
+  b.last_bwd = g_new(guint, (gsize)b.p * b.v);
   for (guint s = 0; s < b.p; s++) {
-    b.order[s] = g_array_new(FALSE, FALSE, sizeof(SimItem));
-    sim_schedule_order(pl->schedule, b.p, b.m, b.v, s, b.order[s]);
-    g_assert(b.order[s]->len == b.n_items);
-    b.position[s] = g_new(guint, (gsize)b.v * b.m * 2);
-    for (guint j = 0; j < b.n_items; j++) {
+    gsize n = (gsize)b.v * b.m * 3;
+    b.position[s] = g_new(guint, n);
+    for (gsize j = 0; j < n; j++)
+      b.position[s][j] = G_MAXUINT;
+    for (guint c = 0; c < b.v; c++)
+      b.last_bwd[s * b.v + c] = G_MAXUINT;
+    for (guint j = 0; j < b.len[s]; j++) {
       SimItem it = g_array_index(b.order[s], SimItem, j);
-      b.position[s][((guint64)it.chunk * b.m + it.microbatch) * 2 + it.forward] = j;
+      b.position[s][((guint64)it.chunk * b.m + it.microbatch) * 3 + slot_of(it)] = j;
+      if (!it.forward && it.grad != SIM_GRAD_INPUT)
+        b.last_bwd[s * b.v + it.chunk] = j;
     }
   }
   b.items = g_new0(ItemOps, (gsize)b.ds * b.p * b.n_items * b.ts);
@@ -1771,6 +1963,7 @@ build:
   for (gsize j = 0; j < (gsize)b.p * b.ds * 5; j++)
     b.hop_plans[j] = G_MAXUINT;
   b.tp_part = g_array_new(FALSE, TRUE, sizeof(SimTime));
+  b.pp_to = g_array_new(FALSE, TRUE, sizeof(guint));
   b.tp_plans = g_new(guint, (gsize)b.p * b.ds * 3);
   for (gsize j = 0; j < (gsize)b.p * b.ds * 3; j++)
     b.tp_plans[j] = G_MAXUINT;
@@ -1814,17 +2007,17 @@ build:
     emit_param_gathers(&b);
   for (guint k = 0; k < b.ds; k++)
     for (guint s = 0; s < b.p; s++)
-      for (guint j = 0; j < b.n_items; j++)
+      for (guint j = 0; j < b.len[s]; j++)
         emit_item(&b, s, k, j);
   b.cur_item = G_MAXUINT;
   for (guint k = 0; k < b.ds; k++)
     for (guint s = 0; s < b.p; s++)
-      for (guint j = 0; j < b.n_items; j++)
+      for (guint j = 0; j < b.len[s]; j++)
         emit_transfers(&b, s, k, j);
   guint *opt_gate = g_new(guint, (gsize)b.ds * b.p * b.ts);
   for (gsize j = 0; j < (gsize)b.ds * b.p * b.ts; j++)
     opt_gate[j] = G_MAXUINT;
-  for (guint s = 0; s < b.p; s++)
+  for (guint s = 0; s < b.p && !pl->stage_times; s++) /* --stage-times: the pipeline alone */
     emit_dp_and_optimizer(&b, s, opt_gate);
   g_free(opt_gate);
 
@@ -1855,6 +2048,8 @@ build:
   }
   g_free(b.order);
   g_free(b.position);
+  g_free(b.len);
+  g_free(b.last_bwd);
   g_free(b.items);
   g_free(b.grad_ready);
   g_free(b.tp_ns);
@@ -1865,6 +2060,7 @@ build:
   g_free(b.pending);
   g_free(b.prev);
   g_array_free(b.tp_part, TRUE);
+  g_array_free(b.pp_to, TRUE);
   g_free(b.tp_plans);
   g_free(b.pp_plans);
   if (b.pieces) {

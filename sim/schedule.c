@@ -1,10 +1,14 @@
 /* ptdsim — pipeline schedule orders (see schedule.h). */
 #include "schedule.h"
 
-static void push(GArray *out, guint chunk, guint mb, gboolean fwd) {
-  SimItem it = {mb, (guint16)chunk, (guint8)(fwd ? 1 : 0)};
+#include <stdio.h>
+#include <string.h>
+
+static void push_item(GArray *out, guint chunk, guint mb, gboolean fwd, SimGrad grad) {
+  SimItem it = {mb, (guint16)chunk, (guint8)(fwd ? 1 : 0), (guint8)(fwd ? SIM_GRAD_ALL : grad), 0};
   g_array_append_val(out, it);
 }
+static void push(GArray *out, guint chunk, guint mb, gboolean fwd) { push_item(out, chunk, mb, fwd, SIM_GRAD_ALL); }
 
 /* Megatron-LM's get_model_chunk_id and the microbatch of the k-th pass. */
 static guint chunk_of(guint k, guint p, guint v, gboolean forward) {
@@ -13,16 +17,310 @@ static guint chunk_of(guint k, guint p, guint v, gboolean forward) {
 }
 static guint microbatch_of(guint k, guint p, guint v) { return (k / (p * v)) * p + k % p; }
 
+gboolean sim_schedule_splits(SimSchedule s) {
+  return s == SIM_SCHEDULE_ZB_H1 || s == SIM_SCHEDULE_ZB_H2 || s == SIM_SCHEDULE_INTERLEAVED_ZB ||
+         s == SIM_SCHEDULE_ZB_V || s == SIM_SCHEDULE_DUALPIPE || s == SIM_SCHEDULE_DUALPIPEV;
+}
+
+/* The W passes a stage owes, oldest first. */
+typedef struct {
+  GArray *chunk, *mb;
+  guint head;
+} WQueue;
+static void wq_init(WQueue *q) {
+  q->chunk = g_array_new(FALSE, FALSE, sizeof(guint));
+  q->mb = g_array_new(FALSE, FALSE, sizeof(guint));
+  q->head = 0;
+}
+static void wq_push(WQueue *q, guint c, guint mb) {
+  g_array_append_val(q->chunk, c);
+  g_array_append_val(q->mb, mb);
+}
+static gboolean wq_pop(WQueue *q, GArray *out) {
+  if (q->head >= q->chunk->len)
+    return FALSE;
+  push_item(out, g_array_index(q->chunk, guint, q->head), g_array_index(q->mb, guint, q->head), FALSE,
+            SIM_GRAD_WEIGHT);
+  q->head++;
+  return TRUE;
+}
+static void wq_free(WQueue *q) {
+  g_array_free(q->chunk, TRUE);
+  g_array_free(q->mb, TRUE);
+}
+
+/* ZB-H1 and its interleaved form (torch.distributed.pipelining,
+ * ScheduleInterleavedZeroBubble: warm-up (v-1) p + p-s-1, chunks in rounds
+ * of p microbatches, the k-th backward followed by the oldest W once k >= s). */
+static void zb_interleaved(guint p, guint m, guint v, guint s, GArray *out) {
+  guint round = MIN(p, m); /* microbatches per round */
+  guint total = m * v;
+  guint warmup = MIN((v - 1) * round + (p - s - 1), total);
+  guint *fcount = g_new0(guint, v), *bcount = g_new0(guint, v);
+  WQueue q;
+  wq_init(&q);
+  for (guint op = 0; op < total + warmup; op++) {
+    if (op < total) { /* the warm-up's forwards, then the forward of each steady pair */
+      guint c = (op / round) % v;
+      push(out, c, fcount[c]++, TRUE);
+    }
+    if (op < warmup)
+      continue;
+    guint k = op - warmup, c = v - 1 - (k / round) % v, mb = bcount[c]++;
+    push_item(out, c, mb, FALSE, SIM_GRAD_INPUT);
+    wq_push(&q, c, mb);
+    if (k >= s) /* stage s owes its first s weight passes */
+      wq_pop(&q, out);
+  }
+  while (wq_pop(&q, out))
+    ;
+  wq_free(&q);
+  g_free(fcount);
+  g_free(bcount);
+}
+
+/* ZB's heuristic (Qi et al. 2024, section 3.3, in its simplest form): a
+ * list schedule of the p stages with the given pass times, each stage,
+ * when free, running the input gradient B if its input has come, else a
+ * forward if its input has come and fewer than `limit` microbatches are in
+ * flight (F run, W not yet), else a W it owes when the next B or F is at
+ * least T_W away (or none can come before it: memory full); idle until then
+ * otherwise.  The stage that can act first goes first (ties: the lower
+ * stage).  Fills orders[s] (arrays of SimItem) for each stage. */
+void sim_schedule_greedy(guint p, guint m, double tf, double tb, double tw, double tc, guint limit, GArray **orders) {
+  const double inf = 1e300;
+  double *fdone = g_new(double, (gsize)p * m), *bdone = g_new(double, (gsize)p * m), *free_at = g_new0(double, p);
+  guint *nf = g_new0(guint, p), *nb = g_new0(guint, p), *nw = g_new0(guint, p);
+  for (gsize j = 0; j < (gsize)p * m; j++)
+    fdone[j] = bdone[j] = inf;
+  for (guint r = 0; r < p; r++)
+    g_array_set_size(orders[r], 0);
+  limit = MAX(limit, 1u);
+  for (guint64 left = 3ull * p * m; left > 0; left--) {
+    guint best = G_MAXUINT;
+    char best_act = 0;
+    double best_t = inf;
+    for (guint r = 0; r < p; r++) {
+      if (nw[r] == m)
+        continue;
+      double t = free_at[r], ta_f = inf, ta_b = inf;
+      if (nf[r] < m && nf[r] - nw[r] < limit)
+        ta_f = r == 0 ? 0 : fdone[(gsize)(r - 1) * m + nf[r]] + tc;
+      if (nb[r] < nf[r])
+        ta_b = r == p - 1 ? fdone[(gsize)r * m + nb[r]] : bdone[(gsize)(r + 1) * m + nb[r]] + tc;
+      char act;
+      double at;
+      if (ta_b <= t) {
+        act = 'B';
+        at = t;
+      } else if (ta_f <= t) {
+        act = 'F';
+        at = t;
+      } else {
+        double next = MIN(ta_b, ta_f);
+        if (nw[r] < nb[r] && (next >= inf || next - t >= tw)) {
+          act = 'W';
+          at = t;
+        } else if (next >= inf) {
+          continue;
+        } else {
+          act = ta_b <= ta_f ? 'B' : 'F';
+          at = next;
+        }
+      }
+      if (at < best_t) {
+        best = r;
+        best_t = at;
+        best_act = act;
+      }
+    }
+    g_assert(best != G_MAXUINT); /* something can always run: a stage's owed W, or the chain's next pass */
+    guint r = best;
+    if (best_act == 'F') {
+      guint j = nf[r]++;
+      fdone[(gsize)r * m + j] = best_t + tf;
+      free_at[r] = best_t + tf;
+      push(orders[r], 0, j, TRUE);
+    } else if (best_act == 'B') {
+      guint k = nb[r]++;
+      bdone[(gsize)r * m + k] = best_t + tb;
+      free_at[r] = best_t + tb;
+      push_item(orders[r], 0, k, FALSE, SIM_GRAD_INPUT);
+    } else {
+      push_item(orders[r], 0, nw[r]++, FALSE, SIM_GRAD_WEIGHT);
+      free_at[r] = best_t + tw;
+    }
+  }
+  g_free(fdone);
+  g_free(bdone);
+  g_free(free_at);
+  g_free(nf);
+  g_free(nb);
+  g_free(nw);
+}
+
+/* ZB-H2: the heuristic's order for T_F = T_B = T_W, no communication time
+ * and 2p - 1 microbatches in flight (see schedule.h). */
+static void zb_h2(guint p, guint m, guint s, GArray *out) {
+  GArray **all = g_new(GArray *, p);
+  for (guint r = 0; r < p; r++)
+    all[r] = g_array_new(FALSE, FALSE, sizeof(SimItem));
+  sim_schedule_greedy(p, m, 1, 1, 1, 0, 2 * p - 1, all);
+  g_array_append_vals(out, all[s]->data, all[s]->len);
+  for (guint r = 0; r < p; r++)
+    g_array_free(all[r], TRUE);
+  g_free(all);
+}
+
+/* ZB-V (torch.distributed.pipelining, ScheduleZBVZeroBubble, after Qi et
+ * al. section 6); microbatches are counted up to max(2p - 1, m) and those
+ * past m dropped, as there. */
+static void zb_v(guint p, guint m, guint s, GArray *out) {
+  guint n = MAX(2 * p - 1, m), f0 = 0, f1 = 0, b0 = 0, b1 = 0;
+  GArray *all = g_array_new(FALSE, FALSE, sizeof(SimItem));
+#define ZF(c, x) push(all, c, x++, TRUE)
+#define ZB(c, x, g) push_item(all, c, x, FALSE, g)
+  for (guint j = 0; j < 2 * (p - s) - 1; j++)
+    ZF(0, f0);
+  for (guint j = 0; j < s; j++) {
+    ZF(1, f1);
+    ZF(0, f0);
+  }
+  for (guint j = 0; j < p - s; j++) {
+    ZF(1, f1);
+    ZB(1, b1, SIM_GRAD_INPUT);
+    ZB(1, b1, SIM_GRAD_WEIGHT);
+    b1++;
+  }
+  while (f1 < f0 || f0 < n) {
+    if (f0 < n)
+      ZF(0, f0);
+    ZB(0, b0, SIM_GRAD_INPUT);
+    ZB(0, b0, SIM_GRAD_WEIGHT);
+    b0++;
+    ZF(1, f1);
+    ZB(1, b1, SIM_GRAD_INPUT);
+    ZB(1, b1, SIM_GRAD_WEIGHT);
+    b1++;
+  }
+  guint w0 = b0, w1 = b1;
+  for (guint j = 0; j < s; j++) {
+    ZB(0, b0, SIM_GRAD_INPUT);
+    b0++;
+    ZB(1, b1, SIM_GRAD_INPUT);
+    b1++;
+  }
+  for (guint j = 0; j < p - s; j++) {
+    ZB(0, b0, SIM_GRAD_INPUT);
+    b0++;
+    ZB(0, w0, SIM_GRAD_WEIGHT);
+    w0++;
+  }
+  for (; w1 < b1; w1++)
+    ZB(1, w1, SIM_GRAD_WEIGHT);
+  for (; w0 < b0; w0++)
+    ZB(0, w0, SIM_GRAD_WEIGHT);
+#undef ZF
+#undef ZB
+  for (guint j = 0; j < all->len; j++)
+    if (g_array_index(all, SimItem, j).microbatch < m)
+      g_array_append_val(out, g_array_index(all, SimItem, j));
+  g_array_free(all, TRUE);
+}
+
+/* DualPipe's and DualPipeV's eight steps (deepseek-ai/DualPipe
+ * dualpipe/dualpipe.py and dualpipev.py; torch's ScheduleDualPipeV).  `r`
+ * is the rank within its half (DualPipe: min(s, p-1-s) of p/2 ranks;
+ * DualPipeV: s of p), `n` the ranks of that half, `half` the microbatches
+ * per direction (DualPipe) or all of them (DualPipeV).  Phase 0 and 1 are
+ * the stage's two chunks (DualPipe swaps them in the second half of the
+ * ranks: `swap`); `base[c]` the first microbatch of chunk c. */
+typedef struct {
+  GArray *out;
+  WQueue q;
+  guint f[2], b[2], base[2], swap;
+} Dual;
+static void dual_f(Dual *d, guint ph) {
+  guint c = ph ^ d->swap;
+  push(d->out, c, d->base[c] + d->f[c]++, TRUE);
+}
+static void dual_b(Dual *d, guint ph, gboolean zb) {
+  guint c = ph ^ d->swap, mb = d->base[c] + d->b[c]++;
+  push_item(d->out, c, mb, FALSE, zb ? SIM_GRAD_INPUT : SIM_GRAD_ALL);
+  if (zb)
+    wq_push(&d->q, c, mb);
+}
+/* F of phase `fph` overlapped with the whole B of phase `bph` (F&B). */
+static void dual_fb(Dual *d, guint fph, guint bph, gboolean overlap) {
+  dual_f(d, fph);
+  g_array_index(d->out, SimItem, d->out->len - 1).paired = (guint8)overlap;
+  dual_b(d, bph, FALSE);
+}
+
+static void dual_order(guint r, guint n, guint half, gboolean middle, Dual *d) {
+  for (guint i = 0; i < (n - r - 1) * 2; i++) /* 1: F0 */
+    dual_f(d, 0);
+  for (guint i = 0; i < r + 1; i++) { /* 2: F0 F1 */
+    dual_f(d, 0);
+    dual_f(d, 1);
+  }
+  for (guint i = 0; i < n - r - 1; i++) { /* 3: B1 W F1, zero bubble */
+    dual_b(d, 1, TRUE);
+    wq_pop(&d->q, d->out);
+    dual_f(d, 1);
+  }
+  for (guint i = 0; i < half - 2 * n + r + 1; i++) { /* 4: F0&B1 F1&B0 (the middle rank's first pair apart) */
+    dual_fb(d, 0, 1, !(i == 0 && middle));
+    dual_fb(d, 1, 0, TRUE);
+  }
+  for (guint i = 0; i < n - r - 1; i++) { /* 5: B1 F1&B0 */
+    dual_b(d, 1, FALSE);
+    dual_fb(d, 1, 0, TRUE);
+  }
+  gboolean zb = FALSE;
+  guint step6 = r + 1;
+  for (guint i = 0; i < step6; i++) { /* 6: B1 B0, the second half zero bubble */
+    if (i == step6 / 2 && r % 2 == 1)
+      zb = TRUE;
+    dual_b(d, 1, zb);
+    if (i == step6 / 2 && r % 2 == 0)
+      zb = TRUE;
+    dual_b(d, 0, zb);
+  }
+  for (guint i = 0; i < n - r - 1; i++) { /* 7: W B0 */
+    wq_pop(&d->q, d->out);
+    dual_b(d, 0, zb);
+  }
+  while (wq_pop(&d->q, d->out)) /* 8: the W owed */
+    ;
+}
+
+static void dualpipe(guint p, guint m, guint s, gboolean v_shape, GArray *out) {
+  Dual d = {.out = out};
+  wq_init(&d.q);
+  if (v_shape) {
+    d.base[0] = d.base[1] = 0;
+    dual_order(s, p, m, s == p - 1, &d);
+  } else {
+    guint n = p / 2, r = MIN(s, p - 1 - s);
+    d.swap = s >= n;
+    d.base[0] = 0;
+    d.base[1] = m / 2;
+    dual_order(r, n, m / 2, s == n - 1 || s == n, &d);
+  }
+  wq_free(&d.q);
+}
+
 void sim_schedule_order(SimSchedule schedule, guint p, guint m, guint v, guint stage, GArray *out) {
   g_array_set_size(out, 0);
-  if (schedule == SIM_SCHEDULE_GPIPE) {
+  switch (schedule) {
+  case SIM_SCHEDULE_GPIPE:
     for (guint j = 0; j < m; j++)
       push(out, 0, j, TRUE);
     for (guint j = 0; j < m; j++)
       push(out, 0, j, FALSE);
     return;
-  }
-  if (schedule == SIM_SCHEDULE_1F1B) {
+  case SIM_SCHEDULE_1F1B: {
     guint warmup = MIN(p - stage - 1, m);
     guint fwd = 0, bwd = 0;
     for (; fwd < warmup; fwd++)
@@ -34,6 +332,25 @@ void sim_schedule_order(SimSchedule schedule, guint p, guint m, guint v, guint s
     while (bwd < m)
       push(out, 0, bwd++, FALSE);
     return;
+  }
+  case SIM_SCHEDULE_ZB_H1:
+    zb_interleaved(p, m, 1, stage, out);
+    return;
+  case SIM_SCHEDULE_INTERLEAVED_ZB:
+    zb_interleaved(p, m, v, stage, out);
+    return;
+  case SIM_SCHEDULE_ZB_H2:
+    zb_h2(p, m, stage, out);
+    return;
+  case SIM_SCHEDULE_ZB_V:
+    zb_v(p, m, stage, out);
+    return;
+  case SIM_SCHEDULE_DUALPIPE:
+  case SIM_SCHEDULE_DUALPIPEV:
+    dualpipe(p, m, stage, schedule == SIM_SCHEDULE_DUALPIPEV, out);
+    return;
+  default:
+    break;
   }
   guint total = m * v;
   guint warmup = (m == p) ? total : MIN((p - stage - 1) * 2 + (v - 1) * p, total);
@@ -47,4 +364,343 @@ void sim_schedule_order(SimSchedule schedule, guint p, guint m, guint v, guint s
   }
   for (guint k = remaining; k < total; k++)
     push(out, chunk_of(k, p, v, FALSE), microbatch_of(k, p, v), FALSE);
+}
+
+void sim_plan_order(const SimPlan *plan, guint m, guint stage, GArray *out) {
+  if (plan->schedule == SIM_SCHEDULE_FILE) {
+    const GArray *o = plan->schedule_file->orders[stage];
+    g_array_set_size(out, 0);
+    g_array_append_vals(out, o->data, o->len);
+    return;
+  }
+  sim_schedule_order(plan->schedule, plan->pp, m, plan->chunks, stage, out);
+}
+
+/* --- routes --- */
+
+guint sim_plan_route_len(const SimPlan *plan) {
+  return plan->schedule == SIM_SCHEDULE_DUALPIPE ? plan->pp : plan->pp * plan->chunks;
+}
+
+guint sim_plan_vstage(const SimPlan *pl, guint s, guint c, guint mb) {
+  guint p = pl->pp;
+  switch (pl->schedule) {
+  case SIM_SCHEDULE_ZB_V:
+  case SIM_SCHEDULE_DUALPIPEV:
+    return c == 0 ? s : 2 * p - 1 - s;
+  case SIM_SCHEDULE_DUALPIPE:
+    if ((mb >= pl->microbatches / 2) != (c == 1))
+      return G_MAXUINT;
+    return c == 0 ? s : p - 1 - s;
+  case SIM_SCHEDULE_FILE:
+    return pl->schedule_file->stage_of[s * pl->chunks + c];
+  default:
+    return c * p + s;
+  }
+}
+
+void sim_plan_place(const SimPlan *pl, guint vs, guint mb, guint *s, guint *c) {
+  guint p = pl->pp;
+  switch (pl->schedule) {
+  case SIM_SCHEDULE_ZB_V:
+  case SIM_SCHEDULE_DUALPIPEV:
+    *c = vs >= p;
+    *s = vs < p ? vs : 2 * p - 1 - vs;
+    return;
+  case SIM_SCHEDULE_DUALPIPE:
+    *c = mb >= pl->microbatches / 2;
+    *s = *c ? p - 1 - vs : vs;
+    return;
+  case SIM_SCHEDULE_FILE:
+    *s = pl->schedule_file->rank_of[vs];
+    *c = pl->schedule_file->chunk_of[vs];
+    return;
+  default:
+    *s = vs % p;
+    *c = vs / p;
+  }
+}
+
+/* --- a user's schedule --- */
+
+#define FFAIL(...)                                                                                                     \
+  do {                                                                                                                 \
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, __VA_ARGS__);                                           \
+    goto fail;                                                                                                         \
+  } while (0)
+
+void sim_schedule_file_free(SimScheduleFile *f) {
+  if (!f)
+    return;
+  for (guint r = 0; f->orders && r < f->p; r++)
+    if (f->orders[r])
+      g_array_free(f->orders[r], TRUE);
+  g_free(f->orders);
+  g_free(f->stage_of);
+  g_free(f->rank_of);
+  g_free(f->chunk_of);
+  g_free(f);
+}
+
+typedef struct {
+  guint stage, mb;
+  char kind; /* F B I W */
+} Action;
+
+/* "2F0": stage, kind, microbatch (all digits), nothing else. */
+static gboolean parse_action(const char *cell, Action *a) {
+  const char *q = cell;
+  if (!g_ascii_isdigit(*q))
+    return FALSE;
+  guint64 st = 0, mb = 0;
+  for (; g_ascii_isdigit(*q); q++)
+    if ((st = st * 10 + (guint64)(*q - '0')) > 1000000)
+      return FALSE;
+  if (*q != 'F' && *q != 'B' && *q != 'I' && *q != 'W')
+    return FALSE;
+  a->kind = *q++;
+  if (!g_ascii_isdigit(*q))
+    return FALSE;
+  for (; g_ascii_isdigit(*q); q++)
+    if ((mb = mb * 10 + (guint64)(*q - '0')) > 100000000)
+      return FALSE;
+  if (*q)
+    return FALSE;
+  a->stage = (guint)st;
+  a->mb = (guint)mb;
+  return TRUE;
+}
+
+SimScheduleFile *sim_schedule_file_parse(const char *text, gsize len, const char *name, guint p, guint m,
+                                         GError **error) {
+  SimScheduleFile *f = g_new0(SimScheduleFile, 1);
+  GPtrArray *rows = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
+  guint *done = NULL, *pos_of = NULL;
+  guint *ptr = NULL;
+  f->p = p;
+  f->m = m;
+  if (memchr(text, '\0', len))
+    FFAIL("%s: not a text file; give a CSV of actions such as 0F0,0I0,0W0, one row per rank", name);
+  {
+    char *copy = g_strndup(text, len);
+    char **lines = g_strsplit(copy, "\n", -1);
+    g_free(copy);
+    guint nl = g_strv_length(lines);
+    while (nl > 0 && g_strstrip(lines[nl - 1])[0] == '\0') /* trailing blank lines */
+      nl--;
+    for (guint r = 0; r < nl; r++) {
+      char *line = g_strstrip(lines[r]);
+      GArray *acts = g_array_new(FALSE, FALSE, sizeof(Action));
+      g_ptr_array_add(rows, acts);
+      if (r >= p)
+        break;
+      char **cells = g_strsplit(line, ",", -1);
+      for (guint j = 0; cells[j]; j++) {
+        char *cell = g_strstrip(cells[j]);
+        if (cell[0] == '"' && cell[strlen(cell) - 1] == '"' && strlen(cell) >= 2) {
+          cell[strlen(cell) - 1] = '\0';
+          cell++;
+        }
+        if (!*cell)
+          continue; /* idle */
+        Action a;
+        if (!parse_action(cell, &a)) {
+          g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                      "%s: rank %u, action %u: '%.40s' is not an action; write STAGE KIND MICROBATCH such as 2F0, "
+                      "with KIND F, B, I or W",
+                      name, r, j, cell);
+          g_strfreev(cells);
+          g_strfreev(lines);
+          goto fail;
+        }
+        g_array_append_val(acts, a);
+      }
+      g_strfreev(cells);
+    }
+    g_strfreev(lines);
+  }
+  if (rows->len != p)
+    FFAIL("%s has %u rows of actions; give one row per pipeline rank, %u for --pp %u", name, rows->len, p, p);
+  /* stages: each on one rank, the same number per rank */
+  guint n_stages = 0;
+  for (guint r = 0; r < p; r++) {
+    GArray *acts = g_ptr_array_index(rows, r);
+    for (guint j = 0; j < acts->len; j++)
+      n_stages = MAX(n_stages, g_array_index(acts, Action, j).stage + 1);
+  }
+  if (n_stages == 0 || n_stages % p)
+    FFAIL("%s names stages 0..%u; give every rank the same number of stages, %u stages in all for some v", name,
+          n_stages ? n_stages - 1 : 0, p);
+  if (n_stages > 64 * p)
+    FFAIL("%s names %u stages, more than 64 per rank; give fewer model chunks", name, n_stages);
+  guint v = n_stages / p;
+  f->v = v;
+  f->rank_of = g_new(guint, n_stages);
+  f->chunk_of = g_new(guint, n_stages);
+  f->stage_of = g_new(guint, (gsize)p * v);
+  for (guint vs = 0; vs < n_stages; vs++)
+    f->rank_of[vs] = G_MAXUINT;
+  for (guint r = 0; r < p; r++) {
+    GArray *acts = g_ptr_array_index(rows, r);
+    for (guint j = 0; j < acts->len; j++) {
+      Action a = g_array_index(acts, Action, j);
+      if (a.mb >= m)
+        FFAIL("%s: rank %u, action %u%c%u: microbatch %u is past the %u of the run; number microbatches 0..%u", name, r,
+              a.stage, a.kind, a.mb, a.mb, m, m - 1);
+      if (f->rank_of[a.stage] == G_MAXUINT)
+        f->rank_of[a.stage] = r;
+      else if (f->rank_of[a.stage] != r)
+        FFAIL("%s: rank %u, action %u%c%u: stage %u already runs on rank %u; keep each stage on one rank", name, r,
+              a.stage, a.kind, a.mb, a.stage, f->rank_of[a.stage]);
+    }
+  }
+  for (guint r = 0; r < p; r++) {
+    guint c = 0;
+    for (guint vs = 0; vs < n_stages; vs++)
+      if (f->rank_of[vs] == r) {
+        if (c == v)
+          FFAIL("%s: rank %u runs more than %u stages; give every rank %u stages", name, r, v, v);
+        f->chunk_of[vs] = c;
+        f->stage_of[r * v + c++] = vs;
+      }
+    if (c != v)
+      FFAIL("%s: rank %u runs %u stages; give every rank %u of the %u stages", name, r, c, v, n_stages);
+  }
+  /* per (stage, microbatch): F, B, I, W seen on its rank, in order */
+  done = g_new0(guint, (gsize)n_stages * m);
+  enum { SEEN_F = 1, SEEN_B = 2, SEEN_I = 4, SEEN_W = 8 };
+  f->orders = g_new0(GArray *, p);
+  for (guint r = 0; r < p; r++) {
+    GArray *acts = g_ptr_array_index(rows, r);
+    f->orders[r] = g_array_new(FALSE, FALSE, sizeof(SimItem));
+    for (guint j = 0; j < acts->len; j++) {
+      Action a = g_array_index(acts, Action, j);
+      guint *d = &done[(gsize)a.stage * m + a.mb];
+      guint bit = a.kind == 'F' ? SEEN_F : a.kind == 'B' ? SEEN_B : a.kind == 'I' ? SEEN_I : SEEN_W;
+      if (*d & bit)
+        FFAIL("%s: rank %u, action %u%c%u runs twice; give each pass of a microbatch once", name, r, a.stage, a.kind,
+              a.mb);
+      if (a.kind != 'F' && !(*d & SEEN_F))
+        FFAIL("%s: rank %u, action %u%c%u comes before its forward %uF%u; put the forward first", name, r, a.stage,
+              a.kind, a.mb, a.stage, a.mb);
+      if ((a.kind == 'B' && (*d & (SEEN_I | SEEN_W))) || (a.kind == 'I' && (*d & SEEN_B)))
+        FFAIL("%s: rank %u, action %u%c%u: a microbatch's backward is either B or I and W, not both", name, r, a.stage,
+              a.kind, a.mb);
+      if (a.kind == 'W' && !(*d & SEEN_I))
+        FFAIL("%s: rank %u, action %uW%u comes before its input gradient %uI%u; put the I first", name, r, a.stage,
+              a.mb, a.stage, a.mb);
+      *d |= bit;
+      SimItem it = {a.mb, (guint16)f->chunk_of[a.stage], a.kind == 'F',
+                    (guint8)(a.kind == 'I' ? SIM_GRAD_INPUT : a.kind == 'W' ? SIM_GRAD_WEIGHT : SIM_GRAD_ALL), 0};
+      f->splits = f->splits || a.kind == 'I';
+      g_array_append_val(f->orders[r], it);
+    }
+  }
+  for (guint vs = 0; vs < n_stages; vs++)
+    for (guint mb = 0; mb < m; mb++) {
+      guint d = done[(gsize)vs * m + mb];
+      if (!(d & SEEN_F) || !((d & SEEN_B) || (d & SEEN_W)))
+        FFAIL("%s: rank %u misses %u%c%u; every stage runs F and then B (or I and W) of each of the %u microbatches",
+              name, f->rank_of[vs], vs, !(d & SEEN_F) ? 'F' : (d & SEEN_I) ? 'W' : 'B', mb, m);
+    }
+  /* no deadlock: run the ranks' lists, each action waiting for its
+   * predecessor's (F on stage vs-1, B or I on stage vs+1, W on its own I) */
+  enum { DONE_F = 1, DONE_BI = 2 };
+  memset(done, 0, sizeof(guint) * (gsize)n_stages * m);
+  ptr = g_new0(guint, p);
+  for (gboolean progress = TRUE; progress;) {
+    progress = FALSE;
+    for (guint r = 0; r < p; r++)
+      for (; ptr[r] < f->orders[r]->len; ptr[r]++) {
+        SimItem it = g_array_index(f->orders[r], SimItem, ptr[r]);
+        guint vs = f->stage_of[r * v + it.chunk];
+        gboolean ready = TRUE;
+        if (it.forward)
+          ready = vs == 0 || (done[(gsize)(vs - 1) * m + it.microbatch] & DONE_F);
+        else if (it.grad != SIM_GRAD_WEIGHT)
+          ready = vs + 1 == n_stages || (done[(gsize)(vs + 1) * m + it.microbatch] & DONE_BI);
+        if (!ready)
+          break;
+        done[(gsize)vs * m + it.microbatch] |= it.forward ? DONE_F : it.grad != SIM_GRAD_WEIGHT ? DONE_BI : 0;
+        progress = TRUE;
+      }
+  }
+  for (guint r = 0; r < p; r++)
+    if (ptr[r] < f->orders[r]->len) {
+      SimItem it = g_array_index(f->orders[r], SimItem, ptr[r]);
+      guint vs = f->stage_of[r * v + it.chunk];
+      FFAIL("%s: rank %u, action %u%c%u waits forever (deadlock): it needs %s%u of stage %u, which its rank reaches "
+            "only after it; reorder the actions",
+            name, r, vs, it.forward ? 'F' : it.grad == SIM_GRAD_INPUT ? 'I' : 'B', it.microbatch,
+            it.forward ? "the forward of microbatch " : "the backward of microbatch ", it.microbatch,
+            it.forward ? vs - 1 : vs + 1);
+    }
+  g_free(ptr);
+  g_free(done);
+  g_ptr_array_free(rows, TRUE);
+  return f;
+fail:
+  g_free(ptr);
+  g_free(done);
+  g_free(pos_of);
+  g_ptr_array_free(rows, TRUE);
+  sim_schedule_file_free(f);
+  return NULL;
+}
+
+const SimScheduleFile *sim_schedule_file_load(const char *path, guint p, guint m, GError **error) {
+  static GMutex lock;
+  static GHashTable *cache; /* "p:m:contents" -> SimScheduleFile, alive for the process */
+  char *text = NULL;
+  gsize len = 0;
+  GError *err = NULL;
+  if (!g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--schedule-file %s is not a readable file; give the path of a CSV of per-rank actions", path);
+    return NULL;
+  }
+  if (!g_file_get_contents(path, &text, &len, &err)) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--schedule-file %s: %s", path, err->message);
+    g_error_free(err);
+    return NULL;
+  }
+  if (len > 64u << 20) {
+    g_free(text);
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--schedule-file %s is larger than 64 MiB; give a smaller schedule", path);
+    return NULL;
+  }
+  char *key = g_strdup_printf("%u:%u:%s", p, m, text);
+  g_mutex_lock(&lock);
+  if (!cache)
+    cache = g_hash_table_new(g_str_hash, g_str_equal);
+  SimScheduleFile *f = g_hash_table_lookup(cache, key);
+  if (!f) {
+    f = sim_schedule_file_parse(text, len, path, p, m, error);
+    if (f)
+      g_hash_table_insert(cache, key, f);
+    else
+      g_free(key);
+  } else
+    g_free(key);
+  g_mutex_unlock(&lock);
+  g_free(text);
+  return f;
+}
+
+char *sim_schedule_csv(const SimPlan *plan) {
+  GString *s = g_string_new(NULL);
+  GArray *order = g_array_new(FALSE, FALSE, sizeof(SimItem));
+  for (guint r = 0; r < plan->pp; r++) {
+    sim_plan_order(plan, plan->microbatches, r, order);
+    for (guint j = 0; j < order->len; j++) {
+      SimItem it = g_array_index(order, SimItem, j);
+      char kind = it.forward ? 'F' : it.grad == SIM_GRAD_INPUT ? 'I' : it.grad == SIM_GRAD_WEIGHT ? 'W' : 'B';
+      g_string_append_printf(s, "%s%u%c%u", j ? "," : "", sim_plan_vstage(plan, r, it.chunk, it.microbatch), kind,
+                             it.microbatch);
+    }
+    g_string_append_c(s, '\n');
+  }
+  g_array_free(order, TRUE);
+  return g_string_free(s, FALSE);
 }

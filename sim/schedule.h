@@ -11,6 +11,50 @@
  *    (p-s-1)*2 + (v-1)*p warm-up forwards (all of them when m == p), chunk
  *    of the k-th forward (k mod pv) / p, of the k-th backward v-1 minus that,
  *    microbatch (k / pv) * p + k mod p.
+ *
+ * Zero-bubble schedules split a backward pass in two (Qi et al., "Zero
+ * Bubble Pipeline Parallelism", ICLR 2024, section 2): B, the gradient with
+ * respect to the stage's input, which the previous stage waits for, and W,
+ * the gradient with respect to its weights, which nobody waits for.  An item
+ * is then F, B (the input gradient alone: SIM_GRAD_INPUT) or W; schedules
+ * that do not split run the whole backward (SIM_GRAD_ALL) as one item.
+ *
+ *  zb-h1 (Qi et al. section 3.1, figure 3): 1F1B's warm-up; in the steady
+ *    part stage s defers its first s weight passes, then follows every
+ *    input-gradient pass with the oldest W; the W still owed run at the end.
+ *    The order of torch.distributed.pipelining's
+ *    ScheduleInterleavedZeroBubble with one chunk (schedules.py,
+ *    _get_1f1b_rank_ops with num_1f1b_microbatches = rank).  Peak in-flight
+ *    microbatches p, as 1F1B.
+ *  zb-h2 (Qi et al. section 3.1, figure 4): extra forwards in the warm-up
+ *    fill the time before the first B, and the W at the tail turn the
+ *    trapezoid into a parallelogram: here the order ZB's heuristic
+ *    (sim_schedule_greedy) finds for T_F = T_B = T_W with 2p-1 microbatches
+ *    in flight, whose stages then run without a gap.
+ *  interleaved-zb (ZB-1P over v chunks, torch.distributed.pipelining's
+ *    ScheduleInterleavedZeroBubble): (v-1)p + p-s-1 warm-up forwards, chunks
+ *    in rounds of p microbatches, W deferred as zb-h1.
+ *  zb-v (Qi et al. section 6, figure 8; torch's ScheduleZBVZeroBubble): two
+ *    chunks per stage in a V: stage s holds virtual stages s and 2p-1-s,
+ *    so the first stage holds the first and the last; warm-up 2(p-s)-1
+ *    forwards of chunk 0, s pairs (chunk 1, chunk 0), p-s triples F B W of
+ *    chunk 1; then F B W of chunk 0 and of chunk 1 in turn; cool-down B's
+ *    and the W owed.
+ *  dualpipe (DeepSeek-V3 technical report, arXiv:2412.19437, section 3.2.1
+ *    and figure 5; deepseek-ai/DualPipe dualpipe/dualpipe.py, step 1 to 8):
+ *    microbatches fed from both ends, half in each direction; stage s holds
+ *    stage s of the forward pipeline (chunk 0) and stage p-1-s of the
+ *    reverse one (chunk 1), two copies of the parameters.  A paired forward
+ *    and backward chunk ("F&B", _forward_backward_chunk) starts once both
+ *    inputs have come, and its compute takes F + B on the stage's compute
+ *    stream: the overlap hides communication, and with no expert
+ *    all-to-all a stage's point-to-point transfers already run beside its
+ *    compute.
+ *  dualpipev (DualPipe's "cut in half" V variant; deepseek-ai/DualPipe
+ *    dualpipe/dualpipev.py, torch's ScheduleDualPipeV): the eight steps of
+ *    DualPipe on the V placement of zb-v, microbatches from one end.
+ *  file (--schedule-file): a user's per-rank lists of actions in the format
+ *    of torch.distributed.pipelining (sim_schedule_file_load).
  */
 #pragma once
 
@@ -18,11 +62,68 @@
 
 #include "plan.h"
 
+/* What a backward item computes. */
+typedef enum { SIM_GRAD_ALL, SIM_GRAD_INPUT, SIM_GRAD_WEIGHT } SimGrad;
+
 typedef struct {
   guint32 microbatch;
   guint16 chunk;
   guint8 forward;
+  guint8 grad; /* SimGrad; SIM_GRAD_ALL for a forward */
+  guint8 paired; /* a forward run overlapped with the backward after it (DualPipe's F&B): it starts once the
+                  * inputs of both have come */
 } SimItem;
 
-/* Fills `out` (an array of SimItem) with stage `stage`'s order. */
+/* Fills `out` (an array of SimItem) with stage `stage`'s order for a
+ * built-in schedule. */
 void sim_schedule_order(SimSchedule schedule, guint p, guint m, guint v, guint stage, GArray *out);
+/* The same for a plan: its built-in schedule for m microbatches, or its
+ * --schedule-file. */
+void sim_plan_order(const SimPlan *plan, guint m, guint stage, GArray *out);
+
+/* ZB's heuristic: the per-stage orders (orders[s], arrays of SimItem) of a
+ * list schedule for pass times T_F, T_B (input gradient), T_W and a hop's
+ * T_comm, with at most `limit` microbatches in flight per stage; one chunk
+ * per stage. */
+void sim_schedule_greedy(guint p, guint m, double tf, double tb, double tw, double tc, guint limit, GArray **orders);
+
+/* Whether the schedule runs input and weight gradients as separate items. */
+gboolean sim_schedule_splits(SimSchedule schedule);
+/* Virtual stages a microbatch passes through (v p; DualPipe: p). */
+guint sim_plan_route_len(const SimPlan *plan);
+/* The virtual stage that chunk c of stage s is for microbatch mb (its
+ * position on the microbatch's route), and back: the stage and chunk of
+ * virtual stage vs for microbatch mb.  G_MAXUINT where that chunk never
+ * sees that microbatch (DualPipe's other direction). */
+guint sim_plan_vstage(const SimPlan *plan, guint s, guint c, guint mb);
+void sim_plan_place(const SimPlan *plan, guint vs, guint mb, guint *s, guint *c);
+
+/* A user's schedule (--schedule-file): the per-rank orders and the virtual
+ * stage of each (rank, chunk). */
+struct SimScheduleFile {
+  guint p, v, m;
+  guint *stage_of; /* [s * v + c]: the virtual stage */
+  guint *rank_of, *chunk_of; /* [vs] */
+  GArray **orders; /* per rank: SimItem */
+  gboolean splits; /* some backward is split into I and W */
+};
+
+/* Reads and checks a CSV of per-rank actions (row r: rank r's actions, in
+ * order; a cell "2F0" is stage 2's forward of microbatch 0, F forward, B
+ * the whole backward, I the input gradient, W the weight gradient; an empty
+ * cell is idle), as torch.distributed.pipelining writes and reads them
+ * (schedules.py: _Action.from_str, _dump_csv, _load_csv,
+ * _validate_schedule).  Checks: p rows; every stage on one rank, v stages per
+ * rank, stages 0..vp-1 present; every microbatch of every stage exactly one
+ * F and either one B or one I and one W, F before B/I before W on its rank;
+ * the whole schedule runs to the end when each action waits for its
+ * predecessor on the previous (forward) or next (backward) stage (no
+ * deadlock).  Errors are one line naming the rank and the action.  The
+ * result stays alive for the process (plans refer to it). */
+const SimScheduleFile *sim_schedule_file_load(const char *path, guint p, guint m, GError **error);
+/* Parses the CSV text itself (the same checks; `name` labels errors). */
+SimScheduleFile *sim_schedule_file_parse(const char *text, gsize len, const char *name, guint p, guint m,
+                                         GError **error);
+void sim_schedule_file_free(SimScheduleFile *f);
+/* The plan's schedule as that CSV (--dump-schedule): one row per rank. */
+char *sim_schedule_csv(const SimPlan *plan);

@@ -82,6 +82,12 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddStringToObject(cfg, "placement", placement_name(pl));
   cJSON_AddStringToObject(cfg, "workload", pl->workload == SIM_WORKLOAD_LAYERS ? "layers" : "gpt");
   cJSON_AddNumberToObject(cfg, "zero", pl->zero);
+  if (pl->stage_times) { /* --stage-times: the times in place of the cost model's, ms */
+    cJSON *st = cJSON_AddArrayToObject(cfg, "stage_times_ms");
+    const double t[4] = {pl->stage_f_s, pl->stage_b_s, pl->stage_w_s, pl->stage_comm_s};
+    for (guint j = 0; j < 4; j++)
+      cJSON_AddItemToArray(st, cJSON_CreateNumber(t[j] * 1e3));
+  }
 
   cJSON_AddNumberToObject(o, "iteration_time_s", r->iteration_time_s);
   cJSON_AddNumberToObject(o, "tflops_per_gpu", r->tflops_per_gpu);
@@ -96,6 +102,14 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddNumberToObject(o, "aggregate_pflops", r->aggregate_pflops);
   cJSON_AddNumberToObject(o, "bubble_fraction", r->bubble_fraction);
   cJSON_AddNumberToObject(o, "analytic_bubble_fraction", r->analytic_bubble_fraction);
+  if (!pl->zero && pl->schedule != SIM_SCHEDULE_TERAPIPE && pl->pp > 1) {
+    /* the zero-bubble paper's measure of the schedule (plan.h) */
+    cJSON *ps = obj_add(o, "pipeline_schedule");
+    cJSON_AddNumberToObject(ps, "span_s", r->pipeline_span_s);
+    cJSON_AddNumberToObject(ps, "bubble_s", r->bubble_s);
+    cJSON_AddNumberToObject(ps, "bubble_rate", r->bubble_rate);
+    cJSON_AddNumberToObject(ps, "peak_inflight_microbatches", r->peak_inflight_mbs);
+  }
   cJSON *tb = obj_add(o, "time_breakdown_s");
   cJSON_AddNumberToObject(tb, "compute", r->breakdown.compute);
   cJSON_AddNumberToObject(tb, "tp_comm", r->breakdown.tp_comm);
@@ -477,8 +491,18 @@ void trace_report_text(GString *out, const cJSON *run) {
   } else if (zero)
     g_string_append_printf(out, "bubble     none (no pipeline; time waiting for parameters counts as dp comm)\n");
   else
+  {
     g_string_append_printf(out, "bubble     %.4f measured (idle / busy time of the busiest stage), %.4f analytic %s\n",
                            bubble, analytic, is(cfg, "schedule", "interleaved") ? "(p-1)/(v m)" : "(p-1)/m");
+    const cJSON *ps = cJSON_GetObjectItemCaseSensitive(run, "pipeline_schedule");
+    gboolean classic = is(cfg, "schedule", "gpipe") || is(cfg, "schedule", "1f1b") || is(cfg, "schedule", "interleaved");
+    if (ps && (!classic || cJSON_GetObjectItemCaseSensitive(cfg, "stage_times_ms")))
+      g_string_append_printf(out,
+                             "           %.4f of the longest stage span idle (the zero-bubble paper's rate): %.3f ms "
+                             "of %.3f ms; peak %.2f microbatches in flight\n",
+                             num(ps, "bubble_rate"), 1e3 * num(ps, "bubble_s"), 1e3 * num(ps, "span_s"),
+                             num(ps, "peak_inflight_microbatches"));
+  }
   g_string_append_printf(out, "time on the critical GPU (stage %u):\n", count(run, "critical_stage"));
   const cJSON *tb = cJSON_GetObjectItemCaseSensitive(run, "time_breakdown_s");
   const cJSON *by = cJSON_GetObjectItemCaseSensitive(run, "bytes_per_iteration");
