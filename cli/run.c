@@ -23,6 +23,12 @@ static gboolean dump_schedule(const SimPlanRequest *req, const TopoCluster *clus
                 "schedule other than terapipe");
     ok = FALSE;
   }
+  if (ok && plan->schedule == SIM_SCHEDULE_DUALPIPE) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--dump-schedule: dualpipe sends half the microbatches the other way, which torch.distributed."
+                "pipelining's format (every stage sees every microbatch) cannot write; dualpipev can be written");
+    ok = FALSE;
+  }
   if (ok) {
     csv = sim_schedule_csv(plan);
     const char *inputs[] = {input, NULL};

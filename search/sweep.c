@@ -34,7 +34,9 @@ static const char *const result_columns[] = {
     "whole_run.expected.interruptions", "whole_run.checkpoint.every_iterations", "whole_run.checkpoint.write_s",
     "whole_run.monte_carlo.median_days", "whole_run.monte_carlo.p90_days", "whole_run.iterations", "whole_run.nodes",
     "whole_run.switches", "whole_run.failures", "whole_run.restart", "whole_run.checkpoint", "whole_run.expected",
-    "whole_run.monte_carlo", "stragglers"};
+    "whole_run.monte_carlo", "stragglers",
+    "config.stage_times_ms", "pipeline_schedule.span_s", "pipeline_schedule.bubble_s", "pipeline_schedule.bubble_rate",
+    "pipeline_schedule.peak_inflight_microbatches"};
 
 const char *const *search_sweep_result_columns(guint *n) {
   *n = G_N_ELEMENTS(result_columns);

@@ -983,7 +983,9 @@ const char *sim_recompute_name(const SimPlan *pl) {
 }
 
 gboolean sim_plan_is_sc21_reproduction(const SimPlan *pl, const ModelProfile *profile) {
-  return model_is_gpt(&pl->model) && pl->workload == SIM_WORKLOAD_GPT && pl->schedule != SIM_SCHEDULE_TERAPIPE &&
+  gboolean sc21_schedule = pl->zero || pl->schedule == SIM_SCHEDULE_GPIPE || pl->schedule == SIM_SCHEDULE_1F1B ||
+                           pl->schedule == SIM_SCHEDULE_INTERLEAVED;
+  return model_is_gpt(&pl->model) && pl->workload == SIM_WORKLOAD_GPT && sc21_schedule && !pl->stage_times &&
          sim_plan_recompute(pl) != MODEL_RECOMPUTE_SELECTIVE && sim_plan_precision(pl, profile) != MODEL_PRECISION_FP8 &&
          sim_plan_attention(pl, profile) != MODEL_ATTENTION_FLASH && !pl->sequence_parallel &&
          !pl->distributed_optimizer && sim_plan_cp(pl) == 1 && !pl->tp_comm_overlap && !pl->overlap_param_gather;

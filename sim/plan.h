@@ -291,7 +291,8 @@ guint sim_plan_stage_of_gpu(const SimPlan *plan, guint gpu, guint gpus_per_node)
 /* Whether a run is an SC21 reproduction: Megatron's GPT (model_is_gpt)
  * trained as Narayanan et al. 2021 ran it, so that its throughput is
  * reported as the paper reports it, by Eq. 3.  That is the whole training
- * step (not the layers workload) under GPipe, 1F1B or interleaved 1F1B, or
+ * step (not the layers workload) under GPipe, 1F1B or interleaved 1F1B (the
+ * cost model's times, not --stage-times), or
  * under ZeRO (the paper's Table 2 comparison), with the 2021 software stack:
  * full or no recomputation (selective came in 2022), fp16 or bf16 GEMMs,
  * Megatron's attention kernels (fused or unfused softmax, not

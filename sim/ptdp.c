@@ -894,6 +894,7 @@ static void emit_transfers_of(Build *b, guint s, guint k, guint idx) {
   }
   account(b, CAT_PP, per_rank * pl->tp * pl->dp / b->ds * b->cp);
   const ItemOps *dst = &b->items[((k * b->p + ds_) * b->n_items + didx) * b->ts];
+  guint gather = G_MAXUINT;
   if (sg) {
     /* Scatter/gather (SC21 section 4.1): each rank sent b*s*h/t; the
      * receiving tensor-parallel group rebuilds the tensor over NVLink. */
@@ -904,7 +905,6 @@ static void emit_transfers_of(Build *b, guint s, guint k, guint idx) {
       pos[i] = 2ull * didx + 1;
     }
     t.category = CAT_PP_GATHER;
-    guint gather;
     if (b->flow)
       gather = net_op(b, tp_plan(b, ds_, k, NET_OP_ALLGATHER, full), streams, pos, b->ts, &t);
     else {
@@ -924,7 +924,7 @@ static void emit_transfers_of(Build *b, guint s, guint k, guint idx) {
   if (!it.forward && didx > 0 && g_array_index(b->order[ds_], SimItem, didx - 1).paired) {
     const ItemOps *pair = &b->items[((k * b->p + ds_) * b->n_items + didx - 1) * b->ts];
     for (guint i = 0; i < b->ts; i++)
-      sim_engine_add_dep(b->e, sg ? dst[i].first : xfer[i], pair[i].first);
+      sim_engine_add_dep(b->e, sg ? gather : xfer[i], pair[i].first);
   }
 }
 
@@ -1100,8 +1100,10 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
       g_array_append_val(mine, lasts[k]);
     /* Tied word embeddings: the first and last stage all-reduce their copies'
      * gradients (Megatron's allreduce of word_embeddings grads). */
-    gboolean v_shape = pl->schedule == SIM_SCHEDULE_ZB_V || pl->schedule == SIM_SCHEDULE_DUALPIPEV;
-    if (b->p > 1 && !pl->model.untied && (s == 0 || s == b->p - 1) && !v_shape) { /* V: both on stage 0 */
+    guint s0, c0, sl, cl; /* the stages of the embedding and the logit layer: the V's stage 0 holds both */
+    sim_plan_place(pl, 0, 0, &s0, &c0);
+    sim_plan_place(pl, b->route - 1, 0, &sl, &cl);
+    if (b->p > 1 && !pl->model.untied && (s == 0 || s == b->p - 1) && s0 != sl) {
       SimOpTag et = tag(CAT_DP, PASS_OTHER, s, 0, 0, -2);
       double bytes = grad_bytes * (double)pl->model.vocab * pl->model.hidden / pl->tp;
       for (guint k = 0; k < b->ds; k++) {
@@ -1299,12 +1301,18 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
     guint half = layers / 2;
     params = model_stage_params(&pl->model, pl->tp, p, s, half) + model_stage_params(&pl->model, pl->tp, p, p - 1 - s, half);
     first = last = s == 0 || s == p - 1;
-  } else if (pl->schedule == SIM_SCHEDULE_ZB_V || pl->schedule == SIM_SCHEDULE_DUALPIPEV) {
-    /* the V: stage 0 holds the first and the last virtual stage */
+  } else if (pl->schedule != SIM_SCHEDULE_GPIPE && pl->schedule != SIM_SCHEDULE_1F1B &&
+             pl->schedule != SIM_SCHEDULE_INTERLEAVED) {
+    /* where the route puts the embedding (its first virtual stage) and the
+     * logit layer (its last): the V's stage 0 holds both */
+    guint s0, c0, sl, cl;
+    sim_plan_place(pl, 0, 0, &s0, &c0);
+    sim_plan_place(pl, sim_plan_route_len(pl) - 1, 0, &sl, &cl);
+    first = s == s0;
+    last = s == sl;
     guint64 head = model_stage_params(&pl->model, pl->tp, p, p - 1, 0);
     guint64 emb = model_stage_params(&pl->model, pl->tp, p, 0, 0);
-    params = (guint64)layers * model_layer_local_params(&pl->model, pl->tp) + (s == 0 ? head + emb : 0);
-    first = last = s == 0;
+    params = (guint64)layers * model_layer_local_params(&pl->model, pl->tp) + (first ? emb : 0) + (last ? head : 0);
   }
   ModelMemoryRequest req = {.t = pl->tp,
                             .b = pl->micro_batch,
@@ -1494,7 +1502,9 @@ static gboolean measure(Build *b, SimResult *r) {
   SimTime makespan = end_short + (st ? (SimTime)st->k * st->period : 0);
   r->iteration_time_s = (double)makespan * 1e-9;
   sim_plan_rates(pl, b->profile, r);
-  r->analytic_bubble_fraction = (double)(b->p - 1) / ((double)b->v * pl->microbatches);
+  /* (p-1)/m, over v for the looped schedules (SC21 section 2.2) */
+  gboolean looped = pl->schedule == SIM_SCHEDULE_INTERLEAVED || pl->schedule == SIM_SCHEDULE_INTERLEAVED_ZB;
+  r->analytic_bubble_fraction = (double)(b->p - 1) / ((looped ? (double)b->v : 1.0) * pl->microbatches);
 
   /* The pipeline's busy work per stage (compute and tensor-parallel
    * all-reduces, which block compute), and the flush: the end of the last

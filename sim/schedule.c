@@ -444,7 +444,8 @@ void sim_schedule_file_free(SimScheduleFile *f) {
 
 typedef struct {
   guint stage, mb;
-  char kind; /* F B I W */
+  char kind;    /* F B I W */
+  gboolean pair; /* a forward overlapped with the backward after it */
 } Action;
 
 /* "2F0": stage, kind, microbatch (all digits), nothing else. */
@@ -503,7 +504,29 @@ SimScheduleFile *sim_schedule_file_parse(const char *text, gsize len, const char
         }
         if (!*cell)
           continue; /* idle */
-        Action a;
+        Action a = {0}, b = {0};
+        /* torch's overlapped pair, "(0F3;7B1)OVERLAP_F_B" (schedules.py, _Action.__repr__) */
+        if (cell[0] == '(' && g_str_has_suffix(cell, ")OVERLAP_F_B")) {
+          char *in = g_strndup(cell + 1, strlen(cell) - strlen("()OVERLAP_F_B"));
+          char **two = g_strsplit(in, ";", -1);
+          gboolean ok = g_strv_length(two) == 2 && parse_action(g_strstrip(two[0]), &a) &&
+                        parse_action(g_strstrip(two[1]), &b) && a.kind == 'F' && (b.kind == 'B' || b.kind == 'I');
+          g_strfreev(two);
+          g_free(in);
+          if (!ok) {
+            g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                        "%s: rank %u, action %u: '%.40s' is not an overlapped pair; write (SF M;SB M)OVERLAP_F_B, a "
+                        "forward then a backward (B or I)",
+                        name, r, j, cell);
+            g_strfreev(cells);
+            g_strfreev(lines);
+            goto fail;
+          }
+          a.pair = TRUE;
+          g_array_append_val(acts, a);
+          g_array_append_val(acts, b);
+          continue;
+        }
         if (!parse_action(cell, &a)) {
           g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
                       "%s: rank %u, action %u: '%.40s' is not an action; write STAGE KIND MICROBATCH such as 2F0, "
@@ -591,7 +614,8 @@ SimScheduleFile *sim_schedule_file_parse(const char *text, gsize len, const char
               a.mb, a.stage, a.mb);
       *d |= bit;
       SimItem it = {a.mb, (guint16)f->chunk_of[a.stage], a.kind == 'F',
-                    (guint8)(a.kind == 'I' ? SIM_GRAD_INPUT : a.kind == 'W' ? SIM_GRAD_WEIGHT : SIM_GRAD_ALL), 0};
+                    (guint8)(a.kind == 'I' ? SIM_GRAD_INPUT : a.kind == 'W' ? SIM_GRAD_WEIGHT : SIM_GRAD_ALL),
+                    (guint8)a.pair};
       f->splits = f->splits || a.kind == 'I';
       g_array_append_val(f->orders[r], it);
     }
@@ -695,9 +719,21 @@ char *sim_schedule_csv(const SimPlan *plan) {
     sim_plan_order(plan, plan->microbatches, r, order);
     for (guint j = 0; j < order->len; j++) {
       SimItem it = g_array_index(order, SimItem, j);
-      char kind = it.forward ? 'F' : it.grad == SIM_GRAD_INPUT ? 'I' : it.grad == SIM_GRAD_WEIGHT ? 'W' : 'B';
-      g_string_append_printf(s, "%s%u%c%u", j ? "," : "", sim_plan_vstage(plan, r, it.chunk, it.microbatch), kind,
-                             it.microbatch);
+      gboolean pair = it.paired && j + 1 < order->len;
+      if (j)
+        g_string_append_c(s, ',');
+      if (pair)
+        g_string_append_c(s, '(');
+      for (guint q = j; q <= j + (pair ? 1 : 0); q++) {
+        SimItem x = g_array_index(order, SimItem, q);
+        char kind = x.forward ? 'F' : x.grad == SIM_GRAD_INPUT ? 'I' : x.grad == SIM_GRAD_WEIGHT ? 'W' : 'B';
+        g_string_append_printf(s, "%s%u%c%u", q > j ? ";" : "", sim_plan_vstage(plan, r, x.chunk, x.microbatch), kind,
+                               x.microbatch);
+      }
+      if (pair) {
+        g_string_append(s, ")OVERLAP_F_B");
+        j++;
+      }
     }
     g_string_append_c(s, '\n');
   }

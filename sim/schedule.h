@@ -111,7 +111,8 @@ struct SimScheduleFile {
 /* Reads and checks a CSV of per-rank actions (row r: rank r's actions, in
  * order; a cell "2F0" is stage 2's forward of microbatch 0, F forward, B
  * the whole backward, I the input gradient, W the weight gradient; an empty
- * cell is idle), as torch.distributed.pipelining writes and reads them
+ * cell is idle; "(0F3;7B1)OVERLAP_F_B" a forward overlapped with a backward,
+ * DualPipe's F&B), as torch.distributed.pipelining writes and reads them
  * (schedules.py: _Action.from_str, _dump_csv, _load_csv,
  * _validate_schedule).  Checks: p rows; every stage on one rank, v stages per
  * rank, stages 0..vp-1 present; every microbatch of every stage exactly one

@@ -484,7 +484,8 @@ static void test_throughput_columns(void) {
   g_assert_nonnull(strstr(lines[0], ",status,reason,config.layers,"));
   guint n;
   const char *const *cols = search_sweep_result_columns(&n);
-  g_assert_cmpstr(cols[n - 1], ==, "stragglers");
+  g_assert_cmpstr(cols[n - 6], ==, "stragglers"); /* then the schedule's columns, appended after it */
+  g_assert_cmpstr(cols[n - 1], ==, "pipeline_schedule.peak_inflight_microbatches");
   static const char *const sp[] = {"", " --sequence-parallel"};
   for (guint i = 0; i < 2; i++) {
     char **f = g_strsplit(lines[1 + i], ",", -1);
@@ -493,6 +494,10 @@ static void test_throughput_columns(void) {
                                  "--format json",
                                  sp[i]);
     cJSON *r = run_json(args);
+    /* last the schedule's: no --stage-times, then span, bubble, rate, in flight */
+    g_assert_cmpstr(f[nf - 5], ==, "");
+    g_assert_cmpfloat(g_ascii_strtod(f[nf - 3], NULL), ==, num(obj(r, "pipeline_schedule"), "bubble_s"));
+    nf -= 5;
     guint after = 17; /* the whole run's and the stragglers' columns, empty here */
     for (guint j = 0; j < after; j++)
       g_assert_cmpstr(f[nf - 1 - j], ==, "");

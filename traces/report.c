@@ -493,7 +493,9 @@ void trace_report_text(GString *out, const cJSON *run) {
   else
   {
     g_string_append_printf(out, "bubble     %.4f measured (idle / busy time of the busiest stage), %.4f analytic %s\n",
-                           bubble, analytic, is(cfg, "schedule", "interleaved") ? "(p-1)/(v m)" : "(p-1)/m");
+                           bubble, analytic,
+                           is(cfg, "schedule", "interleaved") || is(cfg, "schedule", "interleaved-zb") ? "(p-1)/(v m)"
+                                                                                                      : "(p-1)/m");
     const cJSON *ps = cJSON_GetObjectItemCaseSensitive(run, "pipeline_schedule");
     gboolean classic = is(cfg, "schedule", "gpipe") || is(cfg, "schedule", "1f1b") || is(cfg, "schedule", "interleaved");
     if (ps && (!classic || cJSON_GetObjectItemCaseSensitive(cfg, "stage_times_ms")))

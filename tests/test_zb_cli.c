@@ -1,0 +1,245 @@
+/* End-to-end tests of the zero-bubble and DualPipe schedules, --stage-times,
+ * --schedule-file and --dump-schedule through the real binary.
+ *
+ * Exact: on uniform stages with the times given (--stage-times F,B,W,0) the
+ * bubble the simulator measures equals the papers' formulas, computed here:
+ *   1F1B   (p-1)(T_F + T_B + T_W)        Qi et al. 2024, table 1
+ *   ZB-H1  (p-1)(T_F + T_B - T_W)        ibid., section 3.1
+ *   ZB-H2  (p-1)(T_F + T_B - 2 T_W)      ibid.
+ *   ZB-V   0 where T_F = T_B = T_W       ibid., section 6
+ *   DualPipe (PP/2 - 1)(F&B + B - 3W)   deepseek-ai/DualPipe README, with
+ *     DeepSeek's B the whole backward chunk (T_B + T_W in ZB's terms) and
+ *     F&B = F + B (the pair's compute, one after the other); DualPipeV: the
+ *     same over its 2p virtual stages, each chunk half a stage's time;
+ * and the peak in-flight microbatches equal the papers' memory statements
+ * (1F1B, ZB-H1 and ZB-V: p; ZB-H2: 2p-1; DualPipe: PP+1).  A built-in
+ * schedule written out and read back runs the identical timeline; malformed
+ * and deadlocking schedules are refused with one line naming rank and
+ * action.  No number is pasted from a run.
+ */
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+
+#include "cli_harness.h"
+
+static char *tmpdir;
+
+#define BASE "run --model gpt3-1b --layers 48 --profile ideal --micro-batch 1 --format json"
+
+typedef struct {
+  double span, bubble, rate, peak, iteration;
+} Sched;
+
+static Sched run_sched(guint p, guint m, const char *schedule, const char *times, const char *extra) {
+  char *line = g_strdup_printf(BASE " --gpus %u --pp %u --global-batch %u --schedule %s --stage-times %s%s%s", p, p, m,
+                               schedule, times, extra ? " " : "", extra ? extra : "");
+  cJSON *j = run_json(line);
+  const cJSON *ps = obj(j, "pipeline_schedule");
+  Sched s = {num(ps, "span_s"), num(ps, "bubble_s"), num(ps, "bubble_rate"), num(ps, "peak_inflight_microbatches"),
+             num(j, "iteration_time_s")};
+  cJSON_Delete(j);
+  g_free(line);
+  return s;
+}
+
+/* Times in ms, results in s: equal to 1 ns (the engine's integer clock). */
+static void assert_ms(double got_s, double want_ms, const char *what) {
+  if (fabs(got_s * 1e3 - want_ms) > 1e-6) {
+    g_printerr("%s: %.9f ms, formula %.9f ms\n", what, got_s * 1e3, want_ms);
+    g_assert_not_reached();
+  }
+}
+
+static const double times[][3] = {{1, 1, 1}, {2, 1, 1}, {1, 2, 1}, {1, 1, 0.5}, {1.5, 1.2, 0.7}};
+
+static void test_formulas(void) {
+  const guint ps[] = {2, 4, 8};
+  for (guint a = 0; a < G_N_ELEMENTS(ps); a++)
+    for (guint t = 0; t < G_N_ELEMENTS(times); t++) {
+      guint p = ps[a], m = 3 * p;
+      double F = times[t][0], B = times[t][1], W = times[t][2];
+      char tt[64];
+      g_snprintf(tt, sizeof tt, "%g,%g,%g,0", F, B, W);
+      char what[128];
+      g_snprintf(what, sizeof what, "1f1b p=%u %s", p, tt);
+      Sched s = run_sched(p, m, "1f1b", tt, NULL);
+      assert_ms(s.bubble, (p - 1) * (F + B + W), what);
+      assert_ms(s.span, (p - 1) * (F + B + W) + m * (F + B + W), what);
+      g_assert_cmpfloat(s.peak, ==, p);
+      g_snprintf(what, sizeof what, "zb-h1 p=%u %s", p, tt);
+      s = run_sched(p, m, "zb-h1", tt, NULL);
+      assert_ms(s.bubble, (p - 1) * (F + B - W), what);
+      g_assert_cmpfloat(s.peak, ==, p); /* 1F1B's memory */
+      g_snprintf(what, sizeof what, "zb-h2 p=%u %s", p, tt);
+      s = run_sched(p, m, "zb-h2", tt, NULL);
+      assert_ms(s.bubble, (p - 1) * (F + B - 2 * W), what);
+      g_assert_cmpfloat(s.peak, ==, 2 * p - 1);
+      if (t == 0) { /* T_F = T_B = T_W */
+        s = run_sched(p, m, "zb-v", tt, NULL);
+        assert_ms(s.bubble, 0, "zb-v");
+        g_assert_cmpfloat(s.peak, ==, p);
+      }
+    }
+}
+
+static void test_dualpipe(void) {
+  for (guint p = 2; p <= 8; p *= 2) {
+    guint m = 4 * p;
+    /* DualPipe: a chunk is a stage: F = 1, DeepSeek's B = I + W = 2, W = 1 */
+    double F = 1, Bfull = 2, W = 1, FB = F + Bfull;
+    Sched s = run_sched(p, m, "dualpipe", "1,1,1,0", NULL);
+    assert_ms(s.bubble, (p / 2.0 - 1) * (FB + Bfull - 3 * W), "dualpipe");
+    g_assert_cmpfloat(s.peak, ==, p + 1); /* PP + 1 */
+    /* DualPipeV: 2p virtual stages, each chunk half the stage's times */
+    F = 0.5, Bfull = 1, W = 0.5, FB = F + Bfull;
+    s = run_sched(p, m, "dualpipev", "1,1,1,0", NULL);
+    assert_ms(s.bubble, (2.0 * p / 2 - 1) * (FB + Bfull - 3 * W), "dualpipev");
+  }
+}
+
+/* Each built-in schedule written out (--dump-schedule) and read back
+ * (--schedule-file) runs the identical timeline, on the cost model too; the
+ * file written again is the same bytes.  (A file runs as
+ * torch.distributed.pipelining runs it, sends posted ahead; Megatron's
+ * GPipe, 1F1B and interleaved 1F1B block on theirs under the cost model,
+ * so those are compared with --stage-times, where none blocks.) */
+static void test_roundtrip(void) {
+  const char *scheds[] = {"zb-h1",         "zb-h2",
+                          "zb-v",          "dualpipev",     "interleaved-zb --chunks 2",
+                          "1f1b --stage-times 1,2,1,0.1", "gpipe --stage-times 1,2,1,0.1",
+                          "interleaved --chunks 2 --stage-times 1,2,1,0.1"};
+  for (guint j = 0; j < G_N_ELEMENTS(scheds); j++) {
+    char *csv = g_build_filename(tmpdir, "s.csv", NULL), *csv2 = g_build_filename(tmpdir, "s2.csv", NULL);
+    const char *times = strstr(scheds[j], "--stage-times");
+    char *cfg = g_strdup_printf("--model gpt3-1b --layers 48 --gpus 16 --tp 2 --pp 4 --global-batch 32 --micro-batch 1 "
+                                "--recompute none --format json%s%s",
+                                times ? " " : "", times ? times : "");
+    char *name = times ? g_strndup(scheds[j], (gsize)(times - scheds[j] - 1)) : g_strdup(scheds[j]);
+    char *a = g_strdup_printf("run %s --schedule %s --dump-schedule %s", cfg, name, csv);
+    g_free(name);
+    char *b = g_strdup_printf("run %s --schedule-file %s --dump-schedule %s", cfg, csv, csv2);
+    cJSON *x = run_json(a), *y = run_json(b);
+    g_assert_cmpfloat(num(x, "iteration_time_s"), ==, num(y, "iteration_time_s"));
+    g_assert_cmpfloat(num(obj(x, "pipeline_schedule"), "bubble_s"), ==, num(obj(y, "pipeline_schedule"), "bubble_s"));
+    g_assert_cmpfloat(num(obj(x, "memory_per_gpu_GiB"), "total"), ==, num(obj(y, "memory_per_gpu_GiB"), "total"));
+    gsize la, lb;
+    char *ta = slurp(csv, &la), *tb = slurp(csv2, &lb);
+    g_assert_cmpstr(ta, ==, tb);
+    g_free(ta);
+    g_free(tb);
+    cJSON_Delete(x);
+    cJSON_Delete(y);
+    g_free(a);
+    g_free(b);
+    g_free(cfg);
+    g_free(csv);
+    g_free(csv2);
+  }
+}
+
+/* A schedule of one's own: 2 ranks, 2 microbatches, written by hand. */
+typedef struct {
+  const char *csv, *needle;
+} Bad;
+
+static const Bad bad[] = {
+    {"0F0,0F1,0I0,0W0,0I1,0W1\n1F0,1I0,1F1,1I1,1W0,1W1\n", NULL}, /* valid: ZB-H1 of 2 ranks */
+    {"0F0,0F1,0B0,0B1\n1F0,1B0,1F1,1B1\n", NULL},                 /* valid: 1F1B */
+    {"0F0,0F1,0I0,0W0,0I1,0W1\n", "has 1 rows"},
+    {"0F0,0F1,0X0,0W0,0I1,0W1\n1F0,1I0,1W0,1F1,1I1,1W1\n", "rank 0, action 2: '0X0' is not an action"},
+    {"0F0,0F1,0W0,0I0,0I1,0W1\n1F0,1I0,1W0,1F1,1I1,1W1\n", "rank 0, action 0W0 comes before its input gradient"},
+    {"0F0,0I0,0F1,0W0,0I1,0W1\n1F0,1I0,1W0,1F1,1I1,1W1\n", NULL}, /* valid, if slower */
+    {"0I0,0F0,0F1,0W0,0I1,0W1\n1F0,1I0,1W0,1F1,1I1,1W1\n", "rank 0, action 0I0 comes before its forward 0F0"},
+    {"0F0,0F1,0I0,0W0,0I1\n1F0,1I0,1W0,1F1,1I1,1W1\n", "rank 0 misses 0W1"},
+    {"0F0,0F1,0I1,0W1,0I0,0W0\n1F0,1F1,1I0,1W0,1I1,1W1\n", NULL}, /* valid: backwards in another order */
+    {"0F0,0I0,0W0,0F1,0I1,0W1\n1F1,1I1,1W1,1F0,1I0,1W0\n", "deadlock"},
+    {"0F0,0F1,0I0,0W0,0I1,0W1,1F0\n1F0,1I0,1W0,1F1,1I1,1W1\n", "rank 1, action 1F0: stage 1 already runs on rank 0"},
+    {"0F0,0F1,0F2,0I0,0W0,0I1,0W1\n1F0,1I0,1W0,1F1,1I1,1W1\n", "microbatch 2 is past the 2 of the run"},
+    {"0F0,0F0,0F1,0I0,0W0,0I1,0W1\n1F0,1I0,1W0,1F1,1I1,1W1\n", "rank 0, action 0F0 runs twice"},
+    {"0F0,0F1,0B0,0I1,0W1\n1F0,1B0,1F1,1I1,1W1\n", NULL}, /* B and I/W mixed over microbatches: fine */
+    {"0F0,0F1,0B0,0I0,0B1\n1F0,1B0,1F1,1B1\n", "either B or I and W"},
+};
+
+static void test_files(void) {
+  char *path = g_build_filename(tmpdir, "mine.csv", NULL);
+  for (guint j = 0; j < G_N_ELEMENTS(bad); j++) {
+    g_assert_true(g_file_set_contents(path, bad[j].csv, -1, NULL));
+    char *line = g_strdup_printf(BASE " --gpus 2 --pp 2 --global-batch 2 --stage-times 1,1,1,0 --schedule-file %s",
+                                 path);
+    Proc pr = run_line(line);
+    if (bad[j].needle)
+      assert_one_line_error(&pr, bad[j].needle);
+    else {
+      g_assert_cmpint(pr.status, ==, 0);
+      g_assert_cmpstr(pr.err, ==, "");
+    }
+    proc_clear(&pr);
+    g_free(line);
+  }
+  /* the hand-written ZB-H1 of 2 ranks runs as zb-h1 does */
+  g_assert_true(g_file_set_contents(path, bad[0].csv, -1, NULL));
+  char *line = g_strdup_printf(BASE " --gpus 2 --pp 2 --global-batch 2 --stage-times 1,2,1,0 --schedule-file %s", path);
+  cJSON *mine = run_json(line);
+  Sched zb = run_sched(2, 2, "zb-h1", "1,2,1,0", NULL);
+  g_assert_cmpfloat(num(obj(mine, "pipeline_schedule"), "bubble_s"), ==, zb.bubble);
+  assert_ms(zb.bubble, (2 - 1) * (1 + 2 - 1), "zb-h1 p=2 m=2");
+  cJSON_Delete(mine);
+  g_free(line);
+  g_free(path);
+}
+
+static void test_bad_options(void) {
+  const char *cases[][2] = {
+      {BASE " --gpus 4 --pp 4 --global-batch 8 --stage-times 1,1,1", "is not F,B,W,COMM"},
+      {BASE " --gpus 4 --pp 4 --global-batch 8 --stage-times 1,0,1,0", "is not F,B,W,COMM"},
+      {BASE " --gpus 4 --pp 4 --global-batch 8 --stage-times 1,x,1,0", "is not F,B,W,COMM"},
+      {BASE " --gpus 4 --pp 4 --global-batch 8 --schedule zb-x", "unknown --schedule 'zb-x'"},
+      {BASE " --gpus 4 --pp 4 --global-batch 6 --schedule dualpipe", "at least 2p = 8"},
+      {BASE " --gpus 4 --pp 4 --global-batch 6 --schedule dualpipev", "at least 2p = 8"},
+      {BASE " --gpus 1 --pp 1 --global-batch 8 --schedule zb-h1", "--pp of at least 2"},
+      {BASE " --gpus 4 --pp 4 --global-batch 8 --schedule zb-h1 --schedule-file x.csv", "drop --schedule zb-h1"},
+      {BASE " --gpus 4 --pp 4 --global-batch 8 --schedule-file /nonexistent.csv", "is not a readable file"},
+      {BASE " --gpus 4 --pp 4 --global-batch 8 --schedule zb-h1 --first-stage-layers 9", "even split"},
+      {BASE " --gpus 4 --pp 4 --global-batch 8 --schedule dualpipe --dump-schedule /tmp/never.csv", "cannot write"},
+  };
+  for (guint j = 0; j < G_N_ELEMENTS(cases); j++) {
+    Proc pr = run_line(cases[j][0]);
+    assert_one_line_error(&pr, cases[j][1]);
+    proc_clear(&pr);
+  }
+}
+
+/* The text report names the zero-bubble rate; --stage-times is in the
+ * config. */
+static void test_report(void) {
+  Proc pr = run_line("run --model gpt3-1b --layers 48 --profile ideal --gpus 4 --pp 4 --global-batch 8 "
+                     "--micro-batch 1 --schedule zb-h1 --stage-times 1,1,1,0");
+  g_assert_cmpint(pr.status, ==, 0);
+  g_assert_nonnull(strstr(pr.out, "the zero-bubble paper's rate"));
+  proc_clear(&pr);
+  cJSON *j = run_json(BASE " --gpus 4 --pp 4 --global-batch 8 --schedule zb-h1 --stage-times 1,2,3,0.5");
+  const cJSON *st = arr(obj(j, "config"), "stage_times_ms");
+  g_assert_cmpint(cJSON_GetArraySize(st), ==, 4);
+  g_assert_cmpfloat(cJSON_GetArrayItem(st, 2)->valuedouble, ==, 3);
+  g_assert_cmpstr(str(obj(j, "config"), "schedule"), ==, "zb-h1");
+  cJSON_Delete(j);
+}
+
+int main(int argc, char **argv) {
+  g_test_init(&argc, &argv, NULL);
+  if (!cli_harness_init())
+    return 1;
+  tmpdir = g_dir_make_tmp("ptdsim-zb-XXXXXX", NULL);
+  g_test_add_func("/zb/formulas", test_formulas);
+  g_test_add_func("/zb/dualpipe", test_dualpipe);
+  g_test_add_func("/zb/roundtrip", test_roundtrip);
+  g_test_add_func("/zb/files", test_files);
+  g_test_add_func("/zb/bad-options", test_bad_options);
+  g_test_add_func("/zb/report", test_report);
+  int rc = g_test_run();
+  char *cmd[] = {"rm", "-rf", tmpdir, NULL};
+  g_spawn_sync(NULL, cmd, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL, NULL, NULL);
+  g_free(tmpdir);
+  return rc;
+}
