@@ -40,6 +40,7 @@ G_STATIC_ASSERT((int)CAT_COMPUTE == (int)SIM_TIMELINE_CAT_COMPUTE && (int)CAT_TP
 /* PASS_WEIGHT: a zero-bubble schedule's W (the weight gradients apart) */
 enum { PASS_FORWARD, PASS_BACKWARD, PASS_RECOMPUTE, PASS_OTHER, PASS_WEIGHT };
 G_STATIC_ASSERT((int)N_STREAM_KINDS == SIM_TIMELINE_STREAM_KINDS); /* traces name the streams by kind */
+G_STATIC_ASSERT((int)PASS_WEIGHT == SIM_TIMELINE_PASS_WEIGHT);
 
 typedef struct {
   guint first, last;

@@ -68,6 +68,8 @@ typedef struct {
 } SimTimelinePiece;
 
 #define SIM_TIMELINE_PASS_OP 255
+/* A tag's pass: a zero-bubble schedule's weight-gradient pass (PTD-P). */
+#define SIM_TIMELINE_PASS_WEIGHT 4
 
 /* Appends a piece to `log` (a GArray of SimTimelinePiece; NULL: nothing is
  * recorded), of the op's own pass.  Pieces of an op are appended in order,

@@ -18,9 +18,11 @@
 #include "../sim/timeline.h"
 #include "runner.h"
 
-typedef enum { PASS_FORWARD, PASS_BACKWARD, N_PASSES } Pass;
+/* PASS_WEIGHT: a zero-bubble schedule's weight gradients apart (its
+ * backward box is then the input gradient alone). */
+typedef enum { PASS_FORWARD, PASS_BACKWARD, PASS_WEIGHT, N_PASSES } Pass;
 
-static const char *const pass_names[N_PASSES] = {"forward", "backward"};
+static const char *const pass_names[N_PASSES] = {"forward", "backward", "weight"};
 
 typedef struct {
   guint stage, item, chunk; /* 0-based */
@@ -51,6 +53,8 @@ static gboolean pass_of(const cJSON *args, Pass *pass, const char **unit, guint 
     *pass = PASS_FORWARD;
   else if (strcmp(word, "backward") == 0 || strcmp(word, "recompute") == 0)
     *pass = PASS_BACKWARD;
+  else if (strcmp(word, "weight") == 0)
+    *pass = PASS_WEIGHT;
   else
     return FALSE;
   *unit = cJSON_GetObjectItemCaseSensitive(args, "slice") ? "slice" : "mb";
@@ -107,6 +111,7 @@ static GArray *read_boxes(const cJSON *events, guint stages, guint per_stage, GE
   }
   GArray *boxes = g_array_new(FALSE, FALSE, sizeof(Box));
   /* (stage, pass, chunk, item) packed in 64 bits -> index + 1 in boxes */
+  g_return_val_if_fail(stages < (1u << 12), NULL);
   GHashTable *index = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
   const char *compute = sim_timeline_category_name(SIM_TIMELINE_CAT_COMPUTE);
   const cJSON *e;
@@ -138,7 +143,7 @@ static GArray *read_boxes(const cJSON *events, guint stages, guint per_stage, GE
       break;
     }
     Box b = {stage, (guint)item->valuedouble, chunk, pass, t0, t0 + dur};
-    gint64 key = ((gint64)stage << 48) | ((gint64)pass << 47) | ((gint64)chunk << 32) | b.item;
+    gint64 key = ((gint64)stage << 50) | ((gint64)pass << 48) | ((gint64)chunk << 32) | b.item;
     guint at = GPOINTER_TO_UINT(g_hash_table_lookup(index, &key));
     if (at == 0) {
       g_array_append_val(boxes, b);
@@ -155,7 +160,7 @@ static GArray *read_boxes(const cJSON *events, guint stages, guint per_stage, GE
   for (guint i = 0; ok && i < boxes->len; i++)
     count[g_array_index(boxes, Box, i).stage]++;
   for (guint s = 0; ok && s < stages; s++)
-    if (count[s] != per_stage) {
+    if (per_stage ? count[s] != per_stage : count[s] == 0) {
       g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_FORMAT,
                   "the trace has %u passes on pipeline stage %u where the run's configuration makes %u", count[s], s,
                   per_stage);
@@ -177,6 +182,8 @@ typedef struct {
   cJSON *run;        /* `run --format json` */
   GArray *boxes;
   gboolean terapipe;
+  gboolean split; /* a schedule of the zero-bubble family: W boxes, DualPipe's directions */
+  gboolean looped; /* interleaved: the analytic bubble over v */
   guint stages, items, chunks;
   gint64 flush_ns; /* the end of the last box */
 } Schedule;
@@ -203,11 +210,19 @@ static gboolean schedule_run(TraceFigureContext *ctx, const SimPlanRequest *req,
   s->stages = (guint)trace_num(cfg, "pp");
   s->chunks = MAX(1u, (guint)trace_num(cfg, "chunks"));
   s->items = (guint)(tera ? trace_num(s->run, "terapipe.token_slices_in_pipeline") : trace_num(cfg, "microbatches"));
+  /* a forward and a backward of every item of every chunk; where the
+   * backward may be split into B and W (and DualPipe's chunks see half the
+   * microbatches each), at least one box a stage */
+  const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "schedule"));
+  gboolean classic = tera || (name && (strcmp(name, "gpipe") == 0 || strcmp(name, "1f1b") == 0 ||
+                                       strcmp(name, "interleaved") == 0));
+  s->split = !classic;
+  s->looped = name && (strcmp(name, "interleaved") == 0 || strcmp(name, "interleaved-zb") == 0);
   if (s->stages == 0 || s->items == 0)
     g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_FORMAT,
                 "the run reports no pipeline stages or no %s", tera ? "token slices" : "microbatches");
   else
-    s->boxes = read_boxes(events, s->stages, N_PASSES * s->chunks * s->items, error);
+    s->boxes = read_boxes(events, s->stages, classic ? 2 * s->chunks * s->items : 0, error);
   cJSON_Delete(events);
   if (!s->boxes) {
     g_prefix_error(error, "%s: ", label);
@@ -222,7 +237,7 @@ static gboolean schedule_run(TraceFigureContext *ctx, const SimPlanRequest *req,
 static const char *analytic_formula(const Schedule *s) {
   if (s->terapipe)
     return "(K-1)/M";
-  return s->chunks > 1 ? "(p-1)/(v m)" : "(p-1)/m";
+  return s->looped ? "(p-1)/(v m)" : "(p-1)/m";
 }
 
 /* The rows of the CSV: one per box.  `tokens`, when given, is each token
@@ -291,17 +306,27 @@ typedef struct {
   guint idle;
 } Classes;
 
-/* Forward in blue and backward in green, as the papers draw them. */
-static void add_classes(TraceGantt *g, gboolean chunk_shades, Classes *k) {
-  const guint32 rgb[N_PASSES] = {trace_plot_palette_rgb(0), trace_plot_palette_rgb(2)};
-  for (guint p = 0; p < N_PASSES; p++)
-    k->pass[p][0] = k->pass[p][1] = trace_gantt_add_class(g, pass_names[p], rgb[p]);
-  for (guint p = 0; chunk_shades && p < N_PASSES; p++) {
-    char legend[40];
-    g_snprintf(legend, sizeof legend, "%s, model chunk 2", pass_names[p]);
+/* Forward in blue and backward in green, as the papers draw them; a
+ * split backward's weight gradients (W) in orange, its input gradient (B)
+ * in the backward's green. */
+static void add_classes_for(TraceGantt *g, gboolean chunk_shades, gboolean weights, const char *chunk2, Classes *k) {
+  const guint32 rgb[N_PASSES] = {trace_plot_palette_rgb(0), trace_plot_palette_rgb(2), trace_plot_palette_rgb(1)};
+  static const char *const split_names[N_PASSES] = {"forward (F)", "input gradient (B)", "weight gradient (W)"};
+  guint n = weights ? N_PASSES : PASS_WEIGHT;
+  for (guint p = 0; p < n; p++)
+    k->pass[p][0] = k->pass[p][1] = trace_gantt_add_class(g, weights ? split_names[p] : pass_names[p], rgb[p]);
+  if (!weights)
+    k->pass[PASS_WEIGHT][0] = k->pass[PASS_WEIGHT][1] = k->pass[PASS_BACKWARD][0];
+  for (guint p = 0; chunk_shades && p < n; p++) {
+    char legend[64];
+    g_snprintf(legend, sizeof legend, "%s, %s", weights ? split_names[p] : pass_names[p], chunk2);
     k->pass[p][1] = trace_gantt_add_class(g, legend, lighter(rgb[p]));
   }
   k->idle = trace_gantt_add_class(g, "idle (pipeline bubble)", IDLE_RGB);
+}
+
+static void add_classes(TraceGantt *g, gboolean chunk_shades, Classes *k) {
+  add_classes_for(g, chunk_shades, FALSE, "model chunk 2", k);
 }
 
 /* A schedule on rows row0 .. row0 + p - 1: the idle bars first, so that
@@ -526,5 +551,81 @@ gboolean trace_terapipe_schedule(TraceFigureContext *ctx, TraceFigureOut *out, G
   draw_schedule(g, 0, &s, &k);
   out->gantt = g;
   schedule_clear(&s);
+  return TRUE;
+}
+
+/* --- today's schedules --- */
+
+/* The zero-bubble family and DualPipe beside 1F1B, each on its own p = 4
+ * rows of one time axis: the small GPT of SC21's figures (8 layers, so one
+ * layer per V chunk), m = 8 microbatches, and --stage-times 1,1,1,0: every
+ * pass of a stage's microbatch (F, the input gradient B, the weight
+ * gradient W) 1 ms and no communication time, T_F = T_B = T_W as the
+ * papers draw them (Qi et al. 2024, figures 3, 4 and 8; DeepSeek-V3,
+ * figure 5).  Qi et al.'s bubble (plan.h: the longest stage span less its
+ * busy time) is in the summary. */
+#define SCHEDULES_N 6
+
+gboolean trace_schedules_figure(TraceFigureContext *ctx, TraceFigureOut *out, GError **error) {
+  static const char *const scheds[SCHEDULES_N] = {"1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipev", "dualpipe"};
+  static const char *const labels[SCHEDULES_N] = {"1F1B", "ZB-H1", "ZB-H2", "ZB-V", "DualPipeV", "DualPipe"};
+  SimPlanRequest req[SCHEDULES_N];
+  Schedule s[SCHEDULES_N];
+  memset(s, 0, sizeof s);
+  for (guint i = 0; i < SCHEDULES_N; i++) {
+    sc21_request(ctx, scheds[i], 0, &req[i]);
+    req[i].stage_times = "1,1,1,0";
+    if (!schedule_run(ctx, &req[i], labels[i], &s[i], error)) {
+      for (guint j = 0; j <= i; j++)
+        schedule_clear(&s[j]);
+      return FALSE;
+    }
+  }
+  g_string_append_printf(out->text,
+                         "Pipeline schedules with the backward split into B (input gradient) and W (weight "
+                         "gradient)\np %u, m %u microbatches, --stage-times 1,1,1,0 (T_F = T_B = T_W = 1 ms, no "
+                         "communication time)\n",
+                         req[0].pp, req[0].global_batch / req[0].micro_batch);
+  summarize(out, s, SCHEDULES_N);
+  g_string_append_printf(out->text, "%-17s %12s %12s %10s\n", "schedule", "span ms", "ZB bubble ms", "in flight");
+  for (guint i = 0; i < SCHEDULES_N; i++)
+    g_string_append_printf(out->text, "%-17s %12.3f %12.3f %10.2f\n", labels[i],
+                           1e3 * trace_num(s[i].run, "pipeline_schedule.span_s"),
+                           1e3 * trace_num(s[i].run, "pipeline_schedule.bubble_s"),
+                           trace_num(s[i].run, "pipeline_schedule.peak_inflight_microbatches"));
+  for (guint i = 0; i < SCHEDULES_N; i++)
+    add_rows(out->rows, &s[i], "device", "microbatch", NULL, 0);
+  cJSON_AddStringToObject(out->json, "source",
+                          "Qi et al., Zero Bubble Pipeline Parallelism (ICLR 2024), figures 3, 4, 8; DeepSeek-V3 "
+                          "technical report, figure 5; torch.distributed.pipelining's schedules");
+  cJSON_AddStringToObject(out->json, "numbering", "devices, microbatches and model chunks from 1");
+
+  guint n_rows = 0;
+  gint64 flush = 0;
+  for (guint i = 0; i < SCHEDULES_N; i++) {
+    n_rows += s[i].stages;
+    flush = MAX(flush, s[i].flush_ns);
+  }
+  char **rows = g_new0(char *, n_rows + 1);
+  for (guint i = 0, r = 0; i < SCHEDULES_N; i++)
+    for (guint d = 0; d < s[i].stages; d++)
+      rows[r++] = g_strdup_printf("%s %u", labels[i], d + 1);
+  TraceGantt *g = trace_gantt_new("Zero-bubble schedules and DualPipe beside 1F1B: F, B and W as the stages run them",
+                                  n_rows, (const char *const *)rows, flush / 1e9);
+  g_strfreev(rows);
+  char *sub = g_strdup_printf("GPT, 8 layers, h 1024; p %u, m %u; T_F = T_B = T_W = 1 ms, no communication; "
+                              "lighter: the second chunk (V) or the reverse direction (DualPipe)",
+                              req[0].pp, req[0].global_batch / req[0].micro_batch);
+  trace_gantt_set_subtitle(g, sub);
+  g_free(sub);
+  Classes k;
+  add_classes_for(g, TRUE, TRUE, "second chunk or direction", &k);
+  for (guint i = 0, r = 0; i < SCHEDULES_N; i++) {
+    draw_schedule(g, r, &s[i], &k);
+    r += s[i].stages;
+  }
+  out->gantt = g;
+  for (guint i = 0; i < SCHEDULES_N; i++)
+    schedule_clear(&s[i]);
   return TRUE;
 }

@@ -160,6 +160,8 @@ static const TraceFigure figures[] = {
      NULL, trace_megatron_fig3},
     {"megatron-fig4", "SC21 figure 4: 1F1B and interleaved 1F1B (2 model chunks), 8 microbatches on 4 devices",
      NULL, trace_megatron_fig4},
+    {"schedules", "Zero-bubble schedules (ZB-H1, ZB-H2, ZB-V) and DualPipe(V) beside 1F1B, F, B and W apart", NULL,
+     trace_schedules_figure},
     {"megatron-fig6", "SC21 figure 6: the pipeline bubble (p-1)/m against the data-parallel size (analytic)", NULL,
      trace_sc21_fig6},
     {"megatron-fig7", "SC21 figure 7: one GPU's throughput against the microbatch size", NULL, trace_sc21_fig7},

@@ -126,12 +126,12 @@ static gint32 item_of(const SimTimeline *tl, const SimOpTag *tag) {
 }
 
 static gboolean has_pass(const SimTimeline *tl, const SimOpTag *tag) {
-  return tag->pass < (tl->recompute_pass ? 3u : 2u);
+  return tag->pass < (tl->recompute_pass ? 3u : 2u) || (tl->recompute_pass && tag->pass == SIM_TIMELINE_PASS_WEIGHT);
 }
 
 /* "forward mb 3 chunk 1": the pass and item an op belongs to ("" if none). */
 static void what_of(const SimTimeline *tl, const SimOpTag *tag, char *buf, gsize len) {
-  static const char *const passes[] = {"forward", "backward", "recompute"};
+  static const char *const passes[] = {"forward", "backward", "recompute", "other", "weight"};
   if (!has_pass(tl, tag))
     buf[0] = '\0';
   else if (tl->plan->chunks > 1)
@@ -251,7 +251,7 @@ static void emit_pieces(TracePerfetto *t, const SimTimeline *tl, const SimOpTag 
     cJSON *args = cJSON_AddObjectToObject(ev, "args");
     cJSON_AddStringToObject(args, "part", sim_timeline_part_name(pc[i].part));
     if (has_pass(tl, &own)) {
-      static const char *const passes[] = {"forward", "backward", "recompute"};
+      static const char *const passes[] = {"forward", "backward", "recompute", "other", "weight"};
       cJSON_AddStringToObject(args, "pass", passes[own.pass]);
     }
     if (pc[i].layer >= 0)
@@ -359,7 +359,7 @@ gboolean trace_perfetto_write(const SimTimeline *tl, gpointer data, GError **err
         add_int(args, "op", op);
         add_int(args, "stage", tag->stage);
         if (tag->microbatch >= 0 && has_pass(tl, tag)) {
-          static const char *const passes[] = {"forward", "backward", "recompute"};
+          static const char *const passes[] = {"forward", "backward", "recompute", "other", "weight"};
           cJSON_AddStringToObject(args, "pass", passes[tag->pass]);
           add_int(args, tl->item_unit, item_of(tl, tag));
           if (tl->plan->chunks > 1)

@@ -97,6 +97,11 @@ cJSON *trace_request_json(const SimPlanRequest *r, const TopoCluster *cluster, c
     cJSON_AddBoolToObject(o, "account_for_embedding", TRUE);
   if (r->split.loss)
     cJSON_AddBoolToObject(o, "account_for_loss", TRUE);
+  /* a schedule study's times and a schedule of one's own, where given */
+  if (r->stage_times)
+    cJSON_AddStringToObject(o, "stage_times", r->stage_times);
+  if (r->schedule_file)
+    cJSON_AddItemToObject(o, "schedule_file", source(r->schedule_file, r->schedule_file));
   return o;
 }
 
