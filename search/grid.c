@@ -255,8 +255,9 @@ gboolean search_grid_add_option(SearchGrid *g, SearchOptId id, const char *spec,
   m->values = g_ptr_array_new_with_free_func(g_free);
   ValueKind kind = o->kind == SEARCH_OPT_COUNT ? VALUES_COUNTS : o->kind == SEARCH_OPT_FLAG ? VALUES_BOOLS : VALUES_WORDS;
   const char *const *choices = id == SEARCH_OPT_MODEL ? model_names() : o->choices;
-  /* --slices takes lists of its own (512,384,...): its values are separated by ';' */
-  const char *sep = id == SEARCH_OPT_SLICES ? ";" : ",";
+  /* --slices (512,384,...) and --stage-times (F,B,W,COMM) take lists of
+   * their own: their values are separated by ';' */
+  const char *sep = id == SEARCH_OPT_SLICES || id == SEARCH_OPT_STAGE_TIMES ? ";" : ",";
   gboolean ok = parse_values(what, o->kind == SEARCH_OPT_FLAG && !spec ? "true" : spec, kind, choices, sep,
                              m->values, error);
   /* every word of a closed set must be one of it */

@@ -127,7 +127,7 @@ static void candidate_config(const Search *s, const Candidate *c, SearchConfig *
     SET(SEARCH_OPT_ZERO, c->zero);
   else {
     search_config_set(cfg, SEARCH_OPT_SCHEDULE, schedule_word(c->schedule), NULL);
-    if (c->schedule == SIM_SCHEDULE_INTERLEAVED)
+    if (c->schedule == SIM_SCHEDULE_INTERLEAVED || c->schedule == SIM_SCHEDULE_INTERLEAVED_ZB)
       SET(SEARCH_OPT_CHUNKS, c->v);
   }
   search_config_set(cfg, SEARCH_OPT_RECOMPUTE, search_recompute_word(c->recompute), NULL);
@@ -475,10 +475,20 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
               (v > 1 && (ends || split.embedding || split.loss) &&
                !sim_split_layers(&split, m->layers, p, v, &f_v, &m_v, &l_v, NULL)))
             continue;
-          SimSchedule sc = v > 1 ? SIM_SCHEDULE_INTERLEAVED : SIM_SCHEDULE_1F1B;
-          if (sched && strcmp(sched, "gpipe") == 0 && v == 1)
-            sc = SIM_SCHEDULE_GPIPE;
-          else if (sched && strcmp(sched, schedule_word(sc)) != 0)
+          /* the schedules of v chunks: 1F1B (GPipe when pinned) or
+           * interleaved 1F1B; with --schedule all, or one of them named,
+           * the zero-bubble family and DualPipe too (whose V and two
+           * directions set their own chunks: searched at v = 1) */
+          static const SimSchedule one[] = {SIM_SCHEDULE_1F1B,  SIM_SCHEDULE_GPIPE,     SIM_SCHEDULE_ZB_H1,
+                                            SIM_SCHEDULE_ZB_H2, SIM_SCHEDULE_ZB_V,      SIM_SCHEDULE_DUALPIPEV,
+                                            SIM_SCHEDULE_DUALPIPE},
+                                   looped[] = {SIM_SCHEDULE_INTERLEAVED, SIM_SCHEDULE_INTERLEAVED_ZB};
+          const SimSchedule *fam = v > 1 ? looped : one;
+          guint n_fam = v > 1 ? G_N_ELEMENTS(looped) : G_N_ELEMENTS(one);
+          for (guint fi = 0; fi < n_fam; fi++) {
+          SimSchedule sc = fam[fi];
+          gboolean all = sched && strcmp(sched, "all") == 0;
+          if (!sched ? fi > 0 : all ? sc == SIM_SCHEDULE_GPIPE : strcmp(sched, schedule_word(sc)) != 0)
             continue;
           if ((cfg->given[SEARCH_OPT_CHUNKS] && v != cfg->count[SEARCH_OPT_CHUNKS]) ||
               (cfg->given[SEARCH_OPT_LAYERS_PER_CHUNK] && (ends || v * cfg->count[SEARCH_OPT_LAYERS_PER_CHUNK] != lps)))
@@ -499,6 +509,7 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
                 Candidate c = {x.t, p, x.d, b, v, 0, x.cp, rc, sc, sp, dist, attn[ai], s->split_given ? (SimSplit){0} : split};
                 g_array_append_val(cands, c);
               }
+          }
         }
         /* ZeRO data parallelism, without model parallelism (as SC21 runs it) */
         for (guint z = 1; zero_ok && si == 0 && rc != MODEL_RECOMPUTE_SELECTIVE && x.t == 1 && p == 1 && x.cp == 1 &&

@@ -226,6 +226,56 @@ static void test_report(void) {
   cJSON_Delete(j);
 }
 
+/* plan --schedule all searches the zero-bubble family and DualPipe beside
+ * 1F1B and interleaved 1F1B; a row's command runs the same iteration; a
+ * sweep over --schedule all runs each schedule's row. */
+static void test_plan_sweep(void) {
+  cJSON *j = run_json("plan --model gpt3-1b --gpus 16 --global-batch 32 --pp 4 --schedule all --top 1000 --format json");
+  const cJSON *rows = arr(j, "rows"), *row;
+  GHashTable *seen = g_hash_table_new(g_str_hash, g_str_equal);
+  gboolean checked = FALSE;
+  cJSON_ArrayForEach(row, rows) {
+    const char *sch = str(row, "schedule");
+    g_hash_table_add(seen, (gpointer)sch);
+    if (!checked && strcmp(sch, "zb-v") == 0) { /* its command reproduces it */
+      const char *cmd = str(row, "command");
+      g_assert_true(g_str_has_prefix(cmd, "ptdsim "));
+      char *line = g_strdup_printf("%s --format json", cmd + strlen("ptdsim "));
+      cJSON *r = run_json(line);
+      g_assert_cmpfloat(num(r, "iteration_time_s"), ==, num(row, "iteration_time_s"));
+      cJSON_Delete(r);
+      g_free(line);
+      checked = TRUE;
+    }
+  }
+  g_assert_true(checked);
+  static const char *const want[] = {"1f1b", "interleaved", "zb-h1", "zb-h2", "zb-v", "interleaved-zb", "dualpipe",
+                                     "dualpipev"};
+  for (guint i = 0; i < G_N_ELEMENTS(want); i++)
+    if (!g_hash_table_contains(seen, want[i])) {
+      g_printerr("plan --schedule all found no %s row\n", want[i]);
+      g_assert_not_reached();
+    }
+  g_hash_table_unref(seen);
+  cJSON_Delete(j);
+  /* without --schedule, plan searches 1F1B and interleaved 1F1B as before */
+  j = run_json("plan --model gpt3-1b --gpus 16 --global-batch 32 --pp 4 --top 1000 --format json");
+  cJSON_ArrayForEach(row, arr(j, "rows")) {
+    const char *sch = str(row, "schedule");
+    g_assert_true(strcmp(sch, "1f1b") == 0 || strcmp(sch, "interleaved") == 0);
+  }
+  cJSON_Delete(j);
+  Proc pr = run_line("sweep --model gpt3-1b --gpus 8 --pp 4 --global-batch 16 --schedule zb-h1,zb-v,dualpipev "
+                     "--network analytic --stage-times 1,1,1,0;1,2,1,0.1");
+  g_assert_cmpint(pr.status, ==, 0);
+  char **lines = g_strsplit(pr.out, "\n", -1);
+  g_assert_cmpuint(g_strv_length(lines), >=, 7);
+  for (guint i = 1; i <= 6; i++)
+    g_assert_nonnull(strstr(lines[i], ",ok,"));
+  g_strfreev(lines);
+  proc_clear(&pr);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   if (!cli_harness_init())
@@ -237,6 +287,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/zb/files", test_files);
   g_test_add_func("/zb/bad-options", test_bad_options);
   g_test_add_func("/zb/report", test_report);
+  g_test_add_func("/zb/plan-sweep", test_plan_sweep);
   int rc = g_test_run();
   char *cmd[] = {"rm", "-rf", tmpdir, NULL};
   g_spawn_sync(NULL, cmd, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL, NULL, NULL);
