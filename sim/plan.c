@@ -672,9 +672,13 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     const char *name = sched == SIM_SCHEDULE_FILE ? "--schedule-file" : r->schedule;
     if (r->pp < 2)
       FAIL("--schedule %s is a pipeline schedule; give --pp of at least 2", name);
-    if (split_ends || split_extra)
+    /* one chunk per stage in stage order (zb-h1, zb-h2) takes Megatron's
+     * uneven splits as 1F1B does; the V, DualPipe's mirrored copies, more
+     * chunks and a file's own placement are laid out on an even split */
+    gboolean one_chunk = sched == SIM_SCHEDULE_ZB_H1 || sched == SIM_SCHEDULE_ZB_H2;
+    if ((split_ends || split_extra) && !one_chunk)
       FAIL("%s runs on an even split of the layers; drop --first-stage-layers, --last-stage-layers and "
-           "--account-for-*",
+           "--account-for-* (zb-h1 and zb-h2 take them)",
            name);
     if (cp > 1 || r->tp_comm_overlap)
       FAIL("%s is not modelled with %s yet; drop it", name, cp > 1 ? "--cp" : "--tp-comm-overlap");

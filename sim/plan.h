@@ -251,9 +251,11 @@ typedef struct {
   double bubble_fraction;
   double analytic_bubble_fraction;
   /* The pipeline's bubble as the zero-bubble paper counts it (Qi et al.
-   * 2024, section 3.2): on the stage whose compute spans longest from its
-   * first pass to its last (the optimizer step left out), that span less
-   * its busy time, in seconds, and as a share of the span. */
+   * 2024, section 3; sail-sg's zb.py measures "the longest stage time"):
+   * the longest span of a stage's compute from its first pass to its last
+   * (the optimizer step left out), less the most busy time of any stage
+   * (m (T_F + T_B + T_W) on equal stages), in seconds, and as a share of
+   * that span. */
   double pipeline_span_s, bubble_s, bubble_rate;
   /* Microbatches whose activations a stage holds at once, at most over the
    * stages (from the F to the B, or to the W where the backward is split),

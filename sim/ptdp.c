@@ -1436,10 +1436,11 @@ static int time_cmp(const void *a, const void *b) {
   return x[0] < y[0] ? -1 : x[0] > y[0];
 }
 
-/* The zero-bubble paper's bubble (SimResult.bubble_s): per stage, from its
- * first pass's start to its last pass's end (compute and the
- * tensor-parallel communication that blocks it; not the optimizer step),
- * and its busy time in that span.  With a steady state (1F1B and
+/* The zero-bubble paper's bubble (SimResult.bubble_s): the longest stage
+ * span, from a stage's first pass's start to its last pass's end (compute
+ * and the tensor-parallel communication that blocks it; not the optimizer
+ * step), less the most busy time of a stage (Qi et al.'s m (T_F + T_B +
+ * T_W) where the stages are equal).  With a steady state (1F1B and
  * interleaved only) every stage's span grows by k periods and its busy time
  * by k times its part in W1 (steady.h). */
 static void zb_bubble(const Build *b, SimResult *r) {
@@ -1482,10 +1483,8 @@ static void zb_bubble(const Build *b, SimResult *r) {
     /* steady state: the union grows by k times its part in W1 (steady.h) */
     double span = (double)(last - first + (st ? (SimTime)st->k * st->period : 0));
     double work = (double)(busy + (st ? (SimTime)st->k * in_w1 : 0));
-    if (span > best_span) {
-      best_span = span;
-      best_busy = work;
-    }
+    best_span = MAX(best_span, span);
+    best_busy = MAX(best_busy, work);
   }
   g_array_free(iv, TRUE);
   r->pipeline_span_s = best_span > 0 ? best_span * 1e-9 : 0;

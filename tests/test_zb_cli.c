@@ -200,7 +200,7 @@ static void test_bad_options(void) {
       {BASE " --gpus 1 --pp 1 --global-batch 8 --schedule zb-h1", "--pp of at least 2"},
       {BASE " --gpus 4 --pp 4 --global-batch 8 --schedule zb-h1 --schedule-file x.csv", "drop --schedule zb-h1"},
       {BASE " --gpus 4 --pp 4 --global-batch 8 --schedule-file /nonexistent.csv", "is not a readable file"},
-      {BASE " --gpus 4 --pp 4 --global-batch 8 --schedule zb-h1 --first-stage-layers 9", "even split"},
+      {BASE " --gpus 4 --pp 4 --global-batch 8 --schedule zb-v --first-stage-layers 9", "even split"},
       {BASE " --gpus 4 --pp 4 --global-batch 8 --schedule dualpipe --dump-schedule /tmp/never.csv", "cannot write"},
   };
   for (guint j = 0; j < G_N_ELEMENTS(cases); j++) {
