@@ -10,8 +10,8 @@
 
 /* --dump-schedule: the plan's schedule as a CSV of per-rank actions,
  * written before the run (NULL path: nothing). */
-static gboolean dump_schedule(const SimPlanRequest *req, const TopoCluster *cluster, const char *path,
-                              const char *input, GError **error) {
+static gboolean dump_schedule(const SimPlanRequest *req, const TopoCluster *cluster, const ModelProfile *profile,
+                              const char *path, const char *input, GError **error) {
   if (!path)
     return TRUE;
   SimPlan *plan = g_new0(SimPlan, 1);
@@ -30,7 +30,7 @@ static gboolean dump_schedule(const SimPlanRequest *req, const TopoCluster *clus
     ok = FALSE;
   }
   if (ok) {
-    csv = sim_schedule_csv(plan);
+    csv = sim_ptdp_schedule_csv(plan, profile);
     const char *inputs[] = {input, NULL};
     ok = ptd_write_file(path, "--dump-schedule", inputs, csv, strlen(csv), error);
   }
@@ -84,7 +84,7 @@ int cli_run(int argc, char **argv) {
       !search_config_runtime(&cfg, &rt, &error) ||
       !cli_load_machine_sized(cfg.text[SEARCH_OPT_CLUSTER], cfg.count[SEARCH_OPT_NODES], cfg.text[SEARCH_OPT_PROFILE],
                               &cluster, &profile, &error) ||
-      !dump_schedule(&req, cluster, dump, cfg.text[SEARCH_OPT_SCHEDULE_FILE], &error) ||
+      !dump_schedule(&req, cluster, profile, dump, cfg.text[SEARCH_OPT_SCHEDULE_FILE], &error) ||
       !(json = trace_run_full(&req, &rt, cluster, profile, trace, 0, &error)))
     goto fail;
 

@@ -8,7 +8,8 @@
 #include "../base/units.h"
 
 static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", "terapipe", "zb-h1", "zb-h2",
-                                        "interleaved-zb", "zb-v", "dualpipe", "dualpipev", NULL};
+                                        "interleaved-zb", "zb-v", "zb-1p", "zb-2p", "zb-auto", "dualpipe",
+                                        "dualpipev", NULL};
 static const char *const recomputes[] = {"full", "selective", "none", NULL};
 static const char *const ddps[] = {"local", "torch", NULL};
 static const char *const networks[] = {"flow", "analytic", NULL};
@@ -64,8 +65,9 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
     [SEARCH_OPT_GLOBAL_BATCH] = {"global-batch", SEARCH_OPT_COUNT, "B", "Global batch B in sequences", NULL},
     [SEARCH_OPT_MICRO_BATCH] = {"micro-batch", SEARCH_OPT_COUNT, "b", "Microbatch size b", NULL},
     [SEARCH_OPT_SCHEDULE] = {"schedule", SEARCH_OPT_TEXT, "NAME",
-                             "gpipe, 1f1b, interleaved, zb-h1, zb-h2, interleaved-zb, zb-v, dualpipe, dualpipev or "
-                             "terapipe (default 1f1b; interleaved when chunks are given); doc/schedules.md",
+                             "gpipe, 1f1b, interleaved, zb-h1, zb-h2, interleaved-zb, zb-v, zb-1p, zb-2p, zb-auto, "
+                             "dualpipe, dualpipev or terapipe (default 1f1b; interleaved when chunks are given); "
+                             "doc/schedules.md",
                              schedules},
     [SEARCH_OPT_SCHEDULE_FILE] = {"schedule-file", SEARCH_OPT_TEXT, "FILE",
                                   "A schedule of your own: a CSV of per-rank actions (0F0, 0I0, 0W0, 1B0...) in "
@@ -75,6 +77,10 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                                 "Times in ms per microbatch and stage (forward, input gradient, weight gradient, a "
                                 "pipeline hop) in place of the cost model: the schedule alone",
                                 NULL},
+    [SEARCH_OPT_ACTIVATION_LIMIT] = {"activation-limit", SEARCH_OPT_TEXT, "GiB",
+                                     "zb-auto: the activations a GPU may hold, in GiB; ZB's heuristic keeps within "
+                                     "it",
+                                     NULL},
     [SEARCH_OPT_LAYERS_PER_CHUNK] = {"layers-per-chunk", SEARCH_OPT_COUNT, "L",
                                      "Interleaved: layers per model chunk (Megatron's "
                                      "--num-layers-per-virtual-pipeline-stage)",
@@ -455,6 +461,10 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->schedule = c->text[SEARCH_OPT_SCHEDULE];
   r->schedule_file = c->text[SEARCH_OPT_SCHEDULE_FILE];
   r->stage_times = c->text[SEARCH_OPT_STAGE_TIMES];
+  double limit = 0;
+  if (!number_opt(c, SEARCH_OPT_ACTIVATION_LIMIT, 0, 1e6, "a number of GiB above 0", "20", &limit, error))
+    return FALSE;
+  r->activation_limit_gib = limit;
   r->slices = c->text[SEARCH_OPT_SLICES];
   r->ddp = c->text[SEARCH_OPT_DDP];
   r->recompute = c->text[SEARCH_OPT_RECOMPUTE];

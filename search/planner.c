@@ -480,8 +480,8 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
            * the zero-bubble family and DualPipe too (whose V and two
            * directions set their own chunks: searched at v = 1) */
           static const SimSchedule one[] = {SIM_SCHEDULE_1F1B,  SIM_SCHEDULE_GPIPE,     SIM_SCHEDULE_ZB_H1,
-                                            SIM_SCHEDULE_ZB_H2, SIM_SCHEDULE_ZB_V,      SIM_SCHEDULE_DUALPIPEV,
-                                            SIM_SCHEDULE_DUALPIPE},
+                                            SIM_SCHEDULE_ZB_H2, SIM_SCHEDULE_ZB_1P,     SIM_SCHEDULE_ZB_2P,
+                                            SIM_SCHEDULE_ZB_V,  SIM_SCHEDULE_DUALPIPEV, SIM_SCHEDULE_DUALPIPE},
                                    looped[] = {SIM_SCHEDULE_INTERLEAVED, SIM_SCHEDULE_INTERLEAVED_ZB};
           const SimSchedule *fam = v > 1 ? looped : one;
           guint n_fam = v > 1 ? G_N_ELEMENTS(looped) : G_N_ELEMENTS(one);

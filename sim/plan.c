@@ -31,6 +31,12 @@ const char *sim_schedule_name(SimSchedule s) {
     return "dualpipev";
   case SIM_SCHEDULE_FILE:
     return "file";
+  case SIM_SCHEDULE_ZB_1P:
+    return "zb-1p";
+  case SIM_SCHEDULE_ZB_2P:
+    return "zb-2p";
+  case SIM_SCHEDULE_ZB_AUTO:
+    return "zb-auto";
   }
   return "?";
 }
@@ -609,10 +615,24 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     sched = SIM_SCHEDULE_DUALPIPE;
   else if (strcmp(r->schedule, "dualpipev") == 0)
     sched = SIM_SCHEDULE_DUALPIPEV;
+  else if (strcmp(r->schedule, "zb-1p") == 0)
+    sched = SIM_SCHEDULE_ZB_1P;
+  else if (strcmp(r->schedule, "zb-2p") == 0)
+    sched = SIM_SCHEDULE_ZB_2P;
+  else if (strcmp(r->schedule, "zb-auto") == 0)
+    sched = SIM_SCHEDULE_ZB_AUTO;
   else
-    FAIL("unknown --schedule '%s'; use gpipe, 1f1b, interleaved, zb-h1, zb-h2, interleaved-zb, zb-v, dualpipe, "
-         "dualpipev or terapipe",
+    FAIL("unknown --schedule '%s'; use gpipe, 1f1b, interleaved, zb-h1, zb-h2, interleaved-zb, zb-v, zb-1p, zb-2p, "
+         "zb-auto, dualpipe, dualpipev or terapipe",
          r->schedule);
+  if (sched == SIM_SCHEDULE_ZB_AUTO && !(r->activation_limit_gib > 0))
+    FAIL("--schedule zb-auto finds a schedule within an activation-memory limit; give --activation-limit GiB (the "
+         "activations a GPU may hold, e.g. 20)");
+  if (sched != SIM_SCHEDULE_ZB_AUTO && r->activation_limit_gib > 0)
+    FAIL("--activation-limit is zb-auto's memory limit; add --schedule zb-auto or drop it");
+  if (!(r->activation_limit_gib >= 0) || r->activation_limit_gib > 1e6)
+    FAIL("--activation-limit must be a number of GiB above 0, e.g. 20");
+  plan->activation_limit_gib = r->activation_limit_gib;
   if (r->schedule_file && r->schedule)
     FAIL("--schedule-file gives the schedule itself; drop --schedule %s", r->schedule);
   if (r->schedule_file)
@@ -675,7 +695,8 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     /* one chunk per stage in stage order (zb-h1, zb-h2) takes Megatron's
      * uneven splits as 1F1B does; the V, DualPipe's mirrored copies, more
      * chunks and a file's own placement are laid out on an even split */
-    gboolean one_chunk = sched == SIM_SCHEDULE_ZB_H1 || sched == SIM_SCHEDULE_ZB_H2;
+    gboolean one_chunk = sched == SIM_SCHEDULE_ZB_H1 || sched == SIM_SCHEDULE_ZB_H2 || sched == SIM_SCHEDULE_ZB_1P ||
+                         sched == SIM_SCHEDULE_ZB_2P || sched == SIM_SCHEDULE_ZB_AUTO;
     if ((split_ends || split_extra) && !one_chunk)
       FAIL("%s runs on an even split of the layers; drop --first-stage-layers, --last-stage-layers and "
            "--account-for-* (zb-h1 and zb-h2 take them)",

@@ -22,7 +22,10 @@ typedef enum {
   SIM_SCHEDULE_ZB_V,
   SIM_SCHEDULE_DUALPIPE,
   SIM_SCHEDULE_DUALPIPEV,
-  SIM_SCHEDULE_FILE /* --schedule-file */
+  SIM_SCHEDULE_FILE, /* --schedule-file */
+  SIM_SCHEDULE_ZB_1P, /* ZB's heuristic with p, 2p or --activation-limit microbatches in flight */
+  SIM_SCHEDULE_ZB_2P,
+  SIM_SCHEDULE_ZB_AUTO
 } SimSchedule;
 /* A user's schedule (sim/schedule.h). */
 typedef struct SimScheduleFile SimScheduleFile;
@@ -121,6 +124,8 @@ typedef struct {
    * optimizer step (a schedule study, as the ZB paper's) */
   gboolean stage_times;
   double stage_f_s, stage_b_s, stage_w_s, stage_comm_s;
+  double activation_limit_gib; /* zb-auto: --activation-limit, GiB of activations per GPU */
+  guint activation_limit_mbs;  /* zb-auto: that limit in microbatches (sim_ptdp fills it; 0: not yet) */
 } SimPlan;
 
 /* What the command line gave; 0 means "not given". */
@@ -155,6 +160,7 @@ typedef struct {
   guint64 seed;                   /* --seed (0: 1) */
   const char *schedule_file;      /* --schedule-file CSV; NULL: none */
   const char *stage_times;        /* --stage-times F,B,W,COMM in ms; NULL: the cost model */
+  double activation_limit_gib;    /* --activation-limit GiB (zb-auto); 0: not given */
 } SimPlanRequest;
 
 /* GPU memory a training process needs besides what ptdsim counts: the CUDA
@@ -325,5 +331,8 @@ gboolean sim_ptdp_run(const SimPlan *plan, const ModelProfile *profile, const To
  * time count nothing. */
 double sim_phased_bandwidth(guint n, const int64_t *start_ns, const int64_t *end_ns, const guint *phase,
                             const double *bytes, guint n_phases);
+/* The plan's schedule as a CSV of per-rank actions (sim_schedule_csv),
+ * ZB's heuristics ordered as a run on `profile` orders them. */
+char *sim_ptdp_schedule_csv(const SimPlan *plan, const ModelProfile *profile);
 /* Memory only (no simulation): the busiest GPU. */
 void sim_ptdp_memory(const SimPlan *plan, const ModelProfile *profile, ModelMemory *mem, guint *stage);

@@ -1333,10 +1333,86 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
   model_memory(&local, &req, out);
 }
 
+static gboolean heuristic(const SimPlan *pl) {
+  return pl->schedule == SIM_SCHEDULE_ZB_1P || pl->schedule == SIM_SCHEDULE_ZB_2P || pl->schedule == SIM_SCHEDULE_ZB_AUTO;
+}
+
+/* Every stage's order for m microbatches.  ZB's heuristics order by each
+ * stage's F, B and W: the --stage-times, else the cost model's compute
+ * times on `profile` (its layers, the embedding and the logit layer; the
+ * communication left to the engine). */
+static void plan_orders(const SimPlan *pl, const ModelProfile *profile, guint m, GArray **orders) {
+  guint p = pl->pp;
+  double *t = g_new0(double, 3 * (gsize)p), *tf = t, *tb = t + p, *tw = t + 2 * p, tc = 0;
+  if (heuristic(pl) && pl->stage_times) {
+    for (guint s = 0; s < p; s++)
+      tf[s] = pl->stage_f_s, tb[s] = pl->stage_b_s, tw[s] = pl->stage_w_s;
+    tc = pl->stage_comm_s;
+  } else if (heuristic(pl)) {
+    ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
+    ModelLayerCost c;
+    model_layer_cost_with(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &c);
+    ModelShape local = rank_shape(pl);
+    double ef, eb, hf, hb;
+    model_embedding_cost(profile, &local, pl->tp, pl->micro_batch, &ef, &eb);
+    model_head_cost(profile, &local, pl->tp, pl->micro_batch, &hf, &hb);
+    double hw = model_head_wgrad_s(profile, &local, pl->tp, pl->micro_batch);
+    double f = 0, b = 0, w = 0;
+    for (guint j = 0; j < 3; j++) {
+      f += c.fwd.seg_s[j];
+      b += c.bwd.seg_s[j] - c.bwd.wgrad_s[j];
+      w += c.bwd.wgrad_s[j];
+    }
+    if (pl->recompute)
+      b += f;
+    else if (pl->selective)
+      b += c.core.seg_s[0];
+    for (guint s = 0; s < p; s++) {
+      double L = sim_plan_stage_layers(pl, s);
+      tf[s] = L * f + (s == 0 ? ef : 0) + (s == p - 1 ? hf : 0);
+      tb[s] = L * b + (s == p - 1 ? hb - hw : 0);
+      tw[s] = L * w + (s == 0 ? eb : 0) + (s == p - 1 ? hw : 0);
+    }
+  }
+  sim_plan_orders_timed(pl, m, tf, tb, tw, tc, orders);
+  g_free(t);
+}
+
+/* zb-auto: the plan with --activation-limit in microbatches (a stage's
+ * activations of one microbatch, the most of any stage, into the limit;
+ * at least 1).  Others: the plan itself.  *owned: what to free. */
+static const SimPlan *with_limit(const SimPlan *pl, const ModelProfile *profile, SimPlan **owned) {
+  *owned = NULL;
+  if (pl->schedule != SIM_SCHEDULE_ZB_AUTO || pl->activation_limit_mbs)
+    return pl;
+  GArray *one = g_array_new(FALSE, FALSE, sizeof(SimItem));
+  double per_mb = 0;
+  for (guint s = 0; s < pl->pp; s++) {
+    g_array_set_size(one, 0);
+    SimItem f = {0, 0, 1, SIM_GRAD_ALL, 0};
+    g_array_append_val(one, f);
+    ModelMemory mm;
+    stage_memory(pl, profile, one, s, &mm, NULL);
+    per_mb = MAX(per_mb, mm.activations);
+  }
+  g_array_free(one, TRUE);
+  SimPlan *copy = g_new(SimPlan, 1);
+  *copy = *pl;
+  double n = per_mb > 0 ? floor(pl->activation_limit_gib * 1073741824.0 / per_mb) : 1e9;
+  copy->activation_limit_mbs = (guint)CLAMP(n, 1.0, 1e9);
+  *owned = copy;
+  return copy;
+}
+
 /* The same, with the peak in-flight microbatches over the stages. */
 static void ptdp_memory(const SimPlan *pl, const ModelProfile *profile, ModelMemory *mem, guint *stage,
                         double *inflight) {
-  GArray *order = g_array_new(FALSE, FALSE, sizeof(SimItem));
+  SimPlan *owned;
+  pl = with_limit(pl, profile, &owned);
+  GArray **orders = g_new(GArray *, pl->pp);
+  for (guint s = 0; s < pl->pp; s++)
+    orders[s] = g_array_new(FALSE, FALSE, sizeof(SimItem));
+  plan_orders(pl, profile, pl->microbatches, orders);
   memset(mem, 0, sizeof *mem);
   *stage = 0;
   if (inflight)
@@ -1344,7 +1420,7 @@ static void ptdp_memory(const SimPlan *pl, const ModelProfile *profile, ModelMem
   for (guint s = 0; s < pl->pp; s++) {
     ModelMemory m;
     double in = 0;
-    sim_plan_order(pl, pl->microbatches, s, order);
+    GArray *order = orders[s];
     stage_memory(pl, profile, order, s, &m, &in);
     if (inflight)
       *inflight = MAX(*inflight, in);
@@ -1353,7 +1429,10 @@ static void ptdp_memory(const SimPlan *pl, const ModelProfile *profile, ModelMem
       *stage = s;
     }
   }
-  g_array_free(order, TRUE);
+  for (guint s = 0; s < pl->pp; s++)
+    g_array_free(orders[s], TRUE);
+  g_free(orders);
+  g_free(owned);
 }
 
 void sim_ptdp_memory(const SimPlan *pl, const ModelProfile *profile, ModelMemory *mem, guint *stage) {
@@ -1778,8 +1857,34 @@ static gboolean steady_find(Build *b) {
   return FALSE;
 }
 
+static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster, SimResult *r,
+                         SimTimelineFn observe, gpointer data, GError **error);
+
 gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
                                SimResult *r, SimTimelineFn observe, gpointer data, GError **error) {
+  SimPlan *owned;
+  gboolean ok = ptdp_run(with_limit(pl, profile, &owned), profile, cluster, r, observe, data, error);
+  g_free(owned);
+  return ok;
+}
+
+char *sim_ptdp_schedule_csv(const SimPlan *pl, const ModelProfile *profile) {
+  SimPlan *owned;
+  pl = with_limit(pl, profile, &owned);
+  GArray **orders = g_new(GArray *, pl->pp);
+  for (guint s = 0; s < pl->pp; s++)
+    orders[s] = g_array_new(FALSE, FALSE, sizeof(SimItem));
+  plan_orders(pl, profile, pl->microbatches, orders);
+  char *csv = sim_schedule_csv_orders(pl, orders);
+  for (guint s = 0; s < pl->pp; s++)
+    g_array_free(orders[s], TRUE);
+  g_free(orders);
+  g_free(owned);
+  return csv;
+}
+
+static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster, SimResult *r,
+                         SimTimelineFn observe, gpointer data, GError **error) {
   memset(r, 0, sizeof *r);
   if (!sim_plan_check_device(pl, profile, error))
     return FALSE;
@@ -1859,9 +1964,10 @@ build:
   b.order = g_new0(GArray *, b.p);
   b.len = g_new0(guint, b.p);
   b.n_items = 0;
-  for (guint s = 0; s < b.p; s++) {
+  for (guint s = 0; s < b.p; s++)
     b.order[s] = g_array_new(FALSE, FALSE, sizeof(SimItem));
-    sim_plan_order(pl, b.m, s, b.order[s]);
+  plan_orders(pl, profile, b.m, b.order);
+  for (guint s = 0; s < b.p; s++) {
     b.len[s] = b.order[s]->len;
     b.n_items = MAX(b.n_items, b.len[s]);
   }

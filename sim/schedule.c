@@ -19,7 +19,8 @@ static guint microbatch_of(guint k, guint p, guint v) { return (k / (p * v)) * p
 
 gboolean sim_schedule_splits(SimSchedule s) {
   return s == SIM_SCHEDULE_ZB_H1 || s == SIM_SCHEDULE_ZB_H2 || s == SIM_SCHEDULE_INTERLEAVED_ZB ||
-         s == SIM_SCHEDULE_ZB_V || s == SIM_SCHEDULE_DUALPIPE || s == SIM_SCHEDULE_DUALPIPEV;
+         s == SIM_SCHEDULE_ZB_V || s == SIM_SCHEDULE_DUALPIPE || s == SIM_SCHEDULE_DUALPIPEV ||
+         s == SIM_SCHEDULE_ZB_1P || s == SIM_SCHEDULE_ZB_2P || s == SIM_SCHEDULE_ZB_AUTO;
 }
 
 /* The W passes a stage owes, oldest first. */
@@ -88,6 +89,17 @@ static void zb_interleaved(guint p, guint m, guint v, guint s, GArray *out) {
  * otherwise.  The stage that can act first goes first (ties: the lower
  * stage).  Fills orders[s] (arrays of SimItem) for each stage. */
 void sim_schedule_greedy(guint p, guint m, double tf, double tb, double tw, double tc, guint limit, GArray **orders) {
+  double *f = g_new(double, p), *b = g_new(double, p), *w = g_new(double, p);
+  for (guint r = 0; r < p; r++)
+    f[r] = tf, b[r] = tb, w[r] = tw;
+  sim_schedule_greedy_staged(p, m, f, b, w, tc, limit, TRUE, orders);
+  g_free(f);
+  g_free(b);
+  g_free(w);
+}
+
+void sim_schedule_greedy_staged(guint p, guint m, const double *tf, const double *tb, const double *tw, double tc,
+                                guint limit, gboolean wait_for_w, GArray **orders) {
   const double inf = 1e300;
   double *fdone = g_new(double, (gsize)p * m), *bdone = g_new(double, (gsize)p * m), *free_at = g_new0(double, p);
   guint *nf = g_new0(guint, p), *nb = g_new0(guint, p), *nw = g_new0(guint, p);
@@ -118,7 +130,9 @@ void sim_schedule_greedy(guint p, guint m, double tf, double tb, double tw, doub
         at = t;
       } else {
         double next = MIN(ta_b, ta_f);
-        if (nw[r] < nb[r] && (next >= inf || next - t >= tw)) {
+        /* a W owed fills the wait if it fits in it (or always, without
+         * wait_for_w; or when nothing else can come: memory full) */
+        if (nw[r] < nb[r] && (next >= inf || !wait_for_w || next - t >= tw[r])) {
           act = 'W';
           at = t;
         } else if (next >= inf) {
@@ -138,17 +152,17 @@ void sim_schedule_greedy(guint p, guint m, double tf, double tb, double tw, doub
     guint r = best;
     if (best_act == 'F') {
       guint j = nf[r]++;
-      fdone[(gsize)r * m + j] = best_t + tf;
-      free_at[r] = best_t + tf;
+      fdone[(gsize)r * m + j] = best_t + tf[r];
+      free_at[r] = best_t + tf[r];
       push(orders[r], 0, j, TRUE);
     } else if (best_act == 'B') {
       guint k = nb[r]++;
-      bdone[(gsize)r * m + k] = best_t + tb;
-      free_at[r] = best_t + tb;
+      bdone[(gsize)r * m + k] = best_t + tb[r];
+      free_at[r] = best_t + tb[r];
       push_item(orders[r], 0, k, FALSE, SIM_GRAD_INPUT);
     } else {
       push_item(orders[r], 0, nw[r]++, FALSE, SIM_GRAD_WEIGHT);
-      free_at[r] = best_t + tw;
+      free_at[r] = best_t + tw[r];
     }
   }
   g_free(fdone);
@@ -157,6 +171,92 @@ void sim_schedule_greedy(guint p, guint m, double tf, double tb, double tw, doub
   g_free(nf);
   g_free(nb);
   g_free(nw);
+}
+
+double sim_schedule_span(guint p, guint m, GArray *const *orders, const double *tf, const double *tb, const double *tw,
+                         double tc) {
+  /* each stage runs its order; an F waits for the previous stage's F, a B
+   * (or whole backward) for the next stage's, a W for nothing else */
+  double *fdone = g_new(double, (gsize)p * m), *bdone = g_new(double, (gsize)p * m), *free_at = g_new0(double, p);
+  double *first = g_new(double, p);
+  guint *ptr = g_new0(guint, p);
+  const double unset = -1;
+  for (gsize j = 0; j < (gsize)p * m; j++)
+    fdone[j] = bdone[j] = unset;
+  for (guint r = 0; r < p; r++)
+    first[r] = unset;
+  for (gboolean progress = TRUE; progress;) {
+    progress = FALSE;
+    for (guint r = 0; r < p; r++)
+      for (; ptr[r] < orders[r]->len; ptr[r]++) {
+        SimItem it = g_array_index(orders[r], SimItem, ptr[r]);
+        double ready = 0, dur;
+        if (it.forward) {
+          if (r > 0) {
+            if (fdone[(gsize)(r - 1) * m + it.microbatch] < 0)
+              break;
+            ready = fdone[(gsize)(r - 1) * m + it.microbatch] + tc;
+          }
+          dur = tf[r];
+        } else if (it.grad != SIM_GRAD_WEIGHT) {
+          if (r + 1 < p) {
+            if (bdone[(gsize)(r + 1) * m + it.microbatch] < 0)
+              break;
+            ready = bdone[(gsize)(r + 1) * m + it.microbatch] + tc;
+          }
+          dur = it.grad == SIM_GRAD_INPUT ? tb[r] : tb[r] + tw[r];
+        } else
+          dur = tw[r];
+        double start = MAX(free_at[r], ready);
+        if (first[r] < 0)
+          first[r] = start;
+        free_at[r] = start + dur;
+        if (it.forward)
+          fdone[(gsize)r * m + it.microbatch] = free_at[r];
+        else if (it.grad != SIM_GRAD_WEIGHT)
+          bdone[(gsize)r * m + it.microbatch] = free_at[r];
+        progress = TRUE;
+      }
+  }
+  double span = 0;
+  for (guint r = 0; r < p; r++)
+    span = ptr[r] < orders[r]->len ? 1e300 : MAX(span, free_at[r] - MAX(first[r], 0));
+  g_free(fdone);
+  g_free(bdone);
+  g_free(free_at);
+  g_free(first);
+  g_free(ptr);
+  return span;
+}
+
+void sim_schedule_zb_auto(guint p, guint m, const double *tf, const double *tb, const double *tw, double tc,
+                          guint limit, GArray **orders) {
+  GArray **cand = g_new(GArray *, p);
+  for (guint r = 0; r < p; r++)
+    cand[r] = g_array_new(FALSE, FALSE, sizeof(SimItem));
+  double best = 1e301;
+  for (guint k = 0; k < 4; k++) {
+    /* the list heuristic waiting for W to fit or not, ZB-H1 where p fit,
+     * ZB-H2 where 2p - 1 do */
+    if (k < 2)
+      sim_schedule_greedy_staged(p, m, tf, tb, tw, tc, limit, k == 0, cand);
+    else if ((k == 2 && limit >= p) || (k == 3 && limit >= 2 * p - 1))
+      for (guint r = 0; r < p; r++)
+        sim_schedule_order(k == 2 ? SIM_SCHEDULE_ZB_H1 : SIM_SCHEDULE_ZB_H2, p, m, 1, r, cand[r]);
+    else
+      continue;
+    double span = sim_schedule_span(p, m, cand, tf, tb, tw, tc);
+    if (span < best) { /* ties: the earlier candidate */
+      best = span;
+      for (guint r = 0; r < p; r++) {
+        g_array_set_size(orders[r], 0);
+        g_array_append_vals(orders[r], cand[r]->data, cand[r]->len);
+      }
+    }
+  }
+  for (guint r = 0; r < p; r++)
+    g_array_free(cand[r], TRUE);
+  g_free(cand);
 }
 
 /* ZB-H2: the heuristic's order for T_F = T_B = T_W, no communication time
@@ -366,7 +466,52 @@ void sim_schedule_order(SimSchedule schedule, guint p, guint m, guint v, guint s
     push(out, chunk_of(k, p, v, FALSE), microbatch_of(k, p, v), FALSE);
 }
 
+guint sim_plan_zb_limit(const SimPlan *plan) {
+  switch (plan->schedule) {
+  case SIM_SCHEDULE_ZB_1P:
+    return plan->pp;
+  case SIM_SCHEDULE_ZB_2P:
+    return 2 * plan->pp;
+  default:
+    return plan->activation_limit_mbs;
+  }
+}
+
+void sim_plan_orders_timed(const SimPlan *plan, guint m, const double *tf, const double *tb, const double *tw,
+                           double tc, GArray **orders) {
+  guint p = plan->pp;
+  if (plan->schedule == SIM_SCHEDULE_ZB_1P || plan->schedule == SIM_SCHEDULE_ZB_2P ||
+      plan->schedule == SIM_SCHEDULE_ZB_AUTO) {
+    sim_schedule_zb_auto(p, m, tf, tb, tw, tc, sim_plan_zb_limit(plan), orders);
+    return;
+  }
+  for (guint s = 0; s < p; s++)
+    sim_plan_order(plan, m, s, orders[s]);
+}
+
 void sim_plan_order(const SimPlan *plan, guint m, guint stage, GArray *out) {
+  if (plan->schedule == SIM_SCHEDULE_ZB_1P || plan->schedule == SIM_SCHEDULE_ZB_2P ||
+      plan->schedule == SIM_SCHEDULE_ZB_AUTO) {
+    /* the heuristic on the stage times given, else T_F = T_B = T_W */
+    guint p = plan->pp;
+    double *t = g_new(double, 3 * p);
+    for (guint r = 0; r < p; r++) {
+      t[r] = plan->stage_times ? plan->stage_f_s : 1;
+      t[p + r] = plan->stage_times ? plan->stage_b_s : 1;
+      t[2 * p + r] = plan->stage_times ? plan->stage_w_s : 1;
+    }
+    GArray **all = g_new(GArray *, p);
+    for (guint r = 0; r < p; r++)
+      all[r] = g_array_new(FALSE, FALSE, sizeof(SimItem));
+    sim_plan_orders_timed(plan, m, t, t + p, t + 2 * p, plan->stage_times ? plan->stage_comm_s : 0, all);
+    g_array_set_size(out, 0);
+    g_array_append_vals(out, all[stage]->data, all[stage]->len);
+    for (guint r = 0; r < p; r++)
+      g_array_free(all[r], TRUE);
+    g_free(all);
+    g_free(t);
+    return;
+  }
   if (plan->schedule == SIM_SCHEDULE_FILE) {
     const GArray *o = plan->schedule_file->orders[stage];
     g_array_set_size(out, 0);
@@ -713,10 +858,22 @@ const SimScheduleFile *sim_schedule_file_load(const char *path, guint p, guint m
 }
 
 char *sim_schedule_csv(const SimPlan *plan) {
-  GString *s = g_string_new(NULL);
-  GArray *order = g_array_new(FALSE, FALSE, sizeof(SimItem));
+  GArray **orders = g_new(GArray *, plan->pp);
   for (guint r = 0; r < plan->pp; r++) {
-    sim_plan_order(plan, plan->microbatches, r, order);
+    orders[r] = g_array_new(FALSE, FALSE, sizeof(SimItem));
+    sim_plan_order(plan, plan->microbatches, r, orders[r]);
+  }
+  char *csv = sim_schedule_csv_orders(plan, orders);
+  for (guint r = 0; r < plan->pp; r++)
+    g_array_free(orders[r], TRUE);
+  g_free(orders);
+  return csv;
+}
+
+char *sim_schedule_csv_orders(const SimPlan *plan, GArray *const *orders) {
+  GString *s = g_string_new(NULL);
+  for (guint r = 0; r < plan->pp; r++) {
+    const GArray *order = orders[r];
     for (guint j = 0; j < order->len; j++) {
       SimItem it = g_array_index(order, SimItem, j);
       gboolean pair = it.paired && j + 1 < order->len;
@@ -737,6 +894,5 @@ char *sim_schedule_csv(const SimPlan *plan) {
     }
     g_string_append_c(s, '\n');
   }
-  g_array_free(order, TRUE);
   return g_string_free(s, FALSE);
 }

@@ -53,6 +53,11 @@
  *  dualpipev (DualPipe's "cut in half" V variant; deepseek-ai/DualPipe
  *    dualpipe/dualpipev.py, torch's ScheduleDualPipeV): the eight steps of
  *    DualPipe on the V placement of zb-v, microbatches from one end.
+ *  zb-1p, zb-2p, zb-auto (Qi et al. section 3.3, sail-sg's scheduler/zb.py):
+ *    ZB's automatic schedule for the stages' F, B, W times (--stage-times,
+ *    else the cost model's compute times) and a limit of p, 2p, or
+ *    --activation-limit GiB worth of microbatches in flight
+ *    (sim_schedule_zb_auto).
  *  file (--schedule-file): a user's per-rank lists of actions in the format
  *    of torch.distributed.pipelining (sim_schedule_file_load).
  */
@@ -86,6 +91,29 @@ void sim_plan_order(const SimPlan *plan, guint m, guint stage, GArray *out);
  * T_comm, with at most `limit` microbatches in flight per stage; one chunk
  * per stage. */
 void sim_schedule_greedy(guint p, guint m, double tf, double tb, double tw, double tc, guint limit, GArray **orders);
+/* The same with each stage's own times; without `wait_for_w` a W owed runs
+ * whenever the stage would wait, even where it delays the next pass. */
+void sim_schedule_greedy_staged(guint p, guint m, const double *tf, const double *tb, const double *tw, double tc,
+                                guint limit, gboolean wait_for_w, GArray **orders);
+/* The longest stage span (first pass's start to last pass's end) of
+ * one-chunk orders run with those times; a huge value where they cannot
+ * run to the end. */
+double sim_schedule_span(guint p, guint m, GArray *const *orders, const double *tf, const double *tb, const double *tw,
+                         double tc);
+/* zb-1p, zb-2p, zb-auto (Qi et al. section 3.3; sail-sg's zb.py tries its
+ * heuristic's variants and keeps the shortest): the list heuristic waiting
+ * for a W to fit and not, ZB-H1 where p microbatches fit and ZB-H2 where
+ * 2p - 1 do, each run with the times, the shortest longest-stage span kept
+ * (ties: that order).  `limit`: microbatches in flight per stage. */
+void sim_schedule_zb_auto(guint p, guint m, const double *tf, const double *tb, const double *tw, double tc,
+                          guint limit, GArray **orders);
+/* The heuristics' limit in microbatches: p (zb-1p), 2p (zb-2p), or what
+ * --activation-limit allows (zb-auto). */
+guint sim_plan_zb_limit(const SimPlan *plan);
+/* All the stages' orders of a plan, the heuristics run with these per-stage
+ * times (others ignore them). */
+void sim_plan_orders_timed(const SimPlan *plan, guint m, const double *tf, const double *tb, const double *tw,
+                           double tc, GArray **orders);
 
 /* Whether the schedule runs input and weight gradients as separate items. */
 gboolean sim_schedule_splits(SimSchedule schedule);
@@ -128,3 +156,5 @@ SimScheduleFile *sim_schedule_file_parse(const char *text, gsize len, const char
 void sim_schedule_file_free(SimScheduleFile *f);
 /* The plan's schedule as that CSV (--dump-schedule): one row per rank. */
 char *sim_schedule_csv(const SimPlan *plan);
+/* The same for given per-rank orders. */
+char *sim_schedule_csv_orders(const SimPlan *plan, GArray *const *orders);

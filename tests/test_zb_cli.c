@@ -83,6 +83,39 @@ static void test_formulas(void) {
     }
 }
 
+/* ZB's heuristic (zb-1p, zb-2p, zb-auto) within its memory limit: never
+ * more in flight than the limit, never a longer stage span than the
+ * handcrafted schedule of that memory it also tries (ZB-H1 at p, ZB-H2 at
+ * 2p - 1), so zero bubble at equal times with 2p. */
+static void test_heuristic(void) {
+  for (guint t = 0; t < G_N_ELEMENTS(times); t++) {
+    guint p = 4, m = 12;
+    double F = times[t][0], B = times[t][1], W = times[t][2];
+    char tt[64];
+    g_snprintf(tt, sizeof tt, "%g,%g,%g,0", F, B, W);
+    Sched one = run_sched(p, m, "zb-1p", tt, NULL), h1 = run_sched(p, m, "zb-h1", tt, NULL);
+    g_assert_cmpfloat(one.peak, <=, p);
+    g_assert_cmpfloat(one.span, <=, h1.span);
+    Sched two = run_sched(p, m, "zb-2p", tt, NULL), h2 = run_sched(p, m, "zb-h2", tt, NULL);
+    g_assert_cmpfloat(two.peak, <=, 2 * p);
+    g_assert_cmpfloat(two.span, <=, h2.span);
+    if (t == 0)
+      assert_ms(two.bubble, 0, "zb-2p at equal times");
+  }
+  /* zb-auto: the limit in GiB becomes microbatches of the stage's activations */
+  Sched tight = run_sched(4, 12, "zb-auto", "1,1,1,0", "--activation-limit 1");
+  Sched loose = run_sched(4, 12, "zb-auto", "1,1,1,0", "--activation-limit 1000");
+  g_assert_cmpfloat(tight.peak, <, loose.peak);
+  g_assert_cmpfloat(tight.span, >=, loose.span);
+  assert_ms(loose.bubble, 0, "zb-auto, memory to spare");
+  Proc pr = run_line(BASE " --gpus 4 --pp 4 --global-batch 8 --schedule zb-auto");
+  assert_one_line_error(&pr, "give --activation-limit");
+  proc_clear(&pr);
+  pr = run_line(BASE " --gpus 4 --pp 4 --global-batch 8 --schedule zb-h1 --activation-limit 3");
+  assert_one_line_error(&pr, "--activation-limit is zb-auto's");
+  proc_clear(&pr);
+}
+
 static void test_dualpipe(void) {
   for (guint p = 2; p <= 8; p *= 2) {
     guint m = 4 * p;
@@ -105,7 +138,7 @@ static void test_dualpipe(void) {
  * GPipe, 1F1B and interleaved 1F1B block on theirs under the cost model,
  * so those are compared with --stage-times, where none blocks.) */
 static void test_roundtrip(void) {
-  const char *scheds[] = {"zb-h1",         "zb-h2",
+  const char *scheds[] = {"zb-h1",         "zb-h2",         "zb-1p", "zb-2p",
                           "zb-v",          "dualpipev",     "interleaved-zb --chunks 2",
                           "1f1b --stage-times 1,2,1,0.1", "gpipe --stage-times 1,2,1,0.1",
                           "interleaved --chunks 2 --stage-times 1,2,1,0.1"};
@@ -283,6 +316,7 @@ int main(int argc, char **argv) {
   tmpdir = g_dir_make_tmp("ptdsim-zb-XXXXXX", NULL);
   g_test_add_func("/zb/formulas", test_formulas);
   g_test_add_func("/zb/dualpipe", test_dualpipe);
+  g_test_add_func("/zb/heuristic", test_heuristic);
   g_test_add_func("/zb/roundtrip", test_roundtrip);
   g_test_add_func("/zb/files", test_files);
   g_test_add_func("/zb/bad-options", test_bad_options);
