@@ -1252,12 +1252,47 @@ static void test_load_unknown_name(void) {
   check_unknown_name(TRUE);
 }
 
+/* The backward's weight-gradient GEMMs, kept apart for the zero-bubble
+ * schedules' W: exactly the four wgrad GEMMs of the layer (QKV, projection,
+ * MLP up, MLP down at their tensor-parallel shard shapes), each in its
+ * segment, and the rest of the backward unchanged by the split; on the
+ * ideal profile half the backward (T_W = T_F). */
+static void test_layer_wgrad(void) {
+  ModelProfile *a100 = load_profile("a100-sxm4-80gb");
+  ModelShape m = {.layers = 24, .hidden = 2048, .heads = 16, .seq_len = 2048, .vocab = 51200};
+  const guint ts[] = {1, 2, 8};
+  for (guint i = 0; i < G_N_ELEMENTS(ts); i++) {
+    guint t = ts[i], b = 2;
+    ModelLayerCost c;
+    model_layer_cost(a100, &m, t, b, TRUE, &c);
+    guint64 bs = (guint64)b * m.seq_len, h = m.hidden, ht = h / t, ffn = 4 * h / t, qkv = 3 * h / t;
+    ModelGemm mlp_down = {1, ffn, h, bs}, mlp_up = {1, h, ffn, bs}, proj = {1, ht, h, bs}, qkvw = {1, qkv, h, bs};
+    /* backward order: MLP down and up in segment 0, projection and QKV in segment 1 */
+    double seg0 = model_gemm_time_s(a100, &mlp_down) + model_gemm_time_s(a100, &mlp_up);
+    double seg1 = model_gemm_time_s(a100, &proj) + model_gemm_time_s(a100, &qkvw);
+    g_assert_cmpfloat(fabs(c.bwd.wgrad_s[0] - seg0), <=, 1e-15 + 1e-12 * seg0);
+    g_assert_cmpfloat(fabs(c.bwd.wgrad_s[1] - seg1), <=, 1e-15 + 1e-12 * seg1);
+    g_assert_cmpfloat(c.bwd.wgrad_s[2], ==, 0);
+    g_assert_cmpfloat(c.fwd.wgrad_s[0] + c.fwd.wgrad_s[1] + c.fwd.wgrad_s[2], ==, 0);
+    for (guint j = 0; j < 3; j++)
+      g_assert_cmpfloat(c.bwd.wgrad_s[j], <, c.bwd.seg_s[j] + 1e-30);
+  }
+  model_profile_free(a100);
+  ModelProfile *ideal = load_profile("ideal");
+  ModelLayerCost c;
+  model_layer_cost(ideal, &m, 1, 1, TRUE, &c);
+  g_assert_cmpfloat(c.bwd.wgrad_s[0], ==, c.fwd.seg_s[0]);
+  g_assert_cmpfloat(c.bwd.seg_s[0], ==, 2 * c.fwd.seg_s[0]);
+  model_profile_free(ideal);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/models/transformer/lookup", test_model_lookup);
   g_test_add_func("/models/transformer/param-count", test_param_count);
   g_test_add_func("/models/transformer/flops", test_flops);
   g_test_add_func("/models/layer/flops-a100", test_layer_flops_a100);
+  g_test_add_func("/models/layer/weight-gradients", test_layer_wgrad);
   g_test_add_func("/models/layer/flops-ideal", test_layer_flops_ideal);
   g_test_add_func("/models/layer/fusion", test_layer_fusion);
   g_test_add_func("/models/layer/fusion-backward-kernels", test_layer_fusion_backward_kernels);
