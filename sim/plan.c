@@ -338,6 +338,18 @@ guint sim_plan_chunk_layers(const SimPlan *pl, guint s, guint c) {
   guint v = pl->schedule == SIM_SCHEDULE_DUALPIPE ? 1 : pl->chunks ? pl->chunks : 1;
   if (!pl->split_mid && !pl->split_first) /* a plan filled without a split: even */
     return pl->model.layers / (pl->pp * v);
+  if ((pl->schedule == SIM_SCHEDULE_ZB_V || pl->schedule == SIM_SCHEDULE_DUALPIPEV) &&
+      (pl->split_embedding || pl->split_loss)) {
+    /* the V: the embedding's chunk (virtual stage 0) and the loss's (virtual
+     * stage 2p-1) are both on stage 0, each a layer short (sail-sg's
+     * --allow-padding-num-layers with the V) */
+    guint n = pl->split_mid / 2;
+    if (s == 0 && c == 0 && pl->split_embedding)
+      n--;
+    if (s == 0 && c == 1 && pl->split_loss)
+      n--;
+    return n;
+  }
   guint stage = s == 0 ? pl->split_first : s == pl->pp - 1 ? pl->split_last : pl->split_mid;
   guint n = stage / v;
   if (pl->split_embedding && s == 0 && c == 0)
@@ -697,7 +709,8 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
      * chunks and a file's own placement are laid out on an even split */
     gboolean one_chunk = sched == SIM_SCHEDULE_ZB_H1 || sched == SIM_SCHEDULE_ZB_H2 || sched == SIM_SCHEDULE_ZB_1P ||
                          sched == SIM_SCHEDULE_ZB_2P || sched == SIM_SCHEDULE_ZB_AUTO;
-    if ((split_ends || split_extra) && !one_chunk)
+    gboolean v_extra = (sched == SIM_SCHEDULE_ZB_V || sched == SIM_SCHEDULE_DUALPIPEV) && split_extra && !split_ends;
+    if ((split_ends || split_extra) && !one_chunk && !v_extra)
       FAIL("%s runs on an even split of the layers; drop --first-stage-layers, --last-stage-layers and "
            "--account-for-* (zb-h1 and zb-h2 take them)",
            name);
@@ -709,7 +722,13 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   if (sched == SIM_SCHEDULE_ZB_V || sched == SIM_SCHEDULE_DUALPIPEV || sched == SIM_SCHEDULE_DUALPIPE) {
     v = 2; /* V: virtual stages s and 2p-1-s; DualPipe: stage s and p-1-s, one per direction */
     guint parts = sched == SIM_SCHEDULE_DUALPIPE ? r->pp : 2 * r->pp;
-    if (m->layers % parts)
+    guint extras = (r->split.embedding ? 1 : 0) + (r->split.loss ? 1 : 0);
+    if (sched != SIM_SCHEDULE_DUALPIPE && extras) {
+      if ((m->layers + extras) % parts)
+        FAIL("--schedule %s with the embedding and loss counted as layers cuts %u + %u into %u equal parts; use a "
+             "--pp whose double divides that",
+             r->schedule, m->layers, extras, parts);
+    } else if (m->layers % parts)
       FAIL("--schedule %s cuts the %u layers into %u equal parts; use a --pp whose %s divides the layer count",
            r->schedule, m->layers, parts, sched == SIM_SCHEDULE_DUALPIPE ? "value" : "double");
     if (sched == SIM_SCHEDULE_DUALPIPE && (r->pp % 2 || m_mb % 2 || m_mb < 2 * r->pp))

@@ -243,6 +243,24 @@ static void test_bad_options(void) {
   }
 }
 
+/* The V padded as sail-sg pads it: with the embedding and the loss counted
+ * as layers, the first and the last virtual stage -- both on stage 0 --
+ * hold a layer fewer; a split that does not divide is refused. */
+static void test_v_padding(void) {
+  cJSON *j = run_json("run --layers 30 --hidden 1024 --heads 16 --seq-len 256 --profile ideal --gpus 8 --pp 8 "
+                      "--micro-batch 1 --global-batch 24 --recompute none --schedule zb-v --account-for-embedding "
+                      "--account-for-loss --format json");
+  const cJSON *virt = arr(obj(j, "config"), "layers_per_virtual_stage");
+  g_assert_cmpint(cJSON_GetArraySize(virt), ==, 16);
+  for (int i = 0; i < 16; i++)
+    g_assert_cmpfloat(cJSON_GetArrayItem(virt, i)->valuedouble, ==, i == 0 || i == 15 ? 1 : 2);
+  g_assert_cmpfloat(cJSON_GetArrayItem(arr(obj(j, "config"), "layers_per_stage"), 0)->valuedouble, ==, 2);
+  cJSON_Delete(j);
+  Proc pr = run_line(BASE " --gpus 8 --pp 8 --global-batch 16 --schedule zb-v --account-for-embedding");
+  assert_one_line_error(&pr, "cuts 48 + 1 into 16 equal parts");
+  proc_clear(&pr);
+}
+
 /* The text report names the zero-bubble rate; --stage-times is in the
  * config. */
 static void test_report(void) {
@@ -321,6 +339,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/zb/files", test_files);
   g_test_add_func("/zb/bad-options", test_bad_options);
   g_test_add_func("/zb/report", test_report);
+  g_test_add_func("/zb/v-padding", test_v_padding);
   g_test_add_func("/zb/plan-sweep", test_plan_sweep);
   int rc = g_test_run();
   char *cmd[] = {"rm", "-rf", tmpdir, NULL};

@@ -1,6 +1,8 @@
 /* ptdsim — run reports (see report.h). */
 #include "report.h"
 
+#include "../sim/schedule.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -57,11 +59,13 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
     cJSON *per = cJSON_AddArrayToObject(cfg, "layers_per_stage");
     for (guint s = 0; s < pl->pp; s++)
       cJSON_AddItemToArray(per, cJSON_CreateNumber(sim_plan_stage_layers(pl, s)));
-    if (pl->chunks > 1) {
+    if (pl->chunks > 1) { /* in the route's order: c p + s, or the V's s then 2p-1-s */
       cJSON *virt = cJSON_AddArrayToObject(cfg, "layers_per_virtual_stage");
-      for (guint c = 0; c < pl->chunks; c++)
-        for (guint s = 0; s < pl->pp; s++)
-          cJSON_AddItemToArray(virt, cJSON_CreateNumber(sim_plan_chunk_layers(pl, s, c)));
+      for (guint vs = 0; vs < sim_plan_route_len(pl); vs++) {
+        guint s, c;
+        sim_plan_place(pl, vs, 0, &s, &c);
+        cJSON_AddItemToArray(virt, cJSON_CreateNumber(sim_plan_chunk_layers(pl, s, c)));
+      }
     }
   }
   /* ZeRO runs no pipeline: one stage accumulates its microbatches */
