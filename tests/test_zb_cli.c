@@ -7,6 +7,7 @@
  *   ZB-H1  (p-1)(T_F + T_B - T_W)        ibid., section 3.1
  *   ZB-H2  (p-1)(T_F + T_B - 2 T_W)      ibid.
  *   ZB-V   0 where T_F = T_B = T_W       ibid., section 6
+ *   interleaved 1F1B and interleaved ZB with v chunks: the same over v
  *   DualPipe (PP/2 - 1)(F&B + B - 3W)   deepseek-ai/DualPipe README, with
  *     DeepSeek's B the whole backward chunk (T_B + T_W in ZB's terms) and
  *     F&B = F + B (the pair's compute, one after the other); DualPipeV: the
@@ -51,6 +52,9 @@ static void assert_ms(double got_s, double want_ms, const char *what) {
   }
 }
 
+/* A chunk's share of a time in ms, on the engine's integer nanoseconds. */
+static double chunk_ms(double ms, guint v) { return (double)llround(ms * 1e6 / v) / 1e6; }
+
 static const double times[][3] = {{1, 1, 1}, {2, 1, 1}, {1, 2, 1}, {1, 1, 0.5}, {1.5, 1.2, 0.7}};
 
 static void test_formulas(void) {
@@ -75,6 +79,18 @@ static void test_formulas(void) {
       s = run_sched(p, m, "zb-h2", tt, NULL);
       assert_ms(s.bubble, (p - 1) * (F + B - 2 * W), what);
       g_assert_cmpfloat(s.peak, ==, 2 * p - 1);
+      /* v chunks divide both bubbles by v, as SC21 section 2.2.2 has it for
+       * 1F1B (each chunk's passes take 1/v of the stage's times) */
+      for (guint v = 2; v <= 3; v++) {
+        char ch[32];
+        g_snprintf(ch, sizeof ch, "--chunks %u", v);
+        g_snprintf(what, sizeof what, "interleaved-zb v=%u p=%u %s", v, p, tt);
+        s = run_sched(p, m - m % p, "interleaved-zb", tt, ch);
+        assert_ms(s.bubble, (p - 1) * (chunk_ms(F, v) + chunk_ms(B, v) - chunk_ms(W, v)), what);
+        g_snprintf(what, sizeof what, "interleaved v=%u p=%u %s", v, p, tt);
+        s = run_sched(p, m - m % p, "interleaved", tt, ch);
+        assert_ms(s.bubble, (p - 1) * (chunk_ms(F, v) + chunk_ms(B + W, v)), what);
+      }
       if (t == 0) { /* T_F = T_B = T_W */
         s = run_sched(p, m, "zb-v", tt, NULL);
         assert_ms(s.bubble, 0, "zb-v");
