@@ -187,6 +187,26 @@ static void test_roundtrip(void) {
   }
 }
 
+/* The symmetry shortcut stays exact under the new schedules: every GPU
+ * simulated gives the same iteration, with Megatron's local DDP and torch
+ * DDP (whose buckets wait for the last W). */
+static void test_symmetry(void) {
+  const char *scheds[] = {"zb-h1", "zb-v", "dualpipe", "dualpipev", "zb-2p"};
+  for (guint j = 0; j < G_N_ELEMENTS(scheds); j++)
+    for (guint torch = 0; torch < 2; torch++) {
+      char *a = g_strdup_printf("run --model gpt3-1b --layers 16 --gpus 16 --tp 2 --pp 4 --global-batch 16 "
+                                "--micro-batch 1 --network analytic --schedule %s%s --format json",
+                                scheds[j], torch ? " --ddp torch" : "");
+      char *b = g_strdup_printf("%s --no-symmetry", a);
+      cJSON *x = run_json(a), *y = run_json(b);
+      g_assert_cmpfloat(num(x, "iteration_time_s"), ==, num(y, "iteration_time_s"));
+      cJSON_Delete(x);
+      cJSON_Delete(y);
+      g_free(a);
+      g_free(b);
+    }
+}
+
 /* A schedule of one's own: 2 ranks, 2 microbatches, written by hand. */
 typedef struct {
   const char *csv, *needle;
@@ -352,6 +372,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/zb/dualpipe", test_dualpipe);
   g_test_add_func("/zb/heuristic", test_heuristic);
   g_test_add_func("/zb/roundtrip", test_roundtrip);
+  g_test_add_func("/zb/symmetry", test_symmetry);
   g_test_add_func("/zb/files", test_files);
   g_test_add_func("/zb/bad-options", test_bad_options);
   g_test_add_func("/zb/report", test_report);
