@@ -36,7 +36,7 @@ static const char *const result_columns[] = {
     "whole_run.switches", "whole_run.failures", "whole_run.restart", "whole_run.checkpoint", "whole_run.expected",
     "whole_run.monte_carlo", "stragglers",
     "config.stage_times_ms", "pipeline_schedule.span_s", "pipeline_schedule.bubble_s", "pipeline_schedule.bubble_rate",
-    "pipeline_schedule.peak_inflight_microbatches"};
+    "pipeline_schedule.peak_inflight_microbatches", "pipeline_schedule.peak_inflight_per_stage"};
 
 const char *const *search_sweep_result_columns(guint *n) {
   *n = G_N_ELEMENTS(result_columns);

@@ -334,5 +334,8 @@ double sim_phased_bandwidth(guint n, const int64_t *start_ns, const int64_t *end
 /* The plan's schedule as a CSV of per-rank actions (sim_schedule_csv),
  * ZB's heuristics ordered as a run on `profile` orders them. */
 char *sim_ptdp_schedule_csv(const SimPlan *plan, const ModelProfile *profile);
+/* Each stage's peak microbatches in flight (SimResult.peak_inflight_mbs is
+ * their most), into per_stage[0 .. p-1]. */
+void sim_ptdp_inflight(const SimPlan *plan, const ModelProfile *profile, double *per_stage);
 /* Memory only (no simulation): the busiest GPU. */
 void sim_ptdp_memory(const SimPlan *plan, const ModelProfile *profile, ModelMemory *mem, guint *stage);

@@ -1404,9 +1404,10 @@ static const SimPlan *with_limit(const SimPlan *pl, const ModelProfile *profile,
   return copy;
 }
 
-/* The same, with the peak in-flight microbatches over the stages. */
-static void ptdp_memory(const SimPlan *pl, const ModelProfile *profile, ModelMemory *mem, guint *stage,
-                        double *inflight) {
+/* The same, with the peak in-flight microbatches over the stages, and
+ * (per_stage, may be NULL) each stage's. */
+static void ptdp_memory_per(const SimPlan *pl, const ModelProfile *profile, ModelMemory *mem, guint *stage,
+                            double *inflight, double *per_stage) {
   SimPlan *owned;
   pl = with_limit(pl, profile, &owned);
   GArray **orders = g_new(GArray *, pl->pp);
@@ -1424,6 +1425,8 @@ static void ptdp_memory(const SimPlan *pl, const ModelProfile *profile, ModelMem
     stage_memory(pl, profile, order, s, &m, &in);
     if (inflight)
       *inflight = MAX(*inflight, in);
+    if (per_stage)
+      per_stage[s] = in;
     if (m.total > mem->total) {
       *mem = m;
       *stage = s;
@@ -1435,8 +1438,19 @@ static void ptdp_memory(const SimPlan *pl, const ModelProfile *profile, ModelMem
   g_free(owned);
 }
 
+static void ptdp_memory(const SimPlan *pl, const ModelProfile *profile, ModelMemory *mem, guint *stage,
+                        double *inflight) {
+  ptdp_memory_per(pl, profile, mem, stage, inflight, NULL);
+}
+
 void sim_ptdp_memory(const SimPlan *pl, const ModelProfile *profile, ModelMemory *mem, guint *stage) {
   ptdp_memory(pl, profile, mem, stage, NULL);
+}
+
+void sim_ptdp_inflight(const SimPlan *pl, const ModelProfile *profile, double *per_stage) {
+  ModelMemory mem;
+  guint stage;
+  ptdp_memory_per(pl, profile, &mem, &stage, NULL, per_stage);
 }
 
 /* The effective bisection bandwidth of one traffic class, in bytes/s (SC21

@@ -484,8 +484,8 @@ static void test_throughput_columns(void) {
   g_assert_nonnull(strstr(lines[0], ",status,reason,config.layers,"));
   guint n;
   const char *const *cols = search_sweep_result_columns(&n);
-  g_assert_cmpstr(cols[n - 6], ==, "stragglers"); /* then the schedule's columns, appended after it */
-  g_assert_cmpstr(cols[n - 1], ==, "pipeline_schedule.peak_inflight_microbatches");
+  g_assert_cmpstr(cols[n - 7], ==, "stragglers"); /* then the schedule's columns, appended after it */
+  g_assert_cmpstr(cols[n - 1], ==, "pipeline_schedule.peak_inflight_per_stage");
   static const char *const sp[] = {"", " --sequence-parallel"};
   for (guint i = 0; i < 2; i++) {
     char **f = g_strsplit(lines[1 + i], ",", -1);
@@ -494,7 +494,18 @@ static void test_throughput_columns(void) {
                                  "--format json",
                                  sp[i]);
     cJSON *r = run_json(args);
-    /* last the schedule's: no --stage-times, then span, bubble, rate, in flight */
+    /* last the schedule's: no --stage-times, then span, bubble, rate, in
+     * flight, and in flight per stage (JSON text, its commas quoted) */
+    char *per = strrchr(lines[1 + i], '"');
+    g_assert_nonnull(per);
+    char *head = g_strndup(lines[1 + i], (gsize)(per - lines[1 + i]));
+    char *open = strrchr(head, '"');
+    g_assert_nonnull(open);
+    *open = '\0';
+    g_strfreev(f);
+    f = g_strsplit(head, ",", -1);
+    g_free(head);
+    nf = g_strv_length(f) - 1; /* the empty field before the quoted array */
     g_assert_cmpstr(f[nf - 5], ==, "");
     g_assert_cmpfloat(g_ascii_strtod(f[nf - 3], NULL), ==, num(obj(r, "pipeline_schedule"), "bubble_s"));
     nf -= 5;

@@ -113,6 +113,12 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
     cJSON_AddNumberToObject(ps, "bubble_s", r->bubble_s);
     cJSON_AddNumberToObject(ps, "bubble_rate", r->bubble_rate);
     cJSON_AddNumberToObject(ps, "peak_inflight_microbatches", r->peak_inflight_mbs);
+    double *per = g_new0(double, pl->pp);
+    sim_ptdp_inflight(pl, profile, per);
+    cJSON *arr = cJSON_AddArrayToObject(ps, "peak_inflight_per_stage");
+    for (guint s = 0; s < pl->pp; s++)
+      cJSON_AddItemToArray(arr, cJSON_CreateNumber(per[s]));
+    g_free(per);
   }
   cJSON *tb = obj_add(o, "time_breakdown_s");
   cJSON_AddNumberToObject(tb, "compute", r->breakdown.compute);
