@@ -98,7 +98,7 @@ static int bench_terapipe(guint repeat) {
   double best = G_MAXDOUBLE;
   int code = 0;
   for (guint i = 0; i < repeat && !code; i++) {
-    TraceFigureContext ctx = {cluster, profile, NULL, NULL, TRACE_FIGURE_SIMULATE, NULL, fig->name, 0};
+    TraceFigureContext ctx = {cluster, profile, NULL, NULL, TRACE_FIGURE_SIMULATE, NULL, fig->name, 0, NULL};
     TraceFigureOut out;
     trace_figure_out_init(&out, fig->name);
     gint64 t0 = g_get_monotonic_time();
@@ -178,7 +178,7 @@ static gboolean bench_one(const TraceFigure *fig, FigMode mode, const char *dir,
     return FALSE;
   char *traces = g_build_filename(dir, "traces", NULL);
   char *out_dir = g_build_filename(dir, mode == FIG_FROM ? "rebuilt" : "gallery", NULL);
-  TraceFigureContext ctx = {cluster, profile, NULL, NULL, TRACE_FIGURE_SIMULATE, NULL, fig->name, 0};
+  TraceFigureContext ctx = {cluster, profile, NULL, NULL, TRACE_FIGURE_SIMULATE, NULL, fig->name, 0, NULL};
   if (mode != FIG_DIRECT) {
     ctx.mode = mode == FIG_SAVE ? TRACE_FIGURE_SAVE_TRACES : TRACE_FIGURE_FROM_TRACES;
     ctx.trace_dir = traces;

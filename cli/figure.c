@@ -46,11 +46,16 @@ static gboolean one_figure(const TraceFigure *fig, const FigureOptions *o, CliFo
                 "--network %s is not available for the TeraPipe figures yet; leave --network out", o->network);
     return FALSE;
   }
+  if (fig->own_machines && (o->cluster || o->profile)) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "%s compares the built-in machines it names; leave --cluster and --profile out", fig->name);
+    return FALSE;
+  }
   TopoCluster *cluster = NULL;
   ModelProfile *profile = NULL;
   if (!cli_load_machine(o->cluster ? o->cluster : fig->default_cluster, o->profile, &cluster, &profile, error))
     return FALSE;
-  TraceFigureContext ctx = {cluster, profile, o->network, o->workload, TRACE_FIGURE_SIMULATE, NULL, fig->name, 0};
+  TraceFigureContext ctx = {cluster, profile, o->network, o->workload, TRACE_FIGURE_SIMULATE, NULL, fig->name, 0, NULL};
   if (o->save_traces)
     ctx.mode = TRACE_FIGURE_SAVE_TRACES, ctx.trace_dir = o->save_traces;
   if (o->from_traces)

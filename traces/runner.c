@@ -619,7 +619,7 @@ static cJSON *figure_read(TraceFigureContext *ctx, const SimPlanRequest *req, co
 static cJSON *figure_run(TraceFigureContext *ctx, const SimPlanRequest *req, cJSON **events, GError **error) {
   guint k = ctx->runs++;
   if (ctx->mode == TRACE_FIGURE_SIMULATE && !events)
-    return trace_run(req, ctx->cluster, ctx->profile, NULL, 0, error);
+    return trace_run_full(req, ctx->rt, ctx->cluster, ctx->profile, NULL, 0, error);
   char *tmp_dir = NULL, *path;
   if (ctx->mode == TRACE_FIGURE_SIMULATE) {
     /* The diagrams draw from a trace: one goes through a private directory. */
@@ -636,7 +636,7 @@ static cJSON *figure_run(TraceFigureContext *ctx, const SimPlanRequest *req, cJS
   if (ctx->mode == TRACE_FIGURE_FROM_TRACES)
     run = figure_read(ctx, req, path, events, error);
   else {
-    cJSON *made = trace_run(req, ctx->cluster, ctx->profile, path, TRACE_FIGURE_MAX_EVENTS, error);
+    cJSON *made = trace_run_full(req, ctx->rt, ctx->cluster, ctx->profile, path, TRACE_FIGURE_MAX_EVENTS, error);
     if (made && events)
       run = trace_read(path, NULL, events, error);
     else
