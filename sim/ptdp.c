@@ -163,6 +163,7 @@ static guint node_of_rank(const Build *b, guint i, guint s, guint k) {
   return gpu_of_rank(b, i, s, k) / b->cluster->gpus_per_node;
 }
 static guint tp_group_nodes(const Build *b, guint s, guint k);
+static double nic_factor(const Build *b, guint g);
 
 /* Stragglers: each simulated rank's compute stream runs at the slowest GPU
  * it stands for -- itself and its context-parallel peers, and under the
@@ -820,9 +821,17 @@ static void emit_transfers_of(Build *b, guint s, guint k, guint idx) {
                          per_rank, b->flow->side_pp);
       }
       xfer[i] = net_op(b, *plan, streams, pos, 2, &t);
-    } else
-      xfer[i] = sim_engine_add_op_at(b->e, ns(model_p2p_time_s(&b->net, per_rank, same)), streams, pos, 2,
-                                     &t);
+    } else {
+      ModelNet net = b->net;
+      if (!same && pl->stragglers.n_link) { /* a send runs at the slower of its two NICs (--slow-link) */
+        double f = 1;
+        for (guint kk = b->ds == pl->dp ? k : 0; kk < (b->ds == pl->dp ? k + 1 : pl->dp); kk++)
+          for (guint ii = b->ts == pl->tp ? i : 0; ii < (b->ts == pl->tp ? i + 1 : pl->tp); ii++)
+            f = MIN(f, MIN(nic_factor(b, gpu_of_rank(b, ii, s, kk)), nic_factor(b, gpu_of_rank(b, ii, ds_, kk))));
+        net.hw.nic_bw *= f;
+      }
+      xfer[i] = sim_engine_add_op_at(b->e, ns(model_p2p_time_s(&net, per_rank, same)), streams, pos, 2, &t);
+    }
     sim_engine_add_dep(b->e, b->items[((k * b->p + s) * b->n_items + idx) * b->ts + i].last, xfer[i]);
     /* Megatron's point-to-point calls are blocking (batch_isend_irecv, then
      * wait): the sender goes on only once its send is done.  (The receiver's
@@ -910,20 +919,36 @@ static gboolean placement_uniform(const Build *b) {
  * replicas of rank i of stage s, after `deps`; with context parallelism
  * over the d x cp ranks that hold the same parameters (Megatron-Core's
  * data-parallel group with context parallelism). */
+/* The speed factor of the NIC cluster GPU g sends through (--slow-link):
+ * its own, or half when its rail or the one before is down (two rails then
+ * share a NIC). */
+static double nic_factor(const Build *b, guint g) {
+  guint gpn = b->cluster->gpus_per_node, nics = MAX(b->cluster->net.nics_per_node, 1u), rail = (g % gpn) * nics / gpn;
+  double x = sim_plan_nic_factor(b->plan, g / gpn, rail),
+         prev = sim_plan_nic_factor(b->plan, g / gpn, (rail + nics - 1) % nics);
+  return x <= 0 || prev <= 0 ? 0.5 : x;
+}
+
 /* The slowest NIC of the data-parallel group of tensor rank i on stage s
- * (under the symmetry shortcut, of every tensor rank's group): its factor,
- * a rail down sharing the next rail's NIC at half. */
+ * (under the symmetry shortcut, of every tensor rank's group). */
 static double dp_link_factor(const Build *b, guint i, guint s) {
   const SimPlan *pl = b->plan;
-  guint gpn = b->cluster->gpus_per_node, nics = MAX(b->cluster->net.nics_per_node, 1u);
   double f = 1;
   for (guint ii = b->ts == pl->tp ? i : 0; ii < (b->ts == pl->tp ? i + 1 : pl->tp); ii++)
     for (guint k = 0; k < pl->dp; k++)
-      for (guint c = 0; c < b->cp; c++) {
-        guint g = gpu_of_rank_c(b, ii, c, s, k), rail = (g % gpn) * nics / gpn;
-        double x = sim_plan_nic_factor(pl, g / gpn, rail), prev = sim_plan_nic_factor(pl, g / gpn, (rail + nics - 1) % nics);
-        f = MIN(f, x <= 0 || prev <= 0 ? 0.5 : x);
-      }
+      for (guint c = 0; c < b->cp; c++)
+        f = MIN(f, nic_factor(b, gpu_of_rank_c(b, ii, c, s, k)));
+  return f;
+}
+
+/* The slowest NIC of the tensor-parallel group of replica k on stage s
+ * (under the symmetry shortcut, of every replica's group). */
+static double tp_link_factor(const Build *b, guint s, guint k) {
+  const SimPlan *pl = b->plan;
+  double f = 1;
+  for (guint kk = b->ds == pl->dp ? k : 0; kk < (b->ds == pl->dp ? k + 1 : pl->dp); kk++)
+    for (guint i = 0; i < pl->tp; i++)
+      f = MIN(f, nic_factor(b, gpu_of_rank(b, i, s, kk)));
   return f;
 }
 
@@ -1676,11 +1701,14 @@ build:
       SimTime *d = &b.tp_ns[(s * b.ds + k) * 2];
       guint nodes = tp_group_nodes(&b, s, k);
       double bytes = b.layer.tp_allreduce_bytes;
+      ModelNet net = b.net;
+      if (nodes > 1 && pl->stragglers.n_link) /* a ring across nodes runs at its slowest NIC (--slow-link) */
+        net.hw.nic_bw *= tp_link_factor(&b, s, k);
       if (pl->sequence_parallel) {
-        d[0] = ns(model_collective_time_s(&b.net, MODEL_COLL_REDUCESCATTER, bytes, pl->tp, nodes, NULL));
-        d[1] = ns(model_collective_time_s(&b.net, MODEL_COLL_ALLGATHER, bytes, pl->tp, nodes, NULL));
+        d[0] = ns(model_collective_time_s(&net, MODEL_COLL_REDUCESCATTER, bytes, pl->tp, nodes, NULL));
+        d[1] = ns(model_collective_time_s(&net, MODEL_COLL_ALLGATHER, bytes, pl->tp, nodes, NULL));
       } else
-        d[0] = ns(model_collective_time_s(&b.net, MODEL_COLL_ALLREDUCE, bytes, pl->tp, nodes, NULL));
+        d[0] = ns(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, bytes, pl->tp, nodes, NULL));
     }
   /* the rings' hops on the analytic network: a send to the next rank, all
    * at once, as long as the slowest (between nodes if the ring leaves one);
