@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "../base/jsonutil.h"
+#include "../base/text.h"
 #include "../base/units.h"
 #include "../traces/report.h"
 #include "cli.h"
@@ -76,8 +77,14 @@ void cli_print_run(cJSON *run, CliFormat fmt) {
   g_string_free(text, TRUE);
 }
 
+/* The longest message printed whole (a longer one is cut, saying so). */
+#define CLI_MESSAGE_MAX 4096
+
 int cli_fail(GError *error) {
-  fprintf(stderr, "ptdsim: %s\n", error->message);
+  /* one line of printable text, whatever the message quotes */
+  char *line = ptd_echo(error->message, CLI_MESSAGE_MAX, TRUE);
+  fprintf(stderr, "ptdsim: %s\n", line);
+  g_free(line);
   g_error_free(error);
   return 1;
 }

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../base/text.h"
 #include "../traces/figures.h"
 #include "cli.h"
 
@@ -59,8 +60,14 @@ static gboolean one_figure(const TraceFigure *fig, const FigureOptions *o, CliFo
   trace_figure_out_init(&out, fig->name);
   gint64 t0 = g_get_monotonic_time();
   char **written = NULL;
-  gboolean ok = fig->run(&ctx, &out, error) && (!o->out_dir || trace_figure_write(&out, fig->name, o->out_dir,
-                                                                                   &written, error));
+  gboolean ok = fig->run(&ctx, &out, error);
+  /* a figure that simulates nothing (a formula) has no network to choose */
+  if (ok && o->network && ctx.runs == 0) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--network does not apply to %s: it simulates nothing (a formula); leave --network out", fig->name);
+    ok = FALSE;
+  }
+  ok = ok && (!o->out_dir || trace_figure_write(&out, fig->name, o->out_dir, &written, error));
   if (ok && quiet) { /* --all -o DIR: a line per figure */
     char *where = g_build_filename(o->out_dir, fig->name, NULL);
     printf("%-18s %4u configuration%s %7.2f s  %s.{%s}\n", fig->name, ctx.runs, ctx.runs == 1 ? " " : "s",
@@ -167,6 +174,12 @@ int cli_figure(int argc, char **argv) {
   if (!o.all && !fig) {
     g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown figure '%s' (ptdsim figure --list shows them)",
                 argv[1]);
+    goto fail;
+  }
+  if (o.network && strcmp(o.network, "flow") != 0 && strcmp(o.network, "analytic") != 0) {
+    char *echo = ptd_echo(o.network, PTD_ECHO_MAX, FALSE);
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --network '%s'; use flow or analytic", echo);
+    g_free(echo);
     goto fail;
   }
   if (o.workload && fig && !g_str_has_prefix(fig->name, "terapipe-")) {

@@ -267,6 +267,9 @@ gboolean search_grid_add_option(SearchGrid *g, SearchOptId id, const char *spec,
       g_string_free(list, TRUE);
     }
   }
+  /* a value wrong on its own (--tokens NaN) is wrong for every row */
+  for (guint i = 0; ok && i < m->values->len; i++)
+    ok = search_value_check(id, g_ptr_array_index(m->values, i), error);
   g_free(what);
   return keep_member(g, m, ok);
 }

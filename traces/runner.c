@@ -462,6 +462,17 @@ static gboolean scan(Scan *sc, const char *text, gsize len, cJSON **meta, const 
   return TRUE;
 }
 
+/* The result holds every key its report reads, each a finite number of
+ * zero or more where it is a number (trace_report_check). */
+static gboolean complete(const char *path, const cJSON *result, GError **error) {
+  GError *local = NULL;
+  if (trace_report_check(result, &local))
+    return TRUE;
+  g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_FORMAT, "trace '%s': %s", path, local->message);
+  g_error_free(local);
+  return FALSE;
+}
+
 cJSON *trace_read(const char *path, cJSON **request, cJSON **events_out, GError **error) {
   if (request)
     *request = NULL;
@@ -478,7 +489,8 @@ cJSON *trace_read(const char *path, cJSON **request, cJSON **events_out, GError 
   /* an empty file has no data pointer at all: scan an empty string */
   const char *text = bytes->len ? (const char *)bytes->data : "";
   if (scan(&sc, text, bytes->len, &meta, path, error) &&
-      verify(path, &sc, cJSON_GetObjectItemCaseSensitive(meta, "result"), error)) {
+      verify(path, &sc, cJSON_GetObjectItemCaseSensitive(meta, "result"), error) &&
+      complete(path, cJSON_GetObjectItemCaseSensitive(meta, "result"), error)) {
     result = cJSON_DetachItemFromObjectCaseSensitive(meta, "result");
     if (request)
       *request = cJSON_DetachItemFromObjectCaseSensitive(meta, "request");
