@@ -78,7 +78,7 @@ void cli_print_run(cJSON *run, CliFormat fmt) {
 }
 
 /* The longest message printed whole (a longer one is cut, saying so). */
-#define CLI_MESSAGE_MAX 4096
+#define CLI_MESSAGE_MAX 1000
 
 int cli_fail(GError *error) {
   /* one line of printable text, whatever the message quotes */

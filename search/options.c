@@ -294,11 +294,11 @@ static gboolean search_choice(SearchOptId id, const char *word, GError **error) 
       g_string_free(words, TRUE);
       return TRUE;
     }
-    g_string_append_printf(words, "%s%s", words->len ? ", " : "", *w);
+    /* "a, b or c" */
+    g_string_append_printf(words, "%s%s", words->len ? (w[1] ? ", " : " or ") : "", *w);
   }
   char *echo = ptd_echo(word, PTD_ECHO_MAX, FALSE);
-  g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --%s '%s'; use one of %s", o->name, echo,
-              words->str);
+  g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --%s '%s'; use %s", o->name, echo, words->str);
   g_free(echo);
   g_string_free(words, TRUE);
   return FALSE;
