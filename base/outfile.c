@@ -106,9 +106,14 @@ PtdOutFile *ptd_out_open(const char *path, const char *what, const char *const *
   char *tmp = g_strdup_printf("%s%c.%s.XXXXXX", dir, G_DIR_SEPARATOR, base);
   g_free(dir);
   g_free(base);
+  /* known to the signal handler before it exists: g_mkstemp_full fills in
+   * the name in place, so a signal at any point removes what was made */
+  gint slot = remember(tmp);
   int fd = g_mkstemp_full(tmp, O_RDWR | O_CLOEXEC, 0666); /* 0666 less the umask, as a plain fopen would give */
   if (fd < 0) {
     int err = errno;
+    if (slot >= 0)
+      g_atomic_pointer_set((gpointer *)&pending[slot], NULL);
     g_free(tmp);
     fail(error, what, path, err, "; give a file in an existing, writable directory");
     return NULL;
@@ -120,7 +125,7 @@ PtdOutFile *ptd_out_open(const char *path, const char *what, const char *const *
   f->fd = fd;
   f->keep_mode = exists;
   f->mode = exists ? st.st_mode & 07777 : 0;
-  f->slot = remember(tmp);
+  f->slot = slot;
   return f;
 }
 

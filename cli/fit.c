@@ -124,6 +124,9 @@ static void print_summary(const cJSON *profile, const char *path) {
              100 * num_at(r, "rms_relative_residual", NULL));
     }
   }
+  cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(fit, "collectives_not_fitted"))
+    if (cJSON_IsString(c) && strstr(c->valuestring, "not determined"))
+      printf("not fitted: %s\n", c->valuestring);
   /* What came from the base profile. */
   const cJSON *prov = cJSON_GetObjectItemCaseSensitive(profile, "provenance"), *e;
   GString *from_base = g_string_new(NULL);

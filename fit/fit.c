@@ -62,7 +62,7 @@ static double ssr(const CalibNls *r, size_t n) {
 /* One (op, ranks) group: one range, or two if a split at some size halves the
  * squared residuals (each side keeps at least 3 points and a positive alpha). */
 static gboolean fit_collective(CalibCollOp op, guint ranks, CollPoint *pts, size_t n, guint max_iter, cJSON *profile_list,
-                               cJSON *fit_list, GError **error) {
+                               cJSON *fit_list, cJSON *skipped, GError **error) {
   qsort(pts, n, sizeof *pts, cmp_point);
   double *bus = g_new(double, n), *t = g_new(double, n);
   for (size_t i = 0; i < n; i++)
@@ -85,6 +85,27 @@ static gboolean fit_collective(CalibCollOp op, guint ranks, CollPoint *pts, size
       best_hi = hi;
     }
   }
+  CalibNls ranges[2];
+  guint nr = split ? 2 : 1;
+  if (split)
+    ranges[0] = best_lo, ranges[1] = best_hi;
+  else
+    ranges[0] = one;
+  /* times that do not grow measurably with the size (all latency-bound)
+   * leave the bandwidth undetermined, as for the memory-bound classes:
+   * such a group is not fitted (the analytic model prices it) */
+  for (guint r = 0; ok && r < nr; r++)
+    if (!(ranges[r].se[1] < 0.5 * fabs(ranges[r].x[1]))) {
+      char note[160];
+      g_snprintf(note, sizeof note,
+                 "%s: %zu points up to %.0f bytes whose times do not grow measurably with size: bus bandwidth not "
+                 "determined, not fitted",
+                 what, n, pts[n - 1].bytes);
+      cJSON_AddItemToArray(skipped, cJSON_CreateString(note));
+      g_free(bus);
+      g_free(t);
+      return TRUE;
+    }
   if (ok && one.x[1] <= 0) {
     g_set_error(error, CALIB_ERROR, CALIB_ERROR_NO_CONVERGENCE,
                 "the %s fit gave a bus bandwidth of %.3g GB/s, which is not physical; check the measurements", what,
@@ -92,13 +113,7 @@ static gboolean fit_collective(CalibCollOp op, guint ranks, CollPoint *pts, size
     ok = FALSE;
   }
   if (ok) {
-    CalibNls ranges[2];
     size_t lo_i[2] = {0, split}, hi_i[2] = {split ? split - 1 : n - 1, n - 1};
-    guint nr = split ? 2 : 1;
-    if (split)
-      ranges[0] = best_lo, ranges[1] = best_hi;
-    else
-      ranges[0] = one;
     ModelCollFit mf = {(ModelCollOp)op, ranks, nr, {0}, {0}};
     cJSON *pc = cJSON_CreateObject(), *fc = cJSON_CreateObject();
     cJSON_AddStringToObject(pc, "op", calib_coll_name(op));
@@ -184,7 +199,8 @@ static gboolean fit_collectives(const CalibMeasurements *m, guint max_iter, cJSO
           g_array_append_val(pts, p);
         }
       }
-      ok = fit_collective((CalibCollOp)op, r, (CollPoint *)pts->data, pts->len, max_iter, plist, flist, error);
+      ok = fit_collective((CalibCollOp)op, r, (CollPoint *)pts->data, pts->len, max_iter, plist, flist, skipped,
+                          error);
       g_array_free(pts, TRUE);
     }
     g_array_free(ranks, TRUE);

@@ -187,14 +187,14 @@ static gboolean read_error(GError **error, const char *path, const char *fmt, ..
  * byte (JSON text has none), an object first, and the size. */
 static gboolean take_text(GByteArray *out, const guint8 *data, gsize n, const char *path, GError **error) {
   if (memchr(data, '\0', n))
-    return read_error(error, path, "it holds a NUL byte at byte %" G_GSIZE_FORMAT "; it is not JSON text",
+    return read_error(error, path, "it is not valid JSON: a NUL byte at byte %" G_GSIZE_FORMAT,
                       out->len + (gsize)((const guint8 *)memchr(data, '\0', n) - data));
   g_byte_array_append(out, data, (guint)n);
   gsize i = 0;
   while (i < out->len && (out->data[i] == ' ' || out->data[i] == '\t' || out->data[i] == '\n' || out->data[i] == '\r'))
     i++;
   if (i < out->len && out->data[i] != '{')
-    return read_error(error, path, "it does not begin with a JSON object; it is not a trace");
+    return read_error(error, path, "it is not valid JSON: it does not begin with an object; not a trace");
   if (out->len > MAX_TRACE_BYTES)
     return read_error(error, path, "it is larger than %llu bytes uncompressed; it is not one ptdsim writes",
                       (unsigned long long)MAX_TRACE_BYTES);
