@@ -171,7 +171,7 @@ gboolean cli_args_parse(CliArgs *a, int *argc, char ***argv, GError **error) {
     if (!k) {
       const char *near = is_short ? NULL : nearest(a, name, len);
       g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_UNKNOWN_OPTION,
-                  "unknown option %s%.*s%s%s%s (%s --help lists them)", is_short ? "-" : "--", (int)len, name,
+                  "unknown option %s%.*s%s%s%s (%s --help lists them)", is_short ? "-" : "--", (int)MIN(len, 100), name,
                   near ? "; did you mean --" : "", near ? near : "", near ? "?" : "", g_get_prgname());
       ok = FALSE;
       break;

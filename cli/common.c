@@ -38,7 +38,9 @@ gboolean cli_format(const char *text, CliFormat *out, GError **error) {
   else if (strcmp(text, "json") == 0)
     *out = CLI_JSON;
   else {
-    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --format '%s'; use text or json", text);
+    char *echo = ptd_echo(text, PTD_ECHO_MAX, FALSE);
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --format '%s'; use text or json", echo);
+    g_free(echo);
     return FALSE;
   }
   return TRUE;
@@ -95,8 +97,10 @@ gboolean cli_count(const char *flag, const char *text, guint lo, guint hi, guint
     digits = g_ascii_isdigit(*p);
   guint64 v = digits && strlen(text) <= 10 ? g_ascii_strtoull(text, NULL, 10) : G_MAXUINT64;
   if (v < lo || v > hi) {
+    char *echo = ptd_echo(text, PTD_ECHO_MAX, FALSE);
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "%s '%s' is out of range; give a whole number from %u to %u",
-                flag, text ? text : "", lo, hi);
+                flag, echo, lo, hi);
+    g_free(echo);
     return FALSE;
   }
   *out = (guint)v;

@@ -521,7 +521,9 @@ int cli_sweep(int argc, char **argv) {
     goto fail;
   }
   if (format && strcmp(format, "csv") != 0 && strcmp(format, "jsonl") != 0) {
-    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --format '%s'; use csv or jsonl", format);
+    char *echo = ptd_echo(format, PTD_ECHO_MAX, FALSE);
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --format '%s'; use csv or jsonl", echo);
+    g_free(echo);
     goto fail;
   }
   fmt = format && strcmp(format, "jsonl") == 0 ? SEARCH_SWEEP_JSONL : SEARCH_SWEEP_CSV;
