@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "../base/text.h"
 #include "../traces/figures.h"
 #include "../models/slicing.h"
 #include "../search/planner.h"
@@ -502,8 +503,9 @@ int cli_bench(int argc, char **argv) {
     goto fail;
   }
   if (network && strcmp(network, "flow") != 0 && strcmp(network, "analytic") != 0) {
-    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --network '%s'; use flow or analytic",
-                network);
+    char *echo = ptd_echo(network, PTD_ECHO_MAX, FALSE);
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --network '%s'; use flow or analytic", echo);
+    g_free(echo);
     goto fail;
   }
   if (terapipe) {

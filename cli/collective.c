@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/text.h"
 #include "cli.h"
 #include "../base/jsonutil.h"
 #include "../base/ranges.h"
@@ -42,8 +43,10 @@ static gboolean parse_bytes(const char *text, const char *flag, double *out, GEr
   if (!g_ascii_isdigit(text[0]) || strpbrk(text, "xX"))
     mult = 0;
   if (end == text || errno || mult == 0 || !(v >= 1) || v * mult > 1e13 || v * mult != floor(v * mult)) {
+    char *echo = ptd_echo(text, PTD_ECHO_MAX, FALSE);
     g_set_error(error, NET_COLL_ERROR, 0, "%s '%s' is not a byte count; give a whole number from 1 to 1e13, "
-                "optionally with K, M or G (1024-based), e.g. 8 or 1G", flag, text);
+                "optionally with K, M or G (1024-based), e.g. 8 or 1G", flag, echo);
+    g_free(echo);
     return FALSE;
   }
   *out = v * mult;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../base/text.h"
 #include "cli.h"
 #include "../search/planner.h"
 #include "../search/pool.h"
@@ -155,8 +156,9 @@ int cli_plan(int argc, char **argv) {
     goto fail;
   const char *network = cfg.text[SEARCH_OPT_NETWORK];
   if (network && strcmp(network, "analytic") != 0 && strcmp(network, "flow") != 0) {
-    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --network '%s'; use analytic or flow",
-                network);
+    char *echo = ptd_echo(network, PTD_ECHO_MAX, FALSE);
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --network '%s'; use analytic or flow", echo);
+    g_free(echo);
     goto fail;
   }
   if (cfg.given[SEARCH_OPT_ALLOW_OOM]) {

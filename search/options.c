@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../base/jsonutil.h"
+#include "../base/text.h"
 #include "../base/units.h"
 
 static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", "terapipe", NULL};
@@ -265,6 +266,8 @@ void search_config_unset(SearchConfig *c, SearchOptId id) {
   g_clear_pointer(&c->text[id], g_free);
 }
 
+static gboolean search_choice(SearchOptId id, const char *word, GError **error);
+
 gboolean search_config_set(SearchConfig *c, SearchOptId id, const char *value, GError **error) {
   const SearchOption *o = &options[id];
   switch (o->kind) {
@@ -276,6 +279,10 @@ gboolean search_config_set(SearchConfig *c, SearchOptId id, const char *value, G
                   o->metavar);
       return FALSE;
     }
+    /* a word of a closed set is checked as it is given, so that every
+     * verb (plan's search too) names an unknown one and lists the set */
+    if (o->choices && !search_choice(id, value, error))
+      return FALSE;
     g_free(c->text[id]);
     c->text[id] = g_strdup(value);
     break;
@@ -287,9 +294,11 @@ gboolean search_config_set(SearchConfig *c, SearchOptId id, const char *value, G
       digits = g_ascii_isdigit(*p);
     guint64 v = digits ? g_ascii_strtoull(value, NULL, 10) : 0;
     if (!digits || strlen(value) > 10 || v > G_MAXINT32) {
+      char *echo = ptd_echo(value, PTD_ECHO_MAX, FALSE);
       g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                  "--%s '%s' is not a whole number from 1 to %d; give decimal digits, e.g. --%s 8", o->name,
-                  value ? value : "", G_MAXINT32, o->name);
+                  "--%s '%s' is not a whole number from 1 to %d; give decimal digits, e.g. --%s 8", o->name, echo,
+                  G_MAXINT32, o->name);
+      g_free(echo);
       return FALSE;
     }
     c->count[id] = (guint)v;
@@ -305,9 +314,11 @@ gboolean search_tokens(const char *text, double *out, GError **error) {
   if (!text)
     return TRUE;
   if (!ptd_parse_count(text, out) || *out >= 1e18) {
+    char *echo = ptd_echo(text, PTD_ECHO_MAX, FALSE);
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
                 "--tokens '%s' is not a token count; give a positive number below 1e18, such as 300e9, 300B or 1.2T",
-                text);
+                echo);
+    g_free(echo);
     return FALSE;
   }
   return TRUE;
@@ -346,12 +357,45 @@ static gboolean search_choice(SearchOptId id, const char *word, GError **error) 
       g_string_free(words, TRUE);
       return TRUE;
     }
-    g_string_append_printf(words, "%s%s", words->len ? ", " : "", *w);
+    /* "a, b or c" */
+    g_string_append_printf(words, "%s%s", words->len ? (w[1] ? ", " : " or ") : "", *w);
   }
-  g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --%s '%s'; use one of %s", o->name, word,
-              words->str);
+  char *echo = ptd_echo(word, PTD_ECHO_MAX, FALSE);
+  g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --%s '%s'; use %s", o->name, echo, words->str);
+  g_free(echo);
   g_string_free(words, TRUE);
   return FALSE;
+}
+
+/* --memory-reserve: GiB from 0 to 1024. */
+static gboolean memory_reserve(const char *text, double *gib, GError **error) {
+  char *end = NULL;
+  *gib = g_ascii_strtod(text, &end);
+  if (!*text || *end || !(*gib >= 0 && *gib <= 1024)) {
+    char *echo = ptd_echo(text, PTD_ECHO_MAX, FALSE);
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--memory-reserve '%s' is not a number of GiB from 0 to 1024; give e.g. --memory-reserve 3", echo);
+    g_free(echo);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean search_value_check(SearchOptId id, const char *value, GError **error) {
+  double v;
+  switch (id) {
+  case SEARCH_OPT_TOKENS:
+    return search_tokens(value, &v, error);
+  case SEARCH_OPT_MEMORY_RESERVE:
+    return memory_reserve(value, &v, error);
+  default: {
+    SearchConfig c;
+    search_config_init(&c);
+    gboolean ok = search_config_set(&c, id, value, error);
+    search_config_clear(&c);
+    return ok;
+  }
+  }
 }
 
 static guint count_or(const SearchConfig *c, SearchOptId id, guint dflt) {
@@ -384,8 +428,10 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
     GString *names = g_string_new(NULL);
     for (const char *const *n = model_names(); *n; n++)
       g_string_append_printf(names, "%s%s", names->len ? ", " : "", *n);
-    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --model '%s'; built-in models: %s", model,
+    char *echo = ptd_echo(model, PTD_ECHO_MAX, FALSE);
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --model '%s'; built-in models: %s", echo,
                 names->str);
+    g_free(echo);
     g_string_free(names, TRUE);
     return FALSE;
   }
@@ -475,15 +521,9 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->seed = (guint64)seed;
   const char *reserve = c->text[SEARCH_OPT_MEMORY_RESERVE];
   if (reserve) {
-    char *end = NULL;
-    double gib = g_ascii_strtod(reserve, &end);
-    if (!*reserve || *end || !(gib >= 0 && gib <= 1024)) {
-      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                  "--memory-reserve '%s' is not a number of GiB from 0 to 1024; give e.g. --memory-reserve 3", reserve);
+    if (!memory_reserve(reserve, &r->memory_reserve_gib, error))
       return FALSE;
-    }
     r->memory_reserve_given = TRUE;
-    r->memory_reserve_gib = gib;
   }
   return TRUE;
 }

@@ -131,6 +131,10 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *req, GErro
 gboolean search_config_runtime(const SearchConfig *c, RtOptions *o, GError **error);
 /* Reads a token count: 300e9, 300B, 1.2T; 0 when text is NULL. */
 gboolean search_tokens(const char *text, double *out, GError **error);
+/* Checks one value of an option on its own, as run would refuse it (a
+ * count, a word of a closed set, --tokens, --memory-reserve): a sweep
+ * refuses a value wrong for every row before any row runs. */
+gboolean search_value_check(SearchOptId id, const char *value, GError **error);
 /* Writes a token count as people write it -- 15T, 300B, 1.2T, 2.5M: the
  * largest of the suffixes T, B and M that leaves a mantissa of at least 1,
  * with the fewest decimals (at most 3) -- when search_tokens reads that

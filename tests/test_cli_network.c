@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli_harness.h"
+#include "test_tmp.h"
 
 static char *tmpdir;
 
@@ -468,7 +469,7 @@ int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   if (!cli_harness_init())
     return 1;
-  tmpdir = g_dir_make_tmp("ptdsim-net-XXXXXX", NULL);
+  tmpdir = test_tmp_dir("ptdsim-net");
   g_test_add_func("/collective/conventions", test_conventions);
   g_test_add_func("/collective/allreduce-targets", test_allreduce_targets);
   g_test_add_func("/collective/small-messages", test_small_messages);

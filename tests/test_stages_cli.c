@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli_harness.h"
+#include "test_tmp.h"
 
 static char *tmpdir;
 
@@ -308,7 +309,7 @@ int main(int argc, char **argv) {
   if (!cli_harness_init())
     return 1;
   GError *error = NULL;
-  tmpdir = g_dir_make_tmp("ptdsim-stages-XXXXXX", &error);
+  tmpdir = test_tmp_dir("ptdsim-stages");
   g_assert_no_error(error);
   g_test_add_func("/stages/llama405", test_llama405);
   g_test_add_func("/stages/interleaved", test_interleaved);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli_harness.h"
+#include "test_tmp.h"
 
 static char *tmpdir;
 
@@ -592,7 +593,7 @@ int main(int argc, char **argv) {
   if (!cli_harness_init())
     return 1;
   GError *error = NULL;
-  tmpdir = g_dir_make_tmp("ptdsim-trace-XXXXXX", &error);
+  tmpdir = test_tmp_dir("ptdsim-trace");
   g_assert_no_error(error);
   g_test_add_func("/trace/ptdp-ideal", test_ptdp_ideal);
   g_test_add_func("/trace/ptdp-flow", test_ptdp_flow);

@@ -44,6 +44,16 @@ gboolean trace_table1_request(const cJSON *row, SimPlanRequest *req, GError **er
     g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "megatron-sc21.json: a table1 row is malformed");
     return FALSE;
   }
+  /* the error column divides by it: a throughput the paper published is
+   * a positive number, never 0 (an infinite error) */
+  if (!(published->valuedouble > 0 && published->valuedouble < 1e6) ||
+      !(params->valuedouble > 0 && params->valuedouble < 1e6)) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
+                "megatron-sc21.json: a table1 row has published TFLOP/s %g and %g billion parameters; both must be "
+                "positive (the reference data was edited?)",
+                published->valuedouble, params->valuedouble);
+    return FALSE;
+  }
   req->model = (ModelShape){.layers = layers, .hidden = hidden, .heads = heads, .seq_len = 2048, .vocab = 51200};
   req->layers_per_chunk = lpc;
   req->schedule = lpc ? "interleaved" : "1f1b";

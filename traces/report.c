@@ -209,7 +209,25 @@ static void line_s(GString *out, const char *what, double s, double total) {
 
 /* --- the text report, from the run JSON --- */
 
+/* While trace_report_check runs the text report: the first key it read
+ * that the JSON lacks (or holds with another type), as "parent.key". */
+static _Thread_local gboolean checking;
+static _Thread_local char missing[96];
+
+static void note_missing(const cJSON *o, const char *key) {
+  if (checking && !missing[0])
+    g_snprintf(missing, sizeof missing, "%s%s%s", o && o->string ? o->string : "", o && o->string ? "." : "", key);
+}
+
 static double num(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (!cJSON_IsNumber(v))
+    note_missing(o, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : 0.0;
+}
+
+/* A number only some runs have (tokens: with --tokens). */
+static double num_or_0(const cJSON *o, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
   return cJSON_IsNumber(v) ? v->valuedouble : 0.0;
 }
@@ -223,11 +241,16 @@ static guint count_at(const cJSON *array, int i) {
 
 static const char *str(const cJSON *o, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (!cJSON_IsString(v) || !v->valuestring[0])
+    note_missing(o, key);
   return cJSON_IsString(v) ? v->valuestring : "";
 }
 
 static gboolean flag(const cJSON *o, const char *key) {
-  return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, key));
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (!cJSON_IsBool(v))
+    note_missing(o, key);
+  return cJSON_IsTrue(v);
 }
 
 static gboolean is(const cJSON *o, const char *key, const char *value) { return strcmp(str(o, key), value) == 0; }
@@ -261,7 +284,7 @@ static void slicing_text(GString *out, const cJSON *tp) {
   sim_terapipe_slicing_describe(&s, FALSE, out);
   g_string_append_c(out, '\n');
   sim_terapipe_slicing_clear(&s);
-  double predicted = num(tp, "dp_predicted_latency_s");
+  double predicted = num_or_0(tp, "dp_predicted_latency_s");
   if (predicted > 0)
     g_string_append_printf(out, "           by the DP (--slices auto): predicted %.4f s to the flush; context fit error "
                                 "max %.2f%%, mean %.2f%%\n",
@@ -516,7 +539,7 @@ void trace_report_text(GString *out, const cJSON *run) {
                          num(mem, "total"), count(mem, "stage"), num(mem, "weights"), num(mem, "gradients"),
                          num(mem, "optimizer"), num(mem, "activations"),
                          flag(run, "fits_in_memory") ? "fits" : "DOES NOT FIT");
-  if (num(run, "tokens") > 0)
+  if (num_or_0(run, "tokens") > 0)
     g_string_append_printf(out, "training   %s tokens in %.1f days, %s GPU-hours\n",
                            ptd_format_count(num(run, "tokens"), a, sizeof a), num(run, "training_days"),
                            ptd_format_count(num(run, "gpu_hours"), b, sizeof b));
@@ -535,6 +558,27 @@ void trace_report_text(GString *out, const cJSON *run) {
     whole_run_text(out, whole);
   if (tera)
     slicing_text(out, tp);
+}
+
+gboolean trace_report_check(const cJSON *run, GError **error) {
+  if (!cJSON_IsObject(run) || !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(run, "config"))) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "its result has no config");
+    return FALSE;
+  }
+  GString *scratch = g_string_new(NULL);
+  checking = TRUE;
+  missing[0] = '\0';
+  trace_report_text(scratch, run);
+  checking = FALSE;
+  g_string_free(scratch, TRUE);
+  if (missing[0]) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "its result lacks '%s' (or holds another type there): it is incomplete, edited, or written by another "
+                "version of ptdsim; write it again with ptdsim run --trace",
+                missing);
+    return FALSE;
+  }
+  return trace_run_json_check(run, error);
 }
 
 /* The first number of `node` (recursively) that is negative, NaN, infinite

@@ -425,6 +425,9 @@ static gboolean table2_rows(GArray *out, GError **error) {
          (strcmp(scheme->valuestring, "ptdp") == 0 || strcmp(scheme->valuestring, "zero3") == 0) &&
          cJSON_IsNumber(cJSON_GetArrayItem(row, 1)) && cJSON_IsNumber(cJSON_GetArrayItem(row, 11)) &&
          cJSON_IsNumber(cJSON_GetArrayItem(row, 12));
+    /* published numbers are positive: the error column divides by them */
+    for (int c = 11; ok && c <= 12; c++)
+      ok = cJSON_GetArrayItem(row, c)->valuedouble > 0 && cJSON_GetArrayItem(row, c)->valuedouble < 1e6;
     for (int c = 2; ok && c <= 9; c++)
       ok = is_count(cJSON_GetArrayItem(row, c));
     if (!ok)
@@ -450,7 +453,7 @@ static gboolean table2_rows(GArray *out, GError **error) {
     g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
                 "megatron-sc21.json: table2.rows is missing or has a malformed row (want [scheme ptdp|zero3, "
                 "params_billion, heads, hidden, layers, tp, pp, gpus, global_batch, micro_batch, layers_per_chunk, "
-                "tflops, days])");
+                "tflops, days], tflops and days positive)");
   cJSON_Delete(root);
   return ok;
 }
