@@ -361,7 +361,18 @@ static gboolean search_choice(SearchOptId id, const char *word, GError **error) 
     g_string_append_printf(words, "%s%s", words->len ? (w[1] ? ", " : " or ") : "", *w);
   }
   char *echo = ptd_echo(word, PTD_ECHO_MAX, FALSE);
-  g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --%s '%s'; use %s", o->name, echo, words->str);
+  if (id == SEARCH_OPT_PRECISION && (g_ascii_strcasecmp(word, "fp4") == 0 || g_ascii_strcasecmp(word, "nvfp4") == 0 ||
+                                      g_ascii_strcasecmp(word, "mxfp4") == 0))
+    /* Blackwell has FP4 tensor cores, but no public measurement of FP4
+     * training GEMMs with their block scales, nor of the quantization
+     * kernels around them, is at hand to price them from */
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--precision %s is not priced: the cost model has no FP4 GEMM or block-scaling kernels from "
+                "measurements; use %s",
+                echo, words->str);
+  else
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --%s '%s'; use %s", o->name, echo,
+                words->str);
   g_free(echo);
   g_string_free(words, TRUE);
   return FALSE;

@@ -762,14 +762,6 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
       plan->precision = MODEL_PRECISION_BF16;
     else if (strcmp(r->precision, "fp8") == 0)
       plan->precision = MODEL_PRECISION_FP8;
-    else if (g_ascii_strcasecmp(r->precision, "fp4") == 0 || g_ascii_strcasecmp(r->precision, "nvfp4") == 0 ||
-             g_ascii_strcasecmp(r->precision, "mxfp4") == 0)
-      /* Blackwell has FP4 tensor cores, but no public measurement of FP4
-       * training GEMMs with their block scales, nor of the quantization
-       * kernels around them, is at hand to price them from */
-      FAIL("--precision %s is not priced: the cost model has no FP4 GEMM or block-scaling kernels from "
-           "measurements; use fp8 or bf16",
-           r->precision);
     else
       FAIL("unknown --precision '%s'; use fp16, bf16 or fp8", r->precision);
     if (plan->precision == MODEL_PRECISION_FP8 && (sched == SIM_SCHEDULE_TERAPIPE || r->zero))
