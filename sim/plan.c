@@ -470,6 +470,19 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   if (r->zero && r->ddp)
     FAIL("--zero %u does its own gradient communication; drop --ddp", r->zero);
   plan->zero = r->zero;
+  gboolean zk_given = r->zero_prefetch_bucket || r->zero_max_live || r->zero_reuse_distance || r->zero_persistence ||
+                      r->zero_reduce_bucket || r->zero_contiguous_gradients || r->zero_trace_fixed;
+  if (zk_given && r->zero != 3)
+    FAIL("--zero-prefetch-bucket, --zero-max-live, --zero-reuse-distance, --zero-persistence, --zero-reduce-bucket and "
+         "--zero-contiguous-gradients, --zero-trace-fixed are DeepSpeed's stage-3 settings; add --zero 3 or drop them");
+  plan->zk = (SimZeroKnobs){
+      .prefetch_bucket = r->zero_prefetch_bucket ? r->zero_prefetch_bucket : SIM_ZERO_DEFAULT_PREFETCH_BUCKET,
+      .max_live = r->zero_max_live ? r->zero_max_live : SIM_ZERO_DEFAULT_MAX_LIVE,
+      .max_reuse = r->zero_reuse_distance ? r->zero_reuse_distance : SIM_ZERO_DEFAULT_MAX_REUSE,
+      .persistence = r->zero_persistence ? r->zero_persistence : SIM_ZERO_DEFAULT_PERSISTENCE,
+      .reduce_bucket = r->zero_reduce_bucket ? r->zero_reduce_bucket : SIM_ZERO_DEFAULT_REDUCE_BUCKET,
+      .contiguous = r->zero_contiguous_gradients,
+      .trace_fixed = r->zero_trace_fixed};
   if (r->distributed_optimizer && (r->zero || sched == SIM_SCHEDULE_TERAPIPE))
     FAIL("--distributed-optimizer is Megatron's sharding of the optimizer state for PTD-P; drop it with %s",
          r->zero ? "--zero (which shards the optimizer state its own way)" : "--schedule terapipe");
