@@ -294,5 +294,8 @@ gboolean sim_ptdp_run(const SimPlan *plan, const ModelProfile *profile, const To
  * time count nothing. */
 double sim_phased_bandwidth(guint n, const int64_t *start_ns, const int64_t *end_ns, const guint *phase,
                             const double *bytes, guint n_phases);
+/* FSDP2's parameter, gradient and optimizer state on a GPU of stage s
+ * (sim/ptdp.c gives the formulas); out->activations as computed. */
+void sim_fsdp_state_memory(const SimPlan *plan, guint s, ModelMemory *out);
 /* Memory only (no simulation): the busiest GPU. */
 void sim_ptdp_memory(const SimPlan *plan, const ModelProfile *profile, ModelMemory *mem, guint *stage);

@@ -344,7 +344,16 @@ void trace_report_text(GString *out, const cJSON *run) {
     if (tera)
       g_string_append_printf(out, ", recompute %s, sends: one rank per hop, broadcast in the group, fusion %s\n\n",
                              recompute, fusion);
-    else
+    else if (flag(cfg, "fsdp")) {
+      guint R = count(cfg, "hsdp_replicas"), dpc = d * (cp ? cp : 1);
+      g_string_append_printf(out, ", recompute %s, %s over %u GPUs%s", recompute, R > 1 ? "HSDP (FSDP2)" : "FSDP2",
+                             R > 1 ? dpc / R : dpc, cp > 1 ? " (d x cp)" : "");
+      if (R > 1)
+        g_string_append_printf(out, ", replicated %u times", R);
+      g_string_append_printf(out, ", gradients reduced in %s, parameters %s after forward, fusion %s\n\n",
+                             str(cfg, "fsdp_reduce_dtype"),
+                             flag(cfg, "fsdp_reshard_after_forward") ? "resharded" : "kept", fusion);
+    } else
       g_string_append_printf(out, ", recompute %s, %s DDP%s%s, %s%s, fusion %s\n\n", recompute, str(cfg, "ddp"),
                              flag(cfg, "distributed_optimizer") ? " with the distributed optimizer" : "",
                              flag(cfg, "overlap_param_gather") ? " (parameter all-gather overlapped with the forward)"
