@@ -40,6 +40,7 @@ typedef struct {
   guint8 status;  /* TENSOR_* */
   guint ready;    /* the op after which its gathered copy is usable */
   guint last_bwd; /* the backward use after which its gradient is complete */
+  guint unit;     /* the unit whose backward completes its gradient */
 } Tensor;
 enum { TENSOR_NOT_AVAILABLE, TENSOR_INFLIGHT, TENSOR_AVAILABLE };
 
@@ -50,9 +51,11 @@ typedef struct {
   guint pass; /* PASS_FORWARD, PASS_RECOMPUTE, PASS_BACKWARD */
 } Use;
 
-/* Streams beyond the timeline's kinds: the gradient reduction stream
- * (overlap_comm's reduction_stream) and the host thread. */
-enum { STREAM_REDUCE = SIM_TIMELINE_STREAM_KINDS, STREAM_HOST, N_STREAMS };
+/* A stream beyond the timeline's kinds, not traced: the host thread.  The
+ * gradient reductions (overlap_comm's reduction_stream) share the dp
+ * stream with the gathers: the host's device-wide synchronizations keep
+ * them apart anyway. */
+enum { STREAM_HOST = SIM_TIMELINE_STREAM_KINDS, N_STREAMS };
 
 typedef struct {
   const SimPlan *pl;
@@ -202,7 +205,7 @@ static guint compute(Build *b, double seconds, guint after, const SimOpTag *t, c
 
 static guint add_tensor(Build *b, guint64 numel) {
   Tensor *t = &b->tens[b->n_tens];
-  *t = (Tensor){numel, numel < b->pl->zk.persistence, TENSOR_NOT_AVAILABLE, G_MAXUINT, G_MAXUINT};
+  *t = (Tensor){numel, numel < b->pl->zk.persistence, TENSOR_NOT_AVAILABLE, G_MAXUINT, G_MAXUINT, 0};
   /* persistent tensors are gathered once after the step and kept */
   if (t->persist)
     t->status = TENSOR_AVAILABLE;
@@ -272,7 +275,7 @@ static void uses_of(Build *b) {
     if (b->uses[i].pass == PASS_BACKWARD) {
       const Unit *un = &b->units[b->uses[i].unit];
       for (guint j = 0; j < un->n_tens; j++)
-        b->tens[un->tens[j]].last_bwd = i;
+        b->tens[un->tens[j]].last_bwd = i, b->tens[un->tens[j]].unit = b->uses[i].unit;
     }
 }
 
@@ -322,10 +325,10 @@ static void device_sync(Build *b) {
 /* A collective of stage 3 over all d ranks moving `bytes`, after `after`
  * and the host's last op, on `stream` in issue order. */
 static guint coll3(Build *b, NetCollOp op, double bytes, guint stream, guint after, guint act, const Unit *un,
-                   guint mb) {
+                   guint pass, guint mb) {
   const SimPlan *pl = b->pl;
   guint d = pl->dp, x;
-  SimOpTag t = tag(SIM_TIMELINE_CAT_DP, PASS_OTHER, mb, un ? un->index : -1);
+  SimOpTag t = tag(SIM_TIMELINE_CAT_DP, pass, mb, un ? un->index : -1);
   if (b->flow) {
     char key[48];
     g_snprintf(key, sizeof key, "zero%d:%.0f", (int)op, bytes);
@@ -366,16 +369,16 @@ static double per_rank_host_s(const Build *b) { return (double)b->pl->dp * b->pr
  * on the gather stream, the d copies out of its flat output; the tensor is
  * usable when they are done.  The flat buffer is zeroed first (torch.zeros)
  * and copied once more: three passes over its bytes in HBM. */
-static void gather_tensor(Build *b, guint ti, const Unit *un, guint mb) {
+static void gather_tensor(Build *b, guint ti, const Unit *un, guint pass, guint mb) {
   Tensor *t = &b->tens[ti];
   double bytes = 2.0 * (double)t->numel;
   device_sync(b);
   host_op(b, per_rank_host_s(b), NULL, 0);
-  guint g = coll3(b, NET_OP_ALLGATHER, bytes, STREAM_DP, b->last_gather, SIM_ACT_PARAM_GATHER, un, mb);
+  guint g = coll3(b, NET_OP_ALLGATHER, bytes, STREAM_DP, b->last_gather, SIM_ACT_PARAM_GATHER, un, pass, mb);
   guint h = host_op(b, per_rank_host_s(b), NULL, 0);
   double hbm = b->profile->hbm_bytes_per_s * b->profile->memory_efficiency;
   guint c = sim_engine_add_op1(b->e, ns(3 * bytes / hbm), STREAM_DP,
-                               &(SimOpTag){SIM_TIMELINE_CAT_DP, PASS_OTHER, 0, 0, (gint32)mb, -1});
+                               &(SimOpTag){SIM_TIMELINE_CAT_DP, (guint16)pass, 0, 0, (gint32)mb, -1});
   sim_engine_add_dep(b->e, g, c);
   sim_engine_add_dep(b->e, h, c);
   b->last_gather = t->ready = c;
@@ -396,17 +399,19 @@ static void reduce_bucket(Build *b, guint mb) {
   host_op(b, 0, deps, 1);
   if (b->pl->zk.contiguous) {
     for (guint j = 0; j < b->bucket->len; j++) {
-      double bytes = 2.0 * (double)b->tens[g_array_index(b->bucket, guint, j)].numel;
+      const Tensor *t = &b->tens[g_array_index(b->bucket, guint, j)];
+      double bytes = 2.0 * (double)t->numel;
       host_op(b, 2 * per_rank_host_s(b), NULL, 0);
-      b->last_reduce = coll3(b, NET_OP_REDUCESCATTER, bytes, STREAM_REDUCE, b->bucket_after,
-                             SIM_ACT_GRAD_REDUCE_SCATTER, NULL, mb);
+      b->last_reduce = coll3(b, NET_OP_REDUCESCATTER, bytes, STREAM_DP, b->bucket_after,
+                             SIM_ACT_GRAD_REDUCE_SCATTER, &b->units[t->unit], PASS_OTHER, mb);
       b->reductions++;
       b->reduce_bytes += bytes;
     }
   } else {
     double bytes = 2.0 * (double)b->bucket_numel;
-    b->last_reduce = coll3(b, NET_OP_ALLREDUCE, bytes, STREAM_REDUCE, b->bucket_after, SIM_ACT_GRAD_REDUCE_SCATTER,
-                           NULL, mb);
+    const Tensor *t = &b->tens[g_array_index(b->bucket, guint, b->bucket->len - 1)];
+    b->last_reduce = coll3(b, NET_OP_ALLREDUCE, bytes, STREAM_DP, b->bucket_after, SIM_ACT_GRAD_ALLREDUCE,
+                           &b->units[t->unit], PASS_OTHER, mb);
     b->reductions++;
     b->reduce_bytes += bytes;
   }
@@ -450,7 +455,7 @@ static void emit_stage3_microbatch(Build *b, guint mb) {
     for (guint j = 0; j < un->n_tens; j++) {
       Tensor *t = &b->tens[un->tens[j]];
       if (t->status == TENSOR_NOT_AVAILABLE) {
-        gather_tensor(b, un->tens[j], un, mb);
+        gather_tensor(b, un->tens[j], un, use->pass, mb);
         t->status = TENSOR_INFLIGHT;
         b->live += t->numel;
         g_array_append_val(b->inflight, un->tens[j]);
@@ -472,7 +477,7 @@ static void emit_stage3_microbatch(Build *b, guint mb) {
           Tensor *t = &b->tens[nx->tens[j]];
           if (t->status != TENSOR_NOT_AVAILABLE)
             continue;
-          gather_tensor(b, nx->tens[j], nx, mb);
+          gather_tensor(b, nx->tens[j], nx, b->uses[k].pass, mb);
           t->status = TENSOR_INFLIGHT;
           b->live += t->numel;
           total += t->numel;
@@ -746,7 +751,7 @@ gboolean sim_zero_run(const SimPlan *pl, const ModelProfile *profile, const Topo
     sim_plan_rates(pl, profile, r);
     /* no pipeline: the only idle time is waiting for parameters */
     GArray *edges = sim_exposed_edges_new();
-    for (guint kind = 0; kind <= STREAM_REDUCE; kind++) {
+    for (guint kind = 0; kind < SIM_TIMELINE_STREAM_KINDS; kind++) {
       guint n;
       const guint *ops = sim_engine_stream_ops(b.e, kind, &n);
       for (guint j = 0; j < n; j++)

@@ -82,13 +82,14 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddStringToObject(cfg, "placement", placement_name(pl));
   cJSON_AddStringToObject(cfg, "workload", pl->workload == SIM_WORKLOAD_LAYERS ? "layers" : "gpt");
   cJSON_AddNumberToObject(cfg, "zero", pl->zero);
-  cJSON *zk = obj_add(cfg, "zero3"); /* DeepSpeed's stage-3 settings (meaningful with zero 3) */
-  cJSON_AddNumberToObject(zk, "prefetch_bucket_size", (double)pl->zk.prefetch_bucket);
-  cJSON_AddNumberToObject(zk, "max_live_parameters", (double)pl->zk.max_live);
-  cJSON_AddNumberToObject(zk, "max_reuse_distance", (double)pl->zk.max_reuse);
-  cJSON_AddNumberToObject(zk, "param_persistence_threshold", (double)pl->zk.persistence);
-  cJSON_AddNumberToObject(zk, "reduce_bucket_size", (double)pl->zk.reduce_bucket);
-  cJSON_AddBoolToObject(zk, "contiguous_gradients", pl->zk.contiguous);
+  /* DeepSpeed's stage-3 settings (used with zero 3) */
+  cJSON_AddNumberToObject(cfg, "zero_prefetch_bucket_size", (double)pl->zk.prefetch_bucket);
+  cJSON_AddNumberToObject(cfg, "zero_max_live_parameters", (double)pl->zk.max_live);
+  cJSON_AddNumberToObject(cfg, "zero_max_reuse_distance", (double)pl->zk.max_reuse);
+  cJSON_AddNumberToObject(cfg, "zero_param_persistence_threshold", (double)pl->zk.persistence);
+  cJSON_AddNumberToObject(cfg, "zero_reduce_bucket_size", (double)pl->zk.reduce_bucket);
+  cJSON_AddBoolToObject(cfg, "zero_contiguous_gradients", pl->zk.contiguous);
+  cJSON_AddBoolToObject(cfg, "zero_trace_fixed", pl->zk.trace_fixed);
   cJSON_AddBoolToObject(cfg, "fsdp", pl->fsdp);
   cJSON_AddNumberToObject(cfg, "hsdp_replicas", pl->fsdp ? pl->hsdp_replicas : 0);
   cJSON_AddStringToObject(cfg, "fsdp_reduce_dtype", pl->fsdp_reduce_fp32 ? "fp32" : "bf16");
