@@ -6,6 +6,7 @@
  * latency against NCCL's tuner formula; the refusals are one line. */
 #include <cjson/cJSON.h>
 #include <glib.h>
+#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
 
@@ -260,6 +261,63 @@ static void test_fsdp_composes(void) {
   cJSON_Delete(c);
 }
 
+/* Why: plan must offer FSDP2 and HSDP beside PTD-P and give each row a
+ * command that is the very simulation of the row; --hsdp pins it; a sweep
+ * over --hsdp gives one row per replica count. */
+static void test_plan_and_sweep(void) {
+  cJSON *j = run_json("plan --model llama3-8b --cluster dgx-h100-superpod --gpus 16 --global-batch 16 --top 1000 "
+                      "--format json");
+  guint fsdp = 0, hsdp = 0, n = 0;
+  const cJSON *row;
+  cJSON_ArrayForEach(row, arr(j, "rows")) {
+    fsdp += num(row, "fsdp") == 1;
+    hsdp += num(row, "fsdp") > 1;
+    if (num(row, "fsdp") > 0 && n++ < 3) {
+      const char *cmd = str(row, "command");
+      g_assert_nonnull(strstr(cmd, num(row, "fsdp") == 1 ? "--fsdp" : "--hsdp "));
+      char *args = g_strconcat(cmd + strlen("ptdsim "), " --format json", NULL);
+      cJSON *r = run_json(args);
+      g_assert_cmpfloat(num(r, "iteration_time_s"), ==, num(row, "iteration_time_s"));
+      g_assert_cmpfloat(num(obj(r, "memory_per_gpu_GiB"), "total"), ==, num(row, "memory_per_gpu_GiB"));
+      cJSON_Delete(r);
+      g_free(args);
+    }
+  }
+  g_assert_cmpuint(fsdp, >, 0);
+  g_assert_cmpuint(hsdp, >, 0); /* d = 16: two shard groups of 8 */
+  cJSON_Delete(j);
+  j = run_json("plan --model llama3-8b --cluster dgx-h100-superpod --gpus 16 --global-batch 16 --hsdp 2 --top 1000 "
+               "--format json");
+  cJSON_ArrayForEach(row, arr(j, "rows")) g_assert_cmpfloat(num(row, "fsdp"), ==, 2);
+  g_assert_cmpint(cJSON_GetArraySize(arr(j, "rows")), >, 0);
+  cJSON_Delete(j);
+
+  char *path = g_build_filename(g_get_tmp_dir(), "ptdsim-sharded-sweep.jsonl", NULL);
+  char *args = g_strdup_printf("sweep --model llama3-8b --cluster dgx-h100-superpod --gpus 16 --global-batch 16 "
+                               "--hsdp 1,2,4 --network analytic --format jsonl -o %s",
+                               path);
+  Proc p = run_line(args);
+  g_assert_cmpint(p.status, ==, 0);
+  char *text = slurp(path, NULL);
+  char **lines = g_strsplit(text, "\n", -1);
+  guint rows = 0;
+  for (char **l = lines; *l && **l; l++) {
+    cJSON *r = cJSON_Parse(*l);
+    g_assert_nonnull(r);
+    g_assert_cmpstr(str(r, "status"), ==, "ok");
+    g_assert_cmpfloat(num(obj(obj(r, "result"), "config"), "hsdp_replicas"), ==, (double)(1u << rows));
+    rows++;
+    cJSON_Delete(r);
+  }
+  g_assert_cmpuint(rows, ==, 3);
+  g_strfreev(lines);
+  g_free(text);
+  proc_clear(&p);
+  g_remove(path);
+  g_free(path);
+  g_free(args);
+}
+
 /* Why: impossible combinations are refused in one line that says what to
  * change. */
 static void test_errors(void) {
@@ -295,6 +353,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/sharded/ring-latency", test_ring_latency);
   g_test_add_func("/sharded/fsdp-counts-memory", test_fsdp_counts_and_memory);
   g_test_add_func("/sharded/fsdp-composes", test_fsdp_composes);
+  g_test_add_func("/sharded/plan-and-sweep", test_plan_and_sweep);
   g_test_add_func("/sharded/errors", test_errors);
   return g_test_run();
 }
