@@ -1752,6 +1752,15 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   b.v = pl->chunks;
   double mean_lpc = (double)pl->model.layers / (pl->pp * pl->chunks); /* layers per chunk, on average */
   if (!pl->symmetry || !placement_uniform(&b)) {
+    /* FSDP2's per-block collectives are issued once for the group, as the
+     * symmetric simulation has them */
+    if (pl->fsdp && pl->dp > 1) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "%s is simulated with one GPU standing for its replicas, which needs groups that fill whole nodes "
+                  "in Megatron's rank order; drop --no-symmetry and --placement, or use sizes whose groups fill nodes",
+                  pl->hsdp_replicas > 1 ? "--hsdp" : "--fsdp");
+      return FALSE;
+    }
     /* Without the shortcut every GPU is simulated: check the size again. */
     double ops = 2.0 * pl->microbatches * b.v * b.p * (6.0 * mean_lpc + 4) * pl->tp * pl->dp;
     if (pl->symmetry && ops > 60e6) {

@@ -333,6 +333,7 @@ static void test_errors(void) {
       {"run --model llama3-8b --gpus 16 --global-batch 16 --fsdp --ddp torch", "drop --ddp"},
       {"run --model llama3-8b --gpus 16 --tp 8 --pp 2 --global-batch 16 --fsdp", "at least 2 data-parallel ranks"},
       {"run --model gpt3-1b --gpus 16 --global-batch 16 --zero-prefetch-bucket 5", "add --zero 3"},
+      {"run --model llama3-8b --gpus 16 --global-batch 16 --fsdp --no-symmetry", "one GPU standing for its replicas"},
       {"run --model gpt3-1b --gpus 16 --tp 1 --pp 1 --global-batch 16 --zero 2 --zero-trace-fixed", "add --zero 3"},
   };
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
