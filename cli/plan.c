@@ -25,6 +25,7 @@ static void row_json(const SearchRow *r, gboolean tokens, cJSON *rows) {
   cJSON_AddNumberToObject(o, "microbatches", r->microbatches);
   cJSON_AddStringToObject(o, "schedule", r->zero ? "zero" : sim_schedule_name(r->schedule));
   cJSON_AddNumberToObject(o, "zero", r->zero);
+  cJSON_AddNumberToObject(o, "fsdp", r->fsdp); /* 0 none, 1 FSDP2, R > 1 HSDP over R replicas */
   cJSON_AddNumberToObject(o, "chunks", r->chunks);
   cJSON_AddStringToObject(o, "recompute", search_recompute_word(r->recompute));
   cJSON_AddBoolToObject(o, "sequence_parallel", r->sequence_parallel);
@@ -79,6 +80,10 @@ static void row_text(GString *text, const char *label, const SearchRow *r, gbool
   char sched[16];
   if (r->zero)
     g_snprintf(sched, sizeof sched, "zero-%u", r->zero);
+  else if (r->fsdp == 1)
+    g_snprintf(sched, sizeof sched, "%s+fsdp", sim_schedule_name(r->schedule));
+  else if (r->fsdp > 1)
+    g_snprintf(sched, sizeof sched, "%s+hsdp%u", sim_schedule_name(r->schedule), r->fsdp);
   else
     g_strlcpy(sched, sim_schedule_name(r->schedule), sizeof sched);
   g_string_append_printf(text, "%4s %5u %3u %3u %4u", label, r->gpus, r->tp, r->pp, r->dp);

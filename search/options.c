@@ -13,6 +13,8 @@ static const char *const recomputes[] = {"full", "selective", "none", NULL};
 static const char *const ddps[] = {"local", "torch", NULL};
 static const char *const networks[] = {"flow", "analytic", NULL};
 static const char *const placements[] = {"tp-dp-pp", "dp-outermost", "misaligned", NULL};
+static const char *const fsdp_dtypes[] = {"fp32", "bf16", NULL};
+static const char *const fsdp_reshards[] = {"default", "always", "never", NULL};
 static const char *const workloads[] = {"gpt", "layers", NULL};
 static const char *const norms[] = {"layernorm", "rmsnorm", NULL};
 static const char *const positions[] = {"learned", "rope", NULL};
@@ -232,6 +234,51 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                                  "Hours until a failed node is back, with --spare-nodes (default 24)", NULL},
     [SEARCH_OPT_TRIALS] = {"trials", SEARCH_OPT_COUNT, "N",
                            "Monte-Carlo runs of the whole run (with --tokens): median and 90th-percentile days", NULL},
+    [SEARCH_OPT_ZERO_PREFETCH_BUCKET] = {"zero-prefetch-bucket", SEARCH_OPT_COUNT, "ELEMENTS",
+                                         "--zero 3: DeepSpeed's stage3_prefetch_bucket_size, parameter elements "
+                                         "gathered ahead of use (default 50000000)",
+                                         NULL},
+    [SEARCH_OPT_ZERO_MAX_LIVE] = {"zero-max-live", SEARCH_OPT_COUNT, "ELEMENTS",
+                                  "--zero 3: DeepSpeed's stage3_max_live_parameters, no prefetch while this many "
+                                  "elements are gathered (default 1000000000)",
+                                  NULL},
+    [SEARCH_OPT_ZERO_REUSE_DISTANCE] = {"zero-reuse-distance", SEARCH_OPT_COUNT, "ELEMENTS",
+                                        "--zero 3: DeepSpeed's stage3_max_reuse_distance, a sub-module used again "
+                                        "within this many elements stays gathered (default 1000000000)",
+                                        NULL},
+    [SEARCH_OPT_ZERO_PERSISTENCE] = {"zero-persistence", SEARCH_OPT_COUNT, "ELEMENTS",
+                                     "--zero 3: DeepSpeed's stage3_param_persistence_threshold, smaller tensors stay "
+                                     "whole on every GPU (default 100000)",
+                                     NULL},
+    [SEARCH_OPT_ZERO_REDUCE_BUCKET] = {"zero-reduce-bucket", SEARCH_OPT_COUNT, "ELEMENTS",
+                                       "--zero 3: DeepSpeed's reduce_bucket_size, gradient elements reduced together "
+                                       "(default 500000000)",
+                                       NULL},
+    [SEARCH_OPT_ZERO_CONTIGUOUS_GRADIENTS] = {"zero-contiguous-gradients", SEARCH_OPT_FLAG, NULL,
+                                              "--zero 3: DeepSpeed's contiguous_gradients, each gradient "
+                                              "reduce-scattered on its own (default off: each bucket all-reduced)",
+                                              NULL},
+    [SEARCH_OPT_ZERO_TRACE_FIXED] = {"zero-trace-fixed", SEARCH_OPT_FLAG, NULL,
+                                     "--zero 3: DeepSpeed after the fix of its sub-module trace (mid-2021), whose "
+                                     "prefetch and reuse work; default: the April 2021 release SC21 ran, whose hooks "
+                                     "left the trace one step off, so every parameter is gathered when needed",
+                                     NULL},
+    [SEARCH_OPT_FSDP] = {"fsdp", SEARCH_OPT_FLAG, NULL,
+                         "PyTorch FSDP2 (fully_shard, as torchtitan applies it) over the data-parallel ranks: "
+                         "parameters, gradients and optimizer state sharded, each layer's bf16 parameters "
+                         "all-gathered before use and its gradients reduce-scattered; composes with --tp, --pp, --cp",
+                         NULL},
+    [SEARCH_OPT_HSDP] = {"hsdp", SEARCH_OPT_COUNT, "R",
+                         "FSDP2 sharding within groups of d/R data-parallel ranks, replicated across R groups "
+                         "(gradients all-reduced across them); implies --fsdp",
+                         NULL},
+    [SEARCH_OPT_FSDP_REDUCE_DTYPE] = {"fsdp-reduce-dtype", SEARCH_OPT_TEXT, "TYPE",
+                                      "FSDP2's gradient reduce-scatter in fp32 (torchtitan's default) or bf16",
+                                      fsdp_dtypes},
+    [SEARCH_OPT_FSDP_RESHARD] = {"fsdp-reshard-after-forward", SEARCH_OPT_TEXT, "WHEN",
+                                 "FSDP2's reshard_after_forward: always (gathered again for backward), never (kept "
+                                 "from forward to backward) or default (torchtitan's: never with --pp, else always)",
+                                 fsdp_reshards},
 };
 
 const SearchOption *search_option(SearchOptId id) {
@@ -497,6 +544,17 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->split.loss = c->given[SEARCH_OPT_ACCOUNT_LOSS];
   r->granularity = count_or(c, SEARCH_OPT_GRANULARITY, 0);
   r->zero = count_or(c, SEARCH_OPT_ZERO, 0);
+  r->zero_prefetch_bucket = count_or(c, SEARCH_OPT_ZERO_PREFETCH_BUCKET, 0);
+  r->zero_max_live = count_or(c, SEARCH_OPT_ZERO_MAX_LIVE, 0);
+  r->zero_reuse_distance = count_or(c, SEARCH_OPT_ZERO_REUSE_DISTANCE, 0);
+  r->zero_persistence = count_or(c, SEARCH_OPT_ZERO_PERSISTENCE, 0);
+  r->zero_reduce_bucket = count_or(c, SEARCH_OPT_ZERO_REDUCE_BUCKET, 0);
+  r->zero_contiguous_gradients = c->given[SEARCH_OPT_ZERO_CONTIGUOUS_GRADIENTS];
+  r->zero_trace_fixed = c->given[SEARCH_OPT_ZERO_TRACE_FIXED];
+  r->fsdp = c->given[SEARCH_OPT_FSDP];
+  r->hsdp = count_or(c, SEARCH_OPT_HSDP, 0);
+  r->fsdp_reduce_dtype = c->text[SEARCH_OPT_FSDP_REDUCE_DTYPE];
+  r->fsdp_reshard = c->text[SEARCH_OPT_FSDP_RESHARD];
   if (!search_tokens(c->text[SEARCH_OPT_TOKENS], &r->tokens, error))
     return FALSE;
   r->schedule = c->text[SEARCH_OPT_SCHEDULE];

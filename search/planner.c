@@ -40,7 +40,8 @@ int search_row_cmp(const SearchRow *a, const SearchRow *b) {
       (c = cmp_uint(a->gpus, b->gpus)) || (c = cmp_uint(a->tp, b->tp)) || (c = cmp_uint(a->pp, b->pp)) ||
       (c = cmp_uint(a->dp, b->dp)) || (c = cmp_uint(a->cp, b->cp)) || (c = cmp_uint(a->micro_batch, b->micro_batch)) ||
       (c = cmp_uint(a->schedule, b->schedule)) || (c = cmp_uint(a->chunks, b->chunks)) ||
-      (c = cmp_uint(a->zero, b->zero)) || (c = cmp_uint(a->recompute, b->recompute)) ||
+      (c = cmp_uint(a->zero, b->zero)) || (c = cmp_uint(a->fsdp, b->fsdp)) ||
+      (c = cmp_uint(a->recompute, b->recompute)) ||
       (c = cmp_uint(a->sequence_parallel, b->sequence_parallel)) ||
       (c = cmp_uint(a->distributed_optimizer, b->distributed_optimizer)) || (c = strcmp(a->attention, b->attention)) ||
       (c = cmp_uint(a->split.first, b->split.first)) || (c = cmp_uint(a->split.last, b->split.last)) ||
@@ -73,6 +74,7 @@ static int triple_cmp(const void *a, const void *b) {
 typedef struct {
   guint t, p, d, b, v, zero;
   guint cp;
+  guint fsdp;           /* FSDP2: 0 none, 1 full sharding, R > 1 HSDP over R replicas */
   ModelRecompute recompute;
   SimSchedule schedule; /* 1f1b, interleaved or gpipe (ZeRO: ignored) */
   gboolean sp;          /* sequence parallelism (t > 1 only) */
@@ -107,7 +109,7 @@ static void candidate_config(const Search *s, const Candidate *c, SearchConfig *
                                          SEARCH_OPT_CHUNKS,   SEARCH_OPT_LAYERS_PER_CHUNK,
                                          SEARCH_OPT_RECOMPUTE, SEARCH_OPT_ZERO, SEARCH_OPT_NETWORK,
                                          SEARCH_OPT_SEQUENCE_PARALLEL, SEARCH_OPT_DISTRIBUTED_OPTIMIZER,
-                                         SEARCH_OPT_CP};
+                                         SEARCH_OPT_CP, SEARCH_OPT_FSDP, SEARCH_OPT_HSDP};
   for (guint i = 0; i < G_N_ELEMENTS(searched); i++)
     search_config_unset(cfg, searched[i]);
   char buf[16];
@@ -135,6 +137,10 @@ static void candidate_config(const Search *s, const Candidate *c, SearchConfig *
     search_config_set(cfg, SEARCH_OPT_SEQUENCE_PARALLEL, NULL, NULL);
   if (c->dist)
     search_config_set(cfg, SEARCH_OPT_DISTRIBUTED_OPTIMIZER, NULL, NULL);
+  if (c->fsdp == 1)
+    search_config_set(cfg, SEARCH_OPT_FSDP, NULL, NULL);
+  else if (c->fsdp > 1)
+    SET(SEARCH_OPT_HSDP, c->fsdp);
   if (c->attention >= 0) {
     search_config_unset(cfg, SEARCH_OPT_ATTENTION);
     search_config_set(cfg, SEARCH_OPT_ATTENTION, c->attention == MODEL_ATTENTION_FLASH ? "flash" : "fused", NULL);
@@ -160,6 +166,7 @@ static void classify(Search *s, const Candidate *c, SearchRow *row, SimPlan *pla
   *row = (SearchRow){.config = row->config, .gpus = c->t * c->cp * c->p * c->d, .tp = c->t, .pp = c->p, .dp = c->d,
                      .cp = c->cp,
                      .micro_batch = c->b, .chunks = c->v, .schedule = c->schedule, .zero = c->zero,
+                     .fsdp = c->fsdp,
                      .recompute = c->recompute, .sequence_parallel = c->sp, .distributed_optimizer = c->dist,
                      .attention = "", .split = c->split};
   SimPlanRequest r;
@@ -417,10 +424,16 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
   }
   g_array_sort(tpd, triple_cmp);
   /* Per triple: b, then the schedule and v, then recompute; then ZeRO. */
-  gboolean zero_ok = !sched && !cfg->given[SEARCH_OPT_DDP] && !cfg->given[SEARCH_OPT_CHUNKS] &&
+  gboolean zero_ok = !sched && !cfg->given[SEARCH_OPT_FSDP] && !cfg->given[SEARCH_OPT_HSDP] && !cfg->given[SEARCH_OPT_DDP] && !cfg->given[SEARCH_OPT_CHUNKS] &&
                      !cfg->given[SEARCH_OPT_LAYERS_PER_CHUNK] && !cfg->given[SEARCH_OPT_DISTRIBUTED_OPTIMIZER] &&
                      !s->split_given;
   gboolean ptdp_ok = !cfg->given[SEARCH_OPT_ZERO];
+  /* FSDP2 beside PTD-P: full sharding, and HSDP with shard groups of 8
+   * (a node of ranks) where that leaves at least 2 replicas; --fsdp or
+   * --hsdp R pins it */
+  gboolean fsdp_given = cfg->given[SEARCH_OPT_FSDP] || cfg->given[SEARCH_OPT_HSDP];
+  gboolean fsdp_ok = ptdp_ok && !cfg->given[SEARCH_OPT_DDP] && !cfg->given[SEARCH_OPT_DISTRIBUTED_OPTIMIZER] &&
+                     !cfg->given[SEARCH_OPT_OVERLAP_PARAM_GATHER];
   /* the attention kernels to try: flash and Megatron's where the device has
    * flash's figures, else its default alone */
   gint attn[2] = {-1, -1};
@@ -496,8 +509,22 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
                   continue;
                 if (x.cp > 1 && n_attn > 1 && attn[ai] != MODEL_ATTENTION_FLASH)
                   continue; /* ring attention runs on FlashAttention's kernels */
-                Candidate c = {x.t, p, x.d, b, v, 0, x.cp, rc, sc, sp, dist, attn[ai], s->split_given ? (SimSplit){0} : split};
-                g_array_append_val(cands, c);
+                Candidate c = {x.t, p, x.d, b, v, 0, x.cp, 0, rc, sc, sp, dist, attn[ai], s->split_given ? (SimSplit){0} : split};
+                if (!fsdp_given)
+                  g_array_append_val(cands, c);
+                /* FSDP2 in place of the distributed optimizer, on 1F1B */
+                guint dpc = x.d * x.cp;
+                if (!fsdp_ok || dist || v > 1 || dpc < 2)
+                  continue;
+                guint Rs[2] = {1, dpc % 8 == 0 && dpc / 8 >= 2 ? dpc / 8 : 0};
+                if (cfg->given[SEARCH_OPT_HSDP])
+                  Rs[0] = cfg->count[SEARCH_OPT_HSDP], Rs[1] = 0;
+                for (guint ri = 0; ri < 2; ri++) {
+                  if (Rs[ri] == 0 || (ri == 1 && cfg->given[SEARCH_OPT_FSDP]) || Rs[ri] >= dpc || dpc % Rs[ri])
+                    continue;
+                  c.fsdp = Rs[ri];
+                  g_array_append_val(cands, c);
+                }
               }
         }
         /* ZeRO data parallelism, without model parallelism (as SC21 runs it) */
@@ -506,7 +533,7 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
              z++) {
           if (cfg->given[SEARCH_OPT_ZERO] && z != cfg->count[SEARCH_OPT_ZERO])
             continue;
-          Candidate c = {1, 1, x.d, b, 1, z, 1, rc, SIM_SCHEDULE_1F1B, FALSE, FALSE, -1, {0}};
+          Candidate c = {1, 1, x.d, b, 1, z, 1, 0, rc, SIM_SCHEDULE_1F1B, FALSE, FALSE, -1, {0}};
           g_array_append_val(cands, c);
         }
       }

@@ -41,6 +41,7 @@ typedef struct {
   guint cp;             /* context-parallel size (1: none) */
   SimSchedule schedule; /* ignored with zero */
   guint zero;           /* ZeRO stage, 0: none */
+  guint fsdp;           /* FSDP2: 0 none, 1 full sharding, R > 1 HSDP with R replicas */
   ModelRecompute recompute;
   gboolean sequence_parallel, distributed_optimizer;
   const char *attention; /* the kernels it ran: flash, fused or unfused (static strings) */

@@ -58,6 +58,11 @@ typedef struct {
   guint ts, ds; /* simulated tensor ranks and replicas */
   guint cp;     /* context-parallel ranks: one simulated, standing for all (they do equal work) */
   guint dpc;    /* the gradient group: the d replicas times the cp context-parallel ranks */
+  guint shard;  /* FSDP2: the ranks of a shard group (dpc, or dpc / R under HSDP) */
+  guint fsdp_ring[2]; /* FSDP2: the ends of the last two layers emitted on rank 0 (prefetch depth one) */
+  guint64 shard_gathers, shard_reductions; /* FSDP2, per GPU of stage 0 */
+  GArray **fsdp_rs; /* FSDP2: per (stage s, tensor rank i) at [s * ts + i], the layers' gradient reductions */
+  double shard_gather_bytes, shard_reduce_bytes;
   guint p, v, m; /* stages, chunks, microbatches */
   /* The pipeline split (sim_plan_chunk_layers): per (stage s, chunk c) at
    * [s * v + c] the chunk's layers and the stage-local index of its first;
@@ -629,6 +634,55 @@ static void emit_layer_pass(Build *b, guint s, guint k, const ModelPass *pass, c
     emit_pass(b, s, k, pass, t);
 }
 
+enum { DP_ALL, DP_SHARD, DP_REPLICAS };
+static guint dp_collective_g(Build *b, NetCollOp kind, guint group, guint i, guint s, double bytes, const guint *deps,
+                             guint n_deps, const SimOpTag *t);
+
+/* FSDP2 (torch.distributed.fsdp.fully_shard, as torchtitan applies it per
+ * transformer block and to the root module: torchtitan/models/llama3/infra/
+ * parallelize.py, apply_fsdp): the bf16 parameters of a block all-gathered
+ * over its shard group before the block runs.  The all-gathers run on their
+ * own stream and the CPU issues the next block's while the current one
+ * computes, but FSDP2 lets at most two blocks' gathered copies exist (its
+ * copy-out of block l + 2 waits for block l's to be freed; PyTorch issue
+ * 114299, "memory management"), so the gather of the block two ahead waits
+ * for the end of this one.  `params`: the block's (and the root's, with the
+ * stage's first block) parameters on this tensor rank. */
+static void fsdp_gather(Build *b, guint s, guint k, guint chunk, gint layer, gboolean forward, double params,
+                        guint after, guint *out) {
+  for (guint i = 0; i < b->ts; i++) {
+    SimOpTag t = tag(CAT_DP, forward ? PASS_FORWARD : PASS_BACKWARD, s, chunk, 0, layer);
+    guint dep = i == 0 ? after : G_MAXUINT;
+    out[i] = dp_collective_g(b, NET_OP_ALLGATHER, DP_SHARD, i, s, 2.0 * params, &dep, 1, &t);
+  }
+  if (s == 0 && k == 0) {
+    b->shard_gathers++;
+    b->shard_gather_bytes += 2.0 * params;
+  }
+  b->bytes[CAT_DP] += 2.0 * params * (b->shard - 1) * (b->dpc / b->shard) * b->plan->tp;
+}
+
+/* FSDP2's reduce-scatter of a block's gradients over its shard group, in
+ * the reduce dtype (torchtitan's mixed_precision_reduce, fp32 by default),
+ * and under HSDP the all-reduce of each shard across the R replicas. */
+static void fsdp_reduce(Build *b, guint s, guint k, guint chunk, gint layer, double params, guint i, guint after) {
+  const SimPlan *pl = b->plan;
+  double bytes = (pl->fsdp_reduce_fp32 ? 4.0 : 2.0) * params;
+  SimOpTag t = tag(CAT_DP, PASS_OTHER, s, chunk, 0, layer);
+  guint op = dp_collective_g(b, NET_OP_REDUCESCATTER, DP_SHARD, i, s, bytes, &after, 1, &t);
+  guint R = b->dpc / b->shard;
+  if (R > 1)
+    op = dp_collective_g(b, NET_OP_ALLREDUCE, DP_REPLICAS, i, s, bytes / b->shard, &op, 1, &t);
+  g_array_append_val(b->fsdp_rs[s * b->ts + i], op);
+  if (s == 0 && k == 0 && i == 0) {
+    b->shard_reductions += R > 1 ? 2 : 1;
+    b->shard_reduce_bytes += bytes + (R > 1 ? bytes / b->shard : 0);
+  }
+  if (i == 0)
+    b->bytes[CAT_DP] += (bytes * (b->shard - 1) * R + (R > 1 ? 2.0 * bytes / b->shard * (R - 1) * b->shard : 0)) *
+                        pl->tp;
+}
+
 static void emit_item(Build *b, guint s, guint k, guint idx) {
   const SimPlan *pl = b->plan;
   SimItem it = g_array_index(b->order[s], SimItem, idx);
@@ -657,20 +711,54 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
    * summed integer durations starts and ends exactly when the chain would.
    * Not where torch DDP hangs a bucket's all-reduce on a layer inside it. */
   gboolean gathered = pl->overlap_param_gather && it.forward && it.microbatch == 0; /* waits for its parameters */
+  /* FSDP2: gathered for every forward without pipelining (resharded after
+   * each backward), else for the first microbatch's (torch's pipelining
+   * keeps them between microbatches), and again for every backward when
+   * resharded after forward; gradients reduced after every backward
+   * without pipelining (torchtitan's gradient accumulation), after the last
+   * microbatch's with it (torch.distributed.pipelining's stage turns
+   * FSDP2's gradient sync off but for the last backward) */
+  gboolean fsdp = pl->fsdp && b->dpc > 1;
+  gboolean fsdp_g = fsdp && (it.forward ? it.microbatch == 0 || pl->reshard_after_forward || b->p == 1
+                                        : pl->reshard_after_forward);
+  gboolean fsdp_rs = fsdp && !it.forward && (last_mb || b->p == 1);
+  guint64 fsdp_layer = fsdp ? model_layer_local_params(&pl->model, pl->tp) : 0;
+  guint64 fsdp_root = fsdp && it.chunk == 0 ? model_stage_params(&pl->model, pl->tp, b->p, s, stage_layers(b, s)) -
+                                                  fsdp_layer * stage_layers(b, s)
+                                            : 0;
+  guint nl = chunk_layers(b, s, it.chunk);
+  guint *fsdp_ops = fsdp_g ? g_new(guint, (gsize)(nl + 2) * b->ts) : NULL;
+  gathered = gathered || fsdp_g || fsdp_rs;
   b->dry = b->coarse && !(pl->ddp == SIM_DDP_TORCH && last_mb && b->dpc > 1 && !it.forward) && !gathered;
   b->dry_compute = b->dry_tp = 0;
   b->dry_ops = 0;
+  if (fsdp_g) /* the first two blocks of the item (the root's parameters with the first forward) */
+    for (guint j = 0; j < MIN(2u, nl); j++) {
+      guint l = it.forward ? j : nl - 1 - j;
+      fsdp_gather(b, s, k, it.chunk, (gint)(chunk_first(b, s, it.chunk) + l), it.forward,
+                  (double)fsdp_layer + (it.forward && j == 0 ? (double)fsdp_root : 0), b->prev[0], fsdp_ops + l * b->ts);
+    }
   if (it.forward) {
     if (vs == 0)
       add_compute(b, SIM_PART_EMBEDDING, -1, PASS_FORWARD, b->emb_fwd);
     for (guint l = 0; l < chunk_layers(b, s, it.chunk); l++) {
-      if (gathered) { /* the layer's first forward waits for its parameters' all-gather */
+      if (gathered && !fsdp) { /* the layer's first forward waits for its parameters' all-gather */
         flush(b, s, k, &t, FALSE);
         for (guint i = 0; i < b->ts; i++)
           b->join[i] = b->param_gather[((s * b->v + it.chunk) * b->lmax + l) * b->ts + i];
       }
+      if (fsdp_g) {
+        flush(b, s, k, &t, FALSE);
+        for (guint i = 0; i < b->ts; i++)
+          b->join[i] = fsdp_ops[l * b->ts + i];
+      }
       t.layer = (gint32)(chunk_first(b, s, it.chunk) + l);
       emit_layer_pass(b, s, k, &b->layer.fwd, &t);
+      if (fsdp_g && l + 2 < nl) { /* the block two ahead, once this one's copy is freed */
+        flush(b, s, k, &t, TRUE);
+        fsdp_gather(b, s, k, it.chunk, t.layer + 2, TRUE, (double)fsdp_layer, b->prev[0],
+                    fsdp_ops + (l + 2) * b->ts);
+      }
     }
     if (vs == last_vs)
       add_compute(b, SIM_PART_HEAD, -1, PASS_FORWARD, b->head_fwd);
@@ -679,6 +767,11 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
       add_compute(b, SIM_PART_HEAD, -1, PASS_BACKWARD, b->head_bwd);
     for (guint l = chunk_layers(b, s, it.chunk); l-- > 0;) {
       t.layer = (gint32)(chunk_first(b, s, it.chunk) + l);
+      if (fsdp_g) { /* FSDP2's pre-backward hook: the block gathered again, before its recomputation */
+        flush(b, s, k, &t, FALSE);
+        for (guint i = 0; i < b->ts; i++)
+          b->join[i] = fsdp_ops[l * b->ts + i];
+      }
       if (pl->recompute) {
         t.pass = PASS_RECOMPUTE;
         emit_layer_pass(b, s, k, &b->layer.fwd, &t);
@@ -697,9 +790,20 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
         for (guint i = 0; i < b->ts; i++)
           b->grad_ready[(((k * b->p + s) * b->v + it.chunk) * b->lmax + l) * b->ts + i] = b->prev[i];
       }
+      if (fsdp_rs) { /* the block's gradients, reduced as its backward ends */
+        flush(b, s, k, &t, TRUE);
+        if (k == 0)
+          for (guint i = 0; i < b->ts; i++)
+            fsdp_reduce(b, s, k, it.chunk, t.layer, (double)fsdp_layer, i, b->prev[i]);
+      }
+      if (fsdp_g && l >= 2) { /* the block two behind in backward order, once this one's copy is freed */
+        flush(b, s, k, &t, TRUE);
+        fsdp_gather(b, s, k, it.chunk, t.layer - 2, FALSE, (double)fsdp_layer, b->prev[0], fsdp_ops + (l - 2) * b->ts);
+      }
     }
   }
   flush(b, s, k, &t, FALSE);
+  g_free(fsdp_ops);
   if (b->dry) {
     b->dry = FALSE;
     t.layer = -1;
@@ -914,6 +1018,73 @@ static gboolean placement_uniform(const Build *b) {
   return TRUE;
 }
 
+/* Which data-parallel ranks a collective spans: all d x cp; FSDP2's shard
+ * group (the first `shard` of them, consecutive as torchtitan's mesh puts
+ * dp_shard inside dp_replicate); or one rank of each of the R replicas
+ * (DP_ALL, DP_SHARD, DP_REPLICAS). */
+
+static guint dp_group_rank(const Build *b, guint group, guint j) {
+  return group == DP_REPLICAS ? j * b->shard : j;
+}
+
+static guint dp_group_size(const Build *b, guint group) {
+  return group == DP_ALL ? b->dpc : group == DP_SHARD ? b->shard : b->dpc / b->shard;
+}
+
+static guint dp_collective_g(Build *b, NetCollOp kind, guint group, guint i, guint s, double bytes, const guint *deps,
+                             guint n_deps, const SimOpTag *t) {
+  guint n = dp_group_size(b, group);
+  guint nodes = 0, last = G_MAXUINT;
+  for (guint j = 0; j < n; j++) { /* ranks increase along the group: one more node at every change */
+    guint r = dp_group_rank(b, group, j);
+    guint node = gpu_of_rank_c(b, i, r % b->cp, s, r / b->cp) / b->cluster->gpus_per_node;
+    nodes += node != last;
+    last = node;
+  }
+  guint streams[b->ds];
+  for (guint k = 0; k < b->ds; k++)
+    streams[k] = stream_of(b, i, s, k, STREAM_DP);
+  guint op;
+  if (b->flow) {
+    char key[64];
+    if (kind == NET_OP_ALLREDUCE && group == DP_ALL) /* the key every all-reduce plan had */
+      g_snprintf(key, sizeof key, "dp:%u:%u:%.0f", s, i, bytes);
+    else if (group == DP_ALL)
+      g_snprintf(key, sizeof key, "dp%d:%u:%u:%.0f", (int)kind, s, i, bytes);
+    else
+      g_snprintf(key, sizeof key, "dp%d:g%u:%u:%u:%.0f", (int)kind, group, s, i, bytes);
+    guint gpus[n];
+    for (guint j = 0; j < n; j++) {
+      guint r = dp_group_rank(b, group, j);
+      gpus[j] = gpu_of_rank_c(b, i, r % b->cp, s, r / b->cp);
+    }
+    /* the other groups run the same collective at once on their own GPUs */
+    double copies_g = copies(b, TRUE, FALSE) * ((double)b->dpc / n);
+    op = net_op(b, coll_plan(b, key, kind, gpus, n, copies_g, bytes, b->flow->side_dp), streams, NULL, b->ds, t);
+  } else {
+    ModelCollOp coll = kind == NET_OP_REDUCESCATTER ? MODEL_COLL_REDUCESCATTER
+                     : kind == NET_OP_ALLGATHER   ? MODEL_COLL_ALLGATHER
+                                                  : MODEL_COLL_ALLREDUCE;
+    ModelNet net = b->net;
+    if (nodes > 1 && b->plan->stragglers.n_link) { /* a ring runs at its slowest NIC (--slow-link) */
+      const SimPlan *pl = b->plan;
+      double f = 1;
+      for (guint ii = b->ts == pl->tp ? i : 0; ii < (b->ts == pl->tp ? i + 1 : pl->tp); ii++)
+        for (guint j = 0; j < n; j++) {
+          guint r = dp_group_rank(b, group, j);
+          f = MIN(f, nic_factor(b, gpu_of_rank_c(b, ii, r % b->cp, s, r / b->cp)));
+        }
+      net.hw.nic_bw *= f;
+    }
+    double secs = model_collective_time_s(&net, coll, bytes, n, nodes, NULL);
+    op = sim_engine_add_op(b->e, ns(secs), streams, b->ds, t);
+  }
+  for (guint j = 0; j < n_deps; j++)
+    if (deps[j] != G_MAXUINT)
+      sim_engine_add_dep(b->e, deps[j], op);
+  return op;
+}
+
 /* A data-parallel collective (all-reduce; reduce-scatter of gradients or
  * all-gather of parameters for the distributed optimizer) over the d
  * replicas of rank i of stage s, after `deps`; with context parallelism
@@ -929,18 +1100,6 @@ static double nic_factor(const Build *b, guint g) {
   return x <= 0 || prev <= 0 ? 0.5 : x;
 }
 
-/* The slowest NIC of the data-parallel group of tensor rank i on stage s
- * (under the symmetry shortcut, of every tensor rank's group). */
-static double dp_link_factor(const Build *b, guint i, guint s) {
-  const SimPlan *pl = b->plan;
-  double f = 1;
-  for (guint ii = b->ts == pl->tp ? i : 0; ii < (b->ts == pl->tp ? i + 1 : pl->tp); ii++)
-    for (guint k = 0; k < pl->dp; k++)
-      for (guint c = 0; c < b->cp; c++)
-        f = MIN(f, nic_factor(b, gpu_of_rank_c(b, ii, c, s, k)));
-  return f;
-}
-
 /* The slowest NIC of the tensor-parallel group of replica k on stage s
  * (under the symmetry shortcut, of every replica's group). */
 static double tp_link_factor(const Build *b, guint s, guint k) {
@@ -954,36 +1113,7 @@ static double tp_link_factor(const Build *b, guint s, guint k) {
 
 static guint dp_collective(Build *b, NetCollOp kind, guint i, guint s, double bytes, const guint *deps, guint n_deps,
                            const SimOpTag *t) {
-  guint nodes = dp_group_nodes(b, i, s);
-  guint streams[b->ds];
-  for (guint k = 0; k < b->ds; k++)
-    streams[k] = stream_of(b, i, s, k, STREAM_DP);
-  guint op;
-  if (b->flow) {
-    guint d = b->dpc;
-    char key[64];
-    if (kind == NET_OP_ALLREDUCE) /* the key every all-reduce plan had */
-      g_snprintf(key, sizeof key, "dp:%u:%u:%.0f", s, i, bytes);
-    else
-      g_snprintf(key, sizeof key, "dp%d:%u:%u:%.0f", (int)kind, s, i, bytes);
-    guint gpus[d];
-    for (guint j = 0; j < d; j++)
-      gpus[j] = gpu_of_rank_c(b, i, j % b->cp, s, j / b->cp);
-    op = net_op(b, coll_plan(b, key, kind, gpus, d, copies(b, TRUE, FALSE), bytes, b->flow->side_dp), streams, NULL,
-                b->ds, t);
-  } else {
-    ModelCollOp coll = kind == NET_OP_REDUCESCATTER ? MODEL_COLL_REDUCESCATTER
-                     : kind == NET_OP_ALLGATHER   ? MODEL_COLL_ALLGATHER
-                                                  : MODEL_COLL_ALLREDUCE;
-    ModelNet net = b->net;
-    if (nodes > 1 && b->plan->stragglers.n_link) /* a ring runs at its slowest link (--slow-link) */
-      net.hw.nic_bw *= dp_link_factor(b, i, s);
-    double secs = model_collective_time_s(&net, coll, bytes, b->dpc, nodes, NULL);
-    op = sim_engine_add_op(b->e, ns(secs), streams, b->ds, t);
-  }
-  for (guint j = 0; j < n_deps; j++)
-    sim_engine_add_dep(b->e, deps[j], op);
-  return op;
+  return dp_collective_g(b, kind, DP_ALL, i, s, bytes, deps, n_deps, t);
 }
 
 /* --overlap-param-gather (Megatron-Core's distributed optimizer): the
@@ -1020,14 +1150,22 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
   /* Megatron's distributed optimizer reduce-scatters the gradients instead
    * of all-reducing them, steps on its 1/d shard, and all-gathers the
    * updated fp16 parameters. */
-  gboolean dist = pl->distributed_optimizer && b->dpc > 1;
+  gboolean fsdp = pl->fsdp && b->dpc > 1;
+  gboolean dist = (pl->distributed_optimizer || fsdp) && b->dpc > 1;
   NetCollOp grad_coll = dist ? NET_OP_REDUCESCATTER : NET_OP_ALLREDUCE;
   for (guint i = 0; i < b->ts; i++) {
     GArray *mine = g_array_new(FALSE, FALSE, sizeof(guint)); /* ops the optimizer waits for */
     guint lasts[b->ds];
     for (guint k = 0; k < b->ds; k++)
       lasts[k] = b->items[((k * b->p + s) * b->n_items + b->n_items - 1) * b->ts + i].last;
-    if (b->dpc > 1) {
+    if (fsdp) {
+      /* the blocks' reductions, issued with their backward; the root's
+       * (embedding, final norm, logits) after the stage's last backward */
+      GArray *rs = b->fsdp_rs[s * b->ts + i];
+      if (extra_params)
+        fsdp_reduce(b, s, 0, 0, -1, (double)extra_params, i, lasts[0]);
+      g_array_append_vals(mine, rs->data, rs->len);
+    } else if (b->dpc > 1) {
       if (pl->ddp == SIM_DDP_TORCH) {
         /* torch DDP: a bucket per layer, all-reduced as soon as the last
          * microbatch's backward has produced it, in backward order. */
@@ -1089,8 +1227,9 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
         b->bytes_embedding += bytes * 2.0 * pl->dp * ((double)pl->tp / b->ts) * b->cp;
       }
     }
-    /* the step: on the whole stage, or on its 1/d shard (rounded up) */
-    guint64 stepped = dist ? (stage_params + b->dpc - 1) / b->dpc : stage_params;
+    /* the step: on the whole stage, or on its 1/d shard (rounded up);
+     * FSDP2's on its shard group's */
+    guint64 stepped = dist ? (stage_params + b->shard - 1) / b->shard : stage_params;
     guint steps[b->ds];
     for (guint k = 0; k < b->ds; k++) {
       guint op = sim_engine_add_op1(b->e, ns(model_optimizer_time_s(b->profile, stepped)),
@@ -1104,7 +1243,7 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
         sim_engine_add_dep(b->e, opt_ops[slot], op);
       steps[k] = op;
     }
-    if (dist && !pl->overlap_param_gather) /* every replica's updated shard, gathered back whole */
+    if (dist && !pl->overlap_param_gather && !fsdp) /* every replica's updated shard, gathered back whole */
       dp_collective(b, NET_OP_ALLGATHER, i, s, 2.0 * stage_params, steps, b->ds, &t);
     g_array_free(mine, TRUE);
   }
@@ -1254,6 +1393,29 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
                             .fp8 = lo.fp8,
                             .fp8_weight_params = (guint64)layers * model_layer_local_params(&pl->model, pl->tp)};
   model_memory(&local, &req, out);
+  if (pl->fsdp)
+    sim_fsdp_state_memory(pl, s, out);
+}
+
+void sim_fsdp_state_memory(const SimPlan *pl, guint s, ModelMemory *out) {
+  /* FSDP2 with torchtitan's mixed precision (fp32 model, bf16 param_dtype,
+   * reduce_dtype fp32 or bf16) and AdamW: the fp32 parameters, gradients
+   * and the two moments sharded over the shard group (16 bytes a
+   * parameter); the bf16 gathered blocks (the one running and the one
+   * prefetched, with the root's; without reshard_after_forward all of the
+   * stage's from forward to backward); the bf16 unsharded gradients (a
+   * block's, or the whole stage's while they accumulate over microbatches
+   * reduced after the last) and a block's fp32 copy for the reduction. */
+  guint layers = sim_plan_stage_layers(pl, s);
+  double shard = (double)pl->dp * sim_plan_cp(pl) / pl->hsdp_replicas;
+  double Ps = (double)model_stage_params(&pl->model, pl->tp, pl->pp, s, layers);
+  double Lp = (double)model_layer_local_params(&pl->model, pl->tp);
+  double root = Ps - Lp * layers;
+  out->optimizer = 8.0 * Ps / shard;
+  out->weights = 4.0 * Ps / shard + 2.0 * (pl->reshard_after_forward ? root + MIN(2.0, (double)layers) * Lp : Ps);
+  gboolean accumulate = pl->pp > 1 && pl->microbatches > 1; /* unsharded until the last microbatch */
+  out->gradients = 4.0 * Ps / shard + 2.0 * (accumulate ? Ps : Lp) + (pl->fsdp_reduce_fp32 ? 4.0 * Lp : 0);
+  out->total = out->weights + out->gradients + out->optimizer + out->activations;
 }
 
 void sim_ptdp_memory(const SimPlan *pl, const ModelProfile *profile, ModelMemory *mem, guint *stage) {
@@ -1378,6 +1540,10 @@ static gboolean measure(Build *b, SimResult *r) {
   r->bytes_cp = b->bytes[CAT_CP];
   r->bytes_pp = b->bytes[CAT_PP];
   r->bytes_dp = b->bytes[CAT_DP];
+  r->shard_gathers = b->shard_gathers;
+  r->shard_reductions = b->shard_reductions;
+  r->shard_gather_bytes = b->shard_gather_bytes;
+  r->shard_reduce_bytes = b->shard_reduce_bytes;
   r->bytes_embedding = b->bytes_embedding;
 
   /* Effective bisection bandwidth (bisection_rates): pipeline cut between
@@ -1523,7 +1689,8 @@ static guint steady_cycle(const SimPlan *pl) { return sim_plan_uneven(pl) ? 2 : 
  * Not for --exact, traces (which show every op) or GPipe (whose forwards
  * and backwards are two phases, not one period). */
 static guint steady_short_m(const SimPlan *pl, gboolean traced) {
-  if (pl->exact || traced || pl->schedule == SIM_SCHEDULE_GPIPE || pl->pp < 2)
+  /* not FSDP2 either: its per-block gathers are issued inside the items */
+  if (pl->exact || traced || pl->schedule == SIM_SCHEDULE_GPIPE || pl->pp < 2 || pl->fsdp)
     return 0;
   guint step = steady_step(pl), cycle = steady_cycle(pl), m = pl->microbatches;
   /* 1F1B: the last stage's warm-up ends after p - 1 microbatches and the
@@ -1651,10 +1818,20 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   b.ts = b.ds = 1;
   b.cp = sim_plan_cp(pl);
   b.dpc = pl->dp * b.cp;
+  b.shard = pl->fsdp ? b.dpc / pl->hsdp_replicas : b.dpc;
   b.p = pl->pp;
   b.v = pl->chunks;
   double mean_lpc = (double)pl->model.layers / (pl->pp * pl->chunks); /* layers per chunk, on average */
   if (!pl->symmetry || !placement_uniform(&b)) {
+    /* FSDP2's per-block collectives are issued once for the group, as the
+     * symmetric simulation has them */
+    if (pl->fsdp && pl->dp > 1) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "%s is simulated with one GPU standing for its replicas, which needs groups that fill whole nodes "
+                  "in Megatron's rank order; drop --no-symmetry and --placement, or use sizes whose groups fill nodes",
+                  pl->hsdp_replicas > 1 ? "--hsdp" : "--fsdp");
+      return FALSE;
+    }
     /* Without the shortcut every GPU is simulated: check the size again. */
     double ops = 2.0 * pl->microbatches * b.v * b.p * (6.0 * mean_lpc + 4) * pl->tp * pl->dp;
     if (pl->symmetry && ops > 60e6) {
@@ -1790,6 +1967,11 @@ build:
   }
   b.items = g_new0(ItemOps, (gsize)b.ds * b.p * b.n_items * b.ts);
   b.grad_ready = g_new0(guint, (gsize)b.ds * b.p * b.v * b.lmax * b.ts);
+  b.fsdp_rs = g_new(GArray *, (gsize)b.p * b.ts);
+  for (guint j = 0; j < b.p * b.ts; j++)
+    b.fsdp_rs[j] = g_array_new(FALSE, FALSE, sizeof(guint));
+  b.shard_gathers = b.shard_reductions = 0;
+  b.shard_gather_bytes = b.shard_reduce_bytes = 0;
   b.pending = g_new0(double, b.ts);
   b.prev = g_new0(guint, b.ts);
   b.join = g_new(guint, b.ts);
@@ -1885,6 +2067,9 @@ build:
   g_free(b.position);
   g_free(b.items);
   g_free(b.grad_ready);
+  for (guint j = 0; j < b.p * b.ts; j++)
+    g_array_free(b.fsdp_rs[j], TRUE);
+  g_free(b.fsdp_rs);
   g_free(b.tp_ns);
   g_free(b.hop_ns);
   g_free(b.hop_plans);

@@ -377,7 +377,8 @@ static void test_detail(void) {
   cJSON_Delete(json);
   proc_clear(&p);
 
-  p = run("run --layers 2 --hidden 1024 --heads 16 --gpus 4 --tp 1 --pp 1 --global-batch 4 --micro-batch 1 --zero 3",
+  p = run("run --layers 2 --hidden 1024 --heads 16 --gpus 4 --tp 1 --pp 1 --global-batch 4 --micro-batch 1 --zero 3 "
+          "--zero-contiguous-gradients",
           path);
   g_assert_cmpint(p.status, ==, 0);
   json = check_trace(path, 2, (const char *const[]){"compute", "dp", "optimizer", NULL});

@@ -82,6 +82,18 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddStringToObject(cfg, "placement", placement_name(pl));
   cJSON_AddStringToObject(cfg, "workload", pl->workload == SIM_WORKLOAD_LAYERS ? "layers" : "gpt");
   cJSON_AddNumberToObject(cfg, "zero", pl->zero);
+  /* DeepSpeed's stage-3 settings (used with zero 3) */
+  cJSON_AddNumberToObject(cfg, "zero_prefetch_bucket_size", (double)pl->zk.prefetch_bucket);
+  cJSON_AddNumberToObject(cfg, "zero_max_live_parameters", (double)pl->zk.max_live);
+  cJSON_AddNumberToObject(cfg, "zero_max_reuse_distance", (double)pl->zk.max_reuse);
+  cJSON_AddNumberToObject(cfg, "zero_param_persistence_threshold", (double)pl->zk.persistence);
+  cJSON_AddNumberToObject(cfg, "zero_reduce_bucket_size", (double)pl->zk.reduce_bucket);
+  cJSON_AddBoolToObject(cfg, "zero_contiguous_gradients", pl->zk.contiguous);
+  cJSON_AddBoolToObject(cfg, "zero_trace_fixed", pl->zk.trace_fixed);
+  cJSON_AddBoolToObject(cfg, "fsdp", pl->fsdp);
+  cJSON_AddNumberToObject(cfg, "hsdp_replicas", pl->fsdp ? pl->hsdp_replicas : 0);
+  cJSON_AddStringToObject(cfg, "fsdp_reduce_dtype", pl->fsdp_reduce_fp32 ? "fp32" : "bf16");
+  cJSON_AddBoolToObject(cfg, "fsdp_reshard_after_forward", pl->fsdp && pl->reshard_after_forward);
 
   cJSON_AddNumberToObject(o, "iteration_time_s", r->iteration_time_s);
   cJSON_AddNumberToObject(o, "tflops_per_gpu", r->tflops_per_gpu);
@@ -110,6 +122,12 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddNumberToObject(by, "dp", r->bytes_dp);
   cJSON_AddNumberToObject(by, "cp", r->bytes_cp); /* context parallelism's ring */
   cJSON_AddNumberToObject(by, "embedding", r->bytes_embedding); /* counted in dp too */
+  cJSON *sh = obj_add(o, "sharded_per_gpu"); /* ZeRO-3 and FSDP2: per GPU per iteration */
+  cJSON_AddNumberToObject(sh, "param_allgathers", (double)r->shard_gathers);
+  cJSON_AddNumberToObject(sh, "param_allgather_bytes", r->shard_gather_bytes);
+  cJSON_AddNumberToObject(sh, "grad_reductions", (double)r->shard_reductions);
+  cJSON_AddNumberToObject(sh, "grad_reduction_bytes", r->shard_reduce_bytes);
+  cJSON_AddNumberToObject(sh, "host_s", r->shard_host_s);
   cJSON *bi = obj_add(o, "bisection_bandwidth_GBps");
   cJSON_AddNumberToObject(bi, "pp", r->bisection_pp_GBps);
   cJSON_AddNumberToObject(bi, "dp", r->bisection_dp_GBps);
@@ -447,7 +465,16 @@ void trace_report_text(GString *out, const cJSON *run) {
     if (tera)
       g_string_append_printf(out, ", recompute %s, sends: one rank per hop, broadcast in the group, fusion %s\n\n",
                              recompute, fusion);
-    else
+    else if (flag(cfg, "fsdp")) {
+      guint R = count(cfg, "hsdp_replicas"), dpc = d * (cp ? cp : 1);
+      g_string_append_printf(out, ", recompute %s, %s over %u GPUs%s", recompute, R > 1 ? "HSDP (FSDP2)" : "FSDP2",
+                             R > 1 ? dpc / R : dpc, cp > 1 ? " (d x cp)" : "");
+      if (R > 1)
+        g_string_append_printf(out, ", replicated %u times", R);
+      g_string_append_printf(out, ", gradients reduced in %s, parameters %s after forward, fusion %s\n\n",
+                             str(cfg, "fsdp_reduce_dtype"),
+                             flag(cfg, "fsdp_reshard_after_forward") ? "resharded" : "kept", fusion);
+    } else
       g_string_append_printf(out, ", recompute %s, %s DDP%s%s, %s%s, fusion %s\n\n", recompute, str(cfg, "ddp"),
                              flag(cfg, "distributed_optimizer") ? " with the distributed optimizer" : "",
                              flag(cfg, "overlap_param_gather") ? " (parameter all-gather overlapped with the forward)"
@@ -529,6 +556,12 @@ void trace_report_text(GString *out, const cJSON *run) {
   else
     g_string_append_printf(out, "tied-embedding all-reduce %s per iteration (no data parallelism)\n",
                            ptd_format_si(bytes_dp, "B", c, sizeof c));
+  const cJSON *sh = cJSON_GetObjectItemCaseSensitive(run, "sharded_per_gpu");
+  if (num(sh, "param_allgathers") > 0 || num(sh, "grad_reductions") > 0)
+    g_string_append_printf(out, "sharded    per GPU: %.0f parameter all-gathers (%s), %.0f gradient reductions (%s), host %.4f s\n",
+                           num(sh, "param_allgathers"), ptd_format_si(num(sh, "param_allgather_bytes"), "B", a, sizeof a),
+                           num(sh, "grad_reductions"), ptd_format_si(num(sh, "grad_reduction_bytes"), "B", b, sizeof b),
+                           num(sh, "host_s"));
   const cJSON *bi = cJSON_GetObjectItemCaseSensitive(run, "bisection_bandwidth_GBps");
   g_string_append_printf(out, "bisection  pp %s, dp %s\n", ptd_format_si(num(bi, "pp") * 1e9, "B/s", a, sizeof a),
                          ptd_format_si(num(bi, "dp") * 1e9, "B/s", b, sizeof b));

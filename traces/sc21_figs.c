@@ -520,6 +520,27 @@ gboolean trace_sc21_table2(TraceFigureContext *ctx, TraceFigureOut *out, GError 
   for (guint k = 0; k < n; k++)
     labels[k] = gpus_p[k] == gpus_z[k] ? g_strdup_printf("%.1fB, %u GPUs", params_p[k], gpus_p[k])
                                        : g_strdup_printf("%.1fB, %u / %u GPUs", params_p[k], gpus_p[k], gpus_z[k]);
+  /* SC21 section 5.2's statements: PTD-P over ZeRO-3 at the smallest scale
+   * (b = 4) and after doubling the GPUs, for each model (the pairs: the
+   * k-th PTD-P row with the k-th ZeRO-3 row); and the ZeRO-3 rows' error */
+  double mae = 0;
+  guint nmae = 0;
+  for (guint k = 0; k < nz; k++)
+    if (isfinite(pred_z[k])) {
+      mae += fabs(pred_z[k] - pub_z[k]) / pub_z[k];
+      nmae++;
+    }
+  if (nmae)
+    g_string_append_printf(out->text, "\nZeRO-3 rows: mean absolute error %.1f%% over %u rows\n", 100 * mae / nmae, nmae);
+  for (guint k = 0; k + 1 < n; k++) {
+    if (k % 3 != 0 || !(params_p[k] == params_p[k + 1]))
+      continue;
+    g_string_append_printf(out->text, "PTD-P over ZeRO-3, %.1fB at %u / %u GPUs: predicted %+.0f%%, published %+.0f%%",
+                           params_p[k], gpus_p[k], gpus_z[k], 100 * (pred_p[k] / pred_z[k] - 1),
+                           100 * (pub_p[k] / pub_z[k] - 1));
+    g_string_append_printf(out->text, "; GPUs doubled (%u): predicted %+.0f%%, published %+.0f%%\n", gpus_p[k + 1],
+                           100 * (pred_p[k + 1] / pred_z[k + 1] - 1), 100 * (pub_p[k + 1] / pub_z[k + 1] - 1));
+  }
   source(out, "Table 2");
   out->plot = new_plot(ctx, TRACE_PLOT_BARS, "SC21 Table 2: PTD-P against ZeRO-3 without model parallelism",
                        "model and GPUs (PTD-P / ZeRO-3 where they differ)", "TFLOP/s per GPU",
