@@ -620,7 +620,7 @@ static gboolean interval_opt(const char *text, RtInterval *out, GError **error) 
 gboolean search_config_runtime(const SearchConfig *c, RtOptions *o, GError **error) {
   rt_options_default(o);
   if (!c->given[SEARCH_OPT_TOKENS])
-    for (guint i = SEARCH_OPT_GPU_FAILURE_RATE; i < SEARCH_N_OPTIONS; i++)
+    for (guint i = SEARCH_OPT_GPU_FAILURE_RATE; i <= SEARCH_OPT_TRIALS; i++)
       if (c->given[i]) {
         g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
                     "--%s is about the whole run, which needs a token budget; give --tokens (e.g. --tokens 15T)",
