@@ -35,6 +35,22 @@ void trace_shape_json(cJSON *o, const ModelShape *m) {
   cJSON_AddBoolToObject(o, "tied_embeddings", !m->untied);
   cJSON_AddBoolToObject(o, "linear_bias", !m->no_bias);
   cJSON_AddNumberToObject(o, "parameters", (double)model_param_count(m));
+  if (model_is_moe(m)) {
+    cJSON_AddNumberToObject(o, "active_parameters", (double)model_active_param_count(m));
+    cJSON_AddNumberToObject(o, "experts", m->experts);
+    cJSON_AddNumberToObject(o, "moe_topk", m->topk);
+    cJSON_AddNumberToObject(o, "moe_ffn_hidden", model_moe_ffn(m));
+    cJSON_AddNumberToObject(o, "moe_shared_ffn_hidden", m->shared_ffn);
+    cJSON_AddNumberToObject(o, "moe_layers", model_moe_layer_count(m));
+  }
+  if (model_is_mla(m)) {
+    cJSON_AddNumberToObject(o, "q_lora_rank", m->q_lora);
+    cJSON_AddNumberToObject(o, "kv_lora_rank", m->kv_lora);
+    cJSON_AddNumberToObject(o, "qk_rope_head_dim", m->rope_dim);
+    cJSON_AddNumberToObject(o, "v_head_dim", m->v_dim);
+  }
+  if (m->mtp)
+    cJSON_AddNumberToObject(o, "mtp_layers", m->mtp);
 }
 
 cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
