@@ -1,5 +1,6 @@
 /* ptdsim — configuration checks (see plan.h). */
 #include "plan.h"
+#include "moe.h"
 
 #include <math.h>
 #include <string.h>
@@ -786,9 +787,13 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   plan->allow_oom = r->allow_oom;
   plan->tokens = r->tokens;
 
+  if (!sim_moe_build(r, plan, error))
+    return FALSE;
+
   /* Keep the task graph within what one process can hold. */
   double stage_items = 2.0 * m_mb * v;
-  double per_layer = 6.0 + (cp > 1 ? 6.0 * cp : 0) + (r->tp_comm_overlap ? 8.0 * r->tp : 0);
+  double per_layer = 6.0 + (cp > 1 ? 6.0 * cp : 0) + (r->tp_comm_overlap ? 8.0 * r->tp : 0) +
+                     (model_is_moe(m) ? 8.0 : 0);
   double ops = stage_items * r->pp * (per_layer * ((double)m->layers / r->pp) / v + 4) *
                (plan->symmetry ? 1.0 : (double)r->tp * dp);
   if (ops > 60e6) {

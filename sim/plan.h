@@ -99,6 +99,14 @@ typedef struct {
   gboolean split_embedding, split_loss;
   SimSplit split; /* the options as given (all zero: the even split) */
   SimStragglers stragglers;
+  /* Mixture of experts (Megatron-Core's parallel folding): the MoE layers
+   * of a stage run on its t cp d ranks folded as expert-tp x ep x
+   * expert-dp, expert-tp fastest (parallel_state.py's expert rank
+   * generator, order tp-cp-ep-dp-pp).  1, 1, t cp d for a dense model. */
+  guint ep, etp, edp;
+  double moe_imbalance;  /* >= 1 */
+  double moe_capacity;   /* 0: dropless */
+  gboolean moe_allgather; /* --moe-token-dispatcher allgather */
 } SimPlan;
 
 /* What the command line gave; 0 means "not given". */
@@ -131,6 +139,10 @@ typedef struct {
   SimSplit split;                 /* --first-stage-layers, --last-stage-layers, --account-for-embedding, --account-for-loss */
   const char *slow, *gpu_speed, *slow_link; /* stragglers; NULL: none */
   guint64 seed;                   /* --seed (0: 1) */
+  guint ep, expert_tp;            /* --ep, --expert-tp; 0: not given (1, t) */
+  double moe_imbalance;           /* --moe-imbalance; 0: not given (1) */
+  double moe_capacity;            /* --moe-expert-capacity-factor; 0: dropless */
+  const char *moe_dispatcher;     /* alltoall or allgather; NULL: alltoall */
 } SimPlanRequest;
 
 /* GPU memory a training process needs besides what ptdsim counts: the CUDA
