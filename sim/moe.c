@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "../models/layer.h"
+
 #define FAIL(...)                                                                                                      \
   do {                                                                                                                 \
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, __VA_ARGS__);                                           \
@@ -54,6 +56,11 @@ gboolean sim_moe_build(const SimPlanRequest *r, SimPlan *plan, GError **error) {
     FAIL("MoE layers follow Megatron-Core's rank order (tp-cp-ep-dp-pp); drop --placement");
   if (plan->precision_given && plan->precision == MODEL_PRECISION_FP8)
     FAIL("--precision fp8 is not modelled for MoE layers (their grouped GEMMs are priced in bf16); use bf16");
+  if (plan->ddp == SIM_DDP_TORCH)
+    FAIL("--ddp torch is not modelled with MoE layers (their expert gradients have their own group); use --ddp "
+         "local");
+  if (!plan->symmetry)
+    FAIL("MoE layers are simulated one GPU per stage (the symmetry shortcut); drop --no-symmetry");
   if (plan->workload != SIM_WORKLOAD_GPT)
     FAIL("--workload layers is TeraPipe's benchmark; drop it for an MoE model");
   if (r->moe_dispatcher && strcmp(r->moe_dispatcher, "alltoall") && strcmp(r->moe_dispatcher, "allgather"))
@@ -83,6 +90,27 @@ void sim_moe_etp_ranks(const SimPlan *pl, guint s, guint local, guint *out) {
   guint base = local - local % pl->etp;
   for (guint e = 0; e < pl->etp; e++)
     out[e] = job_rank(pl, s, base + e);
+}
+
+void sim_moe_edp_ranks(const SimPlan *pl, guint s, guint local, guint *out) {
+  guint inner = local % (pl->etp * pl->ep);
+  for (guint q = 0; q < pl->edp; q++)
+    out[q] = job_rank(pl, s, inner + pl->etp * pl->ep * q);
+}
+
+guint64 sim_moe_stage_params(const SimPlan *pl, guint s, guint64 *experts, guint *moe_layers) {
+  const ModelShape *m = &pl->model;
+  guint v = pl->chunks ? pl->chunks : 1, layers = sim_plan_stage_layers(pl, s), moe = 0;
+  for (guint c = 0; c < v; c++)
+    for (guint l = 0; l < sim_plan_chunk_layers(pl, s, c); l++)
+      moe += sim_moe_layer(pl, s, c, l);
+  guint64 n = model_stage_params(m, pl->tp, pl->pp, s, layers);
+  ModelLinears lin = model_layer_linears(m);
+  guint64 dense_mlp = lin.up / pl->tp + (lin.down - lin.row_bias) / pl->tp + lin.row_bias;
+  *experts = (guint64)moe * model_moe_local_expert_params(m, pl->ep, pl->etp);
+  if (moe_layers)
+    *moe_layers = moe;
+  return n - (guint64)moe * dense_mlp + (guint64)moe * model_moe_local_params(m, pl->tp, pl->ep, pl->etp);
 }
 
 ModelMoeOptions sim_moe_options(const SimPlan *pl) {

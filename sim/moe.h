@@ -23,6 +23,14 @@ gboolean sim_moe_build(const SimPlanRequest *r, SimPlan *plan, GError **error);
  * stage s (ep entries, in ep order), and of its expert-tensor group (etp). */
 void sim_moe_ep_ranks(const SimPlan *plan, guint s, guint local, guint *out);
 void sim_moe_etp_ranks(const SimPlan *plan, guint s, guint local, guint *out);
+/* The expert-data-parallel group (edp entries). */
+void sim_moe_edp_ranks(const SimPlan *plan, guint s, guint local, guint *out);
+/* The parameters one GPU of stage s holds (the stage's dense parameters
+ * over t as model_stage_params counts them, with each MoE layer's MLP
+ * replaced by its local experts, shared experts and router), and in
+ * `experts` the part that is its local experts (what its expert-data-
+ * parallel group shares); the stage's MoE layers in `moe_layers`. */
+guint64 sim_moe_stage_params(const SimPlan *plan, guint s, guint64 *experts, guint *moe_layers);
 /* The options of the plan's MoE layer cost. */
 ModelMoeOptions sim_moe_options(const SimPlan *plan);
 /* The global index of the first layer of pipeline stage s (chunk 0) and

@@ -245,6 +245,11 @@ typedef struct {
   double bytes_tp, bytes_pp, bytes_dp;
   double bytes_cp;        /* context parallelism's ring: keys, values and their gradients */
   double bytes_embedding; /* the part of bytes_dp that is the tied-embedding all-reduce (first and last stage) */
+  /* mixture of experts: the bytes of the token dispatch and combine (and
+   * the expert-tensor gathers) over all ranks; the critical stage's time in
+   * them per iteration (each at its time alone); one dispatch's bytes a
+   * rank sends off-rank; tokens per local expert on the busiest rank */
+  double bytes_ep, moe_comm_s, moe_a2a_bytes_per_rank, moe_expert_tokens;
   double bisection_pp_GBps, bisection_dp_GBps;
   ModelMemory memory; /* the GPU that needs the most */
   guint memory_stage;

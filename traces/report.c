@@ -98,6 +98,14 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddStringToObject(cfg, "placement", placement_name(pl));
   cJSON_AddStringToObject(cfg, "workload", pl->workload == SIM_WORKLOAD_LAYERS ? "layers" : "gpt");
   cJSON_AddNumberToObject(cfg, "zero", pl->zero);
+  if (model_is_moe(&pl->model)) {
+    cJSON_AddNumberToObject(cfg, "ep", pl->ep);
+    cJSON_AddNumberToObject(cfg, "expert_tp", pl->etp);
+    cJSON_AddNumberToObject(cfg, "expert_dp", pl->edp);
+    cJSON_AddStringToObject(cfg, "moe_token_dispatcher", pl->moe_allgather ? "allgather" : "alltoall");
+    cJSON_AddNumberToObject(cfg, "moe_imbalance", pl->moe_imbalance);
+    cJSON_AddNumberToObject(cfg, "moe_capacity_factor", pl->moe_capacity); /* 0: dropless */
+  }
 
   cJSON_AddNumberToObject(o, "iteration_time_s", r->iteration_time_s);
   cJSON_AddNumberToObject(o, "tflops_per_gpu", r->tflops_per_gpu);
@@ -126,6 +134,14 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddNumberToObject(by, "dp", r->bytes_dp);
   cJSON_AddNumberToObject(by, "cp", r->bytes_cp); /* context parallelism's ring */
   cJSON_AddNumberToObject(by, "embedding", r->bytes_embedding); /* counted in dp too */
+  if (model_is_moe(&pl->model)) {
+    cJSON_AddNumberToObject(by, "ep", r->bytes_ep); /* the MoE token dispatch and combine */
+    cJSON *moe = obj_add(o, "moe");
+    cJSON_AddNumberToObject(moe, "comm_s", r->moe_comm_s);
+    cJSON_AddNumberToObject(moe, "comm_fraction", r->iteration_time_s > 0 ? r->moe_comm_s / r->iteration_time_s : 0);
+    cJSON_AddNumberToObject(moe, "dispatch_bytes_per_rank", r->moe_a2a_bytes_per_rank);
+    cJSON_AddNumberToObject(moe, "tokens_per_expert", r->moe_expert_tokens);
+  }
   cJSON *bi = obj_add(o, "bisection_bandwidth_GBps");
   cJSON_AddNumberToObject(bi, "pp", r->bisection_pp_GBps);
   cJSON_AddNumberToObject(bi, "dp", r->bisection_dp_GBps);
@@ -401,6 +417,19 @@ void trace_report_text(GString *out, const cJSON *run) {
   g_string_append_printf(out, "parallel   %u GPUs = t %u%s x p %u x d %u on %s (%s, %s, %s attention)\n",
                          count(cfg, "gpus"), count(cfg, "tp"), cps, p, d, str(cfg, "cluster"), str(cfg, "profile"),
                          str(cfg, "precision"), str(cfg, "attention"));
+  if (cJSON_GetObjectItemCaseSensitive(cfg, "ep")) {
+    double cf = num(cfg, "moe_capacity_factor");
+    char drop[48] = "dropless";
+    if (cf > 0)
+      g_snprintf(drop, sizeof drop, "capacity factor %.2f", cf);
+    g_string_append_printf(out, "experts    %u routed experts of width %u, top %u, in %u of %u layers%s; per stage "
+                                "expert-tp %u x ep %u x expert-dp %u;\n           %s dispatcher, imbalance %.2f, %s\n",
+                           count(cfg, "experts"), count(cfg, "moe_ffn_hidden"), count(cfg, "moe_topk"),
+                           count(cfg, "moe_layers"), count(cfg, "layers"),
+                           num(cfg, "moe_shared_ffn_hidden") > 0 ? " (and shared experts)" : "",
+                           count(cfg, "expert_tp"), count(cfg, "ep"), count(cfg, "expert_dp"),
+                           str(cfg, "moe_token_dispatcher"), num(cfg, "moe_imbalance"), drop);
+  }
   if (cp > 1)
     g_string_append_printf(out, "           context parallel: each GPU holds %u of every sequence's %u tokens, "
                                 "attention as a ring over %u GPUs\n",
@@ -507,6 +536,17 @@ void trace_report_text(GString *out, const cJSON *run) {
   line_s(out, d > 1 || emb <= 0 ? "dp comm" : "embedding", num(tb, "dp_comm"), T);
   line_s(out, "optimizer", num(tb, "optimizer"), T);
   line_s(out, "bubble", num(tb, "bubble"), T);
+  const cJSON *moe = cJSON_GetObjectItemCaseSensitive(run, "moe");
+  if (moe) {
+    char x[32], y[32];
+    g_string_append_printf(out, "moe comm   %.4f s (%.1f%% of the iteration; in tp comm above where exposed): the "
+                                "critical stage's token dispatch and combine,\n           each at its time alone; "
+                                "%s in all, one dispatch sends %s off each rank; %.0f tokens per local expert\n",
+                           num(moe, "comm_s"), 100 * num(moe, "comm_fraction"),
+                           ptd_format_si(num(by, "ep"), "B", x, sizeof x),
+                           ptd_format_si(num(moe, "dispatch_bytes_per_rank"), "B", y, sizeof y),
+                           num(moe, "tokens_per_expert"));
+  }
   char a[32], b[32], c[32], e[32];
   g_string_append_printf(out, "traffic    tp %s, pp %s, ", ptd_format_si(bytes_tp, "B", a, sizeof a),
                          ptd_format_si(bytes_pp, "B", b, sizeof b));
