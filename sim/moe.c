@@ -107,10 +107,19 @@ guint64 sim_moe_stage_params(const SimPlan *pl, guint s, guint64 *experts, guint
   guint64 n = model_stage_params(m, pl->tp, pl->pp, s, layers);
   ModelLinears lin = model_layer_linears(m);
   guint64 dense_mlp = lin.up / pl->tp + (lin.down - lin.row_bias) / pl->tp + lin.row_bias;
+  guint64 moe_local = model_moe_local_params(m, pl->tp, pl->ep, pl->etp);
   *experts = (guint64)moe * model_moe_local_expert_params(m, pl->ep, pl->etp);
   if (moe_layers)
     *moe_layers = moe;
-  return n - (guint64)moe * dense_mlp + (guint64)moe * model_moe_local_params(m, pl->tp, pl->ep, pl->etp);
+  n = n - (guint64)moe * dense_mlp + (guint64)moe * moe_local;
+  if (m->mtp && s == pl->pp - 1 && model_layer_is_moe(m, m->layers - 1)) {
+    /* the MTP modules, on the last stage: an MoE layer, the 2h -> h
+     * projection split over t, three norms */
+    n += m->mtp * (model_layer_local_params(m, pl->tp) - dense_mlp + moe_local +
+                   2ull * m->hidden * m->hidden / pl->tp + 3 * model_norm_params(m));
+    *experts += m->mtp * model_moe_local_expert_params(m, pl->ep, pl->etp);
+  }
+  return n;
 }
 
 ModelMoeOptions sim_moe_options(const SimPlan *pl) {

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "../models/comm.h"
+#include "../models/compute.h"
 #include "../models/layer.h"
 #include "../network/collective.h"
 #include "engine.h"
@@ -1937,6 +1938,23 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   ModelShape local = rank_shape(pl);
   model_embedding_cost(profile, &local, pl->tp, pl->micro_batch, &b.emb_fwd, &b.emb_bwd);
   model_head_cost(profile, &local, pl->tp, pl->micro_batch, &b.head_fwd, &b.head_bwd);
+  if (b.moe_layer && pl->model.mtp && profile->kind != MODEL_PROFILE_IDEAL) {
+    /* DeepSeek-V3's multi-token prediction modules, after the head on the
+     * last stage: each the 2h -> h projection of the normed hidden states
+     * and embeddings, an MoE layer's compute (its token communication is
+     * not simulated) and its own logits and loss */
+    const ModelLayerCost *a = &b.moe_attn;
+    const ModelMoeCost *mc = &b.moe;
+    guint64 bs = (guint64)pl->micro_batch * pl->model.seq_len / pl->tp, h = pl->model.hidden;
+    ModelGemm eh = {1, bs, h, 2 * h}, eh_d = {1, bs, 2 * h, h}, eh_w = {1, 2 * h, h, bs};
+    double fwd = a->fwd.seg_s[0] + a->fwd.seg_s[1] + a->fwd.seg_s[2] + mc->fwd_route_s + mc->fwd_experts_s +
+                 mc->fwd_unpermute_s + model_gemm_time_s(profile, &eh);
+    double bwd = a->bwd.seg_s[0] + a->bwd.seg_s[1] + a->bwd.seg_s[2] + mc->bwd_route_s + mc->bwd_experts_s +
+                 mc->bwd_unpermute_s + model_gemm_time_s(profile, &eh_d) + model_gemm_time_s(profile, &eh_w);
+    double hf = b.head_fwd, hb = b.head_bwd;
+    b.head_fwd += pl->model.mtp * (fwd + hf);
+    b.head_bwd += pl->model.mtp * (bwd + hb + (pl->recompute ? fwd : 0));
+  }
   /* Under the flow network transfers are first fixed at their time alone,
    * which sim_netops_run confirms or undoes (netops.h); when a transfer
    * inside a coarse op met another, the graph is built again without them. */

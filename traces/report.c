@@ -329,7 +329,11 @@ static void architecture_text(GString *out, const cJSON *cfg) {
   gboolean swiglu = m.mlp == MODEL_MLP_SWIGLU, rms = m.norm == MODEL_NORM_RMSNORM;
   gboolean rope = m.position == MODEL_POSITION_ROTARY, tied = !m.untied, bias = !m.no_bias;
   g_string_append(out, "           ");
-  if (g == a)
+  if (cJSON_GetObjectItemCaseSensitive(cfg, "kv_lora_rank"))
+    g_string_append_printf(out, "multi-head latent attention (query rank %u, key/value rank %u, rotary %u, value %u)",
+                           count(cfg, "q_lora_rank"), count(cfg, "kv_lora_rank"), count(cfg, "qk_rope_head_dim"),
+                           count(cfg, "v_head_dim"));
+  else if (g == a)
     g_string_append_printf(out, "multi-head attention");
   else if (g == 1)
     g_string_append_printf(out, "multi-query attention");
