@@ -1871,11 +1871,11 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
     const ModelMemory *mm = &r->memory;
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_OOM,
                 "does not fit in memory: stage %u needs %.1f GiB of %.1f GiB usable (weights+gradients+optimizer %.1f, "
-                "activations %.1f); use %sa larger --tp or --pp, or a smaller --micro-batch "
+                "activations %.1f); use %s%sa larger --tp or --pp, or a smaller --micro-batch "
                 "(--allow-oom simulates it anyway)",
                 r->memory_stage, mm->total / 1073741824.0, sim_plan_usable_bytes(pl, profile) / 1073741824.0,
                 (mm->weights + mm->gradients + mm->optimizer) / 1073741824.0, mm->activations / 1073741824.0,
-                pl->recompute ? "" : "--recompute full, ");
+                pl->recompute ? "" : "--recompute full, ", model_is_moe(&pl->model) ? "a larger --ep, " : "");
     return FALSE;
   }
 
