@@ -99,6 +99,48 @@ static void test_ep_domain_and_imbalance(void) {
   g_free(c);
 }
 
+/* Why: the shortcuts (one GPU per stage, coarse items, the steady state)
+ * are exact for MoE layers too: --exact gives the same iteration and the
+ * same token bytes, on both networks. */
+static void test_exact(void) {
+  const char *nets[] = {"analytic", "flow"};
+  for (guint i = 0; i < 2; i++) {
+    char *a = g_strdup_printf("run --model qwen3-30b-a3b --cluster dgx-h100-superpod --gpus 32 --pp 2 --ep 16 "
+                              "--global-batch 64 --recompute full --distributed-optimizer --network %s --format json",
+                              nets[i]);
+    char *b = g_strconcat(a, " --exact", NULL);
+    cJSON *x = run_json(a), *y = run_json(b);
+    g_assert_cmpfloat(num(x, "iteration_time_s"), ==, num(y, "iteration_time_s"));
+    g_assert_cmpfloat(num(obj(x, "bytes_per_iteration"), "ep"), ==, num(obj(y, "bytes_per_iteration"), "ep"));
+    cJSON_Delete(x);
+    cJSON_Delete(y);
+    g_free(a);
+    g_free(b);
+  }
+}
+
+/* Why: plan searches the expert folding; its best row's command runs and
+ * gives the row's time. */
+static void test_plan(void) {
+  cJSON *j = run_json("plan --model qwen3-30b-a3b --cluster dgx-h100-superpod --gpus 16 --global-batch 32 --top 3 "
+                      "--format json");
+  const cJSON *row = cJSON_GetArrayItem(arr(j, "rows"), 0);
+  g_assert_nonnull(row);
+  double ep = num(row, "ep");
+  g_assert_cmpfloat(ep, >=, 1);
+  g_assert_cmpfloat(fmod(128, ep), ==, 0);
+  g_assert_cmpfloat(num(row, "expert_tp"), >=, 1);
+  const char *cmd = str(row, "command");
+  g_assert_true(g_str_has_prefix(cmd, "ptdsim run "));
+  g_assert_nonnull(strstr(cmd, " --ep "));
+  char *line = g_strconcat(cmd + strlen("ptdsim "), " --format json", NULL);
+  cJSON *r = run_json(line);
+  g_assert_cmpfloat(num(r, "iteration_time_s"), ==, num(row, "iteration_time_s"));
+  cJSON_Delete(r);
+  g_free(line);
+  cJSON_Delete(j);
+}
+
 static void test_errors(void) {
   static const struct {
     const char *args, *needle;
@@ -132,6 +174,8 @@ int main(int argc, char **argv) {
   g_test_add_func("/moe-cli/alltoall-table", test_alltoall_table);
   g_test_add_func("/moe-cli/run-bytes", test_run_bytes);
   g_test_add_func("/moe-cli/ep-domain-imbalance", test_ep_domain_and_imbalance);
+  g_test_add_func("/moe-cli/exact", test_exact);
+  g_test_add_func("/moe-cli/plan", test_plan);
   g_test_add_func("/moe-cli/errors", test_errors);
   return g_test_run();
 }

@@ -339,9 +339,17 @@ static void architecture_text(GString *out, const cJSON *cfg) {
     g_string_append_printf(out, "multi-query attention");
   else
     g_string_append_printf(out, "grouped-query attention (%u key/value heads)", g);
-  g_string_append_printf(out, ", head dim %u; MLP %u %s; %s; %s positions; %s logits; %s\n", d, f,
-                         swiglu ? "SwiGLU" : "GeLU", rms ? "RMSNorm" : "layernorm", rope ? "rotary" : "learned",
-                         tied ? "tied" : "untied", bias ? "linear biases" : "no linear biases");
+  char mlp[64];
+  guint dense = count(cfg, "layers") - (cJSON_GetObjectItemCaseSensitive(cfg, "moe_layers") ? count(cfg, "moe_layers") : 0);
+  if (dense == 0) /* every layer's MLP is its experts (the experts line) */
+    g_snprintf(mlp, sizeof mlp, "expert MLPs %s", swiglu ? "SwiGLU" : "GeLU");
+  else if (dense < count(cfg, "layers"))
+    g_snprintf(mlp, sizeof mlp, "MLP %u %s in the %u dense layers", f, swiglu ? "SwiGLU" : "GeLU", dense);
+  else
+    g_snprintf(mlp, sizeof mlp, "MLP %u %s", f, swiglu ? "SwiGLU" : "GeLU");
+  g_string_append_printf(out, ", head dim %u; %s; %s; %s positions; %s logits; %s\n", d, mlp,
+                         rms ? "RMSNorm" : "layernorm", rope ? "rotary" : "learned", tied ? "tied" : "untied",
+                         bias ? "linear biases" : "no linear biases");
 }
 
 /* An uneven split's layers in words, equal neighbours together: "15 on
