@@ -400,6 +400,14 @@ static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guin
     out->bwd.flops = 2 * out->fwd.flops;
     out->fwd.core = (ModelSpan){0, 0, out->core.seg_s[0]};
     out->bwd.core = (ModelSpan){0, 0, 2 * out->core.seg_s[0]};
+    if (no_mlp) { /* the attention block: its share of the dense layer's FLOPs */
+      double mlp = 2.0 * b * tokens * (double)m->hidden * model_ffn(m) * (m->mlp == MODEL_MLP_SWIGLU ? 3.0 : 2.0);
+      double keep = 1.0 - mlp / model_slice_forward_flops(m, b, tokens, context);
+      out->fwd.seg_s[0] *= keep;
+      out->bwd.seg_s[0] *= keep;
+      out->fwd.flops *= keep;
+      out->bwd.flops *= keep;
+    }
     return;
   }
   Dims d = dims(m, t, b, local, local + context);

@@ -61,8 +61,16 @@ void model_moe_cost(const ModelProfile *p, const ModelShape *m, const ModelMoeOp
   out->expert_tokens = model_moe_expert_tokens(m, o);
   out->dispatch_bytes = o->dispatcher == MODEL_MOE_ALLGATHER ? T * h * 2.0 * o->ep : T * k * h * 2.0;
   out->etp_bytes = etp > 1 ? T * k * h * 2.0 * etp : 0;
-  if (p->kind == MODEL_PROFILE_IDEAL)
+  if (p->kind == MODEL_PROFILE_IDEAL) {
+    /* the ideal profile's rate (time per token of a dense layer, whatever
+     * the shape) scaled by the MoE block's FLOPs over the dense layer's */
+    double mlp = m->mlp == MODEL_MLP_SWIGLU ? 3.0 : 2.0;
+    double moe = 2.0 * h * (E + mlp * (k * model_moe_ffn(m) + m->shared_ffn));
+    double tokens = (double)o->b * m->seq_len / MAX(o->cp, 1u);
+    out->fwd_experts_s = p->ideal_layer_s_per_token * tokens * moe / model_layer_forward_flops(m, 1) * m->seq_len;
+    out->bwd_experts_s = 2 * out->fwd_experts_s;
     return;
+  }
   double rows = T * k; /* (token, expert) rows this rank permutes */
   double fe = (double)model_moe_ffn(m) / etp, n = out->expert_tokens;
   /* shared experts: tensor-parallel over t on the t T tokens of the
