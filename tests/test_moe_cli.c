@@ -119,6 +119,16 @@ static void test_exact(void) {
   }
 }
 
+/* Why: under the ideal profile (time in proportion to the FLOPs, free
+ * communication) an MoE pipeline's bubble is the schedule's own, (p-1)/m. */
+static void test_ideal_bubble(void) {
+  cJSON *r = run_json("run --model mixtral-8x7b --gpus 64 --pp 4 --ep 8 --global-batch 64 --profile ideal "
+                      "--network analytic --format json");
+  g_assert_cmpfloat(fabs(num(r, "bubble_fraction") - num(r, "analytic_bubble_fraction")), <, 1e-6);
+  g_assert_cmpfloat(num(r, "analytic_bubble_fraction"), ==, 3.0 / 4);
+  cJSON_Delete(r);
+}
+
 /* Why: plan searches the expert folding; its best row's command runs and
  * gives the row's time. */
 static void test_plan(void) {
@@ -176,6 +186,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/moe-cli/ep-domain-imbalance", test_ep_domain_and_imbalance);
   g_test_add_func("/moe-cli/exact", test_exact);
   g_test_add_func("/moe-cli/plan", test_plan);
+  g_test_add_func("/moe-cli/ideal-bubble", test_ideal_bubble);
   g_test_add_func("/moe-cli/errors", test_errors);
   return g_test_run();
 }
