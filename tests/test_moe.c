@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "../models/comm.h"
+#include "../models/memory.h"
 #include "../models/moe.h"
 #include "../models/transformer.h"
 #include "../sim/moe.h"
@@ -172,6 +173,13 @@ static void test_memory(void) {
   double T = 4096, rows = T * 8; /* every token's k rows land on some rank: T k per rank on average */
   g_assert_cmpfloat(model_moe_activation_bytes(&m, &o), ==, rows * (2.0 * 2048 + 6.0 * 768 + 2.0 * 2048) + 8 * T * 128);
   g_assert_cmpfloat(model_dense_mlp_activation_bytes(&m, 2, 1), ==, 6.0 * 6144 * 4096 / 2);
+  /* latent attention: queries and keys of 192 channels, values and context
+   * of 128 per head, split over t; the latents (1536, 512 + 64) whole, before
+   * and after their norms; the dense MLP and the replicated 10 s b h */
+  ModelShape d = get("deepseek-v3");
+  double s = 4096, h = 7168, per_token = 10 * h + 4.0 * (1536 + 512 + 64) +
+                                         (2.0 * 128 * (2 * 192 + 2 * 128) + 6.0 * 18432) / 2 + 5.0 * 128 * s / 2;
+  g_assert_cmpfloat(fabs(model_layer_activation_bytes(&d, 2, 1, FALSE) - s * per_token), <=, 1e-9 * s * per_token);
 }
 
 int main(int argc, char **argv) {
