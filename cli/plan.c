@@ -21,6 +21,10 @@ static void row_json(const SearchRow *r, gboolean tokens, cJSON *rows) {
   cJSON_AddNumberToObject(o, "pp", r->pp);
   cJSON_AddNumberToObject(o, "dp", r->dp);
   cJSON_AddNumberToObject(o, "cp", MAX(r->cp, 1u));
+  if (r->ep) {
+    cJSON_AddNumberToObject(o, "ep", r->ep);
+    cJSON_AddNumberToObject(o, "expert_tp", r->expert_tp);
+  }
   cJSON_AddNumberToObject(o, "micro_batch", r->micro_batch);
   cJSON_AddNumberToObject(o, "microbatches", r->microbatches);
   cJSON_AddStringToObject(o, "schedule", r->zero ? "zero" : sim_schedule_name(r->schedule));
@@ -89,6 +93,8 @@ static void row_text(GString *text, const char *label, const SearchRow *r, gbool
   g_string_append_printf(text, "%4s %5u %3u %3u %4u", label, r->gpus, r->tp, r->pp, r->dp);
   if (with_cp)
     g_string_append_printf(text, " %3u", MAX(r->cp, 1u));
+  if (r->ep)
+    g_string_append_printf(text, " %3u %3u", r->ep, r->expert_tp);
   if (with_layers) {
     char layers[40] = "-";
     if (!r->zero && r->first_layers)
@@ -232,6 +238,9 @@ int cli_plan(int argc, char **argv) {
     g_string_append_printf(text, "%4s %5s %3s %3s %4s", "rank", "gpus", "t", "p", "d");
     if (with_cp)
       g_string_append_printf(text, " %3s", "cp");
+    if ((res.rows->len && g_array_index(res.rows, SearchRow, 0).ep) ||
+        (res.rejected->len && g_array_index(res.rejected, SearchRow, 0).ep))
+      g_string_append_printf(text, " %3s %3s", "ep", "etp");
     if (with_layers)
       g_string_append_printf(text, " %-11s", "layers");
     g_string_append_printf(text, " %3s %-11s %2s %-9s %-3s %-4s %-7s %11s", "b", "schedule", "v", "recompute", "sp",

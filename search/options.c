@@ -20,6 +20,7 @@ static const char *const norms[] = {"layernorm", "rmsnorm", NULL};
 static const char *const positions[] = {"learned", "rope", NULL};
 static const char *const attentions[] = {"flash", "fused", "unfused", NULL};
 static const char *const precisions[] = {"fp16", "bf16", "fp8", NULL};
+static const char *const dispatchers[] = {"alltoall", "allgather", NULL};
 static const char *const checkpoints[] = {"sync", "async", NULL};
 
 static const SearchOption options[SEARCH_N_OPTIONS] = {
@@ -177,6 +178,37 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                                          "The distributed optimizer's parameter all-gather overlapped with the next "
                                          "forward, layer by layer (needs --distributed-optimizer and --ddp torch)",
                                          NULL},
+    [SEARCH_OPT_NUM_EXPERTS] = {"num-experts", SEARCH_OPT_COUNT, "E",
+                                "Routed experts per MoE layer (Megatron's --num-experts; default: the model's, or "
+                                "none: a dense model)",
+                                NULL},
+    [SEARCH_OPT_MOE_TOPK] = {"moe-router-topk", SEARCH_OPT_COUNT, "K", "Experts each token is routed to (default 2)",
+                             NULL},
+    [SEARCH_OPT_MOE_FFN_HIDDEN] = {"moe-ffn-hidden-size", SEARCH_OPT_COUNT, "F",
+                                   "Hidden size of one routed expert's MLP (default: --ffn-hidden)", NULL},
+    [SEARCH_OPT_MOE_SHARED_FFN_HIDDEN] = {"moe-shared-expert-intermediate-size", SEARCH_OPT_COUNT, "F",
+                                          "Hidden size of the shared experts together (default: none)", NULL},
+    [SEARCH_OPT_MOE_LAYER_FREQ] = {"moe-layer-freq", SEARCH_OPT_COUNT, "N",
+                                   "Every N-th layer is an MoE layer (default 1: every one)", NULL},
+    [SEARCH_OPT_MOE_FIRST_DENSE] = {"moe-first-dense-layers", SEARCH_OPT_COUNT, "K",
+                                    "The first K layers stay dense (DeepSeek's first_k_dense_replace)", NULL},
+    [SEARCH_OPT_EP] = {"ep", SEARCH_OPT_COUNT, "EP",
+                       "Expert-parallel size (Megatron-Core's --expert-model-parallel-size): the experts of an MoE "
+                       "layer split over EP ranks, tokens sent to them by all-to-all (default 1)",
+                       NULL},
+    [SEARCH_OPT_EXPERT_TP] = {"expert-tp", SEARCH_OPT_COUNT, "ETP",
+                              "Expert tensor-parallel size (--expert-tensor-parallel-size); MoE layers fold the "
+                              "t*cp*d ranks of a stage as ETP x EP x expert-DP (default: t)",
+                              NULL},
+    [SEARCH_OPT_MOE_IMBALANCE] = {"moe-imbalance", SEARCH_OPT_TEXT, "X",
+                                  "Tokens of the busiest rank's experts over the balanced share, >= 1 (default 1: "
+                                  "perfectly balanced routing)",
+                                  NULL},
+    [SEARCH_OPT_MOE_CAPACITY_FACTOR] = {"moe-expert-capacity-factor", SEARCH_OPT_TEXT, "X",
+                                        "Drop tokens beyond X times an expert's balanced share (default: dropless)",
+                                        NULL},
+    [SEARCH_OPT_MOE_TOKEN_DISPATCHER] = {"moe-token-dispatcher", SEARCH_OPT_TEXT, "KIND",
+                                         "alltoall (default) or allgather: how tokens reach their experts", dispatchers},
     [SEARCH_OPT_SLOW] = {"slow", SEARCH_OPT_TEXT, "WHO=F,...",
                          "Stragglers: GPUs running at F of their speed (0 < F <= 1): RANK=F (a global GPU index), "
                          "node:N=F (every GPU of node N) or stage:S=F (every GPU of pipeline stage S); "
@@ -515,6 +547,27 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->model.ffn_hidden = count_or(c, SEARCH_OPT_FFN_HIDDEN, named.ffn_hidden);
   r->model.query_groups = count_or(c, SEARCH_OPT_QUERY_GROUPS, named.query_groups);
   r->model.kv_channels = count_or(c, SEARCH_OPT_KV_CHANNELS, named.kv_channels);
+  r->model.experts = count_or(c, SEARCH_OPT_NUM_EXPERTS, named.experts);
+  r->model.topk = count_or(c, SEARCH_OPT_MOE_TOPK, named.topk ? named.topk : 2);
+  if (!r->model.experts)
+    r->model.topk = 0;
+  r->model.moe_ffn = count_or(c, SEARCH_OPT_MOE_FFN_HIDDEN, named.moe_ffn);
+  r->model.shared_ffn = count_or(c, SEARCH_OPT_MOE_SHARED_FFN_HIDDEN, named.shared_ffn);
+  r->model.moe_freq = count_or(c, SEARCH_OPT_MOE_LAYER_FREQ, named.moe_freq);
+  r->model.first_dense = count_or(c, SEARCH_OPT_MOE_FIRST_DENSE, named.first_dense);
+  r->ep = count_or(c, SEARCH_OPT_EP, 0);
+  r->expert_tp = count_or(c, SEARCH_OPT_EXPERT_TP, 0);
+  if (!number_opt(c, SEARCH_OPT_MOE_IMBALANCE, 1, 1e6, "a number of at least 1", "1.2", &r->moe_imbalance, error) ||
+      !number_opt(c, SEARCH_OPT_MOE_CAPACITY_FACTOR, 1e-3, 1e6, "a positive number", "1.25", &r->moe_capacity,
+                  error))
+    return FALSE;
+  if (!c->given[SEARCH_OPT_MOE_IMBALANCE])
+    r->moe_imbalance = 0;
+  if (!c->given[SEARCH_OPT_MOE_CAPACITY_FACTOR])
+    r->moe_capacity = 0;
+  r->moe_dispatcher = c->text[SEARCH_OPT_MOE_TOKEN_DISPATCHER];
+  if (r->moe_dispatcher && !search_choice(SEARCH_OPT_MOE_TOKEN_DISPATCHER, r->moe_dispatcher, error))
+    return FALSE;
   if (c->given[SEARCH_OPT_SWIGLU])
     r->model.mlp = MODEL_MLP_SWIGLU;
   if (c->given[SEARCH_OPT_UNTIE])

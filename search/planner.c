@@ -45,7 +45,8 @@ int search_row_cmp(const SearchRow *a, const SearchRow *b) {
       (c = cmp_uint(a->sequence_parallel, b->sequence_parallel)) ||
       (c = cmp_uint(a->distributed_optimizer, b->distributed_optimizer)) || (c = strcmp(a->attention, b->attention)) ||
       (c = cmp_uint(a->split.first, b->split.first)) || (c = cmp_uint(a->split.last, b->split.last)) ||
-      (c = cmp_uint(a->split.embedding, b->split.embedding)))
+      (c = cmp_uint(a->split.embedding, b->split.embedding)) || (c = cmp_uint(a->ep, b->ep)) ||
+      (c = cmp_uint(a->expert_tp, b->expert_tp)))
     return c;
   return cmp_uint(a->split.loss, b->split.loss);
 }
@@ -81,6 +82,7 @@ typedef struct {
   gboolean dist;        /* the distributed optimizer (d > 1 only) */
   gint attention;       /* a ModelAttention searched, or -1: as given, or the device's default */
   SimSplit split;       /* the pipeline split searched (all zero: even, or as given) */
+  guint ep, etp;        /* MoE: the expert folding searched (0: a dense model) */
 } Candidate;
 
 typedef struct {
@@ -109,7 +111,8 @@ static void candidate_config(const Search *s, const Candidate *c, SearchConfig *
                                          SEARCH_OPT_CHUNKS,   SEARCH_OPT_LAYERS_PER_CHUNK,
                                          SEARCH_OPT_RECOMPUTE, SEARCH_OPT_ZERO, SEARCH_OPT_NETWORK,
                                          SEARCH_OPT_SEQUENCE_PARALLEL, SEARCH_OPT_DISTRIBUTED_OPTIMIZER,
-                                         SEARCH_OPT_CP, SEARCH_OPT_FSDP, SEARCH_OPT_HSDP};
+                                         SEARCH_OPT_CP, SEARCH_OPT_FSDP, SEARCH_OPT_HSDP, SEARCH_OPT_EP,
+                                         SEARCH_OPT_EXPERT_TP};
   for (guint i = 0; i < G_N_ELEMENTS(searched); i++)
     search_config_unset(cfg, searched[i]);
   char buf[16];
@@ -124,6 +127,10 @@ static void candidate_config(const Search *s, const Candidate *c, SearchConfig *
     SET(SEARCH_OPT_CP, c->cp);
   SET(SEARCH_OPT_PP, c->p);
   SET(SEARCH_OPT_DP, c->d);
+  if (c->ep) {
+    SET(SEARCH_OPT_EP, c->ep);
+    SET(SEARCH_OPT_EXPERT_TP, c->etp);
+  }
   SET(SEARCH_OPT_MICRO_BATCH, c->b);
   if (c->zero)
     SET(SEARCH_OPT_ZERO, c->zero);
@@ -168,7 +175,7 @@ static void classify(Search *s, const Candidate *c, SearchRow *row, SimPlan *pla
                      .micro_batch = c->b, .chunks = c->v, .schedule = c->schedule, .zero = c->zero,
                      .fsdp = c->fsdp,
                      .recompute = c->recompute, .sequence_parallel = c->sp, .distributed_optimizer = c->dist,
-                     .attention = "", .split = c->split};
+                     .attention = "", .split = c->split, .ep = c->ep, .expert_tp = c->etp};
   SimPlanRequest r;
   GError *err = NULL;
   if (!search_config_request(&row->config, &r, &err) || !sim_plan_build(&r, s->cluster, plan, &err) ||
@@ -450,6 +457,9 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
   gboolean pg = cfg->given[SEARCH_OPT_OVERLAP_PARAM_GATHER];
   gboolean need_dist = cfg->given[SEARCH_OPT_DISTRIBUTED_OPTIMIZER] || pg;
   GArray *cands = g_array_new(FALSE, FALSE, sizeof(Candidate));
+  gboolean moe = model_is_moe(m);
+  if (moe) /* ZeRO is not modelled with MoE layers */
+    zero_ok = FALSE;
   for (guint i = 0; i < tpd->len; i++) {
     Triple x = g_array_index(tpd, Triple, i);
     guint p = x.p, per_replica = MAX(1u, B / x.d);
@@ -509,7 +519,26 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
                   continue;
                 if (x.cp > 1 && n_attn > 1 && attn[ai] != MODEL_ATTENTION_FLASH)
                   continue; /* ring attention runs on FlashAttention's kernels */
-                Candidate c = {x.t, p, x.d, b, v, 0, x.cp, 0, rc, sc, sp, dist, attn[ai], s->split_given ? (SimSplit){0} : split};
+                if (moe && x.t > 1 && !sp)
+                  continue; /* Megatron-Core runs MoE with tensor parallelism only with sequence parallelism */
+                Candidate c = {x.t, p, x.d, b, v, 0, x.cp, 0, rc, sc, sp, dist, attn[ai], s->split_given ? (SimSplit){0} : split,
+                               0, 0};
+                if (moe) {
+                  /* MoE: every ep dividing the experts and, with expert-tp 1
+                   * or t (Megatron-Core's default), the stage's t cp d ranks */
+                  for (guint ep = 1; ep <= m->experts; ep++)
+                    for (guint e = 0; e < 2; e++) {
+                      guint etp = e ? x.t : 1, stage = x.t * x.cp * x.d;
+                      if ((e && x.t == 1) || m->experts % ep || stage % (ep * etp) || model_moe_ffn(m) % etp ||
+                          (pinned(cfg, SEARCH_OPT_EP, &pin) && ep != pin) ||
+                          (pinned(cfg, SEARCH_OPT_EXPERT_TP, &pin) && etp != pin))
+                        continue;
+                      c.ep = ep;
+                      c.etp = etp;
+                      g_array_append_val(cands, c);
+                    }
+                  continue;
+                }
                 if (!fsdp_given)
                   g_array_append_val(cands, c);
                 /* FSDP2 in place of the distributed optimizer, on 1F1B */
@@ -533,7 +562,7 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
              z++) {
           if (cfg->given[SEARCH_OPT_ZERO] && z != cfg->count[SEARCH_OPT_ZERO])
             continue;
-          Candidate c = {1, 1, x.d, b, 1, z, 1, 0, rc, SIM_SCHEDULE_1F1B, FALSE, FALSE, -1, {0}};
+          Candidate c = {1, 1, x.d, b, 1, z, 1, 0, rc, SIM_SCHEDULE_1F1B, FALSE, FALSE, -1, {0}, 0, 0};
           g_array_append_val(cands, c);
         }
       }

@@ -38,7 +38,14 @@ static const char *const result_columns[] = {
     "whole_run.expected.interruptions", "whole_run.checkpoint.every_iterations", "whole_run.checkpoint.write_s",
     "whole_run.monte_carlo.median_days", "whole_run.monte_carlo.p90_days", "whole_run.iterations", "whole_run.nodes",
     "whole_run.switches", "whole_run.failures", "whole_run.restart", "whole_run.checkpoint", "whole_run.expected",
-    "whole_run.monte_carlo", "stragglers"};
+    "whole_run.monte_carlo", "stragglers",
+    /* mixture of experts (present for MoE models) */
+    "config.active_parameters", "config.experts", "config.moe_topk", "config.moe_ffn_hidden",
+    "config.moe_shared_ffn_hidden", "config.moe_layers", "config.q_lora_rank", "config.kv_lora_rank",
+    "config.qk_rope_head_dim", "config.v_head_dim", "config.mtp_layers", "config.ep", "config.expert_tp",
+    "config.expert_dp", "config.moe_token_dispatcher", "config.moe_imbalance", "config.moe_capacity_factor",
+    "bytes_per_iteration.ep", "moe.comm_s", "moe.comm_fraction", "moe.dispatch_bytes_per_rank",
+    "moe.tokens_per_expert"};
 
 const char *const *search_sweep_result_columns(guint *n) {
   *n = G_N_ELEMENTS(result_columns);

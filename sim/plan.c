@@ -1,5 +1,6 @@
 /* ptdsim — configuration checks (see plan.h). */
 #include "plan.h"
+#include "moe.h"
 
 #include <math.h>
 #include <string.h>
@@ -834,10 +835,16 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
                                       ? r->pp == 1
                                       : strcmp(r->fsdp_reshard, "always") == 0;
   }
+  if (fsdp && model_is_moe(&r->model))
+    FAIL("%s is not modelled for mixture-of-experts models; use the distributed optimizer (Megatron-Core's) instead",
+         r->hsdp ? "--hsdp" : "--fsdp");
+  if (!sim_moe_build(r, plan, error))
+    return FALSE;
 
   /* Keep the task graph within what one process can hold. */
   double stage_items = 2.0 * m_mb * v;
-  double per_layer = 6.0 + (cp > 1 ? 6.0 * cp : 0) + (r->tp_comm_overlap ? 8.0 * r->tp : 0);
+  double per_layer = 6.0 + (cp > 1 ? 6.0 * cp : 0) + (r->tp_comm_overlap ? 8.0 * r->tp : 0) +
+                     (model_is_moe(m) ? 8.0 : 0);
   double ops = stage_items * r->pp * (per_layer * ((double)m->layers / r->pp) / v + 4) *
                (plan->symmetry ? 1.0 : (double)r->tp * dp);
   if (ops > 60e6) {

@@ -125,6 +125,14 @@ typedef struct {
   gboolean split_embedding, split_loss;
   SimSplit split; /* the options as given (all zero: the even split) */
   SimStragglers stragglers;
+  /* Mixture of experts (Megatron-Core's parallel folding): the MoE layers
+   * of a stage run on its t cp d ranks folded as expert-tp x ep x
+   * expert-dp, expert-tp fastest (parallel_state.py's expert rank
+   * generator, order tp-cp-ep-dp-pp).  1, 1, t cp d for a dense model. */
+  guint ep, etp, edp;
+  double moe_imbalance;  /* >= 1 */
+  double moe_capacity;   /* 0: dropless */
+  gboolean moe_allgather; /* --moe-token-dispatcher allgather */
 } SimPlan;
 
 /* What the command line gave; 0 means "not given". */
@@ -167,6 +175,10 @@ typedef struct {
   SimSplit split;                 /* --first-stage-layers, --last-stage-layers, --account-for-embedding, --account-for-loss */
   const char *slow, *gpu_speed, *slow_link; /* stragglers; NULL: none */
   guint64 seed;                   /* --seed (0: 1) */
+  guint ep, expert_tp;            /* --ep, --expert-tp; 0: not given (1, t) */
+  double moe_imbalance;           /* --moe-imbalance; 0: not given (1) */
+  double moe_capacity;            /* --moe-expert-capacity-factor; 0: dropless */
+  const char *moe_dispatcher;     /* alltoall or allgather; NULL: alltoall */
 } SimPlanRequest;
 
 /* GPU memory a training process needs besides what ptdsim counts: the CUDA
@@ -269,6 +281,11 @@ typedef struct {
   double bytes_tp, bytes_pp, bytes_dp;
   double bytes_cp;        /* context parallelism's ring: keys, values and their gradients */
   double bytes_embedding; /* the part of bytes_dp that is the tied-embedding all-reduce (first and last stage) */
+  /* mixture of experts: the bytes of the token dispatch and combine (and
+   * the expert-tensor gathers) over all ranks; the critical stage's time in
+   * them per iteration (each at its time alone); one dispatch's bytes a
+   * rank sends off-rank; tokens per local expert on the busiest rank */
+  double bytes_ep, moe_comm_s, moe_a2a_bytes_per_rank, moe_expert_tokens;
   double bisection_pp_GBps, bisection_dp_GBps;
   /* Sharded data parallelism (ZeRO-3, FSDP2), per GPU per iteration: the
    * parameter all-gathers and gradient reductions issued, the bytes of

@@ -20,18 +20,22 @@
 #include <string.h>
 
 #include "../models/comm.h"
+#include "../models/compute.h"
 #include "../models/layer.h"
 #include "../network/collective.h"
 #include "engine.h"
 #include "netops.h"
 #include "exposed.h"
+#include "moe.h"
 #include "plan.h"
 #include "schedule.h"
 #include "steady.h"
 #include "timeline.h"
 
 enum { STREAM_COMPUTE, STREAM_TP, STREAM_PP_SEND, STREAM_PP_RECV, STREAM_DP, N_STREAM_KINDS };
-enum { CAT_COMPUTE, CAT_TP, CAT_PP, CAT_PP_GATHER, CAT_DP, CAT_OPTIMIZER, CAT_CP, N_CATS };
+/* CAT_EP: bytes of the MoE token communication (its ops are tagged CAT_TP:
+ * they block the layer as the tensor-parallel collectives do) */
+enum { CAT_COMPUTE, CAT_TP, CAT_PP, CAT_PP_GATHER, CAT_DP, CAT_OPTIMIZER, CAT_CP, CAT_EP, N_CATS };
 /* exposed.c classifies ops by the shared categories */
 G_STATIC_ASSERT((int)CAT_COMPUTE == (int)SIM_TIMELINE_CAT_COMPUTE && (int)CAT_TP == (int)SIM_TIMELINE_CAT_TP &&
                 (int)CAT_DP == (int)SIM_TIMELINE_CAT_DP && (int)CAT_OPTIMIZER == (int)SIM_TIMELINE_CAT_OPTIMIZER &&
@@ -120,7 +124,18 @@ typedef struct {
   GArray *adds;   /* Add */
   GArray *extra;  /* guint per op: the fine ops a coarse op stands for, beyond itself */
   SimSteady steady; /* k > 0: the results are the long run's */
+  /* Mixture of experts (sim/moe.h): which layers are MoE, per (stage s,
+   * chunk c, layer l) at [(s * v + c) * lmax + l]; an MoE layer's attention
+   * block and MLP block; per stage the times of its token communication
+   * (MOE_DISPATCH ...; alone on the flows, or analytic) and their plans. */
+  guint8 *moe_layer;
+  ModelLayerCost moe_attn;
+  ModelMoeCost moe;
+  SimTime *moe_ns;
+  guint *moe_plans;
 } Build;
+
+enum { MOE_DISPATCH, MOE_COMBINE, MOE_ETP_GATHER, MOE_ETP_SCATTER, MOE_N_COMM };
 
 #define STEADY_XFER 0x80000000u
 typedef struct {
@@ -367,6 +382,156 @@ static void tp_allreduce(Build *b, guint s, guint k, const SimOpTag *t) {
     }
   }
   count_tp(b, 2.0);
+}
+
+/* --- the MoE layer's token communication (sim/moe.h) --- */
+
+/* The GPUs of the groups of stage s that one MoE collective runs on: every
+ * expert-parallel group of the stage (MOE_DISPATCH, MOE_COMBINE) or every
+ * expert-tensor group, all at once, as the stage's ranks run them
+ * together; group after group in out (ep or etp each).  Returns the
+ * groups. */
+static guint moe_groups(const Build *b, guint s, guint kind, guint *out) {
+  const SimPlan *pl = b->plan;
+  guint stage = pl->tp * b->cp * pl->dp, n = kind <= MOE_COMBINE ? pl->ep : pl->etp, groups = 0;
+  guint ranks[MAX(pl->ep, pl->etp)];
+  for (guint local = 0; local < stage; local++) {
+    gboolean leader = kind <= MOE_COMBINE ? (local / pl->etp) % pl->ep == 0 : local % pl->etp == 0;
+    if (!leader)
+      continue;
+    if (kind <= MOE_COMBINE)
+      sim_moe_ep_ranks(pl, s, local, ranks);
+    else
+      sim_moe_etp_ranks(pl, s, local, ranks);
+    for (guint j = 0; j < n; j++)
+      out[groups * n + j] = sim_place(b->cluster, pl->tp * b->cp, ranks[j]);
+    groups++;
+  }
+  return groups;
+}
+
+static NetCollOp moe_op(const Build *b, guint kind) {
+  if (kind >= MOE_ETP_GATHER)
+    return kind == MOE_ETP_GATHER ? NET_OP_ALLGATHER : NET_OP_REDUCESCATTER;
+  if (b->plan->moe_allgather)
+    return kind == MOE_DISPATCH ? NET_OP_ALLGATHER : NET_OP_REDUCESCATTER;
+  return NET_OP_ALLTOALL;
+}
+
+static double moe_bytes(const Build *b, guint kind) {
+  return kind <= MOE_COMBINE ? b->moe.dispatch_bytes : b->moe.etp_bytes;
+}
+
+/* The flow plan of one MoE collective of stage s (every group at once). */
+static guint moe_plan(Build *b, guint s, guint kind) {
+  guint *cached = &b->moe_plans[s * MOE_N_COMM + kind];
+  if (*cached != G_MAXUINT)
+    return *cached;
+  const SimPlan *pl = b->plan;
+  guint n = kind <= MOE_COMBINE ? pl->ep : pl->etp, *gpus = g_new(guint, (gsize)pl->tp * b->cp * pl->dp);
+  guint groups = moe_groups(b, s, kind, gpus);
+  char key[64];
+  g_snprintf(key, sizeof key, "moe%u:%u:%.0f", kind, s, moe_bytes(b, kind));
+  *cached = sim_netops_coll_groups(b->flow->ops, key, moe_op(b, kind), gpus, n, groups, 1.0, moe_bytes(b, kind), NULL);
+  g_free(gpus);
+  return *cached;
+}
+
+/* Its time on the analytic network: the slowest group's. */
+static double moe_analytic_s(const Build *b, guint s, guint kind) {
+  const SimPlan *pl = b->plan;
+  guint n = kind <= MOE_COMBINE ? pl->ep : pl->etp, *gpus = g_new(guint, (gsize)pl->tp * b->cp * pl->dp);
+  guint groups = moe_groups(b, s, kind, gpus), G = b->cluster->gpus_per_node;
+  double worst = 0;
+  for (guint g = 0; g < groups; g++) {
+    guint nodes = 0, last = G_MAXUINT;
+    for (guint j = 0; j < n; j++) { /* a group's ranks increase: one more node at every change */
+      nodes += gpus[g * n + j] / G != last;
+      last = gpus[g * n + j] / G;
+    }
+    NetCollOp op = moe_op(b, kind);
+    double t = op == NET_OP_ALLTOALL
+                   ? model_alltoall_time_s(&b->net, moe_bytes(b, kind), n, nodes)
+                   : model_collective_time_s(&b->net, op == NET_OP_ALLGATHER ? MODEL_COLL_ALLGATHER
+                                                                              : MODEL_COLL_REDUCESCATTER,
+                                             moe_bytes(b, kind), n, nodes, NULL);
+    worst = MAX(worst, t);
+  }
+  g_free(gpus);
+  return worst;
+}
+
+/* Counts one MoE collective's bytes over every rank of every replica: an
+ * all-to-all sends (ep-1)/ep of each rank's buffer, an all-gather or
+ * reduce-scatter (n-1)/n of its buffer from each rank. */
+static void count_moe(Build *b, guint kind) {
+  const SimPlan *pl = b->plan;
+  guint n = kind <= MOE_COMBINE ? pl->ep : pl->etp;
+  double ranks = (double)pl->tp * b->cp * pl->dp;
+  account(b, CAT_EP, moe_bytes(b, kind) * (n - 1) / n * ranks);
+}
+
+/* One MoE collective at this point of the chain (as tp_allreduce). */
+static void moe_comm(Build *b, guint s, guint k, const SimOpTag *t, guint kind) {
+  const SimPlan *pl = b->plan;
+  if ((kind <= MOE_COMBINE ? pl->ep : pl->etp) < 2)
+    return;
+  flush(b, s, k, t, TRUE);
+  SimTime dur = b->moe_ns[s * MOE_N_COMM + kind];
+  count_moe(b, kind);
+  if (b->dry) {
+    if (b->flow)
+      sim_netops_part(b->flow->ops, moe_plan(b, s, kind), b->dry_compute + b->dry_tp);
+    b->dry_tp += dur;
+    b->dry_ops++;
+    return;
+  }
+  guint streams[b->ts];
+  for (guint i = 0; i < b->ts; i++)
+    streams[i] = stream_of(b, i, s, k, STREAM_TP);
+  SimOpTag at = *t;
+  at.category = CAT_TP;
+  guint op = b->flow ? net_op(b, moe_plan(b, s, kind), streams, NULL, b->ts, &at)
+                     : sim_engine_add_op(b->e, dur, streams, b->ts, &at);
+  for (guint i = 0; i < b->ts; i++) {
+    chain_dep(b, i, op);
+    b->prev[i] = op;
+  }
+}
+
+static void add_compute(Build *b, guint part, gint layer, guint pass, double seconds);
+
+/* An MoE layer's pass (models/moe.h): forward, the attention block, its
+ * tensor-parallel collectives, layernorm 2, the router and the permute,
+ * the dispatch, the experts, the combine, the unpermute and the closing
+ * dropout-add; backward the reverse, the combine's gradient going out as
+ * the dispatch did. */
+static void moe_pass(Build *b, guint s, guint k, const SimOpTag *t, gboolean backward) {
+  const ModelLayerCost *a = &b->moe_attn;
+  const ModelMoeCost *m = &b->moe;
+  gint l = t->layer;
+  guint pass = t->pass;
+  if (!backward) {
+    add_compute(b, SIM_PART_ATTENTION, l, pass, a->fwd.seg_s[0]);
+    tp_allreduce(b, s, k, t);
+    add_compute(b, SIM_PART_MLP, l, pass, a->fwd.seg_s[1] + m->fwd_route_s);
+    moe_comm(b, s, k, t, MOE_DISPATCH);
+    moe_comm(b, s, k, t, MOE_ETP_GATHER);
+    add_compute(b, SIM_PART_MLP, l, pass, m->fwd_experts_s);
+    moe_comm(b, s, k, t, MOE_ETP_SCATTER);
+    moe_comm(b, s, k, t, MOE_COMBINE);
+    add_compute(b, SIM_PART_RESIDUAL, l, pass, m->fwd_unpermute_s + a->fwd.seg_s[2]);
+    return;
+  }
+  add_compute(b, SIM_PART_MLP, l, pass, a->bwd.seg_s[0] + m->bwd_unpermute_s);
+  moe_comm(b, s, k, t, MOE_COMBINE);
+  moe_comm(b, s, k, t, MOE_ETP_GATHER);
+  add_compute(b, SIM_PART_MLP, l, pass, m->bwd_experts_s);
+  moe_comm(b, s, k, t, MOE_ETP_SCATTER);
+  moe_comm(b, s, k, t, MOE_DISPATCH);
+  add_compute(b, SIM_PART_ATTENTION, l, pass, m->bwd_route_s + a->bwd.seg_s[1]);
+  tp_allreduce(b, s, k, t);
+  add_compute(b, SIM_PART_LAYERNORM, l, pass, a->bwd.seg_s[2]);
 }
 
 /* Compute of `part` (of `layer`, -1: none) in `pass`, into the op the
@@ -753,7 +918,10 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
           b->join[i] = fsdp_ops[l * b->ts + i];
       }
       t.layer = (gint32)(chunk_first(b, s, it.chunk) + l);
-      emit_layer_pass(b, s, k, &b->layer.fwd, &t);
+      if (b->moe_layer && b->moe_layer[(s * b->v + it.chunk) * b->lmax + l])
+        moe_pass(b, s, k, &t, FALSE);
+      else
+        emit_layer_pass(b, s, k, &b->layer.fwd, &t);
       if (fsdp_g && l + 2 < nl) { /* the block two ahead, once this one's copy is freed */
         flush(b, s, k, &t, TRUE);
         fsdp_gather(b, s, k, it.chunk, t.layer + 2, TRUE, (double)fsdp_layer, b->prev[0],
@@ -772,9 +940,13 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
         for (guint i = 0; i < b->ts; i++)
           b->join[i] = fsdp_ops[l * b->ts + i];
       }
+      gboolean moe = b->moe_layer && b->moe_layer[(s * b->v + it.chunk) * b->lmax + l];
       if (pl->recompute) {
         t.pass = PASS_RECOMPUTE;
-        emit_layer_pass(b, s, k, &b->layer.fwd, &t);
+        if (moe)
+          moe_pass(b, s, k, &t, FALSE);
+        else
+          emit_layer_pass(b, s, k, &b->layer.fwd, &t);
         t.pass = PASS_BACKWARD;
       } else if (pl->selective && b->cp > 1) { /* the attention core again, with its ring */
         t.pass = PASS_RECOMPUTE;
@@ -782,7 +954,10 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
         t.pass = PASS_BACKWARD;
       } else if (pl->selective) /* the attention core again, no communication */
         add_compute(b, SIM_PART_ATTENTION, t.layer, PASS_RECOMPUTE, b->layer.core.seg_s[0]);
-      emit_layer_pass(b, s, k, &b->layer.bwd, &t);
+      if (moe)
+        moe_pass(b, s, k, &t, TRUE);
+      else
+        emit_layer_pass(b, s, k, &b->layer.bwd, &t);
       if (vs == 0 && l == 0)
         add_compute(b, SIM_PART_EMBEDDING, -1, PASS_BACKWARD, b->emb_bwd);
       if (pl->ddp == SIM_DDP_TORCH && last_mb && b->dpc > 1) {
@@ -1140,9 +1315,48 @@ static void emit_param_gathers(Build *b) {
   }
 }
 
+/* MoE: the expert gradients' collective over the expert-data-parallel
+ * group of the simulated rank (every such group of the stage at once on
+ * the flows), on its data-parallel stream after `deps`. */
+static guint edp_collective(Build *b, NetCollOp kind, guint s, double bytes, const guint *deps, guint n_deps,
+                            const SimOpTag *t) {
+  const SimPlan *pl = b->plan;
+  guint stage = pl->tp * b->cp * pl->dp, n = pl->edp, groups = stage / n, G = b->cluster->gpus_per_node;
+  guint *gpus = g_new(guint, stage), ranks[n];
+  for (guint g = 0; g < groups; g++) {
+    sim_moe_edp_ranks(pl, s, g, ranks); /* local ranks 0 .. etp ep - 1 lead the groups */
+    for (guint q = 0; q < n; q++)
+      gpus[g * n + q] = sim_place(b->cluster, pl->tp * b->cp, ranks[q]);
+  }
+  guint stream = stream_of(b, 0, s, 0, STREAM_DP), op;
+  if (b->flow) {
+    char key[64];
+    g_snprintf(key, sizeof key, "edp%d:%u:%.0f", (int)kind, s, bytes);
+    op = net_op(b, sim_netops_coll_groups(b->flow->ops, key, kind, gpus, n, groups, 1.0, bytes, b->flow->side_dp),
+                &stream, NULL, 1, t);
+  } else {
+    guint nodes = 0, last = G_MAXUINT;
+    for (guint q = 0; q < n; q++) {
+      nodes += gpus[q] / G != last;
+      last = gpus[q] / G;
+    }
+    ModelCollOp coll = kind == NET_OP_REDUCESCATTER ? MODEL_COLL_REDUCESCATTER
+                     : kind == NET_OP_ALLGATHER   ? MODEL_COLL_ALLGATHER
+                                                  : MODEL_COLL_ALLREDUCE;
+    op = sim_engine_add_op(b->e, ns(model_collective_time_s(&b->net, coll, bytes, n, nodes, NULL)), &stream, 1, t);
+  }
+  g_free(gpus);
+  for (guint j = 0; j < n_deps; j++)
+    sim_engine_add_dep(b->e, deps[j], op);
+  return op;
+}
+
 static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
   const SimPlan *pl = b->plan;
   guint64 stage_params = model_stage_params(&pl->model, pl->tp, b->p, s, stage_layers(b, s));
+  guint64 expert_params = 0; /* MoE: the local experts', reduced over their own group */
+  if (b->moe_layer)
+    stage_params = sim_moe_stage_params(pl, s, &expert_params, NULL) - expert_params;
   guint64 layer_params = model_layer_local_params(&pl->model, pl->tp);
   guint64 extra_params = stage_params - layer_params * stage_layers(b, s);
   SimOpTag t = tag(CAT_DP, PASS_OTHER, s, 0, 0, -1);
@@ -1191,6 +1405,12 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
       }
       b->bytes[CAT_DP] += grad_bytes * stage_params * 2.0 * (b->dpc - 1) * ((double)pl->tp / b->ts);
     }
+    if (expert_params && pl->edp > 1) {
+      NetCollOp kind = pl->distributed_optimizer ? NET_OP_REDUCESCATTER : NET_OP_ALLREDUCE;
+      guint op = edp_collective(b, kind, s, grad_bytes * expert_params, lasts, b->ds, &t);
+      g_array_append_val(mine, op);
+      b->bytes[CAT_DP] += grad_bytes * expert_params * 2.0 * (pl->edp - 1) * ((double)pl->tp * b->cp * pl->dp / pl->edp);
+    }
     for (guint k = 0; k < b->ds; k++)
       g_array_append_val(mine, lasts[k]);
     /* Tied word embeddings: the first and last stage all-reduce their copies'
@@ -1228,8 +1448,10 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
       }
     }
     /* the step: on the whole stage, or on its 1/d shard (rounded up);
-     * FSDP2's on its shard group's */
+     * FSDP2's on its shard group's; MoE: the experts' on their 1/edp shard */
     guint64 stepped = dist ? (stage_params + b->shard - 1) / b->shard : stage_params;
+    if (expert_params)
+      stepped += pl->distributed_optimizer ? (expert_params + pl->edp - 1) / pl->edp : expert_params;
     guint steps[b->ds];
     for (guint k = 0; k < b->ds; k++) {
       guint op = sim_engine_add_op1(b->e, ns(model_optimizer_time_s(b->profile, stepped)),
@@ -1245,6 +1467,8 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
     }
     if (dist && !pl->overlap_param_gather && !fsdp) /* every replica's updated shard, gathered back whole */
       dp_collective(b, NET_OP_ALLGATHER, i, s, 2.0 * stage_params, steps, b->ds, &t);
+    if (expert_params && pl->edp > 1 && pl->distributed_optimizer)
+      edp_collective(b, NET_OP_ALLGATHER, s, 2.0 * expert_params, steps, b->ds, &t);
     g_array_free(mine, TRUE);
   }
 }
@@ -1392,7 +1616,26 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
                             .flash = lo.attention == MODEL_ATTENTION_FLASH,
                             .fp8 = lo.fp8,
                             .fp8_weight_params = (guint64)layers * model_layer_local_params(&pl->model, pl->tp)};
+  guint64 experts = 0;
+  guint moe = 0;
+  if (model_is_moe(&pl->model))
+    req.params = sim_moe_stage_params(pl, s, &experts, &moe);
   model_memory(&local, &req, out);
+  if (moe) {
+    /* the expert parameters' optimizer state over their expert-data-
+     * parallel group; an MoE layer's activations in place of a dense MLP's
+     * (models/moe.h); the dispatch's send and receive buffers */
+    guint shards = pl->distributed_optimizer ? pl->dp * sim_plan_cp(pl) : 1;
+    guint eshards = pl->distributed_optimizer ? pl->edp : 1;
+    out->optimizer = 12.0 * (double)(req.params - experts) / shards + 12.0 * (double)experts / eshards;
+    ModelMoeOptions mo = sim_moe_options(pl);
+    double delta = model_moe_activation_bytes(&pl->model, &mo) -
+                   model_dense_mlp_activation_bytes(&pl->model, pl->tp, pl->micro_batch);
+    double T = (double)pl->micro_batch * pl->model.seq_len / ((double)pl->tp * sim_plan_cp(pl));
+    out->activations += (pl->recompute ? MAX(delta, 0.0) : delta * peak * moe / layers) +
+                        2.0 * T * pl->model.topk * pl->model.hidden * 2.0;
+    out->total = out->weights + out->gradients + out->optimizer + out->activations;
+  }
   if (pl->fsdp)
     sim_fsdp_state_memory(pl, s, out);
 }
@@ -1478,7 +1721,7 @@ static double bisection_rate(Build *b, GArray *sel, const double *dir_bytes, gbo
 /* The byte counts of the long run: each item's counts once per copy
  * (steady.h).  FALSE where the sums would depend on their order. */
 static gboolean steady_bytes(Build *b) {
-  static const guint cats[] = {CAT_TP, CAT_CP, CAT_PP};
+  static const guint cats[] = {CAT_TP, CAT_CP, CAT_PP, CAT_EP};
   GArray *ops = g_array_new(FALSE, FALSE, sizeof(guint)), *vals = g_array_new(FALSE, FALSE, sizeof(double));
   GArray *counts = g_array_new(FALSE, FALSE, sizeof(guint));
   gboolean ok = TRUE;
@@ -1545,6 +1788,24 @@ static gboolean measure(Build *b, SimResult *r) {
   r->shard_gather_bytes = b->shard_gather_bytes;
   r->shard_reduce_bytes = b->shard_reduce_bytes;
   r->bytes_embedding = b->bytes_embedding;
+  r->bytes_ep = b->bytes[CAT_EP];
+  if (b->moe_layer) {
+    /* the critical stage's MoE token communication, each transfer at its
+     * time alone: per MoE layer and microbatch, forward, backward and the
+     * recomputation forward */
+    guint s = r->critical_stage, moe = 0;
+    for (guint c = 0; c < b->v; c++)
+      for (guint l = 0; l < chunk_layers(b, s, c); l++)
+        moe += b->moe_layer[(s * b->v + c) * b->lmax + l];
+    SimTime per = 0;
+    for (guint kind = 0; kind < MOE_N_COMM; kind++)
+      if ((kind <= MOE_COMBINE ? pl->ep : pl->etp) > 1)
+        per += b->moe_ns[s * MOE_N_COMM + kind];
+    r->moe_comm_s = (double)per * 1e-9 * moe * pl->microbatches * (pl->recompute ? 3 : 2);
+    r->moe_a2a_bytes_per_rank = model_moe_a2a_wire_bytes(&pl->model, &(ModelMoeOptions){.t = pl->tp, .cp = b->cp,
+                                                                                         .ep = pl->ep, .b = pl->micro_batch});
+    r->moe_expert_tokens = b->moe.expert_tokens;
+  }
 
   /* Effective bisection bandwidth (bisection_rates): pipeline cut between
    * stages below p/2 and the rest, data-parallel cut between replicas below
@@ -1801,11 +2062,11 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
     const ModelMemory *mm = &r->memory;
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_OOM,
                 "does not fit in memory: stage %u needs %.1f GiB of %.1f GiB usable (weights+gradients+optimizer %.1f, "
-                "activations %.1f); use %sa larger --tp or --pp, or a smaller --micro-batch "
+                "activations %.1f); use %s%sa larger --tp or --pp, or a smaller --micro-batch "
                 "(--allow-oom simulates it anyway)",
                 r->memory_stage, mm->total / 1073741824.0, sim_plan_usable_bytes(pl, profile) / 1073741824.0,
                 (mm->weights + mm->gradients + mm->optimizer) / 1073741824.0, mm->activations / 1073741824.0,
-                pl->recompute ? "" : "--recompute full, ");
+                pl->recompute ? "" : "--recompute full, ", model_is_moe(&pl->model) ? "a larger --ep, " : "");
     return FALSE;
   }
 
@@ -1856,9 +2117,45 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
     }
   ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
   model_layer_cost_with(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &b.layer);
+  if (model_is_moe(&pl->model)) {
+    if (b.ts > 1 || b.ds > 1) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "MoE layers are simulated one GPU per stage (the symmetry shortcut), which this placement does "
+                  "not allow%s; use sizes whose groups fill whole nodes",
+                  pl->symmetry ? "" : " (--no-symmetry)");
+      g_free(b.chunk_n);
+      g_free(b.chunk_at);
+      return FALSE;
+    }
+    model_layer_attention_cost(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &b.moe_attn);
+    ModelMoeOptions mo = sim_moe_options(pl);
+    model_moe_cost(profile, &pl->model, &mo, &b.moe);
+    b.moe_layer = g_new0(guint8, (gsize)b.p * b.v * b.lmax);
+    for (guint s = 0; s < b.p; s++)
+      for (guint c = 0; c < b.v; c++)
+        for (guint l = 0; l < b.chunk_n[s * b.v + c]; l++)
+          b.moe_layer[(s * b.v + c) * b.lmax + l] = (guint8)sim_moe_layer(pl, s, c, l);
+  }
   ModelShape local = rank_shape(pl);
   model_embedding_cost(profile, &local, pl->tp, pl->micro_batch, &b.emb_fwd, &b.emb_bwd);
   model_head_cost(profile, &local, pl->tp, pl->micro_batch, &b.head_fwd, &b.head_bwd);
+  if (b.moe_layer && pl->model.mtp && profile->kind != MODEL_PROFILE_IDEAL) {
+    /* DeepSeek-V3's multi-token prediction modules, after the head on the
+     * last stage: each the 2h -> h projection of the normed hidden states
+     * and embeddings, an MoE layer's compute (its token communication is
+     * not simulated) and its own logits and loss */
+    const ModelLayerCost *a = &b.moe_attn;
+    const ModelMoeCost *mc = &b.moe;
+    guint64 bs = (guint64)pl->micro_batch * pl->model.seq_len / pl->tp, h = pl->model.hidden;
+    ModelGemm eh = {1, bs, h, 2 * h}, eh_d = {1, bs, 2 * h, h}, eh_w = {1, 2 * h, h, bs};
+    double fwd = a->fwd.seg_s[0] + a->fwd.seg_s[1] + a->fwd.seg_s[2] + mc->fwd_route_s + mc->fwd_experts_s +
+                 mc->fwd_unpermute_s + model_gemm_time_s(profile, &eh);
+    double bwd = a->bwd.seg_s[0] + a->bwd.seg_s[1] + a->bwd.seg_s[2] + mc->bwd_route_s + mc->bwd_experts_s +
+                 mc->bwd_unpermute_s + model_gemm_time_s(profile, &eh_d) + model_gemm_time_s(profile, &eh_w);
+    double hf = b.head_fwd, hb = b.head_bwd;
+    b.head_fwd += pl->model.mtp * (fwd + hf);
+    b.head_bwd += pl->model.mtp * (bwd + hb + (pl->recompute ? fwd : 0));
+  }
   /* Under the flow network transfers are first fixed at their time alone,
    * which sim_netops_run confirms or undoes (netops.h); when a transfer
    * inside a coarse op met another, the graph is built again without them. */
@@ -1887,6 +2184,13 @@ build:
       } else
         d[0] = ns(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, bytes, pl->tp, nodes, NULL));
     }
+  b.moe_ns = g_new0(SimTime, (gsize)b.p * MOE_N_COMM);
+  b.moe_plans = g_new(guint, (gsize)b.p * MOE_N_COMM);
+  for (guint j = 0; j < b.p * MOE_N_COMM; j++)
+    b.moe_plans[j] = G_MAXUINT;
+  for (guint s = 0; s < b.p && b.moe_layer; s++)
+    for (guint kind = 0; kind < MOE_N_COMM; kind++)
+      b.moe_ns[s * MOE_N_COMM + kind] = ns(moe_analytic_s(&b, s, kind));
   /* the rings' hops on the analytic network: a send to the next rank, all
    * at once, as long as the slowest (between nodes if the ring leaves one);
    * the overlapped tensor-parallel hops, 1/(t-1) of the collective each */
@@ -1917,6 +2221,9 @@ build:
       g_free(b.chunk_at);
       g_free(b.tp_ns);
       g_free(b.hop_ns);
+      g_free(b.moe_ns);
+      g_free(b.moe_plans);
+      g_free(b.moe_layer);
       sim_engine_free(b.e);
       return FALSE;
     }
@@ -1996,6 +2303,10 @@ build:
           guint plan = tp_plan(&b, s, k, op, b.layer.tp_allreduce_bytes);
           b.tp_ns[(s * b.ds + k) * 2 + j] = sim_netops_solo_ns(fc.ops, plan);
         }
+    for (guint s = 0; s < b.p && b.moe_layer; s++)
+      for (guint kind = 0; kind < MOE_N_COMM; kind++)
+        if ((kind <= MOE_COMBINE ? pl->ep : pl->etp) > 1)
+          b.moe_ns[s * MOE_N_COMM + kind] = sim_netops_solo_ns(fc.ops, moe_plan(&b, s, kind));
   }
   /* coarse items: fixed all-reduces (the analytic network, or transfers
    * fixed on the flow network), one rank per stage (the symmetry shortcut),
@@ -2071,6 +2382,7 @@ build:
     g_array_free(b.fsdp_rs[j], TRUE);
   g_free(b.fsdp_rs);
   g_free(b.tp_ns);
+  g_free(b.moe_ns);
   g_free(b.hop_ns);
   g_free(b.hop_plans);
   g_clear_pointer(&b.param_gather, g_free); /* allocated again only with --overlap-param-gather */
@@ -2080,6 +2392,7 @@ build:
   g_array_free(b.tp_part, TRUE);
   g_free(b.tp_plans);
   g_free(b.pp_plans);
+  g_free(b.moe_plans);
   if (b.pieces) {
     g_array_free(b.pieces, TRUE);
     g_array_free(b.pending_pieces, TRUE);
@@ -2114,5 +2427,6 @@ build:
   }
   g_free(b.chunk_n);
   g_free(b.chunk_at);
+  g_free(b.moe_layer);
   return ok;
 }

@@ -240,7 +240,9 @@ static void test_errors(void) {
   struct {
     const char *args, *mention;
   } cases[] = {
-      {"collective --op alltoall --gpus 8", "alltoall"},
+      {"collective --op alltoall --gpus 8 --algorithm ring", "alltoall"},
+      {"collective --op alltoall --gpus 1024 --cluster dgx-h100-superpod", "at most 512"},
+      {"collective --op broadcast --gpus 8", "broadcast"},
       {"collective --op allreduce", "--gpus"},
       {"collective --gpus 8", "--op"},
       {"collective --op allreduce --gpus 8 --min-bytes 12Q", "12Q"},

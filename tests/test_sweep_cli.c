@@ -488,7 +488,9 @@ static void test_throughput_columns(void) {
   g_assert_nonnull(strstr(lines[0], ",status,reason,config.layers,"));
   guint n;
   const char *const *cols = search_sweep_result_columns(&n);
-  g_assert_cmpstr(cols[n - 1], ==, "stragglers");
+  const guint moe = 22; /* the mixture-of-experts columns, appended after the stragglers' */
+  g_assert_cmpstr(cols[n - 1 - moe], ==, "stragglers");
+  g_assert_cmpstr(cols[n - 1], ==, "moe.tokens_per_expert");
   static const char *const sp[] = {"", " --sequence-parallel"};
   for (guint i = 0; i < 2; i++) {
     char **f = g_strsplit(lines[1 + i], ",", -1);
@@ -497,7 +499,7 @@ static void test_throughput_columns(void) {
                                  "--format json",
                                  sp[i]);
     cJSON *r = run_json(args);
-    guint after = 17; /* the whole run's and the stragglers' columns, empty here */
+    guint after = 17 + moe; /* the whole run's, the stragglers' and the MoE columns, empty here */
     for (guint j = 0; j < after; j++)
       g_assert_cmpstr(f[nf - 1 - j], ==, "");
     g_assert_cmpfloat(g_ascii_strtod(f[nf - after - 3], NULL), ==, num(r, "model_tflops_per_gpu"));

@@ -35,6 +35,22 @@ void trace_shape_json(cJSON *o, const ModelShape *m) {
   cJSON_AddBoolToObject(o, "tied_embeddings", !m->untied);
   cJSON_AddBoolToObject(o, "linear_bias", !m->no_bias);
   cJSON_AddNumberToObject(o, "parameters", (double)model_param_count(m));
+  if (model_is_moe(m)) {
+    cJSON_AddNumberToObject(o, "active_parameters", (double)model_active_param_count(m));
+    cJSON_AddNumberToObject(o, "experts", m->experts);
+    cJSON_AddNumberToObject(o, "moe_topk", m->topk);
+    cJSON_AddNumberToObject(o, "moe_ffn_hidden", model_moe_ffn(m));
+    cJSON_AddNumberToObject(o, "moe_shared_ffn_hidden", m->shared_ffn);
+    cJSON_AddNumberToObject(o, "moe_layers", model_moe_layer_count(m));
+  }
+  if (model_is_mla(m)) {
+    cJSON_AddNumberToObject(o, "q_lora_rank", m->q_lora);
+    cJSON_AddNumberToObject(o, "kv_lora_rank", m->kv_lora);
+    cJSON_AddNumberToObject(o, "qk_rope_head_dim", m->rope_dim);
+    cJSON_AddNumberToObject(o, "v_head_dim", m->v_dim);
+  }
+  if (m->mtp)
+    cJSON_AddNumberToObject(o, "mtp_layers", m->mtp);
 }
 
 cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
@@ -94,6 +110,14 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddNumberToObject(cfg, "hsdp_replicas", pl->fsdp ? pl->hsdp_replicas : 0);
   cJSON_AddStringToObject(cfg, "fsdp_reduce_dtype", pl->fsdp_reduce_fp32 ? "fp32" : "bf16");
   cJSON_AddBoolToObject(cfg, "fsdp_reshard_after_forward", pl->fsdp && pl->reshard_after_forward);
+  if (model_is_moe(&pl->model)) {
+    cJSON_AddNumberToObject(cfg, "ep", pl->ep);
+    cJSON_AddNumberToObject(cfg, "expert_tp", pl->etp);
+    cJSON_AddNumberToObject(cfg, "expert_dp", pl->edp);
+    cJSON_AddStringToObject(cfg, "moe_token_dispatcher", pl->moe_allgather ? "allgather" : "alltoall");
+    cJSON_AddNumberToObject(cfg, "moe_imbalance", pl->moe_imbalance);
+    cJSON_AddNumberToObject(cfg, "moe_capacity_factor", pl->moe_capacity); /* 0: dropless */
+  }
 
   cJSON_AddNumberToObject(o, "iteration_time_s", r->iteration_time_s);
   cJSON_AddNumberToObject(o, "tflops_per_gpu", r->tflops_per_gpu);
@@ -128,6 +152,14 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddNumberToObject(sh, "grad_reductions", (double)r->shard_reductions);
   cJSON_AddNumberToObject(sh, "grad_reduction_bytes", r->shard_reduce_bytes);
   cJSON_AddNumberToObject(sh, "host_s", r->shard_host_s);
+  if (model_is_moe(&pl->model)) {
+    cJSON_AddNumberToObject(by, "ep", r->bytes_ep); /* the MoE token dispatch and combine */
+    cJSON *moe = obj_add(o, "moe");
+    cJSON_AddNumberToObject(moe, "comm_s", r->moe_comm_s);
+    cJSON_AddNumberToObject(moe, "comm_fraction", r->iteration_time_s > 0 ? r->moe_comm_s / r->iteration_time_s : 0);
+    cJSON_AddNumberToObject(moe, "dispatch_bytes_per_rank", r->moe_a2a_bytes_per_rank);
+    cJSON_AddNumberToObject(moe, "tokens_per_expert", r->moe_expert_tokens);
+  }
   cJSON *bi = obj_add(o, "bisection_bandwidth_GBps");
   cJSON_AddNumberToObject(bi, "pp", r->bisection_pp_GBps);
   cJSON_AddNumberToObject(bi, "dp", r->bisection_dp_GBps);
@@ -338,15 +370,27 @@ static void architecture_text(GString *out, const cJSON *cfg) {
   gboolean swiglu = m.mlp == MODEL_MLP_SWIGLU, rms = m.norm == MODEL_NORM_RMSNORM;
   gboolean rope = m.position == MODEL_POSITION_ROTARY, tied = !m.untied, bias = !m.no_bias;
   g_string_append(out, "           ");
-  if (g == a)
+  if (cJSON_GetObjectItemCaseSensitive(cfg, "kv_lora_rank"))
+    g_string_append_printf(out, "multi-head latent attention (query rank %u, key/value rank %u, rotary %u, value %u)",
+                           count(cfg, "q_lora_rank"), count(cfg, "kv_lora_rank"), count(cfg, "qk_rope_head_dim"),
+                           count(cfg, "v_head_dim"));
+  else if (g == a)
     g_string_append_printf(out, "multi-head attention");
   else if (g == 1)
     g_string_append_printf(out, "multi-query attention");
   else
     g_string_append_printf(out, "grouped-query attention (%u key/value heads)", g);
-  g_string_append_printf(out, ", head dim %u; MLP %u %s; %s; %s positions; %s logits; %s\n", d, f,
-                         swiglu ? "SwiGLU" : "GeLU", rms ? "RMSNorm" : "layernorm", rope ? "rotary" : "learned",
-                         tied ? "tied" : "untied", bias ? "linear biases" : "no linear biases");
+  char mlp[64];
+  guint dense = count(cfg, "layers") - (cJSON_GetObjectItemCaseSensitive(cfg, "moe_layers") ? count(cfg, "moe_layers") : 0);
+  if (dense == 0) /* every layer's MLP is its experts (the experts line) */
+    g_snprintf(mlp, sizeof mlp, "expert MLPs %s", swiglu ? "SwiGLU" : "GeLU");
+  else if (dense < count(cfg, "layers"))
+    g_snprintf(mlp, sizeof mlp, "MLP %u %s in the %u dense layers", f, swiglu ? "SwiGLU" : "GeLU", dense);
+  else
+    g_snprintf(mlp, sizeof mlp, "MLP %u %s", f, swiglu ? "SwiGLU" : "GeLU");
+  g_string_append_printf(out, ", head dim %u; %s; %s; %s positions; %s logits; %s\n", d, mlp,
+                         rms ? "RMSNorm" : "layernorm", rope ? "rotary" : "learned", tied ? "tied" : "untied",
+                         bias ? "linear biases" : "no linear biases");
 }
 
 /* An uneven split's layers in words, equal neighbours together: "15 on
@@ -426,6 +470,19 @@ void trace_report_text(GString *out, const cJSON *run) {
   g_string_append_printf(out, "parallel   %u GPUs = t %u%s x p %u x d %u on %s (%s, %s, %s attention)\n",
                          count(cfg, "gpus"), count(cfg, "tp"), cps, p, d, str(cfg, "cluster"), str(cfg, "profile"),
                          str(cfg, "precision"), str(cfg, "attention"));
+  if (cJSON_GetObjectItemCaseSensitive(cfg, "ep")) {
+    double cf = num(cfg, "moe_capacity_factor");
+    char drop[48] = "dropless";
+    if (cf > 0)
+      g_snprintf(drop, sizeof drop, "capacity factor %.2f", cf);
+    g_string_append_printf(out, "experts    %u routed experts of width %u, top %u, in %u of %u layers%s; per stage "
+                                "expert-tp %u x ep %u x expert-dp %u;\n           %s dispatcher, imbalance %.2f, %s\n",
+                           count(cfg, "experts"), count(cfg, "moe_ffn_hidden"), count(cfg, "moe_topk"),
+                           count(cfg, "moe_layers"), count(cfg, "layers"),
+                           num(cfg, "moe_shared_ffn_hidden") > 0 ? " (and shared experts)" : "",
+                           count(cfg, "expert_tp"), count(cfg, "ep"), count(cfg, "expert_dp"),
+                           str(cfg, "moe_token_dispatcher"), num(cfg, "moe_imbalance"), drop);
+  }
   if (cp > 1)
     g_string_append_printf(out, "           context parallel: each GPU holds %u of every sequence's %u tokens, "
                                 "attention as a ring over %u GPUs\n",
@@ -541,6 +598,17 @@ void trace_report_text(GString *out, const cJSON *run) {
   line_s(out, d > 1 || emb <= 0 ? "dp comm" : "embedding", num(tb, "dp_comm"), T);
   line_s(out, "optimizer", num(tb, "optimizer"), T);
   line_s(out, "bubble", num(tb, "bubble"), T);
+  const cJSON *moe = cJSON_GetObjectItemCaseSensitive(run, "moe");
+  if (moe) {
+    char x[32], y[32];
+    g_string_append_printf(out, "moe comm   %.4f s (%.1f%% of the iteration; in tp comm above where exposed): the "
+                                "critical stage's token dispatch and combine,\n           each at its time alone; "
+                                "%s in all, one dispatch sends %s off each rank; %.0f tokens per local expert\n",
+                           num(moe, "comm_s"), 100 * num(moe, "comm_fraction"),
+                           ptd_format_si(num(by, "ep"), "B", x, sizeof x),
+                           ptd_format_si(num(moe, "dispatch_bytes_per_rank"), "B", y, sizeof y),
+                           num(moe, "tokens_per_expert"));
+  }
   char a[32], b[32], c[32], e[32];
   g_string_append_printf(out, "traffic    tp %s, pp %s, ", ptd_format_si(bytes_tp, "B", a, sizeof a),
                          ptd_format_si(bytes_pp, "B", b, sizeof b));
