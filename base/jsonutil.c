@@ -160,10 +160,42 @@ char *ptd_read_input(const char *path, gsize max_bytes, gsize *len, GError **err
   return (char *)g_byte_array_free(buf, FALSE);
 }
 
+gboolean ptd_json_depth_ok(const char *text, gsize len, guint max, gsize *at) {
+  guint depth = 0;
+  gboolean in_string = FALSE;
+  for (gsize i = 0; i < len; i++) {
+    char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        i++;
+      else if (c == '"')
+        in_string = FALSE;
+    } else if (c == '"')
+      in_string = TRUE;
+    else if (c == '{' || c == '[') {
+      if (++depth > max) {
+        *at = i;
+        return FALSE;
+      }
+    } else if ((c == '}' || c == ']') && depth > 0)
+      depth--;
+  }
+  return TRUE;
+}
+
 cJSON *ptd_json_parse(const char *text, gsize len, const char *path, GError **error) {
   if (strlen(text) != len) {
     g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_PARSE, "%s: contains a NUL byte; it is not a JSON text file",
                 path);
+    return NULL;
+  }
+  gsize deep_at = 0;
+  if (!ptd_json_depth_ok(text, len, PTD_JSON_MAX_DEPTH, &deep_at)) {
+    guint line = 1;
+    for (gsize i = 0; i < deep_at; i++)
+      line += text[i] == '\n';
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_PARSE,
+                "%s: nested more than %u levels deep at line %u; no ptdsim input is", path, PTD_JSON_MAX_DEPTH, line);
     return NULL;
   }
   const char *end = NULL;

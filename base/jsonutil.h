@@ -28,6 +28,12 @@ char *ptd_data_resolve(const char *subdir, const char *name_or_file, const char 
 /* The most bytes a JSON input (cluster, profile, measurements, sweep file)
  * may have. */
 #define PTD_JSON_MAX_BYTES ((gsize)64 << 20)
+/* The deepest nesting of objects and arrays a ptdsim input may have (the
+ * deepest shipped file has under 10 levels). */
+#define PTD_JSON_MAX_DEPTH 64u
+/* FALSE, with the offset where it goes deeper in *at, when the JSON text's
+ * objects and arrays nest deeper than `max` (strings skipped). */
+gboolean ptd_json_depth_ok(const char *text, gsize len, guint max, gsize *at);
 
 /* The whole of a regular file of at most max_bytes, NUL-terminated, its
  * length in *len; pipes, devices and directories are refused without

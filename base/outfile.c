@@ -21,12 +21,19 @@ struct _PtdOutFile {
  * async-signal-safe functions, so it reads this fixed table and unlinks. */
 #define MAX_PENDING 256
 static char *volatile pending[MAX_PENDING];
+/* Private temporary folders (ptd_tmp_dir_new): removed after the files. */
+static char *volatile pending_dirs[MAX_PENDING];
 
 static void on_signal(int sig) {
   for (guint i = 0; i < MAX_PENDING; i++) {
     char *p = pending[i];
     if (p)
       unlink(p);
+  }
+  for (guint i = 0; i < MAX_PENDING; i++) {
+    char *p = pending_dirs[i];
+    if (p)
+      rmdir(p);
   }
   signal(sig, SIG_DFL);
   raise(sig);
@@ -49,14 +56,16 @@ static gpointer install_handlers(gpointer data) {
   return NULL;
 }
 
-static gint remember(char *tmp) {
+static gint remember_in(char *volatile *table, char *tmp) {
   static GOnce once = G_ONCE_INIT;
   g_once(&once, install_handlers, NULL);
   for (gint i = 0; i < MAX_PENDING; i++)
-    if (g_atomic_pointer_compare_and_exchange((gpointer *)&pending[i], NULL, tmp))
+    if (g_atomic_pointer_compare_and_exchange((gpointer *)&table[i], NULL, tmp))
       return i;
   return -1; /* more than MAX_PENDING at once: this one is not removed on a signal */
 }
+
+static gint remember(char *tmp) { return remember_in(pending, tmp); }
 
 static void forget(PtdOutFile *f) {
   if (f->slot >= 0)
@@ -97,9 +106,14 @@ PtdOutFile *ptd_out_open(const char *path, const char *what, const char *const *
   char *tmp = g_strdup_printf("%s%c.%s.XXXXXX", dir, G_DIR_SEPARATOR, base);
   g_free(dir);
   g_free(base);
+  /* known to the signal handler before it exists: g_mkstemp_full fills in
+   * the name in place, so a signal at any point removes what was made */
+  gint slot = remember(tmp);
   int fd = g_mkstemp_full(tmp, O_RDWR | O_CLOEXEC, 0666); /* 0666 less the umask, as a plain fopen would give */
   if (fd < 0) {
     int err = errno;
+    if (slot >= 0)
+      g_atomic_pointer_set((gpointer *)&pending[slot], NULL);
     g_free(tmp);
     fail(error, what, path, err, "; give a file in an existing, writable directory");
     return NULL;
@@ -111,7 +125,7 @@ PtdOutFile *ptd_out_open(const char *path, const char *what, const char *const *
   f->fd = fd;
   f->keep_mode = exists;
   f->mode = exists ? st.st_mode & 07777 : 0;
-  f->slot = remember(tmp);
+  f->slot = slot;
   return f;
 }
 
@@ -187,4 +201,49 @@ gboolean ptd_write_file(const char *path, const char *what, const char *const *i
     return FALSE;
   }
   return ptd_out_commit(f, error);
+}
+
+struct _PtdTmpDir {
+  char *dir, *file;
+  gint dir_slot, file_slot;
+};
+
+PtdTmpDir *ptd_tmp_dir_new(const char *prefix, const char *file, GError **error) {
+  PtdTmpDir *d = g_new0(PtdTmpDir, 1);
+  char *name = g_strdup_printf("%s-XXXXXX", prefix);
+  d->dir = g_build_filename(g_get_tmp_dir(), name, NULL);
+  g_free(name);
+  /* known to the handler before it exists: g_mkdtemp fills in the name
+   * in place, so a signal at any point removes what was made */
+  d->dir_slot = remember_in(pending_dirs, d->dir);
+  if (!g_mkdtemp(d->dir)) {
+    int err = errno;
+    if (d->dir_slot >= 0)
+      g_atomic_pointer_set((gpointer *)&pending_dirs[d->dir_slot], NULL);
+    g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(err),
+                "cannot make a temporary directory in %s: %s (set TMPDIR to a writable directory)", g_get_tmp_dir(),
+                g_strerror(err));
+    g_free(d->dir);
+    g_free(d);
+    return NULL;
+  }
+  d->file = g_build_filename(d->dir, file, NULL);
+  d->file_slot = remember(d->file);
+  return d;
+}
+
+const char *ptd_tmp_dir_file(const PtdTmpDir *d) { return d->file; }
+
+void ptd_tmp_dir_free(PtdTmpDir *d) {
+  if (!d)
+    return;
+  g_unlink(d->file);
+  g_rmdir(d->dir);
+  if (d->file_slot >= 0)
+    g_atomic_pointer_set((gpointer *)&pending[d->file_slot], NULL);
+  if (d->dir_slot >= 0)
+    g_atomic_pointer_set((gpointer *)&pending_dirs[d->dir_slot], NULL);
+  g_free(d->file);
+  g_free(d->dir);
+  g_free(d);
 }

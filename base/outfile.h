@@ -29,3 +29,13 @@ void ptd_out_abort(PtdOutFile *f);
 /* ptd_out_open, ptd_out_write and ptd_out_commit in one. */
 gboolean ptd_write_file(const char *path, const char *what, const char *const *inputs, const void *data, gsize len,
                         GError **error);
+
+/* A private folder in the temporary directory ($TMPDIR), named PREFIX-XXXXXX,
+ * for one file named `file`: both are removed by ptd_tmp_dir_free, and by
+ * SIGINT, SIGTERM and SIGHUP (with the temporary files above) before the
+ * program ends. */
+typedef struct _PtdTmpDir PtdTmpDir;
+PtdTmpDir *ptd_tmp_dir_new(const char *prefix, const char *file, GError **error);
+/* The path of the folder's file (it need not exist yet). */
+const char *ptd_tmp_dir_file(const PtdTmpDir *d);
+void ptd_tmp_dir_free(PtdTmpDir *d);

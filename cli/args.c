@@ -43,13 +43,41 @@ static void remember(CliArgs *a, const GOptionEntry *entries) {
   }
 }
 
+/* The entries with every value taken as the bytes given: GOption converts
+ * a string (or a callback's value) from the locale's character set to
+ * UTF-8, which under the C locale refuses any byte above 127 with a line
+ * naming neither the option nor the value.  Paths are bytes; a value that
+ * must be a number or a name is checked by its own parser, whose message
+ * names the option and shows the bytes escaped.  GOption copies the
+ * entries, so the copy is freed by the caller. */
+static GOptionEntry *as_bytes(const GOptionEntry *entries) {
+  gsize n = 0;
+  while (entries[n].long_name)
+    n++;
+  GOptionEntry *copy = g_new(GOptionEntry, n + 1);
+  memcpy(copy, entries, (n + 1) * sizeof *copy);
+  for (gsize i = 0; i < n; i++) {
+    if (copy[i].arg == G_OPTION_ARG_STRING)
+      copy[i].arg = G_OPTION_ARG_FILENAME;
+    else if (copy[i].arg == G_OPTION_ARG_STRING_ARRAY)
+      copy[i].arg = G_OPTION_ARG_FILENAME_ARRAY;
+    else if (copy[i].arg == G_OPTION_ARG_CALLBACK)
+      copy[i].flags |= G_OPTION_FLAG_FILENAME;
+  }
+  return copy;
+}
+
 void cli_args_add(CliArgs *a, const GOptionEntry *entries) {
-  g_option_context_add_main_entries(a->ctx, entries, NULL);
+  GOptionEntry *copy = as_bytes(entries);
+  g_option_context_add_main_entries(a->ctx, copy, NULL);
+  g_free(copy);
   remember(a, entries);
 }
 
 void cli_args_add_group(CliArgs *a, GOptionGroup *group, const GOptionEntry *entries) {
-  g_option_group_add_entries(group, entries);
+  GOptionEntry *copy = as_bytes(entries);
+  g_option_group_add_entries(group, copy);
+  g_free(copy);
   remember(a, entries);
 }
 
@@ -143,7 +171,7 @@ gboolean cli_args_parse(CliArgs *a, int *argc, char ***argv, GError **error) {
     if (!k) {
       const char *near = is_short ? NULL : nearest(a, name, len);
       g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_UNKNOWN_OPTION,
-                  "unknown option %s%.*s%s%s%s (%s --help lists them)", is_short ? "-" : "--", (int)len, name,
+                  "unknown option %s%.*s%s%s%s (%s --help lists them)", is_short ? "-" : "--", (int)MIN(len, 100), name,
                   near ? "; did you mean --" : "", near ? near : "", near ? "?" : "", g_get_prgname());
       ok = FALSE;
       break;

@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "../base/text.h"
 #include "../traces/figures.h"
 #include "../models/slicing.h"
 #include "../search/planner.h"
@@ -98,7 +99,7 @@ static int bench_terapipe(guint repeat) {
   double best = G_MAXDOUBLE;
   int code = 0;
   for (guint i = 0; i < repeat && !code; i++) {
-    TraceFigureContext ctx = {cluster, profile, NULL, NULL, TRACE_FIGURE_SIMULATE, NULL, fig->name, 0};
+    TraceFigureContext ctx = {cluster, profile, NULL, NULL, TRACE_FIGURE_SIMULATE, NULL, fig->name, 0, NULL};
     TraceFigureOut out;
     trace_figure_out_init(&out, fig->name);
     gint64 t0 = g_get_monotonic_time();
@@ -178,7 +179,7 @@ static gboolean bench_one(const TraceFigure *fig, FigMode mode, const char *dir,
     return FALSE;
   char *traces = g_build_filename(dir, "traces", NULL);
   char *out_dir = g_build_filename(dir, mode == FIG_FROM ? "rebuilt" : "gallery", NULL);
-  TraceFigureContext ctx = {cluster, profile, NULL, NULL, TRACE_FIGURE_SIMULATE, NULL, fig->name, 0};
+  TraceFigureContext ctx = {cluster, profile, NULL, NULL, TRACE_FIGURE_SIMULATE, NULL, fig->name, 0, NULL};
   if (mode != FIG_DIRECT) {
     ctx.mode = mode == FIG_SAVE ? TRACE_FIGURE_SAVE_TRACES : TRACE_FIGURE_FROM_TRACES;
     ctx.trace_dir = traces;
@@ -502,8 +503,9 @@ int cli_bench(int argc, char **argv) {
     goto fail;
   }
   if (network && strcmp(network, "flow") != 0 && strcmp(network, "analytic") != 0) {
-    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --network '%s'; use flow or analytic",
-                network);
+    char *echo = ptd_echo(network, PTD_ECHO_MAX, FALSE);
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --network '%s'; use flow or analytic", echo);
+    g_free(echo);
     goto fail;
   }
   if (terapipe) {

@@ -4,13 +4,15 @@
  * protocol the tuner picked.  Columns and conventions are nccl-tests'
  * (doc/PERFORMANCE.md there): algbw = size / time; busbw = algbw * 2(n-1)/n
  * for all-reduce, (n-1)/n for all-gather and reduce-scatter (size = the whole
- * output / input buffer), 1 for sendrecv. */
+ * output / input buffer), 1 for sendrecv, (n-1)/n for alltoall (size = each
+ * rank's send buffer, size/n to every rank). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../base/text.h"
 #include "cli.h"
 #include "../base/jsonutil.h"
 #include "../base/ranges.h"
@@ -42,8 +44,10 @@ static gboolean parse_bytes(const char *text, const char *flag, double *out, GEr
   if (!g_ascii_isdigit(text[0]) || strpbrk(text, "xX"))
     mult = 0;
   if (end == text || errno || mult == 0 || !(v >= 1) || v * mult > 1e13 || v * mult != floor(v * mult)) {
+    char *echo = ptd_echo(text, PTD_ECHO_MAX, FALSE);
     g_set_error(error, NET_COLL_ERROR, 0, "%s '%s' is not a byte count; give a whole number from 1 to 1e13, "
-                "optionally with K, M or G (1024-based), e.g. 8 or 1G", flag, text);
+                "optionally with K, M or G (1024-based), e.g. 8 or 1G", flag, echo);
+    g_free(echo);
     return FALSE;
   }
   *out = v * mult;
@@ -64,7 +68,7 @@ int cli_collective(int argc, char **argv) {
   guint gpus = 0, per_node = 0, jobs = 1, stride = 0, first = 0;
   double factor = 2;
   GOptionEntry entries[] = {
-      {"op", 0, 0, G_OPTION_ARG_STRING, &op_s, "allreduce, allgather, reducescatter or sendrecv", "OP"},
+      {"op", 0, 0, G_OPTION_ARG_STRING, &op_s, "allreduce, allgather, reducescatter, sendrecv or alltoall", "OP"},
       {"gpus", 0, 0, G_OPTION_ARG_STRING, &gpus_s, "GPUs in the collective (per job)", "N"},
       {"min-bytes", 0, 0, G_OPTION_ARG_STRING, &min_s, "Smallest size (nccl-tests -b; default 8)", "BYTES"},
       {"max-bytes", 0, 0, G_OPTION_ARG_STRING, &max_s, "Largest size (nccl-tests -e; default 1G)", "BYTES"},
@@ -117,14 +121,14 @@ int cli_collective(int argc, char **argv) {
     BAD("unexpected argument '%s' (see ptdsim collective --help)", argv[1]);
   if (!cli_format(format_s, &fmt, &error))
     goto fail;
-  static const char *ops[] = {"allreduce", "allgather", "reducescatter", "sendrecv"};
+  static const char *ops[] = {"allreduce", "allgather", "reducescatter", "sendrecv", "alltoall"};
   if (!op_s)
-    BAD("--op is required: allreduce, allgather, reducescatter or sendrecv");
+    BAD("--op is required: allreduce, allgather, reducescatter, sendrecv or alltoall");
   guint oi = 0;
   while (oi < G_N_ELEMENTS(ops) && strcmp(op_s, ops[oi]))
     oi++;
   if (oi == G_N_ELEMENTS(ops))
-    BAD("unknown --op '%s'; use allreduce, allgather, reducescatter or sendrecv", op_s);
+    BAD("unknown --op '%s'; use allreduce, allgather, reducescatter, sendrecv or alltoall", op_s);
   op = (NetCollOp)oi;
   if (algo_s && !net_coll_algo_parse(algo_s, &algo))
     BAD("unknown --algorithm '%s'; use ring, tree, hierarchical or auto", algo_s);
@@ -135,8 +139,8 @@ int cli_collective(int argc, char **argv) {
     if (proto < 0)
       BAD("unknown --protocol '%s'; use LL, LL128, Simple or auto", proto_s);
   }
-  if (op == NET_OP_SENDRECV && (algo != NET_ALGO_AUTO || proto >= 0))
-    BAD("sendrecv is point-to-point: --algorithm and --protocol do not apply");
+  if ((op == NET_OP_SENDRECV || op == NET_OP_ALLTOALL) && (algo != NET_ALGO_AUTO || proto >= 0))
+    BAD("%s is point-to-point: --algorithm and --protocol do not apply", op_s);
   if (!gpus_s)
     BAD("--gpus is required");
   if (!cli_count("--gpus", gpus_s, 2, 1048576, &gpus, &error) ||
@@ -176,6 +180,8 @@ int cli_collective(int argc, char **argv) {
   }
   guint G = cluster->gpus_per_node;
   guint K = per_node_s ? per_node : G;
+  if (op == NET_OP_ALLTOALL && gpus > 512)
+    BAD("--gpus %u is too many for alltoall, which runs a flow for every pair of GPUs; use at most 512", gpus);
   if (per_node_s && per_node > G)
     BAD("--gpus-per-node %u is out of range; cluster '%s' has %u GPUs per node", per_node, cluster->name, G);
   guint n = gpus, J = jobs;
@@ -199,7 +205,8 @@ int cli_collective(int argc, char **argv) {
     }
 
   double bus = op == NET_OP_ALLREDUCE ? 2.0 * (n - 1) / n : op == NET_OP_SENDRECV ? 1.0 : (double)(n - 1) / n;
-  double align = (op == NET_OP_ALLGATHER || op == NET_OP_REDUCESCATTER) ? 4.0 * n : 4.0;
+  /* alltoall: each rank sends size / n to each rank */
+  double align = (op == NET_OP_ALLGATHER || op == NET_OP_REDUCESCATTER || op == NET_OP_ALLTOALL) ? 4.0 * n : 4.0;
   rows = cJSON_CreateArray();
   /* The text is kept until every row is computed: an error prints nothing. */
   g_string_append_printf(text, "# ptdsim collective: %s on %u GPUs of %s (%u node%s x %u GPUs), %s routing; predicted\n",
@@ -239,9 +246,10 @@ int cli_collective(int argc, char **argv) {
     double secs = (double)end * 1e-9;
     double algbw = secs > 0 ? bytes / secs / 1e9 : 0;
     const char *an = net_coll_algo_name(net_coll_plan_algo(p0)), *pn = topo_proto_name(net_coll_plan_proto(p0));
-    double count = op == NET_OP_ALLGATHER || op == NET_OP_REDUCESCATTER ? bytes / 4 / n : bytes / 4;
+    double count = op == NET_OP_ALLGATHER || op == NET_OP_REDUCESCATTER || op == NET_OP_ALLTOALL ? bytes / 4 / n
+                                                                                               : bytes / 4;
     g_string_append_printf(text, "  %10.0f %12.0f %6s %6s %10.2f %8.2f %8.2f  %-12s %s\n", bytes, count, "float",
-             op == NET_OP_SENDRECV || op == NET_OP_ALLGATHER ? "none" : "sum", secs * 1e6, algbw, algbw * bus, an,
+             op == NET_OP_SENDRECV || op == NET_OP_ALLGATHER || op == NET_OP_ALLTOALL ? "none" : "sum", secs * 1e6, algbw, algbw * bus, an,
              pn);
     cJSON *row = cJSON_CreateObject();
     cJSON_AddNumberToObject(row, "bytes", bytes);

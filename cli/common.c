@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "../base/jsonutil.h"
+#include "../base/text.h"
 #include "../base/units.h"
 #include "../traces/report.h"
 #include "cli.h"
@@ -37,7 +38,9 @@ gboolean cli_format(const char *text, CliFormat *out, GError **error) {
   else if (strcmp(text, "json") == 0)
     *out = CLI_JSON;
   else {
-    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --format '%s'; use text or json", text);
+    char *echo = ptd_echo(text, PTD_ECHO_MAX, FALSE);
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --format '%s'; use text or json", echo);
+    g_free(echo);
     return FALSE;
   }
   return TRUE;
@@ -84,8 +87,14 @@ void cli_print_run(cJSON *run, CliFormat fmt) {
   g_string_free(text, TRUE);
 }
 
+/* The longest message printed whole (a longer one is cut, saying so). */
+#define CLI_MESSAGE_MAX 1000
+
 int cli_fail(GError *error) {
-  fprintf(stderr, "ptdsim: %s\n", error->message);
+  /* one line of printable text, whatever the message quotes */
+  char *line = ptd_echo(error->message, CLI_MESSAGE_MAX, TRUE);
+  fprintf(stderr, "ptdsim: %s\n", line);
+  g_free(line);
   g_error_free(error);
   return 1;
 }
@@ -96,8 +105,10 @@ gboolean cli_count(const char *flag, const char *text, guint lo, guint hi, guint
     digits = g_ascii_isdigit(*p);
   guint64 v = digits && strlen(text) <= 10 ? g_ascii_strtoull(text, NULL, 10) : G_MAXUINT64;
   if (v < lo || v > hi) {
+    char *echo = ptd_echo(text, PTD_ECHO_MAX, FALSE);
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "%s '%s' is out of range; give a whole number from %u to %u",
-                flag, text ? text : "", lo, hi);
+                flag, echo, lo, hi);
+    g_free(echo);
     return FALSE;
   }
   *out = (guint)v;

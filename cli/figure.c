@@ -1,8 +1,10 @@
 /* ptdsim figure — regenerate a table or figure of either paper. */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "../base/text.h"
 #include "../traces/figures.h"
 #include "cli.h"
 
@@ -38,6 +40,22 @@ static gboolean check_dirs(const FigureOptions *o, GError **error) {
   return TRUE;
 }
 
+/* The key path of the first number of `node` that is NaN or infinite (a
+ * division by a published zero printed +inf% and wrote null), or NULL. */
+static char *not_finite(const cJSON *node) {
+  for (const cJSON *c = node->child; c; c = c->next) {
+    if (cJSON_IsNumber(c) && !isfinite(c->valuedouble))
+      return g_strdup(c->string ? c->string : "[]");
+    char *below = not_finite(c);
+    if (below) {
+      char *path = g_strdup_printf("%s.%s", c->string ? c->string : "[]", below);
+      g_free(below);
+      return path;
+    }
+  }
+  return NULL;
+}
+
 /* Runs one figure and prints or writes what it made. */
 static gboolean one_figure(const TraceFigure *fig, const FigureOptions *o, CliFormat fmt, gboolean quiet,
                            GError **error) {
@@ -46,11 +64,16 @@ static gboolean one_figure(const TraceFigure *fig, const FigureOptions *o, CliFo
                 "--network %s is not available for the TeraPipe figures yet; leave --network out", o->network);
     return FALSE;
   }
+  if (fig->own_machines && (o->cluster || o->profile)) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "%s compares the built-in machines it names; leave --cluster and --profile out", fig->name);
+    return FALSE;
+  }
   TopoCluster *cluster = NULL;
   ModelProfile *profile = NULL;
   if (!cli_load_machine(o->cluster ? o->cluster : fig->default_cluster, o->profile, &cluster, &profile, error))
     return FALSE;
-  TraceFigureContext ctx = {cluster, profile, o->network, o->workload, TRACE_FIGURE_SIMULATE, NULL, fig->name, 0};
+  TraceFigureContext ctx = {cluster, profile, o->network, o->workload, TRACE_FIGURE_SIMULATE, NULL, fig->name, 0, NULL};
   if (o->save_traces)
     ctx.mode = TRACE_FIGURE_SAVE_TRACES, ctx.trace_dir = o->save_traces;
   if (o->from_traces)
@@ -59,8 +82,22 @@ static gboolean one_figure(const TraceFigure *fig, const FigureOptions *o, CliFo
   trace_figure_out_init(&out, fig->name);
   gint64 t0 = g_get_monotonic_time();
   char **written = NULL;
-  gboolean ok = fig->run(&ctx, &out, error) && (!o->out_dir || trace_figure_write(&out, fig->name, o->out_dir,
-                                                                                   &written, error));
+  gboolean ok = fig->run(&ctx, &out, error);
+  /* a figure that simulates nothing (a formula) has no network to choose */
+  if (ok && o->network && ctx.runs == 0) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--network does not apply to %s: it simulates nothing (a formula); leave --network out", fig->name);
+    ok = FALSE;
+  }
+  /* no printed result is infinite or NaN, whatever the reference data holds */
+  char *bad = ok ? not_finite(out.json) : NULL;
+  if (bad) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "its result %s is not a finite number; check the inputs and the reference data", bad);
+    g_free(bad);
+    ok = FALSE;
+  }
+  ok = ok && (!o->out_dir || trace_figure_write(&out, fig->name, o->out_dir, &written, error));
   if (ok && quiet) { /* --all -o DIR: a line per figure */
     char *where = g_build_filename(o->out_dir, fig->name, NULL);
     printf("%-18s %4u configuration%s %7.2f s  %s.{%s}\n", fig->name, ctx.runs, ctx.runs == 1 ? " " : "s",
@@ -165,8 +202,16 @@ int cli_figure(int argc, char **argv) {
   }
   const TraceFigure *fig = o.all ? NULL : trace_figure_lookup(argv[1]);
   if (!o.all && !fig) {
+    char *echo = ptd_echo(argv[1], PTD_ECHO_MAX, FALSE);
     g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown figure '%s' (ptdsim figure --list shows them)",
-                argv[1]);
+                echo);
+    g_free(echo);
+    goto fail;
+  }
+  if (o.network && strcmp(o.network, "flow") != 0 && strcmp(o.network, "analytic") != 0) {
+    char *echo = ptd_echo(o.network, PTD_ECHO_MAX, FALSE);
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --network '%s'; use flow or analytic", echo);
+    g_free(echo);
     goto fail;
   }
   if (o.workload && fig && !g_str_has_prefix(fig->name, "terapipe-")) {

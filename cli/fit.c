@@ -25,8 +25,9 @@ static gboolean fail_with(GError **error, const char *msg) {
 }
 
 /* Writes `json` to `path` only once it is known to be loadable as a
- * profile: the check reads the temporary file next to `path`, so only the
- * output's folder needs to be writable.  `input` (the measurements) is
+ * profile: the check reads back the very text written (from memory, so
+ * only the output's folder needs to be writable, and an error names the
+ * user's file, never the temporary one).  `input` (the measurements) is
  * never overwritten. */
 static gboolean write_profile(cJSON *json, const char *path, const char *const *inputs, GError **error) {
   PtdOutFile *out = ptd_out_open(path, "-o", inputs, error);
@@ -34,14 +35,16 @@ static gboolean write_profile(cJSON *json, const char *path, const char *const *
     return FALSE;
   char *text = cJSON_Print(json);
   gboolean ok = ptd_out_write(out, text, strlen(text), error);
-  cJSON_free(text);
   if (ok) {
-    ModelProfile *check = model_profile_load(ptd_out_tmp_path(out), error);
+    cJSON *back = ptd_json_parse(text, strlen(text), path, error);
+    ModelProfile *check = back ? model_profile_from_json(back, path, error) : NULL;
+    cJSON_Delete(back);
     ok = check != NULL;
     if (!ok)
       g_prefix_error(error, "the fitted profile does not load (a bug; please report): ");
     model_profile_free(check);
   }
+  cJSON_free(text);
   if (!ok) {
     ptd_out_abort(out);
     return FALSE;
@@ -121,6 +124,9 @@ static void print_summary(const cJSON *profile, const char *path) {
              100 * num_at(r, "rms_relative_residual", NULL));
     }
   }
+  cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(fit, "collectives_not_fitted"))
+    if (cJSON_IsString(c) && strstr(c->valuestring, "not determined"))
+      printf("not fitted: %s\n", c->valuestring);
   /* What came from the base profile. */
   const cJSON *prov = cJSON_GetObjectItemCaseSensitive(profile, "provenance"), *e;
   GString *from_base = g_string_new(NULL);

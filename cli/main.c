@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../base/text.h"
 #include "cli.h"
 
 typedef struct {
@@ -75,7 +76,9 @@ static int dispatch(int argc, char **argv) {
       g_free(prg);
       return verbs[i].run(argc - 1, argv + 1);
     }
-  fprintf(stderr, "ptdsim: unknown verb '%s' (ptdsim --help lists them)\n", argv[1]);
+  char *verb = ptd_echo(argv[1], PTD_ECHO_MAX, FALSE);
+  fprintf(stderr, "ptdsim: unknown verb '%s' (ptdsim --help lists them)\n", verb);
+  g_free(verb);
   return 2;
 }
 

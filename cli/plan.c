@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../base/text.h"
 #include "cli.h"
 #include "../search/planner.h"
 #include "../search/pool.h"
@@ -20,10 +21,15 @@ static void row_json(const SearchRow *r, gboolean tokens, cJSON *rows) {
   cJSON_AddNumberToObject(o, "pp", r->pp);
   cJSON_AddNumberToObject(o, "dp", r->dp);
   cJSON_AddNumberToObject(o, "cp", MAX(r->cp, 1u));
+  if (r->ep) {
+    cJSON_AddNumberToObject(o, "ep", r->ep);
+    cJSON_AddNumberToObject(o, "expert_tp", r->expert_tp);
+  }
   cJSON_AddNumberToObject(o, "micro_batch", r->micro_batch);
   cJSON_AddNumberToObject(o, "microbatches", r->microbatches);
   cJSON_AddStringToObject(o, "schedule", r->zero ? "zero" : sim_schedule_name(r->schedule));
   cJSON_AddNumberToObject(o, "zero", r->zero);
+  cJSON_AddNumberToObject(o, "fsdp", r->fsdp); /* 0 none, 1 FSDP2, R > 1 HSDP over R replicas */
   cJSON_AddNumberToObject(o, "chunks", r->chunks);
   cJSON_AddStringToObject(o, "recompute", search_recompute_word(r->recompute));
   cJSON_AddBoolToObject(o, "sequence_parallel", r->sequence_parallel);
@@ -78,11 +84,17 @@ static void row_text(GString *text, const char *label, const SearchRow *r, gbool
   char sched[16];
   if (r->zero)
     g_snprintf(sched, sizeof sched, "zero-%u", r->zero);
+  else if (r->fsdp == 1)
+    g_snprintf(sched, sizeof sched, "%s+fsdp", sim_schedule_name(r->schedule));
+  else if (r->fsdp > 1)
+    g_snprintf(sched, sizeof sched, "%s+hsdp%u", sim_schedule_name(r->schedule), r->fsdp);
   else
     g_strlcpy(sched, sim_schedule_name(r->schedule), sizeof sched);
   g_string_append_printf(text, "%4s %5u %3u %3u %4u", label, r->gpus, r->tp, r->pp, r->dp);
   if (with_cp)
     g_string_append_printf(text, " %3u", MAX(r->cp, 1u));
+  if (r->ep)
+    g_string_append_printf(text, " %3u %3u", r->ep, r->expert_tp);
   if (with_layers) {
     char layers[40] = "-";
     if (!r->zero && r->first_layers)
@@ -155,8 +167,9 @@ int cli_plan(int argc, char **argv) {
     goto fail;
   const char *network = cfg.text[SEARCH_OPT_NETWORK];
   if (network && strcmp(network, "analytic") != 0 && strcmp(network, "flow") != 0) {
-    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --network '%s'; use analytic or flow",
-                network);
+    char *echo = ptd_echo(network, PTD_ECHO_MAX, FALSE);
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --network '%s'; use analytic or flow", echo);
+    g_free(echo);
     goto fail;
   }
   if (cfg.given[SEARCH_OPT_ALLOW_OOM]) {
@@ -225,6 +238,9 @@ int cli_plan(int argc, char **argv) {
     g_string_append_printf(text, "%4s %5s %3s %3s %4s", "rank", "gpus", "t", "p", "d");
     if (with_cp)
       g_string_append_printf(text, " %3s", "cp");
+    if ((res.rows->len && g_array_index(res.rows, SearchRow, 0).ep) ||
+        (res.rejected->len && g_array_index(res.rejected, SearchRow, 0).ep))
+      g_string_append_printf(text, " %3s %3s", "ep", "etp");
     if (with_layers)
       g_string_append_printf(text, " %-11s", "layers");
     g_string_append_printf(text, " %3s %-11s %2s %-9s %-3s %-4s %-7s %11s", "b", "schedule", "v", "recompute", "sp",

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../base/text.h"
 #include "../search/pool.h"
 #include "../search/sweep.h"
 #include "cli.h"
@@ -103,6 +104,7 @@ typedef struct {
   gboolean progress; /* stderr is a terminal */
   gboolean failed;
   int write_errno;
+  char *meta; /* an output file's first line (sweep_meta), with its newline */
 } Out;
 
 static gboolean write_all(int fd, const char *data, gsize len) {
@@ -178,11 +180,16 @@ static void show_progress(Out *o, gboolean final) {
   fflush(stderr);
 }
 
-/* One row, in order: written at once (a crash keeps it), synced soon. */
+/* One row, in order: written at once (a crash keeps it), synced soon.  A
+ * row the file cannot take whole (a full disk, a file size limit) is cut
+ * off again, so that the file ends with the last whole row. */
 static gboolean put_row(Out *o, const char *row, SearchSweepStatus status) {
+  off_t before = o->path ? lseek(o->fd, 0, SEEK_CUR) : -1;
   if (!write_all(o->fd, row, strlen(row))) {
     o->write_errno = errno;
     o->failed = TRUE;
+    if (before >= 0 && ftruncate(o->fd, before) == 0)
+      (void)lseek(o->fd, before, SEEK_SET);
     return FALSE;
   }
   o->written++;
@@ -216,6 +223,113 @@ static gboolean take_row(guint64 k, SweepRow *r, gpointer user) {
 
 /* --- resuming --- */
 
+/* An output file's first line: the version of ptdsim that wrote it and the
+ * files its machines were made of ("# ptdsim 0.1.0 sweep; inputs: cluster
+ * selene.json sha256 ..."; in JSONL, that text as {"ptdsim_sweep": ...}),
+ * so that --resume never mixes two versions' or two inputs' results. */
+static char *sweep_meta(const SearchGrid *g, SearchSweepFormat f) {
+  char *inputs = search_grid_inputs(g);
+  char *text = g_strdup_printf("ptdsim %s sweep; inputs: %s", PTDSIM_VERSION, inputs);
+  char *line;
+  if (f == SEARCH_SWEEP_CSV)
+    line = g_strdup_printf("# %s\n", text);
+  else {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "ptdsim_sweep", text);
+    char *json = cJSON_PrintUnformatted(o);
+    line = g_strdup_printf("%s\n", json);
+    cJSON_free(json);
+    cJSON_Delete(o);
+  }
+  g_free(inputs);
+  g_free(text);
+  return line;
+}
+
+/* The text of a first line (without its newline), or NULL if it is none. */
+static char *meta_text(const char *line, SearchSweepFormat f) {
+  if (f == SEARCH_SWEEP_CSV)
+    return g_str_has_prefix(line, "# ptdsim ") ? g_strdup(line + 2) : NULL;
+  cJSON *o = cJSON_Parse(line);
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "ptdsim_sweep");
+  char *text = cJSON_IsString(t) ? g_strdup(t->valuestring) : NULL;
+  cJSON_Delete(o);
+  return text;
+}
+
+/* The first line of the file against this sweep's: the same version, and
+ * every input it records among this sweep's, unchanged (a sweep extended
+ * with more values may have more). */
+static gboolean check_meta(const Out *o, const char *line, GError **error) {
+  char *theirs = meta_text(line, o->format), *ours_line = g_strndup(o->meta, strlen(o->meta) - 1);
+  char *ours = meta_text(ours_line, o->format);
+  gboolean ok = TRUE;
+  if (!theirs) {
+    g_set_error(error, SEARCH_GRID_ERROR, SEARCH_GRID_ERROR_SPEC,
+                "--resume: %s does not begin with the line ptdsim sweep -o writes (its version and inputs); it was "
+                "not written by this ptdsim: start a new file with another -o",
+                o->path);
+    ok = FALSE;
+  }
+  const char *tv = theirs ? strstr(theirs, " sweep; inputs: ") : NULL, *ov = strstr(ours, " sweep; inputs: ");
+  if (ok && (!tv || tv - theirs != ov - ours || strncmp(theirs, ours, (gsize)(ov - ours)) != 0)) {
+    char *echo = ptd_echo(theirs, 60, FALSE);
+    g_set_error(error, SEARCH_GRID_ERROR, SEARCH_GRID_ERROR_SPEC,
+                "--resume: %s was written by %.*s, this is ptdsim %s: its rows would mix two versions' results; start "
+                "a new file with another -o",
+                o->path, tv ? (int)(tv - theirs) : (int)strlen(echo), tv ? theirs : echo, PTDSIM_VERSION);
+    g_free(echo);
+    ok = FALSE;
+  }
+  if (ok) {
+    char **want = g_strsplit(tv + strlen(" sweep; inputs: "), ", ", -1);
+    char **have = g_strsplit(ov + strlen(" sweep; inputs: "), ", ", -1);
+    for (guint i = 0; ok && want[i]; i++)
+      if (*want[i] && !g_strv_contains((const char *const *)have, want[i])) {
+        char *echo = ptd_echo(want[i], PTD_ECHO_MAX, FALSE);
+        g_set_error(error, SEARCH_GRID_ERROR, SEARCH_GRID_ERROR_SPEC,
+                    "--resume: %s was made with %s, which this sweep does not use or which has changed since; start "
+                    "a new file with another -o",
+                    o->path, echo);
+        g_free(echo);
+        ok = FALSE;
+      }
+    g_strfreev(want);
+    g_strfreev(have);
+  }
+  g_free(theirs);
+  g_free(ours);
+  g_free(ours_line);
+  return ok;
+}
+
+/* Kept rows simulated again, and compared byte for byte: the first, the
+ * middle and the last (a row edited by hand, or computed otherwise, is
+ * not carried into the final file). */
+#define RECHECK_ROWS 3
+
+static gboolean recheck(const Out *o, const char *text, const gsize *starts, guint64 k, GError **error) {
+  guint64 pick[RECHECK_ROWS] = {0, k / 2, k ? k - 1 : 0};
+  for (guint i = 0; i < RECHECK_ROWS && k > 0; i++) {
+    if (i > 0 && pick[i] == pick[i - 1])
+      continue;
+    guint64 r = pick[i];
+    SearchSweepStatus st;
+    char *again = search_sweep_row(o->grid, r, o->format, &st);
+    gsize len = starts[r + 1] - starts[r];
+    gboolean same = strlen(again) == len && memcmp(again, text + starts[r], len) == 0;
+    g_free(again);
+    if (!same) {
+      g_set_error(error, SEARCH_GRID_ERROR, SEARCH_GRID_ERROR_SPEC,
+                  "--resume: row %" G_GUINT64_FORMAT " of %s is not what this ptdsim computes for it (edited, or "
+                  "written on other inputs); start a new file with another -o",
+                  r, o->path);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
 /* Reads the rows already in the output file, checks them against the grid
  * and cuts a last line left incomplete by a crash or power loss.  Returns
  * how many rows are done. */
@@ -233,7 +347,18 @@ static gboolean resume(Out *o, GError **error) {
   gboolean ok = TRUE;
   const char *p = text, *end = text + len;
   guint64 k = 0;
-  if (header) {
+  GArray *starts = g_array_new(FALSE, FALSE, sizeof(gsize)); /* of the rows, and past the last */
+  if (len > 0) {
+    const char *nl = memchr(p, '\n', (gsize)(end - p));
+    char *first = nl ? g_strndup(p, (gsize)(nl - p)) : NULL;
+    ok = first ? check_meta(o, first, error) : TRUE; /* an incomplete first line is cut */
+    if (ok && nl)
+      keep = (gsize)(nl + 1 - text), p = nl + 1;
+    else if (!nl)
+      p = end;
+    g_free(first);
+  }
+  if (ok && header && p < end) {
     const char *nl = memchr(p, '\n', (gsize)(end - p));
     if (!nl || strncmp(p, header, (gsize)(nl - p + 1)) != 0 || (gsize)(nl - p + 1) != strlen(header)) {
       g_set_error(error, SEARCH_GRID_ERROR, SEARCH_GRID_ERROR_SPEC,
@@ -265,11 +390,17 @@ static gboolean resume(Out *o, GError **error) {
     } else {
       o->count[st]++;
       k++;
+      gsize at = (gsize)(p - text);
+      g_array_append_val(starts, at);
       keep = (gsize)(nl + 1 - text);
       p = nl + 1;
     }
     g_free(line);
   }
+  g_array_append_val(starts, keep);
+  if (ok)
+    ok = recheck(o, text, (const gsize *)starts->data, k, error);
+  g_array_free(starts, TRUE);
   g_free(text);
   g_free(header);
   if (!ok)
@@ -279,10 +410,11 @@ static gboolean resume(Out *o, GError **error) {
                 g_strerror(errno));
     return FALSE;
   }
-  /* a file with no header yet: write it */
-  if (keep == 0 && o->format == SEARCH_SWEEP_CSV) {
+  /* a file cut before its header: the first line and the header again */
+  if (keep == 0 || (k == 0 && o->format == SEARCH_SWEEP_CSV && keep <= strlen(o->meta))) {
     char *h = search_sweep_header(o->grid, o->format);
-    gboolean w = write_all(o->fd, h, strlen(h));
+    gboolean w = ftruncate(o->fd, 0) == 0 && lseek(o->fd, 0, SEEK_SET) == 0 &&
+                 write_all(o->fd, o->meta, strlen(o->meta)) && (!h || write_all(o->fd, h, strlen(h)));
     g_free(h);
     if (!w) {
       g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "cannot write %s: %s", o->path,
@@ -325,7 +457,8 @@ static gboolean open_output(Out *out, const char *output, gboolean do_resume, in
       return resume(out, error);
   }
   char *header = search_sweep_header(out->grid, out->format);
-  gboolean ok = !header || write_all(out->fd, header, strlen(header));
+  gboolean ok = (!output || write_all(out->fd, out->meta, strlen(out->meta))) &&
+                (!header || write_all(out->fd, header, strlen(header)));
   if (!ok)
     g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "cannot write %s: %s",
                 output ? output : "stdout", g_strerror(errno));
@@ -388,7 +521,9 @@ int cli_sweep(int argc, char **argv) {
     goto fail;
   }
   if (format && strcmp(format, "csv") != 0 && strcmp(format, "jsonl") != 0) {
-    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --format '%s'; use csv or jsonl", format);
+    char *echo = ptd_echo(format, PTD_ECHO_MAX, FALSE);
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --format '%s'; use csv or jsonl", echo);
+    g_free(echo);
     goto fail;
   }
   fmt = format && strcmp(format, "jsonl") == 0 ? SEARCH_SWEEP_JSONL : SEARCH_SWEEP_CSV;
@@ -425,7 +560,8 @@ int cli_sweep(int argc, char **argv) {
     goto fail;
   }
   out = (Out){.grid = parse.grid, .format = fmt, .fd = STDOUT_FILENO, .path = output,
-              .total = search_grid_points(parse.grid), .progress = isatty(STDERR_FILENO) && sweep_mpi_is_writer(mpi)};
+              .total = search_grid_points(parse.grid), .progress = isatty(STDERR_FILENO) && sweep_mpi_is_writer(mpi),
+              .meta = sweep_meta(parse.grid, fmt)};
   gboolean ready = !sweep_mpi_is_writer(mpi) || open_output(&out, output, do_resume, &fd, &error);
   if (!sweep_mpi_agree(mpi, ready, &out.skipped))
     goto fail;
@@ -479,6 +615,7 @@ fail:
   if (fd >= 0 && !do_resume && out.written == 0 && output)
     g_unlink(output);
 done:
+  g_free(out.meta);
   if (fd >= 0)
     close(fd);
   g_free(format);

@@ -62,7 +62,7 @@ static double ssr(const CalibNls *r, size_t n) {
 /* One (op, ranks) group: one range, or two if a split at some size halves the
  * squared residuals (each side keeps at least 3 points and a positive alpha). */
 static gboolean fit_collective(CalibCollOp op, guint ranks, CollPoint *pts, size_t n, guint max_iter, cJSON *profile_list,
-                               cJSON *fit_list, GError **error) {
+                               cJSON *fit_list, cJSON *skipped, GError **error) {
   qsort(pts, n, sizeof *pts, cmp_point);
   double *bus = g_new(double, n), *t = g_new(double, n);
   for (size_t i = 0; i < n; i++)
@@ -85,6 +85,27 @@ static gboolean fit_collective(CalibCollOp op, guint ranks, CollPoint *pts, size
       best_hi = hi;
     }
   }
+  CalibNls ranges[2];
+  guint nr = split ? 2 : 1;
+  if (split)
+    ranges[0] = best_lo, ranges[1] = best_hi;
+  else
+    ranges[0] = one;
+  /* times that do not grow measurably with the size (all latency-bound)
+   * leave the bandwidth undetermined, as for the memory-bound classes:
+   * such a group is not fitted (the analytic model prices it) */
+  for (guint r = 0; ok && r < nr; r++)
+    if (!(ranges[r].se[1] < 0.5 * fabs(ranges[r].x[1]))) {
+      char note[160];
+      g_snprintf(note, sizeof note,
+                 "%s: %zu points up to %.0f bytes whose times do not grow measurably with size: bus bandwidth not "
+                 "determined, not fitted",
+                 what, n, pts[n - 1].bytes);
+      cJSON_AddItemToArray(skipped, cJSON_CreateString(note));
+      g_free(bus);
+      g_free(t);
+      return TRUE;
+    }
   if (ok && one.x[1] <= 0) {
     g_set_error(error, CALIB_ERROR, CALIB_ERROR_NO_CONVERGENCE,
                 "the %s fit gave a bus bandwidth of %.3g GB/s, which is not physical; check the measurements", what,
@@ -92,13 +113,7 @@ static gboolean fit_collective(CalibCollOp op, guint ranks, CollPoint *pts, size
     ok = FALSE;
   }
   if (ok) {
-    CalibNls ranges[2];
     size_t lo_i[2] = {0, split}, hi_i[2] = {split ? split - 1 : n - 1, n - 1};
-    guint nr = split ? 2 : 1;
-    if (split)
-      ranges[0] = best_lo, ranges[1] = best_hi;
-    else
-      ranges[0] = one;
     ModelCollFit mf = {(ModelCollOp)op, ranks, nr, {0}, {0}};
     cJSON *pc = cJSON_CreateObject(), *fc = cJSON_CreateObject();
     cJSON_AddStringToObject(pc, "op", calib_coll_name(op));
@@ -184,7 +199,8 @@ static gboolean fit_collectives(const CalibMeasurements *m, guint max_iter, cJSO
           g_array_append_val(pts, p);
         }
       }
-      ok = fit_collective((CalibCollOp)op, r, (CollPoint *)pts->data, pts->len, max_iter, plist, flist, error);
+      ok = fit_collective((CalibCollOp)op, r, (CollPoint *)pts->data, pts->len, max_iter, plist, flist, skipped,
+                          error);
       g_array_free(pts, TRUE);
     }
     g_array_free(ranks, TRUE);
@@ -240,7 +256,7 @@ typedef struct {
   double gap_us, hbm_GBps, l2_GBps;
   double se[3];
   double rms, max_abs;
-  char note[200];
+  char note[256];
 } MemClassFit;
 
 /* The measured points of class c: copies (bytes moved), the membound
@@ -268,6 +284,78 @@ static GArray *mem_points(const CalibMeasurements *m, ModelMemClass c) {
     }
   }
   return a;
+}
+
+/* The gap of t = gap + bytes / bw for a given bw, least squares on the
+ * relative residuals: the weighted mean of t - bytes / bw with weights
+ * 1 / t^2 (closed form), at least 0. */
+static void fit_gap(const double *sz, const double *t, guint k, double bw_GBps, CalibNls *r) {
+  double num = 0, den = 0;
+  for (guint i = 0; i < k; i++)
+    num += (t[i] - sz[i] / (bw_GBps * 1e3)) / (t[i] * t[i]), den += 1 / (t[i] * t[i]);
+  double gap = fmax(0, num / den), sq = 0;
+  r->max_abs = 0;
+  for (guint i = 0; i < k; i++) {
+    double e = (gap + sz[i] / (bw_GBps * 1e3) - t[i]) / t[i];
+    sq += e * e;
+    r->max_abs = fmax(r->max_abs, fabs(e));
+  }
+  r->x[0] = gap;
+  r->se[0] = k > 1 ? sqrt(sq / (k - 1) / den) : 0;
+  r->x[1] = bw_GBps;
+  r->se[1] = 0;
+  r->rms = sqrt(sq / k);
+}
+
+/* Class c's points (on one side of the L2's size, `in_l2`) do not determine
+ * its bandwidth: the bandwidth of that side from the base profile's class,
+ * else from the copies (another class), else, for the copies themselves,
+ * the device's theoretical HBM bandwidth; the gap fitted with it.  Nothing
+ * fitted (a note says why) where none of those is known.  Returns whether
+ * the class was fitted. */
+static gboolean undetermined_bw(const CalibMeasurements *m, ModelMemClass c, double l2_bytes, gboolean in_l2,
+                                const MemClassFit *copy, const ModelProfile *base, const double *sz, const double *t,
+                                guint k, CalibNls *r, MemClassFit *out) {
+  gboolean l2_side = l2_bytes > 0 && in_l2;
+  double bw = 0, hbm = 0, l2bw = 0;
+  const char *src = NULL;
+  if (base && base->has_membound) {
+    hbm = base->mem_hbm_bytes_per_s[c] / 1e9, l2bw = base->mem_l2_bytes_per_s[c] / 1e9;
+    src = "the base profile's class";
+  } else if (copy && copy->fitted && c != MODEL_MEM_COPY) {
+    hbm = copy->hbm_GBps, l2bw = copy->l2_GBps;
+    src = "the copies";
+  } else if (c == MODEL_MEM_COPY && m->device.hbm_GBps > 0) {
+    hbm = l2bw = m->device.hbm_GBps;
+    src = "the device's theoretical HBM bandwidth for both sides (assumption)";
+  }
+  bw = l2_side ? l2bw : hbm;
+  double span = 0;
+  for (guint i = 0; i < k; i++)
+    span = fmax(span, sz[i]);
+  if (!(bw > 0 && hbm > 0 && l2bw > 0)) {
+    g_snprintf(out->note, sizeof out->note,
+               "%u points up to %.0f bytes whose times do not grow measurably with size: bandwidth not determined, "
+               "not fitted",
+               k, span);
+    return FALSE;
+  }
+  fit_gap(sz, t, k, bw, r);
+  out->gap_us = r->x[0];
+  out->hbm_GBps = l2_bytes > 0 ? hbm : bw;
+  out->l2_GBps = l2_bytes > 0 ? l2bw : bw;
+  out->se[0] = r->se[0];
+  out->fitted = TRUE;
+  out->rms = r->rms;
+  out->max_abs = r->max_abs;
+  out->gap_us = round_sig(out->gap_us, 6);
+  out->hbm_GBps = round_sig(out->hbm_GBps, 6);
+  out->l2_GBps = round_sig(out->l2_GBps, 6);
+  g_snprintf(out->note, sizeof out->note,
+             "gap fitted on %u points up to %.0f bytes whose times do not grow measurably with size (launch-bound): "
+             "bandwidths from %s",
+             k, span, src);
+  return TRUE;
 }
 
 /* Fits class c: both bandwidths where the points reach both sides of the
@@ -335,6 +423,19 @@ static gboolean fit_mem_class(const CalibMeasurements *m, ModelMemClass c, doubl
       CalibNls r1;
       ok = calib_nls(what, line_residuals_nogap, &ld, k, 1, x0, max_iter, &r1, error);
       r.x[0] = 0, r.se[0] = 0, r.x[1] = r1.x[0], r.se[1] = r1.se[0], r.rms = r1.rms, r.max_abs = r1.max_abs;
+    }
+    /* Points whose times do not grow measurably with their size (all of
+     * them launch-bound, the bytes' share of each time below the noise)
+     * leave the bandwidth undetermined: its least-squares value is the
+     * noise's slope, anything from near zero to 1e8 GB/s.  A bandwidth
+     * whose standard error is half of it or more is not taken; the class's
+     * gap is fitted with the bandwidth from elsewhere (undetermined_bw). */
+    if (ok && k >= 3 && !(isfinite(r.x[1]) && r.x[1] > 0 && r.se[1] < 0.5 * r.x[1])) {
+      (void)undetermined_bw(m, c, l2_bytes, in_l2, copy, base, sz, t, k, &r, out);
+      g_free(sz);
+      g_free(t);
+      g_array_free(pts, TRUE);
+      return TRUE;
     }
     g_free(sz);
     g_free(t);

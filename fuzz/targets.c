@@ -5,15 +5,17 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "../base/jsonutil.h"
 #include "../calibrate/measurements.h"
+#include "../fit/fit.h"
 #include "../search/grid.h"
 #include "../traces/report.h"
 #include "../traces/runner.h"
 
-static const char *const names[FUZZ_N_TARGETS] = {"cluster", "profile", "measurements", "trace", "sweep"};
+static const char *const names[FUZZ_N_TARGETS] = {"cluster", "profile", "measurements", "trace", "sweep", "trace-gz", "fit"};
 
 const char *fuzz_target_name(FuzzTarget t) { return t < FUZZ_N_TARGETS ? names[t] : NULL; }
 
@@ -31,8 +33,23 @@ const char *const *fuzz_target_seeds(FuzzTarget t) {
                                          "calibrate/profiles/h100-sxm5-80gb.json",
                                          "calibrate/profiles/v100-sxm2-16gb.json", "calibrate/profiles/ideal.json",
                                          NULL};
+  /* what GPUs measured and what was transcribed from publications */
+  static const char *const measurements[] = {"calibrate/measurements/h100-sxm5-80gb-gemm-shards.json",
+                                             "calibrate/measurements/h100-sxm5-80gb-sc21.json",
+                                             "calibrate/measurements/h200-sxm-141gb-sc21.json",
+                                             "calibrate/published/h100-flash-attention-fa3.json", NULL};
+  /* the fit: those, and the project's own synthetic seed */
+  static const char *const fit[] = {"calibrate/measurements/h100-sxm5-80gb-gemm-shards.json",
+                                    "calibrate/measurements/h100-sxm5-80gb-sc21.json",
+                                    "calibrate/measurements/h200-sxm-141gb-sc21.json",
+                                    "calibrate/published/h100-flash-attention-fa3.json",
+                                    "fuzz/seeds/measurements/synthetic-small.json", NULL};
   static const char *const none[] = {NULL};
-  return t == FUZZ_CLUSTER ? clusters : t == FUZZ_PROFILE ? profiles : none;
+  return t == FUZZ_CLUSTER        ? clusters
+         : t == FUZZ_PROFILE      ? profiles
+         : t == FUZZ_MEASUREMENTS ? measurements
+         : t == FUZZ_FIT          ? fit
+                                  : none;
 }
 
 void fuzz_init(void) { g_log_set_always_fatal(G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING | G_LOG_FATAL_MASK); }
@@ -77,24 +94,70 @@ static const ModelProfile *a100(void) {
   return p;
 }
 
-/* The input as a file, for the readers that take a path: one per process,
- * rewritten for each input. */
-static const char *as_file(const guint8 *data, gsize size) {
-  static char *path;
-  if (!path) {
-    int fd = g_file_open_tmp("ptdsim-fuzz-XXXXXX.json", &path, NULL);
-    g_assert_cmpint(fd, >=, 0);
-    close(fd);
-  }
+/* The input as a file, for the readers that take a path: in a private
+ * folder of one per process, with the name `name`; removed again by
+ * done_with_file after each input, so that nothing is left behind. */
+static char *as_file(const guint8 *data, gsize size, const char *name) {
+  static char *dir;
+  if (!dir) {
+    dir = g_dir_make_tmp("ptdsim-fuzz-XXXXXX", NULL);
+    g_assert_nonnull(dir);
+  } else
+    g_assert_true(g_mkdir(dir, 0700) == 0); /* the same name again: it was removed with the last input */
+  char *path = g_build_filename(dir, name, NULL);
   g_assert_true(g_file_set_contents(path, (const char *)data, (gssize)size, NULL));
   return path;
 }
 
+static void done_with_file(char *path) {
+  char *dir = g_path_get_dirname(path);
+  g_unlink(path);
+  g_rmdir(dir); /* empty again: made anew for the next input */
+  g_free(dir);
+  g_free(path);
+}
+
+/* ptdsim fit on the measurements, with the A100's profile as the base: an
+ * accepted fit must give a profile that loads (the fit once made a
+ * bandwidth of 2e8 GB/s from the project's own seed). */
+static void fit_check(const CalibMeasurements *m) {
+  static ModelProfile *base;
+  static cJSON *base_json;
+  if (!base) {
+    GError *error = NULL;
+    char *path = ptd_data_resolve("calibrate/profiles", "a100-sxm4-80gb", "profile", &error);
+    g_assert_no_error(error);
+    base_json = ptd_json_load(path, &error);
+    g_assert_no_error(error);
+    base = model_profile_from_json(base_json, path, &error);
+    g_assert_no_error(error);
+    g_free(path);
+  }
+  CalibFitOptions fo = {.name = "fuzz", .measurements_path = "fuzz.json", .base = base, .base_json = base_json,
+                        .max_iterations = 50};
+  GError *error = NULL;
+  cJSON *prof = calib_fit(m, &fo, &error);
+  if (prof) {
+    char *text = cJSON_Print(prof);
+    cJSON *back = ptd_json_parse(text, strlen(text), "fitted.json", &error);
+    ModelProfile *p = back ? model_profile_from_json(back, "fitted.json", &error) : NULL;
+    if (!p) {
+      fprintf(stderr, "fuzz: the fit made a profile that does not load: %s\n", error ? error->message : "?");
+      abort();
+    }
+    model_profile_free(p);
+    cJSON_Delete(back);
+    cJSON_free(text);
+    cJSON_Delete(prof);
+  }
+  g_clear_error(&error);
+}
+
 void fuzz_target_run(FuzzTarget t, const guint8 *data, gsize size) {
   GError *error = NULL;
-  if (t == FUZZ_TRACE || t == FUZZ_SWEEP) {
-    const char *path = as_file(data, size);
-    if (t == FUZZ_TRACE) {
+  if (t == FUZZ_TRACE || t == FUZZ_TRACE_GZ || t == FUZZ_SWEEP) {
+    char *path = as_file(data, size, t == FUZZ_TRACE_GZ ? "trace.json.gz" : "input.json");
+    if (t == FUZZ_TRACE || t == FUZZ_TRACE_GZ) {
       cJSON *request = NULL, *run = trace_read(path, &request, NULL, &error);
       cJSON_Delete(run);
       cJSON_Delete(request);
@@ -104,6 +167,7 @@ void fuzz_target_run(FuzzTarget t, const guint8 *data, gsize size) {
         (void)search_grid_points(g);
       search_grid_free(g);
     }
+    done_with_file(path);
     g_clear_error(&error);
     return;
   }
@@ -122,8 +186,12 @@ void fuzz_target_run(FuzzTarget t, const guint8 *data, gsize size) {
     if (p)
       small_run(selene(), p);
     model_profile_free(p);
-  } else if (root && t == FUZZ_MEASUREMENTS)
-    calib_measurements_free(calib_measurements_from_json(root, "fuzz.json", &error));
+  } else if (root && (t == FUZZ_MEASUREMENTS || t == FUZZ_FIT)) {
+    CalibMeasurements *m = calib_measurements_from_json(root, "fuzz.json", &error);
+    if (m && t == FUZZ_FIT)
+      fit_check(m);
+    calib_measurements_free(m);
+  }
   cJSON_Delete(root);
   g_clear_error(&error);
 }

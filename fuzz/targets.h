@@ -1,6 +1,6 @@
 /* ptdsim — the fuzz targets: every reader of a file a user hands ptdsim
- * (clusters, device profiles, calibration measurements, traces, sweep
- * files), fed arbitrary bytes.  The same entry points serve libFuzzer
+ * (clusters, device profiles, calibration measurements and the fit made
+ * of them, traces plain and gzip, sweep files), fed arbitrary bytes.  The same entry points serve libFuzzer
  * (fuzz_main.c, built by tools/fuzz with clang) and the regression test
  * (tests/test_fuzz_corpus.c, built by every compiler), which replays the
  * shipped files and fuzz/regressions/TARGET/ through them. */
@@ -8,7 +8,19 @@
 
 #include <glib.h>
 
-typedef enum { FUZZ_CLUSTER, FUZZ_PROFILE, FUZZ_MEASUREMENTS, FUZZ_TRACE, FUZZ_SWEEP, FUZZ_N_TARGETS } FuzzTarget;
+/* trace-gz: the bytes as a gzip trace file (NAME.json.gz), as report and
+ * figure --from-traces read them; fit: measurements fitted into a profile
+ * on the A100's (ptdsim fit's default base for them), which must load. */
+typedef enum {
+  FUZZ_CLUSTER,
+  FUZZ_PROFILE,
+  FUZZ_MEASUREMENTS,
+  FUZZ_TRACE,
+  FUZZ_SWEEP,
+  FUZZ_TRACE_GZ,
+  FUZZ_FIT,
+  FUZZ_N_TARGETS
+} FuzzTarget;
 
 const char *fuzz_target_name(FuzzTarget t);
 /* The target of that name, or -1. */
@@ -23,5 +35,6 @@ void fuzz_init(void);
 /* Feeds one input to the target.  Returns for any input ptdsim handles,
  * accepted or refused with an error; aborts, after a line on stderr, on a
  * defect it can see: an accepted input whose simulated run reports a
- * negative, NaN, infinite or null number (sanitizers see the rest). */
+ * negative, NaN, infinite or null number, or a fitted profile that does
+ * not load (sanitizers see the rest). */
 void fuzz_target_run(FuzzTarget t, const guint8 *data, gsize size);

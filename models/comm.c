@@ -6,6 +6,8 @@
 double model_busbw_factor(ModelCollOp op, guint ranks) {
   if (op == MODEL_COLL_SENDRECV)
     return 1;
+  if (op == MODEL_COLL_ALLTOALL)
+    return ranks > 1 ? (double)(ranks - 1) / ranks : 0;
   if (op == MODEL_COLL_BROADCAST)
     return ranks > 1 ? 1 : 0;
   if (ranks <= 1)
@@ -83,4 +85,17 @@ double model_p2p_time_s(const ModelNet *net, double bytes, gboolean same_node) {
     return model_coll_fit_time_s(fit, bytes);
   return same_node ? net->hw.p2p_latency_intra + bytes / net->hw.nvlink_p2p_bw
                    : net->hw.p2p_latency_inter + bytes / model_p2p_net_rate(&net->hw, bytes);
+}
+
+double model_alltoall_time_s(const ModelNet *net, double bytes, guint ranks, guint nodes) {
+  if (net->free_comm || ranks <= 1 || bytes <= 0)
+    return 0;
+  nodes = CLAMP(nodes, 1, ranks);
+  double n = ranks, m = n / nodes;
+  double t = (n - 1) / n * bytes / net->hw.nvlink_busbw;
+  if (nodes > 1) {
+    double per_gpu = net->hw.nic_bw * net->hw.nics_per_node / net->hw.gpus_per_node;
+    t = fmax(t, (n - m) / n * bytes / per_gpu);
+  }
+  return (nodes > 1 ? net->hw.p2p_latency_inter : net->hw.p2p_latency_intra) + t;
 }

@@ -26,7 +26,8 @@ typedef enum {
   MODEL_COLL_ALLGATHER,
   MODEL_COLL_REDUCESCATTER,
   MODEL_COLL_SENDRECV,
-  MODEL_COLL_BROADCAST
+  MODEL_COLL_BROADCAST,
+  MODEL_COLL_ALLTOALL
 } ModelCollOp;
 
 /* A collective measured on one node and fitted by `ptdsim fit` (a profile's
@@ -67,6 +68,17 @@ double model_busbw_factor(ModelCollOp op, guint ranks);
  * NULL, receives the protocol chosen. */
 double model_collective_time_s(const ModelNet *net, ModelCollOp op, double bytes, guint ranks, guint nodes,
                                TopoProto *proto_out);
+/* Seconds for one all-to-all of `bytes` per rank (nccl-tests' size: each
+ * rank's send buffer, bytes / n to every rank) over `ranks` GPUs spread
+ * evenly over `nodes` nodes.  NCCL runs it as a send and a receive to every
+ * peer at once (src/collectives/all_to_all, grouped point-to-point), and
+ * since v2.12 sends across nodes through the peer's rail with PXN: so every
+ * byte leaving the GPU crosses its NVLink, (n-1)/n of the buffer at the
+ * node's NVLink bus bandwidth, and the (n - m)/n bound for the other nodes
+ * (m ranks per node) leave through the node's NICs, a GPU's share of them each:
+ *   time = p2p latency + max((n-1)/n S / nvlink, (n - m)/n S / (NICs x rate / G)).
+ * busbw = algbw (n-1)/n, as nccl-tests reports it. */
+double model_alltoall_time_s(const ModelNet *net, double bytes, guint ranks, guint nodes);
 /* Seconds for one point-to-point transfer of `bytes`.  Across nodes NCCL
  * (v2.12, src/group.cc and src/graph/paths.cc) cuts a send into pieces of
  * 512 KiB to 2 MiB dealt round-robin over the peer's channels (2 by

@@ -64,7 +64,11 @@ static void linear(Acc *a, guint64 m, guint64 n, guint64 k, gboolean cast) {
  * key/value and context widths are all h/t and the MLP's is 4h/t. */
 typedef struct {
   guint64 bs, h, ht, qkv_t, ffn_t, heads_t, s, kv, d;
-  gboolean swiglu, rotary, flash;
+  gboolean swiglu, rotary, flash, no_mlp;
+  /* multi-head latent attention (transformer.h): the ranks, and the up
+   * projections' widths on this rank, a (dn + dr) / t and a (dn + dv) / t */
+  gboolean mla;
+  guint64 q_lora, kv_lora, rope, q_up_t, kv_up_t;
   guint cp;         /* context parallelism: q = kv = s/cp here, the ring's sequence cp times that */
   double N;  /* b*s*h: norm, dropout and residual tensors (replicated) */
   double Nm; /* b*s*f/t: MLP activation shard (the output of the activation) */
@@ -88,12 +92,31 @@ static Dims dims(const ModelShape *m, guint t, guint b, guint q, guint kv) {
   d.swiglu = m->mlp == MODEL_MLP_SWIGLU;
   d.rotary = m->position == MODEL_POSITION_ROTARY;
   d.flash = FALSE;
+  d.no_mlp = FALSE;
+  d.mla = model_is_mla(m);
+  if (d.mla) {
+    guint64 dn = model_head_dim(m), dv = m->v_dim ? m->v_dim : dn;
+    d.q_lora = m->q_lora;
+    d.kv_lora = m->kv_lora;
+    d.rope = m->rope_dim;
+    d.q_up_t = (guint64)m->heads * (dn + d.rope) / t;
+    d.kv_up_t = (guint64)m->heads * (dn + dv) / t;
+    /* the core: scores over dn + dr channels, values of dv, as one head
+     * dimension of their mean (the same FLOPs) */
+    d.d = (dn + d.rope + dv) / 2;
+    qw = (guint64)m->heads * dv;
+    kvw = qw;
+    d.ht = qw / t;
+    d.qkv_t = d.q_up_t + d.kv_up_t;
+  }
   d.cp = 1;
   d.N = (double)d.bs * d.h;
   d.Nm = (double)d.bs * d.ffn_t;
   d.Na = (double)d.heads_t * d.s * d.kv;
   d.Nc = (double)d.bs * d.ht;
   d.Nr = (double)d.bs * (qw + kvw) / t;
+  if (d.mla) /* the rotary channels: each head's query part and the one shared key */
+    d.Nr = (double)d.bs * ((double)m->heads * d.rope / t + d.rope);
   return d;
 }
 
@@ -184,7 +207,17 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
   a->seg = 0;
   memop(a, MODEL_MEM_NORM, 4 * d->N);           /* layernorm 1 */
   span_begin(a, &ps->tp_gemm[0]);
-  linear(a, d->bs, d->qkv_t, d->h, TRUE);       /* QKV, bias in the epilogue */
+  if (d->mla) { /* down-projections (whole on every rank), their norms, up-projections (split) */
+    linear(a, d->bs, d->q_lora ? d->q_lora : d->q_up_t, d->h, TRUE);
+    if (d->q_lora) {
+      memop(a, MODEL_MEM_NORM, 4.0 * d->bs * d->q_lora);
+      linear(a, d->bs, d->q_up_t, d->q_lora, TRUE);
+    }
+    linear(a, d->bs, d->kv_lora + d->rope, d->h, FALSE);
+    memop(a, MODEL_MEM_NORM, 4.0 * d->bs * d->kv_lora);
+    linear(a, d->bs, d->kv_up_t, d->kv_lora, TRUE);
+  } else
+    linear(a, d->bs, d->qkv_t, d->h, TRUE);     /* QKV, bias in the epilogue */
   span_end(a, &ps->tp_gemm[0]);
   if (d->rotary)
     memop(a, MODEL_MEM_POINTWISE, 4 * d->Nr); /* rotary embedding of Q and K */
@@ -204,6 +237,11 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
     memop(a, MODEL_MEM_POINTWISE, 6 * d->N);    /* residual add */
   }
   memop(a, MODEL_MEM_NORM, 4 * d->N);           /* layernorm 2 */
+  if (d->no_mlp) { /* an MoE layer: its MLP block is costed apart (moe.h) */
+    a->seg = 2;
+    memop(a, MODEL_MEM_POINTWISE, 7 * d->N);    /* the closing dropout-add */
+    return;
+  }
   span_begin(a, &ps->tp_gemm[2]);
   if (d->swiglu) {
     linear(a, d->bs, 2 * d->ffn_t, d->h, TRUE); /* MLP gate and up, h -> 2f */
@@ -256,6 +294,8 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
     memop(a, MODEL_MEM_POINTWISE, 5 * d->N);    /* dropout */
     memop(a, MODEL_MEM_NORM, 4 * d->N);         /* bias gradient (a column reduction) */
   }
+  if (d->no_mlp)
+    goto attention;
   span_begin(a, &ps->tp_gemm[0]);
   linear(a, d->bs, d->ffn_t, d->h, TRUE);       /* MLP 4h -> h: dgrad */
   span_end(a, &ps->tp_gemm[0]);
@@ -278,6 +318,7 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
     wlinear(a, d->h, d->ffn_t, d->bs);    /*                wgrad */
     span_end(a, &ps->tp_gemm[1]);
   }
+attention:
   a->seg = 1;                                   /* --- all-reduce --- */
   memop(a, MODEL_MEM_NORM, 12 * d->N);          /* layernorm 2, residual sum */
   if (fused)
@@ -316,10 +357,28 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
   }
   if (d->rotary)
     memop(a, MODEL_MEM_POINTWISE, 4 * d->Nr); /* rotary embedding's gradient */
+  if (d->mla) { /* the up-projections', the norms' and the down-projections' gradients */
+    linear(a, d->bs, d->kv_lora, d->kv_up_t, TRUE);
+    linear(a, d->kv_up_t, d->kv_lora, d->bs, FALSE);
+    memop(a, MODEL_MEM_NORM, 6.0 * d->bs * d->kv_lora);
+    linear(a, d->bs, d->h, d->kv_lora + d->rope, TRUE);
+    linear(a, d->kv_lora + d->rope, d->h, d->bs, FALSE);
+    guint64 qd = d->q_lora ? d->q_lora : d->q_up_t;
+    if (d->q_lora) {
+      linear(a, d->bs, d->q_lora, d->q_up_t, TRUE);
+      linear(a, d->q_up_t, d->q_lora, d->bs, FALSE);
+      memop(a, MODEL_MEM_NORM, 6.0 * d->bs * d->q_lora);
+    }
+    linear(a, d->bs, d->h, qd, TRUE);
+    span_begin(a, &ps->tp_gemm[3]);
+    linear(a, qd, d->h, d->bs, FALSE);
+    span_end(a, &ps->tp_gemm[3]);
+  } else {
   linear(a, d->bs, d->h, d->qkv_t, TRUE);       /* QKV: dgrad */
   span_begin(a, &ps->tp_gemm[3]);
   wlinear(a, d->qkv_t, d->h, d->bs);      /*      wgrad */
   span_end(a, &ps->tp_gemm[3]);
+  }
   a->seg = 2;                                   /* --- all-reduce --- */
   memop(a, MODEL_MEM_NORM, 12 * d->N);          /* layernorm 1, residual sum */
 }
@@ -330,7 +389,7 @@ static void ideal_pass(const ModelProfile *p, guint b, guint q, double scale, Mo
 
 static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens, guint context,
                        gboolean fused, gboolean fused_softmax, gboolean sp, gboolean use_flash, gboolean fp8,
-                       guint cp, ModelLayerCost *out) {
+                       guint cp, gboolean no_mlp, ModelLayerCost *out) {
   *out = (ModelLayerCost){0};
   cp = MAX(cp, 1u);
   guint local = tokens / cp; /* the rank's tokens (context parallelism splits the sequence) */
@@ -350,6 +409,14 @@ static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guin
     out->bwd.flops = 2 * out->fwd.flops;
     out->fwd.core = (ModelSpan){0, 0, out->core.seg_s[0]};
     out->bwd.core = (ModelSpan){0, 0, 2 * out->core.seg_s[0]};
+    if (no_mlp) { /* the attention block: its share of the dense layer's FLOPs */
+      double mlp = 2.0 * b * tokens * (double)m->hidden * model_ffn(m) * (m->mlp == MODEL_MLP_SWIGLU ? 3.0 : 2.0);
+      double keep = 1.0 - mlp / model_slice_forward_flops(m, b, tokens, context);
+      out->fwd.seg_s[0] *= keep;
+      out->bwd.seg_s[0] *= keep;
+      out->fwd.flops *= keep;
+      out->bwd.flops *= keep;
+    }
     return;
   }
   Dims d = dims(m, t, b, local, local + context);
@@ -357,6 +424,7 @@ static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guin
   if (sp)
     d.N /= t; /* the sequence-parallel region: s/t of the tokens */
   d.flash = use_flash;
+  d.no_mlp = no_mlp;
   Acc f = {p, &out->fwd, 0, fp8, FALSE}, g = {p, &out->bwd, 0, fp8, TRUE}, c = {p, &out->core, 0, fp8, FALSE};
   forward(&f, &d, fused, fused_softmax);
   backward(&g, &d, fused, fused_softmax);
@@ -367,7 +435,7 @@ static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guin
  * kernel and its shape rules, so `fused` applies to the softmax as given. */
 void model_layer_slice_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens,
                             guint context, gboolean fused, ModelLayerCost *out) {
-  layer_cost(p, m, t, b, tokens, context, fused, fused, FALSE, FALSE, FALSE, 1, out);
+  layer_cost(p, m, t, b, tokens, context, fused, fused, FALSE, FALSE, FALSE, 1, FALSE, out);
 }
 
 gboolean model_softmax_fused(const ModelShape *m, guint t, guint b, gboolean fusion) {
@@ -384,7 +452,14 @@ void model_layer_cost_with(const ModelProfile *p, const ModelShape *m, guint t, 
                            ModelLayerCost *out) {
   gboolean flash_core = o->attention == MODEL_ATTENTION_FLASH;
   layer_cost(p, m, t, b, m->seq_len, 0, o->fused, !flash_core && !model_softmax_fp32(m, t, b, o),
-             o->sequence_parallel, flash_core, o->fp8, o->cp, out);
+             o->sequence_parallel, flash_core, o->fp8, o->cp, FALSE, out);
+}
+
+void model_layer_attention_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b,
+                                const ModelLayerOptions *o, ModelLayerCost *out) {
+  gboolean flash_core = o->attention == MODEL_ATTENTION_FLASH;
+  layer_cost(p, m, t, b, m->seq_len, 0, o->fused, !flash_core && !model_softmax_fp32(m, t, b, o),
+             o->sequence_parallel, flash_core, o->fp8, o->cp, TRUE, out);
 }
 
 void model_layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, gboolean fused,
@@ -464,7 +539,7 @@ guint64 model_layer_local_params(const ModelShape *m, guint t) {
    * biases and the norms are replicated.  GPT: QKV 3h^2/t + 3h/t,
    * projection h^2/t + h, MLP 4h^2/t + 4h/t and 4h^2/t + h, layernorms 4h. */
   return l.qkv / t + (l.proj - l.row_bias) / t + l.row_bias + l.up / t + (l.down - l.row_bias) / t + l.row_bias +
-         2 * l.norm;
+         2 * l.norm + l.replicated;
 }
 
 guint64 model_stage_params(const ModelShape *m, guint t, guint p, guint stage, guint layers) {

@@ -103,6 +103,13 @@ typedef struct {
  * a rank passes on at each step. */
 void model_layer_cost_with(const ModelProfile *p, const ModelShape *m, guint t, guint b, const ModelLayerOptions *o,
                            ModelLayerCost *out);
+/* The same layer without its MLP: the attention block of an MoE layer
+ * (whose MLP block is models/moe.h's), its norms and residual adds kept;
+ * forward: attention | layernorm 2 and the dropout-add | the closing
+ * dropout-add, backward: the closing dropout-add | layernorm 2 and the
+ * attention | layernorm 1. */
+void model_layer_attention_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b,
+                                const ModelLayerOptions *o, ModelLayerCost *out);
 /* Whether the fp32 softmax chain runs for these options (its output is kept
  * in fp32: memory.h). */
 gboolean model_softmax_fp32(const ModelShape *m, guint t, guint b, const ModelLayerOptions *o);

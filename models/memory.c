@@ -14,7 +14,17 @@ double model_layer_activation_bytes(const ModelShape *m, guint t, guint b, gbool
    * up outputs and its own, 6f); 24 for GPT. */
   double qw = (double)m->heads * model_head_dim(m), kvw = (double)model_groups(m) * model_head_dim(m);
   double sharded = (4.0 * (qw + kvw) + (m->mlp == MODEL_MLP_SWIGLU ? 6.0 : 4.0) * model_ffn(m)) / h;
-  return s * b * h * (10.0 + sharded / t + (fp32_softmax ? 7.0 : 5.0) * a * s / (h * t));
+  double latents = 0;
+  if (model_is_mla(m)) {
+    /* multi-head latent attention: queries and keys of dn + dr channels per
+     * head, values and context of dv (2 bytes each, split over t), and the
+     * latents every rank holds whole, before and after their norms: the
+     * query's q_lora and the key/value's kv_lora + dr */
+    double dn = model_head_dim(m), dqk = dn + m->rope_dim, dv = m->v_dim ? m->v_dim : dn;
+    sharded = (2.0 * a * (2.0 * dqk + 2.0 * dv) + (m->mlp == MODEL_MLP_SWIGLU ? 6.0 : 4.0) * model_ffn(m)) / h;
+    latents = 4.0 * ((double)m->q_lora + m->kv_lora + m->rope_dim) / h;
+  }
+  return s * b * h * (10.0 + latents + sharded / t + (fp32_softmax ? 7.0 : 5.0) * a * s / (h * t));
 }
 
 void model_memory(const ModelShape *m, const ModelMemoryRequest *r, ModelMemory *out) {

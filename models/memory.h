@@ -27,6 +27,10 @@
  * replicated part (10 -> 8 s b h), the context (a d) and the MLP's down
  * projection input (f); and each weight's FP8 copy and transpose, 2 bytes
  * per linear parameter.
+ * Multi-head latent attention (transformer.h) keeps its queries and keys
+ * of dn + dr channels and values and context of dv per head over t, and
+ * its latents whole: 2 (a (2 (dn + dr) + 2 dv))/t + 4 (q_lora + kv_lora +
+ * dr) bytes per token in place of the 4 (a d + g d)/t.
  * Megatron's distributed optimizer shards the 12 bytes of optimizer state
  * per parameter over the d data-parallel ranks (12/d); the fp16 weights and
  * gradients stay whole.

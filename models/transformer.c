@@ -10,7 +10,42 @@ guint model_head_dim(const ModelShape *m) { return m->kv_channels ? m->kv_channe
 gboolean model_is_gpt(const ModelShape *m) {
   return model_ffn(m) == 4 * m->hidden && model_groups(m) == m->heads &&
          (guint64)model_head_dim(m) * m->heads == m->hidden && m->mlp == MODEL_MLP_GELU &&
-         m->norm == MODEL_NORM_LAYERNORM && m->position == MODEL_POSITION_LEARNED && !m->untied && !m->no_bias;
+         m->norm == MODEL_NORM_LAYERNORM && m->position == MODEL_POSITION_LEARNED && !m->untied && !m->no_bias &&
+         !model_is_moe(m) && !model_is_mla(m) && !m->qk_norm && m->mtp == 0;
+}
+
+gboolean model_is_moe(const ModelShape *m) { return m->experts > 0; }
+gboolean model_is_mla(const ModelShape *m) { return m->kv_lora > 0; }
+guint model_moe_ffn(const ModelShape *m) { return m->moe_ffn ? m->moe_ffn : model_ffn(m); }
+
+gboolean model_layer_is_moe(const ModelShape *m, guint layer) {
+  return model_is_moe(m) && layer >= m->first_dense && layer % MAX(m->moe_freq, 1u) == 0;
+}
+
+guint model_moe_layer_count(const ModelShape *m) {
+  guint n = 0;
+  for (guint i = 0; i < m->layers; i++)
+    n += model_layer_is_moe(m, i);
+  return n;
+}
+
+/* The query/key and value channels per head. */
+static guint qk_dim(const ModelShape *m) { return model_head_dim(m) + (model_is_mla(m) ? m->rope_dim : 0); }
+static guint v_dim(const ModelShape *m) { return model_is_mla(m) && m->v_dim ? m->v_dim : model_head_dim(m); }
+
+/* An MLP of width f: h -> f (2f gated) and f -> h, with biases if any. */
+static guint64 mlp_params(const ModelShape *m, guint64 f) {
+  guint64 h = m->hidden, bias = m->no_bias ? 0 : 1;
+  guint64 up = m->mlp == MODEL_MLP_SWIGLU ? 2 * f : f;
+  return h * up + bias * up + f * h + bias * h;
+}
+
+guint64 model_expert_params(const ModelShape *m) { return mlp_params(m, model_moe_ffn(m)); }
+
+guint64 model_moe_mlp_params(const ModelShape *m) {
+  guint64 E = m->experts;
+  return E * model_expert_params(m) + (m->shared_ffn ? mlp_params(m, m->shared_ffn) : 0) + E * m->hidden +
+         (m->router_bias ? E : 0);
 }
 
 guint64 model_norm_params(const ModelShape *m) {
@@ -22,19 +57,75 @@ ModelLinears model_layer_linears(const ModelShape *m) {
   guint64 q = (guint64)m->heads * d, kv = (guint64)model_groups(m) * d;
   guint64 up = m->mlp == MODEL_MLP_SWIGLU ? 2 * f : f; /* gate and up projections, or h -> f */
   guint64 bias = m->no_bias ? 0 : 1;
-  return (ModelLinears){h * (q + 2 * kv) + bias * (q + 2 * kv), q * h + bias * h, h * up + bias * up, f * h + bias * h,
-                        model_norm_params(m), bias * h};
+  ModelLinears l = {h * (q + 2 * kv) + bias * (q + 2 * kv), q * h + bias * h, h * up + bias * up, f * h + bias * h,
+                    model_norm_params(m), bias * h, m->qk_norm ? 2ull * d : 0};
+  if (model_is_mla(m)) {
+    /* DeepSeek-V3's modeling_deepseek.py: q_a_proj h x q_lora, q_a_layernorm,
+     * q_b_proj q_lora x a (dn + dr) (or q_proj h x a (dn + dr) without
+     * q_lora); kv_a_proj_with_mqa h x (kv_lora + dr), kv_a_layernorm,
+     * kv_b_proj kv_lora x a (dn + dv); o_proj a dv x h.  No biases. */
+    guint64 a = m->heads, qk = qk_dim(m), vd = v_dim(m), ql = m->q_lora, kl = m->kv_lora;
+    l.replicated = (ql ? h * ql + ql : 0) + h * (kl + m->rope_dim) + kl;
+    l.qkv = (ql ? ql : h) * a * qk + kl * a * (d + vd);
+    l.proj = a * vd * h + bias * h;
+  }
+  return l;
 }
 
 guint64 model_layer_param_count(const ModelShape *m) {
   ModelLinears l = model_layer_linears(m);
-  return l.qkv + l.proj + l.up + l.down + 2 * l.norm;
+  return l.qkv + l.proj + l.up + l.down + 2 * l.norm + l.replicated;
+}
+
+guint64 model_attention_params(const ModelShape *m) {
+  ModelLinears l = model_layer_linears(m);
+  return l.qkv + l.proj + l.replicated;
+}
+
+guint64 model_layer_params_at(const ModelShape *m, guint layer) {
+  if (!model_layer_is_moe(m, layer))
+    return model_layer_param_count(m);
+  return model_attention_params(m) + 2 * model_norm_params(m) + model_moe_mlp_params(m);
+}
+
+guint64 model_mtp_params(const ModelShape *m) {
+  guint64 h = m->hidden;
+  /* the module's layer is of the kind of the main model's last */
+  return model_layer_params_at(m, m->layers ? m->layers - 1 : 0) + 3 * model_norm_params(m) + 2 * h * h;
 }
 
 guint64 model_param_count(const ModelShape *m) {
   guint64 h = m->hidden, V = m->vocab;
   guint64 embeddings = V * h * (m->untied ? 2 : 1) + (m->position == MODEL_POSITION_LEARNED ? (guint64)m->seq_len * h : 0);
-  return (guint64)m->layers * model_layer_param_count(m) + embeddings + model_norm_params(m);
+  guint64 layers = 0;
+  if (model_is_moe(m))
+    for (guint i = 0; i < m->layers; i++)
+      layers += model_layer_params_at(m, i);
+  else
+    layers = (guint64)m->layers * model_layer_param_count(m);
+  return layers + embeddings + model_norm_params(m) + (guint64)m->mtp * model_mtp_params(m);
+}
+
+guint64 model_active_param_count(const ModelShape *m) {
+  guint64 idle = m->experts > m->topk ? (guint64)(m->experts - m->topk) * model_expert_params(m) : 0;
+  guint moe = model_moe_layer_count(m) + (m->mtp && model_layer_is_moe(m, m->layers - 1) ? m->mtp : 0);
+  return model_param_count(m) - (guint64)moe * idle;
+}
+
+/* The attention block's GEMMs: its projections (2 FLOPs per weight per
+ * token) and the core, scores 2 b q T a d_qk and over values 2 b q T a d_v
+ * for T = tokens + context keys. */
+static double attention_forward_flops(const ModelShape *m, guint b, guint tokens, guint context) {
+  double h = m->hidden, bq = (double)b * tokens;
+  if (!model_is_mla(m)) {
+    double d = model_head_dim(m), q = (double)m->heads * d, kv = (double)model_groups(m) * d;
+    return 2.0 * bq * h * (q + 2.0 * kv) + 4.0 * bq * (double)(tokens + context) * q + 2.0 * bq * q * h;
+  }
+  ModelLinears l = model_layer_linears(m);
+  double bias = m->no_bias ? 0 : 1;
+  /* the weights, less the latent norms' gains and the projection's bias */
+  double weights = (double)(l.qkv + l.proj + l.replicated) - (double)(m->kv_lora + m->q_lora) - bias * h;
+  return 2.0 * bq * weights + model_slice_attention_core_flops(m, b, tokens, context);
 }
 
 double model_slice_forward_flops(const ModelShape *m, guint b, guint tokens, guint context) {
@@ -43,10 +134,30 @@ double model_slice_forward_flops(const ModelShape *m, guint b, guint tokens, gui
     /* QKV 6bsh^2, scores 2bs^2h, attention over values 2bs^2h, projection
      * 2bsh^2, MLP 16bsh^2. */
     return 24.0 * b * tokens * h * h + 4.0 * b * tokens * (double)(tokens + context) * h;
-  double d = model_head_dim(m), q = (double)m->heads * d, kv = (double)model_groups(m) * d, f = model_ffn(m);
+  double f = model_ffn(m);
   double bq = (double)b * tokens, mlp = m->mlp == MODEL_MLP_SWIGLU ? 3.0 : 2.0; /* GEMMs of h x f */
-  return 2.0 * bq * h * (q + 2.0 * kv) + 4.0 * bq * (double)(tokens + context) * q + 2.0 * bq * q * h +
-         2.0 * bq * h * f * mlp;
+  return attention_forward_flops(m, b, tokens, context) + 2.0 * bq * h * f * mlp;
+}
+
+double model_layer_forward_flops_at(const ModelShape *m, guint layer, guint b) {
+  if (!model_layer_is_moe(m, layer))
+    return model_layer_forward_flops(m, b);
+  double bs = (double)b * m->seq_len, h = m->hidden, mlp = m->mlp == MODEL_MLP_SWIGLU ? 3.0 : 2.0;
+  return attention_forward_flops(m, b, m->seq_len, 0) + 2.0 * bs * h * m->experts +
+         2.0 * bs * h * mlp * ((double)m->topk * model_moe_ffn(m) + m->shared_ffn);
+}
+
+double model_layers_forward_flops(const ModelShape *m, guint b) {
+  double sum = 0;
+  if (!model_is_moe(m))
+    sum = (double)m->layers * model_layer_forward_flops(m, b);
+  else
+    for (guint i = 0; i < m->layers; i++)
+      sum += model_layer_forward_flops_at(m, i, b);
+  if (m->mtp) /* each module: its layer and the 2h -> h projection */
+    sum += m->mtp * (model_layer_forward_flops_at(m, m->layers - 1, b) +
+                     2.0 * b * m->seq_len * 2.0 * m->hidden * m->hidden);
+  return sum;
 }
 
 double model_layer_forward_flops(const ModelShape *m, guint b) { return model_slice_forward_flops(m, b, m->seq_len, 0); }
@@ -56,6 +167,8 @@ double model_logit_forward_flops(const ModelShape *m, guint64 b) {
 }
 
 double model_slice_attention_core_flops(const ModelShape *m, guint b, guint tokens, guint context) {
+  if (model_is_mla(m))
+    return 2.0 * b * tokens * (double)(tokens + context) * m->heads * ((double)qk_dim(m) + v_dim(m));
   return 4.0 * b * tokens * (double)(tokens + context) * m->heads * model_head_dim(m);
 }
 
@@ -71,11 +184,13 @@ double model_flops_per_iteration(const ModelShape *m, guint64 global_batch) {
 }
 
 double model_hardware_flops_per_iteration(const ModelShape *m, guint64 global_batch, ModelRecompute recompute) {
-  double layers = (recompute == MODEL_RECOMPUTE_FULL ? 4.0 : 3.0) * m->layers * model_layer_forward_flops(m, 1) *
-                  (double)global_batch;
+  double passes = recompute == MODEL_RECOMPUTE_FULL ? 4.0 : 3.0;
+  double layers = model_is_moe(m) || m->mtp ? passes * model_layers_forward_flops(m, 1) * (double)global_batch
+                                            : passes * m->layers * model_layer_forward_flops(m, 1) * (double)global_batch;
   if (recompute == MODEL_RECOMPUTE_SELECTIVE)
-    layers += (double)m->layers * model_attention_core_flops(m, 1) * (double)global_batch;
-  return layers + 3.0 * model_logit_forward_flops(m, global_batch);
+    layers += (double)(m->layers + m->mtp) * model_attention_core_flops(m, 1) * (double)global_batch;
+  /* each MTP module has its own logits against the shared head */
+  return layers + 3.0 * (1.0 + m->mtp) * model_logit_forward_flops(m, global_batch);
 }
 
 double model_model_flops_per_iteration(const ModelShape *m, guint64 global_batch) {
@@ -91,6 +206,12 @@ double model_model_flops_per_iteration(const ModelShape *m, guint64 global_batch
   {.layers = (l), .hidden = (h), .heads = (a), .seq_len = (s), .vocab = (V), .ffn_hidden = (f), .query_groups = (g), \
    .mlp = MODEL_MLP_SWIGLU, .norm = MODEL_NORM_RMSNORM, .position = MODEL_POSITION_ROTARY, .untied = TRUE,           \
    .no_bias = TRUE}
+
+/* A Llama-style mixture of experts: E experts of width fe, k per token. */
+#define MOE(l, h, a, g, f, s, V, E, k, fe)                                                                            \
+  .layers = (l), .hidden = (h), .heads = (a), .seq_len = (s), .vocab = (V), .ffn_hidden = (f), .query_groups = (g),  \
+  .mlp = MODEL_MLP_SWIGLU, .norm = MODEL_NORM_RMSNORM, .position = MODEL_POSITION_ROTARY, .untied = TRUE,             \
+  .no_bias = TRUE, .experts = (E), .topk = (k), .moe_ffn = (fe)
 
 static const struct {
   const char *name;
@@ -125,6 +246,21 @@ static const struct {
      "Llama Team 2024 (The Llama 3 Herd of Models) Table 3; meta-llama/Meta-Llama-3-70B config.json"},
     {"llama3-405b", LLAMA(126, 16384, 128, 8, 53248, 8192, 128256),
      "Llama Team 2024 (The Llama 3 Herd of Models) Table 3; meta-llama/Llama-3.1-405B config.json"},
+    /* Mixtures of experts.  The sequence length is the one their pretraining
+     * (and Megatron-Core's examples) use, 4096, not the longest context. */
+    {"mixtral-8x7b", {MOE(32, 4096, 32, 8, 14336, 4096, 32000, 8, 2, 14336)},
+     "Jiang et al. 2024 (Mixtral of Experts) Table 1; mistralai/Mixtral-8x7B-v0.1 config.json"},
+    {"mixtral-8x22b", {MOE(56, 6144, 48, 8, 16384, 4096, 32000, 8, 2, 16384)},
+     "mistralai/Mixtral-8x22B-v0.1 config.json"},
+    {"deepseek-v3",
+     {MOE(61, 7168, 128, 0, 18432, 4096, 129280, 256, 8, 2048), .kv_channels = 128, .shared_ffn = 2048,
+      .first_dense = 3, .router_bias = TRUE, .q_lora = 1536, .kv_lora = 512, .rope_dim = 64, .v_dim = 128, .mtp = 1},
+     "DeepSeek-AI 2024 (DeepSeek-V3 Technical Report) sections 2 and 4.2; deepseek-ai/DeepSeek-V3 config.json"},
+    {"qwen3-30b-a3b", {MOE(48, 2048, 32, 4, 6144, 4096, 151936, 128, 8, 768), .kv_channels = 128, .qk_norm = TRUE},
+     "Qwen Team 2025 (Qwen3 Technical Report) Table 2; Qwen/Qwen3-30B-A3B config.json"},
+    {"qwen3-235b-a22b",
+     {MOE(94, 4096, 64, 4, 12288, 4096, 151936, 128, 8, 1536), .kv_channels = 128, .qk_norm = TRUE},
+     "Qwen Team 2025 (Qwen3 Technical Report) Table 2; Qwen/Qwen3-235B-A22B config.json"},
 };
 
 const char *const *model_names(void) {

@@ -50,6 +50,29 @@ typedef struct {
   ModelPosition position;
   gboolean untied;      /* the logit layer has its own weights */
   gboolean no_bias;     /* linear layers without biases (Megatron's --disable-bias-linear) */
+  /* Mixture of experts (0 experts: every layer dense).  An MoE layer's MLP
+   * is a router (h x E, no bias) choosing k of E routed experts per token,
+   * each a SwiGLU (or GeLU) MLP of width moe_ffn, plus shared experts of
+   * total width shared_ffn that every token passes (DeepSeek: n_shared x
+   * moe_ffn).  Layer i (from 0) is MoE when i >= first_dense and
+   * i % moe_freq == 0 (Megatron-Core's --moe-layer-freq as an integer, and
+   * DeepSeek's first_k_dense_replace). */
+  guint experts;      /* E */
+  guint topk;         /* k */
+  guint moe_ffn;      /* width of one routed expert; 0: f */
+  guint shared_ffn;   /* width of the shared experts together; 0: none */
+  guint moe_freq;     /* 0 or 1: every layer from first_dense */
+  guint first_dense;  /* the first layers that stay dense */
+  gboolean router_bias; /* a per-expert score bias (DeepSeek-V3's e_score_correction_bias): E per MoE layer */
+  gboolean qk_norm;     /* RMSNorm over each query and key head (Qwen3): 2 d per layer */
+  /* Multi-head latent attention (DeepSeek-V2/V3; kv_lora > 0): queries
+   * through a rank q_lora down-projection (0: none) and its RMSNorm, keys
+   * and values through a shared kv_lora latent and its RMSNorm plus one
+   * rope_dim rotary key shared by all heads; per head kv_channels
+   * (qk_nope_head_dim) + rope_dim channels of query and key, v_dim of value.
+   * query_groups does not apply. */
+  guint q_lora, kv_lora, rope_dim, v_dim;
+  guint mtp;            /* multi-token prediction modules (DeepSeek-V3: 1) */
 } ModelShape;
 
 /* The shape's values with the defaults filled in. */
@@ -91,7 +114,7 @@ double model_slice_forward_flops(const ModelShape *m, guint b, guint tokens, gui
 /* Forward FLOPs of the logit layer for b sequences: 2 b s h V. */
 double model_logit_forward_flops(const ModelShape *m, guint64 b);
 
-/* Parameters of one transformer layer: QKV weights h (a+2g) d and biases,
+/* Parameters of one dense transformer layer: QKV weights h (a+2g) d and biases,
  * the projection a d h and bias h, the MLP's h f (x2 gated) and f h and
  * biases, two norms (2h each for layernorm, h for RMSNorm).  GPT: 12 h^2 +
  * 13 h. */
@@ -102,10 +125,47 @@ guint64 model_layer_param_count(const ModelShape *m);
  * (projection, down), h or 0, which tensor parallelism replicates. */
 typedef struct {
   guint64 qkv, proj, up, down, norm, row_bias;
+  guint64 replicated; /* attention parameters every tensor-parallel rank holds whole: MLA's down projections
+                       * and latent norms, qk-norm gains (Megatron-Core builds them duplicated) */
 } ModelLinears;
 ModelLinears model_layer_linears(const ModelShape *m);
 /* Parameters of one norm: 2h (layernorm) or h (RMSNorm). */
 guint64 model_norm_params(const ModelShape *m);
+
+/* --- mixture of experts, latent attention, multi-token prediction --- */
+
+gboolean model_is_moe(const ModelShape *m);
+gboolean model_is_mla(const ModelShape *m);
+/* Whether layer i (0-based) is an MoE layer; how many are. */
+gboolean model_layer_is_moe(const ModelShape *m, guint layer);
+guint model_moe_layer_count(const ModelShape *m);
+guint model_moe_ffn(const ModelShape *m);
+/* Parameters of one routed expert: h x moe_ffn x (3 SwiGLU, 2 GeLU)
+ * (+ biases where the shape has them). */
+guint64 model_expert_params(const ModelShape *m);
+/* Parameters of an MoE layer's MLP block: E experts, the shared experts,
+ * the router (h E) and its bias (E). */
+guint64 model_moe_mlp_params(const ModelShape *m);
+/* Parameters of the attention block of a layer (its projections and, for
+ * MLA and qk-norm, their norms; not the layer's two norms). */
+guint64 model_attention_params(const ModelShape *m);
+/* Parameters of layer i, dense or MoE. */
+guint64 model_layer_params_at(const ModelShape *m, guint layer);
+/* Parameters of one multi-token-prediction module (DeepSeek-V3 section
+ * 2.2): its transformer layer (MoE when the model is), the two RMSNorms of
+ * its inputs, the projection of their concatenation 2h -> h, and its own
+ * final norm; the embedding and output head are the main model's. */
+guint64 model_mtp_params(const ModelShape *m);
+/* Parameters one token passes through: every routed expert but k per MoE
+ * layer left out (DeepSeek-V3's "activated" count). */
+guint64 model_active_param_count(const ModelShape *m);
+/* Forward FLOPs of layer i for b sequences: the dense layer's
+ * (model_slice_forward_flops) or, for an MoE layer, attention plus the
+ * router 2bsHE, k routed experts and the shared experts. */
+double model_layer_forward_flops_at(const ModelShape *m, guint layer, guint b);
+/* Forward FLOPs of every layer, plus the MTP modules' layers and their 2h
+ * -> h projections. */
+double model_layers_forward_flops(const ModelShape *m, guint b);
 
 /* Built-in model names (gpt3-1b ... megatron-1t, llama2-7b ...);
  * NULL-terminated list. */

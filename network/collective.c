@@ -607,6 +607,45 @@ NetCollPlan *net_coll_plan_p2p(NetModel *net, const guint *src, const guint *dst
   return plan;
 }
 
+/* All-to-all (see collective.h): every ordered pair of a group, bytes / n
+ * each, in one phase; cross-node sends routed through the PXN proxy. */
+static NetCollPlan *plan_alltoall(NetModel *net, const guint *gpus, guint n, guint n_groups, double bytes,
+                                  guint64 salt) {
+  NetCollPlan *plan = plan_new(NET_ALGO_P2P, TOPO_PROTO_SIMPLE);
+  if (bytes <= 0 || n < 2)
+    return plan;
+  guint G = topo_fabric_gpus_per_node(net->fabric);
+  double piece = bytes / n;
+  gboolean inter = FALSE;
+  for (guint i = 0; i < (guint64)n * n_groups && !inter; i++)
+    inter |= gpus[i] / G != gpus[(i / n) * n] / G;
+  Phase *ph = phase_new(plan, 0, 0, 1);
+  guint channels = inter ? topo_p2p_channels(&net->nccl, piece) : 1;
+  if (inter && net->nccl.p2p_channel_bw > 0)
+    ph->min_xfer_s = piece / (channels * net->nccl.p2p_channel_bw);
+  double path_lat = 0;
+  for (guint g = 0; g < n_groups; g++)
+    for (guint a = 0; a < n; a++)
+      for (guint q = 1; q < n; q++) {
+        guint src = gpus[(gsize)g * n + a], dst = gpus[(gsize)g * n + (a + q) % n];
+        if (src == dst)
+          continue;
+        Flow *f = flow_new(ph, piece);
+        guint64 hash = edge_hash(salt, q, src, dst);
+        if (src / G == dst / G)
+          path_lat = fmax(path_lat, topo_fabric_route(net->fabric, src, dst, hash, f->hops));
+        else {
+          guint proxy = (src / G) * G + dst % G; /* PXN: the local GPU on the destination's rail */
+          double lat = proxy != src ? topo_fabric_route(net->fabric, src, proxy, hash, f->hops) : 0;
+          path_lat = fmax(path_lat, lat + topo_fabric_route(net->fabric, proxy, dst, hash, f->hops));
+        }
+        if (net->side && net->side[src] < 2 && net->side[dst] < 2 && net->side[src] != net->side[dst])
+          plan->crossing_bytes[net->side[src]] += piece;
+      }
+  ph->latency_s = (inter ? net->nccl.p2p_latency_inter : net->nccl.p2p_latency_intra) + path_lat;
+  return plan;
+}
+
 static void net_run_reset(NetRun *r);
 
 void net_model_drop_probe(NetModel *net) { g_clear_pointer(&net->probe, net_run_free); }
@@ -644,6 +683,8 @@ void net_coll_plan_links(const NetCollPlan *plan, GArray *links) {
 
 NetCollPlan *net_coll_plan(NetModel *net, NetCollOp op, NetCollAlgo algo, int proto, const guint *gpus, guint n,
                            guint n_groups, double bytes, guint64 salt, GError **error) {
+  if (op == NET_OP_ALLTOALL)
+    return plan_alltoall(net, gpus, n, n_groups, bytes, salt);
   if (op == NET_OP_SENDRECV) {
     /* nccl-tests' sendrecv: every rank sends to the next and receives from
      * the previous. */

@@ -22,6 +22,14 @@
  *    of each 1/m shard across nodes (one ring per local rank, on its rail),
  *    all-gather inside each node.
  *  - p2p (send/receive): one flow per pair.
+ *  - all-to-all: NCCL's grouped send/receive to every peer at once, each
+ *    rank sending bytes / n to each other rank, one phase of one flow per
+ *    ordered pair (with NCCL's per-channel cap on each send across nodes).
+ *    Across nodes with PXN (NCCL >= 2.12, on by default: "Doubling all2all
+ *    performance with NCCL 2.12", NVIDIA technical blog, 2022) a send first
+ *    crosses NVLink to the GPU of its own node with the destination's local
+ *    index, whose NIC is on the destination's rail, so the inter-node part
+ *    stays on one rail: the flow's route is the NVLink hop then the rail.
  *  - nvls (all-reduce, all-gather, reduce-scatter inside one NVLink domain,
  *    where the cluster's nccl block has "nvls"): NVLink SHARP, the switch
  *    reduces and multicasts.  One phase of NCCL's NVLS latency, then per GPU
@@ -41,7 +49,7 @@
 #include "../topologies/cluster.h"
 #include "../topologies/fabric.h"
 
-typedef enum { NET_OP_ALLREDUCE, NET_OP_ALLGATHER, NET_OP_REDUCESCATTER, NET_OP_SENDRECV } NetCollOp;
+typedef enum { NET_OP_ALLREDUCE, NET_OP_ALLGATHER, NET_OP_REDUCESCATTER, NET_OP_SENDRECV, NET_OP_ALLTOALL } NetCollOp;
 typedef enum { NET_ALGO_AUTO, NET_ALGO_RING, NET_ALGO_TREE, NET_ALGO_HIER, NET_ALGO_P2P, NET_ALGO_NVLS } NetCollAlgo;
 
 #define NET_COLL_ERROR (net_coll_error_quark())

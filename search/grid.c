@@ -274,6 +274,9 @@ gboolean search_grid_add_option(SearchGrid *g, SearchOptId id, const char *spec,
       g_string_free(list, TRUE);
     }
   }
+  /* a value wrong on its own (--tokens NaN) is wrong for every row */
+  for (guint i = 0; ok && i < m->values->len; i++)
+    ok = search_value_check(id, g_ptr_array_index(m->values, i), error);
   g_free(what);
   return keep_member(g, m, ok);
 }
@@ -659,4 +662,37 @@ gboolean search_grid_point(const SearchGrid *g, guint64 k, SearchConfig *cfg, co
   *cluster = mach->cluster;
   *profile = mach->profile;
   return TRUE;
+}
+
+/* The first 16 hex digits of a file's SHA-256, or "unreadable". */
+static char *short_sha256(const char *path) {
+  char *text = NULL;
+  gsize len = 0;
+  if (!path || !g_file_get_contents(path, &text, &len, NULL))
+    return g_strdup("unreadable");
+  char *sum = g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)text, len);
+  g_free(text);
+  sum[16] = '\0';
+  return sum;
+}
+
+char *search_grid_inputs(const SearchGrid *g) {
+  GString *s = g_string_new(NULL);
+  GHashTable *seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+  for (guint i = 0; i < g->machines->len; i++) {
+    const Machine *m = g_ptr_array_index(g->machines, i);
+    if (!m)
+      continue;
+    const char *kinds[2] = {"cluster", "profile"}, *paths[2] = {m->cluster->path, m->profile->path};
+    for (guint j = 0; j < 2; j++) {
+      char *base = g_path_get_basename(paths[j] ? paths[j] : "?"), *sum = short_sha256(paths[j]);
+      char *entry = g_strdup_printf("%s %s sha256 %s", kinds[j], base, sum);
+      if (g_hash_table_add(seen, entry))
+        g_string_append_printf(s, "%s%s", s->len ? ", " : "", entry);
+      g_free(base);
+      g_free(sum);
+    }
+  }
+  g_hash_table_destroy(seen);
+  return g_string_free(s, FALSE);
 }

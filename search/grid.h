@@ -69,3 +69,9 @@ const char *search_grid_value(const SearchGrid *g, guint64 k, guint c);
  * grid; safe to share between threads, read-only). */
 gboolean search_grid_point(const SearchGrid *g, guint64 k, SearchConfig *cfg, const TopoCluster **cluster,
                            const ModelProfile **profile, GError **error);
+
+/* The files the grid's machines were made of, each once, in order, with
+ * the first 16 hex digits of its SHA-256: "cluster selene.json sha256
+ * ce77e17332b7420e, profile a100-sxm4-80gb.json sha256 c531840120608dec"
+ * (after search_grid_prepare).  A sweep's output file records it. */
+char *search_grid_inputs(const SearchGrid *g);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../base/jsonutil.h"
+#include "../base/text.h"
 #include "../base/units.h"
 
 static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", "terapipe", "zb-h1", "zb-h2",
@@ -14,11 +15,14 @@ static const char *const recomputes[] = {"full", "selective", "none", NULL};
 static const char *const ddps[] = {"local", "torch", NULL};
 static const char *const networks[] = {"flow", "analytic", NULL};
 static const char *const placements[] = {"tp-dp-pp", "dp-outermost", "misaligned", NULL};
+static const char *const fsdp_dtypes[] = {"fp32", "bf16", NULL};
+static const char *const fsdp_reshards[] = {"default", "always", "never", NULL};
 static const char *const workloads[] = {"gpt", "layers", NULL};
 static const char *const norms[] = {"layernorm", "rmsnorm", NULL};
 static const char *const positions[] = {"learned", "rope", NULL};
 static const char *const attentions[] = {"flash", "fused", "unfused", NULL};
 static const char *const precisions[] = {"fp16", "bf16", "fp8", NULL};
+static const char *const dispatchers[] = {"alltoall", "allgather", NULL};
 static const char *const checkpoints[] = {"sync", "async", NULL};
 
 static const SearchOption options[SEARCH_N_OPTIONS] = {
@@ -190,6 +194,37 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                                          "The distributed optimizer's parameter all-gather overlapped with the next "
                                          "forward, layer by layer (needs --distributed-optimizer and --ddp torch)",
                                          NULL},
+    [SEARCH_OPT_NUM_EXPERTS] = {"num-experts", SEARCH_OPT_COUNT, "E",
+                                "Routed experts per MoE layer (Megatron's --num-experts; default: the model's, or "
+                                "none: a dense model)",
+                                NULL},
+    [SEARCH_OPT_MOE_TOPK] = {"moe-router-topk", SEARCH_OPT_COUNT, "K", "Experts each token is routed to (default 2)",
+                             NULL},
+    [SEARCH_OPT_MOE_FFN_HIDDEN] = {"moe-ffn-hidden-size", SEARCH_OPT_COUNT, "F",
+                                   "Hidden size of one routed expert's MLP (default: --ffn-hidden)", NULL},
+    [SEARCH_OPT_MOE_SHARED_FFN_HIDDEN] = {"moe-shared-expert-intermediate-size", SEARCH_OPT_COUNT, "F",
+                                          "Hidden size of the shared experts together (default: none)", NULL},
+    [SEARCH_OPT_MOE_LAYER_FREQ] = {"moe-layer-freq", SEARCH_OPT_COUNT, "N",
+                                   "Every N-th layer is an MoE layer (default 1: every one)", NULL},
+    [SEARCH_OPT_MOE_FIRST_DENSE] = {"moe-first-dense-layers", SEARCH_OPT_COUNT, "K",
+                                    "The first K layers stay dense (DeepSeek's first_k_dense_replace)", NULL},
+    [SEARCH_OPT_EP] = {"ep", SEARCH_OPT_COUNT, "EP",
+                       "Expert-parallel size (Megatron-Core's --expert-model-parallel-size): the experts of an MoE "
+                       "layer split over EP ranks, tokens sent to them by all-to-all (default 1)",
+                       NULL},
+    [SEARCH_OPT_EXPERT_TP] = {"expert-tp", SEARCH_OPT_COUNT, "ETP",
+                              "Expert tensor-parallel size (--expert-tensor-parallel-size); MoE layers fold the "
+                              "t*cp*d ranks of a stage as ETP x EP x expert-DP (default: t)",
+                              NULL},
+    [SEARCH_OPT_MOE_IMBALANCE] = {"moe-imbalance", SEARCH_OPT_TEXT, "X",
+                                  "Tokens of the busiest rank's experts over the balanced share, >= 1 (default 1: "
+                                  "perfectly balanced routing)",
+                                  NULL},
+    [SEARCH_OPT_MOE_CAPACITY_FACTOR] = {"moe-expert-capacity-factor", SEARCH_OPT_TEXT, "X",
+                                        "Drop tokens beyond X times an expert's balanced share (default: dropless)",
+                                        NULL},
+    [SEARCH_OPT_MOE_TOKEN_DISPATCHER] = {"moe-token-dispatcher", SEARCH_OPT_TEXT, "KIND",
+                                         "alltoall (default) or allgather: how tokens reach their experts", dispatchers},
     [SEARCH_OPT_SLOW] = {"slow", SEARCH_OPT_TEXT, "WHO=F,...",
                          "Stragglers: GPUs running at F of their speed (0 < F <= 1): RANK=F (a global GPU index), "
                          "node:N=F (every GPU of node N) or stage:S=F (every GPU of pipeline stage S); "
@@ -247,6 +282,51 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                                  "Hours until a failed node is back, with --spare-nodes (default 24)", NULL},
     [SEARCH_OPT_TRIALS] = {"trials", SEARCH_OPT_COUNT, "N",
                            "Monte-Carlo runs of the whole run (with --tokens): median and 90th-percentile days", NULL},
+    [SEARCH_OPT_ZERO_PREFETCH_BUCKET] = {"zero-prefetch-bucket", SEARCH_OPT_COUNT, "ELEMENTS",
+                                         "--zero 3: DeepSpeed's stage3_prefetch_bucket_size, parameter elements "
+                                         "gathered ahead of use (default 50000000)",
+                                         NULL},
+    [SEARCH_OPT_ZERO_MAX_LIVE] = {"zero-max-live", SEARCH_OPT_COUNT, "ELEMENTS",
+                                  "--zero 3: DeepSpeed's stage3_max_live_parameters, no prefetch while this many "
+                                  "elements are gathered (default 1000000000)",
+                                  NULL},
+    [SEARCH_OPT_ZERO_REUSE_DISTANCE] = {"zero-reuse-distance", SEARCH_OPT_COUNT, "ELEMENTS",
+                                        "--zero 3: DeepSpeed's stage3_max_reuse_distance, a sub-module used again "
+                                        "within this many elements stays gathered (default 1000000000)",
+                                        NULL},
+    [SEARCH_OPT_ZERO_PERSISTENCE] = {"zero-persistence", SEARCH_OPT_COUNT, "ELEMENTS",
+                                     "--zero 3: DeepSpeed's stage3_param_persistence_threshold, smaller tensors stay "
+                                     "whole on every GPU (default 100000)",
+                                     NULL},
+    [SEARCH_OPT_ZERO_REDUCE_BUCKET] = {"zero-reduce-bucket", SEARCH_OPT_COUNT, "ELEMENTS",
+                                       "--zero 3: DeepSpeed's reduce_bucket_size, gradient elements reduced together "
+                                       "(default 500000000)",
+                                       NULL},
+    [SEARCH_OPT_ZERO_CONTIGUOUS_GRADIENTS] = {"zero-contiguous-gradients", SEARCH_OPT_FLAG, NULL,
+                                              "--zero 3: DeepSpeed's contiguous_gradients, each gradient "
+                                              "reduce-scattered on its own (default off: each bucket all-reduced)",
+                                              NULL},
+    [SEARCH_OPT_ZERO_TRACE_FIXED] = {"zero-trace-fixed", SEARCH_OPT_FLAG, NULL,
+                                     "--zero 3: DeepSpeed after the fix of its sub-module trace (mid-2021), whose "
+                                     "prefetch and reuse work; default: the April 2021 release SC21 ran, whose hooks "
+                                     "left the trace one step off, so every parameter is gathered when needed",
+                                     NULL},
+    [SEARCH_OPT_FSDP] = {"fsdp", SEARCH_OPT_FLAG, NULL,
+                         "PyTorch FSDP2 (fully_shard, as torchtitan applies it) over the data-parallel ranks: "
+                         "parameters, gradients and optimizer state sharded, each layer's bf16 parameters "
+                         "all-gathered before use and its gradients reduce-scattered; composes with --tp, --pp, --cp",
+                         NULL},
+    [SEARCH_OPT_HSDP] = {"hsdp", SEARCH_OPT_COUNT, "R",
+                         "FSDP2 sharding within groups of d/R data-parallel ranks, replicated across R groups "
+                         "(gradients all-reduced across them); implies --fsdp",
+                         NULL},
+    [SEARCH_OPT_FSDP_REDUCE_DTYPE] = {"fsdp-reduce-dtype", SEARCH_OPT_TEXT, "TYPE",
+                                      "FSDP2's gradient reduce-scatter in fp32 (torchtitan's default) or bf16",
+                                      fsdp_dtypes},
+    [SEARCH_OPT_FSDP_RESHARD] = {"fsdp-reshard-after-forward", SEARCH_OPT_TEXT, "WHEN",
+                                 "FSDP2's reshard_after_forward: always (gathered again for backward), never (kept "
+                                 "from forward to backward) or default (torchtitan's: never with --pp, else always)",
+                                 fsdp_reshards},
 };
 
 const SearchOption *search_option(SearchOptId id) {
@@ -281,6 +361,8 @@ void search_config_unset(SearchConfig *c, SearchOptId id) {
   g_clear_pointer(&c->text[id], g_free);
 }
 
+static gboolean search_choice(SearchOptId id, const char *word, GError **error);
+
 gboolean search_config_set(SearchConfig *c, SearchOptId id, const char *value, GError **error) {
   const SearchOption *o = &options[id];
   switch (o->kind) {
@@ -292,6 +374,10 @@ gboolean search_config_set(SearchConfig *c, SearchOptId id, const char *value, G
                   o->metavar);
       return FALSE;
     }
+    /* a word of a closed set is checked as it is given, so that every
+     * verb (plan's search too) names an unknown one and lists the set */
+    if (o->choices && !search_choice(id, value, error))
+      return FALSE;
     g_free(c->text[id]);
     c->text[id] = g_strdup(value);
     break;
@@ -303,9 +389,11 @@ gboolean search_config_set(SearchConfig *c, SearchOptId id, const char *value, G
       digits = g_ascii_isdigit(*p);
     guint64 v = digits ? g_ascii_strtoull(value, NULL, 10) : 0;
     if (!digits || strlen(value) > 10 || v > G_MAXINT32) {
+      char *echo = ptd_echo(value, PTD_ECHO_MAX, FALSE);
       g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                  "--%s '%s' is not a whole number from 1 to %d; give decimal digits, e.g. --%s 8", o->name,
-                  value ? value : "", G_MAXINT32, o->name);
+                  "--%s '%s' is not a whole number from 1 to %d; give decimal digits, e.g. --%s 8", o->name, echo,
+                  G_MAXINT32, o->name);
+      g_free(echo);
       return FALSE;
     }
     c->count[id] = (guint)v;
@@ -321,9 +409,11 @@ gboolean search_tokens(const char *text, double *out, GError **error) {
   if (!text)
     return TRUE;
   if (!ptd_parse_count(text, out) || *out >= 1e18) {
+    char *echo = ptd_echo(text, PTD_ECHO_MAX, FALSE);
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
                 "--tokens '%s' is not a token count; give a positive number below 1e18, such as 300e9, 300B or 1.2T",
-                text);
+                echo);
+    g_free(echo);
     return FALSE;
   }
   return TRUE;
@@ -356,18 +446,64 @@ void search_tokens_append(GString *s, double tokens) {
 /* A word of an option with a closed set of words. */
 static gboolean search_choice(SearchOptId id, const char *word, GError **error) {
   const SearchOption *o = &options[id];
+  if (id == SEARCH_OPT_SCHEDULE && strcmp(word, "all") == 0)
+    return TRUE; /* plan --schedule all: every PTD-P schedule (run's plan checks refuse it, naming the words) */
   GString *words = g_string_new(NULL);
   for (const char *const *w = o->choices; *w; w++) {
     if (strcmp(*w, word) == 0) {
       g_string_free(words, TRUE);
       return TRUE;
     }
-    g_string_append_printf(words, "%s%s", words->len ? ", " : "", *w);
+    /* "a, b or c" */
+    g_string_append_printf(words, "%s%s", words->len ? (w[1] ? ", " : " or ") : "", *w);
   }
-  g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --%s '%s'; use one of %s", o->name, word,
-              words->str);
+  char *echo = ptd_echo(word, PTD_ECHO_MAX, FALSE);
+  if (id == SEARCH_OPT_PRECISION && (g_ascii_strcasecmp(word, "fp4") == 0 || g_ascii_strcasecmp(word, "nvfp4") == 0 ||
+                                      g_ascii_strcasecmp(word, "mxfp4") == 0))
+    /* Blackwell has FP4 tensor cores, but no public measurement of FP4
+     * training GEMMs with their block scales, nor of the quantization
+     * kernels around them, is at hand to price them from */
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--precision %s is not priced: the cost model has no FP4 GEMM or block-scaling kernels from "
+                "measurements; use %s",
+                echo, words->str);
+  else
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --%s '%s'; use %s", o->name, echo,
+                words->str);
+  g_free(echo);
   g_string_free(words, TRUE);
   return FALSE;
+}
+
+/* --memory-reserve: GiB from 0 to 1024. */
+static gboolean memory_reserve(const char *text, double *gib, GError **error) {
+  char *end = NULL;
+  *gib = g_ascii_strtod(text, &end);
+  if (!*text || *end || !(*gib >= 0 && *gib <= 1024)) {
+    char *echo = ptd_echo(text, PTD_ECHO_MAX, FALSE);
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--memory-reserve '%s' is not a number of GiB from 0 to 1024; give e.g. --memory-reserve 3", echo);
+    g_free(echo);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean search_value_check(SearchOptId id, const char *value, GError **error) {
+  double v;
+  switch (id) {
+  case SEARCH_OPT_TOKENS:
+    return search_tokens(value, &v, error);
+  case SEARCH_OPT_MEMORY_RESERVE:
+    return memory_reserve(value, &v, error);
+  default: {
+    SearchConfig c;
+    search_config_init(&c);
+    gboolean ok = search_config_set(&c, id, value, error);
+    search_config_clear(&c);
+    return ok;
+  }
+  }
 }
 
 static guint count_or(const SearchConfig *c, SearchOptId id, guint dflt) {
@@ -400,8 +536,10 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
     GString *names = g_string_new(NULL);
     for (const char *const *n = model_names(); *n; n++)
       g_string_append_printf(names, "%s%s", names->len ? ", " : "", *n);
-    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --model '%s'; built-in models: %s", model,
+    char *echo = ptd_echo(model, PTD_ECHO_MAX, FALSE);
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --model '%s'; built-in models: %s", echo,
                 names->str);
+    g_free(echo);
     g_string_free(names, TRUE);
     return FALSE;
   }
@@ -427,6 +565,27 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->model.ffn_hidden = count_or(c, SEARCH_OPT_FFN_HIDDEN, named.ffn_hidden);
   r->model.query_groups = count_or(c, SEARCH_OPT_QUERY_GROUPS, named.query_groups);
   r->model.kv_channels = count_or(c, SEARCH_OPT_KV_CHANNELS, named.kv_channels);
+  r->model.experts = count_or(c, SEARCH_OPT_NUM_EXPERTS, named.experts);
+  r->model.topk = count_or(c, SEARCH_OPT_MOE_TOPK, named.topk ? named.topk : 2);
+  if (!r->model.experts)
+    r->model.topk = 0;
+  r->model.moe_ffn = count_or(c, SEARCH_OPT_MOE_FFN_HIDDEN, named.moe_ffn);
+  r->model.shared_ffn = count_or(c, SEARCH_OPT_MOE_SHARED_FFN_HIDDEN, named.shared_ffn);
+  r->model.moe_freq = count_or(c, SEARCH_OPT_MOE_LAYER_FREQ, named.moe_freq);
+  r->model.first_dense = count_or(c, SEARCH_OPT_MOE_FIRST_DENSE, named.first_dense);
+  r->ep = count_or(c, SEARCH_OPT_EP, 0);
+  r->expert_tp = count_or(c, SEARCH_OPT_EXPERT_TP, 0);
+  if (!number_opt(c, SEARCH_OPT_MOE_IMBALANCE, 1, 1e6, "a number of at least 1", "1.2", &r->moe_imbalance, error) ||
+      !number_opt(c, SEARCH_OPT_MOE_CAPACITY_FACTOR, 1e-3, 1e6, "a positive number", "1.25", &r->moe_capacity,
+                  error))
+    return FALSE;
+  if (!c->given[SEARCH_OPT_MOE_IMBALANCE])
+    r->moe_imbalance = 0;
+  if (!c->given[SEARCH_OPT_MOE_CAPACITY_FACTOR])
+    r->moe_capacity = 0;
+  r->moe_dispatcher = c->text[SEARCH_OPT_MOE_TOKEN_DISPATCHER];
+  if (r->moe_dispatcher && !search_choice(SEARCH_OPT_MOE_TOKEN_DISPATCHER, r->moe_dispatcher, error))
+    return FALSE;
   if (c->given[SEARCH_OPT_SWIGLU])
     r->model.mlp = MODEL_MLP_SWIGLU;
   if (c->given[SEARCH_OPT_UNTIE])
@@ -456,6 +615,17 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->split.loss = c->given[SEARCH_OPT_ACCOUNT_LOSS];
   r->granularity = count_or(c, SEARCH_OPT_GRANULARITY, 0);
   r->zero = count_or(c, SEARCH_OPT_ZERO, 0);
+  r->zero_prefetch_bucket = count_or(c, SEARCH_OPT_ZERO_PREFETCH_BUCKET, 0);
+  r->zero_max_live = count_or(c, SEARCH_OPT_ZERO_MAX_LIVE, 0);
+  r->zero_reuse_distance = count_or(c, SEARCH_OPT_ZERO_REUSE_DISTANCE, 0);
+  r->zero_persistence = count_or(c, SEARCH_OPT_ZERO_PERSISTENCE, 0);
+  r->zero_reduce_bucket = count_or(c, SEARCH_OPT_ZERO_REDUCE_BUCKET, 0);
+  r->zero_contiguous_gradients = c->given[SEARCH_OPT_ZERO_CONTIGUOUS_GRADIENTS];
+  r->zero_trace_fixed = c->given[SEARCH_OPT_ZERO_TRACE_FIXED];
+  r->fsdp = c->given[SEARCH_OPT_FSDP];
+  r->hsdp = count_or(c, SEARCH_OPT_HSDP, 0);
+  r->fsdp_reduce_dtype = c->text[SEARCH_OPT_FSDP_REDUCE_DTYPE];
+  r->fsdp_reshard = c->text[SEARCH_OPT_FSDP_RESHARD];
   if (!search_tokens(c->text[SEARCH_OPT_TOKENS], &r->tokens, error))
     return FALSE;
   r->schedule = c->text[SEARCH_OPT_SCHEDULE];
@@ -497,15 +667,9 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->seed = (guint64)seed;
   const char *reserve = c->text[SEARCH_OPT_MEMORY_RESERVE];
   if (reserve) {
-    char *end = NULL;
-    double gib = g_ascii_strtod(reserve, &end);
-    if (!*reserve || *end || !(gib >= 0 && gib <= 1024)) {
-      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                  "--memory-reserve '%s' is not a number of GiB from 0 to 1024; give e.g. --memory-reserve 3", reserve);
+    if (!memory_reserve(reserve, &r->memory_reserve_gib, error))
       return FALSE;
-    }
     r->memory_reserve_given = TRUE;
-    r->memory_reserve_gib = gib;
   }
   return TRUE;
 }
@@ -533,7 +697,7 @@ static gboolean interval_opt(const char *text, RtInterval *out, GError **error) 
 gboolean search_config_runtime(const SearchConfig *c, RtOptions *o, GError **error) {
   rt_options_default(o);
   if (!c->given[SEARCH_OPT_TOKENS])
-    for (guint i = SEARCH_OPT_GPU_FAILURE_RATE; i < SEARCH_N_OPTIONS; i++)
+    for (guint i = SEARCH_OPT_GPU_FAILURE_RATE; i <= SEARCH_OPT_TRIALS; i++)
       if (c->given[i]) {
         g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
                     "--%s is about the whole run, which needs a token budget; give --tokens (e.g. --tokens 15T)",

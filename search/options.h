@@ -72,6 +72,18 @@ typedef enum {
   SEARCH_OPT_CP,
   SEARCH_OPT_TP_COMM_OVERLAP,
   SEARCH_OPT_OVERLAP_PARAM_GATHER,
+  /* mixture of experts (models/moe.h) */
+  SEARCH_OPT_NUM_EXPERTS,
+  SEARCH_OPT_MOE_TOPK,
+  SEARCH_OPT_MOE_FFN_HIDDEN,
+  SEARCH_OPT_MOE_SHARED_FFN_HIDDEN,
+  SEARCH_OPT_MOE_LAYER_FREQ,
+  SEARCH_OPT_MOE_FIRST_DENSE,
+  SEARCH_OPT_EP,
+  SEARCH_OPT_EXPERT_TP,
+  SEARCH_OPT_MOE_IMBALANCE,
+  SEARCH_OPT_MOE_CAPACITY_FACTOR,
+  SEARCH_OPT_MOE_TOKEN_DISPATCHER,
   /* stragglers (sim/plan.h) */
   SEARCH_OPT_SLOW,
   SEARCH_OPT_GPU_SPEED,
@@ -90,6 +102,17 @@ typedef enum {
   SEARCH_OPT_SPARE_NODES,
   SEARCH_OPT_REPAIR_HOURS,
   SEARCH_OPT_TRIALS,
+  SEARCH_OPT_ZERO_PREFETCH_BUCKET,
+  SEARCH_OPT_ZERO_MAX_LIVE,
+  SEARCH_OPT_ZERO_REUSE_DISTANCE,
+  SEARCH_OPT_ZERO_PERSISTENCE,
+  SEARCH_OPT_ZERO_REDUCE_BUCKET,
+  SEARCH_OPT_ZERO_CONTIGUOUS_GRADIENTS,
+  SEARCH_OPT_ZERO_TRACE_FIXED,
+  SEARCH_OPT_FSDP,
+  SEARCH_OPT_HSDP,
+  SEARCH_OPT_FSDP_REDUCE_DTYPE,
+  SEARCH_OPT_FSDP_RESHARD,
   SEARCH_N_OPTIONS
 } SearchOptId;
 
@@ -134,6 +157,10 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *req, GErro
 gboolean search_config_runtime(const SearchConfig *c, RtOptions *o, GError **error);
 /* Reads a token count: 300e9, 300B, 1.2T; 0 when text is NULL. */
 gboolean search_tokens(const char *text, double *out, GError **error);
+/* Checks one value of an option on its own, as run would refuse it (a
+ * count, a word of a closed set, --tokens, --memory-reserve): a sweep
+ * refuses a value wrong for every row before any row runs. */
+gboolean search_value_check(SearchOptId id, const char *value, GError **error);
 /* Writes a token count as people write it -- 15T, 300B, 1.2T, 2.5M: the
  * largest of the suffixes T, B and M that leaves a mantissa of at least 1,
  * with the fewest decimals (at most 3) -- when search_tokens reads that

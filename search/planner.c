@@ -40,11 +40,13 @@ int search_row_cmp(const SearchRow *a, const SearchRow *b) {
       (c = cmp_uint(a->gpus, b->gpus)) || (c = cmp_uint(a->tp, b->tp)) || (c = cmp_uint(a->pp, b->pp)) ||
       (c = cmp_uint(a->dp, b->dp)) || (c = cmp_uint(a->cp, b->cp)) || (c = cmp_uint(a->micro_batch, b->micro_batch)) ||
       (c = cmp_uint(a->schedule, b->schedule)) || (c = cmp_uint(a->chunks, b->chunks)) ||
-      (c = cmp_uint(a->zero, b->zero)) || (c = cmp_uint(a->recompute, b->recompute)) ||
+      (c = cmp_uint(a->zero, b->zero)) || (c = cmp_uint(a->fsdp, b->fsdp)) ||
+      (c = cmp_uint(a->recompute, b->recompute)) ||
       (c = cmp_uint(a->sequence_parallel, b->sequence_parallel)) ||
       (c = cmp_uint(a->distributed_optimizer, b->distributed_optimizer)) || (c = strcmp(a->attention, b->attention)) ||
       (c = cmp_uint(a->split.first, b->split.first)) || (c = cmp_uint(a->split.last, b->split.last)) ||
-      (c = cmp_uint(a->split.embedding, b->split.embedding)))
+      (c = cmp_uint(a->split.embedding, b->split.embedding)) || (c = cmp_uint(a->ep, b->ep)) ||
+      (c = cmp_uint(a->expert_tp, b->expert_tp)))
     return c;
   return cmp_uint(a->split.loss, b->split.loss);
 }
@@ -73,12 +75,14 @@ static int triple_cmp(const void *a, const void *b) {
 typedef struct {
   guint t, p, d, b, v, zero;
   guint cp;
+  guint fsdp;           /* FSDP2: 0 none, 1 full sharding, R > 1 HSDP over R replicas */
   ModelRecompute recompute;
   SimSchedule schedule; /* 1f1b, interleaved or gpipe (ZeRO: ignored) */
   gboolean sp;          /* sequence parallelism (t > 1 only) */
   gboolean dist;        /* the distributed optimizer (d > 1 only) */
   gint attention;       /* a ModelAttention searched, or -1: as given, or the device's default */
   SimSplit split;       /* the pipeline split searched (all zero: even, or as given) */
+  guint ep, etp;        /* MoE: the expert folding searched (0: a dense model) */
 } Candidate;
 
 typedef struct {
@@ -107,7 +111,8 @@ static void candidate_config(const Search *s, const Candidate *c, SearchConfig *
                                          SEARCH_OPT_CHUNKS,   SEARCH_OPT_LAYERS_PER_CHUNK,
                                          SEARCH_OPT_RECOMPUTE, SEARCH_OPT_ZERO, SEARCH_OPT_NETWORK,
                                          SEARCH_OPT_SEQUENCE_PARALLEL, SEARCH_OPT_DISTRIBUTED_OPTIMIZER,
-                                         SEARCH_OPT_CP};
+                                         SEARCH_OPT_CP, SEARCH_OPT_FSDP, SEARCH_OPT_HSDP, SEARCH_OPT_EP,
+                                         SEARCH_OPT_EXPERT_TP};
   for (guint i = 0; i < G_N_ELEMENTS(searched); i++)
     search_config_unset(cfg, searched[i]);
   char buf[16];
@@ -122,6 +127,10 @@ static void candidate_config(const Search *s, const Candidate *c, SearchConfig *
     SET(SEARCH_OPT_CP, c->cp);
   SET(SEARCH_OPT_PP, c->p);
   SET(SEARCH_OPT_DP, c->d);
+  if (c->ep) {
+    SET(SEARCH_OPT_EP, c->ep);
+    SET(SEARCH_OPT_EXPERT_TP, c->etp);
+  }
   SET(SEARCH_OPT_MICRO_BATCH, c->b);
   if (c->zero)
     SET(SEARCH_OPT_ZERO, c->zero);
@@ -135,6 +144,10 @@ static void candidate_config(const Search *s, const Candidate *c, SearchConfig *
     search_config_set(cfg, SEARCH_OPT_SEQUENCE_PARALLEL, NULL, NULL);
   if (c->dist)
     search_config_set(cfg, SEARCH_OPT_DISTRIBUTED_OPTIMIZER, NULL, NULL);
+  if (c->fsdp == 1)
+    search_config_set(cfg, SEARCH_OPT_FSDP, NULL, NULL);
+  else if (c->fsdp > 1)
+    SET(SEARCH_OPT_HSDP, c->fsdp);
   if (c->attention >= 0) {
     search_config_unset(cfg, SEARCH_OPT_ATTENTION);
     search_config_set(cfg, SEARCH_OPT_ATTENTION, c->attention == MODEL_ATTENTION_FLASH ? "flash" : "fused", NULL);
@@ -160,8 +173,9 @@ static void classify(Search *s, const Candidate *c, SearchRow *row, SimPlan *pla
   *row = (SearchRow){.config = row->config, .gpus = c->t * c->cp * c->p * c->d, .tp = c->t, .pp = c->p, .dp = c->d,
                      .cp = c->cp,
                      .micro_batch = c->b, .chunks = c->v, .schedule = c->schedule, .zero = c->zero,
+                     .fsdp = c->fsdp,
                      .recompute = c->recompute, .sequence_parallel = c->sp, .distributed_optimizer = c->dist,
-                     .attention = "", .split = c->split};
+                     .attention = "", .split = c->split, .ep = c->ep, .expert_tp = c->etp};
   SimPlanRequest r;
   GError *err = NULL;
   if (!search_config_request(&row->config, &r, &err) || !sim_plan_build(&r, s->cluster, plan, &err) ||
@@ -417,10 +431,16 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
   }
   g_array_sort(tpd, triple_cmp);
   /* Per triple: b, then the schedule and v, then recompute; then ZeRO. */
-  gboolean zero_ok = !sched && !cfg->given[SEARCH_OPT_DDP] && !cfg->given[SEARCH_OPT_CHUNKS] &&
+  gboolean zero_ok = !sched && !cfg->given[SEARCH_OPT_FSDP] && !cfg->given[SEARCH_OPT_HSDP] && !cfg->given[SEARCH_OPT_DDP] && !cfg->given[SEARCH_OPT_CHUNKS] &&
                      !cfg->given[SEARCH_OPT_LAYERS_PER_CHUNK] && !cfg->given[SEARCH_OPT_DISTRIBUTED_OPTIMIZER] &&
                      !s->split_given;
   gboolean ptdp_ok = !cfg->given[SEARCH_OPT_ZERO];
+  /* FSDP2 beside PTD-P: full sharding, and HSDP with shard groups of 8
+   * (a node of ranks) where that leaves at least 2 replicas; --fsdp or
+   * --hsdp R pins it */
+  gboolean fsdp_given = cfg->given[SEARCH_OPT_FSDP] || cfg->given[SEARCH_OPT_HSDP];
+  gboolean fsdp_ok = ptdp_ok && !cfg->given[SEARCH_OPT_DDP] && !cfg->given[SEARCH_OPT_DISTRIBUTED_OPTIMIZER] &&
+                     !cfg->given[SEARCH_OPT_OVERLAP_PARAM_GATHER];
   /* the attention kernels to try: flash and Megatron's where the device has
    * flash's figures, else its default alone */
   gint attn[2] = {-1, -1};
@@ -437,6 +457,9 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
   gboolean pg = cfg->given[SEARCH_OPT_OVERLAP_PARAM_GATHER];
   gboolean need_dist = cfg->given[SEARCH_OPT_DISTRIBUTED_OPTIMIZER] || pg;
   GArray *cands = g_array_new(FALSE, FALSE, sizeof(Candidate));
+  gboolean moe = model_is_moe(m);
+  if (moe) /* ZeRO is not modelled with MoE layers */
+    zero_ok = FALSE;
   for (guint i = 0; i < tpd->len; i++) {
     Triple x = g_array_index(tpd, Triple, i);
     guint p = x.p, per_replica = MAX(1u, B / x.d);
@@ -506,8 +529,41 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
                   continue;
                 if (x.cp > 1 && n_attn > 1 && attn[ai] != MODEL_ATTENTION_FLASH)
                   continue; /* ring attention runs on FlashAttention's kernels */
-                Candidate c = {x.t, p, x.d, b, v, 0, x.cp, rc, sc, sp, dist, attn[ai], s->split_given ? (SimSplit){0} : split};
-                g_array_append_val(cands, c);
+                if (moe && x.t > 1 && !sp)
+                  continue; /* Megatron-Core runs MoE with tensor parallelism only with sequence parallelism */
+                Candidate c = {x.t, p, x.d, b, v, 0, x.cp, 0, rc, sc, sp, dist, attn[ai], s->split_given ? (SimSplit){0} : split,
+                               0, 0};
+                if (moe) {
+                  /* MoE: every ep dividing the experts and, with expert-tp 1
+                   * or t (Megatron-Core's default), the stage's t cp d ranks */
+                  for (guint ep = 1; ep <= m->experts; ep++)
+                    for (guint e = 0; e < 2; e++) {
+                      guint etp = e ? x.t : 1, stage = x.t * x.cp * x.d;
+                      if ((e && x.t == 1) || m->experts % ep || stage % (ep * etp) || model_moe_ffn(m) % etp ||
+                          (pinned(cfg, SEARCH_OPT_EP, &pin) && ep != pin) ||
+                          (pinned(cfg, SEARCH_OPT_EXPERT_TP, &pin) && etp != pin))
+                        continue;
+                      c.ep = ep;
+                      c.etp = etp;
+                      g_array_append_val(cands, c);
+                    }
+                  continue;
+                }
+                if (!fsdp_given)
+                  g_array_append_val(cands, c);
+                /* FSDP2 in place of the distributed optimizer, on 1F1B */
+                guint dpc = x.d * x.cp;
+                if (!fsdp_ok || dist || v > 1 || dpc < 2)
+                  continue;
+                guint Rs[2] = {1, dpc % 8 == 0 && dpc / 8 >= 2 ? dpc / 8 : 0};
+                if (cfg->given[SEARCH_OPT_HSDP])
+                  Rs[0] = cfg->count[SEARCH_OPT_HSDP], Rs[1] = 0;
+                for (guint ri = 0; ri < 2; ri++) {
+                  if (Rs[ri] == 0 || (ri == 1 && cfg->given[SEARCH_OPT_FSDP]) || Rs[ri] >= dpc || dpc % Rs[ri])
+                    continue;
+                  c.fsdp = Rs[ri];
+                  g_array_append_val(cands, c);
+                }
               }
           }
         }
@@ -517,7 +573,7 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
              z++) {
           if (cfg->given[SEARCH_OPT_ZERO] && z != cfg->count[SEARCH_OPT_ZERO])
             continue;
-          Candidate c = {1, 1, x.d, b, 1, z, 1, rc, SIM_SCHEDULE_1F1B, FALSE, FALSE, -1, {0}};
+          Candidate c = {1, 1, x.d, b, 1, z, 1, 0, rc, SIM_SCHEDULE_1F1B, FALSE, FALSE, -1, {0}, 0, 0};
           g_array_append_val(cands, c);
         }
       }

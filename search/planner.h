@@ -39,8 +39,10 @@ typedef struct {
   char *reason; /* not ranked: why (one line) */
   guint gpus, tp, pp, dp, micro_batch, chunks, microbatches;
   guint cp;             /* context-parallel size (1: none) */
+  guint ep, expert_tp;  /* MoE: expert-parallel and expert tensor-parallel sizes (0: a dense model) */
   SimSchedule schedule; /* ignored with zero */
   guint zero;           /* ZeRO stage, 0: none */
+  guint fsdp;           /* FSDP2: 0 none, 1 full sharding, R > 1 HSDP with R replicas */
   ModelRecompute recompute;
   gboolean sequence_parallel, distributed_optimizer;
   const char *attention; /* the kernels it ran: flash, fused or unfused (static strings) */

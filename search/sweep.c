@@ -16,12 +16,16 @@ static const char *const result_columns[] = {
     "config.gpus", "config.tp", "config.pp", "config.dp", "config.cp", "config.global_batch", "config.micro_batch",
     "config.microbatches", "config.chunks", "config.layers_per_stage", "config.layers_per_virtual_stage", "config.schedule", "config.recompute", "config.ddp", "config.distributed_optimizer", "config.sequence_parallel", "config.tp_comm_overlap", "config.overlap_param_gather", "config.attention", "config.precision",
     "config.scatter_gather", "config.fusion", "config.cluster", "config.profile", "config.network",
-    "config.placement", "config.workload", "config.zero", "iteration_time_s", "tflops_per_gpu",
+    "config.placement", "config.workload", "config.zero", "config.zero_prefetch_bucket_size",
+    "config.zero_max_live_parameters", "config.zero_max_reuse_distance", "config.zero_param_persistence_threshold",
+    "config.zero_reduce_bucket_size", "config.zero_contiguous_gradients", "config.zero_trace_fixed", "config.fsdp",
+    "config.hsdp_replicas", "config.fsdp_reduce_dtype", "config.fsdp_reshard_after_forward", "iteration_time_s", "tflops_per_gpu",
     "hardware_tflops_per_gpu", "percent_of_peak", "mfu_percent", "hfu_percent", "tokens_per_s", "aggregate_pflops", "bubble_fraction", "analytic_bubble_fraction",
     "time_breakdown_s.compute", "time_breakdown_s.tp_comm", "time_breakdown_s.pp_comm", "time_breakdown_s.dp_comm",
     "time_breakdown_s.optimizer", "time_breakdown_s.bubble", "critical_stage", "bytes_per_iteration.tp",
     "bytes_per_iteration.pp", "bytes_per_iteration.dp", "bytes_per_iteration.cp", "bytes_per_iteration.embedding",
-    "bisection_bandwidth_GBps.pp", "bisection_bandwidth_GBps.dp", "memory_per_gpu_GiB.weights",
+    "sharded_per_gpu.param_allgathers", "sharded_per_gpu.param_allgather_bytes", "sharded_per_gpu.grad_reductions",
+    "sharded_per_gpu.grad_reduction_bytes", "sharded_per_gpu.host_s", "bisection_bandwidth_GBps.pp", "bisection_bandwidth_GBps.dp", "memory_per_gpu_GiB.weights",
     "memory_per_gpu_GiB.gradients", "memory_per_gpu_GiB.optimizer", "memory_per_gpu_GiB.activations",
     "memory_per_gpu_GiB.total", "memory_per_gpu_GiB.stage", "memory_per_gpu_GiB.reserve", "fits_in_memory", "memory_note", "tokens",
     "training_days", "gpu_hours", "simulation.ops", "simulation.events", "simulation.simulated_gpus", "simulation.symmetry",
@@ -35,6 +39,14 @@ static const char *const result_columns[] = {
     "whole_run.monte_carlo.median_days", "whole_run.monte_carlo.p90_days", "whole_run.iterations", "whole_run.nodes",
     "whole_run.switches", "whole_run.failures", "whole_run.restart", "whole_run.checkpoint", "whole_run.expected",
     "whole_run.monte_carlo", "stragglers",
+    /* mixture of experts (present for MoE models) */
+    "config.active_parameters", "config.experts", "config.moe_topk", "config.moe_ffn_hidden",
+    "config.moe_shared_ffn_hidden", "config.moe_layers", "config.q_lora_rank", "config.kv_lora_rank",
+    "config.qk_rope_head_dim", "config.v_head_dim", "config.mtp_layers", "config.ep", "config.expert_tp",
+    "config.expert_dp", "config.moe_token_dispatcher", "config.moe_imbalance", "config.moe_capacity_factor",
+    "bytes_per_iteration.ep", "moe.comm_s", "moe.comm_fraction", "moe.dispatch_bytes_per_rank",
+    "moe.tokens_per_expert",
+    /* the pipeline schedule (doc/schedules.md) */
     "config.stage_times_ms", "pipeline_schedule.span_s", "pipeline_schedule.bubble_s", "pipeline_schedule.bubble_rate",
     "pipeline_schedule.peak_inflight_microbatches", "pipeline_schedule.peak_inflight_per_stage"};
 

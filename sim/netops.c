@@ -130,6 +130,17 @@ guint sim_netops_coll(SimNetOps *n, const char *key, NetCollOp op, const guint *
   return keep(n, key, p, copies);
 }
 
+guint sim_netops_coll_groups(SimNetOps *n, const char *key, NetCollOp op, const guint *gpus, guint count, guint groups,
+                             double copies, double bytes, const guint8 *side) {
+  guint idx = lookup(n, key);
+  if (idx != G_MAXUINT)
+    return idx;
+  net_model_set_sides(n->net, side);
+  NetCollPlan *p = net_coll_plan(n->net, op, NET_ALGO_AUTO, -1, gpus, count, groups, bytes, key_salt(key), NULL);
+  g_assert(p);
+  return keep(n, key, p, copies);
+}
+
 guint sim_netops_p2p(SimNetOps *n, const char *key, guint src, guint dst, double copies, double bytes,
                      const guint8 *side) {
   guint idx = lookup(n, key);

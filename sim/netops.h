@@ -41,6 +41,11 @@ void sim_netops_free(SimNetOps *n);
  * the bisection `side` array (network/collective.h; NULL: not counted). */
 guint sim_netops_coll(SimNetOps *n, const char *key, NetCollOp op, const guint *gpus, guint count, double copies,
                       double bytes, const guint8 *side);
+/* The same collective on `groups` groups of `count` GPUs at once
+ * (gpus[g * count + r]), one plan: what every group of a stage does
+ * together (the MoE all-to-alls). */
+guint sim_netops_coll_groups(SimNetOps *n, const char *key, NetCollOp op, const guint *gpus, guint count, guint groups,
+                             double copies, double bytes, const guint8 *side);
 guint sim_netops_p2p(SimNetOps *n, const char *key, guint src, guint dst, double copies, double bytes,
                      const guint8 *side);
 /* Adds an op on `streams` (at `positions`, or NULL: in issue order) that

@@ -1,5 +1,6 @@
 /* ptdsim — configuration checks (see plan.h). */
 #include "plan.h"
+#include "moe.h"
 #include "schedule.h"
 
 #include <math.h>
@@ -677,6 +678,19 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   if (r->zero && r->ddp)
     FAIL("--zero %u does its own gradient communication; drop --ddp", r->zero);
   plan->zero = r->zero;
+  gboolean zk_given = r->zero_prefetch_bucket || r->zero_max_live || r->zero_reuse_distance || r->zero_persistence ||
+                      r->zero_reduce_bucket || r->zero_contiguous_gradients || r->zero_trace_fixed;
+  if (zk_given && r->zero != 3)
+    FAIL("--zero-prefetch-bucket, --zero-max-live, --zero-reuse-distance, --zero-persistence, --zero-reduce-bucket and "
+         "--zero-contiguous-gradients, --zero-trace-fixed are DeepSpeed's stage-3 settings; add --zero 3 or drop them");
+  plan->zk = (SimZeroKnobs){
+      .prefetch_bucket = r->zero_prefetch_bucket ? r->zero_prefetch_bucket : SIM_ZERO_DEFAULT_PREFETCH_BUCKET,
+      .max_live = r->zero_max_live ? r->zero_max_live : SIM_ZERO_DEFAULT_MAX_LIVE,
+      .max_reuse = r->zero_reuse_distance ? r->zero_reuse_distance : SIM_ZERO_DEFAULT_MAX_REUSE,
+      .persistence = r->zero_persistence ? r->zero_persistence : SIM_ZERO_DEFAULT_PERSISTENCE,
+      .reduce_bucket = r->zero_reduce_bucket ? r->zero_reduce_bucket : SIM_ZERO_DEFAULT_REDUCE_BUCKET,
+      .contiguous = r->zero_contiguous_gradients,
+      .trace_fixed = r->zero_trace_fixed};
   if (r->distributed_optimizer && (r->zero || sched == SIM_SCHEDULE_TERAPIPE))
     FAIL("--distributed-optimizer is Megatron's sharding of the optimizer state for PTD-P; drop it with %s",
          r->zero ? "--zero (which shards the optimizer state its own way)" : "--schedule terapipe");
@@ -718,6 +732,10 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
       FAIL("%s is not modelled with %s yet; drop it", name, cp > 1 ? "--cp" : "--tp-comm-overlap");
     if (r->overlap_param_gather)
       FAIL("%s is not modelled with --overlap-param-gather yet; drop it", name);
+    if (model_is_moe(m))
+      FAIL("%s is not modelled with a mixture-of-experts model yet (its expert layers' backward is not split into "
+           "input and weight gradients); use 1f1b or interleaved",
+           name);
   }
   if (sched == SIM_SCHEDULE_ZB_V || sched == SIM_SCHEDULE_DUALPIPEV || sched == SIM_SCHEDULE_DUALPIPE) {
     v = 2; /* V: virtual stages s and 2p-1-s; DualPipe: stage s and p-1-s, one per direction */
@@ -913,14 +931,6 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
       plan->precision = MODEL_PRECISION_BF16;
     else if (strcmp(r->precision, "fp8") == 0)
       plan->precision = MODEL_PRECISION_FP8;
-    else if (g_ascii_strcasecmp(r->precision, "fp4") == 0 || g_ascii_strcasecmp(r->precision, "nvfp4") == 0 ||
-             g_ascii_strcasecmp(r->precision, "mxfp4") == 0)
-      /* Blackwell has FP4 tensor cores, but no public measurement of FP4
-       * training GEMMs with their block scales, nor of the quantization
-       * kernels around them, is at hand to price them from */
-      FAIL("--precision %s is not priced: the cost model has no FP4 GEMM or block-scaling kernels from "
-           "measurements; use fp8 or bf16",
-           r->precision);
     else
       FAIL("unknown --precision '%s'; use fp16, bf16 or fp8", r->precision);
     if (plan->precision == MODEL_PRECISION_FP8 && (sched == SIM_SCHEDULE_TERAPIPE || r->zero))
@@ -937,9 +947,62 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   plan->allow_oom = r->allow_oom;
   plan->tokens = r->tokens;
 
+  /* PyTorch FSDP2 as torchtitan applies it: fully_shard over the
+   * data-parallel ranks (with context parallelism, d x cp of them: its
+   * dp_shard_cp mesh), or HSDP, sharded within groups and replicated
+   * across R of them (torchtitan's dp_replicate) */
+  gboolean fsdp = r->fsdp || r->hsdp;
+  if (!fsdp && (r->fsdp_reduce_dtype || r->fsdp_reshard))
+    FAIL("--fsdp-reduce-dtype and --fsdp-reshard-after-forward are FSDP2's; add --fsdp or --hsdp R, or drop them");
+  if (fsdp) {
+    const char *name = r->hsdp ? "--hsdp" : "--fsdp";
+    guint shards = dp * cp;
+    if (r->zero)
+      FAIL("%s and --zero are two ways to shard the same state; use one (--zero for DeepSpeed as SC21 ran it, %s for "
+           "PyTorch FSDP2)",
+           name, name);
+    if (sched == SIM_SCHEDULE_TERAPIPE)
+      FAIL("%s is not modelled with --schedule terapipe; drop one", name);
+    if (sim_schedule_splits(sched) || sched == SIM_SCHEDULE_FILE || r->stage_times)
+      FAIL("%s is not modelled with %s yet (its per-block reductions follow Megatron's backward); drop one", name,
+           r->stage_times ? "--stage-times" : "the zero-bubble and DualPipe schedules");
+    if (r->distributed_optimizer || r->overlap_param_gather)
+      FAIL("%s shards the optimizer state and gathers the parameters itself; drop %s", name,
+           r->distributed_optimizer ? "--distributed-optimizer" : "--overlap-param-gather");
+    if (r->ddp)
+      FAIL("%s reduce-scatters each layer's gradients as its backward ends; drop --ddp", name);
+    if (shards < 2)
+      FAIL("%s needs at least 2 data-parallel ranks to shard over (d x cp is %u); use more GPUs or a smaller --tp, --pp "
+           "or --cp",
+           name, shards);
+    if (r->hsdp && (r->hsdp >= shards || shards % r->hsdp))
+      FAIL("--hsdp %u must divide the %u data-parallel ranks (d x cp) into groups of at least 2; use a divisor of %u "
+           "below it",
+           r->hsdp, shards, shards);
+    if (r->fsdp_reduce_dtype && strcmp(r->fsdp_reduce_dtype, "fp32") && strcmp(r->fsdp_reduce_dtype, "bf16"))
+      FAIL("unknown --fsdp-reduce-dtype '%s'; use fp32 or bf16", r->fsdp_reduce_dtype);
+    if (r->fsdp_reshard && strcmp(r->fsdp_reshard, "default") && strcmp(r->fsdp_reshard, "always") &&
+        strcmp(r->fsdp_reshard, "never"))
+      FAIL("unknown --fsdp-reshard-after-forward '%s'; use default, always or never", r->fsdp_reshard);
+    plan->fsdp = TRUE;
+    plan->hsdp_replicas = r->hsdp ? r->hsdp : 1;
+    plan->fsdp_reduce_fp32 = !r->fsdp_reduce_dtype || strcmp(r->fsdp_reduce_dtype, "fp32") == 0;
+    /* torchtitan's default: reshard after forward unless pipelining
+     * (torchtitan/models/llama3/infra/parallelize.py, apply_fsdp) */
+    plan->reshard_after_forward = !r->fsdp_reshard || strcmp(r->fsdp_reshard, "default") == 0
+                                      ? r->pp == 1
+                                      : strcmp(r->fsdp_reshard, "always") == 0;
+  }
+  if (fsdp && model_is_moe(&r->model))
+    FAIL("%s is not modelled for mixture-of-experts models; use the distributed optimizer (Megatron-Core's) instead",
+         r->hsdp ? "--hsdp" : "--fsdp");
+  if (!sim_moe_build(r, plan, error))
+    return FALSE;
+
   /* Keep the task graph within what one process can hold. */
   double stage_items = 2.0 * m_mb * v;
-  double per_layer = 6.0 + (cp > 1 ? 6.0 * cp : 0) + (r->tp_comm_overlap ? 8.0 * r->tp : 0);
+  double per_layer = 6.0 + (cp > 1 ? 6.0 * cp : 0) + (r->tp_comm_overlap ? 8.0 * r->tp : 0) +
+                     (model_is_moe(m) ? 8.0 : 0);
   double ops = stage_items * r->pp * (per_layer * ((double)m->layers / r->pp) / v + 4) *
                (plan->symmetry ? 1.0 : (double)r->tp * dp);
   if (ops > 60e6) {

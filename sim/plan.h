@@ -72,6 +72,23 @@ typedef struct {
   double sigma; /* --gpu-speed lognormal:SIGMA; 0: none */
   guint64 seed;
 } SimStragglers;
+/* DeepSpeed ZeRO stage 3's settings, in elements, with the names of its
+ * config (deepspeed/runtime/zero/constants.py, v0.3.14, April 2021: the
+ * release SC21's comparison ran on); defaults SIM_ZERO_DEFAULT_*. */
+typedef struct {
+  guint64 prefetch_bucket; /* stage3_prefetch_bucket_size: elements gathered ahead of use */
+  guint64 max_live;        /* stage3_max_live_parameters: no prefetch while this many are gathered */
+  guint64 max_reuse;       /* stage3_max_reuse_distance: kept gathered if used again within this many */
+  guint64 persistence;     /* stage3_param_persistence_threshold: smaller tensors stay whole */
+  guint64 reduce_bucket;   /* reduce_bucket_size: gradients reduced together */
+  gboolean contiguous;     /* contiguous_gradients: reduce-scatter per tensor; else all-reduce per bucket */
+  gboolean trace_fixed;    /* the sub-module trace lines up (later releases): prefetch and reuse work */
+} SimZeroKnobs;
+#define SIM_ZERO_DEFAULT_PREFETCH_BUCKET 50000000u
+#define SIM_ZERO_DEFAULT_MAX_LIVE 1000000000u
+#define SIM_ZERO_DEFAULT_MAX_REUSE 1000000000u
+#define SIM_ZERO_DEFAULT_PERSISTENCE 100000u
+#define SIM_ZERO_DEFAULT_REDUCE_BUCKET 500000000u
 
 typedef struct {
   ModelShape model;
@@ -98,6 +115,15 @@ typedef struct {
   SimPlacement placement;
   SimWorkload workload;
   guint zero;            /* ZeRO stage 1..3 (sim/zero.h); 0: none */
+  SimZeroKnobs zk;       /* DeepSpeed's stage-3 settings (zero == 3) */
+  /* PyTorch FSDP2 (fully_shard) over the d x cp data-parallel ranks: fsdp
+   * on; shard groups of d cp / hsdp_replicas ranks, replicated hsdp_replicas
+   * times (1: full sharding); gradients reduce-scattered in fp32 or bf16;
+   * reshard_after_forward: parameters gathered again for backward. */
+  gboolean fsdp;
+  guint hsdp_replicas;
+  gboolean fsdp_reduce_fp32;
+  gboolean reshard_after_forward;
   gboolean exact;        /* every fine op simulated (no coarse ops): the check on the shortcut */
   gboolean distributed_optimizer; /* Megatron's: optimizer state sharded over d, gradients reduce-scattered */
   gboolean sequence_parallel;     /* Megatron's: norms and dropouts over s/t, all-reduces as reduce-scatter + all-gather */
@@ -117,6 +143,14 @@ typedef struct {
   gboolean split_embedding, split_loss;
   SimSplit split; /* the options as given (all zero: the even split) */
   SimStragglers stragglers;
+  /* Mixture of experts (Megatron-Core's parallel folding): the MoE layers
+   * of a stage run on its t cp d ranks folded as expert-tp x ep x
+   * expert-dp, expert-tp fastest (parallel_state.py's expert rank
+   * generator, order tp-cp-ep-dp-pp).  1, 1, t cp d for a dense model. */
+  guint ep, etp, edp;
+  double moe_imbalance;  /* >= 1 */
+  double moe_capacity;   /* 0: dropless */
+  gboolean moe_allgather; /* --moe-token-dispatcher allgather */
   const SimScheduleFile *schedule_file; /* SIM_SCHEDULE_FILE: the user's (alive for the process) */
   /* --stage-times F,B,W,COMM: each stage's forward, input-gradient and
    * weight-gradient time per microbatch and a pipeline hop's, in seconds,
@@ -145,6 +179,16 @@ typedef struct {
   const char *placement; /* NULL: tp-dp-pp */
   const char *workload;  /* NULL: gpt */
   guint zero;            /* --zero 1|2|3; 0: not given */
+  /* --zero-prefetch-bucket, --zero-max-live, --zero-reuse-distance,
+   * --zero-persistence, --zero-reduce-bucket (elements; 0: DeepSpeed's
+   * default) and --zero-contiguous-gradients */
+  guint zero_prefetch_bucket, zero_max_live, zero_reuse_distance, zero_persistence, zero_reduce_bucket;
+  gboolean zero_contiguous_gradients;
+  gboolean zero_trace_fixed;      /* --zero-trace-fixed */
+  gboolean fsdp;                  /* --fsdp */
+  guint hsdp;                     /* --hsdp R; 0: not given */
+  const char *fsdp_reduce_dtype;  /* fp32 or bf16; NULL: fp32 */
+  const char *fsdp_reshard;       /* default, always or never; NULL: default */
   gboolean exact;        /* --exact */
   gboolean distributed_optimizer; /* --distributed-optimizer */
   gboolean sequence_parallel;     /* --sequence-parallel */
@@ -158,6 +202,10 @@ typedef struct {
   SimSplit split;                 /* --first-stage-layers, --last-stage-layers, --account-for-embedding, --account-for-loss */
   const char *slow, *gpu_speed, *slow_link; /* stragglers; NULL: none */
   guint64 seed;                   /* --seed (0: 1) */
+  guint ep, expert_tp;            /* --ep, --expert-tp; 0: not given (1, t) */
+  double moe_imbalance;           /* --moe-imbalance; 0: not given (1) */
+  double moe_capacity;            /* --moe-expert-capacity-factor; 0: dropless */
+  const char *moe_dispatcher;     /* alltoall or allgather; NULL: alltoall */
   const char *schedule_file;      /* --schedule-file CSV; NULL: none */
   const char *stage_times;        /* --stage-times F,B,W,COMM in ms; NULL: the cost model */
   double activation_limit_gib;    /* --activation-limit GiB (zb-auto); 0: not given */
@@ -274,7 +322,18 @@ typedef struct {
   double bytes_tp, bytes_pp, bytes_dp;
   double bytes_cp;        /* context parallelism's ring: keys, values and their gradients */
   double bytes_embedding; /* the part of bytes_dp that is the tied-embedding all-reduce (first and last stage) */
+  /* mixture of experts: the bytes of the token dispatch and combine (and
+   * the expert-tensor gathers) over all ranks; the critical stage's time in
+   * them per iteration (each at its time alone); one dispatch's bytes a
+   * rank sends off-rank; tokens per local expert on the busiest rank */
+  double bytes_ep, moe_comm_s, moe_a2a_bytes_per_rank, moe_expert_tokens;
   double bisection_pp_GBps, bisection_dp_GBps;
+  /* Sharded data parallelism (ZeRO-3, FSDP2), per GPU per iteration: the
+   * parameter all-gathers and gradient reductions issued, the bytes of
+   * their buffers (an all-gather's output, a reduction's input), and the
+   * host work their framework code does (ZeRO-3's per-rank views and copies) */
+  guint64 shard_gathers, shard_reductions;
+  double shard_gather_bytes, shard_reduce_bytes, shard_host_s;
   ModelMemory memory; /* the GPU that needs the most */
   guint memory_stage;
   gboolean fits_in_memory;
@@ -331,6 +390,9 @@ gboolean sim_ptdp_run(const SimPlan *plan, const ModelProfile *profile, const To
  * time count nothing. */
 double sim_phased_bandwidth(guint n, const int64_t *start_ns, const int64_t *end_ns, const guint *phase,
                             const double *bytes, guint n_phases);
+/* FSDP2's parameter, gradient and optimizer state on a GPU of stage s
+ * (sim/ptdp.c gives the formulas); out->activations as computed. */
+void sim_fsdp_state_memory(const SimPlan *plan, guint s, ModelMemory *out);
 /* The plan's schedule as a CSV of per-rank actions (sim_schedule_csv),
  * ZB's heuristics ordered as a run on `profile` orders them. */
 char *sim_ptdp_schedule_csv(const SimPlan *plan, const ModelProfile *profile);

@@ -21,18 +21,22 @@
 #include <stdlib.h>
 
 #include "../models/comm.h"
+#include "../models/compute.h"
 #include "../models/layer.h"
 #include "../network/collective.h"
 #include "engine.h"
 #include "netops.h"
 #include "exposed.h"
+#include "moe.h"
 #include "plan.h"
 #include "schedule.h"
 #include "steady.h"
 #include "timeline.h"
 
 enum { STREAM_COMPUTE, STREAM_TP, STREAM_PP_SEND, STREAM_PP_RECV, STREAM_DP, N_STREAM_KINDS };
-enum { CAT_COMPUTE, CAT_TP, CAT_PP, CAT_PP_GATHER, CAT_DP, CAT_OPTIMIZER, CAT_CP, N_CATS };
+/* CAT_EP: bytes of the MoE token communication (its ops are tagged CAT_TP:
+ * they block the layer as the tensor-parallel collectives do) */
+enum { CAT_COMPUTE, CAT_TP, CAT_PP, CAT_PP_GATHER, CAT_DP, CAT_OPTIMIZER, CAT_CP, CAT_EP, N_CATS };
 /* exposed.c classifies ops by the shared categories */
 G_STATIC_ASSERT((int)CAT_COMPUTE == (int)SIM_TIMELINE_CAT_COMPUTE && (int)CAT_TP == (int)SIM_TIMELINE_CAT_TP &&
                 (int)CAT_DP == (int)SIM_TIMELINE_CAT_DP && (int)CAT_OPTIMIZER == (int)SIM_TIMELINE_CAT_OPTIMIZER &&
@@ -61,6 +65,11 @@ typedef struct {
   guint ts, ds; /* simulated tensor ranks and replicas */
   guint cp;     /* context-parallel ranks: one simulated, standing for all (they do equal work) */
   guint dpc;    /* the gradient group: the d replicas times the cp context-parallel ranks */
+  guint shard;  /* FSDP2: the ranks of a shard group (dpc, or dpc / R under HSDP) */
+  guint fsdp_ring[2]; /* FSDP2: the ends of the last two layers emitted on rank 0 (prefetch depth one) */
+  guint64 shard_gathers, shard_reductions; /* FSDP2, per GPU of stage 0 */
+  GArray **fsdp_rs; /* FSDP2: per (stage s, tensor rank i) at [s * ts + i], the layers' gradient reductions */
+  double shard_gather_bytes, shard_reduce_bytes;
   guint p, v, m; /* stages, chunks, microbatches */
   /* The pipeline split (sim_plan_chunk_layers): per (stage s, chunk c) at
    * [s * v + c] the chunk's layers and the stage-local index of its first;
@@ -125,7 +134,18 @@ typedef struct {
   GArray *adds;   /* Add */
   GArray *extra;  /* guint per op: the fine ops a coarse op stands for, beyond itself */
   SimSteady steady; /* k > 0: the results are the long run's */
+  /* Mixture of experts (sim/moe.h): which layers are MoE, per (stage s,
+   * chunk c, layer l) at [(s * v + c) * lmax + l]; an MoE layer's attention
+   * block and MLP block; per stage the times of its token communication
+   * (MOE_DISPATCH ...; alone on the flows, or analytic) and their plans. */
+  guint8 *moe_layer;
+  ModelLayerCost moe_attn;
+  ModelMoeCost moe;
+  SimTime *moe_ns;
+  guint *moe_plans;
 } Build;
+
+enum { MOE_DISPATCH, MOE_COMBINE, MOE_ETP_GATHER, MOE_ETP_SCATTER, MOE_N_COMM };
 
 #define STEADY_XFER 0x80000000u
 typedef struct {
@@ -173,6 +193,7 @@ static guint node_of_rank(const Build *b, guint i, guint s, guint k) {
   return gpu_of_rank(b, i, s, k) / b->cluster->gpus_per_node;
 }
 static guint tp_group_nodes(const Build *b, guint s, guint k);
+static double nic_factor(const Build *b, guint g);
 
 /* Stragglers: each simulated rank's compute stream runs at the slowest GPU
  * it stands for -- itself and its context-parallel peers, and under the
@@ -371,6 +392,156 @@ static void tp_allreduce(Build *b, guint s, guint k, const SimOpTag *t) {
     }
   }
   count_tp(b, 2.0);
+}
+
+/* --- the MoE layer's token communication (sim/moe.h) --- */
+
+/* The GPUs of the groups of stage s that one MoE collective runs on: every
+ * expert-parallel group of the stage (MOE_DISPATCH, MOE_COMBINE) or every
+ * expert-tensor group, all at once, as the stage's ranks run them
+ * together; group after group in out (ep or etp each).  Returns the
+ * groups. */
+static guint moe_groups(const Build *b, guint s, guint kind, guint *out) {
+  const SimPlan *pl = b->plan;
+  guint stage = pl->tp * b->cp * pl->dp, n = kind <= MOE_COMBINE ? pl->ep : pl->etp, groups = 0;
+  guint ranks[MAX(pl->ep, pl->etp)];
+  for (guint local = 0; local < stage; local++) {
+    gboolean leader = kind <= MOE_COMBINE ? (local / pl->etp) % pl->ep == 0 : local % pl->etp == 0;
+    if (!leader)
+      continue;
+    if (kind <= MOE_COMBINE)
+      sim_moe_ep_ranks(pl, s, local, ranks);
+    else
+      sim_moe_etp_ranks(pl, s, local, ranks);
+    for (guint j = 0; j < n; j++)
+      out[groups * n + j] = sim_place(b->cluster, pl->tp * b->cp, ranks[j]);
+    groups++;
+  }
+  return groups;
+}
+
+static NetCollOp moe_op(const Build *b, guint kind) {
+  if (kind >= MOE_ETP_GATHER)
+    return kind == MOE_ETP_GATHER ? NET_OP_ALLGATHER : NET_OP_REDUCESCATTER;
+  if (b->plan->moe_allgather)
+    return kind == MOE_DISPATCH ? NET_OP_ALLGATHER : NET_OP_REDUCESCATTER;
+  return NET_OP_ALLTOALL;
+}
+
+static double moe_bytes(const Build *b, guint kind) {
+  return kind <= MOE_COMBINE ? b->moe.dispatch_bytes : b->moe.etp_bytes;
+}
+
+/* The flow plan of one MoE collective of stage s (every group at once). */
+static guint moe_plan(Build *b, guint s, guint kind) {
+  guint *cached = &b->moe_plans[s * MOE_N_COMM + kind];
+  if (*cached != G_MAXUINT)
+    return *cached;
+  const SimPlan *pl = b->plan;
+  guint n = kind <= MOE_COMBINE ? pl->ep : pl->etp, *gpus = g_new(guint, (gsize)pl->tp * b->cp * pl->dp);
+  guint groups = moe_groups(b, s, kind, gpus);
+  char key[64];
+  g_snprintf(key, sizeof key, "moe%u:%u:%.0f", kind, s, moe_bytes(b, kind));
+  *cached = sim_netops_coll_groups(b->flow->ops, key, moe_op(b, kind), gpus, n, groups, 1.0, moe_bytes(b, kind), NULL);
+  g_free(gpus);
+  return *cached;
+}
+
+/* Its time on the analytic network: the slowest group's. */
+static double moe_analytic_s(const Build *b, guint s, guint kind) {
+  const SimPlan *pl = b->plan;
+  guint n = kind <= MOE_COMBINE ? pl->ep : pl->etp, *gpus = g_new(guint, (gsize)pl->tp * b->cp * pl->dp);
+  guint groups = moe_groups(b, s, kind, gpus), G = b->cluster->gpus_per_node;
+  double worst = 0;
+  for (guint g = 0; g < groups; g++) {
+    guint nodes = 0, last = G_MAXUINT;
+    for (guint j = 0; j < n; j++) { /* a group's ranks increase: one more node at every change */
+      nodes += gpus[g * n + j] / G != last;
+      last = gpus[g * n + j] / G;
+    }
+    NetCollOp op = moe_op(b, kind);
+    double t = op == NET_OP_ALLTOALL
+                   ? model_alltoall_time_s(&b->net, moe_bytes(b, kind), n, nodes)
+                   : model_collective_time_s(&b->net, op == NET_OP_ALLGATHER ? MODEL_COLL_ALLGATHER
+                                                                              : MODEL_COLL_REDUCESCATTER,
+                                             moe_bytes(b, kind), n, nodes, NULL);
+    worst = MAX(worst, t);
+  }
+  g_free(gpus);
+  return worst;
+}
+
+/* Counts one MoE collective's bytes over every rank of every replica: an
+ * all-to-all sends (ep-1)/ep of each rank's buffer, an all-gather or
+ * reduce-scatter (n-1)/n of its buffer from each rank. */
+static void count_moe(Build *b, guint kind) {
+  const SimPlan *pl = b->plan;
+  guint n = kind <= MOE_COMBINE ? pl->ep : pl->etp;
+  double ranks = (double)pl->tp * b->cp * pl->dp;
+  account(b, CAT_EP, moe_bytes(b, kind) * (n - 1) / n * ranks);
+}
+
+/* One MoE collective at this point of the chain (as tp_allreduce). */
+static void moe_comm(Build *b, guint s, guint k, const SimOpTag *t, guint kind) {
+  const SimPlan *pl = b->plan;
+  if ((kind <= MOE_COMBINE ? pl->ep : pl->etp) < 2)
+    return;
+  flush(b, s, k, t, TRUE);
+  SimTime dur = b->moe_ns[s * MOE_N_COMM + kind];
+  count_moe(b, kind);
+  if (b->dry) {
+    if (b->flow)
+      sim_netops_part(b->flow->ops, moe_plan(b, s, kind), b->dry_compute + b->dry_tp);
+    b->dry_tp += dur;
+    b->dry_ops++;
+    return;
+  }
+  guint streams[b->ts];
+  for (guint i = 0; i < b->ts; i++)
+    streams[i] = stream_of(b, i, s, k, STREAM_TP);
+  SimOpTag at = *t;
+  at.category = CAT_TP;
+  guint op = b->flow ? net_op(b, moe_plan(b, s, kind), streams, NULL, b->ts, &at)
+                     : sim_engine_add_op(b->e, dur, streams, b->ts, &at);
+  for (guint i = 0; i < b->ts; i++) {
+    chain_dep(b, i, op);
+    b->prev[i] = op;
+  }
+}
+
+static void add_compute(Build *b, guint part, gint layer, guint pass, double seconds);
+
+/* An MoE layer's pass (models/moe.h): forward, the attention block, its
+ * tensor-parallel collectives, layernorm 2, the router and the permute,
+ * the dispatch, the experts, the combine, the unpermute and the closing
+ * dropout-add; backward the reverse, the combine's gradient going out as
+ * the dispatch did. */
+static void moe_pass(Build *b, guint s, guint k, const SimOpTag *t, gboolean backward) {
+  const ModelLayerCost *a = &b->moe_attn;
+  const ModelMoeCost *m = &b->moe;
+  gint l = t->layer;
+  guint pass = t->pass;
+  if (!backward) {
+    add_compute(b, SIM_PART_ATTENTION, l, pass, a->fwd.seg_s[0]);
+    tp_allreduce(b, s, k, t);
+    add_compute(b, SIM_PART_MLP, l, pass, a->fwd.seg_s[1] + m->fwd_route_s);
+    moe_comm(b, s, k, t, MOE_DISPATCH);
+    moe_comm(b, s, k, t, MOE_ETP_GATHER);
+    add_compute(b, SIM_PART_MLP, l, pass, m->fwd_experts_s);
+    moe_comm(b, s, k, t, MOE_ETP_SCATTER);
+    moe_comm(b, s, k, t, MOE_COMBINE);
+    add_compute(b, SIM_PART_RESIDUAL, l, pass, m->fwd_unpermute_s + a->fwd.seg_s[2]);
+    return;
+  }
+  add_compute(b, SIM_PART_MLP, l, pass, a->bwd.seg_s[0] + m->bwd_unpermute_s);
+  moe_comm(b, s, k, t, MOE_COMBINE);
+  moe_comm(b, s, k, t, MOE_ETP_GATHER);
+  add_compute(b, SIM_PART_MLP, l, pass, m->bwd_experts_s);
+  moe_comm(b, s, k, t, MOE_ETP_SCATTER);
+  moe_comm(b, s, k, t, MOE_DISPATCH);
+  add_compute(b, SIM_PART_ATTENTION, l, pass, m->bwd_route_s + a->bwd.seg_s[1]);
+  tp_allreduce(b, s, k, t);
+  add_compute(b, SIM_PART_LAYERNORM, l, pass, a->bwd.seg_s[2]);
 }
 
 /* Compute of `part` (of `layer`, -1: none) in `pass`, into the op the
@@ -638,6 +809,55 @@ static void emit_layer_pass(Build *b, guint s, guint k, const ModelPass *pass, c
     emit_pass(b, s, k, pass, t);
 }
 
+enum { DP_ALL, DP_SHARD, DP_REPLICAS };
+static guint dp_collective_g(Build *b, NetCollOp kind, guint group, guint i, guint s, double bytes, const guint *deps,
+                             guint n_deps, const SimOpTag *t);
+
+/* FSDP2 (torch.distributed.fsdp.fully_shard, as torchtitan applies it per
+ * transformer block and to the root module: torchtitan/models/llama3/infra/
+ * parallelize.py, apply_fsdp): the bf16 parameters of a block all-gathered
+ * over its shard group before the block runs.  The all-gathers run on their
+ * own stream and the CPU issues the next block's while the current one
+ * computes, but FSDP2 lets at most two blocks' gathered copies exist (its
+ * copy-out of block l + 2 waits for block l's to be freed; PyTorch issue
+ * 114299, "memory management"), so the gather of the block two ahead waits
+ * for the end of this one.  `params`: the block's (and the root's, with the
+ * stage's first block) parameters on this tensor rank. */
+static void fsdp_gather(Build *b, guint s, guint k, guint chunk, gint layer, gboolean forward, double params,
+                        guint after, guint *out) {
+  for (guint i = 0; i < b->ts; i++) {
+    SimOpTag t = tag(CAT_DP, forward ? PASS_FORWARD : PASS_BACKWARD, s, chunk, 0, layer);
+    guint dep = i == 0 ? after : G_MAXUINT;
+    out[i] = dp_collective_g(b, NET_OP_ALLGATHER, DP_SHARD, i, s, 2.0 * params, &dep, 1, &t);
+  }
+  if (s == 0 && k == 0) {
+    b->shard_gathers++;
+    b->shard_gather_bytes += 2.0 * params;
+  }
+  b->bytes[CAT_DP] += 2.0 * params * (b->shard - 1) * (b->dpc / b->shard) * b->plan->tp;
+}
+
+/* FSDP2's reduce-scatter of a block's gradients over its shard group, in
+ * the reduce dtype (torchtitan's mixed_precision_reduce, fp32 by default),
+ * and under HSDP the all-reduce of each shard across the R replicas. */
+static void fsdp_reduce(Build *b, guint s, guint k, guint chunk, gint layer, double params, guint i, guint after) {
+  const SimPlan *pl = b->plan;
+  double bytes = (pl->fsdp_reduce_fp32 ? 4.0 : 2.0) * params;
+  SimOpTag t = tag(CAT_DP, PASS_OTHER, s, chunk, 0, layer);
+  guint op = dp_collective_g(b, NET_OP_REDUCESCATTER, DP_SHARD, i, s, bytes, &after, 1, &t);
+  guint R = b->dpc / b->shard;
+  if (R > 1)
+    op = dp_collective_g(b, NET_OP_ALLREDUCE, DP_REPLICAS, i, s, bytes / b->shard, &op, 1, &t);
+  g_array_append_val(b->fsdp_rs[s * b->ts + i], op);
+  if (s == 0 && k == 0 && i == 0) {
+    b->shard_reductions += R > 1 ? 2 : 1;
+    b->shard_reduce_bytes += bytes + (R > 1 ? bytes / b->shard : 0);
+  }
+  if (i == 0)
+    b->bytes[CAT_DP] += (bytes * (b->shard - 1) * R + (R > 1 ? 2.0 * bytes / b->shard * (R - 1) * b->shard : 0)) *
+                        pl->tp;
+}
+
 static void emit_item(Build *b, guint s, guint k, guint idx) {
   const SimPlan *pl = b->plan;
   SimItem it = g_array_index(b->order[s], SimItem, idx);
@@ -671,9 +891,33 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
    * summed integer durations starts and ends exactly when the chain would.
    * Not where torch DDP hangs a bucket's all-reduce on a layer inside it. */
   gboolean gathered = pl->overlap_param_gather && it.forward && it.microbatch == 0; /* waits for its parameters */
+  /* FSDP2: gathered for every forward without pipelining (resharded after
+   * each backward), else for the first microbatch's (torch's pipelining
+   * keeps them between microbatches), and again for every backward when
+   * resharded after forward; gradients reduced after every backward
+   * without pipelining (torchtitan's gradient accumulation), after the last
+   * microbatch's with it (torch.distributed.pipelining's stage turns
+   * FSDP2's gradient sync off but for the last backward) */
+  gboolean fsdp = pl->fsdp && b->dpc > 1;
+  gboolean fsdp_g = fsdp && (it.forward ? it.microbatch == 0 || pl->reshard_after_forward || b->p == 1
+                                        : pl->reshard_after_forward);
+  gboolean fsdp_rs = fsdp && !it.forward && (last_mb || b->p == 1);
+  guint64 fsdp_layer = fsdp ? model_layer_local_params(&pl->model, pl->tp) : 0;
+  guint64 fsdp_root = fsdp && it.chunk == 0 ? model_stage_params(&pl->model, pl->tp, b->p, s, stage_layers(b, s)) -
+                                                  fsdp_layer * stage_layers(b, s)
+                                            : 0;
+  guint nl = chunk_layers(b, s, it.chunk);
+  guint *fsdp_ops = fsdp_g ? g_new(guint, (gsize)(nl + 2) * b->ts) : NULL;
+  gathered = gathered || fsdp_g || fsdp_rs;
   b->dry = b->coarse && !(pl->ddp == SIM_DDP_TORCH && last_mb && b->dpc > 1 && !it.forward) && !gathered;
   b->dry_compute = b->dry_tp = 0;
   b->dry_ops = 0;
+  if (fsdp_g) /* the first two blocks of the item (the root's parameters with the first forward) */
+    for (guint j = 0; j < MIN(2u, nl); j++) {
+      guint l = it.forward ? j : nl - 1 - j;
+      fsdp_gather(b, s, k, it.chunk, (gint)(chunk_first(b, s, it.chunk) + l), it.forward,
+                  (double)fsdp_layer + (it.forward && j == 0 ? (double)fsdp_root : 0), b->prev[0], fsdp_ops + l * b->ts);
+    }
   if (pl->stage_times) {
     /* a microbatch's pass over a whole stage takes the time given; a chunk
      * its share of it */
@@ -687,13 +931,26 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
     if (vs == 0)
       add_compute(b, SIM_PART_EMBEDDING, -1, PASS_FORWARD, b->emb_fwd);
     for (guint l = 0; l < chunk_layers(b, s, it.chunk); l++) {
-      if (gathered) { /* the layer's first forward waits for its parameters' all-gather */
+      if (gathered && !fsdp) { /* the layer's first forward waits for its parameters' all-gather */
         flush(b, s, k, &t, FALSE);
         for (guint i = 0; i < b->ts; i++)
           b->join[i] = b->param_gather[((s * b->v + it.chunk) * b->lmax + l) * b->ts + i];
       }
+      if (fsdp_g) {
+        flush(b, s, k, &t, FALSE);
+        for (guint i = 0; i < b->ts; i++)
+          b->join[i] = fsdp_ops[l * b->ts + i];
+      }
       t.layer = (gint32)(chunk_first(b, s, it.chunk) + l);
-      emit_layer_pass(b, s, k, &b->layer.fwd, &t);
+      if (b->moe_layer && b->moe_layer[(s * b->v + it.chunk) * b->lmax + l])
+        moe_pass(b, s, k, &t, FALSE);
+      else
+        emit_layer_pass(b, s, k, &b->layer.fwd, &t);
+      if (fsdp_g && l + 2 < nl) { /* the block two ahead, once this one's copy is freed */
+        flush(b, s, k, &t, TRUE);
+        fsdp_gather(b, s, k, it.chunk, t.layer + 2, TRUE, (double)fsdp_layer, b->prev[0],
+                    fsdp_ops + (l + 2) * b->ts);
+      }
     }
     if (vs == last_vs)
       add_compute(b, SIM_PART_HEAD, -1, PASS_FORWARD, b->head_fwd);
@@ -720,9 +977,18 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
       add_compute(b, SIM_PART_HEAD, -1, PASS_BACKWARD, input ? b->head_bwd - b->head_w : b->head_bwd);
     for (guint l = chunk_layers(b, s, it.chunk); l-- > 0;) {
       t.layer = (gint32)(chunk_first(b, s, it.chunk) + l);
+      if (fsdp_g) { /* FSDP2's pre-backward hook: the block gathered again, before its recomputation */
+        flush(b, s, k, &t, FALSE);
+        for (guint i = 0; i < b->ts; i++)
+          b->join[i] = fsdp_ops[l * b->ts + i];
+      }
+      gboolean moe = b->moe_layer && b->moe_layer[(s * b->v + it.chunk) * b->lmax + l];
       if (pl->recompute) {
         t.pass = PASS_RECOMPUTE;
-        emit_layer_pass(b, s, k, &b->layer.fwd, &t);
+        if (moe)
+          moe_pass(b, s, k, &t, FALSE);
+        else
+          emit_layer_pass(b, s, k, &b->layer.fwd, &t);
         t.pass = PASS_BACKWARD;
       } else if (pl->selective && b->cp > 1) { /* the attention core again, with its ring */
         t.pass = PASS_RECOMPUTE;
@@ -730,7 +996,10 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
         t.pass = PASS_BACKWARD;
       } else if (pl->selective) /* the attention core again, no communication */
         add_compute(b, SIM_PART_ATTENTION, t.layer, PASS_RECOMPUTE, b->layer.core.seg_s[0]);
-      emit_layer_pass(b, s, k, input ? &b->bwd_in : &b->layer.bwd, &t);
+      if (moe)
+        moe_pass(b, s, k, &t, TRUE);
+      else
+        emit_layer_pass(b, s, k, input ? &b->bwd_in : &b->layer.bwd, &t);
       if (vs == 0 && l == 0 && !input)
         add_compute(b, SIM_PART_EMBEDDING, -1, PASS_BACKWARD, b->emb_bwd);
       if (pl->ddp == SIM_DDP_TORCH && last_mb && b->dpc > 1 && !input) {
@@ -738,9 +1007,20 @@ static void emit_item(Build *b, guint s, guint k, guint idx) {
         for (guint i = 0; i < b->ts; i++)
           b->grad_ready[(((k * b->p + s) * b->v + it.chunk) * b->lmax + l) * b->ts + i] = b->prev[i];
       }
+      if (fsdp_rs) { /* the block's gradients, reduced as its backward ends */
+        flush(b, s, k, &t, TRUE);
+        if (k == 0)
+          for (guint i = 0; i < b->ts; i++)
+            fsdp_reduce(b, s, k, it.chunk, t.layer, (double)fsdp_layer, i, b->prev[i]);
+      }
+      if (fsdp_g && l >= 2) { /* the block two behind in backward order, once this one's copy is freed */
+        flush(b, s, k, &t, TRUE);
+        fsdp_gather(b, s, k, it.chunk, t.layer - 2, FALSE, (double)fsdp_layer, b->prev[0], fsdp_ops + (l - 2) * b->ts);
+      }
     }
   }
   flush(b, s, k, &t, FALSE);
+  g_free(fsdp_ops);
   if (b->dry) {
     b->dry = FALSE;
     t.layer = -1;
@@ -877,10 +1157,18 @@ static void emit_transfers_of(Build *b, guint s, guint k, guint idx) {
                          per_rank, b->flow->side_pp);
       }
       xfer[i] = net_op(b, *plan, streams, pos, nst, &t);
-    } else
-      xfer[i] = sim_engine_add_op_at(
-          b->e, ns(pl->stage_times ? pl->stage_comm_s : model_p2p_time_s(&b->net, per_rank, same)), streams, pos,
-          nst, &t);
+    } else {
+      ModelNet net = b->net;
+      if (!same && pl->stragglers.n_link) { /* a send runs at the slower of its two NICs (--slow-link) */
+        double f = 1;
+        for (guint kk = b->ds == pl->dp ? k : 0; kk < (b->ds == pl->dp ? k + 1 : pl->dp); kk++)
+          for (guint ii = b->ts == pl->tp ? i : 0; ii < (b->ts == pl->tp ? i + 1 : pl->tp); ii++)
+            f = MIN(f, MIN(nic_factor(b, gpu_of_rank(b, ii, s, kk)), nic_factor(b, gpu_of_rank(b, ii, ds_, kk))));
+        net.hw.nic_bw *= f;
+      }
+      double secs = pl->stage_times ? pl->stage_comm_s : model_p2p_time_s(&net, per_rank, same);
+      xfer[i] = sim_engine_add_op_at(b->e, ns(secs), streams, pos, nst, &t);
+    }
     if (nst == 1) {
       if (b->pp_to->len <= xfer[i])
         g_array_set_size(b->pp_to, MAX(xfer[i] + 1, 2 * b->pp_to->len));
@@ -974,60 +1262,102 @@ static gboolean placement_uniform(const Build *b) {
   return TRUE;
 }
 
-/* A data-parallel collective (all-reduce; reduce-scatter of gradients or
- * all-gather of parameters for the distributed optimizer) over the d
- * replicas of rank i of stage s, after `deps`; with context parallelism
- * over the d x cp ranks that hold the same parameters (Megatron-Core's
- * data-parallel group with context parallelism). */
-/* The slowest NIC of the data-parallel group of tensor rank i on stage s
- * (under the symmetry shortcut, of every tensor rank's group): its factor,
- * a rail down sharing the next rail's NIC at half. */
-static double dp_link_factor(const Build *b, guint i, guint s) {
-  const SimPlan *pl = b->plan;
-  guint gpn = b->cluster->gpus_per_node, nics = MAX(b->cluster->net.nics_per_node, 1u);
-  double f = 1;
-  for (guint ii = b->ts == pl->tp ? i : 0; ii < (b->ts == pl->tp ? i + 1 : pl->tp); ii++)
-    for (guint k = 0; k < pl->dp; k++)
-      for (guint c = 0; c < b->cp; c++) {
-        guint g = gpu_of_rank_c(b, ii, c, s, k), rail = (g % gpn) * nics / gpn;
-        double x = sim_plan_nic_factor(pl, g / gpn, rail), prev = sim_plan_nic_factor(pl, g / gpn, (rail + nics - 1) % nics);
-        f = MIN(f, x <= 0 || prev <= 0 ? 0.5 : x);
-      }
-  return f;
+/* Which data-parallel ranks a collective spans: all d x cp; FSDP2's shard
+ * group (the first `shard` of them, consecutive as torchtitan's mesh puts
+ * dp_shard inside dp_replicate); or one rank of each of the R replicas
+ * (DP_ALL, DP_SHARD, DP_REPLICAS). */
+
+static guint dp_group_rank(const Build *b, guint group, guint j) {
+  return group == DP_REPLICAS ? j * b->shard : j;
 }
 
-static guint dp_collective(Build *b, NetCollOp kind, guint i, guint s, double bytes, const guint *deps, guint n_deps,
-                           const SimOpTag *t) {
-  guint nodes = dp_group_nodes(b, i, s);
+static guint dp_group_size(const Build *b, guint group) {
+  return group == DP_ALL ? b->dpc : group == DP_SHARD ? b->shard : b->dpc / b->shard;
+}
+
+static guint dp_collective_g(Build *b, NetCollOp kind, guint group, guint i, guint s, double bytes, const guint *deps,
+                             guint n_deps, const SimOpTag *t) {
+  guint n = dp_group_size(b, group);
+  guint nodes = 0, last = G_MAXUINT;
+  for (guint j = 0; j < n; j++) { /* ranks increase along the group: one more node at every change */
+    guint r = dp_group_rank(b, group, j);
+    guint node = gpu_of_rank_c(b, i, r % b->cp, s, r / b->cp) / b->cluster->gpus_per_node;
+    nodes += node != last;
+    last = node;
+  }
   guint streams[b->ds];
   for (guint k = 0; k < b->ds; k++)
     streams[k] = stream_of(b, i, s, k, STREAM_DP);
   guint op;
   if (b->flow) {
-    guint d = b->dpc;
     char key[64];
-    if (kind == NET_OP_ALLREDUCE) /* the key every all-reduce plan had */
+    if (kind == NET_OP_ALLREDUCE && group == DP_ALL) /* the key every all-reduce plan had */
       g_snprintf(key, sizeof key, "dp:%u:%u:%.0f", s, i, bytes);
-    else
+    else if (group == DP_ALL)
       g_snprintf(key, sizeof key, "dp%d:%u:%u:%.0f", (int)kind, s, i, bytes);
-    guint gpus[d];
-    for (guint j = 0; j < d; j++)
-      gpus[j] = gpu_of_rank_c(b, i, j % b->cp, s, j / b->cp);
-    op = net_op(b, coll_plan(b, key, kind, gpus, d, copies(b, TRUE, FALSE), bytes, b->flow->side_dp), streams, NULL,
-                b->ds, t);
+    else
+      g_snprintf(key, sizeof key, "dp%d:g%u:%u:%u:%.0f", (int)kind, group, s, i, bytes);
+    guint gpus[n];
+    for (guint j = 0; j < n; j++) {
+      guint r = dp_group_rank(b, group, j);
+      gpus[j] = gpu_of_rank_c(b, i, r % b->cp, s, r / b->cp);
+    }
+    /* the other groups run the same collective at once on their own GPUs */
+    double copies_g = copies(b, TRUE, FALSE) * ((double)b->dpc / n);
+    op = net_op(b, coll_plan(b, key, kind, gpus, n, copies_g, bytes, b->flow->side_dp), streams, NULL, b->ds, t);
   } else {
     ModelCollOp coll = kind == NET_OP_REDUCESCATTER ? MODEL_COLL_REDUCESCATTER
                      : kind == NET_OP_ALLGATHER   ? MODEL_COLL_ALLGATHER
                                                   : MODEL_COLL_ALLREDUCE;
     ModelNet net = b->net;
-    if (nodes > 1 && b->plan->stragglers.n_link) /* a ring runs at its slowest link (--slow-link) */
-      net.hw.nic_bw *= dp_link_factor(b, i, s);
-    double secs = model_collective_time_s(&net, coll, bytes, b->dpc, nodes, NULL);
+    if (nodes > 1 && b->plan->stragglers.n_link) { /* a ring runs at its slowest NIC (--slow-link) */
+      const SimPlan *pl = b->plan;
+      double f = 1;
+      for (guint ii = b->ts == pl->tp ? i : 0; ii < (b->ts == pl->tp ? i + 1 : pl->tp); ii++)
+        for (guint j = 0; j < n; j++) {
+          guint r = dp_group_rank(b, group, j);
+          f = MIN(f, nic_factor(b, gpu_of_rank_c(b, ii, r % b->cp, s, r / b->cp)));
+        }
+      net.hw.nic_bw *= f;
+    }
+    double secs = model_collective_time_s(&net, coll, bytes, n, nodes, NULL);
     op = sim_engine_add_op(b->e, ns(secs), streams, b->ds, t);
   }
   for (guint j = 0; j < n_deps; j++)
-    sim_engine_add_dep(b->e, deps[j], op);
+    if (deps[j] != G_MAXUINT)
+      sim_engine_add_dep(b->e, deps[j], op);
   return op;
+}
+
+/* A data-parallel collective (all-reduce; reduce-scatter of gradients or
+ * all-gather of parameters for the distributed optimizer) over the d
+ * replicas of rank i of stage s, after `deps`; with context parallelism
+ * over the d x cp ranks that hold the same parameters (Megatron-Core's
+ * data-parallel group with context parallelism). */
+/* The speed factor of the NIC cluster GPU g sends through (--slow-link):
+ * its own, or half when its rail or the one before is down (two rails then
+ * share a NIC). */
+static double nic_factor(const Build *b, guint g) {
+  guint gpn = b->cluster->gpus_per_node, nics = MAX(b->cluster->net.nics_per_node, 1u), rail = (g % gpn) * nics / gpn;
+  double x = sim_plan_nic_factor(b->plan, g / gpn, rail),
+         prev = sim_plan_nic_factor(b->plan, g / gpn, (rail + nics - 1) % nics);
+  return x <= 0 || prev <= 0 ? 0.5 : x;
+}
+
+/* The slowest NIC of the tensor-parallel group of replica k on stage s
+ * (under the symmetry shortcut, of every replica's group). */
+static double tp_link_factor(const Build *b, guint s, guint k) {
+  const SimPlan *pl = b->plan;
+  double f = 1;
+  for (guint kk = b->ds == pl->dp ? k : 0; kk < (b->ds == pl->dp ? k + 1 : pl->dp); kk++)
+    for (guint i = 0; i < pl->tp; i++)
+      f = MIN(f, nic_factor(b, gpu_of_rank(b, i, s, kk)));
+  return f;
+}
+
+static guint dp_collective(Build *b, NetCollOp kind, guint i, guint s, double bytes, const guint *deps, guint n_deps,
+                           const SimOpTag *t) {
+  return dp_collective_g(b, kind, DP_ALL, i, s, bytes, deps, n_deps, t);
 }
 
 /* --overlap-param-gather (Megatron-Core's distributed optimizer): the
@@ -1054,9 +1384,48 @@ static void emit_param_gathers(Build *b) {
   }
 }
 
+/* MoE: the expert gradients' collective over the expert-data-parallel
+ * group of the simulated rank (every such group of the stage at once on
+ * the flows), on its data-parallel stream after `deps`. */
+static guint edp_collective(Build *b, NetCollOp kind, guint s, double bytes, const guint *deps, guint n_deps,
+                            const SimOpTag *t) {
+  const SimPlan *pl = b->plan;
+  guint stage = pl->tp * b->cp * pl->dp, n = pl->edp, groups = stage / n, G = b->cluster->gpus_per_node;
+  guint *gpus = g_new(guint, stage), ranks[n];
+  for (guint g = 0; g < groups; g++) {
+    sim_moe_edp_ranks(pl, s, g, ranks); /* local ranks 0 .. etp ep - 1 lead the groups */
+    for (guint q = 0; q < n; q++)
+      gpus[g * n + q] = sim_place(b->cluster, pl->tp * b->cp, ranks[q]);
+  }
+  guint stream = stream_of(b, 0, s, 0, STREAM_DP), op;
+  if (b->flow) {
+    char key[64];
+    g_snprintf(key, sizeof key, "edp%d:%u:%.0f", (int)kind, s, bytes);
+    op = net_op(b, sim_netops_coll_groups(b->flow->ops, key, kind, gpus, n, groups, 1.0, bytes, b->flow->side_dp),
+                &stream, NULL, 1, t);
+  } else {
+    guint nodes = 0, last = G_MAXUINT;
+    for (guint q = 0; q < n; q++) {
+      nodes += gpus[q] / G != last;
+      last = gpus[q] / G;
+    }
+    ModelCollOp coll = kind == NET_OP_REDUCESCATTER ? MODEL_COLL_REDUCESCATTER
+                     : kind == NET_OP_ALLGATHER   ? MODEL_COLL_ALLGATHER
+                                                  : MODEL_COLL_ALLREDUCE;
+    op = sim_engine_add_op(b->e, ns(model_collective_time_s(&b->net, coll, bytes, n, nodes, NULL)), &stream, 1, t);
+  }
+  g_free(gpus);
+  for (guint j = 0; j < n_deps; j++)
+    sim_engine_add_dep(b->e, deps[j], op);
+  return op;
+}
+
 static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
   const SimPlan *pl = b->plan;
   guint64 stage_params = model_stage_params(&pl->model, pl->tp, b->p, s, stage_layers(b, s));
+  guint64 expert_params = 0; /* MoE: the local experts', reduced over their own group */
+  if (b->moe_layer)
+    stage_params = sim_moe_stage_params(pl, s, &expert_params, NULL) - expert_params;
   guint64 layer_params = model_layer_local_params(&pl->model, pl->tp);
   guint64 extra_params = stage_params - layer_params * stage_layers(b, s);
   SimOpTag t = tag(CAT_DP, PASS_OTHER, s, 0, 0, -1);
@@ -1064,14 +1433,22 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
   /* Megatron's distributed optimizer reduce-scatters the gradients instead
    * of all-reducing them, steps on its 1/d shard, and all-gathers the
    * updated fp16 parameters. */
-  gboolean dist = pl->distributed_optimizer && b->dpc > 1;
+  gboolean fsdp = pl->fsdp && b->dpc > 1;
+  gboolean dist = (pl->distributed_optimizer || fsdp) && b->dpc > 1;
   NetCollOp grad_coll = dist ? NET_OP_REDUCESCATTER : NET_OP_ALLREDUCE;
   for (guint i = 0; i < b->ts; i++) {
     GArray *mine = g_array_new(FALSE, FALSE, sizeof(guint)); /* ops the optimizer waits for */
     guint lasts[b->ds];
     for (guint k = 0; k < b->ds; k++)
       lasts[k] = b->items[((k * b->p + s) * b->n_items + b->len[s] - 1) * b->ts + i].last;
-    if (b->dpc > 1) {
+    if (fsdp) {
+      /* the blocks' reductions, issued with their backward; the root's
+       * (embedding, final norm, logits) after the stage's last backward */
+      GArray *rs = b->fsdp_rs[s * b->ts + i];
+      if (extra_params)
+        fsdp_reduce(b, s, 0, 0, -1, (double)extra_params, i, lasts[0]);
+      g_array_append_vals(mine, rs->data, rs->len);
+    } else if (b->dpc > 1) {
       if (pl->ddp == SIM_DDP_TORCH) {
         /* torch DDP: a bucket per layer, all-reduced as soon as the last
          * microbatch's backward has produced it, in backward order. */
@@ -1096,6 +1473,12 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
         g_array_append_val(mine, op);
       }
       b->bytes[CAT_DP] += grad_bytes * stage_params * 2.0 * (b->dpc - 1) * ((double)pl->tp / b->ts);
+    }
+    if (expert_params && pl->edp > 1) {
+      NetCollOp kind = pl->distributed_optimizer ? NET_OP_REDUCESCATTER : NET_OP_ALLREDUCE;
+      guint op = edp_collective(b, kind, s, grad_bytes * expert_params, lasts, b->ds, &t);
+      g_array_append_val(mine, op);
+      b->bytes[CAT_DP] += grad_bytes * expert_params * 2.0 * (pl->edp - 1) * ((double)pl->tp * b->cp * pl->dp / pl->edp);
     }
     for (guint k = 0; k < b->ds; k++)
       g_array_append_val(mine, lasts[k]);
@@ -1136,8 +1519,11 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
         b->bytes_embedding += bytes * 2.0 * pl->dp * ((double)pl->tp / b->ts) * b->cp;
       }
     }
-    /* the step: on the whole stage, or on its 1/d shard (rounded up) */
-    guint64 stepped = dist ? (stage_params + b->dpc - 1) / b->dpc : stage_params;
+    /* the step: on the whole stage, or on its 1/d shard (rounded up);
+     * FSDP2's on its shard group's; MoE: the experts' on their 1/edp shard */
+    guint64 stepped = dist ? (stage_params + b->shard - 1) / b->shard : stage_params;
+    if (expert_params)
+      stepped += pl->distributed_optimizer ? (expert_params + pl->edp - 1) / pl->edp : expert_params;
     guint steps[b->ds];
     for (guint k = 0; k < b->ds; k++) {
       guint op = sim_engine_add_op1(b->e, ns(model_optimizer_time_s(b->profile, stepped)),
@@ -1151,8 +1537,10 @@ static void emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
         sim_engine_add_dep(b->e, opt_ops[slot], op);
       steps[k] = op;
     }
-    if (dist && !pl->overlap_param_gather) /* every replica's updated shard, gathered back whole */
+    if (dist && !pl->overlap_param_gather && !fsdp) /* every replica's updated shard, gathered back whole */
       dp_collective(b, NET_OP_ALLGATHER, i, s, 2.0 * stage_params, steps, b->ds, &t);
+    if (expert_params && pl->edp > 1 && pl->distributed_optimizer)
+      edp_collective(b, NET_OP_ALLGATHER, s, 2.0 * expert_params, steps, b->ds, &t);
     g_array_free(mine, TRUE);
   }
 }
@@ -1330,7 +1718,49 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
                             .flash = lo.attention == MODEL_ATTENTION_FLASH,
                             .fp8 = lo.fp8,
                             .fp8_weight_params = (guint64)layers * model_layer_local_params(&pl->model, pl->tp)};
+  guint64 experts = 0;
+  guint moe = 0;
+  if (model_is_moe(&pl->model))
+    req.params = sim_moe_stage_params(pl, s, &experts, &moe);
   model_memory(&local, &req, out);
+  if (moe) {
+    /* the expert parameters' optimizer state over their expert-data-
+     * parallel group; an MoE layer's activations in place of a dense MLP's
+     * (models/moe.h); the dispatch's send and receive buffers */
+    guint shards = pl->distributed_optimizer ? pl->dp * sim_plan_cp(pl) : 1;
+    guint eshards = pl->distributed_optimizer ? pl->edp : 1;
+    out->optimizer = 12.0 * (double)(req.params - experts) / shards + 12.0 * (double)experts / eshards;
+    ModelMoeOptions mo = sim_moe_options(pl);
+    double delta = model_moe_activation_bytes(&pl->model, &mo) -
+                   model_dense_mlp_activation_bytes(&pl->model, pl->tp, pl->micro_batch);
+    double T = (double)pl->micro_batch * pl->model.seq_len / ((double)pl->tp * sim_plan_cp(pl));
+    out->activations += (pl->recompute ? MAX(delta, 0.0) : delta * peak * moe / layers) +
+                        2.0 * T * pl->model.topk * pl->model.hidden * 2.0;
+    out->total = out->weights + out->gradients + out->optimizer + out->activations;
+  }
+  if (pl->fsdp)
+    sim_fsdp_state_memory(pl, s, out);
+}
+
+void sim_fsdp_state_memory(const SimPlan *pl, guint s, ModelMemory *out) {
+  /* FSDP2 with torchtitan's mixed precision (fp32 model, bf16 param_dtype,
+   * reduce_dtype fp32 or bf16) and AdamW: the fp32 parameters, gradients
+   * and the two moments sharded over the shard group (16 bytes a
+   * parameter); the bf16 gathered blocks (the one running and the one
+   * prefetched, with the root's; without reshard_after_forward all of the
+   * stage's from forward to backward); the bf16 unsharded gradients (a
+   * block's, or the whole stage's while they accumulate over microbatches
+   * reduced after the last) and a block's fp32 copy for the reduction. */
+  guint layers = sim_plan_stage_layers(pl, s);
+  double shard = (double)pl->dp * sim_plan_cp(pl) / pl->hsdp_replicas;
+  double Ps = (double)model_stage_params(&pl->model, pl->tp, pl->pp, s, layers);
+  double Lp = (double)model_layer_local_params(&pl->model, pl->tp);
+  double root = Ps - Lp * layers;
+  out->optimizer = 8.0 * Ps / shard;
+  out->weights = 4.0 * Ps / shard + 2.0 * (pl->reshard_after_forward ? root + MIN(2.0, (double)layers) * Lp : Ps);
+  gboolean accumulate = pl->pp > 1 && pl->microbatches > 1; /* unsharded until the last microbatch */
+  out->gradients = 4.0 * Ps / shard + 2.0 * (accumulate ? Ps : Lp) + (pl->fsdp_reduce_fp32 ? 4.0 * Lp : 0);
+  out->total = out->weights + out->gradients + out->optimizer + out->activations;
 }
 
 static gboolean heuristic(const SimPlan *pl) {
@@ -1497,7 +1927,7 @@ static double bisection_rate(Build *b, GArray *sel, const double *dir_bytes, gbo
 /* The byte counts of the long run: each item's counts once per copy
  * (steady.h).  FALSE where the sums would depend on their order. */
 static gboolean steady_bytes(Build *b) {
-  static const guint cats[] = {CAT_TP, CAT_CP, CAT_PP};
+  static const guint cats[] = {CAT_TP, CAT_CP, CAT_PP, CAT_EP};
   GArray *ops = g_array_new(FALSE, FALSE, sizeof(guint)), *vals = g_array_new(FALSE, FALSE, sizeof(double));
   GArray *counts = g_array_new(FALSE, FALSE, sizeof(guint));
   gboolean ok = TRUE;
@@ -1623,7 +2053,29 @@ static gboolean measure(Build *b, SimResult *r) {
   r->bytes_cp = b->bytes[CAT_CP];
   r->bytes_pp = b->bytes[CAT_PP];
   r->bytes_dp = b->bytes[CAT_DP];
+  r->shard_gathers = b->shard_gathers;
+  r->shard_reductions = b->shard_reductions;
+  r->shard_gather_bytes = b->shard_gather_bytes;
+  r->shard_reduce_bytes = b->shard_reduce_bytes;
   r->bytes_embedding = b->bytes_embedding;
+  r->bytes_ep = b->bytes[CAT_EP];
+  if (b->moe_layer) {
+    /* the critical stage's MoE token communication, each transfer at its
+     * time alone: per MoE layer and microbatch, forward, backward and the
+     * recomputation forward */
+    guint s = r->critical_stage, moe = 0;
+    for (guint c = 0; c < b->v; c++)
+      for (guint l = 0; l < chunk_layers(b, s, c); l++)
+        moe += b->moe_layer[(s * b->v + c) * b->lmax + l];
+    SimTime per = 0;
+    for (guint kind = 0; kind < MOE_N_COMM; kind++)
+      if ((kind <= MOE_COMBINE ? pl->ep : pl->etp) > 1)
+        per += b->moe_ns[s * MOE_N_COMM + kind];
+    r->moe_comm_s = (double)per * 1e-9 * moe * pl->microbatches * (pl->recompute ? 3 : 2);
+    r->moe_a2a_bytes_per_rank = model_moe_a2a_wire_bytes(&pl->model, &(ModelMoeOptions){.t = pl->tp, .cp = b->cp,
+                                                                                         .ep = pl->ep, .b = pl->micro_batch});
+    r->moe_expert_tokens = b->moe.expert_tokens;
+  }
 
   /* Effective bisection bandwidth (bisection_rates): pipeline cut between
    * stages below p/2 and the rest, data-parallel cut between replicas below
@@ -1770,7 +2222,8 @@ static guint steady_cycle(const SimPlan *pl) { return sim_plan_uneven(pl) ? 2 : 
  * Not for --exact, traces (which show every op) or GPipe (whose forwards
  * and backwards are two phases, not one period). */
 static guint steady_short_m(const SimPlan *pl, gboolean traced) {
-  if (pl->exact || traced || pl->pp < 2 || pl->stage_times ||
+  /* not FSDP2 either: its per-block gathers are issued inside the items */
+  if (pl->exact || traced || pl->pp < 2 || pl->stage_times || pl->fsdp ||
       (pl->schedule != SIM_SCHEDULE_1F1B && pl->schedule != SIM_SCHEDULE_INTERLEAVED))
     return 0; /* GPipe's two phases, and the schedules not proved here: every op simulated */
   guint step = steady_step(pl), cycle = steady_cycle(pl), m = pl->microbatches;
@@ -1908,11 +2361,11 @@ static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const T
     const ModelMemory *mm = &r->memory;
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_OOM,
                 "does not fit in memory: stage %u needs %.1f GiB of %.1f GiB usable (weights+gradients+optimizer %.1f, "
-                "activations %.1f); use %sa larger --tp or --pp, or a smaller --micro-batch "
+                "activations %.1f); use %s%sa larger --tp or --pp, or a smaller --micro-batch "
                 "(--allow-oom simulates it anyway)",
                 r->memory_stage, mm->total / 1073741824.0, sim_plan_usable_bytes(pl, profile) / 1073741824.0,
                 (mm->weights + mm->gradients + mm->optimizer) / 1073741824.0, mm->activations / 1073741824.0,
-                pl->recompute ? "" : "--recompute full, ");
+                pl->recompute ? "" : "--recompute full, ", model_is_moe(&pl->model) ? "a larger --ep, " : "");
     return FALSE;
   }
 
@@ -1925,10 +2378,20 @@ static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const T
   b.ts = b.ds = 1;
   b.cp = sim_plan_cp(pl);
   b.dpc = pl->dp * b.cp;
+  b.shard = pl->fsdp ? b.dpc / pl->hsdp_replicas : b.dpc;
   b.p = pl->pp;
   b.v = pl->chunks;
   double mean_lpc = (double)pl->model.layers / (pl->pp * pl->chunks); /* layers per chunk, on average */
   if (!pl->symmetry || !placement_uniform(&b)) {
+    /* FSDP2's per-block collectives are issued once for the group, as the
+     * symmetric simulation has them */
+    if (pl->fsdp && pl->dp > 1) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "%s is simulated with one GPU standing for its replicas, which needs groups that fill whole nodes "
+                  "in Megatron's rank order; drop --no-symmetry and --placement, or use sizes whose groups fill nodes",
+                  pl->hsdp_replicas > 1 ? "--hsdp" : "--fsdp");
+      return FALSE;
+    }
     /* Without the shortcut every GPU is simulated: check the size again. */
     double ops = 2.0 * pl->microbatches * b.v * b.p * (6.0 * mean_lpc + 4) * pl->tp * pl->dp;
     if (pl->symmetry && ops > 60e6) {
@@ -1953,9 +2416,45 @@ static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const T
     }
   ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
   model_layer_cost_with(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &b.layer);
+  if (model_is_moe(&pl->model)) {
+    if (b.ts > 1 || b.ds > 1) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "MoE layers are simulated one GPU per stage (the symmetry shortcut), which this placement does "
+                  "not allow%s; use sizes whose groups fill whole nodes",
+                  pl->symmetry ? "" : " (--no-symmetry)");
+      g_free(b.chunk_n);
+      g_free(b.chunk_at);
+      return FALSE;
+    }
+    model_layer_attention_cost(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &b.moe_attn);
+    ModelMoeOptions mo = sim_moe_options(pl);
+    model_moe_cost(profile, &pl->model, &mo, &b.moe);
+    b.moe_layer = g_new0(guint8, (gsize)b.p * b.v * b.lmax);
+    for (guint s = 0; s < b.p; s++)
+      for (guint c = 0; c < b.v; c++)
+        for (guint l = 0; l < b.chunk_n[s * b.v + c]; l++)
+          b.moe_layer[(s * b.v + c) * b.lmax + l] = (guint8)sim_moe_layer(pl, s, c, l);
+  }
   ModelShape local = rank_shape(pl);
   model_embedding_cost(profile, &local, pl->tp, pl->micro_batch, &b.emb_fwd, &b.emb_bwd);
   model_head_cost(profile, &local, pl->tp, pl->micro_batch, &b.head_fwd, &b.head_bwd);
+  if (b.moe_layer && pl->model.mtp && profile->kind != MODEL_PROFILE_IDEAL) {
+    /* DeepSeek-V3's multi-token prediction modules, after the head on the
+     * last stage: each the 2h -> h projection of the normed hidden states
+     * and embeddings, an MoE layer's compute (its token communication is
+     * not simulated) and its own logits and loss */
+    const ModelLayerCost *a = &b.moe_attn;
+    const ModelMoeCost *mc = &b.moe;
+    guint64 bs = (guint64)pl->micro_batch * pl->model.seq_len / pl->tp, h = pl->model.hidden;
+    ModelGemm eh = {1, bs, h, 2 * h}, eh_d = {1, bs, 2 * h, h}, eh_w = {1, 2 * h, h, bs};
+    double fwd = a->fwd.seg_s[0] + a->fwd.seg_s[1] + a->fwd.seg_s[2] + mc->fwd_route_s + mc->fwd_experts_s +
+                 mc->fwd_unpermute_s + model_gemm_time_s(profile, &eh);
+    double bwd = a->bwd.seg_s[0] + a->bwd.seg_s[1] + a->bwd.seg_s[2] + mc->bwd_route_s + mc->bwd_experts_s +
+                 mc->bwd_unpermute_s + model_gemm_time_s(profile, &eh_d) + model_gemm_time_s(profile, &eh_w);
+    double hf = b.head_fwd, hb = b.head_bwd;
+    b.head_fwd += pl->model.mtp * (fwd + hf);
+    b.head_bwd += pl->model.mtp * (bwd + hb + (pl->recompute ? fwd : 0));
+  }
   b.bwd_in = b.layer.bwd;
   b.layer_w = 0;
   for (guint j = 0; j < 3; j++) {
@@ -1994,12 +2493,22 @@ build:
       SimTime *d = &b.tp_ns[(s * b.ds + k) * 2];
       guint nodes = tp_group_nodes(&b, s, k);
       double bytes = b.layer.tp_allreduce_bytes;
+      ModelNet net = b.net;
+      if (nodes > 1 && pl->stragglers.n_link) /* a ring across nodes runs at its slowest NIC (--slow-link) */
+        net.hw.nic_bw *= tp_link_factor(&b, s, k);
       if (pl->sequence_parallel) {
-        d[0] = ns(model_collective_time_s(&b.net, MODEL_COLL_REDUCESCATTER, bytes, pl->tp, nodes, NULL));
-        d[1] = ns(model_collective_time_s(&b.net, MODEL_COLL_ALLGATHER, bytes, pl->tp, nodes, NULL));
+        d[0] = ns(model_collective_time_s(&net, MODEL_COLL_REDUCESCATTER, bytes, pl->tp, nodes, NULL));
+        d[1] = ns(model_collective_time_s(&net, MODEL_COLL_ALLGATHER, bytes, pl->tp, nodes, NULL));
       } else
-        d[0] = ns(model_collective_time_s(&b.net, MODEL_COLL_ALLREDUCE, bytes, pl->tp, nodes, NULL));
+        d[0] = ns(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, bytes, pl->tp, nodes, NULL));
     }
+  b.moe_ns = g_new0(SimTime, (gsize)b.p * MOE_N_COMM);
+  b.moe_plans = g_new(guint, (gsize)b.p * MOE_N_COMM);
+  for (guint j = 0; j < b.p * MOE_N_COMM; j++)
+    b.moe_plans[j] = G_MAXUINT;
+  for (guint s = 0; s < b.p && b.moe_layer; s++)
+    for (guint kind = 0; kind < MOE_N_COMM; kind++)
+      b.moe_ns[s * MOE_N_COMM + kind] = ns(moe_analytic_s(&b, s, kind));
   /* the rings' hops on the analytic network: a send to the next rank, all
    * at once, as long as the slowest (between nodes if the ring leaves one);
    * the overlapped tensor-parallel hops, 1/(t-1) of the collective each */
@@ -2030,6 +2539,9 @@ build:
       g_free(b.chunk_at);
       g_free(b.tp_ns);
       g_free(b.hop_ns);
+      g_free(b.moe_ns);
+      g_free(b.moe_plans);
+      g_free(b.moe_layer);
       sim_engine_free(b.e);
       return FALSE;
     }
@@ -2084,6 +2596,11 @@ build:
   }
   b.items = g_new0(ItemOps, (gsize)b.ds * b.p * b.n_items * b.ts);
   b.grad_ready = g_new0(guint, (gsize)b.ds * b.p * b.v * b.lmax * b.ts);
+  b.fsdp_rs = g_new(GArray *, (gsize)b.p * b.ts);
+  for (guint j = 0; j < b.p * b.ts; j++)
+    b.fsdp_rs[j] = g_array_new(FALSE, FALSE, sizeof(guint));
+  b.shard_gathers = b.shard_reductions = 0;
+  b.shard_gather_bytes = b.shard_reduce_bytes = 0;
   b.pending = g_new0(double, b.ts);
   b.prev = g_new0(guint, b.ts);
   b.join = g_new(guint, b.ts);
@@ -2109,6 +2626,10 @@ build:
           guint plan = tp_plan(&b, s, k, op, b.layer.tp_allreduce_bytes);
           b.tp_ns[(s * b.ds + k) * 2 + j] = sim_netops_solo_ns(fc.ops, plan);
         }
+    for (guint s = 0; s < b.p && b.moe_layer; s++)
+      for (guint kind = 0; kind < MOE_N_COMM; kind++)
+        if ((kind <= MOE_COMBINE ? pl->ep : pl->etp) > 1)
+          b.moe_ns[s * MOE_N_COMM + kind] = sim_netops_solo_ns(fc.ops, moe_plan(&b, s, kind));
   }
   /* coarse items: fixed all-reduces (the analytic network, or transfers
    * fixed on the flow network), one rank per stage (the symmetry shortcut),
@@ -2182,7 +2703,11 @@ build:
   g_free(b.last_bwd);
   g_free(b.items);
   g_free(b.grad_ready);
+  for (guint j = 0; j < b.p * b.ts; j++)
+    g_array_free(b.fsdp_rs[j], TRUE);
+  g_free(b.fsdp_rs);
   g_free(b.tp_ns);
+  g_free(b.moe_ns);
   g_free(b.hop_ns);
   g_free(b.hop_plans);
   g_clear_pointer(&b.param_gather, g_free); /* allocated again only with --overlap-param-gather */
@@ -2193,6 +2718,7 @@ build:
   g_array_free(b.pp_to, TRUE);
   g_free(b.tp_plans);
   g_free(b.pp_plans);
+  g_free(b.moe_plans);
   if (b.pieces) {
     g_array_free(b.pieces, TRUE);
     g_array_free(b.pending_pieces, TRUE);
@@ -2227,5 +2753,6 @@ build:
   }
   g_free(b.chunk_n);
   g_free(b.chunk_at);
+  g_free(b.moe_layer);
   return ok;
 }

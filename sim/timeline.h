@@ -55,6 +55,7 @@ enum {
   SIM_ACT_GRAD_REDUCE_SCATTER,/* ZeRO: reduce-scatters the part's gradients */
   SIM_ACT_PARAM_ALLGATHER,    /* ZeRO-1/2: the updated parameters gathered after the step */
   SIM_ACT_BROADCAST,          /* TeraPipe: the receiving rank broadcasts to its tensor group */
+  SIM_ACT_GRAD_ALLREDUCE,     /* ZeRO-3: all-reduces a bucket of gradients (the last part's named) */
   SIM_N_ACTS
 };
 

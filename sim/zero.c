@@ -26,13 +26,36 @@ typedef struct {
   gboolean layer;  /* part of a transformer layer: recomputed with --recompute full */
   gint32 index;    /* layer index, or -1 embedding, -3 head */
   guint part;      /* SIM_PART_*, for traces */
+  guint tens[5];   /* stage 3: its tensors (indices into Build.tens), each gathered on its own */
+  guint n_tens;
 } Unit;
 
-/* DeepSpeed's stage3_prefetch_bucket_size default, 5e7 elements
- * (deepspeed/runtime/zero/config.py: "maximum number of parameter elements
- * to fetch ahead of use"): a unit at most this large is gathered while the
- * one before it computes; a larger one only when it is needed. */
-#define PREFETCH_ELEMENTS 50000000ull
+/* A parameter tensor as DeepSpeed's stage 3 keeps it: partitioned over all
+ * ranks (deepspeed/runtime/zero/partition_parameters.py, _partition_param),
+ * or whole on every rank below stage3_param_persistence_threshold
+ * (stage3.py, persistent_parameters). */
+typedef struct {
+  guint64 numel;
+  gboolean persist;
+  guint8 status;  /* TENSOR_* */
+  guint ready;    /* the op after which its gathered copy is usable */
+  guint last_bwd; /* the backward use after which its gradient is complete */
+  guint unit;     /* the unit whose backward completes its gradient */
+} Tensor;
+enum { TENSOR_NOT_AVAILABLE, TENSOR_INFLIGHT, TENSOR_AVAILABLE };
+
+/* One use of a unit in DeepSpeed's trace of sub-modules: its forward, its
+ * recomputation forward (activation checkpointing), or its backward. */
+typedef struct {
+  guint unit;
+  guint pass; /* PASS_FORWARD, PASS_RECOMPUTE, PASS_BACKWARD */
+} Use;
+
+/* A stream beyond the timeline's kinds, not traced: the host thread.  The
+ * gradient reductions (overlap_comm's reduction_stream) share the dp
+ * stream with the gathers: the host's device-wide synchronizations keep
+ * them apart anyway. */
+enum { STREAM_HOST = SIM_TIMELINE_STREAM_KINDS, N_STREAMS };
 
 typedef struct {
   const SimPlan *pl;
@@ -50,6 +73,23 @@ typedef struct {
   GArray *comm_bytes;
   guint last_comm; /* the previous op on the communication stream */
   GArray *pieces;  /* traced runs: what each op is (timeline.h) */
+  /* stage 3 */
+  Tensor *tens;
+  guint n_tens;
+  Use *uses;
+  guint n_uses;
+  guint64 live, live_peak;  /* gathered elements (DeepSpeed's total_available_parameter_numel) and its peak */
+  guint host;               /* the host thread's last op (G_MAXUINT: none) */
+  guint last_compute;       /* the compute stream's last op */
+  guint last_gather;        /* the gather stream's last op */
+  guint last_reduce;        /* the reduction stream's last op */
+  GArray *inflight;         /* tensors prefetched, not yet waited for */
+  GArray *bucket;           /* tensors whose gradients wait in the reduction bucket */
+  guint64 bucket_numel;
+  guint bucket_after;       /* the compute op that produced the bucket's last gradient */
+  guint64 bucket_peak;      /* the most gradient elements waiting in a bucket, or reduced at once */
+  guint64 gathers, reductions;
+  double gather_bytes, reduce_bytes, host_s;
 } Build;
 
 static SimTime ns(double seconds) { return sim_time_ns(seconds); }
@@ -82,7 +122,7 @@ static void units_of(const SimPlan *pl, const ModelProfile *profile, Unit **out,
   model_embedding_cost(profile, m, 1, b, &ef, &eb);
   model_head_cost(profile, m, 1, b, &hf, &hb);
   guint64 word = (guint64)m->vocab * h, pos = m->position == MODEL_POSITION_LEARNED ? (guint64)m->seq_len * h : 0;
-  u[0] = (Unit){word + pos, word + pos, ef, eb, FALSE, -1, SIM_PART_EMBEDDING};
+  u[0] = (Unit){word + pos, word + pos, ef, eb, FALSE, -1, SIM_PART_EMBEDDING, {0}, 0};
   const double *F = lc.fwd.seg_s, *G = lc.bwd.seg_s;
   double fw[4], bw[4];
   if (profile->kind == MODEL_PROFILE_IDEAL) {
@@ -107,14 +147,14 @@ static void units_of(const SimPlan *pl, const ModelProfile *profile, Unit **out,
     Unit *x = u + 1 + 4 * l;
     gint32 i = (gint32)l;
     /* the QKV unit owns the first norm, MLP-up the second */
-    x[0] = (Unit){lin.qkv, lin.qkv + lin.norm, fw[0], bw[0], TRUE, i, SIM_PART_QKV};
-    x[1] = (Unit){lin.proj, lin.proj, fw[1], bw[1], TRUE, i, SIM_PART_PROJECTION};
-    x[2] = (Unit){lin.up, lin.up + lin.norm, fw[2], bw[2], TRUE, i, SIM_PART_MLP_UP};
-    x[3] = (Unit){lin.down, lin.down, fw[3], bw[3], TRUE, i, SIM_PART_MLP_DOWN};
+    x[0] = (Unit){lin.qkv, lin.qkv + lin.norm, fw[0], bw[0], TRUE, i, SIM_PART_QKV, {0}, 0};
+    x[1] = (Unit){lin.proj, lin.proj, fw[1], bw[1], TRUE, i, SIM_PART_PROJECTION, {0}, 0};
+    x[2] = (Unit){lin.up, lin.up + lin.norm, fw[2], bw[2], TRUE, i, SIM_PART_MLP_UP, {0}, 0};
+    x[3] = (Unit){lin.down, lin.down, fw[3], bw[3], TRUE, i, SIM_PART_MLP_DOWN, {0}, 0};
   }
   /* the head: the tied word embedding gathered again for the logits, or its
    * own logit matrix when untied; it owns the final norm */
-  u[4 * L + 1] = (Unit){word, (m->untied ? word : 0) + lin.norm, hf, hb, FALSE, -3, SIM_PART_HEAD};
+  u[4 * L + 1] = (Unit){word, (m->untied ? word : 0) + lin.norm, hf, hb, FALSE, -3, SIM_PART_HEAD, {0}, 0};
   *out = u;
   *n = 4 * L + 2;
 }
@@ -161,48 +201,322 @@ static guint compute(Build *b, double seconds, guint after, const SimOpTag *t, c
   return x;
 }
 
-/* One microbatch under stage 3.  A unit's parameters are gathered before
- * its forward, again before its recomputation forward and again before its
- * backward, and its gradients reduce-scattered after its backward.  A
- * gather runs while the unit before it computes when the unit fits
- * DeepSpeed's prefetch bucket; otherwise it waits for that compute to end
- * (the unit's own pre-forward hook). */
-static void emit_stage3_microbatch(Build *b, guint mb) {
+/* --- Stage 3 as DeepSpeed v0.3.14 runs it --- */
+
+static guint add_tensor(Build *b, guint64 numel) {
+  Tensor *t = &b->tens[b->n_tens];
+  *t = (Tensor){numel, numel < b->pl->zk.persistence, TENSOR_NOT_AVAILABLE, G_MAXUINT, G_MAXUINT, 0};
+  /* persistent tensors are gathered once after the step and kept */
+  if (t->persist)
+    t->status = TENSOR_AVAILABLE;
+  return b->n_tens++;
+}
+
+static void unit_add(Unit *u, guint tensor) { u->tens[u->n_tens++] = tensor; }
+
+/* Each unit's tensors, one per parameter as PyTorch registers them: the
+ * linears' weights and biases, the norms' weights (and biases), the word
+ * and position embeddings; the head's logits use the tied word embedding
+ * (the same tensor as the embedding's) or its own. */
+static void tensors_of(Build *b) {
+  const ModelShape *m = &b->pl->model;
+  guint64 h = m->hidden, q = (guint64)m->heads * model_head_dim(m), kv = (guint64)model_groups(m) * model_head_dim(m);
+  guint64 f = model_ffn(m), upw = h * (m->mlp == MODEL_MLP_SWIGLU ? 2 * f : f);
+  ModelLinears lin = model_layer_linears(m);
+  guint norm_tensors = (guint)(lin.norm / h); /* layernorm: weight and bias; RMSNorm: weight */
+  b->tens = g_new0(Tensor, (gsize)b->n_units * 5 + 4);
+  b->n_tens = 0;
+  for (guint u = 0; u < b->n_units; u++)
+    b->units[u].n_tens = 0;
+  guint word = add_tensor(b, (guint64)m->vocab * h);
+  unit_add(&b->units[0], word);
+  if (m->position == MODEL_POSITION_LEARNED)
+    unit_add(&b->units[0], add_tensor(b, (guint64)m->seq_len * h));
+  const guint64 weight[4] = {h * (q + 2 * kv), q * h, upw, f * h};
+  const guint64 total[4] = {lin.qkv, lin.proj, lin.up, lin.down};
+  for (guint l = 0; l < m->layers; l++)
+    for (guint k = 0; k < 4; k++) {
+      Unit *x = &b->units[1 + 4 * l + k];
+      unit_add(x, add_tensor(b, weight[k]));
+      if (total[k] > weight[k])
+        unit_add(x, add_tensor(b, total[k] - weight[k]));
+      if (k == 0 || k == 2) /* the norm before attention, and before the MLP */
+        for (guint j = 0; j < norm_tensors; j++)
+          unit_add(x, add_tensor(b, h));
+    }
+  Unit *head = &b->units[b->n_units - 1];
+  unit_add(head, m->untied ? add_tensor(b, (guint64)m->vocab * h) : word);
+  for (guint j = 0; j < norm_tensors; j++)
+    unit_add(head, add_tensor(b, h));
+}
+
+/* DeepSpeed's trace of sub-modules for one forward and backward
+ * (partitioned_param_coordinator's sub_module_trace, recorded by the pre-
+ * forward and pre-backward hooks): every unit forward; then backward from
+ * the head, each layer recomputed (Megatron's checkpointing, one layer per
+ * checkpoint) just before its backward; the embedding last. */
+static void uses_of(Build *b) {
   const SimPlan *pl = b->pl;
-  guint U = b->n_units, prev = G_MAXUINT;
-  for (guint u = 0; u < U; u++) {
-    const Unit *un = &b->units[u];
-    SimOpTag t = tag(SIM_TIMELINE_CAT_DP, PASS_FORWARD, mb, un->index);
-    guint g = coll(b, NET_OP_ALLGATHER, 2.0 * un->params, un->params > PREFETCH_ELEMENTS ? prev : G_MAXUINT, &t,
-                   SIM_ACT_PARAM_GATHER, un);
-    t.category = SIM_TIMELINE_CAT_COMPUTE;
-    prev = compute(b, un->fwd, g, &t, un);
+  guint U = b->n_units;
+  b->uses = g_new(Use, 3 * (gsize)U);
+  b->n_uses = 0;
+  for (guint u = 0; u < U; u++)
+    b->uses[b->n_uses++] = (Use){u, PASS_FORWARD};
+  b->uses[b->n_uses++] = (Use){U - 1, PASS_BACKWARD};
+  for (guint l = pl->model.layers; l-- > 0;) {
+    if (pl->recompute)
+      for (guint k = 0; k < 4; k++)
+        b->uses[b->n_uses++] = (Use){1 + 4 * l + k, PASS_RECOMPUTE};
+    for (guint k = 4; k-- > 0;)
+      b->uses[b->n_uses++] = (Use){1 + 4 * l + k, PASS_BACKWARD};
   }
-  /* backward, units in reverse */
-  guint pending_rs = G_MAXUINT;
-  for (guint k = 0; k < U; k++) {
-    guint u = U - 1 - k;
-    const Unit *un = &b->units[u];
-    gboolean wait = un->params > PREFETCH_ELEMENTS;
-    SimOpTag t = tag(SIM_TIMELINE_CAT_DP, PASS_RECOMPUTE, mb, un->index);
-    if (pl->recompute && un->layer) {
-      guint g = coll(b, NET_OP_ALLGATHER, 2.0 * un->params, wait ? prev : G_MAXUINT, &t, SIM_ACT_PARAM_GATHER, un);
-      t.category = SIM_TIMELINE_CAT_COMPUTE;
-      prev = compute(b, un->fwd, g, &t, un);
+  b->uses[b->n_uses++] = (Use){0, PASS_BACKWARD};
+  for (guint i = 0; i < b->n_uses; i++)
+    if (b->uses[i].pass == PASS_BACKWARD) {
+      const Unit *un = &b->units[b->uses[i].unit];
+      for (guint j = 0; j < un->n_tens; j++)
+        b->tens[un->tens[j]].last_bwd = i, b->tens[un->tens[j]].unit = b->uses[i].unit;
     }
-    t = tag(SIM_TIMELINE_CAT_DP, PASS_BACKWARD, mb, un->index);
-    guint g = coll(b, NET_OP_ALLGATHER, 2.0 * un->params, wait ? prev : G_MAXUINT, &t, SIM_ACT_PARAM_GATHER, un);
-    /* the previous unit's gradients go out behind this unit's gather */
-    if (pending_rs != G_MAXUINT) {
-      SimOpTag rt = tag(SIM_TIMELINE_CAT_DP, PASS_OTHER, mb, b->units[u + 1].index);
-      coll(b, NET_OP_REDUCESCATTER, 2.0 * b->units[u + 1].owned, pending_rs, &rt, SIM_ACT_GRAD_REDUCE_SCATTER,
-           &b->units[u + 1]);
-    }
-    t.category = SIM_TIMELINE_CAT_COMPUTE;
-    prev = pending_rs = compute(b, un->bwd, g, &t, un);
+}
+
+static guint64 unit_numel(const Build *b, guint u) {
+  guint64 n = 0;
+  for (guint j = 0; j < b->units[u].n_tens; j++)
+    n += b->tens[b->units[u].tens[j]].numel;
+  return n;
+}
+
+/* get_reuse_distance_in_numel: the elements of every unit used between
+ * use i and the next use of the same unit (none: never again). */
+static guint64 reuse_distance(const Build *b, guint i) {
+  guint u = b->uses[i].unit;
+  guint64 d = 0;
+  for (guint j = i + 1; j < b->n_uses; j++) {
+    if (b->uses[j].unit == u)
+      return d;
+    d += unit_numel(b, b->uses[j].unit);
   }
-  SimOpTag rt = tag(SIM_TIMELINE_CAT_DP, PASS_OTHER, mb, b->units[0].index);
-  coll(b, NET_OP_REDUCESCATTER, 2.0 * b->units[0].owned, pending_rs, &rt, SIM_ACT_GRAD_REDUCE_SCATTER, &b->units[0]);
+  return G_MAXUINT64;
+}
+
+static void dep(Build *b, guint before, guint after) {
+  if (before != G_MAXUINT)
+    sim_engine_add_dep(b->e, before, after);
+}
+
+/* A host-thread op of `seconds` after the host's last op and `deps`. */
+static guint host_op(Build *b, double seconds, const guint *deps, guint n) {
+  guint x = sim_engine_add_op1(b->e, ns(seconds), STREAM_HOST, &(SimOpTag){PASS_OTHER, PASS_OTHER, 0, 0, 0, -1});
+  if (b->host != G_MAXUINT)
+    sim_engine_add_dep(b->e, b->host, x);
+  for (guint j = 0; j < n; j++)
+    if (deps[j] != G_MAXUINT)
+      sim_engine_add_dep(b->e, deps[j], x);
+  b->host_s += seconds;
+  return b->host = x;
+}
+
+/* torch.cuda.synchronize(): the host waits for every stream. */
+static void device_sync(Build *b) {
+  guint deps[3] = {b->last_compute, b->last_gather, b->last_reduce};
+  host_op(b, 0, deps, 3);
+}
+
+/* A collective of stage 3 over all d ranks moving `bytes`, after `after`
+ * and the host's last op, on `stream` in issue order. */
+static guint coll3(Build *b, NetCollOp op, double bytes, guint stream, guint after, guint act, const Unit *un,
+                   guint pass, guint mb) {
+  const SimPlan *pl = b->pl;
+  guint d = pl->dp, x;
+  SimOpTag t = tag(SIM_TIMELINE_CAT_DP, pass, mb, un ? un->index : -1);
+  if (b->flow) {
+    char key[48];
+    g_snprintf(key, sizeof key, "zero%d:%.0f", (int)op, bytes);
+    guint *gpus = g_new(guint, d);
+    for (guint k = 0; k < d; k++)
+      gpus[k] = k;
+    guint plan = sim_netops_coll(b->flow, key, op, gpus, d, 1, bytes, b->side);
+    g_free(gpus);
+    x = sim_netops_op(b->flow, plan, &stream, NULL, 1, &t);
+  } else {
+    ModelCollOp mop = op == NET_OP_ALLGATHER       ? MODEL_COLL_ALLGATHER
+                    : op == NET_OP_REDUCESCATTER ? MODEL_COLL_REDUCESCATTER
+                                                 : MODEL_COLL_ALLREDUCE;
+    x = sim_engine_add_op1(b->e, ns(model_collective_time_s(&b->net, mop, bytes, d, b->nodes, NULL)), stream, &t);
+  }
+  dep(b, b->host, x);
+  dep(b, after, x);
+  sim_timeline_piece(b->pieces, x, act, un ? un->part : SIM_PART_NONE, un && un->layer ? un->index : -1, 1, 0);
+  /* a ring: every rank sends (d-1)/d of the buffer, twice for an all-reduce */
+  double f = (op == NET_OP_ALLREDUCE ? 2.0 : 1.0) * (d - 1) / d;
+  b->bytes += bytes * f * d;
+  b->cross += bytes * f;
+  g_array_append_val(b->comm, x);
+  double one_way = bytes * f;
+  g_array_append_val(b->comm_bytes, one_way);
+  return x;
+}
+
+/* A framework op per rank: DeepSpeed's narrow() of each rank's partition
+ * (partition_parameters.py, _allgather_param and _reduce_scatter_gradient
+ * build a list of d views), and PyTorch's copy of each of the d list
+ * entries out of (or into) the flat buffer NCCL works on
+ * (ProcessGroupNCCL.cpp, allgather and reduce_scatter with tensor lists).
+ * Each costs an eager op's issue time, the profile's kernel_launch_s. */
+static double per_rank_host_s(const Build *b) { return (double)b->pl->dp * b->profile->kernel_launch_s; }
+
+/* _allgather_param: torch.cuda.synchronize(), the d views, the all-gather
+ * on the gather stream, the d copies out of its flat output; the tensor is
+ * usable when they are done.  The flat buffer is zeroed first (torch.zeros)
+ * and copied once more: three passes over its bytes in HBM. */
+static void gather_tensor(Build *b, guint ti, const Unit *un, guint pass, guint mb) {
+  Tensor *t = &b->tens[ti];
+  double bytes = 2.0 * (double)t->numel;
+  device_sync(b);
+  host_op(b, per_rank_host_s(b), NULL, 0);
+  guint g = coll3(b, NET_OP_ALLGATHER, bytes, STREAM_DP, b->last_gather, SIM_ACT_PARAM_GATHER, un, pass, mb);
+  guint h = host_op(b, per_rank_host_s(b), NULL, 0);
+  double hbm = b->profile->hbm_bytes_per_s * b->profile->memory_efficiency;
+  guint c = sim_engine_add_op1(b->e, ns(3 * bytes / hbm), STREAM_DP,
+                               &(SimOpTag){SIM_TIMELINE_CAT_DP, (guint16)pass, 0, 0, (gint32)mb, -1});
+  sim_engine_add_dep(b->e, g, c);
+  sim_engine_add_dep(b->e, h, c);
+  b->last_gather = t->ready = c;
+  b->gathers++;
+  b->gather_bytes += bytes;
+}
+
+/* reduce_ipg_grads: the host waits for the previous bucket's reduction
+ * (reduction_stream.synchronize()), then reduces this one on the reduction
+ * stream: with contiguous_gradients one reduce-scatter per tensor
+ * (_reduce_scatter_gradients, with its d views and d copies), else one
+ * all-reduce of the flattened bucket (buffered_reduce_fallback). */
+static void reduce_bucket(Build *b, guint mb) {
+  if (b->bucket->len == 0)
+    return;
+  b->bucket_peak = MAX(b->bucket_peak, b->bucket_numel);
+  guint deps[1] = {b->last_reduce};
+  host_op(b, 0, deps, 1);
+  if (b->pl->zk.contiguous) {
+    for (guint j = 0; j < b->bucket->len; j++) {
+      const Tensor *t = &b->tens[g_array_index(b->bucket, guint, j)];
+      double bytes = 2.0 * (double)t->numel;
+      host_op(b, 2 * per_rank_host_s(b), NULL, 0);
+      b->last_reduce = coll3(b, NET_OP_REDUCESCATTER, bytes, STREAM_DP, b->bucket_after,
+                             SIM_ACT_GRAD_REDUCE_SCATTER, &b->units[t->unit], PASS_OTHER, mb);
+      b->reductions++;
+      b->reduce_bytes += bytes;
+    }
+  } else {
+    double bytes = 2.0 * (double)b->bucket_numel;
+    const Tensor *t = &b->tens[g_array_index(b->bucket, guint, b->bucket->len - 1)];
+    b->last_reduce = coll3(b, NET_OP_ALLREDUCE, bytes, STREAM_DP, b->bucket_after, SIM_ACT_GRAD_ALLREDUCE,
+                           &b->units[t->unit], PASS_OTHER, mb);
+    b->reductions++;
+    b->reduce_bytes += bytes;
+  }
+  g_array_set_size(b->bucket, 0);
+  b->bucket_numel = 0;
+}
+
+/* One forward and backward under stage 3, following DeepSpeed's hooks
+ * (stage3.py pre_sub_module_forward_function and its backward twin, the
+ * PartitionedParameterCoordinator of that file): at each use of a unit,
+ *  - fetch_sub_module: its tensors not gathered are all-gathered now; if
+ *    any were gathered or in flight, the host waits for the gathers and the
+ *    whole device (_synchronize_communication ends in
+ *    torch.cuda.synchronize());
+ *  - prefetch_next_sub_modules: when nothing is in flight and fewer than
+ *    stage3_max_live_parameters elements are gathered, the next tensors of
+ *    the trace not gathered, until stage3_prefetch_bucket_size elements;
+ *  - the unit computes on the default stream once the host has issued it;
+ *  - release_sub_module: its tensors are partitioned again unless used
+ *    again within stage3_max_reuse_distance elements (_keep_for_later);
+ *  - after a backward, each tensor's complete gradient joins the reduction
+ *    bucket; a bucket that would pass reduce_bucket_size is reduced first.
+ * Persistent tensors are never gathered.
+ *
+ * In the release SC21 ran (v0.3.14) the trace is one step off: the root
+ * module's own pre-forward hook (which counts a step) runs before the hook
+ * that resets the step count (setup_zero_stage3_hooks registers them in
+ * that order), so every later sub-module finds another module at its step
+ * in the trace; get_params_to_prefetch then prefetches nothing and
+ * get_reuse_distance_in_numel answers "no reuse" (DeepSpeed issue 1069,
+ * "the rest of the step ids in the forward pass [are] off by 1, which was
+ * causing the prefetches to be skipped").  Each unit's tensors are then
+ * gathered in its own hook, with the device idle, and released after it.
+ * zk->trace_fixed models the later releases where the trace lines up. */
+static void emit_stage3_microbatch(Build *b, guint mb) {
+  const SimZeroKnobs *zk = &b->pl->zk;
+  for (guint i = 0; i < b->n_uses; i++) {
+    const Use *use = &b->uses[i];
+    const Unit *un = &b->units[use->unit];
+    gboolean wait = FALSE;
+    for (guint j = 0; j < un->n_tens; j++) {
+      Tensor *t = &b->tens[un->tens[j]];
+      if (t->status == TENSOR_NOT_AVAILABLE) {
+        gather_tensor(b, un->tens[j], un, use->pass, mb);
+        t->status = TENSOR_INFLIGHT;
+        b->live += t->numel;
+        g_array_append_val(b->inflight, un->tens[j]);
+      }
+      wait |= t->status == TENSOR_INFLIGHT;
+    }
+    b->live_peak = MAX(b->live_peak, b->live);
+    if (wait) {
+      device_sync(b);
+      for (guint j = 0; j < b->inflight->len; j++)
+        b->tens[g_array_index(b->inflight, guint, j)].status = TENSOR_AVAILABLE;
+      g_array_set_size(b->inflight, 0);
+    }
+    if (zk->trace_fixed && b->inflight->len == 0 && b->live < zk->max_live) {
+      guint64 total = 0;
+      for (guint k = i + 1; k < b->n_uses && total < zk->prefetch_bucket; k++) {
+        const Unit *nx = &b->units[b->uses[k].unit];
+        for (guint j = 0; j < nx->n_tens && total < zk->prefetch_bucket; j++) {
+          Tensor *t = &b->tens[nx->tens[j]];
+          if (t->status != TENSOR_NOT_AVAILABLE)
+            continue;
+          gather_tensor(b, nx->tens[j], nx, b->uses[k].pass, mb);
+          t->status = TENSOR_INFLIGHT;
+          b->live += t->numel;
+          total += t->numel;
+          g_array_append_val(b->inflight, nx->tens[j]);
+        }
+      }
+      b->live_peak = MAX(b->live_peak, b->live);
+    }
+    SimOpTag ct = tag(SIM_TIMELINE_CAT_COMPUTE, use->pass, mb, un->index);
+    double secs = use->pass == PASS_BACKWARD ? un->bwd : un->fwd;
+    guint c = compute(b, secs, b->host, &ct, un);
+    for (guint j = 0; j < un->n_tens; j++)
+      dep(b, b->tens[un->tens[j]].ready, c);
+    b->last_compute = c;
+    gboolean keep = zk->trace_fixed && reuse_distance(b, i) < zk->max_reuse;
+    for (guint j = 0; j < un->n_tens; j++) {
+      Tensor *t = &b->tens[un->tens[j]];
+      if (!t->persist && !keep && t->status == TENSOR_AVAILABLE) {
+        t->status = TENSOR_NOT_AVAILABLE;
+        b->live -= t->numel;
+      }
+    }
+    if (use->pass != PASS_BACKWARD)
+      continue;
+    for (guint j = 0; j < un->n_tens; j++) {
+      Tensor *t = &b->tens[un->tens[j]];
+      if (t->last_bwd != i)
+        continue;
+      if (b->bucket_numel + t->numel > zk->reduce_bucket)
+        reduce_bucket(b, mb);
+      g_array_append_val(b->bucket, un->tens[j]);
+      b->bucket_numel += t->numel;
+      b->bucket_after = c;
+    }
+  }
+  /* the epilogue: the last bucket, and the reduction stream waited for */
+  reduce_bucket(b, mb);
+  guint deps[1] = {b->last_reduce};
+  host_op(b, 0, deps, 1);
 }
 
 /* One microbatch under stages 1 and 2: the whole model is on every GPU;
@@ -237,6 +551,24 @@ static guint64 total_params(const Build *b) {
   return p;
 }
 
+/* Stage 3's tensors, trace and coordinator state (b->units set). */
+static void stage3_begin(Build *b) {
+  tensors_of(b);
+  uses_of(b);
+  b->host = b->last_compute = b->last_gather = b->last_reduce = b->bucket_after = G_MAXUINT;
+  b->inflight = g_array_new(FALSE, FALSE, sizeof(guint));
+  b->bucket = g_array_new(FALSE, FALSE, sizeof(guint));
+}
+
+static void stage3_end(Build *b) {
+  g_free(b->tens);
+  g_free(b->uses);
+  if (b->inflight)
+    g_array_free(b->inflight, TRUE);
+  if (b->bucket)
+    g_array_free(b->bucket, TRUE);
+}
+
 static void emit(Build *b) {
   const SimPlan *pl = b->pl;
   guint64 P = total_params(b);
@@ -252,10 +584,11 @@ static void emit(Build *b) {
     SimOpTag rt = tag(SIM_TIMELINE_CAT_DP, PASS_OTHER, 0, -1);
     coll(b, NET_OP_REDUCESCATTER, 2.0 * P, last, &rt, SIM_ACT_GRAD_REDUCE_SCATTER, NULL);
   }
-  /* The step on this GPU's shard, after its last gradients arrived. */
+  /* The step on this GPU's shard, after its last gradients arrived (stage
+   * 3: after the host waited for the reduction stream). */
   SimOpTag ot = tag(SIM_TIMELINE_CAT_OPTIMIZER, PASS_OTHER, 0, -1);
   guint64 shard = (P + pl->dp - 1) / pl->dp;
-  guint opt = compute(b, model_optimizer_time_s(b->profile, shard), b->last_comm, &ot, NULL);
+  guint opt = compute(b, model_optimizer_time_s(b->profile, shard), pl->zero == 3 ? b->host : b->last_comm, &ot, NULL);
   /* stages 1 and 2: the updated fp16 parameters gathered back */
   if (pl->zero < 3) {
     SimOpTag gt = tag(SIM_TIMELINE_CAT_DP, PASS_OTHER, 0, -1);
@@ -263,13 +596,49 @@ static void emit(Build *b) {
   }
 }
 
+void sim_zero3_memory(const SimPlan *pl, const ModelProfile *profile, Stage3Memory *out) {
+  g_return_if_fail(pl->zero == 3);
+  memset(out, 0, sizeof *out);
+  /* the coordinator walked over one microbatch on a throwaway engine with
+   * free communication: only its bookkeeping is read */
+  Build b = {.pl = pl, .profile = profile};
+  b.net = (ModelNet){.free_comm = TRUE};
+  b.nodes = 1;
+  units_of(pl, profile, &b.units, &b.n_units);
+  b.e = sim_engine_new();
+  for (guint k = 0; k < N_STREAMS; k++)
+    sim_engine_add_stream(b.e, 0);
+  b.comm = g_array_new(FALSE, FALSE, sizeof(guint));
+  b.comm_bytes = g_array_new(FALSE, FALSE, sizeof(double));
+  stage3_begin(&b);
+  emit_stage3_microbatch(&b, 0);
+  for (guint t = 0; t < b.n_tens; t++) {
+    if (b.tens[t].persist)
+      out->persistent += b.tens[t].numel;
+    else
+      out->sharded += b.tens[t].numel;
+  }
+  for (guint t = 0; t < b.n_tens; t++)
+    if (!b.tens[t].persist)
+      out->largest_gathered = MAX(out->largest_gathered, b.tens[t].numel);
+  out->live_peak = b.live_peak;
+  out->bucket_peak = b.bucket_peak;
+  out->gathers = b.gathers;
+  out->reductions = b.reductions;
+  out->gather_bytes = b.gather_bytes;
+  out->reduce_bytes = b.reduce_bytes;
+  stage3_end(&b);
+  g_array_free(b.comm, TRUE);
+  g_array_free(b.comm_bytes, TRUE);
+  sim_engine_free(b.e);
+  g_free(b.units);
+}
+
 void sim_zero_memory(const SimPlan *pl, const ModelProfile *profile, ModelMemory *mem) {
   ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
   const ModelShape *m = &pl->model;
-  double h = m->hidden, d = pl->dp;
+  double d = pl->dp;
   double P = (double)model_param_count(m);
-  ModelLinears lin = model_layer_linears(m);
-  double word = (double)m->vocab * h, mlp = (double)MAX(MAX(lin.qkv, lin.proj), MAX(lin.up, lin.down));
   /* one microbatch in flight at a time: all its layers' activations */
   ModelMemoryRequest req = {.t = 1,
                             .b = pl->micro_batch,
@@ -285,11 +654,20 @@ void sim_zero_memory(const SimPlan *pl, const ModelProfile *profile, ModelMemory
   mem->activations = act.activations;
   mem->optimizer = 12 * P / d;
   mem->gradients = pl->zero >= 2 ? 2 * P / d : 2 * P;
-  /* stage 3: the shard, the norms whole (under the persistence threshold),
-   * and two units gathered at once (at most the word embedding or the
-   * largest linear, twice) */
-  double norms = (2.0 * m->layers + 1) * (double)lin.norm;
-  mem->weights = pl->zero == 3 ? 2 * (P - norms) / d + 2 * norms + 2 * 2 * MAX(mlp, word) : 2 * P;
+  if (pl->zero == 3) {
+    Stage3Memory z;
+    sim_zero3_memory(pl, profile, &z);
+    /* the fp16 partitions, the persistent tensors whole, the tensors
+     * gathered at the peak, and ProcessGroupNCCL's flat output of the
+     * largest gather (a second copy until its d copies are done) */
+    mem->weights = 2.0 * (double)z.sharded / d + 2.0 * (double)z.persistent + 2.0 * (double)z.live_peak +
+                   2.0 * (double)z.largest_gathered;
+    /* the fp16 gradient partitions, and the fp16 gradients waiting whole in
+     * the reduction bucket, flattened once more for their all-reduce (or
+     * in the contiguous buffer) */
+    mem->gradients = 2.0 * (double)(z.sharded + z.persistent) / d + 2.0 * 2.0 * (double)z.bucket_peak;
+  } else
+    mem->weights = 2 * P;
   mem->total = mem->weights + mem->gradients + mem->optimizer + mem->activations;
 }
 
@@ -344,8 +722,10 @@ gboolean sim_zero_run(const SimPlan *pl, const ModelProfile *profile, const Topo
   b.nodes = (pl->dp + cluster->gpus_per_node - 1) / cluster->gpus_per_node;
   units_of(pl, profile, &b.units, &b.n_units);
   b.e = sim_engine_new();
-  for (guint kind = 0; kind < SIM_TIMELINE_STREAM_KINDS; kind++)
+  for (guint kind = 0; kind < N_STREAMS; kind++)
     sim_engine_add_stream(b.e, 0);
+  if (pl->zero == 3)
+    stage3_begin(&b);
   b.comm = g_array_new(FALSE, FALSE, sizeof(guint));
   b.comm_bytes = g_array_new(FALSE, FALSE, sizeof(double));
   b.last_comm = G_MAXUINT;
@@ -383,6 +763,11 @@ gboolean sim_zero_run(const SimPlan *pl, const ModelProfile *profile, const Topo
     r->breakdown = (SimBreakdown){parts[SIM_CLS_COMPUTE], parts[SIM_CLS_TP], parts[SIM_CLS_PP],
                                   parts[SIM_CLS_DP],      parts[SIM_CLS_OPT], parts[SIM_N_CLS]};
     r->bytes_dp = b.bytes;
+    r->shard_gathers = b.gathers;
+    r->shard_reductions = b.reductions;
+    r->shard_gather_bytes = b.gather_bytes;
+    r->shard_reduce_bytes = b.reduce_bytes;
+    r->shard_host_s = b.host_s;
     r->bisection_dp_GBps = pl->dp > 1 ? bisection(&b) / 1e9 : 0;
     r->ops = sim_engine_n_ops(b.e);
     r->events = sim_engine_n_events(b.e);
@@ -399,6 +784,7 @@ gboolean sim_zero_run(const SimPlan *pl, const ModelProfile *profile, const Topo
   sim_engine_free(b.e);
   sim_netops_free(b.flow);
   g_free(b.side);
+  stage3_end(&b);
   g_free(b.units);
   g_array_free(b.comm, TRUE);
   g_array_free(b.comm_bytes, TRUE);

@@ -33,5 +33,15 @@
 /* Simulates one iteration of `plan` (plan->zero in 1..3, tp = pp = 1). */
 gboolean sim_zero_run(const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster, SimResult *r,
                       SimTimelineFn observe, gpointer data, GError **error);
+/* Stage 3's coordinator over one microbatch, walked without simulating:
+ * elements partitioned and kept whole, the most gathered at once, the
+ * largest tensor gathered, the most gradient elements in one bucket, and
+ * the collectives one microbatch issues with their buffers' bytes. */
+typedef struct {
+  guint64 sharded, persistent, live_peak, largest_gathered, bucket_peak;
+  guint64 gathers, reductions;
+  double gather_bytes, reduce_bytes;
+} Stage3Memory;
+void sim_zero3_memory(const SimPlan *plan, const ModelProfile *profile, Stage3Memory *out);
 /* Memory only (no simulation). */
 void sim_zero_memory(const SimPlan *plan, const ModelProfile *profile, ModelMemory *mem);

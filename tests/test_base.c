@@ -10,6 +10,7 @@
 #include "../base/outfile.h"
 #include "../base/ranges.h"
 #include "../base/units.h"
+#include "test_tmp.h"
 
 static void check_si(double v, const char *unit, const char *want) {
   char buf[32];
@@ -283,7 +284,7 @@ static void test_out_file(void) {
 
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
-  tmpdir = g_dir_make_tmp("ptdsim-base-XXXXXX", NULL);
+  tmpdir = test_tmp_dir("ptdsim-base");
   g_test_add_func("/base/format-si", test_format_si);
   g_test_add_func("/base/format-count", test_format_count);
   g_test_add_func("/base/parse-count", test_parse_count);
@@ -293,7 +294,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/base/ranges", test_ranges);
   g_test_add_func("/base/out-file", test_out_file);
   int rc = g_test_run();
-  g_rmdir(tmpdir);
+  test_rm_rf(tmpdir);
   g_free(tmpdir);
   return rc;
 }

@@ -14,6 +14,7 @@
 #include "../models/compute.h"
 #include "../base/jsonutil.h"
 #include "../topologies/cluster.h"
+#include "test_tmp.h"
 
 static char *tmpdir;
 
@@ -1454,7 +1455,7 @@ static void test_calibrate_dry_run(void) {
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   GError *error = NULL;
-  tmpdir = g_dir_make_tmp("ptdsim-test-calibrate-XXXXXX", &error);
+  tmpdir = test_tmp_dir("ptdsim-test-calibrate");
   g_assert_no_error(error);
   g_test_add_func("/calibrate/plan-layer-flops", test_plan_layer_flops);
   g_test_add_func("/calibrate/collective-sizes", test_coll_sizes);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli_harness.h"
+#include "test_tmp.h"
 
 static char *tmpdir;
 
@@ -444,7 +445,7 @@ int main(int argc, char **argv) {
   if (!cli_harness_init())
     return 1;
   GError *error = NULL;
-  tmpdir = g_dir_make_tmp("ptdsim-test-cli-XXXXXX", &error);
+  tmpdir = test_tmp_dir("ptdsim-test-cli");
   g_assert_no_error(error);
   write_fixtures();
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli_harness.h"
+#include "test_tmp.h"
 
 static char *tmpdir;
 
@@ -239,7 +240,9 @@ static void test_errors(void) {
   struct {
     const char *args, *mention;
   } cases[] = {
-      {"collective --op alltoall --gpus 8", "alltoall"},
+      {"collective --op alltoall --gpus 8 --algorithm ring", "alltoall"},
+      {"collective --op alltoall --gpus 1024 --cluster dgx-h100-superpod", "at most 512"},
+      {"collective --op broadcast --gpus 8", "broadcast"},
       {"collective --op allreduce", "--gpus"},
       {"collective --gpus 8", "--op"},
       {"collective --op allreduce --gpus 8 --min-bytes 12Q", "12Q"},
@@ -468,7 +471,7 @@ int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   if (!cli_harness_init())
     return 1;
-  tmpdir = g_dir_make_tmp("ptdsim-net-XXXXXX", NULL);
+  tmpdir = test_tmp_dir("ptdsim-net");
   g_test_add_func("/collective/conventions", test_conventions);
   g_test_add_func("/collective/allreduce-targets", test_allreduce_targets);
   g_test_add_func("/collective/small-messages", test_small_messages);

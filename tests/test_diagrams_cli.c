@@ -13,6 +13,7 @@
 
 #include "../traces/plot.h"
 #include "cli_harness.h"
+#include "test_tmp.h"
 
 static char *tmpdir;
 
@@ -394,7 +395,7 @@ int main(int argc, char **argv) {
   if (!cli_harness_init())
     return 1;
   GError *error = NULL;
-  tmpdir = g_dir_make_tmp("ptdsim-diagrams-XXXXXX", &error);
+  tmpdir = test_tmp_dir("ptdsim-diagrams");
   g_assert_no_error(error);
   g_test_add_func("/diagrams/fig3-gpipe", test_fig3_gpipe);
   g_test_add_func("/diagrams/fig4-1f1b", test_fig4_1f1b);

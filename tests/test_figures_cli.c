@@ -12,6 +12,7 @@
 
 #include "../traces/sc21_figs.h"
 #include "cli_harness.h"
+#include "test_tmp.h"
 
 static char *tmpdir;
 static cJSON *reference; /* traces/reference/megatron-sc21.json */
@@ -508,7 +509,7 @@ int main(int argc, char **argv) {
   g_assert_nonnull(reference);
   g_free(text);
   g_free(ref_path);
-  tmpdir = g_dir_make_tmp("ptdsim-figures-XXXXXX", NULL);
+  tmpdir = test_tmp_dir("ptdsim-figures");
   static const char *const figures[] = {"megatron-table2", "megatron-fig6",  "megatron-fig7",  "megatron-fig8",
                                         "megatron-fig10",  "megatron-fig11", "megatron-fig12", "megatron-fig13",
                                         "megatron-fig14",  "megatron-fig15", "megatron-fig16", "megatron-fig17",

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli_harness.h"
+#include "test_tmp.h"
 
 static char *tmpdir;
 
@@ -575,7 +576,7 @@ int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   if (!cli_harness_init())
     return 1;
-  tmpdir = g_dir_make_tmp("ptdsim-harden-XXXXXX", NULL);
+  tmpdir = test_tmp_dir("ptdsim-harden");
   g_test_add_func("/harden/profile-out-of-range", test_profile_out_of_range);
   g_test_add_func("/harden/time-bound", test_time_bound);
   g_test_add_func("/harden/cluster-out-of-range", test_cluster_out_of_range);

@@ -13,6 +13,7 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <string.h>
+#include "test_tmp.h"
 
 typedef struct {
   GHashTable *floor; /* folder name ("sim") -> GINT_TO_POINTER(floor + 1), 1 = top */
@@ -266,7 +267,7 @@ static void remove_tree(const char *path) {
  * undrawn folder and an undrawn folder with sources are each reported, with
  * the file and line. */
 static void test_check_can_fail(void) {
-  char *root = g_dir_make_tmp("ptdsim-layers-XXXXXX", NULL);
+  char *root = test_tmp_dir("ptdsim-layers");
   g_assert_nonnull(root);
   write_file(root, "ARCHITECTURE.md",
              "# Map\n\n## Layers\n\n```\ntop/   other/     the programs\n   │\nmid/        the middle\n"

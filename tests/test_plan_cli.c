@@ -22,16 +22,20 @@ static char *run_args_of(const char *model, const cJSON *row, const char *extra)
     g_string_append_printf(a, "run %s --gpus %.0f --tp 1 --pp 1 --micro-batch %.0f --recompute %s --zero %.0f", model,
                            num(row, "gpus"), num(row, "micro_batch"), str(row, "recompute"), num(row, "zero"));
   else
-    g_string_append_printf(a, "run %s --gpus %.0f --tp %.0f --pp %.0f --micro-batch %.0f --recompute %s --ddp local "
+    g_string_append_printf(a, "run %s --gpus %.0f --tp %.0f --pp %.0f --micro-batch %.0f --recompute %s%s "
                               "--schedule %s",
                            model, num(row, "gpus"), num(row, "tp"), num(row, "pp"), num(row, "micro_batch"),
-                           str(row, "recompute"), str(row, "schedule"));
+                           str(row, "recompute"), num(row, "fsdp") > 0 ? "" : " --ddp local", str(row, "schedule"));
   if (strcmp(str(row, "schedule"), "interleaved") == 0)
     g_string_append_printf(a, " --chunks %.0f", num(row, "chunks"));
   if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "sequence_parallel")))
     g_string_append(a, " --sequence-parallel");
   if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "distributed_optimizer")))
     g_string_append(a, " --distributed-optimizer");
+  if (num(row, "fsdp") == 1)
+    g_string_append(a, " --fsdp");
+  else if (num(row, "fsdp") > 1)
+    g_string_append_printf(a, " --hsdp %.0f", num(row, "fsdp"));
   const cJSON *attn = cJSON_GetObjectItemCaseSensitive(row, "attention");
   if (num(row, "zero") == 0 && cJSON_IsString(attn))
     g_string_append_printf(a, " --attention %s", attn->valuestring);
@@ -201,7 +205,9 @@ static gboolean split_takes(const Split *sp, guint l, guint p, guint v) {
  * the layers (above), d = n/(t p) (or any d with t p d <= n when `fewer`)
  * dividing B, b dividing B/d, v = 1 (1F1B) or v >= 2 that the split takes
  * with p >= 2 and m a multiple of p (interleaved), and ZeRO stages 1-3
- * where t = p = 1 and d > 1, times two recompute settings. */
+ * where t = p = 1 and d > 1, times two recompute settings; and FSDP2 on
+ * 1F1B where d > 1 (full sharding, and HSDP with 8-rank shard groups
+ * where d is a multiple of 8 with at least 2 groups). */
 /* attn: the attention kernels searched (2 where the device has flash's
  * figures: flash and Megatron's; 1 otherwise). */
 static guint count_space(guint layers, guint heads, guint n, guint B, gboolean fewer, guint attn) {
@@ -222,7 +228,8 @@ static guint count_space(guint layers, guint heads, guint n, guint B, gboolean f
               if (split_takes(&splits[si], layers, p, v) && (v == 1 || (p >= 2 && m % p == 0)))
                 /* recompute full, selective, none; sequence parallel or not;
                  * distributed optimizer or not; the attention kernels */
-                count += 3 * (t > 1 ? 2 : 1) * (d > 1 ? 2 : 1) * attn;
+                count += 3 * (t > 1 ? 2 : 1) * (d > 1 ? 2 : 1) * attn +
+                         (v == 1 && d > 1 ? 3 * (t > 1 ? 2 : 1) * attn * (d % 8 == 0 && d / 8 >= 2 ? 2 : 1) : 0);
             if (t == 1 && p == 1 && d > 1)
               count += 3 * 2; /* ZeRO stages, recompute full or none */
           }

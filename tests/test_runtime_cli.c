@@ -171,6 +171,32 @@ static void test_stragglers(void) {
   }
 }
 
+
+static double iter_of(const char *args) {
+  cJSON *j = run_json(args);
+  double t = num(j, "iteration_time_s");
+  cJSON_Delete(j);
+  return t;
+}
+
+/* Why: on the analytic network a slow NIC must slow what crosses it: the
+ * pipeline sends leaving node 0 (one stage a node) and a tensor-parallel
+ * ring of 16 across two nodes, not only the data-parallel rings. */
+static void test_analytic_slow_links(void) {
+  const char *pp = "run --model gpt3-175b --gpus 128 --tp 8 --pp 16 --global-batch 64 --cluster dgx-h100-superpod "
+                   "--network analytic --format json";
+  double base = iter_of(pp);
+  char *slow = g_strconcat(pp, " --slow-link node:0=0.25", NULL);
+  g_assert_cmpfloat(iter_of(slow), >, base);
+  g_free(slow);
+  const char *tp = "run --model gpt3-175b --gpus 128 --tp 16 --pp 8 --global-batch 64 --cluster dgx-h100-superpod "
+                   "--network analytic --format json";
+  base = iter_of(tp);
+  slow = g_strconcat(tp, " --slow-link node:1=0.5", NULL);
+  g_assert_cmpfloat(iter_of(slow), >, base * 1.05);
+  g_free(slow);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   if (!cli_harness_init())
@@ -180,5 +206,6 @@ int main(int argc, char **argv) {
   g_test_add_func("/runtime-cli/text-plan-sweep", test_text_plan_sweep);
   g_test_add_func("/runtime-cli/errors", test_errors);
   g_test_add_func("/runtime-cli/stragglers", test_stragglers);
+  g_test_add_func("/runtime-cli/analytic-slow-links", test_analytic_slow_links);
   return g_test_run();
 }

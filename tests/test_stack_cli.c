@@ -331,6 +331,12 @@ static void test_models_verb(void) {
   gboolean llama405 = FALSE;
   const cJSON *m;
   cJSON_ArrayForEach(m, list) {
+    if (cJSON_GetObjectItemCaseSensitive(m, "experts")) { /* counted against their checkpoints in test_moe.c */
+      g_assert_cmpfloat(num(m, "active_parameters"), <, num(m, "parameters"));
+      g_assert_cmpstr(str(m, "name"), !=, "");
+      n++;
+      continue;
+    }
     g_assert_cmpfloat(num(m, "parameters"), ==, params_of(m));
     g_assert_cmpuint(strlen(str(m, "source")), >, 10);
     llama405 |= strcmp(str(m, "name"), "llama3-405b") == 0;

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli_harness.h"
+#include "test_tmp.h"
 
 static char *tmpdir;
 
@@ -201,10 +202,12 @@ static void test_terapipe_no_hint(void) {
 
 /* Why: plan must find the splits Megatron users run when the layers do
  * not divide (126 layers on 8 and 16 stages), and every row's command --
- * with the split's options -- must be the very simulation of the row. */
+ * with the split's options -- must be the very simulation of the row.
+ * (Megatron's distributed optimizer pinned: FSDP2 rows, which rank near
+ * these, hold no pipeline split.) */
 static void test_plan(void) {
   cJSON *j = run_json("plan --model llama3-405b --cluster dgx-h100-superpod --gpus 2048 --global-batch 1024 --top 6 "
-                      "--format json");
+                      "--distributed-optimizer --format json");
   const cJSON *rows = arr(j, "rows");
   g_assert_cmpint(cJSON_GetArraySize(rows), ==, 6);
   guint uneven = 0;
@@ -245,7 +248,7 @@ static void test_plan(void) {
 
   /* a split given pins every row to it: no ZeRO, only the p it fits */
   j = run_json("plan --layers 11 --hidden 1024 --heads 16 --seq-len 512 --gpus 16 --global-batch 16 --allow-fewer "
-               "--account-for-loss --top 1000 --format json");
+               "--account-for-loss --top 100000 --format json");
   guint seen[13] = {0};
   cJSON_ArrayForEach(row, arr(j, "rows")) {
     g_assert_cmpfloat(num(row, "zero"), ==, 0);
@@ -308,7 +311,7 @@ int main(int argc, char **argv) {
   if (!cli_harness_init())
     return 1;
   GError *error = NULL;
-  tmpdir = g_dir_make_tmp("ptdsim-stages-XXXXXX", &error);
+  tmpdir = test_tmp_dir("ptdsim-stages");
   g_assert_no_error(error);
   g_test_add_func("/stages/llama405", test_llama405);
   g_test_add_func("/stages/interleaved", test_interleaved);

@@ -13,6 +13,7 @@
 
 #include "../search/sweep.h"
 #include "cli_harness.h"
+#include "test_tmp.h"
 
 static char *tmpdir;
 
@@ -191,7 +192,10 @@ static void test_mpi(void) {
     g_assert_true(g_spawn_check_wait_status(status, NULL));
     gsize len;
     char *text = slurp(out, &len);
-    g_assert_cmpstr(text, ==, one.out);
+    /* the file's first line names the version and the inputs; the rest is stdout's */
+    g_assert_true(g_str_has_prefix(text, "# ptdsim "));
+    g_assert_nonnull(strchr(text, '\n'));
+    g_assert_cmpstr(strchr(text, '\n') + 1, ==, one.out);
     g_free(text);
     g_free(err);
     g_strfreev(env);
@@ -484,7 +488,9 @@ static void test_throughput_columns(void) {
   g_assert_nonnull(strstr(lines[0], ",status,reason,config.layers,"));
   guint n;
   const char *const *cols = search_sweep_result_columns(&n);
-  g_assert_cmpstr(cols[n - 7], ==, "stragglers"); /* then the schedule's columns, appended after it */
+  const guint moe = 22, sched = 7; /* the mixture-of-experts columns after the stragglers', then the schedule's */
+  g_assert_cmpstr(cols[n - 1 - moe - sched], ==, "stragglers");
+  g_assert_cmpstr(cols[n - 1 - sched], ==, "moe.tokens_per_expert");
   g_assert_cmpstr(cols[n - 1], ==, "pipeline_schedule.peak_inflight_per_stage");
   static const char *const sp[] = {"", " --sequence-parallel"};
   for (guint i = 0; i < 2; i++) {
@@ -509,7 +515,7 @@ static void test_throughput_columns(void) {
     g_assert_cmpstr(f[nf - 5], ==, "");
     g_assert_cmpfloat(g_ascii_strtod(f[nf - 3], NULL), ==, num(obj(r, "pipeline_schedule"), "bubble_s"));
     nf -= 5;
-    guint after = 17; /* the whole run's and the stragglers' columns, empty here */
+    guint after = 17 + moe; /* the whole run's, the stragglers' and the MoE columns, empty here */
     for (guint j = 0; j < after; j++)
       g_assert_cmpstr(f[nf - 1 - j], ==, "");
     g_assert_cmpfloat(g_ascii_strtod(f[nf - after - 3], NULL), ==, num(r, "model_tflops_per_gpu"));
@@ -602,7 +608,7 @@ int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   if (!cli_harness_init())
     return 1;
-  tmpdir = g_dir_make_tmp("ptdsim-sweep-XXXXXX", NULL);
+  tmpdir = test_tmp_dir("ptdsim-sweep");
   g_test_add_func("/sweep/row-count", test_row_count);
   g_test_add_func("/sweep/exact-same-results", test_exact_same_results);
   g_test_add_func("/sweep/rows-are-runs", test_rows_are_runs);

@@ -779,7 +779,7 @@ static void test_ablation_shapes(void) {
  * the DP counted the cell hops and the pacing last cell it lost on setting
  * 9 (1.958 s against 1.924 s at 43 slices). */
 static void test_fig6_dp_beats_uniform_in_simulation(void) {
-  TraceFigureContext ctx = {aws, v100, NULL, NULL, TRACE_FIGURE_SIMULATE, NULL, "terapipe-fig6", 0};
+  TraceFigureContext ctx = {aws, v100, NULL, NULL, TRACE_FIGURE_SIMULATE, NULL, "terapipe-fig6", 0, NULL};
   TraceFigureOut out;
   trace_figure_out_init(&out, "terapipe-fig6");
   GError *error = NULL;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cli_harness.h"
+#include "test_tmp.h"
 
 static char *tmpdir;
 
@@ -376,7 +377,8 @@ static void test_detail(void) {
   cJSON_Delete(json);
   proc_clear(&p);
 
-  p = run("run --layers 2 --hidden 1024 --heads 16 --gpus 4 --tp 1 --pp 1 --global-batch 4 --micro-batch 1 --zero 3",
+  p = run("run --layers 2 --hidden 1024 --heads 16 --gpus 4 --tp 1 --pp 1 --global-batch 4 --micro-batch 1 --zero 3 "
+          "--zero-contiguous-gradients",
           path);
   g_assert_cmpint(p.status, ==, 0);
   json = check_trace(path, 2, (const char *const[]){"compute", "dp", "optimizer", NULL});
@@ -592,7 +594,7 @@ int main(int argc, char **argv) {
   if (!cli_harness_init())
     return 1;
   GError *error = NULL;
-  tmpdir = g_dir_make_tmp("ptdsim-trace-XXXXXX", &error);
+  tmpdir = test_tmp_dir("ptdsim-trace");
   g_assert_no_error(error);
   g_test_add_func("/trace/ptdp-ideal", test_ptdp_ideal);
   g_test_add_func("/trace/ptdp-flow", test_ptdp_flow);

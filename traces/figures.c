@@ -8,6 +8,7 @@
 #include "diagrams.h"
 #include "sc21_figs.h"
 #include "terapipe_figs.h"
+#include "today_figs.h"
 
 cJSON *trace_reference_load(const char *file, GError **error) {
   char *path = g_build_filename(ptd_data_dir(), "traces", "reference", file, NULL);
@@ -41,6 +42,16 @@ gboolean trace_table1_request(const cJSON *row, SimPlanRequest *req, GError **er
     return FALSE;
   if (!cJSON_IsString(ddp) || !cJSON_IsNumber(published) || !cJSON_IsNumber(params)) {
     g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "megatron-sc21.json: a table1 row is malformed");
+    return FALSE;
+  }
+  /* the error column divides by it: a throughput the paper published is
+   * a positive number, never 0 (an infinite error) */
+  if (!(published->valuedouble > 0 && published->valuedouble < 1e6) ||
+      !(params->valuedouble > 0 && params->valuedouble < 1e6)) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
+                "megatron-sc21.json: a table1 row has published TFLOP/s %g and %g billion parameters; both must be "
+                "positive (the reference data was edited?)",
+                published->valuedouble, params->valuedouble);
     return FALSE;
   }
   req->model = (ModelShape){.layers = layers, .hidden = hidden, .heads = heads, .seq_len = 2048, .vocab = 51200};
@@ -153,45 +164,49 @@ static gboolean table1(TraceFigureContext *ctx, TraceFigureOut *out, GError **er
 
 static const TraceFigure figures[] = {
     {"megatron-table1", "SC21 Table 1: weak scaling 1.7B-1T on Selene, predicted vs published TFLOP/s per GPU",
-     NULL, table1},
+     NULL, table1, FALSE},
     {"megatron-table2", "SC21 Table 2: PTD-P against ZeRO-3 without model parallelism, 175B and 530B", NULL,
-     trace_sc21_table2},
+     trace_sc21_table2, FALSE},
     {"megatron-fig3", "SC21 figure 3: the GPipe schedule, 8 microbatches on 4 devices, from a simulated timeline",
-     NULL, trace_megatron_fig3},
+     NULL, trace_megatron_fig3, FALSE},
     {"megatron-fig4", "SC21 figure 4: 1F1B and interleaved 1F1B (2 model chunks), 8 microbatches on 4 devices",
-     NULL, trace_megatron_fig4},
+     NULL, trace_megatron_fig4, FALSE},
     {"schedules", "Zero-bubble schedules (ZB-H1, ZB-H2, ZB-V) and DualPipe(V) beside 1F1B, F, B and W apart", NULL,
-     trace_schedules_figure},
+     trace_schedules_figure, FALSE},
     {"megatron-fig6", "SC21 figure 6: the pipeline bubble (p-1)/m against the data-parallel size (analytic)", NULL,
-     trace_sc21_fig6},
-    {"megatron-fig7", "SC21 figure 7: one GPU's throughput against the microbatch size", NULL, trace_sc21_fig7},
+     trace_sc21_fig6, FALSE},
+    {"megatron-fig7", "SC21 figure 7: one GPU's throughput against the microbatch size", NULL, trace_sc21_fig7, FALSE},
     {"megatron-fig8", "SC21 figure 8: equation (1)'s normalized throughput against the microbatch size", NULL,
-     trace_sc21_fig8},
+     trace_sc21_fig8, FALSE},
     {"megatron-fig10", "SC21 figure 10: PTD-P against ZeRO-3 as the GPUs grow (Table 2's runs)", NULL,
-     trace_sc21_fig10},
-    {"megatron-fig11", "SC21 figure 11: pipeline weak scaling, 1 to 8 stages", NULL, trace_sc21_fig11},
+     trace_sc21_fig10, FALSE},
+    {"megatron-fig11", "SC21 figure 11: pipeline weak scaling, 1 to 8 stages", NULL, trace_sc21_fig11, FALSE},
     {"megatron-fig12", "SC21 figure 12: interleaved against non-interleaved 1F1B, and without scatter/gather",
-     NULL, trace_sc21_fig12},
+     NULL, trace_sc21_fig12, FALSE},
     {"megatron-fig13", "SC21 figure 13: tensor against pipeline parallelism, 162B on 64 GPUs", NULL,
-     trace_sc21_fig13},
+     trace_sc21_fig13, FALSE},
     {"megatron-fig14", "SC21 figure 14: pipeline against data parallelism, 5.9B on 64 GPUs", NULL,
-     trace_sc21_fig14},
-    {"megatron-fig15", "SC21 figure 15: tensor against data parallelism, 5.9B on 64 GPUs", NULL, trace_sc21_fig15},
-    {"megatron-fig16", "SC21 figure 16: the microbatch size, 91B on 64 GPUs", NULL, trace_sc21_fig16},
+     trace_sc21_fig14, FALSE},
+    {"megatron-fig15", "SC21 figure 15: tensor against data parallelism, 5.9B on 64 GPUs", NULL, trace_sc21_fig15, FALSE},
+    {"megatron-fig16", "SC21 figure 16: the microbatch size, 91B on 64 GPUs", NULL, trace_sc21_fig16, FALSE},
     {"megatron-fig17", "SC21 figure 17: with and without activation recomputation, 145B on 128 GPUs", NULL,
-     trace_sc21_fig17},
+     trace_sc21_fig17, FALSE},
     {"megatron-fig18", "SC21 figure 18: with and without scatter/gather, interleaved, 175B on 96 GPUs", NULL,
-     trace_sc21_fig18},
+     trace_sc21_fig18, FALSE},
     {"terapipe-fig3", "TeraPipe figure 3: one GPT3-1B layer's forward time and throughput for 1..2048 tokens",
-     TERAPIPE_CLUSTER, trace_terapipe_fig3},
+     TERAPIPE_CLUSTER, trace_terapipe_fig3, FALSE},
     {"terapipe-fig5", "TeraPipe figure 5: latency of settings 1-10 with GPipe and with TeraPipe, and the speedup",
-     TERAPIPE_CLUSTER, trace_terapipe_fig5},
+     TERAPIPE_CLUSTER, trace_terapipe_fig5, FALSE},
     {"terapipe-fig6", "TeraPipe figure 6: uniform slicing (1..16, 1..128 slices) vs the DP, settings 8 and 9",
-     TERAPIPE_CLUSTER, trace_terapipe_fig6},
+     TERAPIPE_CLUSTER, trace_terapipe_fig6, FALSE},
     {"terapipe-fig7", "TeraPipe figure 7: setting 5 at sequence lengths 2048-8192, GPipe vs TeraPipe",
-     TERAPIPE_CLUSTER, trace_terapipe_fig7},
+     TERAPIPE_CLUSTER, trace_terapipe_fig7, FALSE},
     {"terapipe-schedule", "TeraPipe's token pipeline: one GPT3-1B sequence in 8 token slices through 4 cells",
-     TERAPIPE_CLUSTER, trace_terapipe_schedule},
+     TERAPIPE_CLUSTER, trace_terapipe_schedule, FALSE},
+    {"today-machines", "Llama 3 70B, 15T tokens, on 1024 GPUs of each of today's machines: days and GPU-hours",
+     NULL, trace_today_machines, TRUE},
+    {"today-runtime", "Llama 3 405B, 15T tokens, on 4k-32k H100s: days and effective training time by checkpoint "
+     "interval", "dgx-h100-superpod", trace_today_runtime, FALSE},
 };
 
 const TraceFigure *trace_figures(guint *n) {

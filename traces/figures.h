@@ -17,6 +17,7 @@
 #include <cjson/cJSON.h>
 #include <glib.h>
 
+#include "../runtime/runtime.h"
 #include "../sim/plan.h"
 #include "plot.h"
 
@@ -35,6 +36,7 @@ typedef struct {
   const char *trace_dir; /* for SAVE_TRACES and FROM_TRACES */
   const char *name;      /* the figure's name: its traces' file names */
   guint runs;            /* configurations run so far (the next trace's K) */
+  const RtOptions *rt;   /* the whole run's options for runs with a token budget; NULL: none */
 } TraceFigureContext;
 
 /* What a figure produces.  `json` is {"figure": NAME, "rows": [...], ...}
@@ -58,6 +60,9 @@ typedef struct {
    * selene, the program's default. */
   const char *default_cluster;
   gboolean (*run)(TraceFigureContext *ctx, TraceFigureOut *out, GError **error);
+  /* The figure compares machines of its own choosing: --cluster and
+   * --profile do not apply to it. */
+  gboolean own_machines;
 } TraceFigure;
 
 const TraceFigure *trace_figures(guint *n);

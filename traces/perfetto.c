@@ -153,7 +153,7 @@ static void piece_label(const SimTimelinePiece *pc, char *buf, gsize len) {
 
 static const char *act_label(guint act) {
   static const char *const names[SIM_N_ACTS] = {"", "param all-gather", "grad reduce-scatter",
-                                                "updated-param all-gather", "broadcast"};
+                                                "updated-param all-gather", "broadcast", "grad bucket all-reduce"};
   return act < SIM_N_ACTS ? names[act] : "";
 }
 

@@ -37,6 +37,22 @@ void trace_shape_json(cJSON *o, const ModelShape *m) {
   cJSON_AddBoolToObject(o, "tied_embeddings", !m->untied);
   cJSON_AddBoolToObject(o, "linear_bias", !m->no_bias);
   cJSON_AddNumberToObject(o, "parameters", (double)model_param_count(m));
+  if (model_is_moe(m)) {
+    cJSON_AddNumberToObject(o, "active_parameters", (double)model_active_param_count(m));
+    cJSON_AddNumberToObject(o, "experts", m->experts);
+    cJSON_AddNumberToObject(o, "moe_topk", m->topk);
+    cJSON_AddNumberToObject(o, "moe_ffn_hidden", model_moe_ffn(m));
+    cJSON_AddNumberToObject(o, "moe_shared_ffn_hidden", m->shared_ffn);
+    cJSON_AddNumberToObject(o, "moe_layers", model_moe_layer_count(m));
+  }
+  if (model_is_mla(m)) {
+    cJSON_AddNumberToObject(o, "q_lora_rank", m->q_lora);
+    cJSON_AddNumberToObject(o, "kv_lora_rank", m->kv_lora);
+    cJSON_AddNumberToObject(o, "qk_rope_head_dim", m->rope_dim);
+    cJSON_AddNumberToObject(o, "v_head_dim", m->v_dim);
+  }
+  if (m->mtp)
+    cJSON_AddNumberToObject(o, "mtp_layers", m->mtp);
 }
 
 cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
@@ -86,6 +102,26 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddStringToObject(cfg, "placement", placement_name(pl));
   cJSON_AddStringToObject(cfg, "workload", pl->workload == SIM_WORKLOAD_LAYERS ? "layers" : "gpt");
   cJSON_AddNumberToObject(cfg, "zero", pl->zero);
+  /* DeepSpeed's stage-3 settings (used with zero 3) */
+  cJSON_AddNumberToObject(cfg, "zero_prefetch_bucket_size", (double)pl->zk.prefetch_bucket);
+  cJSON_AddNumberToObject(cfg, "zero_max_live_parameters", (double)pl->zk.max_live);
+  cJSON_AddNumberToObject(cfg, "zero_max_reuse_distance", (double)pl->zk.max_reuse);
+  cJSON_AddNumberToObject(cfg, "zero_param_persistence_threshold", (double)pl->zk.persistence);
+  cJSON_AddNumberToObject(cfg, "zero_reduce_bucket_size", (double)pl->zk.reduce_bucket);
+  cJSON_AddBoolToObject(cfg, "zero_contiguous_gradients", pl->zk.contiguous);
+  cJSON_AddBoolToObject(cfg, "zero_trace_fixed", pl->zk.trace_fixed);
+  cJSON_AddBoolToObject(cfg, "fsdp", pl->fsdp);
+  cJSON_AddNumberToObject(cfg, "hsdp_replicas", pl->fsdp ? pl->hsdp_replicas : 0);
+  cJSON_AddStringToObject(cfg, "fsdp_reduce_dtype", pl->fsdp_reduce_fp32 ? "fp32" : "bf16");
+  cJSON_AddBoolToObject(cfg, "fsdp_reshard_after_forward", pl->fsdp && pl->reshard_after_forward);
+  if (model_is_moe(&pl->model)) {
+    cJSON_AddNumberToObject(cfg, "ep", pl->ep);
+    cJSON_AddNumberToObject(cfg, "expert_tp", pl->etp);
+    cJSON_AddNumberToObject(cfg, "expert_dp", pl->edp);
+    cJSON_AddStringToObject(cfg, "moe_token_dispatcher", pl->moe_allgather ? "allgather" : "alltoall");
+    cJSON_AddNumberToObject(cfg, "moe_imbalance", pl->moe_imbalance);
+    cJSON_AddNumberToObject(cfg, "moe_capacity_factor", pl->moe_capacity); /* 0: dropless */
+  }
   if (pl->stage_times) { /* --stage-times: the times in place of the cost model's, ms */
     cJSON *st = cJSON_AddArrayToObject(cfg, "stage_times_ms");
     const double t[4] = {pl->stage_f_s, pl->stage_b_s, pl->stage_w_s, pl->stage_comm_s};
@@ -134,6 +170,20 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddNumberToObject(by, "dp", r->bytes_dp);
   cJSON_AddNumberToObject(by, "cp", r->bytes_cp); /* context parallelism's ring */
   cJSON_AddNumberToObject(by, "embedding", r->bytes_embedding); /* counted in dp too */
+  cJSON *sh = obj_add(o, "sharded_per_gpu"); /* ZeRO-3 and FSDP2: per GPU per iteration */
+  cJSON_AddNumberToObject(sh, "param_allgathers", (double)r->shard_gathers);
+  cJSON_AddNumberToObject(sh, "param_allgather_bytes", r->shard_gather_bytes);
+  cJSON_AddNumberToObject(sh, "grad_reductions", (double)r->shard_reductions);
+  cJSON_AddNumberToObject(sh, "grad_reduction_bytes", r->shard_reduce_bytes);
+  cJSON_AddNumberToObject(sh, "host_s", r->shard_host_s);
+  if (model_is_moe(&pl->model)) {
+    cJSON_AddNumberToObject(by, "ep", r->bytes_ep); /* the MoE token dispatch and combine */
+    cJSON *moe = obj_add(o, "moe");
+    cJSON_AddNumberToObject(moe, "comm_s", r->moe_comm_s);
+    cJSON_AddNumberToObject(moe, "comm_fraction", r->iteration_time_s > 0 ? r->moe_comm_s / r->iteration_time_s : 0);
+    cJSON_AddNumberToObject(moe, "dispatch_bytes_per_rank", r->moe_a2a_bytes_per_rank);
+    cJSON_AddNumberToObject(moe, "tokens_per_expert", r->moe_expert_tokens);
+  }
   cJSON *bi = obj_add(o, "bisection_bandwidth_GBps");
   cJSON_AddNumberToObject(bi, "pp", r->bisection_pp_GBps);
   cJSON_AddNumberToObject(bi, "dp", r->bisection_dp_GBps);
@@ -233,7 +283,25 @@ static void line_s(GString *out, const char *what, double s, double total) {
 
 /* --- the text report, from the run JSON --- */
 
+/* While trace_report_check runs the text report: the first key it read
+ * that the JSON lacks (or holds with another type), as "parent.key". */
+static _Thread_local gboolean checking;
+static _Thread_local char missing[96];
+
+static void note_missing(const cJSON *o, const char *key) {
+  if (checking && !missing[0])
+    g_snprintf(missing, sizeof missing, "%s%s%s", o && o->string ? o->string : "", o && o->string ? "." : "", key);
+}
+
 static double num(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (!cJSON_IsNumber(v))
+    note_missing(o, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : 0.0;
+}
+
+/* A number only some runs have (tokens: with --tokens). */
+static double num_or_0(const cJSON *o, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
   return cJSON_IsNumber(v) ? v->valuedouble : 0.0;
 }
@@ -247,11 +315,16 @@ static guint count_at(const cJSON *array, int i) {
 
 static const char *str(const cJSON *o, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (!cJSON_IsString(v) || !v->valuestring[0])
+    note_missing(o, key);
   return cJSON_IsString(v) ? v->valuestring : "";
 }
 
 static gboolean flag(const cJSON *o, const char *key) {
-  return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, key));
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  if (!cJSON_IsBool(v))
+    note_missing(o, key);
+  return cJSON_IsTrue(v);
 }
 
 static gboolean is(const cJSON *o, const char *key, const char *value) { return strcmp(str(o, key), value) == 0; }
@@ -285,7 +358,7 @@ static void slicing_text(GString *out, const cJSON *tp) {
   sim_terapipe_slicing_describe(&s, FALSE, out);
   g_string_append_c(out, '\n');
   sim_terapipe_slicing_clear(&s);
-  double predicted = num(tp, "dp_predicted_latency_s");
+  double predicted = num_or_0(tp, "dp_predicted_latency_s");
   if (predicted > 0)
     g_string_append_printf(out, "           by the DP (--slices auto): predicted %.4f s to the flush; context fit error "
                                 "max %.2f%%, mean %.2f%%\n",
@@ -321,15 +394,27 @@ static void architecture_text(GString *out, const cJSON *cfg) {
   gboolean swiglu = m.mlp == MODEL_MLP_SWIGLU, rms = m.norm == MODEL_NORM_RMSNORM;
   gboolean rope = m.position == MODEL_POSITION_ROTARY, tied = !m.untied, bias = !m.no_bias;
   g_string_append(out, "           ");
-  if (g == a)
+  if (cJSON_GetObjectItemCaseSensitive(cfg, "kv_lora_rank"))
+    g_string_append_printf(out, "multi-head latent attention (query rank %u, key/value rank %u, rotary %u, value %u)",
+                           count(cfg, "q_lora_rank"), count(cfg, "kv_lora_rank"), count(cfg, "qk_rope_head_dim"),
+                           count(cfg, "v_head_dim"));
+  else if (g == a)
     g_string_append_printf(out, "multi-head attention");
   else if (g == 1)
     g_string_append_printf(out, "multi-query attention");
   else
     g_string_append_printf(out, "grouped-query attention (%u key/value heads)", g);
-  g_string_append_printf(out, ", head dim %u; MLP %u %s; %s; %s positions; %s logits; %s\n", d, f,
-                         swiglu ? "SwiGLU" : "GeLU", rms ? "RMSNorm" : "layernorm", rope ? "rotary" : "learned",
-                         tied ? "tied" : "untied", bias ? "linear biases" : "no linear biases");
+  char mlp[64];
+  guint dense = count(cfg, "layers") - (cJSON_GetObjectItemCaseSensitive(cfg, "moe_layers") ? count(cfg, "moe_layers") : 0);
+  if (dense == 0) /* every layer's MLP is its experts (the experts line) */
+    g_snprintf(mlp, sizeof mlp, "expert MLPs %s", swiglu ? "SwiGLU" : "GeLU");
+  else if (dense < count(cfg, "layers"))
+    g_snprintf(mlp, sizeof mlp, "MLP %u %s in the %u dense layers", f, swiglu ? "SwiGLU" : "GeLU", dense);
+  else
+    g_snprintf(mlp, sizeof mlp, "MLP %u %s", f, swiglu ? "SwiGLU" : "GeLU");
+  g_string_append_printf(out, ", head dim %u; %s; %s; %s positions; %s logits; %s\n", d, mlp,
+                         rms ? "RMSNorm" : "layernorm", rope ? "rotary" : "learned", tied ? "tied" : "untied",
+                         bias ? "linear biases" : "no linear biases");
 }
 
 /* An uneven split's layers in words, equal neighbours together: "15 on
@@ -409,6 +494,19 @@ void trace_report_text(GString *out, const cJSON *run) {
   g_string_append_printf(out, "parallel   %u GPUs = t %u%s x p %u x d %u on %s (%s, %s, %s attention)\n",
                          count(cfg, "gpus"), count(cfg, "tp"), cps, p, d, str(cfg, "cluster"), str(cfg, "profile"),
                          str(cfg, "precision"), str(cfg, "attention"));
+  if (cJSON_GetObjectItemCaseSensitive(cfg, "ep")) {
+    double cf = num(cfg, "moe_capacity_factor");
+    char drop[48] = "dropless";
+    if (cf > 0)
+      g_snprintf(drop, sizeof drop, "capacity factor %.2f", cf);
+    g_string_append_printf(out, "experts    %u routed experts of width %u, top %u, in %u of %u layers%s; per stage "
+                                "expert-tp %u x ep %u x expert-dp %u;\n           %s dispatcher, imbalance %.2f, %s\n",
+                           count(cfg, "experts"), count(cfg, "moe_ffn_hidden"), count(cfg, "moe_topk"),
+                           count(cfg, "moe_layers"), count(cfg, "layers"),
+                           num(cfg, "moe_shared_ffn_hidden") > 0 ? " (and shared experts)" : "",
+                           count(cfg, "expert_tp"), count(cfg, "ep"), count(cfg, "expert_dp"),
+                           str(cfg, "moe_token_dispatcher"), num(cfg, "moe_imbalance"), drop);
+  }
   if (cp > 1)
     g_string_append_printf(out, "           context parallel: each GPU holds %u of every sequence's %u tokens, "
                                 "attention as a ring over %u GPUs\n",
@@ -448,7 +546,16 @@ void trace_report_text(GString *out, const cJSON *run) {
     if (tera)
       g_string_append_printf(out, ", recompute %s, sends: one rank per hop, broadcast in the group, fusion %s\n\n",
                              recompute, fusion);
-    else
+    else if (flag(cfg, "fsdp")) {
+      guint R = count(cfg, "hsdp_replicas"), dpc = d * (cp ? cp : 1);
+      g_string_append_printf(out, ", recompute %s, %s over %u GPUs%s", recompute, R > 1 ? "HSDP (FSDP2)" : "FSDP2",
+                             R > 1 ? dpc / R : dpc, cp > 1 ? " (d x cp)" : "");
+      if (R > 1)
+        g_string_append_printf(out, ", replicated %u times", R);
+      g_string_append_printf(out, ", gradients reduced in %s, parameters %s after forward, fusion %s\n\n",
+                             str(cfg, "fsdp_reduce_dtype"),
+                             flag(cfg, "fsdp_reshard_after_forward") ? "resharded" : "kept", fusion);
+    } else
       g_string_append_printf(out, ", recompute %s, %s DDP%s%s, %s%s, fusion %s\n\n", recompute, str(cfg, "ddp"),
                              flag(cfg, "distributed_optimizer") ? " with the distributed optimizer" : "",
                              flag(cfg, "overlap_param_gather") ? " (parameter all-gather overlapped with the forward)"
@@ -527,6 +634,17 @@ void trace_report_text(GString *out, const cJSON *run) {
   line_s(out, d > 1 || emb <= 0 ? "dp comm" : "embedding", num(tb, "dp_comm"), T);
   line_s(out, "optimizer", num(tb, "optimizer"), T);
   line_s(out, "bubble", num(tb, "bubble"), T);
+  const cJSON *moe = cJSON_GetObjectItemCaseSensitive(run, "moe");
+  if (moe) {
+    char x[32], y[32];
+    g_string_append_printf(out, "moe comm   %.4f s (%.1f%% of the iteration; in tp comm above where exposed): the "
+                                "critical stage's token dispatch and combine,\n           each at its time alone; "
+                                "%s in all, one dispatch sends %s off each rank; %.0f tokens per local expert\n",
+                           num(moe, "comm_s"), 100 * num(moe, "comm_fraction"),
+                           ptd_format_si(num(by, "ep"), "B", x, sizeof x),
+                           ptd_format_si(num(moe, "dispatch_bytes_per_rank"), "B", y, sizeof y),
+                           num(moe, "tokens_per_expert"));
+  }
   char a[32], b[32], c[32], e[32];
   g_string_append_printf(out, "traffic    tp %s, pp %s, ", ptd_format_si(bytes_tp, "B", a, sizeof a),
                          ptd_format_si(bytes_pp, "B", b, sizeof b));
@@ -542,6 +660,12 @@ void trace_report_text(GString *out, const cJSON *run) {
   else
     g_string_append_printf(out, "tied-embedding all-reduce %s per iteration (no data parallelism)\n",
                            ptd_format_si(bytes_dp, "B", c, sizeof c));
+  const cJSON *sh = cJSON_GetObjectItemCaseSensitive(run, "sharded_per_gpu");
+  if (num(sh, "param_allgathers") > 0 || num(sh, "grad_reductions") > 0)
+    g_string_append_printf(out, "sharded    per GPU: %.0f parameter all-gathers (%s), %.0f gradient reductions (%s), host %.4f s\n",
+                           num(sh, "param_allgathers"), ptd_format_si(num(sh, "param_allgather_bytes"), "B", a, sizeof a),
+                           num(sh, "grad_reductions"), ptd_format_si(num(sh, "grad_reduction_bytes"), "B", b, sizeof b),
+                           num(sh, "host_s"));
   const cJSON *bi = cJSON_GetObjectItemCaseSensitive(run, "bisection_bandwidth_GBps");
   g_string_append_printf(out, "bisection  pp %s, dp %s\n", ptd_format_si(num(bi, "pp") * 1e9, "B/s", a, sizeof a),
                          ptd_format_si(num(bi, "dp") * 1e9, "B/s", b, sizeof b));
@@ -552,7 +676,7 @@ void trace_report_text(GString *out, const cJSON *run) {
                          num(mem, "total"), count(mem, "stage"), num(mem, "weights"), num(mem, "gradients"),
                          num(mem, "optimizer"), num(mem, "activations"),
                          flag(run, "fits_in_memory") ? "fits" : "DOES NOT FIT");
-  if (num(run, "tokens") > 0)
+  if (num_or_0(run, "tokens") > 0)
     g_string_append_printf(out, "training   %s tokens in %.1f days, %s GPU-hours\n",
                            ptd_format_count(num(run, "tokens"), a, sizeof a), num(run, "training_days"),
                            ptd_format_count(num(run, "gpu_hours"), b, sizeof b));
@@ -571,6 +695,27 @@ void trace_report_text(GString *out, const cJSON *run) {
     whole_run_text(out, whole);
   if (tera)
     slicing_text(out, tp);
+}
+
+gboolean trace_report_check(const cJSON *run, GError **error) {
+  if (!cJSON_IsObject(run) || !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(run, "config"))) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "its result has no config");
+    return FALSE;
+  }
+  GString *scratch = g_string_new(NULL);
+  checking = TRUE;
+  missing[0] = '\0';
+  trace_report_text(scratch, run);
+  checking = FALSE;
+  g_string_free(scratch, TRUE);
+  if (missing[0]) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "its result lacks '%s' (or holds another type there): it is incomplete, edited, or written by another "
+                "version of ptdsim; write it again with ptdsim run --trace",
+                missing);
+    return FALSE;
+  }
+  return trace_run_json_check(run, error);
 }
 
 /* The first number of `node` (recursively) that is negative, NaN, infinite

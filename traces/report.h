@@ -28,3 +28,9 @@ void trace_slicing_from_json(const cJSON *terapipe, SimTeraPipeSlicing *out);
  * negative, NaN, infinite or null number: no such result is ever printed
  * (an iteration shorter than a nanosecond gives an infinite TFLOP/s). */
 gboolean trace_run_json_check(const cJSON *run, GError **error);
+
+/* FALSE, with an error naming the first missing key, when a run's JSON
+ * (read back from a trace) lacks a key its text report reads, holds one
+ * with another type or an empty name, or fails trace_run_json_check: a
+ * report is never printed with zeros where results are missing. */
+gboolean trace_report_check(const cJSON *run, GError **error);

@@ -2,11 +2,13 @@
 #include "runner.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <zlib.h>
 
 #include "../base/jsonutil.h"
+#include "../base/outfile.h"
 #include "../sim/exposed.h"
 #include "../sim/terapipe.h"
 #include "../sim/timeline.h"
@@ -229,41 +231,98 @@ cJSON *trace_run_full(const SimPlanRequest *req, const RtOptions *rt, const Topo
 
 /* --- reading --- */
 
+/* A gzip trace inflates to at most this many times its compressed size
+ * (ptdsim's own compress about 10:1), past the first MiB: more is a gzip
+ * bomb, refused before it fills the memory. */
+#define MAX_GZIP_RATIO 100u
+#define GZIP_RATIO_AFTER (1u << 20)
+
+static gboolean read_error(GError **error, const char *path, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+static gboolean read_error(GError **error, const char *path, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  char *what = g_strdup_vprintf(fmt, ap);
+  va_end(ap);
+  g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_READ, "cannot read trace '%s': %s", path, what);
+  g_free(what);
+  return FALSE;
+}
+
+/* What is checked as the text arrives, before it is all in memory: no NUL
+ * byte (JSON text has none), an object first, and the size. */
+static gboolean take_text(GByteArray *out, const guint8 *data, gsize n, const char *path, GError **error) {
+  if (memchr(data, '\0', n))
+    return read_error(error, path, "it is not valid JSON: a NUL byte at byte %" G_GSIZE_FORMAT,
+                      out->len + (gsize)((const guint8 *)memchr(data, '\0', n) - data));
+  g_byte_array_append(out, data, (guint)n);
+  gsize i = 0;
+  while (i < out->len && (out->data[i] == ' ' || out->data[i] == '\t' || out->data[i] == '\n' || out->data[i] == '\r'))
+    i++;
+  if (i < out->len && out->data[i] != '{')
+    return read_error(error, path, "it is not valid JSON: it does not begin with an object; not a trace");
+  if (out->len > MAX_TRACE_BYTES)
+    return read_error(error, path, "it is larger than %llu bytes uncompressed; it is not one ptdsim writes",
+                      (unsigned long long)MAX_TRACE_BYTES);
+  return TRUE;
+}
+
+/* The file, plain or gzip (one or more members, nothing after them). */
 static gboolean read_all(const char *path, GByteArray *out, GError **error) {
-  if (!g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
-    g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_READ, "cannot read trace '%s': %s", path,
-                g_file_test(path, G_FILE_TEST_EXISTS) ? "not a regular file" : "no such file");
-    return FALSE;
+  if (!g_file_test(path, G_FILE_TEST_IS_REGULAR))
+    return read_error(error, path, g_file_test(path, G_FILE_TEST_EXISTS) ? "not a regular file" : "no such file");
+  gsize raw_len = 0;
+  GError *local = NULL;
+  char *raw = ptd_read_input(path, MAX_TRACE_BYTES, &raw_len, &local);
+  if (!raw) {
+    gboolean r = read_error(error, path, "%s", local->message);
+    g_error_free(local);
+    return r;
   }
-  gzFile f = gzopen(path, "rb");
-  if (!f) {
-    g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_READ, "cannot read trace '%s': %s", path,
-                g_strerror(errno));
-    return FALSE;
+  const guint8 *in = (const guint8 *)raw;
+  gboolean ok = TRUE;
+  if (raw_len < 2 || in[0] != 0x1f || in[1] != 0x8b) {
+    ok = raw_len == 0 || take_text(out, in, raw_len, path, error);
+    g_free(raw);
+    return ok;
+  }
+  z_stream zs;
+  memset(&zs, 0, sizeof zs);
+  if (inflateInit2(&zs, 15 + 16) != Z_OK) {
+    g_free(raw);
+    return read_error(error, path, "zlib cannot start");
   }
   guint8 buf[1 << 16];
-  int n;
-  while ((n = gzread(f, buf, sizeof buf)) > 0) {
-    g_byte_array_append(out, buf, (guint)n);
-    if (out->len > MAX_TRACE_BYTES) {
-      gzclose(f);
-      g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_READ,
-                  "trace '%s' is larger than %llu bytes uncompressed; it is not one ptdsim writes", path,
-                  (unsigned long long)MAX_TRACE_BYTES);
-      return FALSE;
-    }
+  zs.next_in = (Bytef *)in;
+  zs.avail_in = (uInt)MIN(raw_len, (gsize)G_MAXUINT32);
+  while (ok) {
+    zs.next_out = buf;
+    zs.avail_out = sizeof buf;
+    int z = inflate(&zs, Z_NO_FLUSH);
+    gsize produced = sizeof buf - zs.avail_out;
+    if (produced && !take_text(out, buf, produced, path, error))
+      ok = FALSE;
+    else if (z == Z_STREAM_END) {
+      gsize left = zs.avail_in;
+      if (left == 0)
+        break;
+      /* another gzip member may follow (gzip's own concatenation); anything else is junk */
+      if (left >= 2 && zs.next_in[0] == 0x1f && zs.next_in[1] == 0x8b)
+        ok = inflateReset(&zs) == Z_OK || read_error(error, path, "zlib cannot restart");
+      else
+        ok = read_error(error, path,
+                        "%" G_GSIZE_FORMAT " bytes that are not gzip data follow the compressed trace (a damaged or "
+                        "altered file?)",
+                        left);
+    } else if (z != Z_OK && !(z == Z_BUF_ERROR && produced))
+      ok = read_error(error, path, "%s (a truncated or damaged gzip file?)",
+                      z == Z_BUF_ERROR ? "unexpected end of file" : zs.msg ? zs.msg : "corrupt gzip data");
+    if (ok && out->len > GZIP_RATIO_AFTER && out->len / MAX_GZIP_RATIO > (gsize)(raw_len - zs.avail_in))
+      ok = read_error(error, path,
+                      "it inflates more than %u times its compressed size, far more than a trace does (a gzip bomb?)",
+                      MAX_GZIP_RATIO);
   }
-  int zerr;
-  const char *msg = gzerror(f, &zerr);
-  gboolean ok = n == 0 && zerr == Z_OK;
-  if (!ok) {
-    /* zlib's message names the file already: "PATH: unexpected end of file" */
-    if (msg && g_str_has_prefix(msg, path) && g_str_has_prefix(msg + strlen(path), ": "))
-      msg += strlen(path) + 2;
-    g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_READ,
-                "cannot read trace '%s': %s (a truncated or damaged gzip file?)", path, msg ? msg : "read error");
-  }
-  gzclose(f);
+  inflateEnd(&zs);
+  g_free(raw);
   return ok;
 }
 
@@ -310,6 +369,7 @@ typedef struct {
   gint64 end;
   guint64 n_x;
   cJSON *keep; /* the events themselves, when asked for */
+  char *what;  /* "trace 'PATH': an event", for errors */
 } Scan;
 
 static gboolean scan_event(Scan *sc, cJSON *e, const char *path, GError **error) {
@@ -458,7 +518,7 @@ static gboolean scan_events(Scan *sc, const char *text, const char *p, const cha
       cJSON_Delete(e);
       return truncated(error, path, text, p);
     }
-    gboolean ok = scan_event(sc, e, path, error);
+    gboolean ok = ptd_json_unique_keys(e, sc->what, NULL, error) && scan_event(sc, e, path, error);
     if (ok && sc->keep)
       cJSON_AddItemToArray(sc->keep, e);
     else
@@ -495,6 +555,8 @@ static gboolean scan(Scan *sc, const char *text, gsize len, cJSON **meta, const 
     p = skip_ws(p + 1, end);
     const char *v_end;
     if (k_len == 11 && memcmp(key, "traceEvents", 11) == 0) {
+      if (events_seen)
+        return bad(error, path, "key 'traceEvents' is given twice; keep one");
       if (!scan_events(sc, text, p, end, &v_end, path, error))
         return FALSE;
       events_seen = TRUE;
@@ -502,9 +564,15 @@ static gboolean scan(Scan *sc, const char *text, gsize len, cJSON **meta, const 
       if (!(v_end = skip_value(p, end)))
         return truncated(error, path, text, p);
       if (k_len == 6 && memcmp(key, "ptdsim", 6) == 0) {
-        cJSON_Delete(*meta);
+        if (*meta)
+          return bad(error, path, "key 'ptdsim' is given twice; keep one");
         if (!(*meta = cJSON_ParseWithLength(p, (size_t)(v_end - p))))
           return truncated(error, path, text, p);
+        char *what = g_strdup_printf("trace '%s'", path);
+        gboolean unique = ptd_json_unique_keys(*meta, what, "ptdsim", error);
+        g_free(what);
+        if (!unique)
+          return FALSE;
       }
     }
     p = skip_ws(v_end, end);
@@ -527,6 +595,17 @@ static gboolean scan(Scan *sc, const char *text, gsize len, cJSON **meta, const 
   return TRUE;
 }
 
+/* The result holds every key its report reads, each a finite number of
+ * zero or more where it is a number (trace_report_check). */
+static gboolean complete(const char *path, const cJSON *result, GError **error) {
+  GError *local = NULL;
+  if (trace_report_check(result, &local))
+    return TRUE;
+  g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_FORMAT, "trace '%s': %s", path, local->message);
+  g_error_free(local);
+  return FALSE;
+}
+
 cJSON *trace_read(const char *path, cJSON **request, cJSON **events_out, GError **error) {
   if (request)
     *request = NULL;
@@ -538,12 +617,28 @@ cJSON *trace_read(const char *path, cJSON **request, cJSON **events_out, GError 
     return NULL;
   }
   Scan sc = {g_hash_table_new_full(g_direct_hash, g_direct_equal, NULL, (GDestroyNotify)g_array_unref),
-             g_hash_table_new(g_direct_hash, g_direct_equal), 0, 0, events_out ? cJSON_CreateArray() : NULL};
+             g_hash_table_new(g_direct_hash, g_direct_equal), 0, 0, events_out ? cJSON_CreateArray() : NULL,
+             g_strdup_printf("trace '%s': an event", path)};
   cJSON *meta = NULL, *result = NULL;
   /* an empty file has no data pointer at all: scan an empty string */
   const char *text = bytes->len ? (const char *)bytes->data : "";
-  if (scan(&sc, text, bytes->len, &meta, path, error) &&
-      verify(path, &sc, cJSON_GetObjectItemCaseSensitive(meta, "result"), error)) {
+  const char *bad_utf8 = NULL;
+  gsize deep_at = 0;
+  gboolean ok = TRUE;
+  if (!g_utf8_validate(text, (gssize)bytes->len, &bad_utf8)) {
+    g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_FORMAT,
+                "trace '%s': invalid UTF-8 at byte %zu; JSON text is UTF-8, and ptdsim writes nothing else", path,
+                (gsize)(bad_utf8 - text));
+    ok = FALSE;
+  } else if (!ptd_json_depth_ok(text, bytes->len, PTD_JSON_MAX_DEPTH, &deep_at)) {
+    g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_FORMAT,
+                "trace '%s': nested more than %u levels deep at byte %zu; no trace is", path, PTD_JSON_MAX_DEPTH,
+                deep_at);
+    ok = FALSE;
+  }
+  if (ok && scan(&sc, text, bytes->len, &meta, path, error) &&
+      verify(path, &sc, cJSON_GetObjectItemCaseSensitive(meta, "result"), error) &&
+      complete(path, cJSON_GetObjectItemCaseSensitive(meta, "result"), error)) {
     result = cJSON_DetachItemFromObjectCaseSensitive(meta, "result");
     if (request)
       *request = cJSON_DetachItemFromObjectCaseSensitive(meta, "request");
@@ -557,6 +652,7 @@ cJSON *trace_read(const char *path, cJSON **request, cJSON **events_out, GError 
   cJSON_Delete(sc.keep);
   g_hash_table_destroy(sc.edges);
   g_hash_table_destroy(sc.stage_of);
+  g_free(sc.what);
   return result;
 }
 
@@ -624,35 +720,33 @@ static cJSON *figure_read(TraceFigureContext *ctx, const SimPlanRequest *req, co
 static cJSON *figure_run(TraceFigureContext *ctx, const SimPlanRequest *req, cJSON **events, GError **error) {
   guint k = ctx->runs++;
   if (ctx->mode == TRACE_FIGURE_SIMULATE && !events)
-    return trace_run(req, ctx->cluster, ctx->profile, NULL, 0, error);
-  char *tmp_dir = NULL, *path;
+    return trace_run_full(req, ctx->rt, ctx->cluster, ctx->profile, NULL, 0, error);
+  PtdTmpDir *tmp_dir = NULL;
+  char *path;
   if (ctx->mode == TRACE_FIGURE_SIMULATE) {
-    /* The diagrams draw from a trace: one goes through a private directory. */
-    if (!(tmp_dir = g_dir_make_tmp("ptdsim-figure-XXXXXX", NULL))) {
-      g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_READ,
-                  "cannot make a temporary directory for %s's timeline: %s (set TMPDIR to a writable directory)",
-                  ctx->name, g_strerror(errno));
+    /* The diagrams draw from a trace: one goes through a private directory,
+     * removed also when a signal stops the figure. */
+    GError *local = NULL;
+    if (!(tmp_dir = ptd_tmp_dir_new("ptdsim-figure", "timeline.json", &local))) {
+      g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_READ, "%s's timeline: %s", ctx->name, local->message);
+      g_error_free(local);
       return NULL;
     }
-    path = g_build_filename(tmp_dir, "timeline.json", NULL);
+    path = g_strdup(ptd_tmp_dir_file(tmp_dir));
   } else
     path = trace_figure_trace_path(ctx, k);
   cJSON *run = NULL;
   if (ctx->mode == TRACE_FIGURE_FROM_TRACES)
     run = figure_read(ctx, req, path, events, error);
   else {
-    cJSON *made = trace_run(req, ctx->cluster, ctx->profile, path, TRACE_FIGURE_MAX_EVENTS, error);
+    cJSON *made = trace_run_full(req, ctx->rt, ctx->cluster, ctx->profile, path, TRACE_FIGURE_MAX_EVENTS, error);
     if (made && events)
       run = trace_read(path, NULL, events, error);
     else
       run = made, made = NULL;
     cJSON_Delete(made);
   }
-  if (tmp_dir) {
-    g_unlink(path);
-    g_rmdir(tmp_dir);
-    g_free(tmp_dir);
-  }
+  ptd_tmp_dir_free(tmp_dir);
   g_free(path);
   return run;
 }

@@ -425,6 +425,9 @@ static gboolean table2_rows(GArray *out, GError **error) {
          (strcmp(scheme->valuestring, "ptdp") == 0 || strcmp(scheme->valuestring, "zero3") == 0) &&
          cJSON_IsNumber(cJSON_GetArrayItem(row, 1)) && cJSON_IsNumber(cJSON_GetArrayItem(row, 11)) &&
          cJSON_IsNumber(cJSON_GetArrayItem(row, 12));
+    /* published numbers are positive: the error column divides by them */
+    for (int c = 11; ok && c <= 12; c++)
+      ok = cJSON_GetArrayItem(row, c)->valuedouble > 0 && cJSON_GetArrayItem(row, c)->valuedouble < 1e6;
     for (int c = 2; ok && c <= 9; c++)
       ok = is_count(cJSON_GetArrayItem(row, c));
     if (!ok)
@@ -450,7 +453,7 @@ static gboolean table2_rows(GArray *out, GError **error) {
     g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
                 "megatron-sc21.json: table2.rows is missing or has a malformed row (want [scheme ptdp|zero3, "
                 "params_billion, heads, hidden, layers, tp, pp, gpus, global_batch, micro_batch, layers_per_chunk, "
-                "tflops, days])");
+                "tflops, days], tflops and days positive)");
   cJSON_Delete(root);
   return ok;
 }
@@ -517,6 +520,27 @@ gboolean trace_sc21_table2(TraceFigureContext *ctx, TraceFigureOut *out, GError 
   for (guint k = 0; k < n; k++)
     labels[k] = gpus_p[k] == gpus_z[k] ? g_strdup_printf("%.1fB, %u GPUs", params_p[k], gpus_p[k])
                                        : g_strdup_printf("%.1fB, %u / %u GPUs", params_p[k], gpus_p[k], gpus_z[k]);
+  /* SC21 section 5.2's statements: PTD-P over ZeRO-3 at the smallest scale
+   * (b = 4) and after doubling the GPUs, for each model (the pairs: the
+   * k-th PTD-P row with the k-th ZeRO-3 row); and the ZeRO-3 rows' error */
+  double mae = 0;
+  guint nmae = 0;
+  for (guint k = 0; k < nz; k++)
+    if (isfinite(pred_z[k])) {
+      mae += fabs(pred_z[k] - pub_z[k]) / pub_z[k];
+      nmae++;
+    }
+  if (nmae)
+    g_string_append_printf(out->text, "\nZeRO-3 rows: mean absolute error %.1f%% over %u rows\n", 100 * mae / nmae, nmae);
+  for (guint k = 0; k + 1 < n; k++) {
+    if (k % 3 != 0 || !(params_p[k] == params_p[k + 1]))
+      continue;
+    g_string_append_printf(out->text, "PTD-P over ZeRO-3, %.1fB at %u / %u GPUs: predicted %+.0f%%, published %+.0f%%",
+                           params_p[k], gpus_p[k], gpus_z[k], 100 * (pred_p[k] / pred_z[k] - 1),
+                           100 * (pub_p[k] / pub_z[k] - 1));
+    g_string_append_printf(out->text, "; GPUs doubled (%u): predicted %+.0f%%, published %+.0f%%\n", gpus_p[k + 1],
+                           100 * (pred_p[k + 1] / pred_z[k + 1] - 1), 100 * (pub_p[k + 1] / pub_z[k + 1] - 1));
+  }
   source(out, "Table 2");
   out->plot = new_plot(ctx, TRACE_PLOT_BARS, "SC21 Table 2: PTD-P against ZeRO-3 without model parallelism",
                        "model and GPUs (PTD-P / ZeRO-3 where they differ)", "TFLOP/s per GPU",

@@ -1,0 +1,138 @@
+/* ptdsim — an MoE layer's MLP block (see moe.h). */
+#include "moe.h"
+
+#include "compute.h"
+
+double model_moe_expert_tokens(const ModelShape *m, const ModelMoeOptions *o) {
+  double T = (double)o->b * m->seq_len / ((double)MAX(o->t, 1u) * MAX(o->cp, 1u));
+  double skew = o->capacity > 0 ? MIN(MAX(o->imbalance, 1.0), o->capacity) : MAX(o->imbalance, 1.0);
+  /* the ep etp ranks' T tokens each choose k of the E experts (the all-gather
+   * dispatcher brings every token to every rank; its experts take the same) */
+  return T * o->ep * o->etp * m->topk / m->experts * skew;
+}
+
+double model_moe_a2a_wire_bytes(const ModelShape *m, const ModelMoeOptions *o) {
+  double T = (double)o->b * m->seq_len / ((double)MAX(o->t, 1u) * MAX(o->cp, 1u));
+  return T * m->topk * m->hidden * 2.0 * (o->ep - 1) / o->ep;
+}
+
+typedef struct {
+  const ModelProfile *p;
+  double s, flops;
+} Acc;
+
+static void gemm(Acc *a, double m, double n, double k) {
+  if (m < 1 || n < 1 || k < 1)
+    return;
+  ModelGemm g = {1, (guint64)m, (guint64)n, (guint64)k};
+  a->s += model_gemm_time_s(a->p, &g);
+  a->flops += model_gemm_flops(&g);
+}
+
+static void mem(Acc *a, ModelMemClass c, double bytes) {
+  if (bytes > 0)
+    a->s += model_mem_time_s(a->p, c, bytes);
+}
+
+/* An MLP of width f on n tokens: forward h -> f (2f gated), the activation,
+ * f -> h; backward the input- and weight-gradient GEMM of each. */
+static void mlp(Acc *a, const ModelShape *m, double n, double f, gboolean backward) {
+  double h = m->hidden, up = m->mlp == MODEL_MLP_SWIGLU ? 2 * f : f;
+  if (!backward) {
+    gemm(a, n, up, h);
+    mem(a, MODEL_MEM_ACTIVATION, (m->mlp == MODEL_MLP_SWIGLU ? 6.0 : 4.0) * n * f);
+    gemm(a, n, h, f);
+    return;
+  }
+  gemm(a, n, f, h); /* down: dgrad */
+  gemm(a, f, h, n); /*       wgrad */
+  mem(a, MODEL_MEM_ACTIVATION, (m->mlp == MODEL_MLP_SWIGLU ? 10.0 : 6.0) * n * f);
+  gemm(a, n, h, up); /* up: dgrad */
+  gemm(a, h, up, n); /*     wgrad */
+}
+
+void model_moe_cost(const ModelProfile *p, const ModelShape *m, const ModelMoeOptions *o, ModelMoeCost *out) {
+  *out = (ModelMoeCost){0};
+  double h = m->hidden, E = m->experts, k = m->topk;
+  double T = (double)o->b * m->seq_len / ((double)MAX(o->t, 1u) * MAX(o->cp, 1u));
+  guint etp = MAX(o->etp, 1u);
+  out->tokens = T;
+  out->local_experts = m->experts / MAX(o->ep, 1u);
+  out->expert_tokens = model_moe_expert_tokens(m, o);
+  out->dispatch_bytes = o->dispatcher == MODEL_MOE_ALLGATHER ? T * h * 2.0 * o->ep : T * k * h * 2.0;
+  out->etp_bytes = etp > 1 ? T * k * h * 2.0 * etp : 0;
+  if (p->kind == MODEL_PROFILE_IDEAL) {
+    /* the ideal profile's rate (time per token of a dense layer, whatever
+     * the shape) scaled by the MoE block's FLOPs over the dense layer's */
+    double mlp = m->mlp == MODEL_MLP_SWIGLU ? 3.0 : 2.0;
+    double moe = 2.0 * h * (E + mlp * (k * model_moe_ffn(m) + m->shared_ffn));
+    double tokens = (double)o->b * m->seq_len / MAX(o->cp, 1u);
+    out->fwd_experts_s = p->ideal_layer_s_per_token * tokens * moe / model_layer_forward_flops(m, 1) * m->seq_len;
+    out->bwd_experts_s = 2 * out->fwd_experts_s;
+    return;
+  }
+  double rows = T * k; /* (token, expert) rows this rank permutes */
+  double fe = (double)model_moe_ffn(m) / etp, n = out->expert_tokens;
+  /* shared experts: tensor-parallel over t on the t T tokens of the
+   * sequence-parallel group, the same work as their T tokens at full width */
+  double fs = m->shared_ffn;
+  Acc a = {p, 0, 0};
+  /* forward */
+  gemm(&a, T, E, h);                          /* router: gate logits */
+  mem(&a, MODEL_MEM_NORM, 8.0 * T * E);       /* score function and top-k over fp32 logits */
+  if (fs > 0)
+    mlp(&a, m, T, fs, FALSE);                 /* shared experts */
+  mem(&a, MODEL_MEM_COPY, 4.0 * rows * h);    /* permute: gather the rows in expert order */
+  out->fwd_route_s = a.s;
+  a.s = 0;
+  for (guint e = 0; e < out->local_experts; e++)
+    mlp(&a, m, n, fe, FALSE);                 /* grouped GEMMs of the local experts */
+  out->fwd_experts_s = a.s;
+  a.s = 0;
+  mem(&a, MODEL_MEM_POINTWISE, 2.0 * rows * h + 4.0 * rows + 2.0 * T * h); /* unpermute: weighted sum of k rows */
+  if (fs > 0)
+    mem(&a, MODEL_MEM_POINTWISE, 6.0 * T * h); /* plus the shared experts' output */
+  out->fwd_unpermute_s = a.s;
+  out->fwd_flops = a.flops;
+  /* backward */
+  a = (Acc){p, 0, 0};
+  mem(&a, MODEL_MEM_POINTWISE, 2.0 * T * h + 2.0 * rows * h + 2.0 * rows * h); /* unpermute: rows' and probs' grads */
+  out->bwd_unpermute_s = a.s;
+  a.s = 0;
+  for (guint e = 0; e < out->local_experts; e++)
+    mlp(&a, m, n, fe, TRUE);
+  out->bwd_experts_s = a.s;
+  a.s = 0;
+  mem(&a, MODEL_MEM_COPY, 4.0 * rows * h);    /* permute's gradient: scatter-add back to tokens */
+  if (fs > 0)
+    mlp(&a, m, T, fs, TRUE);
+  mem(&a, MODEL_MEM_NORM, 12.0 * T * E);      /* top-k and score function's gradient */
+  gemm(&a, T, h, E);                          /* router: dgrad */
+  gemm(&a, E, h, T);                          /*         wgrad */
+  out->bwd_route_s = a.s;
+  out->bwd_flops = a.flops;
+}
+
+guint64 model_moe_local_expert_params(const ModelShape *m, guint ep, guint etp) {
+  return (guint64)(m->experts / ep) * (model_expert_params(m) / etp);
+}
+
+guint64 model_moe_local_params(const ModelShape *m, guint t, guint ep, guint etp) {
+  guint64 shared = model_moe_mlp_params(m) - (guint64)m->experts * model_expert_params(m) -
+                   (guint64)m->experts * m->hidden - (m->router_bias ? m->experts : 0);
+  return model_moe_local_expert_params(m, ep, etp) + shared / t + (guint64)m->experts * m->hidden +
+         (m->router_bias ? m->experts : 0);
+}
+
+double model_moe_activation_bytes(const ModelShape *m, const ModelMoeOptions *o) {
+  double T = (double)o->b * m->seq_len / ((double)MAX(o->t, 1u) * MAX(o->cp, 1u));
+  double rows = model_moe_expert_tokens(m, o) * (m->experts / MAX(o->ep, 1u));
+  double h = m->hidden, fe = (double)model_moe_ffn(m) / MAX(o->etp, 1u);
+  double act = m->mlp == MODEL_MLP_SWIGLU ? 6.0 : 4.0;
+  return rows * (2.0 * h + act * fe + 2.0 * h) + 8.0 * T * m->experts +
+         act * (double)m->shared_ffn * o->b * m->seq_len / ((double)MAX(o->t, 1u) * MAX(o->cp, 1u));
+}
+
+double model_dense_mlp_activation_bytes(const ModelShape *m, guint t, guint b) {
+  return (m->mlp == MODEL_MLP_SWIGLU ? 6.0 : 4.0) * model_ffn(m) * (double)m->seq_len * b / t;
+}

@@ -1,0 +1,85 @@
+/* ptdsim — the cost of a mixture-of-experts layer's MLP block as
+ * Megatron-Core runs it (megatron/core/transformer/moe/: router.py,
+ * token_dispatcher.py, experts.py, moe_layer.py), on a device profile.
+ *
+ * The attention block runs on t x cp ranks; with t > 1 sequence parallelism
+ * is on (Megatron's arguments.py requires it with MoE), so each rank routes
+ * T = b s / (t cp) tokens.  Forward, per rank:
+ *   router: the gate GEMM T x E x h, the score function and top-k over the
+ *     T x E fp32 logits (a memory-bound pass), and the shared experts (a
+ *     SwiGLU MLP of width shared_ffn on the T tokens);
+ *   permute: the T k chosen (token, expert) rows gathered in expert order;
+ *   dispatch: the all-to-all over the ep ranks of the expert-parallel group
+ *     (--moe-token-dispatcher alltoall: MoEAlltoAllTokenDispatcher; each
+ *     rank sends T k h 2 bytes, (ep - 1)/ep of them off-rank) or the
+ *     all-gather of the T h tokens over the group (allgather:
+ *     MoEAllGatherTokenDispatcher); with expert-tp > 1 the received tokens
+ *     are all-gathered over the etp ranks of the expert-tensor group;
+ *   experts: the E / ep local experts' grouped GEMMs (TEGroupedMLP), each
+ *     expert a GEMM of its n tokens x (2 moe_ffn / etp) x h, the SwiGLU
+ *     kernel and n x h x (moe_ffn / etp), priced one by one with the GEMM
+ *     model at the per-expert sizes (small experts run at a low share of
+ *     the peak: that is the point), where
+ *       n = T ep etp k / E x min(imbalance, capacity factor)
+ *     on the busiest rank (--moe-imbalance, default 1: perfectly balanced
+ *     routing; --moe-capacity-factor caps it: tokens beyond are dropped);
+ *   combine: the reverse all-to-all (or reduce-scatter), after the
+ *     expert-tensor reduce-scatter;
+ *   unpermute: the k expert outputs of each token weighted and summed.
+ * Backward runs each in reverse: input- and weight-gradient GEMMs for every
+ * forward GEMM, the all-to-alls in the other direction.
+ */
+#pragma once
+
+#include "profile.h"
+#include "transformer.h"
+
+typedef enum { MODEL_MOE_ALLTOALL, MODEL_MOE_ALLGATHER } ModelMoeDispatcher;
+
+typedef struct {
+  guint t, cp, ep, etp, b;
+  double imbalance;   /* >= 1: the busiest rank's tokens over the average */
+  double capacity;    /* 0: dropless; else the capacity factor */
+  ModelMoeDispatcher dispatcher;
+} ModelMoeOptions;
+
+typedef struct {
+  double tokens;        /* T, tokens each rank routes */
+  double expert_tokens; /* n, tokens of one local expert on the busiest rank */
+  guint local_experts;  /* E / ep */
+  /* nccl-tests' size of one dispatch (and of one combine) per rank: the
+   * all-to-all's send buffer T k h 2, or the all-gather's output T h 2 ep */
+  double dispatch_bytes;
+  /* etp > 1: the expert-tensor all-gather's output (and the
+   * reduce-scatter's input) per rank, T k h 2 etp; 0: none */
+  double etp_bytes;
+  /* compute, in seconds: before the dispatch (router, shared experts,
+   * permute), the local experts, after the combine (unpermute) */
+  double fwd_route_s, fwd_experts_s, fwd_unpermute_s;
+  double bwd_unpermute_s, bwd_experts_s, bwd_route_s;
+  double fwd_flops, bwd_flops; /* executed by this rank, GEMMs only */
+} ModelMoeCost;
+
+/* Tokens per local expert on the busiest rank (n above). */
+double model_moe_expert_tokens(const ModelShape *m, const ModelMoeOptions *o);
+/* Bytes each rank sends to other ranks in one dispatch (and in one
+ * combine): T k h 2 (ep - 1)/ep (all-to-all). */
+double model_moe_a2a_wire_bytes(const ModelShape *m, const ModelMoeOptions *o);
+void model_moe_cost(const ModelProfile *p, const ModelShape *m, const ModelMoeOptions *o, ModelMoeCost *out);
+
+/* Parameters of one MoE layer's MLP block on one GPU: E/ep experts split
+ * over etp, the shared experts split over t, the router and its bias whole. */
+guint64 model_moe_local_params(const ModelShape *m, guint t, guint ep, guint etp);
+/* The expert part of it (what the expert-data-parallel ranks share). */
+guint64 model_moe_local_expert_params(const ModelShape *m, guint ep, guint etp);
+/* Activation bytes one MoE layer keeps for its backward per microbatch on
+ * the busiest rank, beyond what its attention block keeps: the permuted
+ * inputs of the experts (n E/ep rows of h, 2 bytes), their first GEMM's
+ * outputs and SwiGLU's (6 moe_ffn / etp per row), their outputs for the
+ * unpermute (2h per row), the fp32 router logits and probabilities
+ * (8 E per token) and the shared experts' MLP (6 shared_ffn / t per token of
+ * the sequence). */
+double model_moe_activation_bytes(const ModelShape *m, const ModelMoeOptions *o);
+/* The dense MLP's share of model_layer_activation_bytes that an MoE layer
+ * does not keep: (6 or 4) f s b / t. */
+double model_dense_mlp_activation_bytes(const ModelShape *m, guint t, guint b);

@@ -1,0 +1,149 @@
+/* ptdsim — MoE folding and validation (see moe.h). */
+#include "moe.h"
+
+#include <string.h>
+
+#include "../models/layer.h"
+
+#define FAIL(...)                                                                                                      \
+  do {                                                                                                                 \
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, __VA_ARGS__);                                           \
+    return FALSE;                                                                                                      \
+  } while (0)
+
+gboolean sim_moe_build(const SimPlanRequest *r, SimPlan *plan, GError **error) {
+  const ModelShape *m = &plan->model;
+  guint cp = sim_plan_cp(plan), stage = plan->tp * cp * plan->dp;
+  plan->ep = 1;
+  plan->etp = 1;
+  plan->edp = stage;
+  plan->moe_imbalance = 1;
+  plan->moe_capacity = 0;
+  plan->moe_allgather = FALSE;
+  if (!model_is_moe(m)) {
+    if (r->ep || r->expert_tp || r->moe_imbalance || r->moe_capacity || r->moe_dispatcher)
+      FAIL("--%s is about mixture-of-experts layers, but the model is dense; give --num-experts or an MoE --model "
+           "(see ptdsim models)",
+           r->ep ? "ep" : r->expert_tp ? "expert-tp" : r->moe_imbalance ? "moe-imbalance"
+                                                  : r->moe_capacity ? "moe-expert-capacity-factor"
+                                                                    : "moe-token-dispatcher");
+    return TRUE;
+  }
+  if (m->topk < 1 || m->topk > m->experts)
+    FAIL("--moe-router-topk %u must be from 1 to the %u experts", m->topk, m->experts);
+  guint ep = r->ep ? r->ep : 1, etp = r->expert_tp ? r->expert_tp : plan->tp;
+  if (m->experts % ep)
+    FAIL("--ep %u does not divide the %u experts of an MoE layer; use a divisor of %u", ep, m->experts, m->experts);
+  if (model_moe_ffn(m) % etp)
+    FAIL("--expert-tp %u does not divide the experts' hidden size %u; use a divisor of it", etp, model_moe_ffn(m));
+  if (stage % ((guint64)ep * etp))
+    FAIL("--expert-tp %u x --ep %u = %u does not divide the %u GPUs of a pipeline stage (t x cp x d = %u x %u x %u); "
+         "expert-tp x ep x expert-dp must equal t x cp x d: pick ep and expert-tp whose product divides %u",
+         etp, ep, etp * ep, stage, plan->tp, cp, plan->dp, stage);
+  if (plan->zero)
+    FAIL("MoE layers are modelled under PTD-P (Megatron-Core), not ZeRO; drop --zero (use --distributed-optimizer)");
+  if (plan->schedule == SIM_SCHEDULE_TERAPIPE)
+    FAIL("MoE layers are not modelled with TeraPipe's token slices; use --schedule 1f1b or interleaved");
+  if (plan->tp > 1 && !plan->sequence_parallel)
+    FAIL("MoE with --tp %u needs --sequence-parallel, as Megatron-Core requires (each rank routes its own s/t "
+         "tokens); add it",
+         plan->tp);
+  if (cp > 1)
+    FAIL("MoE layers with --cp are not modelled (the experts' tokens would be folded over cp too); drop --cp");
+  if (plan->tp_comm_overlap)
+    FAIL("--tp-comm-overlap is not modelled for MoE layers; drop it");
+  if (plan->placement != SIM_PLACEMENT_TP_DP_PP)
+    FAIL("MoE layers follow Megatron-Core's rank order (tp-cp-ep-dp-pp); drop --placement");
+  if (plan->precision_given && plan->precision == MODEL_PRECISION_FP8)
+    FAIL("--precision fp8 is not modelled for MoE layers (their grouped GEMMs are priced in bf16); use bf16");
+  if (plan->ddp == SIM_DDP_TORCH)
+    FAIL("--ddp torch is not modelled with MoE layers (their expert gradients have their own group); use --ddp "
+         "local");
+  if (!plan->symmetry)
+    FAIL("MoE layers are simulated one GPU per stage (the symmetry shortcut); drop --no-symmetry");
+  if (plan->workload != SIM_WORKLOAD_GPT)
+    FAIL("--workload layers is TeraPipe's benchmark; drop it for an MoE model");
+  if (r->moe_dispatcher && strcmp(r->moe_dispatcher, "alltoall") && strcmp(r->moe_dispatcher, "allgather"))
+    FAIL("unknown --moe-token-dispatcher '%s'; use alltoall or allgather", r->moe_dispatcher);
+  plan->ep = ep;
+  plan->etp = etp;
+  plan->edp = stage / (ep * etp);
+  plan->moe_imbalance = r->moe_imbalance ? r->moe_imbalance : 1;
+  plan->moe_capacity = r->moe_capacity;
+  plan->moe_allgather = r->moe_dispatcher && strcmp(r->moe_dispatcher, "allgather") == 0;
+  return TRUE;
+}
+
+/* The job rank of stage-local rank `local` of stage s (Megatron's order:
+ * stages outermost). */
+static guint job_rank(const SimPlan *pl, guint s, guint local) {
+  return local + pl->tp * sim_plan_cp(pl) * pl->dp * s;
+}
+
+void sim_moe_ep_ranks(const SimPlan *pl, guint s, guint local, guint *out) {
+  guint e = local % pl->etp, q = local / (pl->etp * pl->ep);
+  for (guint j = 0; j < pl->ep; j++)
+    out[j] = job_rank(pl, s, e + pl->etp * (j + pl->ep * q));
+}
+
+void sim_moe_etp_ranks(const SimPlan *pl, guint s, guint local, guint *out) {
+  guint base = local - local % pl->etp;
+  for (guint e = 0; e < pl->etp; e++)
+    out[e] = job_rank(pl, s, base + e);
+}
+
+void sim_moe_edp_ranks(const SimPlan *pl, guint s, guint local, guint *out) {
+  guint inner = local % (pl->etp * pl->ep);
+  for (guint q = 0; q < pl->edp; q++)
+    out[q] = job_rank(pl, s, inner + pl->etp * pl->ep * q);
+}
+
+guint64 sim_moe_stage_params(const SimPlan *pl, guint s, guint64 *experts, guint *moe_layers) {
+  const ModelShape *m = &pl->model;
+  guint v = pl->chunks ? pl->chunks : 1, layers = sim_plan_stage_layers(pl, s), moe = 0;
+  for (guint c = 0; c < v; c++)
+    for (guint l = 0; l < sim_plan_chunk_layers(pl, s, c); l++)
+      moe += sim_moe_layer(pl, s, c, l);
+  guint64 n = model_stage_params(m, pl->tp, pl->pp, s, layers);
+  ModelLinears lin = model_layer_linears(m);
+  guint64 dense_mlp = lin.up / pl->tp + (lin.down - lin.row_bias) / pl->tp + lin.row_bias;
+  guint64 moe_local = model_moe_local_params(m, pl->tp, pl->ep, pl->etp);
+  *experts = (guint64)moe * model_moe_local_expert_params(m, pl->ep, pl->etp);
+  if (moe_layers)
+    *moe_layers = moe;
+  n = n - (guint64)moe * dense_mlp + (guint64)moe * moe_local;
+  if (m->mtp && s == pl->pp - 1 && model_layer_is_moe(m, m->layers - 1)) {
+    /* the MTP modules, on the last stage: an MoE layer, the 2h -> h
+     * projection split over t, three norms */
+    n += m->mtp * (model_layer_local_params(m, pl->tp) - dense_mlp + moe_local +
+                   2ull * m->hidden * m->hidden / pl->tp + 3 * model_norm_params(m));
+    *experts += m->mtp * model_moe_local_expert_params(m, pl->ep, pl->etp);
+  }
+  return n;
+}
+
+ModelMoeOptions sim_moe_options(const SimPlan *pl) {
+  return (ModelMoeOptions){.t = pl->tp,
+                           .cp = sim_plan_cp(pl),
+                           .ep = pl->ep,
+                           .etp = pl->etp,
+                           .b = pl->micro_batch,
+                           .imbalance = pl->moe_imbalance,
+                           .capacity = pl->moe_capacity,
+                           .dispatcher = pl->moe_allgather ? MODEL_MOE_ALLGATHER : MODEL_MOE_ALLTOALL};
+}
+
+gboolean sim_moe_layer(const SimPlan *pl, guint s, guint c, guint l) {
+  if (!model_is_moe(&pl->model))
+    return FALSE;
+  /* Megatron's layer numbering: with interleaving, chunk c of stage s holds
+   * the virtual stage c p + s */
+  guint first = 0;
+  for (guint cc = 0; cc <= c; cc++)
+    for (guint ss = 0; ss < pl->pp; ss++) {
+      if (cc == c && ss == s)
+        return model_layer_is_moe(&pl->model, first + l);
+      first += sim_plan_chunk_layers(pl, ss, cc);
+    }
+  return FALSE;
+}

@@ -1,0 +1,195 @@
+/* Mixture of experts: the built-in MoE models' parameter counts against
+ * their released checkpoints, FLOPs with top-k routing, the all-to-all's
+ * bytes, Megatron-Core's folded rank layout, the MoE memory formulas. */
+#include <glib.h>
+#include <math.h>
+
+#include "../models/comm.h"
+#include "../models/memory.h"
+#include "../models/moe.h"
+#include "../models/transformer.h"
+#include "../sim/moe.h"
+
+static ModelShape get(const char *name) {
+  ModelShape m;
+  g_assert_true(model_lookup(name, &m));
+  return m;
+}
+
+/* Released checkpoints, as the sum of their tensors' sizes (the
+ * model.safetensors.index.json "total_size" over 2 bytes for the bf16 ones;
+ * for DeepSeek-V3 the count Hugging Face shows, 684,489,845,504, which
+ * includes the MTP module's stored copies of the embedding and the head). */
+static void test_checkpoint_counts(void) {
+  ModelShape m = get("mixtral-8x7b");
+  g_assert_cmpuint(model_param_count(&m), ==, 93405585408ull / 2); /* 46.7B */
+  g_assert_cmpuint(model_active_param_count(&m), ==, 12879925248ull); /* "12.9B active" */
+  m = get("mixtral-8x22b");
+  g_assert_cmpuint(model_param_count(&m), ==, 140620634112ull);     /* "141B" */
+  g_assert_cmpuint(model_active_param_count(&m), ==, 39152031744ull); /* "39B active" */
+  m = get("deepseek-v3");
+  guint64 Vh = (guint64)m.vocab * m.hidden;
+  g_assert_cmpuint(model_param_count(&m) + 2 * Vh * m.mtp, ==, 684489845504ull);
+  /* the main model without the MTP module: "671B total, 37B activated" */
+  guint64 main = model_param_count(&m) - model_mtp_params(&m);
+  g_assert_cmpuint(main, ==, 671026419200ull);
+  g_assert_cmpuint(model_active_param_count(&m) - (model_mtp_params(&m) - 248ull * model_expert_params(&m)), ==,
+                   37552297472ull);
+  g_assert_cmpuint(model_moe_layer_count(&m), ==, 58);
+  m = get("qwen3-30b-a3b");
+  g_assert_cmpuint(model_param_count(&m), ==, 30532122624ull);
+  g_assert_cmpuint(model_active_param_count(&m), ==, 3353032704ull);
+  m = get("qwen3-235b-a22b");
+  g_assert_cmpuint(model_param_count(&m), ==, 235093634560ull);
+  g_assert_cmpuint(model_active_param_count(&m), ==, 22190763520ull);
+}
+
+/* Matrix by matrix for DeepSeek-V3's MLA block (modeling_deepseek.py). */
+static void test_mla_params(void) {
+  ModelShape m = get("deepseek-v3");
+  guint64 h = 7168, a = 128;
+  guint64 mla = h * 1536 + 1536 + 1536 * a * 192 + h * (512 + 64) + 512 + 512 * a * (128 + 128) + a * 128 * h;
+  g_assert_cmpuint(model_attention_params(&m), ==, mla);
+  g_assert_cmpuint(model_expert_params(&m), ==, 3 * h * 2048);
+  g_assert_cmpuint(model_moe_mlp_params(&m), ==, 257 * 3 * h * 2048 + 256 * h + 256);
+}
+
+/* Forward FLOPs of an MoE layer: attention, router 2bsHE, k routed experts
+ * and the shared ones, 2 x 3 h f each (SwiGLU). */
+static void test_moe_flops(void) {
+  ModelShape m = get("mixtral-8x7b");
+  double bs = 4096, h = 4096, attn = model_layer_forward_flops(&m, 1) - 2 * bs * h * 14336 * 3;
+  g_assert_true(model_layer_is_moe(&m, 0));
+  g_assert_cmpfloat(model_layer_forward_flops_at(&m, 0, 1), ==, attn + 2 * bs * h * 8 + 2 * bs * h * 3 * 2 * 14336.0);
+  ModelShape d = get("deepseek-v3");
+  g_assert_false(model_layer_is_moe(&d, 2));
+  g_assert_true(model_layer_is_moe(&d, 3));
+  double dattn = model_layer_forward_flops(&d, 1) - 2 * bs * 7168 * 18432 * 3;
+  g_assert_cmpfloat(fabs(model_layer_forward_flops_at(&d, 3, 1) -
+                         (dattn + 2 * bs * 7168 * 256 + 2 * bs * 7168 * 3 * (8 * 2048.0 + 2048))),
+                    <=, 1e-6 * dattn);
+}
+
+/* The dispatch's bytes: each rank routes T = b s / (t cp) tokens, k copies
+ * of h 2-byte values, (ep - 1)/ep of them to other ranks; tokens per local
+ * expert T ep etp k / E, scaled by the imbalance up to the capacity. */
+static void test_dispatch_bytes(void) {
+  ModelShape m = get("mixtral-8x7b");
+  ModelMoeOptions o = {.t = 2, .cp = 1, .ep = 4, .etp = 1, .b = 2, .imbalance = 1};
+  double T = 2.0 * 4096 / 2;
+  g_assert_cmpfloat(model_moe_a2a_wire_bytes(&m, &o), ==, T * 2 * 4096 * 2 * 3 / 4);
+  g_assert_cmpfloat(model_moe_expert_tokens(&m, &o), ==, T * 4 * 2 / 8);
+  o.imbalance = 1.5;
+  g_assert_cmpfloat(model_moe_expert_tokens(&m, &o), ==, T * 4 * 2 / 8 * 1.5);
+  o.capacity = 1.25; /* tokens beyond the capacity are dropped */
+  g_assert_cmpfloat(model_moe_expert_tokens(&m, &o), ==, T * 4 * 2 / 8 * 1.25);
+  ModelMoeCost c;
+  ModelProfile p = {0};
+  p.kind = MODEL_PROFILE_IDEAL;
+  o.capacity = 0;
+  o.imbalance = 1;
+  model_moe_cost(&p, &m, &o, &c);
+  g_assert_cmpfloat(c.dispatch_bytes, ==, T * 2 * 4096 * 2);
+  g_assert_cmpuint(c.local_experts, ==, 2);
+  g_assert_cmpfloat(c.etp_bytes, ==, 0);
+  o.dispatcher = MODEL_MOE_ALLGATHER; /* every rank's T tokens gathered over the group */
+  model_moe_cost(&p, &m, &o, &c);
+  g_assert_cmpfloat(c.dispatch_bytes, ==, T * 4096 * 2 * 4);
+}
+
+/* The all-to-all on the analytic network: inside a node (n-1)/n of the
+ * buffer over NVLink; across nodes the (n - m)/n bound elsewhere over a
+ * GPU's share of the NICs, when that is the slower. */
+static void test_alltoall_analytic(void) {
+  ModelNet net = {0};
+  net.hw.nvlink_busbw = 400e9;
+  net.hw.nic_bw = 50e9;
+  net.hw.nics_per_node = 8;
+  net.hw.gpus_per_node = 8;
+  net.hw.p2p_latency_intra = 1e-5;
+  net.hw.p2p_latency_inter = 2e-5;
+  double S = 1 << 30;
+  g_assert_cmpfloat(fabs(model_alltoall_time_s(&net, S, 8, 1) - (1e-5 + 7.0 / 8 * S / 400e9)), <, 1e-12);
+  g_assert_cmpfloat(fabs(model_alltoall_time_s(&net, S, 16, 2) - (2e-5 + 8.0 / 16 * S / 50e9)), <, 1e-12);
+  g_assert_cmpfloat(fabs(model_alltoall_time_s(&net, S, 64, 8) - (2e-5 + 56.0 / 64 * S / 50e9)), <, 1e-12);
+  g_assert_cmpfloat(model_busbw_factor(MODEL_COLL_ALLTOALL, 8), ==, 7.0 / 8);
+}
+
+/* Megatron-Core's folding (parallel_state.py, order tp-cp-ep-dp-pp): in a
+ * stage the MoE layers read rank r as e + etp (j + ep q). */
+static void test_folding(void) {
+  SimPlan pl = {0};
+  pl.tp = 2;
+  pl.cp = 1;
+  pl.dp = 4;
+  pl.pp = 2;
+  pl.ep = 4;
+  pl.etp = 1;
+  pl.edp = 2;
+  guint r[8];
+  sim_moe_ep_ranks(&pl, 0, 0, r); /* ep groups of consecutive ranks, across tensor groups */
+  g_assert_cmpuint(r[0], ==, 0);
+  g_assert_cmpuint(r[3], ==, 3);
+  sim_moe_ep_ranks(&pl, 0, 5, r);
+  g_assert_cmpuint(r[0], ==, 4);
+  g_assert_cmpuint(r[3], ==, 7);
+  sim_moe_ep_ranks(&pl, 1, 0, r); /* stage 1 starts at 8 */
+  g_assert_cmpuint(r[0], ==, 8);
+  g_assert_cmpuint(r[3], ==, 11);
+  sim_moe_edp_ranks(&pl, 0, 1, r);
+  g_assert_cmpuint(r[0], ==, 1);
+  g_assert_cmpuint(r[1], ==, 5);
+  pl.etp = 2; /* expert-tp 2 x ep 2 x expert-dp 2 */
+  pl.ep = 2;
+  pl.edp = 2;
+  sim_moe_ep_ranks(&pl, 0, 3, r);
+  g_assert_cmpuint(r[0], ==, 1);
+  g_assert_cmpuint(r[1], ==, 3);
+  sim_moe_etp_ranks(&pl, 0, 3, r);
+  g_assert_cmpuint(r[0], ==, 2);
+  g_assert_cmpuint(r[1], ==, 3);
+  sim_moe_edp_ranks(&pl, 0, 3, r);
+  g_assert_cmpuint(r[0], ==, 3);
+  g_assert_cmpuint(r[1], ==, 7);
+  pl.tp = 8; /* t 8 d 8 on 64 GPUs, ep 8: an ep group is a tensor group, one NVLink domain */
+  pl.dp = 8;
+  pl.pp = 1;
+  pl.etp = 1;
+  pl.ep = 8;
+  pl.edp = 8;
+  sim_moe_ep_ranks(&pl, 0, 17, r);
+  for (guint j = 0; j < 8; j++)
+    g_assert_cmpuint(r[j], ==, 16 + j);
+}
+
+/* Memory: the local experts E/ep split over etp; an MoE layer's kept
+ * activations per moe.h. */
+static void test_memory(void) {
+  ModelShape m = get("qwen3-30b-a3b");
+  g_assert_cmpuint(model_moe_local_expert_params(&m, 8, 1), ==, 16ull * 3 * 2048 * 768);
+  g_assert_cmpuint(model_moe_local_expert_params(&m, 8, 2), ==, 16ull * 3 * 2048 * 384);
+  g_assert_cmpuint(model_moe_local_params(&m, 2, 8, 1), ==, 16ull * 3 * 2048 * 768 + 2048ull * 128);
+  ModelMoeOptions o = {.t = 1, .cp = 1, .ep = 8, .etp = 1, .b = 1, .imbalance = 1};
+  double T = 4096, rows = T * 8; /* every token's k rows land on some rank: T k per rank on average */
+  g_assert_cmpfloat(model_moe_activation_bytes(&m, &o), ==, rows * (2.0 * 2048 + 6.0 * 768 + 2.0 * 2048) + 8 * T * 128);
+  g_assert_cmpfloat(model_dense_mlp_activation_bytes(&m, 2, 1), ==, 6.0 * 6144 * 4096 / 2);
+  /* latent attention: queries and keys of 192 channels, values and context
+   * of 128 per head, split over t; the latents (1536, 512 + 64) whole, before
+   * and after their norms; the dense MLP and the replicated 10 s b h */
+  ModelShape d = get("deepseek-v3");
+  double s = 4096, h = 7168, per_token = 10 * h + 4.0 * (1536 + 512 + 64) +
+                                         (2.0 * 128 * (2 * 192 + 2 * 128) + 6.0 * 18432) / 2 + 5.0 * 128 * s / 2;
+  g_assert_cmpfloat(fabs(model_layer_activation_bytes(&d, 2, 1, FALSE) - s * per_token), <=, 1e-9 * s * per_token);
+}
+
+int main(int argc, char **argv) {
+  g_test_init(&argc, &argv, NULL);
+  g_test_add_func("/moe/checkpoint-counts", test_checkpoint_counts);
+  g_test_add_func("/moe/mla-params", test_mla_params);
+  g_test_add_func("/moe/flops", test_moe_flops);
+  g_test_add_func("/moe/dispatch-bytes", test_dispatch_bytes);
+  g_test_add_func("/moe/alltoall-analytic", test_alltoall_analytic);
+  g_test_add_func("/moe/folding", test_folding);
+  g_test_add_func("/moe/memory", test_memory);
+  return g_test_run();
+}

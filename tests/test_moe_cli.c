@@ -1,0 +1,192 @@
+/* End-to-end tests of mixtures of experts through the real binary: the
+ * all-to-all's nccl-tests table, an MoE run's token communication counted
+ * exactly, the folding's refusals as one line each. */
+#include <math.h>
+#include <string.h>
+
+#include "cli_harness.h"
+
+#define MIXTRAL "run --model mixtral-8x7b --cluster dgx-h100-superpod --gpus 64 --pp 4 --global-batch 64"
+
+static double busbw_at(const char *gpus, double bytes) {
+  char *line = g_strdup_printf("collective --op alltoall --cluster dgx-h100-superpod --gpus %s --min-bytes %.0f "
+                               "--max-bytes %.0f --format json",
+                               gpus, bytes, bytes);
+  cJSON *j = run_json(line);
+  const cJSON *row = cJSON_GetArrayItem(arr(j, "rows"), 0);
+  double bus = num(row, "busbw_GBps"), alg = num(row, "algbw_GBps");
+  /* nccl-tests' alltoall: busbw = algbw (n-1)/n */
+  double n = g_ascii_strtod(gpus, NULL);
+  g_assert_cmpfloat(fabs(bus - alg * (n - 1) / n), <=, 1e-9 * bus);
+  g_assert_cmpstr(str(j, "op"), ==, "alltoall");
+  cJSON_Delete(j);
+  g_free(line);
+  return bus;
+}
+
+/* Why: an expert-parallel group that leaves the NVLink domain sends most of
+ * its bytes over one NIC per GPU, so its bus bandwidth falls from NVLink's
+ * to about a NIC's. */
+static void test_alltoall_table(void) {
+  double in = busbw_at("8", 268435456), two = busbw_at("16", 268435456), eight = busbw_at("64", 268435456);
+  g_test_message("alltoall busbw: 8 GPUs %.1f, 16 GPUs %.1f, 64 GPUs %.1f GB/s", in, two, eight);
+  g_assert_cmpfloat(in, >, 2 * two);
+  g_assert_cmpfloat(two, >, eight);
+  /* across nodes a GPU's rail carries (n - 8)/n of its buffer: busbw at most
+   * (n-1)/(n-8) x 50 GB/s (a ConnectX-7 NDR port) */
+  g_assert_cmpfloat(two, <=, 15.0 / 8 * 50);
+  g_assert_cmpfloat(eight, <=, 63.0 / 56 * 50);
+  Proc p = run_line("collective --op alltoall --cluster dgx-h100-superpod --gpus 16 --min-bytes 1M --max-bytes 4M");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "alltoall on 16 GPUs"));
+  g_assert_nonnull(strstr(p.out, " none "));
+  proc_clear(&p);
+}
+
+/* Why: the dispatch and combine move T k h 2 (ep-1)/ep bytes off every rank
+ * per MoE layer and microbatch in each pass that runs the layer (forward,
+ * backward, and the recomputation forward under full recomputation). */
+static void test_run_bytes(void) {
+  cJSON *r = run_json(MIXTRAL " --ep 8 --recompute full --format json");
+  const cJSON *cfg = obj(r, "config"), *moe = obj(r, "moe");
+  g_assert_cmpfloat(num(cfg, "ep"), ==, 8);
+  g_assert_cmpfloat(num(cfg, "expert_tp"), ==, 1);
+  g_assert_cmpfloat(num(cfg, "expert_dp"), ==, 2);
+  double T = 4096, wire = T * 2 * 4096 * 2 * 7.0 / 8;
+  g_assert_cmpfloat(num(moe, "dispatch_bytes_per_rank"), ==, wire);
+  double m = num(cfg, "microbatches"), ranks = 16; /* t d of a stage */
+  double want = 32 * m * 3 * 2 * wire * ranks;
+  double got = num(obj(r, "bytes_per_iteration"), "ep");
+  g_assert_cmpfloat(fabs(got - want), <=, 1e-9 * want);
+  g_assert_cmpfloat(num(moe, "tokens_per_expert"), ==, T * 8 * 2 / 8);
+  g_assert_cmpfloat(num(moe, "comm_s"), >, 0);
+  g_assert_cmpfloat(num(moe, "comm_s"), <, num(r, "iteration_time_s"));
+  g_assert_cmpfloat(num(r, "mfu"), >, 0.05);
+  g_assert_cmpfloat(num(r, "mfu"), <, 0.8);
+  cJSON_Delete(r);
+  /* no expert parallelism: no token communication */
+  r = run_json(MIXTRAL " --recompute full --allow-oom --format json");
+  g_assert_cmpfloat(num(obj(r, "bytes_per_iteration"), "ep"), ==, 0);
+  g_assert_cmpfloat(num(obj(r, "moe"), "comm_s"), ==, 0);
+  cJSON_Delete(r);
+  Proc p = run_line(MIXTRAL " --ep 8");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "\nexperts    8 routed experts of width 14336, top 2"));
+  g_assert_nonnull(strstr(p.out, "\nmoe comm   "));
+  proc_clear(&p);
+}
+
+/* Why: the same expert-parallel group costs more once it leaves the NVLink
+ * domain (ep 16 of Qwen3-30B-A3B spans two DGX nodes), and an imbalanced
+ * routing makes the busiest rank's experts slower. */
+static void test_ep_domain_and_imbalance(void) {
+  const char *base = "run --model qwen3-30b-a3b --cluster dgx-h100-superpod --gpus 32 --pp 2 --global-batch 64 "
+                     "--recompute full --distributed-optimizer --format json";
+  char *a = g_strdup_printf("%s --ep 8", base), *b = g_strdup_printf("%s --ep 16", base);
+  cJSON *in = run_json(a), *out = run_json(b);
+  double per_in = num(obj(in, "moe"), "comm_s") / num(obj(in, "moe"), "dispatch_bytes_per_rank");
+  double per_out = num(obj(out, "moe"), "comm_s") / num(obj(out, "moe"), "dispatch_bytes_per_rank");
+  g_assert_cmpfloat(per_out, >, 2 * per_in);
+  char *c = g_strdup_printf("%s --ep 8 --moe-imbalance 1.5", base);
+  cJSON *skew = run_json(c);
+  g_assert_cmpfloat(num(skew, "iteration_time_s"), >, num(in, "iteration_time_s"));
+  g_assert_cmpfloat(num(obj(skew, "moe"), "tokens_per_expert"), ==, 1.5 * num(obj(in, "moe"), "tokens_per_expert"));
+  cJSON_Delete(in);
+  cJSON_Delete(out);
+  cJSON_Delete(skew);
+  g_free(a);
+  g_free(b);
+  g_free(c);
+}
+
+/* Why: the shortcuts (one GPU per stage, coarse items, the steady state)
+ * are exact for MoE layers too: --exact gives the same iteration and the
+ * same token bytes, on both networks. */
+static void test_exact(void) {
+  const char *nets[] = {"analytic", "flow"};
+  for (guint i = 0; i < 2; i++) {
+    char *a = g_strdup_printf("run --model qwen3-30b-a3b --cluster dgx-h100-superpod --gpus 32 --pp 2 --ep 16 "
+                              "--global-batch 64 --recompute full --distributed-optimizer --network %s --format json",
+                              nets[i]);
+    char *b = g_strconcat(a, " --exact", NULL);
+    cJSON *x = run_json(a), *y = run_json(b);
+    g_assert_cmpfloat(num(x, "iteration_time_s"), ==, num(y, "iteration_time_s"));
+    g_assert_cmpfloat(num(obj(x, "bytes_per_iteration"), "ep"), ==, num(obj(y, "bytes_per_iteration"), "ep"));
+    cJSON_Delete(x);
+    cJSON_Delete(y);
+    g_free(a);
+    g_free(b);
+  }
+}
+
+/* Why: under the ideal profile (time in proportion to the FLOPs, free
+ * communication) an MoE pipeline's bubble is the schedule's own, (p-1)/m. */
+static void test_ideal_bubble(void) {
+  cJSON *r = run_json("run --model mixtral-8x7b --gpus 64 --pp 4 --ep 8 --global-batch 64 --profile ideal "
+                      "--network analytic --format json");
+  g_assert_cmpfloat(fabs(num(r, "bubble_fraction") - num(r, "analytic_bubble_fraction")), <, 1e-6);
+  g_assert_cmpfloat(num(r, "analytic_bubble_fraction"), ==, 3.0 / 4);
+  cJSON_Delete(r);
+}
+
+/* Why: plan searches the expert folding; its best row's command runs and
+ * gives the row's time. */
+static void test_plan(void) {
+  cJSON *j = run_json("plan --model qwen3-30b-a3b --cluster dgx-h100-superpod --gpus 16 --global-batch 32 --top 3 "
+                      "--format json");
+  const cJSON *row = cJSON_GetArrayItem(arr(j, "rows"), 0);
+  g_assert_nonnull(row);
+  double ep = num(row, "ep");
+  g_assert_cmpfloat(ep, >=, 1);
+  g_assert_cmpfloat(fmod(128, ep), ==, 0);
+  g_assert_cmpfloat(num(row, "expert_tp"), >=, 1);
+  const char *cmd = str(row, "command");
+  g_assert_true(g_str_has_prefix(cmd, "ptdsim run "));
+  g_assert_nonnull(strstr(cmd, " --ep "));
+  char *line = g_strconcat(cmd + strlen("ptdsim "), " --format json", NULL);
+  cJSON *r = run_json(line);
+  g_assert_cmpfloat(num(r, "iteration_time_s"), ==, num(row, "iteration_time_s"));
+  cJSON_Delete(r);
+  g_free(line);
+  cJSON_Delete(j);
+}
+
+static void test_errors(void) {
+  static const struct {
+    const char *args, *needle;
+  } cases[] = {
+      {MIXTRAL " --ep 3", "does not divide the 8 experts"},
+      {MIXTRAL " --ep 8 --expert-tp 4", "expert-tp x ep x expert-dp must equal t x cp x d"},
+      {MIXTRAL " --ep 2 --expert-tp 5", "does not divide the experts' hidden size"},
+      {MIXTRAL " --tp 2", "--sequence-parallel"},
+      {MIXTRAL " --ep 2 --ddp torch", "--ddp local"},
+      {MIXTRAL " --moe-imbalance 0.5", "--moe-imbalance"},
+      {MIXTRAL " --moe-token-dispatcher ring", "moe-token-dispatcher"},
+      {MIXTRAL " --ep 2 --no-symmetry", "symmetry"},
+      {MIXTRAL " --moe-router-topk 9", "--moe-router-topk 9"},
+      {"run --model mixtral-8x7b --gpus 8 --global-batch 8 --zero 1", "ZeRO"},
+      {"run --model mixtral-8x7b --gpus 8 --pp 2 --global-batch 8 --schedule terapipe", "TeraPipe"},
+      {"run --model llama2-7b --gpus 8 --global-batch 8 --ep 2", "dense"},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    Proc p = run_line(cases[i].args);
+    if (!strstr(p.err, cases[i].needle))
+      g_test_message("'%s': %s", cases[i].args, p.err);
+    assert_one_line_error(&p, cases[i].needle);
+    proc_clear(&p);
+  }
+}
+
+int main(int argc, char **argv) {
+  g_test_init(&argc, &argv, NULL);
+  if (!cli_harness_init())
+    return 1;
+  g_test_add_func("/moe-cli/alltoall-table", test_alltoall_table);
+  g_test_add_func("/moe-cli/run-bytes", test_run_bytes);
+  g_test_add_func("/moe-cli/ep-domain-imbalance", test_ep_domain_and_imbalance);
+  g_test_add_func("/moe-cli/exact", test_exact);
+  g_test_add_func("/moe-cli/plan", test_plan);
+  g_test_add_func("/moe-cli/ideal-bubble", test_ideal_bubble);
+  g_test_add_func("/moe-cli/errors", test_errors);
+  return g_test_run();
+}
