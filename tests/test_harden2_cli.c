@@ -304,7 +304,8 @@ static void test_sweep_wrong_for_every_row(void) {
 /* Why: plan --schedule x said "no candidate agrees with --schedule". */
 static void test_plan_unknown_word(void) {
   expect_error("plan --model gpt3-1b --gpus 8 --global-batch 8 --schedule x",
-               "unknown --schedule 'x'; use gpipe, 1f1b, interleaved or terapipe");
+               "unknown --schedule 'x'; use gpipe, 1f1b, interleaved, terapipe, zb-h1, zb-h2, interleaved-zb, zb-v, "
+               "zb-1p, zb-2p, zb-auto, dualpipe or dualpipev");
   expect_error("plan --model gpt3-1b --gpus 8 --global-batch 8 --recompute sometimes",
                "unknown --recompute 'sometimes'; use full, selective or none");
 }

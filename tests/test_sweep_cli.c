@@ -488,7 +488,7 @@ static void test_throughput_columns(void) {
   g_assert_nonnull(strstr(lines[0], ",status,reason,config.layers,"));
   guint n;
   const char *const *cols = search_sweep_result_columns(&n);
-  const guint moe = 22, sched = 7; /* the mixture-of-experts columns after the stragglers', then the schedule's */
+  const guint moe = 22, sched = 6; /* the mixture-of-experts columns after the stragglers', then the schedule's */
   g_assert_cmpstr(cols[n - 1 - moe - sched], ==, "stragglers");
   g_assert_cmpstr(cols[n - 1 - sched], ==, "moe.tokens_per_expert");
   g_assert_cmpstr(cols[n - 1], ==, "pipeline_schedule.peak_inflight_per_stage");
