@@ -1,0 +1,298 @@
+/* ptdsim — the PTD-P task graph's shared state (sim/ptdp*.c only): the
+ * builder, its streams, categories and passes, the small helpers every
+ * room of it uses, and what one room calls in another. */
+#pragma once
+
+#include "../models/comm.h"
+#include "../models/compute.h"
+#include "../models/layer.h"
+#include "../network/collective.h"
+#include "engine.h"
+#include "exposed.h"
+#include "moe.h"
+#include "netops.h"
+#include "plan.h"
+#include "schedule.h"
+#include "steady.h"
+#include "timeline.h"
+
+
+enum { STREAM_COMPUTE, STREAM_TP, STREAM_PP_SEND, STREAM_PP_RECV, STREAM_DP, N_STREAM_KINDS };
+/* CAT_EP: bytes of the MoE token communication (its ops are tagged CAT_TP:
+ * they block the layer as the tensor-parallel collectives do) */
+enum { CAT_COMPUTE, CAT_TP, CAT_PP, CAT_PP_GATHER, CAT_DP, CAT_OPTIMIZER, CAT_CP, CAT_EP, N_CATS };
+/* exposed.c classifies ops by the shared categories */
+G_STATIC_ASSERT((int)CAT_COMPUTE == (int)SIM_TIMELINE_CAT_COMPUTE && (int)CAT_TP == (int)SIM_TIMELINE_CAT_TP &&
+                (int)CAT_DP == (int)SIM_TIMELINE_CAT_DP && (int)CAT_OPTIMIZER == (int)SIM_TIMELINE_CAT_OPTIMIZER &&
+                (int)CAT_CP == (int)SIM_TIMELINE_CAT_CP);
+/* PASS_WEIGHT: a zero-bubble schedule's W (the weight gradients apart) */
+enum { PASS_FORWARD, PASS_BACKWARD, PASS_RECOMPUTE, PASS_OTHER, PASS_WEIGHT };
+
+G_STATIC_ASSERT((int)N_STREAM_KINDS == SIM_TIMELINE_STREAM_KINDS); /* traces name the streams by kind */
+G_STATIC_ASSERT((int)PASS_WEIGHT == SIM_TIMELINE_PASS_WEIGHT);
+
+typedef struct {
+  guint first, last;
+} ItemOps;
+
+/* --network flow: communication ops end when their flows do (netops.h). */
+typedef struct {
+  SimNetOps *ops;
+  guint8 *side_pp, *side_dp; /* bisection sides per global GPU */
+} FlowCtx;
+
+typedef struct {
+  const SimPlan *plan;
+  const ModelProfile *profile;
+  const TopoCluster *cluster;
+  ModelNet net; /* the cluster's network with the profile's free or measured collectives */
+  SimEngine *e;
+  guint ts, ds; /* simulated tensor ranks and replicas */
+  guint cp;     /* context-parallel ranks: one simulated, standing for all (they do equal work) */
+  guint dpc;    /* the gradient group: the d replicas times the cp context-parallel ranks */
+  guint shard;  /* FSDP2: the ranks of a shard group (dpc, or dpc / R under HSDP) */
+  guint fsdp_ring[2]; /* FSDP2: the ends of the last two layers emitted on rank 0 (prefetch depth one) */
+  guint64 shard_gathers, shard_reductions; /* FSDP2, per GPU of stage 0 */
+  GArray **fsdp_rs; /* FSDP2: per (stage s, tensor rank i) at [s * ts + i], the layers' gradient reductions */
+  double shard_gather_bytes, shard_reduce_bytes;
+  guint p, v, m; /* stages, chunks, microbatches */
+  /* The pipeline split (sim_plan_chunk_layers): per (stage s, chunk c) at
+   * [s * v + c] the chunk's layers and the stage-local index of its first;
+   * lmax, the most layers of any chunk, strides the per-layer tables. */
+  guint *chunk_n, *chunk_at, lmax;
+  ModelLayerCost layer;
+  double emb_fwd, emb_bwd, head_fwd, head_bwd;
+  /* per simulated (stage, replica) tensor-parallel group: the all-reduce, or
+   * with sequence parallelism its reduce-scatter and all-gather:
+   * [(s * ds + k) * 2 + j] */
+  SimTime *tp_ns;
+  /* per simulated (stage, replica): context parallelism's ring hops (keys
+   * and values; backward with the gradients so far; the gradients' last hop
+   * home) and the overlapped tensor-parallel ring's hops (all-gather,
+   * reduce-scatter): [(s * ds + k) * 5 + j] */
+  SimTime *hop_ns;
+  guint *hop_plans; /* the same, as flow plans (G_MAXUINT: not built yet) */
+  guint *param_gather; /* --overlap-param-gather: [((s * v + c) * lmax + l) * ts + i]: the op that gathers layer l */
+  guint *join;      /* per rank: an op the next op of its chain must also wait for (G_MAXUINT: none) */
+  GArray **order;   /* per stage: SimItem */
+  guint **position; /* per stage: (chunk * m + mb) * 2 + fwd -> item index */
+  ItemOps *items;   /* [(k * p + s) * n_items + idx] * ts + i */
+  guint n_items;    /* per stage at most: 2 m v, or 3 m v where the backward is split */
+  guint *len;       /* per stage: its items */
+  guint *last_bwd;  /* per (stage s, chunk c) at [s * v + c]: the item that ends the chunk's last backward */
+  guint route;      /* virtual stages a microbatch passes (sim_plan_route_len) */
+  gboolean blocking; /* Megatron's blocking sends (GPipe, 1F1B, interleaved on the cost model) */
+  ModelPass bwd_in;  /* the backward without its weight-gradient GEMMs (a split schedule's B) */
+  double layer_w, head_w; /* the weight-gradient GEMMs of a layer, of the logit layer (its W) */
+  GArray *pp_to;     /* guint per op: the stage a send on the sender's stream alone goes to (sim_ptdp_measure) */
+  guint *grad_ready; /* torch DDP: [((k * p + s) * v + c) * lmax + l] * ts + i: op that ends layer l's last backward */
+  /* emission state of the current item */
+  double *pending;
+  guint *prev;
+  gboolean *started;
+  /* accounting */
+  double bytes[N_CATS];
+  double bytes_embedding; /* the tied-embedding all-reduce's part of bytes[CAT_DP] */
+  FlowCtx *flow; /* NULL: the analytic network */
+  /* plan indices by what they connect (G_MAXUINT: not built yet), so that
+   * an op finds its plan without formatting the plan's key */
+  guint *tp_plans; /* [(s * ds + k) * 3 + (all-reduce 0, all-gather 1, reduce-scatter 2)] */
+  guint *pp_plans; /* [((k * p + s) * ts + i) * 2 + (forward)] */
+  /* traced runs only (timeline.h): what each compute op runs, and the
+   * pieces of the compute not yet in an op */
+  GArray *pieces, *pending_pieces;
+  /* Coarse items (see emit_item): an item's chain of compute ops and
+   * tensor-parallel all-reduces, which nothing else can touch, is one op of
+   * their summed durations.  `dry`: the item's fine ops are counted and
+   * timed, not issued. */
+  gboolean coarse, dry;
+  SimTime dry_compute, dry_tp;
+  guint dry_ops;
+  guint64 logical_extra; /* fine ops the coarse ones stand for, beyond one each */
+  GArray *tp_part;       /* SimTime per op: the all-reduce time inside a coarse op (0: none) */
+  /* The steady state (steady.h): a short run of b.m microbatches stands
+   * for the plan's; per item (k, s, idx) the ops it issued, [lo, hi), its
+   * transfers' too, and the bytes counted as it was built (Add). */
+  gboolean steady_failed; /* a sum over ops did not carry to the long run */
+  guint *item_lo, *item_hi, *xfer_lo, *xfer_hi;
+  guint cur_item; /* the item being issued (| STEADY_XFER: its transfers); G_MAXUINT: none */
+  GArray *adds;   /* Add */
+  GArray *extra;  /* guint per op: the fine ops a coarse op stands for, beyond itself */
+  SimSteady steady; /* k > 0: the results are the long run's */
+  /* Mixture of experts (sim/moe.h): which layers are MoE, per (stage s,
+   * chunk c, layer l) at [(s * v + c) * lmax + l]; an MoE layer's attention
+   * block and MLP block; per stage the times of its token communication
+   * (MOE_DISPATCH ...; alone on the flows, or analytic) and their plans. */
+  guint8 *moe_layer;
+  ModelLayerCost moe_attn;
+  ModelMoeCost moe;
+  SimTime *moe_ns;
+  guint *moe_plans;
+} Build;
+
+enum { MOE_DISPATCH, MOE_COMBINE, MOE_ETP_GATHER, MOE_ETP_SCATTER, MOE_N_COMM };
+#define STEADY_XFER 0x80000000u
+
+typedef struct {
+  guint item; /* cur_item when counted */
+  guint cat;
+  double bytes;
+  guint count; /* times in a row */
+} Add;
+
+static inline guint gpu_of(const Build *b, guint i, guint s, guint k) { return i + b->ts * (k + b->ds * s); }
+/* The layers of chunk c of stage s, the stage-local index of its first, the
+ * layers of stage s. */
+static inline guint chunk_layers(const Build *b, guint s, guint c) { return b->chunk_n[s * b->v + c]; }
+
+static inline guint chunk_first(const Build *b, guint s, guint c) { return b->chunk_at[s * b->v + c]; }
+
+static inline guint stage_layers(const Build *b, guint s) {
+  return chunk_first(b, s, b->v - 1) + chunk_layers(b, s, b->v - 1);
+}
+
+static inline guint stream_of(const Build *b, guint i, guint s, guint k, guint kind) {
+  return gpu_of(b, i, s, k) * N_STREAM_KINDS + kind;
+}
+/* The job's rank of tensor rank i, context-parallel rank c, replica k,
+ * stage s (see SimPlacement; context-parallel ranks sit next to the
+ * tensor-parallel ones, as Megatron-Core orders tp-cp-dp-pp): what --slow
+ * RANK counts. */
+static inline guint rank_of_c(const Build *b, guint i, guint c, guint s, guint k) {
+  const SimPlan *pl = b->plan;
+  guint tc = pl->tp * b->cp;
+  switch (pl->placement) {
+  case SIM_PLACEMENT_DP_OUTERMOST:
+    return i + pl->tp * c + tc * (s + pl->pp * k);
+  case SIM_PLACEMENT_MISALIGNED:
+    return i + pl->tp * c + tc * (k + pl->dp * s) + b->cluster->gpus_per_node / 2;
+  default:
+    return i + pl->tp * c + tc * (k + pl->dp * s);
+  }
+}
+/* Its cluster GPU: tensor- and context-parallel groups packed whole into
+ * NVLink domains (sim_place). */
+static inline guint gpu_of_rank_c(const Build *b, guint i, guint c, guint s, guint k) {
+  guint r = rank_of_c(b, i, c, s, k);
+  return b->plan->placement == SIM_PLACEMENT_MISALIGNED ? r : sim_place(b->cluster, b->plan->tp * b->cp, r);
+}
+
+static inline guint gpu_of_rank(const Build *b, guint i, guint s, guint k) { return gpu_of_rank_c(b, i, 0, s, k); }
+
+static inline guint node_of_rank(const Build *b, guint i, guint s, guint k) {
+  return gpu_of_rank(b, i, s, k) / b->cluster->gpus_per_node;
+}
+
+static inline SimTime ns(double seconds) { return sim_time_ns(seconds); }
+
+static inline SimOpTag tag(guint cat, guint pass, guint s, guint c, guint mb, gint layer) {
+  return (SimOpTag){(guint16)cat, (guint16)pass, (gint32)s, (gint32)c, (gint32)mb, layer};
+}
+
+/* --- the flow network --- */
+
+/* The ranks whose transfers an op carries on the flow network: its own.
+ * Under the symmetry shortcut the simulated ranks (tensor rank 0, replica 0)
+ * stand for all: their flows meet each other on the links exactly as every
+ * other rank's flows meet their symmetric images (the placement is checked
+ * uniform before the shortcut is taken).  What this misses: ECMP collisions
+ * between the flows of different ranks, which are not symmetric
+ * (--no-symmetry carries every rank's flows).  `copies` is how many ranks'
+ * transfers the op stands for, for the byte counts. */
+static inline double copies(const Build *b, gboolean over_i, gboolean over_k) {
+  return (over_i && b->ts == 1 ? b->plan->tp : 1.0) * (over_k && b->ds == 1 ? b->plan->dp : 1.0);
+}
+/* The same for an op of the one simulated context-parallel rank, which
+ * stands for its cp - 1 peers' ops too. */
+static inline double copies_c(const Build *b, gboolean over_i, gboolean over_k) { return copies(b, over_i, over_k) * b->cp; }
+
+/* --- context parallelism's ring and overlapped tensor-parallel communication --- */
+enum { HOP_KV, HOP_KV_GRAD, HOP_GRAD, HOP_TP_GATHER, HOP_TP_SCATTER };
+
+enum { DP_ALL, DP_SHARD, DP_REPLICAS };
+
+/* --- pipeline transfers --- */
+
+/* An item's slot in the position table: the whole backward or its input
+ * gradient 0, the forward 1, the weight gradient 2. */
+static inline guint slot_of(SimItem it) { return it.forward ? 1 : it.grad == SIM_GRAD_WEIGHT ? 2 : 0; }
+
+static inline guint item_index(const Build *b, guint s, guint chunk, guint mb, gboolean fwd) {
+  return b->position[s][((guint64)chunk * b->m + mb) * 3 + (fwd ? 1 : 0)];
+}
+
+/* The model as one rank sees it: context parallelism gives it s/cp of
+ * every sequence's tokens. */
+static inline ModelShape rank_shape(const SimPlan *pl) {
+  ModelShape local = pl->model;
+  local.seq_len /= sim_plan_cp(pl);
+  return local;
+}
+
+/* A microbatch's activation between stages on one rank: b (s/cp) h fp16. */
+static inline double activation_bytes(const SimPlan *pl) {
+  return 2.0 * pl->micro_batch * (pl->model.seq_len / sim_plan_cp(pl)) * pl->model.hidden;
+}
+
+/* Bytes each tensor-parallel rank sends a pipeline hop: the whole
+ * activation, or its 1/t under scatter/gather or sequence parallelism. */
+static inline double pp_bytes_per_rank(const SimPlan *pl) {
+  double full = activation_bytes(pl);
+  return pl->tp > 1 && (pl->scatter_gather || pl->sequence_parallel) ? full / pl->tp : full;
+}
+
+/* --- measuring the timeline --- */
+
+/* The all-reduce time inside a coarse op (0: none, or not coarse). */
+static inline SimTime tp_part_of(const Build *b, guint op) {
+  return op < b->tp_part->len ? g_array_index(b->tp_part, SimTime, op) : 0;
+}
+/* The fine ops a coarse op of the short run stands for, beyond itself. */
+static inline guint extra_of(const Build *b, guint op) {
+  return op < b->extra->len ? g_array_index(b->extra, guint, op) : 0;
+}
+
+typedef struct {
+  int64_t start, end;
+  guint phase;
+} Span;
+
+typedef struct {
+  const Build *b;
+  guint mb_step;
+} Kind;
+
+/* --- what one room calls in another --- */
+
+void sim_ptdp_account(Build *b, guint cat, double bytes);
+guint sim_ptdp_coll_plan(Build *b, const char *key, NetCollOp op, const guint *gpus, guint n, double copies,
+                         double bytes, const guint8 *side);
+guint sim_ptdp_p2p_plan(Build *b, const char *key, guint src, guint dst, double copies, double bytes,
+                        const guint8 *side);
+guint sim_ptdp_net_op(Build *b, guint plan, const guint *streams, const guint64 *pos, guint n, const SimOpTag *t);
+guint sim_ptdp_tp_plan(Build *b, guint s, guint k, NetCollOp op, double bytes);
+void sim_ptdp_chain_dep(Build *b, guint i, guint op);
+void sim_ptdp_flush(Build *b, guint s, guint k, const SimOpTag *t, gboolean force);
+void sim_ptdp_tp_allreduce(Build *b, guint s, guint k, const SimOpTag *t);
+guint sim_ptdp_moe_plan(Build *b, guint s, guint kind);
+double sim_ptdp_moe_analytic_s(const Build *b, guint s, guint kind);
+void sim_ptdp_moe_pass(Build *b, guint s, guint k, const SimOpTag *t, gboolean backward);
+void sim_ptdp_add_compute(Build *b, guint part, gint layer, guint pass, double seconds);
+void sim_ptdp_fsdp_gather(Build *b, guint s, guint k, guint chunk, gint layer, gboolean forward, double params,
+                          guint after, guint *out);
+void sim_ptdp_fsdp_reduce(Build *b, guint s, guint k, guint chunk, gint layer, double params, guint i, guint after);
+void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx);
+void sim_ptdp_emit_transfers(Build *b, guint s, guint k, guint idx);
+guint sim_ptdp_tp_group_nodes(const Build *b, guint s, guint k);
+gboolean sim_ptdp_placement_uniform(const Build *b);
+double sim_ptdp_tp_link_factor(const Build *b, guint s, guint k);
+void sim_ptdp_emit_param_gathers(Build *b);
+void sim_ptdp_emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops);
+void sim_ptdp_plan_orders(const SimPlan *pl, const ModelProfile *profile, guint m, GArray **orders);
+const SimPlan *sim_ptdp_with_limit(const SimPlan *pl, const ModelProfile *profile, SimPlan **owned);
+void sim_ptdp_memory_walk(const SimPlan *pl, const ModelProfile *profile, ModelMemory *mem, guint *stage,
+                          double *inflight);
+gboolean sim_ptdp_measure(Build *b, SimResult *r);
+void sim_ptdp_flow_bisection(Build *b, SimResult *r);
+guint sim_ptdp_steady_short_m(const SimPlan *pl, gboolean traced);
+gboolean sim_ptdp_steady_find(Build *b);

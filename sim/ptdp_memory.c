@@ -1,0 +1,249 @@
+/* ptdsim — memory of a PTD-P plan: each stage's orders (ZB's heuristics
+ * timed on the cost model) walked for the activations they hold, the
+ * parameters, gradients and optimizer state (ptdp_build.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptdp_build.h"
+
+/* Memory of stage s: the peak number of (layer x microbatch) activations the
+ * schedule holds, walked from its order. */
+/* The stage's items run one after another on its compute stream, so its
+ * order is its timeline: a microbatch's activations of a chunk are alive
+ * from its F to its backward, or, where the backward is split, to its W
+ * (which still reads the layers' inputs; counted whole, an upper bound on
+ * what W keeps).  `*inflight` (may be NULL): the peak in whole-stage
+ * microbatches. */
+static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray *order, guint s, ModelMemory *out,
+                         double *inflight) {
+  ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
+  guint p = pl->pp, layers = sim_plan_stage_layers(pl, s);
+  double held = 0, peak = 0, mbs = 0, peak_mbs = 0;
+  for (guint j = 0; j < order->len; j++) {
+    SimItem it = g_array_index(order, SimItem, j);
+    if (!it.forward && it.grad == SIM_GRAD_INPUT)
+      continue; /* the activations stay for the W */
+    double d = it.forward ? 1 : -1;
+    held += d * sim_plan_chunk_layers(pl, s, it.chunk);
+    if (it.chunk == 0)
+      mbs += d;
+    peak = MAX(peak, held);
+    peak_mbs = MAX(peak_mbs, mbs);
+  }
+  if (inflight) /* a microbatch passes route / p chunks of the stage */
+    *inflight = peak / ((double)sim_plan_route_len(pl) / p * sim_plan_chunk_layers(pl, s, 0));
+  ModelShape local = rank_shape(pl);
+  guint64 params = model_stage_params(&pl->model, pl->tp, p, s, layers);
+  gboolean first = s == 0, last = s == p - 1;
+  if (pl->schedule == SIM_SCHEDULE_DUALPIPE) { /* two copies: stage s of one direction, p-1-s of the other */
+    guint half = layers / 2;
+    params = model_stage_params(&pl->model, pl->tp, p, s, half) + model_stage_params(&pl->model, pl->tp, p, p - 1 - s, half);
+    first = last = s == 0 || s == p - 1;
+  } else if (pl->schedule != SIM_SCHEDULE_GPIPE && pl->schedule != SIM_SCHEDULE_1F1B &&
+             pl->schedule != SIM_SCHEDULE_INTERLEAVED) {
+    /* where the route puts the embedding (its first virtual stage) and the
+     * logit layer (its last): the V's stage 0 holds both */
+    guint s0, c0, sl, cl;
+    sim_plan_place(pl, 0, 0, &s0, &c0);
+    sim_plan_place(pl, sim_plan_route_len(pl) - 1, 0, &sl, &cl);
+    first = s == s0;
+    last = s == sl;
+    guint64 head = model_stage_params(&pl->model, pl->tp, p, p - 1, 0);
+    guint64 emb = model_stage_params(&pl->model, pl->tp, p, 0, 0);
+    params = (guint64)layers * model_layer_local_params(&pl->model, pl->tp) + (first ? emb : 0) + (last ? head : 0);
+  }
+  ModelMemoryRequest req = {.t = pl->tp,
+                            .b = pl->micro_batch,
+                            .params = params,
+                            .inflight_layer_mbs = peak,
+                            .inflight_mbs = peak_mbs,
+                            .recompute = pl->recompute,
+                            .first_stage = first,
+                            .last_stage = last,
+                            .fp32_softmax = model_softmax_fp32(&pl->model, pl->tp, pl->micro_batch, &lo),
+                            .optimizer_shards = pl->distributed_optimizer ? pl->dp * sim_plan_cp(pl) : 1,
+                            .selective = pl->selective,
+                            .sequence_parallel = pl->sequence_parallel,
+                            .flash = lo.attention == MODEL_ATTENTION_FLASH,
+                            .fp8 = lo.fp8,
+                            .fp8_weight_params = (guint64)layers * model_layer_local_params(&pl->model, pl->tp)};
+  guint64 experts = 0;
+  guint moe = 0;
+  if (model_is_moe(&pl->model))
+    req.params = sim_moe_stage_params(pl, s, &experts, &moe);
+  model_memory(&local, &req, out);
+  if (moe) {
+    /* the expert parameters' optimizer state over their expert-data-
+     * parallel group; an MoE layer's activations in place of a dense MLP's
+     * (models/moe.h); the dispatch's send and receive buffers */
+    guint shards = pl->distributed_optimizer ? pl->dp * sim_plan_cp(pl) : 1;
+    guint eshards = pl->distributed_optimizer ? pl->edp : 1;
+    out->optimizer = 12.0 * (double)(req.params - experts) / shards + 12.0 * (double)experts / eshards;
+    ModelMoeOptions mo = sim_moe_options(pl);
+    double delta = model_moe_activation_bytes(&pl->model, &mo) -
+                   model_dense_mlp_activation_bytes(&pl->model, pl->tp, pl->micro_batch);
+    double T = (double)pl->micro_batch * pl->model.seq_len / ((double)pl->tp * sim_plan_cp(pl));
+    out->activations += (pl->recompute ? MAX(delta, 0.0) : delta * peak * moe / layers) +
+                        2.0 * T * pl->model.topk * pl->model.hidden * 2.0;
+    out->total = out->weights + out->gradients + out->optimizer + out->activations;
+  }
+  if (pl->fsdp)
+    sim_fsdp_state_memory(pl, s, out);
+}
+
+void sim_fsdp_state_memory(const SimPlan *pl, guint s, ModelMemory *out) {
+  /* FSDP2 with torchtitan's mixed precision (fp32 model, bf16 param_dtype,
+   * reduce_dtype fp32 or bf16) and AdamW: the fp32 parameters, gradients
+   * and the two moments sharded over the shard group (16 bytes a
+   * parameter); the bf16 gathered blocks (the one running and the one
+   * prefetched, with the root's; without reshard_after_forward all of the
+   * stage's from forward to backward); the bf16 unsharded gradients (a
+   * block's, or the whole stage's while they accumulate over microbatches
+   * reduced after the last) and a block's fp32 copy for the reduction. */
+  guint layers = sim_plan_stage_layers(pl, s);
+  double shard = (double)pl->dp * sim_plan_cp(pl) / pl->hsdp_replicas;
+  double Ps = (double)model_stage_params(&pl->model, pl->tp, pl->pp, s, layers);
+  double Lp = (double)model_layer_local_params(&pl->model, pl->tp);
+  double root = Ps - Lp * layers;
+  out->optimizer = 8.0 * Ps / shard;
+  out->weights = 4.0 * Ps / shard + 2.0 * (pl->reshard_after_forward ? root + MIN(2.0, (double)layers) * Lp : Ps);
+  gboolean accumulate = pl->pp > 1 && pl->microbatches > 1; /* unsharded until the last microbatch */
+  out->gradients = 4.0 * Ps / shard + 2.0 * (accumulate ? Ps : Lp) + (pl->fsdp_reduce_fp32 ? 4.0 * Lp : 0);
+  out->total = out->weights + out->gradients + out->optimizer + out->activations;
+}
+
+static gboolean heuristic(const SimPlan *pl) {
+  return pl->schedule == SIM_SCHEDULE_ZB_1P || pl->schedule == SIM_SCHEDULE_ZB_2P || pl->schedule == SIM_SCHEDULE_ZB_AUTO;
+}
+
+/* Every stage's order for m microbatches.  ZB's heuristics order by each
+ * stage's F, B and W: the --stage-times, else the cost model's compute
+ * times on `profile` (its layers, the embedding and the logit layer; the
+ * communication left to the engine). */
+void sim_ptdp_plan_orders(const SimPlan *pl, const ModelProfile *profile, guint m, GArray **orders) {
+  guint p = pl->pp;
+  double *t = g_new0(double, 3 * (gsize)p), *tf = t, *tb = t + p, *tw = t + 2 * p, tc = 0;
+  if (heuristic(pl) && pl->stage_times) {
+    for (guint s = 0; s < p; s++)
+      tf[s] = pl->stage_f_s, tb[s] = pl->stage_b_s, tw[s] = pl->stage_w_s;
+    tc = pl->stage_comm_s;
+  } else if (heuristic(pl)) {
+    ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
+    ModelLayerCost c;
+    model_layer_cost_with(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &c);
+    ModelShape local = rank_shape(pl);
+    double ef, eb, hf, hb;
+    model_embedding_cost(profile, &local, pl->tp, pl->micro_batch, &ef, &eb);
+    model_head_cost(profile, &local, pl->tp, pl->micro_batch, &hf, &hb);
+    double hw = model_head_wgrad_s(profile, &local, pl->tp, pl->micro_batch);
+    double f = 0, b = 0, w = 0;
+    for (guint j = 0; j < 3; j++) {
+      f += c.fwd.seg_s[j];
+      b += c.bwd.seg_s[j] - c.bwd.wgrad_s[j];
+      w += c.bwd.wgrad_s[j];
+    }
+    if (pl->recompute)
+      b += f;
+    else if (pl->selective)
+      b += c.core.seg_s[0];
+    for (guint s = 0; s < p; s++) {
+      double L = sim_plan_stage_layers(pl, s);
+      tf[s] = L * f + (s == 0 ? ef : 0) + (s == p - 1 ? hf : 0);
+      tb[s] = L * b + (s == p - 1 ? hb - hw : 0);
+      tw[s] = L * w + (s == 0 ? eb : 0) + (s == p - 1 ? hw : 0);
+    }
+  }
+  sim_plan_orders_timed(pl, m, tf, tb, tw, tc, orders);
+  g_free(t);
+}
+
+/* zb-auto: the plan with --activation-limit in microbatches (a stage's
+ * activations of one microbatch, the most of any stage, into the limit;
+ * at least 1).  Others: the plan itself.  *owned: what to free. */
+const SimPlan *sim_ptdp_with_limit(const SimPlan *pl, const ModelProfile *profile, SimPlan **owned) {
+  *owned = NULL;
+  if (pl->schedule != SIM_SCHEDULE_ZB_AUTO || pl->activation_limit_mbs)
+    return pl;
+  GArray *one = g_array_new(FALSE, FALSE, sizeof(SimItem));
+  double per_mb = 0;
+  for (guint s = 0; s < pl->pp; s++) {
+    g_array_set_size(one, 0);
+    SimItem f = {0, 0, 1, SIM_GRAD_ALL, 0};
+    g_array_append_val(one, f);
+    ModelMemory mm;
+    stage_memory(pl, profile, one, s, &mm, NULL);
+    per_mb = MAX(per_mb, mm.activations);
+  }
+  g_array_free(one, TRUE);
+  SimPlan *copy = g_new(SimPlan, 1);
+  *copy = *pl;
+  double n = per_mb > 0 ? floor(pl->activation_limit_gib * 1073741824.0 / per_mb) : 1e9;
+  copy->activation_limit_mbs = (guint)CLAMP(n, 1.0, 1e9);
+  *owned = copy;
+  return copy;
+}
+
+/* The same, with the peak in-flight microbatches over the stages, and
+ * (per_stage, may be NULL) each stage's. */
+static void ptdp_memory_per(const SimPlan *pl, const ModelProfile *profile, ModelMemory *mem, guint *stage,
+                            double *inflight, double *per_stage) {
+  SimPlan *owned;
+  pl = sim_ptdp_with_limit(pl, profile, &owned);
+  GArray **orders = g_new(GArray *, pl->pp);
+  for (guint s = 0; s < pl->pp; s++)
+    orders[s] = g_array_new(FALSE, FALSE, sizeof(SimItem));
+  sim_ptdp_plan_orders(pl, profile, pl->microbatches, orders);
+  memset(mem, 0, sizeof *mem);
+  *stage = 0;
+  if (inflight)
+    *inflight = 0;
+  for (guint s = 0; s < pl->pp; s++) {
+    ModelMemory m;
+    double in = 0;
+    GArray *order = orders[s];
+    stage_memory(pl, profile, order, s, &m, &in);
+    if (inflight)
+      *inflight = MAX(*inflight, in);
+    if (per_stage)
+      per_stage[s] = in;
+    if (m.total > mem->total) {
+      *mem = m;
+      *stage = s;
+    }
+  }
+  for (guint s = 0; s < pl->pp; s++)
+    g_array_free(orders[s], TRUE);
+  g_free(orders);
+  g_free(owned);
+}
+
+void sim_ptdp_memory_walk(const SimPlan *pl, const ModelProfile *profile, ModelMemory *mem, guint *stage,
+                          double *inflight) {
+  ptdp_memory_per(pl, profile, mem, stage, inflight, NULL);
+}
+
+void sim_ptdp_memory(const SimPlan *pl, const ModelProfile *profile, ModelMemory *mem, guint *stage) {
+  sim_ptdp_memory_walk(pl, profile, mem, stage, NULL);
+}
+
+void sim_ptdp_inflight(const SimPlan *pl, const ModelProfile *profile, double *per_stage) {
+  ModelMemory mem;
+  guint stage;
+  ptdp_memory_per(pl, profile, &mem, &stage, NULL, per_stage);
+}
+
+char *sim_ptdp_schedule_csv(const SimPlan *pl, const ModelProfile *profile) {
+  SimPlan *owned;
+  pl = sim_ptdp_with_limit(pl, profile, &owned);
+  GArray **orders = g_new(GArray *, pl->pp);
+  for (guint s = 0; s < pl->pp; s++)
+    orders[s] = g_array_new(FALSE, FALSE, sizeof(SimItem));
+  sim_ptdp_plan_orders(pl, profile, pl->microbatches, orders);
+  char *csv = sim_schedule_csv_orders(pl, orders);
+  for (guint s = 0; s < pl->pp; s++)
+    g_array_free(orders[s], TRUE);
+  g_free(orders);
+  g_free(owned);
+  return csv;
+}

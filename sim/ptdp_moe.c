@@ -1,0 +1,156 @@
+/* ptdsim — a mixture-of-experts layer's pass on a stage: the router, the
+ * tokens' dispatch and combine over the expert-parallel group (all-to-all or
+ * all-gather), the experts' GEMMs (ptdp_build.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptdp_build.h"
+
+/* --- the MoE layer's token communication (sim/moe.h) --- */
+
+/* The GPUs of the groups of stage s that one MoE collective runs on: every
+ * expert-parallel group of the stage (MOE_DISPATCH, MOE_COMBINE) or every
+ * expert-tensor group, all at once, as the stage's ranks run them
+ * together; group after group in out (ep or etp each).  Returns the
+ * groups. */
+static guint moe_groups(const Build *b, guint s, guint kind, guint *out) {
+  const SimPlan *pl = b->plan;
+  guint stage = pl->tp * b->cp * pl->dp, n = kind <= MOE_COMBINE ? pl->ep : pl->etp, groups = 0;
+  guint ranks[MAX(pl->ep, pl->etp)];
+  for (guint local = 0; local < stage; local++) {
+    gboolean leader = kind <= MOE_COMBINE ? (local / pl->etp) % pl->ep == 0 : local % pl->etp == 0;
+    if (!leader)
+      continue;
+    if (kind <= MOE_COMBINE)
+      sim_moe_ep_ranks(pl, s, local, ranks);
+    else
+      sim_moe_etp_ranks(pl, s, local, ranks);
+    for (guint j = 0; j < n; j++)
+      out[groups * n + j] = sim_place(b->cluster, pl->tp * b->cp, ranks[j]);
+    groups++;
+  }
+  return groups;
+}
+
+static NetCollOp moe_op(const Build *b, guint kind) {
+  if (kind >= MOE_ETP_GATHER)
+    return kind == MOE_ETP_GATHER ? NET_OP_ALLGATHER : NET_OP_REDUCESCATTER;
+  if (b->plan->moe_allgather)
+    return kind == MOE_DISPATCH ? NET_OP_ALLGATHER : NET_OP_REDUCESCATTER;
+  return NET_OP_ALLTOALL;
+}
+
+static double moe_bytes(const Build *b, guint kind) {
+  return kind <= MOE_COMBINE ? b->moe.dispatch_bytes : b->moe.etp_bytes;
+}
+
+/* The flow plan of one MoE collective of stage s (every group at once). */
+guint sim_ptdp_moe_plan(Build *b, guint s, guint kind) {
+  guint *cached = &b->moe_plans[s * MOE_N_COMM + kind];
+  if (*cached != G_MAXUINT)
+    return *cached;
+  const SimPlan *pl = b->plan;
+  guint n = kind <= MOE_COMBINE ? pl->ep : pl->etp, *gpus = g_new(guint, (gsize)pl->tp * b->cp * pl->dp);
+  guint groups = moe_groups(b, s, kind, gpus);
+  char key[64];
+  g_snprintf(key, sizeof key, "moe%u:%u:%.0f", kind, s, moe_bytes(b, kind));
+  *cached = sim_netops_coll_groups(b->flow->ops, key, moe_op(b, kind), gpus, n, groups, 1.0, moe_bytes(b, kind), NULL);
+  g_free(gpus);
+  return *cached;
+}
+
+/* Its time on the analytic network: the slowest group's. */
+double sim_ptdp_moe_analytic_s(const Build *b, guint s, guint kind) {
+  const SimPlan *pl = b->plan;
+  guint n = kind <= MOE_COMBINE ? pl->ep : pl->etp, *gpus = g_new(guint, (gsize)pl->tp * b->cp * pl->dp);
+  guint groups = moe_groups(b, s, kind, gpus), G = b->cluster->gpus_per_node;
+  double worst = 0;
+  for (guint g = 0; g < groups; g++) {
+    guint nodes = 0, last = G_MAXUINT;
+    for (guint j = 0; j < n; j++) { /* a group's ranks increase: one more node at every change */
+      nodes += gpus[g * n + j] / G != last;
+      last = gpus[g * n + j] / G;
+    }
+    NetCollOp op = moe_op(b, kind);
+    double t = op == NET_OP_ALLTOALL
+                   ? model_alltoall_time_s(&b->net, moe_bytes(b, kind), n, nodes)
+                   : model_collective_time_s(&b->net, op == NET_OP_ALLGATHER ? MODEL_COLL_ALLGATHER
+                                                                              : MODEL_COLL_REDUCESCATTER,
+                                             moe_bytes(b, kind), n, nodes, NULL);
+    worst = MAX(worst, t);
+  }
+  g_free(gpus);
+  return worst;
+}
+
+/* Counts one MoE collective's bytes over every rank of every replica: an
+ * all-to-all sends (ep-1)/ep of each rank's buffer, an all-gather or
+ * reduce-scatter (n-1)/n of its buffer from each rank. */
+static void count_moe(Build *b, guint kind) {
+  const SimPlan *pl = b->plan;
+  guint n = kind <= MOE_COMBINE ? pl->ep : pl->etp;
+  double ranks = (double)pl->tp * b->cp * pl->dp;
+  sim_ptdp_account(b, CAT_EP, moe_bytes(b, kind) * (n - 1) / n * ranks);
+}
+
+/* One MoE collective at this point of the chain (as tp_allreduce). */
+static void moe_comm(Build *b, guint s, guint k, const SimOpTag *t, guint kind) {
+  const SimPlan *pl = b->plan;
+  if ((kind <= MOE_COMBINE ? pl->ep : pl->etp) < 2)
+    return;
+  sim_ptdp_flush(b, s, k, t, TRUE);
+  SimTime dur = b->moe_ns[s * MOE_N_COMM + kind];
+  count_moe(b, kind);
+  if (b->dry) {
+    if (b->flow)
+      sim_netops_part(b->flow->ops, sim_ptdp_moe_plan(b, s, kind), b->dry_compute + b->dry_tp);
+    b->dry_tp += dur;
+    b->dry_ops++;
+    return;
+  }
+  guint streams[b->ts];
+  for (guint i = 0; i < b->ts; i++)
+    streams[i] = stream_of(b, i, s, k, STREAM_TP);
+  SimOpTag at = *t;
+  at.category = CAT_TP;
+  guint op = b->flow ? sim_ptdp_net_op(b, sim_ptdp_moe_plan(b, s, kind), streams, NULL, b->ts, &at)
+                     : sim_engine_add_op(b->e, dur, streams, b->ts, &at);
+  for (guint i = 0; i < b->ts; i++) {
+    sim_ptdp_chain_dep(b, i, op);
+    b->prev[i] = op;
+  }
+}
+
+/* An MoE layer's pass (models/moe.h): forward, the attention block, its
+ * tensor-parallel collectives, layernorm 2, the router and the permute,
+ * the dispatch, the experts, the combine, the unpermute and the closing
+ * dropout-add; backward the reverse, the combine's gradient going out as
+ * the dispatch did. */
+void sim_ptdp_moe_pass(Build *b, guint s, guint k, const SimOpTag *t, gboolean backward) {
+  const ModelLayerCost *a = &b->moe_attn;
+  const ModelMoeCost *m = &b->moe;
+  gint l = t->layer;
+  guint pass = t->pass;
+  if (!backward) {
+    sim_ptdp_add_compute(b, SIM_PART_ATTENTION, l, pass, a->fwd.seg_s[0]);
+    sim_ptdp_tp_allreduce(b, s, k, t);
+    sim_ptdp_add_compute(b, SIM_PART_MLP, l, pass, a->fwd.seg_s[1] + m->fwd_route_s);
+    moe_comm(b, s, k, t, MOE_DISPATCH);
+    moe_comm(b, s, k, t, MOE_ETP_GATHER);
+    sim_ptdp_add_compute(b, SIM_PART_MLP, l, pass, m->fwd_experts_s);
+    moe_comm(b, s, k, t, MOE_ETP_SCATTER);
+    moe_comm(b, s, k, t, MOE_COMBINE);
+    sim_ptdp_add_compute(b, SIM_PART_RESIDUAL, l, pass, m->fwd_unpermute_s + a->fwd.seg_s[2]);
+    return;
+  }
+  sim_ptdp_add_compute(b, SIM_PART_MLP, l, pass, a->bwd.seg_s[0] + m->bwd_unpermute_s);
+  moe_comm(b, s, k, t, MOE_COMBINE);
+  moe_comm(b, s, k, t, MOE_ETP_GATHER);
+  sim_ptdp_add_compute(b, SIM_PART_MLP, l, pass, m->bwd_experts_s);
+  moe_comm(b, s, k, t, MOE_ETP_SCATTER);
+  moe_comm(b, s, k, t, MOE_DISPATCH);
+  sim_ptdp_add_compute(b, SIM_PART_ATTENTION, l, pass, m->bwd_route_s + a->bwd.seg_s[1]);
+  sim_ptdp_tp_allreduce(b, s, k, t);
+  sim_ptdp_add_compute(b, SIM_PART_LAYERNORM, l, pass, a->bwd.seg_s[2]);
+}
