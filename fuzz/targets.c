@@ -12,10 +12,12 @@
 #include "../calibrate/measurements.h"
 #include "../fit/fit.h"
 #include "../search/grid.h"
+#include "../sim/schedule.h"
 #include "../traces/report.h"
 #include "../traces/runner.h"
 
-static const char *const names[FUZZ_N_TARGETS] = {"cluster", "profile", "measurements", "trace", "sweep", "trace-gz", "fit"};
+static const char *const names[FUZZ_N_TARGETS] = {"cluster", "profile", "measurements", "trace",
+                                                   "sweep",   "trace-gz", "fit",         "schedule"};
 
 const char *fuzz_target_name(FuzzTarget t) { return t < FUZZ_N_TARGETS ? names[t] : NULL; }
 
@@ -153,8 +155,47 @@ static void fit_check(const CalibMeasurements *m) {
   g_clear_error(&error);
 }
 
+/* A schedule file (sim_schedule_file_parse) for p = 1 + data[0] % 8 ranks
+ * and m = 1 + data[1] % 12 microbatches.  One it accepts has every pass of
+ * every microbatch once, in order, and runs to the end: with one chunk per
+ * rank, timed with equal passes, its longest stage span is finite and at
+ * least a stage's work. */
+static void schedule_file(const guint8 *data, gsize size) {
+  if (size < 2)
+    return;
+  guint p = 1 + data[0] % 8, m = 1 + data[1] % 12;
+  GError *error = NULL;
+  SimScheduleFile *f = sim_schedule_file_parse((const char *)data + 2, size - 2, "fuzz.csv", p, m, &error);
+  g_clear_error(&error);
+  if (!f)
+    return;
+  guint passes = 0;
+  for (guint r = 0; r < p; r++)
+    passes += f->orders[r]->len;
+  if (passes < 2 * p * f->v * m || passes > 3 * p * f->v * m) {
+    fprintf(stderr, "fuzz: an accepted schedule has %u passes for %u stages of %u microbatches\n", passes, p * f->v, m);
+    abort();
+  }
+  if (f->v == 1 && !f->splits) {
+    double *t = g_new(double, 3 * (gsize)p);
+    for (guint j = 0; j < 3 * p; j++)
+      t[j] = 1;
+    double span = sim_schedule_span(p, m, f->orders, t, t + p, t + 2 * p, 0);
+    g_free(t);
+    if (!(span >= 3.0 * m && span < 1e300)) {
+      fprintf(stderr, "fuzz: an accepted schedule runs for %g (at least %u expected, and to the end)\n", span, 3 * m);
+      abort();
+    }
+  }
+  sim_schedule_file_free(f);
+}
+
 void fuzz_target_run(FuzzTarget t, const guint8 *data, gsize size) {
   GError *error = NULL;
+  if (t == FUZZ_SCHEDULE) {
+    schedule_file(data, size);
+    return;
+  }
   if (t == FUZZ_TRACE || t == FUZZ_TRACE_GZ || t == FUZZ_SWEEP) {
     char *path = as_file(data, size, t == FUZZ_TRACE_GZ ? "trace.json.gz" : "input.json");
     if (t == FUZZ_TRACE || t == FUZZ_TRACE_GZ) {

@@ -19,6 +19,7 @@ typedef enum {
   FUZZ_SWEEP,
   FUZZ_TRACE_GZ,
   FUZZ_FIT,
+  FUZZ_SCHEDULE, /* a --schedule-file CSV: 2 bytes choose p and m, the rest is the file */
   FUZZ_N_TARGETS
 } FuzzTarget;
 

@@ -101,7 +101,7 @@ typedef struct {
   /* traced runs only (timeline.h): what each compute op runs, and the
    * pieces of the compute not yet in an op */
   GArray *pieces, *pending_pieces;
-  /* Coarse items (see emit_item): an item's chain of compute ops and
+  /* Coarse items (see sim_ptdp_emit_item): an item's chain of compute ops and
    * tensor-parallel all-reduces, which nothing else can touch, is one op of
    * their summed durations.  `dry`: the item's fine ops are counted and
    * timed, not issued. */
