@@ -732,10 +732,6 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
       FAIL("%s is not modelled with %s yet; drop it", name, cp > 1 ? "--cp" : "--tp-comm-overlap");
     if (r->overlap_param_gather)
       FAIL("%s is not modelled with --overlap-param-gather yet; drop it", name);
-    if (model_is_moe(m))
-      FAIL("%s is not modelled with a mixture-of-experts model yet (its expert layers' backward is not split into "
-           "input and weight gradients); use 1f1b or interleaved",
-           name);
   }
   if (sched == SIM_SCHEDULE_ZB_V || sched == SIM_SCHEDULE_DUALPIPEV || sched == SIM_SCHEDULE_DUALPIPE) {
     v = 2; /* V: virtual stages s and 2p-1-s; DualPipe: stage s and p-1-s, one per direction */

@@ -521,12 +521,14 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
   } else if (it.grad == SIM_GRAD_WEIGHT) {
     /* the weight-gradient GEMMs, layer by layer in backward order, the
      * logit layer's first and the embedding's last (all of its backward is
-     * its weight gradient) */
+     * its weight gradient); a mixture-of-experts layer's backward runs whole
+     * in its B (its experts' weight gradients are not split off) */
     if (vs == last_vs)
       sim_ptdp_add_compute(b, SIM_PART_HEAD, -1, PASS_WEIGHT, b->head_w);
     for (guint l = chunk_layers(b, s, it.chunk); l-- > 0;) {
       t.layer = (gint32)(chunk_first(b, s, it.chunk) + l);
-      sim_ptdp_add_compute(b, SIM_PART_MLP, t.layer, PASS_WEIGHT, b->layer_w);
+      if (!(b->moe_layer && b->moe_layer[(s * b->v + it.chunk) * b->lmax + l]))
+        sim_ptdp_add_compute(b, SIM_PART_MLP, t.layer, PASS_WEIGHT, b->layer_w);
       if (vs == 0 && l == 0)
         sim_ptdp_add_compute(b, SIM_PART_EMBEDDING, -1, PASS_WEIGHT, b->emb_bwd);
       if (pl->ddp == SIM_DDP_TORCH && last_mb && b->dpc > 1) {
