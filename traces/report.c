@@ -652,6 +652,10 @@ void trace_report_text(GString *out, const cJSON *run) {
     char f[32];
     g_string_append_printf(out, "cp ring %s, ", ptd_format_si(num(by, "cp"), "B", f, sizeof f));
   }
+  if (cJSON_GetObjectItemCaseSensitive(by, "ep")) { /* a mixture of experts' token dispatch and combine */
+    char f[32];
+    g_string_append_printf(out, "ep %s, ", ptd_format_si(num(by, "ep"), "B", f, sizeof f));
+  }
   if (d > 1 && emb > 0)
     g_string_append_printf(out, "dp %s (%s of it the tied-embedding all-reduce) per iteration\n",
                            ptd_format_si(bytes_dp, "B", c, sizeof c), ptd_format_si(emb, "B", e, sizeof e));
