@@ -266,6 +266,10 @@ build:
       g_free(b.moe_ns);
       g_free(b.moe_plans);
       g_free(b.moe_layer);
+      for (guint s = 0; s < b.p; s++)
+        g_array_free(b.order[s], TRUE);
+      g_free(b.order);
+      g_free(b.len);
       sim_engine_free(b.e);
       return FALSE;
     }
