@@ -162,9 +162,10 @@ static void units_of(const SimPlan *pl, const ModelProfile *profile, Unit **out,
 /* A collective of ZeRO over all d GPUs moving `bytes` (the all-gather's
  * output, the reduce-scatter's input), after `after` (G_MAXUINT: none), on
  * the communication stream in issue order. */
-static guint coll(Build *b, NetCollOp op, double bytes, guint after, const SimOpTag *t, guint act, const Unit *un) {
-  const SimPlan *pl = b->pl;
-  guint d = pl->dp, stream = STREAM_DP, x;
+/* The op of one collective over all d ranks on `stream`: a plan on the flow
+ * network, or its time on the analytic one. */
+static guint coll_op(Build *b, NetCollOp op, double bytes, guint stream, const SimOpTag *t) {
+  guint d = b->pl->dp;
   if (b->flow) {
     char key[48];
     g_snprintf(key, sizeof key, "zero%d:%.0f", (int)op, bytes);
@@ -173,11 +174,17 @@ static guint coll(Build *b, NetCollOp op, double bytes, guint after, const SimOp
       gpus[k] = k;
     guint plan = sim_netops_coll(b->flow, key, op, gpus, d, 1, bytes, b->side);
     g_free(gpus);
-    x = sim_netops_op(b->flow, plan, &stream, NULL, 1, t);
-  } else {
-    ModelCollOp mop = op == NET_OP_ALLGATHER ? MODEL_COLL_ALLGATHER : MODEL_COLL_REDUCESCATTER;
-    x = sim_engine_add_op1(b->e, ns(model_collective_time_s(&b->net, mop, bytes, d, b->nodes, NULL)), stream, t);
+    return sim_netops_op(b->flow, plan, &stream, NULL, 1, t);
   }
+  ModelCollOp mop = op == NET_OP_ALLGATHER       ? MODEL_COLL_ALLGATHER
+                  : op == NET_OP_REDUCESCATTER ? MODEL_COLL_REDUCESCATTER
+                                               : MODEL_COLL_ALLREDUCE;
+  return sim_engine_add_op1(b->e, ns(model_collective_time_s(&b->net, mop, bytes, d, b->nodes, NULL)), stream, t);
+}
+
+static guint coll(Build *b, NetCollOp op, double bytes, guint after, const SimOpTag *t, guint act, const Unit *un) {
+  const SimPlan *pl = b->pl;
+  guint d = pl->dp, x = coll_op(b, op, bytes, STREAM_DP, t);
   if (after != G_MAXUINT)
     sim_engine_add_dep(b->e, after, x);
   sim_timeline_piece(b->pieces, x, act, un ? un->part : SIM_PART_NONE, un && un->layer ? un->index : -1, 1, 0);
@@ -327,23 +334,9 @@ static void device_sync(Build *b) {
 static guint coll3(Build *b, NetCollOp op, double bytes, guint stream, guint after, guint act, const Unit *un,
                    guint pass, guint mb) {
   const SimPlan *pl = b->pl;
-  guint d = pl->dp, x;
+  guint d = pl->dp;
   SimOpTag t = tag(SIM_TIMELINE_CAT_DP, pass, mb, un ? un->index : -1);
-  if (b->flow) {
-    char key[48];
-    g_snprintf(key, sizeof key, "zero%d:%.0f", (int)op, bytes);
-    guint *gpus = g_new(guint, d);
-    for (guint k = 0; k < d; k++)
-      gpus[k] = k;
-    guint plan = sim_netops_coll(b->flow, key, op, gpus, d, 1, bytes, b->side);
-    g_free(gpus);
-    x = sim_netops_op(b->flow, plan, &stream, NULL, 1, &t);
-  } else {
-    ModelCollOp mop = op == NET_OP_ALLGATHER       ? MODEL_COLL_ALLGATHER
-                    : op == NET_OP_REDUCESCATTER ? MODEL_COLL_REDUCESCATTER
-                                                 : MODEL_COLL_ALLREDUCE;
-    x = sim_engine_add_op1(b->e, ns(model_collective_time_s(&b->net, mop, bytes, d, b->nodes, NULL)), stream, &t);
-  }
+  guint x = coll_op(b, op, bytes, stream, &t);
   dep(b, b->host, x);
   dep(b, after, x);
   sim_timeline_piece(b->pieces, x, act, un ? un->part : SIM_PART_NONE, un && un->layer ? un->index : -1, 1, 0);

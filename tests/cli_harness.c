@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 
 const char *bin;
 
@@ -121,4 +122,21 @@ void assert_one_line_error(const Proc *p, const char *needle) {
   g_assert_nonnull(strchr(p->err, '\n'));
   g_assert_cmpstr(strchr(p->err, '\n') + 1, ==, "");
   g_assert_nonnull(strstr(p->err, needle));
+}
+
+Proc run_sh_in(const char *dir, const char *script, guint timeout_s) {
+  char *full = g_strdup_printf("T='%s'; export T; %s", dir, script);
+  char *limit = g_strdup_printf("%u", timeout_s);
+  const char *argv[] = {"timeout", "-s", "KILL", limit, "/bin/sh", "-c", full, NULL};
+  Proc p = {-1, NULL, NULL};
+  int wait_status = 0;
+  GError *error = NULL;
+  g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, &p.out, &p.err, &wait_status,
+                             &error));
+  g_assert_no_error(error);
+  if (WIFEXITED(wait_status))
+    p.status = WEXITSTATUS(wait_status);
+  g_free(full);
+  g_free(limit);
+  return p;
 }

@@ -21,6 +21,10 @@ void proc_clear(Proc *p);
 Proc run_argv(const char *const *args);
 /* Runs ptdsim with `args`, a space-separated list (split here, no shell). */
 Proc run_line(const char *args);
+/* Runs `script` under /bin/sh with $PTDSIM_BIN and $T (= `dir`) exported,
+ * killed after `timeout_s` seconds: a run that would hang fails instead of
+ * stalling the suite. */
+Proc run_sh_in(const char *dir, const char *script, guint timeout_s);
 /* The output of a successful run as JSON (asserts exit 0 and valid JSON). */
 cJSON *parse_json(const Proc *p);
 /* run_line + parse_json, also asserting that nothing went to stderr. */

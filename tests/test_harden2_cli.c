@@ -30,20 +30,7 @@ static char *data_path(const char *rel) { return g_build_filename(g_getenv("PTDS
 
 /* Runs `script` under /bin/sh (with $PTDSIM_BIN and $T, the test's folder),
  * killed after 120 s. */
-static Proc run_sh(const char *script) {
-  char *full = g_strdup_printf("T='%s'; export T; %s", tmpdir, script);
-  const char *argv[] = {"timeout", "-s", "KILL", "120", "/bin/sh", "-c", full, NULL};
-  Proc p = {-1, NULL, NULL};
-  int wait_status = 0;
-  GError *error = NULL;
-  g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, &p.out, &p.err, &wait_status,
-                             &error));
-  g_assert_no_error(error);
-  if (WIFEXITED(wait_status))
-    p.status = WEXITSTATUS(wait_status);
-  g_free(full);
-  return p;
-}
+static Proc run_sh(const char *script) { return run_sh_in(tmpdir, script, 120); }
 
 static void expect_error_argv(const char *const *args, const char *needle) {
   Proc p = run_argv(args);

@@ -10,8 +10,8 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli_harness.h"
@@ -23,21 +23,8 @@ static char *tmpdir;
 #define SMALL "run --model gpt3-1b --gpus 8 --tp 8 --global-batch 8 --network analytic"
 
 /* Runs `script` under /bin/sh (with $PTDSIM_BIN and $T, the test's folder),
- * killed after 60 s: a run that would hang fails instead of stalling the suite. */
-static Proc run_sh(const char *script) {
-  char *full = g_strdup_printf("T='%s'; export T; %s", tmpdir, script);
-  const char *argv[] = {"timeout", "-s", "KILL", "60", "/bin/sh", "-c", full, NULL};
-  Proc p = {-1, NULL, NULL};
-  int wait_status = 0;
-  GError *error = NULL;
-  g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, &p.out, &p.err, &wait_status,
-                             &error));
-  g_assert_no_error(error);
-  if (WIFEXITED(wait_status))
-    p.status = WEXITSTATUS(wait_status);
-  g_free(full);
-  return p;
-}
+ * killed after 60 s. */
+static Proc run_sh(const char *script) { return run_sh_in(tmpdir, script, 60); }
 
 static char *in_tmp(const char *name) { return g_build_filename(tmpdir, name, NULL); }
 
