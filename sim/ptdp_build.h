@@ -274,6 +274,10 @@ guint sim_ptdp_tp_plan(Build *b, guint s, guint k, NetCollOp op, double bytes);
 void sim_ptdp_chain_dep(Build *b, guint i, guint op);
 void sim_ptdp_flush(Build *b, guint s, guint k, const SimOpTag *t, gboolean force);
 void sim_ptdp_tp_allreduce(Build *b, guint s, guint k, const SimOpTag *t);
+/* One collective on the tensor-parallel streams of stage s, replica k,
+ * after what each last did: the flow network's `plan`, or `dur` on the
+ * analytic network; it becomes each rank's last op. */
+void sim_ptdp_tp_stream_op(Build *b, guint s, guint k, const SimOpTag *t, guint plan, SimTime dur);
 guint sim_ptdp_moe_plan(Build *b, guint s, guint kind);
 double sim_ptdp_moe_analytic_s(const Build *b, guint s, guint kind);
 void sim_ptdp_moe_pass(Build *b, guint s, guint k, const SimOpTag *t, gboolean backward);

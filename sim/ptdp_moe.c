@@ -109,17 +109,7 @@ static void moe_comm(Build *b, guint s, guint k, const SimOpTag *t, guint kind) 
     b->dry_ops++;
     return;
   }
-  guint streams[b->ts];
-  for (guint i = 0; i < b->ts; i++)
-    streams[i] = stream_of(b, i, s, k, STREAM_TP);
-  SimOpTag at = *t;
-  at.category = CAT_TP;
-  guint op = b->flow ? sim_ptdp_net_op(b, sim_ptdp_moe_plan(b, s, kind), streams, NULL, b->ts, &at)
-                     : sim_engine_add_op(b->e, dur, streams, b->ts, &at);
-  for (guint i = 0; i < b->ts; i++) {
-    sim_ptdp_chain_dep(b, i, op);
-    b->prev[i] = op;
-  }
+  sim_ptdp_tp_stream_op(b, s, k, t, b->flow ? sim_ptdp_moe_plan(b, s, kind) : G_MAXUINT, dur);
 }
 
 /* An MoE layer's pass (models/moe.h): forward, the attention block, its

@@ -145,20 +145,25 @@ void sim_ptdp_tp_allreduce(Build *b, guint s, guint k, const SimOpTag *t) {
     count_tp(b, 2.0);
     return;
   }
+  for (guint j = 0; j < n; j++)
+    sim_ptdp_tp_stream_op(b, s, k, t,
+                          b->flow ? sim_ptdp_tp_plan(b, s, k, kinds[j], b->layer.tp_allreduce_bytes) : G_MAXUINT,
+                          dur[j]);
+  count_tp(b, 2.0);
+}
+
+void sim_ptdp_tp_stream_op(Build *b, guint s, guint k, const SimOpTag *t, guint plan, SimTime dur) {
   guint streams[b->ts];
   for (guint i = 0; i < b->ts; i++)
     streams[i] = stream_of(b, i, s, k, STREAM_TP);
   SimOpTag at = *t;
   at.category = CAT_TP;
-  for (guint j = 0; j < n; j++) {
-    guint op = b->flow ? sim_ptdp_net_op(b, sim_ptdp_tp_plan(b, s, k, kinds[j], b->layer.tp_allreduce_bytes), streams, NULL, b->ts, &at)
-                       : sim_engine_add_op(b->e, dur[j], streams, b->ts, &at);
-    for (guint i = 0; i < b->ts; i++) {
-      sim_ptdp_chain_dep(b, i, op);
-      b->prev[i] = op;
-    }
+  guint op = b->flow ? sim_ptdp_net_op(b, plan, streams, NULL, b->ts, &at)
+                     : sim_engine_add_op(b->e, dur, streams, b->ts, &at);
+  for (guint i = 0; i < b->ts; i++) {
+    sim_ptdp_chain_dep(b, i, op);
+    b->prev[i] = op;
   }
-  count_tp(b, 2.0);
 }
 
 /* Compute of `part` (of `layer`, -1: none) in `pass`, into the op the

@@ -140,3 +140,31 @@ Proc run_sh_in(const char *dir, const char *script, guint timeout_s) {
   g_free(limit);
   return p;
 }
+
+void cli_test_bad(gconstpointer data) {
+  const CliBadCase *c = data;
+  Proc p = run_line(c->args);
+  g_test_message("ptdsim %s -> %d: %s", c->args, p.status, p.err);
+  assert_one_line_error(&p, c->mention);
+  proc_clear(&p);
+}
+
+cJSON *load_shipped(const char *subdir, const char *name) {
+  char *file = g_strconcat(name, ".json", NULL);
+  char *path = g_build_filename(g_getenv("PTDSIM_DATA_DIR"), subdir, file, NULL);
+  char *text = slurp(path, NULL);
+  cJSON *j = cJSON_Parse(text);
+  g_assert_nonnull(j);
+  g_free(text);
+  g_free(path);
+  g_free(file);
+  return j;
+}
+
+double profile_peak_tflops(const cJSON *run) {
+  const cJSON *c = obj(run, "config");
+  cJSON *prof = load_shipped("calibrate/profiles", str(c, "profile"));
+  double peak = num(prof, strcmp(str(c, "precision"), "fp8") == 0 ? "peak_fp8_tflops" : "peak_tflops");
+  cJSON_Delete(prof);
+  return peak;
+}

@@ -41,3 +41,17 @@ char *slurp(const char *path, gsize *len);
 /* A clean refusal: exit 1 (an error, not a crash), nothing on stdout, and
  * one line on stderr, "ptdsim: ...", containing `needle`. */
 void assert_one_line_error(const Proc *p, const char *needle);
+
+/* A command line that must be refused: `args` (space-separated) and what
+ * the one line on stderr must contain; `name` names the test case. */
+typedef struct {
+  const char *name, *args, *mention;
+} CliBadCase;
+/* Runs a CliBadCase (g_test_add_data_func's data) and asserts the clean
+ * refusal (assert_one_line_error). */
+void cli_test_bad(gconstpointer data);
+/* A shipped JSON file, $PTDSIM_DATA_DIR/SUBDIR/NAME.json, parsed (asserted). */
+cJSON *load_shipped(const char *subdir, const char *name);
+/* The peak a run's MFU is measured against: its profile's (config.profile,
+ * a shipped profile) at its precision (config.precision). */
+double profile_peak_tflops(const cJSON *run);

@@ -26,7 +26,8 @@ static void test_place(void) {
   TopoCluster *c = cluster("gb200-nvl72");
   g_assert_cmpuint(c->gpus_per_node, ==, 72);
   g_assert_cmpuint(c->gpus_per_host, ==, 4);
-  g_assert_cmpuint(c->nodes, ==, 288 * 4 / 72);
+  double trays = cJSON_GetObjectItemCaseSensitive(c->json, "nodes")->valuedouble;
+  g_assert_cmpuint(c->nodes, ==, (guint)trays * 4 / 72); /* racks: the domains */
   g_assert_cmpuint(c->net.nics_per_node, ==, 72);
   /* 4 groups of 16 to a rack: the 5th group starts the next rack */
   g_assert_cmpuint(sim_place(c, 16, 0), ==, 0);
@@ -69,7 +70,9 @@ static double nvls_algbw(const TopoNet *net, gboolean allreduce, double n) {
 static void test_nvls_models(void) {
   TopoCluster *c = cluster("gb200-nvl72");
   g_assert_true(c->net.has_nvls);
-  g_assert_cmpfloat(c->net.nvls_bw, ==, 900e9);
+  const cJSON *nvls = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c->json, "nccl"), "nvls");
+  g_assert_cmpfloat(c->net.nvls_bw, ==, cJSON_GetObjectItemCaseSensitive(nvls, "GBps")->valuedouble * 1e9);
+  g_assert_cmpfloat(c->net.nvls_eff, ==, cJSON_GetObjectItemCaseSensitive(nvls, "efficiency")->valuedouble);
   g_assert_cmpfloat(topo_nvls_algbw(&c->net, TRUE, 8), ==, nvls_algbw(&c->net, TRUE, 8));
   g_assert_cmpfloat(topo_nvls_algbw(&c->net, FALSE, 16), ==, nvls_algbw(&c->net, FALSE, 16));
   g_assert_cmpfloat(topo_nvls_algbw(&c->net, TRUE, 1), ==, 0);

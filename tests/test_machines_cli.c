@@ -11,22 +11,9 @@
 
 #include "cli_harness.h"
 
-static const char *root; /* $PTDSIM_DATA_DIR: the source tree */
-
 static const char *const clusters[] = {"dgx-h200", "dgx-b200", "gb200-nvl72", "h800-cluster", "p5.48xlarge",
                                        "a3-mega", "nd-h100-v5"};
 static const char *const profiles[] = {"b200", "gb200", "h800"};
-
-static cJSON *load(const char *subdir, const char *name) {
-  char *file = g_strconcat(name, ".json", NULL), *path = g_build_filename(root, subdir, file, NULL);
-  char *text = slurp(path, NULL);
-  cJSON *j = cJSON_Parse(text);
-  g_assert_nonnull(j);
-  g_free(text);
-  g_free(path);
-  g_free(file);
-  return j;
-}
 
 static double iteration(const char *model, const char *gpus_etc, const char *cluster, const char *network) {
   char *args = g_strdup_printf("run --model %s %s --cluster %s --network %s --format json", model, gpus_etc, cluster,
@@ -37,7 +24,7 @@ static double iteration(const char *model, const char *gpus_etc, const char *clu
   g_assert_cmpstr(str(cfg, "network"), ==, network);
   g_assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "fits_in_memory")));
   /* the cluster's own profile, not the default selene's */
-  cJSON *c = load("topologies", cluster);
+  cJSON *c = load_shipped("topologies", cluster);
   g_assert_cmpstr(str(cfg, "profile"), ==, str(c, "gpu_profile"));
   cJSON_Delete(c);
   double t = num(j, "iteration_time_s");
@@ -89,7 +76,7 @@ static void test_list(void) {
   const cJSON *cl = arr(j, "clusters"), *pr = arr(j, "profiles");
   for (guint i = 0; i < G_N_ELEMENTS(clusters); i++) {
     g_assert_true(listed(cl, clusters[i]));
-    cJSON *file = load("topologies", clusters[i]);
+    cJSON *file = load_shipped("topologies", clusters[i]);
     const cJSON *e;
     cJSON_ArrayForEach(e, cl) if (strcmp(str(e, "name"), clusters[i]) == 0) {
       g_assert_cmpfloat(num(e, "nodes"), ==, num(file, "nodes"));
@@ -123,7 +110,7 @@ static void test_show(void) {
       char *args = g_strdup_printf("clusters %s", names[i]);
       Proc p = run_line(args);
       g_assert_cmpint(p.status, ==, 0);
-      cJSON *file = load(k ? "calibrate/profiles" : "topologies", names[i]);
+      cJSON *file = load_shipped(k ? "calibrate/profiles" : "topologies", names[i]);
       const cJSON *e;
       guint entries = 0;
       cJSON_ArrayForEach(e, obj(file, "provenance")) {
@@ -172,7 +159,7 @@ static void test_provenance_coverage(void) {
     const char *const *names = k ? profiles : clusters;
     guint n = k ? G_N_ELEMENTS(profiles) : G_N_ELEMENTS(clusters);
     for (guint i = 0; i < n; i++) {
-      cJSON *file = load(k ? "calibrate/profiles" : "topologies", names[i]);
+      cJSON *file = load_shipped(k ? "calibrate/profiles" : "topologies", names[i]);
       g_string_truncate(missing, 0);
       uncovered(file, "", obj(file, "provenance"), missing);
       if (missing->len)
@@ -282,8 +269,7 @@ int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   if (!cli_harness_init())
     return 1;
-  root = g_getenv("PTDSIM_DATA_DIR");
-  g_assert_nonnull(root);
+  g_assert_nonnull(g_getenv("PTDSIM_DATA_DIR")); /* the source tree, where the shipped files are read */
   g_test_add_func("/machines/runs", test_runs);
   g_test_add_func("/machines/ordering", test_ordering);
   g_test_add_func("/machines/list", test_list);

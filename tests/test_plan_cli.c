@@ -356,22 +356,6 @@ static void test_commands_reproduce(void) {
   proc_clear(&p);
 }
 
-/* The peak a run's MFU is measured against, read from its profile's file
- * (config.profile, a shipped profile) at its precision (config.precision). */
-static double profile_peak_tflops(const cJSON *run) {
-  const cJSON *c = obj(run, "config");
-  char *file = g_strdup_printf("%s.json", str(c, "profile"));
-  char *path = g_build_filename(g_getenv("PTDSIM_DATA_DIR"), "calibrate", "profiles", file, NULL);
-  char *text = slurp(path, NULL);
-  cJSON *prof = cJSON_Parse(text);
-  double peak = num(prof, strcmp(str(c, "precision"), "fp8") == 0 ? "peak_fp8_tflops" : "peak_tflops");
-  cJSON_Delete(prof);
-  g_free(text);
-  g_free(path);
-  g_free(file);
-  return peak;
-}
-
 #define LLAMA3_70B_H100 "plan --model llama3-70b --cluster dgx-h100-superpod --gpus 512 --global-batch 512 --top 5"
 
 /* Why: a plan for a model of today ranks by time to train and shows what a

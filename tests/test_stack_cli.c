@@ -140,22 +140,6 @@ static void test_shape_options(void) {
   cJSON_Delete(j);
 }
 
-/* The peak a run's MFU is measured against, read from its profile's file
- * (config.profile, a shipped profile) at its precision (config.precision). */
-static double profile_peak_tflops(const cJSON *run) {
-  const cJSON *c = obj(run, "config");
-  char *file = g_strdup_printf("%s.json", str(c, "profile"));
-  char *path = g_build_filename(g_getenv("PTDSIM_DATA_DIR"), "calibrate", "profiles", file, NULL);
-  char *text = slurp(path, NULL);
-  cJSON *prof = cJSON_Parse(text);
-  double peak = num(prof, strcmp(str(c, "precision"), "fp8") == 0 ? "peak_fp8_tflops" : "peak_tflops");
-  cJSON_Delete(prof);
-  g_free(text);
-  g_free(path);
-  g_free(file);
-  return peak;
-}
-
 /* Why: the report must say in words what the model is and what each rate
  * means, so that a newcomer can read it; a run that is not an SC21
  * reproduction leads with the model's FLOPs and MFU, and shows Eq. 3 only
@@ -696,12 +680,9 @@ static void test_plan_cp(void) {
   cJSON_Delete(j);
 }
 
-typedef struct {
-  const char *name, *args, *mention;
-} BadCase;
 
 #define M8 "run --layers 8 --hidden 1024 --heads 16 --seq-len 512 --global-batch 16 --network analytic"
-static const BadCase bad_cases[] = {
+static const CliBadCase bad_cases[] = {
     {"groups-over-tp", M8 " --num-query-groups 2 --gpus 16 --tp 4 --pp 2", "--num-query-groups 2 does not split over --tp 4"},
     {"groups-not-dividing-heads", M8 " --num-query-groups 3 --gpus 8 --tp 1", "--num-query-groups 3 does not divide"},
     {"groups-over-heads", M8 " --num-query-groups 32 --gpus 8 --tp 1", "--num-query-groups 32"},
@@ -743,14 +724,6 @@ static const BadCase bad_cases[] = {
     {"param-gather-local-ddp", M8 " --gpus 8 --distributed-optimizer --overlap-param-gather", "add --ddp torch"},
 };
 
-static void test_bad(gconstpointer data) {
-  const BadCase *c = data;
-  Proc p = run_line(c->args);
-  g_test_message("ptdsim %s -> %d: %s", c->args, p.status, p.err);
-  assert_one_line_error(&p, c->mention);
-  proc_clear(&p);
-}
-
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   if (!cli_harness_init())
@@ -772,7 +745,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/stack/plan-cp", test_plan_cp);
   for (guint i = 0; i < G_N_ELEMENTS(bad_cases); i++) {
     char *path = g_strdup_printf("/stack/bad/%s", bad_cases[i].name);
-    g_test_add_data_func(path, &bad_cases[i], test_bad);
+    g_test_add_data_func(path, &bad_cases[i], cli_test_bad);
     g_free(path);
   }
   return g_test_run();

@@ -152,12 +152,9 @@ static void test_suggestions_run(void) {
   }
 }
 
-typedef struct {
-  const char *name, *args, *mention;
-} BadCase;
 
 #define R405 L405 " --gpus 2048 --pp 8"
-static const BadCase bad_cases[] = {
+static const CliBadCase bad_cases[] = {
     {"both-kinds", R405 " --first-stage-layers 15 --account-for-loss", "not both"},
     {"no-pipeline", L405 " --gpus 128 --pp 1 --account-for-loss", "use them with --pp 2 or more"},
     {"ends-no-pipeline", L405 " --gpus 128 --pp 1 --first-stage-layers 4", "use them with --pp 2 or more"},
@@ -180,14 +177,6 @@ static const BadCase bad_cases[] = {
     {"zero-layers", R405 " --first-stage-layers 0", "--first-stage-layers '0' is not a whole number"},
     {"repeated", R405 " --account-for-loss --account-for-loss", "account-for-loss"},
 };
-
-static void test_bad(gconstpointer data) {
-  const BadCase *c = data;
-  Proc p = run_line(c->args);
-  g_test_message("ptdsim %s -> %d: %s", c->args, p.status, p.err);
-  assert_one_line_error(&p, c->mention);
-  proc_clear(&p);
-}
 
 /* Why: TeraPipe's cells hold equal layers; its refusal of a pipeline size
  * that does not divide them must not suggest a split it would refuse. */
@@ -320,7 +309,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/stages/terapipe-no-hint", test_terapipe_no_hint);
   for (guint i = 0; i < G_N_ELEMENTS(bad_cases); i++) {
     char *path = g_strdup_printf("/stages/bad/%s", bad_cases[i].name);
-    g_test_add_data_func(path, &bad_cases[i], test_bad);
+    g_test_add_data_func(path, &bad_cases[i], cli_test_bad);
     g_free(path);
   }
   g_test_add_func("/stages/plan", test_plan);
