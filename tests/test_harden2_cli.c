@@ -189,6 +189,26 @@ static void test_report_incomplete(void) {
     cJSON_free(edited);
     cJSON_Delete(root);
   }
+  /* a shape the text divides by (hidden / heads when kv_channels is 0)
+   * holds a zero: refused by name, before any of it is printed (the fuzzer
+   * found the division) */
+  static const char *const zero_cfg[][2] = {{"heads", "kv_channels"}, {"layers", NULL}, {"gpus", NULL}};
+  for (guint i = 0; i < G_N_ELEMENTS(zero_cfg); i++) {
+    cJSON *root = cJSON_Parse(text);
+    cJSON *cfg = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "ptdsim"), "result"), "config");
+    for (guint k = 0; k < 2 && zero_cfg[i][k]; k++)
+      cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(cfg, zero_cfg[i][k]), 0);
+    char *edited = cJSON_PrintUnformatted(root), *path = in_tmp("zero-shape.json");
+    write_text(path, edited, -1);
+    char *line = g_strdup_printf("report %s", path), *needle = g_strdup_printf("config.%s", zero_cfg[i][0]);
+    expect_error(line, needle);
+    g_free(needle);
+    g_free(line);
+    g_free(path);
+    cJSON_free(edited);
+    cJSON_Delete(root);
+  }
   g_free(text);
   g_free(trace);
 }

@@ -706,6 +706,19 @@ gboolean trace_report_check(const cJSON *run, GError **error) {
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "its result has no config");
     return FALSE;
   }
+  /* the shape's divisors first: the text divides by them (head dim = hidden / heads) */
+  static const char *const whole[] = {"layers", "hidden", "heads", "seq_len", "vocab", "gpus", "global_batch"};
+  const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(run, "config");
+  for (gsize i = 0; i < G_N_ELEMENTS(whole); i++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(cfg, whole[i]);
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 1 && v->valuedouble <= G_MAXUINT32)) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "its result's config.%s is %s, where a run has a whole number of 1 or more: it is edited or "
+                  "written by another version of ptdsim; write it again with ptdsim run --trace",
+                  whole[i], v ? "not a positive number" : "missing");
+      return FALSE;
+    }
+  }
   GString *scratch = g_string_new(NULL);
   checking = TRUE;
   missing[0] = '\0';
