@@ -63,4 +63,17 @@ double model_layer_activation_bytes(const ModelShape *m, guint t, guint b, gbool
 /* The attention core's s x s part of it: 5 a s^2 b / t (7 with the fp32
  * softmax chain). */
 double model_attention_score_bytes(const ModelShape *m, guint t, guint b, gboolean fp32_softmax);
+/* One layer's activations of one microbatch as model_memory holds them
+ * without recomputation (sequence parallelism, FlashAttention, selective
+ * recomputation and FP8 applied), in bytes. */
+double model_layer_held_bytes(const ModelShape *m, const ModelMemoryRequest *req);
+/* What of them a split backward keeps from its input gradient (B) to its
+ * weight gradient (W): the inputs of the four weight GEMMs (the two norm
+ * outputs, the context, the down projection's input) and the gradients of
+ * their outputs, 2 bytes each per token: 32 s b h for GPT at t = 1, the
+ * M_W of Qi et al., "Zero Bubble Pipeline Parallelism" (ICLR 2024), against
+ * its M_B = 34 s b h + 5 a s^2 b (sail-sg/zero-bubble-pipeline-parallelism,
+ * megatron/core/pipeline_parallel/efficiency.py: mem_f = 34h + 5as,
+ * mem_w = -32h per token).  At most the layer's whole. */
+double model_layer_wgrad_kept_bytes(const ModelShape *m, const ModelMemoryRequest *req);
 void model_memory(const ModelShape *m, const ModelMemoryRequest *req, ModelMemory *out);

@@ -7,27 +7,43 @@
 
 #include "ptdp_build.h"
 
+/* One layer's activations of one microbatch (*full) and what of them a
+ * split backward keeps from B to W (*kept), in bytes; with full
+ * recomputation the recomputed activations are all kept (B frees none). */
+static void wgrad_share(const SimPlan *pl, const ModelProfile *profile, double *full, double *kept) {
+  ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
+  ModelShape local = rank_shape(pl);
+  ModelMemoryRequest req = {.t = pl->tp,
+                            .b = pl->micro_batch,
+                            .fp32_softmax = model_softmax_fp32(&pl->model, pl->tp, pl->micro_batch, &lo),
+                            .selective = pl->selective,
+                            .sequence_parallel = pl->sequence_parallel,
+                            .flash = lo.attention == MODEL_ATTENTION_FLASH,
+                            .fp8 = lo.fp8};
+  *full = model_layer_held_bytes(&local, &req);
+  *kept = pl->recompute ? *full : model_layer_wgrad_kept_bytes(&local, &req);
+}
+
 /* Memory of stage s: the peak number of (layer x microbatch) activations the
  * schedule holds, walked from its order. */
 /* The stage's items run one after another on its compute stream, so its
  * order is its timeline: a microbatch's activations of a chunk are alive
- * from its F to its backward, or, where the backward is split, to its W
- * (which still reads the layers' inputs; counted whole, an upper bound on
- * what W keeps).  `*inflight` (may be NULL): the peak in whole-stage
- * microbatches. */
+ * from its F to its backward, or, where the backward is split, W's share
+ * of them (wgrad_share) to its W and the rest to its B.  `*inflight` (may
+ * be NULL): the peak in whole-stage microbatches. */
 static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray *order, guint s, ModelMemory *out,
                          double *inflight) {
   ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
   guint p = pl->pp, layers = sim_plan_stage_layers(pl, s);
-  double held = 0, peak = 0, mbs = 0, peak_mbs = 0;
+  double held = 0, peak = 0, mbs = 0, peak_mbs = 0, full, kept;
+  wgrad_share(pl, profile, &full, &kept);
+  double keep = full > 0 ? kept / full : 1;
   for (guint j = 0; j < order->len; j++) {
     SimItem it = g_array_index(order, SimItem, j);
-    if (!it.forward && it.grad == SIM_GRAD_INPUT)
-      continue; /* the activations stay for the W */
-    double d = it.forward ? 1 : -1;
+    double d = it.forward ? 1 : it.grad == SIM_GRAD_INPUT ? -(1 - keep) : it.grad == SIM_GRAD_WEIGHT ? -keep : -1;
     held += d * sim_plan_chunk_layers(pl, s, it.chunk);
-    if (it.chunk == 0)
-      mbs += d;
+    if (it.chunk == 0 && it.grad != SIM_GRAD_INPUT) /* the embedding's output: to the microbatch's end */
+      mbs += it.forward ? 1 : -1;
     peak = MAX(peak, held);
     peak_mbs = MAX(peak_mbs, mbs);
   }
@@ -154,7 +170,10 @@ void sim_ptdp_plan_orders(const SimPlan *pl, const ModelProfile *profile, guint 
       tw[s] = L * w + (s == 0 ? eb : 0) + (s == p - 1 ? hw : 0);
     }
   }
-  sim_plan_orders_timed(pl, m, tf, tb, tw, tc, orders);
+  double full = 1, kept = 1;
+  if (heuristic(pl))
+    wgrad_share(pl, profile, &full, &kept);
+  sim_plan_orders_timed(pl, m, tf, tb, tw, tc, full, kept, orders);
   g_free(t);
 }
 

@@ -230,7 +230,9 @@ double sim_schedule_span(guint p, guint m, GArray *const *orders, const double *
 }
 
 void sim_schedule_zb_auto(guint p, guint m, const double *tf, const double *tb, const double *tw, double tc,
-                          guint limit, GArray **orders) {
+                          double mem_f, double mem_w, guint limit, GArray **orders) {
+  if (sim_schedule_zb_heuristic(p, m, tf, tb, tw, tc, mem_f, mem_w, limit, orders))
+    return;
   GArray **cand = g_new(GArray *, p);
   for (guint r = 0; r < p; r++)
     cand[r] = g_array_new(FALSE, FALSE, sizeof(SimItem));
@@ -478,11 +480,11 @@ guint sim_plan_zb_limit(const SimPlan *plan) {
 }
 
 void sim_plan_orders_timed(const SimPlan *plan, guint m, const double *tf, const double *tb, const double *tw,
-                           double tc, GArray **orders) {
+                           double tc, double mem_f, double mem_w, GArray **orders) {
   guint p = plan->pp;
   if (plan->schedule == SIM_SCHEDULE_ZB_1P || plan->schedule == SIM_SCHEDULE_ZB_2P ||
       plan->schedule == SIM_SCHEDULE_ZB_AUTO) {
-    sim_schedule_zb_auto(p, m, tf, tb, tw, tc, sim_plan_zb_limit(plan), orders);
+    sim_schedule_zb_auto(p, m, tf, tb, tw, tc, mem_f, mem_w, sim_plan_zb_limit(plan), orders);
     return;
   }
   for (guint s = 0; s < p; s++)
@@ -503,7 +505,8 @@ void sim_plan_order(const SimPlan *plan, guint m, guint stage, GArray *out) {
     GArray **all = g_new(GArray *, p);
     for (guint r = 0; r < p; r++)
       all[r] = g_array_new(FALSE, FALSE, sizeof(SimItem));
-    sim_plan_orders_timed(plan, m, t, t + p, t + 2 * p, plan->stage_times ? plan->stage_comm_s : 0, all);
+    /* W's share of a microbatch's activations unknown here: all of them */
+    sim_plan_orders_timed(plan, m, t, t + p, t + 2 * p, plan->stage_times ? plan->stage_comm_s : 0, 1, 1, all);
     g_array_set_size(out, 0);
     g_array_append_vals(out, all[stage]->data, all[stage]->len);
     for (guint r = 0; r < p; r++)

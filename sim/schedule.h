@@ -100,20 +100,30 @@ void sim_schedule_greedy_staged(guint p, guint m, const double *tf, const double
  * run to the end. */
 double sim_schedule_span(guint p, guint m, GArray *const *orders, const double *tf, const double *tb, const double *tw,
                          double tc);
-/* zb-1p, zb-2p, zb-auto (Qi et al. section 3.3; sail-sg's zb.py tries its
- * heuristic's variants and keeps the shortest): the list heuristic waiting
- * for a W to fit and not, ZB-H1 where p microbatches fit and ZB-H2 where
- * 2p - 1 do, each run with the times, the shortest longest-stage span kept
- * (ties: that order).  `limit`: microbatches in flight per stage. */
+/* ZB's automatic schedule (schedule_zb.c: Qi et al. section 3.1, as
+ * sail-sg's auto_schedule.py searches it): eight variants of its list
+ * order for these per-stage times, with a microbatch's F adding mem_f to
+ * its stage's activations, its B freeing mem_f - mem_w and its W mem_w
+ * (what W keeps: model_layer_wgrad_kept_bytes), at most limit x mem_f per
+ * stage; the shortest longest-stage span kept.  FALSE (orders unchanged)
+ * where no variant fits the limit. */
+gboolean sim_schedule_zb_heuristic(guint p, guint m, const double *tf, const double *tb, const double *tw, double tc,
+                                   double mem_f, double mem_w, guint limit, GArray **orders);
+/* zb-1p, zb-2p, zb-auto (Qi et al. section 3.3): ZB's heuristic above;
+ * where none of its variants fits (a limit under two microbatches), the
+ * list heuristic waiting for a W to fit and not, ZB-H1 where p
+ * microbatches fit and ZB-H2 where 2p - 1 do, each run with the times, the
+ * shortest longest-stage span kept (ties: that order).  `limit`:
+ * microbatches in flight per stage. */
 void sim_schedule_zb_auto(guint p, guint m, const double *tf, const double *tb, const double *tw, double tc,
-                          guint limit, GArray **orders);
+                          double mem_f, double mem_w, guint limit, GArray **orders);
 /* The heuristics' limit in microbatches: p (zb-1p), 2p (zb-2p), or what
  * --activation-limit allows (zb-auto). */
 guint sim_plan_zb_limit(const SimPlan *plan);
 /* All the stages' orders of a plan, the heuristics run with these per-stage
  * times (others ignore them). */
 void sim_plan_orders_timed(const SimPlan *plan, guint m, const double *tf, const double *tb, const double *tw,
-                           double tc, GArray **orders);
+                           double tc, double mem_f, double mem_w, GArray **orders);
 
 /* Whether the schedule runs input and weight gradients as separate items. */
 gboolean sim_schedule_splits(SimSchedule schedule);
