@@ -9,6 +9,7 @@
 #include "sc21_figs.h"
 #include "terapipe_figs.h"
 #include "today_figs.h"
+#include "zb_figs.h"
 
 cJSON *trace_reference_load(const char *file, GError **error) {
   char *path = g_build_filename(ptd_data_dir(), "traces", "reference", file, NULL);
@@ -173,6 +174,8 @@ static const TraceFigure figures[] = {
      NULL, trace_megatron_fig4, FALSE},
     {"schedules", "Zero-bubble schedules (ZB-H1, ZB-H2, ZB-V) and DualPipe(V) beside 1F1B, F, B and W apart", NULL,
      trace_schedules_figure, FALSE},
+    {"zb-bubbles", "Zero Bubble (ICLR 2024): 1F1B, ZB-H1, ZB-H2, ZB-1P, ZB-2P bubble rates from its profiled times",
+     NULL, trace_zb_bubbles, FALSE},
     {"megatron-fig6", "SC21 figure 6: the pipeline bubble (p-1)/m against the data-parallel size (analytic)", NULL,
      trace_sc21_fig6, FALSE},
     {"megatron-fig7", "SC21 figure 7: one GPU's throughput against the microbatch size", NULL, trace_sc21_fig7, FALSE},

@@ -1,0 +1,11 @@
+/* ptdsim — the zero-bubble paper's bubble rates (zb-bubbles): its
+ * schedules run on the F, B, W and communication times it profiled. */
+#pragma once
+
+#include "figures.h"
+
+/* Each row of traces/reference/zero-bubble-iclr24.json run with
+ * --stage-times under 1F1B, ZB-H1, ZB-H2, ZB-1P and ZB-2P (no
+ * recomputation, t = d = 1): the simulated bubble rates beside the
+ * published ones, the largest difference. */
+gboolean trace_zb_bubbles(TraceFigureContext *ctx, TraceFigureOut *out, GError **error);
