@@ -172,6 +172,21 @@ guint sim_engine_add_op1(SimEngine *e, SimTime duration_ns, guint stream, const 
   return sim_engine_add_op(e, duration_ns, &stream, 1, tag);
 }
 
+guint64 sim_engine_op_position(const SimEngine *e, guint op, guint stream) {
+  const Op *o = &g_array_index(e->ops, Op, op);
+  for (guint i = 0; i < o->n_streams; i++)
+    if (g_array_index(e->op_streams, guint, o->stream_off + i) == stream)
+      return g_array_index(e->op_pos, guint64, o->stream_off + i);
+  return op;
+}
+
+void sim_engine_set_op_position(SimEngine *e, guint op, guint stream, guint64 position) {
+  const Op *o = &g_array_index(e->ops, Op, op);
+  for (guint i = 0; i < o->n_streams; i++)
+    if (g_array_index(e->op_streams, guint, o->stream_off + i) == stream)
+      g_array_index(e->op_pos, guint64, o->stream_off + i) = position;
+}
+
 void sim_engine_set_network(SimEngine *e, const SimEngineNetwork *network) {
   e->has_network = network != NULL;
   if (network)

@@ -75,6 +75,12 @@ guint sim_engine_add_op_at(SimEngine *engine, SimTime duration_ns, const guint *
                            guint n_streams, const SimOpTag *tag);
 /* Convenience for an op on a single stream. */
 guint sim_engine_add_op1(SimEngine *engine, SimTime duration_ns, guint stream, const SimOpTag *tag);
+/* An op's position on one of its streams (its id where none was given),
+ * and a new one, before the run: for ops issued in one order and run in
+ * another (DualPipe's overlapped F&B).  Setting a stream the op is not on
+ * does nothing. */
+guint64 sim_engine_op_position(const SimEngine *engine, guint op, guint stream);
+void sim_engine_set_op_position(SimEngine *engine, guint op, guint stream, guint64 position);
 
 /* An op whose end is decided by a network model rather than a fixed
  * duration (a transfer whose flows share links with others in flight).  The

@@ -365,6 +365,9 @@ build:
   b.coarse = !pl->exact && (!b.flow || coarse_flow) && b.ts == 1 && b.ds == 1 && !observe;
   if (b.flow && (b.cp > 1 || pl->tp_comm_overlap)) /* their rings' timing inside a coarse op is the analytic network's */
     b.coarse = FALSE;
+  for (guint s = 0; s < b.p && b.coarse; s++) /* DualPipe's F&B interleave their ops (sim_ptdp_overlap_pair) */
+    for (guint j = 0; j < b.len[s] && b.coarse; j++)
+      b.coarse = !g_array_index(b.order[s], SimItem, j).paired;
   {
     /* Room for the graph, estimated from its shape: an item is one op, or
      * per layer and pass two compute ops on each rank and two all-reduces;
@@ -386,8 +389,13 @@ build:
     sim_ptdp_emit_param_gathers(&b);
   for (guint k = 0; k < b.ds; k++)
     for (guint s = 0; s < b.p; s++)
-      for (guint j = 0; j < b.len[s]; j++)
+      for (guint j = 0, before = 0; j < b.len[s]; j++) { /* before: where item j - 1's ops start */
+        guint start = sim_engine_n_ops(b.e);
         sim_ptdp_emit_item(&b, s, k, j);
+        if (sim_ptdp_pairs_with_previous(&b, s, j))
+          sim_ptdp_overlap_pair(&b, s, k, before, start, sim_engine_n_ops(b.e));
+        before = start;
+      }
   b.cur_item = G_MAXUINT;
   for (guint k = 0; k < b.ds; k++)
     for (guint s = 0; s < b.p; s++)

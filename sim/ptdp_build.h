@@ -286,6 +286,10 @@ void sim_ptdp_fsdp_gather(Build *b, guint s, guint k, guint chunk, gint layer, g
                           guint after, guint *out);
 void sim_ptdp_fsdp_reduce(Build *b, guint s, guint k, guint chunk, gint layer, double params, guint i, guint after);
 void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx);
+/* Item idx of stage s is the backward of a DualPipe F&B (the forward
+ * before it is paired with it) and runs interleaved with it. */
+gboolean sim_ptdp_pairs_with_previous(const Build *b, guint s, guint idx);
+void sim_ptdp_overlap_pair(Build *b, guint s, guint k, guint lo, guint mid, guint hi);
 void sim_ptdp_emit_transfers(Build *b, guint s, guint k, guint idx);
 guint sim_ptdp_tp_group_nodes(const Build *b, guint s, guint k);
 gboolean sim_ptdp_placement_uniform(const Build *b);

@@ -438,10 +438,14 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
   }
   /* The item's first op must follow the previous item's last op on this GPU:
    * stream order does that for compute; explicit deps keep all-reduces in
-   * line too. */
-  if (idx > 0)
+   * line too.  The backward of DualPipe's F&B follows what its forward
+   * follows: the two run interleaved (sim_ptdp_overlap_pair). */
+  guint before = idx;
+  if (idx > 0 && sim_ptdp_pairs_with_previous(b, s, idx))
+    before = idx - 1;
+  if (before > 0)
     for (guint i = 0; i < b->ts; i++)
-      b->prev[i] = b->items[((k * b->p + s) * b->n_items + idx - 1) * b->ts + i].last;
+      b->prev[i] = b->items[((k * b->p + s) * b->n_items + before - 1) * b->ts + i].last;
   guint first_op = sim_engine_n_ops(b->e);
   guint gi = (k * b->p + s) * b->n_items + idx;
   b->cur_item = gi;
@@ -642,4 +646,52 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
       }
     }
   }
+}
+
+gboolean sim_ptdp_pairs_with_previous(const Build *b, guint s, guint idx) {
+  if (idx == 0 || b->coarse)
+    return FALSE;
+  SimItem it = g_array_index(b->order[s], SimItem, idx), before = g_array_index(b->order[s], SimItem, idx - 1);
+  return !it.forward && before.forward && before.paired;
+}
+
+/* DualPipe's F&B (DeepSeek-V3 report, section 3.2.1 and figure 4: the
+ * forward chunk of one microbatch and the backward chunk of another run
+ * together, each one's communication behind the other's computation): the
+ * two items' ops on the compute stream take turns, one of the forward's,
+ * one of the backward's, and so do their collectives on the tensor-parallel
+ * stream (the MoE dispatch and combine, the tensor-parallel all-reduces).
+ * Each item's ops still follow one another; while one item's collective
+ * runs, the other's computation has the compute stream.  The items' ops are
+ * [lo, mid) and [mid, hi); the positions they take are their own ids, so
+ * everything else on those streams keeps its place. */
+void sim_ptdp_overlap_pair(Build *b, guint s, guint k, guint lo, guint mid, guint hi) {
+  GArray *f = g_array_new(FALSE, FALSE, sizeof(guint)), *g = g_array_new(FALSE, FALSE, sizeof(guint));
+  for (guint i = 0; i < b->ts; i++)
+    for (guint kind = STREAM_COMPUTE; kind <= STREAM_TP; kind++) {
+      guint st = stream_of(b, i, s, k, kind);
+      g_array_set_size(f, 0);
+      g_array_set_size(g, 0);
+      for (guint op = lo; op < hi; op++) {
+        const guint *on = sim_engine_op_streams(b->e, op);
+        for (guint j = 0; j < sim_engine_op_n_streams(b->e, op); j++)
+          if (on[j] == st)
+            g_array_append_val(op < mid ? f : g, op);
+      }
+      guint nf = f->len, ng = g->len, next = 0;
+      guint64 *pos = g_new(guint64, nf + ng);
+      for (guint j = 0; j < nf; j++)
+        pos[j] = sim_engine_op_position(b->e, g_array_index(f, guint, j), st);
+      for (guint j = 0; j < ng; j++)
+        pos[nf + j] = sim_engine_op_position(b->e, g_array_index(g, guint, j), st);
+      for (guint j = 0; j < MAX(nf, ng); j++) { /* the positions are ascending: take them in turn */
+        if (j < nf)
+          sim_engine_set_op_position(b->e, g_array_index(f, guint, j), st, pos[next++]);
+        if (j < ng)
+          sim_engine_set_op_position(b->e, g_array_index(g, guint, j), st, pos[next++]);
+      }
+      g_free(pos);
+    }
+  g_array_free(f, TRUE);
+  g_array_free(g, TRUE);
 }
