@@ -229,32 +229,38 @@ double sim_schedule_span(guint p, guint m, GArray *const *orders, const double *
   return span;
 }
 
+/* Keeps `cand` in `orders` where its span beats *best (ties: the earlier). */
+static void keep_shorter(guint p, guint m, GArray **cand, const double *tf, const double *tb, const double *tw,
+                         double tc, double *best, GArray **orders) {
+  double span = sim_schedule_span(p, m, cand, tf, tb, tw, tc);
+  if (span >= *best)
+    return;
+  *best = span;
+  for (guint r = 0; r < p; r++) {
+    g_array_set_size(orders[r], 0);
+    g_array_append_vals(orders[r], cand[r]->data, cand[r]->len);
+  }
+}
+
 void sim_schedule_zb_auto(guint p, guint m, const double *tf, const double *tb, const double *tw, double tc,
                           double mem_f, double mem_w, guint limit, GArray **orders) {
   if (sim_schedule_zb_heuristic(p, m, tf, tb, tw, tc, mem_f, mem_w, limit, orders))
     return;
+  /* none of its variants fits: the list heuristic waiting for W to fit and
+   * not, ZB-H1 where p microbatches fit, ZB-H2 where 2p - 1 do */
   GArray **cand = g_new(GArray *, p);
   for (guint r = 0; r < p; r++)
     cand[r] = g_array_new(FALSE, FALSE, sizeof(SimItem));
   double best = 1e301;
   for (guint k = 0; k < 4; k++) {
-    /* the list heuristic waiting for W to fit or not, ZB-H1 where p fit,
-     * ZB-H2 where 2p - 1 do */
     if (k < 2)
       sim_schedule_greedy_staged(p, m, tf, tb, tw, tc, limit, k == 0, cand);
-    else if ((k == 2 && limit >= p) || (k == 3 && limit >= 2 * p - 1))
+    else if (limit >= (k == 2 ? p : 2 * p - 1))
       for (guint r = 0; r < p; r++)
         sim_schedule_order(k == 2 ? SIM_SCHEDULE_ZB_H1 : SIM_SCHEDULE_ZB_H2, p, m, 1, r, cand[r]);
     else
       continue;
-    double span = sim_schedule_span(p, m, cand, tf, tb, tw, tc);
-    if (span < best) { /* ties: the earlier candidate */
-      best = span;
-      for (guint r = 0; r < p; r++) {
-        g_array_set_size(orders[r], 0);
-        g_array_append_vals(orders[r], cand[r]->data, cand[r]->len);
-      }
-    }
+    keep_shorter(p, m, cand, tf, tb, tw, tc, &best, orders);
   }
   for (guint r = 0; r < p; r++)
     g_array_free(cand[r], TRUE);

@@ -110,11 +110,10 @@ double sim_schedule_span(guint p, guint m, GArray *const *orders, const double *
 gboolean sim_schedule_zb_heuristic(guint p, guint m, const double *tf, const double *tb, const double *tw, double tc,
                                    double mem_f, double mem_w, guint limit, GArray **orders);
 /* zb-1p, zb-2p, zb-auto (Qi et al. section 3.3): ZB's heuristic above;
- * where none of its variants fits (a limit under two microbatches), the
- * list heuristic waiting for a W to fit and not, ZB-H1 where p
- * microbatches fit and ZB-H2 where 2p - 1 do, each run with the times, the
- * shortest longest-stage span kept (ties: that order).  `limit`:
- * microbatches in flight per stage. */
+ * where none of its variants fits (a limit under two microbatches), a list
+ * heuristic waiting for a W to fit and not, ZB-H1 where p microbatches fit
+ * and ZB-H2 where 2p - 1 do, the shortest longest-stage span kept (ties:
+ * the earlier).  `limit`: microbatches in flight per stage. */
 void sim_schedule_zb_auto(guint p, guint m, const double *tf, const double *tb, const double *tw, double tc,
                           double mem_f, double mem_w, guint limit, GArray **orders);
 /* The heuristics' limit in microbatches: p (zb-1p), 2p (zb-2p), or what
