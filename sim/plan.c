@@ -959,9 +959,13 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
            name, name);
     if (sched == SIM_SCHEDULE_TERAPIPE)
       FAIL("%s is not modelled with --schedule terapipe; drop one", name);
-    if (sim_schedule_splits(sched) || sched == SIM_SCHEDULE_FILE || r->stage_times)
-      FAIL("%s is not modelled with %s yet (its per-block reductions follow Megatron's backward); drop one", name,
-           r->stage_times ? "--stage-times" : "the zero-bubble and DualPipe schedules");
+    if (r->stage_times)
+      FAIL("%s has nothing to shard under --stage-times (only the pipeline's passes run); drop one", name);
+    if (sched == SIM_SCHEDULE_ZB_V || sched == SIM_SCHEDULE_DUALPIPE || sched == SIM_SCHEDULE_DUALPIPEV ||
+        sched == SIM_SCHEDULE_FILE)
+      FAIL("%s is not modelled with %s yet (a stage holding the first and the last chunk, or two copies, shards "
+           "other parameters); drop one, or use zb-h1, zb-h2, zb-1p, zb-2p or interleaved-zb",
+           name, sched == SIM_SCHEDULE_FILE ? "--schedule-file" : sim_schedule_name(sched));
     if (r->distributed_optimizer || r->overlap_param_gather)
       FAIL("%s shards the optimizer state and gathers the parameters itself; drop %s", name,
            r->distributed_optimizer ? "--distributed-optimizer" : "--overlap-param-gather");

@@ -545,6 +545,12 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
         for (guint i = 0; i < b->ts; i++)
           b->grad_ready[(((k * b->p + s) * b->v + it.chunk) * b->lmax + l) * b->ts + i] = b->prev[i];
       }
+      if (fsdp_rs) { /* the block's gradients are whole once its W has run: reduced then */
+        sim_ptdp_flush(b, s, k, &t, TRUE);
+        if (k == 0)
+          for (guint i = 0; i < b->ts; i++)
+            sim_ptdp_fsdp_reduce(b, s, k, it.chunk, t.layer, (double)fsdp_layer, i, b->prev[i]);
+      }
     }
   } else {
     gboolean input = it.grad == SIM_GRAD_INPUT;
@@ -582,7 +588,7 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
         for (guint i = 0; i < b->ts; i++)
           b->grad_ready[(((k * b->p + s) * b->v + it.chunk) * b->lmax + l) * b->ts + i] = b->prev[i];
       }
-      if (fsdp_rs) { /* the block's gradients, reduced as its backward ends */
+      if (fsdp_rs && !input) { /* the block's gradients, reduced as its backward ends (a split one's at its W) */
         sim_ptdp_flush(b, s, k, &t, TRUE);
         if (k == 0)
           for (guint i = 0; i < b->ts; i++)

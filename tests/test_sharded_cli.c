@@ -250,6 +250,21 @@ static void test_fsdp_composes(void) {
   g_assert_cmpfloat(num(obj(p, "sharded_per_gpu"), "param_allgathers"), ==, L8B / 2);
   g_assert_cmpfloat(num(obj(p, "sharded_per_gpu"), "grad_reductions"), ==, L8B / 2 + 1);
   g_assert_false(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj(p, "config"), "fsdp_reshard_after_forward")));
+  /* the zero-bubble schedules split each backward: the blocks are still
+   * gathered once a step and reduced once, after the last microbatch's W
+   * (its weight gradients) instead of its whole backward */
+  static const char *const split[] = {"zb-h1", "zb-2p", "interleaved-zb --chunks 2"};
+  for (guint j = 0; j < G_N_ELEMENTS(split); j++) {
+    char *line = g_strdup_printf(FRUN " --fsdp --pp 2 --schedule %s", split[j]);
+    cJSON *z = run_json(line);
+    static const char *const keys[] = {"param_allgathers", "param_allgather_bytes", "grad_reductions",
+                                       "grad_reduction_bytes"};
+    for (guint q = 0; q < G_N_ELEMENTS(keys); q++)
+      g_assert_cmpfloat(num(obj(z, "sharded_per_gpu"), keys[q]), ==, num(obj(p, "sharded_per_gpu"), keys[q]));
+    g_assert_cmpfloat(num(z, "iteration_time_s"), >, 0);
+    cJSON_Delete(z);
+    g_free(line);
+  }
   cJSON *c = run_json(FRUN " --fsdp --cp 2");
   /* with --cp 2 the shard group is d x cp = 16 ranks, and d = 8 runs two
    * microbatches per step, each gathering every block twice */
@@ -339,6 +354,9 @@ static void test_errors(void) {
       {"run --model gpt3-1b --gpus 16 --global-batch 16 --zero-prefetch-bucket 5", "add --zero 3"},
       {"run --model llama3-8b --gpus 16 --global-batch 16 --fsdp --no-symmetry", "one GPU standing for its replicas"},
       {"run --model gpt3-1b --gpus 16 --tp 1 --pp 1 --global-batch 16 --zero 2 --zero-trace-fixed", "add --zero 3"},
+      {"run --model llama3-8b --gpus 16 --pp 2 --global-batch 16 --fsdp --schedule zb-v", "not modelled with zb-v"},
+      {"run --model llama3-8b --gpus 16 --pp 2 --global-batch 32 --fsdp --schedule dualpipev", "use zb-h1"},
+      {"run --model llama3-8b --gpus 16 --pp 2 --global-batch 16 --fsdp --stage-times 1,1,1,0", "nothing to shard"},
   };
   for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
     Proc p = run_line(cases[i].args);
