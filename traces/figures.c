@@ -174,7 +174,7 @@ static const TraceFigure figures[] = {
      NULL, trace_megatron_fig4, FALSE},
     {"schedules", "Zero-bubble schedules (ZB-H1, ZB-H2, ZB-V) and DualPipe(V) beside 1F1B, F, B and W apart", NULL,
      trace_schedules_figure, FALSE},
-    {"zb-bubbles", "Zero Bubble (ICLR 2024): 1F1B, ZB-H1, ZB-H2, ZB-1P, ZB-2P bubble rates from its profiled times",
+    {"zb-bubbles", "Zero Bubble (ICLR 2024): bubble rates of 1F1B, ZB-H1/H2, ZB-1P/2P, ZB-V from its profiled times",
      NULL, trace_zb_bubbles, FALSE},
     {"megatron-fig6", "SC21 figure 6: the pipeline bubble (p-1)/m against the data-parallel size (analytic)", NULL,
      trace_sc21_fig6, FALSE},
