@@ -232,7 +232,8 @@ gboolean sim_schedule_zb_heuristic(guint p, guint m, const double *tf, const dou
   z.mem[ZF] = MAX(llround(mem_f), 1);
   z.mem[ZW] = -CLAMP(llround(mem_w), 0, z.mem[ZF]);
   z.mem[ZB] = -z.mem[ZF] - z.mem[ZW];
-  z.cap = (gint64)MAX(limit, 1u) * z.mem[ZF];
+  limit = MAX(limit, 1u);
+  z.cap = (gint64)limit > G_MAXINT64 / z.mem[ZF] ? G_MAXINT64 : (gint64)limit * z.mem[ZF];
   z.used = g_new(gint64, p);
   z.end = g_new(gint64, p);
   z.idle = g_new(gint64, p);
