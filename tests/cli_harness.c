@@ -149,6 +149,19 @@ void cli_test_bad(gconstpointer data) {
   proc_clear(&p);
 }
 
+void run_line_ok(const char *args) {
+  Proc p = run_line(args);
+  if (p.status != 0)
+    g_test_message("ptdsim %s -> %d: %s", args, p.status, p.err);
+  g_assert_cmpint(p.status, ==, 0);
+  proc_clear(&p);
+}
+
+void cli_test_bad_each(const CliBadCase *cases, gsize n) {
+  for (gsize i = 0; i < n; i++)
+    cli_test_bad(&cases[i]);
+}
+
 cJSON *load_shipped(const char *subdir, const char *name) {
   char *file = g_strconcat(name, ".json", NULL);
   char *path = g_build_filename(g_getenv("PTDSIM_DATA_DIR"), subdir, file, NULL);

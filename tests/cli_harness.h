@@ -26,6 +26,8 @@ Proc run_line(const char *args);
  * stalling the suite. */
 Proc run_sh_in(const char *dir, const char *script, guint timeout_s);
 /* The output of a successful run as JSON (asserts exit 0 and valid JSON). */
+/* Runs `args` (as run_line) and asserts it exits 0. */
+void run_line_ok(const char *args);
 cJSON *parse_json(const Proc *p);
 /* run_line + parse_json, also asserting that nothing went to stderr. */
 cJSON *run_json(const char *args);
@@ -50,6 +52,8 @@ typedef struct {
 /* Runs a CliBadCase (g_test_add_data_func's data) and asserts the clean
  * refusal (assert_one_line_error). */
 void cli_test_bad(gconstpointer data);
+/* Runs each of n CliBadCases in turn, as cli_test_bad. */
+void cli_test_bad_each(const CliBadCase *cases, gsize n);
 /* A shipped JSON file, $PTDSIM_DATA_DIR/SUBDIR/NAME.json, parsed (asserted). */
 cJSON *load_shipped(const char *subdir, const char *name);
 /* The peak a run's MFU is measured against: its profile's (config.profile,

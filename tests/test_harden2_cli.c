@@ -160,12 +160,10 @@ static void test_report_incomplete(void) {
   /* a fresh trace reads back; with a result key removed it does not */
   char *trace = in_tmp("complete.json");
   char *args = g_strdup_printf(SMALL " --trace %s", trace);
-  Proc p = run_line(args);
-  g_assert_cmpint(p.status, ==, 0);
-  proc_clear(&p);
+  run_line_ok(args);
   g_free(args);
   args = g_strdup_printf("report %s", trace);
-  p = run_line(args);
+  Proc p = run_line(args);
   g_assert_cmpint(p.status, ==, 0);
   g_assert_nonnull(strstr(p.out, "MFU"));
   proc_clear(&p);
@@ -281,9 +279,7 @@ static void test_figure_network(void) {
   expect_error("figure megatron-fig6 --network x", "unknown --network 'x'; use flow or analytic");
   expect_error("figure megatron-fig6 --network flow", "--network does not apply to megatron-fig6");
   expect_error("figure megatron-fig7 --network x", "unknown --network 'x'");
-  Proc p = run_line("figure megatron-fig6");
-  g_assert_cmpint(p.status, ==, 0);
-  proc_clear(&p);
+  run_line_ok("figure megatron-fig6");
 }
 
 /* Why: sweep --memory-reserve NaN and --tokens NaN exited 0 with every row
@@ -347,9 +343,7 @@ static void test_trace_bounds(void) {
   char *ok = in_tmp("ok.json.gz");
   write_text(ok, gz, (gssize)gz_len);
   char *line = g_strdup_printf("report %s", ok);
-  Proc p = run_line(line);
-  g_assert_cmpint(p.status, ==, 0);
-  proc_clear(&p);
+  run_line_ok(line);
   g_free(line);
   /* junk after the member */
   char *junk = in_tmp("junk.json.gz"), *with_junk = g_malloc(gz_len + 8);
@@ -424,7 +418,7 @@ static void test_trace_bounds(void) {
     g_string_append(list, "2,");
   g_string_append(list, "\x1b");
   const char *huge[] = {"sweep", "--model", "gpt3-1b", "--gpus", "8", "--global-batch", "8", "--tp", list->str, NULL};
-  p = run_argv(huge);
+  Proc p = run_argv(huge);
   assert_one_line_error(&p, "--tp");
   g_assert_cmpuint(strlen(p.err), <, 1100);
   for (const char *c = p.err; *c; c++)
@@ -456,9 +450,7 @@ static void test_trace_bounds(void) {
 static void test_sweep_full_disk(void) {
   char *full = in_tmp("whole.jsonl"), *cut = in_tmp("cut.jsonl");
   char *line = g_strdup_printf(GRID " --format jsonl -o %s", full);
-  Proc p = run_line(line);
-  g_assert_cmpint(p.status, ==, 0);
-  proc_clear(&p);
+  run_line_ok(line);
   g_free(line);
   gsize want_len;
   char *want = slurp(full, &want_len);
@@ -466,7 +458,7 @@ static void test_sweep_full_disk(void) {
     g_unlink(cut);
     char *script = g_strdup_printf("trap '' XFSZ; ulimit -f %u; exec \"$PTDSIM_BIN\" " GRID " --format jsonl -o '%s'",
                                    kib * 2, cut);
-    p = run_sh(script);
+    Proc p = run_sh(script);
     g_free(script);
     g_assert_cmpint(p.status, ==, 1);
     g_assert_nonnull(strstr(p.err, "continue with --resume"));
@@ -478,9 +470,7 @@ static void test_sweep_full_disk(void) {
     g_assert_true(memcmp(got, want, len) == 0);
     g_free(got);
     line = g_strdup_printf(GRID " --format jsonl -o %s --resume", cut);
-    p = run_line(line);
-    g_assert_cmpint(p.status, ==, 0);
-    proc_clear(&p);
+    run_line_ok(line);
     g_free(line);
     got = slurp(cut, &len);
     g_assert_cmpstr(got, ==, want);
@@ -496,9 +486,7 @@ static void test_sweep_full_disk(void) {
 static void test_sweep_resume_trust(void) {
   char *path = in_tmp("kept.csv");
   char *line = g_strdup_printf(GRID " -o %s", path);
-  Proc p = run_line(line);
-  g_assert_cmpint(p.status, ==, 0);
-  proc_clear(&p);
+  run_line_ok(line);
   g_free(line);
   gsize len;
   char *text = slurp(path, &len);
@@ -531,7 +519,7 @@ static void test_sweep_resume_trust(void) {
     }
     write_text(part, s->str, (gssize)s->len);
     line = g_strdup_printf(GRID " -o %s --resume", part);
-    p = run_line(line);
+    Proc p = run_line(line);
     /* three of the five kept rows are simulated again: the first, the middle and the last */
     if (edit == 0 || edit == 2 || edit == 4)
       assert_one_line_error(&p, "is not what this ptdsim computes for it");
@@ -566,9 +554,7 @@ static void test_sweep_resume_trust(void) {
   write_text(mine, ctext, (gssize)len);
   char *mine_out = in_tmp("mine.csv");
   line = g_strdup_printf(GRID " --cluster %s -o %s", mine, mine_out);
-  p = run_line(line);
-  g_assert_cmpint(p.status, ==, 0);
-  proc_clear(&p);
+  run_line_ok(line);
   GString *changed = g_string_new(ctext);
   g_string_append_c(changed, '\n');
   write_text(mine, changed->str, (gssize)changed->len);

@@ -152,29 +152,21 @@ static void test_plan(void) {
 }
 
 static void test_errors(void) {
-  static const struct {
-    const char *args, *needle;
-  } cases[] = {
-      {MIXTRAL " --ep 3", "does not divide the 8 experts"},
-      {MIXTRAL " --ep 8 --expert-tp 4", "expert-tp x ep x expert-dp must equal t x cp x d"},
-      {MIXTRAL " --ep 2 --expert-tp 5", "does not divide the experts' hidden size"},
-      {MIXTRAL " --tp 2", "--sequence-parallel"},
-      {MIXTRAL " --ep 2 --ddp torch", "--ddp local"},
-      {MIXTRAL " --moe-imbalance 0.5", "--moe-imbalance"},
-      {MIXTRAL " --moe-token-dispatcher ring", "moe-token-dispatcher"},
-      {MIXTRAL " --ep 2 --no-symmetry", "symmetry"},
-      {MIXTRAL " --moe-router-topk 9", "--moe-router-topk 9"},
-      {"run --model mixtral-8x7b --gpus 8 --global-batch 8 --zero 1", "ZeRO"},
-      {"run --model mixtral-8x7b --gpus 8 --pp 2 --global-batch 8 --schedule terapipe", "TeraPipe"},
-      {"run --model llama2-7b --gpus 8 --global-batch 8 --ep 2", "dense"},
+  static const CliBadCase cases[] = {
+      {NULL, MIXTRAL " --ep 3", "does not divide the 8 experts"},
+      {NULL, MIXTRAL " --ep 8 --expert-tp 4", "expert-tp x ep x expert-dp must equal t x cp x d"},
+      {NULL, MIXTRAL " --ep 2 --expert-tp 5", "does not divide the experts' hidden size"},
+      {NULL, MIXTRAL " --tp 2", "--sequence-parallel"},
+      {NULL, MIXTRAL " --ep 2 --ddp torch", "--ddp local"},
+      {NULL, MIXTRAL " --moe-imbalance 0.5", "--moe-imbalance"},
+      {NULL, MIXTRAL " --moe-token-dispatcher ring", "moe-token-dispatcher"},
+      {NULL, MIXTRAL " --ep 2 --no-symmetry", "symmetry"},
+      {NULL, MIXTRAL " --moe-router-topk 9", "--moe-router-topk 9"},
+      {NULL, "run --model mixtral-8x7b --gpus 8 --global-batch 8 --zero 1", "ZeRO"},
+      {NULL, "run --model mixtral-8x7b --gpus 8 --pp 2 --global-batch 8 --schedule terapipe", "TeraPipe"},
+      {NULL, "run --model llama2-7b --gpus 8 --global-batch 8 --ep 2", "dense"},
   };
-  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
-    Proc p = run_line(cases[i].args);
-    if (!strstr(p.err, cases[i].needle))
-      g_test_message("'%s': %s", cases[i].args, p.err);
-    assert_one_line_error(&p, cases[i].needle);
-    proc_clear(&p);
-  }
+  cli_test_bad_each(cases, G_N_ELEMENTS(cases));
 }
 
 int main(int argc, char **argv) {

@@ -94,25 +94,19 @@ static void test_text_plan_sweep(void) {
 }
 
 static void test_errors(void) {
-  static const struct {
-    const char *args, *needle;
-  } cases[] = {
-      {RUN " --tokens 3B --gpu-failure-rate -1", "--gpu-failure-rate '-1' is not a failure rate"},
-      {RUN " --tokens 3B --node-failure-rate x", "--node-failure-rate 'x'"},
-      {RUN " --tokens 3B --checkpoint-every 1s", "shorter than one iteration"},
-      {RUN " --tokens 3B --checkpoint-every 0", "--checkpoint-every '0'"},
-      {RUN " --tokens 3B --checkpoint-every 10days", "--checkpoint-every '10days'"},
-      {RUN " --tokens 3B --checkpoint-every 99999999", "longer than the run"},
-      {RUN " --trials 10", "needs a token budget"},
-      {RUN " --tokens 3B --spare-nodes 1.5", "--spare-nodes '1.5' is not a whole number"},
-      {RUN " --tokens 3B --storage-bw 0", "--storage-bw '0'"},
-      {RUN " --tokens 3B --checkpoint sometimes", "--checkpoint"},
+  static const CliBadCase cases[] = {
+      {NULL, RUN " --tokens 3B --gpu-failure-rate -1", "--gpu-failure-rate '-1' is not a failure rate"},
+      {NULL, RUN " --tokens 3B --node-failure-rate x", "--node-failure-rate 'x'"},
+      {NULL, RUN " --tokens 3B --checkpoint-every 1s", "shorter than one iteration"},
+      {NULL, RUN " --tokens 3B --checkpoint-every 0", "--checkpoint-every '0'"},
+      {NULL, RUN " --tokens 3B --checkpoint-every 10days", "--checkpoint-every '10days'"},
+      {NULL, RUN " --tokens 3B --checkpoint-every 99999999", "longer than the run"},
+      {NULL, RUN " --trials 10", "needs a token budget"},
+      {NULL, RUN " --tokens 3B --spare-nodes 1.5", "--spare-nodes '1.5' is not a whole number"},
+      {NULL, RUN " --tokens 3B --storage-bw 0", "--storage-bw '0'"},
+      {NULL, RUN " --tokens 3B --checkpoint sometimes", "--checkpoint"},
   };
-  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
-    Proc p = run_line(cases[i].args);
-    assert_one_line_error(&p, cases[i].needle);
-    proc_clear(&p);
-  }
+  cli_test_bad_each(cases, G_N_ELEMENTS(cases));
 }
 
 /* Stragglers end to end: a slow stage makes itself critical and costs
@@ -153,22 +147,16 @@ static void test_stragglers(void) {
   proc_clear(&p);
   proc_clear(&q);
   g_free(e);
-  static const struct {
-    const char *args, *needle;
-  } cases[] = {
-      {RUN " --slow 5=0", "0 < FACTOR <= 1"},
-      {RUN " --slow 5=-1", "0 < FACTOR <= 1"},
-      {RUN " --slow 96=0.5", "outside the run's 96"},
-      {RUN " --slow stage:12=0.5", "names stage 12"},
-      {RUN " --slow-link rail:8=0.5", "names rail 8"},
-      {RUN " --gpu-speed normal:1", "--gpu-speed 'normal:1'"},
-      {RUN " --seed x", "--seed 'x'"},
+  static const CliBadCase cases[] = {
+      {NULL, RUN " --slow 5=0", "0 < FACTOR <= 1"},
+      {NULL, RUN " --slow 5=-1", "0 < FACTOR <= 1"},
+      {NULL, RUN " --slow 96=0.5", "outside the run's 96"},
+      {NULL, RUN " --slow stage:12=0.5", "names stage 12"},
+      {NULL, RUN " --slow-link rail:8=0.5", "names rail 8"},
+      {NULL, RUN " --gpu-speed normal:1", "--gpu-speed 'normal:1'"},
+      {NULL, RUN " --seed x", "--seed 'x'"},
   };
-  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
-    Proc r = run_line(cases[i].args);
-    assert_one_line_error(&r, cases[i].needle);
-    proc_clear(&r);
-  }
+  cli_test_bad_each(cases, G_N_ELEMENTS(cases));
 }
 
 

@@ -340,29 +340,23 @@ static void test_plan_and_sweep(void) {
 /* Why: impossible combinations are refused in one line that says what to
  * change. */
 static void test_errors(void) {
-  static const struct {
-    const char *args, *needle;
-  } cases[] = {
-      {"run --model gpt3-1b --gpus 16 --tp 1 --pp 1 --global-batch 16 --zero 3 --fsdp", "two ways to shard"},
-      {"run --model llama3-8b --gpus 16 --global-batch 16 --hsdp 3", "--hsdp 3 must divide"},
-      {"run --model llama3-8b --gpus 16 --global-batch 16 --hsdp 16", "--hsdp 16 must divide"},
-      {"run --model llama3-8b --gpus 16 --global-batch 16 --fsdp-reduce-dtype bf16", "are FSDP2's"},
-      {"run --model llama3-8b --gpus 16 --global-batch 16 --fsdp --fsdp-reduce-dtype fp64", "fp64"},
-      {"run --model llama3-8b --gpus 16 --global-batch 16 --fsdp --distributed-optimizer", "drop --distributed-optimizer"},
-      {"run --model llama3-8b --gpus 16 --global-batch 16 --fsdp --ddp torch", "drop --ddp"},
-      {"run --model llama3-8b --gpus 16 --tp 8 --pp 2 --global-batch 16 --fsdp", "at least 2 data-parallel ranks"},
-      {"run --model gpt3-1b --gpus 16 --global-batch 16 --zero-prefetch-bucket 5", "add --zero 3"},
-      {"run --model llama3-8b --gpus 16 --global-batch 16 --fsdp --no-symmetry", "one GPU standing for its replicas"},
-      {"run --model gpt3-1b --gpus 16 --tp 1 --pp 1 --global-batch 16 --zero 2 --zero-trace-fixed", "add --zero 3"},
-      {"run --model llama3-8b --gpus 16 --pp 2 --global-batch 16 --fsdp --schedule zb-v", "not modelled with zb-v"},
-      {"run --model llama3-8b --gpus 16 --pp 2 --global-batch 32 --fsdp --schedule dualpipev", "use zb-h1"},
-      {"run --model llama3-8b --gpus 16 --pp 2 --global-batch 16 --fsdp --stage-times 1,1,1,0", "nothing to shard"},
+  static const CliBadCase cases[] = {
+      {NULL, "run --model gpt3-1b --gpus 16 --tp 1 --pp 1 --global-batch 16 --zero 3 --fsdp", "two ways to shard"},
+      {NULL, "run --model llama3-8b --gpus 16 --global-batch 16 --hsdp 3", "--hsdp 3 must divide"},
+      {NULL, "run --model llama3-8b --gpus 16 --global-batch 16 --hsdp 16", "--hsdp 16 must divide"},
+      {NULL, "run --model llama3-8b --gpus 16 --global-batch 16 --fsdp-reduce-dtype bf16", "are FSDP2's"},
+      {NULL, "run --model llama3-8b --gpus 16 --global-batch 16 --fsdp --fsdp-reduce-dtype fp64", "fp64"},
+      {NULL, "run --model llama3-8b --gpus 16 --global-batch 16 --fsdp --distributed-optimizer", "drop --distributed-optimizer"},
+      {NULL, "run --model llama3-8b --gpus 16 --global-batch 16 --fsdp --ddp torch", "drop --ddp"},
+      {NULL, "run --model llama3-8b --gpus 16 --tp 8 --pp 2 --global-batch 16 --fsdp", "at least 2 data-parallel ranks"},
+      {NULL, "run --model gpt3-1b --gpus 16 --global-batch 16 --zero-prefetch-bucket 5", "add --zero 3"},
+      {NULL, "run --model llama3-8b --gpus 16 --global-batch 16 --fsdp --no-symmetry", "one GPU standing for its replicas"},
+      {NULL, "run --model gpt3-1b --gpus 16 --tp 1 --pp 1 --global-batch 16 --zero 2 --zero-trace-fixed", "add --zero 3"},
+      {NULL, "run --model llama3-8b --gpus 16 --pp 2 --global-batch 16 --fsdp --schedule zb-v", "not modelled with zb-v"},
+      {NULL, "run --model llama3-8b --gpus 16 --pp 2 --global-batch 32 --fsdp --schedule dualpipev", "use zb-h1"},
+      {NULL, "run --model llama3-8b --gpus 16 --pp 2 --global-batch 16 --fsdp --stage-times 1,1,1,0", "nothing to shard"},
   };
-  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
-    Proc p = run_line(cases[i].args);
-    assert_one_line_error(&p, cases[i].needle);
-    proc_clear(&p);
-  }
+  cli_test_bad_each(cases, G_N_ELEMENTS(cases));
 }
 
 int main(int argc, char **argv) {

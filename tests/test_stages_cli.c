@@ -259,9 +259,7 @@ static void test_sweep(void) {
                                "--global-batch 8 --first-stage-layers 1,2 --last-stage-layers 2 --network analytic "
                                "-o %s",
                                out);
-  Proc p = run_line(args);
-  g_assert_cmpint(p.status, ==, 0);
-  proc_clear(&p);
+  run_line_ok(args);
   gsize len;
   char *csv = slurp(out, &len);
   g_assert_nonnull(strstr(csv, ",config.layers_per_stage,"));

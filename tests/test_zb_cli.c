@@ -142,9 +142,7 @@ static void test_heuristic(void) {
 static void test_paper_bubbles(void) {
   char *dir = g_build_filename(tmpdir, "zbfig", NULL);
   char *line = g_strdup_printf("figure zb-bubbles -o %s", dir);
-  Proc pr = run_line(line);
-  g_assert_cmpint(pr.status, ==, 0);
-  proc_clear(&pr);
+  run_line_ok(line);
   char *path = g_build_filename(dir, "zb-bubbles.json", NULL);
   gsize len;
   char *text = slurp(path, &len);
