@@ -393,7 +393,7 @@ double sim_phased_bandwidth(guint n, const int64_t *start_ns, const int64_t *end
 /* FSDP2's parameter, gradient and optimizer state on a GPU of stage s
  * (sim/ptdp.c gives the formulas); out->activations as computed. */
 void sim_fsdp_state_memory(const SimPlan *plan, guint s, ModelMemory *out);
-/* The plan's schedule as a CSV of per-rank actions (sim_schedule_csv),
+/* The plan's schedule as a CSV of per-rank actions (sim_schedule_csv_orders),
  * ZB's heuristics ordered as a run on `profile` orders them. */
 char *sim_ptdp_schedule_csv(const SimPlan *plan, const ModelProfile *profile);
 /* Each stage's peak microbatches in flight (SimResult.peak_inflight_mbs is

@@ -485,6 +485,18 @@ guint sim_plan_zb_limit(const SimPlan *plan) {
   }
 }
 
+/* A plan's order on one stage: its built-in schedule for m microbatches,
+ * or its --schedule-file (ZB's heuristics need the stages' times). */
+static void plan_order(const SimPlan *plan, guint m, guint stage, GArray *out) {
+  if (plan->schedule == SIM_SCHEDULE_FILE) {
+    const GArray *o = plan->schedule_file->orders[stage];
+    g_array_set_size(out, 0);
+    g_array_append_vals(out, o->data, o->len);
+    return;
+  }
+  sim_schedule_order(plan->schedule, plan->pp, m, plan->chunks, stage, out);
+}
+
 void sim_plan_orders_timed(const SimPlan *plan, guint m, const double *tf, const double *tb, const double *tw,
                            double tc, double mem_f, double mem_w, GArray **orders) {
   guint p = plan->pp;
@@ -494,40 +506,7 @@ void sim_plan_orders_timed(const SimPlan *plan, guint m, const double *tf, const
     return;
   }
   for (guint s = 0; s < p; s++)
-    sim_plan_order(plan, m, s, orders[s]);
-}
-
-void sim_plan_order(const SimPlan *plan, guint m, guint stage, GArray *out) {
-  if (plan->schedule == SIM_SCHEDULE_ZB_1P || plan->schedule == SIM_SCHEDULE_ZB_2P ||
-      plan->schedule == SIM_SCHEDULE_ZB_AUTO) {
-    /* the heuristic on the stage times given, else T_F = T_B = T_W */
-    guint p = plan->pp;
-    double *t = g_new(double, 3 * p);
-    for (guint r = 0; r < p; r++) {
-      t[r] = plan->stage_times ? plan->stage_f_s : 1;
-      t[p + r] = plan->stage_times ? plan->stage_b_s : 1;
-      t[2 * p + r] = plan->stage_times ? plan->stage_w_s : 1;
-    }
-    GArray **all = g_new(GArray *, p);
-    for (guint r = 0; r < p; r++)
-      all[r] = g_array_new(FALSE, FALSE, sizeof(SimItem));
-    /* W's share of a microbatch's activations unknown here: all of them */
-    sim_plan_orders_timed(plan, m, t, t + p, t + 2 * p, plan->stage_times ? plan->stage_comm_s : 0, 1, 1, all);
-    g_array_set_size(out, 0);
-    g_array_append_vals(out, all[stage]->data, all[stage]->len);
-    for (guint r = 0; r < p; r++)
-      g_array_free(all[r], TRUE);
-    g_free(all);
-    g_free(t);
-    return;
-  }
-  if (plan->schedule == SIM_SCHEDULE_FILE) {
-    const GArray *o = plan->schedule_file->orders[stage];
-    g_array_set_size(out, 0);
-    g_array_append_vals(out, o->data, o->len);
-    return;
-  }
-  sim_schedule_order(plan->schedule, plan->pp, m, plan->chunks, stage, out);
+    plan_order(plan, m, s, orders[s]);
 }
 
 /* --- routes --- */
@@ -864,19 +843,6 @@ const SimScheduleFile *sim_schedule_file_load(const char *path, guint p, guint m
   g_mutex_unlock(&lock);
   g_free(text);
   return f;
-}
-
-char *sim_schedule_csv(const SimPlan *plan) {
-  GArray **orders = g_new(GArray *, plan->pp);
-  for (guint r = 0; r < plan->pp; r++) {
-    orders[r] = g_array_new(FALSE, FALSE, sizeof(SimItem));
-    sim_plan_order(plan, plan->microbatches, r, orders[r]);
-  }
-  char *csv = sim_schedule_csv_orders(plan, orders);
-  for (guint r = 0; r < plan->pp; r++)
-    g_array_free(orders[r], TRUE);
-  g_free(orders);
-  return csv;
 }
 
 char *sim_schedule_csv_orders(const SimPlan *plan, GArray *const *orders) {

@@ -82,9 +82,6 @@ typedef struct {
 /* Fills `out` (an array of SimItem) with stage `stage`'s order for a
  * built-in schedule. */
 void sim_schedule_order(SimSchedule schedule, guint p, guint m, guint v, guint stage, GArray *out);
-/* The same for a plan: its built-in schedule for m microbatches, or its
- * --schedule-file. */
-void sim_plan_order(const SimPlan *plan, guint m, guint stage, GArray *out);
 
 /* ZB's heuristic: the per-stage orders (orders[s], arrays of SimItem) of a
  * list schedule for pass times T_F, T_B (input gradient), T_W and a hop's
@@ -163,7 +160,5 @@ const SimScheduleFile *sim_schedule_file_load(const char *path, guint p, guint m
 SimScheduleFile *sim_schedule_file_parse(const char *text, gsize len, const char *name, guint p, guint m,
                                          GError **error);
 void sim_schedule_file_free(SimScheduleFile *f);
-/* The plan's schedule as that CSV (--dump-schedule): one row per rank. */
-char *sim_schedule_csv(const SimPlan *plan);
-/* The same for given per-rank orders. */
+/* Per-rank orders as that CSV (--dump-schedule): one row per rank. */
 char *sim_schedule_csv_orders(const SimPlan *plan, GArray *const *orders);
