@@ -56,10 +56,9 @@ static gboolean table_ok(const cJSON *table, guint *n_sched) {
  * table has no such schedule). */
 typedef struct {
   GPtrArray *labels, *names; /* categories; schedule names */
-  GArray *sim, *pub;         /* [series * MAX_ROWS + category] */
+  GArray *sim, *pub;         /* [series * rows + category] */
+  guint rows;                /* categories in all: every table's rows */
 } Chart;
-
-#define MAX_ROWS 64
 
 static guint series_of(Chart *c, const char *name) {
   for (guint k = 0; k < c->names->len; k++)
@@ -67,9 +66,9 @@ static guint series_of(Chart *c, const char *name) {
       return k;
   g_ptr_array_add(c->names, g_strdup(name));
   guint at = c->sim->len;
-  g_array_set_size(c->sim, at + MAX_ROWS);
-  g_array_set_size(c->pub, at + MAX_ROWS);
-  for (guint j = at; j < at + MAX_ROWS; j++)
+  g_array_set_size(c->sim, at + c->rows);
+  g_array_set_size(c->pub, at + c->rows);
+  for (guint j = at; j < at + c->rows; j++)
     g_array_index(c->sim, double, j) = g_array_index(c->pub, double, j) = NAN;
   return c->names->len - 1;
 }
@@ -90,10 +89,6 @@ static gboolean run_table(TraceFigureContext *ctx, TraceFigureOut *out, const ch
     guint p = (guint)item(row, 1), m = (guint)item(row, 2), layers = (guint)item(row, 5);
     const char *model = cJSON_GetArrayItem(row, 0)->valuestring;
     guint cat = chart->labels->len;
-    if (cat >= MAX_ROWS) {
-      g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, ZB_FILE ": more than %d rows in all", MAX_ROWS);
-      return FALSE;
-    }
     g_ptr_array_add(chart->labels, g_strdup_printf("%s p%u m%u", model, p, m));
     char times[128];
     g_snprintf(times, sizeof times, "%.17g,%.17g,%.17g,%.17g", item(row, 6), item(row, 7), item(row, 8),
@@ -124,8 +119,8 @@ static gboolean run_table(TraceFigureContext *ctx, TraceFigureOut *out, const ch
         return FALSE;
       double s = trace_num(run, "pipeline_schedule.bubble_rate"), r = item(row, 10 + (int)k);
       guint ser = series_of(chart, sched);
-      g_array_index(chart->sim, double, ser * MAX_ROWS + cat) = s;
-      g_array_index(chart->pub, double, ser * MAX_ROWS + cat) = r;
+      g_array_index(chart->sim, double, ser * chart->rows + cat) = s;
+      g_array_index(chart->pub, double, ser * chart->rows + cat) = r;
       *worst = fmax(*worst, fabs(s - r));
       g_string_append_printf(text, "  %6.4f / %6.4f", s, r);
       cJSON *o = cJSON_CreateObject();
@@ -161,7 +156,10 @@ gboolean trace_zb_bubbles(TraceFigureContext *ctx, TraceFigureOut *out, GError *
       return bad(error, tables[t]);
     }
   Chart chart = {g_ptr_array_new_with_free_func(g_free), g_ptr_array_new_with_free_func(g_free),
-                 g_array_new(FALSE, FALSE, sizeof(double)), g_array_new(FALSE, FALSE, sizeof(double))};
+                 g_array_new(FALSE, FALSE, sizeof(double)), g_array_new(FALSE, FALSE, sizeof(double)), 0};
+  for (guint t = 0; t < G_N_ELEMENTS(tables); t++)
+    chart.rows += (guint)cJSON_GetArraySize(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(ref, tables[t]), "rows"));
   g_string_append_printf(out->text,
                          "Zero-bubble bubble rates from the profiled times (Qi et al., ICLR 2024), simulated on %s, %s: "
                          "ptdsim / published\n",
@@ -189,9 +187,9 @@ gboolean trace_zb_bubbles(TraceFigureContext *ctx, TraceFigureOut *out, GError *
     trace_plot_set_y_from_zero(plot, TRUE);
     for (guint k = 0; k < chart.names->len; k++)
       trace_plot_add_series(plot, g_ptr_array_index(chart.names, k), NULL,
-                            &g_array_index(chart.sim, double, k * MAX_ROWS), n);
+                            &g_array_index(chart.sim, double, k * chart.rows), n);
     for (guint k = 0; k < chart.names->len; k++)
-      trace_plot_add_reference(plot, "published (ZB paper)", NULL, &g_array_index(chart.pub, double, k * MAX_ROWS), n);
+      trace_plot_add_reference(plot, "published (ZB paper)", NULL, &g_array_index(chart.pub, double, k * chart.rows), n);
     out->plot = plot;
   }
   g_ptr_array_free(chart.labels, TRUE);
