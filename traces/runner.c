@@ -502,6 +502,8 @@ static gboolean truncated(GError **error, const char *path, const char *text, co
 /* Scans the "traceEvents" array at p; *after is past it. */
 static gboolean scan_events(Scan *sc, const char *text, const char *p, const char *end, const char **after,
                             const char *path, GError **error) {
+  if (p >= end) /* the text ends after "traceEvents": */
+    return truncated(error, path, text, p);
   if (*p != '[')
     return bad(error, path, "its traceEvents is not a list");
   p = skip_ws(p + 1, end);
