@@ -203,16 +203,30 @@ const SimPlan *sim_ptdp_with_limit(const SimPlan *pl, const ModelProfile *profil
   return copy;
 }
 
+/* Every stage's order for the plan's microbatches, zb-auto's limit
+ * applied (*owned: what to free with orders_free). */
+static GArray **orders_new(const SimPlan **pl, const ModelProfile *profile, SimPlan **owned) {
+  *pl = sim_ptdp_with_limit(*pl, profile, owned);
+  GArray **orders = g_new(GArray *, (*pl)->pp);
+  for (guint s = 0; s < (*pl)->pp; s++)
+    orders[s] = g_array_new(FALSE, FALSE, sizeof(SimItem));
+  sim_ptdp_plan_orders(*pl, profile, (*pl)->microbatches, orders);
+  return orders;
+}
+
+static void orders_free(GArray **orders, guint p, SimPlan *owned) {
+  for (guint s = 0; s < p; s++)
+    g_array_free(orders[s], TRUE);
+  g_free(orders);
+  g_free(owned);
+}
+
 /* The same, with the peak in-flight microbatches over the stages, and
  * (per_stage, may be NULL) each stage's. */
 static void ptdp_memory_per(const SimPlan *pl, const ModelProfile *profile, ModelMemory *mem, guint *stage,
                             double *inflight, double *per_stage) {
   SimPlan *owned;
-  pl = sim_ptdp_with_limit(pl, profile, &owned);
-  GArray **orders = g_new(GArray *, pl->pp);
-  for (guint s = 0; s < pl->pp; s++)
-    orders[s] = g_array_new(FALSE, FALSE, sizeof(SimItem));
-  sim_ptdp_plan_orders(pl, profile, pl->microbatches, orders);
+  GArray **orders = orders_new(&pl, profile, &owned);
   memset(mem, 0, sizeof *mem);
   *stage = 0;
   if (inflight)
@@ -231,10 +245,7 @@ static void ptdp_memory_per(const SimPlan *pl, const ModelProfile *profile, Mode
       *stage = s;
     }
   }
-  for (guint s = 0; s < pl->pp; s++)
-    g_array_free(orders[s], TRUE);
-  g_free(orders);
-  g_free(owned);
+  orders_free(orders, pl->pp, owned);
 }
 
 void sim_ptdp_memory_walk(const SimPlan *pl, const ModelProfile *profile, ModelMemory *mem, guint *stage,
@@ -254,15 +265,8 @@ void sim_ptdp_inflight(const SimPlan *pl, const ModelProfile *profile, double *p
 
 char *sim_ptdp_schedule_csv(const SimPlan *pl, const ModelProfile *profile) {
   SimPlan *owned;
-  pl = sim_ptdp_with_limit(pl, profile, &owned);
-  GArray **orders = g_new(GArray *, pl->pp);
-  for (guint s = 0; s < pl->pp; s++)
-    orders[s] = g_array_new(FALSE, FALSE, sizeof(SimItem));
-  sim_ptdp_plan_orders(pl, profile, pl->microbatches, orders);
+  GArray **orders = orders_new(&pl, profile, &owned);
   char *csv = sim_schedule_csv_orders(pl, orders);
-  for (guint s = 0; s < pl->pp; s++)
-    g_array_free(orders[s], TRUE);
-  g_free(orders);
-  g_free(owned);
+  orders_free(orders, pl->pp, owned);
   return csv;
 }
