@@ -769,6 +769,17 @@ static cJSON *tiles_json(guint n, const guint *tm, const guint *tn) {
   return a;
 }
 
+/* A GEMM model's keys: its tiles, k_half, tile bandwidth and ceiling
+ * efficiency. */
+static cJSON *gemm_json(const ModelGemmParams *g) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddItemToObject(o, "tiles", tiles_json(g->n_tiles, g->tile_m, g->tile_n));
+  cJSON_AddNumberToObject(o, "k_half", g->k_half);
+  cJSON_AddNumberToObject(o, "tile_bandwidth_GBps", g->tile_bytes_per_s / 1e9);
+  cJSON_AddNumberToObject(o, "efficiency_max", g->efficiency_max);
+  return o;
+}
+
 static void gemm_residual_rows(cJSON *res, const CalibMeasurements *m, const GArray *idx, const ModelProfile *p) {
   for (guint j = 0; j < idx->len; j++) {
     const CalibGemm *g = &g_array_index(m->gemm, CalibGemm, g_array_index(idx, guint, j));
@@ -1089,25 +1100,18 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
     cJSON_AddStringToObject(prov, "peak_fp8_tflops", "twice the dense 16-bit peak (compute capability 8.9 and later)");
   }
   char *gp;
+  /* the GEMM model as the fit or the base has it, its ceiling efficiency
+   * given: a base's anchor (an absolute rate) is solved against the base's
+   * own peak, and would ask another peak for a rate it cannot give */
+  put(root, "gemm", gemm_json(&prof.gemm));
   if (gemms) {
-    cJSON *gemm = cJSON_CreateObject();
-    cJSON_AddItemToObject(gemm, "tiles", tiles_json(prof.gemm.n_tiles, prof.gemm.tile_m, prof.gemm.tile_n));
-    cJSON_AddNumberToObject(gemm, "k_half", prof.gemm.k_half);
-    cJSON_AddNumberToObject(gemm, "tile_bandwidth_GBps", prof.gemm.tile_bytes_per_s / 1e9);
-    cJSON_AddNumberToObject(gemm, "efficiency_max", prof.gemm.efficiency_max);
-    put(root, "gemm", gemm);
     gp = g_strdup_printf("fitted on %u %s GEMMs; tiles: %s", idx->len, dtype, how16);
     cJSON_AddStringToObject(prov, "gemm", gp);
     g_free(gp);
   } else
     prov_from_base(prov, base_prov, base_name, "gemm");
   if (fp8) {
-    cJSON *g8 = cJSON_CreateObject();
-    cJSON_AddItemToObject(g8, "tiles", tiles_json(prof.gemm_fp8.n_tiles, prof.gemm_fp8.tile_m, prof.gemm_fp8.tile_n));
-    cJSON_AddNumberToObject(g8, "k_half", prof.gemm_fp8.k_half);
-    cJSON_AddNumberToObject(g8, "tile_bandwidth_GBps", prof.gemm_fp8.tile_bytes_per_s / 1e9);
-    cJSON_AddNumberToObject(g8, "efficiency_max", prof.gemm_fp8.efficiency_max);
-    put(root, "gemm_fp8", g8);
+    put(root, "gemm_fp8", gemm_json(&prof.gemm_fp8));
     gp = g_strdup_printf("fitted on %u fp8 forward (fast-accumulation) GEMMs; tiles: %s", idx8->len, how8);
     cJSON_AddStringToObject(prov, "gemm_fp8", gp);
     g_free(gp);
