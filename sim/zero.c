@@ -351,11 +351,12 @@ static guint coll3(Build *b, NetCollOp op, double bytes, guint stream, guint aft
 }
 
 /* A framework op per rank: DeepSpeed's narrow() of each rank's partition
- * (partition_parameters.py, _allgather_param and _reduce_scatter_gradient
- * build a list of d views), and PyTorch's copy of each of the d list
- * entries out of (or into) the flat buffer NCCL works on
- * (ProcessGroupNCCL.cpp, allgather and reduce_scatter with tensor lists).
- * Each costs an eager op's issue time, the profile's kernel_launch_s. */
+ * (partition_parameters.py, _allgather_param builds a list of d views;
+ * _reduce_scatter_gradient a view() and a narrow() each), and PyTorch's
+ * copy of each of the d list entries out of (or into) the flat buffer NCCL
+ * works on (ProcessGroupNCCL.cpp, allgather and reduce_scatter with tensor
+ * lists).  Each costs an eager op's issue time, the profile's
+ * kernel_launch_s. */
 static double per_rank_host_s(const Build *b) { return (double)b->pl->dp * b->profile->kernel_launch_s; }
 
 /* _allgather_param: torch.cuda.synchronize(), the d views, the all-gather
@@ -394,7 +395,7 @@ static void reduce_bucket(Build *b, guint mb) {
     for (guint j = 0; j < b->bucket->len; j++) {
       const Tensor *t = &b->tens[g_array_index(b->bucket, guint, j)];
       double bytes = 2.0 * (double)t->numel;
-      host_op(b, 2 * per_rank_host_s(b), NULL, 0);
+      host_op(b, 3 * per_rank_host_s(b), NULL, 0);
       b->last_reduce = coll3(b, NET_OP_REDUCESCATTER, bytes, STREAM_DP, b->bucket_after,
                              SIM_ACT_GRAD_REDUCE_SCATTER, &b->units[t->unit], PASS_OTHER, mb);
       b->reductions++;
@@ -410,6 +411,74 @@ static void reduce_bucket(Build *b, guint mb) {
   }
   g_array_set_size(b->bucket, 0);
   b->bucket_numel = 0;
+}
+
+/* stage3.py backward() ends in _partition_all_parameters: every tensor
+ * still gathered is partitioned again, the persistent ones too, each by
+ * _partition_param's param.data = torch.ones(1).half().to(device): three
+ * eager ops, the copy to the device waiting for the default stream.  So
+ * after a microbatch's backward the persistent tensors are partitioned,
+ * and the next microbatch's hooks gather each of them on its first use
+ * (fetch_sub_module; release_sub_module then keeps them, ds_persist). */
+static void release_all(Build *b) {
+  guint released = 0;
+  for (guint t = 0; t < b->n_tens; t++) {
+    Tensor *x = &b->tens[t];
+    if (x->status != TENSOR_AVAILABLE)
+      continue;
+    x->status = TENSOR_NOT_AVAILABLE;
+    if (!x->persist)
+      b->live -= x->numel;
+    released++;
+  }
+  if (released) {
+    guint deps[1] = {b->last_compute};
+    host_op(b, 3.0 * released * b->profile->kernel_launch_s, deps, 1);
+  }
+}
+
+/* stage3.py _post_step: after the step (which updated each rank's 1/d of
+ * every tensor, the persistent ones included) the persistent tensors are
+ * gathered back whole in one call, _allgather_params
+ * (partition_parameters.py): a flat buffer of d partitions, each the
+ * tensors' partitions of ceil(numel/d) elements end to end; d narrow()
+ * views, this rank's partitions copied in (a narrow() and a copy_() per
+ * tensor); one all-gather, whose d list entries PyTorch copies out of its
+ * flat output; then per tensor a torch.empty() and, for each rank whose
+ * partition starts inside the tensor, a narrow() of that rank's partition,
+ * a view() and a narrow() of the tensor and a copy_(): four eager ops per
+ * tensor and rank, issued one at a time from Python.  The host work grows
+ * with d times the number of persistent tensors (eight per GPT layer). */
+static void post_step_gather(Build *b, guint opt) {
+  guint64 d = b->pl->dp, part = 0, numel = 0;
+  double count = 0, pairs = 0;
+  for (guint t = 0; t < b->n_tens; t++) {
+    Tensor *x = &b->tens[t];
+    if (!x->persist)
+      continue;
+    guint64 ps = (x->numel + d - 1) / d;
+    part += ps;
+    numel += x->numel;
+    pairs += (double)((x->numel + ps - 1) / ps);
+    count++;
+    x->status = TENSOR_AVAILABLE;
+  }
+  if (count == 0)
+    return;
+  double k = b->profile->kernel_launch_s;
+  host_op(b, (1.0 + (double)d + 2 * count) * k, NULL, 0);
+  double bytes = 2.0 * (double)part * (double)d;
+  guint g = coll3(b, NET_OP_ALLGATHER, bytes, STREAM_DP, opt, SIM_ACT_PARAM_ALLGATHER, NULL, PASS_OTHER, 0);
+  guint h = host_op(b, ((double)d + count + 4 * pairs) * k, NULL, 0);
+  /* the copies out of the flat buffer into the tensors, on the device */
+  double hbm = b->profile->hbm_bytes_per_s * b->profile->memory_efficiency;
+  SimOpTag ct = tag(SIM_TIMELINE_CAT_DP, PASS_OTHER, 0, -1);
+  guint c = sim_engine_add_op1(b->e, ns(2 * 2.0 * (double)numel / hbm), STREAM_COMPUTE, &ct);
+  sim_engine_add_dep(b->e, g, c);
+  sim_engine_add_dep(b->e, h, c);
+  b->last_compute = c;
+  b->gathers++;
+  b->gather_bytes += bytes;
 }
 
 /* One forward and backward under stage 3, following DeepSpeed's hooks
@@ -450,7 +519,8 @@ static void emit_stage3_microbatch(Build *b, guint mb) {
       if (t->status == TENSOR_NOT_AVAILABLE) {
         gather_tensor(b, un->tens[j], un, use->pass, mb);
         t->status = TENSOR_INFLIGHT;
-        b->live += t->numel;
+        if (!t->persist)
+          b->live += t->numel;
         g_array_append_val(b->inflight, un->tens[j]);
       }
       wait |= t->status == TENSOR_INFLIGHT;
@@ -472,7 +542,8 @@ static void emit_stage3_microbatch(Build *b, guint mb) {
             continue;
           gather_tensor(b, nx->tens[j], nx, b->uses[k].pass, mb);
           t->status = TENSOR_INFLIGHT;
-          b->live += t->numel;
+          if (!t->persist)
+            b->live += t->numel;
           total += t->numel;
           g_array_append_val(b->inflight, nx->tens[j]);
         }
@@ -510,6 +581,7 @@ static void emit_stage3_microbatch(Build *b, guint mb) {
   reduce_bucket(b, mb);
   guint deps[1] = {b->last_reduce};
   host_op(b, 0, deps, 1);
+  release_all(b);
 }
 
 /* One microbatch under stages 1 and 2: the whole model is on every GPU;
@@ -582,6 +654,8 @@ static void emit(Build *b) {
   SimOpTag ot = tag(SIM_TIMELINE_CAT_OPTIMIZER, PASS_OTHER, 0, -1);
   guint64 shard = (P + pl->dp - 1) / pl->dp;
   guint opt = compute(b, model_optimizer_time_s(b->profile, shard), pl->zero == 3 ? b->host : b->last_comm, &ot, NULL);
+  if (pl->zero == 3)
+    post_step_gather(b, opt);
   /* stages 1 and 2: the updated fp16 parameters gathered back */
   if (pl->zero < 3) {
     SimOpTag gt = tag(SIM_TIMELINE_CAT_DP, PASS_OTHER, 0, -1);

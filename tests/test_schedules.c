@@ -545,7 +545,9 @@ static void test_bisection_one_direction(void) {
 /* Why: ZeRO's traffic is its definition (Rajbhandari et al., section 7):
  * stage 3 gathers every gathered unit's fp16 parameters before its forward,
  * before its recomputation forward (layers) and before its backward, and
- * reduce-scatters all gradients, every microbatch; stages 1 and 2
+ * reduce-scatters all gradients, every microbatch (DeepSpeed's 2021
+ * release also gathers its whole-kept small tensors after each partition
+ * of them); stages 1 and 2
  * reduce-scatter the gradients (stage 2 every microbatch, stage 1 once) and
  * gather the updated parameters once.  A ring all-gather or reduce-scatter
  * of S bytes over d GPUs sends (d - 1) S in all.  Here by the parameter
@@ -607,9 +609,12 @@ static void test_zero_bytes_and_memory(void) {
       if (stages[si] == 3) {
         /* each gathered again for every use (the 2021 release's trace is
          * off by one: no reuse); the gradients all-reduced in buckets
-         * (contiguous_gradients off), every microbatch */
+         * (contiguous_gradients off), every microbatch; the persistent
+         * tensors, partitioned after each backward, gathered once in each
+         * later microbatch and once after the step (every one of their
+         * lengths divides by d = 16: no padding) */
         double gathered = (rc ? 3 : 2) * L * weights + 2 * (V * h + position) + 2 * V * h;
-        sent = m * (d - 1) * (2 * gathered + 2 * 2 * P);
+        sent = m * (d - 1) * (2 * gathered + 2 * 2 * P) + m * (d - 1) * 2 * persistent;
       } else if (stages[si] == 2)
         sent = (d - 1) * 2 * (m * P + P);
       else

@@ -37,33 +37,51 @@ enum { L1B = 24, H1B = 2048, S1B = 2048, V1B = 51200 };
 #define ZRUN "run --model gpt3-1b --gpus 16 --tp 1 --pp 1 --zero 3 --global-batch 32 --micro-batch 1 " \
              "--network analytic --format json"
 
+/* GPT-3 1.3B's tensors under the persistence threshold: per layer the
+ * four linears' biases (3h, h, 4h, h) and two layernorms' weights and
+ * biases; the final layernorm's two. */
+#define PERSIST_1B (8.0 * L1B + 2)
+#define PERSIST_NUMEL_1B (13.0 * H1B * L1B + 2.0 * H1B)
+
 /* Why: in the DeepSpeed release SC21 ran, every sub-module gathers each of
  * its tensors above the persistence threshold (1e5 elements) in its own
  * hook, for its forward, its recomputation and its backward (prefetch and
  * reuse never happen: the trace is one step off), and the embedding's and
- * the head's word embedding again; the gradients of a bucket larger than
- * the model are all-reduced once per microbatch.  The counts, the bytes,
- * the host's d views and d copies per gather and the bytes on the wire
- * follow from the shape alone. */
+ * the head's word embedding again.  Each backward ends by partitioning
+ * every tensor, the persistent ones too (three eager ops each), so the
+ * second microbatch's hooks gather each persistent tensor once; after the
+ * step they are gathered back in one call whose host work is four eager
+ * ops per tensor and rank.  The gradients of a bucket larger than the
+ * model are all-reduced once per microbatch.  The counts, the bytes, the
+ * host's ops and the bytes on the wire follow from the shape alone. */
 static void test_zero3_counts(void) {
   cJSON *j = run_json(ZRUN " --zero-reduce-bucket 2000000000");
   const cJSON *sh = obj(j, "sharded_per_gpu");
   double h = H1B, word = (double)V1B * h, pos = (double)S1B * h, layer_w = 12.0 * h * h;
-  double m = 2, d = 16, P = num(obj(j, "config"), "parameters");
+  double m = 2, d = 16, P = num(obj(j, "config"), "parameters"), k = kernel_launch_s();
   /* per microbatch: 4 weights x (forward, recompute, backward) per layer;
    * word + position for the embedding's forward and backward; the word
-   * embedding for the head's forward and backward */
-  g_assert_cmpfloat(num(sh, "param_allgathers"), ==, m * (12 * L1B + 6));
+   * embedding for the head's forward and backward; the persistent tensors
+   * in every microbatch but the first; one gather after the step */
+  double hooks = m * (12 * L1B + 6) + (m - 1) * PERSIST_1B;
+  g_assert_cmpfloat(num(sh, "param_allgathers"), ==, hooks + 1);
+  /* every persistent tensor's numel divides by d = 16: no padding */
   double gather = 2.0 * (3.0 * L1B * layer_w + 2 * (word + pos) + 2 * word);
-  g_assert_cmpfloat(rel(num(sh, "param_allgather_bytes"), m * gather), <, 1e-12);
+  double persist = 2.0 * PERSIST_NUMEL_1B;
+  g_assert_cmpfloat(rel(num(sh, "param_allgather_bytes"), m * gather + (m - 1) * persist + persist), <, 1e-12);
   g_assert_cmpfloat(num(sh, "grad_reductions"), ==, m);
   g_assert_cmpfloat(rel(num(sh, "grad_reduction_bytes"), m * 2 * P), <, 1e-12);
   /* a ring all-gather sends (d-1)/d of its buffer from each of d ranks, an
    * all-reduce twice that */
   double wire = (num(sh, "param_allgather_bytes") + 2 * num(sh, "grad_reduction_bytes")) * (d - 1);
   g_assert_cmpfloat(rel(num(obj(j, "bytes_per_iteration"), "dp"), wire), <, 1e-12);
-  /* d narrow() views and d list copies per gather, each an eager op */
-  g_assert_cmpfloat(rel(num(sh, "host_s"), num(sh, "param_allgathers") * 2 * d * kernel_launch_s()), <, 1e-9);
+  /* d narrow() views and d list copies per hook's gather; three ops per
+   * persistent tensor released after each backward; after the step one
+   * buffer, d views, this rank's narrow() and copy_() per tensor, d list
+   * copies, and per tensor an empty() and four ops for each of the d ranks */
+  double release = m * 3 * PERSIST_1B;
+  double post = 1 + d + 2 * PERSIST_1B + d + PERSIST_1B + 4 * PERSIST_1B * d;
+  g_assert_cmpfloat(rel(num(sh, "host_s"), (hooks * 2 * d + release + post) * k), <, 1e-9);
   cJSON_Delete(j);
 
   /* contiguous_gradients: one reduce-scatter per tensor, with its own
@@ -76,8 +94,10 @@ static void test_zero3_counts(void) {
   g_assert_cmpfloat(rel(num(sh, "grad_reduction_bytes"), m * 2 * P), <, 1e-12);
   wire = (num(sh, "param_allgather_bytes") + num(sh, "grad_reduction_bytes")) * (d - 1);
   g_assert_cmpfloat(rel(num(obj(j, "bytes_per_iteration"), "dp"), wire), <, 1e-12);
-  double ops = (num(sh, "param_allgathers") + num(sh, "grad_reductions")) * 2 * d;
-  g_assert_cmpfloat(rel(num(sh, "host_s"), ops * kernel_launch_s()), <, 1e-9);
+  /* a reduce-scatter's d views are a view() and a narrow() each, and
+   * PyTorch copies the d list entries into its flat input */
+  double ops = hooks * 2 * d + num(sh, "grad_reductions") * 3 * d + release + post;
+  g_assert_cmpfloat(rel(num(sh, "host_s"), ops * k), <, 1e-9);
   cJSON_Delete(j);
 }
 
@@ -90,11 +110,11 @@ static void test_zero3_counts(void) {
  * shorter. */
 static void test_zero3_trace_fixed(void) {
   cJSON *a = run_json(ZRUN " --zero-trace-fixed --zero-reuse-distance 1");
-  g_assert_cmpfloat(num(obj(a, "sharded_per_gpu"), "param_allgathers"), ==, 2 * (11 * L1B + 5));
+  g_assert_cmpfloat(num(obj(a, "sharded_per_gpu"), "param_allgathers"), ==, 2 * (11 * L1B + 5) + PERSIST_1B + 1);
   cJSON *b = run_json(ZRUN);
   cJSON *c = run_json(ZRUN " --zero-trace-fixed --zero-reuse-distance 1 --zero-max-live 1");
   /* no prefetch when anything is gathered: the same gathers, none ahead */
-  g_assert_cmpfloat(num(obj(c, "sharded_per_gpu"), "param_allgathers"), ==, 2 * (11 * L1B + 5));
+  g_assert_cmpfloat(num(obj(c, "sharded_per_gpu"), "param_allgathers"), ==, 2 * (11 * L1B + 5) + PERSIST_1B + 1);
   g_assert_cmpfloat(num(a, "iteration_time_s"), <, num(c, "iteration_time_s"));
   g_assert_cmpfloat(num(a, "iteration_time_s"), <, num(b, "iteration_time_s"));
   cJSON_Delete(a);
@@ -123,13 +143,14 @@ static void test_zero3_memory(void) {
 
 /* Why: SC21's point.  At a fixed batch of one microbatch per GPU, doubling
  * the GPUs halves each GPU's compute but not its parameter traffic (every
- * GPU still gathers every parameter three times), and the host work per
- * gather doubles with the ranks: the iteration stops halving, and PTD-P,
- * whose traffic per GPU falls, pulls ahead by more at each doubling. */
+ * GPU still gathers every parameter three times), and the host work of
+ * every gather, the one after the step most, grows with the ranks: the
+ * iteration stops halving, and PTD-P, whose traffic per GPU falls, pulls
+ * ahead by more at each doubling. */
 static void test_zero3_doubling(void) {
   const char *fmt = "run --model gpt3-175b --gpus %u --tp %u --pp %u --global-batch 1536 --micro-batch %u%s "
                     "--network analytic --format json";
-  double zt[2], zhost[2], zgath[2], ztf[2], ptf[2];
+  double zt[2], zhost[2], zgath[2], zn[2], ztf[2], ptf[2];
   for (guint x = 0; x < 2; x++) {
     guint n = 768 << x;
     char *a = g_strdup_printf(fmt, n, 1, 1, 2 >> x, " --zero 3");
@@ -138,6 +159,7 @@ static void test_zero3_doubling(void) {
     ztf[x] = num(j, "tflops_per_gpu");
     zhost[x] = num(obj(j, "sharded_per_gpu"), "host_s");
     zgath[x] = num(obj(j, "sharded_per_gpu"), "param_allgather_bytes");
+    zn[x] = num(obj(j, "sharded_per_gpu"), "param_allgathers");
     cJSON_Delete(j);
     g_free(a);
     a = g_strdup_printf(fmt, n, 8, 12, 1, "");
@@ -147,7 +169,15 @@ static void test_zero3_doubling(void) {
     g_free(a);
   }
   g_assert_cmpfloat(zgath[1], ==, zgath[0]);
-  g_assert_cmpfloat(rel(zhost[1], 2 * zhost[0]), <, 1e-9);
+  /* the host: 2n ops per hook's gather (G of them, one per iteration's
+   * last being the gather after the step); after the step 1 + 2n + 3c +
+   * 4cn for the c = 96 x 8 + 2 persistent tensors (each divides by n);
+   * 3c to release them after the backward: linear in n */
+  double c = 96 * 8 + 2, k = kernel_launch_s();
+  for (guint x = 0; x < 2; x++) {
+    double n = 768 << x, G = zn[x] - 1;
+    g_assert_cmpfloat(rel(zhost[x], k * ((2 * G + 2 + 4 * c) * n + 1 + 6 * c)), <, 1e-9);
+  }
   g_assert_cmpfloat(zt[1], >, 0.6 * zt[0]); /* far from halving */
   g_assert_cmpfloat(ptf[0], >, ztf[0]);
   g_assert_cmpfloat(ptf[1] / ztf[1], >, ptf[0] / ztf[0]);
