@@ -380,11 +380,25 @@ static void gather_tensor(Build *b, guint ti, const Unit *un, guint pass, guint 
   b->gather_bytes += bytes;
 }
 
+/* `passes` passes of `bytes` through HBM on `stream`, after `after` and
+ * the host's last op (an elementwise kernel or a copy). */
+static guint hbm_op(Build *b, double passes, double bytes, guint stream, guint after, guint mb) {
+  double hbm = b->profile->hbm_bytes_per_s * b->profile->memory_efficiency;
+  guint x = sim_engine_add_op1(b->e, ns(passes * bytes / hbm), stream,
+                               &(SimOpTag){SIM_TIMELINE_CAT_DP, PASS_OTHER, 0, 0, (gint32)mb, -1});
+  dep(b, after, x);
+  dep(b, b->host, x);
+  return x;
+}
+
 /* reduce_ipg_grads: the host waits for the previous bucket's reduction
  * (reduction_stream.synchronize()), then reduces this one on the reduction
- * stream: with contiguous_gradients one reduce-scatter per tensor
- * (_reduce_scatter_gradients, with its d views and d copies), else one
- * all-reduce of the flattened bucket (buffered_reduce_fallback). */
+ * stream.  With contiguous_gradients (average_tensor): the whole ipg
+ * buffer (reduce_bucket_size elements) divided by d, then one
+ * reduce-scatter per tensor (_reduce_scatter_gradients, with its d views
+ * and d copies into PyTorch's flat input).  Else (buffered_reduce_fallback,
+ * allreduce_and_copy): the bucket flattened, divided by d, all-reduced, and
+ * copied back into the tensors' gradients: six passes over its bytes. */
 static void reduce_bucket(Build *b, guint mb) {
   if (b->bucket->len == 0)
     return;
@@ -392,20 +406,24 @@ static void reduce_bucket(Build *b, guint mb) {
   guint deps[1] = {b->last_reduce};
   host_op(b, 0, deps, 1);
   if (b->pl->zk.contiguous) {
+    guint after = hbm_op(b, 2, 2.0 * (double)b->pl->zk.reduce_bucket, STREAM_DP, b->bucket_after, mb);
     for (guint j = 0; j < b->bucket->len; j++) {
       const Tensor *t = &b->tens[g_array_index(b->bucket, guint, j)];
       double bytes = 2.0 * (double)t->numel;
       host_op(b, 3 * per_rank_host_s(b), NULL, 0);
-      b->last_reduce = coll3(b, NET_OP_REDUCESCATTER, bytes, STREAM_DP, b->bucket_after,
-                             SIM_ACT_GRAD_REDUCE_SCATTER, &b->units[t->unit], PASS_OTHER, mb);
+      after = hbm_op(b, 2, bytes, STREAM_DP, after, mb);
+      b->last_reduce = after = coll3(b, NET_OP_REDUCESCATTER, bytes, STREAM_DP, after,
+                                     SIM_ACT_GRAD_REDUCE_SCATTER, &b->units[t->unit], PASS_OTHER, mb);
       b->reductions++;
       b->reduce_bytes += bytes;
     }
   } else {
     double bytes = 2.0 * (double)b->bucket_numel;
     const Tensor *t = &b->tens[g_array_index(b->bucket, guint, b->bucket->len - 1)];
-    b->last_reduce = coll3(b, NET_OP_ALLREDUCE, bytes, STREAM_DP, b->bucket_after, SIM_ACT_GRAD_ALLREDUCE,
-                           &b->units[t->unit], PASS_OTHER, mb);
+    guint pre = hbm_op(b, 4, bytes, STREAM_DP, b->bucket_after, mb);
+    guint r = coll3(b, NET_OP_ALLREDUCE, bytes, STREAM_DP, pre, SIM_ACT_GRAD_ALLREDUCE, &b->units[t->unit],
+                    PASS_OTHER, mb);
+    b->last_reduce = hbm_op(b, 2, bytes, STREAM_DP, r, mb);
     b->reductions++;
     b->reduce_bytes += bytes;
   }
@@ -575,6 +593,11 @@ static void emit_stage3_microbatch(Build *b, guint mb) {
       g_array_append_val(b->bucket, un->tens[j]);
       b->bucket_numel += t->numel;
       b->bucket_after = c;
+      /* contiguous_gradients: the gradient copied into the ipg buffer by
+       * the hook, on the default stream (a tensor larger than the bucket
+       * is reduced where it is) */
+      if (zk->contiguous && t->numel <= zk->reduce_bucket)
+        b->bucket_after = b->last_compute = hbm_op(b, 2, 2.0 * (double)t->numel, STREAM_COMPUTE, c, mb);
     }
   }
   /* the epilogue: the last bucket, and the reduction stream waited for */
