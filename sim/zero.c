@@ -574,13 +574,22 @@ static void emit_stage3_microbatch(Build *b, guint mb) {
     for (guint j = 0; j < un->n_tens; j++)
       dep(b, b->tens[un->tens[j]].ready, c);
     b->last_compute = c;
+    /* release_sub_module: each tensor partitioned by _partition_param's
+     * torch.ones(1).half().to(device), three eager ops, the copy waiting
+     * for the default stream (the unit's compute) */
     gboolean keep = zk->trace_fixed && reuse_distance(b, i) < zk->max_reuse;
+    guint released = 0;
     for (guint j = 0; j < un->n_tens; j++) {
       Tensor *t = &b->tens[un->tens[j]];
       if (!t->persist && !keep && t->status == TENSOR_AVAILABLE) {
         t->status = TENSOR_NOT_AVAILABLE;
         b->live -= t->numel;
+        released++;
       }
+    }
+    if (released) {
+      guint cdeps[1] = {c};
+      host_op(b, 3.0 * released * b->profile->kernel_launch_s, cdeps, 1);
     }
     if (use->pass != PASS_BACKWARD)
       continue;

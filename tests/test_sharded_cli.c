@@ -63,7 +63,7 @@ static void test_zero3_counts(void) {
    * word + position for the embedding's forward and backward; the word
    * embedding for the head's forward and backward; the persistent tensors
    * in every microbatch but the first; one gather after the step */
-  double hooks = m * (12 * L1B + 6) + (m - 1) * PERSIST_1B;
+  double sharded_hooks = m * (12 * L1B + 6), hooks = sharded_hooks + (m - 1) * PERSIST_1B;
   g_assert_cmpfloat(num(sh, "param_allgathers"), ==, hooks + 1);
   /* every persistent tensor's numel divides by d = 16: no padding */
   double gather = 2.0 * (3.0 * L1B * layer_w + 2 * (word + pos) + 2 * word);
@@ -76,10 +76,11 @@ static void test_zero3_counts(void) {
   double wire = (num(sh, "param_allgather_bytes") + 2 * num(sh, "grad_reduction_bytes")) * (d - 1);
   g_assert_cmpfloat(rel(num(obj(j, "bytes_per_iteration"), "dp"), wire), <, 1e-12);
   /* d narrow() views and d list copies per hook's gather; three ops per
-   * persistent tensor released after each backward; after the step one
-   * buffer, d views, this rank's narrow() and copy_() per tensor, d list
-   * copies, and per tensor an empty() and four ops for each of the d ranks */
-  double release = m * 3 * PERSIST_1B;
+   * release of a sharded tensor after its use, and of each persistent
+   * tensor after each backward; after the step one buffer, d views, this
+   * rank's narrow() and copy_() per tensor, d list copies, and per tensor
+   * an empty() and four ops for each of the d ranks */
+  double release = 3 * sharded_hooks + m * 3 * PERSIST_1B;
   double post = 1 + d + 2 * PERSIST_1B + d + PERSIST_1B + 4 * PERSIST_1B * d;
   g_assert_cmpfloat(rel(num(sh, "host_s"), (hooks * 2 * d + release + post) * k), <, 1e-9);
   cJSON_Delete(j);
@@ -169,14 +170,14 @@ static void test_zero3_doubling(void) {
     g_free(a);
   }
   g_assert_cmpfloat(zgath[1], ==, zgath[0]);
-  /* the host: 2n ops per hook's gather (G of them, one per iteration's
-   * last being the gather after the step); after the step 1 + 2n + 3c +
-   * 4cn for the c = 96 x 8 + 2 persistent tensors (each divides by n);
-   * 3c to release them after the backward: linear in n */
+  /* the host: 2n ops per hook's gather and 3 for its release (G of them,
+   * the iteration's last gather being the one after the step); after the
+   * step 1 + 2n + 3c + 4cn for the c = 96 x 8 + 2 persistent tensors (each
+   * divides by n); 3c to release them after the backward: linear in n */
   double c = 96 * 8 + 2, k = kernel_launch_s();
   for (guint x = 0; x < 2; x++) {
     double n = 768 << x, G = zn[x] - 1;
-    g_assert_cmpfloat(rel(zhost[x], k * ((2 * G + 2 + 4 * c) * n + 1 + 6 * c)), <, 1e-9);
+    g_assert_cmpfloat(rel(zhost[x], k * ((2 * G + 2 + 4 * c) * n + 3 * G + 1 + 6 * c)), <, 1e-9);
   }
   g_assert_cmpfloat(zt[1], >, 0.6 * zt[0]); /* far from halving */
   g_assert_cmpfloat(ptf[0], >, ztf[0]);
