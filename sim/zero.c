@@ -574,6 +574,28 @@ static void emit_stage3_microbatch(Build *b, guint mb) {
     for (guint j = 0; j < un->n_tens; j++)
       dep(b, b->tens[un->tens[j]].ready, c);
     b->last_compute = c;
+    /* after a backward, each tensor whose gradient is complete joins the
+     * bucket, the bucket before it reduced if it would overflow.  Its
+     * AccumulateGrad hook runs before the module's post-backward hook:
+     * PyTorch gives AccumulateGrad the highest sequence number
+     * (torch/csrc/autograd/functions/accumulate_grad.cpp) and its engine
+     * runs the ready node with the highest one first. */
+    if (use->pass == PASS_BACKWARD)
+      for (guint j = 0; j < un->n_tens; j++) {
+        Tensor *t = &b->tens[un->tens[j]];
+        if (t->last_bwd != i)
+          continue;
+        if (b->bucket_numel + t->numel > zk->reduce_bucket)
+          reduce_bucket(b, mb);
+        g_array_append_val(b->bucket, un->tens[j]);
+        b->bucket_numel += t->numel;
+        b->bucket_after = c;
+        /* contiguous_gradients: the gradient copied into the ipg buffer by
+         * the hook, on the default stream (a tensor larger than the bucket
+         * is reduced where it is) */
+        if (zk->contiguous && t->numel <= zk->reduce_bucket)
+          b->bucket_after = b->last_compute = hbm_op(b, 2, 2.0 * (double)t->numel, STREAM_COMPUTE, c, mb);
+      }
     /* release_sub_module: each tensor partitioned by _partition_param's
      * torch.ones(1).half().to(device), three eager ops, the copy waiting
      * for the default stream (the unit's compute) */
@@ -588,25 +610,8 @@ static void emit_stage3_microbatch(Build *b, guint mb) {
       }
     }
     if (released) {
-      guint cdeps[1] = {c};
+      guint cdeps[1] = {b->last_compute};
       host_op(b, 3.0 * released * b->profile->kernel_launch_s, cdeps, 1);
-    }
-    if (use->pass != PASS_BACKWARD)
-      continue;
-    for (guint j = 0; j < un->n_tens; j++) {
-      Tensor *t = &b->tens[un->tens[j]];
-      if (t->last_bwd != i)
-        continue;
-      if (b->bucket_numel + t->numel > zk->reduce_bucket)
-        reduce_bucket(b, mb);
-      g_array_append_val(b->bucket, un->tens[j]);
-      b->bucket_numel += t->numel;
-      b->bucket_after = c;
-      /* contiguous_gradients: the gradient copied into the ipg buffer by
-       * the hook, on the default stream (a tensor larger than the bucket
-       * is reduced where it is) */
-      if (zk->contiguous && t->numel <= zk->reduce_bucket)
-        b->bucket_after = b->last_compute = hbm_op(b, 2, 2.0 * (double)t->numel, STREAM_COMPUTE, c, mb);
     }
   }
   /* the epilogue: the last bucket, and the reduction stream waited for */
