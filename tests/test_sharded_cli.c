@@ -179,7 +179,9 @@ static void test_zero3_doubling(void) {
     double n = 768 << x, G = zn[x] - 1;
     g_assert_cmpfloat(rel(zhost[x], k * ((2 * G + 2 + 4 * c) * n + 3 * G + 1 + 6 * c)), <, 1e-9);
   }
-  g_assert_cmpfloat(zt[1], >, 0.6 * zt[0]); /* far from halving */
+  /* the iteration stops falling: the host work and ring latency that grow
+   * with the GPUs take the place of the compute that halves */
+  g_assert_cmpfloat(zt[1], >, 0.9 * zt[0]);
   g_assert_cmpfloat(ptf[0], >, ztf[0]);
   g_assert_cmpfloat(ptf[1] / ztf[1], >, ptf[0] / ztf[0]);
 }
