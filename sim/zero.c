@@ -359,6 +359,27 @@ static guint coll3(Build *b, NetCollOp op, double bytes, guint stream, guint aft
  * kernel_launch_s. */
 static double per_rank_host_s(const Build *b) { return (double)b->pl->dp * b->profile->kernel_launch_s; }
 
+/* `passes` passes of `bytes` through HBM on `stream` (an elementwise
+ * kernel or copies), after `after` and the host's last op. */
+static guint hbm_op(Build *b, double passes, double bytes, guint stream, guint after, guint pass, guint mb) {
+  double hbm = b->profile->hbm_bytes_per_s * b->profile->memory_efficiency;
+  guint x = sim_engine_add_op1(b->e, ns(passes * bytes / hbm), stream,
+                               &(SimOpTag){SIM_TIMELINE_CAT_DP, (guint16)pass, 0, 0, (gint32)mb, -1});
+  dep(b, after, x);
+  dep(b, b->host, x);
+  return x;
+}
+
+/* Partitioning `n` tensors again (_partition_param): param.data =
+ * torch.ones(1).half().to(device), three eager ops each, the copy to the
+ * device waiting for the default stream (`after`). */
+static void partition_ops(Build *b, guint n, guint after) {
+  if (n == 0)
+    return;
+  guint deps[1] = {after};
+  host_op(b, 3.0 * n * b->profile->kernel_launch_s, deps, 1);
+}
+
 /* _allgather_param: torch.cuda.synchronize(), the d views, the all-gather
  * on the gather stream, the d copies out of its flat output; the tensor is
  * usable when they are done.  The flat buffer is zeroed first (torch.zeros)
@@ -369,26 +390,10 @@ static void gather_tensor(Build *b, guint ti, const Unit *un, guint pass, guint 
   device_sync(b);
   host_op(b, per_rank_host_s(b), NULL, 0);
   guint g = coll3(b, NET_OP_ALLGATHER, bytes, STREAM_DP, b->last_gather, SIM_ACT_PARAM_GATHER, un, pass, mb);
-  guint h = host_op(b, per_rank_host_s(b), NULL, 0);
-  double hbm = b->profile->hbm_bytes_per_s * b->profile->memory_efficiency;
-  guint c = sim_engine_add_op1(b->e, ns(3 * bytes / hbm), STREAM_DP,
-                               &(SimOpTag){SIM_TIMELINE_CAT_DP, (guint16)pass, 0, 0, (gint32)mb, -1});
-  sim_engine_add_dep(b->e, g, c);
-  sim_engine_add_dep(b->e, h, c);
-  b->last_gather = t->ready = c;
+  host_op(b, per_rank_host_s(b), NULL, 0);
+  b->last_gather = t->ready = hbm_op(b, 3, bytes, STREAM_DP, g, pass, mb);
   b->gathers++;
   b->gather_bytes += bytes;
-}
-
-/* `passes` passes of `bytes` through HBM on `stream`, after `after` and
- * the host's last op (an elementwise kernel or a copy). */
-static guint hbm_op(Build *b, double passes, double bytes, guint stream, guint after, guint mb) {
-  double hbm = b->profile->hbm_bytes_per_s * b->profile->memory_efficiency;
-  guint x = sim_engine_add_op1(b->e, ns(passes * bytes / hbm), stream,
-                               &(SimOpTag){SIM_TIMELINE_CAT_DP, PASS_OTHER, 0, 0, (gint32)mb, -1});
-  dep(b, after, x);
-  dep(b, b->host, x);
-  return x;
 }
 
 /* reduce_ipg_grads: the host waits for the previous bucket's reduction
@@ -406,12 +411,12 @@ static void reduce_bucket(Build *b, guint mb) {
   guint deps[1] = {b->last_reduce};
   host_op(b, 0, deps, 1);
   if (b->pl->zk.contiguous) {
-    guint after = hbm_op(b, 2, 2.0 * (double)b->pl->zk.reduce_bucket, STREAM_DP, b->bucket_after, mb);
+    guint after = hbm_op(b, 2, 2.0 * (double)b->pl->zk.reduce_bucket, STREAM_DP, b->bucket_after, PASS_OTHER, mb);
     for (guint j = 0; j < b->bucket->len; j++) {
       const Tensor *t = &b->tens[g_array_index(b->bucket, guint, j)];
       double bytes = 2.0 * (double)t->numel;
       host_op(b, 3 * per_rank_host_s(b), NULL, 0);
-      after = hbm_op(b, 2, bytes, STREAM_DP, after, mb);
+      after = hbm_op(b, 2, bytes, STREAM_DP, after, PASS_OTHER, mb);
       b->last_reduce = after = coll3(b, NET_OP_REDUCESCATTER, bytes, STREAM_DP, after,
                                      SIM_ACT_GRAD_REDUCE_SCATTER, &b->units[t->unit], PASS_OTHER, mb);
       b->reductions++;
@@ -420,10 +425,10 @@ static void reduce_bucket(Build *b, guint mb) {
   } else {
     double bytes = 2.0 * (double)b->bucket_numel;
     const Tensor *t = &b->tens[g_array_index(b->bucket, guint, b->bucket->len - 1)];
-    guint pre = hbm_op(b, 4, bytes, STREAM_DP, b->bucket_after, mb);
+    guint pre = hbm_op(b, 4, bytes, STREAM_DP, b->bucket_after, PASS_OTHER, mb);
     guint r = coll3(b, NET_OP_ALLREDUCE, bytes, STREAM_DP, pre, SIM_ACT_GRAD_ALLREDUCE, &b->units[t->unit],
                     PASS_OTHER, mb);
-    b->last_reduce = hbm_op(b, 2, bytes, STREAM_DP, r, mb);
+    b->last_reduce = hbm_op(b, 2, bytes, STREAM_DP, r, PASS_OTHER, mb);
     b->reductions++;
     b->reduce_bytes += bytes;
   }
@@ -432,9 +437,7 @@ static void reduce_bucket(Build *b, guint mb) {
 }
 
 /* stage3.py backward() ends in _partition_all_parameters: every tensor
- * still gathered is partitioned again, the persistent ones too, each by
- * _partition_param's param.data = torch.ones(1).half().to(device): three
- * eager ops, the copy to the device waiting for the default stream.  So
+ * still gathered is partitioned again, the persistent ones too.  So
  * after a microbatch's backward the persistent tensors are partitioned,
  * and the next microbatch's hooks gather each of them on its first use
  * (fetch_sub_module; release_sub_module then keeps them, ds_persist). */
@@ -449,10 +452,7 @@ static void release_all(Build *b) {
       b->live -= x->numel;
     released++;
   }
-  if (released) {
-    guint deps[1] = {b->last_compute};
-    host_op(b, 3.0 * released * b->profile->kernel_launch_s, deps, 1);
-  }
+  partition_ops(b, released, b->last_compute);
 }
 
 /* stage3.py _post_step: after the step (which updated each rank's 1/d of
@@ -487,14 +487,9 @@ static void post_step_gather(Build *b, guint opt) {
   host_op(b, (1.0 + (double)d + 2 * count) * k, NULL, 0);
   double bytes = 2.0 * (double)part * (double)d;
   guint g = coll3(b, NET_OP_ALLGATHER, bytes, STREAM_DP, opt, SIM_ACT_PARAM_ALLGATHER, NULL, PASS_OTHER, 0);
-  guint h = host_op(b, ((double)d + count + 4 * pairs) * k, NULL, 0);
+  host_op(b, ((double)d + count + 4 * pairs) * k, NULL, 0);
   /* the copies out of the flat buffer into the tensors, on the device */
-  double hbm = b->profile->hbm_bytes_per_s * b->profile->memory_efficiency;
-  SimOpTag ct = tag(SIM_TIMELINE_CAT_DP, PASS_OTHER, 0, -1);
-  guint c = sim_engine_add_op1(b->e, ns(2 * 2.0 * (double)numel / hbm), STREAM_COMPUTE, &ct);
-  sim_engine_add_dep(b->e, g, c);
-  sim_engine_add_dep(b->e, h, c);
-  b->last_compute = c;
+  b->last_compute = hbm_op(b, 2, 2.0 * (double)numel, STREAM_COMPUTE, g, PASS_OTHER, 0);
   b->gathers++;
   b->gather_bytes += bytes;
 }
@@ -594,11 +589,9 @@ static void emit_stage3_microbatch(Build *b, guint mb) {
          * the hook, on the default stream (a tensor larger than the bucket
          * is reduced where it is) */
         if (zk->contiguous && t->numel <= zk->reduce_bucket)
-          b->bucket_after = b->last_compute = hbm_op(b, 2, 2.0 * (double)t->numel, STREAM_COMPUTE, c, mb);
+          b->bucket_after = b->last_compute = hbm_op(b, 2, 2.0 * (double)t->numel, STREAM_COMPUTE, c, PASS_OTHER, mb);
       }
-    /* release_sub_module: each tensor partitioned by _partition_param's
-     * torch.ones(1).half().to(device), three eager ops, the copy waiting
-     * for the default stream (the unit's compute) */
+    /* release_sub_module: the unit's tensors partitioned after its compute */
     gboolean keep = zk->trace_fixed && reuse_distance(b, i) < zk->max_reuse;
     guint released = 0;
     for (guint j = 0; j < un->n_tens; j++) {
@@ -609,10 +602,7 @@ static void emit_stage3_microbatch(Build *b, guint mb) {
         released++;
       }
     }
-    if (released) {
-      guint cdeps[1] = {b->last_compute};
-      host_op(b, 3.0 * released * b->profile->kernel_launch_s, cdeps, 1);
-    }
+    partition_ops(b, released, b->last_compute);
   }
   /* the epilogue: the last bucket, and the reduction stream waited for */
   reduce_bucket(b, mb);

@@ -18,16 +18,9 @@
 static double rel(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-300); }
 
 static double kernel_launch_s(void) {
-  const char *root = g_getenv("PTDSIM_DATA_DIR");
-  g_assert_nonnull(root);
-  char *path = g_build_filename(root, "calibrate", "profiles", "a100-sxm4-80gb.json", NULL);
-  char *text = slurp(path, NULL);
-  cJSON *j = cJSON_Parse(text);
-  g_assert_nonnull(j);
+  cJSON *j = load_shipped("calibrate/profiles", "a100-sxm4-80gb");
   double s = num(j, "kernel_launch_us") * 1e-6;
   cJSON_Delete(j);
-  g_free(text);
-  g_free(path);
   return s;
 }
 
