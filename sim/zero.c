@@ -382,8 +382,9 @@ static void partition_ops(Build *b, guint n, guint after) {
 
 /* _allgather_param: torch.cuda.synchronize(), the d views, the all-gather
  * on the gather stream, the d copies out of its flat output; the tensor is
- * usable when they are done.  The flat buffer is zeroed first (torch.zeros)
- * and copied once more: three passes over its bytes in HBM. */
+ * usable when they are done, in flight until the host waits for it.  The
+ * flat buffer is zeroed first (torch.zeros) and copied once more: three
+ * passes over its bytes in HBM. */
 static void gather_tensor(Build *b, guint ti, const Unit *un, guint pass, guint mb) {
   Tensor *t = &b->tens[ti];
   double bytes = 2.0 * (double)t->numel;
@@ -394,6 +395,18 @@ static void gather_tensor(Build *b, guint ti, const Unit *un, guint pass, guint 
   b->last_gather = t->ready = hbm_op(b, 3, bytes, STREAM_DP, g, pass, mb);
   b->gathers++;
   b->gather_bytes += bytes;
+  t->status = TENSOR_INFLIGHT;
+  if (!t->persist)
+    b->live += t->numel;
+  g_array_append_val(b->inflight, ti);
+}
+
+/* A gathered tensor partitioned again; persistent tensors do not count in
+ * the gathered elements. */
+static void partition_tensor(Build *b, Tensor *t) {
+  t->status = TENSOR_NOT_AVAILABLE;
+  if (!t->persist)
+    b->live -= t->numel;
 }
 
 /* reduce_ipg_grads: the host waits for the previous bucket's reduction
@@ -447,9 +460,7 @@ static void release_all(Build *b) {
     Tensor *x = &b->tens[t];
     if (x->status != TENSOR_AVAILABLE)
       continue;
-    x->status = TENSOR_NOT_AVAILABLE;
-    if (!x->persist)
-      b->live -= x->numel;
+    partition_tensor(b, x);
     released++;
   }
   partition_ops(b, released, b->last_compute);
@@ -529,13 +540,8 @@ static void emit_stage3_microbatch(Build *b, guint mb) {
     gboolean wait = FALSE;
     for (guint j = 0; j < un->n_tens; j++) {
       Tensor *t = &b->tens[un->tens[j]];
-      if (t->status == TENSOR_NOT_AVAILABLE) {
+      if (t->status == TENSOR_NOT_AVAILABLE)
         gather_tensor(b, un->tens[j], un, use->pass, mb);
-        t->status = TENSOR_INFLIGHT;
-        if (!t->persist)
-          b->live += t->numel;
-        g_array_append_val(b->inflight, un->tens[j]);
-      }
       wait |= t->status == TENSOR_INFLIGHT;
     }
     b->live_peak = MAX(b->live_peak, b->live);
@@ -554,11 +560,7 @@ static void emit_stage3_microbatch(Build *b, guint mb) {
           if (t->status != TENSOR_NOT_AVAILABLE)
             continue;
           gather_tensor(b, nx->tens[j], nx, b->uses[k].pass, mb);
-          t->status = TENSOR_INFLIGHT;
-          if (!t->persist)
-            b->live += t->numel;
           total += t->numel;
-          g_array_append_val(b->inflight, nx->tens[j]);
         }
       }
       b->live_peak = MAX(b->live_peak, b->live);
@@ -597,8 +599,7 @@ static void emit_stage3_microbatch(Build *b, guint mb) {
     for (guint j = 0; j < un->n_tens; j++) {
       Tensor *t = &b->tens[un->tens[j]];
       if (!t->persist && !keep && t->status == TENSOR_AVAILABLE) {
-        t->status = TENSOR_NOT_AVAILABLE;
-        b->live -= t->numel;
+        partition_tensor(b, t);
         released++;
       }
     }

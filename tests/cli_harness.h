@@ -25,9 +25,9 @@ Proc run_line(const char *args);
  * killed after `timeout_s` seconds: a run that would hang fails instead of
  * stalling the suite. */
 Proc run_sh_in(const char *dir, const char *script, guint timeout_s);
-/* The output of a successful run as JSON (asserts exit 0 and valid JSON). */
 /* Runs `args` (as run_line) and asserts it exits 0. */
 void run_line_ok(const char *args);
+/* The output of a successful run as JSON (asserts exit 0 and valid JSON). */
 cJSON *parse_json(const Proc *p);
 /* run_line + parse_json, also asserting that nothing went to stderr. */
 cJSON *run_json(const char *args);
