@@ -57,6 +57,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "fp8_slots.h"
 #include "gemm_index.h"
 #include "gpu.h"
 #include "gpu_common.cuh"
@@ -154,6 +155,18 @@ static bool lt_fp8_tn_only(int cc) { return !((cc >= 100 && cc < 120) || cc >= 1
 
 static const char *lt_dtype(int fp8) { return fp8 ? "fp8 (E4M3)" : "bf16"; }
 
+// cublasLtMatmul refuses an FP8 GEMM whose A or B scale pointer is not
+// 16-byte aligned ("the requested functionality is not supported", though
+// the heuristic found an algorithm): said before any call, naming the cause.
+static int lt_scale_misaligned(unsigned long long m, unsigned long long n, unsigned long long k, const float *a_scale,
+                               const float *b_scale, char *err, size_t errlen) {
+  return failf(err, errlen,
+               "FP8 GEMM %llux%llux%llu: the %s scale pointer %p is not 16-byte aligned, which cuBLASLt refuses; give "
+               "each scale a 16-byte slot of its own (fp8_slots.h)",
+               m, n, k, calib_fp8_aligned(a_scale) ? "B" : "A", calib_fp8_aligned(a_scale) ? (const void *)b_scale
+                                                                                            : (const void *)a_scale);
+}
+
 int lt_gemm_create(LtGemm *g, cublasLtHandle_t h, cudaStream_t s, void *workspace, size_t workspace_bytes, int fp8,
                    int fast_accum, int transa, int transb, unsigned long long m, unsigned long long n,
                    unsigned long long k, const float *a_scale, const float *b_scale, char *err, size_t errlen) {
@@ -183,6 +196,8 @@ int lt_gemm_create(LtGemm *g, cublasLtHandle_t h, cudaStream_t s, void *workspac
     return failf(err, errlen, "cuBLASLt GEMM %llux%llux%llu: empty", m, n, k);
   if ((uintptr_t)workspace % 256)
     return failf(err, errlen, "cuBLASLt GEMM: the workspace is not 256-byte aligned");
+  if (fp8 && (!calib_fp8_aligned(a_scale) || !calib_fp8_aligned(b_scale)))
+    return lt_scale_misaligned(m, n, k, a_scale, b_scale, err, errlen);
   CUDA_OK(cudaGetDevice(&dev));
   CUDA_OK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   CUDA_OK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
@@ -270,6 +285,8 @@ int lt_gemm_run(LtGemm *g, const void *A, const void *B, __nv_bfloat16 *D, const
   const float alpha = 1.0f, beta = 0.0f;
   if (((uintptr_t)A | (uintptr_t)B | (uintptr_t)D) % 256)
     return failf(err, errlen, "cuBLASLt GEMM %llux%llux%llu: A, B and D must be 256-byte aligned", g->m, g->n, g->k);
+  if (g->fp8 && (!calib_fp8_aligned(a_scale) || !calib_fp8_aligned(b_scale)))
+    return lt_scale_misaligned(g->m, g->n, g->k, a_scale, b_scale, err, errlen);
   if (g->fp8 && a_scale && a_scale != g->a_scale) {
     g->a_scale = a_scale;
     CUBLAS_OK(
@@ -329,7 +346,10 @@ extern "C" int calib_gpu_gemmlt(int device, int fp8, int transa, int transb, uns
   void *A = nullptr, *B = nullptr, *ws = nullptr;
   __nv_bfloat16 *D = nullptr;
   float *scales = nullptr;
-  const float host_scales[2] = {1.0f / LT_FP8_A, 1.0f / LT_FP8_B};
+  // A's and B's dequantization factors, each in its own 16-byte slot.
+  float host_scales[CALIB_GEMMLT_SCALE_FLOATS] = {};
+  host_scales[calib_gemmlt_scale_offset(CALIB_GEMMLT_SCALE_A)] = 1.0f / LT_FP8_A;
+  host_scales[calib_gemmlt_scale_offset(CALIB_GEMMLT_SCALE_B)] = 1.0f / LT_FP8_B;
   size_t na = (size_t)m * k, nb = (size_t)k * n, nd = (size_t)m * n, esize = fp8 ? 1 : 2;
   LtGemm g;
   memset(&g, 0, sizeof g);
@@ -365,8 +385,9 @@ extern "C" int calib_gpu_gemmlt(int device, int fp8, int transa, int transb, uns
   }
   // Fast accumulation for the forward (TN) only, as TE's defaults; the
   // layout asked for decides, even where FP8 then runs it as TN.
-  CHECK_RC(lt_gemm_create(&g, h, s, ws, LT_WORKSPACE_BYTES, fp8, transa && !transb, transa, transb, m, n, k, scales,
-                          scales ? scales + 1 : nullptr, err, errlen));
+  CHECK_RC(lt_gemm_create(&g, h, s, ws, LT_WORKSPACE_BYTES, fp8, transa && !transb, transa, transb, m, n, k,
+                          scales ? scales + calib_gemmlt_scale_offset(CALIB_GEMMLT_SCALE_A) : nullptr,
+                          scales ? scales + calib_gemmlt_scale_offset(CALIB_GEMMLT_SCALE_B) : nullptr, err, errlen));
   *tile_m = g.tile_m;
   *tile_n = g.tile_n;
   tol_mag = !g.fp8 ? 1e-5 : g.fast_accum ? 1.0 / 512 : 1.0 / 2048;

@@ -184,6 +184,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "fp8_slots.h"
 #include "gpu.h"
 #include "gpu_attention.cuh"
 #include "gpu_common.cuh"
@@ -213,9 +214,12 @@ namespace {
 #define LY_SEED_DROP1 91  // dropout after the projection
 #define LY_SEED_DROP2 92  // dropout after fc2
 
-// The FP8 casts: their scale, amax and scale_inv live in one float array
-// (L.f8: scale[C_N], amax[C_N], scale_inv[C_N], then the weights' scale_inv).
+// The FP8 casts: their scale, amax and scale_inv live in one float array,
+// each in a 16-byte slot of its own (fp8_slots.h: cuBLASLt refuses a scale
+// pointer that is not 16-byte aligned): L.f8 holds the scales, the amaxes and
+// the scale inverses of the C_N casts, then the weights' scale_inv.
 enum { C_LN1, C_CTX, C_LN2, C_ACT, C_DFC2, C_DFC1, C_DPROJ, C_DQKV, C_N };
+static_assert(C_N == CALIB_LAYER_FP8_CASTS, "fp8_slots.h sizes the layer's casts");
 
 // The twelve GEMMs: forward (TN), then per linear layer dgrad (NN) and wgrad
 // (NT) in backward order.
@@ -245,7 +249,7 @@ struct Bufs {
   float *mean1, *rstd1, *mean2, *rstd2; // Tsp
   float *dgamma1, *dbeta1, *dgamma2, *dbeta2; // h
   float *inv_freq;          // d / 2
-  float *f8;                // 3 C_N + 1
+  float *f8;                // calib_layer_fp8_floats(): fp8_slots.h's layout
   bf16 *gamma1, *beta1, *gamma2, *beta2, *bproj, *b1, *b2;
   bf16 *w, *dw;             // the shared weight (bf16 runs) and weight-gradient buffers, wmax elements
   uint8_t *w8;              // the shared FP8 weight (FP8 runs)
@@ -268,10 +272,10 @@ struct Layer {
   Sdpa sdpa;
   LtGemm g[G_N] = {};
   std::vector<float> inv_freq; // host copy
-  float *scale() const { return B.f8; }
-  float *amax() const { return B.f8 + C_N; }
-  float *sinv() const { return B.f8 + 2 * C_N; }
-  float *wsinv() const { return B.f8 + 3 * C_N; }
+  float *scale(int c) const { return B.f8 + calib_layer_fp8_offset(CALIB_FP8_SCALE, c); }
+  float *amax(int c) const { return B.f8 + calib_layer_fp8_offset(CALIB_FP8_AMAX, c); }
+  float *sinv(int c) const { return B.f8 + calib_layer_fp8_offset(CALIB_FP8_SCALE_INV, c); }
+  float *wsinv() const { return B.f8 + calib_layer_fp8_weight_offset(); }
   bf16 *q() const { return B.qkvb; }
   bf16 *k() const { return B.qkvb + D.T * D.np * D.d; }
   bf16 *v() const { return B.qkvb + D.T * (D.np + D.ng) * D.d; }
@@ -605,7 +609,7 @@ size_t carve(Bufs *B, const Dims &D, size_t norm_ws_bytes, uintptr_t base) {
   TAKE(dgamma2, float, D.h);
   TAKE(dbeta2, float, D.h);
   TAKE(inv_freq, float, D.d / 2);
-  TAKE(f8, float, 3 * C_N + 1);
+  TAKE(f8, float, calib_layer_fp8_floats());
   TAKE(gamma1, bf16, D.h);
   TAKE(beta1, bf16, D.h);
   TAKE(gamma2, bf16, D.h);
@@ -661,8 +665,8 @@ int linear_fwd(Layer &L, int gi, int ci, const bf16 *x, size_t cols, uint8_t *x8
                size_t errlen) {
   if (!L.D.fp8)
     return lt_gemm_run(&L.g[gi], L.B.w, x, y, nullptr, nullptr, err, errlen);
-  LY_CUDA(mb_fp8_cast_transpose(x, L.scale() + ci, x8, x8t, L.amax() + ci, L.sinv() + ci, L.D.T, cols, L.s));
-  return lt_gemm_run(&L.g[gi], L.B.w8, x8, y, L.wsinv(), L.sinv() + ci, err, errlen);
+  LY_CUDA(mb_fp8_cast_transpose(x, L.scale(ci), x8, x8t, L.amax(ci), L.sinv(ci), L.D.T, cols, L.s));
+  return lt_gemm_run(&L.g[gi], L.B.w8, x8, y, L.wsinv(), L.sinv(ci), err, errlen);
 }
 
 // A linear layer's backward from its T x cols output gradient dy: [FP8: cast
@@ -676,10 +680,9 @@ int linear_bwd(Layer &L, int gd, int gw, int cdy, const bf16 *dy, size_t cols, b
     LY_RC(lt_gemm_run(&L.g[gd], B.w, dy, dx, nullptr, nullptr, err, errlen));
     return lt_gemm_run(&L.g[gw], x, dy, B.dw, nullptr, nullptr, err, errlen);
   }
-  LY_CUDA(mb_fp8_cast_transpose(dy, L.scale() + cdy, B.dy_8, B.dy_8t, L.amax() + cdy, L.sinv() + cdy, L.D.T, cols,
-                                L.s));
-  LY_RC(lt_gemm_run(&L.g[gd], B.w8, B.dy_8, dx, L.wsinv(), L.sinv() + cdy, err, errlen));
-  return lt_gemm_run(&L.g[gw], x8t, B.dy_8t, B.dw, L.sinv() + cx, L.sinv() + cdy, err, errlen);
+  LY_CUDA(mb_fp8_cast_transpose(dy, L.scale(cdy), B.dy_8, B.dy_8t, L.amax(cdy), L.sinv(cdy), L.D.T, cols, L.s));
+  LY_RC(lt_gemm_run(&L.g[gd], B.w8, B.dy_8, dx, L.wsinv(), L.sinv(cdy), err, errlen));
+  return lt_gemm_run(&L.g[gw], x8t, B.dy_8t, B.dw, L.sinv(cx), L.sinv(cdy), err, errlen);
 }
 
 int layer_forward(Layer &L, char *err, size_t errlen) {
@@ -766,10 +769,14 @@ int init_data(Layer &L, char *err, size_t errlen) {
     LY_CUDA(cudaGetLastError());
   }
   {
-    // scale 1, amax 0, scale_inv 1, the weights' scale_inv 0.02 / 448.
-    std::vector<float> f8(3 * C_N + 1, 1.f);
-    std::fill(f8.begin() + C_N, f8.begin() + 2 * C_N, 0.f);
-    f8[3 * C_N] = LY_W_SCALE / LY_W8_MULT;
+    // scale 1, amax 0, scale_inv 1, the weights' scale_inv 0.02 / 448;
+    // the slots' padding 0.
+    std::vector<float> f8(calib_layer_fp8_floats(), 0.f);
+    for (int c = 0; c < C_N; c++) {
+      f8[calib_layer_fp8_offset(CALIB_FP8_SCALE, c)] = 1.f;
+      f8[calib_layer_fp8_offset(CALIB_FP8_SCALE_INV, c)] = 1.f;
+    }
+    f8[calib_layer_fp8_weight_offset()] = LY_W_SCALE / LY_W8_MULT;
     L.inv_freq.assign(D.d / 2, 0.f);
     mb_rope_inv_freq(D.d, REF_ROPE_BASE, L.inv_freq.data());
     LY_CUDA(cudaMemcpyAsync(B.f8, f8.data(), f8.size() * sizeof(float), cudaMemcpyHostToDevice, L.s));
@@ -783,7 +790,7 @@ int init_data(Layer &L, char *err, size_t errlen) {
 int create_gemms(Layer &L, char *err, size_t errlen) {
   const Dims &D = L.D;
   const float *ws = D.fp8 ? L.wsinv() : nullptr;
-  auto si = [&L, &D](int c) -> const float * { return D.fp8 ? L.sinv() + c : nullptr; };
+  auto si = [&L, &D](int c) -> const float * { return D.fp8 ? L.sinv(c) : nullptr; };
   const struct {
     int ta, tb;
     size_t m, n, k;
@@ -810,21 +817,40 @@ int create_gemms(Layer &L, char *err, size_t errlen) {
   return 0;
 }
 
+// Every scale, amax and scale inverse the casts and the GEMMs are handed
+// sits on a 16-byte boundary (fp8_slots.h), checked before any of them is
+// written or launched.
+int check_fp8_slots(const Layer &L, char *err, size_t errlen) {
+  for (int c = 0; c < C_N; c++)
+    if (!calib_fp8_aligned(L.scale(c)) || !calib_fp8_aligned(L.amax(c)) || !calib_fp8_aligned(L.sinv(c)))
+      return failf(err, errlen, "modern layer %s: the FP8 scales of cast %d are not 16-byte aligned (cuBLASLt refuses "
+                   "such scale pointers); see fp8_slots.h", L.label, c);
+  if (!calib_fp8_aligned(L.wsinv()))
+    return failf(err, errlen, "modern layer %s: the weights' FP8 scale_inv is not 16-byte aligned (cuBLASLt refuses "
+                 "such scale pointers); see fp8_slots.h", L.label);
+  return 0;
+}
+
 // TE's delayed scaling, settled: forward + backward with the current scales,
 // then scale = 448 / amax (margin 0) for every cast; twice, so that the
 // second pass's amaxes come from tensors quantized with sensible scales.
 int fp8_calibrate(Layer &L, char *err, size_t errlen) {
   for (int pass = 0; pass < 2; pass++) {
-    float am[C_N], sc[C_N];
-    LY_CUDA(cudaMemsetAsync(L.amax(), 0, C_N * sizeof(float), L.s));
+    // One slot per value: the amaxes (and the scales) are C_N slots apart
+    // from the next cast's, each read and written as a whole array.
+    const size_t slots = C_N * CALIB_FP8_SLOT_FLOATS;
+    std::vector<float> am(slots), sc(slots);
+    LY_CUDA(cudaMemsetAsync(L.amax(0), 0, slots * sizeof(float), L.s));
     LY_RC(layer_forward(L, err, errlen));
     LY_RC(layer_backward(L, err, errlen));
     LY_CUDA(cudaStreamSynchronize(L.s));
-    LY_CUDA(cudaMemcpy(am, L.amax(), sizeof am, cudaMemcpyDeviceToHost));
-    LY_CUDA(cudaMemcpy(sc, L.scale(), sizeof sc, cudaMemcpyDeviceToHost));
-    for (int c = 0; c < C_N; c++)
-      sc[c] = (float)ref_fp8_scale(am[c], REF_E4M3_MAX, 0, sc[c]);
-    LY_CUDA(cudaMemcpy(L.scale(), sc, sizeof sc, cudaMemcpyHostToDevice));
+    LY_CUDA(cudaMemcpy(am.data(), L.amax(0), slots * sizeof(float), cudaMemcpyDeviceToHost));
+    LY_CUDA(cudaMemcpy(sc.data(), L.scale(0), slots * sizeof(float), cudaMemcpyDeviceToHost));
+    for (int c = 0; c < C_N; c++) {
+      const size_t i = (size_t)c * CALIB_FP8_SLOT_FLOATS;
+      sc[i] = (float)ref_fp8_scale(am[i], REF_E4M3_MAX, 0, sc[i]);
+    }
+    LY_CUDA(cudaMemcpy(L.scale(0), sc.data(), slots * sizeof(float), cudaMemcpyHostToDevice));
   }
   return 0;
 }
@@ -948,7 +974,7 @@ int check_forward(Layer &L, char *err, size_t errlen) {
     std::vector<uint8_t> a8;
     float act_sinv = 1.f;
     if (D.fp8)
-      LY_RC(get(&act_sinv, L.sinv() + C_ACT, sizeof act_sinv, err, errlen));
+      LY_RC(get(&act_sinv, L.sinv(C_ACT), sizeof act_sinv, err, errlen));
     for (unsigned probe = 0; probe < 32; probe++) {
       const size_t r = mix(7500 + probe) % D.T, c = mix(7600 + probe) % D.h;
       double got, ref = 0, mag = 0;
@@ -1073,6 +1099,8 @@ extern "C" int calib_gpu_modern_layer(int device, const CalibGpuLayer *l, CalibG
   L.arena_bytes = carve(&L.B, L.D, L.norm_ws_bytes, 0);
   CUDA_OK(cudaMalloc(&L.arena, L.arena_bytes));
   carve(&L.B, L.D, L.norm_ws_bytes, (uintptr_t)L.arena);
+  if (L.D.fp8)
+    CHECK_RC(check_fp8_slots(L, err, errlen));
   CHECK_RC(init_data(L, err, errlen));
   CHECK_RC(create_gemms(L, err, errlen));
   if (L.D.fp8)

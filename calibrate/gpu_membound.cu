@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "fp8_slots.h"
 #include "gpu.h"
 #include "gpu_common.cuh"
 #include "gpu_membound.cuh"
@@ -772,6 +773,10 @@ cudaError_t mb_fp8_cast_transpose(const bf16 *x, const float *scale, uint8_t *ou
                                   float *scale_inv, size_t rows, size_t cols, cudaStream_t s) {
   if (mb_shape_error(REF_OP_FP8_CAST, rows, cols, MB_HEAD_DIM))
     return cudaErrorInvalidValue;
+  // The scale inverse written here is a GEMM's scale pointer next: each of
+  // the three in a 16-byte slot of its own (fp8_slots.h).
+  if (!calib_fp8_aligned(scale) || !calib_fp8_aligned(amax) || !calib_fp8_aligned(scale_inv))
+    return cudaErrorMisalignedAddress;
   const dim3 grid((unsigned)((cols + F8_TC - 1) / F8_TC), (unsigned)((rows + F8_TR - 1) / F8_TR));
   k_fp8_cast_transpose<<<grid, 256, 0, s>>>(x, scale, out, out_t, amax, scale_inv, rows, cols);
   return cudaGetLastError();

@@ -78,7 +78,8 @@ cudaError_t mb_rotary(const __nv_bfloat16 *x, const float *inv_freq, __nv_bfloat
 // --- FP8 cast with transpose, Transformer Engine's cast_transpose ---
 // out = e4m3(x scale) (rows x cols) and out_t its transpose (cols x rows),
 // *amax = max(*amax, max |x|) (atomic; zero it to start a new history
-// entry), *scale_inv = 1 / scale; scale, amax, scale_inv: device floats.
+// entry), *scale_inv = 1 / scale; scale, amax, scale_inv: device floats,
+// each 16-byte aligned (else cudaErrorMisalignedAddress, nothing launched).
 // rows and cols multiples of 16.
 cudaError_t mb_fp8_cast_transpose(const __nv_bfloat16 *x, const float *scale, uint8_t *out, uint8_t *out_t,
                                   float *amax, float *scale_inv, size_t rows, size_t cols, cudaStream_t s);

@@ -91,17 +91,23 @@ static void fill_device(CalibMeasurements *m, const CalibGpuInfo *g, int ranks) 
     d->cudnn = version3(g->cudnn, 10000, 100); /* cuDNN 9: major*10000 + minor*100 + patch */
 }
 
-static gboolean gpu_failed(int rc, const char *err, GError **error) {
+/* A GPU call's failure, named by its measurement (mode, dtype, op, shape:
+ * the label its table row would have) so that a line in the "failures"
+ * list or on stderr says which one failed. */
+static gboolean gpu_failed(int rc, const char *err, const char *what, GError **error) {
   if (rc)
-    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "%s", err);
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "%s: %s", what, err);
   return rc == 0;
 }
 
 /* Under --keep-going a failed measurement is reported on stderr, recorded
- * in the file's "failures" list and skipped; otherwise it stops the run. */
+ * in the file's "failures" list and skipped; otherwise it stops the run.
+ * The table on stdout is flushed first, so that the line lands after the
+ * rows before it when both streams go to one file or terminal. */
 static gboolean keep(const Options *o, gboolean ok, CalibMeasurements *m, GError **error) {
   if (ok || !o->keep_going)
     return ok;
+  fflush(stdout);
   fprintf(stderr, "ptdsim-calibrate: skipped (--keep-going): %s\n", (*error)->message);
   g_ptr_array_add(m->failures, g_strdup((*error)->message));
   g_clear_error(error);
@@ -133,7 +139,7 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
   char err[512] = "";
   CalibGpuInfo info;
   int dev = (int)o->device;
-  if (!gpu_failed(calib_gpu_info(dev, &info, err, sizeof err), err, error)) {
+  if (!gpu_failed(calib_gpu_info(dev, &info, err, sizeof err), err, "device", error)) {
     g_prefix_error(error, "no usable GPU (--dry-run shows the plan without one): ");
     return FALSE;
   }
@@ -161,17 +167,18 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
   for (int dt = 0; ok && dt < 2 && calib_plan_has_mode(o->modes, "gemm"); dt++)
     for (guint i = 0; ok && i < plan->gemm->len; i++) {
       const CalibPlanGemm *pg = &g_array_index(plan->gemm, CalibPlanGemm, i);
+      g_snprintf(label, sizeof label, "gemm %s %s %s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT
+                                       "x%" G_GUINT64_FORMAT, dt ? "bf16" : "fp16", pg->op, pg->layout, pg->batch,
+                 pg->m, pg->n, pg->k);
       ok = gpu_failed(calib_gpu_gemm(dev, dt, pg->layout[0] == 'T', pg->layout[1] == 'T', pg->batch, pg->m, pg->n,
                                      pg->k, &t, err, sizeof err),
-                      err, error);
+                      err, label, error);
       if (ok) {
         CalibGemm g = {.batch = pg->batch, .m = pg->m, .n = pg->n, .k = pg->k, .t = timed(&t)};
         g_strlcpy(g.dtype, dt ? "bf16" : "fp16", sizeof g.dtype);
         g_strlcpy(g.op, pg->op, sizeof g.op);
         g_strlcpy(g.layout, pg->layout, sizeof g.layout);
         g_array_append_val(m->gemm, g);
-        g_snprintf(label, sizeof label, "gemm %s %s %s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT
-                                         "x%" G_GUINT64_FORMAT, g.dtype, g.op, g.layout, g.batch, g.m, g.n, g.k);
         g_snprintf(extra, sizeof extra, "%.1f TFLOP/s",
                    2.0 * (double)g.batch * (double)g.m * (double)g.n * (double)g.k / (g.t.median_us * 1e6));
         row(label, &g.t, extra);
@@ -180,16 +187,16 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
     }
   for (guint i = 0; ok && calib_plan_has_mode(o->modes, "kernels") && i < plan->kernels->len; i++) {
     const CalibPlanKernel *pk = &g_array_index(plan->kernels, CalibPlanKernel, i);
+    g_snprintf(label, sizeof label, "%s (%s) %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT, pk->name,
+               pk->fused ? "fused" : "unfused", pk->rows, pk->cols);
     ok = gpu_failed(
         calib_gpu_kernel(dev, pk->name, pk->fused, pk->rows, pk->cols, pk->seq, pk->head_dim, &t, err, sizeof err), err,
-        error);
+        label, error);
     if (ok) {
       CalibKernel k = {.fused = pk->fused, .rows = pk->rows, .cols = pk->cols, .bytes = pk->bytes,
                        .kernels = pk->kernels, .t = timed(&t)};
       g_strlcpy(k.name, pk->name, sizeof k.name);
       g_array_append_val(m->kernels, k);
-      g_snprintf(label, sizeof label, "%s (%s) %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT, k.name,
-                 k.fused ? "fused" : "unfused", k.rows, k.cols);
       g_snprintf(extra, sizeof extra, "%.0f GB/s", k.bytes / (k.t.median_us * 1e3));
       row(label, &k.t, extra);
     }
@@ -212,9 +219,10 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
         ok = keep(o, FALSE, m, error);
         continue;
       }
+      g_snprintf(label, sizeof label, "layer fp16 %s", shape);
       ok = gpu_failed(calib_gpu_layer(dev, c->hidden, c->heads, c->seq, c->micro_batch, c->tp, &t, &tr, &tb, err,
                                       sizeof err),
-                      err, error);
+                      err, label, error);
       if (ok) {
         CalibLayer l = {.hidden = c->hidden, .heads = c->heads, .seq = c->seq, .micro_batch = c->micro_batch,
                         .tp = c->tp, .fused = TRUE, .fwd = timed(&t), .bwd = timed(&tb), .has_recompute = TRUE,
@@ -238,11 +246,13 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
     for (guint i = 0; ok && i < plan->gemmlt->len; i++) {
       const CalibPlanLtGemm *pg = &g_array_index(plan->gemmlt, CalibPlanLtGemm, i);
       unsigned tm = 0, tn = 0;
+      g_snprintf(label, sizeof label, "gemmlt %s %s %s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT,
+                 fp8 ? "fp8" : "bf16", pg->op, pg->layout, pg->m, pg->n, pg->k);
       int rc = calib_gpu_gemmlt(dev, fp8, pg->layout[0] == 'T', pg->layout[1] == 'T', pg->m, pg->n, pg->k, &tm, &tn, &t,
                                 err, sizeof err);
       if (unsupported(rc, err, fp8 ? "gemmlt fp8" : "gemmlt bf16", &said, m))
         continue;
-      ok = gpu_failed(rc, err, error);
+      ok = gpu_failed(rc, err, label, error);
       if (ok) {
         CalibGemm g = {.batch = 1, .m = pg->m, .n = pg->n, .k = pg->k, .tile_m = tm, .tile_n = tn, .t = timed(&t)};
         g_strlcpy(g.dtype, fp8 ? "fp8" : "bf16", sizeof g.dtype);
@@ -250,8 +260,6 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
         g_strlcpy(g.layout, pg->layout, sizeof g.layout);
         g_strlcpy(g.api, "cublaslt", sizeof g.api);
         g_array_append_val(m->gemm, g);
-        g_snprintf(label, sizeof label, "gemmlt %s %s %s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT,
-                   g.dtype, g.op, g.layout, g.m, g.n, g.k);
         g_snprintf(extra, sizeof extra, "%.1f TFLOP/s, tile %ux%u",
                    2.0 * (double)g.m * (double)g.n * (double)g.k / (g.t.median_us * 1e6), tm, tn);
         row(label, &g.t, extra);
@@ -264,11 +272,14 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
     said = FALSE;
     for (guint i = 0; ok && i < plan->attention->len; i++) {
       const CalibPlanAttention *pa = &g_array_index(plan->attention, CalibPlanAttention, i);
+      g_snprintf(label, sizeof label, "attention bf16 causal b=%" G_GUINT64_FORMAT " h=%" G_GUINT64_FORMAT
+                                      " kv=%" G_GUINT64_FORMAT " s=%" G_GUINT64_FORMAT " d=%" G_GUINT64_FORMAT,
+                 pa->batch, pa->heads, pa->kv_heads, pa->seq, pa->head_dim);
       int rc = calib_gpu_attention(dev, pa->batch, pa->heads, pa->kv_heads, pa->seq, pa->head_dim, 1, &t, &tb, err,
                                    sizeof err);
       if (unsupported(rc, err, "attention", &said, m))
         break; /* no SDPA at all: the rest would say the same */
-      ok = gpu_failed(rc, err, error);
+      ok = gpu_failed(rc, err, label, error);
       if (ok) {
         CalibAttention a = {.causal = TRUE, .batch = pa->batch, .heads = pa->heads, .kv_heads = pa->kv_heads,
                             .seq = pa->seq, .head_dim = pa->head_dim, .has_fwd = TRUE, .has_bwd = TRUE,
@@ -294,13 +305,14 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
   }
   for (guint i = 0; ok && calib_plan_has_mode(o->modes, "membound") && i < plan->membound->len; i++) {
     const CalibPlanMembound *pb = &g_array_index(plan->membound, CalibPlanMembound, i);
-    ok = gpu_failed(calib_gpu_membound(dev, pb->op->name, pb->rows, pb->cols, &t, err, sizeof err), err, error);
+    g_snprintf(label, sizeof label, "%s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT, pb->op->name, pb->rows, pb->cols);
+    ok = gpu_failed(calib_gpu_membound(dev, pb->op->name, pb->rows, pb->cols, &t, err, sizeof err), err, label,
+                    error);
     if (ok) {
       CalibMembound b = {.rows = pb->rows, .cols = pb->cols,
                          .bytes = pb->op->bytes_per_elem * (double)pb->rows * (double)pb->cols, .t = timed(&t)};
       g_strlcpy(b.op, pb->op->name, sizeof b.op);
       g_array_append_val(m->membound, b);
-      g_snprintf(label, sizeof label, "%s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT, b.op, b.rows, b.cols);
       g_snprintf(extra, sizeof extra, "%.0f GB/s", b.bytes / (b.t.median_us * 1e3));
       row(label, &b.t, extra);
     }
@@ -325,10 +337,11 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
       }
       CalibGpuLayer gl = {c->hidden, c->heads, calib_shape_kv_heads(c), calib_shape_ffn(c), c->seq, c->micro_batch,
                           c->tp, c->llama, pm->fp8, pm->sequence_parallel};
+      g_snprintf(label, sizeof label, "modern %s %s", pm->fp8 ? "fp8" : "bf16", shape);
       int rc = calib_gpu_modern_layer(dev, &gl, &t, &tr, &tb, err, sizeof err);
       if (unsupported(rc, err, pm->fp8 ? "modern fp8" : "modern bf16", &said, m))
         continue;
-      ok = gpu_failed(rc, err, error);
+      ok = gpu_failed(rc, err, label, error);
       if (ok) {
         CalibLayer l = {.hidden = c->hidden, .heads = c->heads, .seq = c->seq, .micro_batch = c->micro_batch,
                         .tp = c->tp, .kv_heads = c->kv_heads, .ffn = c->ffn, .llama = c->llama, .flash = TRUE,
@@ -350,11 +363,11 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
   }
   for (guint i = 0; ok && calib_plan_has_mode(o->modes, "membw") && i < plan->membw_bytes->len; i++) {
     double bytes = g_array_index(plan->membw_bytes, double, i);
-    ok = gpu_failed(calib_gpu_copy(dev, bytes, &t, err, sizeof err), err, error);
+    g_snprintf(label, sizeof label, "copy %.0f B", bytes);
+    ok = gpu_failed(calib_gpu_copy(dev, bytes, &t, err, sizeof err), err, label, error);
     if (ok) {
       CalibMembw b = {.bytes = 2 * bytes, .t = timed(&t)};
       g_array_append_val(m->membw, b);
-      g_snprintf(label, sizeof label, "copy %.0f B", bytes);
       g_snprintf(extra, sizeof extra, "%.0f GB/s moved", b.bytes / (b.t.median_us * 1e3));
       row(label, &b.t, extra);
     }
@@ -369,7 +382,8 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
              "with ranks 1 and busbw 0; ptdsim fit lists them as not fitted); sendrecv needs two GPUs and is skipped\n");
     for (guint ri = 0; ok && ri < nr; ri++) {
       guint group = counts[ri];
-      ok = gpu_failed(calib_gpu_nccl_open((int)group, max_bytes, err, sizeof err), err, error);
+      g_snprintf(label, sizeof label, "nccl communicator of %u GPUs", group);
+      ok = gpu_failed(calib_gpu_nccl_open((int)group, max_bytes, err, sizeof err), err, label, error);
       if (!ok) {
         ok = keep(o, ok, m, error);
         continue; /* nothing to measure on this group */
@@ -383,7 +397,8 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
         for (guint i = 0; ok && i < plan->nccl_bytes->len; i++) {
           if (!calib_plan_coll_fits((CalibCollOp)op, group, sizes[i]))
             continue;
-          ok = gpu_failed(calib_gpu_nccl(op, sizes[i], &t, err, sizeof err), err, error);
+          g_snprintf(label, sizeof label, "nccl %s %u ranks %.0f B", calib_coll_name((CalibCollOp)op), n, sizes[i]);
+          ok = gpu_failed(calib_gpu_nccl(op, sizes[i], &t, err, sizeof err), err, label, error);
           if (ok) {
             CalibColl c = {(CalibCollOp)op, n, sizes[i], timed(&t)};
             g_array_append_val(m->coll, c);
@@ -415,6 +430,10 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
 
 int main(int argc, char **argv) {
   setlocale(LC_ALL, "C");
+  /* The table goes out a line at a time, so that a line on stderr (a
+   * skipped measurement, the GPU libraries' warnings) never lands inside a
+   * row when both streams go to one file, as run-all.sh's log takes them. */
+  setvbuf(stdout, NULL, _IOLBF, 0);
   CalibPlanConfig dflt;
   calib_plan_config_default(&dflt);
   /* 0: not given (then the shape comes from --shapes, default sc21) */

@@ -1,12 +1,14 @@
 /* ptdsim — tests of the CPU references of the memory-bound kernels
  * (calibrate/reference.c): the mathematics checked where it is exact
  * (normalised moments, identities, hand-derived roundings) and the backward
- * passes against central finite differences of the forwards.  No GPU. */
+ * passes against central finite differences of the forwards; and where the
+ * harness keeps its FP8 scales (calibrate/fp8_slots.h).  No GPU. */
 #include <float.h>
 #include <glib.h>
 #include <math.h>
 #include <string.h>
 
+#include "../calibrate/fp8_slots.h"
 #include "../calibrate/plan.h"
 #include "../calibrate/reference.h"
 
@@ -575,6 +577,57 @@ static void test_cross_entropy(void) {
   assert_close(sum, 1, 1e-14);
 }
 
+/* --- the FP8 scales' slots (fp8_slots.h) --- */
+
+/* Marks [off, off + slot) used in `used` (n floats) and checks that the slot
+ * is 16-byte aligned from the array's start, inside it and shared with no
+ * other value. */
+static void take_slot(guint8 *used, size_t n, size_t off) {
+  g_assert_cmpuint(off * sizeof(float) % 16, ==, 0);
+  g_assert_cmpuint(off + CALIB_FP8_SLOT_FLOATS, <=, n);
+  for (size_t j = 0; j < CALIB_FP8_SLOT_FLOATS; j++) {
+    g_assert_false(used[off + j]);
+    used[off + j] = 1;
+  }
+}
+
+static void test_fp8_slots(void) {
+  /* cuBLASLt refuses an FP8 scale pointer off a 16-byte boundary. */
+  g_assert_cmpuint(CALIB_FP8_SLOT_FLOATS * sizeof(float), ==, 16);
+  /* The modern layer: each cast's scale, amax and scale_inv, and the
+   * weights' scale_inv, in slots of their own that fill the array. */
+  const size_t n = calib_layer_fp8_floats();
+  guint8 *used = g_new0(guint8, n);
+  for (int kind = 0; kind < CALIB_FP8_N_KINDS; kind++)
+    for (unsigned c = 0; c < CALIB_LAYER_FP8_CASTS; c++)
+      take_slot(used, n, calib_layer_fp8_offset((CalibFp8Kind)kind, c));
+  take_slot(used, n, calib_layer_fp8_weight_offset());
+  for (size_t i = 0; i < n; i++)
+    g_assert_true(used[i]);
+  g_free(used);
+  /* The timed GEMM: A's and B's scales. */
+  guint8 gemm[CALIB_GEMMLT_SCALE_FLOATS] = {0};
+  take_slot(gemm, CALIB_GEMMLT_SCALE_FLOATS, calib_gemmlt_scale_offset(CALIB_GEMMLT_SCALE_A));
+  take_slot(gemm, CALIB_GEMMLT_SCALE_FLOATS, calib_gemmlt_scale_offset(CALIB_GEMMLT_SCALE_B));
+  /* The check the GPU rooms make before any call: every slot of an array
+   * at a 256-byte boundary (cudaMalloc's, and carve()'s for the layer)
+   * passes; a pointer one float on, as `scales + 1` was, is refused; no
+   * scale at all (a bf16 GEMM) passes. */
+  static _Alignas(256) float arena[4 * CALIB_FP8_N_KINDS * CALIB_LAYER_FP8_CASTS + 16];
+  g_assert_cmpuint(G_N_ELEMENTS(arena), >=, n);
+  for (int kind = 0; kind < CALIB_FP8_N_KINDS; kind++)
+    for (unsigned c = 0; c < CALIB_LAYER_FP8_CASTS; c++) {
+      const size_t off = calib_layer_fp8_offset((CalibFp8Kind)kind, c);
+      g_assert_true(calib_fp8_aligned(arena + off));
+      for (size_t j = 1; j < CALIB_FP8_SLOT_FLOATS; j++)
+        g_assert_false(calib_fp8_aligned(arena + off + j));
+    }
+  g_assert_true(calib_fp8_aligned(arena + calib_layer_fp8_weight_offset()));
+  g_assert_true(calib_fp8_aligned(arena + calib_gemmlt_scale_offset(CALIB_GEMMLT_SCALE_B)));
+  g_assert_false(calib_fp8_aligned(arena + 1));
+  g_assert_true(calib_fp8_aligned(NULL));
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/reference/mix-urand", test_mix_urand);
@@ -592,5 +645,6 @@ int main(int argc, char **argv) {
   g_test_add_func("/reference/e4m3-rounding", test_e4m3_rounding);
   g_test_add_func("/reference/fp8-scale", test_fp8_scale);
   g_test_add_func("/reference/cross-entropy", test_cross_entropy);
+  g_test_add_func("/reference/fp8-slots", test_fp8_slots);
   return g_test_run();
 }
