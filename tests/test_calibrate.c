@@ -1302,9 +1302,17 @@ static void test_cli_compare(void) {
   p = run(bin, args);
   expect_one_line_error(&p, "--base: no profile named 'nosuch'");
   g_free(args);
-  args = g_strdup_printf("fit --check-facts %s --profile %s", meas, prof);
+  /* facts in the measurements format are checked as --compare checks them */
+  args = g_strdup_printf("fit --check-facts %s --profile %s --format json", meas, prof);
   p = run(bin, args);
-  expect_one_line_error(&p, "is a ptdsim measurements file, not another tool's kernel facts");
+  g_assert_cmpint(p.status, ==, 0);
+  g_free(args);
+  args = g_strdup_printf("fit --compare %s --profile %s --format json", meas, prof);
+  Proc pc = run(bin, args);
+  g_assert_cmpint(pc.status, ==, 0);
+  g_assert_cmpstr(p.out, ==, pc.out);
+  proc_clear(&p);
+  proc_clear(&pc);
   g_free(args);
   args = g_strdup_printf("fit --check-facts %s", meas);
   p = run(bin, args);
@@ -1452,6 +1460,100 @@ static void test_calibrate_dry_run(void) {
   expect_one_line_error(&p, "STYLE");
 }
 
+/* The shipped measured profiles are what `ptdsim fit` makes of the committed
+ * files (byte for byte: the fit is deterministic and its provenance dates
+ * are the measurements'), and they reproduce those files: today's layers,
+ * each GEMM dtype, flash attention, and PyTorch's FP8 GEMMs, an
+ * independent source the fit never saw. */
+static void test_shipped_measured_profiles(void) {
+  static const struct {
+    const char *profile, *base, *fitted[3], *today[2], *pytorch_fp8;
+  } gpus[] = {
+      {"h100-sxm5-80gb-measured",
+       "h100-sxm5-80gb",
+       {"h100-sxm5-80gb-sc21-today.json", "h100-sxm5-80gb-llama3.json", "h100-sxm5-80gb-gpt3.json"},
+       {"h100-sxm5-80gb-llama3.json", "h100-sxm5-80gb-gpt3.json"},
+       "h100-fp8-gemms-pytorch.json"},
+      {"h200-sxm-141gb-measured",
+       "h200-sxm-141gb",
+       {"h200-sxm-141gb-sc21.json", "h200-sxm-141gb-llama3.json", "h200-sxm-141gb-gpt3.json"},
+       {"h200-sxm-141gb-llama3.json", "h200-sxm-141gb-gpt3.json"},
+       "h200-fp8-gemms-pytorch.json"},
+  };
+  const char *bin = g_getenv("PTDSIM_BIN"), *data = g_getenv("PTDSIM_DATA_DIR");
+  char *tmpdir = test_tmp_dir("ptdsim-shipped");
+  for (guint g = 0; g < G_N_ELEMENTS(gpus); g++) {
+    char *dir = g_build_filename(data, "calibrate", "measurements", NULL);
+    char *out = g_build_filename(tmpdir, "refit.json", NULL);
+    /* from the repository's root, as doc/calibration.md's commands run: the
+     * profile names its measurements by the paths it was given */
+    char *args = g_strdup_printf("fit calibrate/measurements/%s calibrate/measurements/%s calibrate/measurements/%s "
+                                 "--base %s --name %s -o %s",
+                                 gpus[g].fitted[0], gpus[g].fitted[1], gpus[g].fitted[2], gpus[g].base,
+                                 gpus[g].profile, out);
+    char *cwd = g_get_current_dir();
+    g_assert_cmpint(g_chdir(data), ==, 0);
+    Proc p = run(bin, args);
+    g_assert_cmpint(g_chdir(cwd), ==, 0);
+    g_free(cwd);
+    g_assert_cmpint(p.status, ==, 0);
+    proc_clear(&p);
+    char *shipped_path = g_strdup_printf("%s/calibrate/profiles/%s.json", data, gpus[g].profile);
+    char *refit = NULL, *shipped = NULL;
+    g_assert_true(g_file_get_contents(out, &refit, NULL, NULL));
+    g_assert_true(g_file_get_contents(shipped_path, &shipped, NULL, NULL));
+    g_assert_true(strcmp(refit, shipped) == 0); /* (not cmpstr: a profile is 100 KB) */
+    g_free(refit);
+    g_free(shipped);
+    g_unlink(out);
+    ModelProfile *prof = load_profile(gpus[g].profile);
+    GError *error = NULL;
+    for (guint f = 0; f < G_N_ELEMENTS(gpus[g].today); f++) {
+      char *path = g_build_filename(dir, gpus[g].today[f], NULL);
+      CalibMeasurements *m = calib_measurements_load(path, &error);
+      g_assert_no_error(error);
+      cJSON *c = calib_compare(m, prof, &error);
+      g_assert_no_error(error);
+      const cJSON *ls = cJSON_GetObjectItemCaseSensitive(c, "layer_summary");
+      g_test_message("%s on %s: layers median %.2f%%, max %.2f%%", gpus[g].profile, gpus[g].today[f],
+                     100 * num(ls, "median_abs_error"), 100 * num(ls, "max_abs_error"));
+      g_assert_cmpfloat(num(ls, "rows"), >=, 18);
+      g_assert_cmpfloat(num(ls, "median_abs_error"), <=, 0.03);
+      g_assert_cmpfloat(num(ls, "max_abs_error"), <=, 0.10);
+      g_assert_cmpfloat(num(compare_class(c, "gemm bf16", "all"), "median_abs_error"), <=, 0.03);
+      g_assert_cmpfloat(num(compare_class(c, "gemm fp8", "forward (fast accumulation)"), "median_abs_error"), <=,
+                        0.03);
+      g_assert_cmpfloat(num(compare_class(c, "gemm fp8", "gradient (split accumulation)"), "median_abs_error"), <=,
+                        0.03);
+      g_assert_cmpfloat(num(compare_class(c, "attention", "forward"), "median_abs_error"), <=, 0.08);
+      g_assert_cmpfloat(num(compare_class(c, "attention", "backward"), "median_abs_error"), <=, 0.08);
+      cJSON_Delete(c);
+      calib_measurements_free(m);
+      g_free(path);
+    }
+    char *path = g_build_filename(dir, gpus[g].pytorch_fp8, NULL);
+    CalibMeasurements *m = calib_measurements_load(path, &error);
+    g_assert_no_error(error);
+    cJSON *c = calib_compare(m, prof, &error);
+    g_assert_no_error(error);
+    const cJSON *fp8 = compare_class(c, "gemm fp8", "forward (fast accumulation)");
+    g_test_message("%s on %s: FP8 GEMMs median %.2f%%", gpus[g].profile, gpus[g].pytorch_fp8,
+                   100 * num(fp8, "median_abs_error"));
+    g_assert_cmpfloat(num(fp8, "count"), ==, m->gemm->len);
+    g_assert_cmpfloat(num(fp8, "median_abs_error"), <=, 0.05);
+    cJSON_Delete(c);
+    calib_measurements_free(m);
+    g_free(path);
+    model_profile_free(prof);
+    g_free(args);
+    g_free(out);
+    g_free(shipped_path);
+    g_free(dir);
+  }
+  test_rm_rf(tmpdir);
+  g_free(tmpdir);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   GError *error = NULL;
@@ -1478,6 +1580,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/calibrate/fit-today-within-stderr", test_fit_today_within_stderr);
   g_test_add_func("/calibrate/fit-part-with-base", test_fit_part_with_base);
   g_test_add_func("/calibrate/cli-compare", test_cli_compare);
+  g_test_add_func("/calibrate/shipped-measured-profiles", test_shipped_measured_profiles);
   int rc = g_test_run();
   GDir *d = g_dir_open(tmpdir, 0, NULL);
   const char *e;

@@ -523,7 +523,9 @@ static void test_precision(void) {
   double tb = num(bf, "iteration_time_s"), t8 = num(f8, "iteration_time_s");
   g_assert_cmpfloat(t8, <, tb);
   assert_rel(num(f8, "tflops_per_gpu") * t8, num(bf, "tflops_per_gpu") * tb, 1e-9);
-  char *path = g_build_filename(g_getenv("PTDSIM_DATA_DIR"), "calibrate", "profiles", "h100-sxm5-80gb.json", NULL);
+  char *file = g_strconcat(str(obj(bf, "config"), "profile"), ".json", NULL); /* the cluster's default */
+  char *path = g_build_filename(g_getenv("PTDSIM_DATA_DIR"), "calibrate", "profiles", file, NULL);
+  g_free(file);
   char *text = slurp(path, NULL);
   cJSON *prof = cJSON_Parse(text);
   double peak16 = num(prof, "peak_tflops"), peak8 = num(prof, "peak_fp8_tflops");
