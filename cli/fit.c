@@ -350,6 +350,17 @@ static gboolean check_facts(const FitOptions *o, GError **error) {
   cJSON *facts = ptd_json_load(o->check_facts, error);
   if (!facts)
     return FALSE;
+  const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(facts, "format");
+  if (cJSON_IsString(fmt) && strcmp(fmt->valuestring, CALIB_FORMAT) == 0) {
+    /* Another tool's timings written in the measurements format (PyTorch's
+     * FP8 GEMMs, say): checked record by record and class by class, as
+     * --compare checks a harness file. */
+    cJSON_Delete(facts);
+    FitOptions c = *o;
+    c.compare = o->check_facts;
+    c.check_facts = NULL;
+    return compare(&c, error);
+  }
   ModelProfile *p = model_profile_load(o->profile, error);
   cJSON *json = p ? calib_check_facts(facts, o->check_facts, p, error) : NULL;
   if (json && format == CLI_JSON)
