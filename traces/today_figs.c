@@ -94,7 +94,7 @@ gboolean trace_today_machines(TraceFigureContext *ctx, TraceFigureOut *out, GErr
                          "Llama 3 70B for 15T tokens on %u GPUs of each machine: t 8, p 4, d 32, 512 sequences of "
                          "8192 tokens, selective recomputation, sequence parallel, distributed optimizer, bf16\n",
                          MACHINE_GPUS);
-  g_string_append_printf(out->text, "%-18s %-15s %8s %6s %8s %9s %12s %9s %6s\n", "cluster", "gpu", "iter s", "MFU",
+  g_string_append_printf(out->text, "%-18s %-23s %8s %6s %8s %9s %12s %9s %6s\n", "cluster", "profile", "iter s", "MFU",
                          "TFLOP/s", "days", "GPU-hours", "run days", "ETT");
   for (guint i = 0; ok && i < n; i++) {
     TopoCluster *c = NULL;
@@ -122,7 +122,7 @@ gboolean trace_today_machines(TraceFigureContext *ctx, TraceFigureOut *out, GErr
       add_row_num(row, "memory_GiB", jnum(run, "memory_per_gpu_GiB.total"));
       cJSON_AddBoolToObject(row, "fits_in_memory", cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(run, "fits_in_memory")));
       cJSON_AddItemToArray(out->rows, row);
-      g_string_append_printf(out->text, "%-18s %-15s %8.3f %5.1f%% %8.1f %9.1f %12.0f %9.1f %5.1f%%\n", machines[i],
+      g_string_append_printf(out->text, "%-18s %-23s %8.3f %5.1f%% %8.1f %9.1f %12.0f %9.1f %5.1f%%\n", machines[i],
                              p->name, jnum(run, "iteration_time_s"), jnum(run, "mfu_percent"),
                              jnum(run, "model_tflops_per_gpu"), ideal[i], jnum(run, "gpu_hours"), expected[i],
                              100 * jnum(run, "whole_run.expected.effective_training_time"));
