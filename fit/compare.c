@@ -171,7 +171,7 @@ static void compare_membound(const CalibMeasurements *m, const ModelProfile *p, 
         continue;
       g_snprintf(label, sizeof label, "%s (fused, 2021) %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT, k->name, k->rows,
                  k->cols);
-      class_add(&c, k->t.median_us, model_mem_time_s(p, kc, k->bytes) * 1e6, label);
+      class_add(&c, k->t.median_us, model_mem_2021_time_s(p, kc, k->bytes) * 1e6, label);
     }
     class_emit(list, &c, "membound", model_mem_class_name((ModelMemClass)cl));
   }

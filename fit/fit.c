@@ -259,6 +259,25 @@ typedef struct {
   char note[256];
 } MemClassFit;
 
+/* The fit record of each fitted memory-bound class of `mc` into `parent`. */
+static void mem_fit_record(cJSON *parent, const MemClassFit *mc) {
+  for (int c = 0; c < MODEL_MEM_N; c++) {
+    if (!mc[c].fitted)
+      continue;
+    cJSON *o = cJSON_AddObjectToObject(parent, model_mem_class_name((ModelMemClass)c));
+    cJSON_AddStringToObject(o, "model", "t = gap + bytes / (l2_GBps if bytes <= l2_MiB else hbm_GBps)");
+    cJSON_AddNumberToObject(o, "points", mc[c].points);
+    cJSON_AddNumberToObject(o, "points_in_l2", mc[c].points_l2);
+    cJSON_AddNumberToObject(o, "rms_relative_residual", mc[c].rms);
+    cJSON_AddNumberToObject(o, "max_relative_residual", mc[c].max_abs);
+    cJSON *pm = cJSON_AddObjectToObject(o, "parameters");
+    param(pm, "gap_us", mc[c].gap_us, mc[c].se[0]);
+    param(pm, "hbm_GBps", mc[c].hbm_GBps, mc[c].se[1]);
+    param(pm, "l2_GBps", mc[c].l2_GBps, mc[c].se[2]);
+    cJSON_AddStringToObject(o, "note", mc[c].note);
+  }
+}
+
 /* The measured points of class c: copies (bytes moved), the membound
  * kernels (today's: 16-byte vectorized, one pass, as Megatron-Core and
  * Transformer Engine write them) and, only where the files have none of
@@ -285,6 +304,24 @@ static GArray *mem_points(const CalibMeasurements *m, ModelMemClass c) {
     }
   }
   for (guint i = 0; i < m->kernels->len && !today; i++) {
+    const CalibKernel *k = &g_array_index(m->kernels, CalibKernel, i);
+    if (calib_kernel_class(k->name, k->fused, k->kernels) == c) {
+      MemPoint p = {k->bytes, k->t.median_us};
+      g_array_append_val(a, p);
+    }
+  }
+  return a;
+}
+
+/* The 2021 fused kernels of class c, where today's kernels measure the
+ * class too (else mem_points already fits the class from them): the
+ * "membound_2021" figures the 2021 layer is priced with. */
+static GArray *mem_points_2021(const CalibMeasurements *m, ModelMemClass c) {
+  GArray *a = g_array_new(FALSE, FALSE, sizeof(MemPoint));
+  gboolean today = FALSE;
+  for (guint i = 0; i < m->membound->len; i++)
+    today |= calib_membound_op(g_array_index(m->membound, CalibMembound, i).op)->cls == c;
+  for (guint i = 0; i < m->kernels->len && today && c != MODEL_MEM_COPY; i++) {
     const CalibKernel *k = &g_array_index(m->kernels, CalibKernel, i);
     if (calib_kernel_class(k->name, k->fused, k->kernels) == c) {
       MemPoint p = {k->bytes, k->t.median_us};
@@ -370,10 +407,11 @@ static gboolean undetermined_bw(const CalibMeasurements *m, ModelMemClass c, dou
  * L2's size, one where they reach one side (the other then from the base
  * profile's class, else at the copies' ratio of the two), nothing with
  * fewer than three points. */
-static gboolean fit_mem_class(const CalibMeasurements *m, ModelMemClass c, double l2_bytes, const MemClassFit *copy,
-                              const ModelProfile *base, guint max_iter, MemClassFit *out, GError **error) {
+static gboolean fit_mem_class(const CalibMeasurements *m, ModelMemClass c, gboolean kernels_2021, double l2_bytes,
+                              const MemClassFit *copy, const ModelProfile *base, guint max_iter, MemClassFit *out,
+                              GError **error) {
   memset(out, 0, sizeof *out);
-  GArray *pts = mem_points(m, c);
+  GArray *pts = kernels_2021 ? mem_points_2021(m, c) : mem_points(m, c);
   const MemPoint *p = (const MemPoint *)pts->data;
   guint n = pts->len, nl2 = 0;
   for (guint i = 0; i < n; i++)
@@ -845,7 +883,7 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
   /* 1. Memory-bound kernels, copies first (they give the launch gap and the
    * HBM efficiency). */
   MemClassFit mc[MODEL_MEM_N];
-  if (!fit_mem_class(m, MODEL_MEM_COPY, l2, NULL, base, max_iter, &mc[MODEL_MEM_COPY], error))
+  if (!fit_mem_class(m, MODEL_MEM_COPY, FALSE, l2, NULL, base, max_iter, &mc[MODEL_MEM_COPY], error))
     return NULL;
   gboolean copies = mc[MODEL_MEM_COPY].fitted;
   if (!copies && !base) {
@@ -856,8 +894,18 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
     return NULL;
   }
   for (int c = 1; c < MODEL_MEM_N; c++)
-    if (!fit_mem_class(m, (ModelMemClass)c, l2, &mc[MODEL_MEM_COPY], base, max_iter, &mc[c], error))
+    if (!fit_mem_class(m, (ModelMemClass)c, FALSE, l2, &mc[MODEL_MEM_COPY], base, max_iter, &mc[c], error))
       return NULL;
+  /* Megatron's 2021 kernels apart, in the classes today's kernels measure
+   * too (mem_points_2021). */
+  MemClassFit mc21[MODEL_MEM_N];
+  memset(&mc21[MODEL_MEM_COPY], 0, sizeof mc21[MODEL_MEM_COPY]);
+  gboolean any_2021 = FALSE;
+  for (int c = 1; c < MODEL_MEM_N; c++) {
+    if (!fit_mem_class(m, (ModelMemClass)c, TRUE, l2, &mc[MODEL_MEM_COPY], base, max_iter, &mc21[c], error))
+      return NULL;
+    any_2021 |= mc21[c].fitted;
+  }
   /* Without copies: the base's launch gap and HBM efficiency. */
   double launch_us = copies ? mc[MODEL_MEM_COPY].gap_us : base->kernel_launch_s * 1e6;
   double bw = copies ? mc[MODEL_MEM_COPY].hbm_GBps : base->hbm_bytes_per_s * base->memory_efficiency / 1e9;
@@ -1184,26 +1232,31 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
     put(root, "membound", mb);
   else
     cJSON_Delete(mb);
+  cJSON_DeleteItemFromObjectCaseSensitive(root, "membound_2021");
+  if (any_2021) {
+    cJSON *m21 = cJSON_CreateObject();
+    for (int c = 1; c < MODEL_MEM_N; c++) {
+      if (!mc21[c].fitted)
+        continue;
+      char key[48];
+      g_snprintf(key, sizeof key, "membound_2021.%s", model_mem_class_name((ModelMemClass)c));
+      cJSON *o = cJSON_AddObjectToObject(m21, model_mem_class_name((ModelMemClass)c));
+      cJSON_AddNumberToObject(o, "gap_us", round_sig(mc21[c].gap_us, 6));
+      cJSON_AddNumberToObject(o, "hbm_GBps", round_sig(mc21[c].hbm_GBps, 6));
+      cJSON_AddNumberToObject(o, "l2_GBps", round_sig(mc21[c].l2_GBps, 6));
+      char *note = g_strdup_printf("Megatron's 2021 kernels (the 2021 layer's), %s", mc21[c].note);
+      cJSON_AddStringToObject(prov, key, note);
+      g_free(note);
+    }
+    put(root, "membound_2021", m21);
+  }
   put(root, "provenance", prov);
 
   /* The fit record. */
   cJSON *fit = cJSON_CreateObject();
-  cJSON *fmb = cJSON_AddObjectToObject(fit, "membound");
-  for (int c = 0; c < MODEL_MEM_N; c++) {
-    if (!mc[c].fitted)
-      continue;
-    cJSON *o = cJSON_AddObjectToObject(fmb, model_mem_class_name((ModelMemClass)c));
-    cJSON_AddStringToObject(o, "model", "t = gap + bytes / (l2_GBps if bytes <= l2_MiB else hbm_GBps)");
-    cJSON_AddNumberToObject(o, "points", mc[c].points);
-    cJSON_AddNumberToObject(o, "points_in_l2", mc[c].points_l2);
-    cJSON_AddNumberToObject(o, "rms_relative_residual", mc[c].rms);
-    cJSON_AddNumberToObject(o, "max_relative_residual", mc[c].max_abs);
-    cJSON *pm = cJSON_AddObjectToObject(o, "parameters");
-    param(pm, "gap_us", mc[c].gap_us, mc[c].se[0]);
-    param(pm, "hbm_GBps", mc[c].hbm_GBps, mc[c].se[1]);
-    param(pm, "l2_GBps", mc[c].l2_GBps, mc[c].se[2]);
-    cJSON_AddStringToObject(o, "note", mc[c].note);
-  }
+  mem_fit_record(cJSON_AddObjectToObject(fit, "membound"), mc);
+  if (any_2021)
+    mem_fit_record(cJSON_AddObjectToObject(fit, "membound_2021"), mc21);
   cJSON *fg = !gemms ? NULL : fit_summary(fit, "gemm",
                           "t = launch + max(T1 (K + k_half) / (K e_max), bytes / bandwidth), T1 the best tile's "
                           "wave-quantized time at peak times min(1, its intensity x tile_bandwidth / peak) "

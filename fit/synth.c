@@ -92,7 +92,7 @@ CalibMeasurements *calib_synthesize(const ModelProfile *p, const ModelNet *net, 
     /* a fused kernel at its class's surface; the unfused chains as that
      * many copies' gaps and the bytes at the copy bandwidth */
     ModelMemClass c = calib_kernel_class(pk->name, pk->fused, pk->kernels);
-    double s = c != MODEL_MEM_N ? model_mem_time_s(p, c, pk->bytes)
+    double s = c != MODEL_MEM_N ? model_mem_2021_time_s(p, c, pk->bytes)
                                              : pk->kernels * model_memop_time_s(p, 1) + model_memop_time_s(p, pk->bytes) -
                                                    model_memop_time_s(p, 1);
     k.t = noisy(&nz, s);

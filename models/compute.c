@@ -125,6 +125,13 @@ double model_mem_time_s(const ModelProfile *p, ModelMemClass c, double bytes) {
   return p->mem_gap_s[c] + bytes / bw;
 }
 
+double model_mem_2021_time_s(const ModelProfile *p, ModelMemClass c, double bytes) {
+  if (!p->has_membound_2021 || c >= MODEL_MEM_N || bytes <= 0)
+    return model_mem_time_s(p, c, bytes);
+  double bw = p->l2_bytes > 0 && bytes <= p->l2_bytes ? p->mem_2021_l2_bytes_per_s[c] : p->mem_2021_hbm_bytes_per_s[c];
+  return p->mem_2021_gap_s[c] + bytes / bw;
+}
+
 double model_memop_time_s(const ModelProfile *p, double bytes) {
   return model_mem_time_s(p, MODEL_MEM_COPY, bytes);
 }

@@ -79,6 +79,10 @@ double model_memop_time_s(const ModelProfile *p, double bytes);
  * HBM bandwidth otherwise; without one, every class at the profile's copy
  * bandwidth (HBM x memory_efficiency) after kernel_launch_us. */
 double model_mem_time_s(const ModelProfile *p, ModelMemClass c, double bytes);
+/* The same for Megatron's 2021 kernel of class `c` (the 2021 layer's):
+ * the profile's "membound_2021" figures where it has them, else as
+ * model_mem_time_s. */
+double model_mem_2021_time_s(const ModelProfile *p, ModelMemClass c, double bytes);
 const char *model_mem_class_name(ModelMemClass c);
 /* The class named `name`, or MODEL_MEM_N. */
 ModelMemClass model_mem_class_lookup(const char *name);

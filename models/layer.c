@@ -10,6 +10,7 @@ typedef struct {
   guint seg;
   gboolean fp8; /* the linear layers' GEMMs in FP8 (Transformer Engine) */
   gboolean backward; /* gradient GEMMs: FP8 with split accumulation */
+  gboolean kernels_2021; /* Megatron's 2021 memory-bound kernels (a layer without flash attention) */
 } Acc;
 
 /* The span of a pass that starts here and, with span_end, ends there (both
@@ -32,7 +33,7 @@ static void gemm(Acc *a, guint64 batch, guint64 m, guint64 n, guint64 k) {
 
 /* A memory-bound kernel of class `c` moving `bytes` (read + written). */
 static void memop(Acc *a, ModelMemClass c, double bytes) {
-  a->pass->seg_s[a->seg] += model_mem_time_s(a->p, c, bytes);
+  a->pass->seg_s[a->seg] += a->kernels_2021 ? model_mem_2021_time_s(a->p, c, bytes) : model_mem_time_s(a->p, c, bytes);
   a->pass->kernels++;
 }
 
@@ -425,7 +426,11 @@ static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guin
     d.N /= t; /* the sequence-parallel region: s/t of the tokens */
   d.flash = use_flash;
   d.no_mlp = no_mlp;
-  Acc f = {p, &out->fwd, 0, fp8, FALSE}, g = {p, &out->bwd, 0, fp8, TRUE}, c = {p, &out->core, 0, fp8, FALSE};
+  /* without flash attention the layer is Megatron's 2021 layer, its
+   * memory-bound kernels the 2021 ones */
+  gboolean k21 = !use_flash;
+  Acc f = {p, &out->fwd, 0, fp8, FALSE, k21}, g = {p, &out->bwd, 0, fp8, TRUE, k21},
+      c = {p, &out->core, 0, fp8, FALSE, k21};
   forward(&f, &d, fused, fused_softmax);
   backward(&g, &d, fused, fused_softmax);
   attention_core(&c, &d, fused_softmax);

@@ -287,6 +287,48 @@ static gboolean load_membound(ModelProfile *p, const cJSON *root, const char *fi
   return TRUE;
 }
 
+/* The optional "membound_2021" block: per class {"gap_us", "hbm_GBps",
+ * "l2_GBps"} of Megatron's 2021 kernels, beside a "membound" block; a class
+ * it does not name keeps membound's figures. */
+static gboolean load_membound_2021(ModelProfile *p, const cJSON *root, const char *file, GError **error) {
+  memcpy(p->mem_2021_gap_s, p->mem_gap_s, sizeof p->mem_gap_s);
+  memcpy(p->mem_2021_hbm_bytes_per_s, p->mem_hbm_bytes_per_s, sizeof p->mem_hbm_bytes_per_s);
+  memcpy(p->mem_2021_l2_bytes_per_s, p->mem_l2_bytes_per_s, sizeof p->mem_l2_bytes_per_s);
+  const cJSON *mb = cJSON_GetObjectItemCaseSensitive(root, "membound_2021");
+  if (!mb)
+    return TRUE;
+  if (!cJSON_IsObject(mb) || !p->has_membound) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
+                "%s: 'membound_2021' must be an object of classes, beside a 'membound' block", file);
+    return FALSE;
+  }
+  const cJSON *c;
+  cJSON_ArrayForEach(c, mb) {
+    ModelMemClass i = model_mem_class_lookup(c->string);
+    if (i == MODEL_MEM_N) {
+      g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
+                  "%s: 'membound_2021.%s' is not a class; the classes are copy, norm, pointwise, activation, softmax, "
+                  "cross_entropy",
+                  file, c->string);
+      return FALSE;
+    }
+    char kg[64], kh[64], kl[64];
+    double gap, hbm, l2;
+    g_snprintf(kg, sizeof kg, "membound_2021.%s.gap_us", c->string);
+    g_snprintf(kh, sizeof kh, "membound_2021.%s.hbm_GBps", c->string);
+    g_snprintf(kl, sizeof kl, "membound_2021.%s.l2_GBps", c->string);
+    if (!ptd_json_in(root, kg, file, &ptd_range_latency_us, &gap, error) ||
+        !ptd_json_in(root, kh, file, &ptd_range_bandwidth_GBps, &hbm, error) ||
+        !ptd_json_in_or(root, kl, file, &ptd_range_bandwidth_GBps, hbm, &l2, error))
+      return FALSE;
+    p->mem_2021_gap_s[i] = gap * 1e-6;
+    p->mem_2021_hbm_bytes_per_s[i] = hbm * 1e9;
+    p->mem_2021_l2_bytes_per_s[i] = l2 * 1e9;
+  }
+  p->has_membound_2021 = TRUE;
+  return TRUE;
+}
+
 /* The ceiling efficiency e_max that makes the model reproduce the anchor
  * measurement (the best GEMM rate published for the device). */
 static gboolean solve_anchor(ModelProfile *p, const cJSON *gemm, const char *file, GError **error) {
@@ -357,7 +399,8 @@ static gboolean load_body(ModelProfile *p, const cJSON *root, const char *file, 
   p->kernel_launch_s = launch_us * 1e-6;
   return solve_anchor(p, gemm, file, error) && load_collectives(p, root, file, error) &&
          load_attention(p, root, file, error) && load_precisions(p, root, file, error) &&
-         load_gemm_fp8(p, root, file, error) && load_membound(p, root, file, error);
+         load_gemm_fp8(p, root, file, error) && load_membound(p, root, file, error) &&
+         load_membound_2021(p, root, file, error);
 }
 
 gboolean model_profile_supports(const ModelProfile *p, const char *precision) {

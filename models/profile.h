@@ -111,6 +111,14 @@ typedef struct {
    * (l2_bytes) and for data that does not. */
   gboolean has_membound;
   double mem_gap_s[MODEL_MEM_N], mem_hbm_bytes_per_s[MODEL_MEM_N], mem_l2_bytes_per_s[MODEL_MEM_N];
+  /* Megatron's 2021 kernels (optional "membound_2021" block): the same
+   * classes as the 2021 layer runs them (fused softmax, bias-GeLU and
+   * bias-dropout-add, the apex layernorm), where a GPU runs them at another
+   * rate than today's vectorized kernels; classes it does not name are
+   * priced as "membound" prices them.  A layer without flash attention is
+   * the 2021 layer and uses these. */
+  gboolean has_membound_2021;
+  double mem_2021_gap_s[MODEL_MEM_N], mem_2021_hbm_bytes_per_s[MODEL_MEM_N], mem_2021_l2_bytes_per_s[MODEL_MEM_N];
   double l2_bytes; /* "l2_MiB"; 0: not given (every kernel at its HBM bandwidth) */
   /* Optional "collectives" block of a fitted profile: collectives measured
    * on one node, used instead of the cluster's intra-node model. */

@@ -1460,6 +1460,56 @@ static void test_calibrate_dry_run(void) {
   expect_one_line_error(&p, "STYLE");
 }
 
+/* Two generations of memory-bound kernels in one file: measurements made
+ * by a profile whose 2021 kernels run at other rates than today's
+ * (membound_2021) give both back when fitted without noise, today's
+ * classes from today's kernels alone, the 2021 ones apart. */
+static void test_fit_two_generations(void) {
+  ModelProfile *g = load_profile("h100-sxm5-80gb-measured");
+  g_assert_true(g->has_membound_2021);
+  CalibPlan *plan = default_plan();
+  GError *error = NULL;
+  TopoCluster *cl = topo_cluster_load("dgx-h100-superpod", &error);
+  g_assert_no_error(error);
+  ModelNet net = {.hw = cl->net};
+  CalibMeasurements *m = calib_synthesize(g, &net, plan, 0, 1);
+  topo_cluster_free(cl);
+  char *bpath = ptd_data_resolve("calibrate/profiles", "h100-sxm5-80gb", "profile", &error);
+  cJSON *base_json = ptd_json_load(bpath, &error);
+  ModelProfile *base = model_profile_from_json(base_json, bpath, &error);
+  g_assert_nonnull(base);
+  CalibFitOptions o = {.name = "two", .measurements_path = "synthetic.json", .base = base, .base_json = base_json};
+  cJSON *j = calib_fit(m, &o, &error);
+  model_profile_free(base);
+  cJSON_Delete(base_json);
+  g_free(bpath);
+  g_assert_no_error(error);
+  const cJSON *f21 = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "fit"), "membound_2021");
+  g_assert_nonnull(f21);
+  static const char *cls[] = {"norm", "pointwise", "activation"};
+  for (guint i = 0; i < G_N_ELEMENTS(cls); i++) {
+    ModelMemClass c = model_mem_class_lookup(cls[i]);
+    const cJSON *pm = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(f21, cls[i]), "parameters");
+    double hbm21 = field(pm, "hbm_GBps", "value"), hbm = mparam(j, cls[i], "hbm_GBps", "value");
+    g_test_message("%s: today's %.6g GB/s (truth %.6g), 2021's %.6g (truth %.6g)", cls[i], hbm,
+                   g->mem_hbm_bytes_per_s[c] / 1e9, hbm21, g->mem_2021_hbm_bytes_per_s[c] / 1e9);
+    g_assert_cmpfloat(fabs(hbm - g->mem_hbm_bytes_per_s[c] / 1e9), <=, 2e-5 * g->mem_hbm_bytes_per_s[c] / 1e9);
+    g_assert_cmpfloat(fabs(hbm21 - g->mem_2021_hbm_bytes_per_s[c] / 1e9), <=,
+                      2e-5 * g->mem_2021_hbm_bytes_per_s[c] / 1e9);
+    g_assert_cmpfloat(fabs(field(pm, "gap_us", "value") - g->mem_2021_gap_s[c] * 1e6), <=,
+                      2e-5 * g->mem_2021_gap_s[c] * 1e6 + 1e-6);
+  }
+  /* the profile it writes loads, with both blocks */
+  ModelProfile *back = model_profile_from_json(j, "two", &error);
+  g_assert_no_error(error);
+  g_assert_true(back->has_membound && back->has_membound_2021);
+  model_profile_free(back);
+  cJSON_Delete(j);
+  calib_measurements_free(m);
+  calib_plan_free(plan);
+  model_profile_free(g);
+}
+
 /* The shipped measured profiles are what `ptdsim fit` makes of the committed
  * files (byte for byte: the fit is deterministic and its provenance dates
  * are the measurements'), and they reproduce those files: today's layers,
@@ -1581,6 +1631,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/calibrate/fit-part-with-base", test_fit_part_with_base);
   g_test_add_func("/calibrate/cli-compare", test_cli_compare);
   g_test_add_func("/calibrate/shipped-measured-profiles", test_shipped_measured_profiles);
+  g_test_add_func("/calibrate/fit-two-generations", test_fit_two_generations);
   int rc = g_test_run();
   GDir *d = g_dir_open(tmpdir, 0, NULL);
   const char *e;

@@ -894,6 +894,46 @@ static void test_mem_classes(void) {
   assert_rel(model_memop_time_s(&p, 1e9), model_mem_time_s(&p, MODEL_MEM_COPY, 1e9), REL_EPS);
 }
 
+/* Two generations of memory-bound kernels: a profile's membound_2021
+ * figures price the 2021 layer (no flash attention) exactly as a profile
+ * whose membound block held them would, and leave a flash layer and the
+ * classes the block does not name as they were. */
+static void test_mem_2021(void) {
+  ModelProfile *today = load_profile("h100-sxm5-80gb-measured");
+  g_assert_true(today->has_membound);
+  today->has_membound_2021 = FALSE; /* today's kernels only */
+  ModelProfile both = *today, as2021 = *today;
+  both.has_membound_2021 = TRUE;
+  for (int c = 0; c < MODEL_MEM_N; c++) {
+    both.mem_2021_gap_s[c] = as2021.mem_gap_s[c] = today->mem_gap_s[c] + (c + 1) * 1e-6;
+    both.mem_2021_hbm_bytes_per_s[c] = as2021.mem_hbm_bytes_per_s[c] = 0.5 * today->mem_hbm_bytes_per_s[c];
+    both.mem_2021_l2_bytes_per_s[c] = as2021.mem_l2_bytes_per_s[c] = 0.5 * today->mem_l2_bytes_per_s[c];
+  }
+  as2021.has_membound_2021 = FALSE;
+  ModelShape m = lookup("gpt3-1b");
+  for (int a = 0; a < 2; a++) {
+    ModelLayerOptions o = {.fused = TRUE, .attention = a ? MODEL_ATTENTION_FLASH : MODEL_ATTENTION_FUSED};
+    ModelLayerCost got, want, flat;
+    model_layer_cost_with(&both, &m, 2, 1, &o, &got);
+    model_layer_cost_with(a ? today : &as2021, &m, 2, 1, &o, &want);
+    model_layer_cost_with(today, &m, 2, 1, &o, &flat);
+    for (int seg = 0; seg < 3; seg++) {
+      g_assert_cmpfloat(got.fwd.seg_s[seg], ==, want.fwd.seg_s[seg]);
+      g_assert_cmpfloat(got.bwd.seg_s[seg], ==, want.bwd.seg_s[seg]);
+    }
+    if (!a) /* the 2021 layer is slower on the slower kernels */
+      g_assert_cmpfloat(got.fwd.seg_s[0] + got.fwd.seg_s[1] + got.fwd.seg_s[2], >,
+                        flat.fwd.seg_s[0] + flat.fwd.seg_s[1] + flat.fwd.seg_s[2]);
+  }
+  for (int c = 0; c < MODEL_MEM_N; c++) {
+    g_assert_cmpfloat(model_mem_2021_time_s(&both, (ModelMemClass)c, 1e8), ==,
+                      model_mem_time_s(&as2021, (ModelMemClass)c, 1e8));
+    g_assert_cmpfloat(model_mem_2021_time_s(today, (ModelMemClass)c, 1e8), ==,
+                      model_mem_time_s(today, (ModelMemClass)c, 1e8));
+  }
+  model_profile_free(today);
+}
+
 /* FP8 GEMMs (Transformer Engine on Hopper): at the FP8 peak, with 1-byte
  * operands, so a compute-bound GEMM's math takes peak16/peak8 of its 16-bit
  * time; in a layer the linear layers run so, after a cast of the input (or
@@ -1323,6 +1363,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/models/layer/fp8", test_fp8);
   g_test_add_func("/models/flash-waves", test_flash_waves);
   g_test_add_func("/models/mem-classes", test_mem_classes);
+  g_test_add_func("/models/mem-2021", test_mem_2021);
   g_test_add_func("/models/load/shipped", test_load_shipped);
   g_test_add_func("/models/load/bad-keys", test_load_bad_keys);
   g_test_add_func("/models/load/bad-files", test_load_bad_files);
