@@ -287,6 +287,9 @@ gboolean sim_plan_check_device(const SimPlan *plan, const ModelProfile *profile,
 double sim_plan_usable_bytes(const SimPlan *plan, const ModelProfile *profile);
 const char *sim_recompute_name(const SimPlan *plan);
 
+/* The room for SimResult's symmetry_declined. */
+#define SIM_DECLINED_LEN 160
+
 typedef struct {
   double compute, tp_comm, pp_comm, dp_comm, optimizer, bubble;
 } SimBreakdown;
@@ -344,6 +347,9 @@ typedef struct {
   guint simulated_gpus;
   guint64 steady_periods; /* schedule periods carried in closed form (sim/steady.h); 0: every op simulated */
   gboolean symmetric; /* the shortcut was used (placement uniform, not --no-symmetry) */
+  /* why the shortcut was not taken, every GPU simulated ("": it was, or
+   * --no-symmetry asked for every GPU) */
+  char symmetry_declined[SIM_DECLINED_LEN];
 } SimResult;
 
 /* Whether the plan has stragglers (GPUs or links); a GPU's speed factor

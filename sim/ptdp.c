@@ -106,29 +106,34 @@ static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const T
   b.p = pl->pp;
   b.v = pl->chunks;
   double mean_lpc = (double)pl->model.layers / (pl->pp * pl->chunks); /* layers per chunk, on average */
-  if (!pl->symmetry || !sim_ptdp_placement_uniform(&b)) {
+  sim_ptdp_classes(&b);
+  if (b.ts > 1 || b.ds > 1) {
     /* FSDP2's per-block collectives are issued once for the group, as the
      * symmetric simulation has them */
     if (pl->fsdp && pl->dp > 1) {
       g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
                   "%s is simulated with one GPU standing for its replicas, which needs groups that fill whole nodes "
-                  "in Megatron's rank order; drop --no-symmetry and --placement, or use sizes whose groups fill nodes",
-                  pl->hsdp_replicas > 1 ? "--hsdp" : "--fsdp");
+                  "in Megatron's rank order%s%s%s; drop --no-symmetry and --placement, or use sizes whose groups fill "
+                  "nodes",
+                  pl->hsdp_replicas > 1 ? "--hsdp" : "--fsdp", b.declined[0] ? " (here " : "", b.declined,
+                  b.declined[0] ? ")" : "");
+      g_free(b.kmap);
       return FALSE;
     }
     /* Without the shortcut every GPU is simulated: check the size again. */
-    double ops = 2.0 * pl->microbatches * b.v * b.p * (6.0 * mean_lpc + 4) * pl->tp * pl->dp;
+    double ops = 2.0 * pl->microbatches * b.v * b.p * (6.0 * mean_lpc + 4) * b.ts * b.ds;
     if (pl->symmetry && ops > 60e6) {
       g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_TOO_BIG,
-                  "--tp %u x --dp %u does not line up with %u-GPU nodes, so every GPU must be simulated (about %.0f "
-                  "million ops, over the limit of 60 million); use sizes whose groups fill whole nodes",
-                  pl->tp, pl->dp, cluster->gpus_per_node, ops / 1e6);
+                  "--tp %u x --dp %u on %u-GPU nodes needs %u GPUs per stage simulated (%s), about %.0f million "
+                  "ops, over the limit of 60 million; use sizes whose groups fill whole nodes",
+                  pl->tp, pl->dp, cluster->gpus_per_node, b.ts * b.ds,
+                  b.declined[0] ? b.declined : "replicas of several node layouts", ops / 1e6);
+      g_free(b.kmap);
       return FALSE;
     }
-    b.ts = pl->tp;
-    b.ds = pl->dp;
   }
-  r->symmetric = b.ts == 1 && b.ds == 1;
+  r->symmetric = b.ts * b.ds < pl->tp * pl->dp || pl->tp * pl->dp == 1;
+  g_strlcpy(r->symmetry_declined, b.declined, sizeof r->symmetry_declined);
   b.chunk_n = g_new(guint, (gsize)b.p * b.v);
   b.chunk_at = g_new(guint, (gsize)b.p * b.v);
   b.lmax = 0;
@@ -144,8 +149,9 @@ static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const T
     if (b.ts > 1 || b.ds > 1) {
       g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
                   "MoE layers are simulated one GPU per stage (the symmetry shortcut), which this placement does "
-                  "not allow%s; use sizes whose groups fill whole nodes",
-                  pl->symmetry ? "" : " (--no-symmetry)");
+                  "not allow (%s); use sizes whose groups fill whole nodes",
+                  !pl->symmetry ? "--no-symmetry" : b.declined[0] ? b.declined : "replicas of several node layouts");
+      g_free(b.kmap);
       g_free(b.chunk_n);
       g_free(b.chunk_at);
       return FALSE;
@@ -266,6 +272,7 @@ build:
       g_free(b.moe_ns);
       g_free(b.moe_plans);
       g_free(b.moe_layer);
+      g_free(b.kmap);
       for (guint s = 0; s < b.p; s++)
         g_array_free(b.order[s], TRUE);
       g_free(b.order);
@@ -284,7 +291,7 @@ build:
       for (guint k = 0; k < pl->dp; k++)
         for (guint c = 0; c < b.cp; c++)
           for (guint i = 0; i < pl->tp; i++) {
-            guint g = gpu_of_rank_c(&b, i, c, s, k);
+            guint g = gpu_of_job_rank(&b, i, c, s, k);
             fc.side_pp[g] = s < pl->pp / 2 ? 0 : 1;
             fc.side_dp[g] = k < pl->dp / 2 ? 0 : 1;
           }
@@ -362,7 +369,7 @@ build:
   /* coarse items: fixed all-reduces (the analytic network, or transfers
    * fixed on the flow network), one rank per stage (the symmetry shortcut),
    * no trace (which shows every op) */
-  b.coarse = !pl->exact && (!b.flow || coarse_flow) && b.ts == 1 && b.ds == 1 && !observe;
+  b.coarse = !pl->exact && (!b.flow || coarse_flow) && b.ts == 1 && !observe;
   if (b.flow && (b.cp > 1 || pl->tp_comm_overlap)) /* their rings' timing inside a coarse op is the analytic network's */
     b.coarse = FALSE;
   for (guint s = 0; s < b.p && b.coarse; s++) /* DualPipe's F&B interleave their ops (sim_ptdp_overlap_pair) */
@@ -490,5 +497,6 @@ build:
   g_free(b.chunk_n);
   g_free(b.chunk_at);
   g_free(b.moe_layer);
+  g_free(b.kmap);
   return ok;
 }

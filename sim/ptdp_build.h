@@ -48,6 +48,12 @@ typedef struct {
   ModelNet net; /* the cluster's network with the profile's free or measured collectives */
   SimEngine *e;
   guint ts, ds; /* simulated tensor ranks and replicas */
+  /* The symmetry shortcut's classes (sim_ptdp_classes): simulated replica k
+   * is the job's replica kmap[k] (NULL: k itself), standing for the
+   * replicas of its class, which run the same timeline; `declined` says why
+   * every GPU is simulated ("": the shortcut holds, or --no-symmetry). */
+  guint *kmap;
+  char declined[SIM_DECLINED_LEN];
   guint cp;     /* context-parallel ranks: one simulated, standing for all (they do equal work) */
   guint dpc;    /* the gradient group: the d replicas times the cp context-parallel ranks */
   guint shard;  /* FSDP2: the ranks of a shard group (dpc, or dpc / R under HSDP) */
@@ -171,10 +177,19 @@ static inline guint rank_of_c(const Build *b, guint i, guint c, guint s, guint k
   }
 }
 /* Its cluster GPU: tensor- and context-parallel groups packed whole into
- * NVLink domains (sim_place). */
-static inline guint gpu_of_rank_c(const Build *b, guint i, guint c, guint s, guint k) {
+ * NVLink domains (sim_place).  `k` is the job's replica. */
+static inline guint gpu_of_job_rank(const Build *b, guint i, guint c, guint s, guint k) {
   guint r = rank_of_c(b, i, c, s, k);
   return b->plan->placement == SIM_PLACEMENT_MISALIGNED ? r : sim_place(b->cluster, b->plan->tp * b->cp, r);
+}
+
+/* The job's replica that simulated replica k is. */
+static inline guint job_replica(const Build *b, guint k) { return b->kmap ? b->kmap[k] : k; }
+
+/* The cluster GPU of simulated tensor rank i, context-parallel rank c,
+ * stage s, simulated replica k. */
+static inline guint gpu_of_rank_c(const Build *b, guint i, guint c, guint s, guint k) {
+  return gpu_of_job_rank(b, i, c, s, job_replica(b, k));
 }
 
 static inline guint gpu_of_rank(const Build *b, guint i, guint s, guint k) { return gpu_of_rank_c(b, i, 0, s, k); }
@@ -200,7 +215,7 @@ static inline SimOpTag tag(guint cat, guint pass, guint s, guint c, guint mb, gi
  * (--no-symmetry carries every rank's flows).  `copies` is how many ranks'
  * transfers the op stands for, for the byte counts. */
 static inline double copies(const Build *b, gboolean over_i, gboolean over_k) {
-  return (over_i && b->ts == 1 ? b->plan->tp : 1.0) * (over_k && b->ds == 1 ? b->plan->dp : 1.0);
+  return (over_i ? (double)b->plan->tp / b->ts : 1.0) * (over_k ? (double)b->plan->dp / b->ds : 1.0);
 }
 /* The same for an op of the one simulated context-parallel rank, which
  * stands for its cp - 1 peers' ops too. */
@@ -292,7 +307,7 @@ gboolean sim_ptdp_pairs_with_previous(const Build *b, guint s, guint idx);
 void sim_ptdp_overlap_pair(Build *b, guint s, guint k, guint lo, guint mid, guint hi);
 void sim_ptdp_emit_transfers(Build *b, guint s, guint k, guint idx);
 guint sim_ptdp_tp_group_nodes(const Build *b, guint s, guint k);
-gboolean sim_ptdp_placement_uniform(const Build *b);
+void sim_ptdp_classes(Build *b);
 double sim_ptdp_tp_link_factor(const Build *b, guint s, guint k);
 void sim_ptdp_emit_param_gathers(Build *b);
 void sim_ptdp_emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops);

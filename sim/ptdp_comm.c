@@ -107,7 +107,7 @@ static void emit_transfers_of(Build *b, guint s, guint k, guint idx) {
       guint *plan = &b->pp_plans[((k * b->p + s) * b->ts + i) * 2 + it.forward];
       if (*plan == G_MAXUINT) {
         char key[64];
-        g_snprintf(key, sizeof key, "pp:%u:%u:%u:%u", s, ds_, i, k);
+        g_snprintf(key, sizeof key, "pp:%u:%u:%u:%u", s, ds_, i, job_replica(b, k));
         *plan = sim_ptdp_p2p_plan(b, key, gpu_of_rank(b, i, s, k), gpu_of_rank(b, i, ds_, k), copies_c(b, TRUE, TRUE),
                          per_rank, b->flow->side_pp);
       }
@@ -118,7 +118,8 @@ static void emit_transfers_of(Build *b, guint s, guint k, guint idx) {
         double f = 1;
         for (guint kk = b->ds == pl->dp ? k : 0; kk < (b->ds == pl->dp ? k + 1 : pl->dp); kk++)
           for (guint ii = b->ts == pl->tp ? i : 0; ii < (b->ts == pl->tp ? i + 1 : pl->tp); ii++)
-            f = MIN(f, MIN(nic_factor(b, gpu_of_rank(b, ii, s, kk)), nic_factor(b, gpu_of_rank(b, ii, ds_, kk))));
+            f = MIN(f, MIN(nic_factor(b, gpu_of_job_rank(b, ii, 0, s, kk)),
+                           nic_factor(b, gpu_of_job_rank(b, ii, 0, ds_, kk))));
         net.hw.nic_bw *= f;
       }
       double secs = pl->stage_times ? pl->stage_comm_s : model_p2p_time_s(&net, per_rank, same);
@@ -181,8 +182,8 @@ static void emit_transfers_of(Build *b, guint s, guint k, guint idx) {
 static guint group_nodes(const Build *b, guint s, guint fixed, gboolean over_tp) {
   guint n = over_tp ? b->plan->tp : b->dpc, count = 0, last = G_MAXUINT;
   for (guint j = 0; j < n; j++) {
-    guint node = over_tp ? node_of_rank(b, j, s, fixed)
-                         : gpu_of_rank_c(b, fixed, j % b->cp, s, j / b->cp) / b->cluster->gpus_per_node;
+    guint gpu = over_tp ? gpu_of_job_rank(b, j, 0, s, fixed) : gpu_of_job_rank(b, fixed, j % b->cp, s, j / b->cp);
+    guint node = gpu / b->cluster->gpus_per_node;
     count += node != last;
     last = node;
   }
@@ -191,31 +192,287 @@ static guint group_nodes(const Build *b, guint s, guint fixed, gboolean over_tp)
 
 static guint dp_group_nodes(const Build *b, guint i, guint s) { return group_nodes(b, s, i, FALSE); }
 
-guint sim_ptdp_tp_group_nodes(const Build *b, guint s, guint k) { return group_nodes(b, s, k, TRUE); }
+guint sim_ptdp_tp_group_nodes(const Build *b, guint s, guint k) { return group_nodes(b, s, job_replica(b, k), TRUE); }
 
-/* The symmetry shortcut is exact only when every tensor-parallel group,
- * every data-parallel group and every pipeline hop sees the same node
- * layout as the one simulated (rank 0, replica 0), stage by stage. */
-gboolean sim_ptdp_placement_uniform(const Build *b) {
+/* --- the symmetry shortcut's classes --- */
+
+static guint job_node(const Build *b, guint i, guint c, guint s, guint k) {
+  return gpu_of_job_rank(b, i, c, s, k) / b->cluster->gpus_per_node;
+}
+
+/* Whether the send of tensor rank i, replica k (the job's) from stage s to
+ * stage s2 stays inside a node. */
+static gboolean hop_inside(const Build *b, guint i, guint s, guint s2, guint k) {
+  return job_node(b, i, 0, s, k) == job_node(b, i, 0, s2, k);
+}
+
+/* What sets the times of replica k's ops apart from another's on the
+ * analytic network, for its tensor ranks 0 .. ts - 1: per stage the nodes
+ * of its tensor-parallel group, whether its context-parallel ring stays in
+ * a node, whether each rank's pipeline sends do, and whether the tied
+ * embedding's all-reduce does. */
+static void replica_signature(const Build *b, guint k, guint ts, GArray *sig) {
+  const SimPlan *pl = b->plan;
+  for (guint s = 0; s < b->p; s++) {
+    guint x = group_nodes(b, s, k, TRUE);
+    g_array_append_val(sig, x);
+    gboolean cp_inside = TRUE;
+    for (guint c = 1; c < b->cp; c++)
+      cp_inside = cp_inside && job_node(b, 0, c, s, k) == job_node(b, 0, 0, s, k);
+    x = cp_inside;
+    g_array_append_val(sig, x);
+    for (guint i = 0; i < ts && s + 1 < b->p; i++) {
+      x = hop_inside(b, i, s, s + 1, k);
+      g_array_append_val(sig, x);
+    }
+  }
+  for (guint i = 0; i < ts && b->p > 1 && !pl->model.untied; i++) {
+    guint x = hop_inside(b, i, 0, b->p - 1, k);
+    g_array_append_val(sig, x);
+  }
+}
+
+/* Whether every tensor rank sees what rank 0 sees: its data-parallel
+ * group's nodes on every stage and where its pipeline sends and the tied
+ * embedding's all-reduce go. */
+static gboolean tensor_ranks_alike(const Build *b) {
   const SimPlan *pl = b->plan;
   for (guint s = 0; s < b->p; s++) {
     guint dp0 = dp_group_nodes(b, 0, s);
     for (guint i = 1; i < pl->tp; i++)
       if (dp_group_nodes(b, i, s) != dp0)
         return FALSE;
-    guint tp0 = sim_ptdp_tp_group_nodes(b, s, 0);
-    for (guint k = 0; k < pl->dp; k++) {
-      if (k > 0 && sim_ptdp_tp_group_nodes(b, s, k) != tp0)
-        return FALSE;
-      if (s + 1 < b->p) {
-        gboolean same0 = node_of_rank(b, 0, s, 0) == node_of_rank(b, 0, s + 1, 0);
-        for (guint i = 0; i < pl->tp; i++)
-          if ((node_of_rank(b, i, s, k) == node_of_rank(b, i, s + 1, k)) != same0)
-            return FALSE;
+    for (guint k = 0; k < pl->dp; k++)
+      for (guint i = 1; i < pl->tp; i++) {
+        if (s + 1 < b->p && hop_inside(b, i, s, s + 1, k) != hop_inside(b, 0, s, s + 1, k))
+          return FALSE;
+        if (s == 0 && b->p > 1 && hop_inside(b, i, 0, b->p - 1, k) != hop_inside(b, 0, 0, b->p - 1, k))
+          return FALSE;
       }
-    }
   }
   return TRUE;
+}
+
+/* Which ranks' traffic meets on the flow network beyond what the symmetry
+ * shortcut sees: ranks that share a NIC (nodes with fewer NICs than GPUs),
+ * and sends that leave a node through another GPU's NIC (NCCL's PXN: a send
+ * to another node crosses NVLink to the local GPU on the receiver's rail
+ * first).  Each GPU and NIC is owned by the first rank (tensor rank i,
+ * replica k) whose traffic uses it; a rank of another replica that uses it
+ * too joins that replica's block (`block`, a union-find over replicas,
+ * simulated together), one of another tensor rank means every tensor rank
+ * is simulated (*tensor_shared).  FALSE where a data-parallel ring leaves
+ * a node through a GPU outside its group (the replicas would all meet). */
+typedef struct {
+  const Build *b;
+  guint *owner; /* per resource: (i * dp + k) + 1, 0: none */
+  guint *block; /* per replica: union-find parent */
+  gboolean tensor_shared;
+} Meet;
+
+static guint find(guint *parent, guint x) {
+  while (parent[x] != x)
+    x = parent[x] = parent[parent[x]];
+  return x;
+}
+
+/* Resources: GPUs 0 .. G n - 1, then NICs, then nodes. */
+static void touch(Meet *m, guint res, guint i, guint k) {
+  guint dp = m->b->plan->dp, me = i * dp + k + 1;
+  if (!m->owner[res]) {
+    m->owner[res] = me;
+    return;
+  }
+  guint oi = (m->owner[res] - 1) / dp, ok = (m->owner[res] - 1) % dp;
+  if (oi != i)
+    m->tensor_shared = TRUE;
+  guint x = find(m->block, ok), y = find(m->block, k);
+  if (x != y)
+    m->block[MAX(x, y)] = MIN(x, y);
+}
+
+static guint nic_res(const Build *b, guint gpu) {
+  guint G = b->cluster->gpus_per_node, nics = MAX(b->cluster->net.nics_per_node, 1u);
+  return topo_cluster_gpus(b->cluster) + (gpu / G) * nics + (gpu % G) * nics / G;
+}
+
+static void touch_gpu(Meet *m, guint gpu, guint i, guint k) {
+  touch(m, gpu, i, k);
+  touch(m, nic_res(m->b, gpu), i, k);
+}
+
+/* A send from GPU `from` to GPU `to` of another node, both ways: the GPUs
+ * (and NICs) of each end's node on the other end's rail carry it. */
+static void touch_send(Meet *m, guint from, guint to, guint i, guint k) {
+  guint G = m->b->cluster->gpus_per_node;
+  if (from / G == to / G)
+    return;
+  touch_gpu(m, from / G * G + to % G, i, k);
+  touch_gpu(m, to / G * G + from % G, i, k);
+}
+
+static gboolean flow_blocks(const Build *b, guint *block, gboolean *tensor_shared) {
+  const SimPlan *pl = b->plan;
+  guint G = b->cluster->gpus_per_node, nics = MAX(b->cluster->net.nics_per_node, 1u);
+  gsize n_res = topo_cluster_gpus(b->cluster) + (gsize)b->cluster->nodes * nics;
+  /* resources: GPUs, NICs, and nodes without an NVSwitch (where GPUs talk
+   * over NVLink pairs and PCIe switches, whose links carry several pairs) */
+  const cJSON *node = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(b->cluster->json, "fabric"),
+                                                       "node");
+  gboolean switched = cJSON_GetObjectItemCaseSensitive(node, "nvswitch") != NULL;
+  Meet m = {b, g_new0(guint, n_res + b->cluster->nodes), block, FALSE};
+  for (guint k = 0; k < pl->dp; k++)
+    block[k] = k;
+  /* a rank's own GPUs, and its NICs where any of its traffic leaves a node */
+  for (guint k = 0; k < pl->dp; k++)
+    for (guint i = 0; i < pl->tp; i++) {
+      gboolean leaves = FALSE;
+      for (guint s = 0; s < b->p && !leaves; s++) {
+        leaves = dp_group_nodes(b, i, s) > 1 || group_nodes(b, s, k, TRUE) > 1 ||
+                 (s + 1 < b->p && !hop_inside(b, i, s, s + 1, k)) || (s == 0 && !hop_inside(b, i, 0, b->p - 1, k));
+        for (guint c = 1; c < b->cp; c++)
+          leaves = leaves || job_node(b, i, c, s, k) != job_node(b, i, 0, s, k);
+      }
+      for (guint s = 0; s < b->p; s++)
+        for (guint c = 0; c < b->cp; c++) {
+          guint g = gpu_of_job_rank(b, i, c, s, k);
+          touch(&m, g, i, k);
+          if (leaves)
+            touch(&m, nic_res(b, g), i, k);
+          if (!switched) /* NVLink pairs and PCIe: paths inside a node are shared */
+            touch(&m, n_res + g / G, i, k);
+        }
+    }
+  for (guint k = 0; k < pl->dp; k++)
+    for (guint i = 0; i < pl->tp; i++)
+      for (guint s = 0; s < b->p; s++)
+        for (guint c = 0; c < b->cp; c++) {
+          guint g = gpu_of_job_rank(b, i, c, s, k);
+          if (s + 1 < b->p)
+            touch_send(&m, g, gpu_of_job_rank(b, i, c, s + 1, k), i, k);
+          if (s == 0 && b->p > 1)
+            touch_send(&m, g, gpu_of_job_rank(b, i, c, b->p - 1, k), i, k);
+          touch_send(&m, g, gpu_of_job_rank(b, (i + 1) % pl->tp, c, s, k), i, k);
+          touch_send(&m, g, gpu_of_job_rank(b, i, (c + 1) % b->cp, s, k), i, k);
+        }
+  /* A data-parallel group's rings and trees cross between its nodes on
+   * the rails of its members: the GPUs there must be its own. */
+  gboolean ok = TRUE;
+  guint8 *rail = g_new(guint8, G), *mine = g_new(guint8, topo_cluster_gpus(b->cluster));
+  for (guint s = 0; s < b->p && ok; s++)
+    for (guint i = 0; i < pl->tp && ok && dp_group_nodes(b, i, s) > 1; i++) {
+      memset(rail, 0, G);
+      memset(mine, 0, topo_cluster_gpus(b->cluster));
+      for (guint j = 0; j < b->dpc; j++) {
+        guint g = gpu_of_job_rank(b, i, j % b->cp, s, j / b->cp);
+        rail[g % G] = mine[g] = 1;
+      }
+      for (guint j = 0; j < b->dpc && ok; j++) {
+        guint node = gpu_of_job_rank(b, i, j % b->cp, s, j / b->cp) / G;
+        for (guint l = 0; l < G && ok; l++)
+          ok = !rail[l] || mine[node * G + l];
+      }
+    }
+  g_free(mine);
+  g_free(rail);
+  g_free(m.owner);
+  *tensor_shared = m.tensor_shared;
+  return ok;
+}
+
+/* The symmetry shortcut: which tensor ranks and replicas are simulated
+ * (doc/model.md#the-symmetry-shortcut).  Replicas fall into classes that
+ * see the same node layout (replica_signature); on the flow network,
+ * replicas whose traffic meets (flow_blocks) are simulated together as a
+ * block, and blocks fall into classes.  One block of each class is
+ * simulated, and it stands for the others, which run the same timeline.
+ * Tensor ranks are simulated all, or one standing for its group where all
+ * see the same layout and no two of them share a NIC.  Every GPU is
+ * simulated under --no-symmetry, and where the shortcut would not be exact
+ * (b->declined says why). */
+void sim_ptdp_classes(Build *b) {
+  const SimPlan *pl = b->plan;
+  guint dp = pl->dp;
+  b->ts = pl->tp;
+  b->ds = dp;
+  b->kmap = NULL;
+  b->declined[0] = '\0';
+  if (!pl->symmetry || pl->tp * dp == 1)
+    return;
+  gboolean flow = pl->flow_network && b->profile->kind != MODEL_PROFILE_IDEAL && !pl->stage_times &&
+                  b->cluster->has_fabric;
+  guint *block = g_new(guint, dp);
+  gboolean tensor_shared = FALSE;
+  if (flow) {
+    if (!flow_blocks(b, block, &tensor_shared)) {
+      g_strlcpy(b->declined, "data-parallel rings cross nodes through other ranks' GPUs (NCCL's PXN)",
+                sizeof b->declined);
+      g_free(block);
+      return;
+    }
+    for (guint k = 0; k < dp; k++)
+      block[k] = find(block, k);
+  } else
+    for (guint k = 0; k < dp; k++)
+      block[k] = k;
+  guint ts = !tensor_shared && tensor_ranks_alike(b) ? 1 : pl->tp;
+  /* each block's signature: its replicas' in order */
+  GHashTable *seen = g_hash_table_new_full(g_bytes_hash, g_bytes_equal, (GDestroyNotify)g_bytes_unref, NULL);
+  GArray *sig = g_array_new(FALSE, FALSE, sizeof(guint));
+  GArray *sim = g_array_new(FALSE, FALSE, sizeof(guint));
+  guint8 *chosen = g_new0(guint8, dp);
+  guint blocks = 0;
+  for (guint k0 = 0; k0 < dp; k0++) {
+    if (block[k0] != k0)
+      continue; /* not the first replica of its block */
+    blocks++;
+    g_array_set_size(sig, 0);
+    for (guint k = k0; k < dp; k++)
+      if (block[k] == k0) {
+        guint mark = G_MAXUINT;
+        g_array_append_val(sig, mark);
+        replica_signature(b, k, ts, sig);
+      }
+    GBytes *key = g_bytes_new(sig->data, (gsize)sig->len * sizeof(guint));
+    if (g_hash_table_contains(seen, key)) {
+      g_bytes_unref(key);
+      continue;
+    }
+    g_hash_table_add(seen, key);
+    for (guint k = k0; k < dp; k++)
+      if (block[k] == k0)
+        chosen[k] = 1;
+  }
+  for (guint k = 0; k < dp; k++)
+    if (chosen[k])
+      g_array_append_val(sim, k);
+  guint ds = sim->len;
+  g_hash_table_destroy(seen);
+  g_array_free(sig, TRUE);
+  g_free(chosen);
+  g_free(block);
+  if ((ts < pl->tp || ds < dp) && sim_plan_has_stragglers(pl) && (ts > 1 || ds > 1)) {
+    /* a straggler's speed is exact for one simulated GPU per stage, or for all */
+    g_strlcpy(b->declined, "stragglers (--slow, --slow-link) with ranks of several classes", sizeof b->declined);
+    g_array_free(sim, TRUE);
+    return;
+  }
+  if (ts == pl->tp && ds == dp) {
+    const char *why_k = blocks == 1 ? "the replicas' traffic meets on shared NICs or links"
+                                    : "each replica sees its own node layout";
+    const char *why_i = tensor_shared ? "the tensor-parallel ranks' traffic meets on shared NICs or links"
+                                      : "the tensor-parallel ranks see different node layouts";
+    g_snprintf(b->declined, sizeof b->declined, "%s%s%s", dp > 1 ? why_k : "", dp > 1 && pl->tp > 1 ? "; " : "",
+               pl->tp > 1 ? why_i : "");
+    g_array_free(sim, TRUE);
+    return;
+  }
+  b->ts = ts;
+  b->ds = ds;
+  if (ds < dp)
+    b->kmap = (guint *)(void *)g_array_free(sim, FALSE);
+  else
+    g_array_free(sim, TRUE);
 }
 
 /* Which data-parallel ranks a collective spans: all d x cp; FSDP2's shard
@@ -236,7 +493,7 @@ static guint dp_collective_g(Build *b, NetCollOp kind, guint group, guint i, gui
   guint nodes = 0, last = G_MAXUINT;
   for (guint j = 0; j < n; j++) { /* ranks increase along the group: one more node at every change */
     guint r = dp_group_rank(b, group, j);
-    guint node = gpu_of_rank_c(b, i, r % b->cp, s, r / b->cp) / b->cluster->gpus_per_node;
+    guint node = gpu_of_job_rank(b, i, r % b->cp, s, r / b->cp) / b->cluster->gpus_per_node;
     nodes += node != last;
     last = node;
   }
@@ -255,7 +512,7 @@ static guint dp_collective_g(Build *b, NetCollOp kind, guint group, guint i, gui
     guint gpus[n];
     for (guint j = 0; j < n; j++) {
       guint r = dp_group_rank(b, group, j);
-      gpus[j] = gpu_of_rank_c(b, i, r % b->cp, s, r / b->cp);
+      gpus[j] = gpu_of_job_rank(b, i, r % b->cp, s, r / b->cp);
     }
     /* the other groups run the same collective at once on their own GPUs */
     double copies_g = copies(b, TRUE, FALSE) * ((double)b->dpc / n);
@@ -271,7 +528,7 @@ static guint dp_collective_g(Build *b, NetCollOp kind, guint group, guint i, gui
       for (guint ii = b->ts == pl->tp ? i : 0; ii < (b->ts == pl->tp ? i + 1 : pl->tp); ii++)
         for (guint j = 0; j < n; j++) {
           guint r = dp_group_rank(b, group, j);
-          f = MIN(f, nic_factor(b, gpu_of_rank_c(b, ii, r % b->cp, s, r / b->cp)));
+          f = MIN(f, nic_factor(b, gpu_of_job_rank(b, ii, r % b->cp, s, r / b->cp)));
         }
       net.hw.nic_bw *= f;
     }
@@ -306,7 +563,7 @@ double sim_ptdp_tp_link_factor(const Build *b, guint s, guint k) {
   double f = 1;
   for (guint kk = b->ds == pl->dp ? k : 0; kk < (b->ds == pl->dp ? k + 1 : pl->dp); kk++)
     for (guint i = 0; i < pl->tp; i++)
-      f = MIN(f, nic_factor(b, gpu_of_rank(b, i, s, kk)));
+      f = MIN(f, nic_factor(b, gpu_of_job_rank(b, i, 0, s, kk)));
   return f;
 }
 
@@ -452,7 +709,7 @@ void sim_ptdp_emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
           guint op;
           if (b->flow) {
             char key[64];
-            g_snprintf(key, sizeof key, "emb:%u:%u", i, k);
+            g_snprintf(key, sizeof key, "emb:%u:%u", i, job_replica(b, k));
             guint gpus[2] = {gpu_of_rank(b, i, 0, k), gpu_of_rank(b, i, b->p - 1, k)};
             op = sim_ptdp_net_op(b, sim_ptdp_coll_plan(b, key, NET_OP_ALLREDUCE, gpus, 2, copies_c(b, TRUE, TRUE), bytes, NULL), streams,
                         NULL, 2, &et);
