@@ -23,11 +23,9 @@
 #include "ptdp_build.h"
 
 /* Stragglers: each simulated rank's compute stream runs at the slowest GPU
- * it stands for -- itself and its context-parallel peers, and under the
- * symmetry shortcut every tensor rank of its group and every replica of its
- * stage (exact for stragglers in one replica; otherwise the slowest replica
- * per stage, an upper bound).  The ranks' own all-reduces and sends then
- * wait for it as the schedule says. */
+ * it stands for -- itself and its context-parallel peers (the ranks of its
+ * class have the same speeds: sim_ptdp_classes).  The ranks' own
+ * all-reduces and sends then wait for it as the schedule says. */
 static void set_speeds(Build *b) {
   const SimPlan *pl = b->plan;
   guint gpn = b->cluster->gpus_per_host;
@@ -35,10 +33,8 @@ static void set_speeds(Build *b) {
     for (guint k = 0; k < b->ds; k++)
       for (guint i = 0; i < b->ts; i++) {
         double f = 1;
-        for (guint kk = b->ds == pl->dp ? k : 0; kk < (b->ds == pl->dp ? k + 1 : pl->dp); kk++)
-          for (guint ii = b->ts == pl->tp ? i : 0; ii < (b->ts == pl->tp ? i + 1 : pl->tp); ii++)
-            for (guint c = 0; c < b->cp; c++)
-              f = MIN(f, sim_plan_gpu_speed(pl, rank_of_c(b, ii, c, s, kk) % pl->gpus, s, gpn));
+        for (guint c = 0; c < b->cp; c++)
+          f = MIN(f, sim_plan_gpu_speed(pl, rank_of_c(b, i, c, s, job_replica(b, k)) % pl->gpus, s, gpn));
         if (f < 1)
           sim_engine_set_stream_speed(b->e, stream_of(b, i, s, k, STREAM_COMPUTE), f);
       }
@@ -57,7 +53,7 @@ static gboolean observe_timeline(const Build *b, SimTimelineFn observe, gpointer
     for (guint k = 0; k < b->ds; k++)
       for (guint i = 0; i < b->ts; i++)
         gpus[gpu_of(b, i, s, k)] = gpu_of_rank(b, i, s, k);
-  SimTimeline tl = {b->e, b->plan, b->ts, b->ds, b->p, gpus, "mb", TRUE, 0, b->pieces};
+  SimTimeline tl = {b->e, b->plan, b->ts, b->ds, b->p, gpus, "mb", TRUE, 0, b->pieces, b->kmap, b->kweight};
   gboolean ok = observe(&tl, data, error);
   g_free(gpus);
   return ok;
@@ -118,6 +114,7 @@ static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const T
                   pl->hsdp_replicas > 1 ? "--hsdp" : "--fsdp", b.declined[0] ? " (here " : "", b.declined,
                   b.declined[0] ? ")" : "");
       g_free(b.kmap);
+      g_free(b.kweight);
       return FALSE;
     }
     /* Without the shortcut every GPU is simulated: check the size again. */
@@ -125,10 +122,12 @@ static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const T
     if (pl->symmetry && ops > 60e6) {
       g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_TOO_BIG,
                   "--tp %u x --dp %u on %u-GPU nodes needs %u GPUs per stage simulated (%s), about %.0f million "
-                  "ops, over the limit of 60 million; use sizes whose groups fill whole nodes",
+                  "ops, over the limit of 60 million; use sizes whose groups fill whole nodes%s",
                   pl->tp, pl->dp, cluster->gpus_per_node, b.ts * b.ds,
-                  b.declined[0] ? b.declined : "replicas of several node layouts", ops / 1e6);
+                  b.declined[0] ? b.declined : "replicas of several node layouts", ops / 1e6,
+                  sim_plan_has_stragglers(pl) ? ", or fewer stragglers" : "");
       g_free(b.kmap);
+      g_free(b.kweight);
       return FALSE;
     }
   }
@@ -152,6 +151,7 @@ static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const T
                   "not allow (%s); use sizes whose groups fill whole nodes",
                   !pl->symmetry ? "--no-symmetry" : b.declined[0] ? b.declined : "replicas of several node layouts");
       g_free(b.kmap);
+      g_free(b.kweight);
       g_free(b.chunk_n);
       g_free(b.chunk_at);
       return FALSE;
@@ -273,6 +273,7 @@ build:
       g_free(b.moe_plans);
       g_free(b.moe_layer);
       g_free(b.kmap);
+      g_free(b.kweight);
       for (guint s = 0; s < b.p; s++)
         g_array_free(b.order[s], TRUE);
       g_free(b.order);
@@ -370,6 +371,8 @@ build:
    * fixed on the flow network), one rank per stage (the symmetry shortcut),
    * no trace (which shows every op) */
   b.coarse = !pl->exact && (!b.flow || coarse_flow) && b.ts == 1 && !observe;
+  if (pl->stragglers.n_gpu) /* a slow GPU stretches its compute, not the all-reduces inside a coarse op */
+    b.coarse = FALSE;
   if (b.flow && (b.cp > 1 || pl->tp_comm_overlap)) /* their rings' timing inside a coarse op is the analytic network's */
     b.coarse = FALSE;
   for (guint s = 0; s < b.p && b.coarse; s++) /* DualPipe's F&B interleave their ops (sim_ptdp_overlap_pair) */
@@ -498,5 +501,6 @@ build:
   g_free(b.chunk_at);
   g_free(b.moe_layer);
   g_free(b.kmap);
+  g_free(b.kweight);
   return ok;
 }

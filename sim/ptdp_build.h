@@ -53,6 +53,7 @@ typedef struct {
    * replicas of its class, which run the same timeline; `declined` says why
    * every GPU is simulated ("": the shortcut holds, or --no-symmetry). */
   guint *kmap;
+  guint *kweight; /* per simulated replica: the job's replicas it stands for (NULL: 1 each, or all d for one) */
   char declined[SIM_DECLINED_LEN];
   guint cp;     /* context-parallel ranks: one simulated, standing for all (they do equal work) */
   guint dpc;    /* the gradient group: the d replicas times the cp context-parallel ranks */

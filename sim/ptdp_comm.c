@@ -116,10 +116,7 @@ static void emit_transfers_of(Build *b, guint s, guint k, guint idx) {
       ModelNet net = b->net;
       if (!same && pl->stragglers.n_link) { /* a send runs at the slower of its two NICs (--slow-link) */
         double f = 1;
-        for (guint kk = b->ds == pl->dp ? k : 0; kk < (b->ds == pl->dp ? k + 1 : pl->dp); kk++)
-          for (guint ii = b->ts == pl->tp ? i : 0; ii < (b->ts == pl->tp ? i + 1 : pl->tp); ii++)
-            f = MIN(f, MIN(nic_factor(b, gpu_of_job_rank(b, ii, 0, s, kk)),
-                           nic_factor(b, gpu_of_job_rank(b, ii, 0, ds_, kk))));
+        f = MIN(f, MIN(nic_factor(b, gpu_of_rank(b, i, s, k)), nic_factor(b, gpu_of_rank(b, i, ds_, k))));
         net.hw.nic_bw *= f;
       }
       double secs = pl->stage_times ? pl->stage_comm_s : model_p2p_time_s(&net, per_rank, same);
@@ -206,16 +203,43 @@ static gboolean hop_inside(const Build *b, guint i, guint s, guint s2, guint k) 
   return job_node(b, i, 0, s, k) == job_node(b, i, 0, s2, k);
 }
 
+/* The speed of the compute of tensor rank i, stage s, replica k (the
+ * job's): the slowest of its context-parallel ranks (--slow), and the
+ * factor of its NIC (--slow-link). */
+static double rank_speed(const Build *b, guint i, guint s, guint k) {
+  double f = 1;
+  for (guint c = 0; c < b->cp; c++)
+    f = MIN(f, sim_plan_gpu_speed(b->plan, rank_of_c(b, i, c, s, k) % b->plan->gpus, s, b->cluster->gpus_per_host));
+  return f;
+}
+
+static double rank_link(const Build *b, guint i, guint s, guint k) {
+  return b->plan->stragglers.n_link ? nic_factor(b, gpu_of_job_rank(b, i, 0, s, k)) : 1;
+}
+
+static void append_double(GArray *sig, double x) {
+  guint w[2];
+  G_STATIC_ASSERT(sizeof w == sizeof x);
+  memcpy(w, &x, sizeof w);
+  g_array_append_vals(sig, w, 2);
+}
+
 /* What sets the times of replica k's ops apart from another's on the
  * analytic network, for its tensor ranks 0 .. ts - 1: per stage the nodes
  * of its tensor-parallel group, whether its context-parallel ring stays in
- * a node, whether each rank's pipeline sends do, and whether the tied
- * embedding's all-reduce does. */
+ * a node, whether each rank's pipeline sends do, each rank's speed and
+ * NIC's (stragglers), and whether the tied embedding's all-reduce stays in
+ * a node. */
 static void replica_signature(const Build *b, guint k, guint ts, GArray *sig) {
   const SimPlan *pl = b->plan;
+  gboolean slow = sim_plan_has_stragglers(pl);
   for (guint s = 0; s < b->p; s++) {
     guint x = group_nodes(b, s, k, TRUE);
     g_array_append_val(sig, x);
+    for (guint i = 0; i < (slow ? pl->tp : 0); i++) { /* the whole group: a slow NIC slows its ring */
+      append_double(sig, rank_speed(b, i, s, k));
+      append_double(sig, rank_link(b, i, s, k));
+    }
     gboolean cp_inside = TRUE;
     for (guint c = 1; c < b->cp; c++)
       cp_inside = cp_inside && job_node(b, 0, c, s, k) == job_node(b, 0, 0, s, k);
@@ -233,8 +257,8 @@ static void replica_signature(const Build *b, guint k, guint ts, GArray *sig) {
 }
 
 /* Whether every tensor rank sees what rank 0 sees: its data-parallel
- * group's nodes on every stage and where its pipeline sends and the tied
- * embedding's all-reduce go. */
+ * group's nodes on every stage, where its pipeline sends and the tied
+ * embedding's all-reduce go, its speed and its NIC's. */
 static gboolean tensor_ranks_alike(const Build *b) {
   const SimPlan *pl = b->plan;
   for (guint s = 0; s < b->p; s++) {
@@ -245,6 +269,8 @@ static gboolean tensor_ranks_alike(const Build *b) {
     for (guint k = 0; k < pl->dp; k++)
       for (guint i = 1; i < pl->tp; i++) {
         if (s + 1 < b->p && hop_inside(b, i, s, s + 1, k) != hop_inside(b, 0, s, s + 1, k))
+          return FALSE;
+        if (rank_speed(b, i, s, k) != rank_speed(b, 0, s, k) || rank_link(b, i, s, k) != rank_link(b, 0, s, k))
           return FALSE;
         if (s == 0 && b->p > 1 && hop_inside(b, i, 0, b->p - 1, k) != hop_inside(b, 0, 0, b->p - 1, k))
           return FALSE;
@@ -395,7 +421,7 @@ void sim_ptdp_classes(Build *b) {
   guint dp = pl->dp;
   b->ts = pl->tp;
   b->ds = dp;
-  b->kmap = NULL;
+  b->kmap = b->kweight = NULL;
   b->declined[0] = '\0';
   if (!pl->symmetry || pl->tp * dp == 1)
     return;
@@ -420,6 +446,7 @@ void sim_ptdp_classes(Build *b) {
   GHashTable *seen = g_hash_table_new_full(g_bytes_hash, g_bytes_equal, (GDestroyNotify)g_bytes_unref, NULL);
   GArray *sig = g_array_new(FALSE, FALSE, sizeof(guint));
   GArray *sim = g_array_new(FALSE, FALSE, sizeof(guint));
+  guint *weight = g_new0(guint, dp); /* per first replica of a chosen block: the blocks of its class */
   guint8 *chosen = g_new0(guint8, dp);
   guint blocks = 0;
   for (guint k0 = 0; k0 < dp; k0++) {
@@ -434,34 +461,36 @@ void sim_ptdp_classes(Build *b) {
         replica_signature(b, k, ts, sig);
       }
     GBytes *key = g_bytes_new(sig->data, (gsize)sig->len * sizeof(guint));
-    if (g_hash_table_contains(seen, key)) {
+    gpointer first;
+    if (g_hash_table_lookup_extended(seen, key, NULL, &first)) {
+      weight[GPOINTER_TO_UINT(first)]++;
       g_bytes_unref(key);
       continue;
     }
-    g_hash_table_add(seen, key);
+    g_hash_table_insert(seen, key, GUINT_TO_POINTER(k0));
+    weight[k0] = 1;
     for (guint k = k0; k < dp; k++)
       if (block[k] == k0)
         chosen[k] = 1;
   }
+  GArray *wsim = g_array_new(FALSE, FALSE, sizeof(guint));
   for (guint k = 0; k < dp; k++)
-    if (chosen[k])
+    if (chosen[k]) {
       g_array_append_val(sim, k);
+      g_array_append_val(wsim, weight[block[k]]);
+    }
+  g_free(weight);
   guint ds = sim->len;
   g_hash_table_destroy(seen);
   g_array_free(sig, TRUE);
   g_free(chosen);
   g_free(block);
-  if ((ts < pl->tp || ds < dp) && sim_plan_has_stragglers(pl) && (ts > 1 || ds > 1)) {
-    /* a straggler's speed is exact for one simulated GPU per stage, or for all */
-    g_strlcpy(b->declined, "stragglers (--slow, --slow-link) with ranks of several classes", sizeof b->declined);
-    g_array_free(sim, TRUE);
-    return;
-  }
   if (ts == pl->tp && ds == dp) {
+    g_array_free(wsim, TRUE);
     const char *why_k = blocks == 1 ? "the replicas' traffic meets on shared NICs or links"
-                                    : "each replica sees its own node layout";
+                                    : "no two replicas have the same node layout and speeds";
     const char *why_i = tensor_shared ? "the tensor-parallel ranks' traffic meets on shared NICs or links"
-                                      : "the tensor-parallel ranks see different node layouts";
+                                      : "the tensor-parallel ranks differ in node layout or speed";
     g_snprintf(b->declined, sizeof b->declined, "%s%s%s", dp > 1 ? why_k : "", dp > 1 && pl->tp > 1 ? "; " : "",
                pl->tp > 1 ? why_i : "");
     g_array_free(sim, TRUE);
@@ -469,10 +498,13 @@ void sim_ptdp_classes(Build *b) {
   }
   b->ts = ts;
   b->ds = ds;
-  if (ds < dp)
+  if (ds < dp) {
     b->kmap = (guint *)(void *)g_array_free(sim, FALSE);
-  else
+    b->kweight = (guint *)(void *)g_array_free(wsim, FALSE);
+  } else {
     g_array_free(sim, TRUE);
+    g_array_free(wsim, TRUE);
+  }
 }
 
 /* Which data-parallel ranks a collective spans: all d x cp; FSDP2's shard
@@ -523,13 +555,11 @@ static guint dp_collective_g(Build *b, NetCollOp kind, guint group, guint i, gui
                                                   : MODEL_COLL_ALLREDUCE;
     ModelNet net = b->net;
     if (nodes > 1 && b->plan->stragglers.n_link) { /* a ring runs at its slowest NIC (--slow-link) */
-      const SimPlan *pl = b->plan;
       double f = 1;
-      for (guint ii = b->ts == pl->tp ? i : 0; ii < (b->ts == pl->tp ? i + 1 : pl->tp); ii++)
-        for (guint j = 0; j < n; j++) {
-          guint r = dp_group_rank(b, group, j);
-          f = MIN(f, nic_factor(b, gpu_of_job_rank(b, ii, r % b->cp, s, r / b->cp)));
-        }
+      for (guint j = 0; j < n; j++) { /* rank i stands for tensor ranks whose NICs are alike */
+        guint r = dp_group_rank(b, group, j);
+        f = MIN(f, nic_factor(b, gpu_of_job_rank(b, i, r % b->cp, s, r / b->cp)));
+      }
       net.hw.nic_bw *= f;
     }
     double secs = model_collective_time_s(&net, coll, bytes, n, nodes, NULL);
@@ -556,14 +586,12 @@ static double nic_factor(const Build *b, guint g) {
   return x <= 0 || prev <= 0 ? 0.5 : x;
 }
 
-/* The slowest NIC of the tensor-parallel group of replica k on stage s
- * (under the symmetry shortcut, of every replica's group). */
+/* The slowest NIC of the tensor-parallel group of simulated replica k on
+ * stage s (its class's replicas have the same NICs' factors). */
 double sim_ptdp_tp_link_factor(const Build *b, guint s, guint k) {
-  const SimPlan *pl = b->plan;
   double f = 1;
-  for (guint kk = b->ds == pl->dp ? k : 0; kk < (b->ds == pl->dp ? k + 1 : pl->dp); kk++)
-    for (guint i = 0; i < pl->tp; i++)
-      f = MIN(f, nic_factor(b, gpu_of_job_rank(b, i, 0, s, kk)));
+  for (guint i = 0; i < b->plan->tp; i++)
+    f = MIN(f, nic_factor(b, gpu_of_rank(b, i, s, k)));
   return f;
 }
 

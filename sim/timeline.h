@@ -88,6 +88,10 @@ typedef struct {
   gboolean recompute_pass; /* pass 2 is the recomputation forward (PTD-P); else pass 2 is "other" */
   guint mirror; /* TeraPipe: token slices M; a backward tag's field j >= M is slice 2M - 1 - j (0: none) */
   const GArray *pieces; /* SimTimelinePiece sorted by op; NULL: none */
+  /* PTD-P under the symmetry shortcut: per simulated replica the job's
+   * replica (NULL: the same index) and how many replicas it stands for
+   * (NULL: one each, or all d for one) */
+  const guint *replica_of, *replicas_stood_for;
 } SimTimeline;
 
 /* The pieces of `op` (n = 0: none). */
