@@ -308,6 +308,12 @@ gboolean sim_ptdp_pairs_with_previous(const Build *b, guint s, guint idx);
 void sim_ptdp_overlap_pair(Build *b, guint s, guint k, guint lo, guint mid, guint hi);
 void sim_ptdp_emit_transfers(Build *b, guint s, guint k, guint idx);
 guint sim_ptdp_tp_group_nodes(const Build *b, guint s, guint k);
+/* Nodes spanned by a group of stage s: the tensor-parallel group of the
+ * job's replica `fixed` (over_tp) or the data-parallel group of tensor rank
+ * `fixed`. */
+guint sim_ptdp_group_nodes(const Build *b, guint s, guint fixed, gboolean over_tp);
+/* The speed factor of the NIC cluster GPU g sends through (--slow-link). */
+double sim_ptdp_nic_factor(const Build *b, guint g);
 void sim_ptdp_classes(Build *b);
 double sim_ptdp_tp_link_factor(const Build *b, guint s, guint k);
 void sim_ptdp_emit_param_gathers(Build *b);
