@@ -62,6 +62,17 @@ static gboolean observe_timeline(const Build *b, SimTimelineFn observe, gpointer
 static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster, SimResult *r,
                          SimTimelineFn observe, gpointer data, GError **error);
 
+/* Why more than one GPU per stage is simulated (sim_ptdp_classes), for a
+ * message. */
+static const char *several_why(const Build *b) {
+  if (!b->plan->symmetry)
+    return "--no-symmetry";
+  if (b->declined[0])
+    return b->declined;
+  return b->ts > 1 ? "its tensor-parallel ranks differ in layout or speed, or share NICs"
+                   : "its replicas differ in node layout or speed, or share NICs";
+}
+
 gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
                                SimResult *r, SimTimelineFn observe, gpointer data, GError **error) {
   SimPlan *owned;
@@ -109,10 +120,10 @@ static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const T
     if (pl->fsdp && pl->dp > 1) {
       g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
                   "%s is simulated with one GPU standing for its replicas, which needs groups that fill whole nodes "
-                  "in Megatron's rank order%s%s%s; drop --no-symmetry and --placement, or use sizes whose groups fill "
-                  "nodes",
-                  pl->hsdp_replicas > 1 ? "--hsdp" : "--fsdp", b.declined[0] ? " (here " : "", b.declined,
-                  b.declined[0] ? ")" : "");
+                  "in Megatron's rank order (here %s); drop --no-symmetry and --placement, or use sizes whose groups "
+                  "fill nodes%s",
+                  pl->hsdp_replicas > 1 ? "--hsdp" : "--fsdp", several_why(&b),
+                  pl->flow_network ? ", or --network analytic" : "");
       g_free(b.kmap);
       g_free(b.kweight);
       return FALSE;
@@ -123,8 +134,7 @@ static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const T
       g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_TOO_BIG,
                   "--tp %u x --dp %u on %u-GPU nodes needs %u GPUs per stage simulated (%s), about %.0f million "
                   "ops, over the limit of 60 million; use sizes whose groups fill whole nodes%s",
-                  pl->tp, pl->dp, cluster->gpus_per_node, b.ts * b.ds,
-                  b.declined[0] ? b.declined : "replicas of several node layouts", ops / 1e6,
+                  pl->tp, pl->dp, cluster->gpus_per_node, b.ts * b.ds, several_why(&b), ops / 1e6,
                   sim_plan_has_stragglers(pl) ? ", or fewer stragglers" : "");
       g_free(b.kmap);
       g_free(b.kweight);
@@ -147,9 +157,9 @@ static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const T
   if (model_is_moe(&pl->model)) {
     if (b.ts > 1 || b.ds > 1) {
       g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                  "MoE layers are simulated one GPU per stage (the symmetry shortcut), which this placement does "
-                  "not allow (%s); use sizes whose groups fill whole nodes",
-                  !pl->symmetry ? "--no-symmetry" : b.declined[0] ? b.declined : "replicas of several node layouts");
+                  "MoE layers are simulated one GPU per stage (the symmetry shortcut), which this run does not "
+                  "allow (%s); use sizes whose groups fill whole nodes%s",
+                  several_why(&b), pl->symmetry && pl->flow_network ? ", or --network analytic" : "");
       g_free(b.kmap);
       g_free(b.kweight);
       g_free(b.chunk_n);
