@@ -5,11 +5,12 @@
  * Streams per simulated GPU: compute, tensor-parallel communication,
  * pipeline send, pipeline receive, data-parallel communication.
  *
- * Symmetry: the t ranks of a tensor-parallel group run identical timelines,
- * and data-parallel replicas are identical until they share the network, so
- * by default one GPU per group and one replica are simulated; the collectives
- * keep their full group size in the cost models.  --no-symmetry simulates
- * every GPU, with collectives occupying every member's stream.
+ * Symmetry: ranks that see the same node layout and speeds run identical
+ * timelines, so by default one tensor rank per group and one replica (or
+ * block of replicas whose flows meet) per class are simulated
+ * (ptdp_symmetry.c); the collectives keep their full group size in the
+ * cost models.  --no-symmetry simulates every GPU, with collectives
+ * occupying every member's stream.
  *
  * Placement (Megatron's order, ranks numbered tensor-parallel fastest, then
  * data-parallel, then pipeline): rank = i + t (k + d s) for tensor rank i,

@@ -208,13 +208,15 @@ static inline SimOpTag tag(guint cat, guint pass, guint s, guint c, guint mb, gi
 /* --- the flow network --- */
 
 /* The ranks whose transfers an op carries on the flow network: its own.
- * Under the symmetry shortcut the simulated ranks (tensor rank 0, replica 0)
- * stand for all: their flows meet each other on the links exactly as every
- * other rank's flows meet their symmetric images (the placement is checked
- * uniform before the shortcut is taken).  What this misses: ECMP collisions
- * between the flows of different ranks, which are not symmetric
- * (--no-symmetry carries every rank's flows).  `copies` is how many ranks'
- * transfers the op stands for, for the byte counts. */
+ * Under the symmetry shortcut the simulated ranks stand for those of their
+ * class: their flows meet each other on the links exactly as the other
+ * ranks' flows meet their images, because ranks whose flows meet on a NIC
+ * or a link are simulated together (sim_ptdp_classes).  What this misses:
+ * ECMP collisions between the flows of different ranks across scalable
+ * units, which are not symmetric (--no-symmetry carries every rank's
+ * flows).  `copies` is how many ranks' transfers the op stands for, on
+ * average over the classes (every replica moves the same bytes), for the
+ * byte counts. */
 static inline double copies(const Build *b, gboolean over_i, gboolean over_k) {
   return (over_i ? (double)b->plan->tp / b->ts : 1.0) * (over_k ? (double)b->plan->dp / b->ds : 1.0);
 }

@@ -5,9 +5,9 @@
  * streams g * SIM_TIMELINE_STREAM_KINDS + kind, kinds in the order of
  * sim_timeline_stream_name(); op tags use the categories of
  * sim_timeline_category_name().  Simulated GPU g is tensor rank i, replica k
- * and stage s with g = i + ts (k + ds s); under the symmetry shortcut
- * (ts = ds = 1) each simulated GPU stands for the t ranks of its
- * tensor-parallel group and all d replicas.
+ * and stage s with g = i + ts (k + ds s); under the symmetry shortcut each
+ * simulated GPU stands for the ranks of its class (ts = 1: the t ranks of
+ * its tensor-parallel group; replica k: replicas_stood_for[k] replicas).
  *
  * The observer is optional: runs without one do exactly what they did
  * before, with no extra work.
