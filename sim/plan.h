@@ -346,7 +346,7 @@ typedef struct {
   guint64 ops, events;
   guint simulated_gpus;
   guint64 steady_periods; /* schedule periods carried in closed form (sim/steady.h); 0: every op simulated */
-  gboolean symmetric; /* the shortcut was used: fewer GPUs simulated than the job has */
+  gboolean symmetric; /* the shortcut was used (fewer GPUs simulated than the job has), or t d = 1 */
   /* why the shortcut was not taken, every GPU simulated ("": it was, or
    * --no-symmetry asked for every GPU) */
   char symmetry_declined[SIM_DECLINED_LEN];
