@@ -288,7 +288,7 @@ double sim_plan_usable_bytes(const SimPlan *plan, const ModelProfile *profile);
 const char *sim_recompute_name(const SimPlan *plan);
 
 /* The room for SimResult's symmetry_declined. */
-#define SIM_DECLINED_LEN 160
+#define SIM_DECLINED_LEN 192
 
 typedef struct {
   double compute, tp_comm, pp_comm, dp_comm, optimizer, bubble;
@@ -350,6 +350,8 @@ typedef struct {
   /* why the shortcut was not taken, every GPU simulated ("": it was, or
    * --no-symmetry asked for every GPU) */
   char symmetry_declined[SIM_DECLINED_LEN];
+  /* what the shortcut, where taken, may miss ("": nothing; it is exact) */
+  char symmetry_approximate[SIM_DECLINED_LEN];
 } SimResult;
 
 /* Whether the plan has stragglers (GPUs or links); a GPU's speed factor

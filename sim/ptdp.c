@@ -144,6 +144,7 @@ static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const T
   }
   r->symmetric = b.ts * b.ds < pl->tp * pl->dp || pl->tp * pl->dp == 1;
   g_strlcpy(r->symmetry_declined, b.declined, sizeof r->symmetry_declined);
+  g_strlcpy(r->symmetry_approximate, b.approximate, sizeof r->symmetry_approximate);
   b.chunk_n = g_new(guint, (gsize)b.p * b.v);
   b.chunk_at = g_new(guint, (gsize)b.p * b.v);
   b.lmax = 0;

@@ -55,6 +55,7 @@ typedef struct {
   guint *kmap;
   guint *kweight; /* per simulated replica: the job's replicas it stands for (NULL: 1 each, or all d for one) */
   char declined[SIM_DECLINED_LEN];
+  char approximate[SIM_DECLINED_LEN]; /* where the shortcut taken may miss something ("": nothing) */
   guint cp;     /* context-parallel ranks: one simulated, standing for all (they do equal work) */
   guint dpc;    /* the gradient group: the d replicas times the cp context-parallel ranks */
   guint shard;  /* FSDP2: the ranks of a shard group (dpc, or dpc / R under HSDP) */

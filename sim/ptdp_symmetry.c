@@ -230,6 +230,34 @@ static gboolean flow_blocks(const Build *b, guint *block, gboolean *tensor_share
   return ok;
 }
 
+/* Whether flows of the job may pick their leaf uplinks by ECMP hash: a
+ * rail-optimized fat tree with ECMP routing and the job's nodes in more
+ * than one scalable unit.  Different ranks' flows may then collide on an
+ * uplink where their images do not, which the shortcut does not see. */
+static gboolean ecmp_across_units(const Build *b) {
+  const SimPlan *pl = b->plan;
+  const cJSON *fabric = cJSON_GetObjectItemCaseSensitive(b->cluster->json, "fabric");
+  const cJSON *net = cJSON_GetObjectItemCaseSensitive(fabric, "network");
+  const cJSON *routing = cJSON_GetObjectItemCaseSensitive(fabric, "routing");
+  const cJSON *kind = cJSON_GetObjectItemCaseSensitive(net, "kind");
+  const cJSON *npu = cJSON_GetObjectItemCaseSensitive(net, "nodes_per_unit");
+  if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "rail-fat-tree") != 0 || !cJSON_IsNumber(npu) ||
+      npu->valuedouble < 1 || (cJSON_IsString(routing) && strcmp(routing->valuestring, "adaptive") == 0))
+    return FALSE;
+  guint per_unit = (guint)npu->valuedouble * b->cluster->gpus_per_node, first = G_MAXUINT;
+  for (guint k = 0; k < pl->dp; k++)
+    for (guint s = 0; s < b->p; s++)
+      for (guint i = 0; i < pl->tp; i++)
+        for (guint c = 0; c < b->cp; c++) {
+          guint unit = gpu_of_job_rank(b, i, c, s, k) / per_unit;
+          if (first == G_MAXUINT)
+            first = unit;
+          else if (unit != first)
+            return TRUE;
+        }
+  return FALSE;
+}
+
 /* The symmetry shortcut: which tensor ranks and replicas are simulated
  * (doc/model.md#the-symmetry-shortcut).  Replicas fall into classes that
  * see the same node layout (replica_signature); on the flow network,
@@ -246,7 +274,7 @@ void sim_ptdp_classes(Build *b) {
   b->ts = pl->tp;
   b->ds = dp;
   b->kmap = b->kweight = NULL;
-  b->declined[0] = '\0';
+  b->declined[0] = b->approximate[0] = '\0';
   if (!pl->symmetry || pl->tp * dp == 1)
     return;
   gboolean flow = pl->flow_network && b->profile->kind != MODEL_PROFILE_IDEAL && !pl->stage_times &&
@@ -322,6 +350,11 @@ void sim_ptdp_classes(Build *b) {
   }
   b->ts = ts;
   b->ds = ds;
+  if (flow && ecmp_across_units(b))
+    g_strlcpy(b->approximate,
+              "ECMP routing across scalable units: flows of ranks not simulated may collide on leaf uplinks where "
+              "the simulated ones do not; --no-symmetry carries them",
+              sizeof b->approximate);
   if (ds < dp) {
     b->kmap = (guint *)(void *)g_array_free(sim, FALSE);
     b->kweight = (guint *)(void *)g_array_free(wsim, FALSE);
