@@ -103,7 +103,7 @@ typedef struct {
   gboolean selective;    /* selective recomputation (then recompute is FALSE) */
   gboolean scatter_gather;
   gboolean fusion;
-  gboolean symmetry;    /* simulate one GPU per tensor-parallel group and one replica */
+  gboolean symmetry;    /* simulate one rank per class of ranks that run the same timeline */
   gboolean allow_oom;   /* simulate even if it does not fit */
   double tokens;        /* training budget for training_days; 0 when not given */
   /* TeraPipe (--schedule terapipe) */
@@ -287,6 +287,9 @@ gboolean sim_plan_check_device(const SimPlan *plan, const ModelProfile *profile,
 double sim_plan_usable_bytes(const SimPlan *plan, const ModelProfile *profile);
 const char *sim_recompute_name(const SimPlan *plan);
 
+/* The room for SimResult's symmetry_declined. */
+#define SIM_DECLINED_LEN 192
+
 typedef struct {
   double compute, tp_comm, pp_comm, dp_comm, optimizer, bubble;
 } SimBreakdown;
@@ -343,7 +346,12 @@ typedef struct {
   guint64 ops, events;
   guint simulated_gpus;
   guint64 steady_periods; /* schedule periods carried in closed form (sim/steady.h); 0: every op simulated */
-  gboolean symmetric; /* the shortcut was used (placement uniform, not --no-symmetry) */
+  gboolean symmetric; /* the shortcut was used (fewer GPUs simulated than the job has), or t d = 1 */
+  /* why the shortcut was not taken, every GPU simulated ("": it was, or
+   * --no-symmetry asked for every GPU) */
+  char symmetry_declined[SIM_DECLINED_LEN];
+  /* what the shortcut, where taken, may miss ("": nothing; it is exact) */
+  char symmetry_approximate[SIM_DECLINED_LEN];
 } SimResult;
 
 /* Whether the plan has stragglers (GPUs or links); a GPU's speed factor

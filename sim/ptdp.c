@@ -5,11 +5,12 @@
  * Streams per simulated GPU: compute, tensor-parallel communication,
  * pipeline send, pipeline receive, data-parallel communication.
  *
- * Symmetry: the t ranks of a tensor-parallel group run identical timelines,
- * and data-parallel replicas are identical until they share the network, so
- * by default one GPU per group and one replica are simulated; the collectives
- * keep their full group size in the cost models.  --no-symmetry simulates
- * every GPU, with collectives occupying every member's stream.
+ * Symmetry: ranks that see the same node layout and speeds run identical
+ * timelines, so by default one tensor rank per group and one replica (or
+ * block of replicas whose flows meet) per class are simulated
+ * (ptdp_symmetry.c); the collectives keep their full group size in the
+ * cost models.  --no-symmetry simulates every GPU, with collectives
+ * occupying every member's stream.
  *
  * Placement (Megatron's order, ranks numbered tensor-parallel fastest, then
  * data-parallel, then pipeline): rank = i + t (k + d s) for tensor rank i,
@@ -23,11 +24,9 @@
 #include "ptdp_build.h"
 
 /* Stragglers: each simulated rank's compute stream runs at the slowest GPU
- * it stands for -- itself and its context-parallel peers, and under the
- * symmetry shortcut every tensor rank of its group and every replica of its
- * stage (exact for stragglers in one replica; otherwise the slowest replica
- * per stage, an upper bound).  The ranks' own all-reduces and sends then
- * wait for it as the schedule says. */
+ * it stands for -- itself and its context-parallel peers (the ranks of its
+ * class have the same speeds: sim_ptdp_classes).  The ranks' own
+ * all-reduces and sends then wait for it as the schedule says. */
 static void set_speeds(Build *b) {
   const SimPlan *pl = b->plan;
   guint gpn = b->cluster->gpus_per_host;
@@ -35,10 +34,8 @@ static void set_speeds(Build *b) {
     for (guint k = 0; k < b->ds; k++)
       for (guint i = 0; i < b->ts; i++) {
         double f = 1;
-        for (guint kk = b->ds == pl->dp ? k : 0; kk < (b->ds == pl->dp ? k + 1 : pl->dp); kk++)
-          for (guint ii = b->ts == pl->tp ? i : 0; ii < (b->ts == pl->tp ? i + 1 : pl->tp); ii++)
-            for (guint c = 0; c < b->cp; c++)
-              f = MIN(f, sim_plan_gpu_speed(pl, rank_of_c(b, ii, c, s, kk) % pl->gpus, s, gpn));
+        for (guint c = 0; c < b->cp; c++)
+          f = MIN(f, sim_plan_gpu_speed(pl, rank_of_c(b, i, c, s, job_replica(b, k)) % pl->gpus, s, gpn));
         if (f < 1)
           sim_engine_set_stream_speed(b->e, stream_of(b, i, s, k, STREAM_COMPUTE), f);
       }
@@ -57,7 +54,7 @@ static gboolean observe_timeline(const Build *b, SimTimelineFn observe, gpointer
     for (guint k = 0; k < b->ds; k++)
       for (guint i = 0; i < b->ts; i++)
         gpus[gpu_of(b, i, s, k)] = gpu_of_rank(b, i, s, k);
-  SimTimeline tl = {b->e, b->plan, b->ts, b->ds, b->p, gpus, "mb", TRUE, 0, b->pieces};
+  SimTimeline tl = {b->e, b->plan, b->ts, b->ds, b->p, gpus, "mb", TRUE, 0, b->pieces, b->kmap, b->kweight};
   gboolean ok = observe(&tl, data, error);
   g_free(gpus);
   return ok;
@@ -65,6 +62,17 @@ static gboolean observe_timeline(const Build *b, SimTimelineFn observe, gpointer
 
 static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster, SimResult *r,
                          SimTimelineFn observe, gpointer data, GError **error);
+
+/* Why more than one GPU per stage is simulated (sim_ptdp_classes), for a
+ * message. */
+static const char *several_why(const Build *b) {
+  if (!b->plan->symmetry)
+    return "--no-symmetry";
+  if (b->declined[0])
+    return b->declined;
+  return b->ts > 1 ? "its tensor-parallel ranks differ in layout or speed, or share NICs"
+                   : "its replicas differ in node layout or speed, or share NICs";
+}
 
 gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
                                SimResult *r, SimTimelineFn observe, gpointer data, GError **error) {
@@ -106,29 +114,37 @@ static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const T
   b.p = pl->pp;
   b.v = pl->chunks;
   double mean_lpc = (double)pl->model.layers / (pl->pp * pl->chunks); /* layers per chunk, on average */
-  if (!pl->symmetry || !sim_ptdp_placement_uniform(&b)) {
+  sim_ptdp_classes(&b);
+  if (b.ts > 1 || b.ds > 1) {
     /* FSDP2's per-block collectives are issued once for the group, as the
      * symmetric simulation has them */
     if (pl->fsdp && pl->dp > 1) {
       g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
                   "%s is simulated with one GPU standing for its replicas, which needs groups that fill whole nodes "
-                  "in Megatron's rank order; drop --no-symmetry and --placement, or use sizes whose groups fill nodes",
-                  pl->hsdp_replicas > 1 ? "--hsdp" : "--fsdp");
+                  "in Megatron's rank order (here %s); drop --no-symmetry and --placement, or use sizes whose groups "
+                  "fill nodes%s",
+                  pl->hsdp_replicas > 1 ? "--hsdp" : "--fsdp", several_why(&b),
+                  pl->flow_network ? ", or --network analytic" : "");
+      g_free(b.kmap);
+      g_free(b.kweight);
       return FALSE;
     }
     /* Without the shortcut every GPU is simulated: check the size again. */
-    double ops = 2.0 * pl->microbatches * b.v * b.p * (6.0 * mean_lpc + 4) * pl->tp * pl->dp;
+    double ops = 2.0 * pl->microbatches * b.v * b.p * (6.0 * mean_lpc + 4) * b.ts * b.ds;
     if (pl->symmetry && ops > 60e6) {
       g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_TOO_BIG,
-                  "--tp %u x --dp %u does not line up with %u-GPU nodes, so every GPU must be simulated (about %.0f "
-                  "million ops, over the limit of 60 million); use sizes whose groups fill whole nodes",
-                  pl->tp, pl->dp, cluster->gpus_per_node, ops / 1e6);
+                  "--tp %u x --dp %u on %u-GPU nodes needs %u GPUs per stage simulated (%s), about %.0f million "
+                  "ops, over the limit of 60 million; use sizes whose groups fill whole nodes%s",
+                  pl->tp, pl->dp, cluster->gpus_per_node, b.ts * b.ds, several_why(&b), ops / 1e6,
+                  sim_plan_has_stragglers(pl) ? ", or fewer stragglers" : "");
+      g_free(b.kmap);
+      g_free(b.kweight);
       return FALSE;
     }
-    b.ts = pl->tp;
-    b.ds = pl->dp;
   }
-  r->symmetric = b.ts == 1 && b.ds == 1;
+  r->symmetric = b.ts * b.ds < pl->tp * pl->dp || pl->tp * pl->dp == 1;
+  g_strlcpy(r->symmetry_declined, b.declined, sizeof r->symmetry_declined);
+  g_strlcpy(r->symmetry_approximate, b.approximate, sizeof r->symmetry_approximate);
   b.chunk_n = g_new(guint, (gsize)b.p * b.v);
   b.chunk_at = g_new(guint, (gsize)b.p * b.v);
   b.lmax = 0;
@@ -143,9 +159,11 @@ static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const T
   if (model_is_moe(&pl->model)) {
     if (b.ts > 1 || b.ds > 1) {
       g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                  "MoE layers are simulated one GPU per stage (the symmetry shortcut), which this placement does "
-                  "not allow%s; use sizes whose groups fill whole nodes",
-                  pl->symmetry ? "" : " (--no-symmetry)");
+                  "MoE layers are simulated one GPU per stage (the symmetry shortcut), which this run does not "
+                  "allow (%s); use sizes whose groups fill whole nodes%s",
+                  several_why(&b), pl->symmetry && pl->flow_network ? ", or --network analytic" : "");
+      g_free(b.kmap);
+      g_free(b.kweight);
       g_free(b.chunk_n);
       g_free(b.chunk_at);
       return FALSE;
@@ -266,6 +284,8 @@ build:
       g_free(b.moe_ns);
       g_free(b.moe_plans);
       g_free(b.moe_layer);
+      g_free(b.kmap);
+      g_free(b.kweight);
       for (guint s = 0; s < b.p; s++)
         g_array_free(b.order[s], TRUE);
       g_free(b.order);
@@ -284,7 +304,7 @@ build:
       for (guint k = 0; k < pl->dp; k++)
         for (guint c = 0; c < b.cp; c++)
           for (guint i = 0; i < pl->tp; i++) {
-            guint g = gpu_of_rank_c(&b, i, c, s, k);
+            guint g = gpu_of_job_rank(&b, i, c, s, k);
             fc.side_pp[g] = s < pl->pp / 2 ? 0 : 1;
             fc.side_dp[g] = k < pl->dp / 2 ? 0 : 1;
           }
@@ -362,7 +382,9 @@ build:
   /* coarse items: fixed all-reduces (the analytic network, or transfers
    * fixed on the flow network), one rank per stage (the symmetry shortcut),
    * no trace (which shows every op) */
-  b.coarse = !pl->exact && (!b.flow || coarse_flow) && b.ts == 1 && b.ds == 1 && !observe;
+  b.coarse = !pl->exact && (!b.flow || coarse_flow) && b.ts == 1 && !observe;
+  if (pl->stragglers.n_gpu) /* a slow GPU stretches its compute, not the all-reduces inside a coarse op */
+    b.coarse = FALSE;
   if (b.flow && (b.cp > 1 || pl->tp_comm_overlap)) /* their rings' timing inside a coarse op is the analytic network's */
     b.coarse = FALSE;
   for (guint s = 0; s < b.p && b.coarse; s++) /* DualPipe's F&B interleave their ops (sim_ptdp_overlap_pair) */
@@ -490,5 +512,7 @@ build:
   g_free(b.chunk_n);
   g_free(b.chunk_at);
   g_free(b.moe_layer);
+  g_free(b.kmap);
+  g_free(b.kweight);
   return ok;
 }

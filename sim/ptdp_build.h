@@ -48,6 +48,14 @@ typedef struct {
   ModelNet net; /* the cluster's network with the profile's free or measured collectives */
   SimEngine *e;
   guint ts, ds; /* simulated tensor ranks and replicas */
+  /* The symmetry shortcut's classes (sim_ptdp_classes): simulated replica k
+   * is the job's replica kmap[k] (NULL: k itself), standing for the
+   * replicas of its class, which run the same timeline; `declined` says why
+   * every GPU is simulated ("": the shortcut holds, or --no-symmetry). */
+  guint *kmap;
+  guint *kweight; /* per simulated replica: the job's replicas it stands for (NULL: 1 each, or all d for one) */
+  char declined[SIM_DECLINED_LEN];
+  char approximate[SIM_DECLINED_LEN]; /* where the shortcut taken may miss something ("": nothing) */
   guint cp;     /* context-parallel ranks: one simulated, standing for all (they do equal work) */
   guint dpc;    /* the gradient group: the d replicas times the cp context-parallel ranks */
   guint shard;  /* FSDP2: the ranks of a shard group (dpc, or dpc / R under HSDP) */
@@ -171,10 +179,19 @@ static inline guint rank_of_c(const Build *b, guint i, guint c, guint s, guint k
   }
 }
 /* Its cluster GPU: tensor- and context-parallel groups packed whole into
- * NVLink domains (sim_place). */
-static inline guint gpu_of_rank_c(const Build *b, guint i, guint c, guint s, guint k) {
+ * NVLink domains (sim_place).  `k` is the job's replica. */
+static inline guint gpu_of_job_rank(const Build *b, guint i, guint c, guint s, guint k) {
   guint r = rank_of_c(b, i, c, s, k);
   return b->plan->placement == SIM_PLACEMENT_MISALIGNED ? r : sim_place(b->cluster, b->plan->tp * b->cp, r);
+}
+
+/* The job's replica that simulated replica k is. */
+static inline guint job_replica(const Build *b, guint k) { return b->kmap ? b->kmap[k] : k; }
+
+/* The cluster GPU of simulated tensor rank i, context-parallel rank c,
+ * stage s, simulated replica k. */
+static inline guint gpu_of_rank_c(const Build *b, guint i, guint c, guint s, guint k) {
+  return gpu_of_job_rank(b, i, c, s, job_replica(b, k));
 }
 
 static inline guint gpu_of_rank(const Build *b, guint i, guint s, guint k) { return gpu_of_rank_c(b, i, 0, s, k); }
@@ -192,15 +209,17 @@ static inline SimOpTag tag(guint cat, guint pass, guint s, guint c, guint mb, gi
 /* --- the flow network --- */
 
 /* The ranks whose transfers an op carries on the flow network: its own.
- * Under the symmetry shortcut the simulated ranks (tensor rank 0, replica 0)
- * stand for all: their flows meet each other on the links exactly as every
- * other rank's flows meet their symmetric images (the placement is checked
- * uniform before the shortcut is taken).  What this misses: ECMP collisions
- * between the flows of different ranks, which are not symmetric
- * (--no-symmetry carries every rank's flows).  `copies` is how many ranks'
- * transfers the op stands for, for the byte counts. */
+ * Under the symmetry shortcut the simulated ranks stand for those of their
+ * class: their flows meet each other on the links exactly as the other
+ * ranks' flows meet their images, because ranks whose flows meet on a NIC
+ * or a link are simulated together (sim_ptdp_classes).  What this misses:
+ * ECMP collisions between the flows of different ranks across scalable
+ * units, which are not symmetric (--no-symmetry carries every rank's
+ * flows).  `copies` is how many ranks' transfers the op stands for, on
+ * average over the classes (every replica moves the same bytes), for the
+ * byte counts. */
 static inline double copies(const Build *b, gboolean over_i, gboolean over_k) {
-  return (over_i && b->ts == 1 ? b->plan->tp : 1.0) * (over_k && b->ds == 1 ? b->plan->dp : 1.0);
+  return (over_i ? (double)b->plan->tp / b->ts : 1.0) * (over_k ? (double)b->plan->dp / b->ds : 1.0);
 }
 /* The same for an op of the one simulated context-parallel rank, which
  * stands for its cp - 1 peers' ops too. */
@@ -292,7 +311,13 @@ gboolean sim_ptdp_pairs_with_previous(const Build *b, guint s, guint idx);
 void sim_ptdp_overlap_pair(Build *b, guint s, guint k, guint lo, guint mid, guint hi);
 void sim_ptdp_emit_transfers(Build *b, guint s, guint k, guint idx);
 guint sim_ptdp_tp_group_nodes(const Build *b, guint s, guint k);
-gboolean sim_ptdp_placement_uniform(const Build *b);
+/* Nodes spanned by a group of stage s: the tensor-parallel group of the
+ * job's replica `fixed` (over_tp) or the data-parallel group of tensor rank
+ * `fixed`. */
+guint sim_ptdp_group_nodes(const Build *b, guint s, guint fixed, gboolean over_tp);
+/* The speed factor of the NIC cluster GPU g sends through (--slow-link). */
+double sim_ptdp_nic_factor(const Build *b, guint g);
+void sim_ptdp_classes(Build *b);
 double sim_ptdp_tp_link_factor(const Build *b, guint s, guint k);
 void sim_ptdp_emit_param_gathers(Build *b);
 void sim_ptdp_emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops);

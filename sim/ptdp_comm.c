@@ -7,7 +7,6 @@
 
 #include "ptdp_build.h"
 
-static double nic_factor(const Build *b, guint g);
 
 static guint dp_collective_g(Build *b, NetCollOp kind, guint group, guint i, guint s, double bytes, const guint *deps,
                              guint n_deps, const SimOpTag *t);
@@ -107,7 +106,7 @@ static void emit_transfers_of(Build *b, guint s, guint k, guint idx) {
       guint *plan = &b->pp_plans[((k * b->p + s) * b->ts + i) * 2 + it.forward];
       if (*plan == G_MAXUINT) {
         char key[64];
-        g_snprintf(key, sizeof key, "pp:%u:%u:%u:%u", s, ds_, i, k);
+        g_snprintf(key, sizeof key, "pp:%u:%u:%u:%u", s, ds_, i, job_replica(b, k));
         *plan = sim_ptdp_p2p_plan(b, key, gpu_of_rank(b, i, s, k), gpu_of_rank(b, i, ds_, k), copies_c(b, TRUE, TRUE),
                          per_rank, b->flow->side_pp);
       }
@@ -116,9 +115,7 @@ static void emit_transfers_of(Build *b, guint s, guint k, guint idx) {
       ModelNet net = b->net;
       if (!same && pl->stragglers.n_link) { /* a send runs at the slower of its two NICs (--slow-link) */
         double f = 1;
-        for (guint kk = b->ds == pl->dp ? k : 0; kk < (b->ds == pl->dp ? k + 1 : pl->dp); kk++)
-          for (guint ii = b->ts == pl->tp ? i : 0; ii < (b->ts == pl->tp ? i + 1 : pl->tp); ii++)
-            f = MIN(f, MIN(nic_factor(b, gpu_of_rank(b, ii, s, kk)), nic_factor(b, gpu_of_rank(b, ii, ds_, kk))));
+        f = MIN(f, MIN(sim_ptdp_nic_factor(b, gpu_of_rank(b, i, s, k)), sim_ptdp_nic_factor(b, gpu_of_rank(b, i, ds_, k))));
         net.hw.nic_bw *= f;
       }
       double secs = pl->stage_times ? pl->stage_comm_s : model_p2p_time_s(&net, per_rank, same);
@@ -178,44 +175,19 @@ static void emit_transfers_of(Build *b, guint s, guint k, guint idx) {
  * `fixed` (over_tp) or the data-parallel group of tensor rank `fixed`.  Its
  * ranks increase along the group, so their nodes never decrease: one more
  * node at every change. */
-static guint group_nodes(const Build *b, guint s, guint fixed, gboolean over_tp) {
+guint sim_ptdp_group_nodes(const Build *b, guint s, guint fixed, gboolean over_tp) {
   guint n = over_tp ? b->plan->tp : b->dpc, count = 0, last = G_MAXUINT;
   for (guint j = 0; j < n; j++) {
-    guint node = over_tp ? node_of_rank(b, j, s, fixed)
-                         : gpu_of_rank_c(b, fixed, j % b->cp, s, j / b->cp) / b->cluster->gpus_per_node;
+    guint gpu = over_tp ? gpu_of_job_rank(b, j, 0, s, fixed) : gpu_of_job_rank(b, fixed, j % b->cp, s, j / b->cp);
+    guint node = gpu / b->cluster->gpus_per_node;
     count += node != last;
     last = node;
   }
   return count;
 }
 
-static guint dp_group_nodes(const Build *b, guint i, guint s) { return group_nodes(b, s, i, FALSE); }
-
-guint sim_ptdp_tp_group_nodes(const Build *b, guint s, guint k) { return group_nodes(b, s, k, TRUE); }
-
-/* The symmetry shortcut is exact only when every tensor-parallel group,
- * every data-parallel group and every pipeline hop sees the same node
- * layout as the one simulated (rank 0, replica 0), stage by stage. */
-gboolean sim_ptdp_placement_uniform(const Build *b) {
-  const SimPlan *pl = b->plan;
-  for (guint s = 0; s < b->p; s++) {
-    guint dp0 = dp_group_nodes(b, 0, s);
-    for (guint i = 1; i < pl->tp; i++)
-      if (dp_group_nodes(b, i, s) != dp0)
-        return FALSE;
-    guint tp0 = sim_ptdp_tp_group_nodes(b, s, 0);
-    for (guint k = 0; k < pl->dp; k++) {
-      if (k > 0 && sim_ptdp_tp_group_nodes(b, s, k) != tp0)
-        return FALSE;
-      if (s + 1 < b->p) {
-        gboolean same0 = node_of_rank(b, 0, s, 0) == node_of_rank(b, 0, s + 1, 0);
-        for (guint i = 0; i < pl->tp; i++)
-          if ((node_of_rank(b, i, s, k) == node_of_rank(b, i, s + 1, k)) != same0)
-            return FALSE;
-      }
-    }
-  }
-  return TRUE;
+guint sim_ptdp_tp_group_nodes(const Build *b, guint s, guint k) {
+  return sim_ptdp_group_nodes(b, s, job_replica(b, k), TRUE);
 }
 
 /* Which data-parallel ranks a collective spans: all d x cp; FSDP2's shard
@@ -236,7 +208,7 @@ static guint dp_collective_g(Build *b, NetCollOp kind, guint group, guint i, gui
   guint nodes = 0, last = G_MAXUINT;
   for (guint j = 0; j < n; j++) { /* ranks increase along the group: one more node at every change */
     guint r = dp_group_rank(b, group, j);
-    guint node = gpu_of_rank_c(b, i, r % b->cp, s, r / b->cp) / b->cluster->gpus_per_node;
+    guint node = gpu_of_job_rank(b, i, r % b->cp, s, r / b->cp) / b->cluster->gpus_per_node;
     nodes += node != last;
     last = node;
   }
@@ -255,7 +227,7 @@ static guint dp_collective_g(Build *b, NetCollOp kind, guint group, guint i, gui
     guint gpus[n];
     for (guint j = 0; j < n; j++) {
       guint r = dp_group_rank(b, group, j);
-      gpus[j] = gpu_of_rank_c(b, i, r % b->cp, s, r / b->cp);
+      gpus[j] = gpu_of_job_rank(b, i, r % b->cp, s, r / b->cp);
     }
     /* the other groups run the same collective at once on their own GPUs */
     double copies_g = copies(b, TRUE, FALSE) * ((double)b->dpc / n);
@@ -266,13 +238,11 @@ static guint dp_collective_g(Build *b, NetCollOp kind, guint group, guint i, gui
                                                   : MODEL_COLL_ALLREDUCE;
     ModelNet net = b->net;
     if (nodes > 1 && b->plan->stragglers.n_link) { /* a ring runs at its slowest NIC (--slow-link) */
-      const SimPlan *pl = b->plan;
       double f = 1;
-      for (guint ii = b->ts == pl->tp ? i : 0; ii < (b->ts == pl->tp ? i + 1 : pl->tp); ii++)
-        for (guint j = 0; j < n; j++) {
-          guint r = dp_group_rank(b, group, j);
-          f = MIN(f, nic_factor(b, gpu_of_rank_c(b, ii, r % b->cp, s, r / b->cp)));
-        }
+      for (guint j = 0; j < n; j++) { /* rank i stands for tensor ranks whose NICs are alike */
+        guint r = dp_group_rank(b, group, j);
+        f = MIN(f, sim_ptdp_nic_factor(b, gpu_of_job_rank(b, i, r % b->cp, s, r / b->cp)));
+      }
       net.hw.nic_bw *= f;
     }
     double secs = model_collective_time_s(&net, coll, bytes, n, nodes, NULL);
@@ -292,21 +262,19 @@ static guint dp_collective_g(Build *b, NetCollOp kind, guint group, guint i, gui
 /* The speed factor of the NIC cluster GPU g sends through (--slow-link):
  * its own, or half when its rail or the one before is down (two rails then
  * share a NIC). */
-static double nic_factor(const Build *b, guint g) {
+double sim_ptdp_nic_factor(const Build *b, guint g) {
   guint gpn = b->cluster->gpus_per_node, nics = MAX(b->cluster->net.nics_per_node, 1u), rail = (g % gpn) * nics / gpn;
   double x = sim_plan_nic_factor(b->plan, g / gpn, rail),
          prev = sim_plan_nic_factor(b->plan, g / gpn, (rail + nics - 1) % nics);
   return x <= 0 || prev <= 0 ? 0.5 : x;
 }
 
-/* The slowest NIC of the tensor-parallel group of replica k on stage s
- * (under the symmetry shortcut, of every replica's group). */
+/* The slowest NIC of the tensor-parallel group of simulated replica k on
+ * stage s (its class's replicas have the same NICs' factors). */
 double sim_ptdp_tp_link_factor(const Build *b, guint s, guint k) {
-  const SimPlan *pl = b->plan;
   double f = 1;
-  for (guint kk = b->ds == pl->dp ? k : 0; kk < (b->ds == pl->dp ? k + 1 : pl->dp); kk++)
-    for (guint i = 0; i < pl->tp; i++)
-      f = MIN(f, nic_factor(b, gpu_of_rank(b, i, s, kk)));
+  for (guint i = 0; i < b->plan->tp; i++)
+    f = MIN(f, sim_ptdp_nic_factor(b, gpu_of_rank(b, i, s, k)));
   return f;
 }
 
@@ -452,7 +420,7 @@ void sim_ptdp_emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
           guint op;
           if (b->flow) {
             char key[64];
-            g_snprintf(key, sizeof key, "emb:%u:%u", i, k);
+            g_snprintf(key, sizeof key, "emb:%u:%u", i, job_replica(b, k));
             guint gpus[2] = {gpu_of_rank(b, i, 0, k), gpu_of_rank(b, i, b->p - 1, k)};
             op = sim_ptdp_net_op(b, sim_ptdp_coll_plan(b, key, NET_OP_ALLREDUCE, gpus, 2, copies_c(b, TRUE, TRUE), bytes, NULL), streams,
                         NULL, 2, &et);

@@ -43,7 +43,7 @@ guint sim_ptdp_tp_plan(Build *b, guint s, guint k, NetCollOp op, double bytes) {
   if (*cached != G_MAXUINT)
     return *cached;
   char key[64];
-  g_snprintf(key, sizeof key, "tp%d:%u:%u:%.0f", (int)op, s, k, bytes);
+  g_snprintf(key, sizeof key, "tp%d:%u:%u:%.0f", (int)op, s, job_replica(b, k), bytes);
   guint t = b->plan->tp, gpus[t];
   for (guint i = 0; i < t; i++)
     gpus[i] = gpu_of_rank(b, i, s, k);
@@ -67,7 +67,7 @@ static guint hop_plan(Build *b, guint s, guint k, guint kind, double bytes) {
       dst[r * n + j] = cp_ring ? gpu_of_rank_c(b, r, (j + 1) % n, s, k) : gpu_of_rank(b, (j + 1) % n, s, k);
     }
   char key[64];
-  g_snprintf(key, sizeof key, "ring%u:%u:%u:%.0f", kind, s, k, bytes);
+  g_snprintf(key, sizeof key, "ring%u:%u:%u:%.0f", kind, s, job_replica(b, k), bytes);
   *cached = sim_netops_pairs(b->flow->ops, key, src, dst, rings * n,
                              cp_ring ? copies(b, TRUE, TRUE) : copies_c(b, FALSE, TRUE), bytes, NULL);
   g_free(src);

@@ -697,7 +697,7 @@ gboolean sim_terapipe_simulate_observed(const SimPlan *pl, const ModelProfile *p
       guint *gpus = g_new(guint, b.p);
       for (guint s = 0; s < b.p; s++)
         gpus[s] = gpu_of(&b, 0, 0, s);
-      SimTimeline tl = {b.e, pl, 1, 1, b.p, gpus, "slice", FALSE, total, b.pieces};
+      SimTimeline tl = {b.e, pl, 1, 1, b.p, gpus, "slice", FALSE, total, b.pieces, NULL, NULL};
       ok = observe(&tl, data, error);
       g_free(gpus);
     }

@@ -5,9 +5,9 @@
  * streams g * SIM_TIMELINE_STREAM_KINDS + kind, kinds in the order of
  * sim_timeline_stream_name(); op tags use the categories of
  * sim_timeline_category_name().  Simulated GPU g is tensor rank i, replica k
- * and stage s with g = i + ts (k + ds s); under the symmetry shortcut
- * (ts = ds = 1) each simulated GPU stands for the t ranks of its
- * tensor-parallel group and all d replicas.
+ * and stage s with g = i + ts (k + ds s); under the symmetry shortcut each
+ * simulated GPU stands for the ranks of its class (ts = 1: the t ranks of
+ * its tensor-parallel group; replica k: replicas_stood_for[k] replicas).
  *
  * The observer is optional: runs without one do exactly what they did
  * before, with no extra work.
@@ -88,6 +88,10 @@ typedef struct {
   gboolean recompute_pass; /* pass 2 is the recomputation forward (PTD-P); else pass 2 is "other" */
   guint mirror; /* TeraPipe: token slices M; a backward tag's field j >= M is slice 2M - 1 - j (0: none) */
   const GArray *pieces; /* SimTimelinePiece sorted by op; NULL: none */
+  /* PTD-P under the symmetry shortcut: per simulated replica the job's
+   * replica (NULL: the same index) and how many replicas it stands for
+   * (NULL: one each, or all d for one) */
+  const guint *replica_of, *replicas_stood_for;
 } SimTimeline;
 
 /* The pieces of `op` (n = 0: none). */

@@ -110,13 +110,15 @@ static void test_errors(void) {
 }
 
 /* Stragglers end to end: a slow stage makes itself critical and costs
- * time; one slow GPU of that stage costs the same as the whole stage (the
- * symmetry shortcut: the stage runs at its slowest GPU); a rail down slows
+ * time; one slow GPU of that stage costs the same as the whole stage on the
+ * analytic network (its tensor-parallel group waits for it at every
+ * all-reduce, the other replica at the data-parallel one); a rail down slows
  * the data-parallel all-reduce on both networks; the same seed draws the
  * same speeds; nonsense is one line. */
 static void test_stragglers(void) {
   const char *base = "run --model gpt3-175b --gpus 192 --tp 8 --pp 12 --global-batch 64 --format json";
-  char *a = g_strdup_printf("%s --slow stage:5=0.8", base), *b = g_strdup_printf("%s --slow 85=0.8", base);
+  char *a = g_strdup_printf("%s --slow stage:5=0.8 --network analytic", base),
+       *b = g_strdup_printf("%s --slow 85=0.8 --network analytic", base);
   cJSON *ra = run_json(a), *rb = run_json(b);
   const cJSON *sa = obj(ra, "stragglers"), *sb = obj(rb, "stragglers");
   g_assert_cmpfloat(num(sa, "critical_stage"), ==, 5);

@@ -315,8 +315,9 @@ gboolean trace_perfetto_write(const SimTimeline *tl, gpointer data, GError **err
   cJSON_AddNumberToObject(other, "simulated_gpus", n_gpus);
   gboolean sym = n_gpus < pl->gpus;
   cJSON_AddStringToObject(other, "symmetry",
-                          sym ? "shortcut: one simulated GPU per stage stands for the t ranks of its tensor-parallel "
-                                "group and all d replicas, which run the same timeline; only those GPUs are traced"
+                          sym ? "shortcut: each simulated GPU stands for the ranks of its class (its tensor-parallel "
+                                "group's, replicas with the same node layout), which run the same timeline; only those "
+                                "GPUs are traced"
                               : "none: every GPU simulated and traced");
   cJSON_AddStringToObject(other, "time_unit", "ts and dur in microseconds, exact to the nanosecond");
   char *text = cJSON_PrintUnformatted(head);
@@ -329,10 +330,12 @@ gboolean trace_perfetto_write(const SimTimeline *tl, gpointer data, GError **err
   t->events = 0;
   for (guint g = 0; g < n_gpus; g++) {
     guint i = g % tl->ts, k = (g / tl->ts) % tl->ds, s = g / (tl->ts * tl->ds), pid = tl->gpu_of[g];
+    guint job_k = tl->replica_of ? tl->replica_of[k] : k;
+    guint stood = tl->replicas_stood_for ? tl->replicas_stood_for[k] : tl->ds == 1 ? pl->dp : 1;
     char name[160];
     if (sym)
       g_snprintf(name, sizeof name, "GPU %u (stage %u, tp %u, replica %u; stands for %u tp x %u replicas)", pid, s, i,
-                 k, pl->tp, pl->dp);
+                 job_k, tl->ts == 1 ? pl->tp : 1, stood);
     else
       g_snprintf(name, sizeof name, "GPU %u (stage %u, tp %u, replica %u)", pid, s, i, k);
     emit_meta(t, "process_name", pid, -1, "name", cJSON_CreateString(name));

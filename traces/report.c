@@ -214,6 +214,10 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddNumberToObject(sim, "events", (double)r->events);
   cJSON_AddNumberToObject(sim, "simulated_gpus", r->simulated_gpus);
   cJSON_AddBoolToObject(sim, "symmetry", r->symmetric);
+  if (r->symmetry_declined[0])
+    cJSON_AddStringToObject(sim, "symmetry_declined", r->symmetry_declined);
+  if (r->symmetry_approximate[0])
+    cJSON_AddStringToObject(sim, "symmetry_approximate", r->symmetry_approximate);
   return o;
 }
 
@@ -515,6 +519,15 @@ void trace_report_text(GString *out, const cJSON *run) {
                          is(cfg, "network", "flow") ? "flow (max-min fair flows on the cluster's links)"
                                                     : "analytic (alpha-beta per tier, no contention)",
                          zero ? "dp (one rank per GPU)" : str(cfg, "placement"));
+  const cJSON *declined = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run, "simulation"),
+                                                           "symmetry_declined");
+  if (cJSON_IsString(declined))
+    g_string_append_printf(out, "           every GPU simulated: the symmetry shortcut would not be exact here (%s)\n",
+                           declined->valuestring);
+  const cJSON *approx = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(run, "simulation"),
+                                                         "symmetry_approximate");
+  if (cJSON_IsString(approx))
+    g_string_append_printf(out, "           the symmetry shortcut may differ slightly here (%s)\n", approx->valuestring);
   guint B = count(cfg, "global_batch");
   if (tera)
     g_string_append_printf(out, "batch      %u sequences, %u per pipeline, in batch slices (slicing below)%s\n", B,
