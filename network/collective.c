@@ -608,9 +608,14 @@ NetCollPlan *net_coll_plan_p2p(NetModel *net, const guint *src, const guint *dst
 }
 
 /* All-to-all (see collective.h): every ordered pair of a group, bytes / n
- * each, in one phase; cross-node sends routed through the PXN proxy. */
-static NetCollPlan *plan_alltoall(NetModel *net, const guint *gpus, guint n, guint n_groups, double bytes,
-                                  guint64 salt) {
+ * each, in one phase; cross-node sends routed through the PXN proxy.
+ * `lump`: one flow per group and class (the pairs inside a node, the pairs
+ * across nodes) standing for all its pairs, each link loaded by the number
+ * of its pairs that cross it (flow.h's coefficients): the pairs of a class
+ * move at one rate, that of their most loaded link.  Each pair's route is
+ * still its own (its ECMP hash, its PXN proxy). */
+static NetCollPlan *plan_alltoall_as(NetModel *net, const guint *gpus, guint n, guint n_groups, double bytes,
+                                     guint64 salt, gboolean lump) {
   NetCollPlan *plan = plan_new(NET_ALGO_P2P, TOPO_PROTO_SIMPLE);
   if (bytes <= 0 || n < 2)
     return plan;
@@ -624,26 +629,75 @@ static NetCollPlan *plan_alltoall(NetModel *net, const guint *gpus, guint n, gui
   if (inter && net->nccl.p2p_channel_bw > 0)
     ph->min_xfer_s = piece / (channels * net->nccl.p2p_channel_bw);
   double path_lat = 0;
+  guint n_links = topo_fabric_n_links(net->fabric);
+  double *load = lump ? g_new0(double, n_links) : NULL; /* a class's pairs on each link */
+  GArray *used = g_array_new(FALSE, FALSE, sizeof(guint)), *hops = g_array_new(FALSE, FALSE, sizeof(TopoHop));
   for (guint g = 0; g < n_groups; g++)
-    for (guint a = 0; a < n; a++)
-      for (guint q = 1; q < n; q++) {
-        guint src = gpus[(gsize)g * n + a], dst = gpus[(gsize)g * n + (a + q) % n];
-        if (src == dst)
-          continue;
-        Flow *f = flow_new(ph, piece);
-        guint64 hash = edge_hash(salt, q, src, dst);
-        if (src / G == dst / G)
-          path_lat = fmax(path_lat, topo_fabric_route(net->fabric, src, dst, hash, f->hops));
-        else {
-          guint proxy = (src / G) * G + dst % G; /* PXN: the local GPU on the destination's rail */
-          double lat = proxy != src ? topo_fabric_route(net->fabric, src, proxy, hash, f->hops) : 0;
-          path_lat = fmax(path_lat, lat + topo_fabric_route(net->fabric, proxy, dst, hash, f->hops));
+    for (guint cls = 0; cls < (lump ? 2u : 1u); cls++) { /* lumped: inside nodes, then across */
+      g_array_set_size(used, 0);
+      for (guint a = 0; a < n; a++)
+        for (guint q = 1; q < n; q++) {
+          guint src = gpus[(gsize)g * n + a], dst = gpus[(gsize)g * n + (a + q) % n];
+          if (src == dst || (lump && (src / G != dst / G) != cls))
+            continue;
+          Flow *f = lump ? NULL : flow_new(ph, piece);
+          GArray *to = lump ? hops : f->hops;
+          g_array_set_size(hops, 0);
+          guint64 hash = edge_hash(salt, q, src, dst);
+          if (src / G == dst / G)
+            path_lat = fmax(path_lat, topo_fabric_route(net->fabric, src, dst, hash, to));
+          else {
+            guint proxy = (src / G) * G + dst % G; /* PXN: the local GPU on the destination's rail */
+            double lat = proxy != src ? topo_fabric_route(net->fabric, src, proxy, hash, to) : 0;
+            path_lat = fmax(path_lat, lat + topo_fabric_route(net->fabric, proxy, dst, hash, to));
+          }
+          if (net->side && net->side[src] < 2 && net->side[dst] < 2 && net->side[src] != net->side[dst])
+            plan->crossing_bytes[net->side[src]] += piece;
+          for (guint h = 0; lump && h < hops->len; h++) {
+            const TopoHop *x = &g_array_index(hops, TopoHop, h);
+            if (load[x->link] == 0)
+              g_array_append_val(used, x->link);
+            load[x->link] += x->coef;
+          }
         }
-        if (net->side && net->side[src] < 2 && net->side[dst] < 2 && net->side[src] != net->side[dst])
-          plan->crossing_bytes[net->side[src]] += piece;
+      if (!lump || used->len == 0)
+        continue;
+      Flow *f = flow_new(ph, piece);
+      for (guint i = 0; i < used->len; i++) { /* links in first-use order */
+        guint l = g_array_index(used, guint, i);
+        TopoHop x = {l, load[l]};
+        g_array_append_val(f->hops, x);
+        load[l] = 0;
       }
+    }
+  g_array_free(used, TRUE);
+  g_array_free(hops, TRUE);
+  g_free(load);
   ph->latency_s = (inter ? net->nccl.p2p_latency_inter : net->nccl.p2p_latency_intra) + path_lat;
   return plan;
+}
+
+/* The all-to-all's flows lumped by group and class where that changes
+ * nothing alone: an all-to-all of equal pieces ends when its most loaded
+ * link has carried its pairs (that link saturates first in progressive
+ * filling and holds its pairs to one rate to the end; every other pair is
+ * at least as fast), one flow per pair or lumped.  Checked on the idle
+ * network, to the nanosecond, for every distinct plan (one flow per pair
+ * where not).  When another transfer meets it, a lumped class slows
+ * together: the pairs on the shared link and the rest, which alone would
+ * end first anyway. */
+static NetCollPlan *plan_alltoall(NetModel *net, const guint *gpus, guint n, guint n_groups, double bytes,
+                                  guint64 salt) {
+  NetCollPlan *pairs = plan_alltoall_as(net, gpus, n, n_groups, bytes, salt, FALSE);
+  if (bytes <= 0 || n < 3)
+    return pairs;
+  NetCollPlan *lumped = plan_alltoall_as(net, gpus, n, n_groups, bytes, salt, TRUE);
+  if (net_coll_plan_ns(net, lumped) == net_coll_plan_ns(net, pairs)) {
+    net_coll_plan_free(pairs);
+    return lumped;
+  }
+  net_coll_plan_free(lumped);
+  return pairs;
 }
 
 static void net_run_reset(NetRun *r);
@@ -679,6 +733,13 @@ void net_coll_plan_links(const NetCollPlan *plan, GArray *links) {
         g_array_append_val(links, g_array_index(f->hops, TopoHop, h).link);
     }
   }
+}
+
+guint net_coll_plan_n_flows(const NetCollPlan *plan) {
+  guint n = 0;
+  for (guint i = 0; i < plan->phases->len; i++)
+    n += ((const Phase *)g_ptr_array_index(plan->phases, i))->flows->len;
+  return n;
 }
 
 NetCollPlan *net_coll_plan(NetModel *net, NetCollOp op, NetCollAlgo algo, int proto, const guint *gpus, guint n,
