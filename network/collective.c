@@ -326,13 +326,57 @@ static guint ring_channels(const NetModel *net, const Layout *lo) {
   return MAX(1, MIN(lo->m_min, topo_fabric_nics_per_node(net->fabric)));
 }
 
-/* The ring sequence of channel c: each node's members from its c-th. */
-static void ring_seq(const Layout *lo, guint c, gboolean reverse, guint *seq) {
+/* Where channel c enters node k of a group across nodes: the offset among
+ * the node's members of the first on the c-th of the NICs its members sit
+ * on (in order of first appearance), so that C channels over a node of C
+ * NICs use every NIC once, however many GPUs share one.  NCCL's search
+ * (src/graph/search.cc, ncclTopoSearchRecNet and its NET-to-GPU steps)
+ * starts each channel of an inter-node ring or tree at a NIC, enters the
+ * node at a GPU near it and, without NCCL_CROSS_NIC, leaves it by the same
+ * NIC (trees always: "Trees are symmetric"); the NIC's bandwidth is taken
+ * per channel, so channels spread over the NICs before sharing one.  With
+ * one NIC per member this is member c, as a plain rotation gives. */
+static guint channel_entry(const NetModel *net, const Layout *lo, guint k, guint c, guint *exit) {
+  guint m = lo->off[k + 1] - lo->off[k], G = topo_fabric_gpus_per_node(net->fabric);
+  const guint *mem = lo->mem + lo->off[k];
+  guint nics[PTD_MAX_DOMAIN_NICS], d = 0;
+  for (guint j = 0; j < m && d < PTD_MAX_DOMAIN_NICS; j++) {
+    guint nic = topo_fabric_gpu_nic(net->fabric, mem[j] % G), i = 0;
+    while (i < d && nics[i] != nic)
+      i++;
+    if (i == d)
+      nics[d++] = nic;
+  }
+  guint want = nics[c % MAX(d, 1u)], at = c % m;
+  for (guint j = 0; j < m; j++)
+    if (topo_fabric_gpu_nic(net->fabric, mem[j] % G) == want) {
+      at = j;
+      break;
+    }
+  /* the ring leaves by the same NIC from another GPU on it (the last), where
+   * NVSwitch lets the node's chain run in any order */
+  *exit = G_MAXUINT;
+  for (guint j = m; topo_fabric_has_nvswitch(net->fabric) && j-- > 0;)
+    if (j != at && topo_fabric_gpu_nic(net->fabric, mem[j] % G) == want) {
+      *exit = j;
+      break;
+    }
+  return at;
+}
+
+/* The ring sequence of channel c: each node's members from where the
+ * channel enters it to where it leaves (channel_entry); in one node from
+ * its c-th. */
+static void ring_seq(const NetModel *net, const Layout *lo, guint c, gboolean reverse, guint *seq) {
   guint at = 0;
   for (guint k = 0; k < lo->n_nodes; k++) {
-    guint m = lo->off[k + 1] - lo->off[k];
+    guint m = lo->off[k + 1] - lo->off[k], exit = G_MAXUINT;
+    guint first = lo->n_nodes > 1 ? channel_entry(net, lo, k, c, &exit) : c % m;
     for (guint j = 0; j < m; j++)
-      seq[at++] = lo->mem[lo->off[k] + (j + c) % m];
+      if ((first + j) % m != exit)
+        seq[at++] = lo->mem[lo->off[k] + (first + j) % m];
+    if (exit != G_MAXUINT)
+      seq[at++] = lo->mem[lo->off[k] + exit];
   }
   if (reverse)
     for (guint i = 0; i < at / 2; i++) {
@@ -407,7 +451,7 @@ static void ring_flows(NetModel *net, Phase *ph, NetCollOp op, const guint *gpus
     double edge = bytes * bus_factor(op, n) / C / net->nccl.proto_bw_factor[proto];
     for (guint c = 0; c < C; c++) {
       gboolean rev = lo.n_nodes == 1 && c % 2 == 1;
-      ring_seq(&lo, lo.n_nodes == 1 ? 0 : c, rev, seq);
+      ring_seq(net, &lo, lo.n_nodes == 1 ? 0 : c, rev, seq);
       Flow *f = flow_new(ph, edge);
       for (guint i = 0; i < n; i++) {
         double lat = add_route(net, f, seq[i], seq[(i + 1) % n], edge_hash(salt + g, c, seq[i], seq[(i + 1) % n]),
@@ -444,10 +488,10 @@ static double tree_flows(NetModel *net, Phase *ph, const guint *gpus, guint n, g
     for (guint c = 0; c < C; c++)
       for (guint t = 0; t < 2; t++) {
         Flow *f = flow_new(ph, share);
-        for (guint k = 0; k < M; k++) { /* the chain inside node k, both ways */
-          guint m = lo.off[k + 1] - lo.off[k];
+        for (guint k = 0; k < M; k++) { /* the chain inside node k, both ways, from the channel's entry */
+          guint m = lo.off[k + 1] - lo.off[k], exit, e = M > 1 ? channel_entry(net, &lo, k, c, &exit) : c % m;
           for (guint j = 0; j + 1 < m; j++) {
-            guint a = lo.mem[lo.off[k] + (j + c) % m], b = lo.mem[lo.off[k] + (j + 1 + c) % m];
+            guint a = lo.mem[lo.off[k] + (j + e) % m], b = lo.mem[lo.off[k] + (j + 1 + e) % m];
             add_route(net, f, a, b, edge_hash(salt + g, c, a, b), share * net->nccl.proto_bw_factor[proto]);
             add_route(net, f, b, a, edge_hash(salt + g, c, b, a), share * net->nccl.proto_bw_factor[proto]);
           }
@@ -459,8 +503,9 @@ static double tree_flows(NetModel *net, Phase *ph, const guint *gpus, guint n, g
           if (par < 0)
             continue;
           guint pk = t ? M - 1 - (guint)par : (guint)par;
-          guint mk = lo.off[me + 1] - lo.off[me], mp = lo.off[pk + 1] - lo.off[pk];
-          guint a = lo.mem[lo.off[me] + c % mk], b = lo.mem[lo.off[pk] + c % mp];
+          guint exit;
+          guint a = lo.mem[lo.off[me] + channel_entry(net, &lo, me, c, &exit)];
+          guint b = lo.mem[lo.off[pk] + channel_entry(net, &lo, pk, c, &exit)];
           path = fmax(path, add_route(net, f, a, b, edge_hash(salt + g, c * 2 + t, a, b),
                                       share * net->nccl.proto_bw_factor[proto]));
           path = fmax(path, add_route(net, f, b, a, edge_hash(salt + g, c * 2 + t, b, a),
