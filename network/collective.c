@@ -599,11 +599,19 @@ static NetCollPlan *build(NetModel *net, NetCollOp op, NetCollAlgo algo, TopoPro
       break;
     }
     Phase *ph = phase_new(plan, net->no_latency ? 0 : net->nccl.nvls_latency, 0, 1);
-    double xfer = bytes / algbw;
+    /* what each GPU sends to and receives from the switch, at NVLS's rate
+     * (topo_nvls_exec): flows up and down its NVSwitch link sized so that
+     * alone they take that time, beside other traffic sharing the link */
+    double out, in;
+    TopoNvlsOp nop = op == NET_OP_ALLREDUCE   ? TOPO_NVLS_ALLREDUCE
+                     : op == NET_OP_ALLGATHER ? TOPO_NVLS_ALLGATHER
+                                              : TOPO_NVLS_REDUCESCATTER;
+    double rate = topo_nvls_exec(&net->nccl, nop, n, &out, &in);
     for (guint i = 0; i < n * n_groups; i++) {
       guint up, down;
       topo_fabric_nvswitch_links(fab, gpus[i], &up, &down);
-      Flow *fu = flow_new(ph, xfer * net->capacity[up]), *fd = flow_new(ph, xfer * net->capacity[down]);
+      Flow *fu = flow_new(ph, bytes * out / rate * net->capacity[up]),
+           *fd = flow_new(ph, bytes * in / rate * net->capacity[down]);
       TopoHop hu = {up, 1.0}, hd = {down, 1.0};
       g_array_append_val(fu->hops, hu);
       g_array_append_val(fd->hops, hd);
@@ -883,7 +891,8 @@ NetCollPlan *net_coll_plan(NetModel *net, NetCollOp op, NetCollAlgo algo, int pr
     }
   }
   /* NVLS inside one NVLink domain where the cluster's NCCL has it: NCCL's
-   * tuner prices it by its own model (topo_nvls_algbw), Simple only */
+   * tuner prices it by its own model (topo_nvls_algbw), Simple only; it
+   * runs as build's NVLS phase moves its bytes (topo_nvls_exec) */
   double nvls = M == 1 && topo_fabric_has_nvswitch(net->fabric) && (algo == NET_ALGO_AUTO || algo == NET_ALGO_NVLS) &&
                         (proto < 0 || proto == TOPO_PROTO_SIMPLE)
                     ? topo_nvls_algbw(&net->nccl, op == NET_OP_ALLREDUCE, n)

@@ -502,6 +502,30 @@ static void test_fewer_nics(void) {
   g_free(path);
 }
 
+/* Why: NCCL 2.17 and later run an all-reduce inside an H100 node by NVLS
+ * where its tuner says so; NVLS moves S(n+1)/n each way against the ring's
+ * 2(n-1)/n S, at NCCL's 0.85 of the ring's NVLink rate, so on 8 GPUs it
+ * runs 2(n-1)/(n+1) x 0.85 = 1.32 times the ring's busbw.  A
+ * reduce-scatter by NVLS would send all of S at that rate, slower than the
+ * ring: the tuner keeps the ring. */
+static void test_nvls_hopper(void) {
+  cJSON *j = run_json("collective --op allreduce --cluster dgx-h100-superpod --gpus 8 --min-bytes 1G "
+                      "--max-bytes 1G --format json");
+  const cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "rows"), 0);
+  g_assert_cmpstr(str(row, "algorithm"), ==, "nvls");
+  double nvls = num(row, "busbw_GBps");
+  cJSON_Delete(j);
+  double ring = busbw_at_max("collective --op allreduce --cluster dgx-h100-superpod --gpus 8 --min-bytes 1G "
+                             "--max-bytes 1G --algorithm ring --format json");
+  g_test_message("8 H100s, all-reduce at 1 GiB: NVLS %.1f GB/s, ring %.1f GB/s", nvls, ring);
+  double n = 8, want = ring * 2 * (n - 1) / (n + 1) * 0.85;
+  g_assert_cmpfloat(fabs(nvls - want), <, 0.01 * want); /* both latencies apart */
+  j = run_json("collective --op reducescatter --cluster dgx-h100-superpod --gpus 8 --min-bytes 1G --max-bytes 1G "
+               "--format json");
+  g_assert_cmpstr(str(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "rows"), 0), "algorithm"), ==, "ring");
+  cJSON_Delete(j);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   if (!cli_harness_init())
@@ -518,6 +542,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/collective/errors", test_errors);
   g_test_add_func("/collective/tuner-channel-caps", test_tuner_channel_caps);
   g_test_add_func("/collective/fewer-nics", test_fewer_nics);
+  g_test_add_func("/collective/nvls-hopper", test_nvls_hopper);
   g_test_add_func("/run-flow/contract", test_run_flow_contract);
   g_test_add_func("/run-flow/default", test_default_network);
   g_test_add_func("/run-flow/symmetry", test_run_flow_symmetry);
