@@ -1,6 +1,7 @@
 /* ptdsim clusters — the built-in clusters and device profiles: what each
- * node holds, how fast its links and GPUs are, and (for one, by name) every
- * number of its file with the source its provenance gives. */
+ * node holds, how fast its links and GPUs are, and (for one, by name or by
+ * a file's path) every number of its file with the source its provenance
+ * gives. */
 #include "cli.h"
 
 #include <math.h>
@@ -215,24 +216,51 @@ static void print_values(const cJSON *node, const char *path, const cJSON *prov,
     printf("    source: %s\n", src);
 }
 
-/* One built-in, cluster or profile, with every value and its provenance. */
+/* One cluster or profile, built in (by name) or a file (by path, as
+ * --cluster FILE and --profile FILE take it: a cluster is a file with
+ * "gpus_per_node"), with every value and its provenance. */
 static gboolean show_one(const char *name, CliFormat fmt, GError **error) {
-  gboolean is_cluster = is_shipped(CLUSTERS_DIR, name);
-  if (!is_cluster && !is_shipped(PROFILES_DIR, name)) {
-    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                "no built-in cluster or profile named '%s' ('ptdsim clusters' lists them)", name);
-    return FALSE;
+  gboolean is_path = ptd_is_path(name), is_cluster;
+  char *path = NULL;
+  if (is_path) {
+    /* the file is read and checked by its loader below; here only which */
+    if (!(path = ptd_data_resolve(CLUSTERS_DIR, name, "cluster", error)))
+      return FALSE;
+    cJSON *peek = ptd_json_load(path, error);
+    if (!peek) {
+      g_free(path);
+      return FALSE;
+    }
+    is_cluster = cJSON_GetObjectItemCaseSensitive(peek, "gpus_per_node") != NULL;
+    cJSON_Delete(peek);
+  } else {
+    is_cluster = is_shipped(CLUSTERS_DIR, name);
+    if (!is_cluster && !is_shipped(PROFILES_DIR, name)) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "no built-in cluster or profile named '%s' ('ptdsim clusters' lists them)", name);
+      return FALSE;
+    }
   }
   TopoCluster *c = NULL;
   ModelProfile *p = NULL;
-  if (is_cluster ? !cli_load_machine(name, NULL, &c, &p, error) : !(p = model_profile_load(name, error)))
+  if (is_cluster ? !cli_load_machine(name, NULL, &c, &p, error) : !(p = model_profile_load(name, error))) {
+    g_free(path);
     return FALSE;
-  char *path = ptd_data_resolve(is_cluster ? CLUSTERS_DIR : PROFILES_DIR, name, is_cluster ? "cluster" : "profile",
-                                error);
+  }
+  if (!path)
+    path = ptd_data_resolve(is_cluster ? CLUSTERS_DIR : PROFILES_DIR, name, is_cluster ? "cluster" : "profile", error);
   cJSON *file = path ? ptd_json_load(path, error) : NULL;
   gboolean ok = file != NULL;
+  /* a file's name: its "name", else the file's own name */
+  const cJSON *named = file ? cJSON_GetObjectItemCaseSensitive(file, "name") : NULL;
+  char *base = is_path ? g_path_get_basename(path) : NULL;
+  char *shown = !is_path ? g_strdup(name)
+                : cJSON_IsString(named) ? g_strdup(named->valuestring)
+                                        : g_strndup(base, g_str_has_suffix(base, ".json") ? strlen(base) - 5 : strlen(base));
+  char *where = is_path ? g_strdup(path)
+                        : g_strdup_printf("%s/%s.json", is_cluster ? CLUSTERS_DIR : PROFILES_DIR, name);
   if (ok) {
-    cJSON *summary = is_cluster ? cluster_summary(name, c, p) : profile_summary(name, p);
+    cJSON *summary = is_cluster ? cluster_summary(shown, c, p) : profile_summary(shown, p);
     if (fmt == CLI_JSON) {
       cJSON *o = cJSON_CreateObject();
       cJSON_AddStringToObject(o, "kind", is_cluster ? "cluster" : "profile");
@@ -244,8 +272,8 @@ static gboolean show_one(const char *name, CliFormat fmt, GError **error) {
     } else {
       const cJSON *desc = cJSON_GetObjectItemCaseSensitive(file, "description");
       const cJSON *prov = cJSON_GetObjectItemCaseSensitive(file, "provenance");
-      printf("%s %s: %s\nfile: %s/%s.json\n\n", is_cluster ? "cluster" : "profile", name,
-             cJSON_IsString(desc) ? desc->valuestring : "", is_cluster ? CLUSTERS_DIR : PROFILES_DIR, name);
+      printf("%s %s: %s\nfile: %s\n\n", is_cluster ? "cluster" : "profile", shown,
+             cJSON_IsString(desc) ? desc->valuestring : "", where);
       GHashTable *used = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
       print_values(file, "", prov, used);
       gboolean header = FALSE;
@@ -260,6 +288,9 @@ static gboolean show_one(const char *name, CliFormat fmt, GError **error) {
   }
   cJSON_Delete(file);
   g_free(path);
+  g_free(base);
+  g_free(shown);
+  g_free(where);
   topo_cluster_free(c);
   model_profile_free(p);
   return ok;
@@ -270,8 +301,9 @@ int cli_clusters(int argc, char **argv) {
   GOptionEntry entries[] = {{"format", 0, 0, G_OPTION_ARG_STRING, &format, "text (default) or json", "FORMAT"},
                             {NULL, 0, 0, 0, NULL, NULL, NULL}};
   CliArgs args;
-  cli_args_init(&args, "[NAME] - the built-in clusters and device profiles (--cluster and --profile of run, plan, "
-                       "sweep); with a NAME, every number of that one and its source");
+  cli_args_init(&args, "[NAME|FILE] - the built-in clusters and device profiles (--cluster and --profile of run, "
+                       "plan, sweep); with a NAME, or a cluster or profile file's path (with a '/' or ending in "
+                       ".json), every number of that one and its source");
   cli_args_add(&args, entries);
   GError *error = NULL;
   CliFormat fmt = CLI_TEXT;

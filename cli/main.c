@@ -22,7 +22,7 @@ static const Verb verbs[] = {
     {"report", cli_report, "print a run's report again from its trace (run --trace, figure --save-traces)"},
     {"sweep", cli_sweep, "simulate every configuration of a grid of options, one CSV or JSONL row each"},
     {"models", cli_models, "list the built-in models: shape, parameters and where each comes from"},
-    {"clusters", cli_clusters, "list the built-in clusters and device profiles; one by name with every number's source"},
+    {"clusters", cli_clusters, "list the built-in clusters and device profiles; one by name or file with every number's source"},
     {"plan", cli_plan, "search t, p, d, b, v and recomputation for a model and GPU budget; rank by time to train"},
     {"fit", cli_fit, "turn calibration measurements into a device profile (fit --synthesize: the reverse)"},
     {"collective", cli_collective, "predict an nccl-tests table for one collective on the cluster's network"},

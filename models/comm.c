@@ -59,13 +59,19 @@ double model_collective_time_s(const ModelNet *net, ModelCollOp op, double bytes
         *proto_out = (TopoProto)p;
     }
   }
-  /* NVLS inside one NVLink domain, where the cluster's NCCL has it: the
-   * tuner's model (topo_nvls_algbw), Simple protocol only */
+  /* NVLS inside one NVLink domain, where the cluster's NCCL has it: chosen
+   * by the tuner's model (topo_nvls_algbw), Simple protocol only; it takes
+   * the time NVLS moves its bytes in (topo_nvls_exec) */
   double nvls = nodes == 1 && op <= MODEL_COLL_REDUCESCATTER
                     ? topo_nvls_algbw(&net->hw, op == MODEL_COLL_ALLREDUCE, ranks)
                     : 0;
   if (nvls > 0 && net->hw.nvls_latency + bytes / nvls < best) {
-    best = net->hw.nvls_latency + bytes / nvls;
+    double out, in;
+    TopoNvlsOp nop = op == MODEL_COLL_ALLREDUCE   ? TOPO_NVLS_ALLREDUCE
+                     : op == MODEL_COLL_ALLGATHER ? TOPO_NVLS_ALLGATHER
+                                                  : TOPO_NVLS_REDUCESCATTER;
+    double rate = topo_nvls_exec(&net->hw, nop, ranks, &out, &in);
+    best = net->hw.nvls_latency + bytes * fmax(out, in) / rate;
     if (proto_out)
       *proto_out = TOPO_PROTO_SIMPLE;
   }

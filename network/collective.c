@@ -326,13 +326,57 @@ static guint ring_channels(const NetModel *net, const Layout *lo) {
   return MAX(1, MIN(lo->m_min, topo_fabric_nics_per_node(net->fabric)));
 }
 
-/* The ring sequence of channel c: each node's members from its c-th. */
-static void ring_seq(const Layout *lo, guint c, gboolean reverse, guint *seq) {
+/* Where channel c enters node k of a group across nodes: the offset among
+ * the node's members of the first on the c-th of the NICs its members sit
+ * on (in order of first appearance), so that C channels over a node of C
+ * NICs use every NIC once, however many GPUs share one.  NCCL's search
+ * (src/graph/search.cc, ncclTopoSearchRecNet and its NET-to-GPU steps)
+ * starts each channel of an inter-node ring or tree at a NIC, enters the
+ * node at a GPU near it and, without NCCL_CROSS_NIC, leaves it by the same
+ * NIC (trees always: "Trees are symmetric"); the NIC's bandwidth is taken
+ * per channel, so channels spread over the NICs before sharing one.  With
+ * one NIC per member this is member c, as a plain rotation gives. */
+static guint channel_entry(const NetModel *net, const Layout *lo, guint k, guint c, guint *exit) {
+  guint m = lo->off[k + 1] - lo->off[k], G = topo_fabric_gpus_per_node(net->fabric);
+  const guint *mem = lo->mem + lo->off[k];
+  guint nics[PTD_MAX_DOMAIN_NICS], d = 0;
+  for (guint j = 0; j < m && d < PTD_MAX_DOMAIN_NICS; j++) {
+    guint nic = topo_fabric_gpu_nic(net->fabric, mem[j] % G), i = 0;
+    while (i < d && nics[i] != nic)
+      i++;
+    if (i == d)
+      nics[d++] = nic;
+  }
+  guint want = nics[c % MAX(d, 1u)], at = c % m;
+  for (guint j = 0; j < m; j++)
+    if (topo_fabric_gpu_nic(net->fabric, mem[j] % G) == want) {
+      at = j;
+      break;
+    }
+  /* the ring leaves by the same NIC from another GPU on it (the last), where
+   * NVSwitch lets the node's chain run in any order */
+  *exit = G_MAXUINT;
+  for (guint j = m; topo_fabric_has_nvswitch(net->fabric) && j-- > 0;)
+    if (j != at && topo_fabric_gpu_nic(net->fabric, mem[j] % G) == want) {
+      *exit = j;
+      break;
+    }
+  return at;
+}
+
+/* The ring sequence of channel c: each node's members from where the
+ * channel enters it to where it leaves (channel_entry); in one node from
+ * its c-th. */
+static void ring_seq(const NetModel *net, const Layout *lo, guint c, gboolean reverse, guint *seq) {
   guint at = 0;
   for (guint k = 0; k < lo->n_nodes; k++) {
-    guint m = lo->off[k + 1] - lo->off[k];
+    guint m = lo->off[k + 1] - lo->off[k], exit = G_MAXUINT;
+    guint first = lo->n_nodes > 1 ? channel_entry(net, lo, k, c, &exit) : c % m;
     for (guint j = 0; j < m; j++)
-      seq[at++] = lo->mem[lo->off[k] + (j + c) % m];
+      if ((first + j) % m != exit)
+        seq[at++] = lo->mem[lo->off[k] + (first + j) % m];
+    if (exit != G_MAXUINT)
+      seq[at++] = lo->mem[lo->off[k] + exit];
   }
   if (reverse)
     for (guint i = 0; i < at / 2; i++) {
@@ -407,7 +451,7 @@ static void ring_flows(NetModel *net, Phase *ph, NetCollOp op, const guint *gpus
     double edge = bytes * bus_factor(op, n) / C / net->nccl.proto_bw_factor[proto];
     for (guint c = 0; c < C; c++) {
       gboolean rev = lo.n_nodes == 1 && c % 2 == 1;
-      ring_seq(&lo, lo.n_nodes == 1 ? 0 : c, rev, seq);
+      ring_seq(net, &lo, lo.n_nodes == 1 ? 0 : c, rev, seq);
       Flow *f = flow_new(ph, edge);
       for (guint i = 0; i < n; i++) {
         double lat = add_route(net, f, seq[i], seq[(i + 1) % n], edge_hash(salt + g, c, seq[i], seq[(i + 1) % n]),
@@ -444,10 +488,10 @@ static double tree_flows(NetModel *net, Phase *ph, const guint *gpus, guint n, g
     for (guint c = 0; c < C; c++)
       for (guint t = 0; t < 2; t++) {
         Flow *f = flow_new(ph, share);
-        for (guint k = 0; k < M; k++) { /* the chain inside node k, both ways */
-          guint m = lo.off[k + 1] - lo.off[k];
+        for (guint k = 0; k < M; k++) { /* the chain inside node k, both ways, from the channel's entry */
+          guint m = lo.off[k + 1] - lo.off[k], exit, e = M > 1 ? channel_entry(net, &lo, k, c, &exit) : c % m;
           for (guint j = 0; j + 1 < m; j++) {
-            guint a = lo.mem[lo.off[k] + (j + c) % m], b = lo.mem[lo.off[k] + (j + 1 + c) % m];
+            guint a = lo.mem[lo.off[k] + (j + e) % m], b = lo.mem[lo.off[k] + (j + 1 + e) % m];
             add_route(net, f, a, b, edge_hash(salt + g, c, a, b), share * net->nccl.proto_bw_factor[proto]);
             add_route(net, f, b, a, edge_hash(salt + g, c, b, a), share * net->nccl.proto_bw_factor[proto]);
           }
@@ -459,8 +503,9 @@ static double tree_flows(NetModel *net, Phase *ph, const guint *gpus, guint n, g
           if (par < 0)
             continue;
           guint pk = t ? M - 1 - (guint)par : (guint)par;
-          guint mk = lo.off[me + 1] - lo.off[me], mp = lo.off[pk + 1] - lo.off[pk];
-          guint a = lo.mem[lo.off[me] + c % mk], b = lo.mem[lo.off[pk] + c % mp];
+          guint exit;
+          guint a = lo.mem[lo.off[me] + channel_entry(net, &lo, me, c, &exit)];
+          guint b = lo.mem[lo.off[pk] + channel_entry(net, &lo, pk, c, &exit)];
           path = fmax(path, add_route(net, f, a, b, edge_hash(salt + g, c * 2 + t, a, b),
                                       share * net->nccl.proto_bw_factor[proto]));
           path = fmax(path, add_route(net, f, b, a, edge_hash(salt + g, c * 2 + t, b, a),
@@ -554,11 +599,19 @@ static NetCollPlan *build(NetModel *net, NetCollOp op, NetCollAlgo algo, TopoPro
       break;
     }
     Phase *ph = phase_new(plan, net->no_latency ? 0 : net->nccl.nvls_latency, 0, 1);
-    double xfer = bytes / algbw;
+    /* what each GPU sends to and receives from the switch, at NVLS's rate
+     * (topo_nvls_exec): flows up and down its NVSwitch link sized so that
+     * alone they take that time, beside other traffic sharing the link */
+    double out, in;
+    TopoNvlsOp nop = op == NET_OP_ALLREDUCE   ? TOPO_NVLS_ALLREDUCE
+                     : op == NET_OP_ALLGATHER ? TOPO_NVLS_ALLGATHER
+                                              : TOPO_NVLS_REDUCESCATTER;
+    double rate = topo_nvls_exec(&net->nccl, nop, n, &out, &in);
     for (guint i = 0; i < n * n_groups; i++) {
       guint up, down;
       topo_fabric_nvswitch_links(fab, gpus[i], &up, &down);
-      Flow *fu = flow_new(ph, xfer * net->capacity[up]), *fd = flow_new(ph, xfer * net->capacity[down]);
+      Flow *fu = flow_new(ph, bytes * out / rate * net->capacity[up]),
+           *fd = flow_new(ph, bytes * in / rate * net->capacity[down]);
       TopoHop hu = {up, 1.0}, hd = {down, 1.0};
       g_array_append_val(fu->hops, hu);
       g_array_append_val(fd->hops, hd);
@@ -608,9 +661,14 @@ NetCollPlan *net_coll_plan_p2p(NetModel *net, const guint *src, const guint *dst
 }
 
 /* All-to-all (see collective.h): every ordered pair of a group, bytes / n
- * each, in one phase; cross-node sends routed through the PXN proxy. */
-static NetCollPlan *plan_alltoall(NetModel *net, const guint *gpus, guint n, guint n_groups, double bytes,
-                                  guint64 salt) {
+ * each, in one phase; cross-node sends routed through the PXN proxy.
+ * `lump`: one flow per group and class (the pairs inside a node, the pairs
+ * across nodes) standing for all its pairs, each link loaded by the number
+ * of its pairs that cross it (flow.h's coefficients): the pairs of a class
+ * move at one rate, that of their most loaded link.  Each pair's route is
+ * still its own (its ECMP hash, its PXN proxy). */
+static NetCollPlan *plan_alltoall_as(NetModel *net, const guint *gpus, guint n, guint n_groups, double bytes,
+                                     guint64 salt, gboolean lump) {
   NetCollPlan *plan = plan_new(NET_ALGO_P2P, TOPO_PROTO_SIMPLE);
   if (bytes <= 0 || n < 2)
     return plan;
@@ -624,26 +682,75 @@ static NetCollPlan *plan_alltoall(NetModel *net, const guint *gpus, guint n, gui
   if (inter && net->nccl.p2p_channel_bw > 0)
     ph->min_xfer_s = piece / (channels * net->nccl.p2p_channel_bw);
   double path_lat = 0;
+  guint n_links = topo_fabric_n_links(net->fabric);
+  double *load = lump ? g_new0(double, n_links) : NULL; /* a class's pairs on each link */
+  GArray *used = g_array_new(FALSE, FALSE, sizeof(guint)), *hops = g_array_new(FALSE, FALSE, sizeof(TopoHop));
   for (guint g = 0; g < n_groups; g++)
-    for (guint a = 0; a < n; a++)
-      for (guint q = 1; q < n; q++) {
-        guint src = gpus[(gsize)g * n + a], dst = gpus[(gsize)g * n + (a + q) % n];
-        if (src == dst)
-          continue;
-        Flow *f = flow_new(ph, piece);
-        guint64 hash = edge_hash(salt, q, src, dst);
-        if (src / G == dst / G)
-          path_lat = fmax(path_lat, topo_fabric_route(net->fabric, src, dst, hash, f->hops));
-        else {
-          guint proxy = (src / G) * G + dst % G; /* PXN: the local GPU on the destination's rail */
-          double lat = proxy != src ? topo_fabric_route(net->fabric, src, proxy, hash, f->hops) : 0;
-          path_lat = fmax(path_lat, lat + topo_fabric_route(net->fabric, proxy, dst, hash, f->hops));
+    for (guint cls = 0; cls < (lump ? 2u : 1u); cls++) { /* lumped: inside nodes, then across */
+      g_array_set_size(used, 0);
+      for (guint a = 0; a < n; a++)
+        for (guint q = 1; q < n; q++) {
+          guint src = gpus[(gsize)g * n + a], dst = gpus[(gsize)g * n + (a + q) % n];
+          if (src == dst || (lump && (src / G != dst / G) != cls))
+            continue;
+          Flow *f = lump ? NULL : flow_new(ph, piece);
+          GArray *to = lump ? hops : f->hops;
+          g_array_set_size(hops, 0);
+          guint64 hash = edge_hash(salt, q, src, dst);
+          if (src / G == dst / G)
+            path_lat = fmax(path_lat, topo_fabric_route(net->fabric, src, dst, hash, to));
+          else {
+            guint proxy = (src / G) * G + dst % G; /* PXN: the local GPU on the destination's rail */
+            double lat = proxy != src ? topo_fabric_route(net->fabric, src, proxy, hash, to) : 0;
+            path_lat = fmax(path_lat, lat + topo_fabric_route(net->fabric, proxy, dst, hash, to));
+          }
+          if (net->side && net->side[src] < 2 && net->side[dst] < 2 && net->side[src] != net->side[dst])
+            plan->crossing_bytes[net->side[src]] += piece;
+          for (guint h = 0; lump && h < hops->len; h++) {
+            const TopoHop *x = &g_array_index(hops, TopoHop, h);
+            if (load[x->link] == 0)
+              g_array_append_val(used, x->link);
+            load[x->link] += x->coef;
+          }
         }
-        if (net->side && net->side[src] < 2 && net->side[dst] < 2 && net->side[src] != net->side[dst])
-          plan->crossing_bytes[net->side[src]] += piece;
+      if (!lump || used->len == 0)
+        continue;
+      Flow *f = flow_new(ph, piece);
+      for (guint i = 0; i < used->len; i++) { /* links in first-use order */
+        guint l = g_array_index(used, guint, i);
+        TopoHop x = {l, load[l]};
+        g_array_append_val(f->hops, x);
+        load[l] = 0;
       }
+    }
+  g_array_free(used, TRUE);
+  g_array_free(hops, TRUE);
+  g_free(load);
   ph->latency_s = (inter ? net->nccl.p2p_latency_inter : net->nccl.p2p_latency_intra) + path_lat;
   return plan;
+}
+
+/* The all-to-all's flows lumped by group and class where that changes
+ * nothing alone: an all-to-all of equal pieces ends when its most loaded
+ * link has carried its pairs (that link saturates first in progressive
+ * filling and holds its pairs to one rate to the end; every other pair is
+ * at least as fast), one flow per pair or lumped.  Checked on the idle
+ * network, to the nanosecond, for every distinct plan (one flow per pair
+ * where not).  When another transfer meets it, a lumped class slows
+ * together: the pairs on the shared link and the rest, which alone would
+ * end first anyway. */
+static NetCollPlan *plan_alltoall(NetModel *net, const guint *gpus, guint n, guint n_groups, double bytes,
+                                  guint64 salt) {
+  NetCollPlan *pairs = plan_alltoall_as(net, gpus, n, n_groups, bytes, salt, FALSE);
+  if (bytes <= 0 || n < 3)
+    return pairs;
+  NetCollPlan *lumped = plan_alltoall_as(net, gpus, n, n_groups, bytes, salt, TRUE);
+  if (net_coll_plan_ns(net, lumped) == net_coll_plan_ns(net, pairs)) {
+    net_coll_plan_free(pairs);
+    return lumped;
+  }
+  net_coll_plan_free(lumped);
+  return pairs;
 }
 
 static void net_run_reset(NetRun *r);
@@ -679,6 +786,13 @@ void net_coll_plan_links(const NetCollPlan *plan, GArray *links) {
         g_array_append_val(links, g_array_index(f->hops, TopoHop, h).link);
     }
   }
+}
+
+guint net_coll_plan_n_flows(const NetCollPlan *plan) {
+  guint n = 0;
+  for (guint i = 0; i < plan->phases->len; i++)
+    n += ((const Phase *)g_ptr_array_index(plan->phases, i))->flows->len;
+  return n;
 }
 
 NetCollPlan *net_coll_plan(NetModel *net, NetCollOp op, NetCollAlgo algo, int proto, const guint *gpus, guint n,
@@ -777,7 +891,8 @@ NetCollPlan *net_coll_plan(NetModel *net, NetCollOp op, NetCollAlgo algo, int pr
     }
   }
   /* NVLS inside one NVLink domain where the cluster's NCCL has it: NCCL's
-   * tuner prices it by its own model (topo_nvls_algbw), Simple only */
+   * tuner prices it by its own model (topo_nvls_algbw), Simple only; it
+   * runs as build's NVLS phase moves its bytes (topo_nvls_exec) */
   double nvls = M == 1 && topo_fabric_has_nvswitch(net->fabric) && (algo == NET_ALGO_AUTO || algo == NET_ALGO_NVLS) &&
                         (proto < 0 || proto == TOPO_PROTO_SIMPLE)
                     ? topo_nvls_algbw(&net->nccl, op == NET_OP_ALLREDUCE, n)

@@ -97,6 +97,9 @@ double net_coll_plan_time(NetModel *net, const NetCollPlan *plan);
 int64_t net_coll_plan_ns(NetModel *net, const NetCollPlan *plan);
 /* Appends the links the plan's flows use (with repeats) to `links` (guint). */
 void net_coll_plan_links(const NetCollPlan *plan, GArray *links);
+/* The flows of all its phases (a flow may stand for several sends that move
+ * at one rate: a ring channel's edges, an all-to-all's pairs). */
+guint net_coll_plan_n_flows(const NetCollPlan *plan);
 /* Frees the network the tuner's probes run on (built again if needed):
  * for when every plan is built and memory goes to the run. */
 void net_model_drop_probe(NetModel *net);

@@ -467,6 +467,149 @@ static void test_run_errors(void) {
   }
 }
 
+/* Writes dgx-h100-superpod.json with `nics` NICs per node to `path`. */
+static void h100_with_nics(const char *path, guint nics) {
+  cJSON *j = load_shipped("topologies", "dgx-h100-superpod");
+  cJSON_ReplaceItemInObject(j, "nics_per_node", cJSON_CreateNumber(nics));
+  char *printed = cJSON_Print(j);
+  g_assert_true(g_file_set_contents(path, printed, -1, NULL));
+  cJSON_free(printed);
+  cJSON_Delete(j);
+}
+
+/* Why: NCCL's rings and trees across nodes give each channel one NIC, in
+ * and out (src/graph/search.cc), and spread the channels over the NICs, so
+ * a node of 8 H100s with 4 NICs carries half of what 8 NICs carry, not a
+ * quarter (as when two channels entered through each of two NICs): the
+ * all-reduce at 1 GiB on 64 GPUs within 10% of half the 8-NIC busbw, the
+ * tree's too, and all-gather's. */
+static void test_fewer_nics(void) {
+  char *path = g_build_filename(tmpdir, "h100-4nic.json", NULL);
+  h100_with_nics(path, 4);
+  const char *ops[] = {"allreduce", "allreduce --algorithm tree", "allgather"};
+  for (guint o = 0; o < G_N_ELEMENTS(ops); o++) {
+    char *eight = g_strdup_printf("collective --op %s --cluster dgx-h100-superpod --gpus 64 --min-bytes 1G "
+                                  "--max-bytes 1G --format json", ops[o]);
+    char *four = g_strdup_printf("collective --op %s --cluster %s --gpus 64 --min-bytes 1G --max-bytes 1G "
+                                 "--format json", ops[o], path);
+    double b8 = busbw_at_max(eight), b4 = busbw_at_max(four);
+    g_test_message("%s at 1 GiB on 64 H100s: 8 NICs %.1f GB/s, 4 NICs %.1f GB/s", ops[o], b8, b4);
+    g_assert_cmpfloat(fabs(b4 - b8 / 2), <=, 0.1 * b8 / 2);
+    g_free(eight);
+    g_free(four);
+  }
+  g_remove(path);
+  g_free(path);
+}
+
+/* Why: NCCL 2.17 and later run an all-reduce inside an H100 node by NVLS
+ * where its tuner says so; NVLS moves S(n+1)/n each way against the ring's
+ * 2(n-1)/n S, at NCCL's 0.85 of the ring's NVLink rate, so on 8 GPUs it
+ * runs 2(n-1)/(n+1) x 0.85 = 1.32 times the ring's busbw.  A
+ * reduce-scatter by NVLS would send all of S at that rate, slower than the
+ * ring: the tuner keeps the ring. */
+static void test_nvls_hopper(void) {
+  cJSON *j = run_json("collective --op allreduce --cluster dgx-h100-superpod --gpus 8 --min-bytes 1G "
+                      "--max-bytes 1G --format json");
+  const cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "rows"), 0);
+  g_assert_cmpstr(str(row, "algorithm"), ==, "nvls");
+  double nvls = num(row, "busbw_GBps");
+  cJSON_Delete(j);
+  double ring = busbw_at_max("collective --op allreduce --cluster dgx-h100-superpod --gpus 8 --min-bytes 1G "
+                             "--max-bytes 1G --algorithm ring --format json");
+  g_test_message("8 H100s, all-reduce at 1 GiB: NVLS %.1f GB/s, ring %.1f GB/s", nvls, ring);
+  double n = 8, want = ring * 2 * (n - 1) / (n + 1) * 0.85;
+  g_assert_cmpfloat(fabs(nvls - want), <, 0.01 * want); /* both latencies apart */
+  j = run_json("collective --op reducescatter --cluster dgx-h100-superpod --gpus 8 --min-bytes 1G --max-bytes 1G "
+               "--format json");
+  g_assert_cmpstr(str(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "rows"), 0), "algorithm"), ==, "ring");
+  cJSON_Delete(j);
+}
+
+/* `out` without its line starting "file: " (where the file was read). */
+static char *without_file_line(const char *out) {
+  GString *g = g_string_new(NULL);
+  char **lines = g_strsplit(out, "\n", -1);
+  for (char **l = lines; *l; l++)
+    if (!g_str_has_prefix(*l, "file: "))
+      g_string_append_printf(g, "%s\n", *l);
+  g_strfreev(lines);
+  return g_string_free(g, FALSE);
+}
+
+/* Why: a user inspects the cluster or profile they wrote before using it:
+ * `clusters FILE` takes the path `--cluster FILE` and `--profile FILE`
+ * take, and prints what `clusters NAME` prints for the same file (every
+ * value, its provenance, the summary; only the file line says where it was
+ * read), in JSON byte for byte; a file that is not there, or that its
+ * loader refuses, is one line. */
+static void test_clusters_file(void) {
+  const char *const kinds[][2] = {{"topologies", "dgx-h100-superpod"}, {"calibrate/profiles", "h100-sxm5-80gb"}};
+  for (guint k = 0; k < G_N_ELEMENTS(kinds); k++) {
+    char *shipped = g_build_filename(g_getenv("PTDSIM_DATA_DIR"), kinds[k][0], kinds[k][1], NULL), *text = NULL;
+    char *src = g_strconcat(shipped, ".json", NULL);
+    gsize len = 0;
+    g_assert_true(g_file_get_contents(src, &text, &len, NULL));
+    char *base = g_strconcat(kinds[k][1], ".json", NULL), *path = g_build_filename(tmpdir, base, NULL);
+    g_assert_true(g_file_set_contents(path, text, (gssize)len, NULL));
+    for (guint json = 0; json < 2; json++) {
+      char *by_name = g_strdup_printf("clusters %s%s", kinds[k][1], json ? " --format json" : "");
+      char *by_path = g_strdup_printf("clusters %s%s", path, json ? " --format json" : "");
+      Proc a = run_line(by_name), b = run_line(by_path);
+      g_assert_cmpint(a.status, ==, 0);
+      g_assert_cmpint(b.status, ==, 0);
+      g_assert_cmpstr(b.err, ==, "");
+      if (json)
+        g_assert_cmpstr(b.out, ==, a.out);
+      else {
+        char *x = without_file_line(a.out), *y = without_file_line(b.out);
+        g_assert_cmpstr(y, ==, x);
+        g_assert_nonnull(strstr(b.out, path));
+        g_assert_true(strstr(b.out, "source: ") != NULL);
+        g_free(x);
+        g_free(y);
+      }
+      proc_clear(&a);
+      proc_clear(&b);
+      g_free(by_name);
+      g_free(by_path);
+    }
+    g_remove(path);
+    g_free(path);
+    g_free(base);
+    g_free(text);
+    g_free(src);
+    g_free(shipped);
+  }
+  /* a changed copy shows its own numbers: 4 NICs */
+  char *four = g_build_filename(tmpdir, "h100-4nic.json", NULL);
+  h100_with_nics(four, 4);
+  char *line = g_strdup_printf("clusters %s", four);
+  Proc p = run_line(line);
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "\nnics_per_node = 4\n"));
+  proc_clear(&p);
+  g_free(line);
+  g_remove(four);
+  g_free(four);
+  char *missing = g_build_filename(tmpdir, "no-such-cluster.json", NULL);
+  line = g_strdup_printf("clusters %s", missing);
+  p = run_line(line);
+  assert_one_line_error(&p, "no-such-cluster.json");
+  proc_clear(&p);
+  g_free(line);
+  char *bad = g_build_filename(tmpdir, "not-a-machine.json", NULL);
+  g_assert_true(g_file_set_contents(bad, "{\"x\": 1}", -1, NULL));
+  line = g_strdup_printf("clusters %s", bad);
+  p = run_line(line);
+  assert_one_line_error(&p, "not-a-machine.json");
+  proc_clear(&p);
+  g_remove(bad);
+  g_free(bad);
+  g_free(line);
+  g_free(missing);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   if (!cli_harness_init())
@@ -482,6 +625,9 @@ int main(int argc, char **argv) {
   g_test_add_func("/collective/determinism", test_determinism);
   g_test_add_func("/collective/errors", test_errors);
   g_test_add_func("/collective/tuner-channel-caps", test_tuner_channel_caps);
+  g_test_add_func("/collective/fewer-nics", test_fewer_nics);
+  g_test_add_func("/collective/nvls-hopper", test_nvls_hopper);
+  g_test_add_func("/clusters/file", test_clusters_file);
   g_test_add_func("/run-flow/contract", test_run_flow_contract);
   g_test_add_func("/run-flow/default", test_default_network);
   g_test_add_func("/run-flow/symmetry", test_run_flow_symmetry);

@@ -687,6 +687,49 @@ static void test_netrun_sharing(void) {
   topo_cluster_free(c);
 }
 
+/* Why: alone, an all-to-all of equal pieces ends when its most loaded
+ * link has carried its pairs (that link saturates first in progressive
+ * filling and holds its pairs to one rate to the end; every other pair is
+ * at least as fast), so one flow per group and class (inside a node,
+ * across nodes) standing for its pairs, its coefficients the pairs on each
+ * link, takes the same time as the 4032 flows of 64 GPUs over 8 DGX H100
+ * nodes: two flows, two groups four.  A group of 3 GPUs of one node and 1
+ * of another too: its bottleneck is the NIC of the lone GPU's rail on the
+ * first node, which carries 3 pieces: 3/4 S at the NIC's rate. */
+static void test_alltoall_lumped(void) {
+  GError *error = NULL;
+  TopoCluster *c = topo_cluster_load("dgx-h100-superpod", &error);
+  g_assert_no_error(error);
+  NetModel *net = net_model_load(c, &error);
+  g_assert_no_error(error);
+  guint gpus[128];
+  for (guint i = 0; i < 128; i++)
+    gpus[i] = i;
+  double S = 256.0 * 1024 * 1024;
+  NetCollPlan *one = net_coll_plan(net, NET_OP_ALLTOALL, NET_ALGO_AUTO, -1, gpus, 64, 1, S, 1, &error);
+  NetCollPlan *two = net_coll_plan(net, NET_OP_ALLTOALL, NET_ALGO_AUTO, -1, gpus, 64, 2, S, 1, &error);
+  g_assert_cmpuint(net_coll_plan_n_flows(one), ==, 2);
+  g_assert_cmpuint(net_coll_plan_n_flows(two), ==, 4);
+  /* two groups on their own nodes take the time of one */
+  g_assert_cmpint(net_coll_plan_ns(net, two), ==, net_coll_plan_ns(net, one));
+  /* across nodes the NIC carries 56 of a GPU's 64 pieces: 56/64 S at 47 GB/s, plus latency */
+  double t = net_coll_plan_time(net, one);
+  g_test_message("all-to-all of 256 MiB on 64 GPUs: %.6f s", t);
+  g_assert_cmpfloat(t, >, 56.0 / 64 * S / 50e9);
+  g_assert_cmpfloat(t, <, 56.0 / 64 * S / 40e9);
+  guint uneven[] = {0, 1, 2, 8};
+  NetCollPlan *u = net_coll_plan(net, NET_OP_ALLTOALL, NET_ALGO_AUTO, -1, uneven, 4, 1, S, 1, &error);
+  g_assert_cmpuint(net_coll_plan_n_flows(u), ==, 2);
+  double tu = net_coll_plan_time(net, u);
+  g_assert_cmpfloat(tu, >, 3.0 / 4 * S / 50e9);
+  g_assert_cmpfloat(tu, <, 3.0 / 4 * S / 40e9);
+  net_coll_plan_free(one);
+  net_coll_plan_free(two);
+  net_coll_plan_free(u);
+  net_model_free(net);
+  topo_cluster_free(c);
+}
+
 /* Why: bisection_bandwidth_GBps.dp is per phase: each stage's data-parallel
  * bytes over the union of its own transfers' intervals, summed over stages.
  * By hand: stage 0 moves 4 + 4 bytes over [0, 2) and [1, 3) s: 8 / 3 B/s;
@@ -968,6 +1011,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/network/slow-rank-ring", test_slow_rank_ring);
   g_test_add_func("/network/p2p-channels", test_p2p_channels_flow);
   g_test_add_func("/bisection/phased", test_phased_bandwidth);
+  g_test_add_func("/network/alltoall-lumped", test_alltoall_lumped);
   g_test_add_func("/bisection/one-direction", test_crossing_one_direction);
   g_test_add_func("/fabric/selene-routes", test_selene_routes);
   g_test_add_func("/fabric/ecmp-adaptive", test_ecmp_and_adaptive);

@@ -30,6 +30,16 @@ double topo_nvls_algbw(const TopoNet *net, gboolean allreduce, guint ranks) {
   return allreduce ? 2 * bus * n / (2 * (n - 1)) : bus * (n - 1) / n;
 }
 
+double topo_nvls_exec(const TopoNet *net, TopoNvlsOp op, guint ranks, double *out, double *in) {
+  *out = *in = 0;
+  if (!net->has_nvls || ranks < 2)
+    return 0;
+  double slice = 1.0 / ranks;
+  *out = op == TOPO_NVLS_ALLGATHER ? slice : 1 + (op == TOPO_NVLS_ALLREDUCE ? slice : 0);
+  *in = op == TOPO_NVLS_REDUCESCATTER ? slice : 1 + (op == TOPO_NVLS_ALLREDUCE ? slice : 0);
+  return net->nvlink_busbw * net->nvls_eff;
+}
+
 const char *topo_proto_name(TopoProto proto) {
   static const char *names[] = {"LL", "LL128", "Simple"};
   return proto < TOPO_N_PROTOS ? names[proto] : "?";

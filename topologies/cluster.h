@@ -57,6 +57,21 @@ typedef struct {
  * as it is, times (n - 1)/n).  0 where NVLS does not apply. */
 double topo_nvls_algbw(const TopoNet *net, gboolean allreduce, guint ranks);
 
+typedef enum { TOPO_NVLS_ALLREDUCE, TOPO_NVLS_ALLGATHER, TOPO_NVLS_REDUCESCATTER } TopoNvlsOp;
+/* NVLS as it runs (the time both network models take, where the tuner above
+ * chose it), from what moves over each GPU's NVSwitch link for a buffer of
+ * S bytes on n GPUs (NVIDIA/nccl src/device/all_reduce.h, runRing's NVLS
+ * sibling: each GPU reduces its 1/n slice with a multimem load-reduce, which
+ * reads that slice from every GPU, itself included, and multicasts it back
+ * with a multimem store): an all-reduce sends S + S/n and receives S/n + S,
+ * a reduce-scatter sends S and receives S/n, an all-gather sends S/n and
+ * receives S.  `out` and `in` get those per buffer byte; the rate returned
+ * (B/s, each way) is NCCL's NVLS share of the NVLink the ring sees:
+ * nvlink_busbw (the ring's busbw, what one direction of a GPU's NVLink
+ * carries) x nvls_eff.  The transfer takes S max(out, in) / rate; 0 where
+ * NVLS does not apply. */
+double topo_nvls_exec(const TopoNet *net, TopoNvlsOp op, guint ranks, double *out, double *in);
+
 /* Channels NCCL v2.12 gives a send of `bytes` to a peer on another node:
  * src/group.cc cuts it into pieces of 512 KiB (SENDRECV_SLICEFACTOR x the
  * 128 KiB Simple step) to 2 MiB dealt round-robin over the peer's
