@@ -185,7 +185,7 @@ cJSON *trace_run_full(const SimPlanRequest *req, const RtOptions *rt, const Topo
   SimResult res;
   gboolean ok = sim_plan_build(&r, cluster, plan, error);
   /* The trace's place is checked (a temporary file made there) before anything is simulated. */
-  const char *inputs[] = {cluster->path, profile->path, NULL}; /* never written over */
+  const char *inputs[] = {cluster->path, profile->path, r.schedule_file, NULL}; /* never written over */
   if (ok && trace_path)
     ok = (trace = trace_perfetto_open(trace_path, inputs, error)) != NULL;
   if (trace && max_events)
