@@ -531,11 +531,9 @@ finished:
 
   if (e->too_long || now > SIM_TIME_MAX) {
     g_set_error(error, SIM_ENGINE_ERROR, SIM_ENGINE_ERROR_TOO_LONG,
-                "the simulated iteration %s longer than %g s, the longest time ptdsim represents; %s",
-                e->too_long ? "has an op" : "runs", SIM_TIME_MAX_S,
-                e->stream_speed ? "a straggler at F (--slow, --gpu-speed) runs its ops 1/F as long: give larger "
-                                  "factors (and check the profile's and the cluster's numbers)"
-                                : "check the profile's and the cluster's numbers (doc/inputs.md lists their ranges)");
+                "the simulated iteration %s longer than %g s, the longest time ptdsim represents; check the "
+                "profile's and the cluster's numbers (doc/inputs.md lists their ranges)",
+                e->too_long ? "has an op" : "runs", SIM_TIME_MAX_S);
     return FALSE;
   }
   if (done != n_ops) {

@@ -79,8 +79,10 @@ static void test_slow_crash(void) {
  * profile and the cluster. */
 static void test_straggler_overflow(void) {
   static const CliBadCase cases[] = {
-      {NULL, RUN " --slow 0=1e-300", "a straggler at F (--slow, --gpu-speed) runs its ops 1/F as long"},
-      {NULL, RUN " --slow 0=1e-15", "longer than 1e+07 s"},
+      {NULL, RUN " --slow 0=1e-300", "a GPU or NIC slowed to F (--slow, --gpu-speed, --slow-link) takes 1/F as long"},
+      {NULL, RUN " --slow 0=1e-15", "with its stragglers the simulated iteration lasts longer than 1e+07 s"},
+      {NULL, "run --model gpt3-1b --gpus 16 --tp 8 --pp 2 --global-batch 16 --slow-link node:1=1e-300",
+       "with its stragglers the simulated iteration lasts longer than 1e+07 s"},
   };
   cli_test_bad_each(cases, G_N_ELEMENTS(cases));
   /* a factor the clock holds still slows the run */
