@@ -36,9 +36,13 @@ static gboolean dump_schedule_open(const SimPlanRequest *req, const TopoCluster 
     ok = FALSE;
   }
   if (ok && trace) {
+    /* the same file: one inode, or (not yet there) one name once ./ and ../ are resolved */
     GStatBuf a, b;
-    gboolean same = strcmp(path, trace) == 0 ||
+    char *pa = g_canonicalize_filename(path, NULL), *pb = g_canonicalize_filename(trace, NULL);
+    gboolean same = strcmp(pa, pb) == 0 ||
                     (g_stat(path, &a) == 0 && g_stat(trace, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+    g_free(pa);
+    g_free(pb);
     if (same) {
       g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
                   "--dump-schedule and --trace name the same file; write them to two files");

@@ -189,6 +189,10 @@ static void test_dump_schedule(void) {
   cli_test_bad(&(CliBadCase){NULL, line, "--dump-schedule and --trace name the same file"});
   g_free(line);
   g_assert_false(g_file_test(both, G_FILE_TEST_EXISTS));
+  line = g_strdup_printf(RUN " --dump-schedule %s/./both.json --trace %s", tmpdir, both);
+  cli_test_bad(&(CliBadCase){NULL, line, "--dump-schedule and --trace name the same file"});
+  g_free(line);
+  g_assert_false(g_file_test(both, G_FILE_TEST_EXISTS));
   /* a run that succeeds writes both */
   char *t = in_tmp("t.json");
   line = g_strdup_printf(RUN " --dump-schedule %s --trace %s", fresh, t);
