@@ -64,3 +64,54 @@ gboolean ptd_parse_count(const char *text, double *out) {
   *out = v;
   return TRUE;
 }
+
+gboolean ptd_parse_real(const char *text, double *out) {
+  if (!text)
+    return FALSE;
+  const char *p = text;
+  if (*p == '-')
+    p++;
+  gsize whole = strspn(p, "0123456789");
+  p += whole;
+  gsize frac = 0;
+  if (*p == '.') {
+    p++;
+    frac = strspn(p, "0123456789");
+    p += frac;
+  }
+  if (whole + frac == 0)
+    return FALSE;
+  if (*p == 'e' || *p == 'E') {
+    p++;
+    if (*p == '+' || *p == '-')
+      p++;
+    gsize exp = strspn(p, "0123456789");
+    if (exp == 0)
+      return FALSE;
+    p += exp;
+  }
+  if (*p)
+    return FALSE;
+  char *end = NULL;
+  double v = g_ascii_strtod(text, &end);
+  if (end != p || !isfinite(v))
+    return FALSE;
+  *out = v;
+  return TRUE;
+}
+
+gboolean ptd_parse_whole(const char *text, guint64 max, guint64 *out) {
+  if (!text || !g_ascii_isdigit(text[0]) || (text[0] == '0' && text[1]))
+    return FALSE;
+  guint64 v = 0;
+  for (const char *p = text; *p; p++) {
+    if (!g_ascii_isdigit(*p))
+      return FALSE;
+    guint d = (guint)(*p - '0');
+    if (d > max || v > (max - d) / 10)
+      return FALSE;
+    v = v * 10 + d;
+  }
+  *out = v;
+  return TRUE;
+}

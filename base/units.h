@@ -20,3 +20,15 @@ const char *ptd_format_count(double value, char *buf, gsize size);
  * "1.2T", "2048".  FALSE (and *out untouched) on anything else: empty
  * text, signs, junk after the number, NaN or infinity, zero or less. */
 gboolean ptd_parse_count(const char *text, double *out);
+
+/* Reads a real number written in decimal: an optional '-', digits with an
+ * optional '.' and fraction (or '.' and digits), an optional exponent
+ * (e or E, an optional sign, digits), and nothing else — no space before
+ * or after, no '+', no hexadecimal (strtod reads 0x1p3), no inf or nan.
+ * FALSE (and *out untouched) on anything else, or when it overflows. */
+gboolean ptd_parse_real(const char *text, double *out);
+
+/* Reads a whole number written in decimal digits only: no sign, no space,
+ * no leading zero ("0" itself is 0), no exponent, at most `max`.  FALSE
+ * (and *out untouched) on anything else. */
+gboolean ptd_parse_whole(const char *text, guint64 max, guint64 *out);

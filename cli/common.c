@@ -100,11 +100,8 @@ int cli_fail(GError *error) {
 }
 
 gboolean cli_count(const char *flag, const char *text, guint lo, guint hi, guint *out, GError **error) {
-  gboolean digits = text && text[0] >= '0' && text[0] <= '9' && (text[0] != '0' || !text[1]);
-  for (const char *p = text; digits && *p; p++)
-    digits = g_ascii_isdigit(*p);
-  guint64 v = digits && strlen(text) <= 10 ? g_ascii_strtoull(text, NULL, 10) : G_MAXUINT64;
-  if (v < lo || v > hi) {
+  guint64 v = 0;
+  if (!ptd_parse_whole(text, hi, &v) || v < lo) {
     char *echo = ptd_echo(text, PTD_ECHO_MAX, FALSE);
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "%s '%s' is out of range; give a whole number from %u to %u",
                 flag, echo, lo, hi);

@@ -178,6 +178,21 @@ int cli_plan(int argc, char **argv) {
                 "does not fit)");
     goto fail;
   }
+  /* what the search cannot honour, said before it runs (its candidates
+   * would each be refused, and the first refusal would name another cause) */
+  if (cfg.given[SEARCH_OPT_SCHEDULE_FILE]) {
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "plan searches the schedules itself, so it does not take --schedule-file; run your schedule with "
+                "ptdsim run or sweep --schedule-file");
+    goto fail;
+  }
+  if (cfg.text[SEARCH_OPT_SCHEDULE] && strcmp(cfg.text[SEARCH_OPT_SCHEDULE], "zb-auto") == 0 &&
+      !cfg.given[SEARCH_OPT_ACTIVATION_LIMIT]) {
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--schedule zb-auto finds a schedule within an activation-memory limit; give --activation-limit GiB "
+                "(the activations a GPU may hold, e.g. 20)");
+    goto fail;
+  }
   RtOptions rt;
   if (!cli_format(format, &fmt, &error) || !search_config_runtime(&cfg, &rt, &error) ||
       !cli_load_machine_sized(cfg.text[SEARCH_OPT_CLUSTER], cfg.count[SEARCH_OPT_NODES], cfg.text[SEARCH_OPT_PROFILE],

@@ -1,4 +1,5 @@
 /* ptdsim run — simulate one configuration. */
+#include <glib/gstdio.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -8,14 +9,19 @@
 #include "../traces/runner.h"
 #include "cli.h"
 
-/* --dump-schedule: the plan's schedule as a CSV of per-rank actions,
- * written before the run (NULL path: nothing). */
-static gboolean dump_schedule(const SimPlanRequest *req, const TopoCluster *cluster, const ModelProfile *profile,
-                              const char *path, const char *input, GError **error) {
+/* --dump-schedule: the plan's schedule as a CSV of per-rank actions (NULL
+ * path: nothing).  The target is checked and its temporary file opened
+ * before the run (*out), and the file is put in place only after the run
+ * has succeeded, so that a failed run leaves no file and replaces none;
+ * never onto one of the run's inputs or onto --trace. */
+static gboolean dump_schedule_open(const SimPlanRequest *req, const TopoCluster *cluster, const ModelProfile *profile,
+                                   const char *path, const char *trace, const char *input, PtdOutFile **out,
+                                   char **csv, GError **error) {
+  *out = NULL;
+  *csv = NULL;
   if (!path)
     return TRUE;
   SimPlan *plan = g_new0(SimPlan, 1);
-  char *csv = NULL;
   gboolean ok = sim_plan_build(req, cluster, plan, error);
   if (ok && (plan->schedule == SIM_SCHEDULE_TERAPIPE || plan->zero || plan->pp < 2)) {
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
@@ -29,12 +35,26 @@ static gboolean dump_schedule(const SimPlanRequest *req, const TopoCluster *clus
                 "pipelining's format (every stage sees every microbatch) cannot write; dualpipev can be written");
     ok = FALSE;
   }
-  if (ok) {
-    csv = sim_ptdp_schedule_csv(plan, profile);
-    const char *inputs[] = {input, NULL};
-    ok = ptd_write_file(path, "--dump-schedule", inputs, csv, strlen(csv), error);
+  if (ok && trace) {
+    /* the same file: one inode, or (not yet there) one name once ./ and ../ are resolved */
+    GStatBuf a, b;
+    char *pa = g_canonicalize_filename(path, NULL), *pb = g_canonicalize_filename(trace, NULL);
+    gboolean same = strcmp(pa, pb) == 0 ||
+                    (g_stat(path, &a) == 0 && g_stat(trace, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+    g_free(pa);
+    g_free(pb);
+    if (same) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "--dump-schedule and --trace name the same file; write them to two files");
+      ok = FALSE;
+    }
   }
-  g_free(csv);
+  if (ok) {
+    const char *inputs[] = {cluster->path, profile->path, input, NULL};
+    ok = (*out = ptd_out_open(path, "--dump-schedule", inputs, error)) != NULL;
+  }
+  if (ok)
+    *csv = sim_ptdp_schedule_csv(plan, profile);
   g_free(plan);
   return ok;
 }
@@ -73,6 +93,8 @@ int cli_run(int argc, char **argv) {
   TopoCluster *cluster = NULL;
   ModelProfile *profile = NULL;
   cJSON *json = NULL;
+  PtdOutFile *dump_out = NULL;
+  char *csv = NULL;
   if (!cli_args_parse(&args, &argc, &argv, &error))
     goto fail;
   if (argc > 1) {
@@ -84,15 +106,26 @@ int cli_run(int argc, char **argv) {
       !search_config_runtime(&cfg, &rt, &error) ||
       !cli_load_machine_sized(cfg.text[SEARCH_OPT_CLUSTER], cfg.count[SEARCH_OPT_NODES], cfg.text[SEARCH_OPT_PROFILE],
                               &cluster, &profile, &error) ||
-      !dump_schedule(&req, cluster, profile, dump, cfg.text[SEARCH_OPT_SCHEDULE_FILE], &error) ||
+      !dump_schedule_open(&req, cluster, profile, dump, trace, cfg.text[SEARCH_OPT_SCHEDULE_FILE], &dump_out, &csv,
+                          &error) ||
       !(json = trace_run_full(&req, &rt, cluster, profile, trace, 0, &error)))
     goto fail;
+  if (dump_out) {
+    if (!ptd_out_write(dump_out, csv, strlen(csv), &error))
+      goto fail;
+    PtdOutFile *f = dump_out;
+    dump_out = NULL; /* the commit frees it, done or not */
+    if (!ptd_out_commit(f, &error))
+      goto fail;
+  }
 
   cli_print_run(json, fmt);
   goto done;
 fail:
   code = cli_fail(error);
 done:
+  ptd_out_abort(dump_out);
+  g_free(csv);
   cJSON_Delete(json);
   topo_cluster_free(cluster);
   model_profile_free(profile);

@@ -365,7 +365,13 @@ cJSON *calib_check_facts(const cJSON *facts, const char *path, const ModelProfil
       ok = bad_fact(error, path, "attention", i, "needs positive b, heads, s, d, fwd_s and bwd_s");
       break;
     }
-    g_snprintf(what, sizeof what, "b=%.0f heads=%.0f kv=%.0f s=%.0f d=%.0f", b, h, fact_num(o, "kv_heads"), s, d);
+    /* the key/value heads: a whole number that divides the heads (grouped-query attention) */
+    double kv = fact_num(o, "kv_heads");
+    if (!(kv >= 1 && kv <= h && kv == floor(kv) && fmod(h, kv) == 0)) {
+      ok = bad_fact(error, path, "attention", i, "needs kv_heads, a whole number from 1 to heads that divides heads");
+      break;
+    }
+    g_snprintf(what, sizeof what, "b=%.0f heads=%.0f kv=%.0f s=%.0f d=%.0f", b, h, kv, s, d);
     for (int pass = 0; pass < 2; pass++) {
       double us = model_flash_time_s(p, (guint64)(b * h), (guint64)s, (guint64)s, (guint64)d, pass == 1) * 1e6;
       double t = pass ? tb : tf;

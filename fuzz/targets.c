@@ -16,8 +16,9 @@
 #include "../traces/report.h"
 #include "../traces/runner.h"
 
-static const char *const names[FUZZ_N_TARGETS] = {"cluster", "profile", "measurements", "trace",
-                                                   "sweep",   "trace-gz", "fit",         "schedule"};
+static const char *const names[FUZZ_N_TARGETS] = {"cluster", "profile",  "measurements", "trace",      "sweep",
+                                                   "trace-gz", "fit",     "schedule",     "slow",       "slow-link",
+                                                   "stage-times"};
 
 const char *fuzz_target_name(FuzzTarget t) { return t < FUZZ_N_TARGETS ? names[t] : NULL; }
 
@@ -190,10 +191,48 @@ static void schedule_file(const guint8 *data, gsize size) {
   sim_schedule_file_free(f);
 }
 
+/* An option value (--slow, --slow-link, --stage-times) through its parser
+ * and, where accepted, through a small run on Selene (16 GPUs: t 4, p 2,
+ * d 2, two nodes; zb-h1 with --stage-times), which may refuse it (an index
+ * outside the run, a node with no NIC up, an op too long) but must not
+ * return a run with a number it should have refused. */
+static void option_value(FuzzTarget t, const guint8 *data, gsize size) {
+  char *text = g_strndup((const char *)data, MIN(size, FUZZ_VALUE_MAX));
+  GError *error = NULL;
+  SimSlow slow[SIM_MAX_SLOW];
+  double ms[4];
+  guint n;
+  gboolean ok = t == FUZZ_STAGE_TIMES ? sim_stage_times_parse(text, ms, &error)
+                                      : sim_slow_parse(text, t == FUZZ_SLOW_LINK, slow, &n, &error);
+  g_clear_error(&error);
+  if (ok) {
+    SimPlanRequest req = {.model = {2, 256, 4, 128, 1024}, .gpus = 16, .tp = 4, .pp = 2, .global_batch = 4,
+                          .micro_batch = 1, .allow_oom = TRUE, .network = "analytic"};
+    if (t == FUZZ_STAGE_TIMES)
+      req.stage_times = text, req.schedule = "zb-h1";
+    else if (t == FUZZ_SLOW)
+      req.slow = text;
+    else
+      req.slow_link = text;
+    cJSON *run = trace_run(&req, selene(), a100(), NULL, 0, &error);
+    if (run && !trace_run_json_check(run, &error)) {
+      fprintf(stderr, "fuzz: trace_run returned a run it must refuse: %s\n", error->message);
+      abort();
+    }
+    cJSON_Delete(run);
+    g_clear_error(&error);
+  }
+  g_free(text);
+}
+
 void fuzz_target_run(FuzzTarget t, const guint8 *data, gsize size) {
   GError *error = NULL;
   if (t == FUZZ_SCHEDULE) {
     schedule_file(data, size);
+    return;
+  }
+  if (t == FUZZ_SLOW || t == FUZZ_SLOW_LINK || t == FUZZ_STAGE_TIMES) {
+    option_value(t, data, size);
     return;
   }
   if (t == FUZZ_TRACE || t == FUZZ_TRACE_GZ || t == FUZZ_SWEEP) {

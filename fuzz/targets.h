@@ -1,6 +1,8 @@
 /* ptdsim — the fuzz targets: every reader of a file a user hands ptdsim
  * (clusters, device profiles, calibration measurements and the fit made
- * of them, traces plain and gzip, sweep files), fed arbitrary bytes.  The same entry points serve libFuzzer
+ * of them, traces plain and gzip, sweep files, schedule files) and the
+ * option values with a syntax of their own (--slow, --slow-link,
+ * --stage-times), fed arbitrary bytes.  The same entry points serve libFuzzer
  * (fuzz_main.c, built by tools/fuzz with clang) and the regression test
  * (tests/test_fuzz_corpus.c, built by every compiler), which replays the
  * shipped files and fuzz/regressions/TARGET/ through them. */
@@ -11,6 +13,10 @@
 /* trace-gz: the bytes as a gzip trace file (NAME.json.gz), as report and
  * figure --from-traces read them; fit: measurements fitted into a profile
  * on the A100's (ptdsim fit's default base for them), which must load. */
+/* The most bytes of an option value the value targets read (a value is
+ * one command-line word; the cap keeps a sanitized run fast). */
+#define FUZZ_VALUE_MAX 4096
+
 typedef enum {
   FUZZ_CLUSTER,
   FUZZ_PROFILE,
@@ -20,6 +26,9 @@ typedef enum {
   FUZZ_TRACE_GZ,
   FUZZ_FIT,
   FUZZ_SCHEDULE, /* a --schedule-file CSV: 2 bytes choose p and m, the rest is the file */
+  FUZZ_SLOW,        /* a --slow value (the first FUZZ_VALUE_MAX bytes), run where accepted */
+  FUZZ_SLOW_LINK,   /* a --slow-link value, likewise */
+  FUZZ_STAGE_TIMES, /* a --stage-times value, likewise */
   FUZZ_N_TARGETS
 } FuzzTarget;
 

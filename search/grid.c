@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../base/jsonutil.h"
+#include "../base/units.h"
 #include "../topologies/fabric.h"
 
 G_DEFINE_QUARK(search-grid-error-quark, search_grid_error)
@@ -126,22 +127,12 @@ static Member *find(const SearchGrid *g, const char *key) {
 
 /* A whole number from 1 to 2^31-1 in decimal digits. */
 static gboolean parse_count(const char *s, guint64 *out) {
-  if (!s || s[0] < '1' || s[0] > '9' || strlen(s) > 10)
-    return FALSE;
-  for (const char *p = s; *p; p++)
-    if (!g_ascii_isdigit(*p))
-      return FALSE;
-  *out = g_ascii_strtoull(s, NULL, 10);
-  return *out <= G_MAXINT32;
+  return ptd_parse_whole(s, G_MAXINT32, out) && *out >= 1;
 }
 
-/* A finite number of zero or more. */
+/* A finite number of zero or more, in decimal (ptd_parse_real). */
 static gboolean parse_number(const char *s, double *out) {
-  char *end = NULL;
-  if (!s || !*s || g_ascii_isspace(*s))
-    return FALSE;
-  *out = g_ascii_strtod(s, &end);
-  return end && *end == '\0' && isfinite(*out) && *out >= 0;
+  return ptd_parse_real(s, out) && *out >= 0;
 }
 
 static void add_number(GPtrArray *values, double v) {

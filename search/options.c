@@ -1,6 +1,8 @@
 /* ptdsim — the configuration options (see options.h). */
 #include "options.h"
 
+#include <errno.h>
+#include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
 
@@ -341,6 +343,136 @@ gint search_option_find(const char *name) {
   return -1;
 }
 
+/* The real-number options: each a decimal number (ptd_parse_real) in its
+ * range, `open` excluding `lo`; `what` says the rule in a message. */
+static const struct {
+  SearchOptId id;
+  double lo, hi;
+  gboolean open;
+  const char *what, *example;
+} reals[] = {
+    {SEARCH_OPT_MOE_IMBALANCE, 1, 1e6, FALSE, "a number from 1 to 1e6", "1.2"},
+    {SEARCH_OPT_MOE_CAPACITY_FACTOR, 1e-3, 1e6, FALSE, "a number from 0.001 to 1e6", "1.25"},
+    {SEARCH_OPT_ACTIVATION_LIMIT, 0, 1e6, TRUE, "a number of GiB above 0, at most 1e6", "20"},
+    {SEARCH_OPT_MEMORY_RESERVE, 0, 1024, FALSE, "a number of GiB from 0 to 1024", "3"},
+    {SEARCH_OPT_GPU_FAILURE_RATE, 0, 1e3, FALSE, "a failure rate from 0 to 1000 per hour", "1.3e-5"},
+    {SEARCH_OPT_NODE_FAILURE_RATE, 0, 1e3, FALSE, "a failure rate from 0 to 1000 per hour", "4.4e-5"},
+    {SEARCH_OPT_SWITCH_FAILURE_RATE, 0, 1e3, FALSE, "a failure rate from 0 to 1000 per hour", "2.6e-5"},
+    {SEARCH_OPT_RESTART_TIME, 0, 1e7, FALSE, "a number of seconds from 0 to 1e7", "600"},
+    {SEARCH_OPT_REPAIR_HOURS, 0, 1e5, FALSE, "a number of hours from 0 to 1e5", "24"},
+    {SEARCH_OPT_STORAGE_BW, 1e-6, 1e9, FALSE, "a bandwidth in GB/s from 1e-6 to 1e9", "100"},
+    {SEARCH_OPT_STORAGE_NODE_BW, 1e-6, 1e9, FALSE, "a bandwidth in GB/s from 1e-6 to 1e9", "25"},
+    {SEARCH_OPT_HOST_COPY_BW, 1e-6, 1e9, FALSE, "a bandwidth in GB/s from 1e-6 to 1e9", "25"},
+};
+
+/* The whole-number options that may be 0 (the counts of SEARCH_OPT_COUNT
+ * start at 1): decimal digits (ptd_parse_whole) up to `max`. */
+static const struct {
+  SearchOptId id;
+  guint64 max;
+  const char *example;
+} wholes[] = {
+    {SEARCH_OPT_SEED, 4294967295u, "7"},
+    {SEARCH_OPT_SPARE_NODES, 1000000, "16"},
+};
+
+/* A real option's value, or its error. */
+static gboolean real_value(SearchOptId id, const char *text, double *out, GError **error) {
+  for (guint i = 0; i < G_N_ELEMENTS(reals); i++) {
+    if (reals[i].id != id)
+      continue;
+    double v = 0;
+    if (ptd_parse_real(text, &v) && (reals[i].open ? v > reals[i].lo : v >= reals[i].lo) && v <= reals[i].hi) {
+      *out = v;
+      return TRUE;
+    }
+    char *echo = ptd_echo(text, PTD_ECHO_MAX, FALSE);
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--%s '%s' is not %s, written in decimal (digits, a point, an exponent); give e.g. --%s %s",
+                options[id].name, echo, reals[i].what, options[id].name, reals[i].example);
+    g_free(echo);
+    return FALSE;
+  }
+  g_return_val_if_reached(FALSE);
+}
+
+/* A whole option's value, or its error. */
+static gboolean whole_value(SearchOptId id, const char *text, guint64 *out, GError **error) {
+  for (guint i = 0; i < G_N_ELEMENTS(wholes); i++) {
+    if (wholes[i].id != id)
+      continue;
+    if (ptd_parse_whole(text, wholes[i].max, out))
+      return TRUE;
+    char *echo = ptd_echo(text, PTD_ECHO_MAX, FALSE);
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--%s '%s' is not a whole number from 0 to %" G_GUINT64_FORMAT
+                "; give decimal digits (no sign, space, leading zero or exponent), e.g. --%s %s",
+                options[id].name, echo, wholes[i].max, options[id].name, wholes[i].example);
+    g_free(echo);
+    return FALSE;
+  }
+  g_return_val_if_reached(FALSE);
+}
+
+/* A given real option into *out (left as it is when not given). */
+static gboolean real_opt(const SearchConfig *c, SearchOptId id, double *out, GError **error) {
+  return !c->text[id] || real_value(id, c->text[id], out, error);
+}
+
+static gboolean interval_opt(const char *text, RtInterval *out, GError **error);
+
+/* --schedule-file: a regular file of at most 64 MiB (sim/schedule.c reads
+ * it, checking again). */
+static gboolean schedule_file_check(const char *path, GError **error) {
+  GStatBuf st = {0};
+  const char *why = g_stat(path, &st) != 0   ? g_strerror(errno)
+                    : !S_ISREG(st.st_mode)   ? "not a regular file"
+                    : st.st_size > (64 << 20) ? "larger than 64 MiB"
+                                              : NULL;
+  if (!why)
+    return TRUE;
+  char *echo = ptd_echo(path, PTD_ECHO_MAX, TRUE);
+  g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+              "--schedule-file '%s' cannot be read: %s; give the path of a CSV of per-rank actions (at most 64 MiB)",
+              echo, why);
+  g_free(echo);
+  return FALSE;
+}
+
+static gboolean text_value_check(SearchOptId id, const char *value, GError **error) {
+  for (guint i = 0; i < G_N_ELEMENTS(reals); i++)
+    if (reals[i].id == id) {
+      double v;
+      return real_value(id, value, &v, error);
+    }
+  for (guint i = 0; i < G_N_ELEMENTS(wholes); i++)
+    if (wholes[i].id == id) {
+      guint64 v;
+      return whole_value(id, value, &v, error);
+    }
+  double v, ms[4];
+  SimSlow slow[SIM_MAX_SLOW];
+  guint n;
+  RtInterval every;
+  switch (id) {
+  case SEARCH_OPT_TOKENS:
+    return search_tokens(value, &v, error);
+  case SEARCH_OPT_SLOW:
+  case SEARCH_OPT_SLOW_LINK:
+    return sim_slow_parse(value, id == SEARCH_OPT_SLOW_LINK, slow, &n, error);
+  case SEARCH_OPT_GPU_SPEED:
+    return sim_gpu_speed_parse(value, &v, error);
+  case SEARCH_OPT_STAGE_TIMES:
+    return sim_stage_times_parse(value, ms, error);
+  case SEARCH_OPT_CHECKPOINT_EVERY:
+    return interval_opt(value, &every, error);
+  case SEARCH_OPT_SCHEDULE_FILE:
+    return schedule_file_check(value, error);
+  default:
+    return TRUE;
+  }
+}
+
 void search_config_init(SearchConfig *c) { memset(c, 0, sizeof *c); }
 
 void search_config_clear(SearchConfig *c) {
@@ -362,6 +494,7 @@ void search_config_unset(SearchConfig *c, SearchOptId id) {
 }
 
 static gboolean search_choice(SearchOptId id, const char *word, GError **error);
+static gboolean text_value_check(SearchOptId id, const char *value, GError **error);
 
 gboolean search_config_set(SearchConfig *c, SearchOptId id, const char *value, GError **error) {
   const SearchOption *o = &options[id];
@@ -378,21 +511,22 @@ gboolean search_config_set(SearchConfig *c, SearchOptId id, const char *value, G
      * verb (plan's search too) names an unknown one and lists the set */
     if (o->choices && !search_choice(id, value, error))
       return FALSE;
+    /* a value wrong on its own is refused as it is given, by the one
+     * parser its kind has, so that run, plan and sweep refuse it alike */
+    if (!text_value_check(id, value, error))
+      return FALSE;
     g_free(c->text[id]);
     c->text[id] = g_strdup(value);
     break;
   case SEARCH_OPT_COUNT: {
-    /* Digits only, no leading zero: GOption and strtol would read "010" as 8
-     * and "-1" as a huge count. */
-    gboolean digits = value && value[0] >= '1' && value[0] <= '9';
-    for (const char *p = value; digits && *p; p++)
-      digits = g_ascii_isdigit(*p);
-    guint64 v = digits ? g_ascii_strtoull(value, NULL, 10) : 0;
-    if (!digits || strlen(value) > 10 || v > G_MAXINT32) {
+    /* Digits only, no leading zero (ptd_parse_whole): GOption and strtol
+     * would read "010" as 8 and "-1" as a huge count. */
+    guint64 max = id == SEARCH_OPT_TRIALS ? SEARCH_MAX_TRIALS : G_MAXINT32, v = 0;
+    if (!ptd_parse_whole(value, max, &v) || v < 1) {
       char *echo = ptd_echo(value, PTD_ECHO_MAX, FALSE);
       g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                  "--%s '%s' is not a whole number from 1 to %d; give decimal digits, e.g. --%s 8", o->name, echo,
-                  G_MAXINT32, o->name);
+                  "--%s '%s' is not a whole number from 1 to %" G_GUINT64_FORMAT "; give decimal digits, e.g. --%s %s",
+                  o->name, echo, max, o->name, id == SEARCH_OPT_TRIALS ? "200" : "8");
       g_free(echo);
       return FALSE;
     }
@@ -475,57 +609,16 @@ static gboolean search_choice(SearchOptId id, const char *word, GError **error) 
   return FALSE;
 }
 
-/* --memory-reserve: GiB from 0 to 1024. */
-static gboolean memory_reserve(const char *text, double *gib, GError **error) {
-  char *end = NULL;
-  *gib = g_ascii_strtod(text, &end);
-  if (!*text || *end || !(*gib >= 0 && *gib <= 1024)) {
-    char *echo = ptd_echo(text, PTD_ECHO_MAX, FALSE);
-    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                "--memory-reserve '%s' is not a number of GiB from 0 to 1024; give e.g. --memory-reserve 3", echo);
-    g_free(echo);
-    return FALSE;
-  }
-  return TRUE;
-}
-
 gboolean search_value_check(SearchOptId id, const char *value, GError **error) {
-  double v;
-  switch (id) {
-  case SEARCH_OPT_TOKENS:
-    return search_tokens(value, &v, error);
-  case SEARCH_OPT_MEMORY_RESERVE:
-    return memory_reserve(value, &v, error);
-  default: {
-    SearchConfig c;
-    search_config_init(&c);
-    gboolean ok = search_config_set(&c, id, value, error);
-    search_config_clear(&c);
-    return ok;
-  }
-  }
+  SearchConfig c;
+  search_config_init(&c);
+  gboolean ok = search_config_set(&c, id, value, error);
+  search_config_clear(&c);
+  return ok;
 }
 
 static guint count_or(const SearchConfig *c, SearchOptId id, guint dflt) {
   return c->given[id] ? c->count[id] : dflt;
-}
-
-/* A number from `lo` to `hi` (decimal, exponent allowed); one-line error
- * naming the option and an example. */
-static gboolean number_opt(const SearchConfig *c, SearchOptId id, double lo, double hi, const char *what,
-                           const char *example, double *out, GError **error) {
-  const char *text = c->text[id];
-  if (!text)
-    return TRUE;
-  char *end = NULL;
-  double v = g_ascii_strtod(text, &end);
-  if (!*text || *end || !(v >= lo && v <= hi)) {
-    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--%s '%s' is not %s; give e.g. --%s %s",
-                options[id].name, text, what, options[id].name, example);
-    return FALSE;
-  }
-  *out = v;
-  return TRUE;
 }
 
 gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError **error) {
@@ -575,9 +668,19 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->model.first_dense = count_or(c, SEARCH_OPT_MOE_FIRST_DENSE, named.first_dense);
   r->ep = count_or(c, SEARCH_OPT_EP, 0);
   r->expert_tp = count_or(c, SEARCH_OPT_EXPERT_TP, 0);
-  if (!number_opt(c, SEARCH_OPT_MOE_IMBALANCE, 1, 1e6, "a number of at least 1", "1.2", &r->moe_imbalance, error) ||
-      !number_opt(c, SEARCH_OPT_MOE_CAPACITY_FACTOR, 1e-3, 1e6, "a positive number", "1.25", &r->moe_capacity,
-                  error))
+  /* the shape of MoE layers on a model without them: nothing to shape */
+  const SearchOptId shapes[] = {SEARCH_OPT_MOE_TOPK, SEARCH_OPT_MOE_FFN_HIDDEN, SEARCH_OPT_MOE_SHARED_FFN_HIDDEN,
+                                SEARCH_OPT_MOE_LAYER_FREQ, SEARCH_OPT_MOE_FIRST_DENSE};
+  for (guint i = 0; i < G_N_ELEMENTS(shapes) && !r->model.experts; i++)
+    if (c->given[shapes[i]]) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "--%s shapes mixture-of-experts layers, but the model is dense; give --num-experts or an MoE "
+                  "--model (see ptdsim models), or drop it",
+                  options[shapes[i]].name);
+      return FALSE;
+    }
+  if (!real_opt(c, SEARCH_OPT_MOE_IMBALANCE, &r->moe_imbalance, error) ||
+      !real_opt(c, SEARCH_OPT_MOE_CAPACITY_FACTOR, &r->moe_capacity, error))
     return FALSE;
   if (!c->given[SEARCH_OPT_MOE_IMBALANCE])
     r->moe_imbalance = 0;
@@ -632,7 +735,7 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->schedule_file = c->text[SEARCH_OPT_SCHEDULE_FILE];
   r->stage_times = c->text[SEARCH_OPT_STAGE_TIMES];
   double limit = 0;
-  if (!number_opt(c, SEARCH_OPT_ACTIVATION_LIMIT, 0, 1e6, "a number of GiB above 0", "20", &limit, error))
+  if (!real_opt(c, SEARCH_OPT_ACTIVATION_LIMIT, &limit, error))
     return FALSE;
   r->activation_limit_gib = limit;
   r->slices = c->text[SEARCH_OPT_SLICES];
@@ -656,39 +759,45 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->slow = c->text[SEARCH_OPT_SLOW];
   r->gpu_speed = c->text[SEARCH_OPT_GPU_SPEED];
   r->slow_link = c->text[SEARCH_OPT_SLOW_LINK];
-  double seed = 1;
-  if (!number_opt(c, SEARCH_OPT_SEED, 0, 4294967295.0, "a whole number from 0 to 4294967295", "7", &seed, error))
+  guint64 seed = 1;
+  if (c->text[SEARCH_OPT_SEED] && !whole_value(SEARCH_OPT_SEED, c->text[SEARCH_OPT_SEED], &seed, error))
     return FALSE;
-  if (seed != floor(seed)) {
-    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--seed '%s' is not a whole number; give e.g. --seed 7",
-                c->text[SEARCH_OPT_SEED]);
+  if (c->given[SEARCH_OPT_SEED] && !c->given[SEARCH_OPT_GPU_SPEED] && !c->given[SEARCH_OPT_TRIALS]) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--seed picks --gpu-speed's draw and the whole run's Monte-Carlo (--trials), and neither is given; "
+                "add one or drop --seed");
     return FALSE;
   }
-  r->seed = (guint64)seed;
-  const char *reserve = c->text[SEARCH_OPT_MEMORY_RESERVE];
-  if (reserve) {
-    if (!memory_reserve(reserve, &r->memory_reserve_gib, error))
+  r->seed = seed;
+  if (c->text[SEARCH_OPT_MEMORY_RESERVE]) {
+    if (!real_opt(c, SEARCH_OPT_MEMORY_RESERVE, &r->memory_reserve_gib, error))
       return FALSE;
     r->memory_reserve_given = TRUE;
   }
   return TRUE;
 }
 
-/* --checkpoint-every: digits, iterations; a number and s, m or h, a time. */
+/* --checkpoint-every: digits, iterations; a decimal number and s, m, min
+ * or h, a time. */
 static gboolean interval_opt(const char *text, RtInterval *out, GError **error) {
-  char *end = NULL;
-  double v = g_ascii_strtod(text, &end);
-  double unit = !*end ? 0 : !strcmp(end, "s") ? 1 : !strcmp(end, "m") || !strcmp(end, "min") ? 60 : !strcmp(end, "h") ? 3600 : -1;
-  gboolean digits = text[0] >= '1' && text[0] <= '9' && strspn(text, "0123456789") == strlen(text) && strlen(text) <= 12;
-  if (end == text || unit < 0 || (unit == 0 && !digits) || !(v > 0 && v < 1e12)) {
+  gsize len = strlen(text), cut = g_str_has_suffix(text, "min") ? 3 : len && strchr("smh", text[len - 1]) ? 1 : 0;
+  double unit = !cut ? 0 : text[len - 1] == 's' ? 1 : text[len - 1] == 'h' ? 3600 : 60;
+  char *number = g_strndup(text, len - cut);
+  guint64 n = 0;
+  double v = 0;
+  gboolean ok = cut ? ptd_parse_real(number, &v) && v > 0 && v < 1e12 : ptd_parse_whole(number, 999999999999u, &n) && n > 0;
+  g_free(number);
+  if (!ok) {
+    char *echo = ptd_echo(text, PTD_ECHO_MAX, FALSE);
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                "--checkpoint-every '%s' is not a number of iterations or a time; give e.g. --checkpoint-every 500 "
-                "or --checkpoint-every 30m",
-                text);
+                "--checkpoint-every '%s' is not a number of iterations (decimal digits) or a time (a decimal number "
+                "and s, m or h); give e.g. --checkpoint-every 500 or --checkpoint-every 30m",
+                echo);
+    g_free(echo);
     return FALSE;
   }
-  if (unit == 0)
-    out->iterations = g_ascii_strtoull(text, NULL, 10);
+  if (!cut)
+    out->iterations = n;
   else
     out->seconds = v * unit;
   return TRUE;
@@ -704,32 +813,33 @@ gboolean search_config_runtime(const SearchConfig *c, RtOptions *o, GError **err
                     options[i].name);
         return FALSE;
       }
-  double gbps = 0, spares = -1, seed = 1;
-  const char *rate = "a failure rate of 0 or more per hour";
-  if (!number_opt(c, SEARCH_OPT_GPU_FAILURE_RATE, 0, 1e3, rate, "1.3e-5", &o->gpu_rate, error) ||
-      !number_opt(c, SEARCH_OPT_NODE_FAILURE_RATE, 0, 1e3, rate, "4.4e-5", &o->node_rate, error) ||
-      !number_opt(c, SEARCH_OPT_SWITCH_FAILURE_RATE, 0, 1e3, rate, "2.6e-5", &o->switch_rate, error) ||
-      !number_opt(c, SEARCH_OPT_RESTART_TIME, 0, 1e7, "a number of seconds from 0", "600", &o->restart_s, error) ||
-      !number_opt(c, SEARCH_OPT_REPAIR_HOURS, 0, 1e5, "a number of hours from 0", "24", &o->repair_s, error) ||
-      !number_opt(c, SEARCH_OPT_SPARE_NODES, 0, 1e6, "a whole number of nodes from 0", "16", &spares, error) ||
-      !number_opt(c, SEARCH_OPT_SEED, 0, 4294967295.0, "a whole number from 0 to 4294967295", "7", &seed, error))
+  if (c->given[SEARCH_OPT_REPAIR_HOURS] && !c->given[SEARCH_OPT_SPARE_NODES]) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--repair-hours is how long a failed node is away from a pool of spares, and no --spare-nodes is "
+                "given (the default is as many spares as needed); add --spare-nodes N or drop --repair-hours");
+    return FALSE;
+  }
+  double gbps = 0;
+  guint64 spares = 0, seed = 1;
+  if (!real_opt(c, SEARCH_OPT_GPU_FAILURE_RATE, &o->gpu_rate, error) ||
+      !real_opt(c, SEARCH_OPT_NODE_FAILURE_RATE, &o->node_rate, error) ||
+      !real_opt(c, SEARCH_OPT_SWITCH_FAILURE_RATE, &o->switch_rate, error) ||
+      !real_opt(c, SEARCH_OPT_RESTART_TIME, &o->restart_s, error) ||
+      !real_opt(c, SEARCH_OPT_REPAIR_HOURS, &o->repair_s, error) ||
+      (c->text[SEARCH_OPT_SPARE_NODES] &&
+       !whole_value(SEARCH_OPT_SPARE_NODES, c->text[SEARCH_OPT_SPARE_NODES], &spares, error)) ||
+      (c->text[SEARCH_OPT_SEED] && !whole_value(SEARCH_OPT_SEED, c->text[SEARCH_OPT_SEED], &seed, error)))
     return FALSE;
   if (c->text[SEARCH_OPT_REPAIR_HOURS])
     o->repair_s *= 3600.0;
-  if (spares != floor(spares) || seed != floor(seed)) {
-    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--%s '%s' is not a whole number; give e.g. --%s %s",
-                spares != floor(spares) ? "spare-nodes" : "seed",
-                c->text[spares != floor(spares) ? SEARCH_OPT_SPARE_NODES : SEARCH_OPT_SEED],
-                spares != floor(spares) ? "spare-nodes" : "seed", spares != floor(spares) ? "16" : "7");
-    return FALSE;
-  }
-  o->spares = (gint64)spares;
-  o->seed = (guint64)seed;
+  if (c->text[SEARCH_OPT_SPARE_NODES])
+    o->spares = (gint64)spares;
+  o->seed = seed;
   const SearchOptId bws[] = {SEARCH_OPT_STORAGE_BW, SEARCH_OPT_STORAGE_NODE_BW, SEARCH_OPT_HOST_COPY_BW};
   double *to[] = {&o->storage_Bps, &o->storage_node_Bps, &o->host_copy_Bps};
   for (guint i = 0; i < G_N_ELEMENTS(bws); i++) {
     gbps = 0;
-    if (c->text[bws[i]] && !number_opt(c, bws[i], 1e-6, 1e9, "a bandwidth in GB/s above 0", "100", &gbps, error))
+    if (!real_opt(c, bws[i], &gbps, error))
       return FALSE;
     if (gbps > 0)
       *to[i] = gbps * 1e9;

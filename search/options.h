@@ -9,6 +9,9 @@
 #include "../runtime/runtime.h"
 #include "../sim/plan.h"
 
+/* The most Monte-Carlo trials of a whole run (--trials). */
+#define SEARCH_MAX_TRIALS 100000
+
 typedef enum {
   SEARCH_OPT_COUNT, /* a whole number from 1 to 2^31-1 */
   SEARCH_OPT_TEXT,  /* a word or a file name; checked where it is used */

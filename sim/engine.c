@@ -126,7 +126,12 @@ static SimTime scaled(const SimEngine *e, SimTime d, const guint *streams, guint
   for (guint i = 0; i < n; i++)
     if (streams[i] < e->stream_speed->len)
       f = MIN(f, g_array_index(e->stream_speed, double, streams[i]));
-  return f < 1 ? (SimTime)llround((double)d / f) : d;
+  if (f >= 1)
+    return d;
+  /* a very slow stream (a straggler's factor of 1e-300) stretches an op
+   * past what SimTime holds: past the longest time, which the run refuses */
+  double stretched = (double)d / f;
+  return stretched > (double)SIM_TIME_MAX ? SIM_TIME_MAX + 1 : (SimTime)llround(stretched);
 }
 guint sim_engine_n_ops(const SimEngine *e) { return e->ops->len; }
 guint sim_engine_n_net_ops(const SimEngine *e) { return e->n_net; }

@@ -31,6 +31,13 @@ gboolean sim_moe_build(const SimPlanRequest *r, SimPlan *plan, GError **error) {
   }
   if (m->topk < 1 || m->topk > m->experts)
     FAIL("--moe-router-topk %u must be from 1 to the %u experts", m->topk, m->experts);
+  guint moe_layers = 0;
+  for (guint l = 0; l < m->layers; l++)
+    moe_layers += model_layer_is_moe(m, l);
+  if (moe_layers == 0)
+    FAIL("--moe-first-dense-layers %u and --moe-layer-freq %u leave none of the %u layers an MoE layer; give fewer "
+         "dense layers (below %u) or a smaller frequency",
+         m->first_dense, MAX(m->moe_freq, 1u), m->layers, m->layers);
   guint ep = r->ep ? r->ep : 1, etp = r->expert_tp ? r->expert_tp : plan->tp;
   if (m->experts % ep)
     FAIL("--ep %u does not divide the %u experts of an MoE layer; use a divisor of %u", ep, m->experts, m->experts);

@@ -6,6 +6,9 @@
 #include <math.h>
 #include <string.h>
 
+#include "../base/text.h"
+#include "../base/units.h"
+
 G_DEFINE_QUARK(sim-plan-error-quark, sim_plan_error)
 
 const char *sim_schedule_name(SimSchedule s) {
@@ -89,8 +92,8 @@ static gboolean parse_slices(const SimPlanRequest *r, SimPlan *plan, GError **er
   if (g_str_has_prefix(spec, "uniform:")) {
     const char *num = spec + strlen("uniform:");
     guint64 n = 0;
-    if (!g_ascii_string_to_unsigned(num, 10, 1, G_MAXUINT32, &n, NULL))
-      FAIL("--slices '%s': uniform:N needs a whole number of slices N of at least 1", spec);
+    if (!ptd_parse_whole(num, G_MAXUINT32, &n) || n < 1)
+      FAIL("--slices '%.200s': uniform:N needs a whole number of slices N of at least 1 (decimal digits)", spec);
     if (n > L / g)
       FAIL("--slices uniform:%" G_GUINT64_FORMAT " is more slices than the %u granules of %u tokens in a sequence of "
            "%u; use at most %u or a smaller --granularity",
@@ -108,15 +111,15 @@ static gboolean parse_slices(const SimPlanRequest *r, SimPlan *plan, GError **er
     if (n >= SIM_MAX_SLICES) {
       g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--slices lists more than %u slices", SIM_MAX_SLICES);
       ok = FALSE;
-    } else if (!g_ascii_string_to_unsigned(g_strstrip(parts[i]), 10, 0, G_MAXUINT32, &v, NULL)) {
+    } else if (!ptd_parse_whole(parts[i], G_MAXUINT32, &v)) {
       g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                  "--slices '%s': entry %u ('%s') is not a whole number; give auto, uniform:N or token counts like "
-                  "512,384,...",
+                  "--slices '%.200s': entry %u ('%.40s') is not a whole number (decimal digits); give auto, "
+                  "uniform:N or token counts like 512,384,...",
                   spec, i + 1, parts[i]);
       ok = FALSE;
     } else if (v == 0) {
       g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                  "--slices '%s': slice %u has zero tokens; every slice needs at least one token", spec, i + 1);
+                  "--slices '%.200s': slice %u has zero tokens; every slice needs at least one token", spec, i + 1);
       ok = FALSE;
     } else {
       plan->slice_len[n++] = (guint)v;
@@ -127,7 +130,7 @@ static gboolean parse_slices(const SimPlanRequest *r, SimPlan *plan, GError **er
   if (!ok)
     return FALSE;
   if (sum != L)
-    FAIL("--slices '%s' adds up to %" G_GUINT64_FORMAT " tokens, not the sequence length %u; make the slices sum to "
+    FAIL("--slices '%.200s' adds up to %" G_GUINT64_FORMAT " tokens, not the sequence length %u; make the slices sum to "
          "%u",
          spec, sum, L, L);
   plan->slices_mode = SIM_SLICES_LIST;
@@ -391,70 +394,154 @@ guint sim_place(const TopoCluster *cluster, guint group, guint g) {
   return (q / per) * D + (q % per) * group + g % group;
 }
 
-/* One "WHO=F" entry list: RANK=F, node:N=F, stage:S=F (GPUs) or node:N=F,
- * rail:R=F (links), comma-separated. */
-static gboolean parse_slow(const char *text, gboolean links, const TopoCluster *cluster, guint gpus, guint pp,
-                           SimSlow *out, guint *n, GError **error) {
+/* One "WHO=F" entry: RANK=F, node:N=F or stage:S=F (GPUs), node:N=F or
+ * rail:R=F (links); the index in decimal digits, F a decimal number. */
+static gboolean slow_entry(const char *item, gboolean links, SimSlow *e) {
+  const char *eq = strchr(item, '=');
+  if (!eq)
+    return FALSE;
+  const char *p = item;
+  e->kind = SIM_SLOW_RANK;
+  if (g_str_has_prefix(p, "node:"))
+    e->kind = SIM_SLOW_NODE, p += 5;
+  else if (!links && g_str_has_prefix(p, "stage:"))
+    e->kind = SIM_SLOW_STAGE, p += 6;
+  else if (links && g_str_has_prefix(p, "rail:"))
+    e->kind = SIM_SLOW_RAIL, p += 5;
+  else if (links)
+    return FALSE;
+  char *index = g_strndup(p, (gsize)(eq - p));
+  guint64 idx = 0;
+  gboolean ok = ptd_parse_whole(index, G_MAXUINT32, &idx) && ptd_parse_real(eq + 1, &e->factor) &&
+                e->factor <= 1 && (links ? e->factor >= 0 : e->factor > 0);
+  g_free(index);
+  e->index = (guint)idx;
+  return ok;
+}
+
+gboolean sim_slow_parse(const char *text, gboolean links, SimSlow *out, guint *n, GError **error) {
   const char *opt = links ? "--slow-link" : "--slow";
-  const char *example = links ? "node:3=0.5 or rail:2=0" : "17=0.8, node:3=0.9 or stage:5=0.5";
+  *n = 0;
+  if (!text || !*text) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "%s needs a value, e.g. %s %s", opt, opt,
+                links ? "rail:2=0" : "17=0.8");
+    return FALSE;
+  }
+  guint entries = 1;
+  for (const char *c = text; *c; c++)
+    entries += *c == ',';
+  if (entries > SIM_MAX_SLOW) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "%s has %u entries, more than %d; give at most %d (node:N and stage:S name many GPUs at once)", opt,
+                entries, SIM_MAX_SLOW, SIM_MAX_SLOW);
+    return FALSE;
+  }
   char **items = g_strsplit(text, ",", -1);
   gboolean ok = TRUE;
-  *n = 0;
   for (char **it = items; ok && *it; it++) {
     SimSlow e = {0};
-    const char *p = *it, *eq = strchr(p, '=');
-    char *end = NULL;
-    guint limit = gpus;
-    const char *what = "GPU";
-    if (g_str_has_prefix(p, "node:")) {
-      guint gpn = links ? cluster->gpus_per_node : cluster->gpus_per_host; /* a link's node is its NVLink domain */
-      e.kind = SIM_SLOW_NODE, p += 5, limit = (gpus + gpn - 1) / gpn, what = "node";
-    } else if (!links && g_str_has_prefix(p, "stage:")) {
-      e.kind = SIM_SLOW_STAGE, p += 6, limit = pp, what = "stage";
-    } else if (links && g_str_has_prefix(p, "rail:")) {
-      e.kind = SIM_SLOW_RAIL, p += 5, limit = MAX(cluster->net.nics_per_node, 1u), what = "rail";
-    } else if (links) {
-      ok = FALSE;
-    }
-    guint64 idx = ok && eq && g_ascii_isdigit(*p) ? g_ascii_strtoull(p, &end, 10) : 0;
-    double f = ok && eq && end == eq && eq[1] ? g_ascii_strtod(eq + 1, &end) : -1;
-    ok = ok && eq && *end == '\0' && f <= 1 && (links ? f >= 0 : f > 0) && *n < SIM_MAX_SLOW;
-    if (!ok) {
-      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                  "%s '%s' is not WHO=FACTOR with %s; give e.g. %s %s (at most %d entries)", opt, *it,
-                  links ? "0 <= FACTOR <= 1" : "0 < FACTOR <= 1", opt, example, SIM_MAX_SLOW);
+    if (!(ok = slow_entry(*it, links, &e))) {
+      char *echo = ptd_echo(*it, PTD_ECHO_MAX, FALSE);
+      if (links)
+        g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                    "--slow-link '%s' is not WHERE=FACTOR: WHERE is node:N or rail:R (N and R in decimal digits), "
+                    "FACTOR a decimal number with 0 <= FACTOR <= 1; give e.g. --slow-link node:3=0.5 or rail:2=0",
+                    echo);
+      else
+        g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                    "--slow '%s' is not WHO=FACTOR: WHO is RANK, node:N or stage:S (in decimal digits), FACTOR a "
+                    "decimal number with 0 < FACTOR <= 1; give e.g. --slow 17=0.8, node:3=0.9 or stage:5=0.5",
+                    echo);
+      g_free(echo);
       break;
     }
-    if (idx >= limit) {
-      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                  "%s '%s' names %s %" G_GUINT64_FORMAT ", outside the run's %u (0 to %u)", opt, *it, what, idx,
-                  limit, limit - 1);
-      ok = FALSE;
-      break;
-    }
-    e.index = (guint)idx;
-    e.factor = f;
     out[(*n)++] = e;
   }
   g_strfreev(items);
   return ok;
 }
 
+gboolean sim_stage_times_parse(const char *text, double ms[4], GError **error) {
+  char **parts = g_strsplit(text ? text : "", ",", -1);
+  gboolean ok = g_strv_length(parts) == 4;
+  for (guint j = 0; ok && j < 4; j++)
+    ok = ptd_parse_real(parts[j], &ms[j]) && ms[j] >= 0 && ms[j] <= 1e6 && (j == 3 || ms[j] > 0);
+  g_strfreev(parts);
+  if (!ok) {
+    char *echo = ptd_echo(text, PTD_ECHO_MAX, FALSE);
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--stage-times '%s' is not F,B,W,COMM: four decimal numbers of ms per microbatch and stage (forward, "
+                "input gradient, weight gradient, a pipeline hop), the first three above 0, all at most 1e6; give "
+                "e.g. --stage-times 1.2,1.3,1.1,0.05",
+                echo);
+    g_free(echo);
+  }
+  return ok;
+}
+
+gboolean sim_gpu_speed_parse(const char *text, double *sigma, GError **error) {
+  if (text && g_str_has_prefix(text, "lognormal:") && ptd_parse_real(text + 10, sigma) && *sigma >= 0 &&
+      *sigma <= 2)
+    return TRUE;
+  char *echo = ptd_echo(text, PTD_ECHO_MAX, FALSE);
+  g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+              "--gpu-speed '%s' is not lognormal:SIGMA with SIGMA a decimal number from 0 to 2; give e.g. "
+              "--gpu-speed lognormal:0.02",
+              echo);
+  g_free(echo);
+  return FALSE;
+}
+
+/* The entries' indexes against the run: a GPU, node, stage or rail it has. */
+static gboolean slow_in_run(const SimSlow *list, guint n, gboolean links, const TopoCluster *cluster, guint gpus,
+                            guint pp, GError **error) {
+  for (guint i = 0; i < n; i++) {
+    const SimSlow *e = &list[i];
+    guint limit = gpus;
+    const char *what = "GPU", *prefix = "";
+    if (e->kind == SIM_SLOW_NODE) {
+      guint gpn = links ? cluster->gpus_per_node : cluster->gpus_per_host; /* a link's node is its NVLink domain */
+      limit = (gpus + gpn - 1) / gpn, what = "node", prefix = "node:";
+    } else if (e->kind == SIM_SLOW_STAGE)
+      limit = pp, what = "stage", prefix = "stage:";
+    else if (e->kind == SIM_SLOW_RAIL)
+      limit = MAX(cluster->net.nics_per_node, 1u), what = "rail", prefix = "rail:";
+    if (e->index >= limit) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "%s %s%u names %s %u, outside the run's %u (0 to %u)", links ? "--slow-link" : "--slow", prefix,
+                  e->index, what, e->index, limit, limit - 1);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
 static gboolean build_stragglers(const SimPlanRequest *r, const TopoCluster *cluster, SimPlan *plan, GError **error) {
   SimStragglers *st = &plan->stragglers;
   st->seed = r->seed ? r->seed : 1;
-  if (r->slow && !parse_slow(r->slow, FALSE, cluster, r->gpus, r->pp, st->gpu, &st->n_gpu, error))
+  if (r->slow && (!sim_slow_parse(r->slow, FALSE, st->gpu, &st->n_gpu, error) ||
+                  !slow_in_run(st->gpu, st->n_gpu, FALSE, cluster, r->gpus, r->pp, error)))
     return FALSE;
-  if (r->slow_link && !parse_slow(r->slow_link, TRUE, cluster, r->gpus, r->pp, st->link, &st->n_link, error))
+  if (r->slow_link && (!sim_slow_parse(r->slow_link, TRUE, st->link, &st->n_link, error) ||
+                       !slow_in_run(st->link, st->n_link, TRUE, cluster, r->gpus, r->pp, error)))
     return FALSE;
-  if (r->gpu_speed) {
-    char *end = NULL;
-    double sigma = g_str_has_prefix(r->gpu_speed, "lognormal:") ? g_ascii_strtod(r->gpu_speed + 10, &end) : -1;
-    if (!end || *end || !(sigma >= 0 && sigma <= 2))
-      FAIL("--gpu-speed '%s' is not lognormal:SIGMA with 0 <= SIGMA <= 2; give e.g. --gpu-speed lognormal:0.02",
-           r->gpu_speed);
-    st->sigma = sigma;
+  if (r->slow_link) {
+    /* a node with every NIC down has no way out: nothing models traffic
+     * that cannot leave it (a rail down shares the next rail's NIC) */
+    guint nodes = (r->gpus + cluster->gpus_per_node - 1) / MAX(cluster->gpus_per_node, 1u);
+    guint rails = MAX(cluster->net.nics_per_node, 1u);
+    for (guint node = 0; node < nodes; node++) {
+      gboolean up = FALSE;
+      for (guint rail = 0; rail < rails && !up; rail++)
+        up = sim_plan_nic_factor(plan, node, rail) > 0;
+      if (!up)
+        FAIL("--slow-link '%.200s' leaves node %u with none of its %u NICs up; keep at least one above 0 (rail:R=0 "
+             "takes one rail down, node:N=F slows a node's NICs)",
+             r->slow_link, node, rails);
+    }
   }
+  if (r->gpu_speed && !sim_gpu_speed_parse(r->gpu_speed, &st->sigma, error))
+    return FALSE;
   if (sim_plan_has_stragglers(plan) && (r->zero || (r->schedule && strcmp(r->schedule, "terapipe") == 0)))
     FAIL("--slow, --gpu-speed and --slow-link apply to tensor, pipeline and data parallel runs; drop them with "
          "--zero or TeraPipe");
@@ -698,6 +785,10 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   if (cp > 1 && (r->zero || sched == SIM_SCHEDULE_TERAPIPE))
     FAIL("--cp is Megatron-Core's context parallelism, for PTD-P; drop it with %s",
          r->zero ? "--zero" : "--schedule terapipe");
+  if (r->overlap_param_gather && (r->fsdp || r->hsdp))
+    FAIL("%s gathers the parameters itself, layer by layer, overlapped with the forward; drop --overlap-param-gather "
+         "(Megatron's distributed optimizer's)",
+         r->hsdp ? "--hsdp" : "--fsdp");
   if (r->overlap_param_gather && !r->distributed_optimizer)
     FAIL("--overlap-param-gather overlaps the distributed optimizer's parameter all-gather with the next forward; "
          "add --distributed-optimizer");
@@ -801,20 +892,9 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   }
 
   if (r->stage_times) {
-    char **parts = g_strsplit(r->stage_times, ",", -1);
     double t[4];
-    guint n = g_strv_length(parts);
-    gboolean ok = n == 4;
-    for (guint j = 0; ok && j < 4; j++) {
-      char *end = NULL;
-      t[j] = g_ascii_strtod(g_strstrip(parts[j]), &end);
-      ok = end && end != parts[j] && *end == '\0' && isfinite(t[j]) && t[j] >= 0 && t[j] <= 1e6 && (j == 3 || t[j] > 0);
-    }
-    g_strfreev(parts);
-    if (!ok)
-      FAIL("--stage-times '%s' is not F,B,W,COMM: four times in ms per microbatch and stage (forward, input "
-           "gradient, weight gradient, a pipeline hop), the first three above 0, such as 1.2,1.3,1.1,0.05",
-           r->stage_times);
+    if (!sim_stage_times_parse(r->stage_times, t, error))
+      return FALSE;
     if (sched == SIM_SCHEDULE_TERAPIPE || r->zero)
       FAIL("--stage-times times a pipeline's stages; drop it with %s", r->zero ? "--zero" : "--schedule terapipe");
     plan->stage_times = TRUE;

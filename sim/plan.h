@@ -72,6 +72,15 @@ typedef struct {
   double sigma; /* --gpu-speed lognormal:SIGMA; 0: none */
   guint64 seed;
 } SimStragglers;
+/* The option values the plan reads, each read by one parser (run, plan
+ * and sweep check a value with it as it is given, and the plan reads it
+ * with it again): a --slow (links FALSE) or --slow-link (TRUE) list of
+ * WHO=F entries into out[SIM_MAX_SLOW] (the indexes not yet checked
+ * against a run); --stage-times F,B,W,COMM in ms; --gpu-speed
+ * lognormal:SIGMA.  One-line errors naming the option and the rule. */
+gboolean sim_slow_parse(const char *text, gboolean links, SimSlow *out, guint *n, GError **error);
+gboolean sim_stage_times_parse(const char *text, double ms[4], GError **error);
+gboolean sim_gpu_speed_parse(const char *text, double *sigma, GError **error);
 /* DeepSpeed ZeRO stage 3's settings, in elements, with the names of its
  * config (deepspeed/runtime/zero/constants.py, v0.3.14, April 2021: the
  * release SC21's comparison ran on); defaults SIM_ZERO_DEFAULT_*. */

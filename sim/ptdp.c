@@ -77,6 +77,8 @@ static const char *several_why(const Build *b) {
 gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
                                SimResult *r, SimTimelineFn observe, gpointer data, GError **error) {
   SimPlan *owned;
+  if (!sim_ptdp_limit_check(pl, profile, error))
+    return FALSE;
   gboolean ok = ptdp_run(sim_ptdp_with_limit(pl, profile, &owned), profile, cluster, r, observe, data, error);
   g_free(owned);
   return ok;

@@ -323,6 +323,10 @@ void sim_ptdp_emit_param_gathers(Build *b);
 void sim_ptdp_emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops);
 void sim_ptdp_plan_orders(const SimPlan *pl, const ModelProfile *profile, guint m, GArray **orders);
 const SimPlan *sim_ptdp_with_limit(const SimPlan *pl, const ModelProfile *profile, SimPlan **owned);
+/* zb-auto: FALSE (a one-line error) where --activation-limit holds less
+ * than one microbatch's activations on some stage: no schedule keeps
+ * within it.  Others: TRUE. */
+gboolean sim_ptdp_limit_check(const SimPlan *pl, const ModelProfile *profile, GError **error);
 void sim_ptdp_memory_walk(const SimPlan *pl, const ModelProfile *profile, ModelMemory *mem, guint *stage,
                           double *inflight);
 gboolean sim_ptdp_measure(Build *b, SimResult *r);

@@ -180,10 +180,8 @@ void sim_ptdp_plan_orders(const SimPlan *pl, const ModelProfile *profile, guint 
 /* zb-auto: the plan with --activation-limit in microbatches (a stage's
  * activations of one microbatch, the most of any stage, into the limit;
  * at least 1).  Others: the plan itself.  *owned: what to free. */
-const SimPlan *sim_ptdp_with_limit(const SimPlan *pl, const ModelProfile *profile, SimPlan **owned) {
-  *owned = NULL;
-  if (pl->schedule != SIM_SCHEDULE_ZB_AUTO || pl->activation_limit_mbs)
-    return pl;
+/* The most activations one microbatch leaves on a stage, in bytes. */
+static double activations_per_mb(const SimPlan *pl, const ModelProfile *profile) {
   GArray *one = g_array_new(FALSE, FALSE, sizeof(SimItem));
   double per_mb = 0;
   for (guint s = 0; s < pl->pp; s++) {
@@ -195,6 +193,28 @@ const SimPlan *sim_ptdp_with_limit(const SimPlan *pl, const ModelProfile *profil
     per_mb = MAX(per_mb, mm.activations);
   }
   g_array_free(one, TRUE);
+  return per_mb;
+}
+
+gboolean sim_ptdp_limit_check(const SimPlan *pl, const ModelProfile *profile, GError **error) {
+  if (pl->schedule != SIM_SCHEDULE_ZB_AUTO || pl->activation_limit_mbs)
+    return TRUE;
+  double per_mb = activations_per_mb(pl, profile);
+  if (per_mb > 0 && pl->activation_limit_gib * 1073741824.0 < per_mb) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--activation-limit %g GiB is less than one microbatch's activations on a stage (%.3g GiB): no "
+                "schedule keeps within it; give at least that much",
+                pl->activation_limit_gib, per_mb / 1073741824.0);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+const SimPlan *sim_ptdp_with_limit(const SimPlan *pl, const ModelProfile *profile, SimPlan **owned) {
+  *owned = NULL;
+  if (pl->schedule != SIM_SCHEDULE_ZB_AUTO || pl->activation_limit_mbs)
+    return pl;
+  double per_mb = activations_per_mb(pl, profile);
   SimPlan *copy = g_new(SimPlan, 1);
   *copy = *pl;
   double n = per_mb > 0 ? floor(pl->activation_limit_gib * 1073741824.0 / per_mb) : 1e9;

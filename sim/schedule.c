@@ -1,8 +1,15 @@
 /* ptdsim — pipeline schedule orders (see schedule.h). */
 #include "schedule.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <glib/gstdio.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../base/text.h"
 
 static void push_item(GArray *out, guint chunk, guint mb, gboolean fwd, SimGrad grad) {
   SimItem it = {mb, (guint16)chunk, (guint8)(fwd ? 1 : 0), (guint8)(fwd ? SIM_GRAD_ALL : grad), 0};
@@ -616,30 +623,55 @@ SimScheduleFile *sim_schedule_file_parse(const char *text, gsize len, const char
   if (memchr(text, '\0', len))
     FFAIL("%s: not a text file; give a CSV of actions such as 0F0,0I0,0W0, one row per rank", name);
   {
-    char *copy = g_strndup(text, len);
-    char **lines = g_strsplit(copy, "\n", -1);
-    g_free(copy);
-    guint nl = g_strv_length(lines);
-    while (nl > 0 && g_strstrip(lines[nl - 1])[0] == '\0') /* trailing blank lines */
-      nl--;
-    for (guint r = 0; r < nl; r++) {
-      char *line = g_strstrip(lines[r]);
+    /* read in place, line by line and cell by cell: a large file costs
+     * one pass and no more memory than its actions */
+    const char *stop = text + len;
+    while (stop > text && g_ascii_isspace(stop[-1])) /* trailing blank lines */
+      stop--;
+    guint64 n_lines = stop > text;
+    for (const char *q = text; q < stop && (q = memchr(q, '\n', (gsize)(stop - q))); q++)
+      n_lines++;
+    if (n_lines != p)
+      FFAIL("%s has %" G_GUINT64_FORMAT " rows of actions; give one row per pipeline rank, %u for --pp %u", name,
+            n_lines, p, p);
+    const char *line = text;
+    for (guint r = 0; r < p; r++) {
+      const char *eol = memchr(line, '\n', (gsize)(stop - line));
+      if (!eol)
+        eol = stop;
       GArray *acts = g_array_new(FALSE, FALSE, sizeof(Action));
       g_ptr_array_add(rows, acts);
-      if (r >= p)
-        break;
-      char **cells = g_strsplit(line, ",", -1);
-      for (guint j = 0; cells[j]; j++) {
-        char *cell = g_strstrip(cells[j]);
-        if (cell[0] == '"' && cell[strlen(cell) - 1] == '"' && strlen(cell) >= 2) {
-          cell[strlen(cell) - 1] = '\0';
+      /* the line without its surrounding white space (a \r too) */
+      const char *a0 = line, *a1 = eol;
+      while (a0 < a1 && g_ascii_isspace(*a0))
+        a0++;
+      while (a1 > a0 && g_ascii_isspace(a1[-1]))
+        a1--;
+      guint j = 0;
+      for (const char *c0 = a0; a0 < a1 && c0 <= a1; j++) {
+        const char *c1 = memchr(c0, ',', (gsize)(a1 - c0));
+        if (!c1)
+          c1 = a1;
+        if (j >= SIM_SCHEDULE_MAX_CELLS)
+          FFAIL("%s: rank %u has more than %u cells; give a schedule of fewer steps", name, r,
+                SIM_SCHEDULE_MAX_CELLS);
+        /* an action is a few bytes: a longer cell is not one (and is quoted in part) */
+        char *cell_buf = g_strndup(c0, MIN((gsize)(c1 - c0), 256));
+        char *cell = g_strstrip(cell_buf);
+        gsize cl = strlen(cell);
+        gboolean long_cell = (gsize)(c1 - c0) > 256;
+        c0 = c1 + 1;
+        if (cl >= 2 && cell[0] == '"' && cell[cl - 1] == '"') {
+          cell[cl - 1] = '\0';
           cell++;
         }
-        if (!*cell)
+        if (!*cell && !long_cell) {
+          g_free(cell_buf);
           continue; /* idle */
+        }
         Action a = {0}, b = {0};
         /* torch's overlapped pair, "(0F3;7B1)OVERLAP_F_B" (schedules.py, _Action.__repr__) */
-        if (cell[0] == '(' && g_str_has_suffix(cell, ")OVERLAP_F_B")) {
+        if (!long_cell && cell[0] == '(' && g_str_has_suffix(cell, ")OVERLAP_F_B")) {
           char *in = g_strndup(cell + 1, strlen(cell) - strlen("()OVERLAP_F_B"));
           char **two = g_strsplit(in, ";", -1);
           gboolean ok = g_strv_length(two) == 2 && parse_action(g_strstrip(two[0]), &a) &&
@@ -647,33 +679,36 @@ SimScheduleFile *sim_schedule_file_parse(const char *text, gsize len, const char
           g_strfreev(two);
           g_free(in);
           if (!ok) {
+            char *echo = ptd_echo(cell, 40, FALSE);
             g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                        "%s: rank %u, action %u: '%.40s' is not an overlapped pair; write (SF M;SB M)OVERLAP_F_B, a "
+                        "%s: rank %u, action %u: '%s' is not an overlapped pair; write (SF M;SB M)OVERLAP_F_B, a "
                         "forward then a backward (B or I)",
-                        name, r, j, cell);
-            g_strfreev(cells);
-            g_strfreev(lines);
+                        name, r, j, echo);
+            g_free(echo);
+            g_free(cell_buf);
             goto fail;
           }
           a.pair = TRUE;
           g_array_append_val(acts, a);
           g_array_append_val(acts, b);
+          g_free(cell_buf);
           continue;
         }
-        if (!parse_action(cell, &a)) {
+        if (long_cell || !parse_action(cell, &a)) {
+          char *echo = ptd_echo(cell, 40, FALSE);
           g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                      "%s: rank %u, action %u: '%.40s' is not an action; write STAGE KIND MICROBATCH such as 2F0, "
+                      "%s: rank %u, action %u: '%s' is not an action; write STAGE KIND MICROBATCH such as 2F0, "
                       "with KIND F, B, I or W",
-                      name, r, j, cell);
-          g_strfreev(cells);
-          g_strfreev(lines);
+                      name, r, j, echo);
+          g_free(echo);
+          g_free(cell_buf);
           goto fail;
         }
+        g_free(cell_buf);
         g_array_append_val(acts, a);
       }
-      g_strfreev(cells);
+      line = eol + 1;
     }
-    g_strfreev(lines);
   }
   if (rows->len != p)
     FFAIL("%s has %u rows of actions; give one row per pipeline rank, %u for --pp %u", name, rows->len, p, p);
@@ -810,21 +845,39 @@ const SimScheduleFile *sim_schedule_file_load(const char *path, guint p, guint m
   static GHashTable *cache; /* "p:m:contents" -> SimScheduleFile, alive for the process */
   char *text = NULL;
   gsize len = 0;
-  GError *err = NULL;
-  if (!g_file_test(path, G_FILE_TEST_IS_REGULAR)) {
+  /* the file opened once, its size checked before a byte is read */
+  char *echo = ptd_echo(path, PTD_ECHO_MAX, TRUE);
+  int fd = g_open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK, 0);
+  struct stat st = {0};
+  const char *why = fd < 0                   ? g_strerror(errno)
+                    : fstat(fd, &st) != 0    ? g_strerror(errno)
+                    : !S_ISREG(st.st_mode)   ? "not a regular file"
+                    : st.st_size > (64 << 20) ? "larger than 64 MiB"
+                                              : NULL;
+  if (!why) {
+    len = (gsize)st.st_size;
+    text = g_malloc(len + 1);
+    gsize got = 0;
+    while (got < len) {
+      ssize_t n = read(fd, text + got, len - got);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        break;
+      got += (gsize)n;
+    }
+    text[got] = '\0';
+    if (got != len)
+      why = "it changed while being read";
+  }
+  if (fd >= 0)
+    close(fd);
+  if (why) {
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                "--schedule-file %s is not a readable file; give the path of a CSV of per-rank actions", path);
-    return NULL;
-  }
-  if (!g_file_get_contents(path, &text, &len, &err)) {
-    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--schedule-file %s: %s", path, err->message);
-    g_error_free(err);
-    return NULL;
-  }
-  if (len > 64u << 20) {
+                "--schedule-file '%s' cannot be read: %s; give the path of a CSV of per-rank actions (at most 64 MiB)",
+                echo, why);
+    g_free(echo);
     g_free(text);
-    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                "--schedule-file %s is larger than 64 MiB; give a smaller schedule", path);
     return NULL;
   }
   char *key = g_strdup_printf("%u:%u:%s", p, m, text);
@@ -833,7 +886,9 @@ const SimScheduleFile *sim_schedule_file_load(const char *path, guint p, guint m
     cache = g_hash_table_new(g_str_hash, g_str_equal);
   SimScheduleFile *f = g_hash_table_lookup(cache, key);
   if (!f) {
-    f = sim_schedule_file_parse(text, len, path, p, m, error);
+    char *label = g_strdup_printf("--schedule-file %s", echo);
+    f = sim_schedule_file_parse(text, len, label, p, m, error);
+    g_free(label);
     if (f)
       g_hash_table_insert(cache, key, f);
     else
@@ -842,6 +897,7 @@ const SimScheduleFile *sim_schedule_file_load(const char *path, guint p, guint m
     g_free(key);
   g_mutex_unlock(&lock);
   g_free(text);
+  g_free(echo);
   return f;
 }
 

@@ -156,6 +156,8 @@ struct SimScheduleFile {
  * deadlock).  Errors are one line naming the rank and the action.  The
  * result stays alive for the process (plans refer to it). */
 const SimScheduleFile *sim_schedule_file_load(const char *path, guint p, guint m, GError **error);
+/* The most cells (actions and idle steps) a row of a schedule file may have. */
+#define SIM_SCHEDULE_MAX_CELLS (1u << 20)
 /* Parses the CSV text itself (the same checks; `name` labels errors). */
 SimScheduleFile *sim_schedule_file_parse(const char *text, gsize len, const char *name, guint p, guint m,
                                          GError **error);

@@ -118,8 +118,10 @@ static void test_heuristic(void) {
     if (t == 0)
       assert_ms(two.bubble, 0, "zb-2p at equal times");
   }
-  /* zb-auto: the limit in GiB becomes microbatches of the stage's activations */
-  Sched tight = run_sched(4, 12, "zb-auto", "1,1,1,0", "--activation-limit 1");
+  /* zb-auto: the limit in GiB becomes microbatches of the stage's
+   * activations (1.12 GiB a microbatch here: 1.2 GiB holds one; below one,
+   * the run is refused) */
+  Sched tight = run_sched(4, 12, "zb-auto", "1,1,1,0", "--activation-limit 1.2");
   Sched loose = run_sched(4, 12, "zb-auto", "1,1,1,0", "--activation-limit 1000");
   g_assert_cmpfloat(tight.peak, <, loose.peak);
   g_assert_cmpfloat(tight.span, >=, loose.span);
@@ -396,8 +398,7 @@ static void test_bad_options(void) {
       {BASE " --gpus 4 --pp 4 --global-batch 6 --schedule dualpipe", "at least 2p = 8"},
       {BASE " --gpus 4 --pp 4 --global-batch 6 --schedule dualpipev", "at least 2p = 8"},
       {BASE " --gpus 1 --pp 1 --global-batch 8 --schedule zb-h1", "--pp of at least 2"},
-      {BASE " --gpus 4 --pp 4 --global-batch 8 --schedule zb-h1 --schedule-file x.csv", "drop --schedule zb-h1"},
-      {BASE " --gpus 4 --pp 4 --global-batch 8 --schedule-file /nonexistent.csv", "is not a readable file"},
+      {BASE " --gpus 4 --pp 4 --global-batch 8 --schedule-file /nonexistent.csv", "cannot be read"},
       {BASE " --gpus 4 --pp 4 --global-batch 8 --schedule zb-v --first-stage-layers 9", "even split"},
       {BASE " --gpus 4 --pp 4 --global-batch 8 --schedule dualpipe --dump-schedule /tmp/never.csv", "cannot write"},
   };
@@ -406,6 +407,14 @@ static void test_bad_options(void) {
     assert_one_line_error(&pr, cases[j][1]);
     proc_clear(&pr);
   }
+  /* a schedule file that exists (a file that does not is refused first) */
+  char *file = g_build_filename(g_getenv("PTDSIM_DATA_DIR"), "fuzz", "seeds", "schedule", "1f1b-p4-m8.bin", NULL);
+  char *line = g_strdup_printf(BASE " --gpus 4 --pp 4 --global-batch 8 --schedule zb-h1 --schedule-file %s", file);
+  Proc pr = run_line(line);
+  assert_one_line_error(&pr, "drop --schedule zb-h1");
+  proc_clear(&pr);
+  g_free(line);
+  g_free(file);
 }
 
 /* The V padded as sail-sg pads it: with the embedding and the loss counted

@@ -130,16 +130,21 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   }
 
   cJSON_AddNumberToObject(o, "iteration_time_s", r->iteration_time_s);
-  cJSON_AddNumberToObject(o, "tflops_per_gpu", r->tflops_per_gpu);
-  cJSON_AddNumberToObject(o, "hardware_tflops_per_gpu", r->hardware_tflops_per_gpu);
-  cJSON_AddNumberToObject(o, "percent_of_peak", r->percent_of_peak);
-  cJSON_AddNumberToObject(o, "mfu_percent", r->mfu_percent);
-  cJSON_AddNumberToObject(o, "hfu_percent", r->hfu_percent);
-  cJSON_AddNumberToObject(o, "model_tflops_per_gpu", r->model_tflops_per_gpu);
-  cJSON_AddNumberToObject(o, "mfu", r->mfu);
+  /* --stage-times: the times are the user's, not the model's FLOPs on the
+   * device, so no FLOP rate divides one by the other */
+  if (!pl->stage_times) {
+    cJSON_AddNumberToObject(o, "tflops_per_gpu", r->tflops_per_gpu);
+    cJSON_AddNumberToObject(o, "hardware_tflops_per_gpu", r->hardware_tflops_per_gpu);
+    cJSON_AddNumberToObject(o, "percent_of_peak", r->percent_of_peak);
+    cJSON_AddNumberToObject(o, "mfu_percent", r->mfu_percent);
+    cJSON_AddNumberToObject(o, "hfu_percent", r->hfu_percent);
+    cJSON_AddNumberToObject(o, "model_tflops_per_gpu", r->model_tflops_per_gpu);
+    cJSON_AddNumberToObject(o, "mfu", r->mfu);
+  }
   cJSON_AddBoolToObject(o, "sc21_reproduction", sim_plan_is_sc21_reproduction(pl, profile));
   cJSON_AddNumberToObject(o, "tokens_per_s", r->tokens_per_s);
-  cJSON_AddNumberToObject(o, "aggregate_pflops", r->aggregate_pflops);
+  if (!pl->stage_times)
+    cJSON_AddNumberToObject(o, "aggregate_pflops", r->aggregate_pflops);
   cJSON_AddNumberToObject(o, "bubble_fraction", r->bubble_fraction);
   cJSON_AddNumberToObject(o, "analytic_bubble_fraction", r->analytic_bubble_fraction);
   if (!pl->zero && pl->schedule != SIM_SCHEDULE_TERAPIPE && pl->pp > 1) {
@@ -584,7 +589,9 @@ void trace_report_text(GString *out, const cJSON *run) {
   gboolean fp8 = is(cfg, "precision", "fp8");
   /* SC21 reproductions (and traces written before the key existed) lead
    * with Eq. 3, as the paper reports; every other run with model FLOPs. */
-  if (!cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(run, "sc21_reproduction"))) {
+  if (cJSON_GetObjectItemCaseSensitive(cfg, "stage_times_ms")) {
+    g_string_append(out, "throughput none: --stage-times gives the stages' times, not the model's FLOPs on a device\n");
+  } else if (!cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(run, "sc21_reproduction"))) {
     g_string_append_printf(out, "throughput %.1f TFLOP/s per GPU (%.1f%% of %s), %.1f PFLOP/s aggregate, by SC21's "
                                 "Eq. 3\n           (which counts a recomputation forward whether or not one runs)\n",
                            num(run, "tflops_per_gpu"), num(run, "percent_of_peak"), fp8 ? "the 16-bit peak" : "peak",

@@ -185,7 +185,7 @@ cJSON *trace_run_full(const SimPlanRequest *req, const RtOptions *rt, const Topo
   SimResult res;
   gboolean ok = sim_plan_build(&r, cluster, plan, error);
   /* The trace's place is checked (a temporary file made there) before anything is simulated. */
-  const char *inputs[] = {cluster->path, profile->path, NULL}; /* never written over */
+  const char *inputs[] = {cluster->path, profile->path, r.schedule_file, NULL}; /* never written over */
   if (ok && trace_path)
     ok = (trace = trace_perfetto_open(trace_path, inputs, error)) != NULL;
   if (trace && max_events)
@@ -199,6 +199,17 @@ cJSON *trace_run_full(const SimPlanRequest *req, const RtOptions *rt, const Topo
       ok = sim_zero_run(plan, profile, cluster, &res, observe, trace, error);
     else
       ok = sim_ptdp_run_observed(plan, profile, cluster, &res, observe, trace, error);
+    /* past the clock with stragglers: they stretched it (a factor of
+     * 1e-300), not the profile or the cluster the engine would blame */
+    if (!ok && error && g_error_matches(*error, SIM_ENGINE_ERROR, SIM_ENGINE_ERROR_TOO_LONG) &&
+        sim_plan_has_stragglers(plan)) {
+      g_clear_error(error);
+      g_set_error(error, SIM_ENGINE_ERROR, SIM_ENGINE_ERROR_TOO_LONG,
+                  "with its stragglers the simulated iteration lasts longer than %g s, the longest time ptdsim "
+                  "represents: a GPU or NIC slowed to F (--slow, --gpu-speed, --slow-link) takes 1/F as long; give "
+                  "larger factors",
+                  SIM_TIME_MAX_S);
+    }
   }
   if (ok) {
     json = trace_result_json(plan, profile, cluster, &res);
