@@ -242,6 +242,25 @@ static gboolean load_gemm_fp8(ModelProfile *p, const cJSON *root, const char *fi
   return TRUE;
 }
 
+/* BLOCK.CLASS's gap (s) and HBM and L2 bandwidths (bytes/s; L2 defaults to
+ * HBM's). */
+static gboolean load_mem_class(const cJSON *root, const char *block, const char *cls, const char *file,
+                               double *gap_s, double *hbm_bytes_per_s, double *l2_bytes_per_s, GError **error) {
+  char kg[64], kh[64], kl[64];
+  double gap, hbm, l2;
+  g_snprintf(kg, sizeof kg, "%s.%s.gap_us", block, cls);
+  g_snprintf(kh, sizeof kh, "%s.%s.hbm_GBps", block, cls);
+  g_snprintf(kl, sizeof kl, "%s.%s.l2_GBps", block, cls);
+  if (!ptd_json_in(root, kg, file, &ptd_range_latency_us, &gap, error) ||
+      !ptd_json_in(root, kh, file, &ptd_range_bandwidth_GBps, &hbm, error) ||
+      !ptd_json_in_or(root, kl, file, &ptd_range_bandwidth_GBps, hbm, &l2, error))
+    return FALSE;
+  *gap_s = gap * 1e-6;
+  *hbm_bytes_per_s = hbm * 1e9;
+  *l2_bytes_per_s = l2 * 1e9;
+  return TRUE;
+}
+
 /* The optional "membound" block of a fitted profile: per class
  * {"gap_us", "hbm_GBps", "l2_GBps"}, with the L2's size "l2_MiB" beside it;
  * classes it does not name are priced as its "copy" class. */
@@ -270,18 +289,9 @@ static gboolean load_membound(ModelProfile *p, const cJSON *root, const char *fi
   for (int i = 0; i < MODEL_MEM_N; i++) {
     const char *name = model_mem_class_name((ModelMemClass)i);
     int from = cJSON_GetObjectItemCaseSensitive(mb, name) ? i : MODEL_MEM_COPY;
-    char kg[64], kh[64], kl[64];
-    double gap, hbm, l2;
-    g_snprintf(kg, sizeof kg, "membound.%s.gap_us", model_mem_class_name((ModelMemClass)from));
-    g_snprintf(kh, sizeof kh, "membound.%s.hbm_GBps", model_mem_class_name((ModelMemClass)from));
-    g_snprintf(kl, sizeof kl, "membound.%s.l2_GBps", model_mem_class_name((ModelMemClass)from));
-    if (!ptd_json_in(root, kg, file, &ptd_range_latency_us, &gap, error) ||
-        !ptd_json_in(root, kh, file, &ptd_range_bandwidth_GBps, &hbm, error) ||
-        !ptd_json_in_or(root, kl, file, &ptd_range_bandwidth_GBps, hbm, &l2, error))
+    if (!load_mem_class(root, "membound", model_mem_class_name((ModelMemClass)from), file, &p->mem_gap_s[i],
+                        &p->mem_hbm_bytes_per_s[i], &p->mem_l2_bytes_per_s[i], error))
       return FALSE;
-    p->mem_gap_s[i] = gap * 1e-6;
-    p->mem_hbm_bytes_per_s[i] = hbm * 1e9;
-    p->mem_l2_bytes_per_s[i] = l2 * 1e9;
   }
   p->has_membound = TRUE;
   return TRUE;
@@ -312,18 +322,9 @@ static gboolean load_membound_2021(ModelProfile *p, const cJSON *root, const cha
                   file, c->string);
       return FALSE;
     }
-    char kg[64], kh[64], kl[64];
-    double gap, hbm, l2;
-    g_snprintf(kg, sizeof kg, "membound_2021.%s.gap_us", c->string);
-    g_snprintf(kh, sizeof kh, "membound_2021.%s.hbm_GBps", c->string);
-    g_snprintf(kl, sizeof kl, "membound_2021.%s.l2_GBps", c->string);
-    if (!ptd_json_in(root, kg, file, &ptd_range_latency_us, &gap, error) ||
-        !ptd_json_in(root, kh, file, &ptd_range_bandwidth_GBps, &hbm, error) ||
-        !ptd_json_in_or(root, kl, file, &ptd_range_bandwidth_GBps, hbm, &l2, error))
+    if (!load_mem_class(root, "membound_2021", c->string, file, &p->mem_2021_gap_s[i],
+                        &p->mem_2021_hbm_bytes_per_s[i], &p->mem_2021_l2_bytes_per_s[i], error))
       return FALSE;
-    p->mem_2021_gap_s[i] = gap * 1e-6;
-    p->mem_2021_hbm_bytes_per_s[i] = hbm * 1e9;
-    p->mem_2021_l2_bytes_per_s[i] = l2 * 1e9;
   }
   p->has_membound_2021 = TRUE;
   return TRUE;
