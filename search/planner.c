@@ -447,6 +447,8 @@ static void run_all(Search *s, const Candidate *cands, guint n) {
     classify(s, &cands[i], &rows[i], plan);
     if (rows[i].status == SEARCH_ROW_RANKED)
       order[n_fit++] = i;
+    else if (rows[i].status == SEARCH_ROW_OUT_OF_MEMORY && !s->req->rejected)
+      row_clear(&rows[i]); /* most of a space: counted, nothing more kept */
   }
   g_free(plan);
   if (s->req->keep)
