@@ -75,8 +75,17 @@ static void check_rows_against_run(const char *model, const char *plan_extra, co
   g_free(args);
 }
 
-static void test_matches_run(void) {
-  check_rows_against_run(TOY, "--gpus 16", "--network analytic", 4);
+static void test_matches_run(void) { check_rows_against_run(TOY, "--gpus 16", "--network analytic", 4); }
+
+/* --network flow is passed through (a smaller batch: every candidate runs on the flows). */
+static void test_matches_run_flow(void) {
+  check_rows_against_run("--layers 8 --hidden 1024 --heads 16 --seq-len 512 --global-batch 4", "--gpus 4 --network flow",
+                         "--network flow", 2);
+}
+
+/* The same for GPT-3 1B: ZeRO, PTD-P, and a GPU whose memory turns
+ * candidates away. */
+static void test_matches_run_gpt(void) {
   /* ZeRO rows reproduce too */
   cJSON *z = run_json("plan --model gpt3-1b --gpus 64 --global-batch 256 --zero 2 --top 3 --format json");
   g_assert_cmpfloat(num(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(z, "rows"), 0), "zero"), ==, 2);
@@ -86,8 +95,6 @@ static void test_matches_run(void) {
   check_rows_against_run("--model gpt3-1b", "--gpus 32 --global-batch 64", "--global-batch 64 --network analytic", 3);
   check_rows_against_run("--model gpt3-1b", "--gpus 8 --global-batch 16 --profile v100-sxm2-16gb",
                          "--global-batch 16 --profile v100-sxm2-16gb --network analytic", 3);
-  /* --network flow is passed through */
-  check_rows_against_run(TOY, "--gpus 4 --network flow", "--network flow", 2);
 }
 
 /* Why: rows are ranked by iteration time; the order must be total and the
@@ -617,6 +624,8 @@ int main(int argc, char **argv) {
   if (!cli_harness_init())
     return 1;
   g_test_add_func("/plan/matches-run", test_matches_run);
+  g_test_add_func("/plan/matches-run-gpt", test_matches_run_gpt);
+  g_test_add_func("/plan/matches-run-flow", test_matches_run_flow);
   g_test_add_func("/plan/sorted-and-counted", test_sorted_and_counted);
   g_test_add_func("/plan/space-size", test_space_size);
   g_test_add_func("/plan/pruning-exact", test_pruning_exact);

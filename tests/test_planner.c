@@ -10,7 +10,7 @@
 
 /* A toy GPT (8 layers) on 16 GPUs: a few hundred to a few thousand
  * candidates, every schedule family among them with --schedule all. */
-#define TOY "layers=8 hidden=1024 heads=16 seq-len=512 global-batch=16 gpus=8"
+#define TOY "layers=8 hidden=1024 heads=16 seq-len=512 global-batch=8 gpus=8"
 
 typedef struct {
   SearchConfig cfg;
@@ -64,18 +64,18 @@ static void search(const Space *sp, guint keep, SearchResult *res) {
  * placements, a domain that t does not divide, stragglers, the ideal
  * profile, context parallelism, ZeRO and MoE (FLOPs at peak). */
 static const char *const spaces[] = {
-    TOY " schedule=all",
+    TOY " gpus=4 schedule=all",
     "layers=4 hidden=1024 heads=16 seq-len=512 global-batch=4 gpus=4 network=flow",
     TOY " tp-comm-overlap",
     TOY " ddp=torch",
     TOY " placement=dp-outermost",
     TOY " placement=misaligned",
     TOY " ddp=torch overlap-param-gather",
-    TOY " profile=ideal schedule=all",
+    TOY " gpus=4 profile=ideal schedule=all",
     TOY " slow=3=0.5",
     TOY " cluster=gb200-nvl72 gpus=16 global-batch=16",
     "layers=8 hidden=1024 heads=16 seq-len=16384 global-batch=4 gpus=16 cluster=dgx-h100-superpod",
-    "model=gpt3-1b gpus=8 global-batch=16",
+    "model=gpt3-1b gpus=8 global-batch=8",
     "model=mixtral-8x7b layers=4 gpus=8 global-batch=8 cluster=dgx-h100-superpod",
 };
 
@@ -120,7 +120,7 @@ static void test_bound_tight(void) {
  * simulates everything, field for field and command for command, and the
  * pruning must fire (else the comparison proves nothing). */
 static void test_pruned_equals_full(void) {
-  const char *const pruned_spaces[] = {TOY " schedule=all", "model=gpt3-1b gpus=8 global-batch=16",
+  const char *const pruned_spaces[] = {TOY " gpus=4 schedule=all", "model=gpt3-1b gpus=8 global-batch=8",
                                        TOY " cluster=gb200-nvl72 gpus=16 global-batch=16"};
   for (guint i = 0; i < G_N_ELEMENTS(pruned_spaces); i++) {
     Space sp;
