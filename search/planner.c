@@ -439,18 +439,28 @@ static gint by_bound(gconstpointer a, gconstpointer b, gpointer user) {
  * their bound (with `keep`) in batches: a batch's candidates whose bound is
  * above the keep-th best time of the batches before are pruned, the rest
  * simulated on every core; then every row filed in search order. */
-static void run_all(Search *s, const Candidate *cands, guint n) {
+static void run_all(Search *s, const Candidate *cands, guint n_cands) {
   SimPlan *plan = g_new(SimPlan, 1);
-  SearchRow *rows = s->wave = g_new0(SearchRow, MAX(n, 1u));
-  guint *order = g_new(guint, MAX(n, 1u)), n_fit = 0;
-  for (guint i = 0; i < n; i++) {
-    classify(s, &cands[i], &rows[i], plan);
-    if (rows[i].status == SEARCH_ROW_RANKED)
-      order[n_fit++] = i;
-    else if (rows[i].status == SEARCH_ROW_OUT_OF_MEMORY && !s->req->rejected)
-      row_clear(&rows[i]); /* most of a space: counted, nothing more kept */
+  /* the rows kept, in search order: all but those out of memory (most of
+   * a space), which are only counted unless --show-all lists them */
+  GArray *kept = g_array_new(FALSE, FALSE, sizeof(SearchRow));
+  GArray *fit = g_array_new(FALSE, FALSE, sizeof(guint));
+  for (guint i = 0; i < n_cands; i++) {
+    SearchRow row;
+    classify(s, &cands[i], &row, plan);
+    if (row.status == SEARCH_ROW_OUT_OF_MEMORY && !s->req->rejected) {
+      s->out->searched++;
+      s->out->out_of_memory++;
+      row_clear(&row);
+      continue;
+    }
+    if (row.status == SEARCH_ROW_RANKED)
+      g_array_append_val(fit, kept->len);
+    g_array_append_val(kept, row);
   }
   g_free(plan);
+  guint n = kept->len, n_fit = fit->len, *order = (guint *)(gpointer)fit->data;
+  SearchRow *rows = s->wave = (SearchRow *)(gpointer)kept->data;
   if (s->req->keep)
     g_qsort_with_data(order, (gint)n_fit, sizeof *order, by_bound, rows);
   guint batch = s->req->keep ? PRUNED_BATCH : BATCH;
@@ -501,9 +511,9 @@ static void run_all(Search *s, const Candidate *cands, guint n) {
     else
       row_clear(row);
   }
-  g_free(order);
+  g_array_free(fit, TRUE);
   g_free(s->to_simulate);
-  g_free(rows);
+  g_array_free(kept, TRUE);
 }
 
 /* The values of a searched dimension: the pinned one, or those `ok`. */
