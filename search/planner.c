@@ -12,19 +12,23 @@
  * those that fit are simulated with the symmetry shortcut (one GPU per
  * tensor-parallel group and one replica).
  *
- * Pruning (keeps the best `keep` rows exact): no GPU executes faster than its
- * peak, so an iteration takes at least F_hw / (n peak), F_hw the executed
- * FLOPs (Eq. 3, with or without the recomputation pass).  A candidate whose
- * bound, loosened by PRUNE_SLACK against any FLOP the cost model might count
- * differently from the formula, is above the keep-th best time of the
- * batches already simulated cannot enter the list and is not simulated.
- * Candidates go in batches of BATCH, in a fixed order, each batch's
- * survivors simulated on every core (search/pool.h): what is pruned depends
- * on the batch size, not on the threads.  Largest GPU counts are tried first
- * so that the threshold is tight early; this matters with --allow-fewer,
- * where most candidates use a fraction of the budget. */
+ * Pruning (keeps the best `keep` rows exact): every candidate that fits has
+ * a lower bound on its simulated iteration time (ptdp_lower_bound: its
+ * compute at the device's rates with the pipeline's fill and drain; ZeRO
+ * and MoE: F_hw / (n peak), F_hw the executed FLOPs of Eq. 3, loosened by
+ * PRUNE_SLACK against any FLOP the cost model might count differently).
+ * They are visited by that bound, lowest first, in batches of PRUNED_BATCH:
+ * a candidate whose bound is above the keep-th best time of the batches
+ * already simulated cannot enter the list and is not simulated (nor is any
+ * after it).  Each batch's survivors are simulated on every core
+ * (search/pool.h): what is pruned depends on the batch size, not on the
+ * threads.  Without `keep`, everything that fits is simulated in search
+ * order, in batches of BATCH.  Rows are filed in search order either way,
+ * and ranked in a total order at the end. */
 #include "planner.h"
 
+#include "../models/layer.h"
+#include "../sim/schedule.h"
 #include "../sim/zero.h"
 #include "pool.h"
 
@@ -71,6 +75,8 @@ static int triple_cmp(const void *a, const void *b) {
 #define PRUNE_SLACK 0.8
 /* Candidates per batch: pruning uses the best times of earlier batches. */
 #define BATCH 128u
+/* The same when pruning: smaller, so that the threshold comes sooner. */
+#define PRUNED_BATCH 32u
 
 typedef struct {
   guint t, p, d, b, v, zero;
@@ -93,8 +99,8 @@ typedef struct {
   gboolean split_given; /* the user's options pin the pipeline split */
   SearchResult *out;
   GArray *best; /* the `keep` smallest iteration times so far, ascending */
-  SearchRow *wave; /* rows of the batch being simulated */
-  guint *to_simulate;
+  SearchRow *wave; /* every candidate's row, in search order */
+  guint *to_simulate; /* the rows of the batch being simulated */
 } Search;
 
 static const char *schedule_word(SimSchedule s) { return sim_schedule_name(s); }
@@ -166,6 +172,140 @@ static void candidate_config(const Search *s, const Candidate *c, SearchConfig *
 #undef SET
 }
 
+/* A lower bound on the iteration time sim_ptdp_run gives the plan, or a
+ * negative number where none is derived here (MoE layers, DualPipe's two
+ * directions, a user's schedule file, --stage-times).  Every term is work
+ * the simulator puts on a stage's compute stream, whose ops run one at a
+ * time (sim/engine.c), at the durations sim/ptdp_pass.c gives them (the
+ * same models/ calls, sim_ptdp_run's: model_layer_cost_with,
+ * model_embedding_cost, model_head_cost); stragglers only slow a stream.
+ * Per microbatch, route position r (a model chunk on a stage) runs its
+ * forward F_r, its input gradient B_r (with the recomputation forward) and
+ * its weight gradient W_r.  For stage s, whose first position on the route
+ * is r_s:
+ *   - nothing runs on s before a microbatch's forward has passed positions
+ *     0 .. r_s - 1 (head_s = sum of their F_r);
+ *   - s then runs m (F + B + W) of its positions (busy_s);
+ *   - the last input gradient at r_s comes after every F and B on s (each
+ *     of them precedes that microbatch's B at r_s, and every other
+ *     microbatch's B at r_s ended before it), and is followed by that
+ *     microbatch's B at positions r_s - 1 .. 0 (tail_s): head_s + m (F + B)
+ *     + tail_s, with W inside B where the schedule does not split it.
+ * F and B count the tensor-parallel collectives between their compute where
+ * sim_ptdp_run puts them in its chain on the analytic network, and the
+ * stage's optimizer step follows all of it (head_s + busy_s + step), with
+ * Megatron's local DDP after the data-parallel collectives around it.  This
+ * is the pipeline's fill and drain ((m + p - 1)(F + B) for 1F1B on even
+ * stages) at the device's own rates; the pipeline's transfers and what
+ * else the network does only add to it.  Each op's
+ * duration is rounded to the nanosecond: `slack` takes off one per op it
+ * could be. */
+static double ptdp_lower_bound(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster) {
+  if (model_is_moe(&pl->model) || pl->stage_times || pl->schedule == SIM_SCHEDULE_DUALPIPE ||
+      pl->schedule == SIM_SCHEDULE_FILE || pl->schedule == SIM_SCHEDULE_TERAPIPE)
+    return -1;
+  ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
+  ModelLayerCost lc;
+  model_layer_cost_with(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &lc);
+  ModelShape local = pl->model;
+  local.seq_len /= sim_plan_cp(pl);
+  double emb_f, emb_b, head_f, head_b;
+  model_embedding_cost(profile, &local, pl->tp, pl->micro_batch, &emb_f, &emb_b);
+  model_head_cost(profile, &local, pl->tp, pl->micro_batch, &head_f, &head_b);
+  double head_w = model_head_wgrad_s(profile, &local, pl->tp, pl->micro_batch);
+  double fwd = 0, bwd_in = 0, w = 0;
+  for (guint j = 0; j < 3; j++) {
+    fwd += lc.fwd.seg_s[j];
+    bwd_in += lc.bwd.seg_s[j] - lc.bwd.wgrad_s[j];
+    w += lc.bwd.wgrad_s[j];
+  }
+  double rc = pl->recompute ? fwd : pl->selective ? lc.core.seg_s[0] : 0;
+  /* the tensor-parallel collectives at a layer pass's two points (forward,
+   * input gradient, recomputation forward), in the chain between its
+   * compute: on the analytic network, not overlapped with GEMMs nor with
+   * another item's compute (DualPipeV's pairs), and inside one NVLink
+   * domain, as sim_ptdp_run times them there (a group Megatron's rank order
+   * or dp-outermost packs whole: t cp fits a domain or t divides it) */
+  double tp_s = 0;
+  guint D = cluster->gpus_per_node, cp = sim_plan_cp(pl);
+  ModelNet net = {.hw = cluster->net, .free_comm = profile->kind == MODEL_PROFILE_IDEAL, .measured = profile->coll,
+                  .n_measured = profile->n_coll};
+  if (pl->tp > 1 && !pl->tp_comm_overlap && !pl->flow_network && pl->schedule != SIM_SCHEDULE_DUALPIPEV &&
+      pl->placement != SIM_PLACEMENT_MISALIGNED && (pl->tp * cp <= D || D % pl->tp == 0)) {
+    double bytes = lc.tp_allreduce_bytes;
+    tp_s = pl->sequence_parallel ? model_collective_time_s(&net, MODEL_COLL_REDUCESCATTER, bytes, pl->tp, 1, NULL) +
+                                       model_collective_time_s(&net, MODEL_COLL_ALLGATHER, bytes, pl->tp, 1, NULL)
+                                 : model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, bytes, pl->tp, 1, NULL);
+    tp_s *= 2;
+  }
+  gboolean split = sim_schedule_splits(pl->schedule);
+  guint p = pl->pp, v = pl->chunks, route = sim_plan_route_len(pl), m = pl->microbatches;
+  double *F = g_new0(double, route), *B = g_new0(double, route), *W = g_new0(double, route);
+  guint *stage = g_new(guint, route), lmax = 0;
+  for (guint r = 0; r < route; r++) {
+    guint s, c;
+    sim_plan_place(pl, r, 0, &s, &c);
+    guint l = sim_plan_chunk_layers(pl, s, c);
+    lmax = MAX(lmax, l);
+    stage[r] = s;
+    F[r] = l * (fwd + tp_s) + (r == 0 ? emb_f : 0) + (r + 1 == route ? head_f : 0);
+    B[r] = l * (bwd_in + rc + (pl->recompute ? 2 : 1) * tp_s) + (r + 1 == route ? head_b - head_w : 0);
+    W[r] = l * w + (r + 1 == route ? head_w : 0) + (r == 0 && l > 0 ? emb_b : 0);
+  }
+  /* the optimizer's step on the compute stream after the stage's last item:
+   * on the stage's parameters, or its 1/d shard (sim_ptdp_emit_dp_and_optimizer) */
+  guint dpc = pl->dp * cp, shard = pl->fsdp ? dpc / MAX(pl->hsdp_replicas, 1u) : dpc;
+  gboolean sharded = (pl->distributed_optimizer || pl->fsdp) && dpc > 1;
+  /* before it, Megatron's local DDP reduces the gradients after the flush
+   * (all-reduce, or reduce-scatter with the distributed optimizer), which
+   * then all-gathers the parameters unless that overlaps the next forward:
+   * on the analytic network, over the nodes tensor rank 0's group spans
+   * (ranks tp-cp-dp-pp or dp outermost, packed by sim_place) */
+  gboolean dp_chain = dpc > 1 && !pl->fsdp && pl->ddp == SIM_DDP_LOCAL && !pl->flow_network &&
+                      pl->placement != SIM_PLACEMENT_MISALIGNED;
+  double bound = 0;
+  for (guint s = 0; s < p; s++) {
+    guint64 params = model_stage_params(&pl->model, pl->tp, p, s, sim_plan_stage_layers(pl, s));
+    double opt = model_optimizer_time_s(profile, sharded ? (params + shard - 1) / shard : params);
+    if (dp_chain) {
+      guint nodes = 0, last = G_MAXUINT;
+      for (guint j = 0; j < dpc; j++) {
+        guint c = j % cp, k = j / cp, tc = pl->tp * cp;
+        guint rank = pl->tp * c + tc * (pl->placement == SIM_PLACEMENT_DP_OUTERMOST ? s + p * k : k + pl->dp * s);
+        guint node = sim_place(cluster, tc, rank) / D;
+        nodes += node != last;
+        last = node;
+      }
+      opt += model_collective_time_s(&net, sharded ? MODEL_COLL_REDUCESCATTER : MODEL_COLL_ALLREDUCE, 2.0 * params,
+                                     dpc, nodes, NULL);
+      if (sharded && !pl->overlap_param_gather)
+        opt += model_collective_time_s(&net, MODEL_COLL_ALLGATHER, 2.0 * params, dpc, nodes, NULL);
+    }
+    double head = 0, tail = 0, fb = 0, ww = 0;
+    gboolean seen = FALSE;
+    for (guint r = 0; r < route; r++) {
+      if (stage[r] == s) {
+        seen = TRUE;
+        fb += F[r] + B[r];
+        ww += W[r];
+      } else if (!seen) {
+        head += F[r];
+        tail += B[r] + (split ? 0 : W[r]);
+      }
+    }
+    double busy = head + m * (fb + ww) + opt, drained = head + m * (fb + (split ? 0 : ww)) + tail;
+    bound = MAX(bound, MAX(busy, drained));
+  }
+  /* ops per item: up to 3 per layer, or the chunks of 4 overlapped GEMMs
+   * and 2 cp ring steps each, and the ends: far fewer than 16 t + 8 cp + 8 */
+  double slack = 1e-9 * (3.0 * m * v + route) * (lmax * (16.0 * pl->tp + 8.0 * sim_plan_cp(pl) + 8) + 8);
+  g_free(F);
+  g_free(B);
+  g_free(W);
+  g_free(stage);
+  return MAX(0, bound - slack);
+}
+
 /* What a candidate is, before any simulation: its row, status and plan. */
 static void classify(Search *s, const Candidate *c, SearchRow *row, SimPlan *plan) {
   memset(row, 0, sizeof *row);
@@ -206,16 +346,12 @@ static void classify(Search *s, const Candidate *c, SearchRow *row, SimPlan *pla
                                   sim_plan_usable_bytes(plan, s->profile) / 1073741824.0);
     return;
   }
-  if (s->req->keep && s->best->len >= s->req->keep) {
-    double bound = PRUNE_SLACK * model_hardware_flops_per_iteration(&r.model, r.global_batch, c->recompute) /
-                   ((double)r.gpus * s->profile->peak_flops);
-    double worst = g_array_index(s->best, double, s->best->len - 1);
-    if (bound > worst) {
-      row->status = SEARCH_ROW_PRUNED;
-      row->reason = g_strdup_printf("at least %.4f s by its FLOPs at peak, slower than the %u best (%.4f s)", bound,
-                                    s->req->keep, worst);
-      return;
-    }
+  if (s->req->keep) {
+    row->bound_s = c->zero ? -1 : ptdp_lower_bound(plan, s->profile, s->cluster);
+    row->bound_flops = row->bound_s < 0;
+    if (row->bound_flops)
+      row->bound_s = PRUNE_SLACK * model_hardware_flops_per_iteration(&r.model, r.global_batch, c->recompute) /
+                     ((double)r.gpus * s->profile->peak_flops);
   }
   row->status = SEARCH_ROW_RANKED;
 }
@@ -291,28 +427,72 @@ static void keep_time(Search *s, double t) {
     g_array_set_size(s->best, s->req->keep);
 }
 
-/* One batch: classify in order (pruning against earlier batches), simulate
- * the survivors on every core, then file the rows in order. */
-static void run_batch(Search *s, const Candidate *cands, guint n) {
+/* Candidate indices by bound, ties in search order (qsort_with_data). */
+static gint by_bound(gconstpointer a, gconstpointer b, gpointer user) {
+  const SearchRow *rows = user;
+  guint i = *(const guint *)a, j = *(const guint *)b;
+  int c = cmp_double(rows[i].bound_s, rows[j].bound_s);
+  return c ? c : cmp_uint(i, j);
+}
+
+/* Every candidate classified in search order, those that fit visited by
+ * their bound (with `keep`) in batches: a batch's candidates whose bound is
+ * above the keep-th best time of the batches before are pruned, the rest
+ * simulated on every core; then every row filed in search order. */
+static void run_all(Search *s, const Candidate *cands, guint n_cands) {
   SimPlan *plan = g_new(SimPlan, 1);
-  guint n_sim = 0;
-  for (guint i = 0; i < n; i++) {
-    classify(s, &cands[i], &s->wave[i], plan);
-    if (s->wave[i].status == SEARCH_ROW_RANKED)
-      s->to_simulate[n_sim++] = i;
+  /* the rows kept, in search order: all but those out of memory (most of
+   * a space), which are only counted unless --show-all lists them */
+  GArray *kept = g_array_new(FALSE, FALSE, sizeof(SearchRow));
+  GArray *fit = g_array_new(FALSE, FALSE, sizeof(guint));
+  for (guint i = 0; i < n_cands; i++) {
+    SearchRow row;
+    classify(s, &cands[i], &row, plan);
+    if (row.status == SEARCH_ROW_OUT_OF_MEMORY && !s->req->rejected) {
+      s->out->searched++;
+      s->out->out_of_memory++;
+      row_clear(&row);
+      continue;
+    }
+    if (row.status == SEARCH_ROW_RANKED)
+      g_array_append_val(fit, kept->len);
+    g_array_append_val(kept, row);
   }
   g_free(plan);
-  SearchPool pool = {n_sim, 0, 1, s->req->jobs, simulate, simulated, NULL, s, NULL};
-  search_pool_run(&pool);
+  guint n = kept->len, n_fit = fit->len, *order = (guint *)(gpointer)fit->data;
+  SearchRow *rows = s->wave = (SearchRow *)(gpointer)kept->data;
+  if (s->req->keep)
+    g_qsort_with_data(order, (gint)n_fit, sizeof *order, by_bound, rows);
+  guint batch = s->req->keep ? PRUNED_BATCH : BATCH;
+  s->to_simulate = g_new(guint, batch);
+  for (guint at = 0; at < n_fit; at += batch) {
+    guint n_sim = 0;
+    double worst = s->req->keep && s->best->len >= s->req->keep ? g_array_index(s->best, double, s->best->len - 1)
+                                                                  : INFINITY;
+    for (guint j = at; j < MIN(at + batch, n_fit); j++) {
+      SearchRow *row = &rows[order[j]];
+      if (row->bound_s > worst) {
+        row->status = SEARCH_ROW_PRUNED;
+        row->reason = g_strdup_printf(row->bound_flops ? "at least %.4f s by its FLOPs at peak, slower than the %u best (%.4f s)"
+                                                       : "at least %.4f s by its compute at the device's rates with the "
+                                                         "pipeline's fill and drain, slower than the %u best (%.4f s)",
+                                      row->bound_s, s->req->keep, worst);
+      } else
+        s->to_simulate[n_sim++] = order[j];
+    }
+    SearchPool pool = {n_sim, 0, 1, s->req->jobs, simulate, simulated, NULL, s, NULL};
+    search_pool_run(&pool);
+    for (guint j = 0; j < n_sim && s->req->keep; j++)
+      if (rows[s->to_simulate[j]].status == SEARCH_ROW_RANKED)
+        keep_time(s, rows[s->to_simulate[j]].iteration_time_s);
+  }
   for (guint i = 0; i < n; i++) {
-    SearchRow *row = &s->wave[i];
+    SearchRow *row = &rows[i];
     s->out->searched++;
     switch (row->status) {
     case SEARCH_ROW_RANKED:
       s->out->simulated++;
       g_array_append_val(s->out->rows, *row);
-      if (s->req->keep)
-        keep_time(s, row->iteration_time_s);
       continue; /* the row's strings now belong to out->rows */
     case SEARCH_ROW_OUT_OF_MEMORY:
       s->out->out_of_memory++;
@@ -331,6 +511,9 @@ static void run_batch(Search *s, const Candidate *cands, guint n) {
     else
       row_clear(row);
   }
+  g_array_free(fit, TRUE);
+  g_free(s->to_simulate);
+  g_array_free(kept, TRUE);
 }
 
 /* The values of a searched dimension: the pinned one, or those `ok`. */
@@ -580,13 +763,8 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
     }
   }
   g_array_free(tpd, TRUE);
-  s->wave = g_new0(SearchRow, BATCH);
-  s->to_simulate = g_new(guint, BATCH);
-  for (guint i = 0; i < cands->len; i += BATCH)
-    run_batch(s, &g_array_index(cands, Candidate, i), MIN(BATCH, cands->len - i));
+  run_all(s, (const Candidate *)(gpointer)cands->data, cands->len);
   g_array_free(cands, TRUE);
-  g_free(s->wave);
-  g_free(s->to_simulate);
   g_array_free(s->best, TRUE);
   g_free(s);
   g_array_sort(out->rows, row_cmp);

@@ -30,7 +30,7 @@ typedef enum {
   SEARCH_ROW_RANKED,        /* fits, simulated */
   SEARCH_ROW_OUT_OF_MEMORY, /* did not fit (not simulated) */
   SEARCH_ROW_INFEASIBLE,    /* rejected by the plan checks (e.g. too many ops) */
-  SEARCH_ROW_PRUNED,        /* fits, but its compute lower bound is above the keep-th best time */
+  SEARCH_ROW_PRUNED,        /* fits, but its lower bound (bound_s) is above the keep-th best time */
 } SearchRowStatus;
 
 typedef struct {
@@ -57,6 +57,11 @@ typedef struct {
   /* with --tokens: the whole run (runtime/runtime.h), expected days and
    * the share of them spent training */
   double run_days, effective_training_time;
+  /* with `keep`: a lower bound on iteration_time_s known before simulating
+   * (its compute on the device with the pipeline's fill and drain, or where
+   * that is not derived, its FLOPs at peak loosened by a slack: bound_flops) */
+  double bound_s;
+  gboolean bound_flops;
 } SearchRow;
 
 /* Context-parallel sizes plan tries unpinned: up to SEARCH_MAX_CP, each

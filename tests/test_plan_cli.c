@@ -75,19 +75,26 @@ static void check_rows_against_run(const char *model, const char *plan_extra, co
   g_free(args);
 }
 
-static void test_matches_run(void) {
-  check_rows_against_run(TOY, "--gpus 16", "--network analytic", 4);
+static void test_matches_run(void) { check_rows_against_run(TOY, "--gpus 16", "--network analytic", 4); }
+
+/* --network flow is passed through (a smaller batch: every candidate runs on the flows). */
+static void test_matches_run_flow(void) {
+  check_rows_against_run("--layers 8 --hidden 1024 --heads 16 --seq-len 512 --global-batch 4", "--gpus 4 --network flow",
+                         "--network flow", 2);
+}
+
+/* The same for GPT-3 1B: ZeRO, PTD-P, and a GPU whose memory turns
+ * candidates away. */
+static void test_matches_run_gpt(void) {
   /* ZeRO rows reproduce too */
   cJSON *z = run_json("plan --model gpt3-1b --gpus 64 --global-batch 256 --zero 2 --top 3 --format json");
   g_assert_cmpfloat(num(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(z, "rows"), 0), "zero"), ==, 2);
   cJSON_Delete(z);
   check_rows_against_run("--model gpt3-1b", "--gpus 64 --global-batch 256 --zero 2",
                          "--global-batch 256 --network analytic", 3);
-  check_rows_against_run("--model gpt3-1b", "--gpus 64 --global-batch 256", "--global-batch 256 --network analytic", 3);
+  check_rows_against_run("--model gpt3-1b", "--gpus 32 --global-batch 64", "--global-batch 64 --network analytic", 3);
   check_rows_against_run("--model gpt3-1b", "--gpus 8 --global-batch 16 --profile v100-sxm2-16gb",
                          "--global-batch 16 --profile v100-sxm2-16gb --network analytic", 3);
-  /* --network flow is passed through */
-  check_rows_against_run(TOY, "--gpus 16 --network flow", "--network flow", 2);
 }
 
 /* Why: rows are ranked by iteration time; the order must be total and the
@@ -260,9 +267,10 @@ static void test_space_size(void) {
   cJSON_Delete(j);
 }
 
-/* Why: pruning by the compute lower bound must never change the best K
- * rows: --top K equals the first K rows of the unpruned search, and the
- * pruning does fire (else this proves nothing). */
+/* Why: pruning by the lower bound must never change the best K rows:
+ * --top K prints, byte for byte, the first K rows of the unpruned search,
+ * and the pruning does fire, leaving most candidates unsimulated (else this
+ * proves nothing, and --top saves nothing). */
 static void test_pruning_exact(void) {
   const char *bases[] = {"plan --model gpt3-1b --gpus 16 --global-batch 16 --allow-fewer",
                          "plan " TOY " --gpus 16 --allow-fewer"};
@@ -276,13 +284,20 @@ static void test_pruning_exact(void) {
       char *args = g_strdup_printf("%s --top %u --format json", bases[bi], ks[i]);
       cJSON *few = run_json(args);
       g_assert_cmpfloat(num(few, "pruned"), >, 0);
+      g_assert_cmpfloat(num(few, "simulated") * 2, <, num(all, "simulated"));
+      g_assert_cmpfloat(num(few, "simulated") + num(few, "pruned"), ==, num(all, "simulated"));
       g_assert_cmpfloat(num(few, "searched"), ==, num(all, "searched"));
       g_assert_cmpfloat(num(few, "searched"), ==, num(few, "simulated") + num(few, "infeasible") +
                                                       num(few, "out_of_memory") + num(few, "pruned"));
       const cJSON *fr = cJSON_GetObjectItemCaseSensitive(few, "rows");
       g_assert_cmpint(cJSON_GetArraySize(fr), ==, (int)ks[i]);
-      for (guint r = 0; r < ks[i]; r++)
-        g_assert_true(cJSON_Compare(cJSON_GetArrayItem(fr, (int)r), cJSON_GetArrayItem(ar, (int)r), TRUE));
+      for (guint r = 0; r < ks[i]; r++) {
+        char *x = cJSON_PrintUnformatted(cJSON_GetArrayItem(fr, (int)r)),
+             *y = cJSON_PrintUnformatted(cJSON_GetArrayItem(ar, (int)r));
+        g_assert_cmpstr(x, ==, y);
+        cJSON_free(x);
+        cJSON_free(y);
+      }
       cJSON_Delete(few);
       g_free(args);
     }
@@ -449,24 +464,24 @@ static void test_headline_sc21(void) {
   g_free(json_args);
 }
 
-/* Why: a configuration option pins the search to it: --tp 8 gives t = 8
+/* Why: a configuration option pins the search to it: --tp 2 gives t = 2
  * rows only, --schedule interleaved interleaved rows only, --zero 2 ZeRO-2
  * rows only, --recompute none no recomputation. */
 static void test_pins(void) {
-  cJSON *j = run_json("plan --model gpt3-175b --gpus 1024 --global-batch 1536 --tp 8 --schedule interleaved "
+  cJSON *j = run_json("plan --model gpt3-1b --gpus 32 --global-batch 64 --tp 2 --schedule interleaved "
                       "--recompute full --top 1000 --format json");
-  cJSON *all = run_json("plan --model gpt3-175b --gpus 1024 --global-batch 1536 --top 100000 --format json");
+  cJSON *all = run_json("plan --model gpt3-1b --gpus 32 --global-batch 64 --top 100000 --format json");
   const cJSON *row;
   guint n = 0, want = 0;
   cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(j, "rows")) {
-    g_assert_cmpfloat(num(row, "tp"), ==, 8);
+    g_assert_cmpfloat(num(row, "tp"), ==, 2);
     g_assert_cmpstr(str(row, "schedule"), ==, "interleaved");
     g_assert_cmpstr(str(row, "recompute"), ==, "full");
     n++;
   }
   /* exactly the unpinned search's rows that match */
   cJSON_ArrayForEach(row, cJSON_GetObjectItemCaseSensitive(all, "rows")) want +=
-      num(row, "tp") == 8 && strcmp(str(row, "schedule"), "interleaved") == 0 && strcmp(str(row, "recompute"), "full") == 0;
+      num(row, "tp") == 2 && strcmp(str(row, "schedule"), "interleaved") == 0 && strcmp(str(row, "recompute"), "full") == 0;
   g_assert_cmpuint(n, ==, want);
   g_assert_cmpuint(n, >, 0);
   cJSON_Delete(j);
@@ -547,12 +562,17 @@ static void test_show_all(void) {
   proc_clear(&p);
 }
 
-/* Why: the ranking and the counts do not depend on the threads. */
+/* Why: the ranking and the counts do not depend on the threads (what is
+ * pruned included: several batches are simulated before pruning stops). */
 static void test_jobs(void) {
-  Proc a = run_line("plan --model gpt3-175b --gpus 1024 --global-batch 1536 --top 20 --jobs 1 --format json");
-  Proc b = run_line("plan --model gpt3-175b --gpus 1024 --global-batch 1536 --top 20 --jobs 2 --format json");
-  Proc c = run_line("plan --model gpt3-175b --gpus 1024 --global-batch 1536 --top 20 --jobs 5 --format json");
+  Proc a = run_line("plan --model gpt3-1b --gpus 32 --global-batch 64 --top 20 --jobs 1 --format json");
+  Proc b = run_line("plan --model gpt3-1b --gpus 32 --global-batch 64 --top 20 --jobs 2 --format json");
+  Proc c = run_line("plan --model gpt3-1b --gpus 32 --global-batch 64 --top 20 --jobs 5 --format json");
   g_assert_cmpint(a.status, ==, 0);
+  cJSON *j = cJSON_Parse(a.out);
+  g_assert_cmpfloat(num(j, "pruned"), >, 0);
+  g_assert_cmpfloat(num(j, "simulated"), >, 32);
+  cJSON_Delete(j);
   g_assert_cmpstr(a.out, ==, b.out);
   g_assert_cmpstr(a.out, ==, c.out);
   proc_clear(&a);
@@ -608,6 +628,8 @@ int main(int argc, char **argv) {
   if (!cli_harness_init())
     return 1;
   g_test_add_func("/plan/matches-run", test_matches_run);
+  g_test_add_func("/plan/matches-run-gpt", test_matches_run_gpt);
+  g_test_add_func("/plan/matches-run-flow", test_matches_run_flow);
   g_test_add_func("/plan/sorted-and-counted", test_sorted_and_counted);
   g_test_add_func("/plan/space-size", test_space_size);
   g_test_add_func("/plan/pruning-exact", test_pruning_exact);

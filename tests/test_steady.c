@@ -9,6 +9,7 @@
 #include "../sim/engine.h"
 #include "../sim/plan.h"
 #include "../sim/steady.h"
+#include "test_plain.h"
 
 static TopoCluster *selene;
 static ModelProfile *a100;
@@ -126,6 +127,10 @@ static void test_ptdp_same(void) {
     for (guint d = 0; d < 2; d++)
       for (guint pp = 2; pp <= 8; pp *= 2)
         for (guint mult = 1; mult <= 16; mult *= 4) {
+          /* the longest runs op by op on the flow network (m up to 384):
+           * the plain build's */
+          if (mult == 16 && n == 1 && test_sanitized())
+            continue;
           gboolean u;
           /* 1F1B: t 8, p, d 2, m = batch / 2 */
           check_same("gpt3-2.7b", 16 * pp, 8, pp, 2 * (pp + 4) * mult, "1f1b", 0, nets[n], ddps[d], &u);

@@ -11,6 +11,7 @@
 #include "../sim/terapipe.h"
 #include "../sim/timeline.h"
 #include "../traces/terapipe_figs.h"
+#include "test_plain.h"
 
 /* --- cost functions for the DP --- */
 
@@ -779,6 +780,8 @@ static void test_ablation_shapes(void) {
  * the DP counted the cell hops and the pacing last cell it lost on setting
  * 9 (1.958 s against 1.924 s at 43 slices). */
 static void test_fig6_dp_beats_uniform_in_simulation(void) {
+  if (test_plain_only("terapipe-fig6 simulated whole"))
+    return;
   TraceFigureContext ctx = {aws, v100, NULL, NULL, TRACE_FIGURE_SIMULATE, NULL, "terapipe-fig6", 0, NULL};
   TraceFigureOut out;
   trace_figure_out_init(&out, "terapipe-fig6");

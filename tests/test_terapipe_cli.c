@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cli_harness.h"
+#include "test_plain.h"
 
 /* Setting 9 (GPT3-175B, 96 cells of t = 4) on the AWS cluster. */
 #define SETTING9 "run --model gpt3-175b --cluster aws-p3-16xlarge --gpus 384 --tp 4 --pp 96 --dp 1 --global-batch 2"
@@ -135,6 +136,8 @@ static void test_bad_input(gconstpointer data) {
  * where they are large; the DP no worse than uniform slicing on setting 8;
  * TeraPipe's advantage growing with the sequence length. */
 static void test_fig5(void) {
+  if (test_plain_only("figure terapipe-fig5"))
+    return;
   Proc p = run_line("figure terapipe-fig5 --format json");
   cJSON *j = parse_json(&p);
   const cJSON *rows = arr(j, "rows"), *row;
@@ -202,6 +205,8 @@ static void test_fig5(void) {
  * DP no slower than the best uniform slicing), and a row is what `run`
  * prints for the same configuration. */
 static void test_fig6(void) {
+  if (test_plain_only("figure terapipe-fig6"))
+    return;
   Proc p = run_line("figure terapipe-fig6 --format json");
   cJSON *j = parse_json(&p);
   const cJSON *settings = arr(j, "settings"), *s, *rows = arr(j, "rows");
