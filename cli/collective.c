@@ -77,7 +77,7 @@ int cli_collective(int argc, char **argv) {
       {"cluster", 0, 0, G_OPTION_ARG_STRING, &cluster_s, "Cluster: " PTD_NAME_OR_PATH_HELP "; default selene",
        "NAME|FILE"},
       {"algorithm", 0, 0, G_OPTION_ARG_STRING, &algo_s,
-       "Force ring, tree or hierarchical (default auto: NCCL's tuner picks)", "ALGO"},
+       "Force ring, tree, hierarchical, nvls or nvls-tree (default auto: NCCL's tuner picks)", "ALGO"},
       {"protocol", 0, 0, G_OPTION_ARG_STRING, &proto_s, "Force LL, LL128 or Simple (default auto)", "PROTO"},
       {"gpus-per-node", 0, 0, G_OPTION_ARG_STRING, &per_node_s,
        "Use GPUs 0..K-1 of each node (default: every GPU of a node)", "K"},
@@ -131,7 +131,7 @@ int cli_collective(int argc, char **argv) {
     BAD("unknown --op '%s'; use allreduce, allgather, reducescatter, sendrecv or alltoall", op_s);
   op = (NetCollOp)oi;
   if (algo_s && !net_coll_algo_parse(algo_s, &algo))
-    BAD("unknown --algorithm '%s'; use ring, tree, hierarchical or auto", algo_s);
+    BAD("unknown --algorithm '%s'; use ring, tree, hierarchical, nvls, nvls-tree or auto", algo_s);
   if (proto_s && strcmp(proto_s, "auto") != 0) {
     for (int p = 0; p < TOPO_N_PROTOS; p++)
       if (strcmp(proto_s, topo_proto_name((TopoProto)p)) == 0)

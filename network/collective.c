@@ -171,12 +171,12 @@ void net_model_free(NetModel *net) {
 TopoFabric *net_model_fabric(NetModel *net) { return net->fabric; }
 
 const char *net_coll_algo_name(NetCollAlgo a) {
-  static const char *names[] = {"auto", "ring", "tree", "hierarchical", "p2p", "nvls"};
+  static const char *names[] = {"auto", "ring", "tree", "hierarchical", "p2p", "nvls", "nvls-tree"};
   return names[a];
 }
 
 gboolean net_coll_algo_parse(const char *text, NetCollAlgo *out) {
-  for (int a = NET_ALGO_AUTO; a <= NET_ALGO_NVLS; a++)
+  for (int a = NET_ALGO_AUTO; a <= NET_ALGO_NVLS_TREE; a++)
     if (a != NET_ALGO_P2P && strcmp(text, net_coll_algo_name((NetCollAlgo)a)) == 0) {
       *out = (NetCollAlgo)a;
       return TRUE;
@@ -476,9 +476,11 @@ static gint btree_parent(guint r, guint M) {
   return (gint)(up >= M ? (r ^ b) : up);
 }
 
-/* Returns the slowest network path between a node and its parent, s. */
+/* Returns the slowest network path between a node and its parent, s.
+ * `chain`: with the chain inside each node (NCCL's tree); without, the trees
+ * between the channels' entry GPUs only (NVLS-tree's heads). */
 static double tree_flows(NetModel *net, Phase *ph, const guint *gpus, guint n, guint n_groups, double bytes,
-                         TopoProto proto, guint64 salt) {
+                         TopoProto proto, guint64 salt, gboolean chain) {
   double path = 0;
   for (guint g = 0; g < n_groups; g++) {
     Layout lo;
@@ -488,7 +490,7 @@ static double tree_flows(NetModel *net, Phase *ph, const guint *gpus, guint n, g
     for (guint c = 0; c < C; c++)
       for (guint t = 0; t < 2; t++) {
         Flow *f = flow_new(ph, share);
-        for (guint k = 0; k < M; k++) { /* the chain inside node k, both ways, from the channel's entry */
+        for (guint k = 0; chain && k < M; k++) { /* the chain inside node k, both ways, from the channel's entry */
           guint m = lo.off[k + 1] - lo.off[k], exit, e = M > 1 ? channel_entry(net, &lo, k, c, &exit) : c % m;
           for (guint j = 0; j + 1 < m; j++) {
             guint a = lo.mem[lo.off[k] + (j + e) % m], b = lo.mem[lo.off[k] + (j + 1 + e) % m];
@@ -515,6 +517,40 @@ static double tree_flows(NetModel *net, Phase *ph, const guint *gpus, guint n, g
     layout_clear(&lo);
   }
   return path;
+}
+
+/* NVLS-tree (see collective.h): its heads per node, one GPU per NIC in use
+ * (NCCL's NVLS graph, src/graph/search.cc: a head is a GPU with its NIC), 0
+ * where it does not apply: an all-reduce across two or more nodes of a
+ * cluster whose nccl.nvls block has "tree", with an NVSwitch, NCCL's NIC
+ * speed (nccl.channel_caps_GBps.net_channel) and at least two heads (NCCL:
+ * "NVLS/NVLStree needs at least 2 channels"). */
+static guint nvls_tree_heads(const NetModel *net, NetCollOp op, guint M, guint m_min) {
+  if (op != NET_OP_ALLREDUCE || M < 2 || !net->nccl.has_nvls || !net->nccl.has_nvls_tree ||
+      !topo_fabric_has_nvswitch(net->fabric) || !isfinite(net->net_channel))
+    return 0;
+  guint h = MIN(m_min, topo_fabric_nics_per_node(net->fabric));
+  return h >= 2 ? h : 0;
+}
+
+/* NCCL's latency for NVLS-tree (src/graph/tuning.cc): the NVLS NVLink
+ * latency plus 2 log2i(nodes) network steps (log2i rounds down). */
+static double nvls_tree_latency(const NetModel *net, guint M) {
+  guint depth = 0;
+  while ((2u << depth) <= M)
+    depth++;
+  return net->nccl.nvls_latency + 2.0 * depth * net->nccl.nvls_tree_net_hop;
+}
+
+/* NCCL's algorithm bandwidth for NVLS-tree (src/graph/tuning.cc): h
+ * channels of min(bwIntra x nvlsEfficiency x (h - 1)/h x 2, bwInter (x 2 on
+ * two nodes), perChMaxNVLSTreeBw), where the NVLS graph's search gives
+ * bwIntra = bwInter = the NIC's speed; times n / 2(n - 1) as a ring's. */
+static double nvls_tree_algbw(const NetModel *net, guint n, guint M, guint h) {
+  double b = net->net_channel;
+  double intra = b * net->nccl.nvls_eff * (h - 1.0) / h * 2.0, inter = b * (M <= 2 ? 2.0 : 1.0);
+  double ch = fmin(fmin(intra, inter), net->nccl.nvls_tree_cap[M <= 2 ? 0 : 1]);
+  return h * ch * n / (2.0 * (n - 1));
 }
 
 static NetCollPlan *build(NetModel *net, NetCollOp op, NetCollAlgo algo, TopoProto proto, const guint *gpus,
@@ -547,7 +583,7 @@ static NetCollPlan *build(NetModel *net, NetCollOp op, NetCollAlgo algo, TopoPro
     double chain = 2 * ((m_max - 1) * net->tree_nvlink_hop[proto] + depth * net->tree_net_hop[proto]);
     gboolean simple = proto == TOPO_PROTO_SIMPLE;
     Phase *ph = phase_new(plan, net->tree_base[proto], chain, simple ? INFINITY : 1);
-    double path = tree_flows(net, ph, gpus, n, n_groups, bytes, proto, salt);
+    double path = tree_flows(net, ph, gpus, n, n_groups, bytes, proto, salt, TRUE);
     if (!simple)
       ph->chain_s += 2 * depth * path;
     memcpy(plan->crossing_bytes, net->crossing, sizeof net->crossing);
@@ -616,6 +652,51 @@ static NetCollPlan *build(NetModel *net, NetCollOp op, NetCollAlgo algo, TopoPro
       g_array_append_val(fu->hops, hu);
       g_array_append_val(fd->hops, hd);
     }
+    return plan;
+  }
+  case NET_ALGO_NVLS_TREE: {
+    TopoFabric *fab = net->fabric;
+    if (!nvls_tree_heads(net, op, M, m_min)) {
+      g_set_error(error, NET_COLL_ERROR, 0,
+                  "--algorithm nvls-tree needs an allreduce over two or more nodes of a cluster whose nccl.nvls block "
+                  "has \"tree\", with an NVSwitch and two or more GPUs on NICs of each node; use ring or tree");
+      break;
+    }
+    Phase *ph = phase_new(plan, net->no_latency ? 0 : nvls_tree_latency(net, M), 0, 1);
+    /* inside each node: every GPU sends its buffer up to the switch and
+     * reads the whole result; a head also reads its reduced 1/h and
+     * multicasts the result of its 1/h (all_reduce.h: scatter, gather,
+     * reduce, broadcast), at NVLS's rate (topo_nvls_exec) */
+    double out, in;
+    double rate = topo_nvls_exec(&net->nccl, TOPO_NVLS_ALLREDUCE, 2, &out, &in);
+    for (guint g = 0; g < n_groups; g++) {
+      Layout l2;
+      layout(net, gpus + (gsize)g * n, n, &l2);
+      guint h = MIN(l2.m_min, topo_fabric_nics_per_node(fab));
+      for (guint k = 0; k < M; k++) {
+        guint m = l2.off[k + 1] - l2.off[k];
+        gboolean *head = g_new0(gboolean, m);
+        for (guint c = 0; c < h; c++) {
+          guint exit;
+          head[channel_entry(net, &l2, k, c, &exit)] = TRUE;
+        }
+        for (guint j = 0; j < m; j++) {
+          guint up, down;
+          topo_fabric_nvswitch_links(fab, l2.mem[l2.off[k] + j], &up, &down);
+          double part = 1.0 + (head[j] ? 1.0 / h : 0);
+          Flow *fu = flow_new(ph, bytes * part / rate * net->capacity[up]),
+               *fd = flow_new(ph, bytes * part / rate * net->capacity[down]);
+          TopoHop hu = {up, 1.0}, hd = {down, 1.0};
+          g_array_append_val(fu->hops, hu);
+          g_array_append_val(fd->hops, hd);
+        }
+        g_free(head);
+      }
+      layout_clear(&l2);
+    }
+    /* across nodes: the two trees over each channel's heads, S/2h per edge */
+    tree_flows(net, ph, gpus, n, n_groups, bytes, TOPO_PROTO_SIMPLE, salt, FALSE);
+    memcpy(plan->crossing_bytes, net->crossing, sizeof net->crossing);
     return plan;
   }
   default:
@@ -821,7 +902,7 @@ NetCollPlan *net_coll_plan(NetModel *net, NetCollOp op, NetCollAlgo algo, int pr
    * runs on the flow network. */
   Layout lo;
   layout(net, gpus, n, &lo);
-  guint M = lo.n_nodes, m_max = lo.m_max;
+  guint M = lo.n_nodes, m_max = lo.m_max, m_min = lo.m_min;
   layout_clear(&lo);
   if (algo == NET_ALGO_HIER && proto >= 0)
     return build(net, op, algo, (TopoProto)proto, gpus, n, n_groups, bytes, salt, error);
@@ -904,6 +985,21 @@ NetCollPlan *net_coll_plan(NetModel *net, NetCollOp op, NetCollAlgo algo, int pr
     best_xfer = bytes / nvls;
     best_a = NET_ALGO_NVLS;
     best_p = TOPO_PROTO_SIMPLE;
+  }
+  /* NVLS-tree across nodes (NCCL 2.18 and later), Simple only, priced as
+   * NCCL's tuner does (nvls_tree_algbw, nvls_tree_latency); NCCL disables it
+   * on one node, and plain NVLS across nodes without CollNet */
+  guint heads = algo == NET_ALGO_AUTO || algo == NET_ALGO_NVLS_TREE ? nvls_tree_heads(net, op, M, m_min) : 0;
+  if (algo == NET_ALGO_NVLS_TREE && heads == 0)
+    return build(net, op, NET_ALGO_NVLS_TREE, TOPO_PROTO_SIMPLE, gpus, n, n_groups, bytes, salt, error);
+  if (heads > 0 && (proto < 0 || proto == TOPO_PROTO_SIMPLE || algo == NET_ALGO_NVLS_TREE)) {
+    double algbw = nvls_tree_algbw(net, n, M, heads), t = nvls_tree_latency(net, M) + bytes / algbw;
+    if (t < best_t) {
+      best_t = t;
+      best_xfer = bytes / algbw;
+      best_a = NET_ALGO_NVLS_TREE;
+      best_p = TOPO_PROTO_SIMPLE;
+    }
   }
   NetCollPlan *plan = build(net, op, best_a, (TopoProto)best_p, gpus, n, n_groups, bytes, salt, error);
   /* the caps of NCCL's bandwidth model (LL128 20 GB/s per channel, the

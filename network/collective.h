@@ -37,6 +37,19 @@
  *    link's rate in the time NCCL's tuner gives the transfer
  *    (topo_nvls_algbw), so that alone it takes the tuner's time and beside
  *    other traffic it shares the GPU's NVLink.
+ *  - nvls-tree (all-reduce across two or more nodes, where the cluster's
+ *    nccl.nvls block has "tree" and its nodes an NVSwitch): NCCL's NVLS_TREE
+ *    (NVIDIA/nccl src/device/all_reduce.h, RunWorkColl for NCCL_ALGO_NVLS_TREE;
+ *    src/graph/connect.cc, connectNvls).  Each node has h heads, one GPU per
+ *    NIC in use (NCCL's NVLS graph: src/graph/search.cc), each owning 1/h of
+ *    the buffer: every GPU sends its buffer to the switch, each head reads
+ *    its reduced 1/h, sends it up a tree over the heads of the same rank on
+ *    every node (two mirrored binary trees, half the channels each), gets
+ *    the result down and multicasts it; every GPU reads the whole result.
+ *    One pipelined phase: per GPU a flow up its NVSwitch link (S, plus S/h
+ *    for a head) and one down (S, plus S/h), at NVLS's rate as for nvls, and
+ *    per head channel the two trees' flows over the NICs (S/2h on every tree
+ *    edge, both ways), NCCL's tuner latency first.
  * The protocol's bandwidth factor (LL 0.25, LL128 0.92, Simple 1) scales the
  * bytes on the wire.  The tuner runs every candidate (algorithm, protocol)
  * alone on the graph and keeps the fastest, as NCCL's does with its model.
@@ -50,7 +63,8 @@
 #include "../topologies/fabric.h"
 
 typedef enum { NET_OP_ALLREDUCE, NET_OP_ALLGATHER, NET_OP_REDUCESCATTER, NET_OP_SENDRECV, NET_OP_ALLTOALL } NetCollOp;
-typedef enum { NET_ALGO_AUTO, NET_ALGO_RING, NET_ALGO_TREE, NET_ALGO_HIER, NET_ALGO_P2P, NET_ALGO_NVLS } NetCollAlgo;
+typedef enum { NET_ALGO_AUTO, NET_ALGO_RING, NET_ALGO_TREE, NET_ALGO_HIER, NET_ALGO_P2P, NET_ALGO_NVLS,
+              NET_ALGO_NVLS_TREE } NetCollAlgo;
 
 #define NET_COLL_ERROR (net_coll_error_quark())
 GQuark net_coll_error_quark(void);

@@ -482,11 +482,12 @@ static void h100_with_nics(const char *path, guint nics) {
  * a node of 8 H100s with 4 NICs carries half of what 8 NICs carry, not a
  * quarter (as when two channels entered through each of two NICs): the
  * all-reduce at 1 GiB on 64 GPUs within 10% of half the 8-NIC busbw, the
- * tree's too, and all-gather's. */
+ * tree's too, and all-gather's; NVLS-tree too (what the tuner picks here),
+ * whose heads are one GPU per NIC (src/graph/search.cc, the NVLS graph). */
 static void test_fewer_nics(void) {
   char *path = g_build_filename(tmpdir, "h100-4nic.json", NULL);
   h100_with_nics(path, 4);
-  const char *ops[] = {"allreduce", "allreduce --algorithm tree", "allgather"};
+  const char *ops[] = {"allreduce --algorithm ring", "allreduce --algorithm tree", "allgather", "allreduce"};
   for (guint o = 0; o < G_N_ELEMENTS(ops); o++) {
     char *eight = g_strdup_printf("collective --op %s --cluster dgx-h100-superpod --gpus 64 --min-bytes 1G "
                                   "--max-bytes 1G --format json", ops[o]);
@@ -523,6 +524,49 @@ static void test_nvls_hopper(void) {
   j = run_json("collective --op reducescatter --cluster dgx-h100-superpod --gpus 8 --min-bytes 1G --max-bytes 1G "
                "--format json");
   g_assert_cmpstr(str(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "rows"), 0), "algorithm"), ==, "ring");
+  cJSON_Delete(j);
+}
+
+/* Why: across H100 nodes NCCL (2.18 and later) runs a large all-reduce as
+ * NVLS-tree where its tuner says so, which a user sees in the algorithm
+ * column of the nccl-tests-style table; on two nodes it beats the ring (the
+ * tree over two nodes sends each NIC's share once each way, where the ring
+ * also reduces inside the node at the ring's NVLink rate); inside one node
+ * NVLS stays, and forcing NVLS-tree there is refused with the reason. */
+static void test_nvls_tree_cli(void) {
+  Proc p = run_line("collective --op allreduce --cluster dgx-h100-superpod --gpus 64 --min-bytes 1G --max-bytes 1G");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "algorithm"));
+  g_assert_nonnull(strstr(p.out, "nvls-tree"));
+  proc_clear(&p);
+  const char *forced[] = {"", " --algorithm nvls-tree"};
+  for (guint f = 0; f < G_N_ELEMENTS(forced); f++) {
+    char *args = g_strdup_printf("collective --op allreduce --cluster dgx-h100-superpod --gpus 16 --min-bytes 1G "
+                                 "--max-bytes 1G --format json%s", forced[f]);
+    cJSON *j = run_json(args);
+    const cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "rows"), 0);
+    g_assert_cmpstr(str(row, "algorithm"), ==, "nvls-tree");
+    g_assert_cmpstr(str(row, "protocol"), ==, "Simple");
+    double tree = num(row, "busbw_GBps");
+    cJSON_Delete(j);
+    g_free(args);
+    double ring = busbw_at_max("collective --op allreduce --cluster dgx-h100-superpod --gpus 16 --min-bytes 1G "
+                               "--max-bytes 1G --algorithm ring --format json");
+    g_test_message("16 H100s, all-reduce at 1 GiB: NVLS-tree %.1f GB/s, ring %.1f GB/s", tree, ring);
+    g_assert_cmpfloat(tree, >, 1.1 * ring);
+  }
+  cJSON *j = run_json("collective --op allreduce --cluster dgx-h100-superpod --gpus 8 --min-bytes 1G --max-bytes 1G "
+                      "--format json");
+  g_assert_cmpstr(str(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "rows"), 0), "algorithm"), ==, "nvls");
+  cJSON_Delete(j);
+  p = run_line("collective --op allreduce --cluster dgx-h100-superpod --gpus 8 --min-bytes 1G --max-bytes 1G "
+               "--algorithm nvls-tree");
+  assert_one_line_error(&p, "nvls-tree");
+  proc_clear(&p);
+  /* a cluster without NVLS (Selene's DGX A100s): the ring or the tree */
+  j = run_json("collective --op allreduce --cluster selene --gpus 64 --min-bytes 1G --max-bytes 1G --format json");
+  const char *a = str(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "rows"), 0), "algorithm");
+  g_assert_true(strcmp(a, "ring") == 0 || strcmp(a, "tree") == 0);
   cJSON_Delete(j);
 }
 
@@ -627,6 +671,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/collective/tuner-channel-caps", test_tuner_channel_caps);
   g_test_add_func("/collective/fewer-nics", test_fewer_nics);
   g_test_add_func("/collective/nvls-hopper", test_nvls_hopper);
+  g_test_add_func("/collective/nvls-tree", test_nvls_tree_cli);
   g_test_add_func("/clusters/file", test_clusters_file);
   g_test_add_func("/run-flow/contract", test_run_flow_contract);
   g_test_add_func("/run-flow/default", test_default_network);

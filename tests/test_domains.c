@@ -207,10 +207,119 @@ static void test_bad_domain(void) {
   }
 }
 
+/* NVLS-tree across nodes as NCCL's tuner prices it (src/graph/tuning.cc),
+ * by hand: h heads per node (one GPU per NIC), per channel
+ * min(B e (h-1)/h x 2, B (x2 on two nodes), the cap), B NCCL's NIC speed;
+ * times n / 2(n-1); latency the NVLS latency + 2 log2(nodes) network steps. */
+static double nvls_tree_tuner_s(const TopoNet *net, double B, double cap, double S, double n, double nodes,
+                                double h) {
+  double ch = fmin(fmin(B * net->nvls_eff * (h - 1) / h * 2, B * (nodes <= 2 ? 2 : 1)), cap);
+  return net->nvls_latency + 2 * floor(log2(nodes)) * net->nvls_tree_net_hop + S / (h * ch * n / (2 * (n - 1)));
+}
+
+static NetCollPlan *plan_on(NetModel *net, NetCollAlgo algo, guint n, double S, GError **error) {
+  guint *gpus = g_new(guint, n);
+  for (guint r = 0; r < n; r++)
+    gpus[r] = r;
+  NetCollPlan *p = net_coll_plan(net, NET_OP_ALLREDUCE, algo, -1, gpus, n, 1, S, 1, error);
+  g_free(gpus);
+  return p;
+}
+
+/* Why: on several DGX H100 nodes NCCL (2.18 and later) runs large
+ * all-reduces as NVLS-tree: the tuner must choose it where NCCL's model
+ * does (not on one node, where plain NVLS runs; not without an NVSwitch or
+ * the cluster's nvls.tree constants), its time must be NCCL's where NCCL's
+ * per-channel cap binds, and what it moves must be what NCCL moves: S + S/h
+ * each way on a head's NVSwitch link (exact where that binds), and S each
+ * way between two nodes (each NIC S/h). */
+static void test_nvls_tree(void) {
+  TopoCluster *c = cluster("dgx-h100-superpod");
+  g_assert_true(c->net.has_nvls_tree);
+  GError *error = NULL;
+  NetModel *net = net_model_load(c, &error);
+  g_assert_no_error(error);
+  const cJSON *caps = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c->json, "nccl"),
+                                                       "channel_caps_GBps");
+  double B = cJSON_GetObjectItemCaseSensitive(caps, "net_channel")->valuedouble * 1e9, S = 1073741824.0;
+  /* one node: plain NVLS; forcing NVLS-tree there says why */
+  NetCollPlan *p = plan_on(net, NET_ALGO_AUTO, 8, S, &error);
+  g_assert_cmpint(net_coll_plan_algo(p), ==, NET_ALGO_NVLS);
+  net_coll_plan_free(p);
+  g_assert_null(plan_on(net, NET_ALGO_NVLS_TREE, 8, S, &error));
+  g_assert_nonnull(strstr(error->message, "nvls-tree"));
+  g_clear_error(&error);
+  /* 2, 8 nodes: chosen, and NCCL's cap binds, so it takes the tuner's time */
+  for (guint n = 16; n <= 64; n *= 4) {
+    p = plan_on(net, NET_ALGO_AUTO, n, S, &error);
+    g_assert_no_error(error);
+    g_assert_cmpint(net_coll_plan_algo(p), ==, NET_ALGO_NVLS_TREE);
+    g_assert_cmpint(net_coll_plan_proto(p), ==, TOPO_PROTO_SIMPLE);
+    double want = nvls_tree_tuner_s(&c->net, B, c->net.nvls_tree_cap[n <= 16 ? 0 : 1], S, n, n / 8, 8);
+    g_test_message("%u H100s, 1 GiB: NVLS-tree %.4f ms (NCCL's model %.4f ms)", n, net_coll_plan_time(net, p) * 1e3,
+                   want * 1e3);
+    g_assert_cmpfloat(fabs(net_coll_plan_time(net, p) - want), <, 2e-9);
+    net_coll_plan_free(p);
+  }
+  /* two nodes, bytes across: S each way over the cut between them */
+  guint8 *side = g_new(guint8, topo_cluster_gpus(c));
+  for (guint i = 0; i < topo_cluster_gpus(c); i++)
+    side[i] = i < 8 ? 0 : i < 16 ? 1 : 2;
+  net_model_set_sides(net, side);
+  p = plan_on(net, NET_ALGO_NVLS_TREE, 16, S, &error);
+  g_assert_no_error(error);
+  g_assert_cmpfloat(fabs(net_coll_plan_crossing_bytes(p, 0) - S), <, 1e-3);
+  g_assert_cmpfloat(fabs(net_coll_plan_crossing_bytes(p, 1) - S), <, 1e-3);
+  net_coll_plan_free(p);
+  net_model_set_sides(net, NULL);
+  g_free(side);
+  net_model_free(net);
+
+  /* without NCCL's caps (raised out of reach) the two nodes' NVSwitch links
+   * bind: S (1 + 1/8) each way at NVLS's rate, after the latency */
+  cJSON *j = cJSON_Duplicate(c->json, TRUE);
+  cJSON *tree = cJSON_GetObjectItemCaseSensitive(
+    cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "nccl"), "nvls"), "tree");
+  cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(tree, "channel_cap_2_nodes_GBps"), 1e5);
+  TopoCluster *u = topo_cluster_from_json(j, "uncapped", &error);
+  g_assert_no_error(error);
+  net = net_model_load(u, &error);
+  g_assert_no_error(error);
+  p = plan_on(net, NET_ALGO_AUTO, 16, S, &error);
+  g_assert_cmpint(net_coll_plan_algo(p), ==, NET_ALGO_NVLS_TREE);
+  double want =
+    c->net.nvls_latency + 2 * c->net.nvls_tree_net_hop + S * 9 / 8 / (c->net.nvlink_busbw * c->net.nvls_eff);
+  g_assert_cmpfloat(want, >, nvls_tree_tuner_s(&c->net, B, 1e14, S, 16, 2, 8)); /* the cap is out of reach */
+  g_assert_cmpfloat(fabs(net_coll_plan_time(net, p) - want), <, 2e-9);
+  net_coll_plan_free(p);
+  net_model_free(net);
+  topo_cluster_free(u);
+  topo_cluster_free(c);
+
+  /* no nvls block (Selene), no NVSwitch (p3.16xlarge's cube mesh), no
+   * nvls.tree block (DGX B200 here): never chosen, and forcing it says why */
+  const char *without[] = {"selene", "aws-p3-16xlarge", "dgx-b200"};
+  for (guint i = 0; i < G_N_ELEMENTS(without); i++) {
+    c = cluster(without[i]);
+    g_assert_false(c->net.has_nvls_tree);
+    net = net_model_load(c, &error);
+    g_assert_no_error(error);
+    p = plan_on(net, NET_ALGO_AUTO, 16, S, &error);
+    g_assert_cmpint(net_coll_plan_algo(p), !=, NET_ALGO_NVLS_TREE);
+    net_coll_plan_free(p);
+    g_assert_null(plan_on(net, NET_ALGO_NVLS_TREE, 16, S, &error));
+    g_assert_nonnull(strstr(error->message, "nvls-tree"));
+    g_clear_error(&error);
+    net_model_free(net);
+    topo_cluster_free(c);
+  }
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/domains/place", test_place);
   g_test_add_func("/domains/nvls-models", test_nvls_models);
+  g_test_add_func("/domains/nvls-tree", test_nvls_tree);
   g_test_add_func("/domains/ring-of-16", test_ring_of_16);
   g_test_add_func("/domains/bad-domain", test_bad_domain);
   return g_test_run();

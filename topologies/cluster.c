@@ -153,6 +153,21 @@ static gboolean load_body(TopoCluster *c, const cJSON *root, const char *file, G
     n->nvls_eff = eff;
     n->nvls_channels = (guint)ch;
     n->nvls_latency = lat * 1e-6;
+    const cJSON *nv = cJSON_GetObjectItemCaseSensitive(nccl, "nvls");
+    if (cJSON_GetObjectItemCaseSensitive(nv, "tree")) {
+      double hop, cap2, cap3;
+      if (!ptd_json_object(nv, "tree", file, error) ||
+          !ptd_json_in(root, "nccl.nvls.tree.net_hop_us", file, &ptd_range_latency_us, &hop, error) ||
+          !ptd_json_in(root, "nccl.nvls.tree.channel_cap_2_nodes_GBps", file, &ptd_range_bandwidth_GBps, &cap2,
+                       error) ||
+          !ptd_json_in(root, "nccl.nvls.tree.channel_cap_3_or_more_nodes_GBps", file, &ptd_range_bandwidth_GBps,
+                       &cap3, error))
+        return FALSE;
+      n->has_nvls_tree = TRUE;
+      n->nvls_tree_net_hop = hop * 1e-6;
+      n->nvls_tree_cap[0] = cap2 * 1e9;
+      n->nvls_tree_cap[1] = cap3 * 1e9;
+    }
   }
   n->p2p_net_channels = (guint)channels;
   n->p2p_channel_bw = channel_GBps * 1e9;

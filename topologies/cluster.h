@@ -46,6 +46,15 @@ typedef struct {
   double nvls_eff;     /* share of it */
   guint nvls_channels;
   double nvls_latency; /* s */
+  /* NVLS-tree (nccl.nvls.tree, optional): NCCL's all-reduce across nodes
+   * that reduces and broadcasts through the NVLink switch inside each node
+   * and runs a tree over the NICs between the nodes' heads.  The tuner's
+   * constants (NVIDIA/nccl src/graph/tuning.cc): the network latency of one
+   * tree step (hwLatencies[NET][NVLS_TREE][Simple]) and the per-channel cap
+   * on 2 and on 3 or more nodes (perChMaxNVLSTreeBws). */
+  gboolean has_nvls_tree;
+  double nvls_tree_net_hop;    /* s */
+  double nvls_tree_cap[2];     /* B/s per channel: 2 nodes, 3 or more */
 } TopoNet;
 
 /* NCCL's NVLS algorithm bandwidth (bytes of the nccl-tests buffer per
