@@ -204,22 +204,8 @@ static double ptdp_lower_bound(const SimPlan *pl, const ModelProfile *profile, c
   if (model_is_moe(&pl->model) || pl->stage_times || pl->schedule == SIM_SCHEDULE_DUALPIPE ||
       pl->schedule == SIM_SCHEDULE_FILE || pl->schedule == SIM_SCHEDULE_TERAPIPE)
     return -1;
-  ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
-  ModelLayerCost lc;
-  model_layer_cost_with(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &lc);
-  ModelShape local = pl->model;
-  local.seq_len /= sim_plan_cp(pl);
-  double emb_f, emb_b, head_f, head_b;
-  model_embedding_cost(profile, &local, pl->tp, pl->micro_batch, &emb_f, &emb_b);
-  model_head_cost(profile, &local, pl->tp, pl->micro_batch, &head_f, &head_b);
-  double head_w = model_head_wgrad_s(profile, &local, pl->tp, pl->micro_batch);
-  double fwd = 0, bwd_in = 0, w = 0;
-  for (guint j = 0; j < 3; j++) {
-    fwd += lc.fwd.seg_s[j];
-    bwd_in += lc.bwd.seg_s[j] - lc.bwd.wgrad_s[j];
-    w += lc.bwd.wgrad_s[j];
-  }
-  double rc = pl->recompute ? fwd : pl->selective ? lc.core.seg_s[0] : 0;
+  SimPassTimes pt;
+  sim_ptdp_pass_times(pl, profile, &pt);
   /* the tensor-parallel collectives at a layer pass's two points (forward,
    * input gradient, recomputation forward), in the chain between its
    * compute: on the analytic network, not overlapped with GEMMs nor with
@@ -232,7 +218,7 @@ static double ptdp_lower_bound(const SimPlan *pl, const ModelProfile *profile, c
                   .n_measured = profile->n_coll};
   if (pl->tp > 1 && !pl->tp_comm_overlap && !pl->flow_network && pl->schedule != SIM_SCHEDULE_DUALPIPEV &&
       pl->placement != SIM_PLACEMENT_MISALIGNED && (pl->tp * cp <= D || D % pl->tp == 0)) {
-    double bytes = lc.tp_allreduce_bytes;
+    double bytes = pt.tp_allreduce_bytes;
     tp_s = pl->sequence_parallel ? model_collective_time_s(&net, MODEL_COLL_REDUCESCATTER, bytes, pl->tp, 1, NULL) +
                                        model_collective_time_s(&net, MODEL_COLL_ALLGATHER, bytes, pl->tp, 1, NULL)
                                  : model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, bytes, pl->tp, 1, NULL);
@@ -248,9 +234,10 @@ static double ptdp_lower_bound(const SimPlan *pl, const ModelProfile *profile, c
     guint l = sim_plan_chunk_layers(pl, s, c);
     lmax = MAX(lmax, l);
     stage[r] = s;
-    F[r] = l * (fwd + tp_s) + (r == 0 ? emb_f : 0) + (r + 1 == route ? head_f : 0);
-    B[r] = l * (bwd_in + rc + (pl->recompute ? 2 : 1) * tp_s) + (r + 1 == route ? head_b - head_w : 0);
-    W[r] = l * w + (r + 1 == route ? head_w : 0) + (r == 0 && l > 0 ? emb_b : 0);
+    F[r] = l * (pt.layer_f + tp_s) + (r == 0 ? pt.emb_f : 0) + (r + 1 == route ? pt.head_f : 0);
+    B[r] = l * (pt.layer_b + pt.layer_recompute + (pl->recompute ? 2 : 1) * tp_s) +
+           (r + 1 == route ? pt.head_b - pt.head_w : 0);
+    W[r] = l * pt.layer_w + (r + 1 == route ? pt.head_w : 0) + (r == 0 && l > 0 ? pt.emb_b : 0);
   }
   /* the optimizer's step on the compute stream after the stage's last item:
    * on the stage's parameters, or its 1/d shard (sim_ptdp_emit_dp_and_optimizer) */

@@ -394,6 +394,21 @@ gboolean sim_plan_is_sc21_reproduction(const SimPlan *plan, const ModelProfile *
  * workload counts no logit layer. */
 void sim_plan_rates(const SimPlan *plan, const ModelProfile *profile, SimResult *r);
 
+/* One microbatch's compute on one pipeline rank, from the cost model alone
+ * (no communication, no overlap): a layer's forward, the input-gradient part
+ * of its backward, what recomputation adds to that backward (the forward, or
+ * the attention core with selective recomputation), its weight-gradient
+ * part; the embedding's and the logit layer's passes (head_b includes
+ * head_w, the logit layer's weight gradient); and a layer's tensor-parallel
+ * all-reduce buffer.  ZB's heuristics order stages by these, and plan's
+ * lower bound adds them up. */
+typedef struct {
+  double layer_f, layer_b, layer_recompute, layer_w;
+  double emb_f, emb_b, head_f, head_b, head_w;
+  double tp_allreduce_bytes;
+} SimPassTimes;
+void sim_ptdp_pass_times(const SimPlan *plan, const ModelProfile *profile, SimPassTimes *t);
+
 /* Simulates one iteration of `plan`. */
 gboolean sim_ptdp_run(const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster,
                       SimResult *result, GError **error);

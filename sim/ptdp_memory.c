@@ -133,6 +133,23 @@ static gboolean heuristic(const SimPlan *pl) {
   return pl->schedule == SIM_SCHEDULE_ZB_1P || pl->schedule == SIM_SCHEDULE_ZB_2P || pl->schedule == SIM_SCHEDULE_ZB_AUTO;
 }
 
+void sim_ptdp_pass_times(const SimPlan *pl, const ModelProfile *profile, SimPassTimes *t) {
+  ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
+  ModelLayerCost c;
+  model_layer_cost_with(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &c);
+  ModelShape local = rank_shape(pl);
+  *t = (SimPassTimes){.tp_allreduce_bytes = c.tp_allreduce_bytes};
+  model_embedding_cost(profile, &local, pl->tp, pl->micro_batch, &t->emb_f, &t->emb_b);
+  model_head_cost(profile, &local, pl->tp, pl->micro_batch, &t->head_f, &t->head_b);
+  t->head_w = model_head_wgrad_s(profile, &local, pl->tp, pl->micro_batch);
+  for (guint j = 0; j < 3; j++) {
+    t->layer_f += c.fwd.seg_s[j];
+    t->layer_b += c.bwd.seg_s[j] - c.bwd.wgrad_s[j];
+    t->layer_w += c.bwd.wgrad_s[j];
+  }
+  t->layer_recompute = pl->recompute ? t->layer_f : pl->selective ? c.core.seg_s[0] : 0;
+}
+
 /* Every stage's order for m microbatches.  ZB's heuristics order by each
  * stage's F, B and W: the --stage-times, else the cost model's compute
  * times on `profile` (its layers, the embedding and the logit layer; the
@@ -145,29 +162,14 @@ void sim_ptdp_plan_orders(const SimPlan *pl, const ModelProfile *profile, guint 
       tf[s] = pl->stage_f_s, tb[s] = pl->stage_b_s, tw[s] = pl->stage_w_s;
     tc = pl->stage_comm_s;
   } else if (heuristic(pl)) {
-    ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
-    ModelLayerCost c;
-    model_layer_cost_with(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &c);
-    ModelShape local = rank_shape(pl);
-    double ef, eb, hf, hb;
-    model_embedding_cost(profile, &local, pl->tp, pl->micro_batch, &ef, &eb);
-    model_head_cost(profile, &local, pl->tp, pl->micro_batch, &hf, &hb);
-    double hw = model_head_wgrad_s(profile, &local, pl->tp, pl->micro_batch);
-    double f = 0, b = 0, w = 0;
-    for (guint j = 0; j < 3; j++) {
-      f += c.fwd.seg_s[j];
-      b += c.bwd.seg_s[j] - c.bwd.wgrad_s[j];
-      w += c.bwd.wgrad_s[j];
-    }
-    if (pl->recompute)
-      b += f;
-    else if (pl->selective)
-      b += c.core.seg_s[0];
+    SimPassTimes pt;
+    sim_ptdp_pass_times(pl, profile, &pt);
+    double b = pt.layer_b + pt.layer_recompute;
     for (guint s = 0; s < p; s++) {
       double L = sim_plan_stage_layers(pl, s);
-      tf[s] = L * f + (s == 0 ? ef : 0) + (s == p - 1 ? hf : 0);
-      tb[s] = L * b + (s == p - 1 ? hb - hw : 0);
-      tw[s] = L * w + (s == 0 ? eb : 0) + (s == p - 1 ? hw : 0);
+      tf[s] = L * pt.layer_f + (s == 0 ? pt.emb_f : 0) + (s == p - 1 ? pt.head_f : 0);
+      tb[s] = L * b + (s == p - 1 ? pt.head_b - pt.head_w : 0);
+      tw[s] = L * pt.layer_w + (s == 0 ? pt.emb_b : 0) + (s == p - 1 ? pt.head_w : 0);
     }
   }
   double full = 1, kept = 1;
