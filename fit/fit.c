@@ -285,10 +285,12 @@ static void mem_fit_record(cJSON *parent, const MemClassFit *mc) {
  * generations run the same class at different rates on one GPU (on an H100
  * the 2021 layernorm moves 0.9-1.3 TB/s, today's 1.4-2.9 TB/s): one curve
  * through both fits neither, and a profile fitted from today's kernels
- * prices the layers that run them. */
-static GArray *mem_points(const CalibMeasurements *m, ModelMemClass c) {
+ * prices the layers that run them.  With `kernels_2021`: the 2021 kernels
+ * of a class that today's kernels measure too, fitted apart into
+ * membound_2021 for the 2021 layer (none otherwise). */
+static GArray *mem_points(const CalibMeasurements *m, ModelMemClass c, gboolean kernels_2021) {
   GArray *a = g_array_new(FALSE, FALSE, sizeof(MemPoint));
-  if (c == MODEL_MEM_COPY)
+  if (c == MODEL_MEM_COPY && !kernels_2021)
     for (guint i = 0; i < m->membw->len; i++) {
       const CalibMembw *b = &g_array_index(m->membw, CalibMembw, i);
       MemPoint p = {b->bytes, b->t.median_us};
@@ -299,29 +301,14 @@ static GArray *mem_points(const CalibMeasurements *m, ModelMemClass c) {
     const CalibMembound *b = &g_array_index(m->membound, CalibMembound, i);
     if (calib_membound_op(b->op)->cls == c) {
       MemPoint p = {b->bytes, b->t.median_us};
-      g_array_append_val(a, p);
+      if (!kernels_2021)
+        g_array_append_val(a, p);
       today = TRUE;
     }
   }
-  for (guint i = 0; i < m->kernels->len && !today; i++) {
-    const CalibKernel *k = &g_array_index(m->kernels, CalibKernel, i);
-    if (calib_kernel_class(k->name, k->fused, k->kernels) == c) {
-      MemPoint p = {k->bytes, k->t.median_us};
-      g_array_append_val(a, p);
-    }
-  }
-  return a;
-}
-
-/* The 2021 fused kernels of class c, where today's kernels measure the
- * class too (else mem_points already fits the class from them): the
- * "membound_2021" figures the 2021 layer is priced with. */
-static GArray *mem_points_2021(const CalibMeasurements *m, ModelMemClass c) {
-  GArray *a = g_array_new(FALSE, FALSE, sizeof(MemPoint));
-  gboolean today = FALSE;
-  for (guint i = 0; i < m->membound->len; i++)
-    today |= calib_membound_op(g_array_index(m->membound, CalibMembound, i).op)->cls == c;
-  for (guint i = 0; i < m->kernels->len && today && c != MODEL_MEM_COPY; i++) {
+  /* the 2021 kernels: the class's own points where today's do not measure
+   * it; apart (kernels_2021), for membound_2021, where they do */
+  for (guint i = 0; i < m->kernels->len && today == kernels_2021; i++) {
     const CalibKernel *k = &g_array_index(m->kernels, CalibKernel, i);
     if (calib_kernel_class(k->name, k->fused, k->kernels) == c) {
       MemPoint p = {k->bytes, k->t.median_us};
@@ -411,7 +398,7 @@ static gboolean fit_mem_class(const CalibMeasurements *m, ModelMemClass c, gbool
                               const MemClassFit *copy, const ModelProfile *base, guint max_iter, MemClassFit *out,
                               GError **error) {
   memset(out, 0, sizeof *out);
-  GArray *pts = kernels_2021 ? mem_points_2021(m, c) : mem_points(m, c);
+  GArray *pts = mem_points(m, c, kernels_2021);
   const MemPoint *p = (const MemPoint *)pts->data;
   guint n = pts->len, nl2 = 0;
   for (guint i = 0; i < n; i++)
