@@ -190,7 +190,7 @@
 #include "gpu_common.cuh"
 #include "gpu_gemmlt.cuh"
 #include "gpu_membound.cuh"
-#include "reference.h"
+#include "../measure/reference.h"
 
 #ifndef PTDSIM_NO_CUDNN
 #include <cudnn_graph.h>

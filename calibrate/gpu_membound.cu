@@ -45,7 +45,7 @@
 #include "gpu.h"
 #include "gpu_common.cuh"
 #include "gpu_membound.cuh"
-#include "reference.h"
+#include "../measure/reference.h"
 
 typedef __nv_bfloat16 bf16;
 

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "reference.h"
+#include "../measure/reference.h"
 
 // One-line reason why op (a RefMemboundOp) cannot run on rows x
 // cols (head_dim: rotary's head size), or NULL when it can.

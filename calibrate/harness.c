@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "gpu.h"
-#include "measurements.h"
-#include "plan.h"
+#include "../measure/measurements.h"
+#include "../measure/plan.h"
 
 typedef struct {
   char *modes, *output, *shapes;

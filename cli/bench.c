@@ -18,8 +18,10 @@
 #include "../search/pool.h"
 #include "../search/sweep.h"
 #include "../traces/terapipe_figs.h"
-#include "../sim/terapipe.h"
+#include "../terapipe/terapipe.h"
 #include "cli.h"
+#include "../ptdp/ptdp.h"
+#include "../plan/validate.h"
 
 /* CPU seconds of the calling thread: the runs timed here are
  * single-threaded, so this is their time on one core, whatever else the

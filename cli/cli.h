@@ -6,7 +6,7 @@
 #include <glib.h>
 
 #include "../search/options.h"
-#include "../sim/plan.h"
+#include "../plan/plan.h"
 
 typedef enum { CLI_TEXT, CLI_JSON } CliFormat;
 

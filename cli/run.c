@@ -4,10 +4,12 @@
 #include <string.h>
 
 #include "../base/outfile.h"
-#include "../sim/schedule.h"
+#include "../schedule/schedule.h"
 #include "../traces/report.h"
 #include "../traces/runner.h"
 #include "cli.h"
+#include "../ptdp/ptdp.h"
+#include "../plan/validate.h"
 
 /* --dump-schedule: the plan's schedule as a CSV of per-rank actions (NULL
  * path: nothing).  The target is checked and its temporary file opened

@@ -36,8 +36,8 @@
 #include "../models/comm.h"
 #include "../models/layer.h"
 #include "../models/profile.h"
-#include "../calibrate/measurements.h"
-#include "../calibrate/plan.h"
+#include "../measure/measurements.h"
+#include "../measure/plan.h"
 
 typedef struct {
   const char *name;               /* profile name */

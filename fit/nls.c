@@ -8,7 +8,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../calibrate/measurements.h"
+#include "../measure/measurements.h"
 
 
 /* --- the least-squares driver --- */

@@ -9,12 +9,13 @@
 #include <unistd.h>
 
 #include "../base/jsonutil.h"
-#include "../calibrate/measurements.h"
+#include "../measure/measurements.h"
 #include "../fit/fit.h"
 #include "../search/grid.h"
-#include "../sim/schedule.h"
+#include "../schedule/schedule.h"
 #include "../traces/report.h"
 #include "../traces/runner.h"
+#include "../plan/validate.h"
 
 static const char *const names[FUZZ_N_TARGETS] = {"cluster", "profile",  "measurements", "trace",      "sweep",
                                                    "trace-gz", "fit",     "schedule",     "slow",       "slow-link",

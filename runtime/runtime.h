@@ -41,7 +41,7 @@
 
 #include <glib.h>
 
-#include "../sim/plan.h"
+#include "../plan/plan.h"
 
 /* The Llama 3 405B pre-training run (arXiv:2407.21783, section 3.3.4 and
  * Table 5): 419 unexpected interruptions in a 54-day snapshot on 16,384

@@ -9,6 +9,7 @@
 #include "../base/jsonutil.h"
 #include "../base/text.h"
 #include "../base/units.h"
+#include "../plan/validate.h"
 
 static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", "terapipe", "zb-h1", "zb-h2",
                                         "interleaved-zb", "zb-v", "zb-1p", "zb-2p", "zb-auto", "dualpipe",
@@ -421,7 +422,7 @@ static gboolean real_opt(const SearchConfig *c, SearchOptId id, double *out, GEr
 
 static gboolean interval_opt(const char *text, RtInterval *out, GError **error);
 
-/* --schedule-file: a regular file of at most 64 MiB (sim/schedule.c reads
+/* --schedule-file: a regular file of at most 64 MiB (schedule/schedule.c reads
  * it, checking again). */
 static gboolean schedule_file_check(const char *path, GError **error) {
   GStatBuf st = {0};

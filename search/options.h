@@ -7,7 +7,7 @@
 #include <glib.h>
 
 #include "../runtime/runtime.h"
-#include "../sim/plan.h"
+#include "../plan/plan.h"
 
 /* The most Monte-Carlo trials of a whole run (--trials). */
 #define SEARCH_MAX_TRIALS 100000
@@ -87,7 +87,7 @@ typedef enum {
   SEARCH_OPT_MOE_IMBALANCE,
   SEARCH_OPT_MOE_CAPACITY_FACTOR,
   SEARCH_OPT_MOE_TOKEN_DISPATCHER,
-  /* stragglers (sim/plan.h) */
+  /* stragglers (plan/plan.h) */
   SEARCH_OPT_SLOW,
   SEARCH_OPT_GPU_SPEED,
   SEARCH_OPT_SLOW_LINK,

@@ -28,9 +28,12 @@
 #include "planner.h"
 
 #include "../models/layer.h"
-#include "../sim/schedule.h"
-#include "../sim/zero.h"
+#include "../schedule/schedule.h"
+#include "../zero/zero.h"
 #include "pool.h"
+#include "../ptdp/ptdp.h"
+#include "../plan/validate.h"
+#include "../plan/route.h"
 
 #include <math.h>
 #include <string.h>
@@ -176,7 +179,7 @@ static void candidate_config(const Search *s, const Candidate *c, SearchConfig *
  * negative number where none is derived here (MoE layers, DualPipe's two
  * directions, a user's schedule file, --stage-times).  Every term is work
  * the simulator puts on a stage's compute stream, whose ops run one at a
- * time (sim/engine.c), at the durations sim/ptdp_pass.c gives them (the
+ * time (sim/engine.c), at the durations ptdp/pass.c gives them (the
  * same models/ calls, sim_ptdp_run's: model_layer_cost_with,
  * model_embedding_cost, model_head_cost); stragglers only slow a stream.
  * Per microbatch, route position r (a model chunk on a stage) runs its

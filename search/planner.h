@@ -1,7 +1,7 @@
 /* ptdsim — the configuration search behind `ptdsim plan`: every (t, p, d, b,
  * schedule, v, recompute, pipeline split) that a model, GPU budget and
  * global batch allow,
- * and ZeRO stages 1-3 for t = p = 1 (sim/zero.h), the ones that fit in
+ * and ZeRO stages 1-3 for t = p = 1 (zero/zero.h), the ones that fit in
  * memory simulated (on every core), ranked by iteration time.  Options the
  * user gives pin the search: --tp 8 searches t = 8 only, --schedule
  * interleaved the interleaved schedule only, and so on. */
@@ -9,7 +9,7 @@
 
 #include <glib.h>
 
-#include "../sim/plan.h"
+#include "../plan/plan.h"
 #include "options.h"
 
 typedef struct {

@@ -3,7 +3,7 @@
 
 #include <stdlib.h>
 
-#include "timeline.h"
+#include "tags.h"
 
 typedef struct {
   SimTime at;
@@ -18,14 +18,14 @@ static int edge_cmp(const void *a, const void *b) {
 
 guint sim_exposed_class(guint category) {
   switch (category) {
-  case SIM_TIMELINE_CAT_COMPUTE:
+  case SIM_CAT_COMPUTE:
     return SIM_CLS_COMPUTE;
-  case SIM_TIMELINE_CAT_TP:
-  case SIM_TIMELINE_CAT_CP: /* blocks the attention core as the tensor-parallel collectives block the layer */
+  case SIM_CAT_TP:
+  case SIM_CAT_CP: /* blocks the attention core as the tensor-parallel collectives block the layer */
     return SIM_CLS_TP;
-  case SIM_TIMELINE_CAT_OPTIMIZER:
+  case SIM_CAT_OPTIMIZER:
     return SIM_CLS_OPT;
-  case SIM_TIMELINE_CAT_DP:
+  case SIM_CAT_DP:
     return SIM_CLS_DP;
   default:
     return SIM_CLS_PP;
@@ -101,7 +101,7 @@ static SimTime covered(const SimSteady *st, SimTime lo, SimTime hi) {
 
 guint sim_exposed_busiest_steady(const SimEngine *e, const guint *gpus, guint n, const SimSteady *st, double *work,
                                  SimTime *flush) {
-  G_STATIC_ASSERT(SIM_TIMELINE_STREAM_KINDS >= 2); /* kind 0: compute, kind 1: tensor-parallel */
+  G_STATIC_ASSERT(SIM_STREAM_KINDS >= 2); /* kind 0: compute, kind 1: tensor-parallel */
   double best = -1;
   guint critical = 0;
   *flush = 0;
@@ -114,13 +114,13 @@ guint sim_exposed_busiest_steady(const SimEngine *e, const guint *gpus, guint n,
     guint n_ops[2];
     const guint *ops[2];
     for (guint kind = 0; kind < 2; kind++)
-      ops[kind] = sim_engine_stream_ops(e, gpu * SIM_TIMELINE_STREAM_KINDS + kind, &n_ops[kind]);
+      ops[kind] = sim_engine_stream_ops(e, gpu * SIM_STREAM_KINDS + kind, &n_ops[kind]);
     guint at[2] = {0, 0};
     SimTime busy = 0, lo = 0, hi = -1;
     for (;;) {
       for (guint kind = 0; kind < 2; kind++) /* the optimizer step is not pipeline work */
         while (at[kind] < n_ops[kind] &&
-               sim_engine_op_tag(e, ops[kind][at[kind]])->category == SIM_TIMELINE_CAT_OPTIMIZER)
+               sim_engine_op_tag(e, ops[kind][at[kind]])->category == SIM_CAT_OPTIMIZER)
           at[kind]++;
       gboolean more0 = at[0] < n_ops[0], more1 = at[1] < n_ops[1];
       if (!more0 && !more1)

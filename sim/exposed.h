@@ -5,7 +5,7 @@
  * tensor-parallel > optimizer > data-parallel > pipeline > idle: time counts
  * as the highest-priority class active then ("exposed" time).  Used by the
  * PTD-P and TeraPipe graphs alike (their tag categories are
- * SIM_TIMELINE_CAT_*). */
+ * SIM_CAT_*, tags.h). */
 #pragma once
 
 #include "engine.h"
@@ -13,7 +13,7 @@
 
 enum { SIM_CLS_COMPUTE, SIM_CLS_TP, SIM_CLS_OPT, SIM_CLS_DP, SIM_CLS_PP, SIM_N_CLS };
 
-/* The class of a tag category (SIM_TIMELINE_CAT_*). */
+/* The class of a tag category (SIM_CAT_*, tags.h). */
 guint sim_exposed_class(guint category);
 /* Adds [s0, s1) in class `cls` to `edges` (a GArray of the module's edges,
  * from sim_exposed_edges_new); empty intervals are skipped. */

@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../traces/plot.h"
+#include "../plot/plot.h"
 #include "cli_harness.h"
 #include "test_tmp.h"
 

@@ -8,7 +8,7 @@
 
 #include "../models/comm.h"
 #include "../network/collective.h"
-#include "../sim/plan.h"
+#include "../plan/plan.h"
 #include "../topologies/cluster.h"
 #include "../topologies/fabric.h"
 

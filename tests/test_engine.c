@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "../sim/engine.h"
-#include "../sim/schedule.h"
+#include "../schedule/schedule.h"
 
 /* Adds `n` streams to `e` (one GPU each) and checks the ids are 0..n-1. */
 static void add_streams(SimEngine *e, guint n) {

@@ -8,7 +8,7 @@
 #include "../models/memory.h"
 #include "../models/moe.h"
 #include "../models/transformer.h"
-#include "../sim/moe.h"
+#include "../plan/moe.h"
 
 static ModelShape get(const char *name) {
   ModelShape m;

@@ -8,10 +8,11 @@
 #include "../base/jsonutil.h"
 #include "../network/collective.h"
 #include "../sim/engine.h"
-#include "../sim/netops.h"
+#include "../taskgraph/netops.h"
 #include "../network/flow.h"
-#include "../sim/plan.h"
+#include "../plan/plan.h"
 #include "../topologies/fabric.h"
+#include "../ptdp/ptdp.h"
 
 static TopoFabric *load(const char *name) {
   GError *error = NULL;

@@ -1,4 +1,4 @@
-/* ptdsim — tests of the chart and schedule pictures (traces/plot.c).  The
+/* ptdsim — tests of the chart and schedule pictures (plot/plot.c).  The
  * PNGs are decoded back with cairo and probed at pixels whose place the
  * module itself reports (trace_plot_pixel, trace_gantt_pixel); the SVGs are
  * parsed with GMarkup. */
@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../traces/plot.h"
+#include "../plot/plot.h"
 
 /* ------------------------------------------------------------------ */
 /* Reading the pictures back */

@@ -1,5 +1,5 @@
 /* ptdsim — tests of the CPU references of the memory-bound kernels
- * (calibrate/reference.c): the mathematics checked where it is exact
+ * (measure/reference.c): the mathematics checked where it is exact
  * (normalised moments, identities, hand-derived roundings) and the backward
  * passes against central finite differences of the forwards; and where the
  * harness keeps its FP8 scales (calibrate/fp8_slots.h).  No GPU. */
@@ -9,8 +9,8 @@
 #include <string.h>
 
 #include "../calibrate/fp8_slots.h"
-#include "../calibrate/plan.h"
-#include "../calibrate/reference.h"
+#include "../measure/plan.h"
+#include "../measure/reference.h"
 
 /* A reproducible value in [lo, hi). */
 static double rnd(uint64_t seed, uint64_t i, double lo, double hi) {

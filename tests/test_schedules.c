@@ -7,10 +7,12 @@
 #include <string.h>
 
 #include "../models/layer.h"
-#include "../sim/plan.h"
-#include "../sim/schedule.h"
-#include "../sim/timeline.h"
-#include "../sim/zero.h"
+#include "../plan/plan.h"
+#include "../schedule/schedule.h"
+#include "../taskgraph/timeline.h"
+#include "../zero/zero.h"
+#include "../ptdp/ptdp.h"
+#include "../plan/validate.h"
 
 static TopoCluster *selene;
 static ModelProfile *ideal, *a100;

@@ -7,9 +7,11 @@
 
 #include "../models/transformer.h"
 #include "../sim/engine.h"
-#include "../sim/plan.h"
+#include "../plan/plan.h"
 #include "../sim/steady.h"
 #include "test_plain.h"
+#include "../ptdp/ptdp.h"
+#include "../plan/validate.h"
 
 static TopoCluster *selene;
 static ModelProfile *a100;

@@ -562,7 +562,7 @@ static void test_exact_same_results(void) {
       "sweep --model llama3-8b --seq-len 2048 --gpus 32 --tp 4 --pp 4 --global-batch 16 --schedule 1f1b,gpipe "
       "--ddp local,torch --distributed-optimizer false,true --recompute full,selective --sequence-parallel false,true "
       "--network analytic,flow",
-      /* the flow network's fixed transfers (sim/netops.h) on three machines:
+      /* the flow network's fixed transfers (taskgraph/netops.h) on three machines:
        * kept, moved onto the flows in rounds, and coarse items built again */
       "sweep --model gpt3-2.7b --gpus 32 --tp 2,4 --pp 4 --global-batch 32 --schedule interleaved --chunks 2 "
       "--cluster selene,dgx-h100-superpod,aws-p3-16xlarge --ddp local,torch --network flow",

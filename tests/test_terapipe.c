@@ -8,10 +8,12 @@
 #include "../models/layer.h"
 #include "../models/slicing.h"
 #include "../models/compute.h"
-#include "../sim/terapipe.h"
-#include "../sim/timeline.h"
+#include "../terapipe/terapipe.h"
+#include "../taskgraph/timeline.h"
 #include "../traces/terapipe_figs.h"
 #include "test_plain.h"
+#include "../ptdp/ptdp.h"
+#include "../plan/validate.h"
 
 /* --- cost functions for the DP --- */
 
@@ -576,7 +578,7 @@ static gboolean check_timeline(const SimTimeline *tl, gpointer data, GError **er
   RunCheck *rc = data;
   const SimEngine *e = tl->engine;
   const SimPlan *pl = tl->plan;
-  guint K = SIM_TIMELINE_STREAM_KINDS, n_items = 0;
+  guint K = SIM_STREAM_KINDS, n_items = 0;
   /* 5. rank order: stage s of replica 0 is GPU t s (tensor ranks, then
    * stages, then replicas: mpu/initialize.py) */
   for (guint s = 0; s < tl->p; s++)
@@ -584,7 +586,7 @@ static gboolean check_timeline(const SimTimeline *tl, gpointer data, GError **er
   const guint *comp0 = sim_engine_stream_ops(e, 0 * K + 0, &n_items);
   for (guint op = 0; op < sim_engine_n_ops(e); op++) {
     const SimOpTag *t = sim_engine_op_tag(e, op);
-    if (t->category == SIM_TIMELINE_CAT_PP) {
+    if (t->category == SIM_CAT_PP) {
       /* all four stages share node 0, so every hop is an NVLink send of
        * the whole slice from one rank: latency + bytes / NVLink p2p */
       ModelNet net = {.hw = aws->net};
@@ -595,13 +597,13 @@ static gboolean check_timeline(const SimTimeline *tl, gpointer data, GError **er
        * broadcast on its compute stream) */
       guint n;
       const guint *comp = sim_engine_stream_ops(e, (guint)t->stage * K + 0, &n);
-      if (j + 1 < n && sim_engine_op_tag(e, comp[j + 1])->category == SIM_TIMELINE_CAT_COMPUTE)
+      if (j + 1 < n && sim_engine_op_tag(e, comp[j + 1])->category == SIM_CAT_COMPUTE)
         g_assert_cmpint(sim_engine_op_start(e, comp[j + 1]), >=, sim_engine_op_end(e, op));
       rc->checked_sends++;
     }
     /* 7. the layers workload has no tied-embedding all-reduce */
     if (rc->layers)
-      g_assert_false(t->category == SIM_TIMELINE_CAT_DP && t->layer == -2);
+      g_assert_false(t->category == SIM_CAT_DP && t->layer == -2);
   }
   /* 7. every stage runs the same layers: with the layers workload the
    * first and last stages' slices cost what a middle stage's do; with the

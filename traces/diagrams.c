@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "../models/transformer.h"
-#include "../sim/timeline.h"
+#include "../taskgraph/timeline.h"
 #include "runner.h"
 
 /* PASS_WEIGHT: a zero-bubble schedule's weight gradients apart (its
@@ -113,7 +113,7 @@ static GArray *read_boxes(const cJSON *events, guint stages, guint per_stage, GE
   /* (stage, pass, chunk, item) packed in 64 bits -> index + 1 in boxes */
   g_return_val_if_fail(stages < (1u << 12), NULL);
   GHashTable *index = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, NULL);
-  const char *compute = sim_timeline_category_name(SIM_TIMELINE_CAT_COMPUTE);
+  const char *compute = sim_timeline_category_name(SIM_CAT_COMPUTE);
   const cJSON *e;
   gboolean ok = TRUE;
   cJSON_ArrayForEach(e, events) {

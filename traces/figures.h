@@ -3,7 +3,7 @@
  * A figure is a registered function that runs its configurations through
  * trace_figure_run and fills a TraceFigureOut: the rows (one JSON object per
  * point of the figure, the same rows as the CSV), a text table, and a
- * picture (a chart or a schedule diagram, traces/plot.h).
+ * picture (a chart or a schedule diagram, plot/plot.h).
  *
  * trace_figure_run gives a configuration's `run --format json` object in
  * one of three ways, the same to the byte for the figure: by simulating it,
@@ -18,8 +18,8 @@
 #include <glib.h>
 
 #include "../runtime/runtime.h"
-#include "../sim/plan.h"
-#include "plot.h"
+#include "../plan/plan.h"
+#include "../plot/plot.h"
 
 typedef enum {
   TRACE_FIGURE_SIMULATE,    /* simulate, keep nothing */

@@ -126,7 +126,7 @@ static gint32 item_of(const SimTimeline *tl, const SimOpTag *tag) {
 }
 
 static gboolean has_pass(const SimTimeline *tl, const SimOpTag *tag) {
-  return tag->pass < (tl->recompute_pass ? 3u : 2u) || (tl->recompute_pass && tag->pass == SIM_TIMELINE_PASS_WEIGHT);
+  return tag->pass < (tl->recompute_pass ? 3u : 2u) || (tl->recompute_pass && tag->pass == SIM_PASS_WEIGHT);
 }
 
 /* "forward mb 3 chunk 1": the pass and item an op belongs to ("" if none). */
@@ -175,10 +175,10 @@ static void op_name(const SimTimeline *tl, const SimOpTag *tag, const SimTimelin
   if (n_pc == 1 && pc->act != SIM_ACT_RUN) { /* "param all-gather, layer 2 MLP up" */
     piece_label(pc, first, sizeof first);
     g_snprintf(subject, sizeof subject, "%s%s%s", act_label(pc->act), *first ? ", " : "", first);
-  } else if (n_pc == 1 && tag->category == SIM_TIMELINE_CAT_COMPUTE) { /* "layer 5 attention" */
+  } else if (n_pc == 1 && tag->category == SIM_CAT_COMPUTE) { /* "layer 5 attention" */
     piece_label(pc, subject, sizeof subject);
     piece_what(tl, tag, pc, what, sizeof what);
-  } else if (n_pc > 1 && tag->category == SIM_TIMELINE_CAT_COMPUTE) { /* parts back to back: first to last */
+  } else if (n_pc > 1 && tag->category == SIM_CAT_COMPUTE) { /* parts back to back: first to last */
     char last[48], what_first[64], what_last[64];
     piece_label(&pc[0], first, sizeof first);
     piece_label(&pc[n_pc - 1], last, sizeof last);
@@ -190,7 +190,7 @@ static void op_name(const SimTimeline *tl, const SimOpTag *tag, const SimTimelin
     }
     g_snprintf(subject, sizeof subject, "%s ... %s", first, last);
     g_strlcpy(what, what_first, sizeof what);
-  } else if (tag->category == SIM_TIMELINE_CAT_DP && !has_pass(tl, tag)) {
+  } else if (tag->category == SIM_CAT_DP && !has_pass(tl, tag)) {
     if (tag->layer == -2) /* the tied embedding's gradient all-reduce */
       g_strlcpy(subject, "embedding grad all-reduce", sizeof subject);
     else
@@ -211,9 +211,9 @@ static guint extra_events(const SimTimeline *tl, guint op) {
   const SimOpTag *tag = sim_engine_op_tag(e, op);
   guint n;
   sim_timeline_pieces(tl, op, &n);
-  if (tag->category == SIM_TIMELINE_CAT_COMPUTE && n > 1)
+  if (tag->category == SIM_CAT_COMPUTE && n > 1)
     return n;
-  if ((tag->category == SIM_TIMELINE_CAT_PP || tag->category == SIM_TIMELINE_CAT_PP_GATHER) &&
+  if ((tag->category == SIM_CAT_PP || tag->category == SIM_CAT_PP_GATHER) &&
       sim_engine_op_n_streams(e, op) == 2)
     return 1; /* per stream: the arrow's start on one, its end on the other */
   return 0;
@@ -281,8 +281,8 @@ gboolean trace_perfetto_write(const SimTimeline *tl, gpointer data, GError **err
   TracePerfetto *t = data;
   const SimPlan *pl = tl->plan;
   const SimEngine *e = tl->engine;
-  guint n_gpus = tl->ts * tl->ds * tl->p, n_streams = n_gpus * SIM_TIMELINE_STREAM_KINDS;
-  guint64 n_events = (guint64)n_gpus * (2 + SIM_TIMELINE_STREAM_KINDS * 2);
+  guint n_gpus = tl->ts * tl->ds * tl->p, n_streams = n_gpus * SIM_STREAM_KINDS;
+  guint64 n_events = (guint64)n_gpus * (2 + SIM_STREAM_KINDS * 2);
   for (guint st = 0; st < n_streams; st++) {
     guint n;
     const guint *ops = sim_engine_stream_ops(e, st, &n);
@@ -340,17 +340,17 @@ gboolean trace_perfetto_write(const SimTimeline *tl, gpointer data, GError **err
       g_snprintf(name, sizeof name, "GPU %u (stage %u, tp %u, replica %u)", pid, s, i, k);
     emit_meta(t, "process_name", pid, -1, "name", cJSON_CreateString(name));
     emit_meta(t, "process_sort_index", pid, -1, "sort_index", cJSON_CreateNumber(g));
-    for (guint kind = 0; kind < SIM_TIMELINE_STREAM_KINDS; kind++) {
+    for (guint kind = 0; kind < SIM_STREAM_KINDS; kind++) {
       emit_meta(t, "thread_name", pid, (gint)kind, "name", cJSON_CreateString(sim_timeline_stream_name(kind)));
       emit_meta(t, "thread_sort_index", pid, (gint)kind, "sort_index", cJSON_CreateNumber(kind));
     }
   }
   for (guint g = 0; g < n_gpus; g++)
-    for (guint kind = 0; kind < SIM_TIMELINE_STREAM_KINDS; kind++) {
+    for (guint kind = 0; kind < SIM_STREAM_KINDS; kind++) {
       guint n;
-      const guint *ops = sim_engine_stream_ops(e, g * SIM_TIMELINE_STREAM_KINDS + kind, &n);
+      const guint *ops = sim_engine_stream_ops(e, g * SIM_STREAM_KINDS + kind, &n);
       for (guint j = 0; j < n; j++) {
-        guint op = ops[j], st = g * SIM_TIMELINE_STREAM_KINDS + kind, pid = tl->gpu_of[g];
+        guint op = ops[j], st = g * SIM_STREAM_KINDS + kind, pid = tl->gpu_of[g];
         const SimOpTag *tag = sim_engine_op_tag(e, op);
         SimTime s0 = sim_engine_op_start(e, op), s1 = sim_engine_op_end(e, op);
         guint n_pc;
@@ -371,7 +371,7 @@ gboolean trace_perfetto_write(const SimTimeline *tl, gpointer data, GError **err
         if (n_pc == 1 && pc->layer >= 0)
           add_int(args, pc->part == SIM_PART_LAYERS ? "first_layer" : "layer", pc->layer);
         emit(t, ev);
-        if (tag->category == SIM_TIMELINE_CAT_COMPUTE && n_pc > 1)
+        if (tag->category == SIM_CAT_COMPUTE && n_pc > 1)
           emit_pieces(t, tl, tag, pc, n_pc, s0, s1, pid, kind);
         if (extra_events(tl, op) == 1) {
           const guint *sts = sim_engine_op_streams(e, op);

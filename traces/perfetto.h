@@ -19,7 +19,7 @@
  * leaves no partial file. */
 #pragma once
 
-#include "../sim/timeline.h"
+#include "../taskgraph/timeline.h"
 
 /* Traces beyond this many events are refused (the UI becomes unusable and
  * the file runs to hundreds of MB); the error suggests fewer microbatches.

@@ -1,20 +1,22 @@
 /* ptdsim — run reports (see report.h). */
 #include "report.h"
 
-#include "../sim/schedule.h"
+#include "../schedule/schedule.h"
 
 #include <math.h>
 #include <string.h>
 
 #include "../base/units.h"
-#include "../sim/terapipe.h"
+#include "../terapipe/terapipe.h"
+#include "../ptdp/ptdp.h"
+#include "../plan/route.h"
 
 #define GIB 1073741824.0
 
 static cJSON *obj_add(cJSON *parent, const char *key) { return cJSON_AddObjectToObject(parent, key); }
 
 /* The rank order: TeraPipe runs its own (tensor, then pipeline, then data:
- * sim/terapipe.c), PTD-P the --placement. */
+ * terapipe/terapipe.c), PTD-P the --placement. */
 static const char *placement_name(const SimPlan *pl) {
   static const char *placements[] = {"tp-dp-pp", "dp-outermost", "misaligned"};
   if (pl->zero)
@@ -359,7 +361,7 @@ void trace_slicing_from_json(const cJSON *tp, SimTeraPipeSlicing *s_out) {
   *s_out = s;
 }
 
-/* TeraPipe's slicing as the JSON holds it, in words (sim/terapipe.h). */
+/* TeraPipe's slicing as the JSON holds it, in words (terapipe/terapipe.h). */
 static void slicing_text(GString *out, const cJSON *tp) {
   SimTeraPipeSlicing s;
   trace_slicing_from_json(tp, &s);

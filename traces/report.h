@@ -6,8 +6,8 @@
 #include <glib.h>
 
 #include "../runtime/runtime.h"
-#include "../sim/plan.h"
-#include "../sim/terapipe.h"
+#include "../plan/plan.h"
+#include "../terapipe/terapipe.h"
 
 /* A model shape's keys (config's layers ... parameters, doc/output.md),
  * added to `o`. */

@@ -10,12 +10,14 @@
 #include "../base/jsonutil.h"
 #include "../base/outfile.h"
 #include "../sim/exposed.h"
-#include "../sim/terapipe.h"
-#include "../sim/timeline.h"
-#include "../sim/zero.h"
+#include "../terapipe/terapipe.h"
+#include "../taskgraph/timeline.h"
+#include "../zero/zero.h"
 #include "perfetto.h"
 #include "report.h"
 #include "figures.h"
+#include "../ptdp/ptdp.h"
+#include "../plan/validate.h"
 #include <errno.h>
 #include <glib/gstdio.h>
 
@@ -357,9 +359,9 @@ static guint class_of(const char *cat) {
   static const struct {
     const char *name;
     guint category;
-  } cats[] = {{"compute", SIM_TIMELINE_CAT_COMPUTE}, {"tp", SIM_TIMELINE_CAT_TP},
-              {"pp", SIM_TIMELINE_CAT_PP},           {"dp", SIM_TIMELINE_CAT_DP},
-              {"optimizer", SIM_TIMELINE_CAT_OPTIMIZER}, {"cp", SIM_TIMELINE_CAT_CP}};
+  } cats[] = {{"compute", SIM_CAT_COMPUTE}, {"tp", SIM_CAT_TP},
+              {"pp", SIM_CAT_PP},           {"dp", SIM_CAT_DP},
+              {"optimizer", SIM_CAT_OPTIMIZER}, {"cp", SIM_CAT_CP}};
   for (guint i = 0; i < G_N_ELEMENTS(cats); i++)
     if (strcmp(cat, cats[i].name) == 0)
       return sim_exposed_class(cats[i].category);

@@ -14,7 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "../runtime/runtime.h"
-#include "../sim/plan.h"
+#include "../plan/plan.h"
 
 #define TRACE_RUNNER_ERROR (trace_runner_error_quark())
 GQuark trace_runner_error_quark(void);

@@ -14,7 +14,7 @@
 
 #include "../base/jsonutil.h"
 #include "../models/layer.h"
-#include "../sim/terapipe.h"
+#include "../terapipe/terapipe.h"
 #include "report.h"
 
 static gboolean bad_ref(GError **error, const char *what) {

@@ -6,16 +6,11 @@
 
 #include "../models/layer.h"
 #include "../models/slicing.h"
-#include "engine.h"
-#include "exposed.h"
-#include "timeline.h"
+#include "../sim/engine.h"
+#include "../sim/exposed.h"
+#include "../sim/tags.h"
+#include "../taskgraph/timeline.h"
 
-enum { STREAM_COMPUTE, STREAM_TP, STREAM_SEND, STREAM_RECV, STREAM_DP, N_STREAMS };
-G_STATIC_ASSERT((int)N_STREAMS == SIM_TIMELINE_STREAM_KINDS); /* traces name the streams by kind */
-enum { CAT_COMPUTE, CAT_TP, CAT_PP, CAT_PP_GATHER, CAT_DP, CAT_OPTIMIZER };
-/* exposed.c classifies ops by the shared categories */
-G_STATIC_ASSERT((int)CAT_COMPUTE == (int)SIM_TIMELINE_CAT_COMPUTE && (int)CAT_TP == (int)SIM_TIMELINE_CAT_TP &&
-                (int)CAT_DP == (int)SIM_TIMELINE_CAT_DP && (int)CAT_OPTIMIZER == (int)SIM_TIMELINE_CAT_OPTIMIZER);
 
 #define FAIL_INVALID(...)                                                                                              \
   do {                                                                                                                 \
@@ -375,8 +370,8 @@ static void emit_items(Build *b, const ModelCell *cell, const ModelProfile *prof
         model_head_cost(profile, &slice, pl->tp, it->b, &hf, &hb);
       double comp = it->fwd ? cost[j].fwd + ef + hf : cost[j].bwd + eb + hb;
       double tp = it->fwd ? cost[j].tp_fwd : cost[j].tp_bwd;
-      SimOpTag t = tag(CAT_COMPUTE, it->fwd, s, j);
-      guint op = sim_engine_add_op1(b->e, ns(comp), s * N_STREAMS + STREAM_COMPUTE, &t);
+      SimOpTag t = tag(SIM_CAT_COMPUTE, it->fwd, s, j);
+      guint op = sim_engine_add_op1(b->e, ns(comp), s * SIM_STREAM_KINDS + SIM_STREAM_COMPUTE, &t);
       if (b->pieces) { /* the cell's layers, with the embedding before or the head after them */
         guint lps = pl->model.layers / b->p;
         double e_s = it->fwd ? ef : eb, h_s = it->fwd ? hf : hb, layers_s = it->fwd ? cost[j].fwd : cost[j].bwd;
@@ -395,8 +390,8 @@ static void emit_items(Build *b, const ModelCell *cell, const ModelProfile *prof
         sim_engine_add_dep(b->e, b->last[s * b->n + j - 1], op);
       b->first[s * b->n + j] = b->last[s * b->n + j] = op;
       if (pl->tp > 1) {
-        t.category = CAT_TP;
-        guint ar = sim_engine_add_op1(b->e, ns(tp), s * N_STREAMS + STREAM_TP, &t);
+        t.category = SIM_CAT_TP;
+        guint ar = sim_engine_add_op1(b->e, ns(tp), s * SIM_STREAM_KINDS + SIM_STREAM_TP, &t);
         sim_engine_add_dep(b->e, op, ar);
         b->last[s * b->n + j] = ar;
       }
@@ -415,8 +410,8 @@ static void emit_transfers(Build *b) {
       double full = 2.0 * it->b * it->tokens * pl->model.hidden; /* fp16 activations or their gradient */
       double send_s, gather_s;
       hop_parts(b, it->b, it->tokens, s, d, &send_s, &gather_s);
-      SimOpTag t = tag(CAT_PP, it->fwd, s, j);
-      guint streams[2] = {s * N_STREAMS + STREAM_SEND, d * N_STREAMS + STREAM_RECV};
+      SimOpTag t = tag(SIM_CAT_PP, it->fwd, s, j);
+      guint streams[2] = {s * SIM_STREAM_KINDS + SIM_STREAM_PP_SEND, d * SIM_STREAM_KINDS + SIM_STREAM_PP_RECV};
       guint64 pos[2] = {2ull * j, 2ull * j};
       guint x = sim_engine_add_op_at(b->e, ns(send_s), streams, pos, 2, &t);
       sim_engine_add_dep(b->e, b->last[s * b->n + j], x);
@@ -428,8 +423,8 @@ static void emit_transfers(Build *b) {
       guint ready = x;
       if (pl->tp > 1) {
         /* the receiving rank broadcasts it to its tensor group (NVLink) */
-        t.category = CAT_PP_GATHER;
-        guint st = d * N_STREAMS + STREAM_RECV;
+        t.category = SIM_CAT_PP_GATHER;
+        guint st = d * SIM_STREAM_KINDS + SIM_STREAM_PP_RECV;
         guint64 gp = 2ull * j + 1;
         ready = sim_engine_add_op_at(b->e, ns(gather_s), &st, &gp, 1, &t);
         sim_timeline_piece(b->pieces, ready, SIM_ACT_BROADCAST, SIM_PART_NONE, -1, 1, 0);
@@ -447,9 +442,9 @@ static void emit_dp_and_optimizer(Build *b, const ModelProfile *profile) {
   /* Tied word embeddings: first and last stage all-reduce their copies. */
   if (b->p > 1 && pl->workload == SIM_WORKLOAD_GPT) {
     double bytes = 2.0 * pl->model.vocab * pl->model.hidden / pl->tp;
-    guint streams[2] = {0 * N_STREAMS + STREAM_DP, (b->p - 1) * N_STREAMS + STREAM_DP};
+    guint streams[2] = {0 * SIM_STREAM_KINDS + SIM_STREAM_DP, (b->p - 1) * SIM_STREAM_KINDS + SIM_STREAM_DP};
     gboolean same = node_of(b, 0, 0, 0) == node_of(b, 0, 0, b->p - 1);
-    SimOpTag t = {CAT_DP, 2, 0, 0, 0, -2};
+    SimOpTag t = {SIM_CAT_DP, 2, 0, 0, 0, -2};
     guint op = sim_engine_add_op(
         b->e, ns(model_collective_time_s(&b->net, MODEL_COLL_ALLREDUCE, bytes, 2, same ? 1 : 2, NULL)),
         streams, 2, &t);
@@ -462,18 +457,18 @@ static void emit_dp_and_optimizer(Build *b, const ModelProfile *profile) {
   for (guint s = 0; s < b->p; s++) {
     guint64 params = stage_params(pl, s);
     guint after = b->last[s * b->n + b->n - 1];
-    SimOpTag t = {CAT_DP, 2, (gint32)s, 0, 0, -1};
+    SimOpTag t = {SIM_CAT_DP, 2, (gint32)s, 0, 0, -1};
     if (pl->dp > 1) {
       /* Gradients all-reduced once after the flush. */
       double bytes = 2.0 * params;
       double secs = model_collective_time_s(&b->net, MODEL_COLL_ALLREDUCE, bytes, pl->dp, dp_nodes(b, s), NULL);
-      guint op = sim_engine_add_op1(b->e, ns(secs), s * N_STREAMS + STREAM_DP, &t);
+      guint op = sim_engine_add_op1(b->e, ns(secs), s * SIM_STREAM_KINDS + SIM_STREAM_DP, &t);
       sim_engine_add_dep(b->e, after, op);
       after = op;
       b->bytes_dp += bytes * 2.0 * (pl->dp - 1) * pl->tp;
     }
-    t.category = CAT_OPTIMIZER;
-    guint opt = sim_engine_add_op1(b->e, ns(model_optimizer_time_s(profile, params)), s * N_STREAMS + STREAM_COMPUTE, &t);
+    t.category = SIM_CAT_OPTIMIZER;
+    guint opt = sim_engine_add_op1(b->e, ns(model_optimizer_time_s(profile, params)), s * SIM_STREAM_KINDS + SIM_STREAM_COMPUTE, &t);
     sim_engine_add_dep(b->e, after, opt);
     if (gate[s] != G_MAXUINT)
       sim_engine_add_dep(b->e, gate[s], opt);
@@ -500,9 +495,9 @@ static void measure(Build *b, const ModelProfile *profile, guint total_slices, S
   r->idle_fraction = flush > 0 ? ((double)flush - best) / (double)flush : 0;
   r->critical_stage = critical;
   GArray *edges = sim_exposed_edges_new();
-  for (guint kind = 0; kind < N_STREAMS; kind++) {
+  for (guint kind = 0; kind < SIM_STREAM_KINDS; kind++) {
     guint n;
-    const guint *ops = sim_engine_stream_ops(b->e, critical * N_STREAMS + kind, &n);
+    const guint *ops = sim_engine_stream_ops(b->e, critical * SIM_STREAM_KINDS + kind, &n);
     for (guint j = 0; j < n; j++)
       sim_exposed_add_op(edges, b->e, ops[j]);
   }
@@ -512,7 +507,7 @@ static void measure(Build *b, const ModelProfile *profile, guint total_slices, S
                                 parts[SIM_CLS_DP],      parts[SIM_CLS_OPT], parts[SIM_N_CLS]};
 
   /* Effective bisection bandwidth, one direction of the cut (as PTD-P's,
-   * sim/ptdp.c bisection_rate).  Pipeline: the sends between stages p/2-1
+   * ptdp/measure.c bisection_rate).  Pipeline: the sends between stages p/2-1
    * and p/2, each direction's bytes over the union of its sends' intervals,
    * the busier direction.  Data-parallel: a ring crosses the replica cut
    * once each way, 2 (d-1)/d of the gradients, over the time the gradient
@@ -528,10 +523,10 @@ static void measure(Build *b, const ModelProfile *profile, guint total_slices, S
       double cross = 0;
       guint from = dir == 0 ? lo : lo + 1, to = dir == 0 ? lo + 1 : lo;
       guint n;
-      const guint *ops = sim_engine_stream_ops(b->e, from * N_STREAMS + STREAM_SEND, &n);
+      const guint *ops = sim_engine_stream_ops(b->e, from * SIM_STREAM_KINDS + SIM_STREAM_PP_SEND, &n);
       for (guint j = 0; j < n; j++) {
         const guint *st = sim_engine_op_streams(b->e, ops[j]);
-        if (st[1] / N_STREAMS != to)
+        if (st[1] / SIM_STREAM_KINDS != to)
           continue;
         const Item *it = &b->items[sim_engine_op_tag(b->e, ops[j])->microbatch];
         cross += 2.0 * it->b * it->tokens * pl->model.hidden * pl->dp;
@@ -548,7 +543,7 @@ static void measure(Build *b, const ModelProfile *profile, guint total_slices, S
     double grad = 0;
     for (guint s = 0; s < b->p; s++) {
       guint n;
-      const guint *ops = sim_engine_stream_ops(b->e, s * N_STREAMS + STREAM_DP, &n);
+      const guint *ops = sim_engine_stream_ops(b->e, s * SIM_STREAM_KINDS + SIM_STREAM_DP, &n);
       for (guint j = 0; j < n; j++)
         if (sim_engine_op_tag(b->e, ops[j])->layer == -1)
           sim_exposed_add_op(edges, b->e, ops[j]);
@@ -683,7 +678,7 @@ gboolean sim_terapipe_simulate_observed(const SimPlan *pl, const ModelProfile *p
   b.last = g_new(guint, (gsize)b.p * b.n);
   b.e = sim_engine_new();
   for (guint s = 0; s < b.p; s++)
-    for (guint kind = 0; kind < N_STREAMS; kind++)
+    for (guint kind = 0; kind < SIM_STREAM_KINDS; kind++)
       sim_engine_add_stream(b.e, s);
   b.pieces = observe ? g_array_new(FALSE, FALSE, sizeof(SimTimelinePiece)) : NULL;
   emit_items(&b, &cell, profile);

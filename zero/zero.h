@@ -27,8 +27,8 @@
  * microbatch's activations (Korthikanti et al., as for PTD-P with t = p = 1). */
 #pragma once
 
-#include "plan.h"
-#include "timeline.h"
+#include "../plan/plan.h"
+#include "../taskgraph/timeline.h"
 
 /* Simulates one iteration of `plan` (plan->zero in 1..3, tp = pp = 1). */
 gboolean sim_zero_run(const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster, SimResult *r,

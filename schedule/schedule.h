@@ -65,7 +65,30 @@
 
 #include <glib.h>
 
-#include "plan.h"
+
+typedef enum {
+  SIM_SCHEDULE_GPIPE,
+  SIM_SCHEDULE_1F1B,
+  SIM_SCHEDULE_INTERLEAVED,
+  SIM_SCHEDULE_TERAPIPE,
+  /* the backward split into input and weight gradients */
+  SIM_SCHEDULE_ZB_H1,
+  SIM_SCHEDULE_ZB_H2,
+  SIM_SCHEDULE_INTERLEAVED_ZB,
+  SIM_SCHEDULE_ZB_V,
+  SIM_SCHEDULE_DUALPIPE,
+  SIM_SCHEDULE_DUALPIPEV,
+  SIM_SCHEDULE_FILE, /* --schedule-file */
+  SIM_SCHEDULE_ZB_1P, /* ZB's heuristic with p, 2p or --activation-limit microbatches in flight */
+  SIM_SCHEDULE_ZB_2P,
+  SIM_SCHEDULE_ZB_AUTO
+} SimSchedule;
+/* "gpipe", "1f1b", ... as --schedule writes them ("file" for
+ * --schedule-file). */
+const char *sim_schedule_name(SimSchedule s);
+
+#define SIM_SCHEDULE_ERROR (sim_schedule_error_quark())
+GQuark sim_schedule_error_quark(void);
 
 /* What a backward item computes. */
 typedef enum { SIM_GRAD_ALL, SIM_GRAD_INPUT, SIM_GRAD_WEIGHT } SimGrad;
@@ -97,7 +120,7 @@ void sim_schedule_greedy_staged(guint p, guint m, const double *tf, const double
  * run to the end. */
 double sim_schedule_span(guint p, guint m, GArray *const *orders, const double *tf, const double *tb, const double *tw,
                          double tc);
-/* ZB's automatic schedule (schedule_zb.c: Qi et al. section 3.1, as
+/* ZB's automatic schedule (zb.c: Qi et al. section 3.1, as
  * sail-sg's auto_schedule.py searches it): eight variants of its list
  * order for these per-stage times, with a microbatch's F adding mem_f to
  * its stage's activations, its B freeing mem_f - mem_w and its W mem_w
@@ -113,27 +136,13 @@ gboolean sim_schedule_zb_heuristic(guint p, guint m, const double *tf, const dou
  * the earlier).  `limit`: microbatches in flight per stage. */
 void sim_schedule_zb_auto(guint p, guint m, const double *tf, const double *tb, const double *tw, double tc,
                           double mem_f, double mem_w, guint limit, GArray **orders);
-/* The heuristics' limit in microbatches: p (zb-1p), 2p (zb-2p), or what
- * --activation-limit allows (zb-auto). */
-guint sim_plan_zb_limit(const SimPlan *plan);
-/* All the stages' orders of a plan, the heuristics run with these per-stage
- * times (others ignore them). */
-void sim_plan_orders_timed(const SimPlan *plan, guint m, const double *tf, const double *tb, const double *tw,
-                           double tc, double mem_f, double mem_w, GArray **orders);
 
 /* Whether the schedule runs input and weight gradients as separate items. */
 gboolean sim_schedule_splits(SimSchedule schedule);
-/* Virtual stages a microbatch passes through (v p; DualPipe: p). */
-guint sim_plan_route_len(const SimPlan *plan);
-/* The virtual stage that chunk c of stage s is for microbatch mb (its
- * position on the microbatch's route), and back: the stage and chunk of
- * virtual stage vs for microbatch mb.  G_MAXUINT where that chunk never
- * sees that microbatch (DualPipe's other direction). */
-guint sim_plan_vstage(const SimPlan *plan, guint s, guint c, guint mb);
-void sim_plan_place(const SimPlan *plan, guint vs, guint mb, guint *s, guint *c);
 
 /* A user's schedule (--schedule-file): the per-rank orders and the virtual
  * stage of each (rank, chunk). */
+typedef struct SimScheduleFile SimScheduleFile;
 struct SimScheduleFile {
   guint p, v, m;
   guint *stage_of; /* [s * v + c]: the virtual stage */
@@ -162,5 +171,3 @@ const SimScheduleFile *sim_schedule_file_load(const char *path, guint p, guint m
 SimScheduleFile *sim_schedule_file_parse(const char *text, gsize len, const char *name, guint p, guint m,
                                          GError **error);
 void sim_schedule_file_free(SimScheduleFile *f);
-/* Per-rank orders as that CSV (--dump-schedule): one row per rank. */
-char *sim_schedule_csv_orders(const SimPlan *plan, GArray *const *orders);

@@ -25,8 +25,8 @@
 #include <glib.h>
 
 #include "../network/collective.h"
-#include "engine.h"
-#include "plan.h"
+#include "../sim/engine.h"
+#include "../plan/plan.h"
 
 typedef struct _SimNetOps SimNetOps;
 

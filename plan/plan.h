@@ -1,5 +1,6 @@
-/* ptdsim — one training configuration (a "plan"), its validation, and the
- * results of simulating it. */
+/* ptdsim — one training configuration (a "plan"), the request a command
+ * line makes (validate.h turns it into a plan), and the results of
+ * simulating it. */
 #pragma once
 
 #include <glib.h>
@@ -8,27 +9,9 @@
 #include "../models/memory.h"
 #include "../models/profile.h"
 #include "../models/transformer.h"
+#include "../schedule/schedule.h"
 #include "../topologies/cluster.h"
 
-typedef enum {
-  SIM_SCHEDULE_GPIPE,
-  SIM_SCHEDULE_1F1B,
-  SIM_SCHEDULE_INTERLEAVED,
-  SIM_SCHEDULE_TERAPIPE,
-  /* the backward split into input and weight gradients (schedule.h) */
-  SIM_SCHEDULE_ZB_H1,
-  SIM_SCHEDULE_ZB_H2,
-  SIM_SCHEDULE_INTERLEAVED_ZB,
-  SIM_SCHEDULE_ZB_V,
-  SIM_SCHEDULE_DUALPIPE,
-  SIM_SCHEDULE_DUALPIPEV,
-  SIM_SCHEDULE_FILE, /* --schedule-file */
-  SIM_SCHEDULE_ZB_1P, /* ZB's heuristic with p, 2p or --activation-limit microbatches in flight */
-  SIM_SCHEDULE_ZB_2P,
-  SIM_SCHEDULE_ZB_AUTO
-} SimSchedule;
-/* A user's schedule (sim/schedule.h). */
-typedef struct SimScheduleFile SimScheduleFile;
 /* TeraPipe token slicing: chosen by the DP, n equal slices, or a list. */
 typedef enum { SIM_SLICES_AUTO, SIM_SLICES_UNIFORM, SIM_SLICES_LIST } SimSlicesMode;
 #define SIM_MAX_SLICES 4096
@@ -72,15 +55,6 @@ typedef struct {
   double sigma; /* --gpu-speed lognormal:SIGMA; 0: none */
   guint64 seed;
 } SimStragglers;
-/* The option values the plan reads, each read by one parser (run, plan
- * and sweep check a value with it as it is given, and the plan reads it
- * with it again): a --slow (links FALSE) or --slow-link (TRUE) list of
- * WHO=F entries into out[SIM_MAX_SLOW] (the indexes not yet checked
- * against a run); --stage-times F,B,W,COMM in ms; --gpu-speed
- * lognormal:SIGMA.  One-line errors naming the option and the rule. */
-gboolean sim_slow_parse(const char *text, gboolean links, SimSlow *out, guint *n, GError **error);
-gboolean sim_stage_times_parse(const char *text, double ms[4], GError **error);
-gboolean sim_gpu_speed_parse(const char *text, double *sigma, GError **error);
 /* DeepSpeed ZeRO stage 3's settings, in elements, with the names of its
  * config (deepspeed/runtime/zero/constants.py, v0.3.14, April 2021: the
  * release SC21's comparison ran on); defaults SIM_ZERO_DEFAULT_*. */
@@ -123,7 +97,7 @@ typedef struct {
   gboolean flow_network; /* --network flow: communication as flows on the cluster graph */
   SimPlacement placement;
   SimWorkload workload;
-  guint zero;            /* ZeRO stage 1..3 (sim/zero.h); 0: none */
+  guint zero;            /* ZeRO stage 1..3 (zero/zero.h); 0: none */
   SimZeroKnobs zk;       /* DeepSpeed's stage-3 settings (zero == 3) */
   /* PyTorch FSDP2 (fully_shard) over the d x cp data-parallel ranks: fsdp
    * on; shard groups of d cp / hsdp_replicas ranks, replicated hsdp_replicas
@@ -234,10 +208,6 @@ GQuark sim_plan_error_quark(void);
 
 typedef enum { SIM_PLAN_ERROR_INVALID, SIM_PLAN_ERROR_OOM, SIM_PLAN_ERROR_TOO_BIG } SimPlanError;
 
-/* Checks the request against the cluster and fills `plan`.  Every error is
- * one line saying what is wrong and how to fix it. */
-gboolean sim_plan_build(const SimPlanRequest *req, const TopoCluster *cluster, SimPlan *plan, GError **error);
-const char *sim_schedule_name(SimSchedule s);
 /* The cluster GPU of the job's GPU `g` (in rank order) when the job is cut
  * into groups of `group` consecutive GPUs that talk over NVLink (the tensor-
  * and context-parallel group, t * cp): groups are packed whole into NVLink
@@ -393,43 +363,3 @@ gboolean sim_plan_is_sc21_reproduction(const SimPlan *plan, const ModelProfile *
  * PFLOP/s, and the days and GPU-hours of the token budget.  The layers
  * workload counts no logit layer. */
 void sim_plan_rates(const SimPlan *plan, const ModelProfile *profile, SimResult *r);
-
-/* One microbatch's compute on one pipeline rank, from the cost model alone
- * (no communication, no overlap): a layer's forward, the input-gradient part
- * of its backward, what recomputation adds to that backward (the forward, or
- * the attention core with selective recomputation), its weight-gradient
- * part; the embedding's and the logit layer's passes (head_b includes
- * head_w, the logit layer's weight gradient); and a layer's tensor-parallel
- * all-reduce buffer.  ZB's heuristics order stages by these, and plan's
- * lower bound adds them up. */
-typedef struct {
-  double layer_f, layer_b, layer_recompute, layer_w;
-  double emb_f, emb_b, head_f, head_b, head_w;
-  double tp_allreduce_bytes;
-} SimPassTimes;
-void sim_ptdp_pass_times(const SimPlan *plan, const ModelProfile *profile, SimPassTimes *t);
-
-/* Simulates one iteration of `plan`. */
-gboolean sim_ptdp_run(const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster,
-                      SimResult *result, GError **error);
-/* Per-phase effective bandwidth (bisection_bandwidth_GBps.dp): n transfers,
- * transfer i in flight over [start_ns[i], end_ns[i]) in phase phase[i] (one
- * phase per pipeline stage: that stage's data-parallel all-reduces), moving
- * bytes[i] across the cut.  Returns, in bytes/s, the sum over phases of the
- * phase's bytes over the length of the union of its transfers' intervals:
- * the rate the cut carries when the phases run at once (they use disjoint
- * nodes), not diluted by the time between staggered phases.  Phases with no
- * time count nothing. */
-double sim_phased_bandwidth(guint n, const int64_t *start_ns, const int64_t *end_ns, const guint *phase,
-                            const double *bytes, guint n_phases);
-/* FSDP2's parameter, gradient and optimizer state on a GPU of stage s
- * (sim/ptdp.c gives the formulas); out->activations as computed. */
-void sim_fsdp_state_memory(const SimPlan *plan, guint s, ModelMemory *out);
-/* The plan's schedule as a CSV of per-rank actions (sim_schedule_csv_orders),
- * ZB's heuristics ordered as a run on `profile` orders them. */
-char *sim_ptdp_schedule_csv(const SimPlan *plan, const ModelProfile *profile);
-/* Each stage's peak microbatches in flight (SimResult.peak_inflight_mbs is
- * their most), into per_stage[0 .. p-1]. */
-void sim_ptdp_inflight(const SimPlan *plan, const ModelProfile *profile, double *per_stage);
-/* Memory only (no simulation): the busiest GPU. */
-void sim_ptdp_memory(const SimPlan *plan, const ModelProfile *profile, ModelMemory *mem, guint *stage);

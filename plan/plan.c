@@ -1,7 +1,9 @@
-/* ptdsim — configuration checks (see plan.h). */
+/* ptdsim — a plan's data: its pipeline split, stragglers, device choices
+ * and rates (see plan.h). */
 #include "plan.h"
+#include "validate.h"
+
 #include "moe.h"
-#include "schedule.h"
 
 #include <math.h>
 #include <string.h>
@@ -11,137 +13,12 @@
 
 G_DEFINE_QUARK(sim-plan-error-quark, sim_plan_error)
 
-const char *sim_schedule_name(SimSchedule s) {
-  switch (s) {
-  case SIM_SCHEDULE_GPIPE:
-    return "gpipe";
-  case SIM_SCHEDULE_1F1B:
-    return "1f1b";
-  case SIM_SCHEDULE_INTERLEAVED:
-    return "interleaved";
-  case SIM_SCHEDULE_TERAPIPE:
-    return "terapipe";
-  case SIM_SCHEDULE_ZB_H1:
-    return "zb-h1";
-  case SIM_SCHEDULE_ZB_H2:
-    return "zb-h2";
-  case SIM_SCHEDULE_INTERLEAVED_ZB:
-    return "interleaved-zb";
-  case SIM_SCHEDULE_ZB_V:
-    return "zb-v";
-  case SIM_SCHEDULE_DUALPIPE:
-    return "dualpipe";
-  case SIM_SCHEDULE_DUALPIPEV:
-    return "dualpipev";
-  case SIM_SCHEDULE_FILE:
-    return "file";
-  case SIM_SCHEDULE_ZB_1P:
-    return "zb-1p";
-  case SIM_SCHEDULE_ZB_2P:
-    return "zb-2p";
-  case SIM_SCHEDULE_ZB_AUTO:
-    return "zb-auto";
-  }
-  return "?";
-}
-
 #define FAIL(...)                                                                                                      \
   do {                                                                                                                 \
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, __VA_ARGS__);                                           \
     return FALSE;                                                                                                      \
   } while (0)
 
-/* Upper bounds that keep every product below 2^53 and every count in range;
- * far beyond any real model or cluster. */
-#define MAX_LAYERS 100000u
-#define MAX_HIDDEN 1048576u
-#define MAX_SEQ 1048576u
-#define MAX_VOCAB 16777216u
-#define MAX_GPUS 1048576u
-#define MAX_BATCH 16777216u
-
-static gboolean need(guint value, const char *flag, guint max, GError **error) {
-  if (value == 0)
-    FAIL("%s is missing or zero; give a whole number of at least 1", flag);
-  if (value > max)
-    FAIL("%s %u is too large (at most %u)", flag, value, max);
-  return TRUE;
-}
-
-/* --slices auto | uniform:N | L1,L2,... (TeraPipe).  Runs before the rest
- * of the plan is filled, so it only touches the slicing fields. */
-static gboolean parse_slices(const SimPlanRequest *r, SimPlan *plan, GError **error) {
-  guint L = r->model.seq_len;
-  guint g = r->granularity ? r->granularity : 8;
-  if (g > L || L % g)
-    FAIL("--granularity %u does not divide the sequence length %u; use a divisor of it (TeraPipe uses 8)", g, L);
-  plan->granularity = g;
-  const char *spec = r->slices ? r->slices : "auto";
-  if (strcmp(spec, "auto") == 0) {
-    /* The DP's cost tables hold a cell per (start, length) pair of granules:
-     * memory and time grow with the square of their count. */
-    if (L / g > SIM_MAX_DP_GRANULES)
-      FAIL("--slices auto: a sequence of %u tokens in granules of %u is %u granules, more than the %u the slicing "
-           "DP allows (its memory grows with their square, about 0.5 GB at %u); give a --granularity of at least %u "
-           "that divides %u, or --slices uniform:N or explicit lengths",
-           L, g, L / g, SIM_MAX_DP_GRANULES, SIM_MAX_DP_GRANULES, (L + SIM_MAX_DP_GRANULES - 1) / SIM_MAX_DP_GRANULES,
-           L);
-    plan->slices_mode = SIM_SLICES_AUTO;
-    return TRUE;
-  }
-  if (g_str_has_prefix(spec, "uniform:")) {
-    const char *num = spec + strlen("uniform:");
-    guint64 n = 0;
-    if (!ptd_parse_whole(num, G_MAXUINT32, &n) || n < 1)
-      FAIL("--slices '%.200s': uniform:N needs a whole number of slices N of at least 1 (decimal digits)", spec);
-    if (n > L / g)
-      FAIL("--slices uniform:%" G_GUINT64_FORMAT " is more slices than the %u granules of %u tokens in a sequence of "
-           "%u; use at most %u or a smaller --granularity",
-           n, L / g, g, L, L / g);
-    plan->slices_mode = SIM_SLICES_UNIFORM;
-    plan->n_slices = (guint)n;
-    return TRUE;
-  }
-  char **parts = g_strsplit(spec, ",", -1);
-  guint64 sum = 0;
-  guint n = 0;
-  gboolean ok = TRUE;
-  for (guint i = 0; parts[i] && ok; i++) {
-    guint64 v = 0;
-    if (n >= SIM_MAX_SLICES) {
-      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--slices lists more than %u slices", SIM_MAX_SLICES);
-      ok = FALSE;
-    } else if (!ptd_parse_whole(parts[i], G_MAXUINT32, &v)) {
-      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                  "--slices '%.200s': entry %u ('%.40s') is not a whole number (decimal digits); give auto, "
-                  "uniform:N or token counts like 512,384,...",
-                  spec, i + 1, parts[i]);
-      ok = FALSE;
-    } else if (v == 0) {
-      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                  "--slices '%.200s': slice %u has zero tokens; every slice needs at least one token", spec, i + 1);
-      ok = FALSE;
-    } else {
-      plan->slice_len[n++] = (guint)v;
-      sum += v;
-    }
-  }
-  g_strfreev(parts);
-  if (!ok)
-    return FALSE;
-  if (sum != L)
-    FAIL("--slices '%.200s' adds up to %" G_GUINT64_FORMAT " tokens, not the sequence length %u; make the slices sum to "
-         "%u",
-         spec, sum, L, L);
-  plan->slices_mode = SIM_SLICES_LIST;
-  plan->n_slices = n;
-  return TRUE;
-}
-
-/* --- the pipeline split --- */
-
-/* "--first-stage-layers 14 and --last-stage-layers 14": the end stages a
- * split gives. */
 static void ends_words(const SimSplit *sp, char *buf, gsize len) {
   if (sp->first && sp->last)
     g_snprintf(buf, len, "--first-stage-layers %u and --last-stage-layers %u", sp->first, sp->last);
@@ -396,6 +273,267 @@ guint sim_place(const TopoCluster *cluster, guint group, guint g) {
 
 /* One "WHO=F" entry: RANK=F, node:N=F or stage:S=F (GPUs), node:N=F or
  * rail:R=F (links); the index in decimal digits, F a decimal number. */
+gboolean sim_plan_has_stragglers(const SimPlan *plan) {
+  const SimStragglers *st = &plan->stragglers;
+  return st->n_gpu > 0 || st->n_link > 0 || st->sigma > 0;
+}
+
+/* SplitMix64 (Steele, Lea and Flood, OOPSLA 2014): a well-mixed 64-bit
+ * hash, so that GPU g's draw depends only on (seed, g). */
+static guint64 splitmix64(guint64 x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+double sim_plan_gpu_speed(const SimPlan *plan, guint gpu, guint stage, guint gpus_per_node) {
+  const SimStragglers *st = &plan->stragglers;
+  double f = 1;
+  for (guint i = 0; i < st->n_gpu; i++) {
+    const SimSlow *e = &st->gpu[i];
+    guint at = e->kind == SIM_SLOW_RANK ? gpu : e->kind == SIM_SLOW_NODE ? gpu / MAX(gpus_per_node, 1u) : stage;
+    if (at == e->index)
+      f = MIN(f, e->factor);
+  }
+  if (st->sigma > 0) { /* Box-Muller on two uniforms in (0, 1] */
+    guint64 h1 = splitmix64(st->seed * 0x100000001b3ull ^ (2ull * gpu)), h2 = splitmix64(h1 ^ (2ull * gpu + 1));
+    double u1 = ((double)(h1 >> 11) + 1) / 9007199254740992.0, u2 = (double)(h2 >> 11) / 9007199254740992.0;
+    double z = sqrt(-2 * log(u1)) * cos(2 * G_PI * u2);
+    f = MIN(f, MIN(1.0, exp(st->sigma * z)));
+  }
+  return f;
+}
+
+guint sim_plan_stage_of_gpu(const SimPlan *plan, guint gpu, guint gpus_per_node) {
+  guint tc = plan->tp * sim_plan_cp(plan);
+  switch (plan->placement) {
+  case SIM_PLACEMENT_DP_OUTERMOST:
+    return (gpu / tc) % plan->pp;
+  case SIM_PLACEMENT_MISALIGNED:
+    return ((gpu + plan->gpus - (gpus_per_node / 2) % plan->gpus) % plan->gpus) / (tc * plan->dp);
+  default:
+    return gpu / (tc * plan->dp);
+  }
+}
+
+double sim_plan_nic_factor(const SimPlan *plan, guint node, guint rail) {
+  const SimStragglers *st = &plan->stragglers;
+  double f = 1;
+  for (guint i = 0; i < st->n_link; i++) {
+    const SimSlow *e = &st->link[i];
+    if ((e->kind == SIM_SLOW_NODE && e->index == node) || (e->kind == SIM_SLOW_RAIL && e->index == rail))
+      f = MIN(f, e->factor);
+  }
+  return f;
+}
+
+ModelAttention sim_plan_attention(const SimPlan *pl, const ModelProfile *profile) {
+  if (pl->attention_given)
+    return pl->attention;
+  return profile->flash_default ? MODEL_ATTENTION_FLASH : MODEL_ATTENTION_FUSED;
+}
+
+const char *sim_precision_name(ModelPrecision p) {
+  return p == MODEL_PRECISION_FP8 ? "fp8" : p == MODEL_PRECISION_BF16 ? "bf16" : "fp16";
+}
+
+ModelPrecision sim_plan_precision(const SimPlan *pl, const ModelProfile *profile) {
+  if (pl->precision_given || profile->n_precisions == 0)
+    return pl->precision_given ? pl->precision : MODEL_PRECISION_FP16;
+  const char *first = profile->precisions[0];
+  return strcmp(first, "fp8") == 0 ? MODEL_PRECISION_FP8 : strcmp(first, "bf16") == 0 ? MODEL_PRECISION_BF16
+                                                                                        : MODEL_PRECISION_FP16;
+}
+
+double sim_plan_peak_flops(const SimPlan *pl, const ModelProfile *profile) {
+  return sim_plan_precision(pl, profile) == MODEL_PRECISION_FP8 ? profile->peak_fp8_flops : profile->peak_flops;
+}
+
+const char *sim_plan_attention_ran(const SimPlan *pl, const ModelProfile *profile) {
+  if (pl->schedule == SIM_SCHEDULE_TERAPIPE)
+    return pl->fusion ? "fused" : "unfused";
+  ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
+  if (lo.attention == MODEL_ATTENTION_FLASH)
+    return "flash";
+  return model_softmax_fp32(&pl->model, pl->tp, pl->micro_batch, &lo) ? "unfused" : "fused";
+}
+
+ModelLayerOptions sim_plan_layer_options(const SimPlan *pl, const ModelProfile *profile) {
+  return (ModelLayerOptions){pl->fusion, pl->sequence_parallel, sim_plan_attention(pl, profile),
+                             sim_plan_precision(pl, profile) == MODEL_PRECISION_FP8, sim_plan_cp(pl)};
+}
+
+gboolean sim_plan_check_device(const SimPlan *pl, const ModelProfile *profile, GError **error) {
+  const char *want = sim_precision_name(sim_plan_precision(pl, profile));
+  if (profile->kind == MODEL_PROFILE_ANALYTIC && !model_profile_supports(profile, want)) {
+    GString *has = g_string_new(NULL);
+    for (guint i = 0; i < profile->n_precisions; i++)
+      g_string_append_printf(has, "%s%s", i ? ", " : "", profile->precisions[i]);
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--precision %s is not a precision of %s's tensor cores (it runs %s); use one of those", want,
+                profile->name, has->str);
+    g_string_free(has, TRUE);
+    return FALSE;
+  }
+  if (sim_plan_attention(pl, profile) == MODEL_ATTENTION_FLASH && profile->kind == MODEL_PROFILE_ANALYTIC &&
+      !(profile->flash_forward_efficiency > 0 && profile->flash_backward_efficiency > 0)) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--attention flash needs FlashAttention-2's figures for %s (its profile has no "
+                "attention.flash_forward_efficiency and attention.flash_backward_efficiency); use --attention fused or "
+                "unfused, or add them to the profile",
+                profile->name);
+    return FALSE;
+  }
+  if (pl->cp > 1 && sim_plan_attention(pl, profile) != MODEL_ATTENTION_FLASH) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--cp %u runs ring attention on FlashAttention's kernels, and this run's attention is %s; add "
+                "--attention flash",
+                pl->cp, sim_plan_attention_ran(pl, profile));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+double sim_plan_usable_bytes(const SimPlan *pl, const ModelProfile *profile) {
+  return profile->memory_bytes - pl->memory_reserve_bytes;
+}
+
+ModelRecompute sim_plan_recompute(const SimPlan *pl) {
+  return pl->recompute ? MODEL_RECOMPUTE_FULL : pl->selective ? MODEL_RECOMPUTE_SELECTIVE : MODEL_RECOMPUTE_NONE;
+}
+
+const char *sim_recompute_name(const SimPlan *pl) {
+  return pl->recompute ? "full" : pl->selective ? "selective" : "none";
+}
+
+gboolean sim_plan_is_sc21_reproduction(const SimPlan *pl, const ModelProfile *profile) {
+  gboolean sc21_schedule = pl->zero || pl->schedule == SIM_SCHEDULE_GPIPE || pl->schedule == SIM_SCHEDULE_1F1B ||
+                           pl->schedule == SIM_SCHEDULE_INTERLEAVED;
+  return model_is_gpt(&pl->model) && pl->workload == SIM_WORKLOAD_GPT && sc21_schedule && !pl->stage_times &&
+         sim_plan_recompute(pl) != MODEL_RECOMPUTE_SELECTIVE && sim_plan_precision(pl, profile) != MODEL_PRECISION_FP8 &&
+         sim_plan_attention(pl, profile) != MODEL_ATTENTION_FLASH && !pl->sequence_parallel &&
+         !pl->distributed_optimizer && sim_plan_cp(pl) == 1 && !pl->tp_comm_overlap && !pl->overlap_param_gather;
+}
+
+void sim_plan_rates(const SimPlan *pl, const ModelProfile *profile, SimResult *r) {
+  ModelShape counted = pl->model;
+  if (pl->workload == SIM_WORKLOAD_LAYERS)
+    counted.vocab = 0; /* no logit layer */
+  double per_gpu = r->iteration_time_s * pl->gpus * 1e12;
+  double F = model_flops_per_iteration(&counted, pl->global_batch);
+  double Fhw = model_hardware_flops_per_iteration(&counted, pl->global_batch, sim_plan_recompute(pl));
+  double Fmodel = model_model_flops_per_iteration(&counted, pl->global_batch);
+  r->tflops_per_gpu = F / r->iteration_time_s / pl->gpus / 1e12;
+  r->hardware_tflops_per_gpu = Fhw / r->iteration_time_s / pl->gpus / 1e12;
+  double peak = sim_plan_peak_flops(pl, profile);
+  r->percent_of_peak = 100.0 * r->tflops_per_gpu * 1e12 / profile->peak_flops;
+  r->mfu_percent = 100.0 * (Fmodel / per_gpu) * 1e12 / peak;
+  r->model_tflops_per_gpu = Fmodel / r->iteration_time_s / pl->gpus / 1e12;
+  r->mfu = Fmodel / r->iteration_time_s / pl->gpus / peak;
+  r->hfu_percent = 100.0 * r->hardware_tflops_per_gpu * 1e12 / peak;
+  r->aggregate_pflops = r->tflops_per_gpu * pl->gpus / 1000.0;
+  double tokens_per_iteration = (double)pl->global_batch * pl->model.seq_len;
+  r->tokens_per_s = tokens_per_iteration / r->iteration_time_s;
+  if (pl->tokens > 0) {
+    r->training_days = pl->tokens / tokens_per_iteration * r->iteration_time_s / 86400.0;
+    r->gpu_hours = r->training_days * 24.0 * pl->gpus;
+  }
+}
+
+/* --- a request made a plan (validate.h) --- */
+
+/* Upper bounds that keep every product below 2^53 and every count in range;
+ * far beyond any real model or cluster. */
+#define MAX_LAYERS 100000u
+#define MAX_HIDDEN 1048576u
+#define MAX_SEQ 1048576u
+#define MAX_VOCAB 16777216u
+#define MAX_GPUS 1048576u
+#define MAX_BATCH 16777216u
+
+static gboolean need(guint value, const char *flag, guint max, GError **error) {
+  if (value == 0)
+    FAIL("%s is missing or zero; give a whole number of at least 1", flag);
+  if (value > max)
+    FAIL("%s %u is too large (at most %u)", flag, value, max);
+  return TRUE;
+}
+
+/* --slices auto | uniform:N | L1,L2,... (TeraPipe).  Runs before the rest
+ * of the plan is filled, so it only touches the slicing fields. */
+static gboolean parse_slices(const SimPlanRequest *r, SimPlan *plan, GError **error) {
+  guint L = r->model.seq_len;
+  guint g = r->granularity ? r->granularity : 8;
+  if (g > L || L % g)
+    FAIL("--granularity %u does not divide the sequence length %u; use a divisor of it (TeraPipe uses 8)", g, L);
+  plan->granularity = g;
+  const char *spec = r->slices ? r->slices : "auto";
+  if (strcmp(spec, "auto") == 0) {
+    /* The DP's cost tables hold a cell per (start, length) pair of granules:
+     * memory and time grow with the square of their count. */
+    if (L / g > SIM_MAX_DP_GRANULES)
+      FAIL("--slices auto: a sequence of %u tokens in granules of %u is %u granules, more than the %u the slicing "
+           "DP allows (its memory grows with their square, about 0.5 GB at %u); give a --granularity of at least %u "
+           "that divides %u, or --slices uniform:N or explicit lengths",
+           L, g, L / g, SIM_MAX_DP_GRANULES, SIM_MAX_DP_GRANULES, (L + SIM_MAX_DP_GRANULES - 1) / SIM_MAX_DP_GRANULES,
+           L);
+    plan->slices_mode = SIM_SLICES_AUTO;
+    return TRUE;
+  }
+  if (g_str_has_prefix(spec, "uniform:")) {
+    const char *num = spec + strlen("uniform:");
+    guint64 n = 0;
+    if (!ptd_parse_whole(num, G_MAXUINT32, &n) || n < 1)
+      FAIL("--slices '%.200s': uniform:N needs a whole number of slices N of at least 1 (decimal digits)", spec);
+    if (n > L / g)
+      FAIL("--slices uniform:%" G_GUINT64_FORMAT " is more slices than the %u granules of %u tokens in a sequence of "
+           "%u; use at most %u or a smaller --granularity",
+           n, L / g, g, L, L / g);
+    plan->slices_mode = SIM_SLICES_UNIFORM;
+    plan->n_slices = (guint)n;
+    return TRUE;
+  }
+  char **parts = g_strsplit(spec, ",", -1);
+  guint64 sum = 0;
+  guint n = 0;
+  gboolean ok = TRUE;
+  for (guint i = 0; parts[i] && ok; i++) {
+    guint64 v = 0;
+    if (n >= SIM_MAX_SLICES) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--slices lists more than %u slices", SIM_MAX_SLICES);
+      ok = FALSE;
+    } else if (!ptd_parse_whole(parts[i], G_MAXUINT32, &v)) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "--slices '%.200s': entry %u ('%.40s') is not a whole number (decimal digits); give auto, "
+                  "uniform:N or token counts like 512,384,...",
+                  spec, i + 1, parts[i]);
+      ok = FALSE;
+    } else if (v == 0) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "--slices '%.200s': slice %u has zero tokens; every slice needs at least one token", spec, i + 1);
+      ok = FALSE;
+    } else {
+      plan->slice_len[n++] = (guint)v;
+      sum += v;
+    }
+  }
+  g_strfreev(parts);
+  if (!ok)
+    return FALSE;
+  if (sum != L)
+    FAIL("--slices '%.200s' adds up to %" G_GUINT64_FORMAT " tokens, not the sequence length %u; make the slices sum to "
+         "%u",
+         spec, sum, L, L);
+  plan->slices_mode = SIM_SLICES_LIST;
+  plan->n_slices = n;
+  return TRUE;
+}
+
+/* --- the pipeline split --- */
+
+/* "--first-stage-layers 14 and --last-stage-layers 14": the end stages a
+ * split gives. */
 static gboolean slow_entry(const char *item, gboolean links, SimSlow *e) {
   const char *eq = strchr(item, '=');
   if (!eq)
@@ -546,61 +684,6 @@ static gboolean build_stragglers(const SimPlanRequest *r, const TopoCluster *clu
     FAIL("--slow, --gpu-speed and --slow-link apply to tensor, pipeline and data parallel runs; drop them with "
          "--zero or TeraPipe");
   return TRUE;
-}
-
-gboolean sim_plan_has_stragglers(const SimPlan *plan) {
-  const SimStragglers *st = &plan->stragglers;
-  return st->n_gpu > 0 || st->n_link > 0 || st->sigma > 0;
-}
-
-/* SplitMix64 (Steele, Lea and Flood, OOPSLA 2014): a well-mixed 64-bit
- * hash, so that GPU g's draw depends only on (seed, g). */
-static guint64 splitmix64(guint64 x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-double sim_plan_gpu_speed(const SimPlan *plan, guint gpu, guint stage, guint gpus_per_node) {
-  const SimStragglers *st = &plan->stragglers;
-  double f = 1;
-  for (guint i = 0; i < st->n_gpu; i++) {
-    const SimSlow *e = &st->gpu[i];
-    guint at = e->kind == SIM_SLOW_RANK ? gpu : e->kind == SIM_SLOW_NODE ? gpu / MAX(gpus_per_node, 1u) : stage;
-    if (at == e->index)
-      f = MIN(f, e->factor);
-  }
-  if (st->sigma > 0) { /* Box-Muller on two uniforms in (0, 1] */
-    guint64 h1 = splitmix64(st->seed * 0x100000001b3ull ^ (2ull * gpu)), h2 = splitmix64(h1 ^ (2ull * gpu + 1));
-    double u1 = ((double)(h1 >> 11) + 1) / 9007199254740992.0, u2 = (double)(h2 >> 11) / 9007199254740992.0;
-    double z = sqrt(-2 * log(u1)) * cos(2 * G_PI * u2);
-    f = MIN(f, MIN(1.0, exp(st->sigma * z)));
-  }
-  return f;
-}
-
-guint sim_plan_stage_of_gpu(const SimPlan *plan, guint gpu, guint gpus_per_node) {
-  guint tc = plan->tp * sim_plan_cp(plan);
-  switch (plan->placement) {
-  case SIM_PLACEMENT_DP_OUTERMOST:
-    return (gpu / tc) % plan->pp;
-  case SIM_PLACEMENT_MISALIGNED:
-    return ((gpu + plan->gpus - (gpus_per_node / 2) % plan->gpus) % plan->gpus) / (tc * plan->dp);
-  default:
-    return gpu / (tc * plan->dp);
-  }
-}
-
-double sim_plan_nic_factor(const SimPlan *plan, guint node, guint rail) {
-  const SimStragglers *st = &plan->stragglers;
-  double f = 1;
-  for (guint i = 0; i < st->n_link; i++) {
-    const SimSlow *e = &st->link[i];
-    if ((e->kind == SIM_SLOW_NODE && e->index == node) || (e->kind == SIM_SLOW_RAIL && e->index == rail))
-      f = MIN(f, e->factor);
-  }
-  return f;
 }
 
 gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, SimPlan *plan, GError **error) {
@@ -1092,117 +1175,4 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     return FALSE;
   }
   return build_stragglers(r, cluster, plan, error);
-}
-
-ModelAttention sim_plan_attention(const SimPlan *pl, const ModelProfile *profile) {
-  if (pl->attention_given)
-    return pl->attention;
-  return profile->flash_default ? MODEL_ATTENTION_FLASH : MODEL_ATTENTION_FUSED;
-}
-
-const char *sim_precision_name(ModelPrecision p) {
-  return p == MODEL_PRECISION_FP8 ? "fp8" : p == MODEL_PRECISION_BF16 ? "bf16" : "fp16";
-}
-
-ModelPrecision sim_plan_precision(const SimPlan *pl, const ModelProfile *profile) {
-  if (pl->precision_given || profile->n_precisions == 0)
-    return pl->precision_given ? pl->precision : MODEL_PRECISION_FP16;
-  const char *first = profile->precisions[0];
-  return strcmp(first, "fp8") == 0 ? MODEL_PRECISION_FP8 : strcmp(first, "bf16") == 0 ? MODEL_PRECISION_BF16
-                                                                                        : MODEL_PRECISION_FP16;
-}
-
-double sim_plan_peak_flops(const SimPlan *pl, const ModelProfile *profile) {
-  return sim_plan_precision(pl, profile) == MODEL_PRECISION_FP8 ? profile->peak_fp8_flops : profile->peak_flops;
-}
-
-const char *sim_plan_attention_ran(const SimPlan *pl, const ModelProfile *profile) {
-  if (pl->schedule == SIM_SCHEDULE_TERAPIPE)
-    return pl->fusion ? "fused" : "unfused";
-  ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
-  if (lo.attention == MODEL_ATTENTION_FLASH)
-    return "flash";
-  return model_softmax_fp32(&pl->model, pl->tp, pl->micro_batch, &lo) ? "unfused" : "fused";
-}
-
-ModelLayerOptions sim_plan_layer_options(const SimPlan *pl, const ModelProfile *profile) {
-  return (ModelLayerOptions){pl->fusion, pl->sequence_parallel, sim_plan_attention(pl, profile),
-                             sim_plan_precision(pl, profile) == MODEL_PRECISION_FP8, sim_plan_cp(pl)};
-}
-
-gboolean sim_plan_check_device(const SimPlan *pl, const ModelProfile *profile, GError **error) {
-  const char *want = sim_precision_name(sim_plan_precision(pl, profile));
-  if (profile->kind == MODEL_PROFILE_ANALYTIC && !model_profile_supports(profile, want)) {
-    GString *has = g_string_new(NULL);
-    for (guint i = 0; i < profile->n_precisions; i++)
-      g_string_append_printf(has, "%s%s", i ? ", " : "", profile->precisions[i]);
-    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                "--precision %s is not a precision of %s's tensor cores (it runs %s); use one of those", want,
-                profile->name, has->str);
-    g_string_free(has, TRUE);
-    return FALSE;
-  }
-  if (sim_plan_attention(pl, profile) == MODEL_ATTENTION_FLASH && profile->kind == MODEL_PROFILE_ANALYTIC &&
-      !(profile->flash_forward_efficiency > 0 && profile->flash_backward_efficiency > 0)) {
-    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                "--attention flash needs FlashAttention-2's figures for %s (its profile has no "
-                "attention.flash_forward_efficiency and attention.flash_backward_efficiency); use --attention fused or "
-                "unfused, or add them to the profile",
-                profile->name);
-    return FALSE;
-  }
-  if (pl->cp > 1 && sim_plan_attention(pl, profile) != MODEL_ATTENTION_FLASH) {
-    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                "--cp %u runs ring attention on FlashAttention's kernels, and this run's attention is %s; add "
-                "--attention flash",
-                pl->cp, sim_plan_attention_ran(pl, profile));
-    return FALSE;
-  }
-  return TRUE;
-}
-
-double sim_plan_usable_bytes(const SimPlan *pl, const ModelProfile *profile) {
-  return profile->memory_bytes - pl->memory_reserve_bytes;
-}
-
-ModelRecompute sim_plan_recompute(const SimPlan *pl) {
-  return pl->recompute ? MODEL_RECOMPUTE_FULL : pl->selective ? MODEL_RECOMPUTE_SELECTIVE : MODEL_RECOMPUTE_NONE;
-}
-
-const char *sim_recompute_name(const SimPlan *pl) {
-  return pl->recompute ? "full" : pl->selective ? "selective" : "none";
-}
-
-gboolean sim_plan_is_sc21_reproduction(const SimPlan *pl, const ModelProfile *profile) {
-  gboolean sc21_schedule = pl->zero || pl->schedule == SIM_SCHEDULE_GPIPE || pl->schedule == SIM_SCHEDULE_1F1B ||
-                           pl->schedule == SIM_SCHEDULE_INTERLEAVED;
-  return model_is_gpt(&pl->model) && pl->workload == SIM_WORKLOAD_GPT && sc21_schedule && !pl->stage_times &&
-         sim_plan_recompute(pl) != MODEL_RECOMPUTE_SELECTIVE && sim_plan_precision(pl, profile) != MODEL_PRECISION_FP8 &&
-         sim_plan_attention(pl, profile) != MODEL_ATTENTION_FLASH && !pl->sequence_parallel &&
-         !pl->distributed_optimizer && sim_plan_cp(pl) == 1 && !pl->tp_comm_overlap && !pl->overlap_param_gather;
-}
-
-void sim_plan_rates(const SimPlan *pl, const ModelProfile *profile, SimResult *r) {
-  ModelShape counted = pl->model;
-  if (pl->workload == SIM_WORKLOAD_LAYERS)
-    counted.vocab = 0; /* no logit layer */
-  double per_gpu = r->iteration_time_s * pl->gpus * 1e12;
-  double F = model_flops_per_iteration(&counted, pl->global_batch);
-  double Fhw = model_hardware_flops_per_iteration(&counted, pl->global_batch, sim_plan_recompute(pl));
-  double Fmodel = model_model_flops_per_iteration(&counted, pl->global_batch);
-  r->tflops_per_gpu = F / r->iteration_time_s / pl->gpus / 1e12;
-  r->hardware_tflops_per_gpu = Fhw / r->iteration_time_s / pl->gpus / 1e12;
-  double peak = sim_plan_peak_flops(pl, profile);
-  r->percent_of_peak = 100.0 * r->tflops_per_gpu * 1e12 / profile->peak_flops;
-  r->mfu_percent = 100.0 * (Fmodel / per_gpu) * 1e12 / peak;
-  r->model_tflops_per_gpu = Fmodel / r->iteration_time_s / pl->gpus / 1e12;
-  r->mfu = Fmodel / r->iteration_time_s / pl->gpus / peak;
-  r->hfu_percent = 100.0 * r->hardware_tflops_per_gpu * 1e12 / peak;
-  r->aggregate_pflops = r->tflops_per_gpu * pl->gpus / 1000.0;
-  double tokens_per_iteration = (double)pl->global_batch * pl->model.seq_len;
-  r->tokens_per_s = tokens_per_iteration / r->iteration_time_s;
-  if (pl->tokens > 0) {
-    r->training_days = pl->tokens / tokens_per_iteration * r->iteration_time_s / 86400.0;
-    r->gpu_hours = r->training_days * 24.0 * pl->gpus;
-  }
 }

@@ -1,11 +1,11 @@
 /* ptdsim — what crosses GPUs outside a pass: the pipeline transfers between
  * stages, the data-parallel groups, their gradient collectives and the
- * optimizer step (ptdp_build.h). */
+ * optimizer step (build.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptdp_build.h"
+#include "build.h"
 
 
 static guint dp_collective_g(Build *b, NetCollOp kind, guint group, guint i, guint s, double bytes, const guint *deps,
@@ -24,7 +24,7 @@ static guint dp_collective_g(Build *b, NetCollOp kind, guint group, guint i, gui
 void sim_ptdp_fsdp_gather(Build *b, guint s, guint k, guint chunk, gint layer, gboolean forward, double params,
                           guint after, guint *out) {
   for (guint i = 0; i < b->ts; i++) {
-    SimOpTag t = tag(CAT_DP, forward ? PASS_FORWARD : PASS_BACKWARD, s, chunk, 0, layer);
+    SimOpTag t = tag(SIM_CAT_DP, forward ? SIM_PASS_FORWARD : SIM_PASS_BACKWARD, s, chunk, 0, layer);
     guint dep = i == 0 ? after : G_MAXUINT;
     out[i] = dp_collective_g(b, NET_OP_ALLGATHER, DP_SHARD, i, s, 2.0 * params, &dep, 1, &t);
   }
@@ -32,7 +32,7 @@ void sim_ptdp_fsdp_gather(Build *b, guint s, guint k, guint chunk, gint layer, g
     b->shard_gathers++;
     b->shard_gather_bytes += 2.0 * params;
   }
-  b->bytes[CAT_DP] += 2.0 * params * (b->shard - 1) * (b->dpc / b->shard) * b->plan->tp;
+  b->bytes[SIM_CAT_DP] += 2.0 * params * (b->shard - 1) * (b->dpc / b->shard) * b->plan->tp;
 }
 
 /* FSDP2's reduce-scatter of a block's gradients over its shard group, in
@@ -41,7 +41,7 @@ void sim_ptdp_fsdp_gather(Build *b, guint s, guint k, guint chunk, gint layer, g
 void sim_ptdp_fsdp_reduce(Build *b, guint s, guint k, guint chunk, gint layer, double params, guint i, guint after) {
   const SimPlan *pl = b->plan;
   double bytes = (pl->fsdp_reduce_fp32 ? 4.0 : 2.0) * params;
-  SimOpTag t = tag(CAT_DP, PASS_OTHER, s, chunk, 0, layer);
+  SimOpTag t = tag(SIM_CAT_DP, SIM_PASS_OTHER, s, chunk, 0, layer);
   guint op = dp_collective_g(b, NET_OP_REDUCESCATTER, DP_SHARD, i, s, bytes, &after, 1, &t);
   guint R = b->dpc / b->shard;
   if (R > 1)
@@ -52,7 +52,7 @@ void sim_ptdp_fsdp_reduce(Build *b, guint s, guint k, guint chunk, gint layer, d
     b->shard_reduce_bytes += bytes + (R > 1 ? bytes / b->shard : 0);
   }
   if (i == 0)
-    b->bytes[CAT_DP] += (bytes * (b->shard - 1) * R + (R > 1 ? 2.0 * bytes / b->shard * (R - 1) * b->shard : 0)) *
+    b->bytes[SIM_CAT_DP] += (bytes * (b->shard - 1) * R + (R > 1 ? 2.0 * bytes / b->shard * (R - 1) * b->shard : 0)) *
                         pl->tp;
 }
 
@@ -90,11 +90,11 @@ static void emit_transfers_of(Build *b, guint s, guint k, guint idx) {
    * sent as it is and kept sharded */
   gboolean sg = pl->scatter_gather && pl->tp > 1;
   double per_rank = pp_bytes_per_rank(pl);
-  SimOpTag t = tag(CAT_PP, it.forward ? PASS_FORWARD : PASS_BACKWARD, s, it.chunk, it.microbatch, -1);
+  SimOpTag t = tag(SIM_CAT_PP, it.forward ? SIM_PASS_FORWARD : SIM_PASS_BACKWARD, s, it.chunk, it.microbatch, -1);
   guint xfer[b->ts];
   for (guint i = 0; i < b->ts; i++) {
     gboolean same = node_of_rank(b, i, s, k) == node_of_rank(b, i, ds_, k);
-    guint streams[2] = {stream_of(b, i, s, k, STREAM_PP_SEND), stream_of(b, i, ds_, k, STREAM_PP_RECV)};
+    guint streams[2] = {stream_of(b, i, s, k, SIM_STREAM_PP_SEND), stream_of(b, i, ds_, k, SIM_STREAM_PP_RECV)};
     guint64 pos[2] = {2ull * idx, 2ull * didx};
     /* Megatron's blocking point-to-point calls hold both ends in schedule
      * order; the other schedules post their sends and receives ahead
@@ -133,7 +133,7 @@ static void emit_transfers_of(Build *b, guint s, guint k, guint idx) {
     if (b->blocking && idx + 1 < b->len[s])
       sim_engine_add_dep(b->e, xfer[i], b->items[((k * b->p + s) * b->n_items + idx + 1) * b->ts + i].first);
   }
-  sim_ptdp_account(b, CAT_PP, per_rank * pl->tp * pl->dp / b->ds * b->cp);
+  sim_ptdp_account(b, SIM_CAT_PP, per_rank * pl->tp * pl->dp / b->ds * b->cp);
   const ItemOps *dst = &b->items[((k * b->p + ds_) * b->n_items + didx) * b->ts];
   guint gather = G_MAXUINT;
   if (sg) {
@@ -142,10 +142,10 @@ static void emit_transfers_of(Build *b, guint s, guint k, guint idx) {
     guint streams[b->ts];
     guint64 pos[b->ts];
     for (guint i = 0; i < b->ts; i++) {
-      streams[i] = stream_of(b, i, ds_, k, STREAM_PP_RECV);
+      streams[i] = stream_of(b, i, ds_, k, SIM_STREAM_PP_RECV);
       pos[i] = 2ull * didx + 1;
     }
-    t.category = CAT_PP_GATHER;
+    t.category = SIM_CAT_PP_GATHER;
     if (b->flow)
       gather = sim_ptdp_net_op(b, sim_ptdp_tp_plan(b, ds_, k, NET_OP_ALLGATHER, full), streams, pos, b->ts, &t);
     else {
@@ -157,7 +157,7 @@ static void emit_transfers_of(Build *b, guint s, guint k, guint idx) {
       sim_engine_add_dep(b->e, xfer[i], gather);
       sim_engine_add_dep(b->e, gather, dst[i].first);
     }
-    sim_ptdp_account(b, CAT_PP_GATHER, full * (pl->tp - 1) * ((double)pl->dp / b->ds) * b->cp);
+    sim_ptdp_account(b, SIM_CAT_PP_GATHER, full * (pl->tp - 1) * ((double)pl->dp / b->ds) * b->cp);
   } else
     for (guint i = 0; i < b->ts; i++)
       sim_engine_add_dep(b->e, xfer[i], dst[i].first);
@@ -214,7 +214,7 @@ static guint dp_collective_g(Build *b, NetCollOp kind, guint group, guint i, gui
   }
   guint streams[b->ds];
   for (guint k = 0; k < b->ds; k++)
-    streams[k] = stream_of(b, i, s, k, STREAM_DP);
+    streams[k] = stream_of(b, i, s, k, SIM_STREAM_DP);
   guint op;
   if (b->flow) {
     char key[64];
@@ -299,7 +299,7 @@ void sim_ptdp_emit_param_gathers(Build *b) {
     for (guint i = 0; i < b->ts; i++)
       for (guint c = 0; c < b->v; c++)
         for (guint l = 0; l < chunk_layers(b, s, c); l++) {
-          SimOpTag t = tag(CAT_DP, PASS_OTHER, s, c, 0, (gint)(chunk_first(b, s, c) + l));
+          SimOpTag t = tag(SIM_CAT_DP, SIM_PASS_OTHER, s, c, 0, (gint)(chunk_first(b, s, c) + l));
           double params = (double)layer_params + (c == 0 && l == 0 ? (double)extra : 0);
           b->param_gather[((s * b->v + c) * b->lmax + l) * b->ts + i] =
               dp_collective(b, NET_OP_ALLGATHER, i, s, 2.0 * params, NULL, 0, &t);
@@ -320,7 +320,7 @@ static guint edp_collective(Build *b, NetCollOp kind, guint s, double bytes, con
     for (guint q = 0; q < n; q++)
       gpus[g * n + q] = sim_place(b->cluster, pl->tp * b->cp, ranks[q]);
   }
-  guint stream = stream_of(b, 0, s, 0, STREAM_DP), op;
+  guint stream = stream_of(b, 0, s, 0, SIM_STREAM_DP), op;
   if (b->flow) {
     char key[64];
     g_snprintf(key, sizeof key, "edp%d:%u:%.0f", (int)kind, s, bytes);
@@ -351,7 +351,7 @@ void sim_ptdp_emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
     stage_params = sim_moe_stage_params(pl, s, &expert_params, NULL) - expert_params;
   guint64 layer_params = model_layer_local_params(&pl->model, pl->tp);
   guint64 extra_params = stage_params - layer_params * stage_layers(b, s);
-  SimOpTag t = tag(CAT_DP, PASS_OTHER, s, 0, 0, -1);
+  SimOpTag t = tag(SIM_CAT_DP, SIM_PASS_OTHER, s, 0, 0, -1);
   double grad_bytes = 2.0; /* fp16 gradients */
   /* Megatron's distributed optimizer reduce-scatters the gradients instead
    * of all-reducing them, steps on its 1/d shard, and all-gathers the
@@ -395,13 +395,13 @@ void sim_ptdp_emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
         guint op = dp_collective(b, grad_coll, i, s, grad_bytes * stage_params, lasts, b->ds, &t);
         g_array_append_val(mine, op);
       }
-      b->bytes[CAT_DP] += grad_bytes * stage_params * 2.0 * (b->dpc - 1) * ((double)pl->tp / b->ts);
+      b->bytes[SIM_CAT_DP] += grad_bytes * stage_params * 2.0 * (b->dpc - 1) * ((double)pl->tp / b->ts);
     }
     if (expert_params && pl->edp > 1) {
       NetCollOp kind = pl->distributed_optimizer ? NET_OP_REDUCESCATTER : NET_OP_ALLREDUCE;
       guint op = edp_collective(b, kind, s, grad_bytes * expert_params, lasts, b->ds, &t);
       g_array_append_val(mine, op);
-      b->bytes[CAT_DP] += grad_bytes * expert_params * 2.0 * (pl->edp - 1) * ((double)pl->tp * b->cp * pl->dp / pl->edp);
+      b->bytes[SIM_CAT_DP] += grad_bytes * expert_params * 2.0 * (pl->edp - 1) * ((double)pl->tp * b->cp * pl->dp / pl->edp);
     }
     for (guint k = 0; k < b->ds; k++)
       g_array_append_val(mine, lasts[k]);
@@ -411,11 +411,11 @@ void sim_ptdp_emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
     sim_plan_place(pl, 0, 0, &s0, &c0);
     sim_plan_place(pl, b->route - 1, 0, &sl, &cl);
     if (b->p > 1 && !pl->model.untied && (s == 0 || s == b->p - 1) && s0 != sl) {
-      SimOpTag et = tag(CAT_DP, PASS_OTHER, s, 0, 0, -2);
+      SimOpTag et = tag(SIM_CAT_DP, SIM_PASS_OTHER, s, 0, 0, -2);
       double bytes = grad_bytes * (double)pl->model.vocab * pl->model.hidden / pl->tp;
       for (guint k = 0; k < b->ds; k++) {
         if (s == 0) {
-          guint streams[2] = {stream_of(b, i, 0, k, STREAM_DP), stream_of(b, i, b->p - 1, k, STREAM_DP)};
+          guint streams[2] = {stream_of(b, i, 0, k, SIM_STREAM_DP), stream_of(b, i, b->p - 1, k, SIM_STREAM_DP)};
           gboolean same = node_of_rank(b, i, 0, k) == node_of_rank(b, i, b->p - 1, k);
           guint op;
           if (b->flow) {
@@ -438,7 +438,7 @@ void sim_ptdp_emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
         }
       }
       if (s == 0) {
-        b->bytes[CAT_DP] += bytes * 2.0 * pl->dp * ((double)pl->tp / b->ts) * b->cp;
+        b->bytes[SIM_CAT_DP] += bytes * 2.0 * pl->dp * ((double)pl->tp / b->ts) * b->cp;
         b->bytes_embedding += bytes * 2.0 * pl->dp * ((double)pl->tp / b->ts) * b->cp;
       }
     }
@@ -450,8 +450,8 @@ void sim_ptdp_emit_dp_and_optimizer(Build *b, guint s, guint *opt_ops) {
     guint steps[b->ds];
     for (guint k = 0; k < b->ds; k++) {
       guint op = sim_engine_add_op1(b->e, ns(model_optimizer_time_s(b->profile, stepped)),
-                                    stream_of(b, i, s, k, STREAM_COMPUTE),
-                                    &(SimOpTag){CAT_OPTIMIZER, PASS_OTHER, (gint32)s, 0, 0, -1});
+                                    stream_of(b, i, s, k, SIM_STREAM_COMPUTE),
+                                    &(SimOpTag){SIM_CAT_OPTIMIZER, SIM_PASS_OTHER, (gint32)s, 0, 0, -1});
       for (guint j = 0; j < mine->len; j++)
         sim_engine_add_dep(b->e, g_array_index(mine, guint, j), op);
       /* remember the optimizer op so the embedding all-reduce can gate it */

@@ -1,11 +1,11 @@
 /* ptdsim — the steady state of 1F1B and interleaved 1F1B on the PTD-P graph
  * (steady.h): the short run's microbatches, and the proof that its
- * timeline repeats (ptdp_build.h). */
+ * timeline repeats (build.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptdp_build.h"
+#include "build.h"
 
 /* --- the steady state (steady.h) --- */
 

@@ -1,11 +1,11 @@
 /* ptdsim — memory of a PTD-P plan: each stage's orders (ZB's heuristics
  * timed on the cost model) walked for the activations they hold, the
- * parameters, gradients and optimizer state (ptdp_build.h). */
+ * parameters, gradients and optimizer state (build.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptdp_build.h"
+#include "build.h"
 
 /* One layer's activations of one microbatch (*full) and what of them a
  * split backward keeps from B to W (*kept), in bytes; with full

@@ -1,13 +1,13 @@
 /* ptdsim — a mixture-of-experts layer's pass on a stage: the router, the
  * tokens' dispatch and combine over the expert-parallel group (all-to-all or
- * all-gather), the experts' GEMMs (ptdp_build.h). */
+ * all-gather), the experts' GEMMs (build.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptdp_build.h"
+#include "build.h"
 
-/* --- the MoE layer's token communication (sim/moe.h) --- */
+/* --- the MoE layer's token communication (plan/moe.h) --- */
 
 /* The GPUs of the groups of stage s that one MoE collective runs on: every
  * expert-parallel group of the stage (MOE_DISPATCH, MOE_COMBINE) or every
@@ -91,7 +91,7 @@ static void count_moe(Build *b, guint kind) {
   const SimPlan *pl = b->plan;
   guint n = kind <= MOE_COMBINE ? pl->ep : pl->etp;
   double ranks = (double)pl->tp * b->cp * pl->dp;
-  sim_ptdp_account(b, CAT_EP, moe_bytes(b, kind) * (n - 1) / n * ranks);
+  sim_ptdp_account(b, SIM_CAT_EP, moe_bytes(b, kind) * (n - 1) / n * ranks);
 }
 
 /* One MoE collective at this point of the chain (as tp_allreduce). */

@@ -11,6 +11,42 @@
 
 #include "../base/text.h"
 
+G_DEFINE_QUARK(sim-schedule-error-quark, sim_schedule_error)
+
+const char *sim_schedule_name(SimSchedule s) {
+  switch (s) {
+  case SIM_SCHEDULE_GPIPE:
+    return "gpipe";
+  case SIM_SCHEDULE_1F1B:
+    return "1f1b";
+  case SIM_SCHEDULE_INTERLEAVED:
+    return "interleaved";
+  case SIM_SCHEDULE_TERAPIPE:
+    return "terapipe";
+  case SIM_SCHEDULE_ZB_H1:
+    return "zb-h1";
+  case SIM_SCHEDULE_ZB_H2:
+    return "zb-h2";
+  case SIM_SCHEDULE_INTERLEAVED_ZB:
+    return "interleaved-zb";
+  case SIM_SCHEDULE_ZB_V:
+    return "zb-v";
+  case SIM_SCHEDULE_DUALPIPE:
+    return "dualpipe";
+  case SIM_SCHEDULE_DUALPIPEV:
+    return "dualpipev";
+  case SIM_SCHEDULE_FILE:
+    return "file";
+  case SIM_SCHEDULE_ZB_1P:
+    return "zb-1p";
+  case SIM_SCHEDULE_ZB_2P:
+    return "zb-2p";
+  case SIM_SCHEDULE_ZB_AUTO:
+    return "zb-auto";
+  }
+  return "?";
+}
+
 static void push_item(GArray *out, guint chunk, guint mb, gboolean fwd, SimGrad grad) {
   SimItem it = {mb, (guint16)chunk, (guint8)(fwd ? 1 : 0), (guint8)(fwd ? SIM_GRAD_ALL : grad), 0};
   g_array_append_val(out, it);
@@ -481,91 +517,11 @@ void sim_schedule_order(SimSchedule schedule, guint p, guint m, guint v, guint s
     push(out, chunk_of(k, p, v, FALSE), microbatch_of(k, p, v), FALSE);
 }
 
-guint sim_plan_zb_limit(const SimPlan *plan) {
-  switch (plan->schedule) {
-  case SIM_SCHEDULE_ZB_1P:
-    return plan->pp;
-  case SIM_SCHEDULE_ZB_2P:
-    return 2 * plan->pp;
-  default:
-    return plan->activation_limit_mbs;
-  }
-}
-
-/* A plan's order on one stage: its built-in schedule for m microbatches,
- * or its --schedule-file (ZB's heuristics need the stages' times). */
-static void plan_order(const SimPlan *plan, guint m, guint stage, GArray *out) {
-  if (plan->schedule == SIM_SCHEDULE_FILE) {
-    const GArray *o = plan->schedule_file->orders[stage];
-    g_array_set_size(out, 0);
-    g_array_append_vals(out, o->data, o->len);
-    return;
-  }
-  sim_schedule_order(plan->schedule, plan->pp, m, plan->chunks, stage, out);
-}
-
-void sim_plan_orders_timed(const SimPlan *plan, guint m, const double *tf, const double *tb, const double *tw,
-                           double tc, double mem_f, double mem_w, GArray **orders) {
-  guint p = plan->pp;
-  if (plan->schedule == SIM_SCHEDULE_ZB_1P || plan->schedule == SIM_SCHEDULE_ZB_2P ||
-      plan->schedule == SIM_SCHEDULE_ZB_AUTO) {
-    sim_schedule_zb_auto(p, m, tf, tb, tw, tc, mem_f, mem_w, sim_plan_zb_limit(plan), orders);
-    return;
-  }
-  for (guint s = 0; s < p; s++)
-    plan_order(plan, m, s, orders[s]);
-}
-
-/* --- routes --- */
-
-guint sim_plan_route_len(const SimPlan *plan) {
-  return plan->schedule == SIM_SCHEDULE_DUALPIPE ? plan->pp : plan->pp * plan->chunks;
-}
-
-guint sim_plan_vstage(const SimPlan *pl, guint s, guint c, guint mb) {
-  guint p = pl->pp;
-  switch (pl->schedule) {
-  case SIM_SCHEDULE_ZB_V:
-  case SIM_SCHEDULE_DUALPIPEV:
-    return c == 0 ? s : 2 * p - 1 - s;
-  case SIM_SCHEDULE_DUALPIPE:
-    if ((mb >= pl->microbatches / 2) != (c == 1))
-      return G_MAXUINT;
-    return c == 0 ? s : p - 1 - s;
-  case SIM_SCHEDULE_FILE:
-    return pl->schedule_file->stage_of[s * pl->chunks + c];
-  default:
-    return c * p + s;
-  }
-}
-
-void sim_plan_place(const SimPlan *pl, guint vs, guint mb, guint *s, guint *c) {
-  guint p = pl->pp;
-  switch (pl->schedule) {
-  case SIM_SCHEDULE_ZB_V:
-  case SIM_SCHEDULE_DUALPIPEV:
-    *c = vs >= p;
-    *s = vs < p ? vs : 2 * p - 1 - vs;
-    return;
-  case SIM_SCHEDULE_DUALPIPE:
-    *c = mb >= pl->microbatches / 2;
-    *s = *c ? p - 1 - vs : vs;
-    return;
-  case SIM_SCHEDULE_FILE:
-    *s = pl->schedule_file->rank_of[vs];
-    *c = pl->schedule_file->chunk_of[vs];
-    return;
-  default:
-    *s = vs % p;
-    *c = vs / p;
-  }
-}
-
 /* --- a user's schedule --- */
 
 #define FFAIL(...)                                                                                                     \
   do {                                                                                                                 \
-    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, __VA_ARGS__);                                           \
+    g_set_error(error, SIM_SCHEDULE_ERROR, 0, __VA_ARGS__);                                                            \
     goto fail;                                                                                                         \
   } while (0)
 
@@ -680,7 +636,7 @@ SimScheduleFile *sim_schedule_file_parse(const char *text, gsize len, const char
           g_free(in);
           if (!ok) {
             char *echo = ptd_echo(cell, 40, FALSE);
-            g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+            g_set_error(error, SIM_SCHEDULE_ERROR, 0,
                         "%s: rank %u, action %u: '%s' is not an overlapped pair; write (SF M;SB M)OVERLAP_F_B, a "
                         "forward then a backward (B or I)",
                         name, r, j, echo);
@@ -696,7 +652,7 @@ SimScheduleFile *sim_schedule_file_parse(const char *text, gsize len, const char
         }
         if (long_cell || !parse_action(cell, &a)) {
           char *echo = ptd_echo(cell, 40, FALSE);
-          g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+          g_set_error(error, SIM_SCHEDULE_ERROR, 0,
                       "%s: rank %u, action %u: '%s' is not an action; write STAGE KIND MICROBATCH such as 2F0, "
                       "with KIND F, B, I or W",
                       name, r, j, echo);
@@ -873,7 +829,7 @@ const SimScheduleFile *sim_schedule_file_load(const char *path, guint p, guint m
   if (fd >= 0)
     close(fd);
   if (why) {
-    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+    g_set_error(error, SIM_SCHEDULE_ERROR, 0,
                 "--schedule-file '%s' cannot be read: %s; give the path of a CSV of per-rank actions (at most 64 MiB)",
                 echo, why);
     g_free(echo);
@@ -899,31 +855,4 @@ const SimScheduleFile *sim_schedule_file_load(const char *path, guint p, guint m
   g_free(text);
   g_free(echo);
   return f;
-}
-
-char *sim_schedule_csv_orders(const SimPlan *plan, GArray *const *orders) {
-  GString *s = g_string_new(NULL);
-  for (guint r = 0; r < plan->pp; r++) {
-    const GArray *order = orders[r];
-    for (guint j = 0; j < order->len; j++) {
-      SimItem it = g_array_index(order, SimItem, j);
-      gboolean pair = it.paired && j + 1 < order->len;
-      if (j)
-        g_string_append_c(s, ',');
-      if (pair)
-        g_string_append_c(s, '(');
-      for (guint q = j; q <= j + (pair ? 1 : 0); q++) {
-        SimItem x = g_array_index(order, SimItem, q);
-        char kind = x.forward ? 'F' : x.grad == SIM_GRAD_INPUT ? 'I' : x.grad == SIM_GRAD_WEIGHT ? 'W' : 'B';
-        g_string_append_printf(s, "%s%u%c%u", q > j ? ";" : "", sim_plan_vstage(plan, r, x.chunk, x.microbatch), kind,
-                               x.microbatch);
-      }
-      if (pair) {
-        g_string_append(s, ")OVERLAP_F_B");
-        j++;
-      }
-    }
-    g_string_append_c(s, '\n');
-  }
-  return g_string_free(s, FALSE);
 }

@@ -1,54 +1,11 @@
 /* ptdsim — a microbatch's pass on a stage: its compute ops, the tensor-parallel
  * all-reduces between them, the context-parallel ring and the overlapped
- * tensor-parallel GEMMs, and the flow plans they run on (ptdp_build.h). */
+ * tensor-parallel GEMMs, and the flow plans they run on (build.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptdp_build.h"
-
-/* Counts bytes of class `cat`, noting which item's op counted them. */
-void sim_ptdp_account(Build *b, guint cat, double bytes) {
-  b->bytes[cat] += bytes;
-  if (b->adds) {
-    Add *last = b->adds->len ? &g_array_index(b->adds, Add, b->adds->len - 1) : NULL;
-    if (last && last->item == b->cur_item && last->cat == cat && last->bytes == bytes)
-      last->count++;
-    else {
-      Add a = {b->cur_item, cat, bytes, 1};
-      g_array_append_val(b->adds, a);
-    }
-  }
-}
-
-/* A collective over n GPUs (NCCL's tuner picks), a send, an op that runs a plan. */
-guint sim_ptdp_coll_plan(Build *b, const char *key, NetCollOp op, const guint *gpus, guint n, double copies,
-                         double bytes, const guint8 *side) {
-  return sim_netops_coll(b->flow->ops, key, op, gpus, n, copies, bytes, side);
-}
-
-guint sim_ptdp_p2p_plan(Build *b, const char *key, guint src, guint dst, double copies, double bytes,
-                        const guint8 *side) {
-  return sim_netops_p2p(b->flow->ops, key, src, dst, copies, bytes, side);
-}
-
-guint sim_ptdp_net_op(Build *b, guint plan, const guint *streams, const guint64 *pos, guint n, const SimOpTag *t) {
-  return sim_netops_op(b->flow->ops, plan, streams, pos, n, t);
-}
-
-/* The tensor-parallel group of stage s, replica k (every replica's under
- * symmetry). */
-guint sim_ptdp_tp_plan(Build *b, guint s, guint k, NetCollOp op, double bytes) {
-  guint *cached = &b->tp_plans[(s * b->ds + k) * 3 + (op == NET_OP_ALLGATHER ? 1 : op == NET_OP_REDUCESCATTER ? 2 : 0)];
-  if (*cached != G_MAXUINT)
-    return *cached;
-  char key[64];
-  g_snprintf(key, sizeof key, "tp%d:%u:%u:%.0f", (int)op, s, job_replica(b, k), bytes);
-  guint t = b->plan->tp, gpus[t];
-  for (guint i = 0; i < t; i++)
-    gpus[i] = gpu_of_rank(b, i, s, k);
-  return *cached = sim_ptdp_coll_plan(b, key, op, gpus, t, copies_c(b, FALSE, TRUE), bytes, NULL);
-}
+#include "build.h"
 
 /* A hop of a ring of (s, k) as a flow plan: every member sends to the next
  * at once.  kind < 3: the context-parallel rings of the simulated tensor
@@ -75,114 +32,12 @@ static guint hop_plan(Build *b, guint s, guint k, guint kind, double bytes) {
   return *cached;
 }
 
-/* --- emitting one item's compute and tensor-parallel all-reduces --- */
-
-/* Makes `op` wait for rank i's chain so far (and an op it must join). */
-void sim_ptdp_chain_dep(Build *b, guint i, guint op) {
-  if (b->prev[i] != G_MAXUINT)
-    sim_engine_add_dep(b->e, b->prev[i], op);
-  if (b->join[i] != G_MAXUINT) {
-    sim_engine_add_dep(b->e, b->join[i], op);
-    b->join[i] = G_MAXUINT;
-  }
-}
-
-void sim_ptdp_flush(Build *b, guint s, guint k, const SimOpTag *t, gboolean force) {
-  if (b->dry) { /* one rank (coarse items run under the symmetry shortcut) */
-    if (b->pending[0] > 0 || force) {
-      b->dry_compute += ns(b->pending[0]);
-      b->dry_ops++;
-      b->pending[0] = 0;
-    }
-    return;
-  }
-  for (guint i = 0; i < b->ts; i++) {
-    if (b->pending[i] <= 0 && !force)
-      continue;
-    guint op = sim_engine_add_op1(b->e, ns(b->pending[i]), stream_of(b, i, s, k, STREAM_COMPUTE), t);
-    sim_ptdp_chain_dep(b, i, op);
-    b->prev[i] = op;
-    b->pending[i] = 0;
-    for (guint j = 0; b->pieces && j < b->pending_pieces->len; j++) {
-      SimTimelinePiece pc = g_array_index(b->pending_pieces, SimTimelinePiece, j);
-      pc.op = op;
-      g_array_append_val(b->pieces, pc);
-    }
-  }
-  if (b->pieces)
-    g_array_set_size(b->pending_pieces, 0);
-}
-
-/* Counts `n` halves of a tensor-parallel all-reduce (2: the all-reduce; 1:
- * a reduce-scatter or an all-gather of the same buffer): a ring all-reduce
- * of b*s*h*2 bytes over t ranks sends 2(t-1)/t of it from each rank, for
- * every replica and context-parallel rank. */
-static void count_tp(Build *b, double n) {
-  sim_ptdp_account(b, CAT_TP, b->layer.tp_allreduce_bytes * n * (b->plan->tp - 1) * ((double)b->plan->dp / b->ds) * b->cp);
-}
-
-/* A tensor-parallel all-reduce of the layer's output; with sequence
- * parallelism its reduce-scatter and the next all-gather (Korthikanti et al.
- * section 4.2.2: g and g-bar), placed one after the other at the same point
- * of the chain: the sharded element-wise work between them runs in the
- * compute next to it, so the serial chain's time is the same. */
-void sim_ptdp_tp_allreduce(Build *b, guint s, guint k, const SimOpTag *t) {
-  if (b->plan->tp == 1)
-    return;
-  sim_ptdp_flush(b, s, k, t, TRUE);
-  gboolean sp = b->plan->sequence_parallel;
-  const NetCollOp kinds[2] = {sp ? NET_OP_REDUCESCATTER : NET_OP_ALLREDUCE, NET_OP_ALLGATHER};
-  guint n = sp ? 2 : 1;
-  const SimTime *dur = &b->tp_ns[(s * b->ds + k) * 2];
-  if (b->dry) {
-    for (guint j = 0; j < n; j++) {
-      if (b->flow) /* where it runs inside the coarse op (netops.h) */
-        sim_netops_part(b->flow->ops, sim_ptdp_tp_plan(b, s, k, kinds[j], b->layer.tp_allreduce_bytes),
-                        b->dry_compute + b->dry_tp);
-      b->dry_tp += dur[j];
-    }
-    b->dry_ops += n;
-    count_tp(b, 2.0);
-    return;
-  }
-  for (guint j = 0; j < n; j++)
-    sim_ptdp_tp_stream_op(b, s, k, t,
-                          b->flow ? sim_ptdp_tp_plan(b, s, k, kinds[j], b->layer.tp_allreduce_bytes) : G_MAXUINT,
-                          dur[j]);
-  count_tp(b, 2.0);
-}
-
-void sim_ptdp_tp_stream_op(Build *b, guint s, guint k, const SimOpTag *t, guint plan, SimTime dur) {
-  guint streams[b->ts];
-  for (guint i = 0; i < b->ts; i++)
-    streams[i] = stream_of(b, i, s, k, STREAM_TP);
-  SimOpTag at = *t;
-  at.category = CAT_TP;
-  guint op = b->flow ? sim_ptdp_net_op(b, plan, streams, NULL, b->ts, &at)
-                     : sim_engine_add_op(b->e, dur, streams, b->ts, &at);
-  for (guint i = 0; i < b->ts; i++) {
-    sim_ptdp_chain_dep(b, i, op);
-    b->prev[i] = op;
-  }
-}
-
-/* Compute of `part` (of `layer`, -1: none) in `pass`, into the op the
- * next flush makes; a traced run records it as a piece of that op. */
-void sim_ptdp_add_compute(Build *b, guint part, gint layer, guint pass, double seconds) {
-  for (guint i = 0; i < b->ts; i++)
-    b->pending[i] += seconds;
-  if (b->pending_pieces) {
-    sim_timeline_piece(b->pending_pieces, 0, SIM_ACT_RUN, part, layer, 1, seconds);
-    g_array_index(b->pending_pieces, SimTimelinePiece, b->pending_pieces->len - 1).pass = (guint8)pass;
-  }
-}
-
 /* A layer's pass: compute, all-reduce, compute, all-reduce, compute (the
  * segments of models/layer.h; backward runs the layer in reverse). */
 static void emit_pass(Build *b, guint s, guint k, const ModelPass *pass, const SimOpTag *t) {
   static const guint fwd_parts[3] = {SIM_PART_ATTENTION, SIM_PART_MLP, SIM_PART_RESIDUAL},
                      bwd_parts[3] = {SIM_PART_MLP, SIM_PART_ATTENTION, SIM_PART_LAYERNORM};
-  const guint *parts = t->pass == PASS_BACKWARD ? bwd_parts : fwd_parts;
+  const guint *parts = t->pass == SIM_PASS_BACKWARD ? bwd_parts : fwd_parts;
   sim_ptdp_add_compute(b, parts[0], t->layer, t->pass, pass->seg_s[0]);
   sim_ptdp_tp_allreduce(b, s, k, t);
   sim_ptdp_add_compute(b, parts[1], t->layer, t->pass, pass->seg_s[1]);
@@ -198,7 +53,7 @@ static guint side_op(Build *b, guint s, guint k, guint cat, guint kind, double b
                      gboolean chain) {
   guint streams[b->ts];
   for (guint i = 0; i < b->ts; i++)
-    streams[i] = stream_of(b, i, s, k, STREAM_TP);
+    streams[i] = stream_of(b, i, s, k, SIM_STREAM_TP);
   SimOpTag at = *t;
   at.category = (guint16)cat;
   guint op;
@@ -243,7 +98,7 @@ static double hop_bytes(const Build *b, guint kind) {
 /* Counts a context-parallel hop's bytes: one send from each of the t cp
  * ranks of every replica. */
 static void count_hop(Build *b, guint kind) {
-  sim_ptdp_account(b, CAT_CP, hop_bytes(b, kind) * ((double)b->cp * b->plan->tp) * ((double)b->plan->dp / b->ds));
+  sim_ptdp_account(b, SIM_CAT_CP, hop_bytes(b, kind) * ((double)b->cp * b->plan->tp) * ((double)b->plan->dp / b->ds));
 }
 
 /* The attention core of `core_s` as ring attention (Liu et al. 2023; Megatron-
@@ -285,14 +140,14 @@ static void cp_ring(Build *b, guint s, guint k, const SimOpTag *t, guint part, d
   for (guint j = 0; j < cp; j++) {
     guint next = G_MAXUINT;
     if (j + 1 < cp) {
-      next = side_op(b, s, k, CAT_CP, hop, hop_bytes(b, hop), t, prev_hop, j == 0 || backward);
+      next = side_op(b, s, k, SIM_CAT_CP, hop, hop_bytes(b, hop), t, prev_hop, j == 0 || backward);
       count_hop(b, hop);
     }
     step_compute(b, s, k, t, part, step, prev_hop);
     prev_hop = next;
   }
   if (backward) {
-    guint home = side_op(b, s, k, CAT_CP, HOP_GRAD, hop_bytes(b, HOP_GRAD), t, G_MAXUINT, TRUE);
+    guint home = side_op(b, s, k, SIM_CAT_CP, HOP_GRAD, hop_bytes(b, HOP_GRAD), t, G_MAXUINT, TRUE);
     count_hop(b, HOP_GRAD);
     for (guint i = 0; i < b->ts; i++)
       b->prev[i] = home;
@@ -309,7 +164,7 @@ static void cp_ring(Build *b, guint s, guint k, const SimOpTag *t, guint part, d
  * copy engines: the GEMM's rate is taken as unchanged. */
 static void tp_overlapped(Build *b, guint s, guint k, const SimOpTag *t, guint part, double gemm_s, ModelTpGemm kind) {
   guint n = b->plan->tp;
-  count_tp(b, 1.0); /* an all-gather or a reduce-scatter, however it is cut */
+  sim_ptdp_count_tp(b, 1.0); /* an all-gather or a reduce-scatter, however it is cut */
   sim_ptdp_flush(b, s, k, t, TRUE);
   double chunk = gemm_s / n;
   if (b->dry) {
@@ -338,7 +193,7 @@ static void tp_overlapped(Build *b, guint s, guint k, const SimOpTag *t, guint p
     return;
   }
   if (kind == MODEL_TP_GEMM_SCATTER_BESIDE) {
-    guint rs = side_op(b, s, k, CAT_TP, G_MAXUINT, b->layer.tp_allreduce_bytes, t, G_MAXUINT, TRUE);
+    guint rs = side_op(b, s, k, SIM_CAT_TP, G_MAXUINT, b->layer.tp_allreduce_bytes, t, G_MAXUINT, TRUE);
     step_compute(b, s, k, t, part, gemm_s, G_MAXUINT);
     for (guint i = 0; i < b->ts; i++)
       b->join[i] = rs;
@@ -349,14 +204,14 @@ static void tp_overlapped(Build *b, guint s, guint k, const SimOpTag *t, guint p
     if (kind == MODEL_TP_GEMM_GATHER_FEEDS) {
       guint next = G_MAXUINT;
       if (j + 1 < n) { /* rows for chunk j + 1, on their way while chunk j runs */
-        next = side_op(b, s, k, CAT_TP, hop, hop_bytes(b, hop), t, prev_hop, j == 0);
+        next = side_op(b, s, k, SIM_CAT_TP, hop, hop_bytes(b, hop), t, prev_hop, j == 0);
       }
       step_compute(b, s, k, t, part, chunk, prev_hop);
       prev_hop = next;
     } else {
       step_compute(b, s, k, t, part, chunk, G_MAXUINT);
       if (j + 1 < n) { /* chunk j's partial sums on to the next rank */
-        prev_hop = side_op(b, s, k, CAT_TP, hop, hop_bytes(b, hop), t, G_MAXUINT, FALSE);
+        prev_hop = side_op(b, s, k, SIM_CAT_TP, hop, hop_bytes(b, hop), t, G_MAXUINT, FALSE);
         for (guint i = 0; i < b->ts; i++)
           sim_engine_add_dep(b->e, b->prev[i], prev_hop);
       }
@@ -374,8 +229,8 @@ static void tp_overlapped(Build *b, guint s, guint k, const SimOpTag *t, guint p
 static void emit_pass_marked(Build *b, guint s, guint k, const ModelPass *pass, const SimOpTag *t, gboolean ring) {
   static const guint fwd_parts[3] = {SIM_PART_ATTENTION, SIM_PART_MLP, SIM_PART_RESIDUAL},
                      bwd_parts[3] = {SIM_PART_MLP, SIM_PART_ATTENTION, SIM_PART_LAYERNORM};
-  const guint *parts = t->pass == PASS_BACKWARD ? bwd_parts : fwd_parts;
-  gboolean backward = t->pass == PASS_BACKWARD;
+  const guint *parts = t->pass == SIM_PASS_BACKWARD ? bwd_parts : fwd_parts;
+  gboolean backward = t->pass == SIM_PASS_BACKWARD;
   double base[4] = {0, pass->seg_s[0], pass->seg_s[0] + pass->seg_s[1], pass->seg_s[0] + pass->seg_s[1] + pass->seg_s[2]};
   enum { MARK_ALLREDUCE = 4, MARK_RING = 5 };
   typedef struct {
@@ -451,10 +306,10 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
   b->cur_item = gi;
   if (b->item_lo)
     b->item_lo[gi] = first_op;
-  SimOpTag t = tag(CAT_COMPUTE,
-                   it.forward                        ? PASS_FORWARD
-                   : it.grad == SIM_GRAD_WEIGHT      ? PASS_WEIGHT
-                                                     : PASS_BACKWARD,
+  SimOpTag t = tag(SIM_CAT_COMPUTE,
+                   it.forward                        ? SIM_PASS_FORWARD
+                   : it.grad == SIM_GRAD_WEIGHT      ? SIM_PASS_WEIGHT
+                                                     : SIM_PASS_BACKWARD,
                    s, it.chunk, it.microbatch, -1);
   /* the item that ends the chunk's last backward: torch DDP's buckets are ready */
   gboolean last_mb = idx == b->last_bwd[s * b->v + it.chunk];
@@ -502,7 +357,7 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
     sim_ptdp_add_compute(b, SIM_PART_LAYERS, -1, t.pass, sec * share);
   } else if (it.forward) {
     if (vs == 0)
-      sim_ptdp_add_compute(b, SIM_PART_EMBEDDING, -1, PASS_FORWARD, b->emb_fwd);
+      sim_ptdp_add_compute(b, SIM_PART_EMBEDDING, -1, SIM_PASS_FORWARD, b->emb_fwd);
     for (guint l = 0; l < chunk_layers(b, s, it.chunk); l++) {
       if (gathered && !fsdp) { /* the layer's first forward waits for its parameters' all-gather */
         sim_ptdp_flush(b, s, k, &t, FALSE);
@@ -526,20 +381,20 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
       }
     }
     if (vs == last_vs)
-      sim_ptdp_add_compute(b, SIM_PART_HEAD, -1, PASS_FORWARD, b->head_fwd);
+      sim_ptdp_add_compute(b, SIM_PART_HEAD, -1, SIM_PASS_FORWARD, b->head_fwd);
   } else if (it.grad == SIM_GRAD_WEIGHT) {
     /* the weight-gradient GEMMs, layer by layer in backward order, the
      * logit layer's first and the embedding's last (all of its backward is
      * its weight gradient); a mixture-of-experts layer's backward runs whole
      * in its B (its experts' weight gradients are not split off) */
     if (vs == last_vs)
-      sim_ptdp_add_compute(b, SIM_PART_HEAD, -1, PASS_WEIGHT, b->head_w);
+      sim_ptdp_add_compute(b, SIM_PART_HEAD, -1, SIM_PASS_WEIGHT, b->head_w);
     for (guint l = chunk_layers(b, s, it.chunk); l-- > 0;) {
       t.layer = (gint32)(chunk_first(b, s, it.chunk) + l);
       if (!(b->moe_layer && b->moe_layer[(s * b->v + it.chunk) * b->lmax + l]))
-        sim_ptdp_add_compute(b, SIM_PART_MLP, t.layer, PASS_WEIGHT, b->layer_w);
+        sim_ptdp_add_compute(b, SIM_PART_MLP, t.layer, SIM_PASS_WEIGHT, b->layer_w);
       if (vs == 0 && l == 0)
-        sim_ptdp_add_compute(b, SIM_PART_EMBEDDING, -1, PASS_WEIGHT, b->emb_bwd);
+        sim_ptdp_add_compute(b, SIM_PART_EMBEDDING, -1, SIM_PASS_WEIGHT, b->emb_bwd);
       if (pl->ddp == SIM_DDP_TORCH && last_mb && b->dpc > 1) {
         sim_ptdp_flush(b, s, k, &t, TRUE);
         for (guint i = 0; i < b->ts; i++)
@@ -555,7 +410,7 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
   } else {
     gboolean input = it.grad == SIM_GRAD_INPUT;
     if (vs == last_vs)
-      sim_ptdp_add_compute(b, SIM_PART_HEAD, -1, PASS_BACKWARD, input ? b->head_bwd - b->head_w : b->head_bwd);
+      sim_ptdp_add_compute(b, SIM_PART_HEAD, -1, SIM_PASS_BACKWARD, input ? b->head_bwd - b->head_w : b->head_bwd);
     for (guint l = chunk_layers(b, s, it.chunk); l-- > 0;) {
       t.layer = (gint32)(chunk_first(b, s, it.chunk) + l);
       if (fsdp_g) { /* FSDP2's pre-backward hook: the block gathered again, before its recomputation */
@@ -565,24 +420,24 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
       }
       gboolean moe = b->moe_layer && b->moe_layer[(s * b->v + it.chunk) * b->lmax + l];
       if (pl->recompute) {
-        t.pass = PASS_RECOMPUTE;
+        t.pass = SIM_PASS_RECOMPUTE;
         if (moe)
           sim_ptdp_moe_pass(b, s, k, &t, FALSE);
         else
           emit_layer_pass(b, s, k, &b->layer.fwd, &t);
-        t.pass = PASS_BACKWARD;
+        t.pass = SIM_PASS_BACKWARD;
       } else if (pl->selective && b->cp > 1) { /* the attention core again, with its ring */
-        t.pass = PASS_RECOMPUTE;
+        t.pass = SIM_PASS_RECOMPUTE;
         cp_ring(b, s, k, &t, SIM_PART_ATTENTION, b->layer.core.seg_s[0], FALSE);
-        t.pass = PASS_BACKWARD;
+        t.pass = SIM_PASS_BACKWARD;
       } else if (pl->selective) /* the attention core again, no communication */
-        sim_ptdp_add_compute(b, SIM_PART_ATTENTION, t.layer, PASS_RECOMPUTE, b->layer.core.seg_s[0]);
+        sim_ptdp_add_compute(b, SIM_PART_ATTENTION, t.layer, SIM_PASS_RECOMPUTE, b->layer.core.seg_s[0]);
       if (moe)
         sim_ptdp_moe_pass(b, s, k, &t, TRUE);
       else
         emit_layer_pass(b, s, k, input ? &b->bwd_in : &b->layer.bwd, &t);
       if (vs == 0 && l == 0 && !input)
-        sim_ptdp_add_compute(b, SIM_PART_EMBEDDING, -1, PASS_BACKWARD, b->emb_bwd);
+        sim_ptdp_add_compute(b, SIM_PART_EMBEDDING, -1, SIM_PASS_BACKWARD, b->emb_bwd);
       if (pl->ddp == SIM_DDP_TORCH && last_mb && b->dpc > 1 && !input) {
         sim_ptdp_flush(b, s, k, &t, TRUE);
         for (guint i = 0; i < b->ts; i++)
@@ -605,7 +460,7 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
   if (b->dry) {
     b->dry = FALSE;
     t.layer = -1;
-    guint op = sim_engine_add_op1(b->e, b->dry_compute + b->dry_tp, stream_of(b, 0, s, k, STREAM_COMPUTE), &t);
+    guint op = sim_engine_add_op1(b->e, b->dry_compute + b->dry_tp, stream_of(b, 0, s, k, SIM_STREAM_COMPUTE), &t);
     if (b->prev[0] != G_MAXUINT)
       sim_engine_add_dep(b->e, b->prev[0], op);
     if (b->flow)
@@ -643,7 +498,7 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
    * its compute stream after first_op; ops are issued rank by rank. */
   for (guint i = 0; i < b->ts; i++) {
     ItemOps *io = &b->items[((k * b->p + s) * b->n_items + idx) * b->ts + i];
-    guint stream = stream_of(b, i, s, k, STREAM_COMPUTE);
+    guint stream = stream_of(b, i, s, k, SIM_STREAM_COMPUTE);
     for (guint op = first_op;; op++) {
       const guint *st = sim_engine_op_streams(b->e, op);
       if (sim_engine_op_n_streams(b->e, op) == 1 && st[0] == stream) {
@@ -674,7 +529,7 @@ gboolean sim_ptdp_pairs_with_previous(const Build *b, guint s, guint idx) {
 void sim_ptdp_overlap_pair(Build *b, guint s, guint k, guint lo, guint mid, guint hi) {
   GArray *f = g_array_new(FALSE, FALSE, sizeof(guint)), *g = g_array_new(FALSE, FALSE, sizeof(guint));
   for (guint i = 0; i < b->ts; i++)
-    for (guint kind = STREAM_COMPUTE; kind <= STREAM_TP; kind++) {
+    for (guint kind = SIM_STREAM_COMPUTE; kind <= SIM_STREAM_TP; kind++) {
       guint st = stream_of(b, i, s, k, kind);
       g_array_set_size(f, 0);
       g_array_set_size(g, 0);

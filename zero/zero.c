@@ -7,12 +7,9 @@
 #include "../models/comm.h"
 #include "../models/compute.h"
 #include "../models/layer.h"
-#include "exposed.h"
-#include "netops.h"
-
-/* Tag categories and streams as the timeline numbers them (timeline.h). */
-enum { STREAM_COMPUTE = 0, STREAM_DP = 4 };
-enum { PASS_FORWARD, PASS_BACKWARD, PASS_RECOMPUTE, PASS_OTHER };
+#include "../sim/exposed.h"
+#include "../sim/tags.h"
+#include "../taskgraph/netops.h"
 
 /* A unit: a sub-module whose parameters DeepSpeed's hooks gather and
  * release together (deepspeed/runtime/zero/partitioned_param_coordinator.py:
@@ -48,14 +45,14 @@ enum { TENSOR_NOT_AVAILABLE, TENSOR_INFLIGHT, TENSOR_AVAILABLE };
  * recomputation forward (activation checkpointing), or its backward. */
 typedef struct {
   guint unit;
-  guint pass; /* PASS_FORWARD, PASS_RECOMPUTE, PASS_BACKWARD */
+  guint pass; /* SIM_PASS_FORWARD, SIM_PASS_RECOMPUTE, SIM_PASS_BACKWARD */
 } Use;
 
 /* A stream beyond the timeline's kinds, not traced: the host thread.  The
  * gradient reductions (overlap_comm's reduction_stream) share the dp
  * stream with the gathers: the host's device-wide synchronizations keep
  * them apart anyway. */
-enum { STREAM_HOST = SIM_TIMELINE_STREAM_KINDS, N_STREAMS };
+enum { STREAM_HOST = SIM_STREAM_KINDS, N_STREAMS };
 
 typedef struct {
   const SimPlan *pl;
@@ -184,7 +181,7 @@ static guint coll_op(Build *b, NetCollOp op, double bytes, guint stream, const S
 
 static guint coll(Build *b, NetCollOp op, double bytes, guint after, const SimOpTag *t, guint act, const Unit *un) {
   const SimPlan *pl = b->pl;
-  guint d = pl->dp, x = coll_op(b, op, bytes, STREAM_DP, t);
+  guint d = pl->dp, x = coll_op(b, op, bytes, SIM_STREAM_DP, t);
   if (after != G_MAXUINT)
     sim_engine_add_dep(b->e, after, x);
   sim_timeline_piece(b->pieces, x, act, un ? un->part : SIM_PART_NONE, un && un->layer ? un->index : -1, 1, 0);
@@ -200,7 +197,7 @@ static guint coll(Build *b, NetCollOp op, double bytes, guint after, const SimOp
 }
 
 static guint compute(Build *b, double seconds, guint after, const SimOpTag *t, const Unit *un) {
-  guint x = sim_engine_add_op1(b->e, ns(seconds), STREAM_COMPUTE, t);
+  guint x = sim_engine_add_op1(b->e, ns(seconds), SIM_STREAM_COMPUTE, t);
   if (after != G_MAXUINT)
     sim_engine_add_dep(b->e, after, x);
   if (un)
@@ -268,18 +265,18 @@ static void uses_of(Build *b) {
   b->uses = g_new(Use, 3 * (gsize)U);
   b->n_uses = 0;
   for (guint u = 0; u < U; u++)
-    b->uses[b->n_uses++] = (Use){u, PASS_FORWARD};
-  b->uses[b->n_uses++] = (Use){U - 1, PASS_BACKWARD};
+    b->uses[b->n_uses++] = (Use){u, SIM_PASS_FORWARD};
+  b->uses[b->n_uses++] = (Use){U - 1, SIM_PASS_BACKWARD};
   for (guint l = pl->model.layers; l-- > 0;) {
     if (pl->recompute)
       for (guint k = 0; k < 4; k++)
-        b->uses[b->n_uses++] = (Use){1 + 4 * l + k, PASS_RECOMPUTE};
+        b->uses[b->n_uses++] = (Use){1 + 4 * l + k, SIM_PASS_RECOMPUTE};
     for (guint k = 4; k-- > 0;)
-      b->uses[b->n_uses++] = (Use){1 + 4 * l + k, PASS_BACKWARD};
+      b->uses[b->n_uses++] = (Use){1 + 4 * l + k, SIM_PASS_BACKWARD};
   }
-  b->uses[b->n_uses++] = (Use){0, PASS_BACKWARD};
+  b->uses[b->n_uses++] = (Use){0, SIM_PASS_BACKWARD};
   for (guint i = 0; i < b->n_uses; i++)
-    if (b->uses[i].pass == PASS_BACKWARD) {
+    if (b->uses[i].pass == SIM_PASS_BACKWARD) {
       const Unit *un = &b->units[b->uses[i].unit];
       for (guint j = 0; j < un->n_tens; j++)
         b->tens[un->tens[j]].last_bwd = i, b->tens[un->tens[j]].unit = b->uses[i].unit;
@@ -313,7 +310,7 @@ static void dep(Build *b, guint before, guint after) {
 
 /* A host-thread op of `seconds` after the host's last op and `deps`. */
 static guint host_op(Build *b, double seconds, const guint *deps, guint n) {
-  guint x = sim_engine_add_op1(b->e, ns(seconds), STREAM_HOST, &(SimOpTag){PASS_OTHER, PASS_OTHER, 0, 0, 0, -1});
+  guint x = sim_engine_add_op1(b->e, ns(seconds), STREAM_HOST, &(SimOpTag){SIM_PASS_OTHER, SIM_PASS_OTHER, 0, 0, 0, -1});
   if (b->host != G_MAXUINT)
     sim_engine_add_dep(b->e, b->host, x);
   for (guint j = 0; j < n; j++)
@@ -335,7 +332,7 @@ static guint coll3(Build *b, NetCollOp op, double bytes, guint stream, guint aft
                    guint pass, guint mb) {
   const SimPlan *pl = b->pl;
   guint d = pl->dp;
-  SimOpTag t = tag(SIM_TIMELINE_CAT_DP, pass, mb, un ? un->index : -1);
+  SimOpTag t = tag(SIM_CAT_DP, pass, mb, un ? un->index : -1);
   guint x = coll_op(b, op, bytes, stream, &t);
   dep(b, b->host, x);
   dep(b, after, x);
@@ -364,7 +361,7 @@ static double per_rank_host_s(const Build *b) { return (double)b->pl->dp * b->pr
 static guint hbm_op(Build *b, double passes, double bytes, guint stream, guint after, guint pass, guint mb) {
   double hbm = b->profile->hbm_bytes_per_s * b->profile->memory_efficiency;
   guint x = sim_engine_add_op1(b->e, ns(passes * bytes / hbm), stream,
-                               &(SimOpTag){SIM_TIMELINE_CAT_DP, (guint16)pass, 0, 0, (gint32)mb, -1});
+                               &(SimOpTag){SIM_CAT_DP, (guint16)pass, 0, 0, (gint32)mb, -1});
   dep(b, after, x);
   dep(b, b->host, x);
   return x;
@@ -390,9 +387,9 @@ static void gather_tensor(Build *b, guint ti, const Unit *un, guint pass, guint 
   double bytes = 2.0 * (double)t->numel;
   device_sync(b);
   host_op(b, per_rank_host_s(b), NULL, 0);
-  guint g = coll3(b, NET_OP_ALLGATHER, bytes, STREAM_DP, b->last_gather, SIM_ACT_PARAM_GATHER, un, pass, mb);
+  guint g = coll3(b, NET_OP_ALLGATHER, bytes, SIM_STREAM_DP, b->last_gather, SIM_ACT_PARAM_GATHER, un, pass, mb);
   host_op(b, per_rank_host_s(b), NULL, 0);
-  b->last_gather = t->ready = hbm_op(b, 3, bytes, STREAM_DP, g, pass, mb);
+  b->last_gather = t->ready = hbm_op(b, 3, bytes, SIM_STREAM_DP, g, pass, mb);
   b->gathers++;
   b->gather_bytes += bytes;
   t->status = TENSOR_INFLIGHT;
@@ -424,24 +421,24 @@ static void reduce_bucket(Build *b, guint mb) {
   guint deps[1] = {b->last_reduce};
   host_op(b, 0, deps, 1);
   if (b->pl->zk.contiguous) {
-    guint after = hbm_op(b, 2, 2.0 * (double)b->pl->zk.reduce_bucket, STREAM_DP, b->bucket_after, PASS_OTHER, mb);
+    guint after = hbm_op(b, 2, 2.0 * (double)b->pl->zk.reduce_bucket, SIM_STREAM_DP, b->bucket_after, SIM_PASS_OTHER, mb);
     for (guint j = 0; j < b->bucket->len; j++) {
       const Tensor *t = &b->tens[g_array_index(b->bucket, guint, j)];
       double bytes = 2.0 * (double)t->numel;
       host_op(b, 3 * per_rank_host_s(b), NULL, 0);
-      after = hbm_op(b, 2, bytes, STREAM_DP, after, PASS_OTHER, mb);
-      b->last_reduce = after = coll3(b, NET_OP_REDUCESCATTER, bytes, STREAM_DP, after,
-                                     SIM_ACT_GRAD_REDUCE_SCATTER, &b->units[t->unit], PASS_OTHER, mb);
+      after = hbm_op(b, 2, bytes, SIM_STREAM_DP, after, SIM_PASS_OTHER, mb);
+      b->last_reduce = after = coll3(b, NET_OP_REDUCESCATTER, bytes, SIM_STREAM_DP, after,
+                                     SIM_ACT_GRAD_REDUCE_SCATTER, &b->units[t->unit], SIM_PASS_OTHER, mb);
       b->reductions++;
       b->reduce_bytes += bytes;
     }
   } else {
     double bytes = 2.0 * (double)b->bucket_numel;
     const Tensor *t = &b->tens[g_array_index(b->bucket, guint, b->bucket->len - 1)];
-    guint pre = hbm_op(b, 4, bytes, STREAM_DP, b->bucket_after, PASS_OTHER, mb);
-    guint r = coll3(b, NET_OP_ALLREDUCE, bytes, STREAM_DP, pre, SIM_ACT_GRAD_ALLREDUCE, &b->units[t->unit],
-                    PASS_OTHER, mb);
-    b->last_reduce = hbm_op(b, 2, bytes, STREAM_DP, r, PASS_OTHER, mb);
+    guint pre = hbm_op(b, 4, bytes, SIM_STREAM_DP, b->bucket_after, SIM_PASS_OTHER, mb);
+    guint r = coll3(b, NET_OP_ALLREDUCE, bytes, SIM_STREAM_DP, pre, SIM_ACT_GRAD_ALLREDUCE, &b->units[t->unit],
+                    SIM_PASS_OTHER, mb);
+    b->last_reduce = hbm_op(b, 2, bytes, SIM_STREAM_DP, r, SIM_PASS_OTHER, mb);
     b->reductions++;
     b->reduce_bytes += bytes;
   }
@@ -497,10 +494,10 @@ static void post_step_gather(Build *b, guint opt) {
   double k = b->profile->kernel_launch_s;
   host_op(b, (1.0 + (double)d + 2 * count) * k, NULL, 0);
   double bytes = 2.0 * (double)part * (double)d;
-  guint g = coll3(b, NET_OP_ALLGATHER, bytes, STREAM_DP, opt, SIM_ACT_PARAM_ALLGATHER, NULL, PASS_OTHER, 0);
+  guint g = coll3(b, NET_OP_ALLGATHER, bytes, SIM_STREAM_DP, opt, SIM_ACT_PARAM_ALLGATHER, NULL, SIM_PASS_OTHER, 0);
   host_op(b, ((double)d + count + 4 * pairs) * k, NULL, 0);
   /* the copies out of the flat buffer into the tensors, on the device */
-  b->last_compute = hbm_op(b, 2, 2.0 * (double)numel, STREAM_COMPUTE, g, PASS_OTHER, 0);
+  b->last_compute = hbm_op(b, 2, 2.0 * (double)numel, SIM_STREAM_COMPUTE, g, SIM_PASS_OTHER, 0);
   b->gathers++;
   b->gather_bytes += bytes;
 }
@@ -565,8 +562,8 @@ static void emit_stage3_microbatch(Build *b, guint mb) {
       }
       b->live_peak = MAX(b->live_peak, b->live);
     }
-    SimOpTag ct = tag(SIM_TIMELINE_CAT_COMPUTE, use->pass, mb, un->index);
-    double secs = use->pass == PASS_BACKWARD ? un->bwd : un->fwd;
+    SimOpTag ct = tag(SIM_CAT_COMPUTE, use->pass, mb, un->index);
+    double secs = use->pass == SIM_PASS_BACKWARD ? un->bwd : un->fwd;
     guint c = compute(b, secs, b->host, &ct, un);
     for (guint j = 0; j < un->n_tens; j++)
       dep(b, b->tens[un->tens[j]].ready, c);
@@ -577,7 +574,7 @@ static void emit_stage3_microbatch(Build *b, guint mb) {
      * PyTorch gives AccumulateGrad the highest sequence number
      * (torch/csrc/autograd/functions/accumulate_grad.cpp) and its engine
      * runs the ready node with the highest one first. */
-    if (use->pass == PASS_BACKWARD)
+    if (use->pass == SIM_PASS_BACKWARD)
       for (guint j = 0; j < un->n_tens; j++) {
         Tensor *t = &b->tens[un->tens[j]];
         if (t->last_bwd != i)
@@ -591,7 +588,7 @@ static void emit_stage3_microbatch(Build *b, guint mb) {
          * the hook, on the default stream (a tensor larger than the bucket
          * is reduced where it is) */
         if (zk->contiguous && t->numel <= zk->reduce_bucket)
-          b->bucket_after = b->last_compute = hbm_op(b, 2, 2.0 * (double)t->numel, STREAM_COMPUTE, c, PASS_OTHER, mb);
+          b->bucket_after = b->last_compute = hbm_op(b, 2, 2.0 * (double)t->numel, SIM_STREAM_COMPUTE, c, SIM_PASS_OTHER, mb);
       }
     /* release_sub_module: the unit's tensors partitioned after its compute */
     gboolean keep = zk->trace_fixed && reuse_distance(b, i) < zk->max_reuse;
@@ -618,19 +615,19 @@ static guint emit_replicated_microbatch(Build *b, guint mb, gboolean reduce_each
   const SimPlan *pl = b->pl;
   guint U = b->n_units, last = G_MAXUINT;
   for (guint u = 0; u < U; u++) {
-    SimOpTag t = tag(SIM_TIMELINE_CAT_COMPUTE, PASS_FORWARD, mb, b->units[u].index);
+    SimOpTag t = tag(SIM_CAT_COMPUTE, SIM_PASS_FORWARD, mb, b->units[u].index);
     last = compute(b, b->units[u].fwd, G_MAXUINT, &t, &b->units[u]);
   }
   for (guint k = 0; k < U; k++) {
     guint u = U - 1 - k;
     const Unit *un = &b->units[u];
-    SimOpTag t = tag(SIM_TIMELINE_CAT_COMPUTE, PASS_RECOMPUTE, mb, un->index);
+    SimOpTag t = tag(SIM_CAT_COMPUTE, SIM_PASS_RECOMPUTE, mb, un->index);
     if (pl->recompute && un->layer)
       compute(b, un->fwd, G_MAXUINT, &t, un);
-    t.pass = PASS_BACKWARD;
+    t.pass = SIM_PASS_BACKWARD;
     last = compute(b, un->bwd, G_MAXUINT, &t, un);
     if (reduce_each && un->owned > 0) {
-      SimOpTag rt = tag(SIM_TIMELINE_CAT_DP, PASS_OTHER, mb, un->index);
+      SimOpTag rt = tag(SIM_CAT_DP, SIM_PASS_OTHER, mb, un->index);
       coll(b, NET_OP_REDUCESCATTER, 2.0 * un->owned, last, &rt, SIM_ACT_GRAD_REDUCE_SCATTER, un);
     }
   }
@@ -674,19 +671,19 @@ static void emit(Build *b) {
   }
   /* stage 1: the accumulated gradients reduce-scattered once */
   if (pl->zero == 1) {
-    SimOpTag rt = tag(SIM_TIMELINE_CAT_DP, PASS_OTHER, 0, -1);
+    SimOpTag rt = tag(SIM_CAT_DP, SIM_PASS_OTHER, 0, -1);
     coll(b, NET_OP_REDUCESCATTER, 2.0 * P, last, &rt, SIM_ACT_GRAD_REDUCE_SCATTER, NULL);
   }
   /* The step on this GPU's shard, after its last gradients arrived (stage
    * 3: after the host waited for the reduction stream). */
-  SimOpTag ot = tag(SIM_TIMELINE_CAT_OPTIMIZER, PASS_OTHER, 0, -1);
+  SimOpTag ot = tag(SIM_CAT_OPTIMIZER, SIM_PASS_OTHER, 0, -1);
   guint64 shard = (P + pl->dp - 1) / pl->dp;
   guint opt = compute(b, model_optimizer_time_s(b->profile, shard), pl->zero == 3 ? b->host : b->last_comm, &ot, NULL);
   if (pl->zero == 3)
     post_step_gather(b, opt);
   /* stages 1 and 2: the updated fp16 parameters gathered back */
   if (pl->zero < 3) {
-    SimOpTag gt = tag(SIM_TIMELINE_CAT_DP, PASS_OTHER, 0, -1);
+    SimOpTag gt = tag(SIM_CAT_DP, SIM_PASS_OTHER, 0, -1);
     coll(b, NET_OP_ALLGATHER, 2.0 * P, opt, &gt, SIM_ACT_PARAM_ALLGATHER, NULL);
   }
 }
@@ -846,7 +843,7 @@ gboolean sim_zero_run(const SimPlan *pl, const ModelProfile *profile, const Topo
     sim_plan_rates(pl, profile, r);
     /* no pipeline: the only idle time is waiting for parameters */
     GArray *edges = sim_exposed_edges_new();
-    for (guint kind = 0; kind < SIM_TIMELINE_STREAM_KINDS; kind++) {
+    for (guint kind = 0; kind < SIM_STREAM_KINDS; kind++) {
       guint n;
       const guint *ops = sim_engine_stream_ops(b.e, kind, &n);
       for (guint j = 0; j < n; j++)

@@ -1,19 +1,19 @@
 /* ptdsim — measuring a finished PTD-P timeline: the breakdown of the critical
  * GPU, the bubbles (SC21's and the zero-bubble paper's), the byte counts
  * and the bisection bandwidths, carried to the long run where a steady
- * state stood for it (ptdp_build.h). */
+ * state stood for it (build.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptdp_build.h"
+#include "build.h"
 
 /* Splits [0, end] on one GPU into what it was doing (exposed.h). */
 static void breakdown(const Build *b, guint gpu, SimTime end, double out[SIM_N_CLS + 1]) {
   GArray *edges = sim_exposed_edges_new();
-  for (guint kind = 0; kind < N_STREAM_KINDS; kind++) {
+  for (guint kind = 0; kind < SIM_STREAM_KINDS; kind++) {
     guint n;
-    const guint *ops = sim_engine_stream_ops(b->e, gpu * N_STREAM_KINDS + kind, &n);
+    const guint *ops = sim_engine_stream_ops(b->e, gpu * SIM_STREAM_KINDS + kind, &n);
     for (guint j = 0; j < n; j++) {
       SimTime tp = tp_part_of(b, ops[j]);
       if (tp == 0) {
@@ -95,7 +95,7 @@ static double stage_phased(const Build *b, GArray *sel, const double *op_bytes) 
     guint op = g_array_index(sel, guint, j);
     a[j] = sim_engine_op_start(b->e, op);
     z[j] = sim_engine_op_end(b->e, op);
-    ph[j] = (sim_engine_op_streams(b->e, op)[0] / N_STREAM_KINDS) / (b->ts * b->ds);
+    ph[j] = (sim_engine_op_streams(b->e, op)[0] / SIM_STREAM_KINDS) / (b->ts * b->ds);
   }
   double r = sim_phased_bandwidth(n, a, z, ph, op_bytes, b->p);
   g_free(a);
@@ -148,7 +148,7 @@ static double bisection_rate(Build *b, GArray *sel, const double *dir_bytes, gbo
 /* The byte counts of the long run: each item's counts once per copy
  * (steady.h).  FALSE where the sums would depend on their order. */
 static gboolean steady_bytes(Build *b) {
-  static const guint cats[] = {CAT_TP, CAT_CP, CAT_PP, CAT_EP};
+  static const guint cats[] = {SIM_CAT_TP, SIM_CAT_CP, SIM_CAT_PP, SIM_CAT_EP};
   GArray *ops = g_array_new(FALSE, FALSE, sizeof(guint)), *vals = g_array_new(FALSE, FALSE, sizeof(double));
   GArray *counts = g_array_new(FALSE, FALSE, sizeof(guint));
   gboolean ok = TRUE;
@@ -194,12 +194,12 @@ static void zb_bubble(const Build *b, SimResult *r) {
   for (guint s = 0; s < b->p; s++) {
     g_array_set_size(iv, 0);
     guint gpu = gpu_of(b, 0, s, 0);
-    for (guint kind = STREAM_COMPUTE; kind <= STREAM_TP; kind++) {
+    for (guint kind = SIM_STREAM_COMPUTE; kind <= SIM_STREAM_TP; kind++) {
       guint n;
-      const guint *ops = sim_engine_stream_ops(b->e, gpu * N_STREAM_KINDS + kind, &n);
+      const guint *ops = sim_engine_stream_ops(b->e, gpu * SIM_STREAM_KINDS + kind, &n);
       for (guint j = 0; j < n; j++) {
         const SimOpTag *t = sim_engine_op_tag(b->e, ops[j]);
-        if (t->category == CAT_OPTIMIZER || t->category == CAT_DP)
+        if (t->category == SIM_CAT_OPTIMIZER || t->category == SIM_CAT_DP)
           continue;
         SimTime x[2] = {sim_engine_op_start(b->e, ops[j]), sim_engine_op_end(b->e, ops[j])};
         g_array_append_val(iv, x);
@@ -270,16 +270,16 @@ gboolean sim_ptdp_measure(Build *b, SimResult *r) {
 
   if (st && !steady_bytes(b))
     return FALSE;
-  r->bytes_tp = b->bytes[CAT_TP];
-  r->bytes_cp = b->bytes[CAT_CP];
-  r->bytes_pp = b->bytes[CAT_PP];
-  r->bytes_dp = b->bytes[CAT_DP];
+  r->bytes_tp = b->bytes[SIM_CAT_TP];
+  r->bytes_cp = b->bytes[SIM_CAT_CP];
+  r->bytes_pp = b->bytes[SIM_CAT_PP];
+  r->bytes_dp = b->bytes[SIM_CAT_DP];
   r->shard_gathers = b->shard_gathers;
   r->shard_reductions = b->shard_reductions;
   r->shard_gather_bytes = b->shard_gather_bytes;
   r->shard_reduce_bytes = b->shard_reduce_bytes;
   r->bytes_embedding = b->bytes_embedding;
-  r->bytes_ep = b->bytes[CAT_EP];
+  r->bytes_ep = b->bytes[SIM_CAT_EP];
   if (b->moe_layer) {
     /* the critical stage's MoE token communication, each transfer at its
      * time alone: per MoE layer and microbatch, forward, backward and the
@@ -310,11 +310,11 @@ gboolean sim_ptdp_measure(Build *b, SimResult *r) {
     double per_op = per_rank * pl->tp * pl->dp / (b->ts * b->ds) * b->cp;
     for (guint op = 0; op < n_ops; op++) {
       const SimOpTag *t = sim_engine_op_tag(b->e, op);
-      if (t->category != CAT_PP)
+      if (t->category != SIM_CAT_PP)
         continue;
       const guint *st = sim_engine_op_streams(b->e, op);
-      guint from = (st[0] / N_STREAM_KINDS) / (b->ts * b->ds);
-      guint to = sim_engine_op_n_streams(b->e, op) > 1 ? (st[1] / N_STREAM_KINDS) / (b->ts * b->ds)
+      guint from = (st[0] / SIM_STREAM_KINDS) / (b->ts * b->ds);
+      guint to = sim_engine_op_n_streams(b->e, op) > 1 ? (st[1] / SIM_STREAM_KINDS) / (b->ts * b->ds)
                                                        : g_array_index(b->pp_to, guint, op) - 1;
       guint side_from = from >= b->p / 2, side_to = to >= b->p / 2;
       if (side_from == side_to)
@@ -331,7 +331,7 @@ gboolean sim_ptdp_measure(Build *b, SimResult *r) {
     g_array_set_size(dir_bytes, 0);
     for (guint op = 0; op < n_ops; op++) {
       const SimOpTag *t = sim_engine_op_tag(b->e, op);
-      if (t->category != CAT_DP || t->layer == -2)
+      if (t->category != SIM_CAT_DP || t->layer == -2)
         continue;
       g_array_append_val(sel, op);
     }
@@ -344,9 +344,9 @@ gboolean sim_ptdp_measure(Build *b, SimResult *r) {
       stage_bytes[s] = model_busbw_factor(MODEL_COLL_ALLREDUCE, b->dpc) * 2.0 *
                        model_stage_params(&pl->model, pl->tp, b->p, s, stage_layers(b, s)) * pl->tp;
     for (guint j = 0; j < sel->len; j++)
-      stage_ops[(sim_engine_op_streams(b->e, g_array_index(sel, guint, j))[0] / N_STREAM_KINDS) / (b->ts * b->ds)]++;
+      stage_ops[(sim_engine_op_streams(b->e, g_array_index(sel, guint, j))[0] / SIM_STREAM_KINDS) / (b->ts * b->ds)]++;
     for (guint j = 0; j < sel->len; j++) {
-      guint s = (sim_engine_op_streams(b->e, g_array_index(sel, guint, j))[0] / N_STREAM_KINDS) / (b->ts * b->ds);
+      guint s = (sim_engine_op_streams(b->e, g_array_index(sel, guint, j))[0] / SIM_STREAM_KINDS) / (b->ts * b->ds);
       double d[2] = {stage_bytes[s] / stage_ops[s], stage_bytes[s] / stage_ops[s]};
       g_array_append_val(dir_bytes, d);
     }
@@ -386,7 +386,7 @@ void sim_ptdp_flow_bisection(Build *b, SimResult *r) {
       double copies;
       const NetCollPlan *plan = sim_netops_plan_of(b->flow->ops, op, &copies);
       const SimOpTag *t = sim_engine_op_tag(b->e, op);
-      if (!plan || t->category != (cls == 0 ? CAT_PP : CAT_DP) || t->layer == -2)
+      if (!plan || t->category != (cls == 0 ? SIM_CAT_PP : SIM_CAT_DP) || t->layer == -2)
         continue;
       double c[2] = {net_coll_plan_crossing_bytes(plan, 0) * copies, net_coll_plan_crossing_bytes(plan, 1) * copies};
       if (c[0] <= 0 && c[1] <= 0)

@@ -1,4 +1,4 @@
-/* ptdsim — the PTD-P task graph's shared state (sim/ptdp*.c only): the
+/* ptdsim — the PTD-P task graph's shared state (ptdp/ only): the
  * builder, its streams, categories and passes, the small helpers every
  * room of it uses, and what one room calls in another. */
 #pragma once
@@ -7,29 +7,18 @@
 #include "../models/compute.h"
 #include "../models/layer.h"
 #include "../network/collective.h"
-#include "engine.h"
-#include "exposed.h"
-#include "moe.h"
-#include "netops.h"
-#include "plan.h"
-#include "schedule.h"
-#include "steady.h"
-#include "timeline.h"
+#include "../sim/engine.h"
+#include "../sim/exposed.h"
+#include "../plan/moe.h"
+#include "../taskgraph/netops.h"
+#include "../plan/plan.h"
+#include "../plan/route.h"
+#include "../schedule/schedule.h"
+#include "../sim/steady.h"
+#include "../sim/tags.h"
+#include "../taskgraph/timeline.h"
+#include "ptdp.h"
 
-
-enum { STREAM_COMPUTE, STREAM_TP, STREAM_PP_SEND, STREAM_PP_RECV, STREAM_DP, N_STREAM_KINDS };
-/* CAT_EP: bytes of the MoE token communication (its ops are tagged CAT_TP:
- * they block the layer as the tensor-parallel collectives do) */
-enum { CAT_COMPUTE, CAT_TP, CAT_PP, CAT_PP_GATHER, CAT_DP, CAT_OPTIMIZER, CAT_CP, CAT_EP, N_CATS };
-/* exposed.c classifies ops by the shared categories */
-G_STATIC_ASSERT((int)CAT_COMPUTE == (int)SIM_TIMELINE_CAT_COMPUTE && (int)CAT_TP == (int)SIM_TIMELINE_CAT_TP &&
-                (int)CAT_DP == (int)SIM_TIMELINE_CAT_DP && (int)CAT_OPTIMIZER == (int)SIM_TIMELINE_CAT_OPTIMIZER &&
-                (int)CAT_CP == (int)SIM_TIMELINE_CAT_CP);
-/* PASS_WEIGHT: a zero-bubble schedule's W (the weight gradients apart) */
-enum { PASS_FORWARD, PASS_BACKWARD, PASS_RECOMPUTE, PASS_OTHER, PASS_WEIGHT };
-
-G_STATIC_ASSERT((int)N_STREAM_KINDS == SIM_TIMELINE_STREAM_KINDS); /* traces name the streams by kind */
-G_STATIC_ASSERT((int)PASS_WEIGHT == SIM_TIMELINE_PASS_WEIGHT);
 
 typedef struct {
   guint first, last;
@@ -99,8 +88,8 @@ typedef struct {
   guint *prev;
   gboolean *started;
   /* accounting */
-  double bytes[N_CATS];
-  double bytes_embedding; /* the tied-embedding all-reduce's part of bytes[CAT_DP] */
+  double bytes[SIM_N_CATS];
+  double bytes_embedding; /* the tied-embedding all-reduce's part of bytes[SIM_CAT_DP] */
   FlowCtx *flow; /* NULL: the analytic network */
   /* plan indices by what they connect (G_MAXUINT: not built yet), so that
    * an op finds its plan without formatting the plan's key */
@@ -127,7 +116,7 @@ typedef struct {
   GArray *adds;   /* Add */
   GArray *extra;  /* guint per op: the fine ops a coarse op stands for, beyond itself */
   SimSteady steady; /* k > 0: the results are the long run's */
-  /* Mixture of experts (sim/moe.h): which layers are MoE, per (stage s,
+  /* Mixture of experts (plan/moe.h): which layers are MoE, per (stage s,
    * chunk c, layer l) at [(s * v + c) * lmax + l]; an MoE layer's attention
    * block and MLP block; per stage the times of its token communication
    * (MOE_DISPATCH ...; alone on the flows, or analytic) and their plans. */
@@ -160,7 +149,7 @@ static inline guint stage_layers(const Build *b, guint s) {
 }
 
 static inline guint stream_of(const Build *b, guint i, guint s, guint k, guint kind) {
-  return gpu_of(b, i, s, k) * N_STREAM_KINDS + kind;
+  return gpu_of(b, i, s, k) * SIM_STREAM_KINDS + kind;
 }
 /* The job's rank of tensor rank i, context-parallel rank c, replica k,
  * stage s (see SimPlacement; context-parallel ranks sit next to the
@@ -283,7 +272,11 @@ typedef struct {
 
 /* --- what one room calls in another --- */
 
+/* The emission primitives (emit.c), below every pass. */
 void sim_ptdp_account(Build *b, guint cat, double bytes);
+/* Counts n of a layer's tensor-parallel buffers as SIM_CAT_TP bytes, over
+ * the replicas and context ranks a simulated one stands for. */
+void sim_ptdp_count_tp(Build *b, double n);
 guint sim_ptdp_coll_plan(Build *b, const char *key, NetCollOp op, const guint *gpus, guint n, double copies,
                          double bytes, const guint8 *side);
 guint sim_ptdp_p2p_plan(Build *b, const char *key, guint src, guint dst, double copies, double bytes,

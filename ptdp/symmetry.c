@@ -2,10 +2,10 @@
  * which tensor ranks and replicas of a PTD-P run are simulated, each
  * standing for the ranks of its class, which run the same timeline; on the
  * flow network, ranks whose traffic meets simulated together
- * (ptdp_build.h). */
+ * (build.h). */
 #include <string.h>
 
-#include "ptdp_build.h"
+#include "build.h"
 
 static guint dp_group_nodes(const Build *b, guint i, guint s) { return sim_ptdp_group_nodes(b, s, i, FALSE); }
 

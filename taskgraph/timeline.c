@@ -1,10 +1,10 @@
-/* ptdsim — names of the streams and op categories shared by the PTD-P and
- * TeraPipe task graphs (see timeline.h). */
+/* ptdsim — names of the streams and op categories shared by the PTD-P, ZeRO
+ * and TeraPipe task graphs (see timeline.h). */
 #include "timeline.h"
 
 const char *sim_timeline_stream_name(guint kind) {
-  static const char *const names[SIM_TIMELINE_STREAM_KINDS] = {"compute", "tp", "pp-send", "pp-recv", "dp"};
-  return kind < SIM_TIMELINE_STREAM_KINDS ? names[kind] : "other";
+  static const char *const names[SIM_STREAM_KINDS] = {"compute", "tp", "pp-send", "pp-recv", "dp"};
+  return kind < SIM_STREAM_KINDS ? names[kind] : "other";
 }
 
 const char *sim_timeline_category_name(guint category) {

@@ -15,7 +15,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "plan.h"
+#include "../plan/plan.h"
+#include "../taskgraph/timeline.h"
 
 typedef struct {
   GArray *batch;      /* guint: sequences per batch slice, in order */
@@ -37,9 +38,13 @@ void sim_terapipe_slicing_add_uniform(SimTeraPipeSlicing *s, guint b, guint seq_
  * --micro-batch sequences. */
 gboolean sim_terapipe_choose(const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster,
                              SimTeraPipeSlicing *out, GError **error);
-/* Simulates one iteration with a given slicing. */
+/* Simulates one iteration with a given slicing; with an observer (NULL:
+ * none), which sees the finished timeline (taskgraph/timeline.h). */
 gboolean sim_terapipe_simulate(const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster,
                                const SimTeraPipeSlicing *slicing, SimResult *result, GError **error);
+gboolean sim_terapipe_simulate_observed(const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster,
+                                        const SimTeraPipeSlicing *slicing, SimResult *result, SimTimelineFn observe,
+                                        gpointer data, GError **error);
 /* A slicing in words, consecutive equal batch slices together and token
  * slices run-length coded (count x tokens, in sequence order):
  *   "1 batch slice of 32 sequences, 128 token slices each: 128 x 16"

@@ -1,9 +1,9 @@
-/* ptdsim — the finished timeline of a PTD-P or TeraPipe run, handed to an
- * observer (the Perfetto trace writer) before the engine is freed.
+/* ptdsim — the finished timeline of a PTD-P, ZeRO or TeraPipe run, handed
+ * to an observer (the Perfetto trace writer) before the engine is freed.
  *
- * Both task graphs lay out their streams the same way: simulated GPU g owns
- * streams g * SIM_TIMELINE_STREAM_KINDS + kind, kinds in the order of
- * sim_timeline_stream_name(); op tags use the categories of
+ * Every task graph lays out its streams the same way (sim/tags.h):
+ * simulated GPU g owns streams g * SIM_STREAM_KINDS + kind, kinds in the
+ * order of sim_timeline_stream_name(); op tags use the categories of
  * sim_timeline_category_name().  Simulated GPU g is tensor rank i, replica k
  * and stage s with g = i + ts (k + ds s); under the symmetry shortcut each
  * simulated GPU stands for the ranks of its class (ts = 1: the t ranks of
@@ -14,21 +14,9 @@
  */
 #pragma once
 
-#include "engine.h"
-#include "plan.h"
-#include "terapipe.h"
-
-#define SIM_TIMELINE_STREAM_KINDS 5
-/* Tag categories, as ptdp.c and terapipe.c number them. */
-enum {
-  SIM_TIMELINE_CAT_COMPUTE,
-  SIM_TIMELINE_CAT_TP,
-  SIM_TIMELINE_CAT_PP,
-  SIM_TIMELINE_CAT_PP_GATHER,
-  SIM_TIMELINE_CAT_DP,
-  SIM_TIMELINE_CAT_OPTIMIZER,
-  SIM_TIMELINE_CAT_CP /* context parallelism's ring hops */
-};
+#include "../plan/plan.h"
+#include "../sim/engine.h"
+#include "../sim/tags.h"
 
 /* What an op is, in more detail than its tag, for traces: the model part
  * it computes (several pieces when one op runs several parts back to back,
@@ -69,8 +57,6 @@ typedef struct {
 } SimTimelinePiece;
 
 #define SIM_TIMELINE_PASS_OP 255
-/* A tag's pass: a zero-bubble schedule's weight-gradient pass (PTD-P). */
-#define SIM_TIMELINE_PASS_WEIGHT 4
 
 /* Appends a piece to `log` (a GArray of SimTimelinePiece; NULL: nothing is
  * recorded), of the op's own pass.  Pieces of an op are appended in order,
@@ -109,10 +95,3 @@ const char *sim_timeline_category_name(guint category);
 /* What an op of this category is, in a word or two ("forward", "all-reduce",
  * "send", "all-gather", "grad all-reduce", "optimizer"). */
 const char *sim_timeline_category_label(guint category);
-
-/* sim_ptdp_run and sim_terapipe_simulate with an observer (NULL: none). */
-gboolean sim_ptdp_run_observed(const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster,
-                               SimResult *result, SimTimelineFn observe, gpointer data, GError **error);
-gboolean sim_terapipe_simulate_observed(const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster,
-                                        const SimTeraPipeSlicing *slicing, SimResult *result, SimTimelineFn observe,
-                                        gpointer data, GError **error);

@@ -8,7 +8,7 @@
  * Symmetry: ranks that see the same node layout and speeds run identical
  * timelines, so by default one tensor rank per group and one replica (or
  * block of replicas whose flows meet) per class are simulated
- * (ptdp_symmetry.c); the collectives keep their full group size in the
+ * (symmetry.c); the collectives keep their full group size in the
  * cost models.  --no-symmetry simulates every GPU, with collectives
  * occupying every member's stream.
  *
@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ptdp_build.h"
+#include "build.h"
 
 /* Stragglers: each simulated rank's compute stream runs at the slowest GPU
  * it stands for -- itself and its context-parallel peers (the ranks of its
@@ -37,7 +37,7 @@ static void set_speeds(Build *b) {
         for (guint c = 0; c < b->cp; c++)
           f = MIN(f, sim_plan_gpu_speed(pl, rank_of_c(b, i, c, s, job_replica(b, k)) % pl->gpus, s, gpn));
         if (f < 1)
-          sim_engine_set_stream_speed(b->e, stream_of(b, i, s, k, STREAM_COMPUTE), f);
+          sim_engine_set_stream_speed(b->e, stream_of(b, i, s, k, SIM_STREAM_COMPUTE), f);
       }
 }
 
@@ -323,7 +323,7 @@ build:
   }
   guint n_gpus = b.ts * b.p * b.ds;
   for (guint g = 0; g < n_gpus; g++)
-    for (guint kind = 0; kind < N_STREAM_KINDS; kind++)
+    for (guint kind = 0; kind < SIM_STREAM_KINDS; kind++)
       sim_engine_add_stream(b.e, g);
   if (sim_plan_has_stragglers(pl))
     set_speeds(&b);

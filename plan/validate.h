@@ -1,0 +1,20 @@
+/* ptdsim — a request made a plan: the command line's values checked
+ * against the cluster and one another (one-line errors saying what is wrong
+ * and how to fix it), the MoE folding (moe.h) and the schedule's rules
+ * applied. */
+#pragma once
+
+#include "plan.h"
+
+/* Checks the request against the cluster and fills `plan`.  Every error is
+ * one line saying what is wrong and how to fix it. */
+gboolean sim_plan_build(const SimPlanRequest *req, const TopoCluster *cluster, SimPlan *plan, GError **error);
+/* The option values the plan reads, each read by one parser (run, plan
+ * and sweep check a value with it as it is given, and the plan reads it
+ * with it again): a --slow (links FALSE) or --slow-link (TRUE) list of
+ * WHO=F entries into out[SIM_MAX_SLOW] (the indexes not yet checked
+ * against a run); --stage-times F,B,W,COMM in ms; --gpu-speed
+ * lognormal:SIGMA.  One-line errors naming the option and the rule. */
+gboolean sim_slow_parse(const char *text, gboolean links, SimSlow *out, guint *n, GError **error);
+gboolean sim_stage_times_parse(const char *text, double ms[4], GError **error);
+gboolean sim_gpu_speed_parse(const char *text, double *sigma, GError **error);
