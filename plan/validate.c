@@ -1,0 +1,750 @@
+/* ptdsim — a request checked against the cluster and made a plan (see
+ * validate.h). */
+#include "validate.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "../base/text.h"
+#include "../base/units.h"
+#include "moe.h"
+
+#define FAIL(...)                                                                                                      \
+  do {                                                                                                                 \
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, __VA_ARGS__);                                           \
+    return FALSE;                                                                                                      \
+  } while (0)
+
+/* Upper bounds that keep every product below 2^53 and every count in range;
+ * far beyond any real model or cluster. */
+#define MAX_LAYERS 100000u
+#define MAX_HIDDEN 1048576u
+#define MAX_SEQ 1048576u
+#define MAX_VOCAB 16777216u
+#define MAX_GPUS 1048576u
+#define MAX_BATCH 16777216u
+
+static gboolean need(guint value, const char *flag, guint max, GError **error) {
+  if (value == 0)
+    FAIL("%s is missing or zero; give a whole number of at least 1", flag);
+  if (value > max)
+    FAIL("%s %u is too large (at most %u)", flag, value, max);
+  return TRUE;
+}
+
+/* --slices auto | uniform:N | L1,L2,... (TeraPipe).  Runs before the rest
+ * of the plan is filled, so it only touches the slicing fields. */
+static gboolean parse_slices(const SimPlanRequest *r, SimPlan *plan, GError **error) {
+  guint L = r->model.seq_len;
+  guint g = r->granularity ? r->granularity : 8;
+  if (g > L || L % g)
+    FAIL("--granularity %u does not divide the sequence length %u; use a divisor of it (TeraPipe uses 8)", g, L);
+  plan->granularity = g;
+  const char *spec = r->slices ? r->slices : "auto";
+  if (strcmp(spec, "auto") == 0) {
+    /* The DP's cost tables hold a cell per (start, length) pair of granules:
+     * memory and time grow with the square of their count. */
+    if (L / g > SIM_MAX_DP_GRANULES)
+      FAIL("--slices auto: a sequence of %u tokens in granules of %u is %u granules, more than the %u the slicing "
+           "DP allows (its memory grows with their square, about 0.5 GB at %u); give a --granularity of at least %u "
+           "that divides %u, or --slices uniform:N or explicit lengths",
+           L, g, L / g, SIM_MAX_DP_GRANULES, SIM_MAX_DP_GRANULES, (L + SIM_MAX_DP_GRANULES - 1) / SIM_MAX_DP_GRANULES,
+           L);
+    plan->slices_mode = SIM_SLICES_AUTO;
+    return TRUE;
+  }
+  if (g_str_has_prefix(spec, "uniform:")) {
+    const char *num = spec + strlen("uniform:");
+    guint64 n = 0;
+    if (!ptd_parse_whole(num, G_MAXUINT32, &n) || n < 1)
+      FAIL("--slices '%.200s': uniform:N needs a whole number of slices N of at least 1 (decimal digits)", spec);
+    if (n > L / g)
+      FAIL("--slices uniform:%" G_GUINT64_FORMAT " is more slices than the %u granules of %u tokens in a sequence of "
+           "%u; use at most %u or a smaller --granularity",
+           n, L / g, g, L, L / g);
+    plan->slices_mode = SIM_SLICES_UNIFORM;
+    plan->n_slices = (guint)n;
+    return TRUE;
+  }
+  char **parts = g_strsplit(spec, ",", -1);
+  guint64 sum = 0;
+  guint n = 0;
+  gboolean ok = TRUE;
+  for (guint i = 0; parts[i] && ok; i++) {
+    guint64 v = 0;
+    if (n >= SIM_MAX_SLICES) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--slices lists more than %u slices", SIM_MAX_SLICES);
+      ok = FALSE;
+    } else if (!ptd_parse_whole(parts[i], G_MAXUINT32, &v)) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "--slices '%.200s': entry %u ('%.40s') is not a whole number (decimal digits); give auto, "
+                  "uniform:N or token counts like 512,384,...",
+                  spec, i + 1, parts[i]);
+      ok = FALSE;
+    } else if (v == 0) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "--slices '%.200s': slice %u has zero tokens; every slice needs at least one token", spec, i + 1);
+      ok = FALSE;
+    } else {
+      plan->slice_len[n++] = (guint)v;
+      sum += v;
+    }
+  }
+  g_strfreev(parts);
+  if (!ok)
+    return FALSE;
+  if (sum != L)
+    FAIL("--slices '%.200s' adds up to %" G_GUINT64_FORMAT " tokens, not the sequence length %u; make the slices sum to "
+         "%u",
+         spec, sum, L, L);
+  plan->slices_mode = SIM_SLICES_LIST;
+  plan->n_slices = n;
+  return TRUE;
+}
+
+/* --- the pipeline split --- */
+
+/* "--first-stage-layers 14 and --last-stage-layers 14": the end stages a
+ * split gives. */
+static gboolean slow_entry(const char *item, gboolean links, SimSlow *e) {
+  const char *eq = strchr(item, '=');
+  if (!eq)
+    return FALSE;
+  const char *p = item;
+  e->kind = SIM_SLOW_RANK;
+  if (g_str_has_prefix(p, "node:"))
+    e->kind = SIM_SLOW_NODE, p += 5;
+  else if (!links && g_str_has_prefix(p, "stage:"))
+    e->kind = SIM_SLOW_STAGE, p += 6;
+  else if (links && g_str_has_prefix(p, "rail:"))
+    e->kind = SIM_SLOW_RAIL, p += 5;
+  else if (links)
+    return FALSE;
+  char *index = g_strndup(p, (gsize)(eq - p));
+  guint64 idx = 0;
+  gboolean ok = ptd_parse_whole(index, G_MAXUINT32, &idx) && ptd_parse_real(eq + 1, &e->factor) &&
+                e->factor <= 1 && (links ? e->factor >= 0 : e->factor > 0);
+  g_free(index);
+  e->index = (guint)idx;
+  return ok;
+}
+
+gboolean sim_slow_parse(const char *text, gboolean links, SimSlow *out, guint *n, GError **error) {
+  const char *opt = links ? "--slow-link" : "--slow";
+  *n = 0;
+  if (!text || !*text) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "%s needs a value, e.g. %s %s", opt, opt,
+                links ? "rail:2=0" : "17=0.8");
+    return FALSE;
+  }
+  guint entries = 1;
+  for (const char *c = text; *c; c++)
+    entries += *c == ',';
+  if (entries > SIM_MAX_SLOW) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "%s has %u entries, more than %d; give at most %d (node:N and stage:S name many GPUs at once)", opt,
+                entries, SIM_MAX_SLOW, SIM_MAX_SLOW);
+    return FALSE;
+  }
+  char **items = g_strsplit(text, ",", -1);
+  gboolean ok = TRUE;
+  for (char **it = items; ok && *it; it++) {
+    SimSlow e = {0};
+    if (!(ok = slow_entry(*it, links, &e))) {
+      char *echo = ptd_echo(*it, PTD_ECHO_MAX, FALSE);
+      if (links)
+        g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                    "--slow-link '%s' is not WHERE=FACTOR: WHERE is node:N or rail:R (N and R in decimal digits), "
+                    "FACTOR a decimal number with 0 <= FACTOR <= 1; give e.g. --slow-link node:3=0.5 or rail:2=0",
+                    echo);
+      else
+        g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                    "--slow '%s' is not WHO=FACTOR: WHO is RANK, node:N or stage:S (in decimal digits), FACTOR a "
+                    "decimal number with 0 < FACTOR <= 1; give e.g. --slow 17=0.8, node:3=0.9 or stage:5=0.5",
+                    echo);
+      g_free(echo);
+      break;
+    }
+    out[(*n)++] = e;
+  }
+  g_strfreev(items);
+  return ok;
+}
+
+gboolean sim_stage_times_parse(const char *text, double ms[4], GError **error) {
+  char **parts = g_strsplit(text ? text : "", ",", -1);
+  gboolean ok = g_strv_length(parts) == 4;
+  for (guint j = 0; ok && j < 4; j++)
+    ok = ptd_parse_real(parts[j], &ms[j]) && ms[j] >= 0 && ms[j] <= 1e6 && (j == 3 || ms[j] > 0);
+  g_strfreev(parts);
+  if (!ok) {
+    char *echo = ptd_echo(text, PTD_ECHO_MAX, FALSE);
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--stage-times '%s' is not F,B,W,COMM: four decimal numbers of ms per microbatch and stage (forward, "
+                "input gradient, weight gradient, a pipeline hop), the first three above 0, all at most 1e6; give "
+                "e.g. --stage-times 1.2,1.3,1.1,0.05",
+                echo);
+    g_free(echo);
+  }
+  return ok;
+}
+
+gboolean sim_gpu_speed_parse(const char *text, double *sigma, GError **error) {
+  if (text && g_str_has_prefix(text, "lognormal:") && ptd_parse_real(text + 10, sigma) && *sigma >= 0 &&
+      *sigma <= 2)
+    return TRUE;
+  char *echo = ptd_echo(text, PTD_ECHO_MAX, FALSE);
+  g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+              "--gpu-speed '%s' is not lognormal:SIGMA with SIGMA a decimal number from 0 to 2; give e.g. "
+              "--gpu-speed lognormal:0.02",
+              echo);
+  g_free(echo);
+  return FALSE;
+}
+
+/* The entries' indexes against the run: a GPU, node, stage or rail it has. */
+static gboolean slow_in_run(const SimSlow *list, guint n, gboolean links, const TopoCluster *cluster, guint gpus,
+                            guint pp, GError **error) {
+  for (guint i = 0; i < n; i++) {
+    const SimSlow *e = &list[i];
+    guint limit = gpus;
+    const char *what = "GPU", *prefix = "";
+    if (e->kind == SIM_SLOW_NODE) {
+      guint gpn = links ? cluster->gpus_per_node : cluster->gpus_per_host; /* a link's node is its NVLink domain */
+      limit = (gpus + gpn - 1) / gpn, what = "node", prefix = "node:";
+    } else if (e->kind == SIM_SLOW_STAGE)
+      limit = pp, what = "stage", prefix = "stage:";
+    else if (e->kind == SIM_SLOW_RAIL)
+      limit = MAX(cluster->net.nics_per_node, 1u), what = "rail", prefix = "rail:";
+    if (e->index >= limit) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "%s %s%u names %s %u, outside the run's %u (0 to %u)", links ? "--slow-link" : "--slow", prefix,
+                  e->index, what, e->index, limit, limit - 1);
+      return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+static gboolean build_stragglers(const SimPlanRequest *r, const TopoCluster *cluster, SimPlan *plan, GError **error) {
+  SimStragglers *st = &plan->stragglers;
+  st->seed = r->seed ? r->seed : 1;
+  if (r->slow && (!sim_slow_parse(r->slow, FALSE, st->gpu, &st->n_gpu, error) ||
+                  !slow_in_run(st->gpu, st->n_gpu, FALSE, cluster, r->gpus, r->pp, error)))
+    return FALSE;
+  if (r->slow_link && (!sim_slow_parse(r->slow_link, TRUE, st->link, &st->n_link, error) ||
+                       !slow_in_run(st->link, st->n_link, TRUE, cluster, r->gpus, r->pp, error)))
+    return FALSE;
+  if (r->slow_link) {
+    /* a node with every NIC down has no way out: nothing models traffic
+     * that cannot leave it (a rail down shares the next rail's NIC) */
+    guint nodes = (r->gpus + cluster->gpus_per_node - 1) / MAX(cluster->gpus_per_node, 1u);
+    guint rails = MAX(cluster->net.nics_per_node, 1u);
+    for (guint node = 0; node < nodes; node++) {
+      gboolean up = FALSE;
+      for (guint rail = 0; rail < rails && !up; rail++)
+        up = sim_plan_nic_factor(plan, node, rail) > 0;
+      if (!up)
+        FAIL("--slow-link '%.200s' leaves node %u with none of its %u NICs up; keep at least one above 0 (rail:R=0 "
+             "takes one rail down, node:N=F slows a node's NICs)",
+             r->slow_link, node, rails);
+    }
+  }
+  if (r->gpu_speed && !sim_gpu_speed_parse(r->gpu_speed, &st->sigma, error))
+    return FALSE;
+  if (sim_plan_has_stragglers(plan) && (r->zero || (r->schedule && strcmp(r->schedule, "terapipe") == 0)))
+    FAIL("--slow, --gpu-speed and --slow-link apply to tensor, pipeline and data parallel runs; drop them with "
+         "--zero or TeraPipe");
+  return TRUE;
+}
+
+gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, SimPlan *plan, GError **error) {
+  memset(plan, 0, sizeof *plan);
+  const ModelShape *m = &r->model;
+  if (!need(m->layers, "--layers", MAX_LAYERS, error) || !need(m->hidden, "--hidden", MAX_HIDDEN, error) ||
+      !need(m->heads, "--heads", MAX_HIDDEN, error) || !need(m->seq_len, "--seq-len", MAX_SEQ, error) ||
+      !need(m->vocab, "--vocab", MAX_VOCAB, error) || !need(r->gpus, "--gpus", MAX_GPUS, error) ||
+      !need(r->tp, "--tp", MAX_GPUS, error) || !need(r->pp, "--pp", MAX_GPUS, error) ||
+      !need(r->global_batch, "--global-batch", MAX_BATCH, error) ||
+      !need(r->micro_batch, "--micro-batch", MAX_BATCH, error))
+    return FALSE;
+  if (!m->kv_channels && m->hidden % m->heads)
+    FAIL("--hidden %u is not a multiple of --heads %u; pick sizes whose head dimension is whole, or give "
+         "--kv-channels",
+         m->hidden, m->heads);
+  if (m->kv_channels > MAX_HIDDEN)
+    FAIL("--kv-channels %u is more than %u", m->kv_channels, MAX_HIDDEN);
+  if (m->ffn_hidden > 16 * MAX_HIDDEN)
+    FAIL("--ffn-hidden %u is more than %u", m->ffn_hidden, 16 * MAX_HIDDEN);
+  guint groups = model_groups(m);
+  if (groups > m->heads || m->heads % groups)
+    FAIL("--num-query-groups %u does not divide the %u attention heads; give a divisor of --heads (1 for "
+         "multi-query attention)",
+         groups, m->heads);
+  if (r->tp > m->heads)
+    FAIL("--tp %u is more tensor-parallel ranks than the model's %u attention heads; use --tp <= %u", r->tp, m->heads,
+         m->heads);
+  if (m->heads % r->tp)
+    FAIL("--heads %u does not split evenly over --tp %u; use a tensor-parallel size that divides the heads", m->heads,
+         r->tp);
+  if (groups % r->tp)
+    FAIL("--num-query-groups %u does not split over --tp %u (each tensor-parallel rank holds whole key/value "
+         "groups); use a --tp that divides %u",
+         groups, r->tp, groups);
+  if (model_ffn(m) % r->tp)
+    FAIL("the MLP's hidden size %u does not split over --tp %u; use a --tp that divides it, or another "
+         "--ffn-hidden",
+         model_ffn(m), r->tp);
+  guint cp = r->cp ? r->cp : 1;
+  if (cp > MAX_GPUS)
+    FAIL("--cp %u is more than %u", cp, MAX_GPUS);
+  if (cp > 1 && m->seq_len % (2 * cp))
+    FAIL("--cp %u cannot split --seq-len %u: ring attention cuts the sequence into 2 x cp = %u equal chunks; use a "
+         "--cp whose double divides the sequence length",
+         cp, m->seq_len, 2 * cp);
+  guint64 tp_pp = (guint64)r->tp * r->pp * cp;
+  /* the model-parallel sizes as given, and their product's letters */
+  char sizes[64];
+  if (cp > 1)
+    g_snprintf(sizes, sizeof sizes, "--tp %u x --cp %u x --pp %u", r->tp, cp, r->pp);
+  else
+    g_snprintf(sizes, sizeof sizes, "--tp %u x --pp %u", r->tp, r->pp);
+  const char *letters = cp > 1 ? "t*cp*p" : "t*p";
+  if (r->dp) {
+    if (r->dp > MAX_GPUS || tp_pp * r->dp != r->gpus)
+      FAIL("%s x --dp %u = %" G_GUINT64_FORMAT " is not --gpus %u; make %s*d equal the GPU count", sizes, r->dp,
+           tp_pp * r->dp, r->gpus, letters);
+  } else if (tp_pp > r->gpus || r->gpus % tp_pp)
+    FAIL("--gpus %u is not a multiple of %s = %" G_GUINT64_FORMAT "; the data-parallel size d = n/(%s) must be whole",
+         r->gpus, sizes, tp_pp, letters);
+  guint dp = r->dp ? r->dp : (guint)(r->gpus / tp_pp);
+  if (r->gpus > topo_cluster_gpus(cluster))
+    FAIL("--gpus %u is more than cluster '%s' has (%u GPUs; --nodes N sizes it)", r->gpus, cluster->name,
+         topo_cluster_gpus(cluster));
+  {
+    guint group = r->tp * cp, span = sim_place(cluster, group, r->gpus - 1) + 1;
+    if (span > topo_cluster_gpus(cluster))
+      FAIL("--gpus %u in tensor-parallel groups of %u, packed %u to an NVLink domain of %u GPUs, span %u GPUs, more "
+           "than cluster '%s' has (%u); give fewer GPUs or more nodes (--nodes N)",
+           r->gpus, group, cluster->gpus_per_node / group, cluster->gpus_per_node, span, cluster->name,
+           topo_cluster_gpus(cluster));
+  }
+  gboolean terapipe = r->schedule && strcmp(r->schedule, "terapipe") == 0;
+  if ((r->split.first || r->split.last || r->split.embedding || r->split.loss) && (r->zero || terapipe))
+    FAIL("%s split Megatron's pipeline, for PTD-P; drop them with %s",
+         r->split.first || r->split.last ? "--first-stage-layers/--last-stage-layers"
+                                         : "--account-for-embedding/--account-for-loss",
+         r->zero ? "--zero" : "--schedule terapipe (whose cells hold equal layers)");
+  if (terapipe && m->layers % r->pp) /* TeraPipe's cells hold equal layers: no uneven split to suggest */
+    FAIL("--layers %u do not divide into --pp %u stages; use a pipeline size that divides the layer count", m->layers,
+         r->pp);
+  guint split_first, split_mid, split_last; /* the stage layers; the chunks are checked with the schedule */
+  if (!sim_split_layers(&r->split, m->layers, r->pp, 1, &split_first, &split_mid, &split_last, error))
+    return FALSE;
+  guint64 per_step = (guint64)r->micro_batch * dp;
+  if (r->global_batch % per_step)
+    FAIL("--global-batch %u does not split into microbatches of %u over %u data-parallel replicas; make it a "
+         "multiple of b*d = %" G_GUINT64_FORMAT,
+         r->global_batch, r->micro_batch, dp, per_step);
+
+  SimSchedule sched;
+  if (!r->schedule)
+    sched = (r->layers_per_chunk || r->chunks) ? SIM_SCHEDULE_INTERLEAVED : SIM_SCHEDULE_1F1B;
+  else if (strcmp(r->schedule, "gpipe") == 0)
+    sched = SIM_SCHEDULE_GPIPE;
+  else if (strcmp(r->schedule, "1f1b") == 0)
+    sched = SIM_SCHEDULE_1F1B;
+  else if (strcmp(r->schedule, "interleaved") == 0)
+    sched = SIM_SCHEDULE_INTERLEAVED;
+  else if (strcmp(r->schedule, "terapipe") == 0)
+    sched = SIM_SCHEDULE_TERAPIPE;
+  else if (strcmp(r->schedule, "zb-h1") == 0)
+    sched = SIM_SCHEDULE_ZB_H1;
+  else if (strcmp(r->schedule, "zb-h2") == 0)
+    sched = SIM_SCHEDULE_ZB_H2;
+  else if (strcmp(r->schedule, "interleaved-zb") == 0)
+    sched = SIM_SCHEDULE_INTERLEAVED_ZB;
+  else if (strcmp(r->schedule, "zb-v") == 0)
+    sched = SIM_SCHEDULE_ZB_V;
+  else if (strcmp(r->schedule, "dualpipe") == 0)
+    sched = SIM_SCHEDULE_DUALPIPE;
+  else if (strcmp(r->schedule, "dualpipev") == 0)
+    sched = SIM_SCHEDULE_DUALPIPEV;
+  else if (strcmp(r->schedule, "zb-1p") == 0)
+    sched = SIM_SCHEDULE_ZB_1P;
+  else if (strcmp(r->schedule, "zb-2p") == 0)
+    sched = SIM_SCHEDULE_ZB_2P;
+  else if (strcmp(r->schedule, "zb-auto") == 0)
+    sched = SIM_SCHEDULE_ZB_AUTO;
+  else
+    FAIL("unknown --schedule '%s'; use gpipe, 1f1b, interleaved, zb-h1, zb-h2, interleaved-zb, zb-v, zb-1p, zb-2p, "
+         "zb-auto, dualpipe, dualpipev or terapipe",
+         r->schedule);
+  if (sched == SIM_SCHEDULE_ZB_AUTO && !(r->activation_limit_gib > 0))
+    FAIL("--schedule zb-auto finds a schedule within an activation-memory limit; give --activation-limit GiB (the "
+         "activations a GPU may hold, e.g. 20)");
+  if (sched != SIM_SCHEDULE_ZB_AUTO && r->activation_limit_gib > 0)
+    FAIL("--activation-limit is zb-auto's memory limit; add --schedule zb-auto or drop it");
+  if (!(r->activation_limit_gib >= 0) || r->activation_limit_gib > 1e6)
+    FAIL("--activation-limit must be a number of GiB above 0, e.g. 20");
+  plan->activation_limit_gib = r->activation_limit_gib;
+  if (r->schedule_file && r->schedule)
+    FAIL("--schedule-file gives the schedule itself; drop --schedule %s", r->schedule);
+  if (r->schedule_file)
+    sched = SIM_SCHEDULE_FILE;
+  if (sched != SIM_SCHEDULE_TERAPIPE && (r->slices || r->granularity))
+    FAIL("--slices and --granularity need --schedule terapipe");
+  if (sched == SIM_SCHEDULE_TERAPIPE && !parse_slices(r, plan, error))
+    return FALSE;
+  if (sched == SIM_SCHEDULE_TERAPIPE && r->ddp && strcmp(r->ddp, "local") != 0)
+    FAIL("--schedule terapipe all-reduces gradients after the flush; drop --ddp %s", r->ddp);
+  if (sched == SIM_SCHEDULE_TERAPIPE && r->no_symmetry)
+    FAIL("--no-symmetry is not available with --schedule terapipe (one GPU per cell is simulated); drop it");
+  if (!r->workload || strcmp(r->workload, "gpt") == 0)
+    plan->workload = SIM_WORKLOAD_GPT;
+  else if (strcmp(r->workload, "layers") == 0)
+    plan->workload = SIM_WORKLOAD_LAYERS;
+  else
+    FAIL("unknown --workload '%s'; use gpt (the whole training step) or layers (TeraPipe's benchmark)", r->workload);
+  if (plan->workload == SIM_WORKLOAD_LAYERS && sched != SIM_SCHEDULE_TERAPIPE)
+    FAIL("--workload layers is TeraPipe's benchmark workload; use it with --schedule terapipe");
+  if (r->zero > 3)
+    FAIL("--zero %u is not a ZeRO stage; use 1 (optimizer state sharded), 2 (and gradients) or 3 (and parameters)",
+         r->zero);
+  if (r->zero && (r->tp > 1 || r->pp > 1))
+    FAIL("--zero %u shards over data parallelism alone, as SC21 compares it; use --tp 1 --pp 1 (ZeRO combined with "
+         "tensor or pipeline parallelism is not modelled)",
+         r->zero);
+  if (r->zero && (sched == SIM_SCHEDULE_TERAPIPE || r->schedule))
+    FAIL("--zero %u accumulates microbatches one after another; drop --schedule", r->zero);
+  if (r->zero && r->ddp)
+    FAIL("--zero %u does its own gradient communication; drop --ddp", r->zero);
+  plan->zero = r->zero;
+  gboolean zk_given = r->zero_prefetch_bucket || r->zero_max_live || r->zero_reuse_distance || r->zero_persistence ||
+                      r->zero_reduce_bucket || r->zero_contiguous_gradients || r->zero_trace_fixed;
+  if (zk_given && r->zero != 3)
+    FAIL("--zero-prefetch-bucket, --zero-max-live, --zero-reuse-distance, --zero-persistence, --zero-reduce-bucket and "
+         "--zero-contiguous-gradients, --zero-trace-fixed are DeepSpeed's stage-3 settings; add --zero 3 or drop them");
+  plan->zk = (SimZeroKnobs){
+      .prefetch_bucket = r->zero_prefetch_bucket ? r->zero_prefetch_bucket : SIM_ZERO_DEFAULT_PREFETCH_BUCKET,
+      .max_live = r->zero_max_live ? r->zero_max_live : SIM_ZERO_DEFAULT_MAX_LIVE,
+      .max_reuse = r->zero_reuse_distance ? r->zero_reuse_distance : SIM_ZERO_DEFAULT_MAX_REUSE,
+      .persistence = r->zero_persistence ? r->zero_persistence : SIM_ZERO_DEFAULT_PERSISTENCE,
+      .reduce_bucket = r->zero_reduce_bucket ? r->zero_reduce_bucket : SIM_ZERO_DEFAULT_REDUCE_BUCKET,
+      .contiguous = r->zero_contiguous_gradients,
+      .trace_fixed = r->zero_trace_fixed};
+  if (r->distributed_optimizer && (r->zero || sched == SIM_SCHEDULE_TERAPIPE))
+    FAIL("--distributed-optimizer is Megatron's sharding of the optimizer state for PTD-P; drop it with %s",
+         r->zero ? "--zero (which shards the optimizer state its own way)" : "--schedule terapipe");
+  plan->distributed_optimizer = r->distributed_optimizer;
+  if (cp > 1 && (r->zero || sched == SIM_SCHEDULE_TERAPIPE))
+    FAIL("--cp is Megatron-Core's context parallelism, for PTD-P; drop it with %s",
+         r->zero ? "--zero" : "--schedule terapipe");
+  if (r->overlap_param_gather && (r->fsdp || r->hsdp))
+    FAIL("%s gathers the parameters itself, layer by layer, overlapped with the forward; drop --overlap-param-gather "
+         "(Megatron's distributed optimizer's)",
+         r->hsdp ? "--hsdp" : "--fsdp");
+  if (r->overlap_param_gather && !r->distributed_optimizer)
+    FAIL("--overlap-param-gather overlaps the distributed optimizer's parameter all-gather with the next forward; "
+         "add --distributed-optimizer");
+  if (r->overlap_param_gather && (!r->ddp || strcmp(r->ddp, "torch") != 0))
+    FAIL("--overlap-param-gather needs gradients reduced while the backward runs, as Megatron requires "
+         "(--overlap-grad-reduce); add --ddp torch");
+  plan->overlap_param_gather = r->overlap_param_gather;
+
+  guint m_mb = (guint)(r->global_batch / per_step);
+  guint v = 1;
+  if (r->layers_per_chunk && r->chunks)
+    FAIL("give either --layers-per-chunk or --chunks, not both");
+  gboolean looped = sched == SIM_SCHEDULE_INTERLEAVED || sched == SIM_SCHEDULE_INTERLEAVED_ZB;
+  if (!looped && (r->layers_per_chunk || r->chunks))
+    FAIL("--layers-per-chunk and --chunks need --schedule interleaved or interleaved-zb");
+  gboolean split_ends = r->split.first || r->split.last, split_extra = r->split.embedding || r->split.loss;
+  if (sim_schedule_splits(sched) || sched == SIM_SCHEDULE_FILE) {
+    const char *name = sched == SIM_SCHEDULE_FILE ? "--schedule-file" : r->schedule;
+    if (r->pp < 2)
+      FAIL("--schedule %s is a pipeline schedule; give --pp of at least 2", name);
+    /* one chunk per stage in stage order (zb-h1, zb-h2) takes Megatron's
+     * uneven splits as 1F1B does; the V, DualPipe's mirrored copies, more
+     * chunks and a file's own placement are laid out on an even split */
+    gboolean one_chunk = sched == SIM_SCHEDULE_ZB_H1 || sched == SIM_SCHEDULE_ZB_H2 || sched == SIM_SCHEDULE_ZB_1P ||
+                         sched == SIM_SCHEDULE_ZB_2P || sched == SIM_SCHEDULE_ZB_AUTO;
+    gboolean v_extra = (sched == SIM_SCHEDULE_ZB_V || sched == SIM_SCHEDULE_DUALPIPEV) && split_extra && !split_ends;
+    if ((split_ends || split_extra) && !one_chunk && !v_extra)
+      FAIL("%s runs on an even split of the layers; drop --first-stage-layers, --last-stage-layers and "
+           "--account-for-* (zb-h1 and zb-h2 take them)",
+           name);
+    if (cp > 1 || r->tp_comm_overlap)
+      FAIL("%s is not modelled with %s yet; drop it", name, cp > 1 ? "--cp" : "--tp-comm-overlap");
+    if (r->overlap_param_gather)
+      FAIL("%s is not modelled with --overlap-param-gather yet; drop it", name);
+  }
+  if (sched == SIM_SCHEDULE_ZB_V || sched == SIM_SCHEDULE_DUALPIPEV || sched == SIM_SCHEDULE_DUALPIPE) {
+    v = 2; /* V: virtual stages s and 2p-1-s; DualPipe: stage s and p-1-s, one per direction */
+    guint parts = sched == SIM_SCHEDULE_DUALPIPE ? r->pp : 2 * r->pp;
+    guint extras = (r->split.embedding ? 1 : 0) + (r->split.loss ? 1 : 0);
+    if (sched != SIM_SCHEDULE_DUALPIPE && extras) {
+      if ((m->layers + extras) % parts == 0 && (m->layers + extras) / parts < 2)
+        FAIL("--schedule %s with the embedding and loss counted as layers leaves stage 0's chunks no layer (%u + %u "
+             "layers in %u parts of 1); drop --account-for-embedding/--account-for-loss or use a smaller --pp",
+             r->schedule, m->layers, extras, parts);
+      if ((m->layers + extras) % parts)
+        FAIL("--schedule %s with the embedding and loss counted as layers cuts %u + %u into %u equal parts; use a "
+             "--pp whose double divides that",
+             r->schedule, m->layers, extras, parts);
+    } else if (m->layers % parts)
+      FAIL("--schedule %s cuts the %u layers into %u equal parts; use a --pp whose %s divides the layer count",
+           r->schedule, m->layers, parts, sched == SIM_SCHEDULE_DUALPIPE ? "value" : "double");
+    if (sched == SIM_SCHEDULE_DUALPIPE && (r->pp % 2 || m_mb % 2 || m_mb < 2 * r->pp))
+      FAIL("--schedule dualpipe needs an even --pp and an even number of microbatches, at least 2p = %u (it has %u); "
+           "adjust --pp, --global-batch or --micro-batch",
+           2 * r->pp, m_mb);
+    if (sched == SIM_SCHEDULE_DUALPIPEV && m_mb < 2 * r->pp)
+      FAIL("--schedule dualpipev needs at least 2p = %u microbatches (it has %u); raise --global-batch or lower "
+           "--micro-batch",
+           2 * r->pp, m_mb);
+    if (sched != SIM_SCHEDULE_DUALPIPE &&
+        !sim_split_layers(&r->split, m->layers, r->pp, v, &split_first, &split_mid, &split_last, error))
+      return FALSE;
+  }
+  if (sched == SIM_SCHEDULE_FILE) {
+    const SimScheduleFile *f = sim_schedule_file_load(r->schedule_file, r->pp, m_mb, error);
+    if (!f)
+      return FALSE;
+    v = f->v;
+    if (m->layers % (r->pp * v))
+      FAIL("--schedule-file runs %u stages per rank, which do not divide the %u layers evenly; give a model whose "
+           "layers divide into %u stages",
+           v, m->layers, r->pp * v);
+    plan->schedule_file = f;
+    if (!sim_split_layers(&r->split, m->layers, r->pp, v, &split_first, &split_mid, &split_last, error))
+      return FALSE;
+  }
+  if (looped) {
+    if (r->pp < 2)
+      FAIL("the interleaved schedule needs --pp of at least 2");
+    if (r->layers_per_chunk) {
+      /* Megatron derives v from --num-layers-per-virtual-pipeline-stage only
+       * where every stage holds the same share (arguments.py asks for
+       * --num-virtual-stages-per-pipeline-rank with uneven end stages) */
+      if (split_ends)
+        FAIL("with --first-stage-layers or --last-stage-layers give the model chunks per GPU as --chunks v (as "
+             "Megatron asks for --num-virtual-stages-per-pipeline-rank), not --layers-per-chunk");
+      if (split_mid % r->layers_per_chunk)
+        FAIL("--layers-per-chunk %u does not divide the %u layers of each stage%s; pick a divisor",
+             r->layers_per_chunk, split_mid, split_extra ? " (the embedding or loss counted as a layer)" : "");
+      v = split_mid / r->layers_per_chunk;
+    } else if (r->chunks)
+      v = r->chunks;
+    else
+      FAIL("the interleaved schedule needs --layers-per-chunk L or --chunks v");
+    if (!sim_split_layers(&r->split, m->layers, r->pp, v, &split_first, &split_mid, &split_last, error))
+      return FALSE;
+    if (m_mb % r->pp)
+      FAIL("the interleaved schedule needs the %u microbatches per pipeline to be a multiple of --pp %u; adjust "
+           "--global-batch or --micro-batch",
+           m_mb, r->pp);
+  }
+
+  if (r->stage_times) {
+    double t[4];
+    if (!sim_stage_times_parse(r->stage_times, t, error))
+      return FALSE;
+    if (sched == SIM_SCHEDULE_TERAPIPE || r->zero)
+      FAIL("--stage-times times a pipeline's stages; drop it with %s", r->zero ? "--zero" : "--schedule terapipe");
+    plan->stage_times = TRUE;
+    plan->stage_f_s = t[0] * 1e-3;
+    plan->stage_b_s = t[1] * 1e-3;
+    plan->stage_w_s = t[2] * 1e-3;
+    plan->stage_comm_s = t[3] * 1e-3;
+  }
+
+  plan->model = *m;
+  plan->gpus = r->gpus;
+  plan->tp = r->tp;
+  plan->pp = r->pp;
+  plan->dp = dp;
+  plan->cp = cp;
+  plan->global_batch = r->global_batch;
+  plan->micro_batch = r->micro_batch;
+  plan->microbatches = m_mb;
+  plan->chunks = v;
+  plan->schedule = sched;
+  plan->split = r->split;
+  plan->split_first = split_first;
+  plan->split_mid = split_mid;
+  plan->split_last = split_last;
+  plan->split_embedding = r->split.embedding;
+  plan->split_loss = r->split.loss;
+
+  if (!r->ddp || strcmp(r->ddp, "local") == 0)
+    plan->ddp = SIM_DDP_LOCAL;
+  else if (strcmp(r->ddp, "torch") == 0)
+    plan->ddp = SIM_DDP_TORCH;
+  else
+    FAIL("unknown --ddp '%s'; use torch or local", r->ddp);
+  if (!r->recompute || strcmp(r->recompute, "full") == 0)
+    plan->recompute = TRUE;
+  else if (strcmp(r->recompute, "none") == 0)
+    plan->recompute = FALSE;
+  else if (strcmp(r->recompute, "selective") == 0)
+    plan->selective = TRUE;
+  else
+    FAIL("unknown --recompute '%s'; use full, selective or none", r->recompute);
+  if (plan->selective && (r->zero || sched == SIM_SCHEDULE_TERAPIPE))
+    FAIL("--recompute selective is Megatron's, for PTD-P; use full or none with %s",
+         r->zero ? "--zero" : "--schedule terapipe");
+  if (!(r->tokens >= 0) || !isfinite(r->tokens))
+    FAIL("--tokens must be a positive number of training tokens");
+  if (!r->network) /* the default: flows where the cluster describes its fabric and the schedule carries them */
+    plan->flow_network = cluster->has_fabric && sched != SIM_SCHEDULE_TERAPIPE;
+  else if (strcmp(r->network, "analytic") == 0)
+    plan->flow_network = FALSE;
+  else if (strcmp(r->network, "flow") == 0)
+    plan->flow_network = TRUE;
+  else
+    FAIL("unknown --network '%s'; use analytic or flow", r->network);
+  if (!r->placement || strcmp(r->placement, "tp-dp-pp") == 0)
+    plan->placement = SIM_PLACEMENT_TP_DP_PP;
+  else if (strcmp(r->placement, "dp-outermost") == 0)
+    plan->placement = SIM_PLACEMENT_DP_OUTERMOST;
+  else if (strcmp(r->placement, "misaligned") == 0)
+    plan->placement = SIM_PLACEMENT_MISALIGNED;
+  else
+    FAIL("unknown --placement '%s'; use tp-dp-pp, dp-outermost or misaligned", r->placement);
+  if (plan->placement == SIM_PLACEMENT_MISALIGNED && r->gpus + cluster->gpus_per_node / 2 > topo_cluster_gpus(cluster))
+    FAIL("--placement misaligned shifts the job by half a node, which needs %u more GPUs than cluster '%s' has; use "
+         "fewer --gpus",
+         cluster->gpus_per_node / 2, cluster->name);
+  if (sched == SIM_SCHEDULE_TERAPIPE && plan->flow_network)
+    FAIL("--network flow is not available with --schedule terapipe yet; use --network analytic");
+  if (sched == SIM_SCHEDULE_TERAPIPE && r->placement)
+    FAIL("--schedule terapipe places ranks as TeraPipe's code does (tensor, then pipeline, then data: tp-pp-dp); "
+         "drop --placement");
+  if (sched == SIM_SCHEDULE_TERAPIPE && r->no_scatter_gather)
+    FAIL("--no-scatter-gather does not apply to --schedule terapipe: one rank sends each hop whole and its group "
+         "broadcasts it, as TeraPipe's code does; drop it");
+  if (r->sequence_parallel && (r->tp < 2 || r->zero || sched == SIM_SCHEDULE_TERAPIPE))
+    FAIL("--sequence-parallel splits the sequence over the tensor-parallel ranks; %s",
+         r->zero || sched == SIM_SCHEDULE_TERAPIPE ? "it is Megatron's, for PTD-P: drop it"
+                                                    : "use it with --tp 2 or more");
+  if (r->sequence_parallel && r->no_scatter_gather)
+    FAIL("--no-scatter-gather does not apply with --sequence-parallel (each rank sends its own s/t of the sequence); "
+         "drop it");
+  plan->sequence_parallel = r->sequence_parallel;
+  if (r->tp_comm_overlap && !r->sequence_parallel)
+    FAIL("--tp-comm-overlap pipelines the sequence-parallel all-gathers and reduce-scatters with their GEMMs "
+         "(Transformer Engine's userbuffers); add --sequence-parallel");
+  plan->tp_comm_overlap = r->tp_comm_overlap;
+  double reserve = r->memory_reserve_given ? r->memory_reserve_gib : SIM_DEFAULT_MEMORY_RESERVE_GIB;
+  if (!(reserve >= 0 && reserve <= 1024))
+    FAIL("--memory-reserve %g GiB is outside 0 to 1024; give the GiB of GPU memory to keep back, e.g. 3", reserve);
+  plan->memory_reserve_bytes = reserve * 1073741824.0;
+  if (r->attention) {
+    if (strcmp(r->attention, "flash") == 0)
+      plan->attention = MODEL_ATTENTION_FLASH;
+    else if (strcmp(r->attention, "fused") == 0)
+      plan->attention = MODEL_ATTENTION_FUSED;
+    else if (strcmp(r->attention, "unfused") == 0)
+      plan->attention = MODEL_ATTENTION_UNFUSED;
+    else
+      FAIL("unknown --attention '%s'; use flash (FlashAttention-2), fused (Megatron's fused softmax where its shape "
+           "rules allow) or unfused (its fp32 softmax chain)",
+           r->attention);
+    if (sched == SIM_SCHEDULE_TERAPIPE)
+      FAIL("--attention does not apply to --schedule terapipe, which runs its own attention code; drop it");
+    plan->attention_given = TRUE;
+  }
+  if (r->precision) {
+    if (strcmp(r->precision, "fp16") == 0)
+      plan->precision = MODEL_PRECISION_FP16;
+    else if (strcmp(r->precision, "bf16") == 0)
+      plan->precision = MODEL_PRECISION_BF16;
+    else if (strcmp(r->precision, "fp8") == 0)
+      plan->precision = MODEL_PRECISION_FP8;
+    else
+      FAIL("unknown --precision '%s'; use fp16, bf16 or fp8", r->precision);
+    if (plan->precision == MODEL_PRECISION_FP8 && (sched == SIM_SCHEDULE_TERAPIPE || r->zero))
+      FAIL("--precision fp8 is Transformer Engine's, modelled for PTD-P; drop it with %s",
+           r->zero ? "--zero" : "--schedule terapipe");
+    plan->precision_given = TRUE;
+  }
+  /* no pipeline sends (TeraPipe sends its own way, ZeRO has no pipeline);
+   * sequence parallelism sends each rank's shard, nothing to gather */
+  plan->scatter_gather = !r->no_scatter_gather && sched != SIM_SCHEDULE_TERAPIPE && !r->zero && !r->sequence_parallel;
+  plan->fusion = !r->no_fusion;
+  plan->symmetry = !r->no_symmetry;
+  plan->exact = r->exact;
+  plan->allow_oom = r->allow_oom;
+  plan->tokens = r->tokens;
+
+  /* PyTorch FSDP2 as torchtitan applies it: fully_shard over the
+   * data-parallel ranks (with context parallelism, d x cp of them: its
+   * dp_shard_cp mesh), or HSDP, sharded within groups and replicated
+   * across R of them (torchtitan's dp_replicate) */
+  gboolean fsdp = r->fsdp || r->hsdp;
+  if (!fsdp && (r->fsdp_reduce_dtype || r->fsdp_reshard))
+    FAIL("--fsdp-reduce-dtype and --fsdp-reshard-after-forward are FSDP2's; add --fsdp or --hsdp R, or drop them");
+  if (fsdp) {
+    const char *name = r->hsdp ? "--hsdp" : "--fsdp";
+    guint shards = dp * cp;
+    if (r->zero)
+      FAIL("%s and --zero are two ways to shard the same state; use one (--zero for DeepSpeed as SC21 ran it, %s for "
+           "PyTorch FSDP2)",
+           name, name);
+    if (sched == SIM_SCHEDULE_TERAPIPE)
+      FAIL("%s is not modelled with --schedule terapipe; drop one", name);
+    if (r->stage_times)
+      FAIL("%s has nothing to shard under --stage-times (only the pipeline's passes run); drop one", name);
+    if (sched == SIM_SCHEDULE_ZB_V || sched == SIM_SCHEDULE_DUALPIPE || sched == SIM_SCHEDULE_DUALPIPEV ||
+        sched == SIM_SCHEDULE_FILE)
+      FAIL("%s is not modelled with %s yet (a stage holding the first and the last chunk, or two copies, shards "
+           "other parameters); drop one, or use zb-h1, zb-h2, zb-1p, zb-2p or interleaved-zb",
+           name, sched == SIM_SCHEDULE_FILE ? "--schedule-file" : sim_schedule_name(sched));
+    if (r->distributed_optimizer || r->overlap_param_gather)
+      FAIL("%s shards the optimizer state and gathers the parameters itself; drop %s", name,
+           r->distributed_optimizer ? "--distributed-optimizer" : "--overlap-param-gather");
+    if (r->ddp)
+      FAIL("%s reduce-scatters each layer's gradients as its backward ends; drop --ddp", name);
+    if (shards < 2)
+      FAIL("%s needs at least 2 data-parallel ranks to shard over (d x cp is %u); use more GPUs or a smaller --tp, --pp "
+           "or --cp",
+           name, shards);
+    if (r->hsdp && (r->hsdp >= shards || shards % r->hsdp))
+      FAIL("--hsdp %u must divide the %u data-parallel ranks (d x cp) into groups of at least 2; use a divisor of %u "
+           "below it",
+           r->hsdp, shards, shards);
+    if (r->fsdp_reduce_dtype && strcmp(r->fsdp_reduce_dtype, "fp32") && strcmp(r->fsdp_reduce_dtype, "bf16"))
+      FAIL("unknown --fsdp-reduce-dtype '%s'; use fp32 or bf16", r->fsdp_reduce_dtype);
+    if (r->fsdp_reshard && strcmp(r->fsdp_reshard, "default") && strcmp(r->fsdp_reshard, "always") &&
+        strcmp(r->fsdp_reshard, "never"))
+      FAIL("unknown --fsdp-reshard-after-forward '%s'; use default, always or never", r->fsdp_reshard);
+    plan->fsdp = TRUE;
+    plan->hsdp_replicas = r->hsdp ? r->hsdp : 1;
+    plan->fsdp_reduce_fp32 = !r->fsdp_reduce_dtype || strcmp(r->fsdp_reduce_dtype, "fp32") == 0;
+    /* torchtitan's default: reshard after forward unless pipelining
+     * (torchtitan/models/llama3/infra/parallelize.py, apply_fsdp) */
+    plan->reshard_after_forward = !r->fsdp_reshard || strcmp(r->fsdp_reshard, "default") == 0
+                                      ? r->pp == 1
+                                      : strcmp(r->fsdp_reshard, "always") == 0;
+  }
+  if (fsdp && model_is_moe(&r->model))
+    FAIL("%s is not modelled for mixture-of-experts models; use the distributed optimizer (Megatron-Core's) instead",
+         r->hsdp ? "--hsdp" : "--fsdp");
+  if (!sim_moe_build(r, plan, error))
+    return FALSE;
+
+  /* Keep the task graph within what one process can hold. */
+  double stage_items = 2.0 * m_mb * v;
+  double per_layer = 6.0 + (cp > 1 ? 6.0 * cp : 0) + (r->tp_comm_overlap ? 8.0 * r->tp : 0) +
+                     (model_is_moe(m) ? 8.0 : 0);
+  double ops = stage_items * r->pp * (per_layer * ((double)m->layers / r->pp) / v + 4) *
+               (plan->symmetry ? 1.0 : (double)r->tp * dp);
+  if (ops > 60e6) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_TOO_BIG,
+                "this configuration needs about %.0f million simulated ops, over the limit of 60 million%s",
+                ops / 1e6, plan->symmetry ? "; use fewer microbatches" : "; drop --no-symmetry");
+    return FALSE;
+  }
+  return build_stragglers(r, cluster, plan, error);
+}
