@@ -7,9 +7,13 @@
  * floor do not include each other.  This test reads the diagram and every
  * `#include "..."` of every C, header and CUDA file in the tree, and fails
  * naming the file, the line and the folders when an include points up or
- * sideways, or when a folder with sources is not on the diagram.  Its first
- * case runs the same check on a scratch tree with one upward include, so
- * that the check is seen to fail. */
+ * sideways, or when a folder with sources is not on the diagram.  It also
+ * reads the "## The rooms" table: every folder with sources but tests/ has
+ * a row ("| `sim/` | ..."), and the row names each of the folder's C and
+ * CUDA files (`engine.c`), so the map says where every file is.  Its first
+ * cases run the same checks on a scratch tree with one upward include, a
+ * folder without a row and a file its row does not name, so that the
+ * checks are seen to fail. */
 #include <glib.h>
 #include <glib/gstdio.h>
 #include <string.h>
@@ -202,6 +206,49 @@ static gboolean has_sources(const char *path) {
   return yes;
 }
 
+/* The rooms table's row of `folder` ("| `folder/` | ..."), or NULL. */
+static char *room_row(const char *markdown, const char *folder) {
+  const char *sec = strstr(markdown, "\n## The rooms");
+  if (!sec)
+    return NULL;
+  char *start = g_strdup_printf("\n| `%s/` |", folder);
+  const char *row = strstr(sec, start);
+  const char *next = row ? strstr(sec + 1, "\n## ") : NULL;
+  char *out = row && (!next || row < next) ? g_strndup(row + 1, strcspn(row + 1, "\n")) : NULL;
+  g_free(start);
+  return out;
+}
+
+/* Every C and CUDA file directly in `folder` is named in its row. */
+static void check_room(const char *markdown, const char *root, const char *folder, GString *problems) {
+  if (strcmp(folder, "tests") == 0)
+    return;
+  char *row = room_row(markdown, folder);
+  if (!row) {
+    g_string_append_printf(problems, "%s/ holds sources but has no row in ARCHITECTURE.md's rooms table\n", folder);
+    return;
+  }
+  char *path = g_build_filename(root, folder, NULL);
+  GDir *d = g_dir_open(path, 0, NULL);
+  GPtrArray *names = g_ptr_array_new_with_free_func(g_free);
+  for (const char *n; d && (n = g_dir_read_name(d));)
+    if (n[0] != '.' && (g_str_has_suffix(n, ".c") || g_str_has_suffix(n, ".cu")))
+      g_ptr_array_add(names, g_strdup(n));
+  if (d)
+    g_dir_close(d);
+  g_ptr_array_sort(names, (GCompareFunc)g_strcmp0);
+  for (guint i = 0; i < names->len; i++) {
+    char *quoted = g_strdup_printf("`%s`", (const char *)g_ptr_array_index(names, i));
+    if (!strstr(row, quoted))
+      g_string_append_printf(problems, "%s/%s is not named in the %s/ row of ARCHITECTURE.md's rooms table\n",
+                             folder, (const char *)g_ptr_array_index(names, i), folder);
+    g_free(quoted);
+  }
+  g_ptr_array_free(names, TRUE);
+  g_free(path);
+  g_free(row);
+}
+
 /* Checks the tree at `root` against its ARCHITECTURE.md; appends one line per
  * problem and returns how many source files it read. */
 static guint check_tree(const char *root, GString *problems) {
@@ -225,8 +272,10 @@ static guint check_tree(const char *root, GString *problems) {
       if (g_file_test(full, G_FILE_TEST_IS_DIR) && has_sources(full)) {
         if (!g_hash_table_contains(ly.floor, n))
           g_string_append_printf(problems, "%s/ holds sources but is not on ARCHITECTURE.md's Layers diagram\n", n);
-        else
+        else {
           walk(&ly, root, n, &n_files, problems);
+          check_room(md, root, n, problems);
+        }
       }
       g_free(full);
     }
@@ -271,7 +320,9 @@ static void test_check_can_fail(void) {
   g_assert_nonnull(root);
   write_file(root, "ARCHITECTURE.md",
              "# Map\n\n## Layers\n\n```\ntop/   other/     the programs\n   │\nmid/        the middle\n"
-             "   │\nlow/        the ground\n```\n");
+             "   │\nlow/        the ground\n```\n\n## The rooms\n\n| folder | what |\n| --- | --- |\n"
+             "| `top/` | `c.c`, `e.c` |\n| `other/` | headers |\n| `mid/` | `b.c` |\n| `low/` | `d.c` |\n"
+             "| `stray/` | |\n");
   write_file(root, "low/a.h", "#pragma once\n");
   write_file(root, "mid/b.c", "#include \"../low/a.h\"\n#include \"b.h\"\n");
   write_file(root, "mid/b.h", "#pragma once\n");
@@ -296,6 +347,33 @@ static void test_check_can_fail(void) {
   char **lines = g_strsplit(problems->str, "\n", -1);
   g_assert_cmpuint(g_strv_length(lines), ==, 5); /* four problems and the empty rest */
   g_strfreev(lines);
+
+  /* A folder without a row in the rooms table, and a file its row does not
+   * name, are reported too. */
+  write_file(root, "rowless/h.c", "");
+  write_file(root, "mid/unnamed.c", "#include \"b.h\"\n");
+  char *arch = g_build_filename(root, "ARCHITECTURE.md", NULL), *md = NULL;
+  g_assert_true(g_file_get_contents(arch, &md, NULL, NULL));
+  char *at = strstr(md, "low/        the ground");
+  g_assert_nonnull(at);
+  char *with = g_strdup_printf("%.*srowless/    no row\n   │\n%s", (int)(at - md), md, at);
+  write_file(root, "ARCHITECTURE.md", with);
+  g_string_truncate(problems, 0);
+  check_tree(root, problems);
+  g_assert_nonnull(strstr(problems->str, "rowless/ holds sources but has no row in ARCHITECTURE.md's rooms table\n"));
+  g_assert_nonnull(strstr(problems->str, "mid/unnamed.c is not named in the mid/ row of ARCHITECTURE.md's rooms "
+                                         "table\n"));
+  g_assert_null(strstr(problems->str, "mid/b.c"));
+  write_file(root, "ARCHITECTURE.md", md);
+  char *rowless = g_build_filename(root, "rowless", "h.c", NULL),
+       *unnamed = g_build_filename(root, "mid", "unnamed.c", NULL);
+  g_assert_cmpint(g_remove(rowless), ==, 0);
+  g_assert_cmpint(g_remove(unnamed), ==, 0);
+  g_free(rowless);
+  g_free(unnamed);
+  g_free(with);
+  g_free(md);
+  g_free(arch);
 
   /* A build directory's generated sources are not the tree. */
   char *stray = g_build_filename(root, "stray", "g.h", NULL);
