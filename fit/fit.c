@@ -1045,6 +1045,14 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
   gboolean any_class = FALSE;
   for (int c = 0; c < MODEL_MEM_N; c++)
     any_class |= mc[c].fitted;
+  /* Classes measured but no copies, and no base classes: the copy class,
+   * which every unmeasured class is priced as, from the profile's launch gap
+   * and streaming bandwidth (what prices kernels where a profile has no
+   * classes). */
+  if (any_class && !mc[MODEL_MEM_COPY].fitted && !(base && base->has_membound)) {
+    mc[MODEL_MEM_COPY].gap_us = launch_us;
+    mc[MODEL_MEM_COPY].hbm_GBps = mc[MODEL_MEM_COPY].l2_GBps = bw;
+  }
   for (int c = 0; c < MODEL_MEM_N; c++) {
     prof.mem_gap_s[c] = (mc[c].fitted ? mc[c].gap_us : mc[MODEL_MEM_COPY].gap_us) * 1e-6;
     prof.mem_hbm_bytes_per_s[c] = (mc[c].fitted ? mc[c].hbm_GBps : mc[MODEL_MEM_COPY].hbm_GBps) * 1e9;
@@ -1198,7 +1206,7 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
   for (int c = 0; c < MODEL_MEM_N && prof.has_membound; c++) {
     char key[48];
     g_snprintf(key, sizeof key, "membound.%s", model_mem_class_name((ModelMemClass)c));
-    if (!mc[c].fitted && !(base && base->has_membound)) {
+    if (!mc[c].fitted && !(base && base->has_membound) && c != MODEL_MEM_COPY) {
       char *note = g_strdup_printf("%s; priced as the copy class", mc[c].note);
       cJSON_AddStringToObject(prov, key, note);
       g_free(note);

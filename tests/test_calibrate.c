@@ -1020,6 +1020,43 @@ static void test_fit_part_with_base(void) {
   g_free(path);
 }
 
+/* Why: a file that measures today's memory-bound classes but no copies
+ * (the shipped llama3 runs), fitted over a base profile without classes,
+ * once wrote a profile without the copy class, which no profile may lack:
+ * the copy class comes from the base's launch gap and streaming bandwidth,
+ * the measured classes keep their fits, and the profile loads. */
+static void test_fit_classes_without_copies(void) {
+  GError *error = NULL;
+  char *path = ptd_data_resolve("calibrate/measurements", "h100-sxm5-80gb-llama3", "measurements", &error);
+  g_assert_no_error(error);
+  CalibMeasurements *m = calib_measurements_load(path, &error);
+  g_assert_no_error(error);
+  char *bp = ptd_data_resolve("calibrate/profiles", "h100-sxm5-80gb", "profile", &error);
+  cJSON *bj = ptd_json_load(bp, &error);
+  ModelProfile *base = model_profile_from_json(bj, bp, &error);
+  g_assert_no_error(error);
+  g_assert_false(base->has_membound);
+  CalibFitOptions o = {.name = "llama3", .measurements_path = path, .base = base, .base_json = bj};
+  cJSON *p = calib_fit(m, &o, &error);
+  g_assert_no_error(error);
+  ModelProfile *f = profile_from_json(p, "llama3.json");
+  g_assert_true(f->has_membound);
+  g_assert_cmpfloat(f->mem_gap_s[MODEL_MEM_COPY], ==, base->kernel_launch_s);
+  g_assert_cmpfloat(fabs(f->mem_hbm_bytes_per_s[MODEL_MEM_COPY] / (base->hbm_bytes_per_s * base->memory_efficiency) - 1),
+                    <, 1e-5);
+  const cJSON *prov = cJSON_GetObjectItemCaseSensitive(p, "provenance");
+  g_assert_nonnull(strstr(cJSON_GetObjectItemCaseSensitive(prov, "membound.copy")->valuestring, "no copies measured"));
+  g_assert_true(g_str_has_prefix(cJSON_GetObjectItemCaseSensitive(prov, "membound.norm")->valuestring, "fitted"));
+  g_assert_cmpfloat(f->mem_gap_s[MODEL_MEM_NORM], !=, f->mem_gap_s[MODEL_MEM_COPY]);
+  cJSON_Delete(p);
+  cJSON_Delete(bj);
+  model_profile_free(base);
+  model_profile_free(f);
+  calib_measurements_free(m);
+  g_free(bp);
+  g_free(path);
+}
+
 typedef struct {
   int status;
   char *out, *err;
@@ -1632,6 +1669,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/calibrate/cli-compare", test_cli_compare);
   g_test_add_func("/calibrate/shipped-measured-profiles", test_shipped_measured_profiles);
   g_test_add_func("/calibrate/fit-two-generations", test_fit_two_generations);
+  g_test_add_func("/calibrate/fit-classes-without-copies", test_fit_classes_without_copies);
   int rc = g_test_run();
   GDir *d = g_dir_open(tmpdir, 0, NULL);
   const char *e;
