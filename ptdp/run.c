@@ -27,7 +27,7 @@
  * it stands for -- itself and its context-parallel peers (the ranks of its
  * class have the same speeds: sim_ptdp_classes).  The ranks' own
  * all-reduces and sends then wait for it as the schedule says. */
-static void set_speeds(Build *b) {
+static void set_speeds(PtdpBuild *b) {
   const SimPlan *pl = b->plan;
   guint gpn = b->cluster->gpus_per_host;
   for (guint s = 0; s < b->p; s++)
@@ -35,9 +35,9 @@ static void set_speeds(Build *b) {
       for (guint i = 0; i < b->ts; i++) {
         double f = 1;
         for (guint c = 0; c < b->cp; c++)
-          f = MIN(f, sim_plan_gpu_speed(pl, rank_of_c(b, i, c, s, job_replica(b, k)) % pl->gpus, s, gpn));
+          f = MIN(f, sim_plan_gpu_speed(pl, ptdp_rank_of_c(b, i, c, s, ptdp_job_replica(b, k)) % pl->gpus, s, gpn));
         if (f < 1)
-          sim_engine_set_stream_speed(b->e, stream_of(b, i, s, k, SIM_STREAM_COMPUTE), f);
+          sim_engine_set_stream_speed(b->e, ptdp_stream_of(b, i, s, k, SIM_STREAM_COMPUTE), f);
       }
 }
 
@@ -47,13 +47,13 @@ gboolean sim_ptdp_run(const SimPlan *pl, const ModelProfile *profile, const Topo
 }
 
 /* Hands the finished timeline to `observe` (the trace writer). */
-static gboolean observe_timeline(const Build *b, SimTimelineFn observe, gpointer data, GError **error) {
+static gboolean observe_timeline(const PtdpBuild *b, SimTimelineFn observe, gpointer data, GError **error) {
   guint n = b->ts * b->ds * b->p;
   guint *gpus = g_new(guint, n);
   for (guint s = 0; s < b->p; s++)
     for (guint k = 0; k < b->ds; k++)
       for (guint i = 0; i < b->ts; i++)
-        gpus[gpu_of(b, i, s, k)] = gpu_of_rank(b, i, s, k);
+        gpus[ptdp_gpu_of(b, i, s, k)] = ptdp_gpu_of_rank(b, i, s, k);
   SimTimeline tl = {b->e, b->plan, b->ts, b->ds, b->p, gpus, "mb", TRUE, 0, b->pieces, b->kmap, b->kweight};
   gboolean ok = observe(&tl, data, error);
   g_free(gpus);
@@ -65,7 +65,7 @@ static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const T
 
 /* Why more than one GPU per stage is simulated (sim_ptdp_classes), for a
  * message. */
-static const char *several_why(const Build *b) {
+static const char *several_why(const PtdpBuild *b) {
   if (!b->plan->symmetry)
     return "--no-symmetry";
   if (b->declined[0])
@@ -92,7 +92,7 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
  * (build_graph), runs them (run_graph) and measures the timeline (measure).
  * The run itself can show that a shortcut taken while building did not
  * hold; then the graph is built again without it (Retry).  build_clear
- * frees what an attempt allocated and build_free everything the Build
+ * frees what an attempt allocated and build_free everything the PtdpBuild
  * owns, on every path: success, error and retry. */
 
 /* Why an attempt's graph is built again. */
@@ -137,7 +137,7 @@ static gboolean check_memory(const SimPlan *pl, const ModelProfile *profile, Sim
  * ranks (the symmetry classes, told in r).  FALSE (a one-line error) where
  * the run needs one simulated GPU per stage (FSDP2, MoE layers) or a size
  * the engine can hold, and the classes do not give it. */
-static gboolean build_init(Build *b, SimResult *r, GError **error) {
+static gboolean build_init(PtdpBuild *b, SimResult *r, GError **error) {
   const SimPlan *pl = b->plan;
   const ModelProfile *profile = b->profile;
   b->net = (ModelNet){.hw = b->cluster->net,
@@ -191,7 +191,7 @@ static gboolean build_init(Build *b, SimResult *r, GError **error) {
 /* What every attempt shares, then: the pipeline split, the costs of a
  * layer, an MoE layer, the embedding and the head (with DeepSeek-V3's
  * multi-token prediction), the backward split into B and W. */
-static void build_costs(Build *b) {
+static void build_costs(PtdpBuild *b) {
   const SimPlan *pl = b->plan;
   const ModelProfile *profile = b->profile;
   b->chunk_n = g_new(guint, (gsize)b->p * b->v);
@@ -215,7 +215,7 @@ static void build_costs(Build *b) {
         for (guint l = 0; l < b->chunk_n[s * b->v + c]; l++)
           b->moe_layer[(s * b->v + c) * b->lmax + l] = (guint8)sim_moe_layer(pl, s, c, l);
   }
-  ModelShape local = rank_shape(pl);
+  ModelShape local = ptdp_rank_shape(pl);
   model_embedding_cost(profile, &local, pl->tp, pl->micro_batch, &b->emb_fwd, &b->emb_bwd);
   model_head_cost(profile, &local, pl->tp, pl->micro_batch, &b->head_fwd, &b->head_bwd);
   if (b->moe_layer && pl->model.mtp && profile->kind != MODEL_PROFILE_IDEAL) {
@@ -249,7 +249,7 @@ static void build_costs(Build *b) {
 
 /* Each stage's order of items for b->m microbatches, and where each item
  * sits in it. */
-static void build_orders(Build *b) {
+static void build_orders(PtdpBuild *b) {
   b->order = g_new0(GArray *, b->p);
   b->len = g_new0(guint, b->p);
   b->n_items = 0;
@@ -265,7 +265,7 @@ static void build_orders(Build *b) {
 /* The collectives' times on the analytic network: each tensor-parallel
  * group's all-reduce (or reduce-scatter and all-gather), an MoE layer's
  * token communication, the rings' hops. */
-static void build_analytic_times(Build *b) {
+static void build_analytic_times(PtdpBuild *b) {
   const SimPlan *pl = b->plan;
   b->tp_ns = g_new0(SimTime, (gsize)b->p * b->ds * 2);
   for (guint s = 0; s < b->p; s++)
@@ -277,18 +277,18 @@ static void build_analytic_times(Build *b) {
       if (nodes > 1 && pl->stragglers.n_link) /* a ring across nodes runs at its slowest NIC (--slow-link) */
         net.hw.nic_bw *= sim_ptdp_tp_link_factor(b, s, k);
       if (pl->sequence_parallel) {
-        d[0] = ns(model_collective_time_s(&net, MODEL_COLL_REDUCESCATTER, bytes, pl->tp, nodes, NULL));
-        d[1] = ns(model_collective_time_s(&net, MODEL_COLL_ALLGATHER, bytes, pl->tp, nodes, NULL));
+        d[0] = ptdp_ns(model_collective_time_s(&net, MODEL_COLL_REDUCESCATTER, bytes, pl->tp, nodes, NULL));
+        d[1] = ptdp_ns(model_collective_time_s(&net, MODEL_COLL_ALLGATHER, bytes, pl->tp, nodes, NULL));
       } else
-        d[0] = ns(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, bytes, pl->tp, nodes, NULL));
+        d[0] = ptdp_ns(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, bytes, pl->tp, nodes, NULL));
     }
-  b->moe_ns = g_new0(SimTime, (gsize)b->p * MOE_N_COMM);
-  b->moe_plans = g_new(guint, (gsize)b->p * MOE_N_COMM);
-  for (guint j = 0; j < b->p * MOE_N_COMM; j++)
+  b->moe_ns = g_new0(SimTime, (gsize)b->p * PTDP_MOE_N_COMM);
+  b->moe_plans = g_new(guint, (gsize)b->p * PTDP_MOE_N_COMM);
+  for (guint j = 0; j < b->p * PTDP_MOE_N_COMM; j++)
     b->moe_plans[j] = G_MAXUINT;
   for (guint s = 0; s < b->p && b->moe_layer; s++)
-    for (guint kind = 0; kind < MOE_N_COMM; kind++)
-      b->moe_ns[s * MOE_N_COMM + kind] = ns(sim_ptdp_moe_analytic_s(b, s, kind));
+    for (guint kind = 0; kind < PTDP_MOE_N_COMM; kind++)
+      b->moe_ns[s * PTDP_MOE_N_COMM + kind] = ptdp_ns(sim_ptdp_moe_analytic_s(b, s, kind));
   /* the rings' hops on the analytic network: a send to the next rank, all
    * at once, as long as the slowest (between nodes if the ring leaves one);
    * the overlapped tensor-parallel hops, 1/(t-1) of the collective each */
@@ -298,16 +298,16 @@ static void build_analytic_times(Build *b) {
       SimTime *h = &b->hop_ns[(s * b->ds + k) * 5];
       gboolean same = TRUE;
       for (guint c = 1; c < b->cp; c++)
-        same = same && gpu_of_rank_c(b, 0, c, s, k) / b->cluster->gpus_per_node == node_of_rank(b, 0, s, k);
-      h[HOP_KV] = h[HOP_GRAD] = ns(model_p2p_time_s(&b->net, b->layer.cp_hop_bytes, same));
-      h[HOP_KV_GRAD] = ns(model_p2p_time_s(&b->net, 2 * b->layer.cp_hop_bytes, same));
+        same = same && ptdp_gpu_of_rank_c(b, 0, c, s, k) / b->cluster->gpus_per_node == ptdp_node_of_rank(b, 0, s, k);
+      h[PTDP_HOP_KV] = h[PTDP_HOP_GRAD] = ptdp_ns(model_p2p_time_s(&b->net, b->layer.cp_hop_bytes, same));
+      h[PTDP_HOP_KV_GRAD] = ptdp_ns(model_p2p_time_s(&b->net, 2 * b->layer.cp_hop_bytes, same));
       if (pl->tp_comm_overlap) {
         guint nodes = sim_ptdp_tp_group_nodes(b, s, k);
         double bytes = b->layer.tp_allreduce_bytes;
-        h[HOP_TP_GATHER] =
-            ns(model_collective_time_s(&b->net, MODEL_COLL_ALLGATHER, bytes, pl->tp, nodes, NULL) / (pl->tp - 1));
-        h[HOP_TP_SCATTER] =
-            ns(model_collective_time_s(&b->net, MODEL_COLL_REDUCESCATTER, bytes, pl->tp, nodes, NULL) / (pl->tp - 1));
+        h[PTDP_HOP_TP_GATHER] =
+            ptdp_ns(model_collective_time_s(&b->net, MODEL_COLL_ALLGATHER, bytes, pl->tp, nodes, NULL) / (pl->tp - 1));
+        h[PTDP_HOP_TP_SCATTER] = ptdp_ns(
+            model_collective_time_s(&b->net, MODEL_COLL_REDUCESCATTER, bytes, pl->tp, nodes, NULL) / (pl->tp - 1));
       }
     }
 }
@@ -316,9 +316,9 @@ static void build_analytic_times(Build *b) {
  * communication): its ops on the engine, and the bisection sides --
  * pipeline stages below p/2 against the rest, replicas below d/2 against
  * the rest.  FALSE (an error) where the cluster's fabric cannot carry it. */
-static gboolean build_flow(Build *b, GError **error) {
+static gboolean build_flow(PtdpBuild *b, GError **error) {
   const SimPlan *pl = b->plan;
-  FlowCtx *fc = b->flow = g_new0(FlowCtx, 1);
+  PtdpFlow *fc = b->flow = g_new0(PtdpFlow, 1);
   if (!(fc->ops = sim_netops_new_for(b->cluster, pl, b->e, error)))
     return FALSE;
   guint total = topo_cluster_gpus(b->cluster);
@@ -330,7 +330,7 @@ static gboolean build_flow(Build *b, GError **error) {
     for (guint k = 0; k < pl->dp; k++)
       for (guint c = 0; c < b->cp; c++)
         for (guint i = 0; i < pl->tp; i++) {
-          guint g = gpu_of_job_rank(b, i, c, s, k);
+          guint g = ptdp_gpu_of_job_rank(b, i, c, s, k);
           fc->side_pp[g] = s < pl->pp / 2 ? 0 : 1;
           fc->side_dp[g] = k < pl->dp / 2 ? 0 : 1;
         }
@@ -339,7 +339,7 @@ static gboolean build_flow(Build *b, GError **error) {
 
 /* Per stage: the position table (an item's index by chunk, microbatch and
  * slot) and the item that ends each chunk's last backward. */
-static void build_positions(Build *b) {
+static void build_positions(PtdpBuild *b) {
   b->position = g_new0(guint *, b->p);
   b->last_bwd = g_new(guint, (gsize)b->p * b->v);
   for (guint s = 0; s < b->p; s++) {
@@ -351,7 +351,7 @@ static void build_positions(Build *b) {
       b->last_bwd[s * b->v + c] = G_MAXUINT;
     for (guint j = 0; j < b->len[s]; j++) {
       SimItem it = g_array_index(b->order[s], SimItem, j);
-      b->position[s][((guint64)it.chunk * b->m + it.microbatch) * 3 + slot_of(it)] = j;
+      b->position[s][((guint64)it.chunk * b->m + it.microbatch) * 3 + ptdp_slot_of(it)] = j;
       if (!it.forward && it.grad != SIM_GRAD_INPUT)
         b->last_bwd[s * b->v + it.chunk] = j;
     }
@@ -362,7 +362,7 @@ static void build_positions(Build *b) {
  * orders, the analytic times, the engine and its streams (stragglers'
  * speeds set), the flow network, the tables the emission fills.  FALSE
  * (an error) where the flow network cannot be made. */
-static gboolean build_tables(Build *b, guint short_m, GError **error) {
+static gboolean build_tables(PtdpBuild *b, guint short_m, GError **error) {
   const SimPlan *pl = b->plan;
   b->m = short_m ? short_m : pl->microbatches;
   build_orders(b);
@@ -379,7 +379,7 @@ static gboolean build_tables(Build *b, guint short_m, GError **error) {
     b->item_hi = g_new(guint, n);
     b->xfer_lo = g_new(guint, n);
     b->xfer_hi = g_new(guint, n);
-    b->adds = g_array_new(FALSE, FALSE, sizeof(Add));
+    b->adds = g_array_new(FALSE, FALSE, sizeof(PtdpAdd));
     b->extra = g_array_new(FALSE, TRUE, sizeof(guint));
   }
   guint n_gpus = b->ts * b->p * b->ds;
@@ -390,7 +390,7 @@ static gboolean build_tables(Build *b, guint short_m, GError **error) {
     set_speeds(b);
 
   build_positions(b);
-  b->items = g_new0(ItemOps, (gsize)b->ds * b->p * b->n_items * b->ts);
+  b->items = g_new0(PtdpItemOps, (gsize)b->ds * b->p * b->n_items * b->ts);
   b->grad_ready = g_new0(guint, (gsize)b->ds * b->p * b->v * b->lmax * b->ts);
   b->fsdp_rs = g_new(GArray *, (gsize)b->p * b->ts);
   for (guint j = 0; j < b->p * b->ts; j++)
@@ -422,7 +422,7 @@ static gboolean build_tables(Build *b, guint short_m, GError **error) {
  * one rank per stage (the symmetry shortcut), no trace (which shows every
  * op).  On the flow network the collectives that coarse items sum are
  * fixed first. */
-static void build_coarse(Build *b, gboolean coarse_flow, gboolean traced) {
+static void build_coarse(PtdpBuild *b, gboolean coarse_flow, gboolean traced) {
   const SimPlan *pl = b->plan;
   if (b->flow && !pl->exact) {
     sim_netops_fixing(b->flow->ops, TRUE);
@@ -434,14 +434,15 @@ static void build_coarse(Build *b, gboolean coarse_flow, gboolean traced) {
           b->tp_ns[(s * b->ds + k) * 2 + j] = sim_netops_solo_ns(b->flow->ops, plan);
         }
     for (guint s = 0; s < b->p && b->moe_layer; s++)
-      for (guint kind = 0; kind < MOE_N_COMM; kind++)
-        if ((kind <= MOE_COMBINE ? pl->ep : pl->etp) > 1)
-          b->moe_ns[s * MOE_N_COMM + kind] = sim_netops_solo_ns(b->flow->ops, sim_ptdp_moe_plan(b, s, kind));
+      for (guint kind = 0; kind < PTDP_MOE_N_COMM; kind++)
+        if ((kind <= PTDP_MOE_COMBINE ? pl->ep : pl->etp) > 1)
+          b->moe_ns[s * PTDP_MOE_N_COMM + kind] = sim_netops_solo_ns(b->flow->ops, sim_ptdp_moe_plan(b, s, kind));
   }
   b->coarse = !pl->exact && (!b->flow || coarse_flow) && b->ts == 1 && !traced;
   if (pl->stragglers.n_gpu) /* a slow GPU stretches its compute, not the all-reduces inside a coarse op */
     b->coarse = FALSE;
-  if (b->flow && (b->cp > 1 || pl->tp_comm_overlap)) /* their rings' timing inside a coarse op is the analytic network's */
+  if (b->flow &&
+      (b->cp > 1 || pl->tp_comm_overlap)) /* their rings' timing inside a coarse op is the analytic network's */
     b->coarse = FALSE;
   for (guint s = 0; s < b->p && b->coarse; s++) /* DualPipe's F&B interleave their ops (sim_ptdp_overlap_pair) */
     for (guint j = 0; j < b->len[s] && b->coarse; j++)
@@ -451,7 +452,7 @@ static void build_coarse(Build *b, gboolean coarse_flow, gboolean traced) {
 /* The ops emitted: room reserved for the graph, the parameters' gathers
  * (--overlap-param-gather), every item of every stage and replica, their
  * transfers, the data-parallel collectives and the optimizer step. */
-static void build_graph(Build *b, gboolean traced) {
+static void build_graph(PtdpBuild *b, gboolean traced) {
   const SimPlan *pl = b->plan;
   {
     /* Room for the graph, estimated from its shape: an item is one op, or
@@ -497,7 +498,7 @@ static void build_graph(Build *b, gboolean traced) {
 
 /* The engine runs the graph, on the flow network or the analytic one;
  * `*coarse_met`: a transfer inside a coarse op met another (RETRY_FINE). */
-static gboolean run_graph(Build *b, gboolean *coarse_met, GError **error) {
+static gboolean run_graph(PtdpBuild *b, gboolean *coarse_met, GError **error) {
   *coarse_met = FALSE;
   if (!b->flow)
     return sim_engine_run(b->e, error);
@@ -508,7 +509,7 @@ static gboolean run_graph(Build *b, gboolean *coarse_met, GError **error) {
 /* The finished timeline measured into r and handed to `observe`, with the
  * steady state found first where a short run stands for the plan's;
  * `*whole`: the short run cannot stand for it (RETRY_WHOLE). */
-static gboolean measure(Build *b, SimResult *r, gboolean short_run, SimTimelineFn observe, gpointer data,
+static gboolean measure(PtdpBuild *b, SimResult *r, gboolean short_run, SimTimelineFn observe, gpointer data,
                         gboolean *whole, GError **error) {
   *whole = short_run && !sim_ptdp_steady_find(b);
   if (*whole)
@@ -522,8 +523,8 @@ static gboolean measure(Build *b, SimResult *r, gboolean short_run, SimTimelineF
 }
 
 /* Frees what an attempt allocated and starts its accounting again: the
- * Build is as build_init left it. */
-static void build_clear(Build *b) {
+ * PtdpBuild is as build_init left it. */
+static void build_clear(PtdpBuild *b) {
   for (guint s = 0; b->order && s < b->p; s++)
     g_array_free(b->order[s], TRUE);
   for (guint s = 0; b->position && s < b->p; s++)
@@ -570,8 +571,8 @@ static void build_clear(Build *b) {
   b->logical_extra = 0;
 }
 
-/* Frees everything the Build owns. */
-static void build_free(Build *b) {
+/* Frees everything the PtdpBuild owns. */
+static void build_free(PtdpBuild *b) {
   build_clear(b);
   g_clear_pointer(&b->chunk_n, g_free);
   g_clear_pointer(&b->chunk_at, g_free);
@@ -585,7 +586,7 @@ static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const T
   memset(r, 0, sizeof *r);
   if (!check_memory(pl, profile, r, error))
     return FALSE;
-  Build b = {.plan = pl, .profile = profile, .cluster = cluster};
+  PtdpBuild b = {.plan = pl, .profile = profile, .cluster = cluster};
   gboolean ok = build_init(&b, r, error);
   if (ok)
     build_costs(&b);
