@@ -1,6 +1,7 @@
-/* ptdsim — the PTD-P task graph's shared state (ptdp/ only): the
- * builder, its streams, categories and passes, the small helpers every
- * room of it uses, and what one room calls in another. */
+/* ptdsim — the PTD-P task graph's shared state (ptdp/ only): the builder
+ * (PtdpBuild), the small helpers on it that every file of the room uses
+ * (ptdp_, PTDP_), and what each file offers the others, grouped by the
+ * file that defines it (sim_ptdp_). */
 #pragma once
 
 #include "../models/comm.h"
@@ -20,6 +21,8 @@
 #include "ptdp.h"
 
 
+/* The ops item idx of stage s issued on a rank, from the first to the
+ * last (PtdpBuild.items). */
 typedef struct {
   guint first, last;
 } PtdpItemOps;
@@ -30,12 +33,26 @@ typedef struct {
   guint8 *side_pp, *side_dp; /* bisection sides per global GPU */
 } PtdpFlow;
 
+/* What an attempt counted as it emitted its ops (sim_ptdp_measure reports
+ * it); zero again before each attempt. */
 typedef struct {
+  double bytes[SIM_N_CATS];
+  double bytes_embedding; /* the tied-embedding all-reduce's part of bytes[SIM_CAT_DP] */
+  guint64 shard_gathers, shard_reductions; /* FSDP2, per GPU of stage 0 */
+  double shard_gather_bytes, shard_reduce_bytes;
+  guint64 logical_extra; /* fine ops the coarse ones stand for, beyond one each */
+} PtdpCounts;
+
+/* The builder: one plan's iteration as ops on the engine.  run.c fills
+ * the first part once (build_init, build_costs) and the rest once per
+ * attempt (build_tables ... measure); build_clear frees an attempt's,
+ * build_free everything. */
+typedef struct {
+  /* --- the run: the plan and its shape, fixed for every attempt --- */
   const SimPlan *plan;
   const ModelProfile *profile;
   const TopoCluster *cluster;
   ModelNet net; /* the cluster's network with the profile's free or measured collectives */
-  SimEngine *e;
   guint ts, ds; /* simulated tensor ranks and replicas */
   /* The symmetry shortcut's classes (sim_ptdp_classes): simulated replica k
    * is the job's replica kmap[k] (NULL: k itself), standing for the
@@ -45,20 +62,37 @@ typedef struct {
   guint *kweight; /* per simulated replica: the job's replicas it stands for (NULL: 1 each, or all d for one) */
   char declined[SIM_DECLINED_LEN];
   char approximate[SIM_DECLINED_LEN]; /* where the shortcut taken may miss something ("": nothing) */
-  guint cp;     /* context-parallel ranks: one simulated, standing for all (they do equal work) */
-  guint dpc;    /* the gradient group: the d replicas times the cp context-parallel ranks */
-  guint shard;  /* FSDP2: the ranks of a shard group (dpc, or dpc / R under HSDP) */
-  guint fsdp_ring[2]; /* FSDP2: the ends of the last two layers emitted on rank 0 (prefetch depth one) */
-  guint64 shard_gathers, shard_reductions; /* FSDP2, per GPU of stage 0 */
-  GArray **fsdp_rs; /* FSDP2: per (stage s, tensor rank i) at [s * ts + i], the layers' gradient reductions */
-  double shard_gather_bytes, shard_reduce_bytes;
-  guint p, v, m; /* stages, chunks, microbatches */
+  guint cp;    /* context-parallel ranks: one simulated, standing for all (they do equal work) */
+  guint dpc;   /* the gradient group: the d replicas times the cp context-parallel ranks */
+  guint shard; /* FSDP2: the ranks of a shard group (dpc, or dpc / R under HSDP) */
+  guint p, v;  /* stages, chunks */
   /* The pipeline split (sim_plan_chunk_layers): per (stage s, chunk c) at
    * [s * v + c] the chunk's layers and the stage-local index of its first;
    * lmax, the most layers of any chunk, strides the per-layer tables. */
   guint *chunk_n, *chunk_at, lmax;
   ModelLayerCost layer;
   double emb_fwd, emb_bwd, head_fwd, head_bwd;
+  ModelPass bwd_in;       /* the backward without its weight-gradient GEMMs (a split schedule's B) */
+  double layer_w, head_w; /* the weight-gradient GEMMs of a layer, of the logit layer (its W) */
+  guint route;            /* virtual stages a microbatch passes (sim_plan_route_len) */
+  gboolean blocking;      /* Megatron's blocking sends (GPipe, 1F1B, interleaved on the cost model) */
+  /* Mixture of experts (plan/moe.h): which layers are MoE, per (stage s,
+   * chunk c, layer l) at [(s * v + c) * lmax + l]; an MoE layer's attention
+   * block and MLP block. */
+  guint8 *moe_layer;
+  ModelLayerCost moe_attn;
+  ModelMoeCost moe;
+
+  /* --- an attempt: its engine and tables (build_tables) --- */
+  guint m; /* microbatches: the plan's, or the steady state's short run's */
+  SimEngine *e;
+  PtdpFlow *flow;   /* NULL: the analytic network */
+  GArray **order;   /* per stage: SimItem */
+  guint *len;       /* per stage: its items */
+  guint n_items;    /* per stage at most: 2 m v, or 3 m v where the backward is split */
+  guint **position; /* per stage: (chunk * m + mb) * 3 + ptdp_slot_of -> item index */
+  guint *last_bwd;  /* per (stage s, chunk c) at [s * v + c]: the item that ends the chunk's last backward */
+  PtdpItemOps *items; /* [(k * p + s) * n_items + idx] * ts + i */
   /* per simulated (stage, replica) tensor-parallel group: the all-reduce, or
    * with sequence parallelism its reduce-scatter and all-gather:
    * [(s * ds + k) * 2 + j] */
@@ -69,35 +103,25 @@ typedef struct {
    * reduce-scatter): [(s * ds + k) * 5 + j] */
   SimTime *hop_ns;
   guint *hop_plans; /* the same, as flow plans (G_MAXUINT: not built yet) */
-  guint *param_gather; /* --overlap-param-gather: [((s * v + c) * lmax + l) * ts + i]: the op that gathers layer l */
-  guint *join;      /* per rank: an op the next op of its chain must also wait for (G_MAXUINT: none) */
-  GArray **order;   /* per stage: SimItem */
-  guint **position; /* per stage: (chunk * m + mb) * 2 + fwd -> item index */
-  PtdpItemOps *items;   /* [(k * p + s) * n_items + idx] * ts + i */
-  guint n_items;    /* per stage at most: 2 m v, or 3 m v where the backward is split */
-  guint *len;       /* per stage: its items */
-  guint *last_bwd;  /* per (stage s, chunk c) at [s * v + c]: the item that ends the chunk's last backward */
-  guint route;      /* virtual stages a microbatch passes (sim_plan_route_len) */
-  gboolean blocking; /* Megatron's blocking sends (GPipe, 1F1B, interleaved on the cost model) */
-  ModelPass bwd_in;  /* the backward without its weight-gradient GEMMs (a split schedule's B) */
-  double layer_w, head_w; /* the weight-gradient GEMMs of a layer, of the logit layer (its W) */
-  GArray *pp_to;     /* guint per op: the stage a send on the sender's stream alone goes to (sim_ptdp_measure) */
-  guint *grad_ready; /* torch DDP: [((k * p + s) * v + c) * lmax + l] * ts + i: op that ends layer l's last backward */
-  /* emission state of the current item */
-  double *pending;
-  guint *prev;
-  gboolean *started;
-  /* accounting */
-  double bytes[SIM_N_CATS];
-  double bytes_embedding; /* the tied-embedding all-reduce's part of bytes[SIM_CAT_DP] */
-  PtdpFlow *flow; /* NULL: the analytic network */
+  /* per stage an MoE layer's token communication (PTDP_MOE_DISPATCH ...),
+   * its time (alone on the flows, or analytic) and its plan */
+  SimTime *moe_ns;
+  guint *moe_plans;
   /* plan indices by what they connect (G_MAXUINT: not built yet), so that
    * an op finds its plan without formatting the plan's key */
-  guint *tp_plans; /* [(s * ds + k) * 3 + (all-reduce 0, all-gather 1, reduce-scatter 2)] */
-  guint *pp_plans; /* [((k * p + s) * ts + i) * 2 + (forward)] */
-  /* traced runs only (timeline.h): what each compute op runs, and the
-   * pieces of the compute not yet in an op */
-  GArray *pieces, *pending_pieces;
+  guint *tp_plans;     /* [(s * ds + k) * 3 + (all-reduce 0, all-gather 1, reduce-scatter 2)] */
+  guint *pp_plans;     /* [((k * p + s) * ts + i) * 2 + (forward)] */
+  guint *param_gather; /* --overlap-param-gather: [((s * v + c) * lmax + l) * ts + i]: the op that gathers layer l */
+  guint *grad_ready; /* torch DDP: [((k * p + s) * v + c) * lmax + l] * ts + i: op that ends layer l's last backward */
+  GArray **fsdp_rs;  /* FSDP2: per (stage s, tensor rank i) at [s * ts + i], the layers' gradient reductions */
+  GArray *pp_to;     /* guint per op: the stage a send on the sender's stream alone goes to (sim_ptdp_measure) */
+  GArray *tp_part;   /* SimTime per op: the all-reduce time inside a coarse op (0: none) */
+  PtdpCounts counts;
+
+  /* --- the emission of the current item (pass.c, moe.c, emit.c) --- */
+  double *pending; /* per rank: compute not yet in an op */
+  guint *prev;     /* per rank: its chain's last op */
+  guint *join;     /* per rank: an op the next op of its chain must also wait for (G_MAXUINT: none) */
   /* Coarse items (see sim_ptdp_emit_item): an item's chain of compute ops and
    * tensor-parallel all-reduces, which nothing else can touch, is one op of
    * their summed durations.  `dry`: the item's fine ops are counted and
@@ -105,31 +129,28 @@ typedef struct {
   gboolean coarse, dry;
   SimTime dry_compute, dry_tp;
   guint dry_ops;
-  guint64 logical_extra; /* fine ops the coarse ones stand for, beyond one each */
-  GArray *tp_part;       /* SimTime per op: the all-reduce time inside a coarse op (0: none) */
-  /* The steady state (steady.h): a short run of b.m microbatches stands
+  /* traced runs only (timeline.h): what each compute op runs, and the
+   * pieces of the compute not yet in an op */
+  GArray *pieces, *pending_pieces;
+
+  /* --- the steady state (steady.h): a short run of m microbatches stands
    * for the plan's; per item (k, s, idx) the ops it issued, [lo, hi), its
-   * transfers' too, and the bytes counted as it was built (PtdpAdd). */
+   * transfers' too, and the bytes counted as it was built (PtdpAdd) --- */
   gboolean steady_failed; /* a sum over ops did not carry to the long run */
   guint *item_lo, *item_hi, *xfer_lo, *xfer_hi;
   guint cur_item; /* the item being issued (| PTDP_STEADY_XFER: its transfers); G_MAXUINT: none */
   GArray *adds;   /* PtdpAdd */
   GArray *extra;  /* guint per op: the fine ops a coarse op stands for, beyond itself */
   SimSteady steady; /* k > 0: the results are the long run's */
-  /* Mixture of experts (plan/moe.h): which layers are MoE, per (stage s,
-   * chunk c, layer l) at [(s * v + c) * lmax + l]; an MoE layer's attention
-   * block and MLP block; per stage the times of its token communication
-   * (PTDP_MOE_DISPATCH ...; alone on the flows, or analytic) and their plans. */
-  guint8 *moe_layer;
-  ModelLayerCost moe_attn;
-  ModelMoeCost moe;
-  SimTime *moe_ns;
-  guint *moe_plans;
 } PtdpBuild;
 
+/* An MoE layer's token communication (moe_ns, moe_plans). */
 enum { PTDP_MOE_DISPATCH, PTDP_MOE_COMBINE, PTDP_MOE_ETP_GATHER, PTDP_MOE_ETP_SCATTER, PTDP_MOE_N_COMM };
+/* cur_item's mark while an item's transfers are issued. */
 #define PTDP_STEADY_XFER 0x80000000u
 
+/* Bytes counted while the short run was built (sim_ptdp_account), equal
+ * counts in a row kept once: measure.c carries them to the long run. */
 typedef struct {
   guint item; /* cur_item when counted */
   guint cat;
@@ -262,9 +283,16 @@ static inline guint ptdp_extra_of(const PtdpBuild *b, guint op) {
   return op < b->extra->len ? g_array_index(b->extra, guint, op) : 0;
 }
 
-/* --- what one room calls in another --- */
+/* --- what each file offers the others, by the file that defines it ---
+ * The calls run one way: run.c calls them all; pass.c calls comm.c,
+ * moe.c and emit.c; comm.c and moe.c call emit.c; symmetry.c calls
+ * comm.c's group layouts; emit.c, measure.c, memory.c and steady.c call no
+ * other file of the room. */
 
-/* The emission primitives (emit.c), below every pass. */
+/* emit.c: the emission primitives, below every pass -- the bytes each
+ * class moved, the flow plans of a collective, a send and a tensor-parallel
+ * group, a network op, a rank's chain of compute and its flush into ops,
+ * the tensor-parallel all-reduce and stream op. */
 void sim_ptdp_account(PtdpBuild *b, guint cat, double bytes);
 /* Counts n of a layer's tensor-parallel buffers as SIM_CAT_TP bytes, over
  * the replicas and context ranks a simulated one stands for. */
@@ -275,6 +303,7 @@ guint sim_ptdp_p2p_plan(PtdpBuild *b, const char *key, guint src, guint dst, dou
                         const guint8 *side);
 guint sim_ptdp_net_op(PtdpBuild *b, guint plan, const guint *streams, const guint64 *pos, guint n, const SimOpTag *t);
 guint sim_ptdp_tp_plan(PtdpBuild *b, guint s, guint k, NetCollOp op, double bytes);
+void sim_ptdp_add_compute(PtdpBuild *b, guint part, gint layer, guint pass, double seconds);
 void sim_ptdp_chain_dep(PtdpBuild *b, guint i, guint op);
 void sim_ptdp_flush(PtdpBuild *b, guint s, guint k, const SimOpTag *t, gboolean force);
 void sim_ptdp_tp_allreduce(PtdpBuild *b, guint s, guint k, const SimOpTag *t);
@@ -282,19 +311,22 @@ void sim_ptdp_tp_allreduce(PtdpBuild *b, guint s, guint k, const SimOpTag *t);
  * after what each last did: the flow network's `plan`, or `dur` on the
  * analytic network; it becomes each rank's last op. */
 void sim_ptdp_tp_stream_op(PtdpBuild *b, guint s, guint k, const SimOpTag *t, guint plan, SimTime dur);
+
+/* moe.c: an MoE layer's pass -- the router, the tokens' dispatch and
+ * combine, the experts' GEMMs. */
 guint sim_ptdp_moe_plan(PtdpBuild *b, guint s, guint kind);
 double sim_ptdp_moe_analytic_s(const PtdpBuild *b, guint s, guint kind);
 void sim_ptdp_moe_pass(PtdpBuild *b, guint s, guint k, const SimOpTag *t, gboolean backward);
-void sim_ptdp_add_compute(PtdpBuild *b, guint part, gint layer, guint pass, double seconds);
+
+/* comm.c: what crosses GPUs outside a pass -- pipeline transfers, the
+ * data-parallel groups and their collectives, FSDP2's, the optimizer step;
+ * the nodes and NICs a group spans. */
 void sim_ptdp_fsdp_gather(PtdpBuild *b, guint s, guint k, guint chunk, gint layer, gboolean forward, double params,
                           guint after, guint *out);
 void sim_ptdp_fsdp_reduce(PtdpBuild *b, guint s, guint k, guint chunk, gint layer, double params, guint i, guint after);
-void sim_ptdp_emit_item(PtdpBuild *b, guint s, guint k, guint idx);
-/* Item idx of stage s is the backward of a DualPipe F&B (the forward
- * before it is paired with it) and runs interleaved with it. */
-gboolean sim_ptdp_pairs_with_previous(const PtdpBuild *b, guint s, guint idx);
-void sim_ptdp_overlap_pair(PtdpBuild *b, guint s, guint k, guint lo, guint mid, guint hi);
 void sim_ptdp_emit_transfers(PtdpBuild *b, guint s, guint k, guint idx);
+void sim_ptdp_emit_param_gathers(PtdpBuild *b);
+void sim_ptdp_emit_dp_and_optimizer(PtdpBuild *b, guint s, guint *opt_ops);
 guint sim_ptdp_tp_group_nodes(const PtdpBuild *b, guint s, guint k);
 /* Nodes spanned by a group of stage s: the tensor-parallel group of the
  * job's replica `fixed` (over_tp) or the data-parallel group of tensor rank
@@ -302,10 +334,22 @@ guint sim_ptdp_tp_group_nodes(const PtdpBuild *b, guint s, guint k);
 guint sim_ptdp_group_nodes(const PtdpBuild *b, guint s, guint fixed, gboolean over_tp);
 /* The speed factor of the NIC cluster GPU g sends through (--slow-link). */
 double sim_ptdp_nic_factor(const PtdpBuild *b, guint g);
-void sim_ptdp_classes(PtdpBuild *b);
 double sim_ptdp_tp_link_factor(const PtdpBuild *b, guint s, guint k);
-void sim_ptdp_emit_param_gathers(PtdpBuild *b);
-void sim_ptdp_emit_dp_and_optimizer(PtdpBuild *b, guint s, guint *opt_ops);
+
+/* pass.c: an item of a schedule on a stage -- F, B, W, DualPipe's
+ * overlapped F&B -- as compute ops, tensor-parallel all-reduces, the
+ * context-parallel ring and overlapped GEMMs. */
+void sim_ptdp_emit_item(PtdpBuild *b, guint s, guint k, guint idx);
+/* Item idx of stage s is the backward of a DualPipe F&B (the forward
+ * before it is paired with it) and runs interleaved with it. */
+gboolean sim_ptdp_pairs_with_previous(const PtdpBuild *b, guint s, guint idx);
+void sim_ptdp_overlap_pair(PtdpBuild *b, guint s, guint k, guint lo, guint mid, guint hi);
+
+/* symmetry.c: the symmetry shortcut's classes (kmap, kweight, declined). */
+void sim_ptdp_classes(PtdpBuild *b);
+
+/* memory.c: each stage's order walked for its memory; the orders a run
+ * uses (ZB's heuristics timed on the cost model). */
 void sim_ptdp_plan_orders(const SimPlan *pl, const ModelProfile *profile, guint m, GArray **orders);
 const SimPlan *sim_ptdp_with_limit(const SimPlan *pl, const ModelProfile *profile, SimPlan **owned);
 /* zb-auto: FALSE (a one-line error) where --activation-limit holds less
@@ -314,7 +358,12 @@ const SimPlan *sim_ptdp_with_limit(const SimPlan *pl, const ModelProfile *profil
 gboolean sim_ptdp_limit_check(const SimPlan *pl, const ModelProfile *profile, GError **error);
 void sim_ptdp_memory_walk(const SimPlan *pl, const ModelProfile *profile, ModelMemory *mem, guint *stage,
                           double *inflight);
+
+/* measure.c: the finished timeline measured -- breakdown, bubbles, bytes,
+ * bisection bandwidths. */
 gboolean sim_ptdp_measure(PtdpBuild *b, SimResult *r);
 void sim_ptdp_flow_bisection(PtdpBuild *b, SimResult *r);
+
+/* steady.c: the steady state's short run and its proof. */
 guint sim_ptdp_steady_short_m(const SimPlan *pl, gboolean traced);
 gboolean sim_ptdp_steady_find(PtdpBuild *b);

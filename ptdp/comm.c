@@ -1,6 +1,7 @@
 /* ptdsim — what crosses GPUs outside a pass: the pipeline transfers between
- * stages, the data-parallel groups, their gradient collectives and the
- * optimizer step (build.h). */
+ * stages, the data-parallel groups, their gradient collectives, FSDP2's
+ * gathers and reductions, and the optimizer step; the nodes and NICs a
+ * group spans (build.h).  It calls emit.c alone. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,10 +32,10 @@ void sim_ptdp_fsdp_gather(PtdpBuild *b, guint s, guint k, guint chunk, gint laye
     out[i] = dp_collective_g(b, NET_OP_ALLGATHER, DP_SHARD, i, s, 2.0 * params, &dep, 1, &t);
   }
   if (s == 0 && k == 0) {
-    b->shard_gathers++;
-    b->shard_gather_bytes += 2.0 * params;
+    b->counts.shard_gathers++;
+    b->counts.shard_gather_bytes += 2.0 * params;
   }
-  b->bytes[SIM_CAT_DP] += 2.0 * params * (b->shard - 1) * (b->dpc / b->shard) * b->plan->tp;
+  b->counts.bytes[SIM_CAT_DP] += 2.0 * params * (b->shard - 1) * (b->dpc / b->shard) * b->plan->tp;
 }
 
 /* FSDP2's reduce-scatter of a block's gradients over its shard group, in
@@ -51,11 +52,11 @@ void sim_ptdp_fsdp_reduce(PtdpBuild *b, guint s, guint k, guint chunk, gint laye
     op = dp_collective_g(b, NET_OP_ALLREDUCE, DP_REPLICAS, i, s, bytes / b->shard, &op, 1, &t);
   g_array_append_val(b->fsdp_rs[s * b->ts + i], op);
   if (s == 0 && k == 0 && i == 0) {
-    b->shard_reductions += R > 1 ? 2 : 1;
-    b->shard_reduce_bytes += bytes + (R > 1 ? bytes / b->shard : 0);
+    b->counts.shard_reductions += R > 1 ? 2 : 1;
+    b->counts.shard_reduce_bytes += bytes + (R > 1 ? bytes / b->shard : 0);
   }
   if (i == 0)
-    b->bytes[SIM_CAT_DP] += (bytes * (b->shard - 1) * R + (R > 1 ? 2.0 * bytes / b->shard * (R - 1) * b->shard : 0)) *
+    b->counts.bytes[SIM_CAT_DP] += (bytes * (b->shard - 1) * R + (R > 1 ? 2.0 * bytes / b->shard * (R - 1) * b->shard : 0)) *
                         pl->tp;
 }
 
@@ -403,13 +404,13 @@ void sim_ptdp_emit_dp_and_optimizer(PtdpBuild *b, guint s, guint *opt_ops) {
         guint op = dp_collective(b, grad_coll, i, s, grad_bytes * stage_params, lasts, b->ds, &t);
         g_array_append_val(mine, op);
       }
-      b->bytes[SIM_CAT_DP] += grad_bytes * stage_params * 2.0 * (b->dpc - 1) * ((double)pl->tp / b->ts);
+      b->counts.bytes[SIM_CAT_DP] += grad_bytes * stage_params * 2.0 * (b->dpc - 1) * ((double)pl->tp / b->ts);
     }
     if (expert_params && pl->edp > 1) {
       NetCollOp kind = pl->distributed_optimizer ? NET_OP_REDUCESCATTER : NET_OP_ALLREDUCE;
       guint op = edp_collective(b, kind, s, grad_bytes * expert_params, lasts, b->ds, &t);
       g_array_append_val(mine, op);
-      b->bytes[SIM_CAT_DP] +=
+      b->counts.bytes[SIM_CAT_DP] +=
           grad_bytes * expert_params * 2.0 * (pl->edp - 1) * ((double)pl->tp * b->cp * pl->dp / pl->edp);
     }
     for (guint k = 0; k < b->ds; k++)
@@ -449,8 +450,8 @@ void sim_ptdp_emit_dp_and_optimizer(PtdpBuild *b, guint s, guint *opt_ops) {
         }
       }
       if (s == 0) {
-        b->bytes[SIM_CAT_DP] += bytes * 2.0 * pl->dp * ((double)pl->tp / b->ts) * b->cp;
-        b->bytes_embedding += bytes * 2.0 * pl->dp * ((double)pl->tp / b->ts) * b->cp;
+        b->counts.bytes[SIM_CAT_DP] += bytes * 2.0 * pl->dp * ((double)pl->tp / b->ts) * b->cp;
+        b->counts.bytes_embedding += bytes * 2.0 * pl->dp * ((double)pl->tp / b->ts) * b->cp;
       }
     }
     /* the step: on the whole stage, or on its 1/d shard (rounded up);

@@ -1,7 +1,8 @@
 /* ptdsim — PTD-P's emission primitives, below every pass: the bytes each
  * class moved, the flow plans of a collective, a send and a stage's
  * tensor-parallel group, a network op, a rank's chain of compute and its
- * flush into ops, the tensor-parallel all-reduce and stream op (build.h). */
+ * flush into ops, the tensor-parallel all-reduce and stream op (build.h).
+ * The bottom of the room: it calls no other file of it. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,7 @@
 
 /* Counts bytes of class `cat`, noting which item's op counted them. */
 void sim_ptdp_account(PtdpBuild *b, guint cat, double bytes) {
-  b->bytes[cat] += bytes;
+  b->counts.bytes[cat] += bytes;
   if (b->adds) {
     PtdpAdd *last = b->adds->len ? &g_array_index(b->adds, PtdpAdd, b->adds->len - 1) : NULL;
     if (last && last->item == b->cur_item && last->cat == cat && last->bytes == bytes)

@@ -173,7 +173,7 @@ static gboolean steady_bytes(PtdpBuild *b) {
       g_array_append_val(counts, a->count);
     }
     ok = sim_steady_sum(&b->steady, b->e, (const guint *)(void *)ops->data, (const double *)(void *)vals->data,
-                        (const guint *)(void *)counts->data, ops->len, &b->bytes[cats[c]]);
+                        (const guint *)(void *)counts->data, ops->len, &b->counts.bytes[cats[c]]);
   }
   g_array_free(counts, TRUE);
   g_array_free(ops, TRUE);
@@ -276,16 +276,16 @@ gboolean sim_ptdp_measure(PtdpBuild *b, SimResult *r) {
 
   if (st && !steady_bytes(b))
     return FALSE;
-  r->bytes_tp = b->bytes[SIM_CAT_TP];
-  r->bytes_cp = b->bytes[SIM_CAT_CP];
-  r->bytes_pp = b->bytes[SIM_CAT_PP];
-  r->bytes_dp = b->bytes[SIM_CAT_DP];
-  r->shard_gathers = b->shard_gathers;
-  r->shard_reductions = b->shard_reductions;
-  r->shard_gather_bytes = b->shard_gather_bytes;
-  r->shard_reduce_bytes = b->shard_reduce_bytes;
-  r->bytes_embedding = b->bytes_embedding;
-  r->bytes_ep = b->bytes[SIM_CAT_EP];
+  r->bytes_tp = b->counts.bytes[SIM_CAT_TP];
+  r->bytes_cp = b->counts.bytes[SIM_CAT_CP];
+  r->bytes_pp = b->counts.bytes[SIM_CAT_PP];
+  r->bytes_dp = b->counts.bytes[SIM_CAT_DP];
+  r->shard_gathers = b->counts.shard_gathers;
+  r->shard_reductions = b->counts.shard_reductions;
+  r->shard_gather_bytes = b->counts.shard_gather_bytes;
+  r->shard_reduce_bytes = b->counts.shard_reduce_bytes;
+  r->bytes_embedding = b->counts.bytes_embedding;
+  r->bytes_ep = b->counts.bytes[SIM_CAT_EP];
   if (b->moe_layer) {
     /* the critical stage's MoE token communication, each transfer at its
      * time alone: per MoE layer and microbatch, forward, backward and the
@@ -363,7 +363,7 @@ gboolean sim_ptdp_measure(PtdpBuild *b, SimResult *r) {
   g_array_free(dir_bytes, TRUE);
   g_array_free(sel, TRUE);
   /* the ops of the fine task graph, whether coarse ops stood for them */
-  guint64 more_ops = 0, extra = b->logical_extra;
+  guint64 more_ops = 0, extra = b->counts.logical_extra;
   if (st) { /* W0's ops k more times (steady.h) */
     more_ops = st->k * st->w0_ops;
     for (guint op = 0; op < n_ops; op++)

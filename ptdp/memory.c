@@ -1,6 +1,7 @@
 /* ptdsim — memory of a PTD-P plan: each stage's orders (ZB's heuristics
  * timed on the cost model) walked for the activations they hold, the
- * parameters, gradients and optimizer state (build.h). */
+ * parameters, gradients and optimizer state; a microbatch's pass times,
+ * --activation-limit's check, the schedule's CSV (build.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /* ptdsim — a mixture-of-experts layer's pass on a stage: the router, the
  * tokens' dispatch and combine over the expert-parallel group (all-to-all or
- * all-gather), the experts' GEMMs (build.h). */
+ * all-gather), the experts' GEMMs (build.h).  It calls emit.c alone. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,9 @@
 /* ptdsim — a microbatch's pass on a stage: its compute ops, the tensor-parallel
  * all-reduces between them, the context-parallel ring and the overlapped
- * tensor-parallel GEMMs, and the flow plans they run on (build.h). */
+ * tensor-parallel GEMMs, and the flow plans they run on; the items of a
+ * schedule built of them -- F, B, W, DualPipe's overlapped F&B (build.h).
+ * It calls comm.c (FSDP2's gathers and reductions), moe.c (an MoE layer's
+ * pass) and emit.c, none of which calls it. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -475,7 +478,7 @@ void sim_ptdp_emit_item(PtdpBuild *b, guint s, guint k, guint idx) {
         g_array_set_size(b->tp_part, MAX(op + 1, 2 * b->tp_part->len));
       g_array_index(b->tp_part, SimTime, op) = b->dry_tp;
     }
-    b->logical_extra += MAX(b->dry_ops, 1u) - 1; /* an item with no work is one op too */
+    b->counts.logical_extra += MAX(b->dry_ops, 1u) - 1; /* an item with no work is one op too */
     if (b->extra) {
       g_array_set_size(b->extra, op + 1);
       g_array_index(b->extra, guint, op) = MAX(b->dry_ops, 1u) - 1;

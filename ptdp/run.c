@@ -1,6 +1,7 @@
 /* ptdsim — PTD-P: builds the task graph of one Megatron-LM training
  * iteration (tensor, pipeline and data parallelism) on the engine, runs it,
- * and measures the timeline.
+ * and measures the timeline, in named phases (see "the phases of a run"),
+ * built again without a shortcut the run showed did not hold.
  *
  * Streams per simulated GPU: compute, tensor-parallel communication,
  * pipeline send, pipeline receive, data-parallel communication.
@@ -395,8 +396,6 @@ static gboolean build_tables(PtdpBuild *b, guint short_m, GError **error) {
   b->fsdp_rs = g_new(GArray *, (gsize)b->p * b->ts);
   for (guint j = 0; j < b->p * b->ts; j++)
     b->fsdp_rs[j] = g_array_new(FALSE, FALSE, sizeof(guint));
-  b->shard_gathers = b->shard_reductions = 0;
-  b->shard_gather_bytes = b->shard_reduce_bytes = 0;
   b->pending = g_new0(double, b->ts);
   b->prev = g_new0(guint, b->ts);
   b->join = g_new(guint, b->ts);
@@ -522,8 +521,8 @@ static gboolean measure(PtdpBuild *b, SimResult *r, gboolean short_run, SimTimel
   return observe ? observe_timeline(b, observe, data, error) : TRUE;
 }
 
-/* Frees what an attempt allocated and starts its accounting again: the
- * PtdpBuild is as build_init left it. */
+/* Frees what an attempt allocated, leaving each of its pointers NULL (so
+ * it serves a half-built attempt too), and zeroes its counts. */
 static void build_clear(PtdpBuild *b) {
   for (guint s = 0; b->order && s < b->p; s++)
     g_array_free(b->order[s], TRUE);
@@ -566,9 +565,7 @@ static void build_clear(PtdpBuild *b) {
   g_clear_pointer(&b->xfer_hi, g_free);
   g_clear_pointer(&b->adds, g_array_unref);
   g_clear_pointer(&b->extra, g_array_unref);
-  memset(b->bytes, 0, sizeof b->bytes);
-  b->bytes_embedding = 0;
-  b->logical_extra = 0;
+  b->counts = (PtdpCounts){0};
 }
 
 /* Frees everything the PtdpBuild owns. */

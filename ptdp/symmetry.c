@@ -2,7 +2,7 @@
  * which tensor ranks and replicas of a PTD-P run are simulated, each
  * standing for the ranks of its class, which run the same timeline; on the
  * flow network, ranks whose traffic meets simulated together
- * (build.h). */
+ * (build.h).  It calls comm.c for the nodes and NICs a group spans. */
 #include <string.h>
 
 #include "build.h"
