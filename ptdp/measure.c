@@ -9,13 +9,13 @@
 #include "build.h"
 
 /* Splits [0, end] on one GPU into what it was doing (exposed.h). */
-static void breakdown(const Build *b, guint gpu, SimTime end, double out[SIM_N_CLS + 1]) {
+static void breakdown(const PtdpBuild *b, guint gpu, SimTime end, double out[SIM_N_CLS + 1]) {
   GArray *edges = sim_exposed_edges_new();
   for (guint kind = 0; kind < SIM_STREAM_KINDS; kind++) {
     guint n;
     const guint *ops = sim_engine_stream_ops(b->e, gpu * SIM_STREAM_KINDS + kind, &n);
     for (guint j = 0; j < n; j++) {
-      SimTime tp = tp_part_of(b, ops[j]);
+      SimTime tp = ptdp_tp_part_of(b, ops[j]);
       if (tp == 0) {
         sim_exposed_add_op(edges, b->e, ops[j]);
         continue;
@@ -33,7 +33,7 @@ static void breakdown(const Build *b, guint gpu, SimTime end, double out[SIM_N_C
 }
 
 /* Length of the union of the intervals of the selected ops. */
-static double union_seconds(const Build *b, GArray *ops) {
+static double union_seconds(const PtdpBuild *b, GArray *ops) {
   const SimEngine *e = b->e;
   GArray *edges = sim_exposed_edges_new();
   for (guint j = 0; j < ops->len; j++) {
@@ -45,6 +45,12 @@ static double union_seconds(const Build *b, GArray *ops) {
   g_array_free(edges, TRUE);
   return u[0];
 }
+
+/* A transfer's interval in a phase (sim_phased_bandwidth). */
+typedef struct {
+  int64_t start, end;
+  guint phase;
+} Span;
 
 static int span_cmp(const void *a, const void *b) {
   const Span *x = a, *y = b;
@@ -87,7 +93,7 @@ double sim_phased_bandwidth(guint n, const int64_t *start_ns, const int64_t *end
 
 /* The per-phase bandwidth of the selected data-parallel ops, phase = their
  * pipeline stage, op_bytes[j] the crossing bytes of sel[j]. */
-static double stage_phased(const Build *b, GArray *sel, const double *op_bytes) {
+static double stage_phased(const PtdpBuild *b, GArray *sel, const double *op_bytes) {
   guint n = sel->len;
   int64_t *a = g_new(int64_t, MAX(n, 1)), *z = g_new(int64_t, MAX(n, 1));
   guint *ph = g_new(guint, MAX(n, 1));
@@ -113,7 +119,7 @@ static double stage_phased(const Build *b, GArray *sel, const double *op_bytes) 
  * phase's rate.  The busier direction is reported: a cut, like a link,
  * carries so much one way.  dir_bytes[2 j + d] are sel[j]'s bytes in
  * direction d (0: from the low side to the high side). */
-static double bisection_rate(Build *b, GArray *sel, const double *dir_bytes, gboolean phased) {
+static double bisection_rate(PtdpBuild *b, GArray *sel, const double *dir_bytes, gboolean phased) {
   const SimSteady *st = b->steady.k > 0 ? &b->steady : NULL;
   double best = 0;
   GArray *one = g_array_new(FALSE, FALSE, sizeof(guint));
@@ -147,7 +153,7 @@ static double bisection_rate(Build *b, GArray *sel, const double *dir_bytes, gbo
 
 /* The byte counts of the long run: each item's counts once per copy
  * (steady.h).  FALSE where the sums would depend on their order. */
-static gboolean steady_bytes(Build *b) {
+static gboolean steady_bytes(PtdpBuild *b) {
   static const guint cats[] = {SIM_CAT_TP, SIM_CAT_CP, SIM_CAT_PP, SIM_CAT_EP};
   GArray *ops = g_array_new(FALSE, FALSE, sizeof(guint)), *vals = g_array_new(FALSE, FALSE, sizeof(double));
   GArray *counts = g_array_new(FALSE, FALSE, sizeof(guint));
@@ -157,17 +163,17 @@ static gboolean steady_bytes(Build *b) {
     g_array_set_size(vals, 0);
     g_array_set_size(counts, 0);
     for (guint j = 0; j < b->adds->len; j++) {
-      const Add *a = &g_array_index(b->adds, Add, j);
+      const PtdpAdd *a = &g_array_index(b->adds, PtdpAdd, j);
       if (a->cat != cats[c])
         continue;
-      guint item = a->item & ~STEADY_XFER;
-      guint op = a->item == G_MAXUINT ? G_MAXUINT : a->item & STEADY_XFER ? b->xfer_lo[item] : b->item_lo[item];
+      guint item = a->item & ~PTDP_STEADY_XFER;
+      guint op = a->item == G_MAXUINT ? G_MAXUINT : a->item & PTDP_STEADY_XFER ? b->xfer_lo[item] : b->item_lo[item];
       g_array_append_val(ops, op);
       g_array_append_val(vals, a->bytes);
       g_array_append_val(counts, a->count);
     }
     ok = sim_steady_sum(&b->steady, b->e, (const guint *)(void *)ops->data, (const double *)(void *)vals->data,
-                        (const guint *)(void *)counts->data, ops->len, &b->bytes[cats[c]]);
+                        (const guint *)(void *)counts->data, ops->len, &b->counts.bytes[cats[c]]);
   }
   g_array_free(counts, TRUE);
   g_array_free(ops, TRUE);
@@ -187,13 +193,13 @@ static int time_cmp(const void *a, const void *b) {
  * T_W) where the stages are equal).  With a steady state (1F1B and
  * interleaved only) every stage's span grows by k periods and its busy time
  * by k times its part in W1 (steady.h). */
-static void zb_bubble(const Build *b, SimResult *r) {
+static void zb_bubble(const PtdpBuild *b, SimResult *r) {
   const SimSteady *st = b->steady.k > 0 ? &b->steady : NULL;
   double best_span = -1, best_busy = 0;
   GArray *iv = g_array_new(FALSE, FALSE, sizeof(SimTime) * 2);
   for (guint s = 0; s < b->p; s++) {
     g_array_set_size(iv, 0);
-    guint gpu = gpu_of(b, 0, s, 0);
+    guint gpu = ptdp_gpu_of(b, 0, s, 0);
     for (guint kind = SIM_STREAM_COMPUTE; kind <= SIM_STREAM_TP; kind++) {
       guint n;
       const guint *ops = sim_engine_stream_ops(b->e, gpu * SIM_STREAM_KINDS + kind, &n);
@@ -239,7 +245,7 @@ static void zb_bubble(const Build *b, SimResult *r) {
 /* Measures the timeline (of the plan's iteration: with a steady state, the
  * long run the short one stands for).  FALSE where a sum over ops cannot
  * be carried to the long run exactly (steady.h): simulate it all. */
-gboolean sim_ptdp_measure(Build *b, SimResult *r) {
+gboolean sim_ptdp_measure(PtdpBuild *b, SimResult *r) {
   const SimPlan *pl = b->plan;
   const SimSteady *st = b->steady.k > 0 ? &b->steady : NULL;
   SimTime end_short = sim_engine_makespan(b->e);
@@ -257,44 +263,44 @@ gboolean sim_ptdp_measure(Build *b, SimResult *r) {
   double best_work;
   guint *stage_gpu = g_new(guint, b->p);
   for (guint s = 0; s < b->p; s++)
-    stage_gpu[s] = gpu_of(b, 0, s, 0);
+    stage_gpu[s] = ptdp_gpu_of(b, 0, s, 0);
   guint critical = sim_exposed_busiest_steady(b->e, stage_gpu, b->p, st, &best_work, &flush);
   g_free(stage_gpu);
   r->bubble_fraction = best_work > 0 ? ((double)flush - best_work) / best_work : 0;
   r->critical_stage = critical;
   zb_bubble(b, r);
   double parts[SIM_N_CLS + 1];
-  breakdown(b, gpu_of(b, 0, critical, 0), end_short, parts);
+  breakdown(b, ptdp_gpu_of(b, 0, critical, 0), end_short, parts);
   r->breakdown = (SimBreakdown){parts[SIM_CLS_COMPUTE], parts[SIM_CLS_TP], parts[SIM_CLS_PP],
                                 parts[SIM_CLS_DP],      parts[SIM_CLS_OPT], parts[SIM_N_CLS]};
 
   if (st && !steady_bytes(b))
     return FALSE;
-  r->bytes_tp = b->bytes[SIM_CAT_TP];
-  r->bytes_cp = b->bytes[SIM_CAT_CP];
-  r->bytes_pp = b->bytes[SIM_CAT_PP];
-  r->bytes_dp = b->bytes[SIM_CAT_DP];
-  r->shard_gathers = b->shard_gathers;
-  r->shard_reductions = b->shard_reductions;
-  r->shard_gather_bytes = b->shard_gather_bytes;
-  r->shard_reduce_bytes = b->shard_reduce_bytes;
-  r->bytes_embedding = b->bytes_embedding;
-  r->bytes_ep = b->bytes[SIM_CAT_EP];
+  r->bytes_tp = b->counts.bytes[SIM_CAT_TP];
+  r->bytes_cp = b->counts.bytes[SIM_CAT_CP];
+  r->bytes_pp = b->counts.bytes[SIM_CAT_PP];
+  r->bytes_dp = b->counts.bytes[SIM_CAT_DP];
+  r->shard_gathers = b->counts.shard_gathers;
+  r->shard_reductions = b->counts.shard_reductions;
+  r->shard_gather_bytes = b->counts.shard_gather_bytes;
+  r->shard_reduce_bytes = b->counts.shard_reduce_bytes;
+  r->bytes_embedding = b->counts.bytes_embedding;
+  r->bytes_ep = b->counts.bytes[SIM_CAT_EP];
   if (b->moe_layer) {
     /* the critical stage's MoE token communication, each transfer at its
      * time alone: per MoE layer and microbatch, forward, backward and the
      * recomputation forward */
     guint s = r->critical_stage, moe = 0;
     for (guint c = 0; c < b->v; c++)
-      for (guint l = 0; l < chunk_layers(b, s, c); l++)
+      for (guint l = 0; l < ptdp_chunk_layers(b, s, c); l++)
         moe += b->moe_layer[(s * b->v + c) * b->lmax + l];
     SimTime per = 0;
-    for (guint kind = 0; kind < MOE_N_COMM; kind++)
-      if ((kind <= MOE_COMBINE ? pl->ep : pl->etp) > 1)
-        per += b->moe_ns[s * MOE_N_COMM + kind];
+    for (guint kind = 0; kind < PTDP_MOE_N_COMM; kind++)
+      if ((kind <= PTDP_MOE_COMBINE ? pl->ep : pl->etp) > 1)
+        per += b->moe_ns[s * PTDP_MOE_N_COMM + kind];
     r->moe_comm_s = (double)per * 1e-9 * moe * pl->microbatches * (pl->recompute ? 3 : 2);
-    r->moe_a2a_bytes_per_rank = model_moe_a2a_wire_bytes(&pl->model, &(ModelMoeOptions){.t = pl->tp, .cp = b->cp,
-                                                                                         .ep = pl->ep, .b = pl->micro_batch});
+    r->moe_a2a_bytes_per_rank = model_moe_a2a_wire_bytes(
+        &pl->model, &(ModelMoeOptions){.t = pl->tp, .cp = b->cp, .ep = pl->ep, .b = pl->micro_batch});
     r->moe_expert_tokens = b->moe.expert_tokens;
   }
 
@@ -305,7 +311,7 @@ gboolean sim_ptdp_measure(Build *b, SimResult *r) {
   GArray *dir_bytes = g_array_new(FALSE, FALSE, sizeof(double) * 2);
   guint n_ops = sim_engine_n_ops(b->e);
   if (b->p > 1) {
-    double per_rank = pp_bytes_per_rank(pl);
+    double per_rank = ptdp_pp_bytes_per_rank(pl);
     /* one simulated send stands for tp dp / (ts ds) ranks' sends */
     double per_op = per_rank * pl->tp * pl->dp / (b->ts * b->ds) * b->cp;
     for (guint op = 0; op < n_ops; op++) {
@@ -342,7 +348,7 @@ gboolean sim_ptdp_measure(Build *b, SimResult *r) {
     guint *stage_ops = g_new0(guint, b->p);
     for (guint s = 0; s < b->p; s++)
       stage_bytes[s] = model_busbw_factor(MODEL_COLL_ALLREDUCE, b->dpc) * 2.0 *
-                       model_stage_params(&pl->model, pl->tp, b->p, s, stage_layers(b, s)) * pl->tp;
+                       model_stage_params(&pl->model, pl->tp, b->p, s, ptdp_stage_layers(b, s)) * pl->tp;
     for (guint j = 0; j < sel->len; j++)
       stage_ops[(sim_engine_op_streams(b->e, g_array_index(sel, guint, j))[0] / SIM_STREAM_KINDS) / (b->ts * b->ds)]++;
     for (guint j = 0; j < sel->len; j++) {
@@ -357,12 +363,12 @@ gboolean sim_ptdp_measure(Build *b, SimResult *r) {
   g_array_free(dir_bytes, TRUE);
   g_array_free(sel, TRUE);
   /* the ops of the fine task graph, whether coarse ops stood for them */
-  guint64 more_ops = 0, extra = b->logical_extra;
+  guint64 more_ops = 0, extra = b->counts.logical_extra;
   if (st) { /* W0's ops k more times (steady.h) */
     more_ops = st->k * st->w0_ops;
     for (guint op = 0; op < n_ops; op++)
       if (sim_steady_in_w0(st, sim_engine_op_start(b->e, op)))
-        extra += st->k * extra_of(b, op);
+        extra += st->k * ptdp_extra_of(b, op);
   }
   r->ops = n_ops + more_ops + extra;
   r->events = sim_engine_n_events(b->e) + more_ops + extra;
@@ -375,7 +381,7 @@ gboolean sim_ptdp_measure(Build *b, SimResult *r) {
  * bytes of every ring edge, tree edge or send whose ends lie on opposite
  * sides (pipeline: stages below p/2 against the rest; data-parallel:
  * replicas below d/2 against the rest), per direction. */
-void sim_ptdp_flow_bisection(Build *b, SimResult *r) {
+void sim_ptdp_flow_bisection(PtdpBuild *b, SimResult *r) {
   GArray *sel = g_array_new(FALSE, FALSE, sizeof(guint));
   GArray *bytes = g_array_new(FALSE, FALSE, sizeof(double) * 2);
   for (int cls = 0; cls < 2; cls++) {

@@ -1,6 +1,7 @@
 /* ptdsim — memory of a PTD-P plan: each stage's orders (ZB's heuristics
  * timed on the cost model) walked for the activations they hold, the
- * parameters, gradients and optimizer state (build.h). */
+ * parameters, gradients and optimizer state; a microbatch's pass times,
+ * --activation-limit's check, the schedule's CSV (build.h). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,7 @@
  * recomputation the recomputed activations are all kept (B frees none). */
 static void wgrad_share(const SimPlan *pl, const ModelProfile *profile, double *full, double *kept) {
   ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
-  ModelShape local = rank_shape(pl);
+  ModelShape local = ptdp_rank_shape(pl);
   ModelMemoryRequest req = {.t = pl->tp,
                             .b = pl->micro_batch,
                             .fp32_softmax = model_softmax_fp32(&pl->model, pl->tp, pl->micro_batch, &lo),
@@ -49,12 +50,13 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
   }
   if (inflight) /* a microbatch passes route / p chunks of the stage */
     *inflight = peak / ((double)sim_plan_route_len(pl) / p * sim_plan_chunk_layers(pl, s, 0));
-  ModelShape local = rank_shape(pl);
+  ModelShape local = ptdp_rank_shape(pl);
   guint64 params = model_stage_params(&pl->model, pl->tp, p, s, layers);
   gboolean first = s == 0, last = s == p - 1;
   if (pl->schedule == SIM_SCHEDULE_DUALPIPE) { /* two copies: stage s of one direction, p-1-s of the other */
     guint half = layers / 2;
-    params = model_stage_params(&pl->model, pl->tp, p, s, half) + model_stage_params(&pl->model, pl->tp, p, p - 1 - s, half);
+    params =
+        model_stage_params(&pl->model, pl->tp, p, s, half) + model_stage_params(&pl->model, pl->tp, p, p - 1 - s, half);
     first = last = s == 0 || s == p - 1;
   } else if (pl->schedule != SIM_SCHEDULE_GPIPE && pl->schedule != SIM_SCHEDULE_1F1B &&
              pl->schedule != SIM_SCHEDULE_INTERLEAVED) {
@@ -130,14 +132,15 @@ void sim_fsdp_state_memory(const SimPlan *pl, guint s, ModelMemory *out) {
 }
 
 static gboolean heuristic(const SimPlan *pl) {
-  return pl->schedule == SIM_SCHEDULE_ZB_1P || pl->schedule == SIM_SCHEDULE_ZB_2P || pl->schedule == SIM_SCHEDULE_ZB_AUTO;
+  return pl->schedule == SIM_SCHEDULE_ZB_1P || pl->schedule == SIM_SCHEDULE_ZB_2P ||
+         pl->schedule == SIM_SCHEDULE_ZB_AUTO;
 }
 
 void sim_ptdp_pass_times(const SimPlan *pl, const ModelProfile *profile, SimPassTimes *t) {
   ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
   ModelLayerCost c;
   model_layer_cost_with(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &c);
-  ModelShape local = rank_shape(pl);
+  ModelShape local = ptdp_rank_shape(pl);
   *t = (SimPassTimes){.tp_allreduce_bytes = c.tp_allreduce_bytes};
   model_embedding_cost(profile, &local, pl->tp, pl->micro_batch, &t->emb_f, &t->emb_b);
   model_head_cost(profile, &local, pl->tp, pl->micro_batch, &t->head_f, &t->head_b);

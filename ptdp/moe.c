@@ -1,6 +1,6 @@
 /* ptdsim — a mixture-of-experts layer's pass on a stage: the router, the
  * tokens' dispatch and combine over the expert-parallel group (all-to-all or
- * all-gather), the experts' GEMMs (build.h). */
+ * all-gather), the experts' GEMMs (build.h).  It calls emit.c alone. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,19 +10,19 @@
 /* --- the MoE layer's token communication (plan/moe.h) --- */
 
 /* The GPUs of the groups of stage s that one MoE collective runs on: every
- * expert-parallel group of the stage (MOE_DISPATCH, MOE_COMBINE) or every
+ * expert-parallel group of the stage (PTDP_MOE_DISPATCH, PTDP_MOE_COMBINE) or every
  * expert-tensor group, all at once, as the stage's ranks run them
  * together; group after group in out (ep or etp each).  Returns the
  * groups. */
-static guint moe_groups(const Build *b, guint s, guint kind, guint *out) {
+static guint moe_groups(const PtdpBuild *b, guint s, guint kind, guint *out) {
   const SimPlan *pl = b->plan;
-  guint stage = pl->tp * b->cp * pl->dp, n = kind <= MOE_COMBINE ? pl->ep : pl->etp, groups = 0;
+  guint stage = pl->tp * b->cp * pl->dp, n = kind <= PTDP_MOE_COMBINE ? pl->ep : pl->etp, groups = 0;
   guint ranks[MAX(pl->ep, pl->etp)];
   for (guint local = 0; local < stage; local++) {
-    gboolean leader = kind <= MOE_COMBINE ? (local / pl->etp) % pl->ep == 0 : local % pl->etp == 0;
+    gboolean leader = kind <= PTDP_MOE_COMBINE ? (local / pl->etp) % pl->ep == 0 : local % pl->etp == 0;
     if (!leader)
       continue;
-    if (kind <= MOE_COMBINE)
+    if (kind <= PTDP_MOE_COMBINE)
       sim_moe_ep_ranks(pl, s, local, ranks);
     else
       sim_moe_etp_ranks(pl, s, local, ranks);
@@ -33,25 +33,25 @@ static guint moe_groups(const Build *b, guint s, guint kind, guint *out) {
   return groups;
 }
 
-static NetCollOp moe_op(const Build *b, guint kind) {
-  if (kind >= MOE_ETP_GATHER)
-    return kind == MOE_ETP_GATHER ? NET_OP_ALLGATHER : NET_OP_REDUCESCATTER;
+static NetCollOp moe_op(const PtdpBuild *b, guint kind) {
+  if (kind >= PTDP_MOE_ETP_GATHER)
+    return kind == PTDP_MOE_ETP_GATHER ? NET_OP_ALLGATHER : NET_OP_REDUCESCATTER;
   if (b->plan->moe_allgather)
-    return kind == MOE_DISPATCH ? NET_OP_ALLGATHER : NET_OP_REDUCESCATTER;
+    return kind == PTDP_MOE_DISPATCH ? NET_OP_ALLGATHER : NET_OP_REDUCESCATTER;
   return NET_OP_ALLTOALL;
 }
 
-static double moe_bytes(const Build *b, guint kind) {
-  return kind <= MOE_COMBINE ? b->moe.dispatch_bytes : b->moe.etp_bytes;
+static double moe_bytes(const PtdpBuild *b, guint kind) {
+  return kind <= PTDP_MOE_COMBINE ? b->moe.dispatch_bytes : b->moe.etp_bytes;
 }
 
 /* The flow plan of one MoE collective of stage s (every group at once). */
-guint sim_ptdp_moe_plan(Build *b, guint s, guint kind) {
-  guint *cached = &b->moe_plans[s * MOE_N_COMM + kind];
+guint sim_ptdp_moe_plan(PtdpBuild *b, guint s, guint kind) {
+  guint *cached = &b->moe_plans[s * PTDP_MOE_N_COMM + kind];
   if (*cached != G_MAXUINT)
     return *cached;
   const SimPlan *pl = b->plan;
-  guint n = kind <= MOE_COMBINE ? pl->ep : pl->etp, *gpus = g_new(guint, (gsize)pl->tp * b->cp * pl->dp);
+  guint n = kind <= PTDP_MOE_COMBINE ? pl->ep : pl->etp, *gpus = g_new(guint, (gsize)pl->tp * b->cp * pl->dp);
   guint groups = moe_groups(b, s, kind, gpus);
   char key[64];
   g_snprintf(key, sizeof key, "moe%u:%u:%.0f", kind, s, moe_bytes(b, kind));
@@ -61,9 +61,9 @@ guint sim_ptdp_moe_plan(Build *b, guint s, guint kind) {
 }
 
 /* Its time on the analytic network: the slowest group's. */
-double sim_ptdp_moe_analytic_s(const Build *b, guint s, guint kind) {
+double sim_ptdp_moe_analytic_s(const PtdpBuild *b, guint s, guint kind) {
   const SimPlan *pl = b->plan;
-  guint n = kind <= MOE_COMBINE ? pl->ep : pl->etp, *gpus = g_new(guint, (gsize)pl->tp * b->cp * pl->dp);
+  guint n = kind <= PTDP_MOE_COMBINE ? pl->ep : pl->etp, *gpus = g_new(guint, (gsize)pl->tp * b->cp * pl->dp);
   guint groups = moe_groups(b, s, kind, gpus), G = b->cluster->gpus_per_node;
   double worst = 0;
   for (guint g = 0; g < groups; g++) {
@@ -87,20 +87,20 @@ double sim_ptdp_moe_analytic_s(const Build *b, guint s, guint kind) {
 /* Counts one MoE collective's bytes over every rank of every replica: an
  * all-to-all sends (ep-1)/ep of each rank's buffer, an all-gather or
  * reduce-scatter (n-1)/n of its buffer from each rank. */
-static void count_moe(Build *b, guint kind) {
+static void count_moe(PtdpBuild *b, guint kind) {
   const SimPlan *pl = b->plan;
-  guint n = kind <= MOE_COMBINE ? pl->ep : pl->etp;
+  guint n = kind <= PTDP_MOE_COMBINE ? pl->ep : pl->etp;
   double ranks = (double)pl->tp * b->cp * pl->dp;
   sim_ptdp_account(b, SIM_CAT_EP, moe_bytes(b, kind) * (n - 1) / n * ranks);
 }
 
 /* One MoE collective at this point of the chain (as tp_allreduce). */
-static void moe_comm(Build *b, guint s, guint k, const SimOpTag *t, guint kind) {
+static void moe_comm(PtdpBuild *b, guint s, guint k, const SimOpTag *t, guint kind) {
   const SimPlan *pl = b->plan;
-  if ((kind <= MOE_COMBINE ? pl->ep : pl->etp) < 2)
+  if ((kind <= PTDP_MOE_COMBINE ? pl->ep : pl->etp) < 2)
     return;
   sim_ptdp_flush(b, s, k, t, TRUE);
-  SimTime dur = b->moe_ns[s * MOE_N_COMM + kind];
+  SimTime dur = b->moe_ns[s * PTDP_MOE_N_COMM + kind];
   count_moe(b, kind);
   if (b->dry) {
     if (b->flow)
@@ -117,7 +117,7 @@ static void moe_comm(Build *b, guint s, guint k, const SimOpTag *t, guint kind) 
  * the dispatch, the experts, the combine, the unpermute and the closing
  * dropout-add; backward the reverse, the combine's gradient going out as
  * the dispatch did. */
-void sim_ptdp_moe_pass(Build *b, guint s, guint k, const SimOpTag *t, gboolean backward) {
+void sim_ptdp_moe_pass(PtdpBuild *b, guint s, guint k, const SimOpTag *t, gboolean backward) {
   const ModelLayerCost *a = &b->moe_attn;
   const ModelMoeCost *m = &b->moe;
   gint l = t->layer;
@@ -126,20 +126,20 @@ void sim_ptdp_moe_pass(Build *b, guint s, guint k, const SimOpTag *t, gboolean b
     sim_ptdp_add_compute(b, SIM_PART_ATTENTION, l, pass, a->fwd.seg_s[0]);
     sim_ptdp_tp_allreduce(b, s, k, t);
     sim_ptdp_add_compute(b, SIM_PART_MLP, l, pass, a->fwd.seg_s[1] + m->fwd_route_s);
-    moe_comm(b, s, k, t, MOE_DISPATCH);
-    moe_comm(b, s, k, t, MOE_ETP_GATHER);
+    moe_comm(b, s, k, t, PTDP_MOE_DISPATCH);
+    moe_comm(b, s, k, t, PTDP_MOE_ETP_GATHER);
     sim_ptdp_add_compute(b, SIM_PART_MLP, l, pass, m->fwd_experts_s);
-    moe_comm(b, s, k, t, MOE_ETP_SCATTER);
-    moe_comm(b, s, k, t, MOE_COMBINE);
+    moe_comm(b, s, k, t, PTDP_MOE_ETP_SCATTER);
+    moe_comm(b, s, k, t, PTDP_MOE_COMBINE);
     sim_ptdp_add_compute(b, SIM_PART_RESIDUAL, l, pass, m->fwd_unpermute_s + a->fwd.seg_s[2]);
     return;
   }
   sim_ptdp_add_compute(b, SIM_PART_MLP, l, pass, a->bwd.seg_s[0] + m->bwd_unpermute_s);
-  moe_comm(b, s, k, t, MOE_COMBINE);
-  moe_comm(b, s, k, t, MOE_ETP_GATHER);
+  moe_comm(b, s, k, t, PTDP_MOE_COMBINE);
+  moe_comm(b, s, k, t, PTDP_MOE_ETP_GATHER);
   sim_ptdp_add_compute(b, SIM_PART_MLP, l, pass, m->bwd_experts_s);
-  moe_comm(b, s, k, t, MOE_ETP_SCATTER);
-  moe_comm(b, s, k, t, MOE_DISPATCH);
+  moe_comm(b, s, k, t, PTDP_MOE_ETP_SCATTER);
+  moe_comm(b, s, k, t, PTDP_MOE_DISPATCH);
   sim_ptdp_add_compute(b, SIM_PART_ATTENTION, l, pass, m->bwd_route_s + a->bwd.seg_s[1]);
   sim_ptdp_tp_allreduce(b, s, k, t);
   sim_ptdp_add_compute(b, SIM_PART_LAYERNORM, l, pass, a->bwd.seg_s[2]);

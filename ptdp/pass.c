@@ -1,6 +1,9 @@
 /* ptdsim — a microbatch's pass on a stage: its compute ops, the tensor-parallel
  * all-reduces between them, the context-parallel ring and the overlapped
- * tensor-parallel GEMMs, and the flow plans they run on (build.h). */
+ * tensor-parallel GEMMs, and the flow plans they run on; the items of a
+ * schedule built of them -- F, B, W, DualPipe's overlapped F&B (build.h).
+ * It calls comm.c (FSDP2's gathers and reductions), moe.c (an MoE layer's
+ * pass) and emit.c, none of which calls it. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +14,7 @@
  * at once.  kind < 3: the context-parallel rings of the simulated tensor
  * ranks (tensor-parallel ranks i over c = 0..cp-1); else the
  * tensor-parallel ring of context-parallel rank 0 (its t ranks). */
-static guint hop_plan(Build *b, guint s, guint k, guint kind, double bytes) {
+static guint hop_plan(PtdpBuild *b, guint s, guint k, guint kind, double bytes) {
   guint *cached = &b->hop_plans[(s * b->ds + k) * 5 + kind];
   if (*cached != G_MAXUINT)
     return *cached;
@@ -20,13 +23,13 @@ static guint hop_plan(Build *b, guint s, guint k, guint kind, double bytes) {
   guint *src = g_new(guint, (gsize)rings * n), *dst = g_new(guint, (gsize)rings * n);
   for (guint r = 0; r < rings; r++)
     for (guint j = 0; j < n; j++) {
-      src[r * n + j] = cp_ring ? gpu_of_rank_c(b, r, j, s, k) : gpu_of_rank(b, j, s, k);
-      dst[r * n + j] = cp_ring ? gpu_of_rank_c(b, r, (j + 1) % n, s, k) : gpu_of_rank(b, (j + 1) % n, s, k);
+      src[r * n + j] = cp_ring ? ptdp_gpu_of_rank_c(b, r, j, s, k) : ptdp_gpu_of_rank(b, j, s, k);
+      dst[r * n + j] = cp_ring ? ptdp_gpu_of_rank_c(b, r, (j + 1) % n, s, k) : ptdp_gpu_of_rank(b, (j + 1) % n, s, k);
     }
   char key[64];
-  g_snprintf(key, sizeof key, "ring%u:%u:%u:%.0f", kind, s, job_replica(b, k), bytes);
+  g_snprintf(key, sizeof key, "ring%u:%u:%u:%.0f", kind, s, ptdp_job_replica(b, k), bytes);
   *cached = sim_netops_pairs(b->flow->ops, key, src, dst, rings * n,
-                             cp_ring ? copies(b, TRUE, TRUE) : copies_c(b, FALSE, TRUE), bytes, NULL);
+                             cp_ring ? ptdp_copies(b, TRUE, TRUE) : ptdp_copies_c(b, FALSE, TRUE), bytes, NULL);
   g_free(src);
   g_free(dst);
   return *cached;
@@ -34,7 +37,7 @@ static guint hop_plan(Build *b, guint s, guint k, guint kind, double bytes) {
 
 /* A layer's pass: compute, all-reduce, compute, all-reduce, compute (the
  * segments of models/layer.h; backward runs the layer in reverse). */
-static void emit_pass(Build *b, guint s, guint k, const ModelPass *pass, const SimOpTag *t) {
+static void emit_pass(PtdpBuild *b, guint s, guint k, const ModelPass *pass, const SimOpTag *t) {
   static const guint fwd_parts[3] = {SIM_PART_ATTENTION, SIM_PART_MLP, SIM_PART_RESIDUAL},
                      bwd_parts[3] = {SIM_PART_MLP, SIM_PART_ATTENTION, SIM_PART_LAYERNORM};
   const guint *parts = t->pass == SIM_PASS_BACKWARD ? bwd_parts : fwd_parts;
@@ -49,17 +52,18 @@ static void emit_pass(Build *b, guint s, guint k, const ModelPass *pass, const S
  * `after` (G_MAXUINT: none) and, with `chain`, after every rank's chain so
  * far: `dur` on the analytic network, a hop's flows (hop_plan, `kind`), or
  * with kind G_MAXUINT the tensor-parallel reduce-scatter. */
-static guint side_op(Build *b, guint s, guint k, guint cat, guint kind, double bytes, const SimOpTag *t, guint after,
-                     gboolean chain) {
+static guint side_op(PtdpBuild *b, guint s, guint k, guint cat, guint kind, double bytes, const SimOpTag *t,
+                     guint after, gboolean chain) {
   guint streams[b->ts];
   for (guint i = 0; i < b->ts; i++)
-    streams[i] = stream_of(b, i, s, k, SIM_STREAM_TP);
+    streams[i] = ptdp_stream_of(b, i, s, k, SIM_STREAM_TP);
   SimOpTag at = *t;
   at.category = (guint16)cat;
   guint op;
   if (b->flow)
-    op = sim_ptdp_net_op(b, kind == G_MAXUINT ? sim_ptdp_tp_plan(b, s, k, NET_OP_REDUCESCATTER, bytes) : hop_plan(b, s, k, kind, bytes),
-                streams, NULL, b->ts, &at);
+    op = sim_ptdp_net_op(
+        b, kind == G_MAXUINT ? sim_ptdp_tp_plan(b, s, k, NET_OP_REDUCESCATTER, bytes) : hop_plan(b, s, k, kind, bytes),
+        streams, NULL, b->ts, &at);
   else {
     SimTime dur = kind == G_MAXUINT ? b->tp_ns[(s * b->ds + k) * 2] : b->hop_ns[(s * b->ds + k) * 5 + kind];
     op = sim_engine_add_op(b->e, dur, streams, b->ts, &at);
@@ -74,7 +78,7 @@ static guint side_op(Build *b, guint s, guint k, guint cat, guint kind, double b
 
 /* `seconds` of compute of `part` on every rank, after its chain and after
  * `after` (G_MAXUINT: none). */
-static void step_compute(Build *b, guint s, guint k, const SimOpTag *t, guint part, double seconds, guint after) {
+static void step_compute(PtdpBuild *b, guint s, guint k, const SimOpTag *t, guint part, double seconds, guint after) {
   sim_ptdp_add_compute(b, part, t->layer, t->pass, seconds);
   sim_ptdp_flush(b, s, k, t, TRUE);
   if (after != G_MAXUINT)
@@ -83,12 +87,12 @@ static void step_compute(Build *b, guint s, guint k, const SimOpTag *t, guint pa
 }
 
 /* The bytes a hop moves, each rank sending to the next. */
-static double hop_bytes(const Build *b, guint kind) {
+static double hop_bytes(const PtdpBuild *b, guint kind) {
   switch (kind) {
-  case HOP_KV:
-  case HOP_GRAD:
+  case PTDP_HOP_KV:
+  case PTDP_HOP_GRAD:
     return b->layer.cp_hop_bytes;
-  case HOP_KV_GRAD:
+  case PTDP_HOP_KV_GRAD:
     return 2 * b->layer.cp_hop_bytes;
   default: /* a tensor-parallel shard: the all-reduce buffer over t */
     return b->layer.tp_allreduce_bytes / b->plan->tp;
@@ -97,7 +101,7 @@ static double hop_bytes(const Build *b, guint kind) {
 
 /* Counts a context-parallel hop's bytes: one send from each of the t cp
  * ranks of every replica. */
-static void count_hop(Build *b, guint kind) {
+static void count_hop(PtdpBuild *b, guint kind) {
   sim_ptdp_account(b, SIM_CAT_CP, hop_bytes(b, kind) * ((double)b->cp * b->plan->tp) * ((double)b->plan->dp / b->ds));
 }
 
@@ -109,14 +113,14 @@ static void count_hop(Build *b, guint kind) {
  * gradients too (issued once the step that made them is done) and a last
  * hop takes them home before the QKV GEMMs.  Under a coarse item the same
  * graph is timed in closed form. */
-static void cp_ring(Build *b, guint s, guint k, const SimOpTag *t, guint part, double core_s, gboolean backward) {
+static void cp_ring(PtdpBuild *b, guint s, guint k, const SimOpTag *t, guint part, double core_s, gboolean backward) {
   guint cp = b->cp;
   sim_ptdp_flush(b, s, k, t, TRUE); /* the keys and values are ready */
   double step = core_s / cp;
-  guint hop = backward ? HOP_KV_GRAD : HOP_KV;
+  guint hop = backward ? PTDP_HOP_KV_GRAD : PTDP_HOP_KV;
   if (b->dry) {
     const SimTime *h = &b->hop_ns[(s * b->ds + k) * 5];
-    SimTime C = ns(step), c_end = 0, h_end = 0;
+    SimTime C = ptdp_ns(step), c_end = 0, h_end = 0;
     for (guint j = 0; j < cp; j++) {
       SimTime start = j == 0 ? 0 : MAX(c_end, h_end); /* step j waits for hop j - 1 */
       /* hop j: after hop j - 1 (backward: and step j - 1, whose gradients it carries) */
@@ -128,8 +132,8 @@ static void cp_ring(Build *b, guint s, guint k, const SimOpTag *t, guint part, d
     }
     SimTime end = c_end;
     if (backward) {
-      end = MAX(c_end, h_end) + h[HOP_GRAD];
-      count_hop(b, HOP_GRAD);
+      end = MAX(c_end, h_end) + h[PTDP_HOP_GRAD];
+      count_hop(b, PTDP_HOP_GRAD);
     }
     b->dry_compute += C * cp;
     b->dry_tp += end - C * cp;
@@ -147,8 +151,8 @@ static void cp_ring(Build *b, guint s, guint k, const SimOpTag *t, guint part, d
     prev_hop = next;
   }
   if (backward) {
-    guint home = side_op(b, s, k, SIM_CAT_CP, HOP_GRAD, hop_bytes(b, HOP_GRAD), t, G_MAXUINT, TRUE);
-    count_hop(b, HOP_GRAD);
+    guint home = side_op(b, s, k, SIM_CAT_CP, PTDP_HOP_GRAD, hop_bytes(b, PTDP_HOP_GRAD), t, G_MAXUINT, TRUE);
+    count_hop(b, PTDP_HOP_GRAD);
     for (guint i = 0; i < b->ts; i++)
       b->prev[i] = home;
   }
@@ -162,28 +166,29 @@ static void cp_ring(Build *b, guint s, guint k, const SimOpTag *t, guint part, d
  * is done (scatter); the backward's reduce-scatter of an input gradient
  * runs whole beside the weight-gradient GEMM.  The copies run on the
  * copy engines: the GEMM's rate is taken as unchanged. */
-static void tp_overlapped(Build *b, guint s, guint k, const SimOpTag *t, guint part, double gemm_s, ModelTpGemm kind) {
+static void tp_overlapped(PtdpBuild *b, guint s, guint k, const SimOpTag *t, guint part, double gemm_s,
+                          ModelTpGemm kind) {
   guint n = b->plan->tp;
   sim_ptdp_count_tp(b, 1.0); /* an all-gather or a reduce-scatter, however it is cut */
   sim_ptdp_flush(b, s, k, t, TRUE);
   double chunk = gemm_s / n;
   if (b->dry) {
     const SimTime *h = &b->hop_ns[(s * b->ds + k) * 5];
-    SimTime g = ns(chunk), end = 0;
+    SimTime g = ptdp_ns(chunk), end = 0;
     if (kind == MODEL_TP_GEMM_GATHER_FEEDS) {
       SimTime g_end = g;
       for (guint j = 1; j < n; j++)
-        g_end = MAX(g_end, (SimTime)j * h[HOP_TP_GATHER]) + g;
+        g_end = MAX(g_end, (SimTime)j * h[PTDP_HOP_TP_GATHER]) + g;
       end = g_end;
       b->dry_ops += 2 * n - 1;
     } else if (kind == MODEL_TP_GEMM_SCATTER_AFTER) {
       SimTime r_end = 0;
       for (guint j = 0; j + 1 < n; j++)
-        r_end = MAX((SimTime)(j + 1) * g, r_end) + h[HOP_TP_SCATTER];
+        r_end = MAX((SimTime)(j + 1) * g, r_end) + h[PTDP_HOP_TP_SCATTER];
       end = MAX((SimTime)n * g, r_end);
       b->dry_ops += 2 * n - 1;
     } else {
-      g = ns(gemm_s);
+      g = ptdp_ns(gemm_s);
       end = MAX(g, b->tp_ns[(s * b->ds + k) * 2]);
       b->dry_ops += 2;
       n = 1;
@@ -199,7 +204,7 @@ static void tp_overlapped(Build *b, guint s, guint k, const SimOpTag *t, guint p
       b->join[i] = rs;
     return;
   }
-  guint hop = kind == MODEL_TP_GEMM_GATHER_FEEDS ? HOP_TP_GATHER : HOP_TP_SCATTER, prev_hop = G_MAXUINT;
+  guint hop = kind == MODEL_TP_GEMM_GATHER_FEEDS ? PTDP_HOP_TP_GATHER : PTDP_HOP_TP_SCATTER, prev_hop = G_MAXUINT;
   for (guint j = 0; j < n; j++) {
     if (kind == MODEL_TP_GEMM_GATHER_FEEDS) {
       guint next = G_MAXUINT;
@@ -226,12 +231,13 @@ static void tp_overlapped(Build *b, guint s, guint k, const SimOpTag *t, guint p
  * ring around its attention core (context parallelism) and/or its
  * tensor-parallel communication beside its four GEMMs (--tp-comm-overlap).
  * The compute between them is cut from the pass's segments by position. */
-static void emit_pass_marked(Build *b, guint s, guint k, const ModelPass *pass, const SimOpTag *t, gboolean ring) {
+static void emit_pass_marked(PtdpBuild *b, guint s, guint k, const ModelPass *pass, const SimOpTag *t, gboolean ring) {
   static const guint fwd_parts[3] = {SIM_PART_ATTENTION, SIM_PART_MLP, SIM_PART_RESIDUAL},
                      bwd_parts[3] = {SIM_PART_MLP, SIM_PART_ATTENTION, SIM_PART_LAYERNORM};
   const guint *parts = t->pass == SIM_PASS_BACKWARD ? bwd_parts : fwd_parts;
   gboolean backward = t->pass == SIM_PASS_BACKWARD;
-  double base[4] = {0, pass->seg_s[0], pass->seg_s[0] + pass->seg_s[1], pass->seg_s[0] + pass->seg_s[1] + pass->seg_s[2]};
+  double base[4] = {0, pass->seg_s[0], pass->seg_s[0] + pass->seg_s[1],
+                    pass->seg_s[0] + pass->seg_s[1] + pass->seg_s[2]};
   enum { MARK_ALLREDUCE = 4, MARK_RING = 5 };
   typedef struct {
     double at, len;
@@ -275,14 +281,14 @@ static void emit_pass_marked(Build *b, guint s, guint k, const ModelPass *pass, 
 }
 
 /* A layer's pass, marked where it has to be (emit_pass_marked). */
-static void emit_layer_pass(Build *b, guint s, guint k, const ModelPass *pass, const SimOpTag *t) {
+static void emit_layer_pass(PtdpBuild *b, guint s, guint k, const ModelPass *pass, const SimOpTag *t) {
   if (b->cp > 1 || b->plan->tp_comm_overlap)
     emit_pass_marked(b, s, k, pass, t, b->cp > 1);
   else
     emit_pass(b, s, k, pass, t);
 }
 
-void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
+void sim_ptdp_emit_item(PtdpBuild *b, guint s, guint k, guint idx) {
   const SimPlan *pl = b->plan;
   SimItem it = g_array_index(b->order[s], SimItem, idx);
   guint vs = sim_plan_vstage(pl, s, it.chunk, it.microbatch), last_vs = b->route - 1;
@@ -306,7 +312,7 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
   b->cur_item = gi;
   if (b->item_lo)
     b->item_lo[gi] = first_op;
-  SimOpTag t = tag(SIM_CAT_COMPUTE,
+  SimOpTag t = ptdp_tag(SIM_CAT_COMPUTE,
                    it.forward                        ? SIM_PASS_FORWARD
                    : it.grad == SIM_GRAD_WEIGHT      ? SIM_PASS_WEIGHT
                                                      : SIM_PASS_BACKWARD,
@@ -331,10 +337,10 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
                                         : pl->reshard_after_forward);
   gboolean fsdp_rs = fsdp && !it.forward && (last_mb || b->p == 1);
   guint64 fsdp_layer = fsdp ? model_layer_local_params(&pl->model, pl->tp) : 0;
-  guint64 fsdp_root = fsdp && it.chunk == 0 ? model_stage_params(&pl->model, pl->tp, b->p, s, stage_layers(b, s)) -
-                                                  fsdp_layer * stage_layers(b, s)
+  guint64 fsdp_root = fsdp && it.chunk == 0 ? model_stage_params(&pl->model, pl->tp, b->p, s, ptdp_stage_layers(b, s)) -
+                                                  fsdp_layer * ptdp_stage_layers(b, s)
                                             : 0;
-  guint nl = chunk_layers(b, s, it.chunk);
+  guint nl = ptdp_chunk_layers(b, s, it.chunk);
   guint *fsdp_ops = fsdp_g ? g_new(guint, (gsize)(nl + 2) * b->ts) : NULL;
   gathered = gathered || fsdp_g || fsdp_rs;
   b->dry = b->coarse && !(pl->ddp == SIM_DDP_TORCH && last_mb && b->dpc > 1 && !it.forward) && !gathered;
@@ -343,8 +349,9 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
   if (fsdp_g) /* the first two blocks of the item (the root's parameters with the first forward) */
     for (guint j = 0; j < MIN(2u, nl); j++) {
       guint l = it.forward ? j : nl - 1 - j;
-      sim_ptdp_fsdp_gather(b, s, k, it.chunk, (gint)(chunk_first(b, s, it.chunk) + l), it.forward,
-                  (double)fsdp_layer + (it.forward && j == 0 ? (double)fsdp_root : 0), b->prev[0], fsdp_ops + l * b->ts);
+      sim_ptdp_fsdp_gather(b, s, k, it.chunk, (gint)(ptdp_chunk_first(b, s, it.chunk) + l), it.forward,
+                           (double)fsdp_layer + (it.forward && j == 0 ? (double)fsdp_root : 0), b->prev[0],
+                           fsdp_ops + l * b->ts);
     }
   if (pl->stage_times) {
     /* a microbatch's pass over a whole stage takes the time given; a chunk
@@ -358,7 +365,7 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
   } else if (it.forward) {
     if (vs == 0)
       sim_ptdp_add_compute(b, SIM_PART_EMBEDDING, -1, SIM_PASS_FORWARD, b->emb_fwd);
-    for (guint l = 0; l < chunk_layers(b, s, it.chunk); l++) {
+    for (guint l = 0; l < ptdp_chunk_layers(b, s, it.chunk); l++) {
       if (gathered && !fsdp) { /* the layer's first forward waits for its parameters' all-gather */
         sim_ptdp_flush(b, s, k, &t, FALSE);
         for (guint i = 0; i < b->ts; i++)
@@ -369,7 +376,7 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
         for (guint i = 0; i < b->ts; i++)
           b->join[i] = fsdp_ops[l * b->ts + i];
       }
-      t.layer = (gint32)(chunk_first(b, s, it.chunk) + l);
+      t.layer = (gint32)(ptdp_chunk_first(b, s, it.chunk) + l);
       if (b->moe_layer && b->moe_layer[(s * b->v + it.chunk) * b->lmax + l])
         sim_ptdp_moe_pass(b, s, k, &t, FALSE);
       else
@@ -389,8 +396,8 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
      * in its B (its experts' weight gradients are not split off) */
     if (vs == last_vs)
       sim_ptdp_add_compute(b, SIM_PART_HEAD, -1, SIM_PASS_WEIGHT, b->head_w);
-    for (guint l = chunk_layers(b, s, it.chunk); l-- > 0;) {
-      t.layer = (gint32)(chunk_first(b, s, it.chunk) + l);
+    for (guint l = ptdp_chunk_layers(b, s, it.chunk); l-- > 0;) {
+      t.layer = (gint32)(ptdp_chunk_first(b, s, it.chunk) + l);
       if (!(b->moe_layer && b->moe_layer[(s * b->v + it.chunk) * b->lmax + l]))
         sim_ptdp_add_compute(b, SIM_PART_MLP, t.layer, SIM_PASS_WEIGHT, b->layer_w);
       if (vs == 0 && l == 0)
@@ -411,8 +418,8 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
     gboolean input = it.grad == SIM_GRAD_INPUT;
     if (vs == last_vs)
       sim_ptdp_add_compute(b, SIM_PART_HEAD, -1, SIM_PASS_BACKWARD, input ? b->head_bwd - b->head_w : b->head_bwd);
-    for (guint l = chunk_layers(b, s, it.chunk); l-- > 0;) {
-      t.layer = (gint32)(chunk_first(b, s, it.chunk) + l);
+    for (guint l = ptdp_chunk_layers(b, s, it.chunk); l-- > 0;) {
+      t.layer = (gint32)(ptdp_chunk_first(b, s, it.chunk) + l);
       if (fsdp_g) { /* FSDP2's pre-backward hook: the block gathered again, before its recomputation */
         sim_ptdp_flush(b, s, k, &t, FALSE);
         for (guint i = 0; i < b->ts; i++)
@@ -451,7 +458,8 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
       }
       if (fsdp_g && l >= 2) { /* the block two behind in backward order, once this one's copy is freed */
         sim_ptdp_flush(b, s, k, &t, TRUE);
-        sim_ptdp_fsdp_gather(b, s, k, it.chunk, t.layer - 2, FALSE, (double)fsdp_layer, b->prev[0], fsdp_ops + (l - 2) * b->ts);
+        sim_ptdp_fsdp_gather(b, s, k, it.chunk, t.layer - 2, FALSE, (double)fsdp_layer, b->prev[0],
+                             fsdp_ops + (l - 2) * b->ts);
       }
     }
   }
@@ -460,7 +468,7 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
   if (b->dry) {
     b->dry = FALSE;
     t.layer = -1;
-    guint op = sim_engine_add_op1(b->e, b->dry_compute + b->dry_tp, stream_of(b, 0, s, k, SIM_STREAM_COMPUTE), &t);
+    guint op = sim_engine_add_op1(b->e, b->dry_compute + b->dry_tp, ptdp_stream_of(b, 0, s, k, SIM_STREAM_COMPUTE), &t);
     if (b->prev[0] != G_MAXUINT)
       sim_engine_add_dep(b->e, b->prev[0], op);
     if (b->flow)
@@ -470,12 +478,12 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
         g_array_set_size(b->tp_part, MAX(op + 1, 2 * b->tp_part->len));
       g_array_index(b->tp_part, SimTime, op) = b->dry_tp;
     }
-    b->logical_extra += MAX(b->dry_ops, 1u) - 1; /* an item with no work is one op too */
+    b->counts.logical_extra += MAX(b->dry_ops, 1u) - 1; /* an item with no work is one op too */
     if (b->extra) {
       g_array_set_size(b->extra, op + 1);
       g_array_index(b->extra, guint, op) = MAX(b->dry_ops, 1u) - 1;
     }
-    ItemOps *io = &b->items[(k * b->p + s) * b->n_items + idx];
+    PtdpItemOps *io = &b->items[(k * b->p + s) * b->n_items + idx];
     io->first = io->last = op;
     if (b->item_hi)
       b->item_hi[gi] = sim_engine_n_ops(b->e);
@@ -491,14 +499,14 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
   if (b->item_hi)
     b->item_hi[gi] = sim_engine_n_ops(b->e);
   for (guint i = 0; i < b->ts; i++) {
-    ItemOps *io = &b->items[((k * b->p + s) * b->n_items + idx) * b->ts + i];
+    PtdpItemOps *io = &b->items[((k * b->p + s) * b->n_items + idx) * b->ts + i];
     io->last = b->prev[i];
   }
   /* The first compute op of the item for rank i is the first op issued on
    * its compute stream after first_op; ops are issued rank by rank. */
   for (guint i = 0; i < b->ts; i++) {
-    ItemOps *io = &b->items[((k * b->p + s) * b->n_items + idx) * b->ts + i];
-    guint stream = stream_of(b, i, s, k, SIM_STREAM_COMPUTE);
+    PtdpItemOps *io = &b->items[((k * b->p + s) * b->n_items + idx) * b->ts + i];
+    guint stream = ptdp_stream_of(b, i, s, k, SIM_STREAM_COMPUTE);
     for (guint op = first_op;; op++) {
       const guint *st = sim_engine_op_streams(b->e, op);
       if (sim_engine_op_n_streams(b->e, op) == 1 && st[0] == stream) {
@@ -509,7 +517,7 @@ void sim_ptdp_emit_item(Build *b, guint s, guint k, guint idx) {
   }
 }
 
-gboolean sim_ptdp_pairs_with_previous(const Build *b, guint s, guint idx) {
+gboolean sim_ptdp_pairs_with_previous(const PtdpBuild *b, guint s, guint idx) {
   if (idx == 0 || b->coarse)
     return FALSE;
   SimItem it = g_array_index(b->order[s], SimItem, idx), before = g_array_index(b->order[s], SimItem, idx - 1);
@@ -526,11 +534,11 @@ gboolean sim_ptdp_pairs_with_previous(const Build *b, guint s, guint idx) {
  * runs, the other's computation has the compute stream.  The items' ops are
  * [lo, mid) and [mid, hi); the positions they take are their own ids, so
  * everything else on those streams keeps its place. */
-void sim_ptdp_overlap_pair(Build *b, guint s, guint k, guint lo, guint mid, guint hi) {
+void sim_ptdp_overlap_pair(PtdpBuild *b, guint s, guint k, guint lo, guint mid, guint hi) {
   GArray *f = g_array_new(FALSE, FALSE, sizeof(guint)), *g = g_array_new(FALSE, FALSE, sizeof(guint));
   for (guint i = 0; i < b->ts; i++)
     for (guint kind = SIM_STREAM_COMPUTE; kind <= SIM_STREAM_TP; kind++) {
-      guint st = stream_of(b, i, s, k, kind);
+      guint st = ptdp_stream_of(b, i, s, k, kind);
       g_array_set_size(f, 0);
       g_array_set_size(g, 0);
       for (guint op = lo; op < hi; op++) {

@@ -2,7 +2,7 @@
  * graph on the engine -- tensor, pipeline, data and context parallelism,
  * mixtures of experts, FSDP2 -- under any schedule of schedule/, and what
  * it needs without simulating (memory, pass times, the schedule's CSV).
- * The builder's rooms share build.h. */
+ * The builder's files share build.h. */
 #pragma once
 
 #include "../plan/plan.h"

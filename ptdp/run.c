@@ -1,6 +1,7 @@
 /* ptdsim — PTD-P: builds the task graph of one Megatron-LM training
  * iteration (tensor, pipeline and data parallelism) on the engine, runs it,
- * and measures the timeline.
+ * and measures the timeline, in named phases (see "the phases of a run"),
+ * built again without a shortcut the run showed did not hold.
  *
  * Streams per simulated GPU: compute, tensor-parallel communication,
  * pipeline send, pipeline receive, data-parallel communication.
@@ -27,7 +28,7 @@
  * it stands for -- itself and its context-parallel peers (the ranks of its
  * class have the same speeds: sim_ptdp_classes).  The ranks' own
  * all-reduces and sends then wait for it as the schedule says. */
-static void set_speeds(Build *b) {
+static void set_speeds(PtdpBuild *b) {
   const SimPlan *pl = b->plan;
   guint gpn = b->cluster->gpus_per_host;
   for (guint s = 0; s < b->p; s++)
@@ -35,9 +36,9 @@ static void set_speeds(Build *b) {
       for (guint i = 0; i < b->ts; i++) {
         double f = 1;
         for (guint c = 0; c < b->cp; c++)
-          f = MIN(f, sim_plan_gpu_speed(pl, rank_of_c(b, i, c, s, job_replica(b, k)) % pl->gpus, s, gpn));
+          f = MIN(f, sim_plan_gpu_speed(pl, ptdp_rank_of_c(b, i, c, s, ptdp_job_replica(b, k)) % pl->gpus, s, gpn));
         if (f < 1)
-          sim_engine_set_stream_speed(b->e, stream_of(b, i, s, k, SIM_STREAM_COMPUTE), f);
+          sim_engine_set_stream_speed(b->e, ptdp_stream_of(b, i, s, k, SIM_STREAM_COMPUTE), f);
       }
 }
 
@@ -47,13 +48,13 @@ gboolean sim_ptdp_run(const SimPlan *pl, const ModelProfile *profile, const Topo
 }
 
 /* Hands the finished timeline to `observe` (the trace writer). */
-static gboolean observe_timeline(const Build *b, SimTimelineFn observe, gpointer data, GError **error) {
+static gboolean observe_timeline(const PtdpBuild *b, SimTimelineFn observe, gpointer data, GError **error) {
   guint n = b->ts * b->ds * b->p;
   guint *gpus = g_new(guint, n);
   for (guint s = 0; s < b->p; s++)
     for (guint k = 0; k < b->ds; k++)
       for (guint i = 0; i < b->ts; i++)
-        gpus[gpu_of(b, i, s, k)] = gpu_of_rank(b, i, s, k);
+        gpus[ptdp_gpu_of(b, i, s, k)] = ptdp_gpu_of_rank(b, i, s, k);
   SimTimeline tl = {b->e, b->plan, b->ts, b->ds, b->p, gpus, "mb", TRUE, 0, b->pieces, b->kmap, b->kweight};
   gboolean ok = observe(&tl, data, error);
   g_free(gpus);
@@ -65,7 +66,7 @@ static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const T
 
 /* Why more than one GPU per stage is simulated (sim_ptdp_classes), for a
  * message. */
-static const char *several_why(const Build *b) {
+static const char *several_why(const PtdpBuild *b) {
   if (!b->plan->symmetry)
     return "--no-symmetry";
   if (b->declined[0])
@@ -84,9 +85,37 @@ gboolean sim_ptdp_run_observed(const SimPlan *pl, const ModelProfile *profile, c
   return ok;
 }
 
-static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster, SimResult *r,
-                         SimTimelineFn observe, gpointer data, GError **error) {
-  memset(r, 0, sizeof *r);
+/* --- the phases of a run ---
+ *
+ * ptdp_run checks that the plan fits (check_memory), sets up what every
+ * attempt shares (build_init, build_costs), then per attempt makes its
+ * tables (build_tables), chooses coarse items (build_coarse), emits the ops
+ * (build_graph), runs them (run_graph) and measures the timeline (measure).
+ * The run itself can show that a shortcut taken while building did not
+ * hold; then the graph is built again without it (Retry).  build_clear
+ * frees what an attempt allocated and build_free everything the PtdpBuild
+ * owns, on every path: success, error and retry. */
+
+/* Why an attempt's graph is built again. */
+typedef enum {
+  RETRY_NONE,
+  /* On the flow network a transfer inside a coarse op met another, so the
+   * coarse op's fixed time was wrong (netops.h): build without coarse ops. */
+  RETRY_FINE,
+  /* The short run proved no steady state, a sum over its ops did not carry
+   * to the long run, or it failed: simulate the whole iteration (whose run
+   * says what is wrong, as it would have alone). */
+  RETRY_WHOLE,
+} Retry;
+
+/* The layers of a chunk, on average. */
+static double mean_layers_per_chunk(const SimPlan *pl) {
+  return (double)pl->model.layers / (pl->pp * pl->chunks);
+}
+
+/* The device holds the plan: its memory walked into r, or a one-line error
+ * where it does not fit (unless --allow-oom or --stage-times). */
+static gboolean check_memory(const SimPlan *pl, const ModelProfile *profile, SimResult *r, GError **error) {
   if (!sim_plan_check_device(pl, profile, error))
     return FALSE;
   sim_ptdp_memory_walk(pl, profile, &r->memory, &r->memory_stage, &r->peak_inflight_mbs);
@@ -102,22 +131,29 @@ static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const T
                 pl->recompute ? "" : "--recompute full, ", model_is_moe(&pl->model) ? "a larger --ep, " : "");
     return FALSE;
   }
+  return TRUE;
+}
 
-  Build b = {.plan = pl, .profile = profile, .cluster = cluster};
-  b.net = (ModelNet){.hw = cluster->net,
-                     .free_comm = profile->kind == MODEL_PROFILE_IDEAL,
-                     /* collectives measured on the device, if the profile has them */
-                     .measured = profile->coll,
-                     .n_measured = profile->n_coll};
-  b.ts = b.ds = 1;
-  b.cp = sim_plan_cp(pl);
-  b.dpc = pl->dp * b.cp;
-  b.shard = pl->fsdp ? b.dpc / pl->hsdp_replicas : b.dpc;
-  b.p = pl->pp;
-  b.v = pl->chunks;
-  double mean_lpc = (double)pl->model.layers / (pl->pp * pl->chunks); /* layers per chunk, on average */
-  sim_ptdp_classes(&b);
-  if (b.ts > 1 || b.ds > 1) {
+/* What every attempt shares, first: the sizes, the network, the simulated
+ * ranks (the symmetry classes, told in r).  FALSE (a one-line error) where
+ * the run needs one simulated GPU per stage (FSDP2, MoE layers) or a size
+ * the engine can hold, and the classes do not give it. */
+static gboolean build_init(PtdpBuild *b, SimResult *r, GError **error) {
+  const SimPlan *pl = b->plan;
+  const ModelProfile *profile = b->profile;
+  b->net = (ModelNet){.hw = b->cluster->net,
+                      .free_comm = profile->kind == MODEL_PROFILE_IDEAL,
+                      /* collectives measured on the device, if the profile has them */
+                      .measured = profile->coll,
+                      .n_measured = profile->n_coll};
+  b->ts = b->ds = 1;
+  b->cp = sim_plan_cp(pl);
+  b->dpc = pl->dp * b->cp;
+  b->shard = pl->fsdp ? b->dpc / pl->hsdp_replicas : b->dpc;
+  b->p = pl->pp;
+  b->v = pl->chunks;
+  sim_ptdp_classes(b);
+  if (b->ts > 1 || b->ds > 1) {
     /* FSDP2's per-block collectives are issued once for the group, as the
      * symmetric simulation has them */
     if (pl->fsdp && pl->dp > 1) {
@@ -125,396 +161,461 @@ static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const T
                   "%s is simulated with one GPU standing for its replicas, which needs groups that fill whole nodes "
                   "in Megatron's rank order (here %s); drop --no-symmetry and --placement, or use sizes whose groups "
                   "fill nodes%s",
-                  pl->hsdp_replicas > 1 ? "--hsdp" : "--fsdp", several_why(&b),
+                  pl->hsdp_replicas > 1 ? "--hsdp" : "--fsdp", several_why(b),
                   pl->flow_network ? ", or --network analytic" : "");
-      g_free(b.kmap);
-      g_free(b.kweight);
       return FALSE;
     }
     /* Without the shortcut every GPU is simulated: check the size again. */
-    double ops = 2.0 * pl->microbatches * b.v * b.p * (6.0 * mean_lpc + 4) * b.ts * b.ds;
+    double ops = 2.0 * pl->microbatches * b->v * b->p * (6.0 * mean_layers_per_chunk(pl) + 4) * b->ts * b->ds;
     if (pl->symmetry && ops > 60e6) {
       g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_TOO_BIG,
                   "--tp %u x --dp %u on %u-GPU nodes needs %u GPUs per stage simulated (%s), about %.0f million "
                   "ops, over the limit of 60 million; use sizes whose groups fill whole nodes%s",
-                  pl->tp, pl->dp, cluster->gpus_per_node, b.ts * b.ds, several_why(&b), ops / 1e6,
+                  pl->tp, pl->dp, b->cluster->gpus_per_node, b->ts * b->ds, several_why(b), ops / 1e6,
                   sim_plan_has_stragglers(pl) ? ", or fewer stragglers" : "");
-      g_free(b.kmap);
-      g_free(b.kweight);
       return FALSE;
     }
   }
-  r->symmetric = b.ts * b.ds < pl->tp * pl->dp || pl->tp * pl->dp == 1;
-  g_strlcpy(r->symmetry_declined, b.declined, sizeof r->symmetry_declined);
-  g_strlcpy(r->symmetry_approximate, b.approximate, sizeof r->symmetry_approximate);
-  b.chunk_n = g_new(guint, (gsize)b.p * b.v);
-  b.chunk_at = g_new(guint, (gsize)b.p * b.v);
-  b.lmax = 0;
-  for (guint s = 0; s < b.p; s++)
-    for (guint c = 0; c < b.v; c++) {
-      b.chunk_n[s * b.v + c] = sim_plan_chunk_layers(pl, s, c);
-      b.chunk_at[s * b.v + c] = c ? b.chunk_at[s * b.v + c - 1] + b.chunk_n[s * b.v + c - 1] : 0;
-      b.lmax = MAX(b.lmax, b.chunk_n[s * b.v + c]);
+  r->symmetric = b->ts * b->ds < pl->tp * pl->dp || pl->tp * pl->dp == 1;
+  g_strlcpy(r->symmetry_declined, b->declined, sizeof r->symmetry_declined);
+  g_strlcpy(r->symmetry_approximate, b->approximate, sizeof r->symmetry_approximate);
+  if (model_is_moe(&pl->model) && (b->ts > 1 || b->ds > 1)) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "MoE layers are simulated one GPU per stage (the symmetry shortcut), which this run does not "
+                "allow (%s); use sizes whose groups fill whole nodes%s",
+                several_why(b), pl->symmetry && pl->flow_network ? ", or --network analytic" : "");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* What every attempt shares, then: the pipeline split, the costs of a
+ * layer, an MoE layer, the embedding and the head (with DeepSeek-V3's
+ * multi-token prediction), the backward split into B and W. */
+static void build_costs(PtdpBuild *b) {
+  const SimPlan *pl = b->plan;
+  const ModelProfile *profile = b->profile;
+  b->chunk_n = g_new(guint, (gsize)b->p * b->v);
+  b->chunk_at = g_new(guint, (gsize)b->p * b->v);
+  b->lmax = 0;
+  for (guint s = 0; s < b->p; s++)
+    for (guint c = 0; c < b->v; c++) {
+      b->chunk_n[s * b->v + c] = sim_plan_chunk_layers(pl, s, c);
+      b->chunk_at[s * b->v + c] = c ? b->chunk_at[s * b->v + c - 1] + b->chunk_n[s * b->v + c - 1] : 0;
+      b->lmax = MAX(b->lmax, b->chunk_n[s * b->v + c]);
     }
   ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
-  model_layer_cost_with(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &b.layer);
+  model_layer_cost_with(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &b->layer);
   if (model_is_moe(&pl->model)) {
-    if (b.ts > 1 || b.ds > 1) {
-      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                  "MoE layers are simulated one GPU per stage (the symmetry shortcut), which this run does not "
-                  "allow (%s); use sizes whose groups fill whole nodes%s",
-                  several_why(&b), pl->symmetry && pl->flow_network ? ", or --network analytic" : "");
-      g_free(b.kmap);
-      g_free(b.kweight);
-      g_free(b.chunk_n);
-      g_free(b.chunk_at);
-      return FALSE;
-    }
-    model_layer_attention_cost(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &b.moe_attn);
+    model_layer_attention_cost(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &b->moe_attn);
     ModelMoeOptions mo = sim_moe_options(pl);
-    model_moe_cost(profile, &pl->model, &mo, &b.moe);
-    b.moe_layer = g_new0(guint8, (gsize)b.p * b.v * b.lmax);
-    for (guint s = 0; s < b.p; s++)
-      for (guint c = 0; c < b.v; c++)
-        for (guint l = 0; l < b.chunk_n[s * b.v + c]; l++)
-          b.moe_layer[(s * b.v + c) * b.lmax + l] = (guint8)sim_moe_layer(pl, s, c, l);
+    model_moe_cost(profile, &pl->model, &mo, &b->moe);
+    b->moe_layer = g_new0(guint8, (gsize)b->p * b->v * b->lmax);
+    for (guint s = 0; s < b->p; s++)
+      for (guint c = 0; c < b->v; c++)
+        for (guint l = 0; l < b->chunk_n[s * b->v + c]; l++)
+          b->moe_layer[(s * b->v + c) * b->lmax + l] = (guint8)sim_moe_layer(pl, s, c, l);
   }
-  ModelShape local = rank_shape(pl);
-  model_embedding_cost(profile, &local, pl->tp, pl->micro_batch, &b.emb_fwd, &b.emb_bwd);
-  model_head_cost(profile, &local, pl->tp, pl->micro_batch, &b.head_fwd, &b.head_bwd);
-  if (b.moe_layer && pl->model.mtp && profile->kind != MODEL_PROFILE_IDEAL) {
+  ModelShape local = ptdp_rank_shape(pl);
+  model_embedding_cost(profile, &local, pl->tp, pl->micro_batch, &b->emb_fwd, &b->emb_bwd);
+  model_head_cost(profile, &local, pl->tp, pl->micro_batch, &b->head_fwd, &b->head_bwd);
+  if (b->moe_layer && pl->model.mtp && profile->kind != MODEL_PROFILE_IDEAL) {
     /* DeepSeek-V3's multi-token prediction modules, after the head on the
      * last stage: each the 2h -> h projection of the normed hidden states
      * and embeddings, an MoE layer's compute (its token communication is
      * not simulated) and its own logits and loss */
-    const ModelLayerCost *a = &b.moe_attn;
-    const ModelMoeCost *mc = &b.moe;
+    const ModelLayerCost *a = &b->moe_attn;
+    const ModelMoeCost *mc = &b->moe;
     guint64 bs = (guint64)pl->micro_batch * pl->model.seq_len / pl->tp, h = pl->model.hidden;
     ModelGemm eh = {1, bs, h, 2 * h}, eh_d = {1, bs, 2 * h, h}, eh_w = {1, 2 * h, h, bs};
     double fwd = a->fwd.seg_s[0] + a->fwd.seg_s[1] + a->fwd.seg_s[2] + mc->fwd_route_s + mc->fwd_experts_s +
                  mc->fwd_unpermute_s + model_gemm_time_s(profile, &eh);
     double bwd = a->bwd.seg_s[0] + a->bwd.seg_s[1] + a->bwd.seg_s[2] + mc->bwd_route_s + mc->bwd_experts_s +
                  mc->bwd_unpermute_s + model_gemm_time_s(profile, &eh_d) + model_gemm_time_s(profile, &eh_w);
-    double hf = b.head_fwd, hb = b.head_bwd;
-    b.head_fwd += pl->model.mtp * (fwd + hf);
-    b.head_bwd += pl->model.mtp * (bwd + hb + (pl->recompute ? fwd : 0));
+    double hf = b->head_fwd, hb = b->head_bwd;
+    b->head_fwd += pl->model.mtp * (fwd + hf);
+    b->head_bwd += pl->model.mtp * (bwd + hb + (pl->recompute ? fwd : 0));
   }
-  b.bwd_in = b.layer.bwd;
-  b.layer_w = 0;
+  b->bwd_in = b->layer.bwd;
+  b->layer_w = 0;
   for (guint j = 0; j < 3; j++) {
-    b.bwd_in.seg_s[j] -= b.layer.bwd.wgrad_s[j];
-    b.layer_w += b.layer.bwd.wgrad_s[j];
+    b->bwd_in.seg_s[j] -= b->layer.bwd.wgrad_s[j];
+    b->layer_w += b->layer.bwd.wgrad_s[j];
   }
-  b.head_w = model_head_wgrad_s(profile, &local, pl->tp, pl->micro_batch);
-  b.route = sim_plan_route_len(pl);
-  b.blocking = !pl->stage_times && (pl->schedule == SIM_SCHEDULE_GPIPE || pl->schedule == SIM_SCHEDULE_1F1B ||
-                                    pl->schedule == SIM_SCHEDULE_INTERLEAVED);
-  /* Under the flow network transfers are first fixed at their time alone,
-   * which sim_netops_run confirms or undoes (netops.h); when a transfer
-   * inside a coarse op met another, the graph is built again without them. */
-  gboolean coarse_flow = TRUE;
-  /* The steady state (steady.h): first a short run that proves it, and the
-   * whole iteration where it cannot. */
-  guint short_m = sim_ptdp_steady_short_m(pl, observe != NULL);
-build:
-  b.m = short_m ? short_m : pl->microbatches;
-  b.order = g_new0(GArray *, b.p);
-  b.len = g_new0(guint, b.p);
-  b.n_items = 0;
-  for (guint s = 0; s < b.p; s++)
-    b.order[s] = g_array_new(FALSE, FALSE, sizeof(SimItem));
-  sim_ptdp_plan_orders(pl, profile, b.m, b.order);
-  for (guint s = 0; s < b.p; s++) {
-    b.len[s] = b.order[s]->len;
-    b.n_items = MAX(b.n_items, b.len[s]);
+  b->head_w = model_head_wgrad_s(profile, &local, pl->tp, pl->micro_batch);
+  b->route = sim_plan_route_len(pl);
+  b->blocking = !pl->stage_times && (pl->schedule == SIM_SCHEDULE_GPIPE || pl->schedule == SIM_SCHEDULE_1F1B ||
+                                     pl->schedule == SIM_SCHEDULE_INTERLEAVED);
+}
+
+/* Each stage's order of items for b->m microbatches, and where each item
+ * sits in it. */
+static void build_orders(PtdpBuild *b) {
+  b->order = g_new0(GArray *, b->p);
+  b->len = g_new0(guint, b->p);
+  b->n_items = 0;
+  for (guint s = 0; s < b->p; s++)
+    b->order[s] = g_array_new(FALSE, FALSE, sizeof(SimItem));
+  sim_ptdp_plan_orders(b->plan, b->profile, b->m, b->order);
+  for (guint s = 0; s < b->p; s++) {
+    b->len[s] = b->order[s]->len;
+    b->n_items = MAX(b->n_items, b->len[s]);
   }
-  b.steady = (SimSteady){0};
-  b.steady_failed = FALSE;
-  b.cur_item = G_MAXUINT;
-  b.tp_ns = g_new0(SimTime, (gsize)b.p * b.ds * 2);
-  for (guint s = 0; s < b.p; s++)
-    for (guint k = 0; k < b.ds; k++) {
-      SimTime *d = &b.tp_ns[(s * b.ds + k) * 2];
-      guint nodes = sim_ptdp_tp_group_nodes(&b, s, k);
-      double bytes = b.layer.tp_allreduce_bytes;
-      ModelNet net = b.net;
+}
+
+/* The collectives' times on the analytic network: each tensor-parallel
+ * group's all-reduce (or reduce-scatter and all-gather), an MoE layer's
+ * token communication, the rings' hops. */
+static void build_analytic_times(PtdpBuild *b) {
+  const SimPlan *pl = b->plan;
+  b->tp_ns = g_new0(SimTime, (gsize)b->p * b->ds * 2);
+  for (guint s = 0; s < b->p; s++)
+    for (guint k = 0; k < b->ds; k++) {
+      SimTime *d = &b->tp_ns[(s * b->ds + k) * 2];
+      guint nodes = sim_ptdp_tp_group_nodes(b, s, k);
+      double bytes = b->layer.tp_allreduce_bytes;
+      ModelNet net = b->net;
       if (nodes > 1 && pl->stragglers.n_link) /* a ring across nodes runs at its slowest NIC (--slow-link) */
-        net.hw.nic_bw *= sim_ptdp_tp_link_factor(&b, s, k);
+        net.hw.nic_bw *= sim_ptdp_tp_link_factor(b, s, k);
       if (pl->sequence_parallel) {
-        d[0] = ns(model_collective_time_s(&net, MODEL_COLL_REDUCESCATTER, bytes, pl->tp, nodes, NULL));
-        d[1] = ns(model_collective_time_s(&net, MODEL_COLL_ALLGATHER, bytes, pl->tp, nodes, NULL));
+        d[0] = ptdp_ns(model_collective_time_s(&net, MODEL_COLL_REDUCESCATTER, bytes, pl->tp, nodes, NULL));
+        d[1] = ptdp_ns(model_collective_time_s(&net, MODEL_COLL_ALLGATHER, bytes, pl->tp, nodes, NULL));
       } else
-        d[0] = ns(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, bytes, pl->tp, nodes, NULL));
+        d[0] = ptdp_ns(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, bytes, pl->tp, nodes, NULL));
     }
-  b.moe_ns = g_new0(SimTime, (gsize)b.p * MOE_N_COMM);
-  b.moe_plans = g_new(guint, (gsize)b.p * MOE_N_COMM);
-  for (guint j = 0; j < b.p * MOE_N_COMM; j++)
-    b.moe_plans[j] = G_MAXUINT;
-  for (guint s = 0; s < b.p && b.moe_layer; s++)
-    for (guint kind = 0; kind < MOE_N_COMM; kind++)
-      b.moe_ns[s * MOE_N_COMM + kind] = ns(sim_ptdp_moe_analytic_s(&b, s, kind));
+  b->moe_ns = g_new0(SimTime, (gsize)b->p * PTDP_MOE_N_COMM);
+  b->moe_plans = g_new(guint, (gsize)b->p * PTDP_MOE_N_COMM);
+  for (guint j = 0; j < b->p * PTDP_MOE_N_COMM; j++)
+    b->moe_plans[j] = G_MAXUINT;
+  for (guint s = 0; s < b->p && b->moe_layer; s++)
+    for (guint kind = 0; kind < PTDP_MOE_N_COMM; kind++)
+      b->moe_ns[s * PTDP_MOE_N_COMM + kind] = ptdp_ns(sim_ptdp_moe_analytic_s(b, s, kind));
   /* the rings' hops on the analytic network: a send to the next rank, all
    * at once, as long as the slowest (between nodes if the ring leaves one);
    * the overlapped tensor-parallel hops, 1/(t-1) of the collective each */
-  b.hop_ns = g_new0(SimTime, (gsize)b.p * b.ds * 5);
-  for (guint s = 0; s < b.p && (b.cp > 1 || pl->tp_comm_overlap); s++) /* only runs that have rings */
-    for (guint k = 0; k < b.ds; k++) {
-      SimTime *h = &b.hop_ns[(s * b.ds + k) * 5];
+  b->hop_ns = g_new0(SimTime, (gsize)b->p * b->ds * 5);
+  for (guint s = 0; s < b->p && (b->cp > 1 || pl->tp_comm_overlap); s++) /* only runs that have rings */
+    for (guint k = 0; k < b->ds; k++) {
+      SimTime *h = &b->hop_ns[(s * b->ds + k) * 5];
       gboolean same = TRUE;
-      for (guint c = 1; c < b.cp; c++)
-        same = same && gpu_of_rank_c(&b, 0, c, s, k) / cluster->gpus_per_node == node_of_rank(&b, 0, s, k);
-      h[HOP_KV] = h[HOP_GRAD] = ns(model_p2p_time_s(&b.net, b.layer.cp_hop_bytes, same));
-      h[HOP_KV_GRAD] = ns(model_p2p_time_s(&b.net, 2 * b.layer.cp_hop_bytes, same));
+      for (guint c = 1; c < b->cp; c++)
+        same = same && ptdp_gpu_of_rank_c(b, 0, c, s, k) / b->cluster->gpus_per_node == ptdp_node_of_rank(b, 0, s, k);
+      h[PTDP_HOP_KV] = h[PTDP_HOP_GRAD] = ptdp_ns(model_p2p_time_s(&b->net, b->layer.cp_hop_bytes, same));
+      h[PTDP_HOP_KV_GRAD] = ptdp_ns(model_p2p_time_s(&b->net, 2 * b->layer.cp_hop_bytes, same));
       if (pl->tp_comm_overlap) {
-        guint nodes = sim_ptdp_tp_group_nodes(&b, s, k);
-        double bytes = b.layer.tp_allreduce_bytes;
-        h[HOP_TP_GATHER] =
-            ns(model_collective_time_s(&b.net, MODEL_COLL_ALLGATHER, bytes, pl->tp, nodes, NULL) / (pl->tp - 1));
-        h[HOP_TP_SCATTER] =
-            ns(model_collective_time_s(&b.net, MODEL_COLL_REDUCESCATTER, bytes, pl->tp, nodes, NULL) / (pl->tp - 1));
+        guint nodes = sim_ptdp_tp_group_nodes(b, s, k);
+        double bytes = b->layer.tp_allreduce_bytes;
+        h[PTDP_HOP_TP_GATHER] =
+            ptdp_ns(model_collective_time_s(&b->net, MODEL_COLL_ALLGATHER, bytes, pl->tp, nodes, NULL) / (pl->tp - 1));
+        h[PTDP_HOP_TP_SCATTER] = ptdp_ns(
+            model_collective_time_s(&b->net, MODEL_COLL_REDUCESCATTER, bytes, pl->tp, nodes, NULL) / (pl->tp - 1));
       }
     }
+}
 
-  b.e = sim_engine_new();
-  FlowCtx fc = {0};
-  if (pl->flow_network && !b.net.free_comm && !pl->stage_times) {
-    if (!(fc.ops = sim_netops_new_for(cluster, pl, b.e, error))) {
-      g_free(b.chunk_n);
-      g_free(b.chunk_at);
-      g_free(b.tp_ns);
-      g_free(b.hop_ns);
-      g_free(b.moe_ns);
-      g_free(b.moe_plans);
-      g_free(b.moe_layer);
-      g_free(b.kmap);
-      g_free(b.kweight);
-      for (guint s = 0; s < b.p; s++)
-        g_array_free(b.order[s], TRUE);
-      g_free(b.order);
-      g_free(b.len);
-      sim_engine_free(b.e);
-      return FALSE;
+/* The flow network (--network flow, on a cluster with a cost for
+ * communication): its ops on the engine, and the bisection sides --
+ * pipeline stages below p/2 against the rest, replicas below d/2 against
+ * the rest.  FALSE (an error) where the cluster's fabric cannot carry it. */
+static gboolean build_flow(PtdpBuild *b, GError **error) {
+  const SimPlan *pl = b->plan;
+  PtdpFlow *fc = b->flow = g_new0(PtdpFlow, 1);
+  if (!(fc->ops = sim_netops_new_for(b->cluster, pl, b->e, error)))
+    return FALSE;
+  guint total = topo_cluster_gpus(b->cluster);
+  fc->side_pp = g_malloc(total);
+  fc->side_dp = g_malloc(total);
+  memset(fc->side_pp, 2, total);
+  memset(fc->side_dp, 2, total);
+  for (guint s = 0; s < pl->pp; s++)
+    for (guint k = 0; k < pl->dp; k++)
+      for (guint c = 0; c < b->cp; c++)
+        for (guint i = 0; i < pl->tp; i++) {
+          guint g = ptdp_gpu_of_job_rank(b, i, c, s, k);
+          fc->side_pp[g] = s < pl->pp / 2 ? 0 : 1;
+          fc->side_dp[g] = k < pl->dp / 2 ? 0 : 1;
+        }
+  return TRUE;
+}
+
+/* Per stage: the position table (an item's index by chunk, microbatch and
+ * slot) and the item that ends each chunk's last backward. */
+static void build_positions(PtdpBuild *b) {
+  b->position = g_new0(guint *, b->p);
+  b->last_bwd = g_new(guint, (gsize)b->p * b->v);
+  for (guint s = 0; s < b->p; s++) {
+    gsize n = (gsize)b->v * b->m * 3;
+    b->position[s] = g_new(guint, n);
+    for (gsize j = 0; j < n; j++)
+      b->position[s][j] = G_MAXUINT;
+    for (guint c = 0; c < b->v; c++)
+      b->last_bwd[s * b->v + c] = G_MAXUINT;
+    for (guint j = 0; j < b->len[s]; j++) {
+      SimItem it = g_array_index(b->order[s], SimItem, j);
+      b->position[s][((guint64)it.chunk * b->m + it.microbatch) * 3 + ptdp_slot_of(it)] = j;
+      if (!it.forward && it.grad != SIM_GRAD_INPUT)
+        b->last_bwd[s * b->v + it.chunk] = j;
     }
-    /* Bisection sides: pipeline stages below p/2 against the rest; replicas
-     * below d/2 against the rest. */
-    guint total = topo_cluster_gpus(cluster);
-    fc.side_pp = g_malloc(total);
-    fc.side_dp = g_malloc(total);
-    memset(fc.side_pp, 2, total);
-    memset(fc.side_dp, 2, total);
-    for (guint s = 0; s < pl->pp; s++)
-      for (guint k = 0; k < pl->dp; k++)
-        for (guint c = 0; c < b.cp; c++)
-          for (guint i = 0; i < pl->tp; i++) {
-            guint g = gpu_of_job_rank(&b, i, c, s, k);
-            fc.side_pp[g] = s < pl->pp / 2 ? 0 : 1;
-            fc.side_dp[g] = k < pl->dp / 2 ? 0 : 1;
-          }
-    b.flow = &fc;
   }
+}
+
+/* An attempt's tables for `short_m` microbatches (0: the plan's): the
+ * orders, the analytic times, the engine and its streams (stragglers'
+ * speeds set), the flow network, the tables the emission fills.  FALSE
+ * (an error) where the flow network cannot be made. */
+static gboolean build_tables(PtdpBuild *b, guint short_m, GError **error) {
+  const SimPlan *pl = b->plan;
+  b->m = short_m ? short_m : pl->microbatches;
+  build_orders(b);
+  b->steady = (SimSteady){0};
+  b->steady_failed = FALSE;
+  b->cur_item = G_MAXUINT;
+  build_analytic_times(b);
+  b->e = sim_engine_new();
+  if (pl->flow_network && !b->net.free_comm && !pl->stage_times && !build_flow(b, error))
+    return FALSE;
   if (short_m) {
-    gsize n = (gsize)b.ds * b.p * b.n_items;
-    b.item_lo = g_new(guint, n);
-    b.item_hi = g_new(guint, n);
-    b.xfer_lo = g_new(guint, n);
-    b.xfer_hi = g_new(guint, n);
-    b.adds = g_array_new(FALSE, FALSE, sizeof(Add));
-    b.extra = g_array_new(FALSE, TRUE, sizeof(guint));
+    gsize n = (gsize)b->ds * b->p * b->n_items;
+    b->item_lo = g_new(guint, n);
+    b->item_hi = g_new(guint, n);
+    b->xfer_lo = g_new(guint, n);
+    b->xfer_hi = g_new(guint, n);
+    b->adds = g_array_new(FALSE, FALSE, sizeof(PtdpAdd));
+    b->extra = g_array_new(FALSE, TRUE, sizeof(guint));
   }
-  guint n_gpus = b.ts * b.p * b.ds;
+  guint n_gpus = b->ts * b->p * b->ds;
   for (guint g = 0; g < n_gpus; g++)
     for (guint kind = 0; kind < SIM_STREAM_KINDS; kind++)
-      sim_engine_add_stream(b.e, g);
+      sim_engine_add_stream(b->e, g);
   if (sim_plan_has_stragglers(pl))
-    set_speeds(&b);
+    set_speeds(b);
 
-  b.position = g_new0(guint *, b.p);
-  b.last_bwd = g_new(guint, (gsize)b.p * b.v);
-  for (guint s = 0; s < b.p; s++) {
-    gsize n = (gsize)b.v * b.m * 3;
-    b.position[s] = g_new(guint, n);
-    for (gsize j = 0; j < n; j++)
-      b.position[s][j] = G_MAXUINT;
-    for (guint c = 0; c < b.v; c++)
-      b.last_bwd[s * b.v + c] = G_MAXUINT;
-    for (guint j = 0; j < b.len[s]; j++) {
-      SimItem it = g_array_index(b.order[s], SimItem, j);
-      b.position[s][((guint64)it.chunk * b.m + it.microbatch) * 3 + slot_of(it)] = j;
-      if (!it.forward && it.grad != SIM_GRAD_INPUT)
-        b.last_bwd[s * b.v + it.chunk] = j;
-    }
-  }
-  b.items = g_new0(ItemOps, (gsize)b.ds * b.p * b.n_items * b.ts);
-  b.grad_ready = g_new0(guint, (gsize)b.ds * b.p * b.v * b.lmax * b.ts);
-  b.fsdp_rs = g_new(GArray *, (gsize)b.p * b.ts);
-  for (guint j = 0; j < b.p * b.ts; j++)
-    b.fsdp_rs[j] = g_array_new(FALSE, FALSE, sizeof(guint));
-  b.shard_gathers = b.shard_reductions = 0;
-  b.shard_gather_bytes = b.shard_reduce_bytes = 0;
-  b.pending = g_new0(double, b.ts);
-  b.prev = g_new0(guint, b.ts);
-  b.join = g_new(guint, b.ts);
-  for (guint i = 0; i < b.ts; i++)
-    b.join[i] = G_MAXUINT;
-  b.hop_plans = g_new(guint, (gsize)b.p * b.ds * 5);
-  for (gsize j = 0; j < (gsize)b.p * b.ds * 5; j++)
-    b.hop_plans[j] = G_MAXUINT;
-  b.tp_part = g_array_new(FALSE, TRUE, sizeof(SimTime));
-  b.pp_to = g_array_new(FALSE, TRUE, sizeof(guint));
-  b.tp_plans = g_new(guint, (gsize)b.p * b.ds * 3);
-  for (gsize j = 0; j < (gsize)b.p * b.ds * 3; j++)
-    b.tp_plans[j] = G_MAXUINT;
-  b.pp_plans = g_new(guint, (gsize)b.ds * b.p * b.ts * 2);
-  for (gsize j = 0; j < (gsize)b.ds * b.p * b.ts * 2; j++)
-    b.pp_plans[j] = G_MAXUINT;
-  if (b.flow && !pl->exact) {
-    sim_netops_fixing(fc.ops, TRUE);
-    for (guint s = 0; s < b.p && pl->tp > 1; s++) /* what coarse items sum: the transfers' time alone */
-      for (guint k = 0; k < b.ds; k++)
+  build_positions(b);
+  b->items = g_new0(PtdpItemOps, (gsize)b->ds * b->p * b->n_items * b->ts);
+  b->grad_ready = g_new0(guint, (gsize)b->ds * b->p * b->v * b->lmax * b->ts);
+  b->fsdp_rs = g_new(GArray *, (gsize)b->p * b->ts);
+  for (guint j = 0; j < b->p * b->ts; j++)
+    b->fsdp_rs[j] = g_array_new(FALSE, FALSE, sizeof(guint));
+  b->pending = g_new0(double, b->ts);
+  b->prev = g_new0(guint, b->ts);
+  b->join = g_new(guint, b->ts);
+  for (guint i = 0; i < b->ts; i++)
+    b->join[i] = G_MAXUINT;
+  b->hop_plans = g_new(guint, (gsize)b->p * b->ds * 5);
+  for (gsize j = 0; j < (gsize)b->p * b->ds * 5; j++)
+    b->hop_plans[j] = G_MAXUINT;
+  b->tp_part = g_array_new(FALSE, TRUE, sizeof(SimTime));
+  b->pp_to = g_array_new(FALSE, TRUE, sizeof(guint));
+  b->tp_plans = g_new(guint, (gsize)b->p * b->ds * 3);
+  for (gsize j = 0; j < (gsize)b->p * b->ds * 3; j++)
+    b->tp_plans[j] = G_MAXUINT;
+  b->pp_plans = g_new(guint, (gsize)b->ds * b->p * b->ts * 2);
+  for (gsize j = 0; j < (gsize)b->ds * b->p * b->ts * 2; j++)
+    b->pp_plans[j] = G_MAXUINT;
+  return TRUE;
+}
+
+/* Whether items are coarse (see sim_ptdp_emit_item): with fixed
+ * all-reduces (the analytic network, or transfers fixed on the flow
+ * network at their time alone -- `coarse_flow`, until one met another),
+ * one rank per stage (the symmetry shortcut), no trace (which shows every
+ * op).  On the flow network the collectives that coarse items sum are
+ * fixed first. */
+static void build_coarse(PtdpBuild *b, gboolean coarse_flow, gboolean traced) {
+  const SimPlan *pl = b->plan;
+  if (b->flow && !pl->exact) {
+    sim_netops_fixing(b->flow->ops, TRUE);
+    for (guint s = 0; s < b->p && pl->tp > 1; s++) /* what coarse items sum: the transfers' time alone */
+      for (guint k = 0; k < b->ds; k++)
         for (guint j = 0; j < (pl->sequence_parallel ? 2u : 1u); j++) {
           NetCollOp op = !pl->sequence_parallel ? NET_OP_ALLREDUCE : j == 0 ? NET_OP_REDUCESCATTER : NET_OP_ALLGATHER;
-          guint plan = sim_ptdp_tp_plan(&b, s, k, op, b.layer.tp_allreduce_bytes);
-          b.tp_ns[(s * b.ds + k) * 2 + j] = sim_netops_solo_ns(fc.ops, plan);
+          guint plan = sim_ptdp_tp_plan(b, s, k, op, b->layer.tp_allreduce_bytes);
+          b->tp_ns[(s * b->ds + k) * 2 + j] = sim_netops_solo_ns(b->flow->ops, plan);
         }
-    for (guint s = 0; s < b.p && b.moe_layer; s++)
-      for (guint kind = 0; kind < MOE_N_COMM; kind++)
-        if ((kind <= MOE_COMBINE ? pl->ep : pl->etp) > 1)
-          b.moe_ns[s * MOE_N_COMM + kind] = sim_netops_solo_ns(fc.ops, sim_ptdp_moe_plan(&b, s, kind));
+    for (guint s = 0; s < b->p && b->moe_layer; s++)
+      for (guint kind = 0; kind < PTDP_MOE_N_COMM; kind++)
+        if ((kind <= PTDP_MOE_COMBINE ? pl->ep : pl->etp) > 1)
+          b->moe_ns[s * PTDP_MOE_N_COMM + kind] = sim_netops_solo_ns(b->flow->ops, sim_ptdp_moe_plan(b, s, kind));
   }
-  /* coarse items: fixed all-reduces (the analytic network, or transfers
-   * fixed on the flow network), one rank per stage (the symmetry shortcut),
-   * no trace (which shows every op) */
-  b.coarse = !pl->exact && (!b.flow || coarse_flow) && b.ts == 1 && !observe;
+  b->coarse = !pl->exact && (!b->flow || coarse_flow) && b->ts == 1 && !traced;
   if (pl->stragglers.n_gpu) /* a slow GPU stretches its compute, not the all-reduces inside a coarse op */
-    b.coarse = FALSE;
-  if (b.flow && (b.cp > 1 || pl->tp_comm_overlap)) /* their rings' timing inside a coarse op is the analytic network's */
-    b.coarse = FALSE;
-  for (guint s = 0; s < b.p && b.coarse; s++) /* DualPipe's F&B interleave their ops (sim_ptdp_overlap_pair) */
-    for (guint j = 0; j < b.len[s] && b.coarse; j++)
-      b.coarse = !g_array_index(b.order[s], SimItem, j).paired;
+    b->coarse = FALSE;
+  if (b->flow &&
+      (b->cp > 1 || pl->tp_comm_overlap)) /* their rings' timing inside a coarse op is the analytic network's */
+    b->coarse = FALSE;
+  for (guint s = 0; s < b->p && b->coarse; s++) /* DualPipe's F&B interleave their ops (sim_ptdp_overlap_pair) */
+    for (guint j = 0; j < b->len[s] && b->coarse; j++)
+      b->coarse = !g_array_index(b->order[s], SimItem, j).paired;
+}
+
+/* The ops emitted: room reserved for the graph, the parameters' gathers
+ * (--overlap-param-gather), every item of every stage and replica, their
+ * transfers, the data-parallel collectives and the optimizer step. */
+static void build_graph(PtdpBuild *b, gboolean traced) {
+  const SimPlan *pl = b->plan;
   {
     /* Room for the graph, estimated from its shape: an item is one op, or
      * per layer and pass two compute ops on each rank and two all-reduces;
      * a transfer per rank and a gather per item. */
+    double mean_lpc = mean_layers_per_chunk(pl);
     double passes = pl->recompute ? 1.5 : 1.0; /* forward 1, backward 1 or 2 */
-    double item_ops = b.coarse ? 1 : 2.0 * passes * mean_lpc * (b.ts + 1) + 2;
-    double item_slots = b.coarse ? 1 : 4.0 * passes * mean_lpc * b.ts + 2;
-    double items = (double)b.ds * b.p * b.n_items;
-    double ops = items * (item_ops + b.ts + 1), slots = items * (item_slots + 3.0 * b.ts);
+    double item_ops = b->coarse ? 1 : 2.0 * passes * mean_lpc * (b->ts + 1) + 2;
+    double item_slots = b->coarse ? 1 : 4.0 * passes * mean_lpc * b->ts + 2;
+    double items = (double)b->ds * b->p * b->n_items;
+    double ops = items * (item_ops + b->ts + 1), slots = items * (item_slots + 3.0 * b->ts);
     if (ops < 1e8 && slots < 1e8)
-      sim_engine_reserve(b.e, (guint)ops, (guint)slots, (guint)(slots + items * b.ts));
+      sim_engine_reserve(b->e, (guint)ops, (guint)slots, (guint)(slots + items * b->ts));
   }
-  if (observe) {
-    b.pieces = g_array_new(FALSE, FALSE, sizeof(SimTimelinePiece));
-    b.pending_pieces = g_array_new(FALSE, FALSE, sizeof(SimTimelinePiece));
+  if (traced) {
+    b->pieces = g_array_new(FALSE, FALSE, sizeof(SimTimelinePiece));
+    b->pending_pieces = g_array_new(FALSE, FALSE, sizeof(SimTimelinePiece));
   }
 
-  if (pl->overlap_param_gather && b.dpc > 1)
-    sim_ptdp_emit_param_gathers(&b);
-  for (guint k = 0; k < b.ds; k++)
-    for (guint s = 0; s < b.p; s++)
-      for (guint j = 0, before = 0; j < b.len[s]; j++) { /* before: where item j - 1's ops start */
-        guint start = sim_engine_n_ops(b.e);
-        sim_ptdp_emit_item(&b, s, k, j);
-        if (sim_ptdp_pairs_with_previous(&b, s, j))
-          sim_ptdp_overlap_pair(&b, s, k, before, start, sim_engine_n_ops(b.e));
+  if (pl->overlap_param_gather && b->dpc > 1)
+    sim_ptdp_emit_param_gathers(b);
+  for (guint k = 0; k < b->ds; k++)
+    for (guint s = 0; s < b->p; s++)
+      for (guint j = 0, before = 0; j < b->len[s]; j++) { /* before: where item j - 1's ops start */
+        guint start = sim_engine_n_ops(b->e);
+        sim_ptdp_emit_item(b, s, k, j);
+        if (sim_ptdp_pairs_with_previous(b, s, j))
+          sim_ptdp_overlap_pair(b, s, k, before, start, sim_engine_n_ops(b->e));
         before = start;
       }
-  b.cur_item = G_MAXUINT;
-  for (guint k = 0; k < b.ds; k++)
-    for (guint s = 0; s < b.p; s++)
-      for (guint j = 0; j < b.len[s]; j++)
-        sim_ptdp_emit_transfers(&b, s, k, j);
-  guint *opt_gate = g_new(guint, (gsize)b.ds * b.p * b.ts);
-  for (gsize j = 0; j < (gsize)b.ds * b.p * b.ts; j++)
+  b->cur_item = G_MAXUINT;
+  for (guint k = 0; k < b->ds; k++)
+    for (guint s = 0; s < b->p; s++)
+      for (guint j = 0; j < b->len[s]; j++)
+        sim_ptdp_emit_transfers(b, s, k, j);
+  guint *opt_gate = g_new(guint, (gsize)b->ds * b->p * b->ts);
+  for (gsize j = 0; j < (gsize)b->ds * b->p * b->ts; j++)
     opt_gate[j] = G_MAXUINT;
-  for (guint s = 0; s < b.p && !pl->stage_times; s++) /* --stage-times: the pipeline alone */
-    sim_ptdp_emit_dp_and_optimizer(&b, s, opt_gate);
+  for (guint s = 0; s < b->p && !pl->stage_times; s++) /* --stage-times: the pipeline alone */
+    sim_ptdp_emit_dp_and_optimizer(b, s, opt_gate);
   g_free(opt_gate);
+}
 
-  if (b.flow)
-    sim_netops_built(fc.ops);
-  gboolean again = FALSE;
-  gboolean ok = b.flow ? sim_netops_run(fc.ops, &again, error) : sim_engine_run(b.e, error);
-  gboolean whole = FALSE; /* the short run proved nothing: simulate the whole iteration */
-  if (ok && !again && short_m)
-    whole = !sim_ptdp_steady_find(&b);
-  if (ok && !again && !whole) {
-    whole = !sim_ptdp_measure(&b, r);
-    if (b.flow)
-      sim_ptdp_flow_bisection(&b, r);
-    whole = whole || b.steady_failed;
-    r->fits_in_memory = r->memory.total <= sim_plan_usable_bytes(pl, profile);
-    if (observe)
-      ok = observe_timeline(&b, observe, data, error);
-  }
-  if (!ok && short_m) { /* the long run says what is wrong, as it would have alone */
-    g_clear_error(error);
-    ok = whole = TRUE;
-  }
+/* The engine runs the graph, on the flow network or the analytic one;
+ * `*coarse_met`: a transfer inside a coarse op met another (RETRY_FINE). */
+static gboolean run_graph(PtdpBuild *b, gboolean *coarse_met, GError **error) {
+  *coarse_met = FALSE;
+  if (!b->flow)
+    return sim_engine_run(b->e, error);
+  sim_netops_built(b->flow->ops);
+  return sim_netops_run(b->flow->ops, coarse_met, error);
+}
 
-  for (guint s = 0; s < b.p; s++) {
-    g_array_free(b.order[s], TRUE);
-    g_free(b.position[s]);
+/* The finished timeline measured into r and handed to `observe`, with the
+ * steady state found first where a short run stands for the plan's;
+ * `*whole`: the short run cannot stand for it (RETRY_WHOLE). */
+static gboolean measure(PtdpBuild *b, SimResult *r, gboolean short_run, SimTimelineFn observe, gpointer data,
+                        gboolean *whole, GError **error) {
+  *whole = short_run && !sim_ptdp_steady_find(b);
+  if (*whole)
+    return TRUE;
+  *whole = !sim_ptdp_measure(b, r);
+  if (b->flow)
+    sim_ptdp_flow_bisection(b, r);
+  *whole = *whole || b->steady_failed;
+  r->fits_in_memory = r->memory.total <= sim_plan_usable_bytes(b->plan, b->profile);
+  return observe ? observe_timeline(b, observe, data, error) : TRUE;
+}
+
+/* Frees what an attempt allocated, leaving each of its pointers NULL (so
+ * it serves a half-built attempt too), and zeroes its counts. */
+static void build_clear(PtdpBuild *b) {
+  for (guint s = 0; b->order && s < b->p; s++)
+    g_array_free(b->order[s], TRUE);
+  for (guint s = 0; b->position && s < b->p; s++)
+    g_free(b->position[s]);
+  g_clear_pointer(&b->order, g_free);
+  g_clear_pointer(&b->position, g_free);
+  g_clear_pointer(&b->len, g_free);
+  g_clear_pointer(&b->last_bwd, g_free);
+  g_clear_pointer(&b->items, g_free);
+  g_clear_pointer(&b->grad_ready, g_free);
+  for (guint j = 0; b->fsdp_rs && j < b->p * b->ts; j++)
+    g_array_free(b->fsdp_rs[j], TRUE);
+  g_clear_pointer(&b->fsdp_rs, g_free);
+  g_clear_pointer(&b->tp_ns, g_free);
+  g_clear_pointer(&b->moe_ns, g_free);
+  g_clear_pointer(&b->hop_ns, g_free);
+  g_clear_pointer(&b->hop_plans, g_free);
+  g_clear_pointer(&b->param_gather, g_free); /* allocated only with --overlap-param-gather */
+  g_clear_pointer(&b->join, g_free);
+  g_clear_pointer(&b->pending, g_free);
+  g_clear_pointer(&b->prev, g_free);
+  g_clear_pointer(&b->tp_part, g_array_unref);
+  g_clear_pointer(&b->pp_to, g_array_unref);
+  g_clear_pointer(&b->tp_plans, g_free);
+  g_clear_pointer(&b->pp_plans, g_free);
+  g_clear_pointer(&b->moe_plans, g_free);
+  g_clear_pointer(&b->pieces, g_array_unref);
+  g_clear_pointer(&b->pending_pieces, g_array_unref);
+  g_clear_pointer(&b->e, sim_engine_free);
+  if (b->flow) {
+    sim_netops_free(b->flow->ops);
+    g_free(b->flow->side_pp);
+    g_free(b->flow->side_dp);
+    g_clear_pointer(&b->flow, g_free);
   }
-  g_free(b.order);
-  g_free(b.position);
-  g_free(b.len);
-  g_free(b.last_bwd);
-  g_free(b.items);
-  g_free(b.grad_ready);
-  for (guint j = 0; j < b.p * b.ts; j++)
-    g_array_free(b.fsdp_rs[j], TRUE);
-  g_free(b.fsdp_rs);
-  g_free(b.tp_ns);
-  g_free(b.moe_ns);
-  g_free(b.hop_ns);
-  g_free(b.hop_plans);
-  g_clear_pointer(&b.param_gather, g_free); /* allocated again only with --overlap-param-gather */
-  g_free(b.join);
-  g_free(b.pending);
-  g_free(b.prev);
-  g_array_free(b.tp_part, TRUE);
-  g_array_free(b.pp_to, TRUE);
-  g_free(b.tp_plans);
-  g_free(b.pp_plans);
-  g_free(b.moe_plans);
-  if (b.pieces) {
-    g_array_free(b.pieces, TRUE);
-    g_array_free(b.pending_pieces, TRUE);
-  }
-  sim_engine_free(b.e);
-  if (b.flow) {
-    sim_netops_free(fc.ops);
-    g_free(fc.side_pp);
-    g_free(fc.side_dp);
-  }
-  if (short_m) {
-    g_free(b.item_lo);
-    g_free(b.item_hi);
-    g_free(b.xfer_lo);
-    g_free(b.xfer_hi);
-    g_array_free(b.adds, TRUE);
-    g_array_free(b.extra, TRUE);
-    b.item_lo = b.item_hi = b.xfer_lo = b.xfer_hi = NULL;
-    b.adds = b.extra = NULL;
-  }
-  if (whole) {
-    short_m = 0;
-    again = TRUE;
-  }
-  if (again) {
-    if (!whole)
+  g_clear_pointer(&b->item_lo, g_free);
+  g_clear_pointer(&b->item_hi, g_free);
+  g_clear_pointer(&b->xfer_lo, g_free);
+  g_clear_pointer(&b->xfer_hi, g_free);
+  g_clear_pointer(&b->adds, g_array_unref);
+  g_clear_pointer(&b->extra, g_array_unref);
+  b->counts = (PtdpCounts){0};
+}
+
+/* Frees everything the PtdpBuild owns. */
+static void build_free(PtdpBuild *b) {
+  build_clear(b);
+  g_clear_pointer(&b->chunk_n, g_free);
+  g_clear_pointer(&b->chunk_at, g_free);
+  g_clear_pointer(&b->moe_layer, g_free);
+  g_clear_pointer(&b->kmap, g_free);
+  g_clear_pointer(&b->kweight, g_free);
+}
+
+static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster, SimResult *r,
+                         SimTimelineFn observe, gpointer data, GError **error) {
+  memset(r, 0, sizeof *r);
+  if (!check_memory(pl, profile, r, error))
+    return FALSE;
+  PtdpBuild b = {.plan = pl, .profile = profile, .cluster = cluster};
+  gboolean ok = build_init(&b, r, error);
+  if (ok)
+    build_costs(&b);
+  /* The shortcuts the first attempt takes: a short run standing for the
+   * plan's microbatches (the steady state, steady.h), and coarse items
+   * whose transfers the flow network fixes at their time alone. */
+  guint short_m = sim_ptdp_steady_short_m(pl, observe != NULL);
+  gboolean coarse_flow = TRUE;
+  while (ok) {
+    Retry retry = RETRY_NONE;
+    gboolean coarse_met = FALSE, whole = FALSE;
+    ok = build_tables(&b, short_m, error);
+    if (ok) {
+      build_coarse(&b, coarse_flow, observe != NULL);
+      build_graph(&b, observe != NULL);
+      ok = run_graph(&b, &coarse_met, error);
+      if (ok && !coarse_met)
+        ok = measure(&b, r, short_m > 0, observe, data, &whole, error);
+      if (!ok && short_m) { /* the whole iteration's run says what is wrong, as it would have alone */
+        g_clear_error(error);
+        ok = whole = TRUE;
+      }
+      retry = whole ? RETRY_WHOLE : coarse_met ? RETRY_FINE : RETRY_NONE;
+    }
+    build_clear(&b);
+    if (retry == RETRY_NONE)
+      break;
+    if (retry == RETRY_WHOLE)
+      short_m = 0;
+    else
       coarse_flow = FALSE;
-    memset(b.bytes, 0, sizeof b.bytes);
-    b.bytes_embedding = 0;
-    b.logical_extra = 0;
-    goto build;
   }
-  g_free(b.chunk_n);
-  g_free(b.chunk_at);
-  g_free(b.moe_layer);
-  g_free(b.kmap);
-  g_free(b.kweight);
+  build_free(&b);
   return ok;
 }

@@ -44,16 +44,23 @@ guint sim_ptdp_steady_short_m(const SimPlan *pl, gboolean traced) {
   return 2 * short_m <= m ? short_m : 0;
 }
 
+/* What steady_same_kind is handed: the PtdpBuild and the microbatches a
+ * period moves on. */
+typedef struct {
+  const PtdpBuild *b;
+  guint mb_step;
+} Kind;
+
 /* An op and its copy one period on do the same work: tags but the
  * microbatch, what a coarse op holds, the flow plan. */
 static gboolean steady_same_kind(const SimEngine *e, guint op, guint copy, gpointer data) {
   const Kind *kd = data;
-  const Build *b = kd->b;
+  const PtdpBuild *b = kd->b;
   const SimOpTag *t = sim_engine_op_tag(e, op), *u = sim_engine_op_tag(e, copy);
   if (t->category != u->category || t->pass != u->pass || t->stage != u->stage || t->chunk != u->chunk ||
       t->layer != u->layer || (gint64)u->microbatch != (gint64)t->microbatch + kd->mb_step)
     return FALSE;
-  if (tp_part_of(b, op) != tp_part_of(b, copy) || extra_of(b, op) != extra_of(b, copy))
+  if (ptdp_tp_part_of(b, op) != ptdp_tp_part_of(b, copy) || ptdp_extra_of(b, op) != ptdp_extra_of(b, copy))
     return FALSE;
   if (b->flow) {
     double c_op = 0, c_copy = 0;
@@ -70,7 +77,7 @@ static gboolean steady_same_kind(const SimEngine *e, guint op, guint copy, gpoin
  * periods later in its stage's order, if that item is the same with the
  * microbatch q steps on; the window is tried a few periods into the first
  * stage's steady part.  Sets b->steady. */
-static gboolean steady_find_q(Build *b, guint q) {
+static gboolean steady_find_q(PtdpBuild *b, guint q) {
   const SimPlan *pl = b->plan;
   guint step = steady_step(pl) * q, L = 2 * step * b->v; /* items per period on a stage */
   guint n_ops = sim_engine_n_ops(b->e);
@@ -117,7 +124,7 @@ static gboolean steady_find_q(Build *b, guint q) {
 }
 
 /* The shortest period the short run proves (steady_cycle). */
-gboolean sim_ptdp_steady_find(Build *b) {
+gboolean sim_ptdp_steady_find(PtdpBuild *b) {
   for (guint q = 1; q <= steady_cycle(b->plan); q++)
     if (steady_find_q(b, q))
       return TRUE;

@@ -2,35 +2,36 @@
  * which tensor ranks and replicas of a PTD-P run are simulated, each
  * standing for the ranks of its class, which run the same timeline; on the
  * flow network, ranks whose traffic meets simulated together
- * (build.h). */
+ * (build.h).  It calls comm.c for the nodes and NICs a group spans. */
 #include <string.h>
 
 #include "build.h"
 
-static guint dp_group_nodes(const Build *b, guint i, guint s) { return sim_ptdp_group_nodes(b, s, i, FALSE); }
+static guint dp_group_nodes(const PtdpBuild *b, guint i, guint s) { return sim_ptdp_group_nodes(b, s, i, FALSE); }
 
-static guint job_node(const Build *b, guint i, guint c, guint s, guint k) {
-  return gpu_of_job_rank(b, i, c, s, k) / b->cluster->gpus_per_node;
+static guint job_node(const PtdpBuild *b, guint i, guint c, guint s, guint k) {
+  return ptdp_gpu_of_job_rank(b, i, c, s, k) / b->cluster->gpus_per_node;
 }
 
 /* Whether the send of tensor rank i, replica k (the job's) from stage s to
  * stage s2 stays inside a node. */
-static gboolean hop_inside(const Build *b, guint i, guint s, guint s2, guint k) {
+static gboolean hop_inside(const PtdpBuild *b, guint i, guint s, guint s2, guint k) {
   return job_node(b, i, 0, s, k) == job_node(b, i, 0, s2, k);
 }
 
 /* The speed of the compute of tensor rank i, stage s, replica k (the
  * job's): the slowest of its context-parallel ranks (--slow), and the
  * factor of its NIC (--slow-link). */
-static double rank_speed(const Build *b, guint i, guint s, guint k) {
+static double rank_speed(const PtdpBuild *b, guint i, guint s, guint k) {
   double f = 1;
   for (guint c = 0; c < b->cp; c++)
-    f = MIN(f, sim_plan_gpu_speed(b->plan, rank_of_c(b, i, c, s, k) % b->plan->gpus, s, b->cluster->gpus_per_host));
+    f = MIN(f,
+            sim_plan_gpu_speed(b->plan, ptdp_rank_of_c(b, i, c, s, k) % b->plan->gpus, s, b->cluster->gpus_per_host));
   return f;
 }
 
-static double rank_link(const Build *b, guint i, guint s, guint k) {
-  return b->plan->stragglers.n_link ? sim_ptdp_nic_factor(b, gpu_of_job_rank(b, i, 0, s, k)) : 1;
+static double rank_link(const PtdpBuild *b, guint i, guint s, guint k) {
+  return b->plan->stragglers.n_link ? sim_ptdp_nic_factor(b, ptdp_gpu_of_job_rank(b, i, 0, s, k)) : 1;
 }
 
 static void append_double(GArray *sig, double x) {
@@ -46,7 +47,7 @@ static void append_double(GArray *sig, double x) {
  * a node, whether each rank's pipeline sends do, each rank's speed and
  * NIC's (stragglers), and whether the tied embedding's all-reduce stays in
  * a node. */
-static void replica_signature(const Build *b, guint k, guint ts, GArray *sig) {
+static void replica_signature(const PtdpBuild *b, guint k, guint ts, GArray *sig) {
   const SimPlan *pl = b->plan;
   gboolean slow = sim_plan_has_stragglers(pl);
   for (guint s = 0; s < b->p; s++) {
@@ -75,7 +76,7 @@ static void replica_signature(const Build *b, guint k, guint ts, GArray *sig) {
 /* Whether every tensor rank sees what rank 0 sees: its data-parallel
  * group's nodes on every stage, where its pipeline sends and the tied
  * embedding's all-reduce go, its speed and its NIC's. */
-static gboolean tensor_ranks_alike(const Build *b) {
+static gboolean tensor_ranks_alike(const PtdpBuild *b) {
   const SimPlan *pl = b->plan;
   for (guint s = 0; s < b->p; s++) {
     guint dp0 = dp_group_nodes(b, 0, s);
@@ -106,7 +107,7 @@ static gboolean tensor_ranks_alike(const Build *b) {
  * is simulated (*tensor_shared).  FALSE where a data-parallel ring leaves
  * a node through a GPU outside its group (the replicas would all meet). */
 typedef struct {
-  const Build *b;
+  const PtdpBuild *b;
   guint *owner; /* per resource: (i * dp + k) + 1, 0: none */
   guint *block; /* per replica: union-find parent */
   gboolean tensor_shared;
@@ -133,7 +134,7 @@ static void touch(Meet *m, guint res, guint i, guint k) {
     m->block[MAX(x, y)] = MIN(x, y);
 }
 
-static guint nic_res(const Build *b, guint gpu) {
+static guint nic_res(const PtdpBuild *b, guint gpu) {
   guint G = b->cluster->gpus_per_node, nics = MAX(b->cluster->net.nics_per_node, 1u);
   return topo_cluster_gpus(b->cluster) + (gpu / G) * nics + (gpu % G) * nics / G;
 }
@@ -153,7 +154,7 @@ static void touch_send(Meet *m, guint from, guint to, guint i, guint k) {
   touch_gpu(m, to / G * G + from % G, i, k);
 }
 
-static gboolean flow_blocks(const Build *b, guint *block, gboolean *tensor_shared) {
+static gboolean flow_blocks(const PtdpBuild *b, guint *block, gboolean *tensor_shared) {
   const SimPlan *pl = b->plan;
   guint G = b->cluster->gpus_per_node, nics = MAX(b->cluster->net.nics_per_node, 1u);
   gsize n_res = topo_cluster_gpus(b->cluster) + (gsize)b->cluster->nodes * nics;
@@ -181,7 +182,7 @@ static gboolean flow_blocks(const Build *b, guint *block, gboolean *tensor_share
       }
       for (guint s = 0; s < b->p; s++)
         for (guint c = 0; c < b->cp; c++) {
-          guint g = gpu_of_job_rank(b, i, c, s, k);
+          guint g = ptdp_gpu_of_job_rank(b, i, c, s, k);
           touch(&m, g, i, k);
           if (leaves)
             touch(&m, nic_res(b, g), i, k);
@@ -193,13 +194,13 @@ static gboolean flow_blocks(const Build *b, guint *block, gboolean *tensor_share
     for (guint i = 0; i < pl->tp; i++)
       for (guint s = 0; s < b->p; s++)
         for (guint c = 0; c < b->cp; c++) {
-          guint g = gpu_of_job_rank(b, i, c, s, k);
+          guint g = ptdp_gpu_of_job_rank(b, i, c, s, k);
           if (s + 1 < b->p)
-            touch_send(&m, g, gpu_of_job_rank(b, i, c, s + 1, k), i, k);
+            touch_send(&m, g, ptdp_gpu_of_job_rank(b, i, c, s + 1, k), i, k);
           if (s == 0 && b->p > 1)
-            touch_send(&m, g, gpu_of_job_rank(b, i, c, b->p - 1, k), i, k);
-          touch_send(&m, g, gpu_of_job_rank(b, (i + 1) % pl->tp, c, s, k), i, k);
-          touch_send(&m, g, gpu_of_job_rank(b, i, (c + 1) % b->cp, s, k), i, k);
+            touch_send(&m, g, ptdp_gpu_of_job_rank(b, i, c, b->p - 1, k), i, k);
+          touch_send(&m, g, ptdp_gpu_of_job_rank(b, (i + 1) % pl->tp, c, s, k), i, k);
+          touch_send(&m, g, ptdp_gpu_of_job_rank(b, i, (c + 1) % b->cp, s, k), i, k);
         }
   /* A data-parallel group's rings and trees cross between its nodes on
    * the rails of its members: the GPUs there must be its own. */
@@ -211,16 +212,16 @@ static gboolean flow_blocks(const Build *b, guint *block, gboolean *tensor_share
         continue;
       memset(rail, 0, G);
       for (guint j = 0; j < b->dpc; j++) {
-        guint g = gpu_of_job_rank(b, i, j % b->cp, s, j / b->cp);
+        guint g = ptdp_gpu_of_job_rank(b, i, j % b->cp, s, j / b->cp);
         rail[g % G] = mine[g] = 1;
       }
       for (guint j = 0; j < b->dpc && ok; j++) {
-        guint node = gpu_of_job_rank(b, i, j % b->cp, s, j / b->cp) / G;
+        guint node = ptdp_gpu_of_job_rank(b, i, j % b->cp, s, j / b->cp) / G;
         for (guint l = 0; l < G && ok; l++)
           ok = !rail[l] || mine[node * G + l];
       }
       for (guint j = 0; j < b->dpc; j++)
-        mine[gpu_of_job_rank(b, i, j % b->cp, s, j / b->cp)] = 0;
+        mine[ptdp_gpu_of_job_rank(b, i, j % b->cp, s, j / b->cp)] = 0;
     }
   g_free(mine);
   g_free(dp_nodes);
@@ -234,7 +235,7 @@ static gboolean flow_blocks(const Build *b, guint *block, gboolean *tensor_share
  * rail-optimized fat tree with ECMP routing and the job's nodes in more
  * than one scalable unit.  Different ranks' flows may then collide on an
  * uplink where their images do not, which the shortcut does not see. */
-static gboolean ecmp_across_units(const Build *b) {
+static gboolean ecmp_across_units(const PtdpBuild *b) {
   const SimPlan *pl = b->plan;
   const cJSON *fabric = cJSON_GetObjectItemCaseSensitive(b->cluster->json, "fabric");
   const cJSON *net = cJSON_GetObjectItemCaseSensitive(fabric, "network");
@@ -249,7 +250,7 @@ static gboolean ecmp_across_units(const Build *b) {
     for (guint s = 0; s < b->p; s++)
       for (guint i = 0; i < pl->tp; i++)
         for (guint c = 0; c < b->cp; c++) {
-          guint unit = gpu_of_job_rank(b, i, c, s, k) / per_unit;
+          guint unit = ptdp_gpu_of_job_rank(b, i, c, s, k) / per_unit;
           if (first == G_MAXUINT)
             first = unit;
           else if (unit != first)
@@ -268,7 +269,7 @@ static gboolean ecmp_across_units(const Build *b) {
  * see the same layout and no two of them share a NIC.  Every GPU is
  * simulated under --no-symmetry, and where the shortcut would not be exact
  * (b->declined says why). */
-void sim_ptdp_classes(Build *b) {
+void sim_ptdp_classes(PtdpBuild *b) {
   const SimPlan *pl = b->plan;
   guint dp = pl->dp;
   b->ts = pl->tp;
