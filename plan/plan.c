@@ -213,11 +213,11 @@ guint sim_split_candidates(guint layers, guint p, SimSplit *out, guint max) {
 
 guint sim_plan_chunk_layers(const SimPlan *pl, guint s, guint c) {
   /* DualPipe: each chunk is a whole stage (s of one direction, p-1-s of the other) */
-  guint v = pl->schedule == SIM_SCHEDULE_DUALPIPE ? 1 : pl->chunks ? pl->chunks : 1;
+  const SimScheduleInfo *row = sim_schedule_info(pl->schedule);
+  guint v = row->copies ? 1 : pl->chunks ? pl->chunks : 1;
   if (!pl->split_mid && !pl->split_first) /* a plan filled without a split: even */
     return pl->model.layers / (pl->pp * v);
-  if ((pl->schedule == SIM_SCHEDULE_ZB_V || pl->schedule == SIM_SCHEDULE_DUALPIPEV) &&
-      (pl->split_embedding || pl->split_loss)) {
+  if (row->chunks == SIM_CHUNKS_TWO && !row->copies && (pl->split_embedding || pl->split_loss)) {
     /* the V: the embedding's chunk (virtual stage 0) and the loss's (virtual
      * stage 2p-1) are both on stage 0, each a layer short (sail-sg's
      * --allow-padding-num-layers with the V) */

@@ -252,10 +252,47 @@ static gboolean build_stragglers(const SimPlanRequest *r, const TopoCluster *clu
   }
   if (r->gpu_speed && !sim_gpu_speed_parse(r->gpu_speed, &st->sigma, error))
     return FALSE;
-  if (sim_plan_has_stragglers(plan) && (r->zero || (r->schedule && strcmp(r->schedule, "terapipe") == 0)))
+  if (sim_plan_has_stragglers(plan) && (r->zero || !sim_schedule_info(plan->schedule)->passes))
     FAIL("--slow, --gpu-speed and --slow-link apply to tensor, pipeline and data parallel runs; drop them with "
          "--zero or TeraPipe");
   return TRUE;
+}
+
+/* "a, b or c": the words of the schedules whose row says `which`. */
+static char *schedule_words_where(gboolean (*which)(const SimScheduleInfo *)) {
+  guint n;
+  const SimScheduleInfo *t = sim_schedule_table(&n);
+  GPtrArray *w = g_ptr_array_new();
+  for (guint i = 0; i < n; i++)
+    if (t[i].word && which(&t[i]))
+      g_ptr_array_add(w, (gpointer)t[i].name);
+  GString *s = g_string_new(NULL);
+  for (guint i = 0; i < w->len; i++)
+    g_string_append_printf(s, "%s%s", i == 0 ? "" : i + 1 == w->len ? " or " : ", ",
+                           (const char *)g_ptr_array_index(w, i));
+  g_ptr_array_free(w, TRUE);
+  return g_string_free(s, FALSE);
+}
+static gboolean is_chunked(const SimScheduleInfo *row) { return row->chunks == SIM_CHUNKS_ANY; }
+static gboolean is_limited(const SimScheduleInfo *row) { return row->activation_limit; }
+/* The schedules that take --chunks, and the one --activation-limit is for. */
+static const char *chunked_schedules(void) {
+  static char *text;
+  static gsize once = 0;
+  if (g_once_init_enter(&once)) {
+    text = schedule_words_where(is_chunked);
+    g_once_init_leave(&once, 1);
+  }
+  return text;
+}
+static const char *limited_schedule(void) {
+  static char *text;
+  static gsize once = 0;
+  if (g_once_init_enter(&once)) {
+    text = schedule_words_where(is_limited);
+    g_once_init_leave(&once, 1);
+  }
+  return text;
 }
 
 gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, SimPlan *plan, GError **error) {
@@ -329,13 +366,16 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
            r->gpus, group, cluster->gpus_per_node / group, cluster->gpus_per_node, span, cluster->name,
            topo_cluster_gpus(cluster));
   }
-  gboolean terapipe = r->schedule && strcmp(r->schedule, "terapipe") == 0;
-  if ((r->split.first || r->split.last || r->split.embedding || r->split.loss) && (r->zero || terapipe))
-    FAIL("%s split Megatron's pipeline, for PTD-P; drop them with %s",
+  /* a schedule that is no order of passes (TeraPipe's token pipeline) */
+  const SimScheduleInfo *named = sim_schedule_find(r->schedule);
+  gboolean own = named && named->word && !named->passes;
+  if ((r->split.first || r->split.last || r->split.embedding || r->split.loss) && (r->zero || own))
+    FAIL("%s split Megatron's pipeline, for PTD-P; drop them with %s%s%s",
          r->split.first || r->split.last ? "--first-stage-layers/--last-stage-layers"
                                          : "--account-for-embedding/--account-for-loss",
-         r->zero ? "--zero" : "--schedule terapipe (whose cells hold equal layers)");
-  if (terapipe && m->layers % r->pp) /* TeraPipe's cells hold equal layers: no uneven split to suggest */
+         r->zero ? "--zero" : "--schedule ", r->zero ? "" : named->name,
+         r->zero ? "" : " (whose cells hold equal layers)");
+  if (own && m->layers % r->pp) /* TeraPipe's cells hold equal layers: no uneven split to suggest */
     FAIL("--layers %u do not divide into --pp %u stages; use a pipeline size that divides the layer count", m->layers,
          r->pp);
   guint split_first, split_mid, split_last; /* the stage layers; the chunks are checked with the schedule */
@@ -350,56 +390,42 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   SimSchedule sched;
   if (!r->schedule)
     sched = (r->layers_per_chunk || r->chunks) ? SIM_SCHEDULE_INTERLEAVED : SIM_SCHEDULE_1F1B;
-  else if (strcmp(r->schedule, "gpipe") == 0)
-    sched = SIM_SCHEDULE_GPIPE;
-  else if (strcmp(r->schedule, "1f1b") == 0)
-    sched = SIM_SCHEDULE_1F1B;
-  else if (strcmp(r->schedule, "interleaved") == 0)
-    sched = SIM_SCHEDULE_INTERLEAVED;
-  else if (strcmp(r->schedule, "terapipe") == 0)
-    sched = SIM_SCHEDULE_TERAPIPE;
-  else if (strcmp(r->schedule, "zb-h1") == 0)
-    sched = SIM_SCHEDULE_ZB_H1;
-  else if (strcmp(r->schedule, "zb-h2") == 0)
-    sched = SIM_SCHEDULE_ZB_H2;
-  else if (strcmp(r->schedule, "interleaved-zb") == 0)
-    sched = SIM_SCHEDULE_INTERLEAVED_ZB;
-  else if (strcmp(r->schedule, "zb-v") == 0)
-    sched = SIM_SCHEDULE_ZB_V;
-  else if (strcmp(r->schedule, "dualpipe") == 0)
-    sched = SIM_SCHEDULE_DUALPIPE;
-  else if (strcmp(r->schedule, "dualpipev") == 0)
-    sched = SIM_SCHEDULE_DUALPIPEV;
-  else if (strcmp(r->schedule, "zb-1p") == 0)
-    sched = SIM_SCHEDULE_ZB_1P;
-  else if (strcmp(r->schedule, "zb-2p") == 0)
-    sched = SIM_SCHEDULE_ZB_2P;
-  else if (strcmp(r->schedule, "zb-auto") == 0)
-    sched = SIM_SCHEDULE_ZB_AUTO;
+  else if (named && named->word)
+    sched = named->id;
   else
-    FAIL("unknown --schedule '%s'; use gpipe, 1f1b, interleaved, zb-h1, zb-h2, interleaved-zb, zb-v, zb-1p, zb-2p, "
-         "zb-auto, dualpipe, dualpipev or terapipe",
-         r->schedule);
-  if (sched == SIM_SCHEDULE_ZB_AUTO && !(r->activation_limit_gib > 0))
-    FAIL("--schedule zb-auto finds a schedule within an activation-memory limit; give --activation-limit GiB (the "
-         "activations a GPU may hold, e.g. 20)");
-  if (sched != SIM_SCHEDULE_ZB_AUTO && r->activation_limit_gib > 0)
-    FAIL("--activation-limit is zb-auto's memory limit; add --schedule zb-auto or drop it");
+    FAIL("unknown --schedule '%s'; use %s", r->schedule, sim_schedule_word_list());
+  const SimScheduleInfo *row = sim_schedule_info(sched);
+  if (row->activation_limit && !(r->activation_limit_gib > 0))
+    FAIL("--schedule %s finds a schedule within an activation-memory limit; give --activation-limit GiB (the "
+         "activations a GPU may hold, e.g. 20)",
+         row->name);
+  if (!row->activation_limit && r->activation_limit_gib > 0) {
+    const char *limited = limited_schedule();
+    FAIL("--activation-limit is %s's memory limit; add --schedule %s or drop it", limited, limited);
+  }
   if (!(r->activation_limit_gib >= 0) || r->activation_limit_gib > 1e6)
     FAIL("--activation-limit must be a number of GiB above 0, e.g. 20");
   plan->activation_limit_gib = r->activation_limit_gib;
   if (r->schedule_file && r->schedule)
     FAIL("--schedule-file gives the schedule itself; drop --schedule %s", r->schedule);
-  if (r->schedule_file)
+  if (r->schedule_file) {
     sched = SIM_SCHEDULE_FILE;
+    row = sim_schedule_info(sched);
+  }
+  /* TeraPipe's own options and rules: the schedule whose row runs no
+   * passes of ours (terapipe/ runs its token pipeline) */
+  own = !row->passes;
+  const char *tera = sim_schedule_name(SIM_SCHEDULE_TERAPIPE);
+  char with[64]; /* "--schedule NAME", for "drop it with ..." */
+  g_snprintf(with, sizeof with, "--schedule %s", row->name);
   if (sched != SIM_SCHEDULE_TERAPIPE && (r->slices || r->granularity))
-    FAIL("--slices and --granularity need --schedule terapipe");
+    FAIL("--slices and --granularity need --schedule %s", tera);
   if (sched == SIM_SCHEDULE_TERAPIPE && !parse_slices(r, plan, error))
     return FALSE;
-  if (sched == SIM_SCHEDULE_TERAPIPE && r->ddp && strcmp(r->ddp, "local") != 0)
-    FAIL("--schedule terapipe all-reduces gradients after the flush; drop --ddp %s", r->ddp);
-  if (sched == SIM_SCHEDULE_TERAPIPE && r->no_symmetry)
-    FAIL("--no-symmetry is not available with --schedule terapipe (one GPU per cell is simulated); drop it");
+  if (own && r->ddp && strcmp(r->ddp, "local") != 0)
+    FAIL("%s all-reduces gradients after the flush; drop --ddp %s", with, r->ddp);
+  if (own && r->no_symmetry)
+    FAIL("--no-symmetry is not available with %s (one GPU per cell is simulated); drop it", with);
   if (!r->workload || strcmp(r->workload, "gpt") == 0)
     plan->workload = SIM_WORKLOAD_GPT;
   else if (strcmp(r->workload, "layers") == 0)
@@ -407,7 +433,7 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   else
     FAIL("unknown --workload '%s'; use gpt (the whole training step) or layers (TeraPipe's benchmark)", r->workload);
   if (plan->workload == SIM_WORKLOAD_LAYERS && sched != SIM_SCHEDULE_TERAPIPE)
-    FAIL("--workload layers is TeraPipe's benchmark workload; use it with --schedule terapipe");
+    FAIL("--workload layers is TeraPipe's benchmark workload; use it with --schedule %s", tera);
   if (r->zero > 3)
     FAIL("--zero %u is not a ZeRO stage; use 1 (optimizer state sharded), 2 (and gradients) or 3 (and parameters)",
          r->zero);
@@ -415,7 +441,7 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     FAIL("--zero %u shards over data parallelism alone, as SC21 compares it; use --tp 1 --pp 1 (ZeRO combined with "
          "tensor or pipeline parallelism is not modelled)",
          r->zero);
-  if (r->zero && (sched == SIM_SCHEDULE_TERAPIPE || r->schedule))
+  if (r->zero && r->schedule)
     FAIL("--zero %u accumulates microbatches one after another; drop --schedule", r->zero);
   if (r->zero && r->ddp)
     FAIL("--zero %u does its own gradient communication; drop --ddp", r->zero);
@@ -433,13 +459,12 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
       .reduce_bucket = r->zero_reduce_bucket ? r->zero_reduce_bucket : SIM_ZERO_DEFAULT_REDUCE_BUCKET,
       .contiguous = r->zero_contiguous_gradients,
       .trace_fixed = r->zero_trace_fixed};
-  if (r->distributed_optimizer && (r->zero || sched == SIM_SCHEDULE_TERAPIPE))
+  if (r->distributed_optimizer && (r->zero || own))
     FAIL("--distributed-optimizer is Megatron's sharding of the optimizer state for PTD-P; drop it with %s",
-         r->zero ? "--zero (which shards the optimizer state its own way)" : "--schedule terapipe");
+         r->zero ? "--zero (which shards the optimizer state its own way)" : with);
   plan->distributed_optimizer = r->distributed_optimizer;
-  if (cp > 1 && (r->zero || sched == SIM_SCHEDULE_TERAPIPE))
-    FAIL("--cp is Megatron-Core's context parallelism, for PTD-P; drop it with %s",
-         r->zero ? "--zero" : "--schedule terapipe");
+  if (cp > 1 && (r->zero || own))
+    FAIL("--cp is Megatron-Core's context parallelism, for PTD-P; drop it with %s", r->zero ? "--zero" : with);
   if (r->overlap_param_gather && (r->fsdp || r->hsdp))
     FAIL("%s gathers the parameters itself, layer by layer, overlapped with the forward; drop --overlap-param-gather "
          "(Megatron's distributed optimizer's)",
@@ -456,21 +481,19 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   guint v = 1;
   if (r->layers_per_chunk && r->chunks)
     FAIL("give either --layers-per-chunk or --chunks, not both");
-  gboolean looped = sched == SIM_SCHEDULE_INTERLEAVED || sched == SIM_SCHEDULE_INTERLEAVED_ZB;
+  gboolean looped = row->chunks == SIM_CHUNKS_ANY;
   if (!looped && (r->layers_per_chunk || r->chunks))
-    FAIL("--layers-per-chunk and --chunks need --schedule interleaved or interleaved-zb");
+    FAIL("--layers-per-chunk and --chunks need --schedule %s", chunked_schedules());
   gboolean split_ends = r->split.first || r->split.last, split_extra = r->split.embedding || r->split.loss;
-  if (sim_schedule_splits(sched) || sched == SIM_SCHEDULE_FILE) {
-    const char *name = sched == SIM_SCHEDULE_FILE ? "--schedule-file" : r->schedule;
+  if (row->backward != SIM_BACKWARD_WHOLE) {
+    const char *name = row->word ? row->name : "--schedule-file";
     if (r->pp < 2)
       FAIL("--schedule %s is a pipeline schedule; give --pp of at least 2", name);
     /* one chunk per stage in stage order (zb-h1, zb-h2) takes Megatron's
      * uneven splits as 1F1B does; the V, DualPipe's mirrored copies, more
      * chunks and a file's own placement are laid out on an even split */
-    gboolean one_chunk = sched == SIM_SCHEDULE_ZB_H1 || sched == SIM_SCHEDULE_ZB_H2 || sched == SIM_SCHEDULE_ZB_1P ||
-                         sched == SIM_SCHEDULE_ZB_2P || sched == SIM_SCHEDULE_ZB_AUTO;
-    gboolean v_extra = (sched == SIM_SCHEDULE_ZB_V || sched == SIM_SCHEDULE_DUALPIPEV) && split_extra && !split_ends;
-    if ((split_ends || split_extra) && !one_chunk && !v_extra)
+    gboolean takes = row->split == SIM_SPLIT_ANY || (row->split == SIM_SPLIT_ACCOUNT && split_extra && !split_ends);
+    if ((split_ends || split_extra) && !takes)
       FAIL("%s runs on an even split of the layers; drop --first-stage-layers, --last-stage-layers and "
            "--account-for-* (zb-h1 and zb-h2 take them)",
            name);
@@ -479,35 +502,37 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     if (r->overlap_param_gather)
       FAIL("%s is not modelled with --overlap-param-gather yet; drop it", name);
   }
-  if (sched == SIM_SCHEDULE_ZB_V || sched == SIM_SCHEDULE_DUALPIPEV || sched == SIM_SCHEDULE_DUALPIPE) {
+  if (row->chunks == SIM_CHUNKS_TWO) {
     v = 2; /* V: virtual stages s and 2p-1-s; DualPipe: stage s and p-1-s, one per direction */
-    guint parts = sched == SIM_SCHEDULE_DUALPIPE ? r->pp : 2 * r->pp;
+    guint parts = row->copies ? r->pp : 2 * r->pp;
     guint extras = (r->split.embedding ? 1 : 0) + (r->split.loss ? 1 : 0);
-    if (sched != SIM_SCHEDULE_DUALPIPE && extras) {
+    if (!row->copies && extras) {
       if ((m->layers + extras) % parts == 0 && (m->layers + extras) / parts < 2)
         FAIL("--schedule %s with the embedding and loss counted as layers leaves stage 0's chunks no layer (%u + %u "
              "layers in %u parts of 1); drop --account-for-embedding/--account-for-loss or use a smaller --pp",
-             r->schedule, m->layers, extras, parts);
+             row->name, m->layers, extras, parts);
       if ((m->layers + extras) % parts)
         FAIL("--schedule %s with the embedding and loss counted as layers cuts %u + %u into %u equal parts; use a "
              "--pp whose double divides that",
-             r->schedule, m->layers, extras, parts);
+             row->name, m->layers, extras, parts);
     } else if (m->layers % parts)
       FAIL("--schedule %s cuts the %u layers into %u equal parts; use a --pp whose %s divides the layer count",
-           r->schedule, m->layers, parts, sched == SIM_SCHEDULE_DUALPIPE ? "value" : "double");
-    if (sched == SIM_SCHEDULE_DUALPIPE && (r->pp % 2 || m_mb % 2 || m_mb < 2 * r->pp))
-      FAIL("--schedule dualpipe needs an even --pp and an even number of microbatches, at least 2p = %u (it has %u); "
-           "adjust --pp, --global-batch or --micro-batch",
-           2 * r->pp, m_mb);
-    if (sched == SIM_SCHEDULE_DUALPIPEV && m_mb < 2 * r->pp)
-      FAIL("--schedule dualpipev needs at least 2p = %u microbatches (it has %u); raise --global-batch or lower "
-           "--micro-batch",
-           2 * r->pp, m_mb);
-    if (sched != SIM_SCHEDULE_DUALPIPE &&
+           row->name, m->layers, parts, row->copies ? "value" : "double");
+  }
+  if (row->even_p_and_m && (r->pp % 2 || m_mb % 2 || m_mb < row->min_m_per_p * r->pp))
+    FAIL("--schedule %s needs an even --pp and an even number of microbatches, at least %up = %u (it has %u); "
+         "adjust --pp, --global-batch or --micro-batch",
+         row->name, row->min_m_per_p, row->min_m_per_p * r->pp, m_mb);
+  if (!row->even_p_and_m && m_mb < row->min_m_per_p * r->pp)
+    FAIL("--schedule %s needs at least %up = %u microbatches (it has %u); raise --global-batch or lower "
+         "--micro-batch",
+         row->name, row->min_m_per_p, row->min_m_per_p * r->pp, m_mb);
+  if (row->chunks == SIM_CHUNKS_TWO) {
+    if (!row->copies &&
         !sim_split_layers(&r->split, m->layers, r->pp, v, &split_first, &split_mid, &split_last, error))
       return FALSE;
   }
-  if (sched == SIM_SCHEDULE_FILE) {
+  if (row->chunks == SIM_CHUNKS_FILE) {
     const SimScheduleFile *f = sim_schedule_file_load(r->schedule_file, r->pp, m_mb, error);
     if (!f)
       return FALSE;
@@ -540,6 +565,8 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
       FAIL("the interleaved schedule needs --layers-per-chunk L or --chunks v");
     if (!sim_split_layers(&r->split, m->layers, r->pp, v, &split_first, &split_mid, &split_last, error))
       return FALSE;
+  }
+  if (row->m_multiple_of_p) {
     if (m_mb % r->pp)
       FAIL("the interleaved schedule needs the %u microbatches per pipeline to be a multiple of --pp %u; adjust "
            "--global-batch or --micro-batch",
@@ -550,8 +577,8 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     double t[4];
     if (!sim_stage_times_parse(r->stage_times, t, error))
       return FALSE;
-    if (sched == SIM_SCHEDULE_TERAPIPE || r->zero)
-      FAIL("--stage-times times a pipeline's stages; drop it with %s", r->zero ? "--zero" : "--schedule terapipe");
+    if (own || r->zero)
+      FAIL("--stage-times times a pipeline's stages; drop it with %s", r->zero ? "--zero" : with);
     plan->stage_times = TRUE;
     plan->stage_f_s = t[0] * 1e-3;
     plan->stage_b_s = t[1] * 1e-3;
@@ -591,13 +618,12 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     plan->selective = TRUE;
   else
     FAIL("unknown --recompute '%s'; use full, selective or none", r->recompute);
-  if (plan->selective && (r->zero || sched == SIM_SCHEDULE_TERAPIPE))
-    FAIL("--recompute selective is Megatron's, for PTD-P; use full or none with %s",
-         r->zero ? "--zero" : "--schedule terapipe");
+  if (plan->selective && (r->zero || own))
+    FAIL("--recompute selective is Megatron's, for PTD-P; use full or none with %s", r->zero ? "--zero" : with);
   if (!(r->tokens >= 0) || !isfinite(r->tokens))
     FAIL("--tokens must be a positive number of training tokens");
   if (!r->network) /* the default: flows where the cluster describes its fabric and the schedule carries them */
-    plan->flow_network = cluster->has_fabric && sched != SIM_SCHEDULE_TERAPIPE;
+    plan->flow_network = cluster->has_fabric && !own;
   else if (strcmp(r->network, "analytic") == 0)
     plan->flow_network = FALSE;
   else if (strcmp(r->network, "flow") == 0)
@@ -616,17 +642,19 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     FAIL("--placement misaligned shifts the job by half a node, which needs %u more GPUs than cluster '%s' has; use "
          "fewer --gpus",
          cluster->gpus_per_node / 2, cluster->name);
-  if (sched == SIM_SCHEDULE_TERAPIPE && plan->flow_network)
-    FAIL("--network flow is not available with --schedule terapipe yet; use --network analytic");
-  if (sched == SIM_SCHEDULE_TERAPIPE && r->placement)
-    FAIL("--schedule terapipe places ranks as TeraPipe's code does (tensor, then pipeline, then data: tp-pp-dp); "
-         "drop --placement");
-  if (sched == SIM_SCHEDULE_TERAPIPE && r->no_scatter_gather)
-    FAIL("--no-scatter-gather does not apply to --schedule terapipe: one rank sends each hop whole and its group "
-         "broadcasts it, as TeraPipe's code does; drop it");
-  if (r->sequence_parallel && (r->tp < 2 || r->zero || sched == SIM_SCHEDULE_TERAPIPE))
+  if (own && plan->flow_network)
+    FAIL("--network flow is not available with %s yet; use --network analytic", with);
+  if (own && r->placement)
+    FAIL("%s places ranks as TeraPipe's code does (tensor, then pipeline, then data: tp-pp-dp); "
+         "drop --placement",
+         with);
+  if (own && r->no_scatter_gather)
+    FAIL("--no-scatter-gather does not apply to %s: one rank sends each hop whole and its group "
+         "broadcasts it, as TeraPipe's code does; drop it",
+         with);
+  if (r->sequence_parallel && (r->tp < 2 || r->zero || own))
     FAIL("--sequence-parallel splits the sequence over the tensor-parallel ranks; %s",
-         r->zero || sched == SIM_SCHEDULE_TERAPIPE ? "it is Megatron's, for PTD-P: drop it"
+         r->zero || own ? "it is Megatron's, for PTD-P: drop it"
                                                     : "use it with --tp 2 or more");
   if (r->sequence_parallel && r->no_scatter_gather)
     FAIL("--no-scatter-gather does not apply with --sequence-parallel (each rank sends its own s/t of the sequence); "
@@ -651,8 +679,8 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
       FAIL("unknown --attention '%s'; use flash (FlashAttention-2), fused (Megatron's fused softmax where its shape "
            "rules allow) or unfused (its fp32 softmax chain)",
            r->attention);
-    if (sched == SIM_SCHEDULE_TERAPIPE)
-      FAIL("--attention does not apply to --schedule terapipe, which runs its own attention code; drop it");
+    if (own)
+      FAIL("--attention does not apply to %s, which runs its own attention code; drop it", with);
     plan->attention_given = TRUE;
   }
   if (r->precision) {
@@ -664,14 +692,13 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
       plan->precision = MODEL_PRECISION_FP8;
     else
       FAIL("unknown --precision '%s'; use fp16, bf16 or fp8", r->precision);
-    if (plan->precision == MODEL_PRECISION_FP8 && (sched == SIM_SCHEDULE_TERAPIPE || r->zero))
-      FAIL("--precision fp8 is Transformer Engine's, modelled for PTD-P; drop it with %s",
-           r->zero ? "--zero" : "--schedule terapipe");
+    if (plan->precision == MODEL_PRECISION_FP8 && (own || r->zero))
+      FAIL("--precision fp8 is Transformer Engine's, modelled for PTD-P; drop it with %s", r->zero ? "--zero" : with);
     plan->precision_given = TRUE;
   }
   /* no pipeline sends (TeraPipe sends its own way, ZeRO has no pipeline);
    * sequence parallelism sends each rank's shard, nothing to gather */
-  plan->scatter_gather = !r->no_scatter_gather && sched != SIM_SCHEDULE_TERAPIPE && !r->zero && !r->sequence_parallel;
+  plan->scatter_gather = !r->no_scatter_gather && !own && !r->zero && !r->sequence_parallel;
   plan->fusion = !r->no_fusion;
   plan->symmetry = !r->no_symmetry;
   plan->exact = r->exact;
@@ -692,15 +719,14 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
       FAIL("%s and --zero are two ways to shard the same state; use one (--zero for DeepSpeed as SC21 ran it, %s for "
            "PyTorch FSDP2)",
            name, name);
-    if (sched == SIM_SCHEDULE_TERAPIPE)
-      FAIL("%s is not modelled with --schedule terapipe; drop one", name);
+    if (own)
+      FAIL("%s is not modelled with %s; drop one", name, with);
     if (r->stage_times)
       FAIL("%s has nothing to shard under --stage-times (only the pipeline's passes run); drop one", name);
-    if (sched == SIM_SCHEDULE_ZB_V || sched == SIM_SCHEDULE_DUALPIPE || sched == SIM_SCHEDULE_DUALPIPEV ||
-        sched == SIM_SCHEDULE_FILE)
+    if (row->chunks == SIM_CHUNKS_TWO || row->chunks == SIM_CHUNKS_FILE)
       FAIL("%s is not modelled with %s yet (a stage holding the first and the last chunk, or two copies, shards "
            "other parameters); drop one, or use zb-h1, zb-h2, zb-1p, zb-2p or interleaved-zb",
-           name, sched == SIM_SCHEDULE_FILE ? "--schedule-file" : sim_schedule_name(sched));
+           name, row->word ? row->name : "--schedule-file");
     if (r->distributed_optimizer || r->overlap_param_gather)
       FAIL("%s shards the optimizer state and gathers the parameters itself; drop %s", name,
            r->distributed_optimizer ? "--distributed-optimizer" : "--overlap-param-gather");

@@ -11,9 +11,6 @@
 #include "../base/units.h"
 #include "../plan/validate.h"
 
-static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", "terapipe", "zb-h1", "zb-h2",
-                                        "interleaved-zb", "zb-v", "zb-1p", "zb-2p", "zb-auto", "dualpipe",
-                                        "dualpipev", NULL};
 static const char *const recomputes[] = {"full", "selective", "none", NULL};
 static const char *const ddps[] = {"local", "torch", NULL};
 static const char *const networks[] = {"flow", "analytic", NULL};
@@ -71,11 +68,8 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
     [SEARCH_OPT_DP] = {"dp", SEARCH_OPT_COUNT, "D", "Data-parallel size d (default n/(t*p))", NULL},
     [SEARCH_OPT_GLOBAL_BATCH] = {"global-batch", SEARCH_OPT_COUNT, "B", "Global batch B in sequences", NULL},
     [SEARCH_OPT_MICRO_BATCH] = {"micro-batch", SEARCH_OPT_COUNT, "b", "Microbatch size b", NULL},
-    [SEARCH_OPT_SCHEDULE] = {"schedule", SEARCH_OPT_TEXT, "NAME",
-                             "gpipe, 1f1b, interleaved, zb-h1, zb-h2, interleaved-zb, zb-v, zb-1p, zb-2p, zb-auto, "
-                             "dualpipe, dualpipev or terapipe (default 1f1b; interleaved when chunks are given); "
-                             "doc/schedules.md",
-                             schedules},
+    /* its help and words come from the schedules' table (schedule_option) */
+    [SEARCH_OPT_SCHEDULE] = {"schedule", SEARCH_OPT_TEXT, "NAME", NULL, NULL},
     [SEARCH_OPT_SCHEDULE_FILE] = {"schedule-file", SEARCH_OPT_TEXT, "FILE",
                                   "A schedule of your own: a CSV of per-rank actions (0F0, 0I0, 0W0, 1B0...) in "
                                   "torch.distributed.pipelining's format, one row per pipeline rank",
@@ -332,9 +326,23 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                                  fsdp_reshards},
 };
 
+/* --schedule: its words and help from the schedules' table (schedule/). */
+static const SearchOption *schedule_option(void) {
+  static SearchOption o;
+  static gsize once = 0;
+  if (g_once_init_enter(&once)) {
+    o = options[SEARCH_OPT_SCHEDULE];
+    o.help = g_strdup_printf("%s (default 1f1b; interleaved when chunks are given); doc/schedules.md",
+                             sim_schedule_word_list());
+    o.choices = sim_schedule_words();
+    g_once_init_leave(&once, 1);
+  }
+  return &o;
+}
+
 const SearchOption *search_option(SearchOptId id) {
   g_return_val_if_fail(id < SEARCH_N_OPTIONS, NULL);
-  return &options[id];
+  return id == SEARCH_OPT_SCHEDULE ? schedule_option() : &options[id];
 }
 
 gint search_option_find(const char *name) {
@@ -498,7 +506,7 @@ static gboolean search_choice(SearchOptId id, const char *word, GError **error);
 static gboolean text_value_check(SearchOptId id, const char *value, GError **error);
 
 gboolean search_config_set(SearchConfig *c, SearchOptId id, const char *value, GError **error) {
-  const SearchOption *o = &options[id];
+  const SearchOption *o = search_option(id);
   switch (o->kind) {
   case SEARCH_OPT_FLAG:
     break;
@@ -580,7 +588,7 @@ void search_tokens_append(GString *s, double tokens) {
 
 /* A word of an option with a closed set of words. */
 static gboolean search_choice(SearchOptId id, const char *word, GError **error) {
-  const SearchOption *o = &options[id];
+  const SearchOption *o = search_option(id);
   if (id == SEARCH_OPT_SCHEDULE && strcmp(word, "all") == 0)
     return TRUE; /* plan --schedule all: every PTD-P schedule (run's plan checks refuse it, naming the words) */
   GString *words = g_string_new(NULL);

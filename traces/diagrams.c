@@ -213,11 +213,11 @@ static gboolean schedule_run(TraceFigureContext *ctx, const SimPlanRequest *req,
   /* a forward and a backward of every item of every chunk; where the
    * backward may be split into B and W (and DualPipe's chunks see half the
    * microbatches each), at least one box a stage */
-  const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "schedule"));
-  gboolean classic = tera || (name && (strcmp(name, "gpipe") == 0 || strcmp(name, "1f1b") == 0 ||
-                                       strcmp(name, "interleaved") == 0));
+  const SimScheduleInfo *row =
+      sim_schedule_find(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "schedule")));
+  gboolean classic = tera || (row && row->backward == SIM_BACKWARD_WHOLE);
   s->split = !classic;
-  s->looped = name && (strcmp(name, "interleaved") == 0 || strcmp(name, "interleaved-zb") == 0);
+  s->looped = row && row->chunks == SIM_CHUNKS_ANY;
   if (s->stages == 0 || s->items == 0)
     g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_FORMAT,
                 "the run reports no pipeline stages or no %s", tera ? "token slices" : "microbatches");
