@@ -367,13 +367,12 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
            topo_cluster_gpus(cluster));
   }
   /* a schedule that is no order of passes (TeraPipe's token pipeline) */
-  const SimScheduleInfo *named = sim_schedule_find(r->schedule);
-  gboolean own = named && named->word && !named->passes;
+  gboolean own = r->schedule_given && !sim_schedule_info(r->schedule)->passes;
   if ((r->split.first || r->split.last || r->split.embedding || r->split.loss) && (r->zero || own))
     FAIL("%s split Megatron's pipeline, for PTD-P; drop them with %s%s%s",
          r->split.first || r->split.last ? "--first-stage-layers/--last-stage-layers"
                                          : "--account-for-embedding/--account-for-loss",
-         r->zero ? "--zero" : "--schedule ", r->zero ? "" : named->name,
+         r->zero ? "--zero" : "--schedule ", r->zero ? "" : sim_schedule_name(r->schedule),
          r->zero ? "" : " (whose cells hold equal layers)");
   if (own && m->layers % r->pp) /* TeraPipe's cells hold equal layers: no uneven split to suggest */
     FAIL("--layers %u do not divide into --pp %u stages; use a pipeline size that divides the layer count", m->layers,
@@ -388,12 +387,12 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
          r->global_batch, r->micro_batch, dp, per_step);
 
   SimSchedule sched;
-  if (!r->schedule)
+  if (!r->schedule_given)
     sched = (r->layers_per_chunk || r->chunks) ? SIM_SCHEDULE_INTERLEAVED : SIM_SCHEDULE_1F1B;
-  else if (named && named->word)
-    sched = named->id;
-  else
-    FAIL("unknown --schedule '%s'; use %s", r->schedule, sim_schedule_word_list());
+  else if (sim_schedule_info(r->schedule)->word)
+    sched = r->schedule;
+  else /* a request made by hand naming what --schedule cannot */
+    FAIL("unknown --schedule '%s'; use %s", sim_schedule_name(r->schedule), sim_schedule_word_list());
   const SimScheduleInfo *row = sim_schedule_info(sched);
   if (row->activation_limit && !(r->activation_limit_gib > 0))
     FAIL("--schedule %s finds a schedule within an activation-memory limit; give --activation-limit GiB (the "
@@ -406,8 +405,8 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   if (!(r->activation_limit_gib >= 0) || r->activation_limit_gib > 1e6)
     FAIL("--activation-limit must be a number of GiB above 0, e.g. 20");
   plan->activation_limit_gib = r->activation_limit_gib;
-  if (r->schedule_file && r->schedule)
-    FAIL("--schedule-file gives the schedule itself; drop --schedule %s", r->schedule);
+  if (r->schedule_file && r->schedule_given)
+    FAIL("--schedule-file gives the schedule itself; drop --schedule %s", sim_schedule_name(r->schedule));
   if (r->schedule_file) {
     sched = SIM_SCHEDULE_FILE;
     row = sim_schedule_info(sched);
@@ -422,16 +421,11 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     FAIL("--slices and --granularity need --schedule %s", tera);
   if (sched == SIM_SCHEDULE_TERAPIPE && !parse_slices(r, plan, error))
     return FALSE;
-  if (own && r->ddp && strcmp(r->ddp, "local") != 0)
-    FAIL("%s all-reduces gradients after the flush; drop --ddp %s", with, r->ddp);
+  if (own && r->ddp_given && r->ddp != SIM_DDP_LOCAL)
+    FAIL("%s all-reduces gradients after the flush; drop --ddp %s", with, ptd_word_of(sim_ddp_words, (int)r->ddp));
   if (own && r->no_symmetry)
     FAIL("--no-symmetry is not available with %s (one GPU per cell is simulated); drop it", with);
-  if (!r->workload || strcmp(r->workload, "gpt") == 0)
-    plan->workload = SIM_WORKLOAD_GPT;
-  else if (strcmp(r->workload, "layers") == 0)
-    plan->workload = SIM_WORKLOAD_LAYERS;
-  else
-    FAIL("unknown --workload '%s'; use gpt (the whole training step) or layers (TeraPipe's benchmark)", r->workload);
+  plan->workload = r->workload_given ? r->workload : SIM_WORKLOAD_GPT;
   if (plan->workload == SIM_WORKLOAD_LAYERS && sched != SIM_SCHEDULE_TERAPIPE)
     FAIL("--workload layers is TeraPipe's benchmark workload; use it with --schedule %s", tera);
   if (r->zero > 3)
@@ -441,9 +435,9 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     FAIL("--zero %u shards over data parallelism alone, as SC21 compares it; use --tp 1 --pp 1 (ZeRO combined with "
          "tensor or pipeline parallelism is not modelled)",
          r->zero);
-  if (r->zero && r->schedule)
+  if (r->zero && r->schedule_given)
     FAIL("--zero %u accumulates microbatches one after another; drop --schedule", r->zero);
-  if (r->zero && r->ddp)
+  if (r->zero && r->ddp_given)
     FAIL("--zero %u does its own gradient communication; drop --ddp", r->zero);
   plan->zero = r->zero;
   gboolean zk_given = r->zero_prefetch_bucket || r->zero_max_live || r->zero_reuse_distance || r->zero_persistence ||
@@ -472,7 +466,7 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   if (r->overlap_param_gather && !r->distributed_optimizer)
     FAIL("--overlap-param-gather overlaps the distributed optimizer's parameter all-gather with the next forward; "
          "add --distributed-optimizer");
-  if (r->overlap_param_gather && (!r->ddp || strcmp(r->ddp, "torch") != 0))
+  if (r->overlap_param_gather && (!r->ddp_given || r->ddp != SIM_DDP_TORCH))
     FAIL("--overlap-param-gather needs gradients reduced while the backward runs, as Megatron requires "
          "(--overlap-grad-reduce); add --ddp torch");
   plan->overlap_param_gather = r->overlap_param_gather;
@@ -604,47 +598,26 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   plan->split_embedding = r->split.embedding;
   plan->split_loss = r->split.loss;
 
-  if (!r->ddp || strcmp(r->ddp, "local") == 0)
-    plan->ddp = SIM_DDP_LOCAL;
-  else if (strcmp(r->ddp, "torch") == 0)
-    plan->ddp = SIM_DDP_TORCH;
-  else
-    FAIL("unknown --ddp '%s'; use torch or local", r->ddp);
-  if (!r->recompute || strcmp(r->recompute, "full") == 0)
-    plan->recompute = TRUE;
-  else if (strcmp(r->recompute, "none") == 0)
-    plan->recompute = FALSE;
-  else if (strcmp(r->recompute, "selective") == 0)
-    plan->selective = TRUE;
-  else
-    FAIL("unknown --recompute '%s'; use full, selective or none", r->recompute);
+  plan->ddp = r->ddp_given ? r->ddp : SIM_DDP_LOCAL;
+  ModelRecompute rc = r->recompute_given ? r->recompute : MODEL_RECOMPUTE_FULL;
+  plan->recompute = rc == MODEL_RECOMPUTE_FULL;
+  plan->selective = rc == MODEL_RECOMPUTE_SELECTIVE;
   if (plan->selective && (r->zero || own))
     FAIL("--recompute selective is Megatron's, for PTD-P; use full or none with %s", r->zero ? "--zero" : with);
   if (!(r->tokens >= 0) || !isfinite(r->tokens))
     FAIL("--tokens must be a positive number of training tokens");
-  if (!r->network) /* the default: flows where the cluster describes its fabric and the schedule carries them */
+  if (!r->network_given) /* the default: flows where the cluster describes its fabric and the schedule carries them */
     plan->flow_network = cluster->has_fabric && !own;
-  else if (strcmp(r->network, "analytic") == 0)
-    plan->flow_network = FALSE;
-  else if (strcmp(r->network, "flow") == 0)
-    plan->flow_network = TRUE;
   else
-    FAIL("unknown --network '%s'; use analytic or flow", r->network);
-  if (!r->placement || strcmp(r->placement, "tp-dp-pp") == 0)
-    plan->placement = SIM_PLACEMENT_TP_DP_PP;
-  else if (strcmp(r->placement, "dp-outermost") == 0)
-    plan->placement = SIM_PLACEMENT_DP_OUTERMOST;
-  else if (strcmp(r->placement, "misaligned") == 0)
-    plan->placement = SIM_PLACEMENT_MISALIGNED;
-  else
-    FAIL("unknown --placement '%s'; use tp-dp-pp, dp-outermost or misaligned", r->placement);
+    plan->flow_network = r->network == SIM_NETWORK_FLOW;
+  plan->placement = r->placement_given ? r->placement : SIM_PLACEMENT_TP_DP_PP;
   if (plan->placement == SIM_PLACEMENT_MISALIGNED && r->gpus + cluster->gpus_per_node / 2 > topo_cluster_gpus(cluster))
     FAIL("--placement misaligned shifts the job by half a node, which needs %u more GPUs than cluster '%s' has; use "
          "fewer --gpus",
          cluster->gpus_per_node / 2, cluster->name);
   if (own && plan->flow_network)
     FAIL("--network flow is not available with %s yet; use --network analytic", with);
-  if (own && r->placement)
+  if (own && r->placement_given)
     FAIL("%s places ranks as TeraPipe's code does (tensor, then pipeline, then data: tp-pp-dp); "
          "drop --placement",
          with);
@@ -668,30 +641,14 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   if (!(reserve >= 0 && reserve <= 1024))
     FAIL("--memory-reserve %g GiB is outside 0 to 1024; give the GiB of GPU memory to keep back, e.g. 3", reserve);
   plan->memory_reserve_bytes = reserve * 1073741824.0;
-  if (r->attention) {
-    if (strcmp(r->attention, "flash") == 0)
-      plan->attention = MODEL_ATTENTION_FLASH;
-    else if (strcmp(r->attention, "fused") == 0)
-      plan->attention = MODEL_ATTENTION_FUSED;
-    else if (strcmp(r->attention, "unfused") == 0)
-      plan->attention = MODEL_ATTENTION_UNFUSED;
-    else
-      FAIL("unknown --attention '%s'; use flash (FlashAttention-2), fused (Megatron's fused softmax where its shape "
-           "rules allow) or unfused (its fp32 softmax chain)",
-           r->attention);
+  if (r->attention_given) {
+    plan->attention = r->attention;
     if (own)
       FAIL("--attention does not apply to %s, which runs its own attention code; drop it", with);
     plan->attention_given = TRUE;
   }
-  if (r->precision) {
-    if (strcmp(r->precision, "fp16") == 0)
-      plan->precision = MODEL_PRECISION_FP16;
-    else if (strcmp(r->precision, "bf16") == 0)
-      plan->precision = MODEL_PRECISION_BF16;
-    else if (strcmp(r->precision, "fp8") == 0)
-      plan->precision = MODEL_PRECISION_FP8;
-    else
-      FAIL("unknown --precision '%s'; use fp16, bf16 or fp8", r->precision);
+  if (r->precision_given) {
+    plan->precision = r->precision;
     if (plan->precision == MODEL_PRECISION_FP8 && (own || r->zero))
       FAIL("--precision fp8 is Transformer Engine's, modelled for PTD-P; drop it with %s", r->zero ? "--zero" : with);
     plan->precision_given = TRUE;
@@ -710,7 +667,7 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
    * dp_shard_cp mesh), or HSDP, sharded within groups and replicated
    * across R of them (torchtitan's dp_replicate) */
   gboolean fsdp = r->fsdp || r->hsdp;
-  if (!fsdp && (r->fsdp_reduce_dtype || r->fsdp_reshard))
+  if (!fsdp && (r->fsdp_reduce_dtype_given || r->fsdp_reshard_given))
     FAIL("--fsdp-reduce-dtype and --fsdp-reshard-after-forward are FSDP2's; add --fsdp or --hsdp R, or drop them");
   if (fsdp) {
     const char *name = r->hsdp ? "--hsdp" : "--fsdp";
@@ -730,7 +687,7 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     if (r->distributed_optimizer || r->overlap_param_gather)
       FAIL("%s shards the optimizer state and gathers the parameters itself; drop %s", name,
            r->distributed_optimizer ? "--distributed-optimizer" : "--overlap-param-gather");
-    if (r->ddp)
+    if (r->ddp_given)
       FAIL("%s reduce-scatters each layer's gradients as its backward ends; drop --ddp", name);
     if (shards < 2)
       FAIL("%s needs at least 2 data-parallel ranks to shard over (d x cp is %u); use more GPUs or a smaller --tp, --pp "
@@ -740,19 +697,14 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
       FAIL("--hsdp %u must divide the %u data-parallel ranks (d x cp) into groups of at least 2; use a divisor of %u "
            "below it",
            r->hsdp, shards, shards);
-    if (r->fsdp_reduce_dtype && strcmp(r->fsdp_reduce_dtype, "fp32") && strcmp(r->fsdp_reduce_dtype, "bf16"))
-      FAIL("unknown --fsdp-reduce-dtype '%s'; use fp32 or bf16", r->fsdp_reduce_dtype);
-    if (r->fsdp_reshard && strcmp(r->fsdp_reshard, "default") && strcmp(r->fsdp_reshard, "always") &&
-        strcmp(r->fsdp_reshard, "never"))
-      FAIL("unknown --fsdp-reshard-after-forward '%s'; use default, always or never", r->fsdp_reshard);
     plan->fsdp = TRUE;
     plan->hsdp_replicas = r->hsdp ? r->hsdp : 1;
-    plan->fsdp_reduce_fp32 = !r->fsdp_reduce_dtype || strcmp(r->fsdp_reduce_dtype, "fp32") == 0;
+    plan->fsdp_reduce_fp32 = !r->fsdp_reduce_dtype_given || r->fsdp_reduce_dtype == SIM_REDUCE_FP32;
     /* torchtitan's default: reshard after forward unless pipelining
      * (torchtitan/models/llama3/infra/parallelize.py, apply_fsdp) */
-    plan->reshard_after_forward = !r->fsdp_reshard || strcmp(r->fsdp_reshard, "default") == 0
+    plan->reshard_after_forward = !r->fsdp_reshard_given || r->fsdp_reshard == SIM_RESHARD_DEFAULT
                                       ? r->pp == 1
-                                      : strcmp(r->fsdp_reshard, "always") == 0;
+                                      : r->fsdp_reshard == SIM_RESHARD_ALWAYS;
   }
   if (fsdp && model_is_moe(&r->model))
     FAIL("%s is not modelled for mixture-of-experts models; use the distributed optimizer (Megatron-Core's) instead",

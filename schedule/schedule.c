@@ -599,15 +599,15 @@ const char *sim_schedule_name(SimSchedule s) { return sim_schedule_info(s)->name
 
 gboolean sim_schedule_splits(SimSchedule s) { return sim_schedule_info(s)->backward == SIM_BACKWARD_SPLIT; }
 
-const char *const *sim_schedule_words(void) {
-  static const char *words[G_N_ELEMENTS(schedules) + 1];
+const PtdWord *sim_schedule_words(void) {
+  static PtdWord words[G_N_ELEMENTS(schedules) + 1];
   static gsize done = 0;
   if (g_once_init_enter(&done)) {
     guint n = 0;
     for (guint i = 0; i < G_N_ELEMENTS(schedules); i++)
       if (schedules[i].word)
-        words[n++] = schedules[i].name;
-    words[n] = NULL;
+        words[n++] = (PtdWord){schedules[i].name, (int)schedules[i].id};
+    words[n] = (PtdWord){NULL, 0};
     g_once_init_leave(&done, 1);
   }
   return words;

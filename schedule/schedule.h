@@ -65,6 +65,8 @@
 
 #include <glib.h>
 
+#include "../base/text.h"
+
 
 typedef enum {
   SIM_SCHEDULE_GPIPE,
@@ -195,9 +197,9 @@ const SimScheduleInfo *sim_schedule_find(const char *name);
 /* "gpipe", "1f1b", ... as --schedule writes them ("file" for
  * --schedule-file). */
 const char *sim_schedule_name(SimSchedule s);
-/* The words --schedule takes, in table order, NULL-terminated; and as
+/* The words --schedule takes and their SimSchedule, in table order; and as
  * text, "gpipe, 1f1b, ... or terapipe" (the schedules of passes first). */
-const char *const *sim_schedule_words(void);
+const PtdWord *sim_schedule_words(void);
 const char *sim_schedule_word_list(void);
 /* Whether the schedule runs input and weight gradients as separate items. */
 gboolean sim_schedule_splits(SimSchedule schedule);

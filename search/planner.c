@@ -564,8 +564,18 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
   out->rows = g_array_new(FALSE, FALSE, sizeof(SearchRow));
   out->rejected = g_array_new(FALSE, FALSE, sizeof(SearchRow));
   const SearchConfig *cfg = req->config;
+  /* the options as given: the model, the GPUs, the batch and the split
+   * (--schedule all is plan's word for every schedule, which no run takes) */
   SimPlanRequest base;
-  if (!search_config_request(cfg, &base, error))
+  SearchConfig plain;
+  search_config_copy(&plain, cfg);
+  if (plain.text[SEARCH_OPT_SCHEDULE] && strcmp(plain.text[SEARCH_OPT_SCHEDULE], "all") == 0)
+    search_config_unset(&plain, SEARCH_OPT_SCHEDULE);
+  gboolean base_ok = search_config_request(&plain, &base, error);
+  search_config_clear(&plain);
+  /* its texts pointed into the copy; none is read below */
+  base.slices = base.slow = base.gpu_speed = base.slow_link = base.schedule_file = base.stage_times = NULL;
+  if (!base_ok)
     return FALSE;
   const ModelShape *m = &base.model;
   guint n = base.gpus, B = base.global_batch;

@@ -75,13 +75,28 @@ static void build_plan(Cfg *c, SimPlan *plan) {
   r.micro_batch = c->b;
   r.global_batch = c->m * c->b * c->dp;
   r.chunks = c->chunks;
-  r.schedule = c->schedule;
-  r.recompute = c->recompute;
-  r.ddp = c->ddp;
+  /* the test's words as the command line's edge reads them */
+  int w;
+  if (c->schedule) {
+    g_assert_nonnull(sim_schedule_find(c->schedule));
+    r.schedule = sim_schedule_find(c->schedule)->id;
+    r.schedule_given = TRUE;
+  }
+  if (c->recompute) {
+    g_assert_true(ptd_word_value(sim_recompute_words, c->recompute, &w));
+    r.recompute = (ModelRecompute)w;
+    r.recompute_given = TRUE;
+  }
+  if (c->ddp) {
+    g_assert_true(ptd_word_value(sim_ddp_words, c->ddp, &w));
+    r.ddp = (SimDdp)w;
+    r.ddp_given = TRUE;
+  }
   r.no_scatter_gather = c->no_sg;
   r.no_symmetry = c->no_symmetry;
   r.split = c->split;
-  r.network = "analytic"; /* the engine's symmetry identity; flow mode has its own test (test_cli_network) */
+  r.network = SIM_NETWORK_ANALYTIC; /* the engine's symmetry identity; flow mode has its own test (test_cli_network) */
+  r.network_given = TRUE;
   r.allow_oom = TRUE;
   GError *error = NULL;
   gboolean ok = sim_plan_build(&r, selene, plan, &error);
@@ -582,8 +597,10 @@ static void test_zero_bytes_and_memory(void) {
                             .dp = 16,
                             .global_batch = 48,
                             .micro_batch = 1,
-                            .recompute = rc ? "full" : "none",
-                            .network = "analytic",
+                            .recompute = rc ? MODEL_RECOMPUTE_FULL : MODEL_RECOMPUTE_NONE,
+                            .recompute_given = TRUE,
+                            .network = SIM_NETWORK_ANALYTIC,
+                            .network_given = TRUE,
                             .zero = stages[si],
                             .allow_oom = TRUE};
       SimPlan plan;
@@ -647,7 +664,7 @@ static void test_zero_bytes_and_memory(void) {
                                      1e-9 * P);
       g_assert_cmpfloat(r.bubble_fraction, ==, 0);
       /* the flow network moves the same bytes */
-      req.network = "flow";
+      req.network = SIM_NETWORK_FLOW;
       g_assert_true(sim_plan_build(&req, selene, &plan, &error));
       SimResult fl;
       g_assert_true(sim_zero_run(&plan, a100, selene, &fl, NULL, NULL, &error));
@@ -690,8 +707,10 @@ static void test_zero_prefetch(void) {
                           .dp = 16,
                           .global_batch = 16,
                           .micro_batch = 1,
-                          .recompute = "none",
-                          .network = "analytic",
+                          .recompute = MODEL_RECOMPUTE_NONE,
+                          .recompute_given = TRUE,
+                          .network = SIM_NETWORK_ANALYTIC,
+                          .network_given = TRUE,
                           .zero = 3,
                           .zero_trace_fixed = fixed,
                           .allow_oom = TRUE};
@@ -1232,9 +1251,9 @@ static void test_table_names(void) {
     g_assert_true(t[i].search == SIM_SEARCH_NEVER || (t[i].word && t[i].passes && !t[i].activation_limit));
     g_assert_true(t[i].search == SIM_SEARCH_NEVER || t[i].search_rank > 0);
     if (t[i].word)
-      g_assert_cmpstr(sim_schedule_words()[words++], ==, t[i].name);
+      g_assert_cmpstr(sim_schedule_words()[words++].word, ==, t[i].name);
   }
-  g_assert_null(sim_schedule_words()[words]);
+  g_assert_null(sim_schedule_words()[words].word);
   for (guint id = 0; id <= SIM_SCHEDULE_ZB_AUTO; id++)
     g_assert_cmpuint(seen[id], ==, 1);
   g_assert_null(sim_schedule_find("all"));

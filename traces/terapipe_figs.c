@@ -27,7 +27,7 @@ gboolean trace_terapipe_setting(guint id, const char *slices, guint micro_batch,
   return trace_terapipe_setting_as(id, slices, micro_batch, NULL, req, error);
 }
 
-gboolean trace_terapipe_setting_as(guint id, const char *slices, guint micro_batch, const char *workload,
+gboolean trace_terapipe_setting_as(guint id, const char *slices, guint micro_batch, const SimWorkload *workload,
                                    SimPlanRequest *req, GError **error) {
   memset(req, 0, sizeof *req);
   cJSON *ref = trace_reference_load("terapipe-icml21.json", error);
@@ -63,12 +63,15 @@ gboolean trace_terapipe_setting_as(guint id, const char *slices, guint micro_bat
       req->pp = (guint)v[3];
       req->tp = (guint)v[4];
       req->micro_batch = micro_batch;
-      req->schedule = "terapipe";
+      req->schedule = SIM_SCHEDULE_TERAPIPE;
+      req->schedule_given = TRUE;
       req->slices = slices;
       /* TeraPipe's evaluation (test_transformer_terapipe.py): the layers
        * alone, all activations kept, no recomputation. */
-      req->workload = workload ? workload : "layers";
-      req->recompute = "none";
+      req->workload = workload ? *workload : SIM_WORKLOAD_LAYERS;
+      req->workload_given = TRUE;
+      req->recompute = MODEL_RECOMPUTE_NONE;
+      req->recompute_given = TRUE;
     }
   }
   cJSON_Delete(ref);
@@ -150,7 +153,7 @@ static void describe_brief(GString *text, const cJSON *run) {
 
 static char *subtitle(const TraceFigureContext *ctx, const char *what) {
   return g_strdup_printf("%s, %s, %s%s", ctx->cluster->name, ctx->profile->name,
-                         ctx->workload && strcmp(ctx->workload, "gpt") == 0 ? "the whole training step"
+                         ctx->workload && *ctx->workload == SIM_WORKLOAD_GPT ? "the whole training step"
                                                                              : "the layers alone (TeraPipe's benchmark)",
                          what);
 }
