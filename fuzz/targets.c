@@ -214,9 +214,9 @@ static void option_value(FuzzTarget t, const guint8 *data, gsize size) {
     if (t == FUZZ_STAGE_TIMES)
       req.stage_times = text, req.schedule = SIM_SCHEDULE_ZB_H1, req.schedule_given = TRUE;
     else if (t == FUZZ_SLOW)
-      req.slow = text;
+      memcpy(req.stragglers.gpu, slow, n * sizeof *slow), req.stragglers.n_gpu = n;
     else
-      req.slow_link = text;
+      memcpy(req.stragglers.link, slow, n * sizeof *slow), req.stragglers.n_link = n;
     cJSON *run = trace_run(&req, selene(), a100(), NULL, 0, &error);
     if (run && !trace_run_json_check(run, &error)) {
       fprintf(stderr, "fuzz: trace_run returned a run it must refuse: %s\n", error->message);

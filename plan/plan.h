@@ -209,7 +209,10 @@ typedef struct {
   gboolean tp_comm_overlap;       /* --tp-comm-overlap */
   gboolean overlap_param_gather;  /* --overlap-param-gather */
   SimSplit split;                 /* --first-stage-layers, --last-stage-layers, --account-for-embedding, --account-for-loss */
-  const char *slow, *gpu_speed, *slow_link; /* stragglers; NULL: none */
+  /* --slow, --slow-link and --gpu-speed, parsed (sim_slow_parse,
+   * sim_gpu_speed_parse); their indexes are checked against the run by
+   * sim_plan_build; none: all zero.  The seed is --seed's, below. */
+  SimStragglers stragglers;
   guint64 seed;                   /* --seed (0: 1) */
   guint ep, expert_tp;            /* --ep, --expert-tp; 0: not given (1, t) */
   double moe_imbalance;           /* --moe-imbalance; 0: not given (1) */

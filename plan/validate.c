@@ -226,16 +226,37 @@ static gboolean slow_in_run(const SimSlow *list, guint n, gboolean links, const 
   return TRUE;
 }
 
+/* A --slow or --slow-link list as its entries read ("node:3=0.5,rail:2=0"). */
+static char *slow_text(const SimSlow *list, guint n) {
+  GString *s = g_string_new(NULL);
+  for (guint i = 0; i < n; i++) {
+    const SimSlow *e = &list[i];
+    const char *prefix = e->kind == SIM_SLOW_NODE    ? "node:"
+                         : e->kind == SIM_SLOW_STAGE ? "stage:"
+                         : e->kind == SIM_SLOW_RAIL  ? "rail:"
+                                                     : "";
+    g_string_append_printf(s, "%s%s%u=%g", i ? "," : "", prefix, e->index, e->factor);
+  }
+  return g_string_free(s, FALSE);
+}
+
 static gboolean build_stragglers(const SimPlanRequest *r, const TopoCluster *cluster, SimPlan *plan, GError **error) {
   SimStragglers *st = &plan->stragglers;
+  *st = r->stragglers; /* parsed at the edge; checked here against the run */
   st->seed = r->seed ? r->seed : 1;
-  if (r->slow && (!sim_slow_parse(r->slow, FALSE, st->gpu, &st->n_gpu, error) ||
-                  !slow_in_run(st->gpu, st->n_gpu, FALSE, cluster, r->gpus, r->pp, error)))
+  if (st->n_gpu > SIM_MAX_SLOW || st->n_link > SIM_MAX_SLOW || !(st->sigma >= 0 && st->sigma <= 2))
+    FAIL("the stragglers hold more than %d entries or a --gpu-speed sigma outside 0 to 2", SIM_MAX_SLOW);
+  for (guint i = 0; i < st->n_gpu + st->n_link; i++) {
+    gboolean link = i >= st->n_gpu;
+    const SimSlow *e = link ? &st->link[i - st->n_gpu] : &st->gpu[i];
+    if (!(e->factor <= 1 && (link ? e->factor >= 0 : e->factor > 0)))
+      FAIL("%s factor %g is outside %s; give a decimal number in that range", link ? "--slow-link" : "--slow",
+           e->factor, link ? "0 <= FACTOR <= 1" : "0 < FACTOR <= 1");
+  }
+  if (!slow_in_run(st->gpu, st->n_gpu, FALSE, cluster, r->gpus, r->pp, error) ||
+      !slow_in_run(st->link, st->n_link, TRUE, cluster, r->gpus, r->pp, error))
     return FALSE;
-  if (r->slow_link && (!sim_slow_parse(r->slow_link, TRUE, st->link, &st->n_link, error) ||
-                       !slow_in_run(st->link, st->n_link, TRUE, cluster, r->gpus, r->pp, error)))
-    return FALSE;
-  if (r->slow_link) {
+  if (st->n_link) {
     /* a node with every NIC down has no way out: nothing models traffic
      * that cannot leave it (a rail down shares the next rail's NIC) */
     guint nodes = (r->gpus + cluster->gpus_per_node - 1) / MAX(cluster->gpus_per_node, 1u);
@@ -244,14 +265,17 @@ static gboolean build_stragglers(const SimPlanRequest *r, const TopoCluster *clu
       gboolean up = FALSE;
       for (guint rail = 0; rail < rails && !up; rail++)
         up = sim_plan_nic_factor(plan, node, rail) > 0;
-      if (!up)
-        FAIL("--slow-link '%.200s' leaves node %u with none of its %u NICs up; keep at least one above 0 (rail:R=0 "
-             "takes one rail down, node:N=F slows a node's NICs)",
-             r->slow_link, node, rails);
+      if (!up) {
+        char *text = slow_text(st->link, st->n_link);
+        g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                    "--slow-link '%.200s' leaves node %u with none of its %u NICs up; keep at least one above 0 "
+                    "(rail:R=0 takes one rail down, node:N=F slows a node's NICs)",
+                    text, node, rails);
+        g_free(text);
+        return FALSE;
+      }
     }
   }
-  if (r->gpu_speed && !sim_gpu_speed_parse(r->gpu_speed, &st->sigma, error))
-    return FALSE;
   if (sim_plan_has_stragglers(plan) && (r->zero || !sim_schedule_info(plan->schedule)->passes))
     FAIL("--slow, --gpu-speed and --slow-link apply to tensor, pipeline and data parallel runs; drop them with "
          "--zero or TeraPipe");

@@ -9,9 +9,9 @@
 /* Checks the request against the cluster and fills `plan`.  Every error is
  * one line saying what is wrong and how to fix it. */
 gboolean sim_plan_build(const SimPlanRequest *req, const TopoCluster *cluster, SimPlan *plan, GError **error);
-/* The option values the plan reads, each read by one parser (run, plan
- * and sweep check a value with it as it is given, and the plan reads it
- * with it again): a --slow (links FALSE) or --slow-link (TRUE) list of
+/* The option values the plan reads, each read by one parser, once, at
+ * the command line's edge (search/options.c checks a value with it as it
+ * is given, and search_config_request puts what it reads in the request): a --slow (links FALSE) or --slow-link (TRUE) list of
  * WHO=F entries into out[SIM_MAX_SLOW] (the indexes not yet checked
  * against a run); --stage-times F,B,W,COMM in ms; --gpu-speed
  * lognormal:SIGMA.  One-line errors naming the option and the rule. */

@@ -783,9 +783,12 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->overlap_param_gather = c->given[SEARCH_OPT_OVERLAP_PARAM_GATHER];
   WORD_OPT(c, SEARCH_OPT_ATTENTION, attention, error);
   WORD_OPT(c, SEARCH_OPT_PRECISION, precision, error);
-  r->slow = c->text[SEARCH_OPT_SLOW];
-  r->gpu_speed = c->text[SEARCH_OPT_GPU_SPEED];
-  r->slow_link = c->text[SEARCH_OPT_SLOW_LINK];
+  SimStragglers *st = &r->stragglers;
+  if ((c->text[SEARCH_OPT_SLOW] && !sim_slow_parse(c->text[SEARCH_OPT_SLOW], FALSE, st->gpu, &st->n_gpu, error)) ||
+      (c->text[SEARCH_OPT_SLOW_LINK] &&
+       !sim_slow_parse(c->text[SEARCH_OPT_SLOW_LINK], TRUE, st->link, &st->n_link, error)) ||
+      (c->text[SEARCH_OPT_GPU_SPEED] && !sim_gpu_speed_parse(c->text[SEARCH_OPT_GPU_SPEED], &st->sigma, error)))
+    return FALSE;
   guint64 seed = 1;
   if (c->text[SEARCH_OPT_SEED] && !whole_value(SEARCH_OPT_SEED, c->text[SEARCH_OPT_SEED], &seed, error))
     return FALSE;
