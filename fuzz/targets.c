@@ -212,7 +212,8 @@ static void option_value(FuzzTarget t, const guint8 *data, gsize size) {
                           .micro_batch = 1, .allow_oom = TRUE, .network = SIM_NETWORK_ANALYTIC,
                           .network_given = TRUE};
     if (t == FUZZ_STAGE_TIMES)
-      req.stage_times = text, req.schedule = SIM_SCHEDULE_ZB_H1, req.schedule_given = TRUE;
+      req.stage_times = TRUE, memcpy(req.stage_times_ms, ms, sizeof ms), req.stage_times_text = text,
+      req.schedule = SIM_SCHEDULE_ZB_H1, req.schedule_given = TRUE;
     else if (t == FUZZ_SLOW)
       memcpy(req.stragglers.gpu, slow, n * sizeof *slow), req.stragglers.n_gpu = n;
     else

@@ -220,7 +220,10 @@ typedef struct {
   SimDispatcher moe_dispatcher;   /* not given: alltoall */
   gboolean moe_dispatcher_given;
   const char *schedule_file;      /* --schedule-file CSV; NULL: none */
-  const char *stage_times;        /* --stage-times F,B,W,COMM in ms; NULL: the cost model */
+  gboolean stage_times;           /* --stage-times F,B,W,COMM; FALSE: the cost model */
+  double stage_times_ms[4];       /* its F, B, W and COMM in ms (sim_stage_times_parse) */
+  const char *stage_times_text;   /* the value as written, only for the trace's record of the request (NULL: the
+                                   * numbers) */
   double activation_limit_gib;    /* --activation-limit GiB (zb-auto); 0: not given */
 } SimPlanRequest;
 

@@ -592,9 +592,12 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   }
 
   if (r->stage_times) {
-    double t[4];
-    if (!sim_stage_times_parse(r->stage_times, t, error))
-      return FALSE;
+    const double *t = r->stage_times_ms; /* parsed at the edge; a request made by hand checked here */
+    for (guint j = 0; j < 4; j++)
+      if (!(t[j] >= 0 && t[j] <= 1e6 && (j == 3 || t[j] > 0)))
+        FAIL("--stage-times %g,%g,%g,%g is not F,B,W,COMM: four numbers of ms, the first three above 0, all at most "
+             "1e6",
+             t[0], t[1], t[2], t[3]);
     if (own || r->zero)
       FAIL("--stage-times times a pipeline's stages; drop it with %s", r->zero ? "--zero" : with);
     plan->stage_times = TRUE;

@@ -760,7 +760,12 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   }
   WORD_OPT(c, SEARCH_OPT_SCHEDULE, schedule, error);
   r->schedule_file = c->text[SEARCH_OPT_SCHEDULE_FILE];
-  r->stage_times = c->text[SEARCH_OPT_STAGE_TIMES];
+  if (c->text[SEARCH_OPT_STAGE_TIMES]) {
+    if (!sim_stage_times_parse(c->text[SEARCH_OPT_STAGE_TIMES], r->stage_times_ms, error))
+      return FALSE;
+    r->stage_times = TRUE;
+    r->stage_times_text = c->text[SEARCH_OPT_STAGE_TIMES];
+  }
   double limit = 0;
   if (!real_opt(c, SEARCH_OPT_ACTIVATION_LIMIT, &limit, error))
     return FALSE;

@@ -582,7 +582,8 @@ gboolean trace_schedules_figure(TraceFigureContext *ctx, TraceFigureOut *out, GE
   memset(s, 0, sizeof s);
   for (guint i = 0; i < SCHEDULES_N; i++) {
     sc21_request(ctx, scheds[i], 0, &req[i]);
-    req[i].stage_times = "1,1,1,0";
+    req[i].stage_times = TRUE; /* 1, 1, 1 and 0 ms */
+    req[i].stage_times_ms[0] = req[i].stage_times_ms[1] = req[i].stage_times_ms[2] = 1;
     if (!schedule_run(ctx, &req[i], labels[i], &s[i], error)) {
       for (guint j = 0; j <= i; j++)
         schedule_clear(&s[j]);

@@ -103,8 +103,14 @@ cJSON *trace_request_json(const SimPlanRequest *r, const TopoCluster *cluster, c
   if (r->split.loss)
     cJSON_AddBoolToObject(o, "account_for_loss", TRUE);
   /* a schedule study's times and a schedule of one's own, where given */
-  if (r->stage_times)
-    cJSON_AddStringToObject(o, "stage_times", r->stage_times);
+  if (r->stage_times && r->stage_times_text)
+    cJSON_AddStringToObject(o, "stage_times", r->stage_times_text);
+  else if (r->stage_times) {
+    const double *t = r->stage_times_ms;
+    char *text = g_strdup_printf("%.17g,%.17g,%.17g,%.17g", t[0], t[1], t[2], t[3]);
+    cJSON_AddStringToObject(o, "stage_times", text);
+    g_free(text);
+  }
   if (r->schedule_file)
     cJSON_AddItemToObject(o, "schedule_file", source(r->schedule_file, r->schedule_file));
   return o;

@@ -92,9 +92,6 @@ static gboolean run_table(TraceFigureContext *ctx, TraceFigureOut *out, const ch
     const char *model = cJSON_GetArrayItem(row, 0)->valuestring;
     guint cat = chart->labels->len;
     g_ptr_array_add(chart->labels, g_strdup_printf("%s p%u m%u", model, p, m));
-    char times[128];
-    g_snprintf(times, sizeof times, "%.17g,%.17g,%.17g,%.17g", item(row, 6), item(row, 7), item(row, 8),
-               item(row, 9));
     g_string_append_printf(text, "%6s %3u %4u %7.3f %7.3f %7.3f %6.3f", model, p, m, item(row, 6), item(row, 7),
                            item(row, 8), item(row, 9));
     for (guint k = 0; k < n_sched; k++) {
@@ -116,7 +113,9 @@ static gboolean run_table(TraceFigureContext *ctx, TraceFigureOut *out, const ch
       req.schedule_given = TRUE;
       if (req.schedule == SIM_SCHEDULE_INTERLEAVED) /* as many chunks as layers per stage, the script's l // p */
         req.chunks = layers / p;
-      req.stage_times = times;
+      req.stage_times = TRUE;
+      req.stage_times_ms[0] = item(row, 6), req.stage_times_ms[1] = item(row, 7);
+      req.stage_times_ms[2] = item(row, 8), req.stage_times_ms[3] = item(row, 9);
       trace_figure_network(ctx, &req);
       cJSON *run = trace_figure_run(ctx, &req, error);
       if (!run)
