@@ -175,7 +175,13 @@ typedef struct {
   gboolean recompute_given;
   gboolean no_scatter_gather, no_fusion, no_symmetry, allow_oom;
   double tokens;
-  const char *slices;   /* NULL: auto (TeraPipe only) */
+  /* --slices (TeraPipe only; sim_slices_parse): not given, auto; uniform:N
+   * (n_slices = N); or token counts (slice_len[0 .. n_slices - 1]) */
+  SimSlicesMode slices_mode;
+  gboolean slices_given;
+  guint n_slices;
+  guint slice_len[SIM_MAX_SLICES];
+  const char *slices_text; /* the value as written, only for the trace's record and messages (NULL: the values) */
   guint granularity;    /* 0: 8, as TeraPipe's code */
   SimNetwork network;   /* not given: flow where the cluster has a fabric, except TeraPipe (analytic) */
   gboolean network_given;

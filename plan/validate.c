@@ -32,25 +32,11 @@ static gboolean need(guint value, const char *flag, guint max, GError **error) {
   return TRUE;
 }
 
-/* --slices auto | uniform:N | L1,L2,... (TeraPipe).  Runs before the rest
- * of the plan is filled, so it only touches the slicing fields. */
-static gboolean parse_slices(const SimPlanRequest *r, SimPlan *plan, GError **error) {
-  guint L = r->model.seq_len;
-  guint g = r->granularity ? r->granularity : 8;
-  if (g > L || L % g)
-    FAIL("--granularity %u does not divide the sequence length %u; use a divisor of it (TeraPipe uses 8)", g, L);
-  plan->granularity = g;
-  const char *spec = r->slices ? r->slices : "auto";
+gboolean sim_slices_parse(const char *spec, SimPlanRequest *r, GError **error) {
+  r->slices_given = TRUE;
+  r->n_slices = 0;
   if (strcmp(spec, "auto") == 0) {
-    /* The DP's cost tables hold a cell per (start, length) pair of granules:
-     * memory and time grow with the square of their count. */
-    if (L / g > SIM_MAX_DP_GRANULES)
-      FAIL("--slices auto: a sequence of %u tokens in granules of %u is %u granules, more than the %u the slicing "
-           "DP allows (its memory grows with their square, about 0.5 GB at %u); give a --granularity of at least %u "
-           "that divides %u, or --slices uniform:N or explicit lengths",
-           L, g, L / g, SIM_MAX_DP_GRANULES, SIM_MAX_DP_GRANULES, (L + SIM_MAX_DP_GRANULES - 1) / SIM_MAX_DP_GRANULES,
-           L);
-    plan->slices_mode = SIM_SLICES_AUTO;
+    r->slices_mode = SIM_SLICES_AUTO;
     return TRUE;
   }
   if (g_str_has_prefix(spec, "uniform:")) {
@@ -58,16 +44,11 @@ static gboolean parse_slices(const SimPlanRequest *r, SimPlan *plan, GError **er
     guint64 n = 0;
     if (!ptd_parse_whole(num, G_MAXUINT32, &n) || n < 1)
       FAIL("--slices '%.200s': uniform:N needs a whole number of slices N of at least 1 (decimal digits)", spec);
-    if (n > L / g)
-      FAIL("--slices uniform:%" G_GUINT64_FORMAT " is more slices than the %u granules of %u tokens in a sequence of "
-           "%u; use at most %u or a smaller --granularity",
-           n, L / g, g, L, L / g);
-    plan->slices_mode = SIM_SLICES_UNIFORM;
-    plan->n_slices = (guint)n;
+    r->slices_mode = SIM_SLICES_UNIFORM;
+    r->n_slices = (guint)n;
     return TRUE;
   }
   char **parts = g_strsplit(spec, ",", -1);
-  guint64 sum = 0;
   guint n = 0;
   gboolean ok = TRUE;
   for (guint i = 0; parts[i] && ok; i++) {
@@ -85,20 +66,87 @@ static gboolean parse_slices(const SimPlanRequest *r, SimPlan *plan, GError **er
       g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
                   "--slices '%.200s': slice %u has zero tokens; every slice needs at least one token", spec, i + 1);
       ok = FALSE;
-    } else {
-      plan->slice_len[n++] = (guint)v;
-      sum += v;
-    }
+    } else
+      r->slice_len[n++] = (guint)v;
   }
   g_strfreev(parts);
   if (!ok)
     return FALSE;
-  if (sum != L)
-    FAIL("--slices '%.200s' adds up to %" G_GUINT64_FORMAT " tokens, not the sequence length %u; make the slices sum to "
-         "%u",
-         spec, sum, L, L);
+  r->slices_mode = SIM_SLICES_LIST;
+  r->n_slices = n;
+  return TRUE;
+}
+
+char *sim_slices_text(const SimPlanRequest *r) {
+  if (!r->slices_given)
+    return NULL;
+  if (r->slices_text)
+    return g_strdup(r->slices_text);
+  if (r->slices_mode == SIM_SLICES_AUTO)
+    return g_strdup("auto");
+  if (r->slices_mode == SIM_SLICES_UNIFORM)
+    return g_strdup_printf("uniform:%u", r->n_slices);
+  GString *s = g_string_new(NULL);
+  for (guint i = 0; i < r->n_slices && i < SIM_MAX_SLICES; i++)
+    g_string_append_printf(s, "%s%u", i ? "," : "", r->slice_len[i]);
+  return g_string_free(s, FALSE);
+}
+
+/* TeraPipe's slicing (--slices, parsed at the edge) against the sequence
+ * and --granularity.  Runs before the rest of the plan is filled, so it
+ * only touches the slicing fields. */
+static gboolean check_slices(const SimPlanRequest *r, SimPlan *plan, GError **error) {
+  guint L = r->model.seq_len;
+  guint g = r->granularity ? r->granularity : 8;
+  if (g > L || L % g)
+    FAIL("--granularity %u does not divide the sequence length %u; use a divisor of it (TeraPipe uses 8)", g, L);
+  plan->granularity = g;
+  SimSlicesMode mode = r->slices_given ? r->slices_mode : SIM_SLICES_AUTO;
+  if (mode == SIM_SLICES_AUTO) {
+    /* The DP's cost tables hold a cell per (start, length) pair of granules:
+     * memory and time grow with the square of their count. */
+    if (L / g > SIM_MAX_DP_GRANULES)
+      FAIL("--slices auto: a sequence of %u tokens in granules of %u is %u granules, more than the %u the slicing "
+           "DP allows (its memory grows with their square, about 0.5 GB at %u); give a --granularity of at least %u "
+           "that divides %u, or --slices uniform:N or explicit lengths",
+           L, g, L / g, SIM_MAX_DP_GRANULES, SIM_MAX_DP_GRANULES, (L + SIM_MAX_DP_GRANULES - 1) / SIM_MAX_DP_GRANULES,
+           L);
+    plan->slices_mode = SIM_SLICES_AUTO;
+    return TRUE;
+  }
+  if (mode == SIM_SLICES_UNIFORM) {
+    guint64 n = r->n_slices;
+    if (n < 1)
+      FAIL("--slices uniform:0: uniform:N needs a whole number of slices N of at least 1 (decimal digits)");
+    if (n > L / g)
+      FAIL("--slices uniform:%" G_GUINT64_FORMAT " is more slices than the %u granules of %u tokens in a sequence of "
+           "%u; use at most %u or a smaller --granularity",
+           n, L / g, g, L, L / g);
+    plan->slices_mode = SIM_SLICES_UNIFORM;
+    plan->n_slices = (guint)n;
+    return TRUE;
+  }
+  guint64 sum = 0;
+  gboolean zero = FALSE;
+  for (guint i = 0; i < r->n_slices && i < SIM_MAX_SLICES; i++) {
+    sum += r->slice_len[i];
+    zero = zero || r->slice_len[i] == 0;
+  }
+  if (r->n_slices < 1 || r->n_slices > SIM_MAX_SLICES || zero)
+    FAIL("--slices lists %u slices, some of zero tokens; give 1 to %u slices of at least one token each",
+         r->n_slices, SIM_MAX_SLICES);
+  if (sum != L) {
+    char *spec = sim_slices_text(r);
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--slices '%.200s' adds up to %" G_GUINT64_FORMAT " tokens, not the sequence length %u; make the "
+                "slices sum to %u",
+                spec, sum, L, L);
+    g_free(spec);
+    return FALSE;
+  }
   plan->slices_mode = SIM_SLICES_LIST;
-  plan->n_slices = n;
+  plan->n_slices = r->n_slices;
+  memcpy(plan->slice_len, r->slice_len, r->n_slices * sizeof r->slice_len[0]);
   return TRUE;
 }
 
@@ -441,9 +489,9 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   const char *tera = sim_schedule_name(SIM_SCHEDULE_TERAPIPE);
   char with[64]; /* "--schedule NAME", for "drop it with ..." */
   g_snprintf(with, sizeof with, "--schedule %s", row->name);
-  if (sched != SIM_SCHEDULE_TERAPIPE && (r->slices || r->granularity))
+  if (sched != SIM_SCHEDULE_TERAPIPE && (r->slices_given || r->granularity))
     FAIL("--slices and --granularity need --schedule %s", tera);
-  if (sched == SIM_SCHEDULE_TERAPIPE && !parse_slices(r, plan, error))
+  if (sched == SIM_SCHEDULE_TERAPIPE && !check_slices(r, plan, error))
     return FALSE;
   if (own && r->ddp_given && r->ddp != SIM_DDP_LOCAL)
     FAIL("%s all-reduces gradients after the flush; drop --ddp %s", with, ptd_word_of(sim_ddp_words, (int)r->ddp));

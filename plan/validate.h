@@ -18,3 +18,10 @@ gboolean sim_plan_build(const SimPlanRequest *req, const TopoCluster *cluster, S
 gboolean sim_slow_parse(const char *text, gboolean links, SimSlow *out, guint *n, GError **error);
 gboolean sim_stage_times_parse(const char *text, double ms[4], GError **error);
 gboolean sim_gpu_speed_parse(const char *text, double *sigma, GError **error);
+/* --slices auto | uniform:N | L1,L2,... into the request's slices
+ * (slices_given set; slices_text left as it is); sim_plan_build checks them
+ * against the sequence and --granularity.  One-line errors. */
+gboolean sim_slices_parse(const char *text, SimPlanRequest *r, GError **error);
+/* The request's --slices as written, or as its values read ("auto",
+ * "uniform:4", "512,384,..."); NULL where not given.  Free with g_free. */
+char *sim_slices_text(const SimPlanRequest *r);

@@ -770,7 +770,11 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   if (!real_opt(c, SEARCH_OPT_ACTIVATION_LIMIT, &limit, error))
     return FALSE;
   r->activation_limit_gib = limit;
-  r->slices = c->text[SEARCH_OPT_SLICES];
+  if (c->text[SEARCH_OPT_SLICES]) {
+    if (!sim_slices_parse(c->text[SEARCH_OPT_SLICES], r, error))
+      return FALSE;
+    r->slices_text = c->text[SEARCH_OPT_SLICES];
+  }
   WORD_OPT(c, SEARCH_OPT_DDP, ddp, error);
   WORD_OPT(c, SEARCH_OPT_RECOMPUTE, recompute, error);
   WORD_OPT(c, SEARCH_OPT_NETWORK, network, error);

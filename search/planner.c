@@ -574,7 +574,7 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
   gboolean base_ok = search_config_request(&plain, &base, error);
   search_config_clear(&plain);
   /* its texts pointed into the copy; none is read below */
-  base.slices = base.schedule_file = base.stage_times_text = NULL;
+  base.slices_text = base.schedule_file = base.stage_times_text = NULL;
   if (!base_ok)
     return FALSE;
   const ModelShape *m = &base.model;

@@ -638,7 +638,9 @@ static void test_terapipe_as_its_code_runs(void) {
                           .micro_batch = 1,
                           .schedule = SIM_SCHEDULE_TERAPIPE,
                           .schedule_given = TRUE,
-                          .slices = "uniform:4",
+                          .slices_given = TRUE,
+                          .slices_mode = SIM_SLICES_UNIFORM,
+                          .n_slices = 4,
                           .recompute = MODEL_RECOMPUTE_NONE,
                           .recompute_given = TRUE,
                           .network = SIM_NETWORK_ANALYTIC,
@@ -705,9 +707,7 @@ static void test_ideal_idle_share(void) {
                             .micro_batch = 1,
                             .schedule = SIM_SCHEDULE_TERAPIPE,
                             .schedule_given = TRUE};
-      char spec[32];
-      g_snprintf(spec, sizeof spec, "uniform:%u", Ms[c]);
-      req.slices = spec;
+      req.slices_given = TRUE, req.slices_mode = SIM_SLICES_UNIFORM, req.n_slices = Ms[c];
       SimPlan pl;
       g_assert_true(sim_plan_build(&req, aws, &pl, NULL));
       SimTeraPipeSlicing sl;
@@ -722,7 +722,7 @@ static void test_ideal_idle_share(void) {
   /* GPipe: TeraPipe with whole sequences equals PTD-P's GPipe schedule. */
   SimPlanRequest req = {.model = {8, 1024, 16, 2048, 51200}, .gpus = 4, .tp = 1, .pp = 4, .global_batch = 6,
                         .micro_batch = 1, .schedule = SIM_SCHEDULE_TERAPIPE, .schedule_given = TRUE,
-                        .slices = "uniform:1"};
+                        .slices_given = TRUE, .slices_mode = SIM_SLICES_UNIFORM, .n_slices = 1};
   SimPlan pl;
   g_assert_true(sim_plan_build(&req, aws, &pl, NULL));
   SimTeraPipeSlicing sl;
@@ -731,7 +731,7 @@ static void test_ideal_idle_share(void) {
   simulate(&pl, ideal, aws, &sl, &r);
   sim_terapipe_slicing_clear(&sl);
   req.schedule = SIM_SCHEDULE_GPIPE;
-  req.slices = NULL;
+  req.slices_given = FALSE;
   g_assert_true(sim_plan_build(&req, aws, &pl, NULL));
   g_assert_true(sim_ptdp_run(&pl, ideal, aws, &g, NULL));
   g_assert_cmpfloat_with_epsilon(r.iteration_time_s, g.iteration_time_s, 1e-12);

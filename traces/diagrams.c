@@ -495,8 +495,6 @@ gboolean trace_terapipe_schedule(TraceFigureContext *ctx, TraceFigureOut *out, G
     g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_FORMAT, "gpt3-1b is not a built-in model");
     return FALSE;
   }
-  char slices[32];
-  g_snprintf(slices, sizeof slices, "uniform:%u", TERAPIPE_SLICES);
   req.gpus = 4;
   req.tp = 1;
   req.pp = 4;
@@ -505,7 +503,7 @@ gboolean trace_terapipe_schedule(TraceFigureContext *ctx, TraceFigureOut *out, G
   req.micro_batch = 1;
   req.schedule = SIM_SCHEDULE_TERAPIPE;
   req.schedule_given = TRUE;
-  req.slices = slices;
+  req.slices_given = TRUE, req.slices_mode = SIM_SLICES_UNIFORM, req.n_slices = TERAPIPE_SLICES;
   req.workload = ctx->workload ? *ctx->workload : SIM_WORKLOAD_LAYERS;
   req.workload_given = TRUE;
   req.recompute = MODEL_RECOMPUTE_NONE;

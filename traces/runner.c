@@ -83,7 +83,9 @@ cJSON *trace_request_json(const SimPlanRequest *r, const TopoCluster *cluster, c
   add_str(o, "schedule", r->schedule_given ? sim_schedule_name(r->schedule) : NULL);
   add_str(o, "ddp", r->ddp_given ? ptd_word_of(sim_ddp_words, (int)r->ddp) : NULL);
   add_str(o, "recompute", r->recompute_given ? ptd_word_of(sim_recompute_words, (int)r->recompute) : NULL);
-  add_str(o, "slices", r->slices);
+  char *slices = sim_slices_text(r);
+  add_str(o, "slices", slices);
+  g_free(slices);
   add_str(o, "network", r->network_given ? ptd_word_of(sim_network_words, (int)r->network) : NULL);
   add_str(o, "placement", r->placement_given ? ptd_word_of(sim_placement_words, (int)r->placement) : NULL);
   add_str(o, "workload", r->workload_given ? ptd_word_of(sim_workload_words, (int)r->workload) : NULL);

@@ -14,6 +14,7 @@
 
 #include "../base/jsonutil.h"
 #include "../models/layer.h"
+#include "../plan/validate.h"
 #include "../terapipe/terapipe.h"
 #include "report.h"
 
@@ -65,7 +66,7 @@ gboolean trace_terapipe_setting_as(guint id, const char *slices, guint micro_bat
       req->micro_batch = micro_batch;
       req->schedule = SIM_SCHEDULE_TERAPIPE;
       req->schedule_given = TRUE;
-      req->slices = slices;
+      ok = !slices || sim_slices_parse(slices, req, error); /* NULL: not given */
       /* TeraPipe's evaluation (test_transformer_terapipe.py): the layers
        * alone, all activations kept, no recomputation. */
       req->workload = workload ? *workload : SIM_WORKLOAD_LAYERS;
@@ -94,7 +95,7 @@ static gboolean run_gpipe(TraceFigureContext *ctx, SimPlanRequest req, Pair *out
     if (Bp % b)
       continue;
     req.micro_batch = b;
-    req.slices = "uniform:1";
+    req.slices_given = TRUE, req.slices_mode = SIM_SLICES_UNIFORM, req.n_slices = 1;
     req.allow_oom = TRUE; /* simulated all the same; only those that fit count */
     cJSON *run = trace_figure_run(ctx, &req, error);
     if (!run)
@@ -118,7 +119,7 @@ static gboolean run_pair(TraceFigureContext *ctx, const SimPlanRequest *req, Pai
   if (!run_gpipe(ctx, *req, out, error))
     return FALSE;
   SimPlanRequest r = *req;
-  r.slices = "auto";
+  r.slices_given = TRUE, r.slices_mode = SIM_SLICES_AUTO;
   r.micro_batch = 1;
   if (!(out->tera = trace_figure_run(ctx, &r, error)))
     return FALSE;
@@ -256,9 +257,7 @@ gboolean trace_terapipe_fig6(TraceFigureContext *ctx, TraceFigureOut *out, GErro
        * dimension first, one sequence per batch slice, then each sequence
        * into n equal token slices. */
       SimPlanRequest u = req;
-      char slices[32];
-      g_snprintf(slices, sizeof slices, "uniform:%u", n);
-      u.slices = slices;
+      u.slices_given = TRUE, u.slices_mode = SIM_SLICES_UNIFORM, u.n_slices = n;
       cJSON *run = trace_figure_run(ctx, &u, error);
       if (!(ok = run != NULL))
         break;
