@@ -460,7 +460,7 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
 
   SimSchedule sched;
   if (!r->schedule_given)
-    sched = (r->layers_per_chunk || r->chunks) ? SIM_SCHEDULE_INTERLEAVED : SIM_SCHEDULE_1F1B;
+    sched = sim_schedule_default(r->layers_per_chunk || r->chunks);
   else if (sim_schedule_info(r->schedule)->word)
     sched = r->schedule;
   else /* a request made by hand naming what --schedule cannot */

@@ -595,6 +595,13 @@ const SimScheduleInfo *sim_schedule_find(const char *name) {
   return NULL;
 }
 
+SimSchedule sim_schedule_default(gboolean chunks_given) {
+  for (guint i = 0; i < G_N_ELEMENTS(schedules); i++)
+    if (schedules[i].search == SIM_SEARCH_DEFAULT && (schedules[i].chunks == SIM_CHUNKS_ANY) == !!chunks_given)
+      return schedules[i].id;
+  g_return_val_if_reached(SIM_SCHEDULE_1F1B);
+}
+
 const char *sim_schedule_name(SimSchedule s) { return sim_schedule_info(s)->name; }
 
 gboolean sim_schedule_splits(SimSchedule s) { return sim_schedule_info(s)->backward == SIM_BACKWARD_SPLIT; }

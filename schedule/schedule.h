@@ -149,8 +149,10 @@ typedef enum { SIM_CHUNKS_ONE, SIM_CHUNKS_ANY, SIM_CHUNKS_TWO, SIM_CHUNKS_FILE }
  * --last-stage-layers, --account-for-*), the account-for ones alone, or
  * only the even split. */
 typedef enum { SIM_SPLIT_ANY, SIM_SPLIT_ACCOUNT, SIM_SPLIT_EVEN } SimSplitRule;
-/* Whether `ptdsim plan` tries a schedule: never; by default (the first of
- * its chunk kind); under --schedule all; only when named. */
+/* Whether `ptdsim plan` tries a schedule: never; by default (the schedule
+ * of its chunk kind that --schedule means when not given, which the planner
+ * tries unless --schedule names others); under --schedule all; only when
+ * named. */
 typedef enum { SIM_SEARCH_NEVER, SIM_SEARCH_DEFAULT, SIM_SEARCH_ALL, SIM_SEARCH_NAMED } SimSearch;
 
 /* One schedule: its name, its order, its rules and its placement.  A new
@@ -194,6 +196,9 @@ typedef struct {
 const SimScheduleInfo *sim_schedule_table(guint *n);
 const SimScheduleInfo *sim_schedule_info(SimSchedule s);
 const SimScheduleInfo *sim_schedule_find(const char *name);
+/* The schedule --schedule means when not given: the default row of one
+ * chunk per stage, or of v chunks where chunks are given. */
+SimSchedule sim_schedule_default(gboolean chunks_given);
 /* "gpipe", "1f1b", ... as --schedule writes them ("file" for
  * --schedule-file). */
 const char *sim_schedule_name(SimSchedule s);

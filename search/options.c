@@ -334,8 +334,9 @@ static const SearchOption *schedule_option(void) {
   static gsize once = 0;
   if (g_once_init_enter(&once)) {
     o = options[SEARCH_OPT_SCHEDULE];
-    o.help = g_strdup_printf("%s (default 1f1b; interleaved when chunks are given); doc/schedules.md",
-                             sim_schedule_word_list());
+    o.help = g_strdup_printf("%s (default %s; %s when chunks are given); doc/schedules.md", sim_schedule_word_list(),
+                             sim_schedule_name(sim_schedule_default(FALSE)),
+                             sim_schedule_name(sim_schedule_default(TRUE)));
     o.words = sim_schedule_words();
     g_once_init_leave(&once, 1);
   }

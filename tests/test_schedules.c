@@ -1270,6 +1270,9 @@ static void test_table_names(void) {
     }
     g_assert_cmpuint(defaults, ==, 1);
   }
+  /* the defaults --schedule means when not given (doc/schedules.md) */
+  g_assert_cmpint(sim_schedule_default(FALSE), ==, SIM_SCHEDULE_1F1B);
+  g_assert_cmpint(sim_schedule_default(TRUE), ==, SIM_SCHEDULE_INTERLEAVED);
 }
 
 /* Every row's place is the inverse of its vstage over small p, v, m: each
