@@ -32,3 +32,26 @@ char *ptd_echo(const char *s, gsize max, gboolean keep_utf8) {
     g_string_append_printf(out, "... (%zu more bytes)", len - max);
   return g_string_free(out, FALSE);
 }
+
+const char *ptd_word_of(const PtdWord *set, int value) {
+  for (const PtdWord *w = set; w->word; w++)
+    if (w->value == value)
+      return w->word;
+  return NULL;
+}
+
+gboolean ptd_word_value(const PtdWord *set, const char *word, int *value) {
+  for (const PtdWord *w = set; word && w->word; w++)
+    if (strcmp(w->word, word) == 0) {
+      *value = w->value;
+      return TRUE;
+    }
+  return FALSE;
+}
+
+char *ptd_word_list(const PtdWord *set) {
+  GString *s = g_string_new(NULL);
+  for (const PtdWord *w = set; w->word; w++)
+    g_string_append_printf(s, "%s%s", w == set ? "" : w[1].word ? ", " : " or ", w->word);
+  return g_string_free(s, FALSE);
+}

@@ -14,3 +14,16 @@
  * printable UTF-8 and backslashes as they are — and, past `max` bytes of
  * input, "..." and the count of the bytes left out.  Free with g_free. */
 char *ptd_echo(const char *s, gsize max, gboolean keep_utf8);
+
+/* A word of a closed set (an option's value) and what it stands for; a
+ * set is an array ended by a NULL word, in the order messages list it. */
+typedef struct {
+  const char *word;
+  int value;
+} PtdWord;
+/* The word of `value` in `set` (NULL: none), and the value of `word`
+ * (FALSE: not in the set). */
+const char *ptd_word_of(const PtdWord *set, int value);
+gboolean ptd_word_value(const PtdWord *set, const char *word, int *value);
+/* The set's words as "a, b or c".  Free with g_free. */
+char *ptd_word_list(const PtdWord *set);

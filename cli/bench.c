@@ -69,8 +69,8 @@ static int bench_scale(void) {
     ModelProfile *profile = NULL;
     if (!cli_load_machine_sized("dgx-h100-superpod", nodes, NULL, &cluster, &profile, &error))
       return cli_fail(error);
-    SimPlanRequest req = {.gpus = nodes * 8, .tp = 8, .pp = 4, .micro_batch = 1, .network = "flow",
-                          .distributed_optimizer = TRUE};
+    SimPlanRequest req = {.gpus = nodes * 8, .tp = 8, .pp = 4, .micro_batch = 1, .network = SIM_NETWORK_FLOW,
+                          .network_given = TRUE, .distributed_optimizer = TRUE};
     req.global_batch = 4 * (req.gpus / 32);
     model_lookup("llama3-70b", &req.model);
     SimPlan plan;
@@ -431,17 +431,19 @@ static gboolean bench_targets(const SimPlanRequest *one_t, const TopoCluster *cl
     return FALSE;
   }
   printf("\n%-44s %12s %10s %10s\n", "speed targets (one core)", "CPU s", "target", "ops");
-  static const char *nets[] = {"analytic", "flow"};
+  static const SimNetwork nets[] = {SIM_NETWORK_ANALYTIC, SIM_NETWORK_FLOW};
   static const double limits[] = {0.03, 0.1};
   for (guint n = 0; n < 2; n++) {
     SimPlanRequest req = *one_t;
     req.network = nets[n];
+    req.network_given = TRUE;
     SimResult r;
     double best;
     if (!time_run(&req, cluster, profile, repeat, &r, &best, error))
       return FALSE;
     char label[64];
-    g_snprintf(label, sizeof label, "1T row (%u GPUs), %s network", one_t->gpus, nets[n]);
+    g_snprintf(label, sizeof label, "1T row (%u GPUs), %s network", one_t->gpus,
+               ptd_word_of(sim_network_words, (int)nets[n]));
     printf("%-44s %12.4f %10.3f %10" G_GUINT64_FORMAT "%s\n", label, best, limits[n], r.ops,
            best <= limits[n] ? "" : "  over");
   }
@@ -451,6 +453,7 @@ static gboolean bench_targets(const SimPlanRequest *one_t, const TopoCluster *cl
     for (guint times = 4; times <= 16; times *= 4) {
       SimPlanRequest req = *one_t;
       req.network = nets[n];
+      req.network_given = TRUE;
       req.global_batch *= times;
       SimResult r;
       SimPlan plan;
@@ -458,11 +461,13 @@ static gboolean bench_targets(const SimPlanRequest *one_t, const TopoCluster *cl
       if (!sim_plan_build(&req, cluster, &plan, error) || !time_run(&req, cluster, profile, repeat, &r, &best, error))
         return FALSE;
       char label[64];
-      g_snprintf(label, sizeof label, "1T row, B x %u (m %u), %s", times, plan.microbatches, nets[n]);
+      g_snprintf(label, sizeof label, "1T row, B x %u (m %u), %s", times, plan.microbatches,
+                 ptd_word_of(sim_network_words, (int)nets[n]));
       printf("%-44s %12.4f %10s %10" G_GUINT64_FORMAT "  %" G_GUINT64_FORMAT " periods in closed form\n", label, best,
              "", r.ops, r.steady_periods);
     }
-  SimPlanRequest gpt3 = {.gpus = 96, .tp = 8, .pp = 12, .global_batch = 96, .micro_batch = 1, .network = "analytic"};
+  SimPlanRequest gpt3 = {.gpus = 96, .tp = 8, .pp = 12, .global_batch = 96, .micro_batch = 1,
+                         .network = SIM_NETWORK_ANALYTIC, .network_given = TRUE};
   model_lookup("gpt3-175b", &gpt3.model);
   SimResult r;
   double best;
@@ -478,7 +483,7 @@ static gboolean bench_targets(const SimPlanRequest *one_t, const TopoCluster *cl
     return FALSE;
   for (guint n = 0; n < 2; n++) {
     SimPlanRequest llama = {.gpus = 2016, .tp = 8, .pp = 14, .global_batch = 576, .micro_batch = 1,
-                            .network = nets[n], .distributed_optimizer = TRUE};
+                            .network = nets[n], .network_given = TRUE, .distributed_optimizer = TRUE};
     model_lookup("llama3-405b", &llama.model);
     if (!time_run(&llama, h100, h100_profile, repeat, &r, &best, error)) {
       topo_cluster_free(h100);
@@ -486,7 +491,8 @@ static gboolean bench_targets(const SimPlanRequest *one_t, const TopoCluster *cl
       return FALSE;
     }
     char label[64];
-    g_snprintf(label, sizeof label, "Llama 3 405B, 2016 H100s, %s network", nets[n]);
+    g_snprintf(label, sizeof label, "Llama 3 405B, 2016 H100s, %s network",
+               ptd_word_of(sim_network_words, (int)nets[n]));
     printf("%-44s %12.4f %10s %10" G_GUINT64_FORMAT "  %.2f Mevents/s\n", label, best, "", r.ops,
            (double)r.events / best / 1e6);
   }
@@ -587,11 +593,14 @@ int cli_bench(int argc, char **argv) {
   SimPlanRequest one_t = {0}; /* the 1T row */
   double one_t_params = 0;
   const cJSON *row;
+  int word = 0; /* --network, checked above */
+  gboolean net_given = network && ptd_word_value(sim_network_words, network, &word);
   cJSON_ArrayForEach(row, rows) {
     SimPlanRequest req;
     if (!trace_table1_request(row, &req, &error))
       goto fail;
-    req.network = network;
+    req.network = (SimNetwork)word;
+    req.network_given = net_given;
     SimResult r;
     double best;
     if (!time_run(&req, cluster, profile, repeat, &r, &best, &error))

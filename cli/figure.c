@@ -11,6 +11,8 @@
 typedef struct {
   char *cluster, *profile, *format, *network, *workload, *out_dir, *save_traces, *from_traces;
   gboolean list, all;
+  SimNetwork network_value;   /* --network, read once here */
+  SimWorkload workload_value; /* --workload */
 } FigureOptions;
 
 /* The directory of --from-traces must exist; --save-traces is created. */
@@ -73,7 +75,15 @@ static gboolean one_figure(const TraceFigure *fig, const FigureOptions *o, CliFo
   ModelProfile *profile = NULL;
   if (!cli_load_machine(o->cluster ? o->cluster : fig->default_cluster, o->profile, &cluster, &profile, error))
     return FALSE;
-  TraceFigureContext ctx = {cluster, profile, o->network, o->workload, TRACE_FIGURE_SIMULATE, NULL, fig->name, 0, NULL};
+  TraceFigureContext ctx = {cluster,
+                            profile,
+                            o->network ? &o->network_value : NULL,
+                            o->workload ? &o->workload_value : NULL,
+                            TRACE_FIGURE_SIMULATE,
+                            NULL,
+                            fig->name,
+                            0,
+                            NULL};
   if (o->save_traces)
     ctx.mode = TRACE_FIGURE_SAVE_TRACES, ctx.trace_dir = o->save_traces;
   if (o->from_traces)
@@ -208,7 +218,10 @@ int cli_figure(int argc, char **argv) {
     g_free(echo);
     goto fail;
   }
-  if (o.network && strcmp(o.network, "flow") != 0 && strcmp(o.network, "analytic") != 0) {
+  int word = 0;
+  if (o.network && ptd_word_value(sim_network_words, o.network, &word))
+    o.network_value = (SimNetwork)word;
+  else if (o.network) {
     char *echo = ptd_echo(o.network, PTD_ECHO_MAX, FALSE);
     g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --network '%s'; use flow or analytic", echo);
     g_free(echo);
@@ -223,6 +236,15 @@ int cli_figure(int argc, char **argv) {
     g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
                 "figure --all runs every figure on its own cluster and defaults; drop --cluster, --profile, "
                 "--network and --workload, or name one figure");
+    goto fail;
+  }
+  if (o.workload && ptd_word_value(sim_workload_words, o.workload, &word))
+    o.workload_value = (SimWorkload)word;
+  else if (o.workload) {
+    char *echo = ptd_echo(o.workload, PTD_ECHO_MAX, FALSE);
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "unknown --workload '%s'; use gpt (the whole training step) or layers (TeraPipe's benchmark)", echo);
+    g_free(echo);
     goto fail;
   }
   if (!check_dirs(&o, &error))

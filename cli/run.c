@@ -25,16 +25,19 @@ static gboolean dump_schedule_open(const SimPlanRequest *req, const TopoCluster 
     return TRUE;
   SimPlan *plan = g_new0(SimPlan, 1);
   gboolean ok = sim_plan_build(req, cluster, plan, error);
-  if (ok && (plan->schedule == SIM_SCHEDULE_TERAPIPE || plan->zero || plan->pp < 2)) {
+  const SimScheduleInfo *row = ok ? sim_schedule_info(plan->schedule) : NULL;
+  if (ok && (!row->passes || plan->zero || plan->pp < 2)) {
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
                 "--dump-schedule writes a pipeline schedule of F, B, I and W actions; give --pp of at least 2 and a "
-                "schedule other than terapipe");
+                "schedule other than %s",
+                sim_schedule_name(SIM_SCHEDULE_TERAPIPE));
     ok = FALSE;
   }
-  if (ok && plan->schedule == SIM_SCHEDULE_DUALPIPE) {
+  if (ok && row->copies) { /* two directions: a virtual stage on two ranks */
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                "--dump-schedule: dualpipe sends half the microbatches the other way, which torch.distributed."
-                "pipelining's format (every stage sees every microbatch) cannot write; dualpipev can be written");
+                "--dump-schedule: %s sends half the microbatches the other way, which torch.distributed."
+                "pipelining's format (every stage sees every microbatch) cannot write; dualpipev can be written",
+                row->name);
     ok = FALSE;
   }
   if (ok && trace) {

@@ -50,7 +50,7 @@ static void add_grid_options(CliArgs *a, Parse *p) {
     char *help = NULL;
     if (o->kind == SEARCH_OPT_FLAG)
       help = g_strdup_printf("%s (--%s=true,false sweeps both)", o->help, o->name);
-    else if (o->choices)
+    else if (o->words)
       help = g_strdup_printf("%s; a list, or all", o->help);
     entries[i] = (GOptionEntry){o->name, 0, o->kind == SEARCH_OPT_FLAG ? G_OPTION_FLAG_OPTIONAL_ARG : 0,
                                 G_OPTION_ARG_CALLBACK, as_data(grid_option), help ? help : o->help,

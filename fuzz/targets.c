@@ -65,7 +65,8 @@ static void small_run(const TopoCluster *cluster, const ModelProfile *profile) {
   SimPlanRequest req = {.model = {2, 256, 4, 128, 1024}, .gpus = gpus, .tp = 1, .pp = gpus, .global_batch = 4,
                         .micro_batch = 1, .allow_oom = TRUE, .tokens = 1e9};
   for (guint net = 0; net < (cluster->has_fabric ? 2u : 1u); net++) {
-    req.network = net ? "flow" : "analytic";
+    req.network = net ? SIM_NETWORK_FLOW : SIM_NETWORK_ANALYTIC;
+    req.network_given = TRUE;
     GError *error = NULL;
     cJSON *run = trace_run(&req, cluster, profile, NULL, 0, &error);
     /* trace_run refuses such a result itself; this checks that it does */
@@ -208,13 +209,15 @@ static void option_value(FuzzTarget t, const guint8 *data, gsize size) {
   g_clear_error(&error);
   if (ok) {
     SimPlanRequest req = {.model = {2, 256, 4, 128, 1024}, .gpus = 16, .tp = 4, .pp = 2, .global_batch = 4,
-                          .micro_batch = 1, .allow_oom = TRUE, .network = "analytic"};
+                          .micro_batch = 1, .allow_oom = TRUE, .network = SIM_NETWORK_ANALYTIC,
+                          .network_given = TRUE};
     if (t == FUZZ_STAGE_TIMES)
-      req.stage_times = text, req.schedule = "zb-h1";
+      req.stage_times = TRUE, memcpy(req.stage_times_ms, ms, sizeof ms), req.stage_times_text = text,
+      req.schedule = SIM_SCHEDULE_ZB_H1, req.schedule_given = TRUE;
     else if (t == FUZZ_SLOW)
-      req.slow = text;
+      memcpy(req.stragglers.gpu, slow, n * sizeof *slow), req.stragglers.n_gpu = n;
     else
-      req.slow_link = text;
+      memcpy(req.stragglers.link, slow, n * sizeof *slow), req.stragglers.n_link = n;
     cJSON *run = trace_run(&req, selene(), a100(), NULL, 0, &error);
     if (run && !trace_run_json_check(run, &error)) {
       fprintf(stderr, "fuzz: trace_run returned a run it must refuse: %s\n", error->message);

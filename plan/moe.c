@@ -21,7 +21,7 @@ gboolean sim_moe_build(const SimPlanRequest *r, SimPlan *plan, GError **error) {
   plan->moe_capacity = 0;
   plan->moe_allgather = FALSE;
   if (!model_is_moe(m)) {
-    if (r->ep || r->expert_tp || r->moe_imbalance || r->moe_capacity || r->moe_dispatcher)
+    if (r->ep || r->expert_tp || r->moe_imbalance || r->moe_capacity || r->moe_dispatcher_given)
       FAIL("--%s is about mixture-of-experts layers, but the model is dense; give --num-experts or an MoE --model "
            "(see ptdsim models)",
            r->ep ? "ep" : r->expert_tp ? "expert-tp" : r->moe_imbalance ? "moe-imbalance"
@@ -70,14 +70,12 @@ gboolean sim_moe_build(const SimPlanRequest *r, SimPlan *plan, GError **error) {
     FAIL("MoE layers are simulated one GPU per stage (the symmetry shortcut); drop --no-symmetry");
   if (plan->workload != SIM_WORKLOAD_GPT)
     FAIL("--workload layers is TeraPipe's benchmark; drop it for an MoE model");
-  if (r->moe_dispatcher && strcmp(r->moe_dispatcher, "alltoall") && strcmp(r->moe_dispatcher, "allgather"))
-    FAIL("unknown --moe-token-dispatcher '%s'; use alltoall or allgather", r->moe_dispatcher);
   plan->ep = ep;
   plan->etp = etp;
   plan->edp = stage / (ep * etp);
   plan->moe_imbalance = r->moe_imbalance ? r->moe_imbalance : 1;
   plan->moe_capacity = r->moe_capacity;
-  plan->moe_allgather = r->moe_dispatcher && strcmp(r->moe_dispatcher, "allgather") == 0;
+  plan->moe_allgather = r->moe_dispatcher_given && r->moe_dispatcher == SIM_DISPATCH_ALLGATHER;
   return TRUE;
 }
 

@@ -10,6 +10,35 @@
 
 G_DEFINE_QUARK(sim-plan-error-quark, sim_plan_error)
 
+/* The options' words, in the order their help and messages list them. */
+const PtdWord sim_ddp_words[] = {{"local", SIM_DDP_LOCAL}, {"torch", SIM_DDP_TORCH}, {NULL, 0}};
+const PtdWord sim_recompute_words[] = {{"full", MODEL_RECOMPUTE_FULL},
+                                       {"selective", MODEL_RECOMPUTE_SELECTIVE},
+                                       {"none", MODEL_RECOMPUTE_NONE},
+                                       {NULL, 0}};
+const PtdWord sim_network_words[] = {{"flow", SIM_NETWORK_FLOW}, {"analytic", SIM_NETWORK_ANALYTIC}, {NULL, 0}};
+const PtdWord sim_placement_words[] = {{"tp-dp-pp", SIM_PLACEMENT_TP_DP_PP},
+                                       {"dp-outermost", SIM_PLACEMENT_DP_OUTERMOST},
+                                       {"misaligned", SIM_PLACEMENT_MISALIGNED},
+                                       {NULL, 0}};
+const PtdWord sim_workload_words[] = {{"gpt", SIM_WORKLOAD_GPT}, {"layers", SIM_WORKLOAD_LAYERS}, {NULL, 0}};
+const PtdWord sim_reduce_dtype_words[] = {{"fp32", SIM_REDUCE_FP32}, {"bf16", SIM_REDUCE_BF16}, {NULL, 0}};
+const PtdWord sim_reshard_words[] = {{"default", SIM_RESHARD_DEFAULT},
+                                     {"always", SIM_RESHARD_ALWAYS},
+                                     {"never", SIM_RESHARD_NEVER},
+                                     {NULL, 0}};
+const PtdWord sim_attention_words[] = {{"flash", MODEL_ATTENTION_FLASH},
+                                       {"fused", MODEL_ATTENTION_FUSED},
+                                       {"unfused", MODEL_ATTENTION_UNFUSED},
+                                       {NULL, 0}};
+const PtdWord sim_precision_words[] = {{"fp16", MODEL_PRECISION_FP16},
+                                       {"bf16", MODEL_PRECISION_BF16},
+                                       {"fp8", MODEL_PRECISION_FP8},
+                                       {NULL, 0}};
+const PtdWord sim_dispatcher_words[] = {{"alltoall", SIM_DISPATCH_ALLTOALL},
+                                        {"allgather", SIM_DISPATCH_ALLGATHER},
+                                        {NULL, 0}};
+
 #define FAIL(...)                                                                                                      \
   do {                                                                                                                 \
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, __VA_ARGS__);                                           \
@@ -213,11 +242,11 @@ guint sim_split_candidates(guint layers, guint p, SimSplit *out, guint max) {
 
 guint sim_plan_chunk_layers(const SimPlan *pl, guint s, guint c) {
   /* DualPipe: each chunk is a whole stage (s of one direction, p-1-s of the other) */
-  guint v = pl->schedule == SIM_SCHEDULE_DUALPIPE ? 1 : pl->chunks ? pl->chunks : 1;
+  const SimScheduleInfo *row = sim_schedule_info(pl->schedule);
+  guint v = row->copies ? 1 : pl->chunks ? pl->chunks : 1;
   if (!pl->split_mid && !pl->split_first) /* a plan filled without a split: even */
     return pl->model.layers / (pl->pp * v);
-  if ((pl->schedule == SIM_SCHEDULE_ZB_V || pl->schedule == SIM_SCHEDULE_DUALPIPEV) &&
-      (pl->split_embedding || pl->split_loss)) {
+  if (row->chunks == SIM_CHUNKS_TWO && !row->copies && (pl->split_embedding || pl->split_loss)) {
     /* the V: the embedding's chunk (virtual stage 0) and the loss's (virtual
      * stage 2p-1) are both on stage 0, each a layer short (sail-sg's
      * --allow-padding-num-layers with the V) */

@@ -27,6 +27,20 @@ typedef enum { SIM_WORKLOAD_GPT, SIM_WORKLOAD_LAYERS } SimWorkload;
  * MISALIGNED: Megatron's order shifted by half a node, so every
  * tensor-parallel group straddles two nodes (a deliberately bad placement). */
 typedef enum { SIM_PLACEMENT_TP_DP_PP, SIM_PLACEMENT_DP_OUTERMOST, SIM_PLACEMENT_MISALIGNED } SimPlacement;
+/* --network: flows on the cluster's graph, or the analytic alpha-beta model. */
+typedef enum { SIM_NETWORK_FLOW, SIM_NETWORK_ANALYTIC } SimNetwork;
+/* FSDP2's gradient reduction dtype and reshard_after_forward (default:
+ * torchtitan's, never with a pipeline, else always). */
+typedef enum { SIM_REDUCE_FP32, SIM_REDUCE_BF16 } SimReduceDtype;
+typedef enum { SIM_RESHARD_DEFAULT, SIM_RESHARD_ALWAYS, SIM_RESHARD_NEVER } SimReshard;
+/* --moe-token-dispatcher */
+typedef enum { SIM_DISPATCH_ALLTOALL, SIM_DISPATCH_ALLGATHER } SimDispatcher;
+
+/* The words of the worded options and the values they stand for, in the
+ * order the options list them (base/text.h). */
+extern const PtdWord sim_ddp_words[], sim_recompute_words[], sim_network_words[], sim_placement_words[],
+    sim_workload_words[], sim_reduce_dtype_words[], sim_reshard_words[], sim_attention_words[],
+    sim_precision_words[], sim_dispatcher_words[];
 
 /* How the layers are split over the pipeline stages (Megatron-LM's
  * --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers,
@@ -145,22 +159,36 @@ typedef struct {
   guint activation_limit_mbs;  /* zb-auto: that limit in microbatches (sim_ptdp fills it; 0: not yet) */
 } SimPlan;
 
-/* What the command line gave; 0 means "not given". */
+/* What the command line gave, as values (search/options.c parses the
+ * words once, at the command line's edge); 0 or FALSE means "not given",
+ * and each worded option has its value and whether it was given. */
 typedef struct {
   ModelShape model;
   guint gpus, tp, pp, dp;
   guint global_batch, micro_batch;
   guint layers_per_chunk, chunks;
-  const char *schedule; /* NULL: 1f1b, or interleaved if chunks were given */
-  const char *ddp;      /* NULL: local */
-  const char *recompute; /* NULL: full */
+  SimSchedule schedule; /* not given: 1f1b, or interleaved if chunks were given */
+  gboolean schedule_given;
+  SimDdp ddp;           /* not given: local */
+  gboolean ddp_given;
+  ModelRecompute recompute; /* not given: full */
+  gboolean recompute_given;
   gboolean no_scatter_gather, no_fusion, no_symmetry, allow_oom;
   double tokens;
-  const char *slices;   /* NULL: auto (TeraPipe only) */
+  /* --slices (TeraPipe only; sim_slices_parse): not given, auto; uniform:N
+   * (n_slices = N); or token counts (slice_len[0 .. n_slices - 1]) */
+  SimSlicesMode slices_mode;
+  gboolean slices_given;
+  guint n_slices;
+  guint slice_len[SIM_MAX_SLICES];
+  const char *slices_text; /* the value as written, only for the trace's record and messages (NULL: the values) */
   guint granularity;    /* 0: 8, as TeraPipe's code */
-  const char *network;   /* NULL: flow where the cluster has a fabric, except TeraPipe (analytic) */
-  const char *placement; /* NULL: tp-dp-pp */
-  const char *workload;  /* NULL: gpt */
+  SimNetwork network;   /* not given: flow where the cluster has a fabric, except TeraPipe (analytic) */
+  gboolean network_given;
+  SimPlacement placement; /* not given: tp-dp-pp */
+  gboolean placement_given;
+  SimWorkload workload; /* not given: gpt */
+  gboolean workload_given;
   guint zero;            /* --zero 1|2|3; 0: not given */
   /* --zero-prefetch-bucket, --zero-max-live, --zero-reuse-distance,
    * --zero-persistence, --zero-reduce-bucket (elements; 0: DeepSpeed's
@@ -170,27 +198,38 @@ typedef struct {
   gboolean zero_trace_fixed;      /* --zero-trace-fixed */
   gboolean fsdp;                  /* --fsdp */
   guint hsdp;                     /* --hsdp R; 0: not given */
-  const char *fsdp_reduce_dtype;  /* fp32 or bf16; NULL: fp32 */
-  const char *fsdp_reshard;       /* default, always or never; NULL: default */
+  SimReduceDtype fsdp_reduce_dtype; /* not given: fp32 */
+  gboolean fsdp_reduce_dtype_given;
+  SimReshard fsdp_reshard;        /* not given: default */
+  gboolean fsdp_reshard_given;
   gboolean exact;        /* --exact */
   gboolean distributed_optimizer; /* --distributed-optimizer */
   gboolean sequence_parallel;     /* --sequence-parallel */
   gboolean memory_reserve_given;  /* --memory-reserve GiB, else SIM_DEFAULT_MEMORY_RESERVE_GIB */
   double memory_reserve_gib;
-  const char *attention;          /* flash, fused or unfused; NULL: the device's default */
-  const char *precision;          /* fp16, bf16 or fp8; NULL: the device's default */
+  ModelAttention attention;       /* not given: the device's default */
+  gboolean attention_given;
+  ModelPrecision precision;       /* not given: the device's default */
+  gboolean precision_given;
   guint cp;                       /* --cp; 0: not given (1) */
   gboolean tp_comm_overlap;       /* --tp-comm-overlap */
   gboolean overlap_param_gather;  /* --overlap-param-gather */
   SimSplit split;                 /* --first-stage-layers, --last-stage-layers, --account-for-embedding, --account-for-loss */
-  const char *slow, *gpu_speed, *slow_link; /* stragglers; NULL: none */
+  /* --slow, --slow-link and --gpu-speed, parsed (sim_slow_parse,
+   * sim_gpu_speed_parse); their indexes are checked against the run by
+   * sim_plan_build; none: all zero.  The seed is --seed's, below. */
+  SimStragglers stragglers;
   guint64 seed;                   /* --seed (0: 1) */
   guint ep, expert_tp;            /* --ep, --expert-tp; 0: not given (1, t) */
   double moe_imbalance;           /* --moe-imbalance; 0: not given (1) */
   double moe_capacity;            /* --moe-expert-capacity-factor; 0: dropless */
-  const char *moe_dispatcher;     /* alltoall or allgather; NULL: alltoall */
+  SimDispatcher moe_dispatcher;   /* not given: alltoall */
+  gboolean moe_dispatcher_given;
   const char *schedule_file;      /* --schedule-file CSV; NULL: none */
-  const char *stage_times;        /* --stage-times F,B,W,COMM in ms; NULL: the cost model */
+  gboolean stage_times;           /* --stage-times F,B,W,COMM; FALSE: the cost model */
+  double stage_times_ms[4];       /* its F, B, W and COMM in ms (sim_stage_times_parse) */
+  const char *stage_times_text;   /* the value as written, only for the trace's record of the request (NULL: the
+                                   * numbers) */
   double activation_limit_gib;    /* --activation-limit GiB (zb-auto); 0: not given */
 } SimPlanRequest;
 

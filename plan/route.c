@@ -2,20 +2,14 @@
 #include "route.h"
 
 guint sim_plan_zb_limit(const SimPlan *plan) {
-  switch (plan->schedule) {
-  case SIM_SCHEDULE_ZB_1P:
-    return plan->pp;
-  case SIM_SCHEDULE_ZB_2P:
-    return 2 * plan->pp;
-  default:
-    return plan->activation_limit_mbs;
-  }
+  guint k = sim_schedule_info(plan->schedule)->limit_p;
+  return k ? k * plan->pp : plan->activation_limit_mbs;
 }
 
 /* A plan's order on one stage: its built-in schedule for m microbatches,
  * or its --schedule-file (ZB's heuristics need the stages' times). */
 static void plan_order(const SimPlan *plan, guint m, guint stage, GArray *out) {
-  if (plan->schedule == SIM_SCHEDULE_FILE) {
+  if (plan->schedule_file) {
     const GArray *o = plan->schedule_file->orders[stage];
     g_array_set_size(out, 0);
     g_array_append_vals(out, o->data, o->len);
@@ -27,8 +21,7 @@ static void plan_order(const SimPlan *plan, guint m, guint stage, GArray *out) {
 void sim_plan_orders_timed(const SimPlan *plan, guint m, const double *tf, const double *tb, const double *tw,
                            double tc, double mem_f, double mem_w, GArray **orders) {
   guint p = plan->pp;
-  if (plan->schedule == SIM_SCHEDULE_ZB_1P || plan->schedule == SIM_SCHEDULE_ZB_2P ||
-      plan->schedule == SIM_SCHEDULE_ZB_AUTO) {
+  if (sim_schedule_info(plan->schedule)->timed) {
     sim_schedule_zb_auto(p, m, tf, tb, tw, tc, mem_f, mem_w, sim_plan_zb_limit(plan), orders);
     return;
   }
@@ -37,46 +30,22 @@ void sim_plan_orders_timed(const SimPlan *plan, guint m, const double *tf, const
 }
 
 guint sim_plan_route_len(const SimPlan *plan) {
-  return plan->schedule == SIM_SCHEDULE_DUALPIPE ? plan->pp : plan->pp * plan->chunks;
+  return sim_schedule_info(plan->schedule)->route_len(plan->pp, plan->chunks);
 }
 
 guint sim_plan_vstage(const SimPlan *pl, guint s, guint c, guint mb) {
-  guint p = pl->pp;
-  switch (pl->schedule) {
-  case SIM_SCHEDULE_ZB_V:
-  case SIM_SCHEDULE_DUALPIPEV:
-    return c == 0 ? s : 2 * p - 1 - s;
-  case SIM_SCHEDULE_DUALPIPE:
-    if ((mb >= pl->microbatches / 2) != (c == 1))
-      return G_MAXUINT;
-    return c == 0 ? s : p - 1 - s;
-  case SIM_SCHEDULE_FILE:
+  if (pl->schedule_file)
     return pl->schedule_file->stage_of[s * pl->chunks + c];
-  default:
-    return c * p + s;
-  }
+  return sim_schedule_info(pl->schedule)->vstage(pl->pp, pl->chunks, pl->microbatches, s, c, mb);
 }
 
 void sim_plan_place(const SimPlan *pl, guint vs, guint mb, guint *s, guint *c) {
-  guint p = pl->pp;
-  switch (pl->schedule) {
-  case SIM_SCHEDULE_ZB_V:
-  case SIM_SCHEDULE_DUALPIPEV:
-    *c = vs >= p;
-    *s = vs < p ? vs : 2 * p - 1 - vs;
-    return;
-  case SIM_SCHEDULE_DUALPIPE:
-    *c = mb >= pl->microbatches / 2;
-    *s = *c ? p - 1 - vs : vs;
-    return;
-  case SIM_SCHEDULE_FILE:
+  if (pl->schedule_file) {
     *s = pl->schedule_file->rank_of[vs];
     *c = pl->schedule_file->chunk_of[vs];
     return;
-  default:
-    *s = vs % p;
-    *c = vs / p;
   }
+  sim_schedule_info(pl->schedule)->place(pl->pp, pl->chunks, pl->microbatches, vs, mb, s, c);
 }
 
 char *sim_schedule_csv_orders(const SimPlan *plan, GArray *const *orders) {

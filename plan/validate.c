@@ -32,25 +32,11 @@ static gboolean need(guint value, const char *flag, guint max, GError **error) {
   return TRUE;
 }
 
-/* --slices auto | uniform:N | L1,L2,... (TeraPipe).  Runs before the rest
- * of the plan is filled, so it only touches the slicing fields. */
-static gboolean parse_slices(const SimPlanRequest *r, SimPlan *plan, GError **error) {
-  guint L = r->model.seq_len;
-  guint g = r->granularity ? r->granularity : 8;
-  if (g > L || L % g)
-    FAIL("--granularity %u does not divide the sequence length %u; use a divisor of it (TeraPipe uses 8)", g, L);
-  plan->granularity = g;
-  const char *spec = r->slices ? r->slices : "auto";
+gboolean sim_slices_parse(const char *spec, SimPlanRequest *r, GError **error) {
+  r->slices_given = TRUE;
+  r->n_slices = 0;
   if (strcmp(spec, "auto") == 0) {
-    /* The DP's cost tables hold a cell per (start, length) pair of granules:
-     * memory and time grow with the square of their count. */
-    if (L / g > SIM_MAX_DP_GRANULES)
-      FAIL("--slices auto: a sequence of %u tokens in granules of %u is %u granules, more than the %u the slicing "
-           "DP allows (its memory grows with their square, about 0.5 GB at %u); give a --granularity of at least %u "
-           "that divides %u, or --slices uniform:N or explicit lengths",
-           L, g, L / g, SIM_MAX_DP_GRANULES, SIM_MAX_DP_GRANULES, (L + SIM_MAX_DP_GRANULES - 1) / SIM_MAX_DP_GRANULES,
-           L);
-    plan->slices_mode = SIM_SLICES_AUTO;
+    r->slices_mode = SIM_SLICES_AUTO;
     return TRUE;
   }
   if (g_str_has_prefix(spec, "uniform:")) {
@@ -58,16 +44,11 @@ static gboolean parse_slices(const SimPlanRequest *r, SimPlan *plan, GError **er
     guint64 n = 0;
     if (!ptd_parse_whole(num, G_MAXUINT32, &n) || n < 1)
       FAIL("--slices '%.200s': uniform:N needs a whole number of slices N of at least 1 (decimal digits)", spec);
-    if (n > L / g)
-      FAIL("--slices uniform:%" G_GUINT64_FORMAT " is more slices than the %u granules of %u tokens in a sequence of "
-           "%u; use at most %u or a smaller --granularity",
-           n, L / g, g, L, L / g);
-    plan->slices_mode = SIM_SLICES_UNIFORM;
-    plan->n_slices = (guint)n;
+    r->slices_mode = SIM_SLICES_UNIFORM;
+    r->n_slices = (guint)n;
     return TRUE;
   }
   char **parts = g_strsplit(spec, ",", -1);
-  guint64 sum = 0;
   guint n = 0;
   gboolean ok = TRUE;
   for (guint i = 0; parts[i] && ok; i++) {
@@ -85,20 +66,87 @@ static gboolean parse_slices(const SimPlanRequest *r, SimPlan *plan, GError **er
       g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
                   "--slices '%.200s': slice %u has zero tokens; every slice needs at least one token", spec, i + 1);
       ok = FALSE;
-    } else {
-      plan->slice_len[n++] = (guint)v;
-      sum += v;
-    }
+    } else
+      r->slice_len[n++] = (guint)v;
   }
   g_strfreev(parts);
   if (!ok)
     return FALSE;
-  if (sum != L)
-    FAIL("--slices '%.200s' adds up to %" G_GUINT64_FORMAT " tokens, not the sequence length %u; make the slices sum to "
-         "%u",
-         spec, sum, L, L);
+  r->slices_mode = SIM_SLICES_LIST;
+  r->n_slices = n;
+  return TRUE;
+}
+
+char *sim_slices_text(const SimPlanRequest *r) {
+  if (!r->slices_given)
+    return NULL;
+  if (r->slices_text)
+    return g_strdup(r->slices_text);
+  if (r->slices_mode == SIM_SLICES_AUTO)
+    return g_strdup("auto");
+  if (r->slices_mode == SIM_SLICES_UNIFORM)
+    return g_strdup_printf("uniform:%u", r->n_slices);
+  GString *s = g_string_new(NULL);
+  for (guint i = 0; i < r->n_slices && i < SIM_MAX_SLICES; i++)
+    g_string_append_printf(s, "%s%u", i ? "," : "", r->slice_len[i]);
+  return g_string_free(s, FALSE);
+}
+
+/* TeraPipe's slicing (--slices, parsed at the edge) against the sequence
+ * and --granularity.  Runs before the rest of the plan is filled, so it
+ * only touches the slicing fields. */
+static gboolean check_slices(const SimPlanRequest *r, SimPlan *plan, GError **error) {
+  guint L = r->model.seq_len;
+  guint g = r->granularity ? r->granularity : 8;
+  if (g > L || L % g)
+    FAIL("--granularity %u does not divide the sequence length %u; use a divisor of it (TeraPipe uses 8)", g, L);
+  plan->granularity = g;
+  SimSlicesMode mode = r->slices_given ? r->slices_mode : SIM_SLICES_AUTO;
+  if (mode == SIM_SLICES_AUTO) {
+    /* The DP's cost tables hold a cell per (start, length) pair of granules:
+     * memory and time grow with the square of their count. */
+    if (L / g > SIM_MAX_DP_GRANULES)
+      FAIL("--slices auto: a sequence of %u tokens in granules of %u is %u granules, more than the %u the slicing "
+           "DP allows (its memory grows with their square, about 0.5 GB at %u); give a --granularity of at least %u "
+           "that divides %u, or --slices uniform:N or explicit lengths",
+           L, g, L / g, SIM_MAX_DP_GRANULES, SIM_MAX_DP_GRANULES, (L + SIM_MAX_DP_GRANULES - 1) / SIM_MAX_DP_GRANULES,
+           L);
+    plan->slices_mode = SIM_SLICES_AUTO;
+    return TRUE;
+  }
+  if (mode == SIM_SLICES_UNIFORM) {
+    guint64 n = r->n_slices;
+    if (n < 1)
+      FAIL("--slices uniform:0: uniform:N needs a whole number of slices N of at least 1 (decimal digits)");
+    if (n > L / g)
+      FAIL("--slices uniform:%" G_GUINT64_FORMAT " is more slices than the %u granules of %u tokens in a sequence of "
+           "%u; use at most %u or a smaller --granularity",
+           n, L / g, g, L, L / g);
+    plan->slices_mode = SIM_SLICES_UNIFORM;
+    plan->n_slices = (guint)n;
+    return TRUE;
+  }
+  guint64 sum = 0;
+  gboolean zero = FALSE;
+  for (guint i = 0; i < r->n_slices && i < SIM_MAX_SLICES; i++) {
+    sum += r->slice_len[i];
+    zero = zero || r->slice_len[i] == 0;
+  }
+  if (r->n_slices < 1 || r->n_slices > SIM_MAX_SLICES || zero)
+    FAIL("--slices lists %u slices, some of zero tokens; give 1 to %u slices of at least one token each",
+         r->n_slices, SIM_MAX_SLICES);
+  if (sum != L) {
+    char *spec = sim_slices_text(r);
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--slices '%.200s' adds up to %" G_GUINT64_FORMAT " tokens, not the sequence length %u; make the "
+                "slices sum to %u",
+                spec, sum, L, L);
+    g_free(spec);
+    return FALSE;
+  }
   plan->slices_mode = SIM_SLICES_LIST;
-  plan->n_slices = n;
+  plan->n_slices = r->n_slices;
+  memcpy(plan->slice_len, r->slice_len, r->n_slices * sizeof r->slice_len[0]);
   return TRUE;
 }
 
@@ -226,16 +274,37 @@ static gboolean slow_in_run(const SimSlow *list, guint n, gboolean links, const 
   return TRUE;
 }
 
+/* A --slow or --slow-link list as its entries read ("node:3=0.5,rail:2=0"). */
+static char *slow_text(const SimSlow *list, guint n) {
+  GString *s = g_string_new(NULL);
+  for (guint i = 0; i < n; i++) {
+    const SimSlow *e = &list[i];
+    const char *prefix = e->kind == SIM_SLOW_NODE    ? "node:"
+                         : e->kind == SIM_SLOW_STAGE ? "stage:"
+                         : e->kind == SIM_SLOW_RAIL  ? "rail:"
+                                                     : "";
+    g_string_append_printf(s, "%s%s%u=%g", i ? "," : "", prefix, e->index, e->factor);
+  }
+  return g_string_free(s, FALSE);
+}
+
 static gboolean build_stragglers(const SimPlanRequest *r, const TopoCluster *cluster, SimPlan *plan, GError **error) {
   SimStragglers *st = &plan->stragglers;
+  *st = r->stragglers; /* parsed at the edge; checked here against the run */
   st->seed = r->seed ? r->seed : 1;
-  if (r->slow && (!sim_slow_parse(r->slow, FALSE, st->gpu, &st->n_gpu, error) ||
-                  !slow_in_run(st->gpu, st->n_gpu, FALSE, cluster, r->gpus, r->pp, error)))
+  if (st->n_gpu > SIM_MAX_SLOW || st->n_link > SIM_MAX_SLOW || !(st->sigma >= 0 && st->sigma <= 2))
+    FAIL("the stragglers hold more than %d entries or a --gpu-speed sigma outside 0 to 2", SIM_MAX_SLOW);
+  for (guint i = 0; i < st->n_gpu + st->n_link; i++) {
+    gboolean link = i >= st->n_gpu;
+    const SimSlow *e = link ? &st->link[i - st->n_gpu] : &st->gpu[i];
+    if (!(e->factor <= 1 && (link ? e->factor >= 0 : e->factor > 0)))
+      FAIL("%s factor %g is outside %s; give a decimal number in that range", link ? "--slow-link" : "--slow",
+           e->factor, link ? "0 <= FACTOR <= 1" : "0 < FACTOR <= 1");
+  }
+  if (!slow_in_run(st->gpu, st->n_gpu, FALSE, cluster, r->gpus, r->pp, error) ||
+      !slow_in_run(st->link, st->n_link, TRUE, cluster, r->gpus, r->pp, error))
     return FALSE;
-  if (r->slow_link && (!sim_slow_parse(r->slow_link, TRUE, st->link, &st->n_link, error) ||
-                       !slow_in_run(st->link, st->n_link, TRUE, cluster, r->gpus, r->pp, error)))
-    return FALSE;
-  if (r->slow_link) {
+  if (st->n_link) {
     /* a node with every NIC down has no way out: nothing models traffic
      * that cannot leave it (a rail down shares the next rail's NIC) */
     guint nodes = (r->gpus + cluster->gpus_per_node - 1) / MAX(cluster->gpus_per_node, 1u);
@@ -244,18 +313,58 @@ static gboolean build_stragglers(const SimPlanRequest *r, const TopoCluster *clu
       gboolean up = FALSE;
       for (guint rail = 0; rail < rails && !up; rail++)
         up = sim_plan_nic_factor(plan, node, rail) > 0;
-      if (!up)
-        FAIL("--slow-link '%.200s' leaves node %u with none of its %u NICs up; keep at least one above 0 (rail:R=0 "
-             "takes one rail down, node:N=F slows a node's NICs)",
-             r->slow_link, node, rails);
+      if (!up) {
+        char *text = slow_text(st->link, st->n_link);
+        g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                    "--slow-link '%.200s' leaves node %u with none of its %u NICs up; keep at least one above 0 "
+                    "(rail:R=0 takes one rail down, node:N=F slows a node's NICs)",
+                    text, node, rails);
+        g_free(text);
+        return FALSE;
+      }
     }
   }
-  if (r->gpu_speed && !sim_gpu_speed_parse(r->gpu_speed, &st->sigma, error))
-    return FALSE;
-  if (sim_plan_has_stragglers(plan) && (r->zero || (r->schedule && strcmp(r->schedule, "terapipe") == 0)))
+  if (sim_plan_has_stragglers(plan) && (r->zero || !sim_schedule_info(plan->schedule)->passes))
     FAIL("--slow, --gpu-speed and --slow-link apply to tensor, pipeline and data parallel runs; drop them with "
          "--zero or TeraPipe");
   return TRUE;
+}
+
+/* "a, b or c": the words of the schedules whose row says `which`. */
+static char *schedule_words_where(gboolean (*which)(const SimScheduleInfo *)) {
+  guint n;
+  const SimScheduleInfo *t = sim_schedule_table(&n);
+  GPtrArray *w = g_ptr_array_new();
+  for (guint i = 0; i < n; i++)
+    if (t[i].word && which(&t[i]))
+      g_ptr_array_add(w, (gpointer)t[i].name);
+  GString *s = g_string_new(NULL);
+  for (guint i = 0; i < w->len; i++)
+    g_string_append_printf(s, "%s%s", i == 0 ? "" : i + 1 == w->len ? " or " : ", ",
+                           (const char *)g_ptr_array_index(w, i));
+  g_ptr_array_free(w, TRUE);
+  return g_string_free(s, FALSE);
+}
+static gboolean is_chunked(const SimScheduleInfo *row) { return row->chunks == SIM_CHUNKS_ANY; }
+static gboolean is_limited(const SimScheduleInfo *row) { return row->activation_limit; }
+/* The schedules that take --chunks, and the one --activation-limit is for. */
+static const char *chunked_schedules(void) {
+  static char *text;
+  static gsize once = 0;
+  if (g_once_init_enter(&once)) {
+    text = schedule_words_where(is_chunked);
+    g_once_init_leave(&once, 1);
+  }
+  return text;
+}
+static const char *limited_schedule(void) {
+  static char *text;
+  static gsize once = 0;
+  if (g_once_init_enter(&once)) {
+    text = schedule_words_where(is_limited);
+    g_once_init_leave(&once, 1);
+  }
+  return text;
 }
 
 gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, SimPlan *plan, GError **error) {
@@ -329,13 +438,15 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
            r->gpus, group, cluster->gpus_per_node / group, cluster->gpus_per_node, span, cluster->name,
            topo_cluster_gpus(cluster));
   }
-  gboolean terapipe = r->schedule && strcmp(r->schedule, "terapipe") == 0;
-  if ((r->split.first || r->split.last || r->split.embedding || r->split.loss) && (r->zero || terapipe))
-    FAIL("%s split Megatron's pipeline, for PTD-P; drop them with %s",
+  /* a schedule that is no order of passes (TeraPipe's token pipeline) */
+  gboolean own = r->schedule_given && !sim_schedule_info(r->schedule)->passes;
+  if ((r->split.first || r->split.last || r->split.embedding || r->split.loss) && (r->zero || own))
+    FAIL("%s split Megatron's pipeline, for PTD-P; drop them with %s%s%s",
          r->split.first || r->split.last ? "--first-stage-layers/--last-stage-layers"
                                          : "--account-for-embedding/--account-for-loss",
-         r->zero ? "--zero" : "--schedule terapipe (whose cells hold equal layers)");
-  if (terapipe && m->layers % r->pp) /* TeraPipe's cells hold equal layers: no uneven split to suggest */
+         r->zero ? "--zero" : "--schedule ", r->zero ? "" : sim_schedule_name(r->schedule),
+         r->zero ? "" : " (whose cells hold equal layers)");
+  if (own && m->layers % r->pp) /* TeraPipe's cells hold equal layers: no uneven split to suggest */
     FAIL("--layers %u do not divide into --pp %u stages; use a pipeline size that divides the layer count", m->layers,
          r->pp);
   guint split_first, split_mid, split_last; /* the stage layers; the chunks are checked with the schedule */
@@ -348,66 +459,47 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
          r->global_batch, r->micro_batch, dp, per_step);
 
   SimSchedule sched;
-  if (!r->schedule)
-    sched = (r->layers_per_chunk || r->chunks) ? SIM_SCHEDULE_INTERLEAVED : SIM_SCHEDULE_1F1B;
-  else if (strcmp(r->schedule, "gpipe") == 0)
-    sched = SIM_SCHEDULE_GPIPE;
-  else if (strcmp(r->schedule, "1f1b") == 0)
-    sched = SIM_SCHEDULE_1F1B;
-  else if (strcmp(r->schedule, "interleaved") == 0)
-    sched = SIM_SCHEDULE_INTERLEAVED;
-  else if (strcmp(r->schedule, "terapipe") == 0)
-    sched = SIM_SCHEDULE_TERAPIPE;
-  else if (strcmp(r->schedule, "zb-h1") == 0)
-    sched = SIM_SCHEDULE_ZB_H1;
-  else if (strcmp(r->schedule, "zb-h2") == 0)
-    sched = SIM_SCHEDULE_ZB_H2;
-  else if (strcmp(r->schedule, "interleaved-zb") == 0)
-    sched = SIM_SCHEDULE_INTERLEAVED_ZB;
-  else if (strcmp(r->schedule, "zb-v") == 0)
-    sched = SIM_SCHEDULE_ZB_V;
-  else if (strcmp(r->schedule, "dualpipe") == 0)
-    sched = SIM_SCHEDULE_DUALPIPE;
-  else if (strcmp(r->schedule, "dualpipev") == 0)
-    sched = SIM_SCHEDULE_DUALPIPEV;
-  else if (strcmp(r->schedule, "zb-1p") == 0)
-    sched = SIM_SCHEDULE_ZB_1P;
-  else if (strcmp(r->schedule, "zb-2p") == 0)
-    sched = SIM_SCHEDULE_ZB_2P;
-  else if (strcmp(r->schedule, "zb-auto") == 0)
-    sched = SIM_SCHEDULE_ZB_AUTO;
-  else
-    FAIL("unknown --schedule '%s'; use gpipe, 1f1b, interleaved, zb-h1, zb-h2, interleaved-zb, zb-v, zb-1p, zb-2p, "
-         "zb-auto, dualpipe, dualpipev or terapipe",
-         r->schedule);
-  if (sched == SIM_SCHEDULE_ZB_AUTO && !(r->activation_limit_gib > 0))
-    FAIL("--schedule zb-auto finds a schedule within an activation-memory limit; give --activation-limit GiB (the "
-         "activations a GPU may hold, e.g. 20)");
-  if (sched != SIM_SCHEDULE_ZB_AUTO && r->activation_limit_gib > 0)
-    FAIL("--activation-limit is zb-auto's memory limit; add --schedule zb-auto or drop it");
+  if (!r->schedule_given)
+    sched = sim_schedule_default(r->layers_per_chunk || r->chunks);
+  else if (sim_schedule_info(r->schedule)->word)
+    sched = r->schedule;
+  else /* a request made by hand naming what --schedule cannot */
+    FAIL("unknown --schedule '%s'; use %s", sim_schedule_name(r->schedule), sim_schedule_word_list());
+  const SimScheduleInfo *row = sim_schedule_info(sched);
+  if (row->activation_limit && !(r->activation_limit_gib > 0))
+    FAIL("--schedule %s finds a schedule within an activation-memory limit; give --activation-limit GiB (the "
+         "activations a GPU may hold, e.g. 20)",
+         row->name);
+  if (!row->activation_limit && r->activation_limit_gib > 0) {
+    const char *limited = limited_schedule();
+    FAIL("--activation-limit is %s's memory limit; add --schedule %s or drop it", limited, limited);
+  }
   if (!(r->activation_limit_gib >= 0) || r->activation_limit_gib > 1e6)
     FAIL("--activation-limit must be a number of GiB above 0, e.g. 20");
   plan->activation_limit_gib = r->activation_limit_gib;
-  if (r->schedule_file && r->schedule)
-    FAIL("--schedule-file gives the schedule itself; drop --schedule %s", r->schedule);
-  if (r->schedule_file)
+  if (r->schedule_file && r->schedule_given)
+    FAIL("--schedule-file gives the schedule itself; drop --schedule %s", sim_schedule_name(r->schedule));
+  if (r->schedule_file) {
     sched = SIM_SCHEDULE_FILE;
-  if (sched != SIM_SCHEDULE_TERAPIPE && (r->slices || r->granularity))
-    FAIL("--slices and --granularity need --schedule terapipe");
-  if (sched == SIM_SCHEDULE_TERAPIPE && !parse_slices(r, plan, error))
+    row = sim_schedule_info(sched);
+  }
+  /* TeraPipe's own options and rules: the schedule whose row runs no
+   * passes of ours (terapipe/ runs its token pipeline) */
+  own = !row->passes;
+  const char *tera = sim_schedule_name(SIM_SCHEDULE_TERAPIPE);
+  char with[64]; /* "--schedule NAME", for "drop it with ..." */
+  g_snprintf(with, sizeof with, "--schedule %s", row->name);
+  if (sched != SIM_SCHEDULE_TERAPIPE && (r->slices_given || r->granularity))
+    FAIL("--slices and --granularity need --schedule %s", tera);
+  if (sched == SIM_SCHEDULE_TERAPIPE && !check_slices(r, plan, error))
     return FALSE;
-  if (sched == SIM_SCHEDULE_TERAPIPE && r->ddp && strcmp(r->ddp, "local") != 0)
-    FAIL("--schedule terapipe all-reduces gradients after the flush; drop --ddp %s", r->ddp);
-  if (sched == SIM_SCHEDULE_TERAPIPE && r->no_symmetry)
-    FAIL("--no-symmetry is not available with --schedule terapipe (one GPU per cell is simulated); drop it");
-  if (!r->workload || strcmp(r->workload, "gpt") == 0)
-    plan->workload = SIM_WORKLOAD_GPT;
-  else if (strcmp(r->workload, "layers") == 0)
-    plan->workload = SIM_WORKLOAD_LAYERS;
-  else
-    FAIL("unknown --workload '%s'; use gpt (the whole training step) or layers (TeraPipe's benchmark)", r->workload);
+  if (own && r->ddp_given && r->ddp != SIM_DDP_LOCAL)
+    FAIL("%s all-reduces gradients after the flush; drop --ddp %s", with, ptd_word_of(sim_ddp_words, (int)r->ddp));
+  if (own && r->no_symmetry)
+    FAIL("--no-symmetry is not available with %s (one GPU per cell is simulated); drop it", with);
+  plan->workload = r->workload_given ? r->workload : SIM_WORKLOAD_GPT;
   if (plan->workload == SIM_WORKLOAD_LAYERS && sched != SIM_SCHEDULE_TERAPIPE)
-    FAIL("--workload layers is TeraPipe's benchmark workload; use it with --schedule terapipe");
+    FAIL("--workload layers is TeraPipe's benchmark workload; use it with --schedule %s", tera);
   if (r->zero > 3)
     FAIL("--zero %u is not a ZeRO stage; use 1 (optimizer state sharded), 2 (and gradients) or 3 (and parameters)",
          r->zero);
@@ -415,9 +507,9 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     FAIL("--zero %u shards over data parallelism alone, as SC21 compares it; use --tp 1 --pp 1 (ZeRO combined with "
          "tensor or pipeline parallelism is not modelled)",
          r->zero);
-  if (r->zero && (sched == SIM_SCHEDULE_TERAPIPE || r->schedule))
+  if (r->zero && r->schedule_given)
     FAIL("--zero %u accumulates microbatches one after another; drop --schedule", r->zero);
-  if (r->zero && r->ddp)
+  if (r->zero && r->ddp_given)
     FAIL("--zero %u does its own gradient communication; drop --ddp", r->zero);
   plan->zero = r->zero;
   gboolean zk_given = r->zero_prefetch_bucket || r->zero_max_live || r->zero_reuse_distance || r->zero_persistence ||
@@ -433,13 +525,12 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
       .reduce_bucket = r->zero_reduce_bucket ? r->zero_reduce_bucket : SIM_ZERO_DEFAULT_REDUCE_BUCKET,
       .contiguous = r->zero_contiguous_gradients,
       .trace_fixed = r->zero_trace_fixed};
-  if (r->distributed_optimizer && (r->zero || sched == SIM_SCHEDULE_TERAPIPE))
+  if (r->distributed_optimizer && (r->zero || own))
     FAIL("--distributed-optimizer is Megatron's sharding of the optimizer state for PTD-P; drop it with %s",
-         r->zero ? "--zero (which shards the optimizer state its own way)" : "--schedule terapipe");
+         r->zero ? "--zero (which shards the optimizer state its own way)" : with);
   plan->distributed_optimizer = r->distributed_optimizer;
-  if (cp > 1 && (r->zero || sched == SIM_SCHEDULE_TERAPIPE))
-    FAIL("--cp is Megatron-Core's context parallelism, for PTD-P; drop it with %s",
-         r->zero ? "--zero" : "--schedule terapipe");
+  if (cp > 1 && (r->zero || own))
+    FAIL("--cp is Megatron-Core's context parallelism, for PTD-P; drop it with %s", r->zero ? "--zero" : with);
   if (r->overlap_param_gather && (r->fsdp || r->hsdp))
     FAIL("%s gathers the parameters itself, layer by layer, overlapped with the forward; drop --overlap-param-gather "
          "(Megatron's distributed optimizer's)",
@@ -447,7 +538,7 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   if (r->overlap_param_gather && !r->distributed_optimizer)
     FAIL("--overlap-param-gather overlaps the distributed optimizer's parameter all-gather with the next forward; "
          "add --distributed-optimizer");
-  if (r->overlap_param_gather && (!r->ddp || strcmp(r->ddp, "torch") != 0))
+  if (r->overlap_param_gather && (!r->ddp_given || r->ddp != SIM_DDP_TORCH))
     FAIL("--overlap-param-gather needs gradients reduced while the backward runs, as Megatron requires "
          "(--overlap-grad-reduce); add --ddp torch");
   plan->overlap_param_gather = r->overlap_param_gather;
@@ -456,21 +547,19 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   guint v = 1;
   if (r->layers_per_chunk && r->chunks)
     FAIL("give either --layers-per-chunk or --chunks, not both");
-  gboolean looped = sched == SIM_SCHEDULE_INTERLEAVED || sched == SIM_SCHEDULE_INTERLEAVED_ZB;
+  gboolean looped = row->chunks == SIM_CHUNKS_ANY;
   if (!looped && (r->layers_per_chunk || r->chunks))
-    FAIL("--layers-per-chunk and --chunks need --schedule interleaved or interleaved-zb");
+    FAIL("--layers-per-chunk and --chunks need --schedule %s", chunked_schedules());
   gboolean split_ends = r->split.first || r->split.last, split_extra = r->split.embedding || r->split.loss;
-  if (sim_schedule_splits(sched) || sched == SIM_SCHEDULE_FILE) {
-    const char *name = sched == SIM_SCHEDULE_FILE ? "--schedule-file" : r->schedule;
+  if (row->backward != SIM_BACKWARD_WHOLE) {
+    const char *name = row->word ? row->name : "--schedule-file";
     if (r->pp < 2)
       FAIL("--schedule %s is a pipeline schedule; give --pp of at least 2", name);
     /* one chunk per stage in stage order (zb-h1, zb-h2) takes Megatron's
      * uneven splits as 1F1B does; the V, DualPipe's mirrored copies, more
      * chunks and a file's own placement are laid out on an even split */
-    gboolean one_chunk = sched == SIM_SCHEDULE_ZB_H1 || sched == SIM_SCHEDULE_ZB_H2 || sched == SIM_SCHEDULE_ZB_1P ||
-                         sched == SIM_SCHEDULE_ZB_2P || sched == SIM_SCHEDULE_ZB_AUTO;
-    gboolean v_extra = (sched == SIM_SCHEDULE_ZB_V || sched == SIM_SCHEDULE_DUALPIPEV) && split_extra && !split_ends;
-    if ((split_ends || split_extra) && !one_chunk && !v_extra)
+    gboolean takes = row->split == SIM_SPLIT_ANY || (row->split == SIM_SPLIT_ACCOUNT && split_extra && !split_ends);
+    if ((split_ends || split_extra) && !takes)
       FAIL("%s runs on an even split of the layers; drop --first-stage-layers, --last-stage-layers and "
            "--account-for-* (zb-h1 and zb-h2 take them)",
            name);
@@ -479,35 +568,37 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     if (r->overlap_param_gather)
       FAIL("%s is not modelled with --overlap-param-gather yet; drop it", name);
   }
-  if (sched == SIM_SCHEDULE_ZB_V || sched == SIM_SCHEDULE_DUALPIPEV || sched == SIM_SCHEDULE_DUALPIPE) {
+  if (row->chunks == SIM_CHUNKS_TWO) {
     v = 2; /* V: virtual stages s and 2p-1-s; DualPipe: stage s and p-1-s, one per direction */
-    guint parts = sched == SIM_SCHEDULE_DUALPIPE ? r->pp : 2 * r->pp;
+    guint parts = row->copies ? r->pp : 2 * r->pp;
     guint extras = (r->split.embedding ? 1 : 0) + (r->split.loss ? 1 : 0);
-    if (sched != SIM_SCHEDULE_DUALPIPE && extras) {
+    if (!row->copies && extras) {
       if ((m->layers + extras) % parts == 0 && (m->layers + extras) / parts < 2)
         FAIL("--schedule %s with the embedding and loss counted as layers leaves stage 0's chunks no layer (%u + %u "
              "layers in %u parts of 1); drop --account-for-embedding/--account-for-loss or use a smaller --pp",
-             r->schedule, m->layers, extras, parts);
+             row->name, m->layers, extras, parts);
       if ((m->layers + extras) % parts)
         FAIL("--schedule %s with the embedding and loss counted as layers cuts %u + %u into %u equal parts; use a "
              "--pp whose double divides that",
-             r->schedule, m->layers, extras, parts);
+             row->name, m->layers, extras, parts);
     } else if (m->layers % parts)
       FAIL("--schedule %s cuts the %u layers into %u equal parts; use a --pp whose %s divides the layer count",
-           r->schedule, m->layers, parts, sched == SIM_SCHEDULE_DUALPIPE ? "value" : "double");
-    if (sched == SIM_SCHEDULE_DUALPIPE && (r->pp % 2 || m_mb % 2 || m_mb < 2 * r->pp))
-      FAIL("--schedule dualpipe needs an even --pp and an even number of microbatches, at least 2p = %u (it has %u); "
-           "adjust --pp, --global-batch or --micro-batch",
-           2 * r->pp, m_mb);
-    if (sched == SIM_SCHEDULE_DUALPIPEV && m_mb < 2 * r->pp)
-      FAIL("--schedule dualpipev needs at least 2p = %u microbatches (it has %u); raise --global-batch or lower "
-           "--micro-batch",
-           2 * r->pp, m_mb);
-    if (sched != SIM_SCHEDULE_DUALPIPE &&
+           row->name, m->layers, parts, row->copies ? "value" : "double");
+  }
+  if (row->even_p_and_m && (r->pp % 2 || m_mb % 2 || m_mb < row->min_m_per_p * r->pp))
+    FAIL("--schedule %s needs an even --pp and an even number of microbatches, at least %up = %u (it has %u); "
+         "adjust --pp, --global-batch or --micro-batch",
+         row->name, row->min_m_per_p, row->min_m_per_p * r->pp, m_mb);
+  if (!row->even_p_and_m && m_mb < row->min_m_per_p * r->pp)
+    FAIL("--schedule %s needs at least %up = %u microbatches (it has %u); raise --global-batch or lower "
+         "--micro-batch",
+         row->name, row->min_m_per_p, row->min_m_per_p * r->pp, m_mb);
+  if (row->chunks == SIM_CHUNKS_TWO) {
+    if (!row->copies &&
         !sim_split_layers(&r->split, m->layers, r->pp, v, &split_first, &split_mid, &split_last, error))
       return FALSE;
   }
-  if (sched == SIM_SCHEDULE_FILE) {
+  if (row->chunks == SIM_CHUNKS_FILE) {
     const SimScheduleFile *f = sim_schedule_file_load(r->schedule_file, r->pp, m_mb, error);
     if (!f)
       return FALSE;
@@ -540,6 +631,8 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
       FAIL("the interleaved schedule needs --layers-per-chunk L or --chunks v");
     if (!sim_split_layers(&r->split, m->layers, r->pp, v, &split_first, &split_mid, &split_last, error))
       return FALSE;
+  }
+  if (row->m_multiple_of_p) {
     if (m_mb % r->pp)
       FAIL("the interleaved schedule needs the %u microbatches per pipeline to be a multiple of --pp %u; adjust "
            "--global-batch or --micro-batch",
@@ -547,11 +640,14 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   }
 
   if (r->stage_times) {
-    double t[4];
-    if (!sim_stage_times_parse(r->stage_times, t, error))
-      return FALSE;
-    if (sched == SIM_SCHEDULE_TERAPIPE || r->zero)
-      FAIL("--stage-times times a pipeline's stages; drop it with %s", r->zero ? "--zero" : "--schedule terapipe");
+    const double *t = r->stage_times_ms; /* parsed at the edge; a request made by hand checked here */
+    for (guint j = 0; j < 4; j++)
+      if (!(t[j] >= 0 && t[j] <= 1e6 && (j == 3 || t[j] > 0)))
+        FAIL("--stage-times %g,%g,%g,%g is not F,B,W,COMM: four numbers of ms, the first three above 0, all at most "
+             "1e6",
+             t[0], t[1], t[2], t[3]);
+    if (own || r->zero)
+      FAIL("--stage-times times a pipeline's stages; drop it with %s", r->zero ? "--zero" : with);
     plan->stage_times = TRUE;
     plan->stage_f_s = t[0] * 1e-3;
     plan->stage_b_s = t[1] * 1e-3;
@@ -577,56 +673,36 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   plan->split_embedding = r->split.embedding;
   plan->split_loss = r->split.loss;
 
-  if (!r->ddp || strcmp(r->ddp, "local") == 0)
-    plan->ddp = SIM_DDP_LOCAL;
-  else if (strcmp(r->ddp, "torch") == 0)
-    plan->ddp = SIM_DDP_TORCH;
-  else
-    FAIL("unknown --ddp '%s'; use torch or local", r->ddp);
-  if (!r->recompute || strcmp(r->recompute, "full") == 0)
-    plan->recompute = TRUE;
-  else if (strcmp(r->recompute, "none") == 0)
-    plan->recompute = FALSE;
-  else if (strcmp(r->recompute, "selective") == 0)
-    plan->selective = TRUE;
-  else
-    FAIL("unknown --recompute '%s'; use full, selective or none", r->recompute);
-  if (plan->selective && (r->zero || sched == SIM_SCHEDULE_TERAPIPE))
-    FAIL("--recompute selective is Megatron's, for PTD-P; use full or none with %s",
-         r->zero ? "--zero" : "--schedule terapipe");
+  plan->ddp = r->ddp_given ? r->ddp : SIM_DDP_LOCAL;
+  ModelRecompute rc = r->recompute_given ? r->recompute : MODEL_RECOMPUTE_FULL;
+  plan->recompute = rc == MODEL_RECOMPUTE_FULL;
+  plan->selective = rc == MODEL_RECOMPUTE_SELECTIVE;
+  if (plan->selective && (r->zero || own))
+    FAIL("--recompute selective is Megatron's, for PTD-P; use full or none with %s", r->zero ? "--zero" : with);
   if (!(r->tokens >= 0) || !isfinite(r->tokens))
     FAIL("--tokens must be a positive number of training tokens");
-  if (!r->network) /* the default: flows where the cluster describes its fabric and the schedule carries them */
-    plan->flow_network = cluster->has_fabric && sched != SIM_SCHEDULE_TERAPIPE;
-  else if (strcmp(r->network, "analytic") == 0)
-    plan->flow_network = FALSE;
-  else if (strcmp(r->network, "flow") == 0)
-    plan->flow_network = TRUE;
+  if (!r->network_given) /* the default: flows where the cluster describes its fabric and the schedule carries them */
+    plan->flow_network = cluster->has_fabric && !own;
   else
-    FAIL("unknown --network '%s'; use analytic or flow", r->network);
-  if (!r->placement || strcmp(r->placement, "tp-dp-pp") == 0)
-    plan->placement = SIM_PLACEMENT_TP_DP_PP;
-  else if (strcmp(r->placement, "dp-outermost") == 0)
-    plan->placement = SIM_PLACEMENT_DP_OUTERMOST;
-  else if (strcmp(r->placement, "misaligned") == 0)
-    plan->placement = SIM_PLACEMENT_MISALIGNED;
-  else
-    FAIL("unknown --placement '%s'; use tp-dp-pp, dp-outermost or misaligned", r->placement);
+    plan->flow_network = r->network == SIM_NETWORK_FLOW;
+  plan->placement = r->placement_given ? r->placement : SIM_PLACEMENT_TP_DP_PP;
   if (plan->placement == SIM_PLACEMENT_MISALIGNED && r->gpus + cluster->gpus_per_node / 2 > topo_cluster_gpus(cluster))
     FAIL("--placement misaligned shifts the job by half a node, which needs %u more GPUs than cluster '%s' has; use "
          "fewer --gpus",
          cluster->gpus_per_node / 2, cluster->name);
-  if (sched == SIM_SCHEDULE_TERAPIPE && plan->flow_network)
-    FAIL("--network flow is not available with --schedule terapipe yet; use --network analytic");
-  if (sched == SIM_SCHEDULE_TERAPIPE && r->placement)
-    FAIL("--schedule terapipe places ranks as TeraPipe's code does (tensor, then pipeline, then data: tp-pp-dp); "
-         "drop --placement");
-  if (sched == SIM_SCHEDULE_TERAPIPE && r->no_scatter_gather)
-    FAIL("--no-scatter-gather does not apply to --schedule terapipe: one rank sends each hop whole and its group "
-         "broadcasts it, as TeraPipe's code does; drop it");
-  if (r->sequence_parallel && (r->tp < 2 || r->zero || sched == SIM_SCHEDULE_TERAPIPE))
+  if (own && plan->flow_network)
+    FAIL("--network flow is not available with %s yet; use --network analytic", with);
+  if (own && r->placement_given)
+    FAIL("%s places ranks as TeraPipe's code does (tensor, then pipeline, then data: tp-pp-dp); "
+         "drop --placement",
+         with);
+  if (own && r->no_scatter_gather)
+    FAIL("--no-scatter-gather does not apply to %s: one rank sends each hop whole and its group "
+         "broadcasts it, as TeraPipe's code does; drop it",
+         with);
+  if (r->sequence_parallel && (r->tp < 2 || r->zero || own))
     FAIL("--sequence-parallel splits the sequence over the tensor-parallel ranks; %s",
-         r->zero || sched == SIM_SCHEDULE_TERAPIPE ? "it is Megatron's, for PTD-P: drop it"
+         r->zero || own ? "it is Megatron's, for PTD-P: drop it"
                                                     : "use it with --tp 2 or more");
   if (r->sequence_parallel && r->no_scatter_gather)
     FAIL("--no-scatter-gather does not apply with --sequence-parallel (each rank sends its own s/t of the sequence); "
@@ -640,38 +716,21 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   if (!(reserve >= 0 && reserve <= 1024))
     FAIL("--memory-reserve %g GiB is outside 0 to 1024; give the GiB of GPU memory to keep back, e.g. 3", reserve);
   plan->memory_reserve_bytes = reserve * 1073741824.0;
-  if (r->attention) {
-    if (strcmp(r->attention, "flash") == 0)
-      plan->attention = MODEL_ATTENTION_FLASH;
-    else if (strcmp(r->attention, "fused") == 0)
-      plan->attention = MODEL_ATTENTION_FUSED;
-    else if (strcmp(r->attention, "unfused") == 0)
-      plan->attention = MODEL_ATTENTION_UNFUSED;
-    else
-      FAIL("unknown --attention '%s'; use flash (FlashAttention-2), fused (Megatron's fused softmax where its shape "
-           "rules allow) or unfused (its fp32 softmax chain)",
-           r->attention);
-    if (sched == SIM_SCHEDULE_TERAPIPE)
-      FAIL("--attention does not apply to --schedule terapipe, which runs its own attention code; drop it");
+  if (r->attention_given) {
+    plan->attention = r->attention;
+    if (own)
+      FAIL("--attention does not apply to %s, which runs its own attention code; drop it", with);
     plan->attention_given = TRUE;
   }
-  if (r->precision) {
-    if (strcmp(r->precision, "fp16") == 0)
-      plan->precision = MODEL_PRECISION_FP16;
-    else if (strcmp(r->precision, "bf16") == 0)
-      plan->precision = MODEL_PRECISION_BF16;
-    else if (strcmp(r->precision, "fp8") == 0)
-      plan->precision = MODEL_PRECISION_FP8;
-    else
-      FAIL("unknown --precision '%s'; use fp16, bf16 or fp8", r->precision);
-    if (plan->precision == MODEL_PRECISION_FP8 && (sched == SIM_SCHEDULE_TERAPIPE || r->zero))
-      FAIL("--precision fp8 is Transformer Engine's, modelled for PTD-P; drop it with %s",
-           r->zero ? "--zero" : "--schedule terapipe");
+  if (r->precision_given) {
+    plan->precision = r->precision;
+    if (plan->precision == MODEL_PRECISION_FP8 && (own || r->zero))
+      FAIL("--precision fp8 is Transformer Engine's, modelled for PTD-P; drop it with %s", r->zero ? "--zero" : with);
     plan->precision_given = TRUE;
   }
   /* no pipeline sends (TeraPipe sends its own way, ZeRO has no pipeline);
    * sequence parallelism sends each rank's shard, nothing to gather */
-  plan->scatter_gather = !r->no_scatter_gather && sched != SIM_SCHEDULE_TERAPIPE && !r->zero && !r->sequence_parallel;
+  plan->scatter_gather = !r->no_scatter_gather && !own && !r->zero && !r->sequence_parallel;
   plan->fusion = !r->no_fusion;
   plan->symmetry = !r->no_symmetry;
   plan->exact = r->exact;
@@ -683,7 +742,7 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
    * dp_shard_cp mesh), or HSDP, sharded within groups and replicated
    * across R of them (torchtitan's dp_replicate) */
   gboolean fsdp = r->fsdp || r->hsdp;
-  if (!fsdp && (r->fsdp_reduce_dtype || r->fsdp_reshard))
+  if (!fsdp && (r->fsdp_reduce_dtype_given || r->fsdp_reshard_given))
     FAIL("--fsdp-reduce-dtype and --fsdp-reshard-after-forward are FSDP2's; add --fsdp or --hsdp R, or drop them");
   if (fsdp) {
     const char *name = r->hsdp ? "--hsdp" : "--fsdp";
@@ -692,19 +751,18 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
       FAIL("%s and --zero are two ways to shard the same state; use one (--zero for DeepSpeed as SC21 ran it, %s for "
            "PyTorch FSDP2)",
            name, name);
-    if (sched == SIM_SCHEDULE_TERAPIPE)
-      FAIL("%s is not modelled with --schedule terapipe; drop one", name);
+    if (own)
+      FAIL("%s is not modelled with %s; drop one", name, with);
     if (r->stage_times)
       FAIL("%s has nothing to shard under --stage-times (only the pipeline's passes run); drop one", name);
-    if (sched == SIM_SCHEDULE_ZB_V || sched == SIM_SCHEDULE_DUALPIPE || sched == SIM_SCHEDULE_DUALPIPEV ||
-        sched == SIM_SCHEDULE_FILE)
+    if (row->chunks == SIM_CHUNKS_TWO || row->chunks == SIM_CHUNKS_FILE)
       FAIL("%s is not modelled with %s yet (a stage holding the first and the last chunk, or two copies, shards "
            "other parameters); drop one, or use zb-h1, zb-h2, zb-1p, zb-2p or interleaved-zb",
-           name, sched == SIM_SCHEDULE_FILE ? "--schedule-file" : sim_schedule_name(sched));
+           name, row->word ? row->name : "--schedule-file");
     if (r->distributed_optimizer || r->overlap_param_gather)
       FAIL("%s shards the optimizer state and gathers the parameters itself; drop %s", name,
            r->distributed_optimizer ? "--distributed-optimizer" : "--overlap-param-gather");
-    if (r->ddp)
+    if (r->ddp_given)
       FAIL("%s reduce-scatters each layer's gradients as its backward ends; drop --ddp", name);
     if (shards < 2)
       FAIL("%s needs at least 2 data-parallel ranks to shard over (d x cp is %u); use more GPUs or a smaller --tp, --pp "
@@ -714,19 +772,14 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
       FAIL("--hsdp %u must divide the %u data-parallel ranks (d x cp) into groups of at least 2; use a divisor of %u "
            "below it",
            r->hsdp, shards, shards);
-    if (r->fsdp_reduce_dtype && strcmp(r->fsdp_reduce_dtype, "fp32") && strcmp(r->fsdp_reduce_dtype, "bf16"))
-      FAIL("unknown --fsdp-reduce-dtype '%s'; use fp32 or bf16", r->fsdp_reduce_dtype);
-    if (r->fsdp_reshard && strcmp(r->fsdp_reshard, "default") && strcmp(r->fsdp_reshard, "always") &&
-        strcmp(r->fsdp_reshard, "never"))
-      FAIL("unknown --fsdp-reshard-after-forward '%s'; use default, always or never", r->fsdp_reshard);
     plan->fsdp = TRUE;
     plan->hsdp_replicas = r->hsdp ? r->hsdp : 1;
-    plan->fsdp_reduce_fp32 = !r->fsdp_reduce_dtype || strcmp(r->fsdp_reduce_dtype, "fp32") == 0;
+    plan->fsdp_reduce_fp32 = !r->fsdp_reduce_dtype_given || r->fsdp_reduce_dtype == SIM_REDUCE_FP32;
     /* torchtitan's default: reshard after forward unless pipelining
      * (torchtitan/models/llama3/infra/parallelize.py, apply_fsdp) */
-    plan->reshard_after_forward = !r->fsdp_reshard || strcmp(r->fsdp_reshard, "default") == 0
+    plan->reshard_after_forward = !r->fsdp_reshard_given || r->fsdp_reshard == SIM_RESHARD_DEFAULT
                                       ? r->pp == 1
-                                      : strcmp(r->fsdp_reshard, "always") == 0;
+                                      : r->fsdp_reshard == SIM_RESHARD_ALWAYS;
   }
   if (fsdp && model_is_moe(&r->model))
     FAIL("%s is not modelled for mixture-of-experts models; use the distributed optimizer (Megatron-Core's) instead",

@@ -9,12 +9,19 @@
 /* Checks the request against the cluster and fills `plan`.  Every error is
  * one line saying what is wrong and how to fix it. */
 gboolean sim_plan_build(const SimPlanRequest *req, const TopoCluster *cluster, SimPlan *plan, GError **error);
-/* The option values the plan reads, each read by one parser (run, plan
- * and sweep check a value with it as it is given, and the plan reads it
- * with it again): a --slow (links FALSE) or --slow-link (TRUE) list of
+/* The option values the plan reads, each read by one parser, once, at
+ * the command line's edge (search/options.c checks a value with it as it
+ * is given, and search_config_request puts what it reads in the request): a --slow (links FALSE) or --slow-link (TRUE) list of
  * WHO=F entries into out[SIM_MAX_SLOW] (the indexes not yet checked
  * against a run); --stage-times F,B,W,COMM in ms; --gpu-speed
  * lognormal:SIGMA.  One-line errors naming the option and the rule. */
 gboolean sim_slow_parse(const char *text, gboolean links, SimSlow *out, guint *n, GError **error);
 gboolean sim_stage_times_parse(const char *text, double ms[4], GError **error);
 gboolean sim_gpu_speed_parse(const char *text, double *sigma, GError **error);
+/* --slices auto | uniform:N | L1,L2,... into the request's slices
+ * (slices_given set; slices_text left as it is); sim_plan_build checks them
+ * against the sequence and --granularity.  One-line errors. */
+gboolean sim_slices_parse(const char *text, SimPlanRequest *r, GError **error);
+/* The request's --slices as written, or as its values read ("auto",
+ * "uniform:4", "512,384,..."); NULL where not given.  Free with g_free. */
+char *sim_slices_text(const SimPlanRequest *r);

@@ -13,40 +13,6 @@
 
 G_DEFINE_QUARK(sim-schedule-error-quark, sim_schedule_error)
 
-const char *sim_schedule_name(SimSchedule s) {
-  switch (s) {
-  case SIM_SCHEDULE_GPIPE:
-    return "gpipe";
-  case SIM_SCHEDULE_1F1B:
-    return "1f1b";
-  case SIM_SCHEDULE_INTERLEAVED:
-    return "interleaved";
-  case SIM_SCHEDULE_TERAPIPE:
-    return "terapipe";
-  case SIM_SCHEDULE_ZB_H1:
-    return "zb-h1";
-  case SIM_SCHEDULE_ZB_H2:
-    return "zb-h2";
-  case SIM_SCHEDULE_INTERLEAVED_ZB:
-    return "interleaved-zb";
-  case SIM_SCHEDULE_ZB_V:
-    return "zb-v";
-  case SIM_SCHEDULE_DUALPIPE:
-    return "dualpipe";
-  case SIM_SCHEDULE_DUALPIPEV:
-    return "dualpipev";
-  case SIM_SCHEDULE_FILE:
-    return "file";
-  case SIM_SCHEDULE_ZB_1P:
-    return "zb-1p";
-  case SIM_SCHEDULE_ZB_2P:
-    return "zb-2p";
-  case SIM_SCHEDULE_ZB_AUTO:
-    return "zb-auto";
-  }
-  return "?";
-}
-
 static void push_item(GArray *out, guint chunk, guint mb, gboolean fwd, SimGrad grad) {
   SimItem it = {mb, (guint16)chunk, (guint8)(fwd ? 1 : 0), (guint8)(fwd ? SIM_GRAD_ALL : grad), 0};
   g_array_append_val(out, it);
@@ -59,12 +25,6 @@ static guint chunk_of(guint k, guint p, guint v, gboolean forward) {
   return forward ? c : v - 1 - c;
 }
 static guint microbatch_of(guint k, guint p, guint v) { return (k / (p * v)) * p + k % p; }
-
-gboolean sim_schedule_splits(SimSchedule s) {
-  return s == SIM_SCHEDULE_ZB_H1 || s == SIM_SCHEDULE_ZB_H2 || s == SIM_SCHEDULE_INTERLEAVED_ZB ||
-         s == SIM_SCHEDULE_ZB_V || s == SIM_SCHEDULE_DUALPIPE || s == SIM_SCHEDULE_DUALPIPEV ||
-         s == SIM_SCHEDULE_ZB_1P || s == SIM_SCHEDULE_ZB_2P || s == SIM_SCHEDULE_ZB_AUTO;
-}
 
 /* The W passes a stage owes, oldest first. */
 typedef struct {
@@ -462,47 +422,32 @@ static void dualpipe(guint p, guint m, guint s, gboolean v_shape, GArray *out) {
   wq_free(&d.q);
 }
 
-void sim_schedule_order(SimSchedule schedule, guint p, guint m, guint v, guint stage, GArray *out) {
-  g_array_set_size(out, 0);
-  switch (schedule) {
-  case SIM_SCHEDULE_GPIPE:
-    for (guint j = 0; j < m; j++)
-      push(out, 0, j, TRUE);
-    for (guint j = 0; j < m; j++)
-      push(out, 0, j, FALSE);
-    return;
-  case SIM_SCHEDULE_1F1B: {
-    guint warmup = MIN(p - stage - 1, m);
-    guint fwd = 0, bwd = 0;
-    for (; fwd < warmup; fwd++)
-      push(out, 0, fwd, TRUE);
-    while (fwd < m) {
-      push(out, 0, fwd++, TRUE);
-      push(out, 0, bwd++, FALSE);
-    }
-    while (bwd < m)
-      push(out, 0, bwd++, FALSE);
-    return;
+/* --- the orders, one function each (the table's `order`) --- */
+
+static void order_gpipe(guint p, guint m, guint v, guint stage, GArray *out) {
+  (void)p, (void)v, (void)stage;
+  for (guint j = 0; j < m; j++)
+    push(out, 0, j, TRUE);
+  for (guint j = 0; j < m; j++)
+    push(out, 0, j, FALSE);
+}
+
+static void order_1f1b(guint p, guint m, guint v, guint stage, GArray *out) {
+  (void)v;
+  guint warmup = MIN(p - stage - 1, m);
+  guint fwd = 0, bwd = 0;
+  for (; fwd < warmup; fwd++)
+    push(out, 0, fwd, TRUE);
+  while (fwd < m) {
+    push(out, 0, fwd++, TRUE);
+    push(out, 0, bwd++, FALSE);
   }
-  case SIM_SCHEDULE_ZB_H1:
-    zb_interleaved(p, m, 1, stage, out);
-    return;
-  case SIM_SCHEDULE_INTERLEAVED_ZB:
-    zb_interleaved(p, m, v, stage, out);
-    return;
-  case SIM_SCHEDULE_ZB_H2:
-    zb_h2(p, m, stage, out);
-    return;
-  case SIM_SCHEDULE_ZB_V:
-    zb_v(p, m, stage, out);
-    return;
-  case SIM_SCHEDULE_DUALPIPE:
-  case SIM_SCHEDULE_DUALPIPEV:
-    dualpipe(p, m, stage, schedule == SIM_SCHEDULE_DUALPIPEV, out);
-    return;
-  default:
-    break;
-  }
+  while (bwd < m)
+    push(out, 0, bwd++, FALSE);
+}
+
+/* Megatron-LM's interleaved 1F1B (see schedule.h). */
+static void order_interleaved(guint p, guint m, guint v, guint stage, GArray *out) {
   guint total = m * v;
   guint warmup = (m == p) ? total : MIN((p - stage - 1) * 2 + (v - 1) * p, total);
   guint remaining = total - warmup;
@@ -515,6 +460,193 @@ void sim_schedule_order(SimSchedule schedule, guint p, guint m, guint v, guint s
   }
   for (guint k = remaining; k < total; k++)
     push(out, chunk_of(k, p, v, FALSE), microbatch_of(k, p, v), FALSE);
+}
+
+static void order_zb_h1(guint p, guint m, guint v, guint stage, GArray *out) {
+  (void)v;
+  zb_interleaved(p, m, 1, stage, out);
+}
+static void order_interleaved_zb(guint p, guint m, guint v, guint stage, GArray *out) {
+  zb_interleaved(p, m, v, stage, out);
+}
+static void order_zb_h2(guint p, guint m, guint v, guint stage, GArray *out) {
+  (void)v;
+  zb_h2(p, m, stage, out);
+}
+static void order_zb_v(guint p, guint m, guint v, guint stage, GArray *out) {
+  (void)v;
+  zb_v(p, m, stage, out);
+}
+static void order_dualpipe(guint p, guint m, guint v, guint stage, GArray *out) {
+  (void)v;
+  dualpipe(p, m, stage, FALSE, out);
+}
+static void order_dualpipev(guint p, guint m, guint v, guint stage, GArray *out) {
+  (void)v;
+  dualpipe(p, m, stage, TRUE, out);
+}
+
+/* --- the placements (the table's route_len, vstage and place) --- */
+
+/* In a loop (Megatron's): chunk c of stage s is virtual stage c p + s. */
+static guint loop_len(guint p, guint v) { return p * v; }
+static guint loop_vstage(guint p, guint v, guint m, guint s, guint c, guint mb) {
+  (void)v, (void)m, (void)mb;
+  return c * p + s;
+}
+static void loop_place(guint p, guint v, guint m, guint vs, guint mb, guint *s, guint *c) {
+  (void)v, (void)m, (void)mb;
+  *s = vs % p;
+  *c = vs / p;
+}
+/* In a V: stage s holds virtual stages s and 2p - 1 - s. */
+static guint v_vstage(guint p, guint v, guint m, guint s, guint c, guint mb) {
+  (void)v, (void)m, (void)mb;
+  return c == 0 ? s : 2 * p - 1 - s;
+}
+static void v_place(guint p, guint v, guint m, guint vs, guint mb, guint *s, guint *c) {
+  (void)v, (void)m, (void)mb;
+  *c = vs >= p;
+  *s = vs < p ? vs : 2 * p - 1 - vs;
+}
+/* DualPipe's two directions: the first m/2 microbatches run stage s's
+ * chunk 0 as virtual stage s, the rest its chunk 1 as virtual stage
+ * p - 1 - s; a microbatch passes p virtual stages. */
+static guint two_way_len(guint p, guint v) {
+  (void)v;
+  return p;
+}
+static guint two_way_vstage(guint p, guint v, guint m, guint s, guint c, guint mb) {
+  (void)v;
+  if ((mb >= m / 2) != (c == 1))
+    return G_MAXUINT;
+  return c == 0 ? s : p - 1 - s;
+}
+static void two_way_place(guint p, guint v, guint m, guint vs, guint mb, guint *s, guint *c) {
+  (void)v;
+  *c = mb >= m / 2;
+  *s = *c ? p - 1 - vs : vs;
+}
+
+/* --- the table --- */
+
+#define LOOP .route_len = loop_len, .vstage = loop_vstage, .place = loop_place
+#define V_SHAPE .route_len = loop_len, .vstage = v_vstage, .place = v_place
+#define TWO_WAY .route_len = two_way_len, .vstage = two_way_vstage, .place = two_way_place
+
+/* In the order `--schedule` lists its words; then what no word names. */
+static const SimScheduleInfo schedules[] = {
+    {.id = SIM_SCHEDULE_GPIPE, .name = "gpipe", .word = TRUE, .passes = TRUE, .order = order_gpipe, LOOP,
+     .split = SIM_SPLIT_ANY, .search = SIM_SEARCH_NAMED, .search_rank = 2},
+    {.id = SIM_SCHEDULE_1F1B, .name = "1f1b", .word = TRUE, .passes = TRUE, .order = order_1f1b, LOOP,
+     .split = SIM_SPLIT_ANY, .search = SIM_SEARCH_DEFAULT, .search_rank = 1},
+    {.id = SIM_SCHEDULE_INTERLEAVED, .name = "interleaved", .word = TRUE, .passes = TRUE,
+     .order = order_interleaved, LOOP, .chunks = SIM_CHUNKS_ANY, .split = SIM_SPLIT_ANY, .m_multiple_of_p = TRUE,
+     .search = SIM_SEARCH_DEFAULT, .search_rank = 1},
+    /* TeraPipe's token pipeline (terapipe/): no order of passes here */
+    {.id = SIM_SCHEDULE_TERAPIPE, .name = "terapipe", .word = TRUE, LOOP, .split = SIM_SPLIT_ANY},
+    {.id = SIM_SCHEDULE_ZB_H1, .name = "zb-h1", .word = TRUE, .passes = TRUE, .backward = SIM_BACKWARD_SPLIT,
+     .order = order_zb_h1, LOOP, .split = SIM_SPLIT_ANY, .search = SIM_SEARCH_ALL, .search_rank = 3},
+    {.id = SIM_SCHEDULE_ZB_H2, .name = "zb-h2", .word = TRUE, .passes = TRUE, .backward = SIM_BACKWARD_SPLIT,
+     .order = order_zb_h2, LOOP, .split = SIM_SPLIT_ANY, .search = SIM_SEARCH_ALL, .search_rank = 4},
+    {.id = SIM_SCHEDULE_INTERLEAVED_ZB, .name = "interleaved-zb", .word = TRUE, .passes = TRUE,
+     .backward = SIM_BACKWARD_SPLIT, .order = order_interleaved_zb, LOOP, .chunks = SIM_CHUNKS_ANY,
+     .split = SIM_SPLIT_EVEN, .m_multiple_of_p = TRUE, .search = SIM_SEARCH_ALL, .search_rank = 2},
+    {.id = SIM_SCHEDULE_ZB_V, .name = "zb-v", .word = TRUE, .passes = TRUE, .backward = SIM_BACKWARD_SPLIT,
+     .order = order_zb_v, V_SHAPE, .chunks = SIM_CHUNKS_TWO, .split = SIM_SPLIT_ACCOUNT, .search = SIM_SEARCH_ALL,
+     .search_rank = 7},
+    /* ZB's heuristic: the order comes from the stages' times (sim_schedule_zb_auto) */
+    {.id = SIM_SCHEDULE_ZB_1P, .name = "zb-1p", .word = TRUE, .passes = TRUE, .backward = SIM_BACKWARD_SPLIT,
+     .timed = TRUE, .limit_p = 1, LOOP, .split = SIM_SPLIT_ANY, .search = SIM_SEARCH_ALL, .search_rank = 5},
+    {.id = SIM_SCHEDULE_ZB_2P, .name = "zb-2p", .word = TRUE, .passes = TRUE, .backward = SIM_BACKWARD_SPLIT,
+     .timed = TRUE, .limit_p = 2, LOOP, .split = SIM_SPLIT_ANY, .search = SIM_SEARCH_ALL, .search_rank = 6},
+    {.id = SIM_SCHEDULE_ZB_AUTO, .name = "zb-auto", .word = TRUE, .passes = TRUE, .backward = SIM_BACKWARD_SPLIT,
+     .timed = TRUE, .activation_limit = TRUE, LOOP, .split = SIM_SPLIT_ANY},
+    {.id = SIM_SCHEDULE_DUALPIPE, .name = "dualpipe", .word = TRUE, .passes = TRUE, .backward = SIM_BACKWARD_SPLIT,
+     .order = order_dualpipe, TWO_WAY, .chunks = SIM_CHUNKS_TWO, .copies = TRUE, .paired = TRUE, .split = SIM_SPLIT_EVEN,
+     .even_p_and_m = TRUE, .min_m_per_p = 2, .search = SIM_SEARCH_ALL, .search_rank = 9},
+    {.id = SIM_SCHEDULE_DUALPIPEV, .name = "dualpipev", .word = TRUE, .passes = TRUE,
+     .backward = SIM_BACKWARD_SPLIT, .order = order_dualpipev, V_SHAPE, .chunks = SIM_CHUNKS_TWO, .paired = TRUE,
+     .split = SIM_SPLIT_ACCOUNT, .min_m_per_p = 2, .search = SIM_SEARCH_ALL, .search_rank = 8},
+    /* --schedule-file: the user's orders and placement (SimScheduleFile) */
+    {.id = SIM_SCHEDULE_FILE, .name = "file", .passes = TRUE, .backward = SIM_BACKWARD_FILE, LOOP,
+     .chunks = SIM_CHUNKS_FILE, .split = SIM_SPLIT_EVEN},
+};
+#undef LOOP
+#undef V_SHAPE
+#undef TWO_WAY
+
+const SimScheduleInfo *sim_schedule_table(guint *n) {
+  *n = G_N_ELEMENTS(schedules);
+  return schedules;
+}
+
+const SimScheduleInfo *sim_schedule_info(SimSchedule s) {
+  for (guint i = 0; i < G_N_ELEMENTS(schedules); i++)
+    if (schedules[i].id == s)
+      return &schedules[i];
+  g_return_val_if_reached(&schedules[1]);
+}
+
+const SimScheduleInfo *sim_schedule_find(const char *name) {
+  for (guint i = 0; name && i < G_N_ELEMENTS(schedules); i++)
+    if (strcmp(schedules[i].name, name) == 0)
+      return &schedules[i];
+  return NULL;
+}
+
+SimSchedule sim_schedule_default(gboolean chunks_given) {
+  for (guint i = 0; i < G_N_ELEMENTS(schedules); i++)
+    if (schedules[i].search == SIM_SEARCH_DEFAULT && (schedules[i].chunks == SIM_CHUNKS_ANY) == !!chunks_given)
+      return schedules[i].id;
+  g_return_val_if_reached(SIM_SCHEDULE_1F1B);
+}
+
+const char *sim_schedule_name(SimSchedule s) { return sim_schedule_info(s)->name; }
+
+gboolean sim_schedule_splits(SimSchedule s) { return sim_schedule_info(s)->backward == SIM_BACKWARD_SPLIT; }
+
+const PtdWord *sim_schedule_words(void) {
+  static PtdWord words[G_N_ELEMENTS(schedules) + 1];
+  static gsize done = 0;
+  if (g_once_init_enter(&done)) {
+    guint n = 0;
+    for (guint i = 0; i < G_N_ELEMENTS(schedules); i++)
+      if (schedules[i].word)
+        words[n++] = (PtdWord){schedules[i].name, (int)schedules[i].id};
+    words[n] = (PtdWord){NULL, 0};
+    g_once_init_leave(&done, 1);
+  }
+  return words;
+}
+
+const char *sim_schedule_word_list(void) {
+  static char *text;
+  static gsize done = 0;
+  if (g_once_init_enter(&done)) {
+    /* the schedules of passes, then the others ("a, b or c") */
+    GPtrArray *w = g_ptr_array_new();
+    for (int passes = 1; passes >= 0; passes--)
+      for (guint i = 0; i < G_N_ELEMENTS(schedules); i++)
+        if (schedules[i].word && schedules[i].passes == passes)
+          g_ptr_array_add(w, (gpointer)schedules[i].name);
+    GString *s = g_string_new(NULL);
+    for (guint i = 0; i < w->len; i++)
+      g_string_append_printf(s, "%s%s", i == 0 ? "" : i + 1 == w->len ? " or " : ", ",
+                             (const char *)g_ptr_array_index(w, i));
+    g_ptr_array_free(w, TRUE);
+    text = g_string_free(s, FALSE);
+    g_once_init_leave(&done, 1);
+  }
+  return text;
+}
+
+void sim_schedule_order(SimSchedule schedule, guint p, guint m, guint v, guint stage, GArray *out) {
+  g_array_set_size(out, 0);
+  const SimScheduleInfo *row = sim_schedule_info(schedule);
+  /* a schedule without an order of its own (the heuristics before their
+   * times, TeraPipe, a file) gets the interleaved formula, as before */
+  (row->order ? row->order : order_interleaved)(p, m, v, stage, out);
 }
 
 /* --- a user's schedule --- */

@@ -65,6 +65,8 @@
 
 #include <glib.h>
 
+#include "../base/text.h"
+
 
 typedef enum {
   SIM_SCHEDULE_GPIPE,
@@ -83,9 +85,6 @@ typedef enum {
   SIM_SCHEDULE_ZB_2P,
   SIM_SCHEDULE_ZB_AUTO
 } SimSchedule;
-/* "gpipe", "1f1b", ... as --schedule writes them ("file" for
- * --schedule-file). */
-const char *sim_schedule_name(SimSchedule s);
 
 #define SIM_SCHEDULE_ERROR (sim_schedule_error_quark())
 GQuark sim_schedule_error_quark(void);
@@ -137,6 +136,76 @@ gboolean sim_schedule_zb_heuristic(guint p, guint m, const double *tf, const dou
 void sim_schedule_zb_auto(guint p, guint m, const double *tf, const double *tb, const double *tw, double tc,
                           double mem_f, double mem_w, guint limit, GArray **orders);
 
+/* --- the schedules as data: one row per schedule --- */
+
+/* How a schedule runs the backward: whole (one item), split into B and W
+ * (the zero-bubble family, DualPipe), or as its file says. */
+typedef enum { SIM_BACKWARD_WHOLE, SIM_BACKWARD_SPLIT, SIM_BACKWARD_FILE } SimBackward;
+/* The model chunks per stage: one; any v >= 1 (--chunks or
+ * --layers-per-chunk); exactly two (the V, DualPipe's two directions); as
+ * its file says. */
+typedef enum { SIM_CHUNKS_ONE, SIM_CHUNKS_ANY, SIM_CHUNKS_TWO, SIM_CHUNKS_FILE } SimChunks;
+/* Megatron's pipeline splits a schedule takes: any (--first-stage-layers,
+ * --last-stage-layers, --account-for-*), the account-for ones alone, or
+ * only the even split. */
+typedef enum { SIM_SPLIT_ANY, SIM_SPLIT_ACCOUNT, SIM_SPLIT_EVEN } SimSplitRule;
+/* Whether `ptdsim plan` tries a schedule: never; by default (the schedule
+ * of its chunk kind that --schedule means when not given, which the planner
+ * tries unless --schedule names others); under --schedule all; only when
+ * named. */
+typedef enum { SIM_SEARCH_NEVER, SIM_SEARCH_DEFAULT, SIM_SEARCH_ALL, SIM_SEARCH_NAMED } SimSearch;
+
+/* One schedule: its name, its order, its rules and its placement.  A new
+ * schedule is an order function and a row of the table (schedule.c); the
+ * validator (plan/validate.c), the placement of a plan's chunks
+ * (plan/route.c), the option's words and help (search/options.c) and the
+ * planner's candidates (search/planner.c) read the row. */
+typedef struct {
+  SimSchedule id;
+  const char *name; /* as --schedule writes it ("file" for --schedule-file) */
+  gboolean word;    /* --schedule takes the name */
+  gboolean passes;  /* an order of microbatch passes that ptdp/ runs (TeraPipe's token pipeline: FALSE) */
+  SimBackward backward;
+  SimChunks chunks;
+  gboolean copies;        /* chunk 1 holds chunk 0's layers again (DualPipe's two directions) */
+  gboolean paired;        /* runs overlapped F&B pairs */
+  SimSplitRule split;
+  gboolean m_multiple_of_p; /* the microbatches a multiple of p */
+  gboolean even_p_and_m;    /* an even p and an even number of microbatches */
+  guint min_m_per_p;        /* at least this many times p microbatches (0: no rule) */
+  /* Stage `stage`'s order of passes for p stages, m microbatches and v
+   * chunks; NULL where the order is not fixed by (p, m, v): ZB's
+   * heuristics (timed), TeraPipe, a file. */
+  void (*order)(guint p, guint m, guint v, guint stage, GArray *out);
+  gboolean timed;           /* ZB's heuristic: the order comes from the stages' times (sim_schedule_zb_auto) */
+  guint limit_p;            /* timed: at most limit_p x p microbatches in flight (0: --activation-limit) */
+  gboolean activation_limit; /* needs --activation-limit */
+  /* The placement: virtual stages a microbatch passes through; the virtual
+   * stage of chunk c of stage s for microbatch mb (G_MAXUINT where that
+   * chunk never sees it), and back.  Functions of p, v and m alone (a
+   * file's placement is its own). */
+  guint (*route_len)(guint p, guint v);
+  guint (*vstage)(guint p, guint v, guint m, guint s, guint c, guint mb);
+  void (*place)(guint p, guint v, guint m, guint vs, guint mb, guint *s, guint *c);
+  SimSearch search;
+  guint search_rank; /* the planner's order among the schedules of a chunk kind (1 first) */
+} SimScheduleInfo;
+
+/* The table (*n rows), a schedule's row, and the row of a name (NULL:
+ * none). */
+const SimScheduleInfo *sim_schedule_table(guint *n);
+const SimScheduleInfo *sim_schedule_info(SimSchedule s);
+const SimScheduleInfo *sim_schedule_find(const char *name);
+/* The schedule --schedule means when not given: the default row of one
+ * chunk per stage, or of v chunks where chunks are given. */
+SimSchedule sim_schedule_default(gboolean chunks_given);
+/* "gpipe", "1f1b", ... as --schedule writes them ("file" for
+ * --schedule-file). */
+const char *sim_schedule_name(SimSchedule s);
+/* The words --schedule takes and their SimSchedule, in table order; and as
+ * text, "gpipe, 1f1b, ... or terapipe" (the schedules of passes first). */
+const PtdWord *sim_schedule_words(void);
+const char *sim_schedule_word_list(void);
 /* Whether the schedule runs input and weight gradients as separate items. */
 gboolean sim_schedule_splits(SimSchedule schedule);
 

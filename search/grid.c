@@ -245,7 +245,17 @@ gboolean search_grid_add_option(SearchGrid *g, SearchOptId id, const char *spec,
   m->key = g_strdup(o->name);
   m->values = g_ptr_array_new_with_free_func(g_free);
   ValueKind kind = o->kind == SEARCH_OPT_COUNT ? VALUES_COUNTS : o->kind == SEARCH_OPT_FLAG ? VALUES_BOOLS : VALUES_WORDS;
-  const char *const *choices = id == SEARCH_OPT_MODEL ? model_names() : o->choices;
+  /* the closed set's words (the model's names, or the option's) */
+  const char **own = NULL;
+  if (o->words) {
+    guint n = 0;
+    while (o->words[n].word)
+      n++;
+    own = g_new0(const char *, n + 1);
+    for (guint i = 0; i < n; i++)
+      own[i] = o->words[i].word;
+  }
+  const char *const *choices = id == SEARCH_OPT_MODEL ? model_names() : own;
   /* --slices (512,384,...) and --stage-times (F,B,W,COMM) take lists of
    * their own: their values are separated by ';' */
   const char *sep = id == SEARCH_OPT_SLICES || id == SEARCH_OPT_STAGE_TIMES ? ";" : ",";
@@ -265,6 +275,7 @@ gboolean search_grid_add_option(SearchGrid *g, SearchOptId id, const char *spec,
       g_string_free(list, TRUE);
     }
   }
+  g_free(own);
   /* a value wrong on its own (--tokens NaN) is wrong for every row */
   for (guint i = 0; ok && i < m->values->len; i++)
     ok = search_value_check(id, g_ptr_array_index(m->values, i), error);

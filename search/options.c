@@ -11,22 +11,21 @@
 #include "../base/units.h"
 #include "../plan/validate.h"
 
-static const char *const schedules[] = {"gpipe", "1f1b", "interleaved", "terapipe", "zb-h1", "zb-h2",
-                                        "interleaved-zb", "zb-v", "zb-1p", "zb-2p", "zb-auto", "dualpipe",
-                                        "dualpipev", NULL};
-static const char *const recomputes[] = {"full", "selective", "none", NULL};
-static const char *const ddps[] = {"local", "torch", NULL};
-static const char *const networks[] = {"flow", "analytic", NULL};
-static const char *const placements[] = {"tp-dp-pp", "dp-outermost", "misaligned", NULL};
-static const char *const fsdp_dtypes[] = {"fp32", "bf16", NULL};
-static const char *const fsdp_reshards[] = {"default", "always", "never", NULL};
-static const char *const workloads[] = {"gpt", "layers", NULL};
-static const char *const norms[] = {"layernorm", "rmsnorm", NULL};
-static const char *const positions[] = {"learned", "rope", NULL};
-static const char *const attentions[] = {"flash", "fused", "unfused", NULL};
-static const char *const precisions[] = {"fp16", "bf16", "fp8", NULL};
-static const char *const dispatchers[] = {"alltoall", "allgather", NULL};
-static const char *const checkpoints[] = {"sync", "async", NULL};
+/* The closed sets of words of the options the plan reads are plan/'s
+ * (sim_*_words); the model's and the run's are here. */
+#define recomputes sim_recompute_words
+#define ddps sim_ddp_words
+#define networks sim_network_words
+#define placements sim_placement_words
+#define fsdp_dtypes sim_reduce_dtype_words
+#define fsdp_reshards sim_reshard_words
+#define workloads sim_workload_words
+#define attentions sim_attention_words
+#define precisions sim_precision_words
+#define dispatchers sim_dispatcher_words
+static const PtdWord norms[] = {{"layernorm", MODEL_NORM_LAYERNORM}, {"rmsnorm", MODEL_NORM_RMSNORM}, {NULL, 0}};
+static const PtdWord positions[] = {{"learned", MODEL_POSITION_LEARNED}, {"rope", MODEL_POSITION_ROTARY}, {NULL, 0}};
+static const PtdWord checkpoints[] = {{"sync", 0}, {"async", 1}, {NULL, 0}};
 
 static const SearchOption options[SEARCH_N_OPTIONS] = {
     [SEARCH_OPT_MODEL] = {"model", SEARCH_OPT_TEXT, "NAME",
@@ -71,11 +70,8 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
     [SEARCH_OPT_DP] = {"dp", SEARCH_OPT_COUNT, "D", "Data-parallel size d (default n/(t*p))", NULL},
     [SEARCH_OPT_GLOBAL_BATCH] = {"global-batch", SEARCH_OPT_COUNT, "B", "Global batch B in sequences", NULL},
     [SEARCH_OPT_MICRO_BATCH] = {"micro-batch", SEARCH_OPT_COUNT, "b", "Microbatch size b", NULL},
-    [SEARCH_OPT_SCHEDULE] = {"schedule", SEARCH_OPT_TEXT, "NAME",
-                             "gpipe, 1f1b, interleaved, zb-h1, zb-h2, interleaved-zb, zb-v, zb-1p, zb-2p, zb-auto, "
-                             "dualpipe, dualpipev or terapipe (default 1f1b; interleaved when chunks are given); "
-                             "doc/schedules.md",
-                             schedules},
+    /* its help and words come from the schedules' table (schedule_option) */
+    [SEARCH_OPT_SCHEDULE] = {"schedule", SEARCH_OPT_TEXT, "NAME", NULL, NULL},
     [SEARCH_OPT_SCHEDULE_FILE] = {"schedule-file", SEARCH_OPT_TEXT, "FILE",
                                   "A schedule of your own: a CSV of per-rank actions (0F0, 0I0, 0W0, 1B0...) in "
                                   "torch.distributed.pipelining's format, one row per pipeline rank",
@@ -332,9 +328,24 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                                  fsdp_reshards},
 };
 
+/* --schedule: its words and help from the schedules' table (schedule/). */
+static const SearchOption *schedule_option(void) {
+  static SearchOption o;
+  static gsize once = 0;
+  if (g_once_init_enter(&once)) {
+    o = options[SEARCH_OPT_SCHEDULE];
+    o.help = g_strdup_printf("%s (default %s; %s when chunks are given); doc/schedules.md", sim_schedule_word_list(),
+                             sim_schedule_name(sim_schedule_default(FALSE)),
+                             sim_schedule_name(sim_schedule_default(TRUE)));
+    o.words = sim_schedule_words();
+    g_once_init_leave(&once, 1);
+  }
+  return &o;
+}
+
 const SearchOption *search_option(SearchOptId id) {
   g_return_val_if_fail(id < SEARCH_N_OPTIONS, NULL);
-  return &options[id];
+  return id == SEARCH_OPT_SCHEDULE ? schedule_option() : &options[id];
 }
 
 gint search_option_find(const char *name) {
@@ -494,11 +505,11 @@ void search_config_unset(SearchConfig *c, SearchOptId id) {
   g_clear_pointer(&c->text[id], g_free);
 }
 
-static gboolean search_choice(SearchOptId id, const char *word, GError **error);
+static gboolean search_choice(SearchOptId id, const char *word, int *value, GError **error);
 static gboolean text_value_check(SearchOptId id, const char *value, GError **error);
 
 gboolean search_config_set(SearchConfig *c, SearchOptId id, const char *value, GError **error) {
-  const SearchOption *o = &options[id];
+  const SearchOption *o = search_option(id);
   switch (o->kind) {
   case SEARCH_OPT_FLAG:
     break;
@@ -510,7 +521,8 @@ gboolean search_config_set(SearchConfig *c, SearchOptId id, const char *value, G
     }
     /* a word of a closed set is checked as it is given, so that every
      * verb (plan's search too) names an unknown one and lists the set */
-    if (o->choices && !search_choice(id, value, error))
+    int v;
+    if (o->words && !search_choice(id, value, &v, error))
       return FALSE;
     /* a value wrong on its own is refused as it is given, by the one
      * parser its kind has, so that run, plan and sweep refuse it alike */
@@ -578,20 +590,14 @@ void search_tokens_append(GString *s, double tokens) {
   ptd_append_exact_number(s, tokens);
 }
 
-/* A word of an option with a closed set of words. */
-static gboolean search_choice(SearchOptId id, const char *word, GError **error) {
-  const SearchOption *o = &options[id];
+/* A word of an option with a closed set of words, and its value. */
+static gboolean search_choice(SearchOptId id, const char *word, int *value, GError **error) {
+  const SearchOption *o = search_option(id);
   if (id == SEARCH_OPT_SCHEDULE && strcmp(word, "all") == 0)
-    return TRUE; /* plan --schedule all: every PTD-P schedule (run's plan checks refuse it, naming the words) */
-  GString *words = g_string_new(NULL);
-  for (const char *const *w = o->choices; *w; w++) {
-    if (strcmp(*w, word) == 0) {
-      g_string_free(words, TRUE);
-      return TRUE;
-    }
-    /* "a, b or c" */
-    g_string_append_printf(words, "%s%s", words->len ? (w[1] ? ", " : " or ") : "", *w);
-  }
+    return TRUE; /* plan --schedule all: every PTD-P schedule (search_config_request refuses it, naming the words) */
+  if (ptd_word_value(o->words, word, value))
+    return TRUE;
+  char *words = ptd_word_list(o->words);
   char *echo = ptd_echo(word, PTD_ECHO_MAX, FALSE);
   if (id == SEARCH_OPT_PRECISION && (g_ascii_strcasecmp(word, "fp4") == 0 || g_ascii_strcasecmp(word, "nvfp4") == 0 ||
                                       g_ascii_strcasecmp(word, "mxfp4") == 0))
@@ -601,14 +607,28 @@ static gboolean search_choice(SearchOptId id, const char *word, GError **error) 
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
                 "--precision %s is not priced: the cost model has no FP4 GEMM or block-scaling kernels from "
                 "measurements; use %s",
-                echo, words->str);
+                echo, words);
   else
-    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --%s '%s'; use %s", o->name, echo,
-                words->str);
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --%s '%s'; use %s", o->name, echo, words);
   g_free(echo);
-  g_string_free(words, TRUE);
+  g_free(words);
   return FALSE;
 }
+
+/* A worded option's value, where given: the word was checked as it was set
+ * (search_config_set), and is parsed here, once, into its value. */
+static gboolean word_opt(const SearchConfig *c, SearchOptId id, int *value, gboolean *given, GError **error) {
+  *given = c->text[id] != NULL;
+  *value = 0;
+  return !*given || search_choice(id, c->text[id], value, error);
+}
+#define WORD_OPT(c, id, field, error)                                                                                 \
+  do {                                                                                                                 \
+    int v_;                                                                                                            \
+    if (!word_opt(c, id, &v_, &r->field##_given, error))                                                             \
+      return FALSE;                                                                                                    \
+    r->field = v_;                                                                                                     \
+  } while (0)
 
 gboolean search_value_check(SearchOptId id, const char *value, GError **error) {
   SearchConfig c;
@@ -687,9 +707,7 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
     r->moe_imbalance = 0;
   if (!c->given[SEARCH_OPT_MOE_CAPACITY_FACTOR])
     r->moe_capacity = 0;
-  r->moe_dispatcher = c->text[SEARCH_OPT_MOE_TOKEN_DISPATCHER];
-  if (r->moe_dispatcher && !search_choice(SEARCH_OPT_MOE_TOKEN_DISPATCHER, r->moe_dispatcher, error))
-    return FALSE;
+  WORD_OPT(c, SEARCH_OPT_MOE_TOKEN_DISPATCHER, moe_dispatcher, error);
   if (c->given[SEARCH_OPT_SWIGLU])
     r->model.mlp = MODEL_MLP_SWIGLU;
   if (c->given[SEARCH_OPT_UNTIE])
@@ -697,14 +715,15 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   if (c->given[SEARCH_OPT_NO_BIAS])
     r->model.no_bias = TRUE;
   const char *norm = c->text[SEARCH_OPT_NORM], *position = c->text[SEARCH_OPT_POSITION];
-  if (norm && !search_choice(SEARCH_OPT_NORM, norm, error))
+  int w;
+  if (norm && !search_choice(SEARCH_OPT_NORM, norm, &w, error))
     return FALSE;
   if (norm)
-    r->model.norm = strcmp(norm, "rmsnorm") == 0 ? MODEL_NORM_RMSNORM : MODEL_NORM_LAYERNORM;
-  if (position && !search_choice(SEARCH_OPT_POSITION, position, error))
+    r->model.norm = (ModelNorm)w;
+  if (position && !search_choice(SEARCH_OPT_POSITION, position, &w, error))
     return FALSE;
   if (position)
-    r->model.position = strcmp(position, "rope") == 0 ? MODEL_POSITION_ROTARY : MODEL_POSITION_LEARNED;
+    r->model.position = (ModelPosition)w;
   r->gpus = c->count[SEARCH_OPT_GPUS];
   r->tp = count_or(c, SEARCH_OPT_TP, 1);
   r->pp = count_or(c, SEARCH_OPT_PP, 1);
@@ -728,23 +747,40 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->zero_trace_fixed = c->given[SEARCH_OPT_ZERO_TRACE_FIXED];
   r->fsdp = c->given[SEARCH_OPT_FSDP];
   r->hsdp = count_or(c, SEARCH_OPT_HSDP, 0);
-  r->fsdp_reduce_dtype = c->text[SEARCH_OPT_FSDP_REDUCE_DTYPE];
-  r->fsdp_reshard = c->text[SEARCH_OPT_FSDP_RESHARD];
+  WORD_OPT(c, SEARCH_OPT_FSDP_REDUCE_DTYPE, fsdp_reduce_dtype, error);
+  WORD_OPT(c, SEARCH_OPT_FSDP_RESHARD, fsdp_reshard, error);
   if (!search_tokens(c->text[SEARCH_OPT_TOKENS], &r->tokens, error))
     return FALSE;
-  r->schedule = c->text[SEARCH_OPT_SCHEDULE];
+  const char *schedule = c->text[SEARCH_OPT_SCHEDULE];
+  if (schedule && strcmp(schedule, "all") == 0) { /* plan's word for every schedule; a run takes one */
+    char *echo = ptd_echo(schedule, PTD_ECHO_MAX, FALSE);
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --schedule '%s'; use %s", echo,
+                sim_schedule_word_list());
+    g_free(echo);
+    return FALSE;
+  }
+  WORD_OPT(c, SEARCH_OPT_SCHEDULE, schedule, error);
   r->schedule_file = c->text[SEARCH_OPT_SCHEDULE_FILE];
-  r->stage_times = c->text[SEARCH_OPT_STAGE_TIMES];
+  if (c->text[SEARCH_OPT_STAGE_TIMES]) {
+    if (!sim_stage_times_parse(c->text[SEARCH_OPT_STAGE_TIMES], r->stage_times_ms, error))
+      return FALSE;
+    r->stage_times = TRUE;
+    r->stage_times_text = c->text[SEARCH_OPT_STAGE_TIMES];
+  }
   double limit = 0;
   if (!real_opt(c, SEARCH_OPT_ACTIVATION_LIMIT, &limit, error))
     return FALSE;
   r->activation_limit_gib = limit;
-  r->slices = c->text[SEARCH_OPT_SLICES];
-  r->ddp = c->text[SEARCH_OPT_DDP];
-  r->recompute = c->text[SEARCH_OPT_RECOMPUTE];
-  r->network = c->text[SEARCH_OPT_NETWORK];
-  r->placement = c->text[SEARCH_OPT_PLACEMENT];
-  r->workload = c->text[SEARCH_OPT_WORKLOAD];
+  if (c->text[SEARCH_OPT_SLICES]) {
+    if (!sim_slices_parse(c->text[SEARCH_OPT_SLICES], r, error))
+      return FALSE;
+    r->slices_text = c->text[SEARCH_OPT_SLICES];
+  }
+  WORD_OPT(c, SEARCH_OPT_DDP, ddp, error);
+  WORD_OPT(c, SEARCH_OPT_RECOMPUTE, recompute, error);
+  WORD_OPT(c, SEARCH_OPT_NETWORK, network, error);
+  WORD_OPT(c, SEARCH_OPT_PLACEMENT, placement, error);
+  WORD_OPT(c, SEARCH_OPT_WORKLOAD, workload, error);
   r->no_scatter_gather = c->given[SEARCH_OPT_NO_SCATTER_GATHER];
   r->no_fusion = c->given[SEARCH_OPT_NO_FUSION];
   r->no_symmetry = c->given[SEARCH_OPT_NO_SYMMETRY];
@@ -755,11 +791,14 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->cp = count_or(c, SEARCH_OPT_CP, 0);
   r->tp_comm_overlap = c->given[SEARCH_OPT_TP_COMM_OVERLAP];
   r->overlap_param_gather = c->given[SEARCH_OPT_OVERLAP_PARAM_GATHER];
-  r->attention = c->text[SEARCH_OPT_ATTENTION];
-  r->precision = c->text[SEARCH_OPT_PRECISION];
-  r->slow = c->text[SEARCH_OPT_SLOW];
-  r->gpu_speed = c->text[SEARCH_OPT_GPU_SPEED];
-  r->slow_link = c->text[SEARCH_OPT_SLOW_LINK];
+  WORD_OPT(c, SEARCH_OPT_ATTENTION, attention, error);
+  WORD_OPT(c, SEARCH_OPT_PRECISION, precision, error);
+  SimStragglers *st = &r->stragglers;
+  if ((c->text[SEARCH_OPT_SLOW] && !sim_slow_parse(c->text[SEARCH_OPT_SLOW], FALSE, st->gpu, &st->n_gpu, error)) ||
+      (c->text[SEARCH_OPT_SLOW_LINK] &&
+       !sim_slow_parse(c->text[SEARCH_OPT_SLOW_LINK], TRUE, st->link, &st->n_link, error)) ||
+      (c->text[SEARCH_OPT_GPU_SPEED] && !sim_gpu_speed_parse(c->text[SEARCH_OPT_GPU_SPEED], &st->sigma, error)))
+    return FALSE;
   guint64 seed = 1;
   if (c->text[SEARCH_OPT_SEED] && !whole_value(SEARCH_OPT_SEED, c->text[SEARCH_OPT_SEED], &seed, error))
     return FALSE;
@@ -846,9 +885,10 @@ gboolean search_config_runtime(const SearchConfig *c, RtOptions *o, GError **err
       *to[i] = gbps * 1e9;
   }
   const char *mode = c->text[SEARCH_OPT_CHECKPOINT];
-  if (mode && !search_choice(SEARCH_OPT_CHECKPOINT, mode, error))
+  int async = 0;
+  if (mode && !search_choice(SEARCH_OPT_CHECKPOINT, mode, &async, error))
     return FALSE;
-  o->async = mode && strcmp(mode, "async") == 0;
+  o->async = async;
   if (c->text[SEARCH_OPT_CHECKPOINT_EVERY] && !interval_opt(c->text[SEARCH_OPT_CHECKPOINT_EVERY], &o->every, error))
     return FALSE;
   o->trials = c->given[SEARCH_OPT_TRIALS] ? c->count[SEARCH_OPT_TRIALS] : 0;

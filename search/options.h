@@ -124,9 +124,9 @@ typedef struct {
   SearchOptKind kind;
   const char *metavar; /* NULL for flags */
   const char *help;
-  /* For words from a closed set (schedule, recompute...): the set,
-   * NULL-terminated; `sweep --OPTION all` means all of them.  NULL: free. */
-  const char *const *choices;
+  /* For words from a closed set (schedule, recompute...): the set and the
+   * value of each word; `sweep --OPTION all` means all of them.  NULL: free. */
+  const PtdWord *words;
 } SearchOption;
 
 const SearchOption *search_option(SearchOptId id);

@@ -104,7 +104,35 @@ typedef struct {
   GArray *best; /* the `keep` smallest iteration times so far, ascending */
   SearchRow *wave; /* every candidate's row, in search order */
   guint *to_simulate; /* the rows of the batch being simulated */
+  /* the schedules the planner tries (the table's search_rank order): of
+   * one chunk or two (searched at v = 1), and of v chunks */
+  const SimScheduleInfo *one[16], *looped[16];
+  guint n_one, n_looped;
 } Search;
+
+static gint by_search_rank(gconstpointer a, gconstpointer b) {
+  const SimScheduleInfo *x = *(const SimScheduleInfo *const *)a, *y = *(const SimScheduleInfo *const *)b;
+  return x->search_rank < y->search_rank ? -1 : x->search_rank > y->search_rank;
+}
+
+/* The table's schedules the planner may try, in its order. */
+static void search_schedules(Search *s) {
+  guint n;
+  const SimScheduleInfo *t = sim_schedule_table(&n);
+  for (guint i = 0; i < n; i++) {
+    if (t[i].search == SIM_SEARCH_NEVER)
+      continue;
+    if (t[i].chunks == SIM_CHUNKS_ANY) {
+      g_assert(s->n_looped < G_N_ELEMENTS(s->looped));
+      s->looped[s->n_looped++] = &t[i];
+    } else {
+      g_assert(s->n_one < G_N_ELEMENTS(s->one));
+      s->one[s->n_one++] = &t[i];
+    }
+  }
+  qsort(s->one, s->n_one, sizeof s->one[0], by_search_rank);
+  qsort(s->looped, s->n_looped, sizeof s->looped[0], by_search_rank);
+}
 
 static const char *schedule_word(SimSchedule s) { return sim_schedule_name(s); }
 
@@ -145,7 +173,7 @@ static void candidate_config(const Search *s, const Candidate *c, SearchConfig *
     SET(SEARCH_OPT_ZERO, c->zero);
   else {
     search_config_set(cfg, SEARCH_OPT_SCHEDULE, schedule_word(c->schedule), NULL);
-    if (c->schedule == SIM_SCHEDULE_INTERLEAVED || c->schedule == SIM_SCHEDULE_INTERLEAVED_ZB)
+    if (sim_schedule_info(c->schedule)->chunks == SIM_CHUNKS_ANY)
       SET(SEARCH_OPT_CHUNKS, c->v);
   }
   search_config_set(cfg, SEARCH_OPT_RECOMPUTE, search_recompute_word(c->recompute), NULL);
@@ -204,8 +232,9 @@ static void candidate_config(const Search *s, const Candidate *c, SearchConfig *
  * duration is rounded to the nanosecond: `slack` takes off one per op it
  * could be. */
 static double ptdp_lower_bound(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster) {
-  if (model_is_moe(&pl->model) || pl->stage_times || pl->schedule == SIM_SCHEDULE_DUALPIPE ||
-      pl->schedule == SIM_SCHEDULE_FILE || pl->schedule == SIM_SCHEDULE_TERAPIPE)
+  const SimScheduleInfo *row = sim_schedule_info(pl->schedule);
+  /* not for two directions (copies), a file's placement or no passes */
+  if (model_is_moe(&pl->model) || pl->stage_times || row->copies || row->chunks == SIM_CHUNKS_FILE || !row->passes)
     return -1;
   SimPassTimes pt;
   sim_ptdp_pass_times(pl, profile, &pt);
@@ -219,7 +248,7 @@ static double ptdp_lower_bound(const SimPlan *pl, const ModelProfile *profile, c
   guint D = cluster->gpus_per_node, cp = sim_plan_cp(pl);
   ModelNet net = {.hw = cluster->net, .free_comm = profile->kind == MODEL_PROFILE_IDEAL, .measured = profile->coll,
                   .n_measured = profile->n_coll};
-  if (pl->tp > 1 && !pl->tp_comm_overlap && !pl->flow_network && pl->schedule != SIM_SCHEDULE_DUALPIPEV &&
+  if (pl->tp > 1 && !pl->tp_comm_overlap && !pl->flow_network && !row->paired &&
       pl->placement != SIM_PLACEMENT_MISALIGNED && (pl->tp * cp <= D || D % pl->tp == 0)) {
     double bytes = pt.tp_allreduce_bytes;
     tp_s = pl->sequence_parallel ? model_collective_time_s(&net, MODEL_COLL_REDUCESCATTER, bytes, pl->tp, 1, NULL) +
@@ -535,8 +564,18 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
   out->rows = g_array_new(FALSE, FALSE, sizeof(SearchRow));
   out->rejected = g_array_new(FALSE, FALSE, sizeof(SearchRow));
   const SearchConfig *cfg = req->config;
+  /* the options as given: the model, the GPUs, the batch and the split
+   * (--schedule all is plan's word for every schedule, which no run takes) */
   SimPlanRequest base;
-  if (!search_config_request(cfg, &base, error))
+  SearchConfig plain;
+  search_config_copy(&plain, cfg);
+  if (plain.text[SEARCH_OPT_SCHEDULE] && strcmp(plain.text[SEARCH_OPT_SCHEDULE], "all") == 0)
+    search_config_unset(&plain, SEARCH_OPT_SCHEDULE);
+  gboolean base_ok = search_config_request(&plain, &base, error);
+  search_config_clear(&plain);
+  /* its texts pointed into the copy; none is read below */
+  base.slices_text = base.schedule_file = base.stage_times_text = NULL;
+  if (!base_ok)
     return FALSE;
   const ModelShape *m = &base.model;
   guint n = base.gpus, B = base.global_batch;
@@ -569,6 +608,7 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
                    cfg->given[SEARCH_OPT_ACCOUNT_EMBEDDING] || cfg->given[SEARCH_OPT_ACCOUNT_LOSS];
   s->out = out;
   s->best = g_array_new(FALSE, FALSE, sizeof(double));
+  search_schedules(s);
   /* The (t, p, d) triples: t inside an NVLink domain (dividing it, or a
    * power of two packed whole into it: sim_place) and dividing the heads (hence
    * the hidden size), the key/value groups and the MLP width, p with a
@@ -675,16 +715,14 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
            * interleaved 1F1B; with --schedule all, or one of them named,
            * the zero-bubble family and DualPipe too (whose V and two
            * directions set their own chunks: searched at v = 1) */
-          static const SimSchedule one[] = {SIM_SCHEDULE_1F1B,  SIM_SCHEDULE_GPIPE,     SIM_SCHEDULE_ZB_H1,
-                                            SIM_SCHEDULE_ZB_H2, SIM_SCHEDULE_ZB_1P,     SIM_SCHEDULE_ZB_2P,
-                                            SIM_SCHEDULE_ZB_V,  SIM_SCHEDULE_DUALPIPEV, SIM_SCHEDULE_DUALPIPE},
-                                   looped[] = {SIM_SCHEDULE_INTERLEAVED, SIM_SCHEDULE_INTERLEAVED_ZB};
-          const SimSchedule *fam = v > 1 ? looped : one;
-          guint n_fam = v > 1 ? G_N_ELEMENTS(looped) : G_N_ELEMENTS(one);
+          const SimScheduleInfo *const *fam = v > 1 ? s->looped : s->one;
+          guint n_fam = v > 1 ? s->n_looped : s->n_one;
           for (guint fi = 0; fi < n_fam; fi++) {
-          SimSchedule sc = fam[fi];
+          SimSchedule sc = fam[fi]->id;
           gboolean all = sched && strcmp(sched, "all") == 0;
-          if (!sched ? fi > 0 : all ? sc == SIM_SCHEDULE_GPIPE : strcmp(sched, schedule_word(sc)) != 0)
+          if (!sched ? fam[fi]->search != SIM_SEARCH_DEFAULT
+                     : all ? fam[fi]->search != SIM_SEARCH_ALL && fam[fi]->search != SIM_SEARCH_DEFAULT
+                           : strcmp(sched, schedule_word(sc)) != 0)
             continue;
           if ((cfg->given[SEARCH_OPT_CHUNKS] && v != cfg->count[SEARCH_OPT_CHUNKS]) ||
               (cfg->given[SEARCH_OPT_LAYERS_PER_CHUNK] && (ends || v * cfg->count[SEARCH_OPT_LAYERS_PER_CHUNK] != lps)))

@@ -1,9 +1,11 @@
-/* ptdsim — unit tests of search/options.c's spelling of a token budget in
- * the `ptdsim run` commands it prints. */
+/* ptdsim — unit tests of search/options.c: the spelling of a token budget
+ * in the `ptdsim run` commands it prints, and the request of values it
+ * reads from the words and texts, once. */
 #include <glib.h>
 #include <math.h>
 #include <string.h>
 
+#include "../plan/validate.h"
 #include "../search/options.h"
 
 /* The text search_tokens_append writes for `v`. */
@@ -83,9 +85,140 @@ static void test_tokens_round_trip_sweep(void) {
   g_assert_cmpuint(fallbacks, <, n);
 }
 
+/* Why: the request carries values, read from the words once at the edge,
+ * and the trace writes the words back from the values.  Every word of
+ * every worded option must come out of search_config_request as its value,
+ * marked given, and its value's word must be that word; an option not given
+ * stays not given. */
+static void test_words_typed(void) {
+  static const char *const base[][2] = {{"model", "gpt3-1b"}, {"gpus", "8"}, {"global-batch", "8"}};
+  static const SearchOptId ids[] = {SEARCH_OPT_SCHEDULE,  SEARCH_OPT_DDP,       SEARCH_OPT_RECOMPUTE,
+                                    SEARCH_OPT_NETWORK,   SEARCH_OPT_PLACEMENT, SEARCH_OPT_WORKLOAD,
+                                    SEARCH_OPT_ATTENTION, SEARCH_OPT_PRECISION, SEARCH_OPT_FSDP_REDUCE_DTYPE,
+                                    SEARCH_OPT_FSDP_RESHARD, SEARCH_OPT_MOE_TOKEN_DISPATCHER};
+  for (guint i = 0; i < G_N_ELEMENTS(ids); i++) {
+    const PtdWord *words = search_option(ids[i])->words;
+    g_assert_nonnull(words);
+    guint n = 0;
+    for (const PtdWord *w = words; w->word; w++, n++) {
+      SearchConfig c;
+      search_config_init(&c);
+      for (guint k = 0; k < G_N_ELEMENTS(base); k++)
+        g_assert_true(search_config_set(&c, search_option_find(base[k][0]), base[k][1], NULL));
+      g_assert_true(search_config_set(&c, ids[i], w->word, NULL));
+      SimPlanRequest r;
+      GError *error = NULL;
+      g_assert_true(search_config_request(&c, &r, &error));
+      g_assert_no_error(error);
+      int value = -1;
+      gboolean given = FALSE;
+      switch (ids[i]) {
+      case SEARCH_OPT_SCHEDULE:
+        value = r.schedule, given = r.schedule_given;
+        g_assert_cmpstr(sim_schedule_name(r.schedule), ==, w->word);
+        break;
+      case SEARCH_OPT_DDP:
+        value = r.ddp, given = r.ddp_given;
+        break;
+      case SEARCH_OPT_RECOMPUTE:
+        value = r.recompute, given = r.recompute_given;
+        break;
+      case SEARCH_OPT_NETWORK:
+        value = r.network, given = r.network_given;
+        break;
+      case SEARCH_OPT_PLACEMENT:
+        value = r.placement, given = r.placement_given;
+        break;
+      case SEARCH_OPT_WORKLOAD:
+        value = r.workload, given = r.workload_given;
+        break;
+      case SEARCH_OPT_ATTENTION:
+        value = r.attention, given = r.attention_given;
+        break;
+      case SEARCH_OPT_PRECISION:
+        value = r.precision, given = r.precision_given;
+        break;
+      case SEARCH_OPT_FSDP_REDUCE_DTYPE:
+        value = r.fsdp_reduce_dtype, given = r.fsdp_reduce_dtype_given;
+        break;
+      case SEARCH_OPT_FSDP_RESHARD:
+        value = r.fsdp_reshard, given = r.fsdp_reshard_given;
+        break;
+      default:
+        value = r.moe_dispatcher, given = r.moe_dispatcher_given;
+        break;
+      }
+      g_assert_true(given);
+      g_assert_cmpint(value, ==, w->value);
+      g_assert_cmpstr(ptd_word_of(words, value), ==, w->word);
+      /* no other option became given */
+      g_assert_true(ids[i] == SEARCH_OPT_DDP || !r.ddp_given);
+      g_assert_true(ids[i] == SEARCH_OPT_SCHEDULE || !r.schedule_given);
+      g_assert_true(ids[i] == SEARCH_OPT_PRECISION || !r.precision_given);
+      search_config_clear(&c);
+    }
+    g_assert_cmpuint(n, >=, 2);
+  }
+}
+
+/* Why: the values a request carries are read from the text once; --slices,
+ * --stage-times and the stragglers come out as numbers, and a word no run
+ * takes (plan's --schedule all) is refused with the words that are. */
+static void test_values_parsed(void) {
+  SearchConfig c;
+  search_config_init(&c);
+  g_assert_true(search_config_set(&c, SEARCH_OPT_MODEL, "gpt3-1b", NULL));
+  g_assert_true(search_config_set(&c, SEARCH_OPT_GPUS, "8", NULL));
+  g_assert_true(search_config_set(&c, SEARCH_OPT_GLOBAL_BATCH, "8", NULL));
+  g_assert_true(search_config_set(&c, SEARCH_OPT_SLICES, "512,1024,512", NULL));
+  g_assert_true(search_config_set(&c, SEARCH_OPT_STAGE_TIMES, "1.5,2,0.25,0", NULL));
+  g_assert_true(search_config_set(&c, SEARCH_OPT_SLOW, "3=0.5,node:1=0.75,stage:2=1", NULL));
+  g_assert_true(search_config_set(&c, SEARCH_OPT_SLOW_LINK, "rail:1=0", NULL));
+  g_assert_true(search_config_set(&c, SEARCH_OPT_GPU_SPEED, "lognormal:0.125", NULL));
+  SimPlanRequest r;
+  g_assert_true(search_config_request(&c, &r, NULL));
+  g_assert_true(r.slices_given);
+  g_assert_cmpint(r.slices_mode, ==, SIM_SLICES_LIST);
+  g_assert_cmpuint(r.n_slices, ==, 3);
+  g_assert_cmpuint(r.slice_len[0], ==, 512);
+  g_assert_cmpuint(r.slice_len[1], ==, 1024);
+  g_assert_cmpuint(r.slice_len[2], ==, 512);
+  g_assert_true(r.stage_times);
+  g_assert_cmpfloat(r.stage_times_ms[0], ==, 1.5);
+  g_assert_cmpfloat(r.stage_times_ms[1], ==, 2);
+  g_assert_cmpfloat(r.stage_times_ms[2], ==, 0.25);
+  g_assert_cmpfloat(r.stage_times_ms[3], ==, 0);
+  g_assert_cmpuint(r.stragglers.n_gpu, ==, 3);
+  g_assert_cmpint(r.stragglers.gpu[1].kind, ==, SIM_SLOW_NODE);
+  g_assert_cmpuint(r.stragglers.gpu[1].index, ==, 1);
+  g_assert_cmpfloat(r.stragglers.gpu[1].factor, ==, 0.75);
+  g_assert_cmpint(r.stragglers.gpu[2].kind, ==, SIM_SLOW_STAGE);
+  g_assert_cmpuint(r.stragglers.n_link, ==, 1);
+  g_assert_cmpint(r.stragglers.link[0].kind, ==, SIM_SLOW_RAIL);
+  g_assert_cmpfloat(r.stragglers.link[0].factor, ==, 0);
+  g_assert_cmpfloat(r.stragglers.sigma, ==, 0.125);
+  char *text = sim_slices_text(&r);
+  g_assert_cmpstr(text, ==, "512,1024,512");
+  g_free(text);
+  r.slices_text = NULL; /* made by hand: written from the values */
+  r.slices_mode = SIM_SLICES_UNIFORM, r.n_slices = 4;
+  text = sim_slices_text(&r);
+  g_assert_cmpstr(text, ==, "uniform:4");
+  g_free(text);
+  g_assert_true(search_config_set(&c, SEARCH_OPT_SCHEDULE, "all", NULL)); /* plan's word */
+  GError *error = NULL;
+  g_assert_false(search_config_request(&c, &r, &error));
+  g_assert_nonnull(strstr(error->message, "unknown --schedule 'all'; use gpipe, 1f1b,"));
+  g_assert_true(g_str_has_suffix(error->message, "dualpipev or terapipe"));
+  g_error_free(error);
+  search_config_clear(&c);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/options/tokens-round-trip", test_tokens_round_trip);
   g_test_add_func("/options/tokens-round-trip-sweep", test_tokens_round_trip_sweep);
+  g_test_add_func("/options/words-typed", test_words_typed);
+  g_test_add_func("/options/values-parsed", test_values_parsed);
   return g_test_run();
 }

@@ -13,6 +13,7 @@
 #include "../zero/zero.h"
 #include "../ptdp/ptdp.h"
 #include "../plan/validate.h"
+#include "../plan/route.h"
 
 static TopoCluster *selene;
 static ModelProfile *ideal, *a100;
@@ -74,13 +75,28 @@ static void build_plan(Cfg *c, SimPlan *plan) {
   r.micro_batch = c->b;
   r.global_batch = c->m * c->b * c->dp;
   r.chunks = c->chunks;
-  r.schedule = c->schedule;
-  r.recompute = c->recompute;
-  r.ddp = c->ddp;
+  /* the test's words as the command line's edge reads them */
+  int w;
+  if (c->schedule) {
+    g_assert_nonnull(sim_schedule_find(c->schedule));
+    r.schedule = sim_schedule_find(c->schedule)->id;
+    r.schedule_given = TRUE;
+  }
+  if (c->recompute) {
+    g_assert_true(ptd_word_value(sim_recompute_words, c->recompute, &w));
+    r.recompute = (ModelRecompute)w;
+    r.recompute_given = TRUE;
+  }
+  if (c->ddp) {
+    g_assert_true(ptd_word_value(sim_ddp_words, c->ddp, &w));
+    r.ddp = (SimDdp)w;
+    r.ddp_given = TRUE;
+  }
   r.no_scatter_gather = c->no_sg;
   r.no_symmetry = c->no_symmetry;
   r.split = c->split;
-  r.network = "analytic"; /* the engine's symmetry identity; flow mode has its own test (test_cli_network) */
+  r.network = SIM_NETWORK_ANALYTIC; /* the engine's symmetry identity; flow mode has its own test (test_cli_network) */
+  r.network_given = TRUE;
   r.allow_oom = TRUE;
   GError *error = NULL;
   gboolean ok = sim_plan_build(&r, selene, plan, &error);
@@ -581,8 +597,10 @@ static void test_zero_bytes_and_memory(void) {
                             .dp = 16,
                             .global_batch = 48,
                             .micro_batch = 1,
-                            .recompute = rc ? "full" : "none",
-                            .network = "analytic",
+                            .recompute = rc ? MODEL_RECOMPUTE_FULL : MODEL_RECOMPUTE_NONE,
+                            .recompute_given = TRUE,
+                            .network = SIM_NETWORK_ANALYTIC,
+                            .network_given = TRUE,
                             .zero = stages[si],
                             .allow_oom = TRUE};
       SimPlan plan;
@@ -646,7 +664,7 @@ static void test_zero_bytes_and_memory(void) {
                                      1e-9 * P);
       g_assert_cmpfloat(r.bubble_fraction, ==, 0);
       /* the flow network moves the same bytes */
-      req.network = "flow";
+      req.network = SIM_NETWORK_FLOW;
       g_assert_true(sim_plan_build(&req, selene, &plan, &error));
       SimResult fl;
       g_assert_true(sim_zero_run(&plan, a100, selene, &fl, NULL, NULL, &error));
@@ -689,8 +707,10 @@ static void test_zero_prefetch(void) {
                           .dp = 16,
                           .global_batch = 16,
                           .micro_batch = 1,
-                          .recompute = "none",
-                          .network = "analytic",
+                          .recompute = MODEL_RECOMPUTE_NONE,
+                          .recompute_given = TRUE,
+                          .network = SIM_NETWORK_ANALYTIC,
+                          .network_given = TRUE,
                           .zero = 3,
                           .zero_trace_fixed = fixed,
                           .allow_oom = TRUE};
@@ -1198,6 +1218,201 @@ static void test_uneven_symmetry(void) {
   }
 }
 
+/* --- the schedules' table --- */
+
+/* The v a row runs at for the test: its rule's. */
+static guint table_chunks(const SimScheduleInfo *row, guint k) {
+  return row->chunks == SIM_CHUNKS_TWO ? 2 : row->chunks == SIM_CHUNKS_ANY ? 1 + k : 1;
+}
+
+/* Every schedule has one row, its name parses back to it, the word list
+ * holds exactly the rows --schedule takes (the schedules of passes first in
+ * the text), and each row's rules agree with what its order does. */
+static void test_table_names(void) {
+  guint n;
+  const SimScheduleInfo *t = sim_schedule_table(&n);
+  guint seen[SIM_SCHEDULE_ZB_AUTO + 1] = {0};
+  guint words = 0;
+  for (guint i = 0; i < n; i++) {
+    g_assert_cmpuint(t[i].id, <=, SIM_SCHEDULE_ZB_AUTO);
+    seen[t[i].id]++;
+    g_assert_true(sim_schedule_info(t[i].id) == &t[i]);
+    g_assert_true(sim_schedule_find(t[i].name) == &t[i]);
+    g_assert_cmpstr(sim_schedule_name(t[i].id), ==, t[i].name);
+    g_assert_true(strstr(sim_schedule_word_list(), t[i].name) != NULL || !t[i].word);
+    g_assert_cmpint(sim_schedule_splits(t[i].id), ==, t[i].backward == SIM_BACKWARD_SPLIT);
+    /* an order from p, m and v alone, or from the stages' times, or neither
+     * (TeraPipe's, a file's) */
+    g_assert_true(!(t[i].order && t[i].timed));
+    g_assert_true(t[i].timed || !t[i].limit_p);
+    g_assert_true(!t[i].activation_limit || (t[i].timed && !t[i].limit_p));
+    g_assert_true(t[i].route_len && t[i].vstage && t[i].place);
+    /* the planner tries only schedules of passes with an order it can make */
+    g_assert_true(t[i].search == SIM_SEARCH_NEVER || (t[i].word && t[i].passes && !t[i].activation_limit));
+    g_assert_true(t[i].search == SIM_SEARCH_NEVER || t[i].search_rank > 0);
+    if (t[i].word)
+      g_assert_cmpstr(sim_schedule_words()[words++].word, ==, t[i].name);
+  }
+  g_assert_null(sim_schedule_words()[words].word);
+  for (guint id = 0; id <= SIM_SCHEDULE_ZB_AUTO; id++)
+    g_assert_cmpuint(seen[id], ==, 1);
+  g_assert_null(sim_schedule_find("all"));
+  /* one default per chunk kind, ranks unique per kind */
+  for (int looped = 0; looped <= 1; looped++) {
+    guint defaults = 0;
+    for (guint i = 0; i < n; i++) {
+      if (t[i].search == SIM_SEARCH_NEVER || (t[i].chunks == SIM_CHUNKS_ANY) != looped)
+        continue;
+      defaults += t[i].search == SIM_SEARCH_DEFAULT;
+      for (guint j = i + 1; j < n; j++)
+        if (t[j].search != SIM_SEARCH_NEVER && (t[j].chunks == SIM_CHUNKS_ANY) == looped)
+          g_assert_cmpuint(t[i].search_rank, !=, t[j].search_rank);
+    }
+    g_assert_cmpuint(defaults, ==, 1);
+  }
+  /* the defaults --schedule means when not given (doc/schedules.md) */
+  g_assert_cmpint(sim_schedule_default(FALSE), ==, SIM_SCHEDULE_1F1B);
+  g_assert_cmpint(sim_schedule_default(TRUE), ==, SIM_SCHEDULE_INTERLEAVED);
+}
+
+/* Every row's place is the inverse of its vstage over small p, v, m: each
+ * (stage, chunk) a microbatch visits is one virtual stage of its route, and
+ * each virtual stage one (stage, chunk). */
+static void test_table_placement(void) {
+  guint n;
+  const SimScheduleInfo *t = sim_schedule_table(&n);
+  for (guint i = 0; i < n; i++)
+    for (guint p = 1; p <= 5; p++)
+      for (guint k = 0; k < 3; k++)
+        for (guint m = 1; m <= 6; m++) {
+          const SimScheduleInfo *row = &t[i];
+          guint v = table_chunks(row, k), len = row->route_len(p, v);
+          for (guint mb = 0; mb < m; mb++) {
+            guint hits = 0;
+            for (guint s = 0; s < p; s++)
+              for (guint c = 0; c < v; c++) {
+                guint vs = row->vstage(p, v, m, s, c, mb);
+                if (vs == G_MAXUINT)
+                  continue;
+                hits++;
+                g_assert_cmpuint(vs, <, len);
+                guint s2 = G_MAXUINT, c2 = G_MAXUINT;
+                row->place(p, v, m, vs, mb, &s2, &c2);
+                g_assert_cmpuint(s2, ==, s);
+                g_assert_cmpuint(c2, ==, c);
+              }
+            g_assert_cmpuint(hits, ==, len);
+            for (guint vs = 0; vs < len; vs++) {
+              guint s, c;
+              row->place(p, v, m, vs, mb, &s, &c);
+              g_assert_cmpuint(s, <, p);
+              g_assert_cmpuint(c, <, v);
+              g_assert_cmpuint(row->vstage(p, v, m, s, c, mb), ==, vs);
+            }
+          }
+        }
+}
+
+/* Every row's order, for small p, m and v its rules allow (the ZB
+ * heuristics' for unit times): on each stage exactly the (chunk,
+ * microbatch) pairs its placement gives the stage, each once forward and
+ * once backward (whole, or B and W where the row splits), F before B
+ * before W; and where one direction carries every microbatch, the orders
+ * written as torch's CSV read back as a schedule that runs to the end. */
+static void test_table_orders(void) {
+  guint n;
+  const SimScheduleInfo *t = sim_schedule_table(&n);
+  for (guint i = 0; i < n; i++) {
+    const SimScheduleInfo *row = &t[i];
+    if (!row->passes || row->chunks == SIM_CHUNKS_FILE)
+      continue;
+    g_assert_true(row->order || row->timed);
+    for (guint p = 2; p <= 4; p++)
+      for (guint k = 0; k < 3; k++)
+        for (guint m = 1; m <= 3 * p; m++) {
+          guint v = table_chunks(row, k);
+          if ((row->m_multiple_of_p && m % p) || (row->even_p_and_m && (p % 2 || m % 2)) ||
+              m < row->min_m_per_p * p)
+            continue;
+          GArray **orders = g_new(GArray *, p);
+          for (guint s = 0; s < p; s++)
+            orders[s] = g_array_new(FALSE, FALSE, sizeof(SimItem));
+          if (row->timed) {
+            double one[4] = {1, 1, 1, 1};
+            double tf[4], tb[4], tw[4];
+            for (guint s = 0; s < p; s++)
+              tf[s] = tb[s] = tw[s] = one[s];
+            sim_schedule_zb_auto(p, m, tf, tb, tw, 0, 1, 0.5, row->limit_p ? row->limit_p * p : 2 * p, orders);
+          } else
+            for (guint s = 0; s < p; s++)
+              sim_schedule_order(row->id, p, m, v, s, orders[s]);
+          gboolean split_seen = FALSE;
+          for (guint s = 0; s < p; s++) {
+            /* per (chunk, mb): position of F, B (whole or input), W */
+            gint *pf = g_new(gint, v * m), *pb = g_new(gint, v * m), *pw = g_new(gint, v * m);
+            gboolean *input = g_new0(gboolean, v * m); /* its backward is B alone: a W is owed */
+            for (guint j = 0; j < v * m; j++)
+              pf[j] = pb[j] = pw[j] = -1;
+            GArray *o = orders[s];
+            for (guint j = 0; j < o->len; j++) {
+              SimItem it = g_array_index(o, SimItem, j);
+              g_assert_cmpuint(it.chunk, <, v);
+              g_assert_cmpuint(it.microbatch, <, m);
+              g_assert_cmpuint(row->vstage(p, v, m, s, it.chunk, it.microbatch), !=, G_MAXUINT);
+              guint x = it.chunk * m + it.microbatch;
+              gint *slot = it.forward ? &pf[x] : it.grad == SIM_GRAD_WEIGHT ? &pw[x] : &pb[x];
+              g_assert_cmpint(*slot, ==, -1);
+              *slot = (gint)j;
+              if (!it.forward && it.grad != SIM_GRAD_ALL) {
+                g_assert_cmpint(row->backward, ==, SIM_BACKWARD_SPLIT);
+                split_seen = TRUE;
+              }
+              if (!it.forward && it.grad != SIM_GRAD_WEIGHT)
+                input[x] = it.grad == SIM_GRAD_INPUT;
+            }
+            for (guint c = 0; c < v; c++)
+              for (guint mb = 0; mb < m; mb++) {
+                guint x = c * m + mb;
+                if (row->vstage(p, v, m, s, c, mb) == G_MAXUINT) {
+                  g_assert_cmpint(pf[x], ==, -1);
+                  continue;
+                }
+                g_assert_cmpint(pf[x], >=, 0);
+                g_assert_cmpint(pb[x], >, pf[x]);
+                if (input[x])
+                  g_assert_cmpint(pw[x], >, pb[x]);
+                else
+                  g_assert_cmpint(pw[x], ==, -1);
+              }
+            g_free(pf);
+            g_free(pb);
+            g_free(pw);
+            g_free(input);
+          }
+          if (row->copies) /* two directions: a virtual stage on two ranks, which torch's CSV cannot say */
+            ;
+          else {
+            SimPlan plan = {.pp = p, .chunks = v, .microbatches = m, .schedule = row->id};
+            char *csv = sim_schedule_csv_orders(&plan, orders);
+            GError *err = NULL;
+            SimScheduleFile *f = sim_schedule_file_parse(csv, strlen(csv), "table", p, m, &err);
+            if (!f)
+              g_error("%s p=%u m=%u v=%u: %s\n%s", row->name, p, m, v, err->message, csv);
+            g_assert_cmpuint(f->v, ==, v);
+            g_assert_cmpint(f->splits, ==, split_seen);
+            for (guint s = 0; s < p; s++)
+              for (guint c = 0; c < v; c++)
+                g_assert_cmpuint(f->stage_of[s * v + c], ==, row->vstage(p, v, m, s, c, 0));
+            sim_schedule_file_free(f);
+            g_free(csv);
+          }
+          for (guint s = 0; s < p; s++)
+            g_array_free(orders[s], TRUE);
+          g_free(orders);
+        }
+  }
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   GError *error = NULL;
@@ -1208,6 +1423,9 @@ int main(int argc, char **argv) {
   a100 = model_profile_load("a100-sxm4-80gb", &error);
   g_assert_no_error(error);
 
+  g_test_add_func("/schedules/table/names", test_table_names);
+  g_test_add_func("/schedules/table/placement", test_table_placement);
+  g_test_add_func("/schedules/table/orders", test_table_orders);
   g_test_add_func("/schedules/order/gpipe-1f1b", test_orders_gpipe_1f1b);
   g_test_add_func("/schedules/order/interleaved", test_orders_interleaved);
   g_test_add_func("/schedules/order/no-deadlock", test_orders_no_deadlock);

@@ -90,8 +90,24 @@ static void check_same_split(const char *model, guint layers, SimSplit split, gu
                              guint batch, const char *schedule, guint chunks, const char *network, const char *ddp,
                              gboolean *used) {
   SimPlanRequest req = {.gpus = gpus, .tp = tp, .pp = pp, .global_batch = batch, .micro_batch = 1,
-                        .schedule = schedule, .chunks = chunks, .network = network, .ddp = ddp, .allow_oom = TRUE,
-                        .split = split};
+                        .chunks = chunks, .allow_oom = TRUE, .split = split};
+  /* the words as the command line's edge reads them */
+  int w;
+  if (schedule) {
+    g_assert_nonnull(sim_schedule_find(schedule));
+    req.schedule = sim_schedule_find(schedule)->id;
+    req.schedule_given = TRUE;
+  }
+  if (network) {
+    g_assert_true(ptd_word_value(sim_network_words, network, &w));
+    req.network = (SimNetwork)w;
+    req.network_given = TRUE;
+  }
+  if (ddp) {
+    g_assert_true(ptd_word_value(sim_ddp_words, ddp, &w));
+    req.ddp = (SimDdp)w;
+    req.ddp_given = TRUE;
+  }
   g_assert_true(model_lookup(model, &req.model));
   if (layers)
     req.model.layers = layers;
@@ -184,7 +200,8 @@ static void test_ptdp_same_uneven(void) {
 /* A run with four times the microbatches carries more periods in closed
  * form on the same short run. */
 static void test_periods_carry_m(void) {
-  SimPlanRequest req = {.gpus = 128, .tp = 8, .pp = 8, .micro_batch = 1, .network = "analytic", .allow_oom = TRUE};
+  SimPlanRequest req = {.gpus = 128, .tp = 8, .pp = 8, .micro_batch = 1, .network = SIM_NETWORK_ANALYTIC,
+                        .network_given = TRUE, .allow_oom = TRUE};
   g_assert_true(model_lookup("gpt3-13b", &req.model));
   guint64 periods[2];
   guint m[2];

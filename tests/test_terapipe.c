@@ -636,11 +636,17 @@ static void test_terapipe_as_its_code_runs(void) {
                           .dp = 2,
                           .global_batch = 4,
                           .micro_batch = 1,
-                          .schedule = "terapipe",
-                          .slices = "uniform:4",
-                          .recompute = "none",
-                          .network = "analytic",
-                          .workload = layers ? "layers" : "gpt"};
+                          .schedule = SIM_SCHEDULE_TERAPIPE,
+                          .schedule_given = TRUE,
+                          .slices_given = TRUE,
+                          .slices_mode = SIM_SLICES_UNIFORM,
+                          .n_slices = 4,
+                          .recompute = MODEL_RECOMPUTE_NONE,
+                          .recompute_given = TRUE,
+                          .network = SIM_NETWORK_ANALYTIC,
+                          .network_given = TRUE,
+                          .workload = layers ? SIM_WORKLOAD_LAYERS : SIM_WORKLOAD_GPT,
+                          .workload_given = TRUE};
     SimPlan pl;
     GError *error = NULL;
     g_assert_true(sim_plan_build(&req, aws, &pl, &error));
@@ -699,10 +705,9 @@ static void test_ideal_idle_share(void) {
                             .pp = Ks[a],
                             .global_batch = 1,
                             .micro_batch = 1,
-                            .schedule = "terapipe"};
-      char spec[32];
-      g_snprintf(spec, sizeof spec, "uniform:%u", Ms[c]);
-      req.slices = spec;
+                            .schedule = SIM_SCHEDULE_TERAPIPE,
+                            .schedule_given = TRUE};
+      req.slices_given = TRUE, req.slices_mode = SIM_SLICES_UNIFORM, req.n_slices = Ms[c];
       SimPlan pl;
       g_assert_true(sim_plan_build(&req, aws, &pl, NULL));
       SimTeraPipeSlicing sl;
@@ -716,7 +721,8 @@ static void test_ideal_idle_share(void) {
     }
   /* GPipe: TeraPipe with whole sequences equals PTD-P's GPipe schedule. */
   SimPlanRequest req = {.model = {8, 1024, 16, 2048, 51200}, .gpus = 4, .tp = 1, .pp = 4, .global_batch = 6,
-                        .micro_batch = 1, .schedule = "terapipe", .slices = "uniform:1"};
+                        .micro_batch = 1, .schedule = SIM_SCHEDULE_TERAPIPE, .schedule_given = TRUE,
+                        .slices_given = TRUE, .slices_mode = SIM_SLICES_UNIFORM, .n_slices = 1};
   SimPlan pl;
   g_assert_true(sim_plan_build(&req, aws, &pl, NULL));
   SimTeraPipeSlicing sl;
@@ -724,8 +730,8 @@ static void test_ideal_idle_share(void) {
   SimResult r, g;
   simulate(&pl, ideal, aws, &sl, &r);
   sim_terapipe_slicing_clear(&sl);
-  req.schedule = "gpipe";
-  req.slices = NULL;
+  req.schedule = SIM_SCHEDULE_GPIPE;
+  req.slices_given = FALSE;
   g_assert_true(sim_plan_build(&req, aws, &pl, NULL));
   g_assert_true(sim_ptdp_run(&pl, ideal, aws, &g, NULL));
   g_assert_cmpfloat_with_epsilon(r.iteration_time_s, g.iteration_time_s, 1e-12);

@@ -206,18 +206,18 @@ static gboolean schedule_run(TraceFigureContext *ctx, const SimPlanRequest *req,
   if (!(s->run = trace_figure_run_events(ctx, req, &events, error)))
     return FALSE;
   const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(s->run, "config");
-  gboolean tera = s->terapipe = req->schedule && strcmp(req->schedule, "terapipe") == 0;
+  gboolean tera = s->terapipe = req->schedule_given && !sim_schedule_info(req->schedule)->passes;
   s->stages = (guint)trace_num(cfg, "pp");
   s->chunks = MAX(1u, (guint)trace_num(cfg, "chunks"));
   s->items = (guint)(tera ? trace_num(s->run, "terapipe.token_slices_in_pipeline") : trace_num(cfg, "microbatches"));
   /* a forward and a backward of every item of every chunk; where the
    * backward may be split into B and W (and DualPipe's chunks see half the
    * microbatches each), at least one box a stage */
-  const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "schedule"));
-  gboolean classic = tera || (name && (strcmp(name, "gpipe") == 0 || strcmp(name, "1f1b") == 0 ||
-                                       strcmp(name, "interleaved") == 0));
+  const SimScheduleInfo *row =
+      sim_schedule_find(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "schedule")));
+  gboolean classic = tera || (row && row->backward == SIM_BACKWARD_WHOLE);
   s->split = !classic;
-  s->looped = name && (strcmp(name, "interleaved") == 0 || strcmp(name, "interleaved-zb") == 0);
+  s->looped = row && row->chunks == SIM_CHUNKS_ANY;
   if (s->stages == 0 || s->items == 0)
     g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_FORMAT,
                 "the run reports no pipeline stages or no %s", tera ? "token slices" : "microbatches");
@@ -363,7 +363,7 @@ static char *model_text(const ModelShape *m) {
  * paper draws it.  The analytic network unless --network says otherwise:
  * the diagram draws compute only, and the 4 stages share one node, where
  * a send takes microseconds under either model. */
-static void sc21_request(const TraceFigureContext *ctx, const char *schedule, guint chunks, SimPlanRequest *req) {
+static void sc21_request(const TraceFigureContext *ctx, SimSchedule schedule, guint chunks, SimPlanRequest *req) {
   memset(req, 0, sizeof *req);
   req->model = (ModelShape){.layers = 8, .hidden = 1024, .heads = 16, .seq_len = 1024, .vocab = 4096};
   req->gpus = 4;
@@ -373,9 +373,12 @@ static void sc21_request(const TraceFigureContext *ctx, const char *schedule, gu
   req->global_batch = 8;
   req->micro_batch = 1;
   req->schedule = schedule;
+  req->schedule_given = TRUE;
   req->chunks = chunks;
-  req->recompute = "none";
-  req->network = ctx->network ? ctx->network : "analytic";
+  req->recompute = MODEL_RECOMPUTE_NONE;
+  req->recompute_given = TRUE;
+  req->network = ctx->network ? *ctx->network : SIM_NETWORK_ANALYTIC;
+  req->network_given = TRUE;
 }
 
 static char *sc21_subtitle(const TraceFigureContext *ctx, const SimPlanRequest *req, const Schedule *sch, guint n) {
@@ -396,13 +399,14 @@ static void sc21_heading(const TraceFigureContext *ctx, const SimPlanRequest *re
   g_string_append_printf(text, "SC21 %s on %s with %s\n%s, vocabulary %u; p %u, t 1, d 1, m %u microbatches of %u, "
                                "no recomputation, network %s\n",
                          what, ctx->cluster->name, ctx->profile->name, model, req->model.vocab, req->pp,
-                         req->global_batch / req->micro_batch, req->micro_batch, req->network);
+                         req->global_batch / req->micro_batch, req->micro_batch,
+                         ptd_word_of(sim_network_words, (int)req->network));
   g_free(model);
 }
 
 gboolean trace_megatron_fig3(TraceFigureContext *ctx, TraceFigureOut *out, GError **error) {
   SimPlanRequest req;
-  sc21_request(ctx, "gpipe", 0, &req);
+  sc21_request(ctx, SIM_SCHEDULE_GPIPE, 0, &req);
   Schedule s;
   if (!schedule_run(ctx, &req, "GPipe", &s, error)) {
     schedule_clear(&s);
@@ -431,8 +435,8 @@ gboolean trace_megatron_fig3(TraceFigureContext *ctx, TraceFigureOut *out, GErro
 
 gboolean trace_megatron_fig4(TraceFigureContext *ctx, TraceFigureOut *out, GError **error) {
   SimPlanRequest req[2];
-  sc21_request(ctx, "1f1b", 0, &req[0]);
-  sc21_request(ctx, "interleaved", 2, &req[1]);
+  sc21_request(ctx, SIM_SCHEDULE_1F1B, 0, &req[0]);
+  sc21_request(ctx, SIM_SCHEDULE_INTERLEAVED, 2, &req[1]);
   Schedule s[2];
   memset(s, 0, sizeof s);
   static const char *const names[2] = {"1F1B", "interleaved 1F1B"}, *const rows[2] = {"1F1B device", "interleaved "
@@ -491,19 +495,20 @@ gboolean trace_terapipe_schedule(TraceFigureContext *ctx, TraceFigureOut *out, G
     g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_FORMAT, "gpt3-1b is not a built-in model");
     return FALSE;
   }
-  char slices[32];
-  g_snprintf(slices, sizeof slices, "uniform:%u", TERAPIPE_SLICES);
   req.gpus = 4;
   req.tp = 1;
   req.pp = 4;
   req.dp = 1;
   req.global_batch = 1;
   req.micro_batch = 1;
-  req.schedule = "terapipe";
-  req.slices = slices;
-  req.workload = ctx->workload ? ctx->workload : "layers";
-  req.recompute = "none";
-  req.network = ctx->network;
+  req.schedule = SIM_SCHEDULE_TERAPIPE;
+  req.schedule_given = TRUE;
+  req.slices_given = TRUE, req.slices_mode = SIM_SLICES_UNIFORM, req.n_slices = TERAPIPE_SLICES;
+  req.workload = ctx->workload ? *ctx->workload : SIM_WORKLOAD_LAYERS;
+  req.workload_given = TRUE;
+  req.recompute = MODEL_RECOMPUTE_NONE;
+  req.recompute_given = TRUE;
+  trace_figure_network(ctx, &req);
   Schedule s;
   if (!schedule_run(ctx, &req, "TeraPipe", &s, error)) {
     schedule_clear(&s);
@@ -521,7 +526,7 @@ gboolean trace_terapipe_schedule(TraceFigureContext *ctx, TraceFigureOut *out, G
     }
   }
 
-  gboolean whole = strcmp(req.workload, "gpt") == 0;
+  gboolean whole = req.workload == SIM_WORKLOAD_GPT;
   g_string_append_printf(out->text, "TeraPipe's token pipeline on %s with %s\nGPT3-1B (%u layers, h %u), one sequence "
                                     "of %u tokens in %u uniform token slices on K = %u cells, %s, no "
                                     "recomputation\n",
@@ -567,14 +572,16 @@ gboolean trace_terapipe_schedule(TraceFigureContext *ctx, TraceFigureOut *out, G
 #define SCHEDULES_N 6
 
 gboolean trace_schedules_figure(TraceFigureContext *ctx, TraceFigureOut *out, GError **error) {
-  static const char *const scheds[SCHEDULES_N] = {"1f1b", "zb-h1", "zb-h2", "zb-v", "dualpipev", "dualpipe"};
+  static const SimSchedule scheds[SCHEDULES_N] = {SIM_SCHEDULE_1F1B, SIM_SCHEDULE_ZB_H1,     SIM_SCHEDULE_ZB_H2,
+                                                  SIM_SCHEDULE_ZB_V, SIM_SCHEDULE_DUALPIPEV, SIM_SCHEDULE_DUALPIPE};
   static const char *const labels[SCHEDULES_N] = {"1F1B", "ZB-H1", "ZB-H2", "ZB-V", "DualPipeV", "DualPipe"};
   SimPlanRequest req[SCHEDULES_N];
   Schedule s[SCHEDULES_N];
   memset(s, 0, sizeof s);
   for (guint i = 0; i < SCHEDULES_N; i++) {
     sc21_request(ctx, scheds[i], 0, &req[i]);
-    req[i].stage_times = "1,1,1,0";
+    req[i].stage_times = TRUE; /* 1, 1, 1 and 0 ms */
+    req[i].stage_times_ms[0] = req[i].stage_times_ms[1] = req[i].stage_times_ms[2] = 1;
     if (!schedule_run(ctx, &req[i], labels[i], &s[i], error)) {
       for (guint j = 0; j <= i; j++)
         schedule_clear(&s[j]);

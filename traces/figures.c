@@ -57,8 +57,16 @@ gboolean trace_table1_request(const cJSON *row, SimPlanRequest *req, GError **er
   }
   req->model = (ModelShape){.layers = layers, .hidden = hidden, .heads = heads, .seq_len = 2048, .vocab = 51200};
   req->layers_per_chunk = lpc;
-  req->schedule = lpc ? "interleaved" : "1f1b";
-  req->ddp = ddp->valuestring;
+  req->schedule = lpc ? SIM_SCHEDULE_INTERLEAVED : SIM_SCHEDULE_1F1B;
+  req->schedule_given = TRUE;
+  int value;
+  if (!ptd_word_value(sim_ddp_words, ddp->valuestring, &value)) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
+                "megatron-sc21.json: a table1 row's ddp is not local or torch (the reference data was edited?)");
+    return FALSE;
+  }
+  req->ddp = (SimDdp)value;
+  req->ddp_given = TRUE;
   return TRUE;
 }
 
@@ -91,7 +99,7 @@ static gboolean table1(TraceFigureContext *ctx, TraceFigureOut *out, GError **er
     SimPlanRequest req;
     if (!(ok = trace_table1_request(row, &req, error)))
       break;
-    req.network = ctx->network;
+    trace_figure_network(ctx, &req);
     const cJSON *ddp = cJSON_GetArrayItem(row, 10), *published = cJSON_GetArrayItem(row, 11),
                 *params = cJSON_GetArrayItem(row, 0);
     cJSON *run = trace_figure_run(ctx, &req, error);

@@ -30,8 +30,8 @@ typedef enum {
 typedef struct {
   const TopoCluster *cluster;
   const ModelProfile *profile;
-  const char *network;  /* --network; NULL: run's default */
-  const char *workload; /* --workload for the TeraPipe figures; NULL: layers, TeraPipe's benchmark */
+  const SimNetwork *network;   /* --network; NULL: run's default */
+  const SimWorkload *workload; /* --workload for the TeraPipe figures; NULL: layers, TeraPipe's benchmark */
   TraceFigureMode mode;
   const char *trace_dir; /* for SAVE_TRACES and FROM_TRACES */
   const char *name;      /* the figure's name: its traces' file names */
@@ -73,6 +73,8 @@ const TraceFigure *trace_figure_lookup(const char *name);
  * says.  In FROM_TRACES a missing, damaged or foreign trace, or one made
  * from another request, is a one-line error naming the file. */
 cJSON *trace_figure_run(TraceFigureContext *ctx, const SimPlanRequest *req, GError **error);
+/* The figure's --network, where given, in the request. */
+void trace_figure_network(const TraceFigureContext *ctx, SimPlanRequest *req);
 /* As trace_figure_run, and also the trace's events ("traceEvents", owned by
  * the caller): for the schedule diagrams, which draw the timeline itself.
  * Without a trace directory the trace goes through a temporary file. */

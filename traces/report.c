@@ -619,6 +619,7 @@ void trace_report_text(GString *out, const cJSON *run) {
   }
   g_string_append_printf(out, "tokens     %.0f tokens/s\n", num(run, "tokens_per_s"));
   double bubble = num(run, "bubble_fraction"), analytic = num(run, "analytic_bubble_fraction");
+  const SimScheduleInfo *row = sim_schedule_find(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "schedule")));
   if (tera) {
     /* Token pipeline: M slices (all batch slices) on K = p cells. */
     guint M = count(tp, "token_slices_in_pipeline");
@@ -633,10 +634,9 @@ void trace_report_text(GString *out, const cJSON *run) {
   {
     g_string_append_printf(out, "bubble     %.4f measured (idle / busy time of the busiest stage), %.4f analytic %s\n",
                            bubble, analytic,
-                           is(cfg, "schedule", "interleaved") || is(cfg, "schedule", "interleaved-zb") ? "(p-1)/(v m)"
-                                                                                                      : "(p-1)/m");
+                           row && row->chunks == SIM_CHUNKS_ANY ? "(p-1)/(v m)" : "(p-1)/m");
     const cJSON *ps = cJSON_GetObjectItemCaseSensitive(run, "pipeline_schedule");
-    gboolean classic = is(cfg, "schedule", "gpipe") || is(cfg, "schedule", "1f1b") || is(cfg, "schedule", "interleaved");
+    gboolean classic = row && row->backward == SIM_BACKWARD_WHOLE;
     if (ps && (!classic || cJSON_GetObjectItemCaseSensitive(cfg, "stage_times_ms")))
       g_string_append_printf(out,
                              "           %.4f of the longest stage span idle (the zero-bubble paper's rate): %.3f ms "

@@ -79,13 +79,16 @@ cJSON *trace_request_json(const SimPlanRequest *r, const TopoCluster *cluster, c
                 {"zero", r->zero}};
   for (guint i = 0; i < G_N_ELEMENTS(counts); i++)
     cJSON_AddNumberToObject(o, counts[i].key, counts[i].v);
-  add_str(o, "schedule", r->schedule);
-  add_str(o, "ddp", r->ddp);
-  add_str(o, "recompute", r->recompute);
-  add_str(o, "slices", r->slices);
-  add_str(o, "network", r->network);
-  add_str(o, "placement", r->placement);
-  add_str(o, "workload", r->workload);
+  /* the words as given (null: not given) */
+  add_str(o, "schedule", r->schedule_given ? sim_schedule_name(r->schedule) : NULL);
+  add_str(o, "ddp", r->ddp_given ? ptd_word_of(sim_ddp_words, (int)r->ddp) : NULL);
+  add_str(o, "recompute", r->recompute_given ? ptd_word_of(sim_recompute_words, (int)r->recompute) : NULL);
+  char *slices = sim_slices_text(r);
+  add_str(o, "slices", slices);
+  g_free(slices);
+  add_str(o, "network", r->network_given ? ptd_word_of(sim_network_words, (int)r->network) : NULL);
+  add_str(o, "placement", r->placement_given ? ptd_word_of(sim_placement_words, (int)r->placement) : NULL);
+  add_str(o, "workload", r->workload_given ? ptd_word_of(sim_workload_words, (int)r->workload) : NULL);
   cJSON_AddBoolToObject(o, "no_scatter_gather", r->no_scatter_gather);
   cJSON_AddBoolToObject(o, "no_fusion", r->no_fusion);
   cJSON_AddBoolToObject(o, "no_symmetry", r->no_symmetry);
@@ -102,8 +105,14 @@ cJSON *trace_request_json(const SimPlanRequest *r, const TopoCluster *cluster, c
   if (r->split.loss)
     cJSON_AddBoolToObject(o, "account_for_loss", TRUE);
   /* a schedule study's times and a schedule of one's own, where given */
-  if (r->stage_times)
-    cJSON_AddStringToObject(o, "stage_times", r->stage_times);
+  if (r->stage_times && r->stage_times_text)
+    cJSON_AddStringToObject(o, "stage_times", r->stage_times_text);
+  else if (r->stage_times) {
+    const double *t = r->stage_times_ms;
+    char *text = g_strdup_printf("%.17g,%.17g,%.17g,%.17g", t[0], t[1], t[2], t[3]);
+    cJSON_AddStringToObject(o, "stage_times", text);
+    g_free(text);
+  }
   if (r->schedule_file)
     cJSON_AddItemToObject(o, "schedule_file", source(r->schedule_file, r->schedule_file));
   return o;
@@ -178,8 +187,11 @@ static gboolean add_whole_run(cJSON *json, const RtOptions *o, const SimPlan *pl
 cJSON *trace_run_full(const SimPlanRequest *req, const RtOptions *rt, const TopoCluster *cluster,
                       const ModelProfile *profile, const char *trace_path, guint64 max_events, GError **error) {
   SimPlanRequest r = *req;
-  if (!r.network && profile->n_coll > 0)
-    r.network = "analytic"; /* measured collectives drive the analytic model; the flow network cannot use them yet */
+  if (!r.network_given && profile->n_coll > 0) {
+    /* measured collectives drive the analytic model; the flow network cannot use them yet */
+    r.network = SIM_NETWORK_ANALYTIC;
+    r.network_given = TRUE;
+  }
   SimPlan *plan = g_new(SimPlan, 1); /* large: TeraPipe's slice table */
   TracePerfetto *trace = NULL;
   SimTeraPipeSlicing sl = {0};
@@ -764,6 +776,13 @@ static cJSON *figure_run(TraceFigureContext *ctx, const SimPlanRequest *req, cJS
   ptd_tmp_dir_free(tmp_dir);
   g_free(path);
   return run;
+}
+
+void trace_figure_network(const TraceFigureContext *ctx, SimPlanRequest *req) {
+  if (ctx->network) {
+    req->network = *ctx->network;
+    req->network_given = TRUE;
+  }
 }
 
 cJSON *trace_figure_run(TraceFigureContext *ctx, const SimPlanRequest *req, GError **error) {

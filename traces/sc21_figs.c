@@ -121,7 +121,7 @@ static double seconds_per(const cJSON *run) { return trace_num(run, "iteration_t
 /* Runs one configuration and appends its row: the series, x, the
  * configuration and the metrics.  Returns the row (owned by out->rows). */
 static cJSON *run_point(Sweep *sw, const char *series, double x, SimPlanRequest req, GError **error) {
-  req.network = sw->ctx->network;
+  trace_figure_network(sw->ctx, &req);
   req.allow_oom = TRUE; /* the row says whether it fits; the picture leaves it out if not */
   cJSON *run = trace_figure_run(sw->ctx, &req, error);
   if (!run)
@@ -443,7 +443,8 @@ static gboolean table2_rows(GArray *out, GError **error) {
     if (t.req.tp == 1 && t.req.pp == 1 && strcmp(t.scheme, "ZeRO-3") == 0)
       t.req.zero = 3;
     if (is_count(lpc)) {
-      t.req.schedule = "interleaved";
+      t.req.schedule = SIM_SCHEDULE_INTERLEAVED;
+      t.req.schedule_given = TRUE;
       t.req.layers_per_chunk = (guint)lpc->valuedouble;
     }
     t.req.tokens = 300e9;
@@ -658,7 +659,8 @@ static gboolean gpt3_batches(TraceFigureContext *ctx, TraceFigureOut *out, const
     for (guint i = 0; ok && i < batches->len; i++) {
       SimPlanRequest r = request(&m, gpus, tp, pp, UINTS(batches, i), b);
       if (vars[v].lpc) {
-        r.schedule = "interleaved";
+        r.schedule = SIM_SCHEDULE_INTERLEAVED;
+        r.schedule_given = TRUE;
         r.layers_per_chunk = vars[v].lpc;
       }
       r.no_scatter_gather = vars[v].no_scatter_gather;
@@ -850,12 +852,14 @@ gboolean trace_sc21_fig17(TraceFigureContext *ctx, TraceFigureOut *out, GError *
   gboolean ok = ref_model(&ref, 1, &m, error) && ref_counts(&ref, ref.sweep, "global_batch", batches, error) &&
                 ref_count(&ref, ref.sweep, "tp", &tp, error) && ref_count(&ref, ref.sweep, "pp", &pp, error) &&
                 ref_count(&ref, ref.sweep, "gpus", &gpus, error) && ref_count(&ref, ref.sweep, "micro_batch", &b, error);
-  static const char *const modes[] = {"full", "none"}, *const names[] = {"recomputation", "no recomputation"};
+  static const ModelRecompute modes[] = {MODEL_RECOMPUTE_FULL, MODEL_RECOMPUTE_NONE};
+  static const char *const names[] = {"recomputation", "no recomputation"};
   Sweep sw = {ctx, out, "global_batch"};
   for (guint k = 0; ok && k < 2; k++)
     for (guint i = 0; ok && i < batches->len; i++) {
       SimPlanRequest r = request(&m, gpus, tp, pp, UINTS(batches, i), b);
       r.recompute = modes[k];
+      r.recompute_given = TRUE;
       ok = run_point(&sw, names[k], UINTS(batches, i), r, error) != NULL;
     }
   ref_close(&ref);

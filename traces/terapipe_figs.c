@@ -14,6 +14,7 @@
 
 #include "../base/jsonutil.h"
 #include "../models/layer.h"
+#include "../plan/validate.h"
 #include "../terapipe/terapipe.h"
 #include "report.h"
 
@@ -27,7 +28,7 @@ gboolean trace_terapipe_setting(guint id, const char *slices, guint micro_batch,
   return trace_terapipe_setting_as(id, slices, micro_batch, NULL, req, error);
 }
 
-gboolean trace_terapipe_setting_as(guint id, const char *slices, guint micro_batch, const char *workload,
+gboolean trace_terapipe_setting_as(guint id, const char *slices, guint micro_batch, const SimWorkload *workload,
                                    SimPlanRequest *req, GError **error) {
   memset(req, 0, sizeof *req);
   cJSON *ref = trace_reference_load("terapipe-icml21.json", error);
@@ -63,12 +64,15 @@ gboolean trace_terapipe_setting_as(guint id, const char *slices, guint micro_bat
       req->pp = (guint)v[3];
       req->tp = (guint)v[4];
       req->micro_batch = micro_batch;
-      req->schedule = "terapipe";
-      req->slices = slices;
+      req->schedule = SIM_SCHEDULE_TERAPIPE;
+      req->schedule_given = TRUE;
+      ok = !slices || sim_slices_parse(slices, req, error); /* NULL: not given */
       /* TeraPipe's evaluation (test_transformer_terapipe.py): the layers
        * alone, all activations kept, no recomputation. */
-      req->workload = workload ? workload : "layers";
-      req->recompute = "none";
+      req->workload = workload ? *workload : SIM_WORKLOAD_LAYERS;
+      req->workload_given = TRUE;
+      req->recompute = MODEL_RECOMPUTE_NONE;
+      req->recompute_given = TRUE;
     }
   }
   cJSON_Delete(ref);
@@ -91,7 +95,7 @@ static gboolean run_gpipe(TraceFigureContext *ctx, SimPlanRequest req, Pair *out
     if (Bp % b)
       continue;
     req.micro_batch = b;
-    req.slices = "uniform:1";
+    req.slices_given = TRUE, req.slices_mode = SIM_SLICES_UNIFORM, req.n_slices = 1;
     req.allow_oom = TRUE; /* simulated all the same; only those that fit count */
     cJSON *run = trace_figure_run(ctx, &req, error);
     if (!run)
@@ -115,7 +119,7 @@ static gboolean run_pair(TraceFigureContext *ctx, const SimPlanRequest *req, Pai
   if (!run_gpipe(ctx, *req, out, error))
     return FALSE;
   SimPlanRequest r = *req;
-  r.slices = "auto";
+  r.slices_given = TRUE, r.slices_mode = SIM_SLICES_AUTO;
   r.micro_batch = 1;
   if (!(out->tera = trace_figure_run(ctx, &r, error)))
     return FALSE;
@@ -150,7 +154,7 @@ static void describe_brief(GString *text, const cJSON *run) {
 
 static char *subtitle(const TraceFigureContext *ctx, const char *what) {
   return g_strdup_printf("%s, %s, %s%s", ctx->cluster->name, ctx->profile->name,
-                         ctx->workload && strcmp(ctx->workload, "gpt") == 0 ? "the whole training step"
+                         ctx->workload && *ctx->workload == SIM_WORKLOAD_GPT ? "the whole training step"
                                                                              : "the layers alone (TeraPipe's benchmark)",
                          what);
 }
@@ -253,9 +257,7 @@ gboolean trace_terapipe_fig6(TraceFigureContext *ctx, TraceFigureOut *out, GErro
        * dimension first, one sequence per batch slice, then each sequence
        * into n equal token slices. */
       SimPlanRequest u = req;
-      char slices[32];
-      g_snprintf(slices, sizeof slices, "uniform:%u", n);
-      u.slices = slices;
+      u.slices_given = TRUE, u.slices_mode = SIM_SLICES_UNIFORM, u.n_slices = n;
       cJSON *run = trace_figure_run(ctx, &u, error);
       if (!(ok = run != NULL))
         break;

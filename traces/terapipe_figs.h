@@ -16,5 +16,5 @@ gboolean trace_terapipe_fig7(TraceFigureContext *ctx, TraceFigureOut *out, GErro
  * whole training step), no recomputation. */
 gboolean trace_terapipe_setting(guint id, const char *slices, guint micro_batch, SimPlanRequest *req,
                                 GError **error);
-gboolean trace_terapipe_setting_as(guint id, const char *slices, guint micro_batch, const char *workload,
+gboolean trace_terapipe_setting_as(guint id, const char *slices, guint micro_batch, const SimWorkload *workload,
                                    SimPlanRequest *req, GError **error);

@@ -79,9 +79,10 @@ gboolean trace_today_machines(TraceFigureContext *ctx, TraceFigureOut *out, GErr
    * p 4), 512 sequences of 8192 tokens (4M tokens) a step */
   req.gpus = MACHINE_GPUS, req.tp = 8, req.pp = 4, req.dp = MACHINE_GPUS / 32;
   req.global_batch = 512, req.micro_batch = 1;
-  req.sequence_parallel = TRUE, req.distributed_optimizer = TRUE, req.recompute = "selective";
+  req.sequence_parallel = TRUE, req.distributed_optimizer = TRUE, req.recompute = MODEL_RECOMPUTE_SELECTIVE;
+  req.recompute_given = TRUE;
   req.tokens = 15e12;
-  req.network = ctx->network;
+  trace_figure_network(ctx, &req);
   RtOptions rt;
   rt_options_default(&rt);
   const TopoCluster *c0 = ctx->cluster;
@@ -167,9 +168,10 @@ gboolean trace_today_runtime(TraceFigureContext *ctx, TraceFigureOut *out, GErro
    * counted as layers */
   req.tp = 8, req.pp = 16, req.global_batch = 4096, req.micro_batch = 1;
   req.split.embedding = req.split.loss = TRUE;
-  req.sequence_parallel = TRUE, req.distributed_optimizer = TRUE, req.recompute = "none";
+  req.sequence_parallel = TRUE, req.distributed_optimizer = TRUE, req.recompute = MODEL_RECOMPUTE_NONE;
+  req.recompute_given = TRUE;
   req.tokens = 15e12;
-  req.network = ctx->network;
+  trace_figure_network(ctx, &req);
   RtOptions rt;
   rt_options_default(&rt);
   TopoCluster *c = topo_cluster_load_sized(ctx->cluster->path, sizes[n_sizes - 1] / ctx->cluster->gpus_per_host, error);

@@ -44,8 +44,10 @@ static gboolean table_ok(const cJSON *table, guint *n_sched) {
   *n_sched = cJSON_IsArray(scheds) ? (guint)cJSON_GetArraySize(scheds) : 0;
   gboolean ok = cJSON_IsString(cJSON_GetObjectItemCaseSensitive(table, "title")) && cJSON_IsArray(rows) &&
                 *n_sched > 0 && *n_sched <= MAX_SCHED;
-  for (guint k = 0; ok && k < *n_sched; k++)
-    ok = cJSON_IsString(cJSON_GetArrayItem(scheds, (int)k));
+  for (guint k = 0; ok && k < *n_sched; k++) { /* each a schedule --schedule names */
+    const SimScheduleInfo *named = sim_schedule_find(cJSON_GetStringValue(cJSON_GetArrayItem(scheds, (int)k)));
+    ok = named && named->word;
+  }
   const cJSON *row;
   if (ok)
     cJSON_ArrayForEach(row, rows) ok = ok && row_ok(row, *n_sched);
@@ -90,9 +92,6 @@ static gboolean run_table(TraceFigureContext *ctx, TraceFigureOut *out, const ch
     const char *model = cJSON_GetArrayItem(row, 0)->valuestring;
     guint cat = chart->labels->len;
     g_ptr_array_add(chart->labels, g_strdup_printf("%s p%u m%u", model, p, m));
-    char times[128];
-    g_snprintf(times, sizeof times, "%.17g,%.17g,%.17g,%.17g", item(row, 6), item(row, 7), item(row, 8),
-               item(row, 9));
     g_string_append_printf(text, "%6s %3u %4u %7.3f %7.3f %7.3f %6.3f", model, p, m, item(row, 6), item(row, 7),
                            item(row, 8), item(row, 9));
     for (guint k = 0; k < n_sched; k++) {
@@ -108,12 +107,16 @@ static gboolean run_table(TraceFigureContext *ctx, TraceFigureOut *out, const ch
       req.tp = req.dp = 1;
       req.global_batch = m;
       req.micro_batch = 1;
-      req.recompute = "none";
-      req.schedule = sched;
-      if (strcmp(sched, "interleaved") == 0) /* as many chunks as layers per stage, the script's l // p */
+      req.recompute = MODEL_RECOMPUTE_NONE;
+      req.recompute_given = TRUE;
+      req.schedule = sim_schedule_find(sched)->id; /* a schedule's word: table_ok */
+      req.schedule_given = TRUE;
+      if (req.schedule == SIM_SCHEDULE_INTERLEAVED) /* as many chunks as layers per stage, the script's l // p */
         req.chunks = layers / p;
-      req.stage_times = times;
-      req.network = ctx->network;
+      req.stage_times = TRUE;
+      req.stage_times_ms[0] = item(row, 6), req.stage_times_ms[1] = item(row, 7);
+      req.stage_times_ms[2] = item(row, 8), req.stage_times_ms[3] = item(row, 9);
+      trace_figure_network(ctx, &req);
       cJSON *run = trace_figure_run(ctx, &req, error);
       if (!run)
         return FALSE;
