@@ -434,8 +434,7 @@ const char *sim_recompute_name(const SimPlan *pl) {
 }
 
 gboolean sim_plan_is_sc21_reproduction(const SimPlan *pl, const ModelProfile *profile) {
-  gboolean sc21_schedule = pl->zero || pl->schedule == SIM_SCHEDULE_GPIPE || pl->schedule == SIM_SCHEDULE_1F1B ||
-                           pl->schedule == SIM_SCHEDULE_INTERLEAVED;
+  gboolean sc21_schedule = pl->zero || sim_schedule_info(pl->schedule)->megatron_2021;
   return model_is_gpt(&pl->model) && pl->workload == SIM_WORKLOAD_GPT && sc21_schedule && !pl->stage_times &&
          sim_plan_recompute(pl) != MODEL_RECOMPUTE_SELECTIVE && sim_plan_precision(pl, profile) != MODEL_PRECISION_FP8 &&
          sim_plan_attention(pl, profile) != MODEL_ATTENTION_FLASH && !pl->sequence_parallel &&

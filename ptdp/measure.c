@@ -253,7 +253,7 @@ gboolean sim_ptdp_measure(PtdpBuild *b, SimResult *r) {
   r->iteration_time_s = (double)makespan * 1e-9;
   sim_plan_rates(pl, b->profile, r);
   /* (p-1)/m, over v for the looped schedules (SC21 section 2.2) */
-  gboolean looped = pl->schedule == SIM_SCHEDULE_INTERLEAVED || pl->schedule == SIM_SCHEDULE_INTERLEAVED_ZB;
+  gboolean looped = sim_schedule_info(pl->schedule)->chunks == SIM_CHUNKS_ANY;
   r->analytic_bubble_fraction = (double)(b->p - 1) / ((looped ? (double)b->v : 1.0) * pl->microbatches);
 
   /* The pipeline's busy work per stage (compute and tensor-parallel

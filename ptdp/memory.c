@@ -53,13 +53,13 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
   ModelShape local = ptdp_rank_shape(pl);
   guint64 params = model_stage_params(&pl->model, pl->tp, p, s, layers);
   gboolean first = s == 0, last = s == p - 1;
-  if (pl->schedule == SIM_SCHEDULE_DUALPIPE) { /* two copies: stage s of one direction, p-1-s of the other */
+  const SimScheduleInfo *row = sim_schedule_info(pl->schedule);
+  if (row->copies) { /* two copies: stage s of one direction, p-1-s of the other */
     guint half = layers / 2;
     params =
         model_stage_params(&pl->model, pl->tp, p, s, half) + model_stage_params(&pl->model, pl->tp, p, p - 1 - s, half);
     first = last = s == 0 || s == p - 1;
-  } else if (pl->schedule != SIM_SCHEDULE_GPIPE && pl->schedule != SIM_SCHEDULE_1F1B &&
-             pl->schedule != SIM_SCHEDULE_INTERLEAVED) {
+  } else if (!row->megatron_2021) {
     /* where the route puts the embedding (its first virtual stage) and the
      * logit layer (its last): the V's stage 0 holds both */
     guint s0, c0, sl, cl;
@@ -131,10 +131,7 @@ void sim_fsdp_state_memory(const SimPlan *pl, guint s, ModelMemory *out) {
   out->total = out->weights + out->gradients + out->optimizer + out->activations;
 }
 
-static gboolean heuristic(const SimPlan *pl) {
-  return pl->schedule == SIM_SCHEDULE_ZB_1P || pl->schedule == SIM_SCHEDULE_ZB_2P ||
-         pl->schedule == SIM_SCHEDULE_ZB_AUTO;
-}
+static gboolean heuristic(const SimPlan *pl) { return sim_schedule_info(pl->schedule)->timed; }
 
 void sim_ptdp_pass_times(const SimPlan *pl, const ModelProfile *profile, SimPassTimes *t) {
   ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
@@ -202,7 +199,7 @@ static double activations_per_mb(const SimPlan *pl, const ModelProfile *profile)
 }
 
 gboolean sim_ptdp_limit_check(const SimPlan *pl, const ModelProfile *profile, GError **error) {
-  if (pl->schedule != SIM_SCHEDULE_ZB_AUTO || pl->activation_limit_mbs)
+  if (!sim_schedule_info(pl->schedule)->activation_limit || pl->activation_limit_mbs)
     return TRUE;
   double per_mb = activations_per_mb(pl, profile);
   if (per_mb > 0 && pl->activation_limit_gib * 1073741824.0 < per_mb) {
@@ -217,7 +214,7 @@ gboolean sim_ptdp_limit_check(const SimPlan *pl, const ModelProfile *profile, GE
 
 const SimPlan *sim_ptdp_with_limit(const SimPlan *pl, const ModelProfile *profile, SimPlan **owned) {
   *owned = NULL;
-  if (pl->schedule != SIM_SCHEDULE_ZB_AUTO || pl->activation_limit_mbs)
+  if (!sim_schedule_info(pl->schedule)->activation_limit || pl->activation_limit_mbs)
     return pl;
   double per_mb = activations_per_mb(pl, profile);
   SimPlan *copy = g_new(SimPlan, 1);

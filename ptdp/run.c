@@ -244,8 +244,7 @@ static void build_costs(PtdpBuild *b) {
   }
   b->head_w = model_head_wgrad_s(profile, &local, pl->tp, pl->micro_batch);
   b->route = sim_plan_route_len(pl);
-  b->blocking = !pl->stage_times && (pl->schedule == SIM_SCHEDULE_GPIPE || pl->schedule == SIM_SCHEDULE_1F1B ||
-                                     pl->schedule == SIM_SCHEDULE_INTERLEAVED);
+  b->blocking = !pl->stage_times && sim_schedule_info(pl->schedule)->megatron_2021;
 }
 
 /* Each stage's order of items for b->m microbatches, and where each item

@@ -9,9 +9,12 @@
 
 /* --- the steady state (steady.h) --- */
 
-/* Microbatches a schedule period adds: 1F1B repeats every microbatch, the
- * interleaved schedule every p (its chunks take p microbatches in turn). */
-static guint steady_step(const SimPlan *pl) { return pl->schedule == SIM_SCHEDULE_INTERLEAVED ? pl->pp : 1; }
+/* Microbatches a schedule period adds (its row's period): 1F1B repeats
+ * every microbatch, the interleaved schedule every p (its chunks take p
+ * microbatches in turn). */
+static guint steady_step(const SimPlan *pl) {
+  return sim_schedule_info(pl->schedule)->period == SIM_PERIOD_ROUND ? pl->pp : 1;
+}
 
 /* Schedule periods the timeline may take to repeat.  Equal stages repeat
  * every period.  Unequal ones can settle into a pattern of two: the
@@ -29,7 +32,7 @@ static guint steady_cycle(const SimPlan *pl) { return sim_plan_uneven(pl) ? 2 : 
 guint sim_ptdp_steady_short_m(const SimPlan *pl, gboolean traced) {
   /* not FSDP2 either: its per-block gathers are issued inside the items */
   if (pl->exact || traced || pl->pp < 2 || pl->stage_times || pl->fsdp ||
-      (pl->schedule != SIM_SCHEDULE_1F1B && pl->schedule != SIM_SCHEDULE_INTERLEAVED))
+      sim_schedule_info(pl->schedule)->period == SIM_PERIOD_NONE)
     return 0; /* GPipe's two phases, and the schedules not proved here: every op simulated */
   guint step = steady_step(pl), cycle = steady_cycle(pl), m = pl->microbatches;
   /* 1F1B: the last stage's warm-up ends after p - 1 microbatches and the

@@ -537,12 +537,13 @@ static void two_way_place(guint p, guint v, guint m, guint vs, guint mb, guint *
 /* In the order `--schedule` lists its words; then what no word names. */
 static const SimScheduleInfo schedules[] = {
     {.id = SIM_SCHEDULE_GPIPE, .name = "gpipe", .word = TRUE, .passes = TRUE, .order = order_gpipe, LOOP,
-     .split = SIM_SPLIT_ANY, .search = SIM_SEARCH_NAMED, .search_rank = 2},
+     .split = SIM_SPLIT_ANY, .search = SIM_SEARCH_NAMED, .search_rank = 2, .megatron_2021 = TRUE},
     {.id = SIM_SCHEDULE_1F1B, .name = "1f1b", .word = TRUE, .passes = TRUE, .order = order_1f1b, LOOP,
-     .split = SIM_SPLIT_ANY, .search = SIM_SEARCH_DEFAULT, .search_rank = 1},
+     .split = SIM_SPLIT_ANY, .search = SIM_SEARCH_DEFAULT, .search_rank = 1, .megatron_2021 = TRUE,
+     .period = SIM_PERIOD_MICROBATCH},
     {.id = SIM_SCHEDULE_INTERLEAVED, .name = "interleaved", .word = TRUE, .passes = TRUE,
      .order = order_interleaved, LOOP, .chunks = SIM_CHUNKS_ANY, .split = SIM_SPLIT_ANY, .m_multiple_of_p = TRUE,
-     .search = SIM_SEARCH_DEFAULT, .search_rank = 1},
+     .search = SIM_SEARCH_DEFAULT, .search_rank = 1, .megatron_2021 = TRUE, .period = SIM_PERIOD_ROUND},
     /* TeraPipe's token pipeline (terapipe/): no order of passes here */
     {.id = SIM_SCHEDULE_TERAPIPE, .name = "terapipe", .word = TRUE, LOOP, .split = SIM_SPLIT_ANY},
     {.id = SIM_SCHEDULE_ZB_H1, .name = "zb-h1", .word = TRUE, .passes = TRUE, .backward = SIM_BACKWARD_SPLIT,

@@ -154,12 +154,19 @@ typedef enum { SIM_SPLIT_ANY, SIM_SPLIT_ACCOUNT, SIM_SPLIT_EVEN } SimSplitRule;
  * tries unless --schedule names others); under --schedule all; only when
  * named. */
 typedef enum { SIM_SEARCH_NEVER, SIM_SEARCH_DEFAULT, SIM_SEARCH_ALL, SIM_SEARCH_NAMED } SimSearch;
+/* How the order's steady part repeats, for the steady-state shortcut
+ * (sim/steady.h): not proved here (every op simulated); every microbatch
+ * (1F1B); every p microbatches (the interleaved schedule's chunks take p
+ * microbatches in turn). */
+typedef enum { SIM_PERIOD_NONE, SIM_PERIOD_MICROBATCH, SIM_PERIOD_ROUND } SimPeriod;
 
 /* One schedule: its name, its order, its rules and its placement.  A new
  * schedule is an order function and a row of the table (schedule.c); the
  * validator (plan/validate.c), the placement of a plan's chunks
- * (plan/route.c), the option's words and help (search/options.c) and the
- * planner's candidates (search/planner.c) read the row. */
+ * (plan/route.c), the option's words and help (search/options.c), the
+ * planner's candidates (search/planner.c) and the PTD-P task graph (ptdp/:
+ * blocking sends, where the embedding and logit layer sit, the steady
+ * state) read the row. */
 typedef struct {
   SimSchedule id;
   const char *name; /* as --schedule writes it ("file" for --schedule-file) */
@@ -189,6 +196,11 @@ typedef struct {
   void (*place)(guint p, guint v, guint m, guint vs, guint mb, guint *s, guint *c);
   SimSearch search;
   guint search_rank; /* the planner's order among the schedules of a chunk kind (1 first) */
+  /* One of Megatron-LM's schedules as SC21 ran them (GPipe, 1F1B,
+   * interleaved 1F1B): blocking pipeline sends, the stage's layers placed
+   * by Megatron's split, and the runs SC21 reports by its Eq. 3 */
+  gboolean megatron_2021;
+  SimPeriod period;
 } SimScheduleInfo;
 
 /* The table (*n rows), a schedule's row, and the row of a name (NULL:
