@@ -28,6 +28,8 @@ extern const PtdRange ptd_range_repetitions;    /* warm-up and timed runs: may b
 extern const PtdRange ptd_range_cache_MiB;      /* L2 cache */
 extern const PtdRange ptd_range_tile;           /* a kernel's tile edge */
 extern const PtdRange ptd_range_ctas_per_sm;    /* thread blocks resident per SM */
+extern const PtdRange ptd_range_seconds;        /* a measurement loop's length */
+extern const PtdRange ptd_range_power_W;        /* board power and power limits */
 extern const PtdRange ptd_range_device_info;    /* clocks (MHz) and bus width (bits) recorded: 0 when unknown */       /* NCCL channels per network peer */
 
 /* The most GPUs a cluster may have: its link graph and routes are built

@@ -124,6 +124,11 @@ static void print_summary(const cJSON *profile, const char *path) {
              100 * num_at(r, "rms_relative_residual", NULL));
     }
   }
+  const cJSON *prov_scr = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(profile, "provenance"),
+                                                           "sustained_clock_ratio");
+  if (cJSON_IsString(prov_scr) && g_str_has_prefix(prov_scr->valuestring, "measured"))
+    printf("%-34s %12.6g   (%s)\n", "sustained clock ratio", num_at(profile, "sustained_clock_ratio", NULL),
+           prov_scr->valuestring + strlen("measured: "));
   cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(fit, "collectives_not_fitted"))
     if (cJSON_IsString(c) && strstr(c->valuestring, "not determined"))
       printf("not fitted: %s\n", c->valuestring);

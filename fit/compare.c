@@ -177,6 +177,33 @@ static void compare_membound(const CalibMeasurements *m, const ModelProfile *p, 
   }
 }
 
+/* Sustained loops: the settled rate against the profile's GEMM rate at its
+ * sustained clock (p as given, sustained_clock_ratio applied). */
+static void compare_sustained(const CalibMeasurements *m, const ModelProfile *p, cJSON *list) {
+  Class c;
+  class_init(&c);
+  char label[128];
+  for (guint i = 0; i < m->sustained->len; i++) {
+    const CalibSustained *x = &g_array_index(m->sustained, CalibSustained, i);
+    ModelGemm mg = {1, x->m, x->n, x->k};
+    double flops = 2.0 * (double)x->m * (double)x->n * (double)x->k;
+    g_snprintf(label, sizeof label, "sustained %s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT,
+               x->dtype, x->m, x->n, x->k);
+    class_add(&c, flops / (calib_sustained_tflops(x) * 1e12) * 1e6, model_gemm_time_s(p, &mg) * 1e6, label);
+  }
+  class_emit(list, &c, "sustained gemm", "the settled rate of a long loop, at the profile's sustained clock");
+}
+
+/* The profile at the clocks of a burst: every record but the sustained
+ * loops was timed in a burst (warm-up, then back-to-back repetitions),
+ * before a power limit pulls the clock down, so it is compared with the
+ * profile's burst rates (sustained_clock_ratio 1). */
+static ModelProfile at_burst_clock(const ModelProfile *p) {
+  ModelProfile b = *p;
+  b.sustained_clock_ratio = 1;
+  return b;
+}
+
 void calib_layer_label(const CalibLayer *l, char *buf, gsize len) {
   if (!l->llama && !l->kv_heads && !l->ffn && !l->flash && strcmp(l->dtype, "fp16") == 0 && !l->sequence_parallel)
     g_snprintf(buf, len, "h=%u a=%u s=%u b=%u t=%u", l->hidden, l->heads, l->seq, l->micro_batch, l->tp);
@@ -202,9 +229,10 @@ cJSON *calib_compare(const CalibMeasurements *m, const ModelProfile *p, GError *
                 "--compare needs an analytic profile (one with a GEMM model), not '%s'", p->name ? p->name : "?");
     return NULL;
   }
-  if (m->layers->len == 0 && m->gemm->len == 0 && m->attention->len == 0 && m->membound->len == 0) {
+  if (m->layers->len == 0 && m->gemm->len == 0 && m->attention->len == 0 && m->membound->len == 0 &&
+      m->sustained->len == 0) {
     g_set_error(error, CALIB_ERROR, CALIB_ERROR_TOO_FEW,
-                "the measurements have no layer, gemm, attention or membound records to compare; run "
+                "the measurements have no layer, gemm, attention, membound or sustained records to compare; run "
                 "ptdsim-calibrate --mode gemmlt,attention,membound,modern");
     return NULL;
   }
@@ -213,9 +241,12 @@ cJSON *calib_compare(const CalibMeasurements *m, const ModelProfile *p, GError *
   cJSON_AddStringToObject(root, "device", m->device.name);
   cJSON_AddStringToObject(root, "measured", m->synthetic ? m->synthetic : "measured by ptdsim-calibrate");
   cJSON *classes = cJSON_AddArrayToObject(root, "classes");
+  ModelProfile sustained_p = *p, burst = at_burst_clock(p);
+  p = &burst;
   compare_gemms(m, p, classes);
   compare_attention(m, p, classes);
   compare_membound(m, p, classes);
+  compare_sustained(m, &sustained_p, classes);
   cJSON *layers = cJSON_AddArrayToObject(root, "layer");
   Class all;
   class_init(&all);
@@ -322,6 +353,8 @@ cJSON *calib_check_facts(const cJSON *facts, const char *path, const ModelProfil
                 p->name ? p->name : "?");
     return NULL;
   }
+  ModelProfile burst = at_burst_clock(p); /* another tool's timings are bursts too */
+  p = &burst;
   cJSON *root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "profile", p->name ? p->name : "?");
   cJSON_AddStringToObject(root, "facts", path);

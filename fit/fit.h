@@ -57,8 +57,9 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
 /* Measurements that `profile` (and, for collectives it does not carry, the
  * network model `net` inside one node) predicts for the plan, each time
  * multiplied by exp(noise * N(0,1)) with a seeded generator (GSL mt19937):
- * every record kind the harness writes, so that a fit can be checked to
- * give the profile back. */
+ * every record kind the harness writes, timed as the harness times them (in
+ * bursts: the profile's sustained_clock_ratio left out), so that a fit can
+ * be checked to give the profile back. */
 CalibMeasurements *calib_synthesize(const ModelProfile *profile, const ModelNet *net, const CalibPlan *plan,
                                     double noise, gulong seed);
 

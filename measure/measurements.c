@@ -86,6 +86,7 @@ CalibMeasurements *calib_measurements_new(void) {
   m->coll = g_array_new(FALSE, TRUE, sizeof(CalibColl));
   m->attention = g_array_new(FALSE, TRUE, sizeof(CalibAttention));
   m->membound = g_array_new(FALSE, TRUE, sizeof(CalibMembound));
+  m->sustained = g_array_new(FALSE, TRUE, sizeof(CalibSustained));
   m->failures = g_ptr_array_new_with_free_func(g_free);
   m->skipped = g_ptr_array_new_with_free_func(g_free);
   return m;
@@ -106,6 +107,7 @@ void calib_measurements_free(CalibMeasurements *m) {
   g_array_free(m->coll, TRUE);
   g_array_free(m->attention, TRUE);
   g_array_free(m->membound, TRUE);
+  g_array_free(m->sustained, TRUE);
   g_ptr_array_free(m->failures, TRUE);
   g_ptr_array_free(m->skipped, TRUE);
   g_free(m);
@@ -123,6 +125,26 @@ static double quantile(const double *sorted, guint n, double q) {
   guint lo = (guint)floor(pos);
   guint hi = lo + 1 < n ? lo + 1 : lo;
   return sorted[lo] + (pos - lo) * (sorted[hi] - sorted[lo]);
+}
+
+/* The median of the second half of n samples (the later half, with the
+ * middle one when n is odd): n >= 1. */
+static double second_half_median(const double *x, guint n) {
+  guint from = n / 2, k = n - from;
+  double *v = g_memdup2(x + from, sizeof *x * k);
+  CalibTime t = calib_time_from_samples(v, k);
+  g_free(v);
+  return t.median_us;
+}
+
+double calib_sustained_tflops(const CalibSustained *s) { return second_half_median(s->chunk_tflops, s->n_chunks); }
+
+double calib_sustained_clock_MHz(const CalibSustained *s) {
+  return s->n_clock ? second_half_median(s->clock_MHz, s->n_clock) : 0;
+}
+
+double calib_sustained_power_W(const CalibSustained *s) {
+  return s->n_power ? second_half_median(s->power_W, s->n_power) : 0;
 }
 
 CalibTime calib_time_from_samples(double *s, guint n) {
@@ -311,6 +333,29 @@ cJSON *calib_measurements_to_json(const CalibMeasurements *m) {
       cJSON_AddNumberToObject(o, "bytes", b->bytes);
       add_time(o, "time", &b->t);
       cJSON_AddNumberToObject(o, "GBps", b->bytes / (b->t.median_us * 1e3));
+      cJSON_AddItemToArray(arr, o);
+    }
+  }
+  if (m->sustained->len > 0) {
+    arr = cJSON_AddArrayToObject(root, "sustained");
+    for (guint i = 0; i < m->sustained->len; i++) {
+      const CalibSustained *x = &g_array_index(m->sustained, CalibSustained, i);
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "op", "gemm");
+      cJSON_AddStringToObject(o, "dtype", x->dtype);
+      cJSON_AddNumberToObject(o, "m", (double)x->m);
+      cJSON_AddNumberToObject(o, "n", (double)x->n);
+      cJSON_AddNumberToObject(o, "k", (double)x->k);
+      cJSON_AddNumberToObject(o, "burst_tflops", x->burst_tflops);
+      cJSON_AddNumberToObject(o, "loop_s", x->loop_s);
+      cJSON_AddItemToObject(o, "chunk_tflops", cJSON_CreateDoubleArray(x->chunk_tflops, (int)x->n_chunks));
+      if (x->n_clock)
+        cJSON_AddItemToObject(o, "clock_MHz", cJSON_CreateDoubleArray(x->clock_MHz, (int)x->n_clock));
+      if (x->n_power)
+        cJSON_AddItemToObject(o, "power_W", cJSON_CreateDoubleArray(x->power_W, (int)x->n_power));
+      if (x->power_limit_W > 0)
+        cJSON_AddNumberToObject(o, "power_limit_W", x->power_limit_W);
+      cJSON_AddNumberToObject(o, "sustained_tflops", calib_sustained_tflops(x));
       cJSON_AddItemToArray(arr, o);
     }
   }
@@ -652,6 +697,58 @@ static gboolean read_membw(Reader *r, const cJSON *o, CalibMeasurements *m) {
   return TRUE;
 }
 
+/* A list of 1 .. CALIB_MAX_SAMPLES numbers in `range` (optional: *n = 0
+ * when absent). */
+static gboolean get_samples(Reader *r, const cJSON *o, const char *key, gboolean optional, const PtdRange *range,
+                            double *out, guint *n) {
+  const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, key), *it;
+  *n = 0;
+  if (!a && optional)
+    return TRUE;
+  if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) < 1 || cJSON_GetArraySize(a) > CALIB_MAX_SAMPLES) {
+    char why[96];
+    g_snprintf(why, sizeof why, "must be a list of 1 to %u numbers", CALIB_MAX_SAMPLES);
+    return bad(r, key, why);
+  }
+  char where[64], name[64];
+  memcpy(where, r->where, sizeof where);
+  cJSON_ArrayForEach(it, a) {
+    g_snprintf(name, sizeof name, "%s[%u]", key, *n);
+    /* each sample checked as a key of its own, named by its index */
+    cJSON *one = cJSON_CreateObject();
+    cJSON_AddItemReferenceToObject(one, name, (cJSON *)it);
+    gboolean ok = get_num(r, one, name, range, &out[*n]);
+    cJSON_Delete(one);
+    if (!ok)
+      return FALSE;
+    (*n)++;
+  }
+  memcpy(r->where, where, sizeof where);
+  return TRUE;
+}
+
+static gboolean read_sustained(Reader *r, const cJSON *o, CalibMeasurements *m) {
+  CalibSustained x = {0};
+  const char *op = get_str(r, o, "op"), *dtype = op ? get_str(r, o, "dtype") : NULL;
+  if (!dtype)
+    return FALSE;
+  if (strcmp(op, "gemm") != 0)
+    return bad(r, "op", "must be \"gemm\" (a sustained loop of one GEMM)");
+  if (strcmp(dtype, "bf16") != 0 && strcmp(dtype, "fp16") != 0)
+    return bad(r, "dtype", "must be \"bf16\" or \"fp16\"");
+  g_strlcpy(x.dtype, dtype, sizeof x.dtype);
+  if (!get_count(r, o, "m", &x.m) || !get_count(r, o, "n", &x.n) || !get_count(r, o, "k", &x.k) ||
+      !get_num(r, o, "burst_tflops", &ptd_range_tflops, &x.burst_tflops) ||
+      !get_num(r, o, "loop_s", &ptd_range_seconds, &x.loop_s) ||
+      !get_samples(r, o, "chunk_tflops", FALSE, &ptd_range_tflops, x.chunk_tflops, &x.n_chunks) ||
+      !get_samples(r, o, "clock_MHz", TRUE, &ptd_range_device_info, x.clock_MHz, &x.n_clock) ||
+      !get_samples(r, o, "power_W", TRUE, &ptd_range_power_W, x.power_W, &x.n_power) ||
+      !opt_num(r, o, "power_limit_W", &ptd_range_power_W, &x.power_limit_W))
+    return FALSE;
+  g_array_append_val(m->sustained, x);
+  return TRUE;
+}
+
 static gboolean read_kernel(Reader *r, const cJSON *o, CalibMeasurements *m) {
   CalibKernel k = {0};
   guint64 n;
@@ -754,7 +851,7 @@ CalibMeasurements *calib_measurements_from_json(const cJSON *root, const char *p
   } lists[] = {{"gemm", read_gemm, FALSE},        {"membw", read_membw, FALSE},
                {"kernels", read_kernel, FALSE},   {"layer", read_layer, FALSE},
                {"nccl", read_coll, FALSE},        {"attention", read_attention, TRUE},
-               {"membound", read_membound, TRUE}};
+               {"membound", read_membound, TRUE}, {"sustained", read_sustained, TRUE}};
   gboolean ok = read_header(&r, root, m);
   for (guint l = 0; ok && l < G_N_ELEMENTS(lists); l++) {
     if (lists[l].optional && !cJSON_GetObjectItemCaseSensitive(root, lists[l].key))
@@ -790,9 +887,10 @@ gboolean calib_measurements_merge(CalibMeasurements *into, const CalibMeasuremen
                 from_path, from->device.name, from->device.sms, into->device.name, into->device.sms);
     return FALSE;
   }
-  GArray *to[] = {into->gemm, into->membw, into->kernels, into->layers, into->coll, into->attention, into->membound};
-  const GArray *src[] = {from->gemm, from->membw, from->kernels, from->layers, from->coll, from->attention,
-                         from->membound};
+  GArray *to[] = {into->gemm,     into->membw,     into->kernels,  into->layers,
+                  into->coll,     into->attention, into->membound, into->sustained};
+  const GArray *src[] = {from->gemm, from->membw,     from->kernels,  from->layers,
+                         from->coll, from->attention, from->membound, from->sustained};
   for (guint i = 0; i < G_N_ELEMENTS(to); i++)
     g_array_append_vals(to[i], src[i]->data, src[i]->len);
   for (guint i = 0; i < from->failures->len; i++)

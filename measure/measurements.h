@@ -107,6 +107,29 @@ typedef struct {
   CalibTime recompute;    /* the recomputation forward just before the backward */
 } CalibLayer;
 
+/* A sustained loop of one GEMM: the rate a power-capped GPU settles at
+ * under a long tensor-core load.  The rate of a short burst of
+ * back-to-back products (as the gemm records are timed), then the rate of
+ * each chunk of a loop of loop_s seconds, in order; the SM clock (MHz) and
+ * board power (W) sampled during the loop, and the power limit in force
+ * (0: not recorded). */
+#define CALIB_MAX_SAMPLES 1024
+typedef struct {
+  char dtype[8]; /* "fp16", "bf16" */
+  guint64 m, n, k;
+  double burst_tflops, loop_s, power_limit_W;
+  guint n_chunks, n_clock, n_power;
+  double chunk_tflops[CALIB_MAX_SAMPLES], clock_MHz[CALIB_MAX_SAMPLES], power_W[CALIB_MAX_SAMPLES];
+} CalibSustained;
+
+/* The settled rate of a sustained loop: the median of its second half's
+ * chunks (the first half holds the clock's fall from its burst value); the
+ * medians of its second half's clock and power samples (0: none recorded).
+ * Each over at least one sample. */
+double calib_sustained_tflops(const CalibSustained *s);
+double calib_sustained_clock_MHz(const CalibSustained *s);
+double calib_sustained_power_W(const CalibSustained *s);
+
 typedef enum { CALIB_ALLREDUCE, CALIB_ALLGATHER, CALIB_REDUCESCATTER, CALIB_SENDRECV, CALIB_N_COLL } CalibCollOp;
 
 typedef struct {
@@ -143,6 +166,7 @@ typedef struct {
   GArray *coll;    /* CalibColl */
   GArray *attention; /* CalibAttention (optional list "attention") */
   GArray *membound;  /* CalibMembound (optional list "membound") */
+  GArray *sustained; /* CalibSustained (optional list "sustained") */
   GPtrArray *failures; /* strings: measurements that failed under --keep-going (optional "failures" list) */
   GPtrArray *skipped;  /* strings: modes the device or its libraries cannot run (optional "skipped" list) */
 } CalibMeasurements;
