@@ -191,7 +191,7 @@ static void compare_sustained(const CalibMeasurements *m, const ModelProfile *p,
                x->dtype, x->m, x->n, x->k);
     class_add(&c, flops / (calib_sustained_tflops(x) * 1e12) * 1e6, model_gemm_time_s(p, &mg) * 1e6, label);
   }
-  class_emit(list, &c, "sustained gemm", "the settled rate of a long loop, at the profile's sustained clock");
+  class_emit(list, &c, "sustained gemm", "settled, at the sustained clock");
 }
 
 /* The profile at the clocks of a burst: every record but the sustained
