@@ -45,16 +45,21 @@ static gboolean fail(GError **error, const char *label, const char *fmt, ...) {
   return FALSE;
 }
 
-/* The longest time a trace's clock may read: about 115 days past its epoch
- * in ns fits easily; Kineto's clock is the host's monotonic or wall clock in
- * microseconds (about 5e12 us in the shipped traces).  1e16 us is ~300 years. */
-#define MAX_US 1e16
+/* The latest time a trace's clock may read and the longest an event may
+ * last, in microseconds: Kineto's clock is the host's monotonic or wall
+ * clock (about 5e12 us in the shipped traces; 1.7e15 us is today on the
+ * wall clock), and no operation of one step lasts a quarter of an hour.
+ * With at most CALIB_PROF_MAX_EVENTS events, every sum of nanoseconds fits
+ * in 63 bits.  ("ts" is a double: below about 9e12 us it keeps the
+ * nanosecond.) */
+#define MAX_TS_US 4e15
+#define MAX_DUR_US 1e9
 
 /* A "ts" or "dur" in microseconds as integer nanoseconds; FALSE unless a
- * finite number from 0 to MAX_US. */
-static gboolean time_ns(const cJSON *ev, const char *key, gint64 *ns) {
+ * finite number from 0 to `max` microseconds. */
+static gboolean time_ns(const cJSON *ev, const char *key, double max, gint64 *ns) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(ev, key);
-  if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0 || v->valuedouble > MAX_US)
+  if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0 || v->valuedouble > max)
     return FALSE;
   *ns = llround(v->valuedouble * 1000.0);
   return TRUE;
@@ -153,10 +158,11 @@ static gboolean take_events(CalibProfTrace *t, const cJSON *root, const char *la
     if (k == EV_SKIP || (cJSON_IsString(ph) && strcmp(ph->valuestring, "X") != 0))
       continue;
     gint64 ts = 0, dur = 0;
-    if (!time_ns(ev, "ts", &ts) || !time_ns(ev, "dur", &dur))
+    if (!time_ns(ev, "ts", MAX_TS_US, &ts) || !time_ns(ev, "dur", MAX_DUR_US, &dur))
       return fail(error, label,
-                  "event %u (%s) has no \"ts\" and \"dur\" that are finite numbers of microseconds from 0 to %g", i,
-                  cat->valuestring, MAX_US);
+                  "event %u (%s) has no \"ts\" and \"dur\" that are finite numbers of microseconds (\"ts\" from 0 "
+                  "to %g, \"dur\" from 0 to %g)",
+                  i, cat->valuestring, MAX_TS_US, MAX_DUR_US);
     if (k == EV_WINDOW) {
       if (!t->has_window || ts < t->window_start_ns) {
         t->has_window = TRUE;

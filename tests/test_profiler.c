@@ -296,6 +296,9 @@ static void test_bad(void) {
       {"negative.json", "{\"traceEvents\": [{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":5,\"dur\":-1,"
                         "\"args\":{\"stream\":7,\"correlation\":1}}]}",
        "finite numbers"},
+      {"too-long.json", "{\"traceEvents\": [{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":5,\"dur\":2e9,"
+                        "\"args\":{\"stream\":7,\"correlation\":1}}]}",
+       "finite numbers"},
       {"no-stream.json", "{\"traceEvents\": [{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":5,\"dur\":1}]}",
        "args.stream"},
       {"dup-launch.json", "{\"traceEvents\": [" L(1, 0) "," L(1, 2) "," K(1, 5) "]}", "on two CUDA calls"},
