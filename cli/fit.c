@@ -483,6 +483,32 @@ static gboolean profiler_step(const FitOptions *o, GError **error) {
   return ok;
 }
 
+/* The modes that fit, synthesize, compare or check facts. */
+static gboolean fit_modes(const FitOptions *o, int argc, char **argv, GError **error) {
+  gboolean ok = TRUE;
+  if (o->compare && (o->synthesize || o->output || argc > 1))
+    ok = fail_with(error, "--compare takes no measurements argument, -o or --synthesize: ptdsim fit --compare "
+                           "MEASUREMENTS.json --profile PROFILE");
+  if (ok && o->check_facts && (o->synthesize || o->output || argc > 1))
+    ok = fail_with(error, "--check-facts takes no measurements argument, -o or --synthesize: ptdsim fit "
+                           "--check-facts FACTS.json --profile PROFILE");
+  if (ok && o->check_facts)
+    ok = check_facts(o, error);
+  else if (ok && o->compare)
+    ok = compare(o, error);
+  else if (ok && !o->output)
+    ok = fail_with(error, "-o FILE is required (where to write the result)");
+  if (ok && !o->compare && !o->check_facts && o->synthesize && argc > 1) {
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "unexpected argument '%s' with --synthesize", argv[1]);
+    ok = FALSE;
+  }
+  if (ok && !o->compare && !o->check_facts && !o->synthesize && argc < 2)
+    ok = fail_with(error, "give the measurements file: ptdsim fit MEASUREMENTS.json [MORE.json ...] -o PROFILE.json");
+  if (ok && !o->compare && !o->check_facts)
+    ok = o->synthesize ? synthesize(o, error) : fit(o, argv + 1, argc - 1, error);
+  return ok;
+}
+
 int cli_fit(int argc, char **argv) {
   FitOptions o = {.noise = 0.02};
   GOptionEntry entries[] = {
@@ -550,34 +576,19 @@ int cli_fit(int argc, char **argv) {
   gboolean ok = cli_args_parse(&args, &argc, &argv, &error);
   if (ok && o.compare && o.check_facts)
     ok = fail_with(&error, "give --compare or --check-facts, not both");
-  if (ok && o.profiler_trace && (o.compare || o.check_facts || o.synthesize || o.profile || argc > 1))
-    ok = fail_with(&error, "--profiler-trace takes no measurements argument, --compare, --check-facts, --synthesize or "
-                           "--profile: ptdsim fit --profiler-trace TRACE [--format json] [-o FILE]");
   if (ok && o.profiler_trace) {
-    ok = profiler_step(&o, &error);
-    goto done;
-  }
-  if (ok && o.compare && (o.synthesize || o.output || argc > 1))
-    ok = fail_with(&error, "--compare takes no measurements argument, -o or --synthesize: ptdsim fit --compare "
-                           "MEASUREMENTS.json --profile PROFILE");
-  if (ok && o.check_facts && (o.synthesize || o.output || argc > 1))
-    ok = fail_with(&error, "--check-facts takes no measurements argument, -o or --synthesize: ptdsim fit "
-                           "--check-facts FACTS.json --profile PROFILE");
-  if (ok && o.check_facts)
-    ok = check_facts(&o, &error);
-  else if (ok && o.compare)
-    ok = compare(&o, &error);
-  else if (ok && !o.output)
-    ok = fail_with(&error, "-o FILE is required (where to write the result)");
-  if (ok && !o.compare && !o.check_facts && o.synthesize && argc > 1) {
-    g_set_error(&error, CALIB_ERROR, CALIB_ERROR_INVALID, "unexpected argument '%s' with --synthesize", argv[1]);
-    ok = FALSE;
-  }
-  if (ok && !o.compare && !o.check_facts && !o.synthesize && argc < 2)
-    ok = fail_with(&error, "give the measurements file: ptdsim fit MEASUREMENTS.json [MORE.json ...] -o PROFILE.json");
-  if (ok && !o.compare && !o.check_facts)
-    ok = o.synthesize ? synthesize(&o, &error) : fit(&o, argv + 1, argc - 1, &error);
-done:;
+    /* every option but -o and --format belongs to another mode */
+    const char *other[] = {o.compare, o.check_facts, o.synthesize, o.profile, o.dtype, o.base, o.name, o.tiles_from,
+                           o.cluster, o.shapes, o.max_iterations, o.seed, o.gpus, o.hidden, o.heads, o.seq_len,
+                           o.micro_batch, o.tp};
+    gboolean alone = argc <= 1;
+    for (guint i = 0; i < G_N_ELEMENTS(other); i++)
+      alone = alone && !other[i];
+    ok = alone ? profiler_step(&o, &error)
+               : fail_with(&error, "--profiler-trace takes only -o and --format: ptdsim fit --profiler-trace TRACE "
+                                   "[--format json] [-o FILE]");
+  } else if (ok)
+    ok = fit_modes(&o, argc, argv, &error);
   int code = ok ? 0 : cli_fail(error);
   char **strs[] = {&o.output, &o.name,    &o.tiles_from, &o.dtype, &o.synthesize, &o.cluster,     &o.shapes,
                    &o.compare, &o.profile, &o.format,     &o.seed,  &o.gpus,       &o.hidden,      &o.heads,

@@ -344,8 +344,16 @@ static void test_bad(void) {
   p = run_argv(argv_missing);
   assert_one_line_error(&p, "no such file");
   proc_clear(&p);
-  p = run_line("fit --profiler-trace x.json --compare y.json");
-  assert_one_line_error(&p, "--profiler-trace takes no");
+  static const char *const mixed[] = {"fit --profiler-trace x.json --compare y.json",
+                                      "fit --profiler-trace x.json --dtype bf16", "fit --profiler-trace x.json y.json",
+                                      "fit --profiler-trace x.json --profile h100-sxm5-80gb"};
+  for (guint i = 0; i < G_N_ELEMENTS(mixed); i++) {
+    p = run_line(mixed[i]);
+    assert_one_line_error(&p, "--profiler-trace takes only -o and --format");
+    proc_clear(&p);
+  }
+  p = run_line("fit --profiler-trace x.json --format yaml");
+  assert_one_line_error(&p, "yaml");
   proc_clear(&p);
   g_free(missing);
   g_free(gz);
