@@ -181,6 +181,10 @@ static gboolean take_events(CalibProfTrace *t, const cJSON *root, const char *la
     if (k != EV_CPU && !id_of(args, "correlation", &corr))
       return fail(error, label, "event %u (%s): \"args.correlation\" is not a whole number from 0 to 2^53", i,
                   cat->valuestring);
+    gint64 ext = -1;
+    if (k != EV_GPU && !id_of(args, "External id", &ext))
+      return fail(error, label, "event %u (%s): \"args.External id\" is not a whole number from 0 to 2^53", i,
+                  cat->valuestring);
     const char *nm = g_string_chunk_insert_const(t->names, name->valuestring);
     if (k == EV_GPU) {
       gint64 stream = -1;
@@ -194,10 +198,10 @@ static gboolean take_events(CalibProfTrace *t, const cJSON *root, const char *la
       if (!tid || !id_of(ev, "tid", &th))
         return fail(error, label, "event %u (%s) has no \"tid\" that is a whole number", i, cat->valuestring);
       if (k == EV_API) {
-        CalibProfApi a = {th, ts, dur, nm, corr, FALSE};
+        CalibProfApi a = {th, ts, dur, nm, corr, ext, FALSE};
         g_array_append_val(t->api, a);
       } else {
-        CalibProfCpuOp c = {th, ts, dur, nm};
+        CalibProfCpuOp c = {th, ts, dur, nm, ext};
         g_array_append_val(t->cpu, c);
       }
     }

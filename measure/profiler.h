@@ -31,6 +31,7 @@ typedef struct {
   gint64 start_ns, dur_ns;
   const char *name;
   gint64 correlation; /* -1: none */
+  gint64 external_id; /* args["External id"]: the CPU op that made the call (the same id), -1: none */
   gboolean launched;  /* a GPU op of the trace carries its correlation */
 } CalibProfApi;
 
@@ -38,6 +39,7 @@ typedef struct {
   gint64 tid;
   gint64 start_ns, dur_ns;
   const char *name;
+  gint64 external_id; /* args["External id"], -1: none */
 } CalibProfCpuOp;
 
 typedef struct {

@@ -26,9 +26,10 @@ static char *in_tmp(const char *name) { return g_build_filename(tmp, name, NULL)
  *   the GPU waited for the host; K3 norm [40, 45]; idle 45..50, M4's launch
  *   returned at 42: not the host; M4 [50, 51]. */
 static const char *const step_events =
-    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::mm\",\"pid\":1,\"tid\":10,\"ts\":0,\"dur\":6},"
+    "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"aten::mm\",\"pid\":1,\"tid\":10,\"ts\":0,\"dur\":6,"
+    "\"args\":{\"External id\":17}},"
     "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":10,\"ts\":0,\"dur\":5,"
-    "\"args\":{\"correlation\":1}},"
+    "\"args\":{\"correlation\":1,\"External id\":17}},"
     "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":10,\"ts\":10,\"dur\":4,"
     "\"args\":{\"correlation\":2}},"
     "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"pid\":1,\"tid\":10,\"ts\":30,\"dur\":6,"
@@ -72,6 +73,10 @@ static void test_exact_figures(void) {
   g_assert_true(t->has_window);
   g_assert_cmpint(t->window_dur_ns, ==, 60000);
   g_assert_cmpstr(t->device, ==, "Test GPU");
+  /* the CPU op and the launch it made share their External id */
+  g_assert_cmpint(g_array_index(t->cpu, CalibProfCpuOp, 0).external_id, ==, 17);
+  g_assert_cmpint(g_array_index(t->api, CalibProfApi, 0).external_id, ==, 17);
+  g_assert_cmpint(g_array_index(t->api, CalibProfApi, 1).external_id, ==, -1);
   CalibStepFigures f;
   calib_step_figures(t, &f);
   g_assert_cmpint(f.first_ns, ==, 8000);
