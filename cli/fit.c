@@ -7,13 +7,14 @@
 #include <unistd.h>
 
 #include "../fit/fit.h"
+#include "../fit/step.h"
 #include "../base/jsonutil.h"
 #include "../base/outfile.h"
 #include "cli.h"
 
 typedef struct {
   char *output, *name, *tiles_from, *dtype, *synthesize, *cluster, *shapes, *compare, *profile, *format, *base,
-      *check_facts;
+      *check_facts, *profiler_trace;
   /* whole numbers as given (NULL: not given), read strictly by cli_count */
   char *max_iterations, *seed, *gpus, *hidden, *heads, *seq_len, *micro_batch, *tp;
   double noise;
@@ -397,6 +398,122 @@ static gboolean check_facts(const FitOptions *o, GError **error) {
   return json != NULL;
 }
 
+static double jnum(const cJSON *obj, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+/* The figures of a step for people, from the JSON (so both say the same). */
+static char *step_text(const cJSON *json) {
+  GString *s = g_string_new(NULL);
+  const cJSON *src = cJSON_GetObjectItemCaseSensitive(json, "source");
+  const cJSON *gpu = cJSON_GetObjectItemCaseSensitive(json, "gpu");
+  const cJSON *host = cJSON_GetObjectItemCaseSensitive(json, "host");
+  const cJSON *dev = cJSON_GetObjectItemCaseSensitive(src, "device");
+  const cJSON *sha = cJSON_GetObjectItemCaseSensitive(src, "sha256");
+  g_string_append_printf(s, "profiler trace %s%s%s%s\n", cJSON_GetObjectItemCaseSensitive(src, "file")->valuestring,
+                         cJSON_IsString(dev) ? " (" : "", cJSON_IsString(dev) ? dev->valuestring : "",
+                         cJSON_IsString(dev) ? ")" : "");
+  if (cJSON_IsString(sha))
+    g_string_append_printf(s, "  sha256 %s\n", sha->valuestring);
+  g_string_append_printf(s, "  %u kernels, %u memsets, %u memcpys on %u stream%s; %u CUDA calls, %u CPU ops\n\n",
+                         (guint)jnum(src, "kernels"), (guint)jnum(src, "memsets"), (guint)jnum(src, "memcpys"),
+                         (guint)jnum(src, "streams"), jnum(src, "streams") == 1 ? "" : "s",
+                         (guint)jnum(src, "cuda_calls"), (guint)jnum(src, "cpu_ops"));
+  double span = jnum(gpu, "span_us");
+  g_string_append_printf(s, "  GPU span          %10.3f ms  first GPU op's start to the last one's end", span / 1e3);
+  if (cJSON_GetObjectItemCaseSensitive(src, "profiler_window_us"))
+    g_string_append_printf(s, " (the profiler's window: %.3f ms)", jnum(src, "profiler_window_us") / 1e3);
+  g_string_append_printf(s, "\n  GPU busy          %10.3f ms  %5.1f%% of the span (the union of the GPU's ops)\n",
+                         jnum(gpu, "busy_us") / 1e3, 100 * jnum(gpu, "busy_share"));
+  g_string_append_printf(s, "  GPU idle          %10.3f ms  %5.1f%%\n", jnum(gpu, "idle_us") / 1e3,
+                         100 * jnum(gpu, "idle_share"));
+  g_string_append_printf(s, "  GPU op time       %10.3f ms  the sum of the ops' durations\n\n",
+                         jnum(gpu, "op_time_us") / 1e3);
+  g_string_append_printf(s, "  %-20s %6s %12s %8s\n", "class", "ops", "time ms", "share");
+  const cJSON *r;
+  cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(json, "classes")) {
+    g_string_append_printf(s, "  %-20s %6u %12.3f %7.1f%%\n", cJSON_GetObjectItemCaseSensitive(r, "class")->valuestring,
+                           (guint)jnum(r, "ops"), jnum(r, "time_us") / 1e3, 100 * jnum(r, "share"));
+  }
+  const cJSON *fw = cJSON_GetObjectItemCaseSensitive(json, "framework_kernels");
+  g_string_append_printf(s, "  %-20s %6s %12.3f %7.1f%%  (every class but gemm and attention)\n\n", "framework", "",
+                         jnum(fw, "time_us") / 1e3, 100 * jnum(fw, "share"));
+  g_string_append_printf(s, "  launches          %10u  CUDA calls that launched a GPU op, on %u thread%s\n",
+                         (guint)jnum(host, "launches"), (guint)jnum(host, "launch_threads"),
+                         jnum(host, "launch_threads") == 1 ? "" : "s");
+  g_string_append_printf(s, "  host per launch   %10.2f us  median start-to-start gap of consecutive launches on a thread\n",
+                         jnum(host, "launch_gap_median_us"));
+  g_string_append_printf(s, "  launch call       %10.2f us  median duration of a launching call\n",
+                         jnum(host, "launch_call_median_us"));
+  g_string_append_printf(s, "  GPU waited for host %8.3f ms  %5.1f%% of the span, before %u ops launched after the GPU "
+                            "ran idle\n",
+                         jnum(host, "gpu_wait_us") / 1e3, 100 * jnum(host, "gpu_wait_share"),
+                         (guint)jnum(host, "gpu_waits"));
+  g_string_append_printf(s, "  other idle        %10.3f ms  idle gaps whose op was launched before the GPU ran idle\n",
+                         jnum(host, "other_idle_us") / 1e3);
+  return g_string_free(s, FALSE);
+}
+
+/* The figures of one profiled step, printed or written to -o. */
+static gboolean profiler_step(const FitOptions *o, GError **error) {
+  CliFormat format = CLI_TEXT;
+  if (o->format && !cli_format(o->format, &format, error))
+    return FALSE;
+  CalibProfTrace *t = calib_prof_load(o->profiler_trace, error);
+  if (!t)
+    return FALSE;
+  CalibStepFigures f;
+  calib_step_figures(t, &f);
+  cJSON *json = calib_step_json(t, &f);
+  calib_prof_free(t);
+  char *text;
+  if (format == CLI_JSON) {
+    char *body = cJSON_Print(json);
+    text = g_strconcat(body, "\n", NULL);
+    cJSON_free(body);
+  } else
+    text = step_text(json);
+  cJSON_Delete(json);
+  gboolean ok = TRUE;
+  if (o->output) {
+    const char *inputs[] = {o->profiler_trace, NULL};
+    PtdOutFile *out = ptd_out_open(o->output, "-o", inputs, error);
+    ok = out && ptd_out_write(out, text, strlen(text), error) && ptd_out_commit(out, error);
+    if (out && !ok)
+      ptd_out_abort(out);
+  } else
+    fputs(text, stdout);
+  g_free(text);
+  return ok;
+}
+
+/* The modes that fit, synthesize, compare or check facts. */
+static gboolean fit_modes(const FitOptions *o, int argc, char **argv, GError **error) {
+  gboolean ok = TRUE;
+  if (o->compare && (o->synthesize || o->output || argc > 1))
+    ok = fail_with(error, "--compare takes no measurements argument, -o or --synthesize: ptdsim fit --compare "
+                           "MEASUREMENTS.json --profile PROFILE");
+  if (ok && o->check_facts && (o->synthesize || o->output || argc > 1))
+    ok = fail_with(error, "--check-facts takes no measurements argument, -o or --synthesize: ptdsim fit "
+                           "--check-facts FACTS.json --profile PROFILE");
+  if (ok && o->check_facts)
+    ok = check_facts(o, error);
+  else if (ok && o->compare)
+    ok = compare(o, error);
+  else if (ok && !o->output)
+    ok = fail_with(error, "-o FILE is required (where to write the result)");
+  if (ok && !o->compare && !o->check_facts && o->synthesize && argc > 1) {
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID, "unexpected argument '%s' with --synthesize", argv[1]);
+    ok = FALSE;
+  }
+  if (ok && !o->compare && !o->check_facts && !o->synthesize && argc < 2)
+    ok = fail_with(error, "give the measurements file: ptdsim fit MEASUREMENTS.json [MORE.json ...] -o PROFILE.json");
+  if (ok && !o->compare && !o->check_facts)
+    ok = o->synthesize ? synthesize(o, error) : fit(o, argv + 1, argc - 1, error);
+  return ok;
+}
+
 int cli_fit(int argc, char **argv) {
   FitOptions o = {.noise = 0.02};
   GOptionEntry entries[] = {
@@ -438,7 +555,12 @@ int cli_fit(int argc, char **argv) {
       {"check-facts", 0, 0, G_OPTION_ARG_FILENAME, &o.check_facts,
        "Instead of fitting: another tool's kernel timings (attention, gemm, membound lists) against --profile", "FILE"},
       {"profile", 0, 0, G_OPTION_ARG_STRING, &o.profile, "--compare: the profile to predict with, " PTD_NAME_OR_PATH_HELP, "NAME|FILE"},
-      {"format", 0, 0, G_OPTION_ARG_STRING, &o.format, "--compare, --check-facts: text (default) or json", "FMT"},
+      {"profiler-trace", 0, 0, G_OPTION_ARG_FILENAME, &o.profiler_trace,
+       "Instead of fitting: the figures of one step from a torch.profiler trace (export_chrome_trace's JSON, plain or "
+       "gzip): GPU busy and idle, GPU time by class of kernel, launches, host cost per launch (-o FILE: written there)",
+       "TRACE"},
+      {"format", 0, 0, G_OPTION_ARG_STRING, &o.format, "--compare, --check-facts, --profiler-trace: text (default) or json",
+       "FMT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   CliArgs args;
   cli_args_init(&args, "MEASUREMENTS.json [MORE.json ...] -o PROFILE.json");
@@ -452,36 +574,30 @@ int cli_fit(int argc, char **argv) {
            "Examples:\n  ptdsim fit h100.json -o h100-fitted.json\n"
            "  ptdsim fit --synthesize a100-sxm4-80gb --noise 0.02 --seed 7 -o synthetic.json\n"
            "  ptdsim fit --compare h100.json --profile h100-fitted.json\n"
-           "  ptdsim fit --check-facts h100-kernels-pytorch.json --profile h100-fitted.json");
+           "  ptdsim fit --check-facts h100-kernels-pytorch.json --profile h100-fitted.json\n"
+           "  ptdsim fit --profiler-trace step.json.gz --format json");
   cli_args_add(&args, entries);
   GError *error = NULL;
   gboolean ok = cli_args_parse(&args, &argc, &argv, &error);
   if (ok && o.compare && o.check_facts)
     ok = fail_with(&error, "give --compare or --check-facts, not both");
-  if (ok && o.compare && (o.synthesize || o.output || argc > 1))
-    ok = fail_with(&error, "--compare takes no measurements argument, -o or --synthesize: ptdsim fit --compare "
-                           "MEASUREMENTS.json --profile PROFILE");
-  if (ok && o.check_facts && (o.synthesize || o.output || argc > 1))
-    ok = fail_with(&error, "--check-facts takes no measurements argument, -o or --synthesize: ptdsim fit "
-                           "--check-facts FACTS.json --profile PROFILE");
-  if (ok && o.check_facts)
-    ok = check_facts(&o, &error);
-  else if (ok && o.compare)
-    ok = compare(&o, &error);
-  else if (ok && !o.output)
-    ok = fail_with(&error, "-o FILE is required (where to write the result)");
-  if (ok && !o.compare && !o.check_facts && o.synthesize && argc > 1) {
-    g_set_error(&error, CALIB_ERROR, CALIB_ERROR_INVALID, "unexpected argument '%s' with --synthesize", argv[1]);
-    ok = FALSE;
-  }
-  if (ok && !o.compare && !o.check_facts && !o.synthesize && argc < 2)
-    ok = fail_with(&error, "give the measurements file: ptdsim fit MEASUREMENTS.json [MORE.json ...] -o PROFILE.json");
-  if (ok && !o.compare && !o.check_facts)
-    ok = o.synthesize ? synthesize(&o, &error) : fit(&o, argv + 1, argc - 1, &error);
+  if (ok && o.profiler_trace) {
+    /* every option but -o and --format belongs to another mode */
+    const char *other[] = {o.compare, o.check_facts, o.synthesize, o.profile, o.dtype, o.base, o.name, o.tiles_from,
+                           o.cluster, o.shapes, o.max_iterations, o.seed, o.gpus, o.hidden, o.heads, o.seq_len,
+                           o.micro_batch, o.tp};
+    gboolean alone = argc <= 1;
+    for (guint i = 0; i < G_N_ELEMENTS(other); i++)
+      alone = alone && !other[i];
+    ok = alone ? profiler_step(&o, &error)
+               : fail_with(&error, "--profiler-trace takes only -o and --format: ptdsim fit --profiler-trace TRACE "
+                                   "[--format json] [-o FILE]");
+  } else if (ok)
+    ok = fit_modes(&o, argc, argv, &error);
   int code = ok ? 0 : cli_fail(error);
   char **strs[] = {&o.output, &o.name,    &o.tiles_from, &o.dtype, &o.synthesize, &o.cluster,     &o.shapes,
                    &o.compare, &o.profile, &o.format,     &o.seed,  &o.gpus,       &o.hidden,      &o.heads,
-                   &o.seq_len, &o.tp,      &o.micro_batch, &o.max_iterations, &o.base, &o.check_facts};
+                   &o.seq_len, &o.tp,      &o.micro_batch, &o.max_iterations, &o.base, &o.check_facts, &o.profiler_trace};
   for (guint i = 0; i < G_N_ELEMENTS(strs); i++)
     g_free(*strs[i]);
   cli_args_clear(&args);

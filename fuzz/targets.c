@@ -11,6 +11,8 @@
 #include "../base/jsonutil.h"
 #include "../measure/measurements.h"
 #include "../fit/fit.h"
+#include "../fit/step.h"
+#include "../measure/profiler.h"
 #include "../search/grid.h"
 #include "../schedule/schedule.h"
 #include "../traces/report.h"
@@ -19,7 +21,7 @@
 
 static const char *const names[FUZZ_N_TARGETS] = {"cluster", "profile",  "measurements", "trace",      "sweep",
                                                    "trace-gz", "fit",     "schedule",     "slow",       "slow-link",
-                                                   "stage-times"};
+                                                   "stage-times", "profiler-trace"};
 
 const char *fuzz_target_name(FuzzTarget t) { return t < FUZZ_N_TARGETS ? names[t] : NULL; }
 
@@ -48,11 +50,14 @@ const char *const *fuzz_target_seeds(FuzzTarget t) {
                                     "calibrate/measurements/h200-sxm-141gb-sc21.json",
                                     "calibrate/published/h100-flash-attention-fa3.json",
                                     "fuzz/seeds/measurements/synthetic-small.json", NULL};
+  static const char *const profiler[] = {"calibrate/measurements/h100-step-trace-qwen-like-14b-l4.json.gz",
+                                         "calibrate/measurements/h100-step-trace-llama70b-t4-shard-l4.json.gz", NULL};
   static const char *const none[] = {NULL};
   return t == FUZZ_CLUSTER        ? clusters
          : t == FUZZ_PROFILE      ? profiles
          : t == FUZZ_MEASUREMENTS ? measurements
          : t == FUZZ_FIT          ? fit
+         : t == FUZZ_PROFILER_TRACE ? profiler
                                   : none;
 }
 
@@ -229,10 +234,65 @@ static void option_value(FuzzTarget t, const guint8 *data, gsize size) {
   g_free(text);
 }
 
+/* Every number under `j` finite and not negative, and no null. */
+static gboolean numbers_ok(const cJSON *j) {
+  if (cJSON_IsNull(j))
+    return FALSE;
+  if (cJSON_IsNumber(j))
+    return isfinite(j->valuedouble) && j->valuedouble >= 0;
+  const cJSON *c;
+  cJSON_ArrayForEach(c, j) {
+    if (!numbers_ok(c))
+      return FALSE;
+  }
+  return TRUE;
+}
+
+/* A torch.profiler trace, read from a file as fit --profiler-trace reads
+ * it; an accepted one's figures must hold together: busy within the span,
+ * the classes summing to the GPU's op time, no negative or non-finite
+ * figure. */
+static void profiler_trace(const guint8 *data, gsize size) {
+  char *path = as_file(data, size, "step.json");
+  GError *error = NULL;
+  CalibProfTrace *t = calib_prof_load(path, &error);
+  if (t) {
+    CalibStepFigures f;
+    calib_step_figures(t, &f);
+    gint64 classes = 0;
+    for (int c = 0; c < CALIB_STEP_N_CLASSES; c++)
+      classes += f.class_ns[c];
+    if (f.busy_ns < 0 || f.busy_ns > f.span_ns || classes != f.op_ns || f.busy_ns > f.op_ns ||
+        f.host_wait_ns + f.other_idle_ns != f.span_ns - f.busy_ns || f.gap_median_ns < 0 || f.call_median_ns < 0) {
+      fprintf(stderr, "fuzz: a profiler trace's figures do not hold together (span %" G_GINT64_FORMAT
+                      " busy %" G_GINT64_FORMAT " op %" G_GINT64_FORMAT " classes %" G_GINT64_FORMAT ")\n",
+              f.span_ns, f.busy_ns, f.op_ns, classes);
+      abort();
+    }
+    cJSON *json = calib_step_json(t, &f);
+    if (!numbers_ok(json)) {
+      char *text = cJSON_PrintUnformatted(json);
+      fprintf(stderr, "fuzz: a profiler trace's figures hold a negative or non-finite number: %s\n", text);
+      abort();
+    }
+    cJSON_Delete(json);
+  } else if (!error || strchr(error->message, '\n')) {
+    fprintf(stderr, "fuzz: a refused profiler trace's message is not one line\n");
+    abort();
+  }
+  calib_prof_free(t);
+  g_clear_error(&error);
+  done_with_file(path);
+}
+
 void fuzz_target_run(FuzzTarget t, const guint8 *data, gsize size) {
   GError *error = NULL;
   if (t == FUZZ_SCHEDULE) {
     schedule_file(data, size);
+    return;
+  }
+  if (t == FUZZ_PROFILER_TRACE) {
+    profiler_trace(data, size);
     return;
   }
   if (t == FUZZ_SLOW || t == FUZZ_SLOW_LINK || t == FUZZ_STAGE_TIMES) {

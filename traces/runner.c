@@ -2,11 +2,10 @@
 #include "runner.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <zlib.h>
 
+#include "../base/gzread.h"
 #include "../base/jsonutil.h"
 #include "../base/outfile.h"
 #include "../sim/exposed.h"
@@ -256,99 +255,14 @@ cJSON *trace_run_full(const SimPlanRequest *req, const RtOptions *rt, const Topo
 
 /* --- reading --- */
 
-/* A gzip trace inflates to at most this many times its compressed size
- * (ptdsim's own compress about 10:1), past the first MiB: more is a gzip
- * bomb, refused before it fills the memory. */
-#define MAX_GZIP_RATIO 100u
-#define GZIP_RATIO_AFTER (1u << 20)
-
-static gboolean read_error(GError **error, const char *path, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
-static gboolean read_error(GError **error, const char *path, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  char *what = g_strdup_vprintf(fmt, ap);
-  va_end(ap);
-  g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_READ, "cannot read trace '%s': %s", path, what);
-  g_free(what);
-  return FALSE;
-}
-
-/* What is checked as the text arrives, before it is all in memory: no NUL
- * byte (JSON text has none), an object first, and the size. */
-static gboolean take_text(GByteArray *out, const guint8 *data, gsize n, const char *path, GError **error) {
-  if (memchr(data, '\0', n))
-    return read_error(error, path, "it is not valid JSON: a NUL byte at byte %" G_GSIZE_FORMAT,
-                      out->len + (gsize)((const guint8 *)memchr(data, '\0', n) - data));
-  g_byte_array_append(out, data, (guint)n);
-  gsize i = 0;
-  while (i < out->len && (out->data[i] == ' ' || out->data[i] == '\t' || out->data[i] == '\n' || out->data[i] == '\r'))
-    i++;
-  if (i < out->len && out->data[i] != '{')
-    return read_error(error, path, "it is not valid JSON: it does not begin with an object; not a trace");
-  if (out->len > MAX_TRACE_BYTES)
-    return read_error(error, path, "it is larger than %llu bytes uncompressed; it is not one ptdsim writes",
-                      (unsigned long long)MAX_TRACE_BYTES);
-  return TRUE;
-}
-
-/* The file, plain or gzip (one or more members, nothing after them). */
+/* The file, plain or gzip (base/gzread.c), with its errors naming it. */
 static gboolean read_all(const char *path, GByteArray *out, GError **error) {
-  if (!g_file_test(path, G_FILE_TEST_IS_REGULAR))
-    return read_error(error, path, g_file_test(path, G_FILE_TEST_EXISTS) ? "not a regular file" : "no such file");
-  gsize raw_len = 0;
   GError *local = NULL;
-  char *raw = ptd_read_input(path, MAX_TRACE_BYTES, &raw_len, &local);
-  if (!raw) {
-    gboolean r = read_error(error, path, "%s", local->message);
-    g_error_free(local);
-    return r;
-  }
-  const guint8 *in = (const guint8 *)raw;
-  gboolean ok = TRUE;
-  if (raw_len < 2 || in[0] != 0x1f || in[1] != 0x8b) {
-    ok = raw_len == 0 || take_text(out, in, raw_len, path, error);
-    g_free(raw);
-    return ok;
-  }
-  z_stream zs;
-  memset(&zs, 0, sizeof zs);
-  if (inflateInit2(&zs, 15 + 16) != Z_OK) {
-    g_free(raw);
-    return read_error(error, path, "zlib cannot start");
-  }
-  guint8 buf[1 << 16];
-  zs.next_in = (Bytef *)in;
-  zs.avail_in = (uInt)MIN(raw_len, (gsize)G_MAXUINT32);
-  while (ok) {
-    zs.next_out = buf;
-    zs.avail_out = sizeof buf;
-    int z = inflate(&zs, Z_NO_FLUSH);
-    gsize produced = sizeof buf - zs.avail_out;
-    if (produced && !take_text(out, buf, produced, path, error))
-      ok = FALSE;
-    else if (z == Z_STREAM_END) {
-      gsize left = zs.avail_in;
-      if (left == 0)
-        break;
-      /* another gzip member may follow (gzip's own concatenation); anything else is junk */
-      if (left >= 2 && zs.next_in[0] == 0x1f && zs.next_in[1] == 0x8b)
-        ok = inflateReset(&zs) == Z_OK || read_error(error, path, "zlib cannot restart");
-      else
-        ok = read_error(error, path,
-                        "%" G_GSIZE_FORMAT " bytes that are not gzip data follow the compressed trace (a damaged or "
-                        "altered file?)",
-                        left);
-    } else if (z != Z_OK && !(z == Z_BUF_ERROR && produced))
-      ok = read_error(error, path, "%s (a truncated or damaged gzip file?)",
-                      z == Z_BUF_ERROR ? "unexpected end of file" : zs.msg ? zs.msg : "corrupt gzip data");
-    if (ok && out->len > GZIP_RATIO_AFTER && out->len / MAX_GZIP_RATIO > (gsize)(raw_len - zs.avail_in))
-      ok = read_error(error, path,
-                      "it inflates more than %u times its compressed size, far more than a trace does (a gzip bomb?)",
-                      MAX_GZIP_RATIO);
-  }
-  inflateEnd(&zs);
-  g_free(raw);
-  return ok;
+  if (ptd_read_json_text(path, MAX_TRACE_BYTES, "a trace", "it is not one ptdsim writes", out, &local))
+    return TRUE;
+  g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_READ, "cannot read trace '%s': %s", path, local->message);
+  g_error_free(local);
+  return FALSE;
 }
 
 static gboolean bad(GError **error, const char *path, const char *what) {
