@@ -96,6 +96,21 @@ typedef struct {
 } CalibGpuLayer;
 int calib_gpu_modern_layer(int device, const CalibGpuLayer *l, CalibGpuTiming *fwd, CalibGpuTiming *rec,
                            CalibGpuTiming *bwd, char *err, size_t errlen);
+/* The sustained mode (gpu_sustained.cu): a bf16 m x n x k GEMM through
+ * cuBLASLt in the forward's layout, checked and timed as calib_gpu_gemmlt
+ * times it (`burst`), then run back to back for `seconds` in chunks of
+ * `chunk` products, each chunk's rate in TFLOP/s, and the SM clock (MHz)
+ * and board power (W) read through NVML after each chunk (none where the
+ * driver's NVML library cannot be loaded), with the enforced power limit
+ * (W; 0: unknown).  The caller gives arrays of max_chunks entries. */
+typedef struct {
+  unsigned max_chunks;
+  unsigned n_chunks, n_samples;
+  double *chunk_tflops, *clock_MHz, *power_W;
+  double loop_s, power_limit_W;
+} CalibGpuSustained;
+int calib_gpu_sustained(int device, unsigned long long m, unsigned long long n, unsigned long long k, double seconds,
+                        unsigned chunk, CalibGpuTiming *burst, CalibGpuSustained *out, char *err, size_t errlen);
 /* NCCL over the first `ranks` visible GPUs (ncclCommInitAll); op 0..3 as
  * CalibCollOp (send/receive between GPUs 0 and 1 only); bytes in nccl-tests'
  * convention; float elements. */

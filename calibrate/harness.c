@@ -18,7 +18,7 @@
 typedef struct {
   char *modes, *output, *shapes;
   gboolean dry_run, keep_going;
-  gint64 hidden, heads, seq_len, micro_batch, tp, gpus, warmup, reps, device, nccl_max_bytes;
+  gint64 hidden, heads, seq_len, micro_batch, tp, gpus, warmup, reps, device, nccl_max_bytes, sustained_s;
 } Options;
 
 static gboolean check_modes(const char *modes, GError **error) {
@@ -31,7 +31,7 @@ static gboolean check_modes(const char *modes, GError **error) {
     if (!known) {
       g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
                   "unknown mode '%s'; --mode takes a comma list of gemm, kernels, layer, nccl, membw, gemmlt, "
-                  "attention, membound, modern, or all",
+                  "attention, membound, modern, sustained, or all",
                   *m);
       ok = FALSE;
     }
@@ -412,6 +412,41 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
       calib_gpu_nccl_close();
     }
   }
+  if (ok && calib_plan_has_mode(o->modes, "sustained")) {
+    CalibSustained x = {.m = CALIB_SUSTAINED_M, .n = CALIB_SUSTAINED_N, .k = CALIB_SUSTAINED_K};
+    g_strlcpy(x.dtype, "bf16", sizeof x.dtype);
+    CalibGpuSustained gs = {.max_chunks = CALIB_MAX_SAMPLES, .chunk_tflops = x.chunk_tflops,
+                            .clock_MHz = x.clock_MHz, .power_W = x.power_W};
+    g_snprintf(label, sizeof label, "sustained bf16 %ux%ux%u", CALIB_SUSTAINED_M, CALIB_SUSTAINED_N,
+               CALIB_SUSTAINED_K);
+    printf("\nsustained: the GEMM in a burst, then %.0f s of chunks of %u products\n", plan->cfg.sustained_s,
+           CALIB_SUSTAINED_CHUNK);
+    ok = gpu_failed(calib_gpu_sustained(dev, x.m, x.n, x.k, plan->cfg.sustained_s, CALIB_SUSTAINED_CHUNK, &t, &gs, err,
+                                        sizeof err),
+                    err, label, error);
+    if (ok && gs.n_chunks == 0)
+      ok = gpu_failed(1, "the loop timed no chunk", label, error);
+    if (ok) {
+      double flops = 2.0 * (double)x.m * (double)x.n * (double)x.k;
+      CalibTime burst = timed(&t);
+      x.burst_tflops = flops / (burst.median_us * 1e6);
+      x.loop_s = gs.loop_s;
+      x.power_limit_W = gs.power_limit_W;
+      x.n_chunks = gs.n_chunks;
+      x.n_clock = x.n_power = gs.n_samples;
+      g_array_append_val(m->sustained, x);
+      const CalibSustained *r = &g_array_index(m->sustained, CalibSustained, m->sustained->len - 1);
+      g_snprintf(extra, sizeof extra, "burst %.1f TFLOP/s; settled %.1f over %.1f s (%u chunks)", r->burst_tflops,
+                 calib_sustained_tflops(r), r->loop_s, r->n_chunks);
+      row(label, &burst, extra);
+      if (r->n_clock)
+        printf("  SM clock %.0f MHz, board power %.0f W (the loop's second half), limit %.0f W\n",
+               calib_sustained_clock_MHz(r), calib_sustained_power_W(r), r->power_limit_W);
+      else
+        printf("  no clock or power samples: the driver's NVML library (libnvidia-ml.so.1) did not load\n");
+    }
+    ok = keep(o, ok, m, error);
+  }
   g_free(samples);
   if (ok)
     ok = calib_measurements_save(m, o->output, error);
@@ -438,11 +473,11 @@ int main(int argc, char **argv) {
   calib_plan_config_default(&dflt);
   /* 0: not given (then the shape comes from --shapes, default sc21) */
   Options o = {.hidden = 0, .heads = 0, .seq_len = 0, .micro_batch = 0, .tp = 0, .gpus = 0, .warmup = 10, .reps = 50,
-               .device = 0, .nccl_max_bytes = (gint64)dflt.nccl_max_bytes};
+               .device = 0, .nccl_max_bytes = (gint64)dflt.nccl_max_bytes, .sustained_s = (gint64)dflt.sustained_s};
   GOptionEntry entries[] = {
       {"mode", 'm', 0, G_OPTION_ARG_STRING, &o.modes,
        "Comma list of gemm, kernels, layer, nccl, membw (the 2021 modes), gemmlt, attention, membound, modern "
-       "(today's), or all (default)",
+       "(today's), sustained (a GEMM looped until the clock settles), or all (default)",
        "MODES"},
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &o.output, "Measurements file (default calibration.json)", "FILE"},
       {"dry-run", 'n', 0, G_OPTION_ARG_NONE, &o.dry_run, "Print the plan and exit; needs no GPU", NULL},
@@ -466,6 +501,8 @@ int main(int argc, char **argv) {
       {"warmup", 0, 0, G_OPTION_ARG_INT64, &o.warmup, "Untimed runs before timing (default 10)", "N"},
       {"reps", 0, 0, G_OPTION_ARG_INT64, &o.reps, "Timed repetitions; the median is reported (default 50)", "N"},
       {"device", 0, 0, G_OPTION_ARG_INT64, &o.device, "GPU for the single-GPU modes (default 0)", "N"},
+      {"sustained-seconds", 0, 0, G_OPTION_ARG_INT64, &o.sustained_s,
+       "The sustained mode's loop, seconds (default 20)", "S"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   GOptionContext *ctx = g_option_context_new("- measure GEMMs, kernels, a layer, NCCL and copies on this node");
   g_option_context_set_summary(
@@ -504,7 +541,8 @@ int main(int argc, char **argv) {
          range(o.tp, 1, 64, "--tp", &error))) &&
        range(o.gpus, 0, 64, "--gpus", &error) && range(o.warmup, 0, 10000, "--warmup", &error) &&
        range(o.reps, 1, 100000, "--reps", &error) && range(o.device, 0, 64, "--device", &error) &&
-       range(o.nccl_max_bytes, 8, 8ll << 30, "--nccl-max-bytes", &error);
+       range(o.nccl_max_bytes, 8, 8ll << 30, "--nccl-max-bytes", &error) &&
+       range(o.sustained_s, 1, 3600, "--sustained-seconds", &error);
   CalibPlan *plan = NULL;
   if (ok) {
     CalibPlanConfig cfg = dflt;
@@ -516,6 +554,7 @@ int main(int argc, char **argv) {
       ok = calib_plan_parse_shapes(o.shapes, &cfg, &error);
     cfg.gpus = o.gpus > 0 ? (guint)o.gpus : 8;
     cfg.nccl_max_bytes = (guint64)o.nccl_max_bytes;
+    cfg.sustained_s = (double)o.sustained_s;
     ok = ok && (plan = calib_plan_new(&cfg, &error)) != NULL;
   }
   if (ok && o.dry_run) {

@@ -60,6 +60,9 @@ void calib_plan_config_default(CalibPlanConfig *c) {
   c->nccl_max_bytes = 1ull << 30;
   c->membw_min_bytes = 4096;
   c->membw_max_bytes = 1ull << 30;
+  /* long enough for a power-capped GPU's clock to settle: the H100's fell
+   * within two seconds and held (calibrate/measurements/h100-sxm5-80gb-sustained.json) */
+  c->sustained_s = 20;
 }
 
 void calib_layer_shape_label(const CalibLayerShape *s, char *buf, gsize len) {
@@ -484,7 +487,8 @@ gboolean calib_plan_coll_fits(CalibCollOp op, guint ranks, double bytes) {
   return TRUE;
 }
 
-const char *const calib_modes[] = {"gemm", "kernels", "layer", "nccl", "membw", "gemmlt", "attention", "membound", "modern"};
+const char *const calib_modes[] = {"gemm",      "kernels",  "layer",  "nccl",     "membw",
+                                   "gemmlt",    "attention", "membound", "modern", "sustained"};
 const guint calib_n_modes = G_N_ELEMENTS(calib_modes);
 
 gboolean calib_plan_has_mode(const char *modes, const char *mode) {
@@ -620,6 +624,10 @@ double calib_plan_estimate_s(const CalibPlan *p, const char *modes, guint warmup
       /* forward; then recompute + backward (2x), each after its spin */
       total += 10 * EST_SETUP_S + runs * fwd + runs * 4 * fwd + reps * 3 * EST_SPIN_LAYER_S;
     }
+  if (calib_plan_has_mode(modes, "sustained")) /* the checked burst (as gemmlt), then the loop */
+    total += EST_SETUP_S + reps * EST_SPIN_S +
+             runs * 2.0 * CALIB_SUSTAINED_M * CALIB_SUSTAINED_N * CALIB_SUSTAINED_K / EST_GEMM_FLOPS +
+             p->cfg.sustained_s;
   if (calib_plan_has_mode(modes, "membw"))
     for (guint i = 0; i < p->membw_bytes->len; i++)
       total += EST_SETUP_S + reps * EST_SPIN_S + runs * 2 * g_array_index(p->membw_bytes, double, i) / EST_MEM_BPS;
@@ -769,6 +777,13 @@ void calib_plan_print(const CalibPlan *p, const char *modes, guint warmup, guint
     g_string_append_printf(o, "\nmembw: device-to-device copies, %u sizes %.0f B .. %.0f B (x4)\n", p->membw_bytes->len,
                            x[0], x[p->membw_bytes->len - 1]);
   }
+  if (calib_plan_has_mode(modes, "sustained"))
+    g_string_append_printf(o, "\nsustained: a bf16 %ux%ux%u cuBLASLt GEMM, checked and timed as gemmlt times it (the "
+                              "burst), then %.0f s of back-to-back chunks of %u products, each chunk's rate, with the SM "
+                              "clock and board power read through NVML after each chunk where the driver's library "
+                              "loads\n",
+                           CALIB_SUSTAINED_M, CALIB_SUSTAINED_N, CALIB_SUSTAINED_K, c->sustained_s,
+                           CALIB_SUSTAINED_CHUNK);
   g_string_append_printf(o, "\nestimated wall time: at most about %.0f s on one H100-class GPU (NCCL on %u GPU%s), "
                             "assuming at least %.0f TFLOP/s for GEMMs, %.0f GB/s for memory-bound work, %.0f GB/s "
                             "NCCL bus bandwidth, %.0f ms of set-up per measurement and the %.1f ms (layer: %.0f ms) "

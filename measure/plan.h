@@ -38,7 +38,16 @@ typedef struct {
   guint gpus; /* ranks for the NCCL sweep */
   guint64 nccl_min_bytes, nccl_max_bytes;
   guint64 membw_min_bytes, membw_max_bytes;
+  /* The sustained mode: a loop of CALIB_SUSTAINED_M x N x K bf16 GEMMs
+   * through cuBLASLt for this many seconds, in chunks of
+   * CALIB_SUSTAINED_CHUNK products. */
+  double sustained_s;
 } CalibPlanConfig;
+
+#define CALIB_SUSTAINED_M 8192u
+#define CALIB_SUSTAINED_N 8192u
+#define CALIB_SUSTAINED_K 8192u
+#define CALIB_SUSTAINED_CHUNK 100u
 
 typedef struct {
   char op[32];
@@ -134,8 +143,8 @@ gboolean calib_plan_coll_fits(CalibCollOp op, guint ranks, double bytes);
 /* The human-readable plan (--dry-run). */
 void calib_plan_print(const CalibPlan *p, const char *modes, guint warmup, guint reps, GString *out);
 /* The harness's modes, in the order it runs them: the 2021 ones (gemm,
- * kernels, layer, nccl, membw) and today's (gemmlt, attention, membound,
- * modern). */
+ * kernels, layer, nccl, membw), today's (gemmlt, attention, membound,
+ * modern) and the sustained loop. */
 extern const char *const calib_modes[];
 extern const guint calib_n_modes;
 /* Whether the comma list `modes` names `mode` (or is "all"). */

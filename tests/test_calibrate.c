@@ -1508,6 +1508,22 @@ static void test_calibrate_dry_run(void) {
   g_assert_nonnull(strstr(p.out, "plan for 6 layer shapes"));
   g_assert_nonnull(strstr(p.out, "h=2304 a=24 s=2048 b=4 t=1"));
   proc_clear(&p);
+  /* The sustained mode: its loop's seconds are in the plan and its estimate;
+   * a loop of no time is refused. */
+  double est_s[2];
+  for (int i = 0; i < 2; i++) {
+    p = run(bin, i ? "--dry-run --mode sustained --sustained-seconds 100" : "--dry-run --mode sustained");
+    g_assert_cmpint(p.status, ==, 0);
+    g_assert_nonnull(strstr(p.out, i ? "then 100 s of back-to-back chunks" : "then 20 s of back-to-back chunks"));
+    g_assert_null(strstr(p.out, "gemm:"));
+    est = strstr(p.out, "estimated wall time: at most about ");
+    g_assert_nonnull(est);
+    est_s[i] = g_ascii_strtod(est + strlen("estimated wall time: at most about "), NULL);
+    proc_clear(&p);
+  }
+  g_assert_cmpfloat(fabs(est_s[1] - est_s[0] - 80), <=, 1); /* the estimate prints whole seconds */
+  p = run(bin, "--dry-run --mode sustained --sustained-seconds 0");
+  expect_one_line_error(&p, "--sustained-seconds 0 is out of range");
   p = run(bin, "--dry-run --mode layer --shapes 2304:24:2048:1:1,6144:48:2048:4:8");
   g_assert_cmpint(p.status, ==, 0);
   g_assert_nonnull(strstr(p.out, "plan for 2 layer shapes"));
