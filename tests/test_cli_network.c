@@ -505,8 +505,9 @@ static void test_fewer_nics(void) {
 
 /* Why: NCCL 2.17 and later run an all-reduce inside an H100 node by NVLS
  * where its tuner says so; NVLS moves S(n+1)/n each way against the ring's
- * 2(n-1)/n S, at NCCL's 0.85 of the ring's NVLink rate, so on 8 GPUs it
- * runs 2(n-1)/(n+1) x 0.85 = 1.32 times the ring's busbw.  A
+ * 2(n-1)/n S, at the cluster's NVLS share of the ring's NVLink rate
+ * (nccl.nvls.efficiency, NCCL's 0.85), so on 8 GPUs it runs 2(n-1)/(n+1) x
+ * that share (1.32) times the ring's busbw.  A
  * reduce-scatter by NVLS would send all of S at that rate, slower than the
  * ring: the tuner keeps the ring. */
 static void test_nvls_hopper(void) {
@@ -519,7 +520,11 @@ static void test_nvls_hopper(void) {
   double ring = busbw_at_max("collective --op allreduce --cluster dgx-h100-superpod --gpus 8 --min-bytes 1G "
                              "--max-bytes 1G --algorithm ring --format json");
   g_test_message("8 H100s, all-reduce at 1 GiB: NVLS %.1f GB/s, ring %.1f GB/s", nvls, ring);
-  double n = 8, want = ring * 2 * (n - 1) / (n + 1) * 0.85;
+  cJSON *cluster = load_shipped("topologies", "dgx-h100-superpod");
+  const cJSON *nvls_cfg = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(cluster, "nccl"), "nvls");
+  double eff = num(nvls_cfg, "efficiency"); /* the cluster's NVLS share of the ring's NVLink rate */
+  cJSON_Delete(cluster);
+  double n = 8, want = ring * 2 * (n - 1) / (n + 1) * eff;
   g_assert_cmpfloat(fabs(nvls - want), <, 0.01 * want); /* both latencies apart */
   j = run_json("collective --op reducescatter --cluster dgx-h100-superpod --gpus 8 --min-bytes 1G --max-bytes 1G "
                "--format json");
