@@ -174,6 +174,17 @@ cJSON *load_shipped(const char *subdir, const char *name) {
   return j;
 }
 
+void write_h100_with_nics(const char *path, guint nics, const char *name) {
+  cJSON *j = load_shipped("topologies", "dgx-h100-superpod");
+  cJSON_ReplaceItemInObjectCaseSensitive(j, "nics_per_node", cJSON_CreateNumber(nics));
+  if (name)
+    cJSON_ReplaceItemInObjectCaseSensitive(j, "name", cJSON_CreateString(name));
+  char *printed = cJSON_Print(j);
+  g_assert_true(g_file_set_contents(path, printed, -1, NULL));
+  cJSON_free(printed);
+  cJSON_Delete(j);
+}
+
 double profile_peak_tflops(const cJSON *run) {
   const cJSON *c = obj(run, "config");
   cJSON *prof = load_shipped("calibrate/profiles", str(c, "profile"));

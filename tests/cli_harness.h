@@ -56,6 +56,9 @@ void cli_test_bad(gconstpointer data);
 void cli_test_bad_each(const CliBadCase *cases, gsize n);
 /* A shipped JSON file, $PTDSIM_DATA_DIR/SUBDIR/NAME.json, parsed (asserted). */
 cJSON *load_shipped(const char *subdir, const char *name);
+/* Writes the shipped dgx-h100-superpod cluster with `nics` NICs per node
+ * to `path` (named `name` where not NULL): a node whose GPUs share NICs. */
+void write_h100_with_nics(const char *path, guint nics, const char *name);
 /* The peak a run's MFU is measured against: its profile's (config.profile,
  * a shipped profile) at its precision (config.precision). */
 double profile_peak_tflops(const cJSON *run);

@@ -467,16 +467,6 @@ static void test_run_errors(void) {
   }
 }
 
-/* Writes dgx-h100-superpod.json with `nics` NICs per node to `path`. */
-static void h100_with_nics(const char *path, guint nics) {
-  cJSON *j = load_shipped("topologies", "dgx-h100-superpod");
-  cJSON_ReplaceItemInObject(j, "nics_per_node", cJSON_CreateNumber(nics));
-  char *printed = cJSON_Print(j);
-  g_assert_true(g_file_set_contents(path, printed, -1, NULL));
-  cJSON_free(printed);
-  cJSON_Delete(j);
-}
-
 /* Why: NCCL's rings and trees across nodes give each channel one NIC, in
  * and out (src/graph/search.cc), and spread the channels over the NICs, so
  * a node of 8 H100s with 4 NICs carries half of what 8 NICs carry, not a
@@ -486,7 +476,7 @@ static void h100_with_nics(const char *path, guint nics) {
  * whose heads are one GPU per NIC (src/graph/search.cc, the NVLS graph). */
 static void test_fewer_nics(void) {
   char *path = g_build_filename(tmpdir, "h100-4nic.json", NULL);
-  h100_with_nics(path, 4);
+  write_h100_with_nics(path, 4, NULL);
   const char *ops[] = {"allreduce --algorithm ring", "allreduce --algorithm tree", "allgather", "allreduce"};
   for (guint o = 0; o < G_N_ELEMENTS(ops); o++) {
     char *eight = g_strdup_printf("collective --op %s --cluster dgx-h100-superpod --gpus 64 --min-bytes 1G "
@@ -632,7 +622,7 @@ static void test_clusters_file(void) {
   }
   /* a changed copy shows its own numbers: 4 NICs */
   char *four = g_build_filename(tmpdir, "h100-4nic.json", NULL);
-  h100_with_nics(four, 4);
+  write_h100_with_nics(four, 4, NULL);
   char *line = g_strdup_printf("clusters %s", four);
   Proc p = run_line(line);
   g_assert_cmpint(p.status, ==, 0);
