@@ -174,6 +174,14 @@ cJSON *load_shipped(const char *subdir, const char *name) {
   return j;
 }
 
+char *data_file(const char *rel) { return g_build_filename(g_getenv("PTDSIM_DATA_DIR"), rel, NULL); }
+
+void write_bytes(const char *path, const char *text, gssize len) {
+  GError *error = NULL;
+  g_assert_true(g_file_set_contents(path, text, len, &error));
+  g_assert_no_error(error);
+}
+
 void write_h100_with_nics(const char *path, guint nics, const char *name) {
   cJSON *j = load_shipped("topologies", "dgx-h100-superpod");
   cJSON_ReplaceItemInObjectCaseSensitive(j, "nics_per_node", cJSON_CreateNumber(nics));

@@ -56,6 +56,10 @@ void cli_test_bad(gconstpointer data);
 void cli_test_bad_each(const CliBadCase *cases, gsize n);
 /* A shipped JSON file, $PTDSIM_DATA_DIR/SUBDIR/NAME.json, parsed (asserted). */
 cJSON *load_shipped(const char *subdir, const char *name);
+/* $PTDSIM_DATA_DIR/REL (caller frees). */
+char *data_file(const char *rel);
+/* Writes `len` bytes of `text` (-1: up to its NUL) to `path` (asserted). */
+void write_bytes(const char *path, const char *text, gssize len);
 /* Writes the shipped dgx-h100-superpod cluster with `nics` NICs per node
  * to `path` (named `name` where not NULL): a node whose GPUs share NICs. */
 void write_h100_with_nics(const char *path, guint nics, const char *name);

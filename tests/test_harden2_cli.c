@@ -26,8 +26,6 @@ static char *tmpdir;
 
 static char *in_tmp(const char *name) { return g_build_filename(tmpdir, name, NULL); }
 
-static char *data_path(const char *rel) { return g_build_filename(g_getenv("PTDSIM_DATA_DIR"), rel, NULL); }
-
 /* Runs `script` under /bin/sh (with $PTDSIM_BIN and $T, the test's folder),
  * killed after 120 s. */
 static Proc run_sh(const char *script) { return run_sh_in(tmpdir, script, 120); }
@@ -44,12 +42,6 @@ static void expect_error(const char *args, const char *needle) {
   proc_clear(&p);
 }
 
-static void write_text(const char *path, const char *text, gssize len) {
-  GError *error = NULL;
-  g_assert_true(g_file_set_contents(path, text, len, &error));
-  g_assert_no_error(error);
-}
-
 /* --- 1. the fit of the project's own seed --- */
 
 /* Why: the seed's copies are launch-bound (8-128 KiB at ~4.1 us, 2% noise):
@@ -58,7 +50,7 @@ static void write_text(const char *path, const char *text, gssize len) {
  * the temporary file.  The bandwidth is now not taken from such points:
  * the gap is fitted with a bandwidth from elsewhere, said so. */
 static void test_fit_own_seed(void) {
-  char *seed = data_path("fuzz/seeds/measurements/synthetic-small.json"), *out = in_tmp("seed-fit.json");
+  char *seed = data_file("fuzz/seeds/measurements/synthetic-small.json"), *out = in_tmp("seed-fit.json");
   const char *args[] = {"fit", seed, "-o", out, NULL};
   Proc p = run_argv(args);
   if (p.status != 0)
@@ -99,14 +91,14 @@ static void test_fit_own_seed(void) {
  * cluster at ./sélène.json (valid UTF-8) was refused with "Invalid byte
  * sequence in conversion input", naming neither option nor value. */
 static void test_non_ascii_values(void) {
-  char *src = data_path("topologies/selene.json"), *dst = in_tmp("s\xc3\xa9l\xc3\xa8ne.json");
+  char *src = data_file("topologies/selene.json"), *dst = in_tmp("s\xc3\xa9l\xc3\xa8ne.json");
   gsize len;
   char *text = slurp(src, &len);
-  write_text(dst, text, (gssize)len);
-  char *prof_src = data_path("calibrate/profiles/a100-sxm4-80gb.json"), *prof = in_tmp("a100-\xe2\x82\xac.json");
+  write_bytes(dst, text, (gssize)len);
+  char *prof_src = data_file("calibrate/profiles/a100-sxm4-80gb.json"), *prof = in_tmp("a100-\xe2\x82\xac.json");
   gsize plen;
   char *ptext = slurp(prof_src, &plen);
-  write_text(prof, ptext, (gssize)plen);
+  write_bytes(prof, ptext, (gssize)plen);
   const char *run[] = {"run", "--model", "gpt3-1b", "--gpus", "8", "--tp", "8", "--global-batch", "8",
                        "--network", "analytic", "--cluster", dst, "--profile", prof, "--format", "json", NULL};
   Proc p = run_argv(run);
@@ -116,7 +108,7 @@ static void test_non_ascii_values(void) {
   proc_clear(&p);
   /* the same file, invalid UTF-8 in its name */
   char *raw = in_tmp("sel\xff.json");
-  write_text(raw, text, (gssize)len);
+  write_bytes(raw, text, (gssize)len);
   const char *sweep[] = {"sweep", "--model", "gpt3-1b", "--gpus", "8", "--tp", "8", "--global-batch", "8",
                          "--network", "analytic", "--cluster", raw, NULL};
   p = run_argv(sweep);
@@ -151,7 +143,7 @@ static void test_non_ascii_values(void) {
  * and "MFU 0.0%" for a trace of an older version, and "0.0 TFLOP/s" for
  * one whose result keys were deleted: zeros where results were missing. */
 static void test_report_incomplete(void) {
-  char *old = data_path("fuzz/regressions/trace/older-version-small-run.json");
+  char *old = data_file("fuzz/regressions/trace/older-version-small-run.json");
   const char *a[] = {"report", old, NULL};
   expect_error_argv(a, "its result lacks");
   const char *b[] = {"report", old, "--format", "json", NULL};
@@ -179,7 +171,7 @@ static void test_report_incomplete(void) {
     cJSON_DeleteItemFromObjectCaseSensitive(
         i < G_N_ELEMENTS(drop) ? result : cJSON_GetObjectItemCaseSensitive(result, "config"), key);
     char *edited = cJSON_PrintUnformatted(root), *path = in_tmp("incomplete.json");
-    write_text(path, edited, -1);
+    write_bytes(path, edited, -1);
     char *line = g_strdup_printf("report %s", path);
     expect_error(line, key);
     g_free(line);
@@ -198,7 +190,7 @@ static void test_report_incomplete(void) {
     for (guint k = 0; k < 2 && zero_cfg[i][k]; k++)
       cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(cfg, zero_cfg[i][k]), 0);
     char *edited = cJSON_PrintUnformatted(root), *path = in_tmp("zero-shape.json");
-    write_text(path, edited, -1);
+    write_bytes(path, edited, -1);
     char *line = g_strdup_printf("report %s", path), *needle = g_strdup_printf("config.%s", zero_cfg[i][0]);
     expect_error(line, needle);
     g_free(needle);
@@ -222,7 +214,7 @@ static char *data_dir_with_zero(void) {
   const char *levels[3][2] = {{"", NULL}, {"traces", NULL}, {"traces/reference", NULL}};
   const char *skip[3] = {"traces", "reference", "megatron-sc21.json"};
   for (guint l = 0; l < 3; l++) {
-    char *from = data_path(levels[l][0]), *to = g_build_filename(root, levels[l][0], NULL);
+    char *from = data_file(levels[l][0]), *to = g_build_filename(root, levels[l][0], NULL);
     GDir *d = g_dir_open(from, 0, NULL);
     const char *e;
     while ((e = g_dir_read_name(d))) {
@@ -237,14 +229,14 @@ static char *data_dir_with_zero(void) {
     g_free(from);
     g_free(to);
   }
-  char *src = data_path("traces/reference/megatron-sc21.json");
+  char *src = data_file("traces/reference/megatron-sc21.json");
   gsize len;
   char *text = slurp(src, &len);
   cJSON *j = cJSON_Parse(text);
   cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "table1"), "rows"), 0);
   cJSON_ReplaceItemInArray(row, 11, cJSON_CreateNumber(0));
   char *out = cJSON_Print(j), *dst = g_build_filename(ref, "megatron-sc21.json", NULL);
-  write_text(dst, out, -1);
+  write_bytes(dst, out, -1);
   cJSON_free(out);
   cJSON_Delete(j);
   g_free(text);
@@ -336,12 +328,12 @@ static char *gzip_bytes(const char *data, gsize len, gsize *out_len) {
  * and invalid UTF-8 were accepted; nesting 1e5 deep was "malformed JSON";
  * an error line could echo a megabyte, or a raw control byte. */
 static void test_trace_bounds(void) {
-  char *seed = data_path("fuzz/seeds/trace/small-run.json");
+  char *seed = data_file("fuzz/seeds/trace/small-run.json");
   gsize len, gz_len;
   char *text = slurp(seed, &len);
   char *gz = gzip_bytes(text, len, &gz_len);
   char *ok = in_tmp("ok.json.gz");
-  write_text(ok, gz, (gssize)gz_len);
+  write_bytes(ok, gz, (gssize)gz_len);
   char *line = g_strdup_printf("report %s", ok);
   run_line_ok(line);
   g_free(line);
@@ -349,7 +341,7 @@ static void test_trace_bounds(void) {
   char *junk = in_tmp("junk.json.gz"), *with_junk = g_malloc(gz_len + 8);
   memcpy(with_junk, gz, gz_len);
   memcpy(with_junk + gz_len, "junkjunk", 8);
-  write_text(junk, with_junk, (gssize)gz_len + 8);
+  write_bytes(junk, with_junk, (gssize)gz_len + 8);
   line = g_strdup_printf("report %s", junk);
   expect_error(line, "8 bytes that are not gzip data follow");
   g_free(line);
@@ -358,13 +350,13 @@ static void test_trace_bounds(void) {
   char *zeros = g_malloc0(big);
   char *bomb = gzip_bytes(zeros, big, &bomb_len);
   char *zpath = in_tmp("zeros.json.gz");
-  write_text(zpath, bomb, (gssize)bomb_len);
+  write_bytes(zpath, bomb, (gssize)bomb_len);
   g_free(bomb);
   memset(zeros, ' ', big);
   zeros[0] = '{';
   bomb = gzip_bytes(zeros, big, &bomb_len);
   char *spath = in_tmp("spaces.json.gz");
-  write_text(spath, bomb, (gssize)bomb_len);
+  write_bytes(spath, bomb, (gssize)bomb_len);
   g_free(bomb);
   g_free(zeros);
   /* refused at the first bytes inflated (byte 0), and past the first MiB at
@@ -382,7 +374,7 @@ static void test_trace_bounds(void) {
   g_string_append(dup, "\"ph\": \"X\", ");
   g_string_append(dup, ph);
   char *dpath = in_tmp("dup.json");
-  write_text(dpath, dup->str, (gssize)dup->len);
+  write_bytes(dpath, dup->str, (gssize)dup->len);
   line = g_strdup_printf("report %s", dpath);
   expect_error(line, "an event: key 'ph' is given twice");
   g_free(line);
@@ -393,7 +385,7 @@ static void test_trace_bounds(void) {
   g_string_append(bad, "\xff\xfe");
   g_string_append(bad, name + 8);
   char *upath = in_tmp("utf8.json");
-  write_text(upath, bad->str, (gssize)bad->len);
+  write_bytes(upath, bad->str, (gssize)bad->len);
   line = g_strdup_printf("report %s", upath);
   expect_error(line, "invalid UTF-8 at byte");
   g_free(line);
@@ -405,7 +397,7 @@ static void test_trace_bounds(void) {
     g_string_append_c(deep, ']');
   g_string_append_c(deep, '}');
   char *npath = in_tmp("deep.json");
-  write_text(npath, deep->str, (gssize)deep->len);
+  write_bytes(npath, deep->str, (gssize)deep->len);
   line = g_strdup_printf("report %s", npath);
   expect_error(line, "nested more than 64 levels deep");
   g_free(line);
@@ -517,7 +509,7 @@ static void test_sweep_resume_trust(void) {
         g_string_append(s, lines[i]);
       g_string_append_c(s, '\n');
     }
-    write_text(part, s->str, (gssize)s->len);
+    write_bytes(part, s->str, (gssize)s->len);
     line = g_strdup_printf(GRID " -o %s --resume", part);
     Proc p = run_line(line);
     /* three of the five kept rows are simulated again: the first, the middle and the last */
@@ -534,7 +526,7 @@ static void test_sweep_resume_trust(void) {
   GString *s = g_string_new(NULL);
   for (guint i = 0; i < 5; i++)
     g_string_append_printf(s, "%s\n", i == 0 ? "# ptdsim 0.0.1 sweep; inputs: cluster selene.json sha256 0" : lines[i]);
-  write_text(part, s->str, (gssize)s->len);
+  write_bytes(part, s->str, (gssize)s->len);
   line = g_strdup_printf(GRID " -o %s --resume", part);
   expect_error(line, "was written by ptdsim 0.0.1, this is ptdsim");
   g_free(line);
@@ -543,21 +535,21 @@ static void test_sweep_resume_trust(void) {
   s = g_string_new(NULL);
   for (guint i = 1; i < 5; i++)
     g_string_append_printf(s, "%s\n", lines[i]);
-  write_text(part, s->str, (gssize)s->len);
+  write_bytes(part, s->str, (gssize)s->len);
   line = g_strdup_printf(GRID " -o %s --resume", part);
   expect_error(line, "does not begin with the line ptdsim sweep -o writes");
   g_free(line);
   g_string_free(s, TRUE);
   /* a cluster file changed since */
-  char *src = data_path("topologies/selene.json"), *mine = in_tmp("mine.json");
+  char *src = data_file("topologies/selene.json"), *mine = in_tmp("mine.json");
   char *ctext = slurp(src, &len);
-  write_text(mine, ctext, (gssize)len);
+  write_bytes(mine, ctext, (gssize)len);
   char *mine_out = in_tmp("mine.csv");
   line = g_strdup_printf(GRID " --cluster %s -o %s", mine, mine_out);
   run_line_ok(line);
   GString *changed = g_string_new(ctext);
   g_string_append_c(changed, '\n');
-  write_text(mine, changed->str, (gssize)changed->len);
+  write_bytes(mine, changed->str, (gssize)changed->len);
   char *resume = g_strdup_printf("%s --resume", line);
   expect_error(resume, "which this sweep does not use or which has changed since");
   g_free(resume);

@@ -25,14 +25,6 @@ static char *tmpdir;
 
 static char *in_tmp(const char *name) { return g_build_filename(tmpdir, name, NULL); }
 
-static char *data_path(const char *rel) { return g_build_filename(g_getenv("PTDSIM_DATA_DIR"), rel, NULL); }
-
-static void write_text(const char *path, const char *text, gssize len) {
-  GError *error = NULL;
-  g_assert_true(g_file_set_contents(path, text, len, &error));
-  g_assert_no_error(error);
-}
-
 static void expect_error_argv(const char *const *args, const char *needle) {
   Proc p = run_argv(args);
   g_test_message("-> %d: %s", p.status, p.err);
@@ -140,7 +132,7 @@ static void test_nothing_left(void) {
  * replaced it. */
 static void test_dump_schedule(void) {
   char *dump = in_tmp("dump.csv"), *fresh = in_tmp("fresh.csv");
-  write_text(dump, "mine\n", -1);
+  write_bytes(dump, "mine\n", -1);
   /* out of memory */
   char *line = g_strdup_printf("run --model gpt3-175b --gpus 16 --tp 8 --pp 2 --global-batch 16 --network analytic "
                                "--dump-schedule %s",
@@ -162,13 +154,13 @@ static void test_dump_schedule(void) {
   g_free(text);
   g_assert_false(g_file_test(fresh, G_FILE_TEST_EXISTS));
   /* onto an input, or onto the trace */
-  char *cluster = in_tmp("c.json"), *profile = in_tmp("p.json"), *src_c = data_path("topologies/selene.json"),
-       *src_p = data_path("calibrate/profiles/a100-sxm4-80gb.json");
+  char *cluster = in_tmp("c.json"), *profile = in_tmp("p.json"), *src_c = data_file("topologies/selene.json"),
+       *src_p = data_file("calibrate/profiles/a100-sxm4-80gb.json");
   char *c_text = slurp(src_c, &len), *p_text;
-  write_text(cluster, c_text, (gssize)len);
+  write_bytes(cluster, c_text, (gssize)len);
   gsize p_len;
   p_text = slurp(src_p, &p_len);
-  write_text(profile, p_text, (gssize)p_len);
+  write_bytes(profile, p_text, (gssize)p_len);
   const char *onto_cluster[] = {"run", "--model", "gpt3-1b", "--gpus", "16", "--tp", "8", "--pp", "2",
                                 "--global-batch", "16", "--network", "analytic", "--cluster", cluster,
                                 "--profile", profile, "--dump-schedule", cluster, NULL};
@@ -249,7 +241,7 @@ static void test_sweep_errors_not_rows(void) {
  * file of 10^6 rows was said to have 5; --trials had no upper bound. */
 static void test_bounds(void) {
   char *big = in_tmp("big.csv");
-  write_text(big, "", 0);
+  write_bytes(big, "", 0);
   g_assert_cmpint(truncate(big, (off_t)3 << 30), ==, 0);
   char *line = g_strdup_printf(RUN " --schedule-file %s", big);
   cli_test_bad(&(CliBadCase){NULL, line, "cannot be read: larger than 64 MiB"});
@@ -259,7 +251,7 @@ static void test_bounds(void) {
   for (guint i = 0; i < 1000000; i++)
     g_string_append(rows, "0F0\n");
   char *many = in_tmp("rows.csv");
-  write_text(many, rows->str, (gssize)rows->len);
+  write_bytes(many, rows->str, (gssize)rows->len);
   line = g_strdup_printf(RUN " --schedule-file %s", many);
   cli_test_bad(&(CliBadCase){NULL, line, "has 1000000 rows of actions; give one row per pipeline rank, 2 for --pp 2"});
   g_free(line);
@@ -268,7 +260,7 @@ static void test_bounds(void) {
   for (guint i = 0; i < (1u << 20) + 1; i++)
     g_string_append_c(rows, ',');
   g_string_append(rows, "\n1F0\n");
-  write_text(many, rows->str, (gssize)rows->len);
+  write_bytes(many, rows->str, (gssize)rows->len);
   line = g_strdup_printf(RUN " --schedule-file %s", many);
   cli_test_bad(&(CliBadCase){NULL, line, "rank 0 has more than 1048576 cells"});
   g_free(line);
@@ -341,7 +333,7 @@ static void test_against_docs(void) {
 /* --- 7. fit --- */
 
 static char *measurements_with_forward(const char *value) {
-  char *seed = data_path("fuzz/seeds/measurements/synthetic-small.json");
+  char *seed = data_file("fuzz/seeds/measurements/synthetic-small.json");
   gsize len;
   char *text = slurp(seed, &len);
   cJSON *j = cJSON_Parse(text);
@@ -351,7 +343,7 @@ static char *measurements_with_forward(const char *value) {
   cJSON_ReplaceItemInObjectCaseSensitive(layer, "forward_us", cJSON_CreateRaw(value));
   char *out = cJSON_PrintUnformatted(j);
   char *path = in_tmp("m.json");
-  write_text(path, out, -1);
+  write_bytes(path, out, -1);
   cJSON_free(out);
   cJSON_Delete(j);
   g_free(text);
@@ -386,7 +378,7 @@ static void test_fit(void) {
     char *text = g_strdup_printf("{\"attention\": [{\"b\": 1, \"heads\": 16, %s \"s\": 2048, \"d\": 128, "
                                  "\"fwd_s\": 0.000125, \"bwd_s\": 0.00041}]}",
                                  i < G_N_ELEMENTS(kv) ? kv[i] : "\"kv_heads\": 4,");
-    write_text(facts, text, -1);
+    write_bytes(facts, text, -1);
     line = g_strdup_printf("fit --check-facts %s --profile h100-sxm5-80gb", facts);
     if (i < G_N_ELEMENTS(kv))
       cli_test_bad(&(CliBadCase){NULL, line, "attention[0] needs kv_heads, a whole number from 1 to heads"});
@@ -417,7 +409,7 @@ static void test_error_lines(void) {
   cli_test_bad(&(CliBadCase){NULL, many->str, "--slow has 65 entries, more than 64; give at most 64"});
   g_string_free(many, TRUE);
   char *csv = in_tmp("bad.csv");
-  write_text(csv, "0F0,0B0\n", -1);
+  write_bytes(csv, "0F0,0B0\n", -1);
   char *line = g_strdup_printf(PLAN " --schedule-file %s", csv);
   Proc p = run_line(line);
   assert_one_line_error(&p, "plan searches the schedules itself, so it does not take --schedule-file");
