@@ -186,7 +186,7 @@ static void compare_sustained(const CalibMeasurements *m, const ModelProfile *p,
   for (guint i = 0; i < m->sustained->len; i++) {
     const CalibSustained *x = &g_array_index(m->sustained, CalibSustained, i);
     ModelGemm mg = {1, x->m, x->n, x->k};
-    double flops = 2.0 * (double)x->m * (double)x->n * (double)x->k;
+    double flops = model_gemm_flops(&mg);
     g_snprintf(label, sizeof label, "sustained %s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT,
                x->dtype, x->m, x->n, x->k);
     class_add(&c, flops / (calib_sustained_tflops(x) * 1e12) * 1e6, model_gemm_time_s(p, &mg) * 1e6, label);

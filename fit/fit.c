@@ -1136,7 +1136,8 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
     for (guint i = 0; i < m->sustained->len; i++) {
       const CalibSustained *x = &g_array_index(m->sustained, CalibSustained, i);
       /* the clock stretches the math, not the launch gap (models/compute.c) */
-      double flops = 2.0 * (double)x->m * (double)x->n * (double)x->k;
+      ModelGemm mg = {1, x->m, x->n, x->k};
+      double flops = model_gemm_flops(&mg);
       double tb = flops / (x->burst_tflops * 1e12), ts = flops / (calib_sustained_tflops(x) * 1e12);
       double l = fmin(prof.kernel_launch_s, 0.5 * tb);
       ratio[i] = (tb - l) / (ts - l);
