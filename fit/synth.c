@@ -77,8 +77,7 @@ CalibMeasurements *calib_synthesize(const ModelProfile *p, const ModelNet *net, 
   /* what the harness would time: bursts, at the clocks before a power
    * limit pulls them down (sustained_clock_ratio 1) */
   const ModelProfile *sustained = p;
-  ModelProfile burst = *p;
-  burst.sustained_clock_ratio = 1;
+  ModelProfile burst = calib_profile_at_burst(p);
   p = &burst;
   CalibMeasurements *m = calib_measurements_new();
   Noise nz = {gsl_rng_alloc(gsl_rng_mt19937), noise};
