@@ -45,7 +45,9 @@ static gboolean take_text(const Sink *s, const guint8 *data, gsize n, GError **e
 }
 
 gboolean ptd_read_json_text(const char *path, gsize max_bytes, const char *what, const char *too_large, GByteArray *out,
-                            GError **error) {
+                            char **sha256, GError **error) {
+  if (sha256)
+    *sha256 = NULL;
   if (!g_file_test(path, G_FILE_TEST_IS_REGULAR))
     return read_error(error, g_file_test(path, G_FILE_TEST_EXISTS) ? "not a regular file" : "no such file");
   gsize raw_len = 0;
@@ -61,6 +63,8 @@ gboolean ptd_read_json_text(const char *path, gsize max_bytes, const char *what,
   gboolean ok = TRUE;
   if (raw_len < 2 || in[0] != 0x1f || in[1] != 0x8b) {
     ok = raw_len == 0 || take_text(&s, in, raw_len, error);
+    if (ok && sha256)
+      *sha256 = g_compute_checksum_for_data(G_CHECKSUM_SHA256, in, raw_len);
     g_free(raw);
     return ok;
   }
@@ -101,6 +105,8 @@ gboolean ptd_read_json_text(const char *path, gsize max_bytes, const char *what,
                       PTD_GZIP_MAX_RATIO);
   }
   inflateEnd(&zs);
+  if (ok && sha256)
+    *sha256 = g_compute_checksum_for_data(G_CHECKSUM_SHA256, in, raw_len);
   g_free(raw);
   return ok;
 }

@@ -18,6 +18,9 @@
  * in PTD_DATA_ERROR that does not name the file (the caller says which file
  * and what it is): `what` names what a non-object is not ("a trace"), and
  * `too_large` follows "it is larger than N bytes uncompressed; " when the
- * text is over `max_bytes`.  `out` is not NUL-terminated. */
+ * text is over `max_bytes`.  `out` is not NUL-terminated.  When `sha256`
+ * is not NULL it is set, on success, to the SHA-256 (lower-case hex,
+ * g_free) of the file's bytes as they are on disk (compressed, if gzip),
+ * and to NULL on failure. */
 gboolean ptd_read_json_text(const char *path, gsize max_bytes, const char *what, const char *too_large, GByteArray *out,
-                            GError **error);
+                            char **sha256, GError **error);

@@ -327,8 +327,6 @@ void lt_gemm_destroy(LtGemm *g) {
 // dequantized values are exact in double.
 #define LT_FP8_A 16.0f
 #define LT_FP8_B 4.0f
-#define LT_SEED_A 61
-#define LT_SEED_B 62
 
 // op(A) or op(B) at storage offset idx, as the GPU reads it (dequantized).
 static double lt_input(int fp8, uint64_t seed, size_t idx, float mult) {

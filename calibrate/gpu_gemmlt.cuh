@@ -28,6 +28,12 @@
 // every GPU.
 #define LT_WORKSPACE_BYTES ((size_t)32 << 20)
 
+// The fill_kernel seeds of op(A) and op(B) in calib_gpu_gemmlt's measurement
+// (and its CPU check), and in the sustained loop that repeats that GEMM on
+// data of the same distribution.
+#define LT_SEED_A 61
+#define LT_SEED_B 62
+
 // E4M3 in the pseudo-random data helpers of gpu_common.cuh (fill_kernel,
 // host_value, to_f): round to nearest even, saturating to +-448, with the same
 // cuda_fp8.h conversion on host and device.

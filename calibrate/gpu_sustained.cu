@@ -97,8 +97,8 @@ extern "C" int calib_gpu_sustained(int device, unsigned long long m, unsigned lo
   CUDA_OK(cudaMalloc(&B, nb * sizeof(__nv_bfloat16)));
   CUDA_OK(cudaMalloc(&D, nd * sizeof *D));
   // Pseudo-random operands as the burst's: a GPU draws less power on zeros.
-  fill_kernel<__nv_bfloat16><<<grid_for(na), 256, 0, s>>>((__nv_bfloat16 *)A, na, 61, 1.0f);
-  fill_kernel<__nv_bfloat16><<<grid_for(nb), 256, 0, s>>>((__nv_bfloat16 *)B, nb, 62, 1.0f);
+  fill_kernel<__nv_bfloat16><<<grid_for(na), 256, 0, s>>>((__nv_bfloat16 *)A, na, LT_SEED_A, 1.0f);
+  fill_kernel<__nv_bfloat16><<<grid_for(nb), 256, 0, s>>>((__nv_bfloat16 *)B, nb, LT_SEED_B, 1.0f);
   CUDA_OK(cudaGetLastError());
   for (int i = 0; i < 2; i++)
     for (int j = 0; j < 2; j++)
@@ -135,7 +135,7 @@ extern "C" int calib_gpu_sustained(int device, unsigned long long m, unsigned lo
       CUDA_OK(cudaEventElapsedTime(&ms, ev[slot][0], ev[slot][1]));
       out->chunk_tflops[out->n_chunks++] = flops * chunk / (ms * 1e-3) / 1e12;
       unsigned mhz = 0, milliwatts = 0;
-      if (nv.dev && out->n_samples < out->max_chunks && nv.clock(nv.dev, NVML_CLOCK_SM_, &mhz) == 0 &&
+      if (nv.dev && nv.clock(nv.dev, NVML_CLOCK_SM_, &mhz) == 0 &&
           nv.power(nv.dev, &milliwatts) == 0) {
         out->clock_MHz[out->n_samples] = mhz;
         out->power_W[out->n_samples++] = milliwatts / 1000.0;

@@ -398,12 +398,8 @@ static gboolean check_facts(const FitOptions *o, GError **error) {
   return json != NULL;
 }
 
-static double jnum(const cJSON *obj, const char *key) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-  return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-
-/* The figures of a step for people, from the JSON (so both say the same). */
+/* The figures of a step for people, from the JSON (so both say the same):
+ * every number read is one calib_step_json always writes. */
 static char *step_text(const cJSON *json) {
   GString *s = g_string_new(NULL);
   const cJSON *src = cJSON_GetObjectItemCaseSensitive(json, "source");
@@ -417,41 +413,43 @@ static char *step_text(const cJSON *json) {
   if (cJSON_IsString(sha))
     g_string_append_printf(s, "  sha256 %s\n", sha->valuestring);
   g_string_append_printf(s, "  %u kernels, %u memsets, %u memcpys on %u stream%s; %u CUDA calls, %u CPU ops\n\n",
-                         (guint)jnum(src, "kernels"), (guint)jnum(src, "memsets"), (guint)jnum(src, "memcpys"),
-                         (guint)jnum(src, "streams"), jnum(src, "streams") == 1 ? "" : "s",
-                         (guint)jnum(src, "cuda_calls"), (guint)jnum(src, "cpu_ops"));
-  double span = jnum(gpu, "span_us");
+                         (guint)num_at(src, "kernels", NULL), (guint)num_at(src, "memsets", NULL),
+                         (guint)num_at(src, "memcpys", NULL),
+                         (guint)num_at(src, "streams", NULL), num_at(src, "streams", NULL) == 1 ? "" : "s",
+                         (guint)num_at(src, "cuda_calls", NULL), (guint)num_at(src, "cpu_ops", NULL));
+  double span = num_at(gpu, "span_us", NULL);
   g_string_append_printf(s, "  GPU span          %10.3f ms  first GPU op's start to the last one's end", span / 1e3);
   if (cJSON_GetObjectItemCaseSensitive(src, "profiler_window_us"))
-    g_string_append_printf(s, " (the profiler's window: %.3f ms)", jnum(src, "profiler_window_us") / 1e3);
+    g_string_append_printf(s, " (the profiler's window: %.3f ms)", num_at(src, "profiler_window_us", NULL) / 1e3);
   g_string_append_printf(s, "\n  GPU busy          %10.3f ms  %5.1f%% of the span (the union of the GPU's ops)\n",
-                         jnum(gpu, "busy_us") / 1e3, 100 * jnum(gpu, "busy_share"));
-  g_string_append_printf(s, "  GPU idle          %10.3f ms  %5.1f%%\n", jnum(gpu, "idle_us") / 1e3,
-                         100 * jnum(gpu, "idle_share"));
+                         num_at(gpu, "busy_us", NULL) / 1e3, 100 * num_at(gpu, "busy_share", NULL));
+  g_string_append_printf(s, "  GPU idle          %10.3f ms  %5.1f%%\n", num_at(gpu, "idle_us", NULL) / 1e3,
+                         100 * num_at(gpu, "idle_share", NULL));
   g_string_append_printf(s, "  GPU op time       %10.3f ms  the sum of the ops' durations\n\n",
-                         jnum(gpu, "op_time_us") / 1e3);
+                         num_at(gpu, "op_time_us", NULL) / 1e3);
   g_string_append_printf(s, "  %-20s %6s %12s %8s\n", "class", "ops", "time ms", "share");
   const cJSON *r;
   cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(json, "classes")) {
     g_string_append_printf(s, "  %-20s %6u %12.3f %7.1f%%\n", cJSON_GetObjectItemCaseSensitive(r, "class")->valuestring,
-                           (guint)jnum(r, "ops"), jnum(r, "time_us") / 1e3, 100 * jnum(r, "share"));
+                           (guint)num_at(r, "ops", NULL), num_at(r, "time_us", NULL) / 1e3,
+                           100 * num_at(r, "share", NULL));
   }
   const cJSON *fw = cJSON_GetObjectItemCaseSensitive(json, "framework_kernels");
   g_string_append_printf(s, "  %-20s %6s %12.3f %7.1f%%  (every class but gemm and attention)\n\n", "framework", "",
-                         jnum(fw, "time_us") / 1e3, 100 * jnum(fw, "share"));
+                         num_at(fw, "time_us", NULL) / 1e3, 100 * num_at(fw, "share", NULL));
   g_string_append_printf(s, "  launches          %10u  CUDA calls that launched a GPU op, on %u thread%s\n",
-                         (guint)jnum(host, "launches"), (guint)jnum(host, "launch_threads"),
-                         jnum(host, "launch_threads") == 1 ? "" : "s");
+                         (guint)num_at(host, "launches", NULL), (guint)num_at(host, "launch_threads", NULL),
+                         num_at(host, "launch_threads", NULL) == 1 ? "" : "s");
   g_string_append_printf(s, "  host per launch   %10.2f us  median start-to-start gap of consecutive launches on a thread\n",
-                         jnum(host, "launch_gap_median_us"));
+                         num_at(host, "launch_gap_median_us", NULL));
   g_string_append_printf(s, "  launch call       %10.2f us  median duration of a launching call\n",
-                         jnum(host, "launch_call_median_us"));
+                         num_at(host, "launch_call_median_us", NULL));
   g_string_append_printf(s, "  GPU waited for host %8.3f ms  %5.1f%% of the span, before %u ops launched after the GPU "
                             "ran idle\n",
-                         jnum(host, "gpu_wait_us") / 1e3, 100 * jnum(host, "gpu_wait_share"),
-                         (guint)jnum(host, "gpu_waits"));
+                         num_at(host, "gpu_wait_us", NULL) / 1e3, 100 * num_at(host, "gpu_wait_share", NULL),
+                         (guint)num_at(host, "gpu_waits", NULL));
   g_string_append_printf(s, "  other idle        %10.3f ms  idle gaps whose op was launched before the GPU ran idle\n",
-                         jnum(host, "other_idle_us") / 1e3);
+                         num_at(host, "other_idle_us", NULL) / 1e3);
   return g_string_free(s, FALSE);
 }
 

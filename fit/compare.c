@@ -186,7 +186,7 @@ static void compare_sustained(const CalibMeasurements *m, const ModelProfile *p,
   for (guint i = 0; i < m->sustained->len; i++) {
     const CalibSustained *x = &g_array_index(m->sustained, CalibSustained, i);
     ModelGemm mg = {1, x->m, x->n, x->k};
-    double flops = 2.0 * (double)x->m * (double)x->n * (double)x->k;
+    double flops = model_gemm_flops(&mg);
     g_snprintf(label, sizeof label, "sustained %s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT,
                x->dtype, x->m, x->n, x->k);
     class_add(&c, flops / (calib_sustained_tflops(x) * 1e12) * 1e6, model_gemm_time_s(p, &mg) * 1e6, label);
@@ -194,11 +194,7 @@ static void compare_sustained(const CalibMeasurements *m, const ModelProfile *p,
   class_emit(list, &c, "sustained gemm", "settled, at the sustained clock");
 }
 
-/* The profile at the clocks of a burst: every record but the sustained
- * loops was timed in a burst (warm-up, then back-to-back repetitions),
- * before a power limit pulls the clock down, so it is compared with the
- * profile's burst rates (sustained_clock_ratio 1). */
-static ModelProfile at_burst_clock(const ModelProfile *p) {
+ModelProfile calib_profile_at_burst(const ModelProfile *p) {
   ModelProfile b = *p;
   b.sustained_clock_ratio = 1;
   return b;
@@ -241,12 +237,13 @@ cJSON *calib_compare(const CalibMeasurements *m, const ModelProfile *p, GError *
   cJSON_AddStringToObject(root, "device", m->device.name);
   cJSON_AddStringToObject(root, "measured", m->synthetic ? m->synthetic : "measured by ptdsim-calibrate");
   cJSON *classes = cJSON_AddArrayToObject(root, "classes");
-  ModelProfile sustained_p = *p, burst = at_burst_clock(p);
+  const ModelProfile *sustained_p = p;
+  ModelProfile burst = calib_profile_at_burst(p);
   p = &burst;
   compare_gemms(m, p, classes);
   compare_attention(m, p, classes);
   compare_membound(m, p, classes);
-  compare_sustained(m, &sustained_p, classes);
+  compare_sustained(m, sustained_p, classes);
   cJSON *layers = cJSON_AddArrayToObject(root, "layer");
   Class all;
   class_init(&all);
@@ -353,7 +350,7 @@ cJSON *calib_check_facts(const cJSON *facts, const char *path, const ModelProfil
                 p->name ? p->name : "?");
     return NULL;
   }
-  ModelProfile burst = at_burst_clock(p); /* another tool's timings are bursts too */
+  ModelProfile burst = calib_profile_at_burst(p); /* another tool's timings are bursts too */
   p = &burst;
   cJSON *root = cJSON_CreateObject();
   cJSON_AddStringToObject(root, "profile", p->name ? p->name : "?");

@@ -776,6 +776,15 @@ static void put(cJSON *o, const char *key, cJSON *v) {
     cJSON_AddItemToObject(o, key, v);
 }
 
+/* One class of a membound or membound_2021 block: parent[class] = {gap_us,
+ * hbm_GBps, l2_GBps}, each to six significant digits. */
+static void put_mem_class(cJSON *parent, ModelMemClass c, double gap_us, double hbm_GBps, double l2_GBps) {
+  cJSON *o = cJSON_AddObjectToObject(parent, model_mem_class_name(c));
+  cJSON_AddNumberToObject(o, "gap_us", round_sig(gap_us, 6));
+  cJSON_AddNumberToObject(o, "hbm_GBps", round_sig(hbm_GBps, 6));
+  cJSON_AddNumberToObject(o, "l2_GBps", round_sig(l2_GBps, 6));
+}
+
 static void put_num(cJSON *o, const char *key, double v) {
   put(o, key, cJSON_CreateNumber(v));
 }
@@ -1136,7 +1145,8 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
     for (guint i = 0; i < m->sustained->len; i++) {
       const CalibSustained *x = &g_array_index(m->sustained, CalibSustained, i);
       /* the clock stretches the math, not the launch gap (models/compute.c) */
-      double flops = 2.0 * (double)x->m * (double)x->n * (double)x->k;
+      ModelGemm mg = {1, x->m, x->n, x->k};
+      double flops = model_gemm_flops(&mg);
       double tb = flops / (x->burst_tflops * 1e12), ts = flops / (calib_sustained_tflops(x) * 1e12);
       double l = fmin(prof.kernel_launch_s, 0.5 * tb);
       ratio[i] = (tb - l) / (ts - l);
@@ -1248,10 +1258,8 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
       g_free(note);
       continue;
     }
-    cJSON *o = cJSON_AddObjectToObject(mb, model_mem_class_name((ModelMemClass)c));
-    cJSON_AddNumberToObject(o, "gap_us", round_sig(prof.mem_gap_s[c] * 1e6, 6));
-    cJSON_AddNumberToObject(o, "hbm_GBps", round_sig(prof.mem_hbm_bytes_per_s[c] / 1e9, 6));
-    cJSON_AddNumberToObject(o, "l2_GBps", round_sig(prof.mem_l2_bytes_per_s[c] / 1e9, 6));
+    put_mem_class(mb, (ModelMemClass)c, prof.mem_gap_s[c] * 1e6, prof.mem_hbm_bytes_per_s[c] / 1e9,
+                  prof.mem_l2_bytes_per_s[c] / 1e9);
     if (mc[c].fitted)
       cJSON_AddStringToObject(prov, key, mc[c].note);
     else if (c == MODEL_MEM_COPY && !(base && base->has_membound))
@@ -1271,10 +1279,7 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
         continue;
       char key[48];
       g_snprintf(key, sizeof key, "membound_2021.%s", model_mem_class_name((ModelMemClass)c));
-      cJSON *o = cJSON_AddObjectToObject(m21, model_mem_class_name((ModelMemClass)c));
-      cJSON_AddNumberToObject(o, "gap_us", round_sig(mc21[c].gap_us, 6));
-      cJSON_AddNumberToObject(o, "hbm_GBps", round_sig(mc21[c].hbm_GBps, 6));
-      cJSON_AddNumberToObject(o, "l2_GBps", round_sig(mc21[c].l2_GBps, 6));
+      put_mem_class(m21, (ModelMemClass)c, mc21[c].gap_us, mc21[c].hbm_GBps, mc21[c].l2_GBps);
       char *note = g_strdup_printf("Megatron's 2021 kernels (the 2021 layer's), %s", mc21[c].note);
       cJSON_AddStringToObject(prov, key, note);
       g_free(note);

@@ -87,6 +87,12 @@ void calib_layer_label(const CalibLayer *l, char *buf, gsize len);
  * predicted / measured - 1. */
 cJSON *calib_compare(const CalibMeasurements *m, const ModelProfile *p, GError **error);
 
+/* The profile at the clocks of a burst: every record but the sustained
+ * loops is timed in a burst (warm-up, then back-to-back repetitions),
+ * before a power limit pulls the clock down, so it is predicted by the
+ * profile's burst rates: `p` with sustained_clock_ratio 1. */
+ModelProfile calib_profile_at_burst(const ModelProfile *p);
+
 /* Kernel facts from another tool (the format of
  * shared/measurements/h100-kernels-pytorch.json: attention, gemm and
  * membound lists of PyTorch timings on one GPU) against profile `p`.  A

@@ -3,6 +3,8 @@
 
 #include <string.h>
 
+#include "../measure/measurements.h"
+
 static const char *const class_names[CALIB_STEP_N_CLASSES] = {
     "gemm", "attention", "elementwise", "copy_cast", "fill_memset", "reduction_softmax", "norm",
     "concat_indexing", "other"};
@@ -71,20 +73,6 @@ CalibStepClass calib_step_class(CalibProfGpuKind kind, const char *name) {
   return CALIB_STEP_OTHER;
 }
 
-static int cmp_i64(const void *pa, const void *pb) {
-  gint64 a = *(const gint64 *)pa, b = *(const gint64 *)pb;
-  return a < b ? -1 : a > b;
-}
-
-/* The median of n values (sorted in place): the middle one, or the mean of
- * the two middle ones. */
-static double median(gint64 *v, guint n) {
-  if (n == 0)
-    return 0;
-  qsort(v, n, sizeof *v, cmp_i64);
-  return n % 2 ? (double)v[n / 2] : ((double)v[n / 2 - 1] + (double)v[n / 2]) / 2;
-}
-
 void calib_step_figures(const CalibProfTrace *t, CalibStepFigures *f) {
   memset(f, 0, sizeof *f);
   GHashTable *streams = g_hash_table_new(g_int64_hash, g_int64_equal);
@@ -127,21 +115,23 @@ void calib_step_figures(const CalibProfTrace *t, CalibStepFigures *f) {
   f->streams = g_hash_table_size(streams);
   g_hash_table_destroy(streams);
   /* launches: t->api is sorted by thread and start */
-  gint64 *gaps = g_new(gint64, t->api->len + 1), *calls = g_new(gint64, t->api->len + 1);
+  double *gaps = g_new(double, t->api->len + 1), *calls = g_new(double, t->api->len + 1);
   const CalibProfApi *prev = NULL;
   for (guint i = 0; i < t->api->len; i++) {
     const CalibProfApi *a = &g_array_index(t->api, CalibProfApi, i);
     if (!a->launched)
       continue;
-    calls[f->launches++] = a->dur_ns;
+    calls[f->launches++] = (double)a->dur_ns;
     if (prev && prev->tid == a->tid)
-      gaps[f->gaps++] = a->start_ns - prev->start_ns;
+      gaps[f->gaps++] = (double)(a->start_ns - prev->start_ns);
     else
       f->launch_threads++;
     prev = a;
   }
-  f->gap_median_ns = median(gaps, f->gaps);
-  f->call_median_ns = median(calls, f->launches);
+  /* the medians: the middle value, or the mean of the two middle ones (0
+   * when there is none) */
+  f->gap_median_ns = calib_time_from_samples(gaps, f->gaps).median_us;
+  f->call_median_ns = calib_time_from_samples(calls, f->launches).median_us;
   g_free(gaps);
   g_free(calls);
 }

@@ -56,14 +56,16 @@ static void synth_gemms(CalibMeasurements *m, const ModelProfile *p, const Calib
 }
 
 /* A sustained loop where the profile's tensor-core clock settles below its
- * burst clock (sustained_clock_ratio < 1): a 16-bit 8192^3 GEMM's burst
- * rate at the burst profile, then eight chunks at the profile's sustained
- * clock, each with its own noise. */
-static void synth_sustained(CalibMeasurements *m, const ModelProfile *burst, const ModelProfile *sustained, Noise *nz) {
-  CalibSustained x = {.m = 8192, .n = 8192, .k = 8192, .loop_s = 20, .n_chunks = 8};
+ * burst clock (sustained_clock_ratio < 1): the plan's 16-bit
+ * CALIB_SUSTAINED_M x N x K GEMM's burst rate at the burst profile, then
+ * eight chunks at the profile's sustained clock, each with its own noise. */
+static void synth_sustained(CalibMeasurements *m, const ModelProfile *burst, const ModelProfile *sustained,
+                            const CalibPlan *plan, Noise *nz) {
+  CalibSustained x = {.m = CALIB_SUSTAINED_M, .n = CALIB_SUSTAINED_N, .k = CALIB_SUSTAINED_K,
+                      .loop_s = plan->cfg.sustained_s, .n_chunks = 8};
   g_strlcpy(x.dtype, "bf16", sizeof x.dtype);
   ModelGemm mg = {1, x.m, x.n, x.k};
-  double flops = 2.0 * 8192.0 * 8192.0 * 8192.0;
+  double flops = model_gemm_flops(&mg);
   x.burst_tflops = flops / (noisy(nz, model_gemm_time_s(burst, &mg)).median_us * 1e6);
   for (guint i = 0; i < x.n_chunks; i++)
     x.chunk_tflops[i] = flops / (noisy(nz, model_gemm_time_s(sustained, &mg)).median_us * 1e6);
@@ -75,8 +77,7 @@ CalibMeasurements *calib_synthesize(const ModelProfile *p, const ModelNet *net, 
   /* what the harness would time: bursts, at the clocks before a power
    * limit pulls them down (sustained_clock_ratio 1) */
   const ModelProfile *sustained = p;
-  ModelProfile burst = *p;
-  burst.sustained_clock_ratio = 1;
+  ModelProfile burst = calib_profile_at_burst(p);
   p = &burst;
   CalibMeasurements *m = calib_measurements_new();
   Noise nz = {gsl_rng_alloc(gsl_rng_mt19937), noise};
@@ -192,7 +193,7 @@ CalibMeasurements *calib_synthesize(const ModelProfile *p, const ModelNet *net, 
       }
     }
   if (sustained->sustained_clock_ratio < 1)
-    synth_sustained(m, p, sustained, &nz);
+    synth_sustained(m, p, sustained, plan, &nz);
   gsl_rng_free(nz.rng);
   return m;
 }

@@ -398,8 +398,9 @@ static gboolean bad(Reader *r, const char *key, const char *why) {
   return FALSE;
 }
 
-static gboolean get_num(Reader *r, const cJSON *o, const char *key, const PtdRange *range, double *out) {
-  const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+/* Checks the value `it` found under `key` (NULL: the key is absent) and
+ * stores it in *out. */
+static gboolean check_num(Reader *r, const cJSON *it, const char *key, const PtdRange *range, double *out) {
   if (!it)
     return bad(r, key, "is missing");
   if (!cJSON_IsNumber(it) || !isfinite(it->valuedouble))
@@ -416,6 +417,10 @@ static gboolean get_num(Reader *r, const cJSON *o, const char *key, const PtdRan
   }
   *out = it->valuedouble;
   return TRUE;
+}
+
+static gboolean get_num(Reader *r, const cJSON *o, const char *key, const PtdRange *range, double *out) {
+  return check_num(r, cJSON_GetObjectItemCaseSensitive(o, key), key, range, out);
 }
 
 /* get_num for an optional key: *out keeps its default when the key is absent. */
@@ -710,20 +715,14 @@ static gboolean get_samples(Reader *r, const cJSON *o, const char *key, gboolean
     g_snprintf(why, sizeof why, "must be a list of 1 to %u numbers", CALIB_MAX_SAMPLES);
     return bad(r, key, why);
   }
-  char where[64], name[64];
-  memcpy(where, r->where, sizeof where);
+  char name[64];
   cJSON_ArrayForEach(it, a) {
-    g_snprintf(name, sizeof name, "%s[%u]", key, *n);
     /* each sample checked as a key of its own, named by its index */
-    cJSON *one = cJSON_CreateObject();
-    cJSON_AddItemReferenceToObject(one, name, (cJSON *)it);
-    gboolean ok = get_num(r, one, name, range, &out[*n]);
-    cJSON_Delete(one);
-    if (!ok)
+    g_snprintf(name, sizeof name, "%s[%u]", key, *n);
+    if (!check_num(r, it, name, range, &out[*n]))
       return FALSE;
     (*n)++;
   }
-  memcpy(r->where, where, sizeof where);
   return TRUE;
 }
 

@@ -290,7 +290,9 @@ CalibProfTrace *calib_prof_parse(const char *text, gsize len, const char *label,
 CalibProfTrace *calib_prof_load(const char *path, GError **error) {
   GByteArray *bytes = g_byte_array_new();
   GError *local = NULL;
-  if (!ptd_read_json_text(path, CALIB_PROF_MAX_BYTES, "a trace", "profile one step and try again", bytes, &local)) {
+  char *sha256 = NULL;
+  if (!ptd_read_json_text(path, CALIB_PROF_MAX_BYTES, "a trace", "profile one step and try again", bytes, &sha256,
+                          &local)) {
     fail(error, path, "%s", local->message);
     g_error_free(local);
     g_byte_array_free(bytes, TRUE);
@@ -299,17 +301,16 @@ CalibProfTrace *calib_prof_load(const char *path, GError **error) {
   if (bytes->len == 0) {
     fail(error, path, "the file is empty");
     g_byte_array_free(bytes, TRUE);
+    g_free(sha256);
     return NULL;
   }
   guint8 nul = 0;
   g_byte_array_append(bytes, &nul, 1);
   CalibProfTrace *t = calib_prof_parse((const char *)bytes->data, bytes->len - 1, path, error);
   g_byte_array_free(bytes, TRUE);
-  if (t) {
-    gsize raw_len = 0;
-    char *raw = ptd_read_input(path, CALIB_PROF_MAX_BYTES, &raw_len, NULL);
-    t->sha256 = raw ? g_compute_checksum_for_data(G_CHECKSUM_SHA256, (const guchar *)raw, raw_len) : NULL;
-    g_free(raw);
-  }
+  if (t)
+    t->sha256 = sha256;
+  else
+    g_free(sha256);
   return t;
 }

@@ -116,20 +116,26 @@ ModelMemClass model_mem_class_lookup(const char *name) {
   return MODEL_MEM_N;
 }
 
+/* A fitted class surface: the class's gap plus the bytes at its L2 rate
+ * when they fit in L2, its HBM rate otherwise. */
+static double mem_class_time_s(const ModelProfile *p, const double *gap_s, const double *l2_bytes_per_s,
+                               const double *hbm_bytes_per_s, ModelMemClass c, double bytes) {
+  double bw = p->l2_bytes > 0 && bytes <= p->l2_bytes ? l2_bytes_per_s[c] : hbm_bytes_per_s[c];
+  return gap_s[c] + bytes / bw;
+}
+
 double model_mem_time_s(const ModelProfile *p, ModelMemClass c, double bytes) {
   if (bytes <= 0)
     return 0;
   if (!p->has_membound || c >= MODEL_MEM_N)
     return p->kernel_launch_s + bytes / (p->hbm_bytes_per_s * p->memory_efficiency);
-  double bw = p->l2_bytes > 0 && bytes <= p->l2_bytes ? p->mem_l2_bytes_per_s[c] : p->mem_hbm_bytes_per_s[c];
-  return p->mem_gap_s[c] + bytes / bw;
+  return mem_class_time_s(p, p->mem_gap_s, p->mem_l2_bytes_per_s, p->mem_hbm_bytes_per_s, c, bytes);
 }
 
 double model_mem_2021_time_s(const ModelProfile *p, ModelMemClass c, double bytes) {
   if (!p->has_membound_2021 || c >= MODEL_MEM_N || bytes <= 0)
     return model_mem_time_s(p, c, bytes);
-  double bw = p->l2_bytes > 0 && bytes <= p->l2_bytes ? p->mem_2021_l2_bytes_per_s[c] : p->mem_2021_hbm_bytes_per_s[c];
-  return p->mem_2021_gap_s[c] + bytes / bw;
+  return mem_class_time_s(p, p->mem_2021_gap_s, p->mem_2021_l2_bytes_per_s, p->mem_2021_hbm_bytes_per_s, c, bytes);
 }
 
 double model_memop_time_s(const ModelProfile *p, double bytes) {

@@ -106,6 +106,34 @@ static ModelProfile *profile_from_json(const cJSON *json, const char *name) {
 
 /* --- the plan --- */
 
+/* The sustained mode's plan in process (what --dry-run --mode sustained
+ * prints, checked through the binary above where it is built): the loop's
+ * seconds are in the printed plan and in the estimate, second for second,
+ * and the other modes are not. */
+static void test_plan_sustained(void) {
+  static const double seconds[2] = {20, 100};
+  double est_s[2];
+  for (int i = 0; i < 2; i++) {
+    CalibPlanConfig cfg;
+    calib_plan_config_default(&cfg);
+    cfg.sustained_s = seconds[i];
+    GError *error = NULL;
+    CalibPlan *plan = calib_plan_new(&cfg, &error);
+    g_assert_no_error(error);
+    GString *out = g_string_new(NULL);
+    calib_plan_print(plan, "sustained", 10, 50, out);
+    char *want = g_strdup_printf("then %.0f s of back-to-back chunks of %u products", seconds[i], CALIB_SUSTAINED_CHUNK);
+    g_assert_nonnull(strstr(out->str, want));
+    g_assert_null(strstr(out->str, "gemm:"));
+    g_free(want);
+    g_string_free(out, TRUE);
+    est_s[i] = calib_plan_estimate_s(plan, "sustained", 10, 50, 1);
+    g_assert_cmpfloat(est_s[i], >, seconds[i]);
+    calib_plan_free(plan);
+  }
+  g_assert_cmpfloat_with_epsilon(est_s[1] - est_s[0], 80, 1e-9);
+}
+
 /* The forward GEMMs of the plan's layer add up to Narayanan et al.'s
  * 24 b s h^2 + 4 b s^2 h per layer (SC21 Eq. 2's per-layer forward, before
  * the logit layer), divided by t; every backward pass is twice that. */
@@ -1760,6 +1788,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/calibrate/measured-collectives-in-model", test_measured_collectives_in_model);
   g_test_add_func("/calibrate/cli-fit", test_cli_fit);
   g_test_add_func("/calibrate/calibrate-dry-run", test_calibrate_dry_run);
+  g_test_add_func("/calibrate/plan-sustained", test_plan_sustained);
   g_test_add_func("/calibrate/gemm-index", test_gemm_index);
   g_test_add_func("/calibrate/fit-single-rank", test_fit_single_rank);
   g_test_add_func("/calibrate/synth-layers", test_synth_layers);

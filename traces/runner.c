@@ -258,7 +258,7 @@ cJSON *trace_run_full(const SimPlanRequest *req, const RtOptions *rt, const Topo
 /* The file, plain or gzip (base/gzread.c), with its errors naming it. */
 static gboolean read_all(const char *path, GByteArray *out, GError **error) {
   GError *local = NULL;
-  if (ptd_read_json_text(path, MAX_TRACE_BYTES, "a trace", "it is not one ptdsim writes", out, &local))
+  if (ptd_read_json_text(path, MAX_TRACE_BYTES, "a trace", "it is not one ptdsim writes", out, NULL, &local))
     return TRUE;
   g_set_error(error, TRACE_RUNNER_ERROR, TRACE_RUNNER_ERROR_READ, "cannot read trace '%s': %s", path, local->message);
   g_error_free(local);
