@@ -582,11 +582,23 @@ const SimScheduleInfo *sim_schedule_table(guint *n) {
   return schedules;
 }
 
+/* Every SimSchedule has one row: the rows by id, filled once, so that a
+ * row costs one look-up on the per-item paths (route.c's placement). */
+#define N_SCHEDULE_IDS (SIM_SCHEDULE_ZB_AUTO + 1)
+G_STATIC_ASSERT(G_N_ELEMENTS(schedules) == N_SCHEDULE_IDS);
+
 const SimScheduleInfo *sim_schedule_info(SimSchedule s) {
-  for (guint i = 0; i < G_N_ELEMENTS(schedules); i++)
-    if (schedules[i].id == s)
-      return &schedules[i];
-  g_return_val_if_reached(&schedules[1]);
+  static const SimScheduleInfo *by_id[N_SCHEDULE_IDS];
+  static gsize done = 0;
+  if (g_once_init_enter(&done)) {
+    for (guint i = 0; i < G_N_ELEMENTS(schedules); i++) {
+      g_assert((guint)schedules[i].id < N_SCHEDULE_IDS && !by_id[schedules[i].id]);
+      by_id[schedules[i].id] = &schedules[i];
+    }
+    g_once_init_leave(&done, 1);
+  }
+  g_return_val_if_fail((guint)s < N_SCHEDULE_IDS, &schedules[1]);
+  return by_id[s];
 }
 
 const SimScheduleInfo *sim_schedule_find(const char *name) {
