@@ -657,9 +657,10 @@ const char *sim_schedule_word_list(void) {
 void sim_schedule_order(SimSchedule schedule, guint p, guint m, guint v, guint stage, GArray *out) {
   g_array_set_size(out, 0);
   const SimScheduleInfo *row = sim_schedule_info(schedule);
-  /* a schedule without an order of its own (the heuristics before their
-   * times, TeraPipe, a file) gets the interleaved formula, as before */
-  (row->order ? row->order : order_interleaved)(p, m, v, stage, out);
+  /* the heuristics take their orders from the stages' times
+   * (sim_schedule_zb_auto), a file from itself: no formula here */
+  g_return_if_fail(row->order);
+  row->order(p, m, v, stage, out);
 }
 
 /* --- a user's schedule --- */
@@ -811,8 +812,6 @@ SimScheduleFile *sim_schedule_file_parse(const char *text, gsize len, const char
       line = eol + 1;
     }
   }
-  if (rows->len != p)
-    FFAIL("%s has %u rows of actions; give one row per pipeline rank, %u for --pp %u", name, rows->len, p, p);
   /* stages: each on one rank, the same number per rank */
   guint n_stages = 0;
   for (guint r = 0; r < p; r++) {
