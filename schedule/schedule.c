@@ -638,17 +638,14 @@ const char *sim_schedule_word_list(void) {
   static gsize done = 0;
   if (g_once_init_enter(&done)) {
     /* the schedules of passes, then the others ("a, b or c") */
-    GPtrArray *w = g_ptr_array_new();
+    PtdWord w[G_N_ELEMENTS(schedules) + 1];
+    guint n = 0;
     for (int passes = 1; passes >= 0; passes--)
       for (guint i = 0; i < G_N_ELEMENTS(schedules); i++)
         if (schedules[i].word && schedules[i].passes == passes)
-          g_ptr_array_add(w, (gpointer)schedules[i].name);
-    GString *s = g_string_new(NULL);
-    for (guint i = 0; i < w->len; i++)
-      g_string_append_printf(s, "%s%s", i == 0 ? "" : i + 1 == w->len ? " or " : ", ",
-                             (const char *)g_ptr_array_index(w, i));
-    g_ptr_array_free(w, TRUE);
-    text = g_string_free(s, FALSE);
+          w[n++] = (PtdWord){schedules[i].name, (int)schedules[i].id};
+    w[n] = (PtdWord){NULL, 0};
+    text = ptd_word_list(w);
     g_once_init_leave(&done, 1);
   }
   return text;
