@@ -12,7 +12,7 @@
 static gboolean config_arg(const char *option_name, const char *value, gpointer data, GError **error) {
   gint id = search_option_find(g_str_has_prefix(option_name, "--") ? option_name + 2 : option_name);
   g_return_val_if_fail(id >= 0, FALSE);
-  return search_config_set(data, (SearchOptId)id, value, error);
+  return search_value_check((SearchOptId)id, value, error) && search_config_set(data, (SearchOptId)id, value, error);
 }
 
 void cli_config_add(CliArgs *a, SearchConfig *cfg) {

@@ -223,7 +223,9 @@ int cli_figure(int argc, char **argv) {
     o.network_value = (SimNetwork)word;
   else if (o.network) {
     char *echo = ptd_echo(o.network, PTD_ECHO_MAX, FALSE);
-    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --network '%s'; use flow or analytic", echo);
+    char *words = ptd_word_list(sim_network_words);
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --network '%s'; use %s", echo, words);
+    g_free(words);
     g_free(echo);
     goto fail;
   }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../base/text.h"
+#include "../plan/validate.h"
 #include "cli.h"
 #include "../search/planner.h"
 #include "../search/pool.h"
@@ -186,13 +187,9 @@ int cli_plan(int argc, char **argv) {
                 "ptdsim run or sweep --schedule-file");
     goto fail;
   }
-  if (cfg.text[SEARCH_OPT_SCHEDULE] && strcmp(cfg.text[SEARCH_OPT_SCHEDULE], "zb-auto") == 0 &&
-      !cfg.given[SEARCH_OPT_ACTIVATION_LIMIT]) {
-    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                "--schedule zb-auto finds a schedule within an activation-memory limit; give --activation-limit GiB "
-                "(the activations a GPU may hold, e.g. 20)");
+  const SimScheduleInfo *named = sim_schedule_find(cfg.text[SEARCH_OPT_SCHEDULE]);
+  if (named && !sim_plan_activation_limit_check(named, cfg.given[SEARCH_OPT_ACTIVATION_LIMIT], &error))
     goto fail;
-  }
   RtOptions rt;
   if (!cli_format(format, &fmt, &error) || !search_config_runtime(&cfg, &rt, &error) ||
       !cli_load_machine_sized(cfg.text[SEARCH_OPT_CLUSTER], cfg.count[SEARCH_OPT_NODES], cfg.text[SEARCH_OPT_PROFILE],

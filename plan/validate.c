@@ -330,41 +330,42 @@ static gboolean build_stragglers(const SimPlanRequest *r, const TopoCluster *clu
   return TRUE;
 }
 
-/* "a, b or c": the words of the schedules whose row says `which`. */
-static char *schedule_words_where(gboolean (*which)(const SimScheduleInfo *)) {
-  guint n;
-  const SimScheduleInfo *t = sim_schedule_table(&n);
-  GPtrArray *w = g_ptr_array_new();
-  for (guint i = 0; i < n; i++)
-    if (t[i].word && which(&t[i]))
-      g_ptr_array_add(w, (gpointer)t[i].name);
-  GString *s = g_string_new(NULL);
-  for (guint i = 0; i < w->len; i++)
-    g_string_append_printf(s, "%s%s", i == 0 ? "" : i + 1 == w->len ? " or " : ", ",
-                           (const char *)g_ptr_array_index(w, i));
-  g_ptr_array_free(w, TRUE);
-  return g_string_free(s, FALSE);
-}
+/* "a, b or c": the words of the schedules whose row says `which`, joined
+ * once per predicate (the two below) and kept. */
+typedef gboolean (*RowTest)(const SimScheduleInfo *);
 static gboolean is_chunked(const SimScheduleInfo *row) { return row->chunks == SIM_CHUNKS_ANY; }
 static gboolean is_limited(const SimScheduleInfo *row) { return row->activation_limit; }
-/* The schedules that take --chunks, and the one --activation-limit is for. */
-static const char *chunked_schedules(void) {
-  static char *text;
+static const RowTest row_tests[] = {is_chunked, is_limited};
+static const char *schedule_words_where(RowTest which) {
+  static char *text[G_N_ELEMENTS(row_tests)];
   static gsize once = 0;
   if (g_once_init_enter(&once)) {
-    text = schedule_words_where(is_chunked);
+    guint n;
+    const SimScheduleInfo *t = sim_schedule_table(&n);
+    PtdWord *words = g_new0(PtdWord, n + 1);
+    for (guint k = 0; k < G_N_ELEMENTS(row_tests); k++) {
+      guint w = 0;
+      for (guint i = 0; i < n; i++)
+        if (t[i].word && row_tests[k](&t[i]))
+          words[w++] = (PtdWord){t[i].name, (int)t[i].id};
+      words[w] = (PtdWord){NULL, 0};
+      text[k] = ptd_word_list(words);
+    }
+    g_free(words);
     g_once_init_leave(&once, 1);
   }
-  return text;
+  for (guint k = 0; k < G_N_ELEMENTS(row_tests); k++)
+    if (row_tests[k] == which)
+      return text[k];
+  g_return_val_if_reached("");
 }
-static const char *limited_schedule(void) {
-  static char *text;
-  static gsize once = 0;
-  if (g_once_init_enter(&once)) {
-    text = schedule_words_where(is_limited);
-    g_once_init_leave(&once, 1);
-  }
-  return text;
+
+gboolean sim_plan_activation_limit_check(const SimScheduleInfo *row, gboolean limit_given, GError **error) {
+  if (row->activation_limit && !limit_given)
+    FAIL("--schedule %s finds a schedule within an activation-memory limit; give --activation-limit GiB (the "
+         "activations a GPU may hold, e.g. 20)",
+         row->name);
+  return TRUE;
 }
 
 gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, SimPlan *plan, GError **error) {
@@ -466,12 +467,10 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   else /* a request made by hand naming what --schedule cannot */
     FAIL("unknown --schedule '%s'; use %s", sim_schedule_name(r->schedule), sim_schedule_word_list());
   const SimScheduleInfo *row = sim_schedule_info(sched);
-  if (row->activation_limit && !(r->activation_limit_gib > 0))
-    FAIL("--schedule %s finds a schedule within an activation-memory limit; give --activation-limit GiB (the "
-         "activations a GPU may hold, e.g. 20)",
-         row->name);
+  if (!sim_plan_activation_limit_check(row, r->activation_limit_gib > 0, error))
+    return FALSE;
   if (!row->activation_limit && r->activation_limit_gib > 0) {
-    const char *limited = limited_schedule();
+    const char *limited = schedule_words_where(is_limited);
     FAIL("--activation-limit is %s's memory limit; add --schedule %s or drop it", limited, limited);
   }
   if (!(r->activation_limit_gib >= 0) || r->activation_limit_gib > 1e6)
@@ -549,7 +548,7 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     FAIL("give either --layers-per-chunk or --chunks, not both");
   gboolean looped = row->chunks == SIM_CHUNKS_ANY;
   if (!looped && (r->layers_per_chunk || r->chunks))
-    FAIL("--layers-per-chunk and --chunks need --schedule %s", chunked_schedules());
+    FAIL("--layers-per-chunk and --chunks need --schedule %s", schedule_words_where(is_chunked));
   gboolean split_ends = r->split.first || r->split.last, split_extra = r->split.embedding || r->split.loss;
   if (row->backward != SIM_BACKWARD_WHOLE) {
     const char *name = row->word ? row->name : "--schedule-file";

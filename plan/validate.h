@@ -9,6 +9,10 @@
 /* Checks the request against the cluster and fills `plan`.  Every error is
  * one line saying what is wrong and how to fix it. */
 gboolean sim_plan_build(const SimPlanRequest *req, const TopoCluster *cluster, SimPlan *plan, GError **error);
+/* The schedule's need for --activation-limit (zb-auto's), given or not:
+ * the one check and one-line error sim_plan_build makes, for a command
+ * (plan) that must say it before its search runs. */
+gboolean sim_plan_activation_limit_check(const SimScheduleInfo *row, gboolean limit_given, GError **error);
 /* The option values the plan reads, each read by one parser, once, at
  * the command line's edge (search/options.c checks a value with it as it
  * is given, and search_config_request puts what it reads in the request): a --slow (links FALSE) or --slow-link (TRUE) list of

@@ -582,11 +582,23 @@ const SimScheduleInfo *sim_schedule_table(guint *n) {
   return schedules;
 }
 
+/* Every SimSchedule has one row: the rows by id, filled once, so that a
+ * row costs one look-up on the per-item paths (route.c's placement). */
+#define N_SCHEDULE_IDS (SIM_SCHEDULE_ZB_AUTO + 1)
+G_STATIC_ASSERT(G_N_ELEMENTS(schedules) == N_SCHEDULE_IDS);
+
 const SimScheduleInfo *sim_schedule_info(SimSchedule s) {
-  for (guint i = 0; i < G_N_ELEMENTS(schedules); i++)
-    if (schedules[i].id == s)
-      return &schedules[i];
-  g_return_val_if_reached(&schedules[1]);
+  static const SimScheduleInfo *by_id[N_SCHEDULE_IDS];
+  static gsize done = 0;
+  if (g_once_init_enter(&done)) {
+    for (guint i = 0; i < G_N_ELEMENTS(schedules); i++) {
+      g_assert((guint)schedules[i].id < N_SCHEDULE_IDS && !by_id[schedules[i].id]);
+      by_id[schedules[i].id] = &schedules[i];
+    }
+    g_once_init_leave(&done, 1);
+  }
+  g_return_val_if_fail((guint)s < N_SCHEDULE_IDS, &schedules[1]);
+  return by_id[s];
 }
 
 const SimScheduleInfo *sim_schedule_find(const char *name) {
@@ -626,17 +638,14 @@ const char *sim_schedule_word_list(void) {
   static gsize done = 0;
   if (g_once_init_enter(&done)) {
     /* the schedules of passes, then the others ("a, b or c") */
-    GPtrArray *w = g_ptr_array_new();
+    PtdWord w[G_N_ELEMENTS(schedules) + 1];
+    guint n = 0;
     for (int passes = 1; passes >= 0; passes--)
       for (guint i = 0; i < G_N_ELEMENTS(schedules); i++)
         if (schedules[i].word && schedules[i].passes == passes)
-          g_ptr_array_add(w, (gpointer)schedules[i].name);
-    GString *s = g_string_new(NULL);
-    for (guint i = 0; i < w->len; i++)
-      g_string_append_printf(s, "%s%s", i == 0 ? "" : i + 1 == w->len ? " or " : ", ",
-                             (const char *)g_ptr_array_index(w, i));
-    g_ptr_array_free(w, TRUE);
-    text = g_string_free(s, FALSE);
+          w[n++] = (PtdWord){schedules[i].name, (int)schedules[i].id};
+    w[n] = (PtdWord){NULL, 0};
+    text = ptd_word_list(w);
     g_once_init_leave(&done, 1);
   }
   return text;
@@ -645,9 +654,10 @@ const char *sim_schedule_word_list(void) {
 void sim_schedule_order(SimSchedule schedule, guint p, guint m, guint v, guint stage, GArray *out) {
   g_array_set_size(out, 0);
   const SimScheduleInfo *row = sim_schedule_info(schedule);
-  /* a schedule without an order of its own (the heuristics before their
-   * times, TeraPipe, a file) gets the interleaved formula, as before */
-  (row->order ? row->order : order_interleaved)(p, m, v, stage, out);
+  /* the heuristics take their orders from the stages' times
+   * (sim_schedule_zb_auto), a file from itself: no formula here */
+  g_return_if_fail(row->order);
+  row->order(p, m, v, stage, out);
 }
 
 /* --- a user's schedule --- */
@@ -799,8 +809,6 @@ SimScheduleFile *sim_schedule_file_parse(const char *text, gsize len, const char
       line = eol + 1;
     }
   }
-  if (rows->len != p)
-    FFAIL("%s has %u rows of actions; give one row per pipeline rank, %u for --pp %u", name, rows->len, p, p);
   /* stages: each on one rank, the same number per rank */
   guint n_stages = 0;
   for (guint r = 0; r < p; r++) {

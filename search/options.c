@@ -506,7 +506,6 @@ void search_config_unset(SearchConfig *c, SearchOptId id) {
 }
 
 static gboolean search_choice(SearchOptId id, const char *word, int *value, GError **error);
-static gboolean text_value_check(SearchOptId id, const char *value, GError **error);
 
 gboolean search_config_set(SearchConfig *c, SearchOptId id, const char *value, GError **error) {
   const SearchOption *o = search_option(id);
@@ -523,10 +522,6 @@ gboolean search_config_set(SearchConfig *c, SearchOptId id, const char *value, G
      * verb (plan's search too) names an unknown one and lists the set */
     int v;
     if (o->words && !search_choice(id, value, &v, error))
-      return FALSE;
-    /* a value wrong on its own is refused as it is given, by the one
-     * parser its kind has, so that run, plan and sweep refuse it alike */
-    if (!text_value_check(id, value, error))
       return FALSE;
     g_free(c->text[id]);
     c->text[id] = g_strdup(value);
@@ -633,7 +628,12 @@ static gboolean word_opt(const SearchConfig *c, SearchOptId id, int *value, gboo
 gboolean search_value_check(SearchOptId id, const char *value, GError **error) {
   SearchConfig c;
   search_config_init(&c);
-  gboolean ok = search_config_set(&c, id, value, error);
+  /* a value wrong on its own is refused where it arrives (here, for the
+   * command line and a sweep's grid), by the one parser its kind has, so
+   * that run, plan and sweep refuse it alike; search_config_set does not
+   * parse it again for each sweep row */
+  gboolean ok = search_config_set(&c, id, value, error) &&
+                (search_option(id)->kind != SEARCH_OPT_TEXT || text_value_check(id, value, error));
   search_config_clear(&c);
   return ok;
 }

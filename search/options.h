@@ -144,7 +144,9 @@ void search_config_init(SearchConfig *c);
 void search_config_clear(SearchConfig *c);
 void search_config_copy(SearchConfig *to, const SearchConfig *from);
 /* Sets option `id` from its text (NULL for a flag): a count must be digits
- * only, 1 to 2^31-1 ("08", "0x8", "-1", "8.0" and "" are refused).  Errors
+ * only, 1 to 2^31-1 ("08", "0x8", "-1", "8.0" and "" are refused), a word
+ * of a closed set one of its words.  A text value is not parsed further
+ * here: search_value_check does that where a value first arrives.  Errors
  * are one line naming the option. */
 gboolean search_config_set(SearchConfig *c, SearchOptId id, const char *value, GError **error);
 /* Clears option `id` (as if not given). */
@@ -161,8 +163,10 @@ gboolean search_config_runtime(const SearchConfig *c, RtOptions *o, GError **err
 /* Reads a token count: 300e9, 300B, 1.2T; 0 when text is NULL. */
 gboolean search_tokens(const char *text, double *out, GError **error);
 /* Checks one value of an option on its own, as run would refuse it (a
- * count, a word of a closed set, --tokens, --memory-reserve): a sweep
- * refuses a value wrong for every row before any row runs. */
+ * count, a word of a closed set, --tokens, --memory-reserve, --slow, a
+ * --schedule-file that cannot be read): the command line's values and a
+ * sweep's grid values are checked by it as they arrive, so a sweep refuses
+ * a value wrong for every row before any row runs. */
 gboolean search_value_check(SearchOptId id, const char *value, GError **error);
 /* Writes a token count as people write it -- 15T, 300B, 1.2T, 2.5M: the
  * largest of the suffixes T, B and M that leaves a mantissa of at least 1,

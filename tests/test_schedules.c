@@ -1233,6 +1233,23 @@ static void test_table_names(void) {
   const SimScheduleInfo *t = sim_schedule_table(&n);
   guint seen[SIM_SCHEDULE_ZB_AUTO + 1] = {0};
   guint words = 0;
+  /* the list's words one by one ("a, b or c"): a substring test would pass
+   * "interleaved" on "interleaved-zb" */
+  GPtrArray *listed = g_ptr_array_new_with_free_func(g_free);
+  {
+    char **parts = g_strsplit(sim_schedule_word_list(), ", ", -1);
+    guint np = g_strv_length(parts);
+    g_assert_cmpuint(np, >, 0);
+    for (guint k = 0; k + 1 < np; k++)
+      g_ptr_array_add(listed, g_strdup(parts[k]));
+    char **last = g_strsplit(parts[np - 1], " or ", -1);
+    g_assert_cmpuint(g_strv_length(last), ==, np > 1 ? 2 : 1);
+    for (guint k = 0; last[k]; k++)
+      g_ptr_array_add(listed, g_strdup(last[k]));
+    g_strfreev(last);
+    g_strfreev(parts);
+    g_ptr_array_add(listed, NULL);
+  }
   for (guint i = 0; i < n; i++) {
     g_assert_cmpuint(t[i].id, <=, SIM_SCHEDULE_ZB_AUTO);
     seen[t[i].id]++;
@@ -1240,6 +1257,7 @@ static void test_table_names(void) {
     g_assert_true(sim_schedule_find(t[i].name) == &t[i]);
     g_assert_cmpstr(sim_schedule_name(t[i].id), ==, t[i].name);
     g_assert_true(strstr(sim_schedule_word_list(), t[i].name) != NULL || !t[i].word);
+    g_assert_cmpint(g_strv_contains((const char *const *)listed->pdata, t[i].name), ==, t[i].word);
     g_assert_cmpint(sim_schedule_splits(t[i].id), ==, t[i].backward == SIM_BACKWARD_SPLIT);
     /* an order from p, m and v alone, or from the stages' times, or neither
      * (TeraPipe's, a file's) */
@@ -1254,6 +1272,8 @@ static void test_table_names(void) {
       g_assert_cmpstr(sim_schedule_words()[words++].word, ==, t[i].name);
   }
   g_assert_null(sim_schedule_words()[words].word);
+  g_assert_cmpuint(listed->len - 1, ==, words); /* each word once, nothing else */
+  g_ptr_array_free(listed, TRUE);
   for (guint id = 0; id <= SIM_SCHEDULE_ZB_AUTO; id++)
     g_assert_cmpuint(seen[id], ==, 1);
   g_assert_null(sim_schedule_find("all"));

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "../base/text.h"
 #include "../base/units.h"
 #include "../terapipe/terapipe.h"
 #include "../ptdp/ptdp.h"
@@ -18,10 +19,9 @@ static cJSON *obj_add(cJSON *parent, const char *key) { return cJSON_AddObjectTo
 /* The rank order: TeraPipe runs its own (tensor, then pipeline, then data:
  * terapipe/terapipe.c), PTD-P the --placement. */
 static const char *placement_name(const SimPlan *pl) {
-  static const char *placements[] = {"tp-dp-pp", "dp-outermost", "misaligned"};
   if (pl->zero)
     return "dp"; /* one data-parallel rank per GPU, in GPU order */
-  return pl->schedule == SIM_SCHEDULE_TERAPIPE ? "tp-pp-dp" : placements[pl->placement];
+  return pl->schedule == SIM_SCHEDULE_TERAPIPE ? "tp-pp-dp" : ptd_word_of(sim_placement_words, (int)pl->placement);
 }
 
 void trace_shape_json(cJSON *o, const ModelShape *m) {
@@ -89,7 +89,7 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   /* ZeRO runs no pipeline: one stage accumulates its microbatches */
   cJSON_AddStringToObject(cfg, "schedule", pl->zero ? "zero" : sim_schedule_name(pl->schedule));
   cJSON_AddStringToObject(cfg, "recompute", sim_recompute_name(pl));
-  cJSON_AddStringToObject(cfg, "ddp", pl->ddp == SIM_DDP_TORCH ? "torch" : "local");
+  cJSON_AddStringToObject(cfg, "ddp", ptd_word_of(sim_ddp_words, (int)pl->ddp));
   cJSON_AddBoolToObject(cfg, "distributed_optimizer", pl->distributed_optimizer);
   cJSON_AddBoolToObject(cfg, "sequence_parallel", pl->sequence_parallel);
   cJSON_AddBoolToObject(cfg, "tp_comm_overlap", pl->tp_comm_overlap);
