@@ -55,7 +55,7 @@ static gboolean observe_timeline(const PtdpBuild *b, SimTimelineFn observe, gpoi
     for (guint k = 0; k < b->ds; k++)
       for (guint i = 0; i < b->ts; i++)
         gpus[ptdp_gpu_of(b, i, s, k)] = ptdp_gpu_of_rank(b, i, s, k);
-  SimTimeline tl = {b->e, b->plan, b->ts, b->ds, b->p, gpus, "mb", TRUE, 0, b->pieces, b->kmap, b->kweight};
+  SimTimeline tl = {b->e, b->plan, b->ts, b->ds, b->p, gpus, "mb", 0, b->pieces, b->kmap, b->kweight};
   gboolean ok = observe(&tl, data, error);
   g_free(gpus);
   return ok;

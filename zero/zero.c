@@ -867,7 +867,7 @@ gboolean sim_zero_run(const SimPlan *pl, const ModelProfile *profile, const Topo
     r->symmetric = TRUE;
     if (observe) {
       guint gpu0 = 0;
-      SimTimeline tl = {b.e, pl, 1, 1, 1, &gpu0, "mb", TRUE, 0, b.pieces, NULL, NULL};
+      SimTimeline tl = {b.e, pl, 1, 1, 1, &gpu0, "mb", 0, b.pieces, NULL, NULL};
       ok = observe(&tl, data, error);
     }
   }
