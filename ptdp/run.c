@@ -29,14 +29,10 @@
  * class have the same speeds: sim_ptdp_classes).  The ranks' own
  * all-reduces and sends then wait for it as the schedule says. */
 static void set_speeds(PtdpBuild *b) {
-  const SimPlan *pl = b->plan;
-  guint gpn = b->cluster->gpus_per_host;
   for (guint s = 0; s < b->p; s++)
     for (guint k = 0; k < b->ds; k++)
       for (guint i = 0; i < b->ts; i++) {
-        double f = 1;
-        for (guint c = 0; c < b->cp; c++)
-          f = MIN(f, sim_plan_gpu_speed(pl, ptdp_rank_of_c(b, i, c, s, ptdp_job_replica(b, k)) % pl->gpus, s, gpn));
+        double f = sim_ptdp_rank_speed(b, i, s, ptdp_job_replica(b, k));
         if (f < 1)
           sim_engine_set_stream_speed(b->e, ptdp_stream_of(b, i, s, k, SIM_STREAM_COMPUTE), f);
       }
