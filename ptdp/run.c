@@ -512,7 +512,6 @@ static gboolean measure(PtdpBuild *b, SimResult *r, gboolean short_run, SimTimel
   if (b->flow)
     sim_ptdp_flow_bisection(b, r);
   *whole = *whole || b->steady_failed;
-  r->fits_in_memory = r->memory.total <= sim_plan_usable_bytes(b->plan, b->profile);
   return observe ? observe_timeline(b, observe, data, error) : TRUE;
 }
 
