@@ -135,7 +135,7 @@ static void touch(Meet *m, guint res, guint i, guint k) {
 
 static guint nic_res(const PtdpBuild *b, guint gpu) {
   guint G = b->cluster->gpus_per_node, nics = MAX(b->cluster->net.nics_per_node, 1u);
-  return topo_cluster_gpus(b->cluster) + (gpu / G) * nics + (gpu % G) * nics / G;
+  return topo_cluster_gpus(b->cluster) + (gpu / G) * nics + topo_gpu_nic(gpu % G, G, nics);
 }
 
 static void touch_gpu(Meet *m, guint gpu, guint i, guint k) {
