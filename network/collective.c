@@ -487,11 +487,16 @@ static double tree_flows(NetModel *net, Phase *ph, const guint *gpus, guint n, g
     layout(net, gpus + (gsize)g * n, n, &lo);
     guint C = ring_channels(net, &lo), M = lo.n_nodes;
     double share = bytes / (2.0 * C) / net->nccl.proto_bw_factor[proto];
-    for (guint c = 0; c < C; c++)
+    guint *entry = g_new(guint, M); /* per node: channel c's entry member (its position in the node) */
+    for (guint c = 0; c < C; c++) {
+      for (guint k = 0; k < M; k++) {
+        guint exit;
+        entry[k] = M > 1 ? channel_entry(net, &lo, k, c, &exit) : c % (lo.off[k + 1] - lo.off[k]);
+      }
       for (guint t = 0; t < 2; t++) {
         Flow *f = flow_new(ph, share);
         for (guint k = 0; chain && k < M; k++) { /* the chain inside node k, both ways, from the channel's entry */
-          guint m = lo.off[k + 1] - lo.off[k], exit, e = M > 1 ? channel_entry(net, &lo, k, c, &exit) : c % m;
+          guint m = lo.off[k + 1] - lo.off[k], e = entry[k];
           for (guint j = 0; j + 1 < m; j++) {
             guint a = lo.mem[lo.off[k] + (j + e) % m], b = lo.mem[lo.off[k] + (j + 1 + e) % m];
             add_route(net, f, a, b, edge_hash(salt + g, c, a, b), share * net->nccl.proto_bw_factor[proto]);
@@ -505,15 +510,15 @@ static double tree_flows(NetModel *net, Phase *ph, const guint *gpus, guint n, g
           if (par < 0)
             continue;
           guint pk = t ? M - 1 - (guint)par : (guint)par;
-          guint exit;
-          guint a = lo.mem[lo.off[me] + channel_entry(net, &lo, me, c, &exit)];
-          guint b = lo.mem[lo.off[pk] + channel_entry(net, &lo, pk, c, &exit)];
+          guint a = lo.mem[lo.off[me] + entry[me]], b = lo.mem[lo.off[pk] + entry[pk]];
           path = fmax(path, add_route(net, f, a, b, edge_hash(salt + g, c * 2 + t, a, b),
                                       share * net->nccl.proto_bw_factor[proto]));
           path = fmax(path, add_route(net, f, b, a, edge_hash(salt + g, c * 2 + t, b, a),
                                       share * net->nccl.proto_bw_factor[proto]));
         }
       }
+    }
+    g_free(entry);
     layout_clear(&lo);
   }
   return path;
@@ -656,7 +661,8 @@ static NetCollPlan *build(NetModel *net, NetCollOp op, NetCollAlgo algo, TopoPro
   }
   case NET_ALGO_NVLS_TREE: {
     TopoFabric *fab = net->fabric;
-    if (!nvls_tree_heads(net, op, M, m_min)) {
+    guint heads = nvls_tree_heads(net, op, M, m_min);
+    if (!heads) {
       g_set_error(error, NET_COLL_ERROR, 0,
                   "--algorithm nvls-tree needs an allreduce over two or more nodes of a cluster whose nccl.nvls block "
                   "has \"tree\", with an NVSwitch and two or more GPUs on NICs of each node; use ring or tree");
@@ -668,7 +674,7 @@ static NetCollPlan *build(NetModel *net, NetCollOp op, NetCollAlgo algo, TopoPro
      * multicasts the result of its 1/h (all_reduce.h: scatter, gather,
      * reduce, broadcast), at NVLS's rate (topo_nvls_exec) */
     double out, in;
-    double rate = topo_nvls_exec(&net->nccl, TOPO_NVLS_ALLREDUCE, 2, &out, &in);
+    double rate = topo_nvls_exec(&net->nccl, TOPO_NVLS_ALLREDUCE, heads, &out, &in);
     for (guint g = 0; g < n_groups; g++) {
       Layout l2;
       layout(net, gpus + (gsize)g * n, n, &l2);
@@ -683,6 +689,9 @@ static NetCollPlan *build(NetModel *net, NetCollOp op, NetCollAlgo algo, TopoPro
         for (guint j = 0; j < m; j++) {
           guint up, down;
           topo_fabric_nvswitch_links(fab, l2.mem[l2.off[k] + j], &up, &down);
+          /* a head's share is topo_nvls_exec's all-reduce `out` for its group's
+           * h heads, written out: a group of another shape than the first
+           * (custom placements) may have h < 2, where that call gives none */
           double part = 1.0 + (head[j] ? 1.0 / h : 0);
           Flow *fu = flow_new(ph, bytes * part / rate * net->capacity[up]),
                *fd = flow_new(ph, bytes * part / rate * net->capacity[down]);

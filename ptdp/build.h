@@ -335,6 +335,9 @@ guint sim_ptdp_group_nodes(const PtdpBuild *b, guint s, guint fixed, gboolean ov
 /* The speed factor of the NIC cluster GPU g sends through (--slow-link). */
 double sim_ptdp_nic_factor(const PtdpBuild *b, guint g);
 double sim_ptdp_tp_link_factor(const PtdpBuild *b, guint s, guint k);
+/* The speed of the compute of tensor rank i, stage s, replica k (the
+ * job's): the slowest of its context-parallel ranks (--slow). */
+double sim_ptdp_rank_speed(const PtdpBuild *b, guint i, guint s, guint k);
 
 /* pass.c: an item of a schedule on a stage -- F, B, W, DualPipe's
  * overlapped F&B -- as compute ops, tensor-parallel all-reduces, the

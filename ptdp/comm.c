@@ -271,7 +271,8 @@ static guint dp_collective_g(PtdpBuild *b, NetCollOp kind, guint group, guint i,
  * its own, or half when its rail or the one before is down (two rails then
  * share a NIC). */
 double sim_ptdp_nic_factor(const PtdpBuild *b, guint g) {
-  guint gpn = b->cluster->gpus_per_node, nics = MAX(b->cluster->net.nics_per_node, 1u), rail = (g % gpn) * nics / gpn;
+  guint gpn = b->cluster->gpus_per_node, nics = MAX(b->cluster->net.nics_per_node, 1u);
+  guint rail = topo_gpu_nic(g % gpn, gpn, nics);
   double x = sim_plan_nic_factor(b->plan, g / gpn, rail),
          prev = sim_plan_nic_factor(b->plan, g / gpn, (rail + nics - 1) % nics);
   return x <= 0 || prev <= 0 ? 0.5 : x;

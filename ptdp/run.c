@@ -29,14 +29,10 @@
  * class have the same speeds: sim_ptdp_classes).  The ranks' own
  * all-reduces and sends then wait for it as the schedule says. */
 static void set_speeds(PtdpBuild *b) {
-  const SimPlan *pl = b->plan;
-  guint gpn = b->cluster->gpus_per_host;
   for (guint s = 0; s < b->p; s++)
     for (guint k = 0; k < b->ds; k++)
       for (guint i = 0; i < b->ts; i++) {
-        double f = 1;
-        for (guint c = 0; c < b->cp; c++)
-          f = MIN(f, sim_plan_gpu_speed(pl, ptdp_rank_of_c(b, i, c, s, ptdp_job_replica(b, k)) % pl->gpus, s, gpn));
+        double f = sim_ptdp_rank_speed(b, i, s, ptdp_job_replica(b, k));
         if (f < 1)
           sim_engine_set_stream_speed(b->e, ptdp_stream_of(b, i, s, k, SIM_STREAM_COMPUTE), f);
       }
@@ -55,7 +51,7 @@ static gboolean observe_timeline(const PtdpBuild *b, SimTimelineFn observe, gpoi
     for (guint k = 0; k < b->ds; k++)
       for (guint i = 0; i < b->ts; i++)
         gpus[ptdp_gpu_of(b, i, s, k)] = ptdp_gpu_of_rank(b, i, s, k);
-  SimTimeline tl = {b->e, b->plan, b->ts, b->ds, b->p, gpus, "mb", TRUE, 0, b->pieces, b->kmap, b->kweight};
+  SimTimeline tl = {b->e, b->plan, b->ts, b->ds, b->p, gpus, "mb", 0, b->pieces, b->kmap, b->kweight};
   gboolean ok = observe(&tl, data, error);
   g_free(gpus);
   return ok;
@@ -111,6 +107,14 @@ typedef enum {
 /* The layers of a chunk, on average. */
 static double mean_layers_per_chunk(const SimPlan *pl) {
   return (double)pl->model.layers / (pl->pp * pl->chunks);
+}
+
+/* A table of n entries, each G_MAXUINT (none yet). */
+static guint *new_unset(gsize n) {
+  guint *t = g_new(guint, n);
+  for (gsize j = 0; j < n; j++)
+    t[j] = G_MAXUINT;
+  return t;
 }
 
 /* The device holds the plan: its memory walked into r, or a one-line error
@@ -283,9 +287,7 @@ static void build_analytic_times(PtdpBuild *b) {
         d[0] = ptdp_ns(model_collective_time_s(&net, MODEL_COLL_ALLREDUCE, bytes, pl->tp, nodes, NULL));
     }
   b->moe_ns = g_new0(SimTime, (gsize)b->p * PTDP_MOE_N_COMM);
-  b->moe_plans = g_new(guint, (gsize)b->p * PTDP_MOE_N_COMM);
-  for (guint j = 0; j < b->p * PTDP_MOE_N_COMM; j++)
-    b->moe_plans[j] = G_MAXUINT;
+  b->moe_plans = new_unset((gsize)b->p * PTDP_MOE_N_COMM);
   for (guint s = 0; s < b->p && b->moe_layer; s++)
     for (guint kind = 0; kind < PTDP_MOE_N_COMM; kind++)
       b->moe_ns[s * PTDP_MOE_N_COMM + kind] = ptdp_ns(sim_ptdp_moe_analytic_s(b, s, kind));
@@ -341,14 +343,9 @@ static gboolean build_flow(PtdpBuild *b, GError **error) {
  * slot) and the item that ends each chunk's last backward. */
 static void build_positions(PtdpBuild *b) {
   b->position = g_new0(guint *, b->p);
-  b->last_bwd = g_new(guint, (gsize)b->p * b->v);
+  b->last_bwd = new_unset((gsize)b->p * b->v);
   for (guint s = 0; s < b->p; s++) {
-    gsize n = (gsize)b->v * b->m * 3;
-    b->position[s] = g_new(guint, n);
-    for (gsize j = 0; j < n; j++)
-      b->position[s][j] = G_MAXUINT;
-    for (guint c = 0; c < b->v; c++)
-      b->last_bwd[s * b->v + c] = G_MAXUINT;
+    b->position[s] = new_unset((gsize)b->v * b->m * 3);
     for (guint j = 0; j < b->len[s]; j++) {
       SimItem it = g_array_index(b->order[s], SimItem, j);
       b->position[s][((guint64)it.chunk * b->m + it.microbatch) * 3 + ptdp_slot_of(it)] = j;
@@ -364,11 +361,13 @@ static void build_positions(PtdpBuild *b) {
  * (an error) where the flow network cannot be made. */
 static gboolean build_tables(PtdpBuild *b, guint short_m, GError **error) {
   const SimPlan *pl = b->plan;
-  b->m = short_m ? short_m : pl->microbatches;
-  build_orders(b);
+  /* what an attempt finds and counts starts afresh (build_clear frees the rest) */
+  b->counts = (PtdpCounts){0};
   b->steady = (SimSteady){0};
   b->steady_failed = FALSE;
   b->cur_item = G_MAXUINT;
+  b->m = short_m ? short_m : pl->microbatches;
+  build_orders(b);
   build_analytic_times(b);
   b->e = sim_engine_new();
   if (pl->flow_network && !b->net.free_comm && !pl->stage_times && !build_flow(b, error))
@@ -397,20 +396,12 @@ static gboolean build_tables(PtdpBuild *b, guint short_m, GError **error) {
     b->fsdp_rs[j] = g_array_new(FALSE, FALSE, sizeof(guint));
   b->pending = g_new0(double, b->ts);
   b->prev = g_new0(guint, b->ts);
-  b->join = g_new(guint, b->ts);
-  for (guint i = 0; i < b->ts; i++)
-    b->join[i] = G_MAXUINT;
-  b->hop_plans = g_new(guint, (gsize)b->p * b->ds * 5);
-  for (gsize j = 0; j < (gsize)b->p * b->ds * 5; j++)
-    b->hop_plans[j] = G_MAXUINT;
+  b->join = new_unset(b->ts);
+  b->hop_plans = new_unset((gsize)b->p * b->ds * 5);
   b->tp_part = g_array_new(FALSE, TRUE, sizeof(SimTime));
   b->pp_to = g_array_new(FALSE, TRUE, sizeof(guint));
-  b->tp_plans = g_new(guint, (gsize)b->p * b->ds * 3);
-  for (gsize j = 0; j < (gsize)b->p * b->ds * 3; j++)
-    b->tp_plans[j] = G_MAXUINT;
-  b->pp_plans = g_new(guint, (gsize)b->ds * b->p * b->ts * 2);
-  for (gsize j = 0; j < (gsize)b->ds * b->p * b->ts * 2; j++)
-    b->pp_plans[j] = G_MAXUINT;
+  b->tp_plans = new_unset((gsize)b->p * b->ds * 3);
+  b->pp_plans = new_unset((gsize)b->ds * b->p * b->ts * 2);
   return TRUE;
 }
 
@@ -486,9 +477,7 @@ static void build_graph(PtdpBuild *b, gboolean traced) {
     for (guint s = 0; s < b->p; s++)
       for (guint j = 0; j < b->len[s]; j++)
         sim_ptdp_emit_transfers(b, s, k, j);
-  guint *opt_gate = g_new(guint, (gsize)b->ds * b->p * b->ts);
-  for (gsize j = 0; j < (gsize)b->ds * b->p * b->ts; j++)
-    opt_gate[j] = G_MAXUINT;
+  guint *opt_gate = new_unset((gsize)b->ds * b->p * b->ts);
   for (guint s = 0; s < b->p && !pl->stage_times; s++) /* --stage-times: the pipeline alone */
     sim_ptdp_emit_dp_and_optimizer(b, s, opt_gate);
   g_free(opt_gate);
@@ -516,12 +505,11 @@ static gboolean measure(PtdpBuild *b, SimResult *r, gboolean short_run, SimTimel
   if (b->flow)
     sim_ptdp_flow_bisection(b, r);
   *whole = *whole || b->steady_failed;
-  r->fits_in_memory = r->memory.total <= sim_plan_usable_bytes(b->plan, b->profile);
   return observe ? observe_timeline(b, observe, data, error) : TRUE;
 }
 
 /* Frees what an attempt allocated, leaving each of its pointers NULL (so
- * it serves a half-built attempt too), and zeroes its counts. */
+ * it serves a half-built attempt too); build_tables resets its counts. */
 static void build_clear(PtdpBuild *b) {
   for (guint s = 0; b->order && s < b->p; s++)
     g_array_free(b->order[s], TRUE);
@@ -564,7 +552,6 @@ static void build_clear(PtdpBuild *b) {
   g_clear_pointer(&b->xfer_hi, g_free);
   g_clear_pointer(&b->adds, g_array_unref);
   g_clear_pointer(&b->extra, g_array_unref);
-  b->counts = (PtdpCounts){0};
 }
 
 /* Frees everything the PtdpBuild owns. */

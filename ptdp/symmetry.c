@@ -19,10 +19,8 @@ static gboolean hop_inside(const PtdpBuild *b, guint i, guint s, guint s2, guint
   return job_node(b, i, 0, s, k) == job_node(b, i, 0, s2, k);
 }
 
-/* The speed of the compute of tensor rank i, stage s, replica k (the
- * job's): the slowest of its context-parallel ranks (--slow), and the
- * factor of its NIC (--slow-link). */
-static double rank_speed(const PtdpBuild *b, guint i, guint s, guint k) {
+/* build.h: the slowest of a rank's context-parallel GPUs (--slow). */
+double sim_ptdp_rank_speed(const PtdpBuild *b, guint i, guint s, guint k) {
   double f = 1;
   for (guint c = 0; c < b->cp; c++)
     f = MIN(f,
@@ -54,7 +52,7 @@ static void replica_signature(const PtdpBuild *b, guint k, guint ts, GArray *sig
     guint x = sim_ptdp_group_nodes(b, s, k, TRUE);
     g_array_append_val(sig, x);
     for (guint i = 0; i < (slow ? pl->tp : 0); i++) { /* the whole group: a slow NIC slows its ring */
-      append_double(sig, rank_speed(b, i, s, k));
+      append_double(sig, sim_ptdp_rank_speed(b, i, s, k));
       append_double(sig, rank_link(b, i, s, k));
     }
     gboolean cp_inside = TRUE;
@@ -87,7 +85,8 @@ static gboolean tensor_ranks_alike(const PtdpBuild *b) {
       for (guint i = 1; i < pl->tp; i++) {
         if (s + 1 < b->p && hop_inside(b, i, s, s + 1, k) != hop_inside(b, 0, s, s + 1, k))
           return FALSE;
-        if (rank_speed(b, i, s, k) != rank_speed(b, 0, s, k) || rank_link(b, i, s, k) != rank_link(b, 0, s, k))
+        if (sim_ptdp_rank_speed(b, i, s, k) != sim_ptdp_rank_speed(b, 0, s, k) ||
+            rank_link(b, i, s, k) != rank_link(b, 0, s, k))
           return FALSE;
         if (s == 0 && b->p > 1 && hop_inside(b, i, 0, b->p - 1, k) != hop_inside(b, 0, 0, b->p - 1, k))
           return FALSE;
@@ -136,7 +135,7 @@ static void touch(Meet *m, guint res, guint i, guint k) {
 
 static guint nic_res(const PtdpBuild *b, guint gpu) {
   guint G = b->cluster->gpus_per_node, nics = MAX(b->cluster->net.nics_per_node, 1u);
-  return topo_cluster_gpus(b->cluster) + (gpu / G) * nics + (gpu % G) * nics / G;
+  return topo_cluster_gpus(b->cluster) + (gpu / G) * nics + topo_gpu_nic(gpu % G, G, nics);
 }
 
 static void touch_gpu(Meet *m, guint gpu, guint i, guint k) {

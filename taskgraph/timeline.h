@@ -71,7 +71,6 @@ typedef struct {
   guint ts, ds, p;       /* simulated tensor ranks, replicas, stages */
   const guint *gpu_of;   /* per simulated GPU: its GPU number in the cluster (placement applied) */
   const char *item_unit; /* what a tag's microbatch field counts: "mb" (PTD-P) or "slice" (TeraPipe) */
-  gboolean recompute_pass; /* pass 2 is the recomputation forward (PTD-P); else pass 2 is "other" */
   guint mirror; /* TeraPipe: token slices M; a backward tag's field j >= M is slice 2M - 1 - j (0: none) */
   const GArray *pieces; /* SimTimelinePiece sorted by op; NULL: none */
   /* PTD-P under the symmetry shortcut: per simulated replica the job's

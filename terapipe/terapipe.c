@@ -338,7 +338,7 @@ guint sim_terapipe_slicing_count(const SimTeraPipeSlicing *s) {
 /* --- the task graph --- */
 
 static SimOpTag tag(guint cat, gboolean fwd, guint s, guint j) {
-  return (SimOpTag){(guint16)cat, (guint16)(fwd ? 0 : 1), (gint32)s, 0, (gint32)j, -1};
+  return (SimOpTag){(guint16)cat, (guint16)(fwd ? SIM_PASS_FORWARD : SIM_PASS_BACKWARD), (gint32)s, 0, (gint32)j, -1};
 }
 
 typedef struct {
@@ -444,7 +444,7 @@ static void emit_dp_and_optimizer(Build *b, const ModelProfile *profile) {
     double bytes = 2.0 * pl->model.vocab * pl->model.hidden / pl->tp;
     guint streams[2] = {0 * SIM_STREAM_KINDS + SIM_STREAM_DP, (b->p - 1) * SIM_STREAM_KINDS + SIM_STREAM_DP};
     gboolean same = node_of(b, 0, 0, 0) == node_of(b, 0, 0, b->p - 1);
-    SimOpTag t = {SIM_CAT_DP, 2, 0, 0, 0, -2};
+    SimOpTag t = {SIM_CAT_DP, SIM_PASS_OTHER, 0, 0, 0, -2};
     guint op = sim_engine_add_op(
         b->e, ns(model_collective_time_s(&b->net, MODEL_COLL_ALLREDUCE, bytes, 2, same ? 1 : 2, NULL)),
         streams, 2, &t);
@@ -457,7 +457,7 @@ static void emit_dp_and_optimizer(Build *b, const ModelProfile *profile) {
   for (guint s = 0; s < b->p; s++) {
     guint64 params = stage_params(pl, s);
     guint after = b->last[s * b->n + b->n - 1];
-    SimOpTag t = {SIM_CAT_DP, 2, (gint32)s, 0, 0, -1};
+    SimOpTag t = {SIM_CAT_DP, SIM_PASS_OTHER, (gint32)s, 0, 0, -1};
     if (pl->dp > 1) {
       /* Gradients all-reduced once after the flush. */
       double bytes = 2.0 * params;
@@ -692,7 +692,7 @@ gboolean sim_terapipe_simulate_observed(const SimPlan *pl, const ModelProfile *p
       guint *gpus = g_new(guint, b.p);
       for (guint s = 0; s < b.p; s++)
         gpus[s] = gpu_of(&b, 0, 0, s);
-      SimTimeline tl = {b.e, pl, 1, 1, b.p, gpus, "slice", FALSE, total, b.pieces, NULL, NULL};
+      SimTimeline tl = {b.e, pl, 1, 1, b.p, gpus, "slice", total, b.pieces, NULL, NULL};
       ok = observe(&tl, data, error);
       g_free(gpus);
     }

@@ -17,6 +17,13 @@
 typedef enum { TOPO_PROTO_LL, TOPO_PROTO_LL128, TOPO_PROTO_SIMPLE, TOPO_N_PROTOS } TopoProto;
 const char *topo_proto_name(TopoProto proto);
 
+/* The NIC (0 .. nics - 1) that GPU `local_gpu` (0 .. gpus - 1) of a node
+ * sends through: the NICs split the node's GPUs into equal runs in order
+ * (rail r serves GPUs r G/N .. (r + 1) G/N - 1).  The fabric's routes, the
+ * symmetry shortcut's shared resources and the --slow-link factors all use
+ * this one mapping. */
+static inline guint topo_gpu_nic(guint local_gpu, guint gpus, guint nics) { return local_gpu * nics / gpus; }
+
 /* The network facts of the cluster's "nvlink", "network" and "nccl" blocks,
  * in SI units. */
 typedef struct {

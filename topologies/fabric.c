@@ -617,7 +617,7 @@ gboolean topo_fabric_nvswitch_links(const TopoFabric *f, guint gpu, guint *up, g
 }
 TopoRouting topo_fabric_routing(const TopoFabric *f) { return f->routing; }
 void topo_fabric_set_routing(TopoFabric *f, TopoRouting routing) { f->routing = routing; }
-guint topo_fabric_gpu_nic(const TopoFabric *f, guint local_gpu) { return local_gpu * f->N / f->G; }
+guint topo_fabric_gpu_nic(const TopoFabric *f, guint local_gpu) { return topo_gpu_nic(local_gpu, f->G, f->N); }
 const guint *topo_fabric_node_ring(const TopoFabric *f) { return f->ring; }
 
 char *topo_fabric_vertex_name(const TopoFabric *f, guint v) {

@@ -125,14 +125,16 @@ static gint32 item_of(const SimTimeline *tl, const SimOpTag *tag) {
   return tag->microbatch;
 }
 
-static gboolean has_pass(const SimTimeline *tl, const SimOpTag *tag) {
-  return tag->pass < (tl->recompute_pass ? 3u : 2u) || (tl->recompute_pass && tag->pass == SIM_PASS_WEIGHT);
+/* Whether an op belongs to a pass (sim/tags.h): not the "other" work, such
+ * as the gradient all-reduces and the optimizer step. */
+static gboolean has_pass(const SimOpTag *tag) {
+  return tag->pass < SIM_PASS_OTHER || tag->pass == SIM_PASS_WEIGHT;
 }
 
 /* "forward mb 3 chunk 1": the pass and item an op belongs to ("" if none). */
 static void what_of(const SimTimeline *tl, const SimOpTag *tag, char *buf, gsize len) {
   static const char *const passes[] = {"forward", "backward", "recompute", "other", "weight"};
-  if (!has_pass(tl, tag))
+  if (!has_pass(tag))
     buf[0] = '\0';
   else if (tl->plan->chunks > 1)
     g_snprintf(buf, len, "%s %s %d chunk %d", passes[tag->pass], tl->item_unit, item_of(tl, tag), tag->chunk);
@@ -190,7 +192,7 @@ static void op_name(const SimTimeline *tl, const SimOpTag *tag, const SimTimelin
     }
     g_snprintf(subject, sizeof subject, "%s ... %s", first, last);
     g_strlcpy(what, what_first, sizeof what);
-  } else if (tag->category == SIM_CAT_DP && !has_pass(tl, tag)) {
+  } else if (tag->category == SIM_CAT_DP && !has_pass(tag)) {
     if (tag->layer == -2) /* the tied embedding's gradient all-reduce */
       g_strlcpy(subject, "embedding grad all-reduce", sizeof subject);
     else
@@ -250,7 +252,7 @@ static void emit_pieces(TracePerfetto *t, const SimTimeline *tl, const SimOpTag 
     cJSON *ev = slice_event(name, sim_timeline_category_name(tag->category), at, MAX(at, end), pid, tid);
     cJSON *args = cJSON_AddObjectToObject(ev, "args");
     cJSON_AddStringToObject(args, "part", sim_timeline_part_name(pc[i].part));
-    if (has_pass(tl, &own)) {
+    if (has_pass(&own)) {
       static const char *const passes[] = {"forward", "backward", "recompute", "other", "weight"};
       cJSON_AddStringToObject(args, "pass", passes[own.pass]);
     }
@@ -361,7 +363,7 @@ gboolean trace_perfetto_write(const SimTimeline *tl, gpointer data, GError **err
         cJSON *args = cJSON_AddObjectToObject(ev, "args");
         add_int(args, "op", op);
         add_int(args, "stage", tag->stage);
-        if (tag->microbatch >= 0 && has_pass(tl, tag)) {
+        if (tag->microbatch >= 0 && has_pass(tag)) {
           static const char *const passes[] = {"forward", "backward", "recompute", "other", "weight"};
           cJSON_AddStringToObject(args, "pass", passes[tag->pass]);
           add_int(args, tl->item_unit, item_of(tl, tag));

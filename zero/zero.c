@@ -308,9 +308,13 @@ static void dep(Build *b, guint before, guint after) {
     sim_engine_add_dep(b->e, before, after);
 }
 
-/* A host-thread op of `seconds` after the host's last op and `deps`. */
+/* A host-thread op of `seconds` after the host's last op and `deps`.  Its
+ * category is SIM_CAT_PP_GATHER, which the exposed time files under the
+ * pipeline class (sim_exposed_class): the host's work has no class of its
+ * own, and it is kept there so that the outputs stay as they were. */
 static guint host_op(Build *b, double seconds, const guint *deps, guint n) {
-  guint x = sim_engine_add_op1(b->e, ns(seconds), STREAM_HOST, &(SimOpTag){SIM_PASS_OTHER, SIM_PASS_OTHER, 0, 0, 0, -1});
+  guint x =
+      sim_engine_add_op1(b->e, ns(seconds), STREAM_HOST, &(SimOpTag){SIM_CAT_PP_GATHER, SIM_PASS_OTHER, 0, 0, 0, -1});
   if (b->host != G_MAXUINT)
     sim_engine_add_dep(b->e, b->host, x);
   for (guint j = 0; j < n; j++)
@@ -867,7 +871,7 @@ gboolean sim_zero_run(const SimPlan *pl, const ModelProfile *profile, const Topo
     r->symmetric = TRUE;
     if (observe) {
       guint gpu0 = 0;
-      SimTimeline tl = {b.e, pl, 1, 1, 1, &gpu0, "mb", TRUE, 0, b.pieces, NULL, NULL};
+      SimTimeline tl = {b.e, pl, 1, 1, 1, &gpu0, "mb", 0, b.pieces, NULL, NULL};
       ok = observe(&tl, data, error);
     }
   }
