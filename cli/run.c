@@ -108,6 +108,7 @@ int cli_run(int argc, char **argv) {
     goto fail;
   }
   if (!cli_format(format, &fmt, &error) || !search_config_request(&cfg, &req, &error) ||
+      !(req.step_effects = TRUE) ||
       !search_config_runtime(&cfg, &rt, &error) ||
       !cli_load_machine_sized(cfg.text[SEARCH_OPT_CLUSTER], cfg.count[SEARCH_OPT_NODES], cfg.text[SEARCH_OPT_PROFILE],
                               &cluster, &profile, &error) ||

@@ -11,7 +11,35 @@ typedef struct {
   gboolean fp8; /* the linear layers' GEMMs in FP8 (Transformer Engine) */
   gboolean backward; /* gradient GEMMs: FP8 with split accumulation */
   gboolean kernels_2021; /* Megatron's 2021 memory-bound kernels (a layer without flash attention) */
+  gboolean eager;        /* PyTorch eager's kernel list (layer.h) */
+  gboolean free_mem;     /* memory-bound kernels cost nothing (ModelLayerOptions.free_membound) */
+  double host_op_s;      /* host time per launch */
+  double host, gpu;      /* when the host issues the next kernel, when the GPU ends the last one */
 } Acc;
+
+static Acc acc(const ModelProfile *p, ModelPass *pass, const ModelLayerOptions *o, gboolean fp8, gboolean backward,
+               gboolean kernels_2021) {
+  return (Acc){.p = p, .pass = pass, .fp8 = fp8, .backward = backward, .kernels_2021 = kernels_2021,
+               .eager = o && o->framework == MODEL_FRAMEWORK_EAGER, .free_mem = o && o->free_membound,
+               .host_op_s = o ? o->host_op_s : 0};
+}
+
+/* One kernel of `s` seconds: it starts when the GPU has ended the one
+ * before and the host has issued it (layer.h: host_op_s). */
+static void kernel(Acc *a, double s, gboolean membound) {
+  double wait = 0;
+  if (a->host_op_s > 0) {
+    double start = MAX(a->gpu, a->host);
+    wait = start - a->gpu;
+    a->host += a->host_op_s;
+    a->gpu = start + s;
+  }
+  a->pass->seg_s[a->seg] += wait + s;
+  a->pass->host_wait_s += wait;
+  if (membound)
+    a->pass->membound_s += s;
+  a->pass->kernels++;
+}
 
 /* The span of a pass that starts here and, with span_end, ends there (both
  * in one segment). */
@@ -26,15 +54,15 @@ static void span_end(Acc *a, ModelSpan *sp) {
 
 static void gemm(Acc *a, guint64 batch, guint64 m, guint64 n, guint64 k) {
   ModelGemm g = {batch, m, n, k};
-  a->pass->seg_s[a->seg] += model_gemm_time_s(a->p, &g);
   a->pass->flops += model_gemm_flops(&g);
-  a->pass->kernels++;
+  kernel(a, model_gemm_time_s(a->p, &g), FALSE);
 }
 
 /* A memory-bound kernel of class `c` moving `bytes` (read + written). */
 static void memop(Acc *a, ModelMemClass c, double bytes) {
-  a->pass->seg_s[a->seg] += a->kernels_2021 ? model_mem_2021_time_s(a->p, c, bytes) : model_mem_time_s(a->p, c, bytes);
-  a->pass->kernels++;
+  if (a->free_mem)
+    return;
+  kernel(a, a->kernels_2021 ? model_mem_2021_time_s(a->p, c, bytes) : model_mem_time_s(a->p, c, bytes), TRUE);
 }
 
 /* A GEMM of a linear layer (QKV, projection, MLP).  In FP8, Transformer
@@ -54,9 +82,16 @@ static void linear(Acc *a, guint64 m, guint64 n, guint64 k, gboolean cast) {
   if (cast)
     memop(a, MODEL_MEM_POINTWISE, 4.0 * (double)m * (double)k);
   ModelGemm g = {1, m, n, k};
-  a->pass->seg_s[a->seg] += model_gemm_fp8_time_s(a->p, &g, a->backward);
   a->pass->flops += model_gemm_flops(&g);
-  a->pass->kernels++;
+  kernel(a, model_gemm_fp8_time_s(a->p, &g, a->backward), FALSE);
+}
+
+/* PyTorch eager's AccumulateGrad after a weight-gradient GEMM: the new
+ * gradient added into the parameter's .grad kept from the backward before
+ * (reads both, writes one, 16-bit: 6 bytes per parameter). */
+static void accumulate(Acc *a, guint64 rows, guint64 cols) {
+  if (a->eager)
+    memop(a, MODEL_MEM_POINTWISE, 6.0 * (double)rows * (double)cols);
 }
 
 /* Element counts of one layer's tensors on one GPU, for b sequences of which
@@ -76,6 +111,7 @@ typedef struct {
   double Na; /* b*(a/t)*q*kv: attention matrix shard */
   double Nc; /* b*s*a*d/t: attention context shard */
   double Nr; /* b*s*(a+g)*d/t: the query and key shards rotary embeddings rotate */
+  double Nq, Nk; /* b*s*a*d/t and b*s*g*d/t: the query shard and the key shard apart */
 } Dims;
 
 static Dims dims(const ModelShape *m, guint t, guint b, guint q, guint kv) {
@@ -116,9 +152,24 @@ static Dims dims(const ModelShape *m, guint t, guint b, guint q, guint kv) {
   d.Na = (double)d.heads_t * d.s * d.kv;
   d.Nc = (double)d.bs * d.ht;
   d.Nr = (double)d.bs * (qw + kvw) / t;
+  d.Nq = (double)d.bs * qw / t;
+  d.Nk = (double)d.bs * kvw / t;
   if (d.mla) /* the rotary channels: each head's query part and the one shared key */
     d.Nr = (double)d.bs * ((double)m->heads * d.rope / t + d.rope);
   return d;
+}
+
+static const char *const framework_names[MODEL_FRAMEWORK_N] = {"megatron", "eager"};
+
+const char *model_framework_name(ModelFramework f) {
+  return f < MODEL_FRAMEWORK_N ? framework_names[f] : "?";
+}
+
+ModelFramework model_framework_lookup(const char *name) {
+  for (guint f = 0; f < MODEL_FRAMEWORK_N; f++)
+    if (g_strcmp0(name, framework_names[f]) == 0)
+      return (ModelFramework)f;
+  return MODEL_FRAMEWORK_N;
 }
 
 /* Scale-mask-softmax without the fused kernel.  Megatron-LM's
@@ -159,14 +210,19 @@ double model_flash_time_s(const ModelProfile *p, guint64 heads, guint64 q, guint
  * GEMMs it stands for (full s x s, as the model FLOPs count attention). */
 static void flash(Acc *a, const Dims *d, gboolean backward) {
   if (d->cp > 1) { /* ring attention: this rank's queries against the whole sequence, 1/cp of the causal work */
-    a->pass->seg_s[a->seg] += model_flash_ring_time_s(a->p, d->heads_t, d->s * d->cp, d->d, d->cp, backward);
     a->pass->flops += 4.0 * d->heads_t * d->s * (d->s * d->cp) * d->d * (backward ? 2.0 : 1.0);
-    a->pass->kernels += d->cp;
+    double ring = model_flash_ring_time_s(a->p, d->heads_t, d->s * d->cp, d->d, d->cp, backward);
+    if (a->host_op_s > 0) /* each step a launch of its own */
+      for (guint i = 0; i < d->cp; i++)
+        kernel(a, ring / d->cp, FALSE);
+    else {
+      kernel(a, ring, FALSE);
+      a->pass->kernels += d->cp - 1;
+    }
     return;
   }
-  a->pass->seg_s[a->seg] += model_flash_time_s(a->p, d->heads_t, d->s, d->kv, d->d, backward);
   a->pass->flops += 4.0 * d->heads_t * d->s * d->kv * d->d * (backward ? 2.0 : 1.0);
-  a->pass->kernels++;
+  kernel(a, model_flash_time_s(a->p, d->heads_t, d->s, d->kv, d->d, backward), FALSE);
 }
 
 double model_flash_ring_time_s(const ModelProfile *p, guint64 heads, guint64 s, guint64 d, guint cp, gboolean backward) {
@@ -177,6 +233,58 @@ double model_flash_ring_time_s(const ModelProfile *p, guint64 heads, guint64 s, 
   double causal = (double)(blocks + 1) / (2.0 * blocks);
   double flops = 4.0 * heads * s * s * d * causal * (backward ? 2.5 : 1.0) / cp;
   return flops / (p->peak_flops * eff * p->sustained_clock_ratio) + cp * p->kernel_launch_s;
+}
+
+/* Rotary embeddings as PyTorch eager runs the common rotate-half form
+ * (x * cos + cat(-x2, x1) * sin, as in Hugging Face Transformers' Llama):
+ * per element of the rotated tensor, forward mul by cos 2 + 2 bytes, neg of
+ * the second half 1 + 1, cat 2 + 2, mul by sin 2 + 2, add 2 + 2 + 2;
+ * backward (autograd's graph of it) mul 2 + 2, neg 1 + 1, mul 2 + 2, and
+ * for each half's slice a zero fill 2, a copy 1 + 1 and an add into the
+ * gradient 2 + 2 + 2.  The query and the key shards each run the list. */
+static const double rope_eager_fwd[] = {4, 2, 4, 4, 6};
+static const double rope_eager_bwd[] = {4, 2, 4, 2, 2, 6, 2, 2, 6};
+
+static void rotary(Acc *a, const Dims *d, gboolean backward) {
+  if (!a->eager || d->mla) { /* Megatron-Core's fused kernel over both shards */
+    memop(a, MODEL_MEM_POINTWISE, 4 * d->Nr);
+    return;
+  }
+  const double *bytes = backward ? rope_eager_bwd : rope_eager_fwd;
+  guint n = backward ? G_N_ELEMENTS(rope_eager_bwd) : G_N_ELEMENTS(rope_eager_fwd);
+  double shard[2] = {backward ? d->Nk : d->Nq, backward ? d->Nq : d->Nk}; /* backward: in reverse */
+  for (guint j = 0; j < 2; j++)
+    for (guint i = 0; i < n; i++)
+      memop(a, !backward && i == 2 ? MODEL_MEM_COPY : MODEL_MEM_POINTWISE, bytes[i] * shard[j]); /* (the cat: a copy) */
+}
+
+/* The residual add closing a block: Megatron's fused bias-dropout-add (or,
+ * unfused, its three kernels); PyTorch eager's add (no dropout in today's
+ * models). */
+static void residual(Acc *a, const Dims *d, gboolean fused) {
+  if (a->eager)
+    memop(a, MODEL_MEM_POINTWISE, 6 * d->N);
+  else if (fused)
+    memop(a, MODEL_MEM_POINTWISE, 7 * d->N);    /* bias-dropout-add */
+  else {
+    memop(a, MODEL_MEM_POINTWISE, 4 * d->N);    /* bias */
+    memop(a, MODEL_MEM_POINTWISE, 5 * d->N);    /* dropout */
+    memop(a, MODEL_MEM_POINTWISE, 6 * d->N);    /* residual add */
+  }
+}
+
+/* A norm's backward and the residual branch's gradient sum: Megatron's
+ * one pass (12N); PyTorch eager's norm backward (input gradient 6N, then
+ * the weight gradient's column reduction 4N) and its add_ into the
+ * residual's gradient (6N). */
+static void norm_backward(Acc *a, const Dims *d) {
+  if (!a->eager) {
+    memop(a, MODEL_MEM_NORM, 12 * d->N);
+    return;
+  }
+  memop(a, MODEL_MEM_NORM, 6 * d->N);
+  memop(a, MODEL_MEM_NORM, 4 * d->N);
+  memop(a, MODEL_MEM_POINTWISE, 6 * d->N);
 }
 
 /* The attention core's forward: what selective recomputation runs again. */
@@ -221,37 +329,36 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
     linear(a, d->bs, d->qkv_t, d->h, TRUE);     /* QKV, bias in the epilogue */
   span_end(a, &ps->tp_gemm[0]);
   if (d->rotary)
-    memop(a, MODEL_MEM_POINTWISE, 4 * d->Nr); /* rotary embedding of Q and K */
+    rotary(a, d, FALSE);                        /* rotary embedding of Q and K */
   span_begin(a, &ps->core);
   attention_core(a, d, fused_softmax);
   span_end(a, &ps->core);
-  memop(a, MODEL_MEM_COPY, 4 * d->Nc);          /* context to [s, b, h/t] */
+  if (!a->eager) /* (eager's attention writes [b, s, a, d], which the projection reads as is) */
+    memop(a, MODEL_MEM_COPY, 4 * d->Nc);        /* context to [s, b, h/t] */
   span_begin(a, &ps->tp_gemm[1]);
   linear(a, d->bs, d->h, d->ht, TRUE);          /* projection */
   span_end(a, &ps->tp_gemm[1]);
   a->seg = 1;                                   /* --- all-reduce --- */
-  if (fused)
-    memop(a, MODEL_MEM_POINTWISE, 7 * d->N);    /* bias-dropout-add */
-  else {
-    memop(a, MODEL_MEM_POINTWISE, 4 * d->N);    /* bias */
-    memop(a, MODEL_MEM_POINTWISE, 5 * d->N);    /* dropout */
-    memop(a, MODEL_MEM_POINTWISE, 6 * d->N);    /* residual add */
-  }
+  residual(a, d, fused);                        /* bias-dropout-add */
   memop(a, MODEL_MEM_NORM, 4 * d->N);           /* layernorm 2 */
   if (d->no_mlp) { /* an MoE layer: its MLP block is costed apart (moe.h) */
     a->seg = 2;
-    memop(a, MODEL_MEM_POINTWISE, 7 * d->N);    /* the closing dropout-add */
+    residual(a, d, TRUE);                       /* the closing dropout-add */
     return;
   }
   span_begin(a, &ps->tp_gemm[2]);
   if (d->swiglu) {
     linear(a, d->bs, 2 * d->ffn_t, d->h, TRUE); /* MLP gate and up, h -> 2f */
     span_end(a, &ps->tp_gemm[2]);
-    memop(a, MODEL_MEM_ACTIVATION, 6 * d->Nm); /* SwiGLU: reads 2f, writes f */
+    if (a->eager) { /* silu(gate) * up: two kernels */
+      memop(a, MODEL_MEM_ACTIVATION, 4 * d->Nm);
+      memop(a, MODEL_MEM_POINTWISE, 6 * d->Nm);
+    } else
+      memop(a, MODEL_MEM_ACTIVATION, 6 * d->Nm); /* SwiGLU: reads 2f, writes f */
   } else {
     linear(a, d->bs, d->ffn_t, d->h, TRUE);     /* MLP h -> 4h */
     span_end(a, &ps->tp_gemm[2]);
-    if (fused)
+    if (fused || a->eager) /* (eager: the bias in the GEMM's epilogue) */
       memop(a, MODEL_MEM_ACTIVATION, 4 * d->Nm); /* bias+GeLU */
     else {
       memop(a, MODEL_MEM_POINTWISE, 4 * d->Nm); /* bias */
@@ -262,13 +369,7 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
   linear(a, d->bs, d->h, d->ffn_t, TRUE);       /* MLP 4h -> h */
   span_end(a, &ps->tp_gemm[3]);
   a->seg = 2;                                   /* --- all-reduce --- */
-  if (fused)
-    memop(a, MODEL_MEM_POINTWISE, 7 * d->N);
-  else {
-    memop(a, MODEL_MEM_POINTWISE, 4 * d->N);
-    memop(a, MODEL_MEM_POINTWISE, 5 * d->N);
-    memop(a, MODEL_MEM_POINTWISE, 6 * d->N);
-  }
+  residual(a, d, fused);
 }
 
 /* A weight-gradient GEMM: counted in its segment, and apart in wgrad_s
@@ -276,6 +377,7 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
 static void wlinear(Acc *a, guint64 m, guint64 n, guint64 k) {
   double before = a->pass->seg_s[a->seg];
   linear(a, m, n, k, FALSE);
+  accumulate(a, m, n);
   a->pass->wgrad_s[a->seg] += a->pass->seg_s[a->seg] - before;
 }
 
@@ -289,7 +391,9 @@ static void wlinear(Acc *a, guint64 m, guint64 n, guint64 k) {
 static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softmax) {
   ModelPass *ps = a->pass;
   a->seg = 0;
-  if (fused)
+  if (a->eager) /* (the residual add's gradient is its input's) */
+    ;
+  else if (fused)
     memop(a, MODEL_MEM_POINTWISE, 5 * d->N);    /* bias-dropout-add 2 */
   else {
     memop(a, MODEL_MEM_POINTWISE, 5 * d->N);    /* dropout */
@@ -302,13 +406,19 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
   span_end(a, &ps->tp_gemm[0]);
   wlinear(a, d->ffn_t, d->h, d->bs);      /*                wgrad */
   if (d->swiglu) {
-    memop(a, MODEL_MEM_ACTIVATION, 10 * d->Nm); /* SwiGLU: gradient, gate, up in; two gradients out */
+    if (a->eager) { /* the mul's two gradients, silu's backward, the cat of the gate's and up's gradients */
+      memop(a, MODEL_MEM_POINTWISE, 6 * d->Nm);
+      memop(a, MODEL_MEM_POINTWISE, 6 * d->Nm);
+      memop(a, MODEL_MEM_ACTIVATION, 6 * d->Nm);
+      memop(a, MODEL_MEM_COPY, 8 * d->Nm);
+    } else
+      memop(a, MODEL_MEM_ACTIVATION, 10 * d->Nm); /* SwiGLU: gradient, gate, up in; two gradients out */
     linear(a, d->bs, d->h, 2 * d->ffn_t, TRUE); /* MLP h -> 2f: dgrad */
     span_begin(a, &ps->tp_gemm[1]);
     wlinear(a, d->h, 2 * d->ffn_t, d->bs); /*                wgrad */
     span_end(a, &ps->tp_gemm[1]);
   } else {
-    if (fused)
+    if (fused || a->eager)
       memop(a, MODEL_MEM_ACTIVATION, 6 * d->Nm); /* bias+GeLU */
     else {
       memop(a, MODEL_MEM_ACTIVATION, 6 * d->Nm); /* GeLU */
@@ -321,8 +431,10 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
   }
 attention:
   a->seg = 1;                                   /* --- all-reduce --- */
-  memop(a, MODEL_MEM_NORM, 12 * d->N);          /* layernorm 2, residual sum */
-  if (fused)
+  norm_backward(a, d);                          /* layernorm 2, residual sum */
+  if (a->eager)
+    ;
+  else if (fused)
     memop(a, MODEL_MEM_POINTWISE, 5 * d->N);    /* bias-dropout-add 1 */
   else {
     memop(a, MODEL_MEM_POINTWISE, 5 * d->N);
@@ -332,7 +444,8 @@ attention:
   linear(a, d->bs, d->ht, d->h, TRUE);          /* projection: dgrad */
   span_end(a, &ps->tp_gemm[2]);
   wlinear(a, d->ht, d->h, d->bs);         /*             wgrad */
-  memop(a, MODEL_MEM_COPY, 4 * d->Nc);          /* context layout */
+  if (!a->eager)
+    memop(a, MODEL_MEM_COPY, 4 * d->Nc);        /* context layout */
   if (d->flash) {
     /* FlashAttention-2's preprocessing kernel, rowsum(dO * O); the waves
      * model is fitted to whole backward passes (cuDNN's runs it inside) */
@@ -357,7 +470,7 @@ attention:
   span_end(a, &ps->core);
   }
   if (d->rotary)
-    memop(a, MODEL_MEM_POINTWISE, 4 * d->Nr); /* rotary embedding's gradient */
+    rotary(a, d, TRUE);                         /* rotary embedding's gradient */
   if (d->mla) { /* the up-projections', the norms' and the down-projections' gradients */
     linear(a, d->bs, d->kv_lora, d->kv_up_t, TRUE);
     linear(a, d->kv_up_t, d->kv_lora, d->bs, FALSE);
@@ -375,13 +488,15 @@ attention:
     linear(a, qd, d->h, d->bs, FALSE);
     span_end(a, &ps->tp_gemm[3]);
   } else {
+  if (a->eager) /* the split of QKV's output: its backward concatenates the three gradients */
+    memop(a, MODEL_MEM_COPY, 4.0 * d->bs * d->qkv_t);
   linear(a, d->bs, d->h, d->qkv_t, TRUE);       /* QKV: dgrad */
   span_begin(a, &ps->tp_gemm[3]);
   wlinear(a, d->qkv_t, d->h, d->bs);      /*      wgrad */
   span_end(a, &ps->tp_gemm[3]);
   }
   a->seg = 2;                                   /* --- all-reduce --- */
-  memop(a, MODEL_MEM_NORM, 12 * d->N);          /* layernorm 1, residual sum */
+  norm_backward(a, d);                          /* layernorm 1, residual sum */
 }
 
 static void ideal_pass(const ModelProfile *p, guint b, guint q, double scale, ModelPass *pass) {
@@ -390,7 +505,7 @@ static void ideal_pass(const ModelProfile *p, guint b, guint q, double scale, Mo
 
 static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens, guint context,
                        gboolean fused, gboolean fused_softmax, gboolean sp, gboolean use_flash, gboolean fp8,
-                       guint cp, gboolean no_mlp, ModelLayerCost *out) {
+                       guint cp, gboolean no_mlp, const ModelLayerOptions *o, ModelLayerCost *out) {
   *out = (ModelLayerCost){0};
   cp = MAX(cp, 1u);
   guint local = tokens / cp; /* the rank's tokens (context parallelism splits the sequence) */
@@ -429,8 +544,8 @@ static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guin
   /* without flash attention the layer is Megatron's 2021 layer, its
    * memory-bound kernels the 2021 ones */
   gboolean k21 = !use_flash;
-  Acc f = {p, &out->fwd, 0, fp8, FALSE, k21}, g = {p, &out->bwd, 0, fp8, TRUE, k21},
-      c = {p, &out->core, 0, fp8, FALSE, k21};
+  Acc f = acc(p, &out->fwd, o, fp8, FALSE, k21), g = acc(p, &out->bwd, o, fp8, TRUE, k21),
+      c = acc(p, &out->core, o, fp8, FALSE, k21);
   forward(&f, &d, fused, fused_softmax);
   backward(&g, &d, fused, fused_softmax);
   attention_core(&c, &d, fused_softmax);
@@ -440,7 +555,7 @@ static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guin
  * kernel and its shape rules, so `fused` applies to the softmax as given. */
 void model_layer_slice_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens,
                             guint context, gboolean fused, ModelLayerCost *out) {
-  layer_cost(p, m, t, b, tokens, context, fused, fused, FALSE, FALSE, FALSE, 1, FALSE, out);
+  layer_cost(p, m, t, b, tokens, context, fused, fused, FALSE, FALSE, FALSE, 1, FALSE, NULL, out);
 }
 
 gboolean model_softmax_fused(const ModelShape *m, guint t, guint b, gboolean fusion) {
@@ -457,29 +572,56 @@ void model_layer_cost_with(const ModelProfile *p, const ModelShape *m, guint t, 
                            ModelLayerCost *out) {
   gboolean flash_core = o->attention == MODEL_ATTENTION_FLASH;
   layer_cost(p, m, t, b, m->seq_len, 0, o->fused, !flash_core && !model_softmax_fp32(m, t, b, o),
-             o->sequence_parallel, flash_core, o->fp8, o->cp, FALSE, out);
+             o->sequence_parallel, flash_core, o->fp8, o->cp, FALSE, o, out);
 }
 
 void model_layer_attention_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b,
                                 const ModelLayerOptions *o, ModelLayerCost *out) {
   gboolean flash_core = o->attention == MODEL_ATTENTION_FLASH;
   layer_cost(p, m, t, b, m->seq_len, 0, o->fused, !flash_core && !model_softmax_fp32(m, t, b, o),
-             o->sequence_parallel, flash_core, o->fp8, o->cp, TRUE, out);
+             o->sequence_parallel, flash_core, o->fp8, o->cp, TRUE, o, out);
 }
 
 void model_layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, gboolean fused,
                       ModelLayerCost *out) {
-  ModelLayerOptions o = {fused, FALSE, MODEL_ATTENTION_FUSED, FALSE, 1};
+  ModelLayerOptions o = {.fused = fused, .attention = MODEL_ATTENTION_FUSED, .fp8 = FALSE, .cp = 1};
   model_layer_cost_with(p, m, t, b, &o, out);
 }
 
 void model_embedding_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, double *fwd_s,
                           double *bwd_s) {
+  model_embedding_cost_with(p, m, t, b, NULL, fwd_s, bwd_s);
+}
+
+static gboolean eager(const ModelLayerOptions *o) {
+  return o && o->framework == MODEL_FRAMEWORK_EAGER;
+}
+
+/* A memory-bound kernel outside the layers (no host gating: the embedding's
+ * and the head's kernels are long), free with free_membound. */
+static double mem(const ModelProfile *p, const ModelLayerOptions *o, ModelMemClass c, double bytes) {
+  return o && o->free_membound ? 0 : model_mem_time_s(p, c, bytes);
+}
+
+void model_embedding_cost_with(const ModelProfile *p, const ModelShape *m, guint t, guint b,
+                               const ModelLayerOptions *o, double *fwd_s, double *bwd_s) {
   *fwd_s = *bwd_s = 0;
   if (p->kind == MODEL_PROFILE_IDEAL)
     return;
   double N = (double)b * m->seq_len * m->hidden;
-  (void)t;
+  if (eager(o)) {
+    /* PyTorch eager's dense embedding: forward a gather (4N); backward a
+     * zero fill of the whole table's gradient (2 bytes a parameter), the
+     * sorted segment sums into it (about 6N) and AccumulateGrad's add
+     * into .grad (6 bytes a parameter; layer.c's accumulate). */
+    double table = (double)(m->vocab / t) * m->hidden;
+    *fwd_s = mem(p, o, MODEL_MEM_COPY, 4 * N);
+    *bwd_s = mem(p, o, MODEL_MEM_POINTWISE, 2 * table) + mem(p, o, MODEL_MEM_COPY, 6 * N) +
+             mem(p, o, MODEL_MEM_POINTWISE, 6 * table);
+    return;
+  }
+  if (o && o->free_membound)
+    return;
   /* Forward: gather word rows (read + write 4N), add positions (6N), mask
    * the vocab shard and all-reduce (on the tp stream; folded in here as a
    * memory pass of 4N), dropout (5N).  Backward: dropout (5N), scatter-add
@@ -498,6 +640,11 @@ void model_embedding_cost(const ModelProfile *p, const ModelShape *m, guint t, g
 }
 
 void model_head_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, double *fwd_s, double *bwd_s) {
+  model_head_cost_with(p, m, t, b, NULL, fwd_s, bwd_s);
+}
+
+void model_head_cost_with(const ModelProfile *p, const ModelShape *m, guint t, guint b, const ModelLayerOptions *o,
+                          double *fwd_s, double *bwd_s) {
   *fwd_s = *bwd_s = 0;
   if (p->kind == MODEL_PROFILE_IDEAL)
     return;
@@ -507,6 +654,27 @@ void model_head_cost(const ModelProfile *p, const ModelShape *m, guint t, guint 
   ModelGemm logits = {1, bs, vt, m->hidden};
   ModelGemm dgrad = {1, bs, m->hidden, vt};
   ModelGemm wgrad = {1, vt, m->hidden, bs};
+  if (eager(o)) {
+    /* PyTorch eager's fp32 cross entropy over the logits: forward the
+     * final norm (4N), the logit GEMM, the cast to fp32 (2 + 4 bytes per
+     * logit), log_softmax (reads 4, writes 4) and the loss's gather;
+     * backward the zero fill of the fp32 gradient (4), log_softmax's
+     * backward (gradient and saved output in, gradient out: 12), the cast
+     * back (4 + 2), the two GEMMs, AccumulateGrad's add into the logit
+     * weight's .grad (6 per parameter) and the norm's backward (6N + 4N). */
+    *fwd_s = mem(p, o, MODEL_MEM_NORM, 4 * N) + model_gemm_time_s(p, &logits) + mem(p, o, MODEL_MEM_COPY, 6 * L) +
+             mem(p, o, MODEL_MEM_CROSS_ENTROPY, 8 * L);
+    *bwd_s = mem(p, o, MODEL_MEM_POINTWISE, 4 * L) + mem(p, o, MODEL_MEM_CROSS_ENTROPY, 12 * L) +
+             mem(p, o, MODEL_MEM_COPY, 6 * L) + model_gemm_time_s(p, &dgrad) + model_gemm_time_s(p, &wgrad) +
+             mem(p, o, MODEL_MEM_POINTWISE, 6.0 * vt * m->hidden) + mem(p, o, MODEL_MEM_NORM, 6 * N) +
+             mem(p, o, MODEL_MEM_NORM, 4 * N);
+    return;
+  }
+  if (o && o->free_membound) {
+    *fwd_s = model_gemm_time_s(p, &logits);
+    *bwd_s = model_gemm_time_s(p, &dgrad) + model_gemm_time_s(p, &wgrad);
+    return;
+  }
   /* Vocab-parallel cross entropy in fp32 (Megatron's
    * _VocabParallelCrossEntropy): max, subtract, exp, sum and the target
    * gather, about four fp32 passes over the logit shard read and written

@@ -52,6 +52,8 @@ typedef struct {
   double wgrad_s[3]; /* backward: the weight-gradient GEMMs' part of each segment (zero-bubble schedules' W) */
   double flops;    /* FLOPs executed by this GPU in the pass (GEMMs only) */
   guint kernels;
+  double membound_s;  /* the memory-bound kernels' part of the segments (everything but GEMMs and attention) */
+  double host_wait_s; /* the GPU's part of the segments spent waiting for the host to launch the next kernel */
   ModelSpan core;       /* the attention core's kernels (with context parallelism: its ring's steps) */
   ModelSpan tp_gemm[4]; /* the GEMMs the tensor-parallel communication can overlap, in pass order */
 } ModelPass;
@@ -86,12 +88,30 @@ typedef enum {
   MODEL_ATTENTION_FUSED_KERNEL
 } ModelAttention;
 
+/* The framework that runs the layer, which decides its kernel list:
+ * Megatron-Core with Transformer Engine (fused rotary, fused bias-dropout-
+ * add, one SwiGLU kernel, vocab-parallel cross entropy), or PyTorch eager
+ * as a plain model runs it (layer.c lists each aten op's kernels). */
+typedef enum { MODEL_FRAMEWORK_MEGATRON, MODEL_FRAMEWORK_EAGER, MODEL_FRAMEWORK_N } ModelFramework;
+const char *model_framework_name(ModelFramework f);
+/* The framework named `name`, or MODEL_FRAMEWORK_N. */
+ModelFramework model_framework_lookup(const char *name);
+
 typedef struct {
   gboolean fused;            /* the element-wise kernels fused (--no-fusion: not) */
   gboolean sequence_parallel; /* norms, dropouts, residuals on s/t of the tokens (Korthikanti et al. 2022, 4.2.2) */
   ModelAttention attention;
   gboolean fp8;              /* the linear layers' GEMMs in FP8 with Transformer Engine's casts */
   guint cp;                  /* context parallelism: each rank holds s/cp of the tokens (0 or 1: none) */
+  ModelFramework framework;
+  /* Host time to launch one kernel (the framework's dispatch and the launch
+   * call), 0: the host never holds the GPU back.  Each pass's kernels are
+   * issued one after another from a host that starts the pass with them:
+   * kernel i starts at max(end of kernel i - 1, i x host_op_s). */
+  double host_op_s;
+  /* Every memory-bound kernel free: the report prices them as the
+   * difference this makes. */
+  gboolean free_membound;
 } ModelLayerOptions;
 
 /* model_layer_cost with the options: with sequence parallelism the norms,
@@ -142,9 +162,14 @@ void model_layer_slice_cost(const ModelProfile *p, const ModelShape *m, guint t,
 /* Word + position embedding lookup, embedding dropout (first stage). */
 void model_embedding_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, double *fwd_s,
                           double *bwd_s);
+/* The same, and the head's below, as the options' framework runs them. */
+void model_embedding_cost_with(const ModelProfile *p, const ModelShape *m, guint t, guint b,
+                               const ModelLayerOptions *o, double *fwd_s, double *bwd_s);
 /* Final layernorm, logit GEMM against the vocabulary shard, vocab-parallel
  * cross entropy (last stage). */
 void model_head_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, double *fwd_s, double *bwd_s);
+void model_head_cost_with(const ModelProfile *p, const ModelShape *m, guint t, guint b, const ModelLayerOptions *o,
+                          double *fwd_s, double *bwd_s);
 /* The logit layer's weight-gradient GEMM, the part of its backward a
  * zero-bubble schedule's W runs (0 on the ideal profile). */
 double model_head_wgrad_s(const ModelProfile *p, const ModelShape *m, guint t, guint b);

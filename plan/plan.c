@@ -31,6 +31,8 @@ const PtdWord sim_attention_words[] = {{"flash", MODEL_ATTENTION_FLASH},
                                        {"fused", MODEL_ATTENTION_FUSED},
                                        {"unfused", MODEL_ATTENTION_UNFUSED},
                                        {NULL, 0}};
+const PtdWord sim_framework_words[] = {{"megatron", MODEL_FRAMEWORK_MEGATRON}, {"eager", MODEL_FRAMEWORK_EAGER}, {NULL, 0}};
+const PtdWord sim_clock_words[] = {{"sustained", SIM_CLOCK_SUSTAINED}, {"burst", SIM_CLOCK_BURST}, {NULL, 0}};
 const PtdWord sim_precision_words[] = {{"fp16", MODEL_PRECISION_FP16},
                                        {"bf16", MODEL_PRECISION_BF16},
                                        {"fp8", MODEL_PRECISION_FP8},
@@ -386,8 +388,11 @@ const char *sim_plan_attention_ran(const SimPlan *pl, const ModelProfile *profil
 }
 
 ModelLayerOptions sim_plan_layer_options(const SimPlan *pl, const ModelProfile *profile) {
-  return (ModelLayerOptions){pl->fusion, pl->sequence_parallel, sim_plan_attention(pl, profile),
-                             sim_plan_precision(pl, profile) == MODEL_PRECISION_FP8, sim_plan_cp(pl)};
+  return (ModelLayerOptions){.fused = pl->fusion, .sequence_parallel = pl->sequence_parallel,
+                             .attention = sim_plan_attention(pl, profile),
+                             .fp8 = sim_plan_precision(pl, profile) == MODEL_PRECISION_FP8, .cp = sim_plan_cp(pl),
+                             .framework = pl->framework, .host_op_s = pl->host_op_s,
+                             .free_membound = pl->free_membound};
 }
 
 gboolean sim_plan_check_device(const SimPlan *pl, const ModelProfile *profile, GError **error) {

@@ -40,7 +40,16 @@ typedef enum { SIM_DISPATCH_ALLTOALL, SIM_DISPATCH_ALLGATHER } SimDispatcher;
  * order the options list them (base/text.h). */
 extern const PtdWord sim_ddp_words[], sim_recompute_words[], sim_network_words[], sim_placement_words[],
     sim_workload_words[], sim_reduce_dtype_words[], sim_reshard_words[], sim_attention_words[],
-    sim_precision_words[], sim_dispatcher_words[];
+    sim_precision_words[], sim_dispatcher_words[], sim_framework_words[], sim_clock_words[];
+/* --clock: GEMMs at the profile's sustained clock (a long run) or at the
+ * boost clock (a short measurement after idle). */
+typedef enum { SIM_CLOCK_SUSTAINED, SIM_CLOCK_BURST } SimClock;
+/* The host's time per kernel launch with --framework eager when
+ * --host-op-us is not given: the median start-to-start gap of consecutive
+ * launches on a thread in the shipped PyTorch step traces of an H100
+ * (ptdsim fit --profiler-trace calibrate/measurements/h100-step-trace-*.json.gz:
+ * 28.8 and 30.3 us; their mean). */
+#define SIM_EAGER_HOST_OP_US 29.5
 
 /* How the layers are split over the pipeline stages (Megatron-LM's
  * --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers,
@@ -130,6 +139,10 @@ typedef struct {
   gboolean precision_given;       /* --precision; else the device profile's first */
   ModelPrecision precision;
   gboolean tp_comm_overlap;       /* sequence-parallel communication pipelined with its GEMMs */
+  ModelFramework framework;       /* whose kernels run the layers */
+  double host_op_s;               /* host time per kernel launch (0: never gates the GPU) */
+  SimClock clock;                 /* which clock the GEMMs run at */
+  gboolean free_membound;         /* memory-bound kernels free: the step-effects breakdown's counterfactual */
   gboolean overlap_param_gather;  /* the distributed optimizer's all-gather overlapped with the next forward */
   /* The pipeline split (sim_plan_chunk_layers): the transformer layers of
    * stage 0, of each middle stage and of stage p - 1, before the
@@ -211,6 +224,14 @@ typedef struct {
   gboolean attention_given;
   ModelPrecision precision;       /* not given: the device's default */
   gboolean precision_given;
+  ModelFramework framework;       /* not given: megatron */
+  gboolean framework_given;
+  double host_op_us;              /* --host-op-us; not given: the framework's default */
+  gboolean host_op_given;
+  gboolean cuda_graphs;           /* --cuda-graphs */
+  SimClock clock;                 /* not given: sustained */
+  gboolean clock_given;
+  gboolean step_effects;          /* price each effect of the step by running without it (ptdsim run) */
   guint cp;                       /* --cp; 0: not given (1) */
   gboolean tp_comm_overlap;       /* --tp-comm-overlap */
   gboolean overlap_param_gather;  /* --overlap-param-gather */

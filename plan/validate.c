@@ -721,6 +721,16 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
       FAIL("--attention does not apply to %s, which runs its own attention code; drop it", with);
     plan->attention_given = TRUE;
   }
+  plan->framework = r->framework_given ? r->framework : MODEL_FRAMEWORK_MEGATRON;
+  if ((r->framework_given || r->host_op_given || r->cuda_graphs) && own)
+    FAIL("--framework, --host-op-us and --cuda-graphs do not apply to %s, which runs its own code; drop them", with);
+  if (r->cuda_graphs && r->host_op_given)
+    FAIL("--cuda-graphs replays the kernels without host launches, which --host-op-us prices; give one of them");
+  plan->host_op_s = r->cuda_graphs ? 0
+                    : r->host_op_given ? r->host_op_us * 1e-6
+                    : plan->framework == MODEL_FRAMEWORK_EAGER ? SIM_EAGER_HOST_OP_US * 1e-6
+                                                               : 0;
+  plan->clock = r->clock_given ? r->clock : SIM_CLOCK_SUSTAINED;
   if (r->precision_given) {
     plan->precision = r->precision;
     if (plan->precision == MODEL_PRECISION_FP8 && (own || r->zero))

@@ -139,8 +139,8 @@ void sim_ptdp_pass_times(const SimPlan *pl, const ModelProfile *profile, SimPass
   model_layer_cost_with(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &c);
   ModelShape local = ptdp_rank_shape(pl);
   *t = (SimPassTimes){.tp_allreduce_bytes = c.tp_allreduce_bytes};
-  model_embedding_cost(profile, &local, pl->tp, pl->micro_batch, &t->emb_f, &t->emb_b);
-  model_head_cost(profile, &local, pl->tp, pl->micro_batch, &t->head_f, &t->head_b);
+  model_embedding_cost_with(profile, &local, pl->tp, pl->micro_batch, &lo, &t->emb_f, &t->emb_b);
+  model_head_cost_with(profile, &local, pl->tp, pl->micro_batch, &lo, &t->head_f, &t->head_b);
   t->head_w = model_head_wgrad_s(profile, &local, pl->tp, pl->micro_batch);
   for (guint j = 0; j < 3; j++) {
     t->layer_f += c.fwd.seg_s[j];

@@ -221,8 +221,8 @@ static void build_costs(PtdpBuild *b) {
           b->moe_layer[(s * b->v + c) * b->lmax + l] = (guint8)sim_moe_layer(pl, s, c, l);
   }
   ModelShape local = ptdp_rank_shape(pl);
-  model_embedding_cost(profile, &local, pl->tp, pl->micro_batch, &b->emb_fwd, &b->emb_bwd);
-  model_head_cost(profile, &local, pl->tp, pl->micro_batch, &b->head_fwd, &b->head_bwd);
+  model_embedding_cost_with(profile, &local, pl->tp, pl->micro_batch, &lo, &b->emb_fwd, &b->emb_bwd);
+  model_head_cost_with(profile, &local, pl->tp, pl->micro_batch, &lo, &b->head_fwd, &b->head_bwd);
   if (b->moe_layer && pl->model.mtp && profile->kind != MODEL_PROFILE_IDEAL) {
     /* DeepSeek-V3's multi-token prediction modules, after the head on the
      * last stage: each the 2h -> h projection of the normed hidden states

@@ -23,6 +23,8 @@
 #define attentions sim_attention_words
 #define precisions sim_precision_words
 #define dispatchers sim_dispatcher_words
+#define frameworks sim_framework_words
+#define clocks sim_clock_words
 static const PtdWord norms[] = {{"layernorm", MODEL_NORM_LAYERNORM}, {"rmsnorm", MODEL_NORM_RMSNORM}, {NULL, 0}};
 static const PtdWord positions[] = {{"learned", MODEL_POSITION_LEARNED}, {"rope", MODEL_POSITION_ROTARY}, {NULL, 0}};
 static const PtdWord checkpoints[] = {{"sync", 0}, {"async", 1}, {NULL, 0}};
@@ -193,6 +195,25 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                                          "The distributed optimizer's parameter all-gather overlapped with the next "
                                          "forward, layer by layer (needs --distributed-optimizer and --ddp torch)",
                                          NULL},
+    [SEARCH_OPT_FRAMEWORK] = {"framework", SEARCH_OPT_TEXT, "NAME",
+                              "The framework whose kernels run the layers: megatron (Megatron-Core with Transformer "
+                              "Engine: fused rotary, bias-dropout-add and SwiGLU kernels) or eager (PyTorch eager as a "
+                              "plain model runs it: each op its own kernels, fp32 cross entropy, gradients added "
+                              "into .grad); default megatron",
+                              frameworks},
+    [SEARCH_OPT_HOST_OP] = {"host-op-us", SEARCH_OPT_TEXT, "US",
+                            "Host time to launch one kernel, in microseconds: the GPU waits where its kernels are "
+                            "shorter (default: 0 for megatron, for eager the per-launch time measured from the "
+                            "shipped PyTorch step traces)",
+                            NULL},
+    [SEARCH_OPT_CUDA_GRAPHS] = {"cuda-graphs", SEARCH_OPT_FLAG, NULL,
+                                "The step's kernels replayed from CUDA graphs: the host launches nothing one by one "
+                                "(--host-op-us 0)",
+                                NULL},
+    [SEARCH_OPT_CLOCK] = {"clock", SEARCH_OPT_TEXT, "WHEN",
+                          "sustained (a long run: GEMMs at the device profile's sustained clock, default) or burst "
+                          "(a short measurement after idle: the boost clock)",
+                          clocks},
     [SEARCH_OPT_NUM_EXPERTS] = {"num-experts", SEARCH_OPT_COUNT, "E",
                                 "Routed experts per MoE layer (Megatron's --num-experts; default: the model's, or "
                                 "none: a dense model)",
@@ -367,6 +388,7 @@ static const struct {
     {SEARCH_OPT_MOE_CAPACITY_FACTOR, 1e-3, 1e6, FALSE, "a number from 0.001 to 1e6", "1.25"},
     {SEARCH_OPT_ACTIVATION_LIMIT, 0, 1e6, TRUE, "a number of GiB above 0, at most 1e6", "20"},
     {SEARCH_OPT_MEMORY_RESERVE, 0, 1024, FALSE, "a number of GiB from 0 to 1024", "3"},
+    {SEARCH_OPT_HOST_OP, 0, 1e5, FALSE, "a number of microseconds from 0 to 1e5", "20"},
     {SEARCH_OPT_GPU_FAILURE_RATE, 0, 1e3, FALSE, "a failure rate from 0 to 1000 per hour", "1.3e-5"},
     {SEARCH_OPT_NODE_FAILURE_RATE, 0, 1e3, FALSE, "a failure rate from 0 to 1000 per hour", "4.4e-5"},
     {SEARCH_OPT_SWITCH_FAILURE_RATE, 0, 1e3, FALSE, "a failure rate from 0 to 1000 per hour", "2.6e-5"},
@@ -793,6 +815,8 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->overlap_param_gather = c->given[SEARCH_OPT_OVERLAP_PARAM_GATHER];
   WORD_OPT(c, SEARCH_OPT_ATTENTION, attention, error);
   WORD_OPT(c, SEARCH_OPT_PRECISION, precision, error);
+  WORD_OPT(c, SEARCH_OPT_FRAMEWORK, framework, error);
+  WORD_OPT(c, SEARCH_OPT_CLOCK, clock, error);
   SimStragglers *st = &r->stragglers;
   if ((c->text[SEARCH_OPT_SLOW] && !sim_slow_parse(c->text[SEARCH_OPT_SLOW], FALSE, st->gpu, &st->n_gpu, error)) ||
       (c->text[SEARCH_OPT_SLOW_LINK] &&
@@ -814,6 +838,12 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
       return FALSE;
     r->memory_reserve_given = TRUE;
   }
+  if (c->text[SEARCH_OPT_HOST_OP]) {
+    if (!real_opt(c, SEARCH_OPT_HOST_OP, &r->host_op_us, error))
+      return FALSE;
+    r->host_op_given = TRUE;
+  }
+  r->cuda_graphs = c->given[SEARCH_OPT_CUDA_GRAPHS];
   return TRUE;
 }
 

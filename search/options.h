@@ -75,6 +75,11 @@ typedef enum {
   SEARCH_OPT_CP,
   SEARCH_OPT_TP_COMM_OVERLAP,
   SEARCH_OPT_OVERLAP_PARAM_GATHER,
+  /* the step as the framework runs it (models/layer.h) */
+  SEARCH_OPT_FRAMEWORK,
+  SEARCH_OPT_HOST_OP,
+  SEARCH_OPT_CUDA_GRAPHS,
+  SEARCH_OPT_CLOCK,
   /* mixture of experts (models/moe.h) */
   SEARCH_OPT_NUM_EXPERTS,
   SEARCH_OPT_MOE_TOPK,

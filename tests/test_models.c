@@ -788,7 +788,7 @@ static void test_flash_attention(void) {
                REL_EPS);
   }
   ModelShape m = lookup("llama2-70b");
-  ModelLayerOptions mega = {TRUE, FALSE, MODEL_ATTENTION_FUSED, FALSE, 1}, fa = {TRUE, FALSE, MODEL_ATTENTION_FLASH, FALSE, 1};
+  ModelLayerOptions mega = {.fused = TRUE, .attention = MODEL_ATTENTION_FUSED, .fp8 = FALSE, .cp = 1}, fa = {.fused = TRUE, .attention = MODEL_ATTENTION_FLASH, .fp8 = FALSE, .cp = 1};
   ModelLayerCost a, b;
   model_layer_cost_with(p, &m, 8, 1, &mega, &a);
   model_layer_cost_with(p, &m, 8, 1, &fa, &b);
@@ -802,7 +802,7 @@ static void test_flash_attention(void) {
   assert_rel(b.core.seg_s[0], model_flash_time_s(p, m.heads / 8, m.seq_len, m.seq_len, model_head_dim(&m), FALSE),
              REL_EPS);
   g_assert_false(model_softmax_fp32(&m, 8, 1, &fa));
-  g_assert_true(model_softmax_fp32(&m, 8, 1, &(ModelLayerOptions){TRUE, FALSE, MODEL_ATTENTION_UNFUSED, FALSE, 1}));
+  g_assert_true(model_softmax_fp32(&m, 8, 1, &(ModelLayerOptions){.fused = TRUE, .attention = MODEL_ATTENTION_UNFUSED, .fp8 = FALSE, .cp = 1}));
   model_profile_free(p);
   p = load_profile("h100-sxm5-80gb");
   g_assert_true(p->flash_default && p->flash_waves);
@@ -954,7 +954,7 @@ static void test_fp8(void) {
   plain.gemm_fp8_split_accumulation = 0.8;
   assert_rel(model_gemm_fp8_time_s(&plain, &big, TRUE) - p->kernel_launch_s, (t8 - p->kernel_launch_s) / 0.8, REL_EPS);
   ModelShape m = lookup("llama3-70b");
-  ModelLayerOptions bf = {TRUE, FALSE, MODEL_ATTENTION_FLASH, FALSE, 1}, f8 = {TRUE, FALSE, MODEL_ATTENTION_FLASH, TRUE, 1};
+  ModelLayerOptions bf = {.fused = TRUE, .attention = MODEL_ATTENTION_FLASH, .fp8 = FALSE, .cp = 1}, f8 = {.fused = TRUE, .attention = MODEL_ATTENTION_FLASH, .fp8 = TRUE, .cp = 1};
   ModelLayerCost a, b;
   model_layer_cost_with(p, &m, 8, 1, &bf, &a);
   model_layer_cost_with(p, &m, 8, 1, &f8, &b);
@@ -1332,6 +1332,109 @@ static void test_layer_wgrad(void) {
   model_profile_free(ideal);
 }
 
+/* The framework's kernel lists, exactly: on a profile where every
+ * memory-bound kernel costs its launch plus its bytes over one bandwidth,
+ * each pass's memory-bound time is its kernels' launches plus the bytes of
+ * the ops the framework runs, written out here from the ops themselves; the
+ * GEMMs and attention are the same whoever runs them. */
+static void test_framework_kernels(void) {
+  ModelProfile *p = load_profile("h100-sxm5-80gb");
+  p->has_membound = p->has_membound_2021 = FALSE;
+  g_assert_true(p->flash_waves); /* (no separate flash preprocessing kernel) */
+  ModelShape m = lookup("llama3-8b");
+  g_assert_true(m.mlp == MODEL_MLP_SWIGLU && m.position == MODEL_POSITION_ROTARY);
+  const guint t = 2, b = 1;
+  double s = m.seq_len, h = m.hidden, d = model_head_dim(&m), bs = b * s;
+  double N = bs * h, Nq = bs * m.heads * d / t, Nk = bs * model_groups(&m) * d / t, Nm = bs * model_ffn(&m) / t;
+  double qkv_t = (m.heads + 2.0 * model_groups(&m)) * d / t, ht = m.heads * d / t, f_t = (double)model_ffn(&m) / t;
+  double bw = p->hbm_bytes_per_s * p->memory_efficiency, L = p->kernel_launch_s;
+  ModelLayerOptions mo = {.fused = TRUE, .attention = MODEL_ATTENTION_FLASH, .cp = 1}, eo = mo;
+  eo.framework = MODEL_FRAMEWORK_EAGER;
+  ModelLayerCost mc, ec;
+  model_layer_cost_with(p, &m, t, b, &mo, &mc);
+  model_layer_cost_with(p, &m, t, b, &eo, &ec);
+  /* Megatron-Core: norm, fused rotary, context copy, bias-dropout-add, norm,
+   * SwiGLU, bias-dropout-add; backward the dropout-adds, SwiGLU, the two
+   * norm-and-residual passes, the context copy, the rotary gradient */
+  double mf = 4 * N + 4 * (Nq + Nk) + 4 * Nq + 7 * N + 4 * N + 6 * Nm + 7 * N;
+  double mb = 5 * N + 10 * Nm + 12 * N + 5 * N + 4 * Nq + 4 * (Nq + Nk) + 12 * N;
+  assert_rel(mc.fwd.membound_s, 7 * L + mf / bw, 1e-12);
+  assert_rel(mc.bwd.membound_s, 7 * L + mb / bw, 1e-12);
+  /* PyTorch eager: norm; rotate-half rotary on Q and K (mul, neg of a
+   * half, cat, mul, add: 4 + 2 + 4 + 4 + 6 bytes a rotated element); the
+   * residual add; norm; silu and mul; the residual add */
+  double ef = 4 * N + 20 * (Nq + Nk) + 6 * N + 4 * N + 4 * Nm + 6 * Nm + 6 * N;
+  assert_rel(ec.fwd.membound_s, 16 * L + ef / bw, 1e-12);
+  /* backward: an add into .grad per weight matrix (6 bytes a parameter);
+   * the mul's two gradients, silu's, the cat of gate and up (6, 6, 6, 8
+   * per element of f/t); two norm backwards of two kernels and a residual
+   * add each (6 + 4 + 6 per element of h); rotary's graph backwards (30
+   * bytes a rotated element in 9 kernels, Q and K); the cat of the QKV
+   * gradients (4 per column) */
+  double W = h * (f_t + 2 * f_t + ht + qkv_t);
+  double eb = 6 * W + 26 * Nm + 2 * 16 * N + 30 * (Nq + Nk) + 4 * bs * qkv_t;
+  assert_rel(ec.bwd.membound_s, (4 + 4 + 6 + 18 + 1) * L + eb / bw, 1e-12);
+  g_assert_cmpuint(ec.fwd.kernels - mc.fwd.kernels, ==, 16 - 7);
+  g_assert_cmpuint(ec.bwd.kernels - mc.bwd.kernels, ==, 33 - 7);
+  for (guint pass = 0; pass < 2; pass++) {
+    const ModelPass *a = pass ? &mc.bwd : &mc.fwd, *e = pass ? &ec.bwd : &ec.fwd;
+    double ta = a->seg_s[0] + a->seg_s[1] + a->seg_s[2], te = e->seg_s[0] + e->seg_s[1] + e->seg_s[2];
+    assert_rel(te - e->membound_s, ta - a->membound_s, 1e-9);
+    g_assert_cmpfloat(e->flops, ==, a->flops);
+    g_assert_cmpfloat(a->host_wait_s, ==, 0);
+  }
+  /* the head: the final norm, the logits, the cast to fp32 (6 bytes a
+   * logit), log_softmax (8); backward the zero fill (4), log_softmax's
+   * backward (12), the cast back (6), the GEMMs, the add into the logit
+   * weight's .grad and the norm's backward */
+  double V = (double)(m.vocab / t), Lg = bs * V, hf, hb;
+  model_head_cost_with(p, &m, t, b, &eo, &hf, &hb);
+  ModelGemm lg = {1, (guint64)bs, m.vocab / t, m.hidden}, dg = {1, (guint64)bs, m.hidden, m.vocab / t},
+            wg = {1, m.vocab / t, m.hidden, (guint64)bs};
+  assert_rel(hf, model_gemm_time_s(p, &lg) + 3 * L + (4 * N + 6 * Lg + 8 * Lg) / bw, 1e-12);
+  assert_rel(hb, model_gemm_time_s(p, &dg) + model_gemm_time_s(p, &wg) + 6 * L +
+                     (4 * Lg + 12 * Lg + 6 * Lg + 6 * V * h + 6 * N + 4 * N) / bw, 1e-12);
+  /* free memory-bound kernels leave the GEMMs and attention alone */
+  eo.free_membound = TRUE;
+  ModelLayerCost fc;
+  model_layer_cost_with(p, &m, t, b, &eo, &fc);
+  g_assert_cmpfloat(fc.fwd.membound_s, ==, 0);
+  assert_rel(fc.fwd.seg_s[0] + fc.fwd.seg_s[1] + fc.fwd.seg_s[2],
+             ec.fwd.seg_s[0] + ec.fwd.seg_s[1] + ec.fwd.seg_s[2] - ec.fwd.membound_s, 1e-9);
+  model_profile_free(p);
+}
+
+/* The host gating each launch: kernel i starts at max(end of kernel i - 1,
+ * i x host_op_s).  A host faster than every kernel never holds the GPU
+ * back; one slower than every kernel paces it: the pass lasts (k - 1) host
+ * times plus its last kernel, and the waits are the difference from the
+ * kernels alone. */
+static void test_host_gate(void) {
+  ModelProfile *p = load_profile("h100-sxm5-80gb-measured");
+  ModelShape m = lookup("llama3-8b");
+  ModelLayerOptions o = {.fused = TRUE, .attention = MODEL_ATTENTION_FLASH, .cp = 1,
+                         .framework = MODEL_FRAMEWORK_EAGER};
+  ModelLayerCost free_, fast, slow;
+  model_layer_cost_with(p, &m, 8, 1, &o, &free_);
+  o.host_op_s = 1e-9;
+  model_layer_cost_with(p, &m, 8, 1, &o, &fast);
+  o.host_op_s = 1.0;
+  model_layer_cost_with(p, &m, 8, 1, &o, &slow);
+  for (guint pass = 0; pass < 2; pass++) {
+    const ModelPass *a = pass ? &free_.bwd : &free_.fwd, *f = pass ? &fast.bwd : &fast.fwd,
+                    *w = pass ? &slow.bwd : &slow.fwd;
+    double ta = a->seg_s[0] + a->seg_s[1] + a->seg_s[2], tw = w->seg_s[0] + w->seg_s[1] + w->seg_s[2];
+    g_assert_cmpfloat(f->host_wait_s, ==, 0);
+    for (guint j = 0; j < 3; j++)
+      g_assert_cmpfloat(f->seg_s[j], ==, a->seg_s[j]);
+    assert_rel(tw - w->host_wait_s, ta, 1e-9);
+    g_assert_cmpfloat(tw, >=, (w->kernels - 1) * 1.0);
+    g_assert_cmpfloat(tw, <=, w->kernels * 1.0);
+    g_assert_cmpuint(w->kernels, ==, a->kernels);
+  }
+  model_profile_free(p);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/models/transformer/lookup", test_model_lookup);
@@ -1364,6 +1467,8 @@ int main(int argc, char **argv) {
   g_test_add_func("/models/flash-waves", test_flash_waves);
   g_test_add_func("/models/mem-classes", test_mem_classes);
   g_test_add_func("/models/mem-2021", test_mem_2021);
+  g_test_add_func("/models/framework-kernels", test_framework_kernels);
+  g_test_add_func("/models/host-gate", test_host_gate);
   g_test_add_func("/models/load/shipped", test_load_shipped);
   g_test_add_func("/models/load/bad-keys", test_load_bad_keys);
   g_test_add_func("/models/load/bad-files", test_load_bad_files);

@@ -95,6 +95,12 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddBoolToObject(cfg, "tp_comm_overlap", pl->tp_comm_overlap);
   cJSON_AddBoolToObject(cfg, "overlap_param_gather", pl->overlap_param_gather);
   cJSON_AddStringToObject(cfg, "attention", sim_plan_attention_ran(pl, profile));
+  if (pl->framework != MODEL_FRAMEWORK_MEGATRON || pl->host_op_s > 0 || pl->clock != SIM_CLOCK_SUSTAINED) {
+    /* the step as a framework runs it (written where it is not the default) */
+    cJSON_AddStringToObject(cfg, "framework", model_framework_name(pl->framework));
+    cJSON_AddNumberToObject(cfg, "host_op_us", pl->host_op_s * 1e6);
+    cJSON_AddStringToObject(cfg, "clock", ptd_word_of(sim_clock_words, (int)pl->clock));
+  }
   cJSON_AddBoolToObject(cfg, "scatter_gather", pl->scatter_gather);
   cJSON_AddBoolToObject(cfg, "fusion", pl->fusion);
   cJSON_AddStringToObject(cfg, "precision", sim_precision_name(sim_plan_precision(pl, profile)));
@@ -666,6 +672,25 @@ void trace_report_text(GString *out, const cJSON *run) {
                            ptd_format_si(num(by, "ep"), "B", x, sizeof x),
                            ptd_format_si(num(moe, "dispatch_bytes_per_rank"), "B", y, sizeof y),
                            num(moe, "tokens_per_expert"));
+  }
+  const cJSON *fx = cJSON_GetObjectItemCaseSensitive(run, "step_effects_s");
+  if (fx) {
+    const char *fw = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "framework"));
+    const char *clock = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "clock"));
+    double host = num(cfg, "host_op_us"), ck = num(fx, "clock"), mb = num(fx, "framework_kernels"),
+           ho = num(fx, "host_launch");
+    g_string_append_printf(out, "step       %s kernels, ",
+                           g_strcmp0(fw, "eager") == 0 ? "PyTorch eager's" : "Megatron-Core's (Transformer Engine)");
+    if (host > 0)
+      g_string_append_printf(out, "the host %.1f us per launch", host);
+    else
+      g_string_append_printf(out, "launches free");
+    g_string_append_printf(out,
+                           ", %s clock; what each adds to the iteration (the others kept):\n"
+                           "           clock %.4f s (%.1f%%), the framework's own kernels %.4f s (%.1f%%), host "
+                           "launches %.4f s (%.1f%%)\n",
+                           clock ? clock : "sustained", ck, T > 0 ? 100 * ck / T : 0, mb, T > 0 ? 100 * mb / T : 0, ho,
+                           T > 0 ? 100 * ho / T : 0);
   }
   char a[32], b[32], c[32], e[32];
   g_string_append_printf(out, "traffic    tp %s, pp %s, ", ptd_format_si(bytes_tp, "B", a, sizeof a),

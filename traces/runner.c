@@ -183,6 +183,48 @@ static gboolean add_whole_run(cJSON *json, const RtOptions *o, const SimPlan *pl
   return TRUE;
 }
 
+/* What each effect of the step costs (--framework, --host-op-us, the
+ * profile's sustained clock): the iteration time less the time of the same
+ * plan without that effect alone, each removed on its own: the clock at
+ * boost, every memory-bound kernel free (the framework's own kernels:
+ * everything but the GEMMs and attention), the host launching for free.
+ * PTD-P and the sharded strategies; TeraPipe prices its slices its own way. */
+static gboolean add_step_effects(cJSON *json, const SimPlan *plan, const ModelProfile *profile,
+                                 const TopoCluster *cluster, const SimResult *res, GError **error) {
+  if (plan->schedule == SIM_SCHEDULE_TERAPIPE)
+    return TRUE;
+  enum { CLOCK, MEMBOUND, HOST, N_EFFECTS };
+  static const char *const names[N_EFFECTS] = {"clock", "framework_kernels", "host_launch"};
+  SimPlan *alt = g_new(SimPlan, 1);
+  cJSON *o = cJSON_CreateObject();
+  gboolean ok = TRUE;
+  for (guint e = 0; ok && e < N_EFFECTS; e++) {
+    ModelProfile boost = *profile;
+    boost.sustained_clock_ratio = 1;
+    *alt = *plan;
+    if ((e == CLOCK && profile->sustained_clock_ratio >= 1) || (e == HOST && plan->host_op_s <= 0)) {
+      cJSON_AddNumberToObject(o, names[e], 0);
+      continue;
+    }
+    alt->free_membound = e == MEMBOUND;
+    alt->host_op_s = e == HOST ? 0 : plan->host_op_s;
+    alt->allow_oom = TRUE; /* the same memory: only the time differs */
+    SimResult without;
+    const ModelProfile *p = e == CLOCK ? &boost : profile;
+    ok = plan->zero ? sim_zero_run(alt, p, cluster, &without, NULL, NULL, error)
+                    : sim_ptdp_run_observed(alt, p, cluster, &without, NULL, NULL, error);
+    if (ok)
+      cJSON_AddNumberToObject(o, names[e], res->iteration_time_s - without.iteration_time_s);
+  }
+  g_free(alt);
+  if (!ok) {
+    cJSON_Delete(o);
+    return FALSE;
+  }
+  cJSON_AddItemToObject(json, "step_effects_s", o);
+  return TRUE;
+}
+
 cJSON *trace_run_full(const SimPlanRequest *req, const RtOptions *rt, const TopoCluster *cluster,
                       const ModelProfile *profile, const char *trace_path, guint64 max_events, GError **error) {
   SimPlanRequest r = *req;
@@ -197,6 +239,12 @@ cJSON *trace_run_full(const SimPlanRequest *req, const RtOptions *rt, const Topo
   cJSON *json = NULL;
   SimResult res;
   gboolean ok = sim_plan_build(&r, cluster, plan, error);
+  ModelProfile boost; /* --clock burst: the GEMMs at the boost clock */
+  if (ok && plan->clock == SIM_CLOCK_BURST) {
+    boost = *profile;
+    boost.sustained_clock_ratio = 1;
+    profile = &boost;
+  }
   /* The trace's place is checked (a temporary file made there) before anything is simulated. */
   const char *inputs[] = {cluster->path, profile->path, r.schedule_file, NULL}; /* never written over */
   if (ok && trace_path)
@@ -232,6 +280,8 @@ cJSON *trace_run_full(const SimPlanRequest *req, const RtOptions *rt, const Topo
       ok = add_stragglers(json, plan, &res, profile, cluster, error);
     if (ok && rt && plan->tokens > 0)
       ok = add_whole_run(json, rt, plan, &res, cluster, error);
+    if (ok && r.step_effects)
+      ok = add_step_effects(json, plan, profile, cluster, &res, error);
     ok = ok && trace_run_json_check(json, error);
   }
   if (ok && trace) {

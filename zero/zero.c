@@ -116,8 +116,8 @@ static void units_of(const SimPlan *pl, const ModelProfile *profile, Unit **out,
   ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
   model_layer_cost_with(profile, m, 1, b, &lo, &lc);
   double ef, eb, hf, hb;
-  model_embedding_cost(profile, m, 1, b, &ef, &eb);
-  model_head_cost(profile, m, 1, b, &hf, &hb);
+  model_embedding_cost_with(profile, m, 1, b, &lo, &ef, &eb);
+  model_head_cost_with(profile, m, 1, b, &lo, &hf, &hb);
   guint64 word = (guint64)m->vocab * h, pos = m->position == MODEL_POSITION_LEARNED ? (guint64)m->seq_len * h : 0;
   u[0] = (Unit){word + pos, word + pos, ef, eb, FALSE, -1, SIM_PART_EMBEDDING, {0}, 0};
   const double *F = lc.fwd.seg_s, *G = lc.bwd.seg_s;

@@ -1,0 +1,151 @@
+/* End-to-end tests of the step as a framework runs it, through the real
+ * binary: the two whole eager training steps timed on an H100
+ * (calibrate/measurements/h100-sustained-gemm-and-steps.json, the judge:
+ * nothing in ptdsim is taken from their times) predicted from their shapes;
+ * the effects breakdown against runs without each effect; the options'
+ * refusals. */
+#include <math.h>
+#include <string.h>
+
+#include "cli_harness.h"
+
+#define ONE_GPU                                                                                                      \
+  "run --cluster dgx-h100-superpod --profile h100-sxm5-80gb-measured --gpus 1 --global-batch 1 --micro-batch 1 "    \
+  "--norm rmsnorm --position-embedding rope --swiglu --untie-embeddings --no-bias --precision bf16 --recompute "    \
+  "none --format json"
+#define SMALL_TP                                                                                                     \
+  "run --model llama3-8b --cluster dgx-h100-superpod --profile h100-sxm5-80gb-measured --gpus 8 --tp 8 "            \
+  "--global-batch 8 --micro-batch 1 --seq-len 1024 --format json"
+
+static double iteration(const char *args) {
+  cJSON *j = run_json(args);
+  double t = num(j, "iteration_time_s");
+  cJSON_Delete(j);
+  return t;
+}
+
+/* One of the measured steps' models, run on one H100 by `framework`. */
+static cJSON *step_run(const cJSON *c, const char *framework) {
+  const cJSON *d = cJSON_GetObjectItemCaseSensitive(c, "d");
+  GString *args = g_string_new(ONE_GPU);
+  g_string_append_printf(args, " --framework %s --layers %.0f --hidden %.0f --heads %.0f --num-query-groups %.0f "
+                               "--ffn-hidden %.0f --vocab %.0f --seq-len %.0f",
+                         framework, num(c, "l"), num(c, "h"), num(c, "a"), num(c, "g"), num(c, "f"), num(c, "V"),
+                         num(c, "s"));
+  if (d)
+    g_string_append_printf(args, " --kv-channels %.0f", num(c, "d"));
+  cJSON *run = run_json(args->str);
+  g_string_free(args, TRUE);
+  return run;
+}
+
+/* Each measured step: its model's shape as the file gives it, run as
+ * PyTorch eager runs it on one H100 at its sustained clock (the steps are
+ * medians of five back-to-back steps: by then the GPU has held its power
+ * cap longer than the 0.6 s in which the measured GEMM rate fell); the
+ * forward and backward (the critical GPU's compute: the measured steps ran
+ * no optimizer) within 5% of the measured median. */
+static void test_measured_steps(void) {
+  char *path = data_file("calibrate/measurements/h100-sustained-gemm-and-steps.json");
+  gsize len;
+  char *text = slurp(path, &len);
+  cJSON *file = cJSON_ParseWithLength(text, len);
+  g_assert_nonnull(file);
+  static const char *const steps[] = {"qwen-like-14b-l4", "llama70b-t4-shard-l4"};
+  for (guint i = 0; i < G_N_ELEMENTS(steps); i++) {
+    const cJSON *st = obj(file, steps[i]), *c = obj(st, "cfg");
+    g_assert_cmpfloat(num(st, "micro_batch"), ==, 1);
+    g_assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "swiglu")));
+    g_assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "rope")));
+    cJSON *run = step_run(c, "eager");
+    double got = num(obj(run, "time_breakdown_s"), "compute") * 1e3, want = num(st, "fwd_bwd_ms_median_of_5");
+    g_test_message("%s: predicted %.2f ms, measured %.2f ms (%+.1f%%)", steps[i], got, want,
+                   100 * (got / want - 1));
+    g_assert_cmpfloat(fabs(got / want - 1), <=, 0.05);
+    /* the same step as Megatron-Core runs it: fewer, fused kernels */
+    cJSON *mrun = step_run(c, "megatron");
+    g_assert_cmpfloat(num(obj(mrun, "time_breakdown_s"), "compute") * 1e3, <, got);
+    g_assert_cmpfloat(num(obj(mrun, "step_effects_s"), "framework_kernels"), <,
+                      num(obj(run, "step_effects_s"), "framework_kernels"));
+    cJSON_Delete(mrun);
+    cJSON_Delete(run);
+  }
+  cJSON_Delete(file);
+  g_free(text);
+  g_free(path);
+}
+
+/* The breakdown is what removing each effect alone changes: the clock's is
+ * exactly the iteration at the sustained clock less the one at burst; the
+ * host's is zero where the host launches for free (Megatron's default,
+ * CUDA graphs) and grows with the host's time per launch where tensor
+ * parallelism makes the kernels short. */
+static void test_effects(void) {
+  cJSON *sus = run_json(SMALL_TP), *burst = run_json(SMALL_TP " --clock burst");
+  const cJSON *fs = obj(sus, "step_effects_s"), *fb = obj(burst, "step_effects_s");
+  g_assert_cmpfloat(num(fs, "clock"), >, 0);
+  g_assert_cmpfloat(num(fs, "clock"), ==, num(sus, "iteration_time_s") - num(burst, "iteration_time_s"));
+  g_assert_cmpfloat(num(fb, "clock"), ==, 0);
+  g_assert_cmpfloat(num(fs, "host_launch"), ==, 0);
+  g_assert_cmpfloat(num(fs, "framework_kernels"), >, 0);
+  g_assert_cmpstr(str(obj(burst, "config"), "clock"), ==, "burst");
+  g_assert_null(cJSON_GetObjectItemCaseSensitive(obj(sus, "config"), "framework")); /* the default: not written */
+  cJSON_Delete(sus);
+  cJSON_Delete(burst);
+
+  double graphs = iteration(SMALL_TP " --framework eager --cuda-graphs");
+  double prev = graphs, prev_host = 0;
+  static const char *const hosts[] = {"10", "40", "160"};
+  for (guint i = 0; i < G_N_ELEMENTS(hosts); i++) {
+    char *args = g_strdup_printf(SMALL_TP " --framework eager --host-op-us %s", hosts[i]);
+    cJSON *j = run_json(args);
+    double t = num(j, "iteration_time_s"), host = num(obj(j, "step_effects_s"), "host_launch");
+    g_assert_cmpfloat(num(obj(j, "config"), "host_op_us"), ==, g_ascii_strtod(hosts[i], NULL));
+    g_assert_cmpfloat(t, >=, prev);
+    g_assert_cmpfloat(host, >=, prev_host);
+    g_assert_cmpfloat(fabs(t - host - graphs), <=, 1e-9 * graphs); /* without the waits: the graphs' run */
+    prev = t;
+    prev_host = host;
+    cJSON_Delete(j);
+    g_free(args);
+  }
+  g_assert_cmpfloat(prev_host, >, 0);
+  /* eager's default host time is the one measured from the shipped traces */
+  cJSON *e = run_json(SMALL_TP " --framework eager");
+  g_assert_cmpfloat(num(obj(e, "config"), "host_op_us"), >, 20);
+  g_assert_cmpfloat(num(obj(e, "config"), "host_op_us"), <, 40);
+  cJSON_Delete(e);
+
+  /* the text report says it */
+  Proc p = run_line("run --model llama3-8b --cluster dgx-h100-superpod --gpus 8 --tp 8 --global-batch 8 "
+                    "--framework eager");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "step       PyTorch eager's kernels, the host 29.5 us per launch, sustained clock"));
+  g_assert_nonnull(strstr(p.out, "the framework's own kernels"));
+  proc_clear(&p);
+}
+
+static const CliBadCase bad[] = {
+    {"framework-word", SMALL_TP " --framework torch", "--framework"},
+    {"host-negative", SMALL_TP " --host-op-us -1", "--host-op-us"},
+    {"host-word", SMALL_TP " --host-op-us fast", "--host-op-us"},
+    {"graphs-and-host", SMALL_TP " --cuda-graphs --host-op-us 5", "--cuda-graphs"},
+    {"clock-word", SMALL_TP " --clock boost", "--clock"},
+    {"terapipe", "run --model gpt3-1b --cluster aws-p3-16xlarge --gpus 16 --tp 2 --pp 8 --global-batch 2 "
+                 "--schedule terapipe --framework eager",
+     "--framework"},
+};
+
+int main(int argc, char **argv) {
+  g_test_init(&argc, &argv, NULL);
+  if (!cli_harness_init())
+    return 1;
+  g_test_add_func("/step/measured-steps", test_measured_steps);
+  g_test_add_func("/step/effects", test_effects);
+  for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+    char *name = g_strdup_printf("/step/bad/%s", bad[i].name);
+    g_test_add_data_func(name, &bad[i], cli_test_bad);
+    g_free(name);
+  }
+  return g_test_run();
+}
