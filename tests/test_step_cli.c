@@ -123,6 +123,25 @@ static void test_effects(void) {
   g_assert_nonnull(strstr(p.out, "step       PyTorch eager's kernels, the host 29.5 us per launch, sustained clock"));
   g_assert_nonnull(strstr(p.out, "the framework's own kernels"));
   proc_clear(&p);
+  /* and says it again from a trace of the run, default framework or not */
+  static const char *const fws[] = {"", " --framework eager"};
+  for (guint i = 0; i < G_N_ELEMENTS(fws); i++) {
+    char *script = g_strdup_printf("\"$PTDSIM_BIN\" run --model llama3-8b --cluster dgx-h100-superpod --gpus 8 --tp 8 "
+                                   "--global-batch 8%s --trace \"$T/step.json.gz\" > \"$T/run.txt\" && "
+                                   "\"$PTDSIM_BIN\" report \"$T/step.json.gz\" > \"$T/report.txt\" && "
+                                   "grep '^step' \"$T/run.txt\" && cmp \"$T/run.txt\" \"$T/report.txt\"",
+                                   fws[i]);
+    char *dir = g_dir_make_tmp("ptdsim-step-XXXXXX", NULL);
+    g_assert_nonnull(dir);
+    Proc r = run_sh_in(dir, script, 60);
+    g_assert_cmpint(r.status, ==, 0);
+    g_assert_nonnull(strstr(r.out, i ? "PyTorch eager's kernels" : "Megatron's kernels"));
+    proc_clear(&r);
+    char *cmd[] = {"rm", "-rf", dir, NULL};
+    g_assert_true(g_spawn_sync(NULL, cmd, NULL, G_SPAWN_SEARCH_PATH, NULL, NULL, NULL, NULL, NULL, NULL));
+    g_free(dir);
+    g_free(script);
+  }
 }
 
 static const CliBadCase bad[] = {

@@ -677,10 +677,11 @@ void trace_report_text(GString *out, const cJSON *run) {
   if (fx) {
     const char *fw = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "framework"));
     const char *clock = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "clock"));
-    double host = num(cfg, "host_op_us"), ck = num(fx, "clock"), mb = num(fx, "framework_kernels"),
-           ho = num(fx, "host_launch");
+    const cJSON *host_us = cJSON_GetObjectItemCaseSensitive(cfg, "host_op_us"); /* written where not the default */
+    double host = cJSON_IsNumber(host_us) ? host_us->valuedouble : 0, ck = num(fx, "clock"),
+           mb = num(fx, "framework_kernels"), ho = num(fx, "host_launch");
     g_string_append_printf(out, "step       %s kernels, ",
-                           g_strcmp0(fw, "eager") == 0 ? "PyTorch eager's" : "Megatron-Core's (Transformer Engine)");
+                           g_strcmp0(fw, "eager") == 0 ? "PyTorch eager's" : "Megatron's");
     if (host > 0)
       g_string_append_printf(out, "the host %.1f us per launch", host);
     else
