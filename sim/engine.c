@@ -22,6 +22,7 @@ typedef struct {
   SimTime time;
   guint64 seq;
   guint op;
+  guint version; /* a contended op's completion as of its version-th pace (stale ones are dropped) */
 } Event;
 
 struct _SimEngine {
@@ -45,6 +46,9 @@ struct _SimEngine {
   guint n_net;             /* network ops */
   gboolean repeats_stream; /* some op is on one stream twice */
   gboolean too_long;       /* some op lasts longer than SIM_TIME_MAX */
+  GArray *stream_holds;    /* guint8 per stream: its ops hold SMs of its GPU (NULL: none does) */
+  GArray *contended;       /* float per op: its contention factor, 0 where none (NULL: no op has one) */
+  guint n_contended;
 };
 
 SimEngine *sim_engine_new(void) {
@@ -76,6 +80,10 @@ void sim_engine_free(SimEngine *e) {
   g_array_free(e->stream_gpu, TRUE);
   if (e->stream_speed)
     g_array_free(e->stream_speed, TRUE);
+  if (e->stream_holds)
+    g_array_free(e->stream_holds, TRUE);
+  if (e->contended)
+    g_array_free(e->contended, TRUE);
   g_free(e);
 }
 
@@ -216,6 +224,30 @@ void sim_engine_op_to_network(SimEngine *e, guint op) {
   e->n_net++;
 }
 
+void sim_engine_set_stream_holds_sms(SimEngine *e, guint stream) {
+  g_return_if_fail(stream < e->stream_gpu->len);
+  if (!e->stream_holds)
+    e->stream_holds = g_array_new(FALSE, TRUE, sizeof(guint8));
+  if (e->stream_holds->len < e->stream_gpu->len)
+    g_array_set_size(e->stream_holds, e->stream_gpu->len);
+  g_array_index(e->stream_holds, guint8, stream) = 1;
+}
+
+void sim_engine_set_op_contended(SimEngine *e, guint op, double factor) {
+  g_return_if_fail(op < e->ops->len && factor >= 1);
+  if (factor <= 1)
+    return;
+  if (!e->contended)
+    e->contended = g_array_new(FALSE, TRUE, sizeof(float));
+  if (e->contended->len < e->ops->len)
+    g_array_set_size(e->contended, e->ops->len);
+  float *f = &g_array_index(e->contended, float, op);
+  e->n_contended += *f == 0;
+  *f = (float)factor;
+}
+
+gboolean sim_engine_has_contention(const SimEngine *e) { return e->n_contended > 0; }
+
 void sim_engine_add_dep(SimEngine *e, guint before, guint after) {
   g_return_if_fail(before < e->ops->len && after < e->ops->len && before != after);
   guint pair[2] = {before, after};
@@ -240,14 +272,65 @@ typedef struct {
   guint *cursor; /* per stream: index into its op list of the head */
   guint8 *busy;  /* per stream */
   Event *heap;
-  guint heap_n;
+  guint heap_n, heap_cap;
   guint64 seq;
+  /* contention (sim_engine_set_op_contended); NULL without */
+  const float *factor;     /* per op, 0: none */
+  const guint8 *holds;     /* per stream */
+  guint *held;             /* per GPU: ops running on its SM-holding streams */
+  GArray **running;        /* per GPU: the contended ops running there (guint) */
+  double *done;            /* per op: the share of its work done by `since` */
+  SimTime *since;
+  guint *version;
+  guint8 *slow;            /* per op: running at the contended pace */
 } Run;
 
 static inline gboolean is_head(const Run *r, guint stream, guint op) {
   const SimEngine *e = r->e;
   guint at = e->stream_off[stream] + r->cursor[stream];
   return at < e->stream_off[stream + 1] && e->stream_list[at] == op;
+}
+
+static void push(Run *r, Event ev) {
+  if (r->heap_n == r->heap_cap) { /* contention pushes an op's completion again when its pace changes */
+    r->heap_cap *= 2;
+    r->heap = g_renew(Event, r->heap, r->heap_cap);
+  }
+  event_push_at(r->heap, &r->heap_n, ev);
+}
+
+static guint gpu_of(const Run *r, guint op) {
+  return g_array_index(r->e->stream_gpu, guint, r->op_streams[r->ops[op].stream_off]);
+}
+
+/* A contended op's completion at its pace from `now`: its remaining work at
+ * its duration, or at factor times it while its GPU's SMs are shared. */
+static void pace(Run *r, guint op, SimTime now, gboolean slow) {
+  const Op *o = &r->ops[op];
+  double was = (double)o->duration * (r->slow[op] ? r->factor[op] : 1.0);
+  if (was > 0)
+    r->done[op] = MIN(1.0, r->done[op] + (double)(now - r->since[op]) / was);
+  r->since[op] = now;
+  r->slow[op] = (guint8)slow;
+  double rest = (1.0 - r->done[op]) * (double)o->duration * (slow ? r->factor[op] : 1.0);
+  push(r, (Event){sim_time_add(now, (SimTime)llround(rest)), r->seq++, op, ++r->version[op]});
+}
+
+/* An op on SM-holding streams starts (+1) or ends (-1): each of its GPUs
+ * whose count leaves or reaches zero repaces the contended ops running there. */
+static void hold(Run *r, guint op, SimTime now, int delta) {
+  const Op *o = &r->ops[op];
+  const guint *streams = r->op_streams + o->stream_off;
+  for (guint i = 0; i < o->n_streams; i++) {
+    if (!r->holds[streams[i]])
+      continue;
+    guint g = g_array_index(r->e->stream_gpu, guint, streams[i]);
+    gboolean was = r->held[g] > 0;
+    r->held[g] += delta;
+    if ((r->held[g] > 0) != was && r->running[g])
+      for (guint k = 0; k < r->running[g]->len; k++)
+        pace(r, g_array_index(r->running[g], guint, k), now, !was);
+  }
 }
 
 /* Starts `op` at `now` if everything it waits for is in place. */
@@ -262,10 +345,21 @@ static void try_start(Run *r, guint op, SimTime now) {
   for (guint i = 0; i < o->n_streams; i++)
     r->busy[streams[i]] = 1;
   o->start = now;
+  if (r->holds)
+    hold(r, op, now, +1);
+  if (r->factor && r->factor[op] > 0 && !o->net) {
+    guint g = gpu_of(r, op);
+    if (!r->running[g])
+      r->running[g] = g_array_new(FALSE, FALSE, sizeof(guint));
+    g_array_append_val(r->running[g], op);
+    r->since[op] = now;
+    pace(r, op, now, r->held[g] > 0);
+    return;
+  }
   if (o->net && r->e->has_network)
     r->e->network.start(r->e->network.data, op, now);
   else
-    event_push_at(r->heap, &r->heap_n, (Event){sim_time_add(now, o->duration), r->seq++, op});
+    push(r, (Event){sim_time_add(now, o->duration), r->seq++, op, 0});
 }
 
 /* `op` ends at `now`: free its streams, count it off its successors, and
@@ -275,6 +369,16 @@ static void complete(Run *r, guint op, SimTime now) {
   SimEngine *e = r->e;
   Op *o = &r->ops[op];
   o->end = now;
+  if (r->factor && r->factor[op] > 0 && !o->net) {
+    GArray *run = r->running[gpu_of(r, op)];
+    for (guint k = 0; k < run->len; k++)
+      if (g_array_index(run, guint, k) == op) {
+        g_array_remove_index_fast(run, k);
+        break;
+      }
+  }
+  if (r->holds)
+    hold(r, op, now, -1);
   const guint *streams = r->op_streams + o->stream_off;
   for (guint i = 0; i < o->n_streams; i++) {
     r->busy[streams[i]] = 0;
@@ -492,11 +596,30 @@ gboolean sim_engine_run(SimEngine *e, GError **error) {
   guint done = 0;
   SimTime now = 0;
   /* a network model with no op to end is no network at all */
-  if ((!e->has_network || e->n_net == 0) && !e->repeats_stream) {
+  gboolean contention = e->n_contended > 0 && e->stream_holds;
+  guint n_gpus = 0;
+  if ((!e->has_network || e->n_net == 0) && !e->repeats_stream && !contention) {
     done = run_fixed(&r, &now);
     goto finished;
   }
-  r.heap = g_new(Event, MAX(n_ops, 1));
+  r.heap_cap = MAX(n_ops, 1);
+  r.heap = g_new(Event, r.heap_cap);
+  if (contention) {
+    if (e->contended->len < n_ops)
+      g_array_set_size(e->contended, n_ops);
+    if (e->stream_holds->len < n_streams)
+      g_array_set_size(e->stream_holds, n_streams);
+    for (guint s = 0; s < n_streams; s++)
+      n_gpus = MAX(n_gpus, g_array_index(e->stream_gpu, guint, s) + 1);
+    r.factor = (const float *)(const void *)e->contended->data;
+    r.holds = (const guint8 *)(const void *)e->stream_holds->data;
+    r.held = g_new0(guint, n_gpus);
+    r.running = g_new0(GArray *, n_gpus);
+    r.done = g_new0(double, n_ops);
+    r.since = g_new0(SimTime, n_ops);
+    r.version = g_new0(guint, n_ops);
+    r.slow = g_new0(guint8, n_ops);
+  }
   for (guint s = 0; s < n_streams; s++)
     if (e->stream_off[s] < e->stream_off[s + 1])
       try_start(&r, e->stream_list[e->stream_off[s]], 0);
@@ -506,6 +629,8 @@ gboolean sim_engine_run(SimEngine *e, GError **error) {
     SimTime tn = e->has_network ? e->network.next(e->network.data) : -1;
     if (r.heap_n > 0 && (tn < 0 || r.heap[0].time <= tn)) {
       Event ev = event_pop_at(r.heap, &r.heap_n);
+      if (r.version && ev.version != r.version[ev.op])
+        continue; /* the op's pace changed since: a later event ends it */
       now = ev.time;
       complete(&r, ev.op, now);
       done++;
@@ -528,6 +653,17 @@ finished:
   g_free(r.cursor);
   g_free(r.busy);
   g_free(r.heap);
+  if (r.running) {
+    for (guint g = 0; g < n_gpus; g++)
+      if (r.running[g])
+        g_array_free(r.running[g], TRUE);
+    g_free(r.running);
+    g_free(r.held);
+    g_free(r.done);
+    g_free(r.since);
+    g_free(r.version);
+    g_free(r.slow);
+  }
 
   if (e->too_long || now > SIM_TIME_MAX) {
     g_set_error(error, SIM_ENGINE_ERROR, SIM_ENGINE_ERROR_TOO_LONG,

@@ -104,6 +104,21 @@ guint sim_engine_add_net_op(SimEngine *engine, const guint *streams, const guint
  * again on the same graph). */
 void sim_engine_op_to_network(SimEngine *engine, guint op);
 
+/* Compute sharing its GPU with collectives.  NCCL runs a collective as
+ * kernels on every member GPU, one thread block per channel, each on an SM
+ * of its own, beside whatever compute runs there: while the collective
+ * runs, the compute has fewer SMs.  The ops of a stream marked with
+ * sim_engine_set_stream_holds_sms hold SMs of the stream's GPU while they
+ * run.  An op given a contention factor f (>= 1) with
+ * sim_engine_set_op_contended progresses 1/f as fast for as long as one of
+ * those streams of its GPU (its first stream's) is running an op: its
+ * remaining work is carried over whenever that changes.  Any such op makes
+ * the run an event loop (the one-pass timing needs fixed durations). */
+void sim_engine_set_stream_holds_sms(SimEngine *engine, guint stream);
+void sim_engine_set_op_contended(SimEngine *engine, guint op, double factor);
+/* Whether some op is contended (the run then uses the event loop). */
+gboolean sim_engine_has_contention(const SimEngine *engine);
+
 /* `after` may not start before `before` has finished. */
 void sim_engine_add_dep(SimEngine *engine, guint before, guint after);
 

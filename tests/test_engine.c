@@ -793,6 +793,82 @@ static void test_straggler_1f1b(void) {
   }
 }
 
+/* --- contention: compute sharing its GPU with a collective's kernels --- */
+
+/* GPU 0 has a compute stream (0) and a communication stream (1) whose ops
+ * hold SMs; GPU 1 one stream (2) that holds SMs too.  Compute op A (100 ns,
+ * factor 2) runs beside the collective C (20-60 on stream 1): 0-20 at full
+ * pace (20 of its 100 ns of work), 20-60 at half (20 more), the last 60 at
+ * full pace: it ends at 120.  A collective on another GPU, or on a stream
+ * that holds no SMs, leaves it at 100; two collectives at once on its GPU
+ * slow it no more than one; one running when it starts slows it from its
+ * start. */
+static SimEngine *contention_graph(gboolean holds, guint c_stream, SimTime x_ns, guint *a, guint *c) {
+  SimEngine *e = sim_engine_new();
+  g_assert_cmpuint(sim_engine_add_stream(e, 0), ==, 0);
+  g_assert_cmpuint(sim_engine_add_stream(e, 0), ==, 1);
+  g_assert_cmpuint(sim_engine_add_stream(e, 1), ==, 2);
+  g_assert_cmpuint(sim_engine_add_stream(e, 0), ==, 3); /* holds no SMs */
+  if (holds) {
+    sim_engine_set_stream_holds_sms(e, 1);
+    sim_engine_set_stream_holds_sms(e, 2);
+  }
+  *a = sim_engine_add_op1(e, 100, 0, NULL);
+  sim_engine_set_op_contended(e, *a, 2.0);
+  guint x = x_ns ? sim_engine_add_op1(e, x_ns, 3, NULL) : G_MAXUINT; /* C waits for it */
+  *c = sim_engine_add_op1(e, 40, c_stream, NULL);
+  if (x != G_MAXUINT)
+    sim_engine_add_dep(e, x, *c);
+  return e;
+}
+
+static void test_contention(void) {
+  guint a, c;
+  SimEngine *e = contention_graph(TRUE, 1, 20, &a, &c);
+  g_assert_true(sim_engine_has_contention(e));
+  run_ok(e);
+  assert_span(e, c, 20, 60);
+  assert_span(e, a, 0, 120);
+  sim_engine_free(e);
+  /* not marked: the fixed durations */
+  e = contention_graph(FALSE, 1, 20, &a, &c);
+  run_ok(e);
+  assert_span(e, a, 0, 100);
+  sim_engine_free(e);
+  /* on another GPU, or on a stream that holds none */
+  e = contention_graph(TRUE, 2, 20, &a, &c);
+  run_ok(e);
+  assert_span(e, a, 0, 100);
+  sim_engine_free(e);
+  e = contention_graph(TRUE, 3, 20, &a, &c);
+  run_ok(e);
+  assert_span(e, a, 0, 100);
+  sim_engine_free(e);
+  /* from the start: C at 0-40 then 60 of work at full pace: ends at 40 + 80 */
+  e = contention_graph(TRUE, 1, 0, &a, &c);
+  run_ok(e);
+  assert_span(e, c, 0, 40);
+  assert_span(e, a, 0, 40 + 80);
+  sim_engine_free(e);
+  /* two at once (the op before C on stream 1 holds SMs too: 0-20, then C
+   * 20-60): SMs shared 0-60, 30 of work, the other 70 at full pace */
+  e = sim_engine_new();
+  sim_engine_add_stream(e, 0);
+  sim_engine_add_stream(e, 0);
+  sim_engine_add_stream(e, 0);
+  sim_engine_set_stream_holds_sms(e, 1);
+  sim_engine_set_stream_holds_sms(e, 2);
+  a = sim_engine_add_op1(e, 100, 0, NULL);
+  sim_engine_set_op_contended(e, a, 2.0);
+  sim_engine_add_op1(e, 20, 1, NULL);
+  c = sim_engine_add_op1(e, 40, 1, NULL);
+  guint d = sim_engine_add_op1(e, 50, 2, NULL);
+  run_ok(e);
+  assert_span(e, d, 0, 50);
+  assert_span(e, a, 0, 60 + 70);
+  sim_engine_free(e);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/engine/event-loop/random/issue-order", test_event_loop_issue_order);
@@ -813,5 +889,6 @@ int main(int argc, char **argv) {
   g_test_add_func("/engine/random/positions", test_random_positions);
   g_test_add_func("/engine/random/deadlock-agreement", test_random_deadlock_agreement);
   g_test_add_func("/engine/straggler/1f1b", test_straggler_1f1b);
+  g_test_add_func("/engine/contention", test_contention);
   return g_test_run();
 }
