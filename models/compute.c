@@ -37,7 +37,7 @@ static double tile_math_time_at(const ModelProfile *p, const ModelGemmParams *q,
                                 double e_max, double peak, double bytes) {
   double tm = q->tile_m[i], tn = q->tile_n[i];
   double tiles = (double)g->batch * ceil((double)g->m / tm) * ceil((double)g->n / tn);
-  double waves = ceil(tiles / p->sms);
+  double waves = ceil(tiles / (p->sms - p->sms_held)); /* each wave at the rate of the SMs it occupies */
   double launched = waves * p->sms * tm * tn;
   double useful = (double)g->batch * (double)g->m * (double)g->n;
   double q_share = useful / launched;
@@ -82,7 +82,7 @@ static double gemm_time_at(const ModelProfile *p, const ModelGemmParams *q, cons
   if (g->batch == 0 || g->m == 0 || g->n == 0 || g->k == 0)
     return 0;
   double math = best_math(p, q, g, q->efficiency_max, peak, in_bytes) / p->sustained_clock_ratio;
-  double mem = model_gemm_bytes(g, in_bytes, out_bytes) / (p->hbm_bytes_per_s * p->memory_efficiency);
+  double mem = model_gemm_bytes(g, in_bytes, out_bytes) / (p->hbm_bytes_per_s * p->memory_efficiency * (1 - p->hbm_held));
   return p->kernel_launch_s + fmax(math, mem);
 }
 
@@ -120,7 +120,8 @@ ModelMemClass model_mem_class_lookup(const char *name) {
  * when they fit in L2, its HBM rate otherwise. */
 static double mem_class_time_s(const ModelProfile *p, const double *gap_s, const double *l2_bytes_per_s,
                                const double *hbm_bytes_per_s, ModelMemClass c, double bytes) {
-  double bw = p->l2_bytes > 0 && bytes <= p->l2_bytes ? l2_bytes_per_s[c] : hbm_bytes_per_s[c];
+  gboolean l2 = p->l2_bytes > 0 && bytes <= p->l2_bytes;
+  double bw = l2 ? l2_bytes_per_s[c] : hbm_bytes_per_s[c] * (1 - p->hbm_held);
   return gap_s[c] + bytes / bw;
 }
 
@@ -128,7 +129,7 @@ double model_mem_time_s(const ModelProfile *p, ModelMemClass c, double bytes) {
   if (bytes <= 0)
     return 0;
   if (!p->has_membound || c >= MODEL_MEM_N)
-    return p->kernel_launch_s + bytes / (p->hbm_bytes_per_s * p->memory_efficiency);
+    return p->kernel_launch_s + bytes / (p->hbm_bytes_per_s * p->memory_efficiency * (1 - p->hbm_held));
   return mem_class_time_s(p, p->mem_gap_s, p->mem_l2_bytes_per_s, p->mem_hbm_bytes_per_s, c, bytes);
 }
 
@@ -191,9 +192,10 @@ double model_flash_waves_time_any_s(const ModelProfile *p, gboolean backward, gb
     return 0;
   guint64 own = backward ? kv : q, tile = backward ? f->tile_kv : f->tile_q;
   guint64 nb = (own + tile - 1) / tile; /* blocks of one head */
-  guint slots = (guint)MAX(1.0, p->sms * p->flash_ctas_per_sm);
+  guint all = (guint)MAX(1.0, p->sms * p->flash_ctas_per_sm); /* a slot's rate: the peak over all of them */
+  guint slots = (guint)MAX(1.0, (p->sms - p->sms_held) * p->flash_ctas_per_sm); /* the slots blocks run in */
   double step_flops = 4.0 * f->tile_q * f->tile_kv * (double)d * (backward ? 2.5 : 1.0);
-  double step = step_flops * slots / (p->peak_flops * f->efficiency * p->sustained_clock_ratio);
+  double step = step_flops * all / (p->peak_flops * f->efficiency * p->sustained_clock_ratio);
   /* Blocks are dispatched in grid order, each head's with growing work (the
    * heaviest last, as FlashAttention-2's forward grid runs its query blocks;
    * the longest tail of the possible orders), to the first free slot. */

@@ -575,6 +575,22 @@ void model_layer_cost_with(const ModelProfile *p, const ModelShape *m, guint t, 
              o->sequence_parallel, flash_core, o->fp8, o->cp, FALSE, o, out);
 }
 
+static double pass_total(const ModelPass *ps) { return ps->seg_s[0] + ps->seg_s[1] + ps->seg_s[2]; }
+
+double model_layer_contention(const ModelProfile *p, const ModelShape *m, guint t, guint b,
+                              const ModelLayerOptions *o, guint held, double hbm_share) {
+  if (held == 0 || p->kind == MODEL_PROFILE_IDEAL || held >= p->sms)
+    return 1;
+  ModelProfile less = *p;
+  less.sms_held = held;
+  less.hbm_held = CLAMP(hbm_share, 0.0, 0.9);
+  ModelLayerCost all, shared;
+  model_layer_cost_with(p, m, t, b, o, &all);
+  model_layer_cost_with(&less, m, t, b, o, &shared);
+  double full = pass_total(&all.fwd) + pass_total(&all.bwd);
+  return full > 0 ? MAX(1.0, (pass_total(&shared.fwd) + pass_total(&shared.bwd)) / full) : 1;
+}
+
 void model_layer_attention_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b,
                                 const ModelLayerOptions *o, ModelLayerCost *out) {
   gboolean flash_core = o->attention == MODEL_ATTENTION_FLASH;

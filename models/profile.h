@@ -67,6 +67,15 @@ typedef struct {
   char precisions[3][8];
   double peak_fp8_flops;
   guint sms;             /* streaming multiprocessors */
+  /* SMs other kernels hold (a collective's, beside the compute): the GEMMs'
+   * and attention's thread blocks are dealt over the other sms - sms_held,
+   * each at its SM's rate (models/layer.h model_layer_contention); 0 on a
+   * loaded profile */
+  guint sms_held;
+  /* The share of HBM bandwidth those kernels move (their sends read and
+   * their receives written): memory-bound kernels and memory-bound GEMMs
+   * get the rest; 0 on a loaded profile */
+  double hbm_held;
   double memory_bytes;   /* device memory */
   double hbm_bytes_per_s;
   double memory_efficiency; /* achieved share of HBM bandwidth by streaming kernels */

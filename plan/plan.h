@@ -143,6 +143,7 @@ typedef struct {
   double host_op_s;               /* host time per kernel launch (0: never gates the GPU) */
   SimClock clock;                 /* which clock the GEMMs run at */
   gboolean free_membound;         /* memory-bound kernels free: the step-effects breakdown's counterfactual */
+  gboolean no_contention;         /* compute not slowed by the collectives beside it: the same breakdown's */
   gboolean overlap_param_gather;  /* the distributed optimizer's all-gather overlapped with the next forward */
   /* The pipeline split (sim_plan_chunk_layers): the transformer layers of
    * stage 0, of each middle stage and of stage p - 1, before the

@@ -71,6 +71,9 @@ typedef struct {
    * lmax, the most layers of any chunk, strides the per-layer tables. */
   guint *chunk_n, *chunk_at, lmax;
   ModelLayerCost layer;
+  /* How much longer compute takes while a collective holds SMs of its GPU
+   * (ptdp_contention; 1: not modelled) */
+  double contention;
   double emb_fwd, emb_bwd, head_fwd, head_bwd;
   ModelPass bwd_in;       /* the backward without its weight-gradient GEMMs (a split schedule's B) */
   double layer_w, head_w; /* the weight-gradient GEMMs of a layer, of the logit layer (its W) */

@@ -77,6 +77,8 @@ void sim_ptdp_flush(PtdpBuild *b, guint s, guint k, const SimOpTag *t, gboolean 
     if (b->pending[i] <= 0 && !force)
       continue;
     guint op = sim_engine_add_op1(b->e, ptdp_ns(b->pending[i]), ptdp_stream_of(b, i, s, k, SIM_STREAM_COMPUTE), t);
+    if (b->contention > 1)
+      sim_engine_set_op_contended(b->e, op, b->contention);
     sim_ptdp_chain_dep(b, i, op);
     b->prev[i] = op;
     b->pending[i] = 0;

@@ -220,6 +220,27 @@ static void build_costs(PtdpBuild *b) {
         for (guint l = 0; l < b->chunk_n[s * b->v + c]; l++)
           b->moe_layer[(s * b->v + c) * b->lmax + l] = (guint8)sim_moe_layer(pl, s, c, l);
   }
+  /* the collectives that run beside compute: gradients reduced during the
+   * backward, parameters gathered ahead of the forward, sharded data
+   * parallelism, tensor-parallel communication pipelined with its GEMMs */
+  gboolean beside = !pl->no_contention &&
+                    ((b->dpc > 1 && (pl->ddp == SIM_DDP_TORCH || pl->overlap_param_gather || pl->fsdp)) ||
+                     (pl->tp > 1 && pl->tp_comm_overlap));
+  b->contention = 1;
+  if (beside) {
+    /* what the collective moves through each GPU's HBM: the bytes it sends
+     * read and those it receives written, at its bus rate (NVLink inside a
+     * node; the GPU's share of the node's NICs across nodes) */
+    const TopoNet *net = &b->cluster->net;
+    double rate = pl->tp > 1 && pl->tp_comm_overlap ? net->nvlink_busbw : 0;
+    if (b->dpc > 1)
+      rate = MAX(rate, pl->tp * b->dpc <= b->cluster->gpus_per_node
+                           ? net->nvlink_busbw
+                           : net->nic_bw * net->nics_per_node / net->gpus_per_node);
+    b->contention = model_layer_contention(profile, &pl->model, pl->tp, pl->micro_batch, &lo,
+                                           net->collective_channels,
+                                           2 * rate / (profile->hbm_bytes_per_s * profile->memory_efficiency));
+  }
   ModelShape local = ptdp_rank_shape(pl);
   model_embedding_cost_with(profile, &local, pl->tp, pl->micro_batch, &lo, &b->emb_fwd, &b->emb_bwd);
   model_head_cost_with(profile, &local, pl->tp, pl->micro_batch, &lo, &b->head_fwd, &b->head_bwd);
@@ -385,6 +406,11 @@ static gboolean build_tables(PtdpBuild *b, guint short_m, GError **error) {
   for (guint g = 0; g < n_gpus; g++)
     for (guint kind = 0; kind < SIM_STREAM_KINDS; kind++)
       sim_engine_add_stream(b->e, g);
+  if (b->contention > 1) /* the collectives' kernels: NCCL's on the tensor- and data-parallel streams */
+    for (guint g = 0; g < n_gpus; g++) {
+      sim_engine_set_stream_holds_sms(b->e, g * SIM_STREAM_KINDS + SIM_STREAM_TP);
+      sim_engine_set_stream_holds_sms(b->e, g * SIM_STREAM_KINDS + SIM_STREAM_DP);
+    }
   if (sim_plan_has_stragglers(pl))
     set_speeds(b);
 
@@ -429,6 +455,8 @@ static void build_coarse(PtdpBuild *b, gboolean coarse_flow, gboolean traced) {
   }
   b->coarse = !pl->exact && (!b->flow || coarse_flow) && b->ts == 1 && !traced;
   if (pl->stragglers.n_gpu) /* a slow GPU stretches its compute, not the all-reduces inside a coarse op */
+    b->coarse = FALSE;
+  if (b->contention > 1) /* compute slows only while a collective runs beside it: each op on its own */
     b->coarse = FALSE;
   if (b->flow &&
       (b->cp > 1 || pl->tp_comm_overlap)) /* their rings' timing inside a coarse op is the analytic network's */

@@ -48,7 +48,10 @@ static const char *const result_columns[] = {
     "moe.tokens_per_expert",
     /* the pipeline schedule (doc/schedules.md) */
     "config.stage_times_ms", "pipeline_schedule.span_s", "pipeline_schedule.bubble_s", "pipeline_schedule.bubble_rate",
-    "pipeline_schedule.peak_inflight_microbatches", "pipeline_schedule.peak_inflight_per_stage"};
+    "pipeline_schedule.peak_inflight_microbatches", "pipeline_schedule.peak_inflight_per_stage",
+    /* the step as a framework runs it (doc/model.md) */
+    "config.framework", "config.host_op_us", "config.clock", "step_effects_s.clock",
+    "step_effects_s.framework_kernels", "step_effects_s.host_launch", "step_effects_s.contention"};
 
 const char *const *search_sweep_result_columns(guint *n) {
   *n = G_N_ELEMENTS(result_columns);
@@ -103,8 +106,10 @@ char *search_sweep_row(const SearchGrid *g, guint64 k, SearchSweepFormat f, Sear
   GError *error = NULL;
   cJSON *run = NULL;
   if (search_grid_point(g, k, &cfg, &cluster, &profile, &error) && search_config_request(&cfg, &req, &error) &&
-      search_config_runtime(&cfg, &rt, &error))
+      search_config_runtime(&cfg, &rt, &error)) {
+    req.step_effects = TRUE; /* each row is the run, its breakdown of the step included */
     run = trace_run_full(&req, &rt, cluster, profile, NULL, 0, &error);
+  }
   *status = run ? SEARCH_SWEEP_OK
                 : g_error_matches(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_OOM) ? SEARCH_SWEEP_OUT_OF_MEMORY
                                                                              : SEARCH_SWEEP_INVALID;

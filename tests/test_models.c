@@ -449,6 +449,44 @@ static void test_gemm_wave_exact(void) {
   assert_rel(model_gemm_efficiency(&p, &partial), 0.9 * (100.0 / 128.0) * kf, REL_EPS);
 }
 
+/* SMs held by a collective: a GEMM's tiles are dealt over the SMs left,
+ * each wave at the rate of the SMs it runs on.  108 tiles fill one wave of
+ * 108 SMs; with 8 held they need two, the second of 8 tiles: twice the
+ * time.  With 54 held, exactly two full waves: twice again.  Memory-bound
+ * kernels get the HBM bandwidth the collective leaves. */
+static void test_gemm_sms_held(void) {
+  ModelProfile p = one_tile_profile();
+  ModelGemm full = {1, 128 * 108, 128, 4096};
+  double alone = model_gemm_time_s(&p, &full);
+  p.sms_held = 8;
+  assert_rel(model_gemm_time_s(&p, &full), 2 * alone, REL_EPS);
+  p.sms_held = 54;
+  assert_rel(model_gemm_time_s(&p, &full), 2 * alone, REL_EPS);
+  p.sms_held = 55;
+  assert_rel(model_gemm_time_s(&p, &full), 3 * alone, REL_EPS);
+  ModelProfile h = one_tile_profile();
+  h.hbm_bytes_per_s = 3e12;
+  h.kernel_launch_s = 4e-6;
+  h.hbm_held = 0.25;
+  assert_rel(model_mem_time_s(&h, MODEL_MEM_COPY, 1e9), 4e-6 + 1e9 / (3e12 * 0.75), REL_EPS);
+  /* a whole layer: slower the more is held, never faster, 1 with nothing */
+  ModelProfile *m = load_profile("h100-sxm5-80gb-measured");
+  ModelShape shape = lookup("llama3-8b");
+  ModelLayerOptions o = {.fused = TRUE, .attention = MODEL_ATTENTION_FLASH, .cp = 1};
+  g_assert_cmpfloat(model_layer_contention(m, &shape, 1, 1, &o, 0, 0.2), ==, 1);
+  double prev = 1;
+  const guint held[] = {4, 16, 32, 66};
+  for (guint i = 0; i < G_N_ELEMENTS(held); i++) {
+    double f = model_layer_contention(m, &shape, 1, 1, &o, held[i], 0.2);
+    g_assert_cmpfloat(f, >=, prev);
+    prev = f;
+  }
+  g_assert_cmpfloat(prev, >, 1.3); /* half the SMs held */
+  g_assert_cmpfloat(model_layer_contention(m, &shape, 1, 1, &o, 16, 0.4), >,
+                    model_layer_contention(m, &shape, 1, 1, &o, 16, 0.0));
+  model_profile_free(m);
+}
+
 /* Why: a small tile feeds its tensor cores from fewer operand bytes per
  * FLOP, so it reaches a lower share of peak (SC21 Figure 7's question of
  * microbatch size hinges on which tiles small GEMMs can use).  With one
@@ -1469,6 +1507,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/models/mem-2021", test_mem_2021);
   g_test_add_func("/models/framework-kernels", test_framework_kernels);
   g_test_add_func("/models/host-gate", test_host_gate);
+  g_test_add_func("/models/gemm-sms-held", test_gemm_sms_held);
   g_test_add_func("/models/load/shipped", test_load_shipped);
   g_test_add_func("/models/load/bad-keys", test_load_bad_keys);
   g_test_add_func("/models/load/bad-files", test_load_bad_files);

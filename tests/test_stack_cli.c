@@ -623,7 +623,12 @@ static void test_overlaps(void) {
   g_assert_true(flag_of(obj(b, "config"), "tp_comm_overlap"));
   g_assert_true(flag_of(obj(c, "config"), "overlap_param_gather"));
   assert_rel(num(obj(b, "bytes_per_iteration"), "tp"), num(obj(a, "bytes_per_iteration"), "tp"), REL);
-  assert_rel(num(obj(b, "time_breakdown_s"), "compute"), num(obj(a, "time_breakdown_s"), "compute"), 1e-6);
+  /* the same compute, a little slower where it runs beside the pipelined
+   * communication, whose kernels hold SMs (nccl.collective_channels) */
+  g_assert_cmpfloat(num(obj(b, "step_effects_s"), "contention"), >, 0);
+  g_assert_cmpfloat(num(obj(b, "time_breakdown_s"), "compute"), >=, num(obj(a, "time_breakdown_s"), "compute"));
+  /* by at most the whole layer's slowdown beside a collective (about 13% here: models/layer.h) */
+  g_assert_cmpfloat(num(obj(b, "time_breakdown_s"), "compute"), <=, 1.15 * num(obj(a, "time_breakdown_s"), "compute"));
   g_assert_cmpfloat(num(obj(b, "time_breakdown_s"), "tp_comm"), <, num(obj(a, "time_breakdown_s"), "tp_comm") / 2);
   g_assert_cmpfloat(num(b, "iteration_time_s"), <, num(a, "iteration_time_s"));
   g_assert_cmpfloat(num(obj(c, "bytes_per_iteration"), "dp"), ==, num(obj(a, "bytes_per_iteration"), "dp"));

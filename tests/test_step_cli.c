@@ -7,6 +7,8 @@
 #include <math.h>
 #include <string.h>
 
+#include <glib/gstdio.h>
+
 #include "cli_harness.h"
 
 #define ONE_GPU                                                                                                      \
@@ -144,6 +146,47 @@ static void test_effects(void) {
   }
 }
 
+/* Collectives sharing the GPU: FSDP2's gathers and reductions run beside
+ * the compute on the H100 cluster, whose collectives hold 16 SMs
+ * (nccl.collective_channels): the iteration is slower than on the same
+ * cluster without them by exactly the reported effect; a run whose
+ * collectives run after the compute (Megatron's local DDP) is untouched. */
+static void test_contention(void) {
+  char *dir = g_dir_make_tmp("ptdsim-contention-XXXXXX", NULL);
+  g_assert_nonnull(dir);
+  char *path = g_build_filename(dir, "no-sharing.json", NULL);
+  cJSON *c = load_shipped("topologies", "dgx-h100-superpod");
+  cJSON *nccl = cJSON_GetObjectItemCaseSensitive(c, "nccl");
+  g_assert_nonnull(cJSON_GetObjectItemCaseSensitive(nccl, "collective_channels"));
+  g_assert_cmpfloat(cJSON_GetObjectItemCaseSensitive(nccl, "collective_channels")->valuedouble, ==, 16);
+  cJSON_DeleteItemFromObjectCaseSensitive(nccl, "collective_channels");
+  cJSON_ReplaceItemInObjectCaseSensitive(c, "name", cJSON_CreateString("no-sharing"));
+  char *printed = cJSON_Print(c);
+  g_assert_true(g_file_set_contents(path, printed, -1, NULL));
+  cJSON_free(printed);
+  cJSON_Delete(c);
+#define FSDP " --model llama3-8b --gpus 64 --pp 2 --global-batch 256 --micro-batch 1 --fsdp --format json"
+  cJSON *with = run_json("run --cluster dgx-h100-superpod" FSDP);
+  char *args = g_strdup_printf("run --cluster %s" FSDP, path);
+  cJSON *without = run_json(args);
+  double effect = num(obj(with, "step_effects_s"), "contention");
+  g_assert_cmpfloat(effect, >, 0);
+  g_assert_cmpfloat(num(with, "iteration_time_s"), >, num(without, "iteration_time_s"));
+  g_assert_cmpfloat(fabs(num(with, "iteration_time_s") - effect - num(without, "iteration_time_s")), <=, 1e-12);
+  g_assert_cmpfloat(num(obj(without, "step_effects_s"), "contention"), ==, 0);
+  cJSON_Delete(with);
+  cJSON_Delete(without);
+  g_free(args);
+  cJSON *local = run_json("run --model llama3-8b --cluster dgx-h100-superpod --gpus 64 --pp 2 --global-batch 256 "
+                          "--micro-batch 1 --format json");
+  g_assert_cmpfloat(num(obj(local, "step_effects_s"), "contention"), ==, 0);
+  cJSON_Delete(local);
+  g_assert_cmpint(g_remove(path), ==, 0);
+  g_assert_cmpint(g_rmdir(dir), ==, 0);
+  g_free(path);
+  g_free(dir);
+}
+
 static const CliBadCase bad[] = {
     {"framework-word", SMALL_TP " --framework torch", "--framework"},
     {"host-negative", SMALL_TP " --host-op-us -1", "--host-op-us"},
@@ -161,6 +204,7 @@ int main(int argc, char **argv) {
     return 1;
   g_test_add_func("/step/measured-steps", test_measured_steps);
   g_test_add_func("/step/effects", test_effects);
+  g_test_add_func("/step/contention", test_contention);
   for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
     char *name = g_strdup_printf("/step/bad/%s", bad[i].name);
     g_test_add_data_func(name, &bad[i], cli_test_bad);

@@ -106,9 +106,6 @@ static void test_rows_are_runs(void) {
         ok_rows++;
         g_assert_cmpint(r.status, ==, 0);
         cJSON *rj = cJSON_Parse(r.out);
-        /* run alone prices the step's effects (each a run without it); a
-         * sweep's row is the run itself */
-        cJSON_DeleteItemFromObjectCaseSensitive(rj, "step_effects_s");
         char *a = canonical(rj), *b = canonical(obj(row, "result"));
         g_assert_cmpstr(a, ==, b);
         g_free(a);
@@ -490,10 +487,12 @@ static void test_throughput_columns(void) {
   g_assert_nonnull(strstr(lines[0], ",status,reason,config.layers,"));
   guint n;
   const char *const *cols = search_sweep_result_columns(&n);
-  const guint moe = 22, sched = 6; /* the mixture-of-experts columns after the stragglers', then the schedule's */
-  g_assert_cmpstr(cols[n - 1 - moe - sched], ==, "stragglers");
-  g_assert_cmpstr(cols[n - 1 - sched], ==, "moe.tokens_per_expert");
-  g_assert_cmpstr(cols[n - 1], ==, "pipeline_schedule.peak_inflight_per_stage");
+  /* the mixture-of-experts columns after the stragglers', then the schedule's, then the step's */
+  const guint moe = 22, sched = 6, step = 7;
+  g_assert_cmpstr(cols[n - 1 - moe - sched - step], ==, "stragglers");
+  g_assert_cmpstr(cols[n - 1 - sched - step], ==, "moe.tokens_per_expert");
+  g_assert_cmpstr(cols[n - 1 - step], ==, "pipeline_schedule.peak_inflight_per_stage");
+  g_assert_cmpstr(cols[n - 1], ==, "step_effects_s.contention");
   static const char *const sp[] = {"", " --sequence-parallel"};
   for (guint i = 0; i < 2; i++) {
     char **f = g_strsplit(lines[1 + i], ",", -1);

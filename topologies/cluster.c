@@ -140,6 +140,13 @@ static gboolean load_body(TopoCluster *c, const cJSON *root, const char *file, G
       !ptd_json_in_or(root, "nccl.p2p_channel_GBps", file, &ptd_range_bandwidth_GBps, 14, &channel_GBps, error))
     return FALSE;
   const cJSON *nccl = cJSON_GetObjectItemCaseSensitive(root, "nccl");
+  n->collective_channels = 0;
+  if (cJSON_GetObjectItemCaseSensitive(nccl, "collective_channels")) {
+    double held;
+    if (!ptd_json_in(root, "nccl.collective_channels", file, &ptd_range_channels, &held, error))
+      return FALSE;
+    n->collective_channels = (guint)held;
+  }
   if (cJSON_GetObjectItemCaseSensitive(nccl, "nvls")) {
     double bw, eff, ch, lat;
     if (!ptd_json_object(nccl, "nvls", file, error) ||

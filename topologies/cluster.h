@@ -44,6 +44,10 @@ typedef struct {
    * NCCL's own P2P_PER_CHANNEL_NET_BW).  models/comm.h uses them. */
   guint p2p_net_channels;
   double p2p_channel_bw; /* B/s */
+  /* The thread blocks a collective's kernels run on each member GPU, one
+   * SM each, taken from the compute beside it (nccl.collective_channels,
+   * optional; 0: none modelled).  NCCL runs one block per channel. */
+  guint collective_channels;
   /* NVLink SHARP (nccl.nvls, optional): the NVLink switch reduces and
    * multicasts.  NCCL's tuner (src/graph/tuning.cc) prices it inside one
    * NVLink domain from the GPU's NVLink bandwidth, an efficiency per GPU

@@ -679,7 +679,7 @@ void trace_report_text(GString *out, const cJSON *run) {
     const char *clock = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "clock"));
     const cJSON *host_us = cJSON_GetObjectItemCaseSensitive(cfg, "host_op_us"); /* written where not the default */
     double host = cJSON_IsNumber(host_us) ? host_us->valuedouble : 0, ck = num(fx, "clock"),
-           mb = num(fx, "framework_kernels"), ho = num(fx, "host_launch");
+           mb = num(fx, "framework_kernels"), ho = num(fx, "host_launch"), co = num(fx, "contention");
     g_string_append_printf(out, "step       %s kernels, ",
                            g_strcmp0(fw, "eager") == 0 ? "PyTorch eager's" : "Megatron's");
     if (host > 0)
@@ -689,9 +689,9 @@ void trace_report_text(GString *out, const cJSON *run) {
     g_string_append_printf(out,
                            ", %s clock; what each adds to the iteration (the others kept):\n"
                            "           clock %.4f s (%.1f%%), the framework's own kernels %.4f s (%.1f%%), host "
-                           "launches %.4f s (%.1f%%)\n",
+                           "launches %.4f s (%.1f%%),\n           collectives sharing the GPU %.4f s (%.1f%%)\n",
                            clock ? clock : "sustained", ck, T > 0 ? 100 * ck / T : 0, mb, T > 0 ? 100 * mb / T : 0, ho,
-                           T > 0 ? 100 * ho / T : 0);
+                           T > 0 ? 100 * ho / T : 0, co, T > 0 ? 100 * co / T : 0);
   }
   char a[32], b[32], c[32], e[32];
   g_string_append_printf(out, "traffic    tp %s, pp %s, ", ptd_format_si(bytes_tp, "B", a, sizeof a),

@@ -184,17 +184,19 @@ static gboolean add_whole_run(cJSON *json, const RtOptions *o, const SimPlan *pl
 }
 
 /* What each effect of the step costs (--framework, --host-op-us, the
- * profile's sustained clock): the iteration time less the time of the same
- * plan without that effect alone, each removed on its own: the clock at
- * boost, every memory-bound kernel free (the framework's own kernels:
- * everything but the GEMMs and attention), the host launching for free.
+ * profile's sustained clock, the cluster's collective_channels): the
+ * iteration time less the time of the same plan without that effect alone,
+ * each removed on its own: the clock at boost, every memory-bound kernel
+ * free (the framework's own kernels: everything but the GEMMs and
+ * attention), the host launching for free, compute beside collectives at
+ * full speed.
  * PTD-P and the sharded strategies; TeraPipe prices its slices its own way. */
 static gboolean add_step_effects(cJSON *json, const SimPlan *plan, const ModelProfile *profile,
                                  const TopoCluster *cluster, const SimResult *res, GError **error) {
   if (plan->schedule == SIM_SCHEDULE_TERAPIPE)
     return TRUE;
-  enum { CLOCK, MEMBOUND, HOST, N_EFFECTS };
-  static const char *const names[N_EFFECTS] = {"clock", "framework_kernels", "host_launch"};
+  enum { CLOCK, MEMBOUND, HOST, CONTENTION, N_EFFECTS };
+  static const char *const names[N_EFFECTS] = {"clock", "framework_kernels", "host_launch", "contention"};
   SimPlan *alt = g_new(SimPlan, 1);
   cJSON *o = cJSON_CreateObject();
   gboolean ok = TRUE;
@@ -202,12 +204,14 @@ static gboolean add_step_effects(cJSON *json, const SimPlan *plan, const ModelPr
     ModelProfile boost = *profile;
     boost.sustained_clock_ratio = 1;
     *alt = *plan;
-    if ((e == CLOCK && profile->sustained_clock_ratio >= 1) || (e == HOST && plan->host_op_s <= 0)) {
+    if ((e == CLOCK && profile->sustained_clock_ratio >= 1) || (e == HOST && plan->host_op_s <= 0) ||
+        (e == CONTENTION && cluster->net.collective_channels == 0)) {
       cJSON_AddNumberToObject(o, names[e], 0);
       continue;
     }
     alt->free_membound = e == MEMBOUND;
     alt->host_op_s = e == HOST ? 0 : plan->host_op_s;
+    alt->no_contention = e == CONTENTION;
     alt->allow_oom = TRUE; /* the same memory: only the time differs */
     SimResult without;
     const ModelProfile *p = e == CLOCK ? &boost : profile;

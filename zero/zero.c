@@ -87,6 +87,7 @@ typedef struct {
   guint64 bucket_peak;      /* the most gradient elements waiting in a bucket, or reduced at once */
   guint64 gathers, reductions;
   double gather_bytes, reduce_bytes, host_s;
+  double contention; /* how much longer compute takes beside a collective (1: not modelled) */
 } Build;
 
 static SimTime ns(double seconds) { return sim_time_ns(seconds); }
@@ -198,6 +199,8 @@ static guint coll(Build *b, NetCollOp op, double bytes, guint after, const SimOp
 
 static guint compute(Build *b, double seconds, guint after, const SimOpTag *t, const Unit *un) {
   guint x = sim_engine_add_op1(b->e, ns(seconds), SIM_STREAM_COMPUTE, t);
+  if (b->contention > 1)
+    sim_engine_set_op_contended(b->e, x, b->contention);
   if (after != G_MAXUINT)
     sim_engine_add_dep(b->e, after, x);
   if (un)
@@ -820,6 +823,19 @@ gboolean sim_zero_run(const SimPlan *pl, const ModelProfile *profile, const Topo
   b.e = sim_engine_new();
   for (guint kind = 0; kind < N_STREAMS; kind++)
     sim_engine_add_stream(b.e, 0);
+  b.contention = 1;
+  if (pl->dp > 1 && cluster->net.collective_channels > 0 && !pl->no_contention) {
+    /* the gathers and reductions beside the compute (ptdp/run.c prices the
+     * same contention): NCCL's blocks on SMs, their bytes through HBM at
+     * the group's bus rate */
+    const TopoNet *net = &cluster->net;
+    double rate = b.nodes == 1 ? net->nvlink_busbw : net->nic_bw * net->nics_per_node / net->gpus_per_node;
+    ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
+    b.contention = model_layer_contention(profile, &pl->model, 1, pl->micro_batch, &lo, net->collective_channels,
+                                          2 * rate / (profile->hbm_bytes_per_s * profile->memory_efficiency));
+    if (b.contention > 1)
+      sim_engine_set_stream_holds_sms(b.e, SIM_STREAM_DP);
+  }
   if (pl->zero == 3)
     stage3_begin(&b);
   b.comm = g_array_new(FALSE, FALSE, sizeof(guint));
