@@ -101,6 +101,12 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
     cJSON_AddNumberToObject(cfg, "host_op_us", pl->host_op_s * 1e6);
     cJSON_AddStringToObject(cfg, "clock", ptd_word_of(sim_clock_words, (int)pl->clock));
   }
+  if (pl->power_limit_W > 0 && pl->clock == SIM_CLOCK_SUSTAINED && profile->has_power) {
+    /* the GPUs' power cap and the clock it allows (the profile's power model) */
+    cJSON_AddNumberToObject(cfg, "power_limit_W", pl->power_limit_W);
+    cJSON_AddNumberToObject(cfg, "sm_clock_MHz", model_power_clock_MHz(profile, pl->power_limit_W));
+    cJSON_AddNumberToObject(cfg, "gemm_clock_ratio", profile->sustained_clock_ratio);
+  }
   cJSON_AddBoolToObject(cfg, "scatter_gather", pl->scatter_gather);
   cJSON_AddBoolToObject(cfg, "fusion", pl->fusion);
   cJSON_AddStringToObject(cfg, "precision", sim_precision_name(sim_plan_precision(pl, profile)));
@@ -685,6 +691,10 @@ void trace_report_text(GString *out, const cJSON *run) {
       g_string_append_printf(out, "the host %.1f us per launch", host);
     else
       g_string_append_printf(out, "launches free");
+    const cJSON *cap = cJSON_GetObjectItemCaseSensitive(cfg, "power_limit_W");
+    if (cap)
+      g_string_append_printf(out, ", a %.0f W power cap (SM clock %.0f MHz, GEMMs at %.3f of their burst rate)",
+                             cap->valuedouble, num(cfg, "sm_clock_MHz"), num(cfg, "gemm_clock_ratio"));
     g_string_append_printf(out,
                            ", %s clock; what each adds to the iteration (the others kept):\n"
                            "           clock %.4f s (%.1f%%), the framework's own kernels %.4f s (%.1f%%), host "
