@@ -85,6 +85,26 @@ static void test_cap_slows(void) {
   cJSON_Delete(c500);
 }
 
+/* A capped run's trace: its request records the cap, and report prints
+ * the run as run printed it (step line included). */
+static void test_trace_report(void) {
+  char *trace = g_build_filename(tmpdir, "capped.json.gz", NULL);
+  char *args = g_strdup_printf("run " SHAPE " " MACHINE " --power-limit 500 --trace %s", trace);
+  Proc p = run_line(args);
+  g_assert_cmpint(p.status, ==, 0);
+  char *rep_args = g_strdup_printf("report %s", trace);
+  Proc r = run_line(rep_args);
+  g_assert_cmpint(r.status, ==, 0);
+  g_assert_cmpstr(r.err, ==, "");
+  g_assert_nonnull(strstr(r.out, "a 500 W power cap (SM clock "));
+  g_assert_cmpstr(r.out, ==, p.out);
+  proc_clear(&p);
+  proc_clear(&r);
+  g_free(rep_args);
+  g_free(args);
+  g_free(trace);
+}
+
 /* The shipped cluster written with gpu_power_limit_W `cap` (0: as
  * shipped) into the test's folder; its path. */
 static char *capped_cluster(double cap, const char *file) {
@@ -203,6 +223,7 @@ int main(int argc, char **argv) {
   tmpdir = test_tmp_dir("ptdsim-power");
   g_test_add_func("/power/cap-slows", test_cap_slows);
   g_test_add_func("/power/cluster-cap", test_cluster_cap);
+  g_test_add_func("/power/trace-report", test_trace_report);
   g_test_add_func("/power/plan-and-sweep", test_plan_and_sweep);
   g_test_add_func("/power/cluster-bad", test_cluster_bad);
   for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {

@@ -683,7 +683,7 @@ void trace_report_text(GString *out, const cJSON *run) {
   if (fx) {
     const char *fw = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "framework"));
     const char *clock = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "clock"));
-    double host = num(cfg, "host_op_us"), ck = num(fx, "clock"), mb = num(fx, "framework_kernels"),
+    double host = num_or_0(cfg, "host_op_us"), ck = num(fx, "clock"), mb = num(fx, "framework_kernels"),
            ho = num(fx, "host_launch");
     g_string_append_printf(out, "step       %s kernels, ",
                            g_strcmp0(fw, "eager") == 0 ? "PyTorch eager's" : "Megatron-Core's (Transformer Engine)");
