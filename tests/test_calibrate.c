@@ -1640,6 +1640,22 @@ static void test_calibrate_dry_run(void) {
   g_assert_cmpfloat(fabs(est_s[1] - est_s[0] - 80), <=, 1); /* the estimate prints whole seconds */
   p = run(bin, "--dry-run --mode sustained --sustained-seconds 0");
   expect_one_line_error(&p, "--sustained-seconds 0 is out of range");
+  /* power limits: one loop under each, set and restored (on a GPU, as root) */
+  p = run(bin, "--dry-run --mode sustained --power-limits 700,500.5");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "one loop under each power limit, set through NVML (root only) and restored after: "
+                                 "700 W 500.5 W"));
+  proc_clear(&p);
+  p = run(bin, "--dry-run --mode gemm --power-limit 500");
+  expect_one_line_error(&p, "add sustained to --mode");
+  p = run(bin, "--dry-run --mode sustained --power-limit 500,400");
+  expect_one_line_error(&p, "--power-limit '500,400' is not a number");
+  p = run(bin, "--dry-run --mode sustained --power-limits 700,hot");
+  expect_one_line_error(&p, "--power-limits '700,hot'");
+  p = run(bin, "--dry-run --mode sustained --power-limits 0");
+  expect_one_line_error(&p, "--power-limits '0'");
+  p = run(bin, "--dry-run --mode sustained --power-limit 500 --power-limits 400");
+  expect_one_line_error(&p, "not both");
   p = run(bin, "--dry-run --mode layer --shapes 2304:24:2048:1:1,6144:48:2048:4:8");
   g_assert_cmpint(p.status, ==, 0);
   g_assert_nonnull(strstr(p.out, "plan for 2 layer shapes"));
