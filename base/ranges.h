@@ -30,6 +30,8 @@ extern const PtdRange ptd_range_tile;           /* a kernel's tile edge */
 extern const PtdRange ptd_range_ctas_per_sm;    /* thread blocks resident per SM */
 extern const PtdRange ptd_range_seconds;        /* a measurement loop's length */
 extern const PtdRange ptd_range_power_W;        /* board power and power limits */
+extern const PtdRange ptd_range_clock_MHz;      /* a device profile's clocks */
+extern const PtdRange ptd_range_power_exponent; /* how steeply board power rises with the SM clock */
 extern const PtdRange ptd_range_device_info;    /* clocks (MHz) and bus width (bits) recorded: 0 when unknown */       /* NCCL channels per network peer */
 
 /* The most GPUs a cluster may have: its link graph and routes are built

@@ -102,8 +102,13 @@ int calib_gpu_modern_layer(int device, const CalibGpuLayer *l, CalibGpuTiming *f
  * `chunk` products, each chunk's rate in TFLOP/s, and the SM clock (MHz)
  * and board power (W) read through NVML after each chunk (none where the
  * driver's NVML library cannot be loaded), with the enforced power limit
- * (W; 0: unknown).  The caller gives arrays of max_chunks entries. */
+ * (W; 0: unknown).  The caller gives arrays of max_chunks entries.  With
+ * set_limit_W > 0 the board's power limit is set to it through NVML after
+ * the burst and before the loop (nvmlDeviceSetPowerManagementLimit: root
+ * only; refused, it is an error and nothing is changed) and the previous
+ * limit restored when the loop ends, also when it fails. */
 typedef struct {
+  double set_limit_W;
   unsigned max_chunks;
   unsigned n_chunks, n_samples;
   double *chunk_tflops, *clock_MHz, *power_W;

@@ -8,6 +8,7 @@
 // through NVML after each chunk.
 #include <chrono>
 #include <dlfcn.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "gpu.h"
@@ -21,18 +22,28 @@
 // NVML_CLOCK_SM = 1 gives MHz; nvmlDeviceGetPowerUsage and
 // nvmlDeviceGetEnforcedPowerLimit give milliwatts; the device is found by
 // the PCI bus id CUDA reports (cudaDeviceGetPCIBusId), which holds whatever
-// CUDA_VISIBLE_DEVICES renumbers.
+// CUDA_VISIBLE_DEVICES renumbers.  The power limit (milliwatts):
+// nvmlDeviceGetPowerManagementLimit reads the one set,
+// nvmlDeviceGetPowerManagementLimitConstraints its allowed range, and
+// nvmlDeviceSetPowerManagementLimit sets it (root only:
+// NVML_ERROR_NO_PERMISSION = 4; NVML_ERROR_NOT_SUPPORTED = 3).
 typedef int (*NvmlVoidFn)(void);
 typedef int (*NvmlByBusFn)(const char *, void **);
 typedef int (*NvmlClockFn)(void *, int, unsigned *);
 typedef int (*NvmlMilliwattsFn)(void *, unsigned *);
+typedef int (*NvmlRangeFn)(void *, unsigned *, unsigned *);
+typedef int (*NvmlSetFn)(void *, unsigned);
 #define NVML_CLOCK_SM_ 1
+#define NVML_ERROR_NOT_SUPPORTED_ 3
+#define NVML_ERROR_NO_PERMISSION_ 4
 
 struct Nvml {
   void *lib, *dev;
   NvmlVoidFn shutdown;
   NvmlClockFn clock;
-  NvmlMilliwattsFn power, limit;
+  NvmlMilliwattsFn power, limit, set_limit_now;
+  NvmlRangeFn limit_range;
+  NvmlSetFn set_limit;
 };
 
 static void nvml_close(Nvml *n) {
@@ -58,6 +69,10 @@ static void nvml_open(int device, Nvml *n) {
   n->clock = reinterpret_cast<NvmlClockFn>(dlsym(n->lib, "nvmlDeviceGetClockInfo"));
   n->power = reinterpret_cast<NvmlMilliwattsFn>(dlsym(n->lib, "nvmlDeviceGetPowerUsage"));
   n->limit = reinterpret_cast<NvmlMilliwattsFn>(dlsym(n->lib, "nvmlDeviceGetEnforcedPowerLimit"));
+  // optional: only --power-limit needs them
+  n->set_limit_now = reinterpret_cast<NvmlMilliwattsFn>(dlsym(n->lib, "nvmlDeviceGetPowerManagementLimit"));
+  n->limit_range = reinterpret_cast<NvmlRangeFn>(dlsym(n->lib, "nvmlDeviceGetPowerManagementLimitConstraints"));
+  n->set_limit = reinterpret_cast<NvmlSetFn>(dlsym(n->lib, "nvmlDeviceSetPowerManagementLimit"));
   NvmlVoidFn shutdown = reinterpret_cast<NvmlVoidFn>(dlsym(n->lib, "nvmlShutdown"));
   if (!init || !by_bus || !n->clock || !n->power || !n->limit || !shutdown || init() != 0) {
     nvml_close(n);
@@ -66,6 +81,36 @@ static void nvml_open(int device, Nvml *n) {
   n->shutdown = shutdown;
   if (by_bus(bus, &n->dev) != 0)
     nvml_close(n);
+}
+
+// Sets the board's power limit to `watts`, the one in force kept in
+// *previous_mw (0 where nothing was changed).  An error, and no change,
+// where NVML is missing, refuses (not root) or the value is outside the
+// board's range.
+static int nvml_set_limit(Nvml *n, double watts, unsigned *previous_mw, char *err, size_t errlen) {
+  *previous_mw = 0;
+  if (!n->dev || !n->set_limit || !n->set_limit_now || !n->limit_range)
+    return failf(err, errlen,
+                 "--power-limit needs the driver's NVML library (libnvidia-ml.so.1) with its power-limit calls, "
+                 "which did not load; set the limit with nvidia-smi -pl instead and run without --power-limit");
+  unsigned now = 0, lo = 0, hi = 0, want = (unsigned)(watts * 1000.0 + 0.5);
+  if (n->set_limit_now(n->dev, &now) != 0 || n->limit_range(n->dev, &lo, &hi) != 0)
+    return failf(err, errlen, "NVML cannot read this GPU's power limit or its range; --power-limit cannot be applied");
+  if (want < lo || want > hi)
+    return failf(err, errlen, "--power-limit %g W is outside this GPU's range, %g to %g W; give a limit in it",
+                 watts, lo / 1000.0, hi / 1000.0);
+  int r = n->set_limit(n->dev, want);
+  if (r == NVML_ERROR_NO_PERMISSION_)
+    return failf(err, errlen,
+                 "setting the power limit needs root (NVML refused: no permission); nothing was changed: run as root, "
+                 "or set it with sudo nvidia-smi -pl %.0f and run without --power-limit",
+                 watts);
+  if (r == NVML_ERROR_NOT_SUPPORTED_)
+    return failf(err, errlen, "this GPU does not let its power limit be set (NVML: not supported); nothing was changed");
+  if (r != 0)
+    return failf(err, errlen, "NVML could not set the power limit to %.0f W (error %d); nothing was changed", watts, r);
+  *previous_mw = now;
+  return 0;
 }
 
 extern "C" int calib_gpu_sustained(int device, unsigned long long m, unsigned long long n, unsigned long long k,
@@ -80,6 +125,7 @@ extern "C" int calib_gpu_sustained(int device, unsigned long long m, unsigned lo
   cudaEvent_t ev[2][2] = {{nullptr, nullptr}, {nullptr, nullptr}};
   Nvml nv;
   memset(&nv, 0, sizeof nv);
+  unsigned previous_mw = 0; // the limit to put back (0: none was changed)
   LtGemm g;
   memset(&g, 0, sizeof g);
   size_t na = (size_t)m * k, nb = (size_t)k * n, nd = (size_t)m * n;
@@ -105,6 +151,8 @@ extern "C" int calib_gpu_sustained(int device, unsigned long long m, unsigned lo
       CUDA_OK(cudaEventCreate(&ev[i][j]));
   CUDA_OK(cudaStreamSynchronize(s));
   nvml_open(device, &nv);
+  if (out->set_limit_W > 0)
+    CHECK_RC(nvml_set_limit(&nv, out->set_limit_W, &previous_mw, err, errlen));
   {
     unsigned mw = 0;
     if (nv.dev && nv.limit(nv.dev, &mw) == 0)
@@ -144,6 +192,13 @@ extern "C" int calib_gpu_sustained(int device, unsigned long long m, unsigned lo
     out->loop_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 done:
+  if (previous_mw && nv.set_limit(nv.dev, previous_mw) != 0) {
+    // the loop's result stands or its error goes first; the limit left set is said either way
+    fprintf(stderr, "ptdsim-calibrate: NVML could not restore the power limit to %.0f W; restore it with sudo "
+                    "nvidia-smi -pl %.0f\n", previous_mw / 1000.0, previous_mw / 1000.0);
+    if (rc == 0)
+      rc = failf(err, errlen, "the power limit could not be restored to %.0f W", previous_mw / 1000.0);
+  }
   nvml_close(&nv);
   lt_gemm_destroy(&g);
   for (int i = 0; i < 2; i++)

@@ -15,11 +15,46 @@
 #include "../measure/measurements.h"
 #include "../measure/plan.h"
 
+#define CALIB_MAX_CAPS 16
+
 typedef struct {
   char *modes, *output, *shapes;
   gboolean dry_run, keep_going;
   gint64 hidden, heads, seq_len, micro_batch, tp, gpus, warmup, reps, device, nccl_max_bytes, sustained_s;
+  char *power_limit, *power_limits; /* --power-limit W, --power-limits W1,W2,... (as given) */
+  guint n_caps;                     /* the sustained loops' power limits to set (0: the one in force) */
+  double caps[CALIB_MAX_CAPS];
 } Options;
+
+/* --power-limit W or --power-limits W1,W2,...: watts, each 1 to 1e5, at
+ * most CALIB_MAX_CAPS of them. */
+static gboolean parse_caps(Options *o, GError **error) {
+  if (o->power_limit && o->power_limits) {
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
+                "give --power-limit W (one loop) or --power-limits W1,W2,... (one loop each), not both");
+    return FALSE;
+  }
+  const char *text = o->power_limit ? o->power_limit : o->power_limits;
+  const char *flag = o->power_limit ? "--power-limit" : "--power-limits";
+  if (!text)
+    return TRUE;
+  char **v = g_strsplit(text, ",", -1);
+  gboolean ok = v[0] != NULL && (!o->power_limit || g_strv_length(v) == 1);
+  for (char **w = v; ok && *w; w++) {
+    char *end = NULL;
+    double x = g_ascii_strtod(*w, &end);
+    ok = o->n_caps < CALIB_MAX_CAPS && end != *w && *end == '\0' && x >= 1 && x <= 1e5;
+    if (ok)
+      o->caps[o->n_caps++] = x;
+  }
+  g_strfreev(v);
+  if (!ok)
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
+                "%s '%s' is not %s watts from 1 to 1e5; give e.g. %s", flag, text,
+                o->power_limit ? "a number of" : "a comma list of at most 16 numbers of",
+                o->power_limit ? "--power-limit 500" : "--power-limits 700,600,500,400");
+  return ok;
+}
 
 static gboolean check_modes(const char *modes, GError **error) {
   char **v = g_strsplit(modes, ",", -1);
@@ -412,15 +447,21 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
       calib_gpu_nccl_close();
     }
   }
-  if (ok && calib_plan_has_mode(o->modes, "sustained")) {
+  /* one loop per power limit asked for (none: one at the limit in force) */
+  for (guint cap = 0; ok && calib_plan_has_mode(o->modes, "sustained") && cap < MAX(o->n_caps, 1); cap++) {
     CalibSustained x = {.m = CALIB_SUSTAINED_M, .n = CALIB_SUSTAINED_N, .k = CALIB_SUSTAINED_K};
     g_strlcpy(x.dtype, "bf16", sizeof x.dtype);
-    CalibGpuSustained gs = {.max_chunks = CALIB_MAX_SAMPLES, .chunk_tflops = x.chunk_tflops,
-                            .clock_MHz = x.clock_MHz, .power_W = x.power_W};
+    CalibGpuSustained gs = {.set_limit_W = o->n_caps ? o->caps[cap] : 0, .max_chunks = CALIB_MAX_SAMPLES,
+                            .chunk_tflops = x.chunk_tflops, .clock_MHz = x.clock_MHz, .power_W = x.power_W};
     g_snprintf(label, sizeof label, "sustained bf16 %ux%ux%u", CALIB_SUSTAINED_M, CALIB_SUSTAINED_N,
                CALIB_SUSTAINED_K);
-    printf("\nsustained: the GEMM in a burst, then %.0f s of chunks of %u products\n", plan->cfg.sustained_s,
+    if (o->n_caps)
+      g_snprintf(label + strlen(label), sizeof label - strlen(label), " at %g W", o->caps[cap]);
+    printf("\nsustained: the GEMM in a burst, then %.0f s of chunks of %u products", plan->cfg.sustained_s,
            CALIB_SUSTAINED_CHUNK);
+    if (o->n_caps)
+      printf(" under a %g W power limit (the previous one restored after)", o->caps[cap]);
+    printf("\n");
     ok = gpu_failed(calib_gpu_sustained(dev, x.m, x.n, x.k, plan->cfg.sustained_s, CALIB_SUSTAINED_CHUNK, &t, &gs, err,
                                         sizeof err),
                     err, label, error);
@@ -503,6 +544,13 @@ int main(int argc, char **argv) {
       {"device", 0, 0, G_OPTION_ARG_INT64, &o.device, "GPU for the single-GPU modes (default 0)", "N"},
       {"sustained-seconds", 0, 0, G_OPTION_ARG_INT64, &o.sustained_s,
        "The sustained mode's loop, seconds (default 20)", "S"},
+      {"power-limit", 0, 0, G_OPTION_ARG_STRING, &o.power_limit,
+       "The sustained mode under this board power limit, watts: set through NVML (root only) before the loop, the "
+       "previous limit restored after it, also on failure",
+       "W"},
+      {"power-limits", 0, 0, G_OPTION_ARG_STRING, &o.power_limits,
+       "One sustained loop under each of these power limits (comma list of watts), for ptdsim fit's power curve",
+       "W1,W2,..."},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   GOptionContext *ctx = g_option_context_new("- measure GEMMs, kernels, a layer, NCCL and copies on this node");
   g_option_context_set_summary(
@@ -542,7 +590,12 @@ int main(int argc, char **argv) {
        range(o.gpus, 0, 64, "--gpus", &error) && range(o.warmup, 0, 10000, "--warmup", &error) &&
        range(o.reps, 1, 100000, "--reps", &error) && range(o.device, 0, 64, "--device", &error) &&
        range(o.nccl_max_bytes, 8, 8ll << 30, "--nccl-max-bytes", &error) &&
-       range(o.sustained_s, 1, 3600, "--sustained-seconds", &error);
+       range(o.sustained_s, 1, 3600, "--sustained-seconds", &error) && parse_caps(&o, &error);
+  if (ok && o.n_caps && !calib_plan_has_mode(o.modes, "sustained")) {
+    g_set_error(&error, CALIB_ERROR, CALIB_ERROR_INVALID,
+                "--power-limit and --power-limits apply to the sustained mode; add sustained to --mode");
+    ok = FALSE;
+  }
   CalibPlan *plan = NULL;
   if (ok) {
     CalibPlanConfig cfg = dflt;
@@ -561,6 +614,15 @@ int main(int argc, char **argv) {
     GString *text = g_string_new(NULL);
     calib_plan_print(plan, o.modes, (guint)o.warmup, (guint)o.reps, text);
     fputs(text->str, stdout);
+    if (o.n_caps && calib_plan_has_mode(o.modes, "sustained")) {
+      printf("sustained: one loop under each power limit, set through NVML (root only) and restored after:");
+      for (guint i = 0; i < o.n_caps; i++)
+        printf(" %g W", o.caps[i]);
+      printf("\n");
+      if (o.n_caps > 1)
+        printf("  (the estimate above counts one loop: each further limit adds its burst and %.0f s)\n",
+               (double)o.sustained_s);
+    }
     printf("\n--dry-run: nothing was run; without it the measurements go to %s\n", o.output);
     g_string_free(text, TRUE);
   } else if (ok)
@@ -573,6 +635,8 @@ int main(int argc, char **argv) {
   g_free(o.modes);
   g_free(o.output);
   g_free(o.shapes);
+  g_free(o.power_limit);
+  g_free(o.power_limits);
   g_option_context_free(ctx);
   return ok ? 0 : 1;
 }

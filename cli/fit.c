@@ -130,6 +130,11 @@ static void print_summary(const cJSON *profile, const char *path) {
   if (cJSON_IsString(prov_scr) && g_str_has_prefix(prov_scr->valuestring, "measured"))
     printf("%-34s %12.6g   (%s)\n", "sustained clock ratio", num_at(profile, "sustained_clock_ratio", NULL),
            prov_scr->valuestring + strlen("measured: "));
+  const cJSON *pw = cJSON_GetObjectItemCaseSensitive(profile, "power");
+  if (pw)
+    printf("%-34s rated %g W, idle %g W, SM clock %g MHz settled (boost %g), exponent %g\n", "power model",
+           num_at(pw, "rated_W", NULL), num_at(pw, "idle_W", NULL), num_at(pw, "sustained_clock_MHz", NULL),
+           num_at(pw, "boost_clock_MHz", NULL), num_at(pw, "exponent", NULL));
   cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(fit, "collectives_not_fitted"))
     if (cJSON_IsString(c) && strstr(c->valuestring, "not determined"))
       printf("not fitted: %s\n", c->valuestring);

@@ -868,6 +868,190 @@ static void rescale_attention(cJSON *root, double ratio, cJSON *prov) {
   g_free(text);
 }
 
+/* --- the power model (models/profile.h) --- */
+
+/* The board power that does not scale with the SM clock, where neither
+ * several caps nor the base profile give it: an idle H100 SXM5 80GB at P0
+ * with no process drew 88 W and 83 W (two boards' nvidia-smi in
+ * NVIDIA/nccl issue #1264, 2024); their mean, 85.5 W of its 700 W rating,
+ * taken as a share of the rated cap. */
+#define FIT_IDLE_SHARE_OF_RATED (85.5 / 700.0)
+#define FIT_IDLE_SOURCE                                                                                               \
+  "an idle H100 SXM5 80GB at P0 with no process drew 88 W and 83 W (nvidia-smi of two boards in NVIDIA/nccl issue " \
+  "#1264); their mean, 85.5 W of its 700 W rating, as a share of this device's rated cap"
+/* The cube law: dynamic power alpha C V^2 f with V rising about linearly
+ * with f in the DVFS range (models/profile.h cites it). */
+#define FIT_POWER_EXPONENT 3.0
+
+/* A sustained loop that can place the device on its power curve: the SM
+ * clock sampled and the power limit recorded. */
+static gboolean sustained_on_curve(const CalibSustained *x) {
+  return x->n_clock > 0 && x->power_limit_W > 0;
+}
+
+typedef struct {
+  guint n;
+  const double *f, *P; /* settled clock (MHz) and board power (W) of each loop */
+  double fs, rated, idle; /* idle: fixed where it is not fitted */
+  gboolean fit_idle;
+} PowerData;
+
+/* x[0] the exponent, x[1] the idle power where fitted: P(f) against the
+ * settled power, relative. */
+static void power_residuals(const double *x, const void *data, double *r, size_t n) {
+  const PowerData *d = data;
+  double idle = d->fit_idle ? x[1] : d->idle;
+  for (size_t i = 0; i < n; i++)
+    r[i] = (idle + (d->rated - idle) * pow(d->f[i] / d->fs, x[0]) - d->P[i]) / d->P[i];
+}
+
+/* The "power" block from the sustained loops that sampled the SM clock
+ * under a recorded power limit: rated_W the highest limit, its loops'
+ * settled clock (median of their second halves, the median over them) the
+ * sustained clock, the boost clock the device's (else the base's); with
+ * loops at two or more limits the exponent is fitted to their settled
+ * clocks and powers (GSL), and with three or more the idle power too;
+ * otherwise the cube law and the cited idle share.  Writes nothing where
+ * no loop qualifies or no boost clock is known.  *record: the fit's record
+ * (NULL where nothing was fitted). */
+static gboolean fit_power(const CalibMeasurements *m, const ModelProfile *base, const char *base_name,
+                          const cJSON *base_prov, guint max_iter, cJSON *root, cJSON *prov, cJSON **record,
+                          GError **error) {
+  *record = NULL;
+  cJSON_DeleteItemFromObjectCaseSensitive(root, "power");
+  cJSON_DeleteItemFromObjectCaseSensitive(prov, "power");
+  guint n = 0, n_rated = 0, n_caps = 0;
+  double rated = 0, caps[CALIB_MAX_SAMPLES];
+  for (guint i = 0; i < m->sustained->len; i++) {
+    const CalibSustained *x = &g_array_index(m->sustained, CalibSustained, i);
+    if (!sustained_on_curve(x))
+      continue;
+    n++;
+    rated = fmax(rated, x->power_limit_W);
+    guint c = 0;
+    while (c < n_caps && caps[c] != x->power_limit_W)
+      c++;
+    if (c == n_caps && n_caps < CALIB_MAX_SAMPLES)
+      caps[n_caps++] = x->power_limit_W;
+  }
+  if (n == 0)
+    return TRUE;
+  double boost = m->device.sm_clock_MHz > 0 ? m->device.sm_clock_MHz : base && base->has_power ? base->power_boost_clock_MHz : 0;
+  if (!(boost > 0)) {
+    cJSON_AddStringToObject(prov, "power",
+                            "not written: the sustained loops sampled the clock, but neither the measurements' device "
+                            "(sm_clock_MHz) nor the base profile gives the boost clock");
+    return TRUE;
+  }
+  double *f = g_new(double, n), *P = g_new(double, n), *at_rated = g_new(double, n);
+  guint k = 0;
+  for (guint i = 0; i < m->sustained->len; i++) {
+    const CalibSustained *x = &g_array_index(m->sustained, CalibSustained, i);
+    if (!sustained_on_curve(x))
+      continue;
+    f[k] = calib_sustained_clock_MHz(x);
+    P[k] = x->n_power > 0 ? calib_sustained_power_W(x) : x->power_limit_W;
+    if (x->power_limit_W == rated)
+      at_rated[n_rated++] = f[k];
+    k++;
+  }
+  double fs = round_sig(calib_time_from_samples(at_rated, n_rated).median_us, 6);
+  gboolean ok = TRUE;
+  if (fs > boost) {
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
+                "the sustained loops settled at %.0f MHz, above the boost clock %.0f MHz; check their clock_MHz "
+                "samples and the device's sm_clock_MHz",
+                fs, boost);
+    ok = FALSE;
+  }
+  double idle = base && base->has_power ? base->power_idle_W : round_sig(rated * FIT_IDLE_SHARE_OF_RATED, 6);
+  const char *idle_from = base && base->has_power ? "base" : "cited";
+  double exponent = FIT_POWER_EXPONENT;
+  CalibNls r = {0};
+  PowerData d = {n, f, P, fs, rated, idle, n_caps >= 3};
+  if (ok && n_caps >= 2) {
+    double x0[2] = {FIT_POWER_EXPONENT, idle};
+    ok = calib_nls("power curve", power_residuals, &d, n, d.fit_idle ? 2 : 1, x0, max_iter, &r, error);
+    if (ok && !(r.x[0] >= 1 && r.x[0] <= 6 && (!d.fit_idle || (r.x[1] > 0 && r.x[1] < rated)))) {
+      g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
+                  "the power curve's fit gives exponent %g%s, outside exponent 1..6 and idle power 0..%g W; check the "
+                  "sustained loops' clock_MHz, power_W and power_limit_W",
+                  r.x[0], d.fit_idle ? " and that idle power" : "", rated);
+      ok = FALSE;
+    }
+    if (ok) {
+      exponent = round_sig(r.x[0], 6);
+      if (d.fit_idle)
+        idle = round_sig(r.x[1], 6);
+    }
+  }
+  if (ok && !(idle < rated)) {
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
+                "the base profile's idle power %g W is not below the sustained loops' limit %g W; give a base whose "
+                "power block fits this device, or --base none",
+                idle, rated);
+    ok = FALSE;
+  }
+  if (ok) {
+    cJSON *pw = cJSON_CreateObject();
+    cJSON_AddNumberToObject(pw, "rated_W", rated);
+    cJSON_AddNumberToObject(pw, "idle_W", idle);
+    cJSON_AddNumberToObject(pw, "boost_clock_MHz", boost);
+    cJSON_AddNumberToObject(pw, "sustained_clock_MHz", fs);
+    cJSON_AddNumberToObject(pw, "exponent", exponent);
+    put(root, "power", pw);
+    GString *why = g_string_new(NULL);
+    g_string_append_printf(why,
+                           "P(f) = idle_W + (rated_W - idle_W) (f / sustained_clock_MHz)^exponent (models/profile.h). "
+                           "rated_W: the power limit of the sustained loop%s; sustained_clock_MHz: the median SM clock "
+                           "of %s second half%s; boost_clock_MHz: %s; ",
+                           n_rated > 1 ? "s at the highest limit" : "",
+                           n_rated > 1 ? "their" : "its", n_rated > 1 ? "s (the median over them)" : "",
+                           m->device.sm_clock_MHz > 0 ? "the measured device's maximum SM clock"
+                                                      : "from the base profile");
+    if (n_caps >= 3)
+      g_string_append_printf(why, "exponent and idle_W: fitted (GSL least squares) to the settled clock and power of "
+                                  "%u loops at %u power limits",
+                             n, n_caps);
+    else {
+      if (n_caps == 2)
+        g_string_append_printf(why, "exponent: fitted (GSL least squares) to the settled clock and power of %u loops "
+                                    "at 2 power limits; ",
+                               n);
+      else
+        g_string_append_printf(why, "exponent: 3, the cube law (dynamic power alpha C V^2 f, V rising with f; one "
+                                    "power limit measured); ");
+      if (strcmp(idle_from, "base") == 0) {
+        const cJSON *bp = cJSON_GetObjectItemCaseSensitive(base_prov, "power");
+        g_string_append_printf(why, "idle_W: from the base profile %s%s%s", base_name, cJSON_IsString(bp) ? " (" : "",
+                               cJSON_IsString(bp) ? bp->valuestring : "");
+        if (cJSON_IsString(bp))
+          g_string_append_c(why, ')');
+      } else
+        g_string_append_printf(why, "idle_W: %s", FIT_IDLE_SOURCE);
+    }
+    cJSON_AddStringToObject(prov, "power", why->str);
+    g_string_free(why, TRUE);
+    if (n_caps >= 2) {
+      *record = cJSON_CreateObject();
+      cJSON_AddStringToObject(*record, "model", "P(f) = idle + (rated - idle) (f / f_sustained)^exponent against "
+                                                "the loops' settled power (models/profile.h)");
+      cJSON_AddNumberToObject(*record, "points", n);
+      cJSON_AddNumberToObject(*record, "iterations", r.iterations);
+      cJSON_AddNumberToObject(*record, "rms_relative_residual", r.rms);
+      cJSON_AddNumberToObject(*record, "max_relative_residual", r.max_abs);
+      cJSON *pp = cJSON_AddObjectToObject(*record, "parameters");
+      param(pp, "exponent", r.x[0], r.se[0]);
+      if (d.fit_idle)
+        param(pp, "idle_W", r.x[1], r.se[1]);
+    }
+  }
+  g_free(f);
+  g_free(P);
+  g_free(at_rated);
+  return ok;
+}
+
 cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError **error) {
   guint max_iter = opt->max_iterations ? opt->max_iterations : 200;
   const ModelProfile *base = opt->base;
@@ -1140,20 +1324,32 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
    * before its power limit pulls them down; a training run's tensor-core
    * work runs at the settled clock.  A sustained loop measures the ratio
    * (the median over its records); without one, the burst clocks. */
+  cJSON *power_record = NULL;
+  gboolean power_ok = TRUE; /* its error is returned below, once the fit's arrays are freed */
   if (m->sustained->len > 0) {
+    /* loops run under several power limits: the ratio is the highest
+     * limit's (the part's rated cap; the power model prices the others),
+     * with the loops that recorded no limit */
+    double top = 0;
+    for (guint i = 0; i < m->sustained->len; i++)
+      top = fmax(top, g_array_index(m->sustained, CalibSustained, i).power_limit_W);
     double *ratio = g_new(double, m->sustained->len);
+    guint n_ratio = 0, first = m->sustained->len;
     for (guint i = 0; i < m->sustained->len; i++) {
       const CalibSustained *x = &g_array_index(m->sustained, CalibSustained, i);
+      if (x->power_limit_W > 0 && x->power_limit_W < top)
+        continue;
+      first = MIN(first, i);
       /* the clock stretches the math, not the launch gap (models/compute.c) */
       ModelGemm mg = {1, x->m, x->n, x->k};
       double flops = model_gemm_flops(&mg);
       double tb = flops / (x->burst_tflops * 1e12), ts = flops / (calib_sustained_tflops(x) * 1e12);
       double l = fmin(prof.kernel_launch_s, 0.5 * tb);
-      ratio[i] = (tb - l) / (ts - l);
+      ratio[n_ratio++] = (tb - l) / (ts - l);
     }
-    double r = round_sig(fmin(calib_time_from_samples(ratio, m->sustained->len).median_us, 1.0), 6);
+    double r = round_sig(fmin(calib_time_from_samples(ratio, n_ratio).median_us, 1.0), 6);
     g_free(ratio);
-    const CalibSustained *x = &g_array_index(m->sustained, CalibSustained, 0);
+    const CalibSustained *x = &g_array_index(m->sustained, CalibSustained, first);
     GString *why = g_string_new(NULL);
     g_string_append_printf(why,
                            "measured: the settled rate of a %gs loop of a %s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT
@@ -1166,11 +1362,14 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
       g_string_append_printf(why, " at %.0f W", calib_sustained_power_W(x));
     if (x->power_limit_W > 0)
       g_string_append_printf(why, " (limit %.0f W)", x->power_limit_W);
-    if (m->sustained->len > 1)
-      g_string_append_printf(why, "; the median of %u such loops", m->sustained->len);
+    if (n_ratio > 1)
+      g_string_append_printf(why, "; the median of %u such loops", n_ratio);
+    if (n_ratio < m->sustained->len)
+      g_string_append_printf(why, " (the loops at the highest power limit, %.0f W)", top);
     put_num(root, "sustained_clock_ratio", r);
     cJSON_AddStringToObject(prov, "sustained_clock_ratio", why->str);
     g_string_free(why, TRUE);
+    power_ok = fit_power(m, base, base_name, base_prov, max_iter, root, prov, &power_record, error);
   } else {
     put_num(root, "sustained_clock_ratio", 1);
     cJSON_AddStringToObject(prov, "sustained_clock_ratio",
@@ -1331,11 +1530,14 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
   g_array_free(idx, TRUE);
   g_array_free(idx8, TRUE);
   g_array_free(idx8g, TRUE);
-  if (!fit_collectives(m, max_iter, root, fit, error)) {
+  if (!power_ok || !fit_collectives(m, max_iter, root, fit, error)) {
+    cJSON_Delete(power_record);
     cJSON_Delete(fit);
     cJSON_Delete(root);
     return NULL;
   }
+  if (power_record)
+    cJSON_AddItemToObject(fit, "power", power_record);
   cJSON_AddItemToObject(root, "fit", fit);
   return root;
 }

@@ -1,6 +1,7 @@
 /* ptdsim — device profile loading (see profile.h for the two kinds). */
 #include "profile.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "compute.h"
@@ -330,6 +331,56 @@ static gboolean load_membound_2021(ModelProfile *p, const cJSON *root, const cha
   return TRUE;
 }
 
+/* The optional "power" block: {"rated_W", "idle_W", "boost_clock_MHz",
+ * "sustained_clock_MHz", "exponent"} (see profile.h). */
+static gboolean load_power(ModelProfile *p, const cJSON *root, const char *file, GError **error) {
+  const cJSON *pw = cJSON_GetObjectItemCaseSensitive(root, "power");
+  if (!pw)
+    return TRUE;
+  if (!cJSON_IsObject(pw)) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "%s: 'power' must be an object", file);
+    return FALSE;
+  }
+  if (!ptd_json_in(root, "power.rated_W", file, &ptd_range_power_W, &p->power_rated_W, error) ||
+      !ptd_json_in(root, "power.idle_W", file, &ptd_range_power_W, &p->power_idle_W, error) ||
+      !ptd_json_in(root, "power.boost_clock_MHz", file, &ptd_range_clock_MHz, &p->power_boost_clock_MHz, error) ||
+      !ptd_json_in(root, "power.sustained_clock_MHz", file, &ptd_range_clock_MHz, &p->power_sustained_clock_MHz,
+                   error) ||
+      !ptd_json_in(root, "power.exponent", file, &ptd_range_power_exponent, &p->power_exponent, error))
+    return FALSE;
+  if (!(p->power_idle_W < p->power_rated_W)) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
+                "%s: key 'power.idle_W' is %g, not below 'power.rated_W' (%g); give the board's idle power, under its "
+                "rated cap",
+                file, p->power_idle_W, p->power_rated_W);
+    return FALSE;
+  }
+  if (p->power_sustained_clock_MHz > p->power_boost_clock_MHz) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID,
+                "%s: key 'power.sustained_clock_MHz' is %g, above 'power.boost_clock_MHz' (%g); give the settled clock, "
+                "at most the boost clock",
+                file, p->power_sustained_clock_MHz, p->power_boost_clock_MHz);
+    return FALSE;
+  }
+  p->has_power = TRUE;
+  return TRUE;
+}
+
+/* f(C) / sustained_clock_MHz, at most boost / sustained: P(f) = idle +
+ * (rated - idle) (f / f_s)^e solved for f.  Exactly 1 at C = rated. */
+static double power_clock_share(const ModelProfile *p, double cap_W) {
+  double x = pow((cap_W - p->power_idle_W) / (p->power_rated_W - p->power_idle_W), 1.0 / p->power_exponent);
+  return fmin(x, p->power_boost_clock_MHz / p->power_sustained_clock_MHz);
+}
+
+double model_power_clock_MHz(const ModelProfile *p, double cap_W) {
+  return p->power_sustained_clock_MHz * power_clock_share(p, cap_W);
+}
+
+double model_power_clock_ratio(const ModelProfile *p, double cap_W) {
+  return fmin(1.0, p->sustained_clock_ratio * power_clock_share(p, cap_W));
+}
+
 /* The ceiling efficiency e_max that makes the model reproduce the anchor
  * measurement (the best GEMM rate published for the device). */
 static gboolean solve_anchor(ModelProfile *p, const cJSON *gemm, const char *file, GError **error) {
@@ -401,7 +452,7 @@ static gboolean load_body(ModelProfile *p, const cJSON *root, const char *file, 
   return solve_anchor(p, gemm, file, error) && load_collectives(p, root, file, error) &&
          load_attention(p, root, file, error) && load_precisions(p, root, file, error) &&
          load_gemm_fp8(p, root, file, error) && load_membound(p, root, file, error) &&
-         load_membound_2021(p, root, file, error);
+         load_membound_2021(p, root, file, error) && load_power(p, root, file, error);
 }
 
 gboolean model_profile_supports(const ModelProfile *p, const char *precision) {

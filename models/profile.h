@@ -91,6 +91,20 @@ typedef struct {
   /* Sustained over boost tensor-core rate in a long training run (power and
    * thermal clock limits); scales GEMM math only.  1 when not given. */
   double sustained_clock_ratio;
+  /* The power model (optional "power" block): board power at SM clock f
+   * under a GEMM loop, P(f) = idle_W + (rated_W - idle_W) *
+   * (f / sustained_clock_MHz)^exponent, where sustained_clock_MHz is the
+   * clock the GEMM loop settled at under the rated cap rated_W; a cap C
+   * allows the clock where P(f) = C, at most boost_clock_MHz
+   * (model_power_clock_MHz).  Absent: has_power FALSE.  Why a power law:
+   * a chip's dynamic power is alpha C V^2 f (Weste and Harris, "CMOS VLSI
+   * Design", 4th ed., chapter 5), and in the DVFS range its voltage rises
+   * about linearly with its clock, so dynamic power goes as f^3 (Mei, Wang
+   * and Chu, "A survey and measurement study of GPU DVFS on energy
+   * conservation", Digital Communications and Networks 3(2), 2017):
+   * exponent 3 unless measurements at several caps fit it (fit/fit.c). */
+  gboolean has_power;
+  double power_rated_W, power_idle_W, power_boost_clock_MHz, power_sustained_clock_MHz, power_exponent;
   /* Ideal profile: forward time of one layer per token processed. */
   double ideal_layer_s_per_token;
   /* FlashAttention-2 (optional "attention" block): the share of peak its
@@ -144,5 +158,15 @@ ModelProfile *model_profile_load(const char *name_or_file, GError **error);
  * came from, for errors and provenance. */
 ModelProfile *model_profile_from_json(const cJSON *root, const char *path, GError **error);
 void model_profile_free(ModelProfile *p);
+/* The SM clock (MHz) a board power cap of cap_W (> power_idle_W) allows a
+ * profile with a power model: P(f) solved for f at cap_W, at most the boost
+ * clock. */
+double model_power_clock_MHz(const ModelProfile *p, double cap_W);
+/* The sustained_clock_ratio a GEMM sees under a board power cap of cap_W
+ * (> power_idle_W): the GEMM rate scales with the clock, so the profile's
+ * sustained_clock_ratio (the measured rate ratio at the rated cap) times
+ * f(cap_W) / sustained_clock_MHz; exactly sustained_clock_ratio at the
+ * rated cap, and at most 1 (the burst rates the profile was fitted at). */
+double model_power_clock_ratio(const ModelProfile *p, double cap_W);
 /* Whether the device runs `precision` ("fp16", "bf16", "fp8"). */
 gboolean model_profile_supports(const ModelProfile *p, const char *precision);

@@ -142,6 +142,7 @@ typedef struct {
   ModelFramework framework;       /* whose kernels run the layers */
   double host_op_s;               /* host time per kernel launch (0: never gates the GPU) */
   SimClock clock;                 /* which clock the GEMMs run at */
+  double power_limit_W;           /* the GPUs' board power cap (--power-limit, or the cluster's); 0: none */
   gboolean free_membound;         /* memory-bound kernels free: the step-effects breakdown's counterfactual */
   gboolean no_contention;         /* compute not slowed by the collectives beside it: the same breakdown's */
   gboolean overlap_param_gather;  /* the distributed optimizer's all-gather overlapped with the next forward */
@@ -232,6 +233,8 @@ typedef struct {
   gboolean cuda_graphs;           /* --cuda-graphs */
   SimClock clock;                 /* not given: sustained */
   gboolean clock_given;
+  double power_limit_W;           /* --power-limit (W); not given: the cluster's gpu_power_limit_W, if any */
+  gboolean power_limit_given;
   gboolean step_effects;          /* price each effect of the step by running without it (ptdsim run) */
   guint cp;                       /* --cp; 0: not given (1) */
   gboolean tp_comm_overlap;       /* --tp-comm-overlap */

@@ -731,6 +731,9 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
                     : plan->framework == MODEL_FRAMEWORK_EAGER ? SIM_EAGER_HOST_OP_US * 1e-6
                                                                : 0;
   plan->clock = r->clock_given ? r->clock : SIM_CLOCK_SUSTAINED;
+  if (r->power_limit_given && !(r->power_limit_W >= 1 && r->power_limit_W <= 1e5))
+    FAIL("--power-limit %g W is outside 1 to 1e5; give the GPUs' board power cap in watts, e.g. 500", r->power_limit_W);
+  plan->power_limit_W = r->power_limit_given ? r->power_limit_W : cluster->gpu_power_limit_W;
   if (r->precision_given) {
     plan->precision = r->precision;
     if (plan->precision == MODEL_PRECISION_FP8 && (own || r->zero))
@@ -809,4 +812,42 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     return FALSE;
   }
   return build_stragglers(r, cluster, plan, error);
+}
+
+const ModelProfile *sim_request_clock_profile(const SimPlanRequest *r, const TopoCluster *cluster,
+                                              const ModelProfile *profile, ModelProfile *scratch, GError **error) {
+  if (r->clock_given && r->clock == SIM_CLOCK_BURST) { /* the boost clock, whatever the cap */
+    *scratch = *profile;
+    scratch->sustained_clock_ratio = 1;
+    return scratch;
+  }
+  double cap = r->power_limit_given ? r->power_limit_W : cluster->gpu_power_limit_W;
+  if (!(cap > 0))
+    return profile;
+  char *what = r->power_limit_given
+                   ? g_strdup_printf("--power-limit %g W", cap)
+                   : g_strdup_printf("cluster '%s' caps its GPUs at %g W (gpu_power_limit_W), which", cluster->name, cap);
+  const char *drop = r->power_limit_given ? "drop --power-limit" : "drop gpu_power_limit_W from the cluster's file";
+  gboolean ok = FALSE;
+  if (!(cap >= 1 && cap <= 1e5))
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "%s is outside 1 to 1e5; give the GPUs' board power cap in watts, e.g. 500", what);
+  else if (!profile->has_power)
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "%s needs the device's power model, and profile '%s' has none (no \"power\" block); use a profile "
+                "with one (ptdsim fit writes it from sustained measurements with clock and power samples), or %s",
+                what, profile->name, drop);
+  else if (!(cap > profile->power_idle_W && cap <= profile->power_rated_W))
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "%s is outside what profile '%s' models (above its idle %g W, at most its rated %g W: the cap its "
+                "sustained clock was measured under); give a cap in that range",
+                what, profile->name, profile->power_idle_W, profile->power_rated_W);
+  else
+    ok = TRUE;
+  g_free(what);
+  if (!ok)
+    return NULL;
+  *scratch = *profile;
+  scratch->sustained_clock_ratio = model_power_clock_ratio(profile, cap);
+  return scratch;
 }

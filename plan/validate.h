@@ -9,6 +9,15 @@
 /* Checks the request against the cluster and fills `plan`.  Every error is
  * one line saying what is wrong and how to fix it. */
 gboolean sim_plan_build(const SimPlanRequest *req, const TopoCluster *cluster, SimPlan *plan, GError **error);
+/* The profile a run prices its GEMMs with: `profile` itself, or a copy in
+ * `scratch` whose sustained_clock_ratio is 1 (--clock burst: the boost
+ * clock, whatever the cap) or the share the GPUs' board power cap allows
+ * (--power-limit, else the cluster's gpu_power_limit_W:
+ * model_power_clock_ratio).  NULL with a one-line error where a cap is
+ * asked of a profile without a power model or outside the range it
+ * models. */
+const ModelProfile *sim_request_clock_profile(const SimPlanRequest *r, const TopoCluster *cluster,
+                                              const ModelProfile *profile, ModelProfile *scratch, GError **error);
 /* The schedule's need for --activation-limit (zb-auto's), given or not:
  * the one check and one-line error sim_plan_build makes, for a command
  * (plan) that must say it before its search runs. */

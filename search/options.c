@@ -214,6 +214,11 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                           "sustained (a long run: GEMMs at the device profile's sustained clock, default) or burst "
                           "(a short measurement after idle: the boost clock)",
                           clocks},
+    [SEARCH_OPT_POWER_LIMIT] = {"power-limit", SEARCH_OPT_TEXT, "W",
+                                "The GPUs' board power cap in watts (nvidia-smi -pl): the GEMMs run at the clock it "
+                                "allows by the device profile's power model (default: the cluster's "
+                                "gpu_power_limit_W, else the part's rated cap)",
+                                NULL},
     [SEARCH_OPT_NUM_EXPERTS] = {"num-experts", SEARCH_OPT_COUNT, "E",
                                 "Routed experts per MoE layer (Megatron's --num-experts; default: the model's, or "
                                 "none: a dense model)",
@@ -389,6 +394,7 @@ static const struct {
     {SEARCH_OPT_ACTIVATION_LIMIT, 0, 1e6, TRUE, "a number of GiB above 0, at most 1e6", "20"},
     {SEARCH_OPT_MEMORY_RESERVE, 0, 1024, FALSE, "a number of GiB from 0 to 1024", "3"},
     {SEARCH_OPT_HOST_OP, 0, 1e5, FALSE, "a number of microseconds from 0 to 1e5", "20"},
+    {SEARCH_OPT_POWER_LIMIT, 1, 1e5, FALSE, "a number of watts from 1 to 1e5", "500"},
     {SEARCH_OPT_GPU_FAILURE_RATE, 0, 1e3, FALSE, "a failure rate from 0 to 1000 per hour", "1.3e-5"},
     {SEARCH_OPT_NODE_FAILURE_RATE, 0, 1e3, FALSE, "a failure rate from 0 to 1000 per hour", "4.4e-5"},
     {SEARCH_OPT_SWITCH_FAILURE_RATE, 0, 1e3, FALSE, "a failure rate from 0 to 1000 per hour", "2.6e-5"},
@@ -844,6 +850,11 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
     r->host_op_given = TRUE;
   }
   r->cuda_graphs = c->given[SEARCH_OPT_CUDA_GRAPHS];
+  if (c->text[SEARCH_OPT_POWER_LIMIT]) {
+    if (!real_opt(c, SEARCH_OPT_POWER_LIMIT, &r->power_limit_W, error))
+      return FALSE;
+    r->power_limit_given = TRUE;
+  }
   return TRUE;
 }
 

@@ -80,6 +80,7 @@ typedef enum {
   SEARCH_OPT_HOST_OP,
   SEARCH_OPT_CUDA_GRAPHS,
   SEARCH_OPT_CLOCK,
+  SEARCH_OPT_POWER_LIMIT,
   /* mixture of experts (models/moe.h) */
   SEARCH_OPT_NUM_EXPERTS,
   SEARCH_OPT_MOE_TOPK,

@@ -599,9 +599,17 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
   /* Analytic by default: thousands of candidates, each simulated once (and
    * measured collectives drive the analytic model only, as in `run`). */
   const char *network = cfg->text[SEARCH_OPT_NETWORK] ? cfg->text[SEARCH_OPT_NETWORK] : "analytic";
+  /* every candidate's GEMMs at the clock the run asks for: --clock burst,
+   * or the GPUs' power cap (--power-limit, the cluster's) */
+  ModelProfile *clocked = g_new(ModelProfile, 1);
+  const ModelProfile *run_profile = sim_request_clock_profile(&base, cluster, profile, clocked, error);
+  if (!run_profile) {
+    g_free(clocked);
+    return FALSE;
+  }
   Search *s = g_new0(Search, 1);
   s->req = req;
-  s->profile = profile;
+  s->profile = run_profile;
   s->cluster = cluster;
   s->network = network;
   s->split_given = cfg->given[SEARCH_OPT_FIRST_STAGE_LAYERS] || cfg->given[SEARCH_OPT_LAST_STAGE_LAYERS] ||
@@ -795,6 +803,7 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
   g_array_free(cands, TRUE);
   g_array_free(s->best, TRUE);
   g_free(s);
+  g_free(clocked);
   g_array_sort(out->rows, row_cmp);
   if (out->searched == 0) {
     GString *pins = g_string_new(NULL);

@@ -577,6 +577,94 @@ static void test_fit_exact_without_noise(void) {
   model_profile_free(a);
 }
 
+/* The power block from sustained loops that sampled the clock under a
+ * power limit.  One loop (the A100's synthetic one given clock and power
+ * samples): rated_W its limit, the settled clock the median of its second
+ * half's samples, the boost clock the device's, the cube law and the cited
+ * idle share.  Loops at three limits on a known curve P(f) = 60 + (400 -
+ * 60) (f / 1215)^2.5: exponent and idle fitted back; at two limits the
+ * exponent alone (idle the cited share), through the lower loop's point.  The profile loads, and its ratio
+ * at the rated cap is its sustained_clock_ratio. */
+static void test_fit_power_block(void) {
+  for (guint caps = 1; caps <= 3; caps++) {
+    CalibMeasurements *m = synth("a100-sxm4-80gb", 0, 1);
+    m->device.sm_clock_MHz = 1410;
+    g_assert_cmpuint(m->sustained->len, ==, 1);
+    CalibSustained *x = &g_array_index(m->sustained, CalibSustained, 0);
+    x->power_limit_W = 400;
+    x->n_clock = x->n_power = 10;
+    for (guint i = 0; i < 10; i++) {
+      x->clock_MHz[i] = i < 5 ? 1410 : i % 2 ? 1215 : 1185; /* second half: 1215 1185 1215 1185 1215 */
+      x->power_W[i] = i < 5 ? 420 : 400;
+    }
+    CalibSustained base = *x;
+    for (guint c = 1; c < caps; c++) {
+      CalibSustained y = base;
+      y.power_limit_W = c == 1 ? 250 : 150;
+      double f = 1215 * pow((y.power_limit_W - 60) / 340.0, 1 / 2.5);
+      for (guint i = 0; i < 10; i++) {
+        y.clock_MHz[i] = f;
+        y.power_W[i] = y.power_limit_W;
+      }
+      y.chunk_tflops[0] *= 0.5; /* a slower loop: not the rated cap's ratio */
+      g_array_append_val(m->sustained, y);
+    }
+    GError *error = NULL;
+    cJSON *p = fit(m, 0, &error);
+    g_assert_no_error(error);
+    const cJSON *pw = cJSON_GetObjectItemCaseSensitive(p, "power");
+    g_assert_nonnull(pw);
+    g_assert_cmpfloat(cJSON_GetObjectItemCaseSensitive(pw, "rated_W")->valuedouble, ==, 400);
+    g_assert_cmpfloat(cJSON_GetObjectItemCaseSensitive(pw, "sustained_clock_MHz")->valuedouble, ==, 1215);
+    g_assert_cmpfloat(cJSON_GetObjectItemCaseSensitive(pw, "boost_clock_MHz")->valuedouble, ==, 1410);
+    double exponent = cJSON_GetObjectItemCaseSensitive(pw, "exponent")->valuedouble;
+    double idle = cJSON_GetObjectItemCaseSensitive(pw, "idle_W")->valuedouble;
+    const char *why = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "provenance"),
+                                                       "power")->valuestring;
+    g_test_message("%u limit(s): exponent %g, idle %g W; %s", caps, exponent, idle, why);
+    if (caps == 1) {
+      g_assert_cmpfloat(exponent, ==, 3);
+      g_assert_cmpfloat(idle, ==, 48.8571); /* 85.5 / 700 of 400 W, six digits */
+      g_assert_nonnull(strstr(why, "cube law"));
+      g_assert_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "fit"), "power"));
+    } else {
+      g_assert_nonnull(strstr(why, "GSL"));
+      g_assert_nonnull(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "fit"), "power"));
+    }
+    if (caps == 2) /* the rated loop's residual is 0 whatever the exponent: the other loop's point solved */
+      g_assert_cmpfloat(fabs(exponent - log((250 - idle) / (400 - idle)) / log(1215 * pow(190 / 340.0, 1 / 2.5) / 1215)),
+                        <, 1e-5 * exponent);
+    if (caps == 3) { /* the curve the loops were made from */
+      g_assert_cmpfloat(fabs(exponent - 2.5), <, 1e-5 * 2.5);
+      g_assert_cmpfloat(fabs(idle - 60), <, 1e-5 * 60);
+    }
+    /* the ratio is the rated loop's alone, as with that loop by itself */
+    ModelProfile *a = load_profile("a100-sxm4-80gb");
+    g_assert_cmpfloat_with_epsilon(cJSON_GetObjectItemCaseSensitive(p, "sustained_clock_ratio")->valuedouble,
+                                   a->sustained_clock_ratio, 1e-6);
+    model_profile_free(a);
+    ModelProfile *q = model_profile_from_json(p, "fitted.json", &error);
+    g_assert_no_error(error);
+    g_assert_true(q->has_power);
+    g_assert_cmpfloat(model_power_clock_ratio(q, 400), ==, q->sustained_clock_ratio);
+    g_assert_cmpfloat(model_power_clock_ratio(q, 300), <, q->sustained_clock_ratio);
+    model_profile_free(q);
+    cJSON_Delete(p);
+    calib_measurements_free(m);
+  }
+}
+
+/* Without clock samples or a power limit the fit writes no power block. */
+static void test_fit_no_power_block(void) {
+  CalibMeasurements *m = synth("a100-sxm4-80gb", 0, 1);
+  GError *error = NULL;
+  cJSON *p = fit(m, 0, &error);
+  g_assert_no_error(error);
+  g_assert_null(cJSON_GetObjectItemCaseSensitive(p, "power"));
+  cJSON_Delete(p);
+  calib_measurements_free(m);
+}
+
 static void assert_within(double fitted, double se, double truth, double sigmas, const char *what) {
   g_test_message("%s: fitted %.6g +- %.3g, truth %.6g (%.2f sigma)", what, fitted, se, truth, fabs(fitted - truth) / se);
   g_assert_cmpfloat(se, >, 0);
@@ -1552,6 +1640,22 @@ static void test_calibrate_dry_run(void) {
   g_assert_cmpfloat(fabs(est_s[1] - est_s[0] - 80), <=, 1); /* the estimate prints whole seconds */
   p = run(bin, "--dry-run --mode sustained --sustained-seconds 0");
   expect_one_line_error(&p, "--sustained-seconds 0 is out of range");
+  /* power limits: one loop under each, set and restored (on a GPU, as root) */
+  p = run(bin, "--dry-run --mode sustained --power-limits 700,500.5");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "one loop under each power limit, set through NVML (root only) and restored after: "
+                                 "700 W 500.5 W"));
+  proc_clear(&p);
+  p = run(bin, "--dry-run --mode gemm --power-limit 500");
+  expect_one_line_error(&p, "add sustained to --mode");
+  p = run(bin, "--dry-run --mode sustained --power-limit 500,400");
+  expect_one_line_error(&p, "--power-limit '500,400' is not a number");
+  p = run(bin, "--dry-run --mode sustained --power-limits 700,hot");
+  expect_one_line_error(&p, "--power-limits '700,hot'");
+  p = run(bin, "--dry-run --mode sustained --power-limits 0");
+  expect_one_line_error(&p, "--power-limits '0'");
+  p = run(bin, "--dry-run --mode sustained --power-limit 500 --power-limits 400");
+  expect_one_line_error(&p, "not both");
   p = run(bin, "--dry-run --mode layer --shapes 2304:24:2048:1:1,6144:48:2048:4:8");
   g_assert_cmpint(p.status, ==, 0);
   g_assert_nonnull(strstr(p.out, "plan for 2 layer shapes"));
@@ -1789,6 +1893,8 @@ int main(int argc, char **argv) {
   g_test_add_func("/calibrate/cli-fit", test_cli_fit);
   g_test_add_func("/calibrate/calibrate-dry-run", test_calibrate_dry_run);
   g_test_add_func("/calibrate/plan-sustained", test_plan_sustained);
+  g_test_add_func("/calibrate/fit-power-block", test_fit_power_block);
+  g_test_add_func("/calibrate/fit-no-power-block", test_fit_no_power_block);
   g_test_add_func("/calibrate/gemm-index", test_gemm_index);
   g_test_add_func("/calibrate/fit-single-rank", test_fit_single_rank);
   g_test_add_func("/calibrate/synth-layers", test_synth_layers);

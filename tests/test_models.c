@@ -1274,6 +1274,157 @@ static void test_load_bad_keys(void) {
 }
 
 /* Files that are not JSON objects at all. */
+/* --- the power model (profile.h) ------------------------------------------- */
+
+/* A profile with only the power model set: idle 100 W, rated 700 W, the
+ * GEMM loop settled at 1400 MHz (boost 1980) and a measured rate ratio s. */
+static ModelProfile power_profile(double s) {
+  return (ModelProfile){.sustained_clock_ratio = s, .has_power = TRUE, .power_rated_W = 700, .power_idle_W = 100,
+                        .power_boost_clock_MHz = 1980, .power_sustained_clock_MHz = 1400, .power_exponent = 3};
+}
+
+/* At the rated cap the clock is the measured one and the ratio the
+ * profile's fitted sustained_clock_ratio, exactly: the shipped measured
+ * H100's and a synthetic one's. */
+static void test_power_rated(void) {
+  ModelProfile *p = load_profile("h100-sxm5-80gb-measured");
+  g_assert_true(p->has_power);
+  g_assert_cmpfloat(model_power_clock_ratio(p, p->power_rated_W), ==, p->sustained_clock_ratio);
+  g_assert_cmpfloat(model_power_clock_MHz(p, p->power_rated_W), ==, p->power_sustained_clock_MHz);
+  model_profile_free(p);
+  ModelProfile q = power_profile(0.9);
+  g_assert_cmpfloat(model_power_clock_ratio(&q, 700), ==, 0.9);
+  g_assert_cmpfloat(model_power_clock_MHz(&q, 700), ==, 1400);
+}
+
+/* The closed form: at 175 W, (175 - 100) / (700 - 100) = 1/8 of the
+ * dynamic power, so half the settled clock (700 MHz) and half the ratio. */
+static void test_power_closed_form(void) {
+  ModelProfile q = power_profile(0.9);
+  double share = pow((175.0 - 100) / (700 - 100), 1 / 3.0);
+  g_assert_cmpfloat(model_power_clock_ratio(&q, 175), ==, 0.9 * share);
+  g_assert_cmpfloat(model_power_clock_MHz(&q, 175), ==, 1400 * share);
+  assert_rel(model_power_clock_ratio(&q, 175), 0.45, 1e-15);
+  assert_rel(model_power_clock_MHz(&q, 175), 700, 1e-15);
+  /* exponent 2: at 250 W, sqrt(150 / 600) = 1/2 as well */
+  q.power_exponent = 2;
+  g_assert_cmpfloat(model_power_clock_ratio(&q, 250), ==, 0.45);
+}
+
+/* More power, no slower GEMMs: the ratio rises strictly with the cap until
+ * it reaches 1 or the clock reaches boost, and never passes either. */
+static void test_power_monotone(void) {
+  for (double s = 0.5; s <= 0.9; s += 0.4) {
+    ModelProfile q = power_profile(s);
+    double last = 0, last_f = 0;
+    for (double cap = 101; cap <= 3000; cap += 7) {
+      double r = model_power_clock_ratio(&q, cap), f = model_power_clock_MHz(&q, cap);
+      g_assert_cmpfloat(r, <=, 1);
+      g_assert_cmpfloat(f, <=, 1980 * (1 + 1e-15));
+      if (last < 1 && last_f < 1980 * (1 - 1e-12))
+        g_assert_cmpfloat(r, >, last);
+      else
+        g_assert_cmpfloat(r, >=, last);
+      last = r;
+      last_f = f;
+    }
+  }
+}
+
+/* Above the cap where the solved clock would pass boost (P(1980 MHz) =
+ * 100 + 600 (1980/1400)^3 W), the clock is boost's; the ratio is then 1
+ * where s x boost / settled reaches it (s = 0.9), else s x boost / settled
+ * (s = 0.5) and flat. */
+static void test_power_capped(void) {
+  double c_boost = 100 + 600 * pow(1980.0 / 1400, 3);
+  for (double cap = c_boost * 1.001; cap < 4 * c_boost; cap *= 1.5) {
+    ModelProfile q = power_profile(0.9);
+    assert_rel(model_power_clock_MHz(&q, cap), 1980, 1e-15);
+    g_assert_cmpfloat(model_power_clock_ratio(&q, cap), ==, 1);
+    q = power_profile(0.5);
+    g_assert_cmpfloat(model_power_clock_ratio(&q, cap), ==, 0.5 * (1980.0 / 1400));
+  }
+  /* s = 0.9 reaches 1 before boost: at the clock 1400 / 0.9 */
+  ModelProfile q = power_profile(0.9);
+  double c_one = 100 + 600 * pow(1 / 0.9, 3);
+  g_assert_cmpfloat(model_power_clock_ratio(&q, c_one * 1.01), ==, 1);
+  g_assert_cmpfloat(model_power_clock_ratio(&q, c_one * 0.99), <, 1);
+}
+
+/* A bad power block: one error naming the file and the key. */
+static void test_power_bad_keys(void) {
+  static const struct {
+    const char *key;
+    double value;
+    const char *named;
+  } cases[] = {{"rated_W", 0, "power.rated_W"},
+               {"idle_W", 700, "power.idle_W"},
+               {"idle_W", -1, "power.idle_W"},
+               {"boost_clock_MHz", 1000, "power.sustained_clock_MHz"},
+               {"sustained_clock_MHz", 0, "power.sustained_clock_MHz"},
+               {"exponent", 0.5, "power.exponent"},
+               {"exponent", 7, "power.exponent"},
+               {"rated_W", NAN, "power.rated_W"}};
+  for (guint i = 0; i <= G_N_ELEMENTS(cases); i++) {
+    cJSON *root = read_json("calibrate/profiles", "h100-sxm5-80gb-measured");
+    cJSON *pw = cJSON_GetObjectItemCaseSensitive(root, "power");
+    g_assert_nonnull(pw);
+    const char *named = "'power'";
+    if (i == G_N_ELEMENTS(cases)) /* not an object */
+      cJSON_ReplaceItemInObjectCaseSensitive(root, "power", cJSON_CreateNumber(3));
+    else if (isnan(cases[i].value))
+      cJSON_DeleteItemFromObjectCaseSensitive(pw, cases[i].key);
+    else
+      cJSON_ReplaceItemInObjectCaseSensitive(pw, cases[i].key, cJSON_CreateNumber(cases[i].value));
+    if (i < G_N_ELEMENTS(cases))
+      named = cases[i].named;
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    char *path = write_tmp(text);
+    cJSON_free(text);
+    GError *error = load_fails(FALSE, path);
+    g_assert_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID);
+    g_assert_null(strchr(error->message, '\n'));
+    if (!strstr(error->message, named))
+      g_error("case %u: message does not name %s: %s", i, named, error->message);
+    g_error_free(error);
+    g_remove(path);
+    g_free(path);
+  }
+}
+
+/* The cluster's power cap: read where given (0 where not), range-checked. */
+static void test_cluster_power_limit(void) {
+  GError *error = NULL;
+  TopoCluster *c = topo_cluster_load("selene", &error);
+  g_assert_no_error(error);
+  g_assert_cmpfloat(c->gpu_power_limit_W, ==, 0);
+  topo_cluster_free(c);
+  for (int bad = 0; bad < 3; bad++) {
+    cJSON *root = read_json("topologies", "selene");
+    cJSON_AddItemToObject(root, "gpu_power_limit_W", bad == 0   ? cJSON_CreateNumber(500)
+                                                     : bad == 1 ? cJSON_CreateNumber(0)
+                                                                : cJSON_CreateString("500"));
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    char *path = write_tmp(text);
+    cJSON_free(text);
+    if (bad == 0) {
+      c = topo_cluster_load(path, &error);
+      g_assert_no_error(error);
+      g_assert_cmpfloat(c->gpu_power_limit_W, ==, 500);
+      topo_cluster_free(c);
+    } else {
+      error = load_fails(TRUE, path);
+      g_assert_nonnull(strstr(error->message, "gpu_power_limit_W"));
+      g_error_free(error);
+      error = NULL;
+    }
+    g_remove(path);
+    g_free(path);
+  }
+}
+
 static void test_load_bad_files(void) {
   for (int cluster = 0; cluster <= 1; cluster++) {
     char *path = write_tmp("{\n  \"name\": \"broken\",\n  \"kind\": \n");
@@ -1512,5 +1663,11 @@ int main(int argc, char **argv) {
   g_test_add_func("/models/load/bad-keys", test_load_bad_keys);
   g_test_add_func("/models/load/bad-files", test_load_bad_files);
   g_test_add_func("/models/load/unknown-name", test_load_unknown_name);
+  g_test_add_func("/models/power/rated", test_power_rated);
+  g_test_add_func("/models/power/closed-form", test_power_closed_form);
+  g_test_add_func("/models/power/monotone", test_power_monotone);
+  g_test_add_func("/models/power/capped", test_power_capped);
+  g_test_add_func("/models/power/bad-keys", test_power_bad_keys);
+  g_test_add_func("/models/power/cluster-limit", test_cluster_power_limit);
   return g_test_run();
 }

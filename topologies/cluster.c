@@ -117,6 +117,9 @@ static gboolean load_body(TopoCluster *c, const cJSON *root, const char *file, G
   c->name = g_strdup(name);
   c->gpu_profile = g_strdup(gpu);
   c->has_fabric = cJSON_GetObjectItemCaseSensitive(root, "fabric") != NULL;
+  /* the board power cap its operator sets on every GPU (0: the part's own) */
+  if (!ptd_json_in_or(root, "gpu_power_limit_W", file, &ptd_range_power_W, 0, &c->gpu_power_limit_W, error))
+    return FALSE;
   TopoNet *n = &c->net;
   double allreduce, p2p, p2p_lat_intra, nic, p2p_lat_inter;
   if (!topo_cluster_size_check(root, file, &c->nodes, &c->gpus_per_node, &n->nics_per_node, &c->gpus_per_host,

@@ -102,6 +102,9 @@ typedef struct {
   char *name;
   char *path;
   char *gpu_profile; /* default profile name */
+  /* "gpu_power_limit_W": the board power cap set on every GPU (W); 0 where
+   * the file gives none (the part's rated cap) */
+  double gpu_power_limit_W;
   /* The simulator's view: a node is one NVLink domain, whose GPUs talk over
    * NVLink and whose NICs are those of all its hosts.  For a DGX, a domain is
    * one host (8 GPUs); for a GB200 NVL72 rack, 18 compute trays of 4. */

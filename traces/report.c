@@ -101,6 +101,12 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
     cJSON_AddNumberToObject(cfg, "host_op_us", pl->host_op_s * 1e6);
     cJSON_AddStringToObject(cfg, "clock", ptd_word_of(sim_clock_words, (int)pl->clock));
   }
+  if (pl->power_limit_W > 0 && pl->clock == SIM_CLOCK_SUSTAINED && profile->has_power) {
+    /* the GPUs' power cap and the clock it allows (the profile's power model) */
+    cJSON_AddNumberToObject(cfg, "power_limit_W", pl->power_limit_W);
+    cJSON_AddNumberToObject(cfg, "sm_clock_MHz", model_power_clock_MHz(profile, pl->power_limit_W));
+    cJSON_AddNumberToObject(cfg, "gemm_clock_ratio", profile->sustained_clock_ratio);
+  }
   cJSON_AddBoolToObject(cfg, "scatter_gather", pl->scatter_gather);
   cJSON_AddBoolToObject(cfg, "fusion", pl->fusion);
   cJSON_AddStringToObject(cfg, "precision", sim_precision_name(sim_plan_precision(pl, profile)));
@@ -677,15 +683,18 @@ void trace_report_text(GString *out, const cJSON *run) {
   if (fx) {
     const char *fw = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "framework"));
     const char *clock = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "clock"));
-    const cJSON *host_us = cJSON_GetObjectItemCaseSensitive(cfg, "host_op_us"); /* written where not the default */
-    double host = cJSON_IsNumber(host_us) ? host_us->valuedouble : 0, ck = num(fx, "clock"),
-           mb = num(fx, "framework_kernels"), ho = num(fx, "host_launch"), co = num(fx, "contention");
+    double host = num_or_0(cfg, "host_op_us"), ck = num(fx, "clock"), mb = num(fx, "framework_kernels"),
+           ho = num(fx, "host_launch"), co = num(fx, "contention");
     g_string_append_printf(out, "step       %s kernels, ",
                            g_strcmp0(fw, "eager") == 0 ? "PyTorch eager's" : "Megatron's");
     if (host > 0)
       g_string_append_printf(out, "the host %.1f us per launch", host);
     else
       g_string_append_printf(out, "launches free");
+    const cJSON *cap = cJSON_GetObjectItemCaseSensitive(cfg, "power_limit_W");
+    if (cap)
+      g_string_append_printf(out, ", a %.0f W power cap (SM clock %.0f MHz, GEMMs at %.3f of their burst rate)",
+                             cap->valuedouble, num(cfg, "sm_clock_MHz"), num(cfg, "gemm_clock_ratio"));
     g_string_append_printf(out,
                            ", %s clock; what each adds to the iteration (the others kept):\n"
                            "           clock %.4f s (%.1f%%), the framework's own kernels %.4f s (%.1f%%), host "

@@ -94,6 +94,8 @@ cJSON *trace_request_json(const SimPlanRequest *r, const TopoCluster *cluster, c
   cJSON_AddBoolToObject(o, "allow_oom", r->allow_oom);
   cJSON_AddBoolToObject(o, "exact", r->exact);
   cJSON_AddNumberToObject(o, "tokens", r->tokens);
+  if (r->power_limit_given) /* the GPUs' power cap, where given */
+    cJSON_AddNumberToObject(o, "power_limit_W", r->power_limit_W);
   /* an uneven pipeline split, where one is asked for */
   if (r->split.first)
     cJSON_AddNumberToObject(o, "first_stage_layers", r->split.first);
@@ -243,12 +245,13 @@ cJSON *trace_run_full(const SimPlanRequest *req, const RtOptions *rt, const Topo
   cJSON *json = NULL;
   SimResult res;
   gboolean ok = sim_plan_build(&r, cluster, plan, error);
-  ModelProfile boost; /* --clock burst: the GEMMs at the boost clock */
-  if (ok && plan->clock == SIM_CLOCK_BURST) {
-    boost = *profile;
-    boost.sustained_clock_ratio = 1;
-    profile = &boost;
-  }
+  /* the GEMMs' clock: at the boost clock (--clock burst) or where the
+   * GPUs' power cap holds it (--power-limit, the cluster's cap) */
+  ModelProfile clocked;
+  const ModelProfile *run_profile = ok ? sim_request_clock_profile(&r, cluster, profile, &clocked, error) : NULL;
+  ok = ok && run_profile;
+  if (ok)
+    profile = run_profile;
   /* The trace's place is checked (a temporary file made there) before anything is simulated. */
   const char *inputs[] = {cluster->path, profile->path, r.schedule_file, NULL}; /* never written over */
   if (ok && trace_path)
