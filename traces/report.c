@@ -691,16 +691,17 @@ void trace_report_text(GString *out, const cJSON *run) {
       g_string_append_printf(out, "the host %.1f us per launch", host);
     else
       g_string_append_printf(out, "launches free");
+    g_string_append_printf(out, ", %s clock", clock ? clock : "sustained");
     const cJSON *cap = cJSON_GetObjectItemCaseSensitive(cfg, "power_limit_W");
     if (cap)
-      g_string_append_printf(out, ", a %.0f W power cap (SM clock %.0f MHz, GEMMs at %.3f of their burst rate)",
+      g_string_append_printf(out, " under a %.0f W power cap (SM clock %.0f MHz, GEMMs at %.3f of their burst rate)",
                              cap->valuedouble, num(cfg, "sm_clock_MHz"), num(cfg, "gemm_clock_ratio"));
     g_string_append_printf(out,
-                           ", %s clock; what each adds to the iteration (the others kept):\n"
-                           "           clock %.4f s (%.1f%%), the framework's own kernels %.4f s (%.1f%%), host "
-                           "launches %.4f s (%.1f%%),\n           collectives sharing the GPU %.4f s (%.1f%%)\n",
-                           clock ? clock : "sustained", ck, T > 0 ? 100 * ck / T : 0, mb, T > 0 ? 100 * mb / T : 0, ho,
-                           T > 0 ? 100 * ho / T : 0, co, T > 0 ? 100 * co / T : 0);
+                           "\n           what each adds to the iteration (the others kept): clock %.4f s (%.1f%%), the "
+                           "framework's own kernels %.4f s (%.1f%%),\n           host launches %.4f s (%.1f%%), "
+                           "collectives sharing the GPU %.4f s (%.1f%%)\n",
+                           ck, T > 0 ? 100 * ck / T : 0, mb, T > 0 ? 100 * mb / T : 0, ho, T > 0 ? 100 * ho / T : 0, co,
+                           T > 0 ? 100 * co / T : 0);
   }
   char a[32], b[32], c[32], e[32];
   g_string_append_printf(out, "traffic    tp %s, pp %s, ", ptd_format_si(bytes_tp, "B", a, sizeof a),
