@@ -1343,7 +1343,10 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
       /* the clock stretches the math, not the launch gap (models/compute.c) */
       ModelGemm mg = {1, x->m, x->n, x->k};
       double flops = model_gemm_flops(&mg);
-      double tb = flops / (x->burst_tflops * 1e12), ts = flops / (calib_sustained_tflops(x) * 1e12);
+      /* over the profile's own burst rate for that GEMM: the rate the
+       * rest of the model runs at (a loop's own burst, read by another
+       * tool or after the first milliseconds of load, can sit below it) */
+      double tb = model_gemm_time_s(&prof, &mg), ts = flops / (calib_sustained_tflops(x) * 1e12);
       double l = fmin(prof.kernel_launch_s, 0.5 * tb);
       ratio[n_ratio++] = (tb - l) / (ts - l);
     }
@@ -1354,8 +1357,12 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
     g_string_append_printf(why,
                            "measured: the settled rate of a %gs loop of a %s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT
                            "x%" G_GUINT64_FORMAT " GEMM (the median of its second half's chunks, %.1f TFLOP/s) over "
-                           "its rate in a burst (%.1f TFLOP/s), the launch gap left out",
-                           x->loop_s, x->dtype, x->m, x->n, x->k, calib_sustained_tflops(x), x->burst_tflops);
+                           "this profile's rate for it at the burst clock (%.1f TFLOP/s; the loop's own burst read "
+                           "%.1f), the launch gap left out",
+                           x->loop_s, x->dtype, x->m, x->n, x->k, calib_sustained_tflops(x),
+                           model_gemm_flops(&(ModelGemm){1, x->m, x->n, x->k}) /
+                               model_gemm_time_s(&prof, &(ModelGemm){1, x->m, x->n, x->k}) / 1e12,
+                           x->burst_tflops);
     if (calib_sustained_clock_MHz(x) > 0)
       g_string_append_printf(why, "; SM clock %.0f MHz", calib_sustained_clock_MHz(x));
     if (calib_sustained_power_W(x) > 0)

@@ -1838,23 +1838,23 @@ static void test_shipped_measured_profiles(void) {
     calib_measurements_free(m);
     g_free(path);
     if (gpus[g].sustained) {
-      /* the profile's sustained clock is the loop's settled rate over its
-       * burst rate, the launch gap left out; it brings the settled rate
-       * nearer than the burst clock does */
+      /* the profile's sustained clock is the loop's settled rate over the
+       * profile's own burst rate for that GEMM, the launch gap left out; it
+       * brings the settled rate nearer than the burst clock does */
       path = g_build_filename(dir, gpus[g].sustained, NULL);
       m = calib_measurements_load(path, &error);
       g_assert_no_error(error);
       const CalibSustained *x = &g_array_index(m->sustained, CalibSustained, 0);
       double flops = 2.0 * (double)x->m * (double)x->n * (double)x->k;
-      double tb = flops / (x->burst_tflops * 1e12), ts = flops / (calib_sustained_tflops(x) * 1e12);
+      ModelProfile burst = *prof;
+      burst.sustained_clock_ratio = 1;
+      ModelGemm mg = {1, x->m, x->n, x->k};
+      double tb = model_gemm_time_s(&burst, &mg), ts = flops / (calib_sustained_tflops(x) * 1e12);
       g_assert_cmpfloat_with_epsilon(prof->sustained_clock_ratio,
                                      (tb - prof->kernel_launch_s) / (ts - prof->kernel_launch_s), 5e-6);
       c = calib_compare(m, prof, &error);
       g_assert_no_error(error);
       const cJSON *sus = compare_class(c, "sustained gemm", "settled, at the sustained clock");
-      ModelProfile burst = *prof;
-      burst.sustained_clock_ratio = 1;
-      ModelGemm mg = {1, x->m, x->n, x->k};
       double at_burst = model_gemm_time_s(&burst, &mg) / ts - 1;
       g_test_message("%s on %s: settled rate %.1f%% off (%.1f%% at the burst clock)", gpus[g].profile,
                      gpus[g].sustained, 100 * num(sus, "max_abs_error"), 100 * fabs(at_burst));
