@@ -102,6 +102,28 @@ static void test_reserve(void) {
   g_assert_cmpfloat(given.reserve, ==, 2);
 }
 
+/* plan searches a pinned policy with its parameter and says it in each
+ * row's command; unpinned, it searches full, selective and none only. */
+static void test_plan(void) {
+  cJSON *j = run_json("plan --model llama3-8b --gpus 8 --global-batch 16 --seq-len 2048 --framework eager "
+                      "--recompute layer --recompute-every 4 --top 2 --format json");
+  const cJSON *row;
+  guint n = 0;
+  cJSON_ArrayForEach(row, arr(j, "rows")) {
+    g_assert_cmpstr(str(row, "recompute"), ==, "layer");
+    g_assert_nonnull(strstr(str(row, "command"), "--recompute layer --recompute-every 4"));
+    n++;
+  }
+  g_assert_cmpuint(n, >, 0);
+  cJSON_Delete(j);
+  j = run_json("plan --model llama3-8b --gpus 8 --global-batch 16 --seq-len 2048 --top 50 --format json");
+  cJSON_ArrayForEach(row, arr(j, "rows")) {
+    const char *rc = str(row, "recompute");
+    g_assert_true(strcmp(rc, "full") == 0 || strcmp(rc, "selective") == 0 || strcmp(rc, "none") == 0);
+  }
+  cJSON_Delete(j);
+}
+
 static const CliBadCase bad[] = {
     {"op-megatron", MEGATRON " --recompute op", "--framework eager"},
     {"modules-eager", EAGER " --recompute modules", "--recompute-modules"},
@@ -124,6 +146,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/memory/eager-order", test_eager_order);
   g_test_add_func("/memory/megatron-modules", test_megatron_modules);
   g_test_add_func("/memory/reserve", test_reserve);
+  g_test_add_func("/memory/plan", test_plan);
   for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
     char *name = g_strdup_printf("/memory/bad/%s", bad[i].name);
     g_test_add_data_func(name, &bad[i], cli_test_bad);
