@@ -311,10 +311,21 @@ ModelTpGemm model_tp_gemm_kind(gboolean backward, guint j) {
   return backward ? MODEL_TP_GEMM_SCATTER_BESIDE : MODEL_TP_GEMM_SCATTER_AFTER;
 }
 
+/* The time of the current segment so far: marks for ModelPass's
+ * recomputation shares. */
+static double mark(const Acc *a) { return a->pass->seg_s[a->seg]; }
+
 static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softmax) {
   ModelPass *ps = a->pass;
   a->seg = 0;
+  double t0 = mark(a);
   memop(a, MODEL_MEM_NORM, 4 * d->N);           /* layernorm 1 */
+  ps->norms_s += mark(a) - t0;
+  ps->op_sac_s += mark(a) - t0;
+  if (!d->mla) { /* the key GEMM's share of QKV's */
+    ModelGemm wk = {1, d->bs, (d->qkv_t - d->ht) / 2, d->h};
+    ps->op_sac_s += model_gemm_time_s(a->p, &wk);
+  }
   span_begin(a, &ps->tp_gemm[0]);
   if (d->mla) { /* down-projections (whole on every rank), their norms, up-projections (split) */
     linear(a, d->bs, d->q_lora ? d->q_lora : d->q_up_t, d->h, TRUE);
@@ -328,8 +339,10 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
   } else
     linear(a, d->bs, d->qkv_t, d->h, TRUE);     /* QKV, bias in the epilogue */
   span_end(a, &ps->tp_gemm[0]);
+  t0 = mark(a);
   if (d->rotary)
     rotary(a, d, FALSE);                        /* rotary embedding of Q and K */
+  ps->op_sac_s += mark(a) - t0;
   span_begin(a, &ps->core);
   attention_core(a, d, fused_softmax);
   span_end(a, &ps->core);
@@ -338,36 +351,49 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
   span_begin(a, &ps->tp_gemm[1]);
   linear(a, d->bs, d->h, d->ht, TRUE);          /* projection */
   span_end(a, &ps->tp_gemm[1]);
+  ps->op_sac_s += ps->tp_gemm[1].s;
   a->seg = 1;                                   /* --- all-reduce --- */
+  t0 = mark(a);
   residual(a, d, fused);                        /* bias-dropout-add */
+  double t1 = mark(a);
   memop(a, MODEL_MEM_NORM, 4 * d->N);           /* layernorm 2 */
+  ps->norms_s += mark(a) - t1;
+  ps->op_sac_s += mark(a) - t0;
   if (d->no_mlp) { /* an MoE layer: its MLP block is costed apart (moe.h) */
     a->seg = 2;
     residual(a, d, TRUE);                       /* the closing dropout-add */
     return;
   }
+  double m0 = mark(a);
   span_begin(a, &ps->tp_gemm[2]);
   if (d->swiglu) {
     linear(a, d->bs, 2 * d->ffn_t, d->h, TRUE); /* MLP gate and up, h -> 2f */
     span_end(a, &ps->tp_gemm[2]);
+    ModelGemm w3 = {1, d->bs, d->ffn_t, d->h};
+    ps->op_sac_s += model_gemm_time_s(a->p, &w3);
+    t0 = mark(a);
     if (a->eager) { /* silu(gate) * up: two kernels */
       memop(a, MODEL_MEM_ACTIVATION, 4 * d->Nm);
       memop(a, MODEL_MEM_POINTWISE, 6 * d->Nm);
     } else
       memop(a, MODEL_MEM_ACTIVATION, 6 * d->Nm); /* SwiGLU: reads 2f, writes f */
+    ps->op_sac_s += mark(a) - t0;
   } else {
     linear(a, d->bs, d->ffn_t, d->h, TRUE);     /* MLP h -> 4h */
     span_end(a, &ps->tp_gemm[2]);
+    t0 = mark(a);
     if (fused || a->eager) /* (eager: the bias in the GEMM's epilogue) */
       memop(a, MODEL_MEM_ACTIVATION, 4 * d->Nm); /* bias+GeLU */
     else {
       memop(a, MODEL_MEM_POINTWISE, 4 * d->Nm); /* bias */
       memop(a, MODEL_MEM_ACTIVATION, 4 * d->Nm); /* GeLU */
     }
+    ps->op_sac_s += mark(a) - t0;
   }
   span_begin(a, &ps->tp_gemm[3]);
   linear(a, d->bs, d->h, d->ffn_t, TRUE);       /* MLP 4h -> h */
   span_end(a, &ps->tp_gemm[3]);
+  ps->mlp_s += mark(a) - m0;
   a->seg = 2;                                   /* --- all-reduce --- */
   residual(a, d, fused);
 }

@@ -55,6 +55,15 @@ typedef struct {
   double membound_s;  /* the memory-bound kernels' part of the segments (everything but GEMMs and attention) */
   double host_wait_s; /* the GPU's part of the segments spent waiting for the host to launch the next kernel */
   ModelSpan core;       /* the attention core's kernels (with context parallelism: its ring's steps) */
+  /* Forward: what the frameworks' recomputation policies run again before
+   * the backward (models/memory.h): the two norms (Megatron-Core's
+   * layernorm module), the MLP block from its first GEMM to its last (mlp),
+   * and torchtitan's selective op checkpointing's recomputed ops: the norms,
+   * the key GEMM (its share of QKV's), rotary, the projection, the residual
+   * add, the activation and, for SwiGLU, the up GEMM (w3's share) and the
+   * product; the saved GEMMs and SDPA are not run again, nor what follows
+   * the last tensor the backward needs (early stop). */
+  double norms_s, mlp_s, op_sac_s;
   ModelSpan tp_gemm[4]; /* the GEMMs the tensor-parallel communication can overlap, in pass order */
 } ModelPass;
 

@@ -29,7 +29,123 @@ double model_layer_activation_bytes(const ModelShape *m, guint t, guint b, gbool
   return s * b * h * (10.0 + latents + sharded / t + (fp32_softmax ? 7.0 : 5.0) * a * s / (h * t));
 }
 
+gboolean model_memory_op_list(const ModelShape *m, const ModelMemoryRequest *r) {
+  gboolean own = r->ac == MODEL_RECOMPUTE_OP || r->ac == MODEL_RECOMPUTE_LAYER || r->ac == MODEL_RECOMPUTE_MODULES;
+  return (r->eager || own) && !model_is_mla(m);
+}
+
+double model_allocator_block_bytes(double bytes) {
+  const double min_block = 512, min_large = 10.0 * 1048576, round_large = 2.0 * 1048576;
+  double q = bytes >= min_large ? round_large : min_block;
+  return bytes <= 0 ? 0 : ceil(bytes / q) * q;
+}
+
+guint model_layer_saved_tensors(const ModelShape *m, const ModelMemoryRequest *r, ModelRecompute ac, double *out) {
+  double T = (double)m->seq_len * r->b, t = r->t, h = m->hidden, a = m->heads;
+  double rep = r->sequence_parallel ? h / t : h, tok = r->sequence_parallel ? T / t : T; /* the replicated part */
+  double qw = (double)m->heads * model_head_dim(m), kvw = (double)model_groups(m) * model_head_dim(m);
+  double f = model_ffn(m), lin = r->fp8 ? 1 : 2; /* a linear layer's saved input, per element */
+  gboolean swiglu = m->mlp == MODEL_MLP_SWIGLU, dropout = m->norm == MODEL_NORM_LAYERNORM && !r->eager;
+  double core = r->flash ? 4.0 * a * T / t : model_attention_score_bytes(m, r->t, r->b, r->fp32_softmax);
+  guint n = 0;
+#define KEEP(x) (out[n++] = (x))
+  if (ac == MODEL_RECOMPUTE_FULL) { /* the checkpoint's input */
+    KEEP(2 * rep * T);
+    return n;
+  }
+  if (ac == MODEL_RECOMPUTE_OP) {
+    KEEP(2 * rep * T);                           /* the checkpoint's input */
+    KEEP(2 * qw * T / t);                        /* mm 1: wq */
+    KEEP(2 * kvw * T / t);                       /* mm 3: wv */
+    KEEP(2 * qw * T / t);                        /* SDPA's output */
+    KEEP(4 * a * T / t);                         /* and log-sum-exp */
+    KEEP(2 * f * T / t);                         /* mm 5: w1 (GeLU: fc1) */
+    if (swiglu)
+      KEEP(2 * (t > 1 ? h : rep) * T);           /* mm 7: w2, the partial sums before their reduce-scatter */
+    if (r->sequence_parallel)
+      for (guint i = 0; i < 2; i++)
+        KEEP(2 * rep * T);                       /* the reduce-scatters' outputs */
+    return n;
+  }
+  gboolean drop_core = ac == MODEL_RECOMPUTE_SELECTIVE || (ac == MODEL_RECOMPUTE_MODULES && r->modules & MODEL_RC_CORE_ATTN);
+  gboolean drop_mlp = ac == MODEL_RECOMPUTE_MODULES && r->modules & MODEL_RC_MLP;
+  gboolean drop_norm = ac == MODEL_RECOMPUTE_MODULES && r->modules & MODEL_RC_LAYERNORM;
+  for (guint j = 0; j < 2; j++) { /* the two norms, the attention after the first and the MLP after the second */
+    if (r->eager && m->norm == MODEL_NORM_RMSNORM) {
+      KEEP(4 * rep * T);                         /* the fp32 upcast of its input */
+      KEEP(4 * tok);                             /* rstd */
+      KEEP(2 * rep * T);                         /* the normalized output, before the weight */
+    } else {
+      KEEP(2 * rep * T);                         /* its input */
+      KEEP((m->norm == MODEL_NORM_LAYERNORM ? 8 : 4) * tok); /* rstd (and the mean) */
+    }
+    if (!drop_norm)
+      KEEP(lin * rep * T);                       /* its output, the GEMMs' input */
+    if (j == 0) {
+      KEEP(2 * (qw + 2 * kvw) * T / t);          /* query, key and value */
+      KEEP(2 * qw * T / t);                      /* the attention's output, the projection's input */
+      if (r->fp8)
+        KEEP(qw * T / t);                        /* and its FP8 copy */
+      if (!drop_core)
+        KEEP(core);                              /* log-sum-exp, or the s x s tensors */
+    } else if (!drop_mlp) {
+      if (r->eager && swiglu) {
+        for (guint i = 0; i < 4; i++)
+          KEEP(2 * f * T / t);                   /* w1, silu, w3, their product */
+      } else {
+        KEEP(2 * (swiglu ? 2 : 1) * f * T / t);  /* fc1's output */
+        KEEP(lin * f * T / t);                   /* the activation's output */
+      }
+    }
+    if (dropout)
+      KEEP(rep * T);                             /* the block's dropout mask */
+  }
+#undef KEEP
+  return n;
+}
+
+static double saved_sum(const ModelShape *m, const ModelMemoryRequest *r, ModelRecompute ac, double *rounded) {
+  double b[MODEL_MAX_SAVED], sum = 0, rsum = 0;
+  guint n = model_layer_saved_tensors(m, r, ac, b);
+  for (guint i = 0; i < n; i++) {
+    sum += b[i];
+    rsum += model_allocator_block_bytes(b[i]);
+  }
+  if (rounded)
+    *rounded = rsum;
+  return sum;
+}
+
+/* The op lists' layer (model_memory_op_list): what it keeps on average
+ * over the stage's layers (*rounded: as the allocator holds it), and what
+ * more it holds while its backward recomputes (*working). */
+static double op_list_layer(const ModelShape *m, const ModelMemoryRequest *r, double *rounded, double *working) {
+  double none_r, none = saved_sum(m, r, MODEL_RECOMPUTE_NONE, &none_r), kept, kept_r;
+  if (r->ac == MODEL_RECOMPUTE_LAYER) {
+    /* torchtitan's _apply_layer_sac: a block is wrapped whole where a count
+     * over the rank's blocks, from 1, is a multiple of k */
+    double L = MAX(r->stage_layers, 1u), ck = floor(L / MAX(r->every, 1u)), x_r, x = saved_sum(m, r, MODEL_RECOMPUTE_FULL, &x_r);
+    kept = (ck * x + (L - ck) * none) / L;
+    kept_r = (ck * x_r + (L - ck) * none_r) / L;
+    if (working)
+      *working = ck > 0 ? none - x : 0;
+  } else {
+    ModelRecompute ac = r->ac != MODEL_RECOMPUTE_NONE ? r->ac
+                        : r->recompute                 ? MODEL_RECOMPUTE_FULL
+                        : r->selective                 ? MODEL_RECOMPUTE_SELECTIVE
+                                                       : MODEL_RECOMPUTE_NONE;
+    kept = saved_sum(m, r, ac, &kept_r);
+    if (working)
+      *working = MAX(none - kept, 0.0);
+  }
+  if (rounded)
+    *rounded = kept_r;
+  return kept;
+}
+
 double model_layer_held_bytes(const ModelShape *m, const ModelMemoryRequest *r) {
+  if (model_memory_op_list(m, r))
+    return op_list_layer(m, r, NULL, NULL);
   double sbh = (double)m->seq_len * r->b * m->hidden;
   double full = model_layer_activation_bytes(m, r->t, r->b, r->fp32_softmax);
   if (r->fp8) /* the norm outputs feeding QKV and the MLP, the context, the down projection's input */
@@ -60,6 +176,28 @@ void model_memory(const ModelShape *m, const ModelMemoryRequest *r, ModelMemory 
   out->weights = 2 * P + (r->fp8 ? 2.0 * (double)r->fp8_weight_params : 0);
   out->gradients = 2 * P;
   out->optimizer = r->optimizer_shards > 1 ? 12 * P / r->optimizer_shards : 12 * P;
+  out->allocator = 0;
+  if (model_memory_op_list(m, r)) {
+    double rounded, working, layer = op_list_layer(m, r, &rounded, &working);
+    double act = layer * r->inflight_layer_mbs, V = (double)(m->vocab / r->t), sb = (double)m->seq_len * r->b;
+    out->allocator = (rounded - layer) * r->inflight_layer_mbs;
+    if (r->eager) {
+      /* the loss as a plain model runs it: the bf16 logits made fp32
+       * (.float()), log_softmax's fp32 output kept for its backward; at the
+       * backward's start nll_loss's fp32 gradient, log_softmax's backward
+       * output and its saved output are alive together, 12 s b V/t bytes;
+       * they are freed before the last layer's recomputation, whose working
+       * set is the other candidate for the peak */
+      act += MAX(r->last_stage ? 12.0 * sb * V : 0, working);
+    } else {
+      act += working + (r->last_stage ? 6.0 * sb * V : 0);
+      if (r->first_stage && m->norm == MODEL_NORM_LAYERNORM) /* the embedding's dropout mask */
+        act += (r->sequence_parallel ? sbh / r->t : sbh) * r->inflight_mbs;
+    }
+    out->activations = act;
+    out->total = out->weights + out->gradients + out->optimizer + out->activations + out->allocator;
+    return;
+  }
   double full = model_layer_held_bytes(m, r);
   if (r->sequence_parallel)
     sbh /= r->t;

@@ -41,6 +41,10 @@
 
 typedef struct {
   double weights, gradients, optimizer, activations, total; /* bytes */
+  /* PyTorch's caching allocator rounding each saved tensor up to its block
+   * (model_allocator_block_bytes), in `total`; 0 outside the frameworks'
+   * op lists (model_memory_op_list) */
+  double allocator;
 } ModelMemory;
 
 typedef struct {
@@ -57,7 +61,73 @@ typedef struct {
   gboolean flash;              /* FlashAttention: no s x s tensor kept, its fp32 log-sum-exp per query and head */
   gboolean fp8;                /* FP8 linear layers: their inputs kept in FP8, their weights cached in FP8 too */
   guint64 fp8_weight_params;   /* the linear layers' local parameters, cached in FP8 with their transposes */
+  /* The frameworks' op lists (model_memory_op_list): the framework, the
+   * recomputation (MODEL_RECOMPUTE_*; with it, `recompute` and `selective`
+   * are ignored), layer's k and the stage's layers it counts over,
+   * modules' MODEL_RC_* bits. */
+  gboolean eager;
+  ModelRecompute ac;
+  guint every, stage_layers, modules;
 } ModelMemoryRequest;
+
+/* Whether a request is counted from the frameworks' op lists of saved
+ * tensors (below) rather than Korthikanti et al.'s formulas: PyTorch eager,
+ * or one of the frameworks' own recomputation policies (op, layer,
+ * modules); not for multi-head latent attention. */
+gboolean model_memory_op_list(const ModelShape *m, const ModelMemoryRequest *req);
+
+#define MODEL_MAX_SAVED 24
+/* One layer's tensors kept from its forward to its backward for one
+ * microbatch at the rank's shape, each in bytes (out[MODEL_MAX_SAVED]),
+ * under `ac` (NONE, FULL, SELECTIVE, OP or MODULES; LAYER is a mix of NONE
+ * and FULL, model_layer_held_bytes); returns the count.
+ *
+ * Megatron-Core with Transformer Engine (what its autograd functions save,
+ * for a pre-norm layer): the first norm's input (the layer input) and its
+ * per-token fp32 rstd, its output (the QKV GEMM's input); the query, key
+ * and value (FlashAttention's inputs) and its output (the projection's
+ * input, the same tensor) and fp32 log-sum-exp per head, or without flash
+ * the s x s tensors (model_attention_score_bytes); the second norm's input,
+ * rstd and output (fc1's input); fc1's output (SwiGLU's input, 2f wide) and
+ * the activation's output (fc2's input); dropout masks of a byte per
+ * element where the model has dropout (GPT's layernorm models; the
+ * Llama-family recipes set hidden_dropout 0, and PyTorch's dropout with p = 0
+ * returns its input, no mask).  FP8 linear layers keep their inputs in FP8
+ * (1 byte) beside the bf16 tensors the other ops keep.  `modules` drops
+ * (megatron/core/transformer/transformer_config.py, recompute_modules):
+ * core_attn the log-sum-exp or s x s tensors (the query, key and value stay
+ * as the checkpoint's inputs); mlp fc1's and the activation's outputs (the
+ * norm's output stays as its input); layernorm both norms' outputs
+ * (CheckpointWithoutOutput: their inputs stay).
+ *
+ * PyTorch eager (autograd's saved tensors for a plain Llama block, as
+ * torchtitan's model writes it, bf16): each RMSNorm upcasts its input to
+ * fp32 and keeps it (pow and mul save it, 4 bytes), its fp32 rstd, its
+ * normalized bf16 output (mul by the weight saves it) and its output (the
+ * next GEMMs' input); rotary keeps only cos and sin (a mul by a tensor
+ * without gradient saves just that tensor; they are shared by the layers
+ * and left out); SDPA keeps the rotated query and key, the value, its
+ * output and the log-sum-exp; SwiGLU keeps w1's output (silu's input),
+ * silu's output and w3's output (the mul's two inputs) and their product
+ * (w2's input); the layer input is kept by nothing.
+ *
+ * torchtitan's selective op checkpointing (torchtitan/models/llama3/infra/
+ * parallelize.py, _save_list and _custom_policy; torch.utils.checkpoint's
+ * create_selective_checkpoint_contexts): the checkpoint keeps the layer's
+ * input and the outputs of the ops in its save list, aten.mm (all but
+ * every second one: of wq, wk, wv, wo, w1, w3, w2 in forward order it keeps
+ * wq, wv, w1 and w2, whose output with tensor parallelism is the
+ * row-parallel GEMM's partial sum over the whole hidden width), SDPA's
+ * flash and efficient kernels (the output and the log-sum-exp), the
+ * tensor-parallel reduce-scatters (their outputs, under sequence
+ * parallelism) and aten.max (Float8's amax, a scalar); the rest is
+ * recomputed. */
+guint model_layer_saved_tensors(const ModelShape *m, const ModelMemoryRequest *req, ModelRecompute ac, double *out);
+/* The bytes PyTorch's caching allocator (c10/cuda/CUDACachingAllocator.cpp)
+ * gives a tensor of `bytes`: round_size's 512-byte multiple (kMinBlockSize),
+ * and for a tensor of 10 MiB or more (kMinLargeAlloc), which gets a segment
+ * of its own, that segment's 2 MiB multiple (kRoundLarge). */
+double model_allocator_block_bytes(double bytes);
 
 double model_layer_activation_bytes(const ModelShape *m, guint t, guint b, gboolean fp32_softmax);
 /* The attention core's s x s part of it: 5 a s^2 b / t (7 with the fp32

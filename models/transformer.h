@@ -28,8 +28,26 @@ typedef enum { MODEL_NORM_LAYERNORM, MODEL_NORM_RMSNORM } ModelNorm;
 typedef enum { MODEL_POSITION_LEARNED, MODEL_POSITION_ROTARY } ModelPosition;
 /* Activation recomputation: none; full (every layer's forward again before
  * its backward; SC21); selective (only the attention core: scores, softmax,
- * dropout, attention over values; Korthikanti et al. 2022, section 5). */
-typedef enum { MODEL_RECOMPUTE_NONE, MODEL_RECOMPUTE_FULL, MODEL_RECOMPUTE_SELECTIVE } ModelRecompute;
+ * dropout, attention over values; Korthikanti et al. 2022, section 5);
+ * the frameworks' own policies (models/memory.h): torchtitan's selective
+ * op checkpointing (op), its selective layer checkpointing (layer: every
+ * k-th layer whole) and Megatron-Core's --recompute-modules (modules). */
+typedef enum {
+  MODEL_RECOMPUTE_NONE,
+  MODEL_RECOMPUTE_FULL,
+  MODEL_RECOMPUTE_SELECTIVE,
+  MODEL_RECOMPUTE_OP,
+  MODEL_RECOMPUTE_LAYER,
+  MODEL_RECOMPUTE_MODULES
+} ModelRecompute;
+/* Megatron-Core's recompute_modules (megatron/core/transformer/
+ * transformer_config.py) that ptdsim models, a bit each. */
+enum {
+  MODEL_RC_CORE_ATTN = 1u << 0, /* the attention core */
+  MODEL_RC_MLP = 1u << 1,       /* the dense MLP block: fc1, the activation, fc2 */
+  MODEL_RC_LAYERNORM = 1u << 2, /* input_layernorm and pre_mlp_layernorm */
+  MODEL_RC_MOE_ACT = 1u << 3    /* the MLP's activation function alone */
+};
 /* The precision of the linear layers' GEMMs: fp16 or bf16 (same rate), or
  * fp8 with Transformer Engine (weights and the rest in bf16). */
 typedef enum { MODEL_PRECISION_FP16, MODEL_PRECISION_BF16, MODEL_PRECISION_FP8 } ModelPrecision;

@@ -15,6 +15,9 @@ const PtdWord sim_ddp_words[] = {{"local", SIM_DDP_LOCAL}, {"torch", SIM_DDP_TOR
 const PtdWord sim_recompute_words[] = {{"full", MODEL_RECOMPUTE_FULL},
                                        {"selective", MODEL_RECOMPUTE_SELECTIVE},
                                        {"none", MODEL_RECOMPUTE_NONE},
+                                       {"op", MODEL_RECOMPUTE_OP},
+                                       {"layer", MODEL_RECOMPUTE_LAYER},
+                                       {"modules", MODEL_RECOMPUTE_MODULES},
                                        {NULL, 0}};
 const PtdWord sim_network_words[] = {{"flow", SIM_NETWORK_FLOW}, {"analytic", SIM_NETWORK_ANALYTIC}, {NULL, 0}};
 const PtdWord sim_placement_words[] = {{"tp-dp-pp", SIM_PLACEMENT_TP_DP_PP},
@@ -431,10 +434,14 @@ double sim_plan_usable_bytes(const SimPlan *pl, const ModelProfile *profile) {
 }
 
 ModelRecompute sim_plan_recompute(const SimPlan *pl) {
+  if (pl->ac != MODEL_RECOMPUTE_NONE)
+    return pl->ac;
   return pl->recompute ? MODEL_RECOMPUTE_FULL : pl->selective ? MODEL_RECOMPUTE_SELECTIVE : MODEL_RECOMPUTE_NONE;
 }
 
 const char *sim_recompute_name(const SimPlan *pl) {
+  if (pl->ac != MODEL_RECOMPUTE_NONE)
+    return ptd_word_of(sim_recompute_words, (int)pl->ac);
   return pl->recompute ? "full" : pl->selective ? "selective" : "none";
 }
 

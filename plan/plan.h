@@ -107,6 +107,13 @@ typedef struct {
   SimDdp ddp;
   gboolean recompute;    /* full recomputation */
   gboolean selective;    /* selective recomputation (then recompute is FALSE) */
+  /* A framework's own policy (op, layer, modules; then recompute and
+   * selective are FALSE), else MODEL_RECOMPUTE_NONE; its parameters:
+   * layer's k (every k-th layer of a rank checkpointed whole) and
+   * modules' MODEL_RC_* bits. */
+  ModelRecompute ac;
+  guint recompute_every;
+  guint recompute_modules;
   gboolean scatter_gather;
   gboolean fusion;
   gboolean symmetry;    /* simulate one rank per class of ranks that run the same timeline */
@@ -134,6 +141,10 @@ typedef struct {
   gboolean distributed_optimizer; /* Megatron's: optimizer state sharded over d, gradients reduce-scattered */
   gboolean sequence_parallel;     /* Megatron's: norms and dropouts over s/t, all-reduces as reduce-scatter + all-gather */
   double memory_reserve_bytes;    /* GPU memory kept back from the model (CUDA context, NCCL, fragmentation) */
+  /* Where the reserve is counted from its mechanisms (sim_plan_memory_mechanisms;
+   * 0 where it is the flat rule of thumb or --memory-reserve): the CUDA
+   * context, and NCCL's buffers for the rank's communicators */
+  double memory_context_bytes, memory_nccl_bytes;
   gboolean attention_given;       /* --attention; else the device profile's default */
   ModelAttention attention;
   gboolean precision_given;       /* --precision; else the device profile's first */
@@ -188,6 +199,9 @@ typedef struct {
   gboolean ddp_given;
   ModelRecompute recompute; /* not given: full */
   gboolean recompute_given;
+  guint recompute_every;    /* --recompute-every K (layer); 0: not given */
+  guint recompute_modules;  /* --recompute-modules (modules): MODEL_RC_* bits */
+  gboolean recompute_modules_given;
   gboolean no_scatter_gather, no_fusion, no_symmetry, allow_oom;
   double tokens;
   /* --slices (TeraPipe only; sim_slices_parse): not given, auto; uniform:N
@@ -263,6 +277,22 @@ typedef struct {
  * (a few MiB per channel and peer) and the caching allocator's
  * fragmentation; a rule of thumb, which --memory-reserve replaces. */
 #define SIM_DEFAULT_MEMORY_RESERVE_GIB 3.0
+/* The CUDA context with the kernels a training process loads (PyTorch,
+ * cuBLAS, NCCL), which no allocator counts: a rule of thumb of 0.5 GiB on
+ * today's GPUs with CUDA's lazy module loading; --memory-reserve replaces
+ * it with the whole reserve. */
+#define SIM_CUDA_CONTEXT_GIB 0.5
+/* NCCL's buffers (NVIDIA/nccl src/init.cc, computeBuffSizes): per channel
+ * and connection one buffer per protocol, DEFAULT_LL_BUFFSIZE (8 lines x
+ * 512 threads x 8 steps x 16 B = 512 KiB), DEFAULT_LL128_BUFFSIZE (120 x
+ * 640 x 8 x 8 B = 4,915,200 B) and DEFAULT_BUFFSIZE (NCCL_BUFFSIZE, 4 MiB);
+ * a ring's channel receives from one peer.  A communicator over NVSwitch
+ * H100s sets up 32 collective channels (MAXCHANNELS, src/include/device.h;
+ * NCCL's init log: "32 coll channels"); point-to-point (the pipeline's
+ * sends) a Simple buffer per channel and peer, the cluster's channels per
+ * peer. */
+#define SIM_NCCL_CHANNEL_BYTES (524288.0 + 4915200.0 + 4194304.0)
+#define SIM_NCCL_COLL_CHANNELS 32
 
 #define SIM_PLAN_ERROR (sim_plan_error_quark())
 GQuark sim_plan_error_quark(void);
@@ -328,6 +358,8 @@ ModelLayerOptions sim_plan_layer_options(const SimPlan *plan, const ModelProfile
 gboolean sim_plan_check_device(const SimPlan *plan, const ModelProfile *profile, GError **error);
 /* The memory a GPU has for the model: the profile's less the reserve. */
 double sim_plan_usable_bytes(const SimPlan *plan, const ModelProfile *profile);
+/* Whether the plan's reserve is counted from its mechanisms: PyTorch eager
+ * or a framework's own recomputation policy, without --memory-reserve. */
 const char *sim_recompute_name(const SimPlan *plan);
 
 /* The room for SimResult's symmetry_declined. */

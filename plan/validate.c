@@ -678,6 +678,30 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   plan->selective = rc == MODEL_RECOMPUTE_SELECTIVE;
   if (plan->selective && (r->zero || own))
     FAIL("--recompute selective is Megatron's, for PTD-P; use full or none with %s", r->zero ? "--zero" : with);
+  ModelFramework fw = r->framework_given ? r->framework : MODEL_FRAMEWORK_MEGATRON;
+  gboolean own_policy = rc == MODEL_RECOMPUTE_OP || rc == MODEL_RECOMPUTE_LAYER || rc == MODEL_RECOMPUTE_MODULES;
+  const char *rc_word = ptd_word_of(sim_recompute_words, (int)rc);
+  if (own_policy && (r->zero || own))
+    FAIL("--recompute %s is modelled for PTD-P and FSDP2 runs; use full or none with %s", rc_word,
+         r->zero ? "--zero" : with);
+  if (own_policy && model_is_moe(&r->model))
+    FAIL("--recompute %s is not modelled for mixture-of-experts models yet; use full, selective or none", rc_word);
+  if (rc == MODEL_RECOMPUTE_OP && fw != MODEL_FRAMEWORK_EAGER)
+    FAIL("--recompute op is torchtitan's per-op checkpointing of PyTorch's eager ops; add --framework eager");
+  if (rc == MODEL_RECOMPUTE_MODULES && fw != MODEL_FRAMEWORK_MEGATRON)
+    FAIL("--recompute modules is Megatron-Core's --recompute-modules; use it with --framework megatron, or use "
+         "--recompute op or layer with eager");
+  if (r->recompute_every && rc != MODEL_RECOMPUTE_LAYER)
+    FAIL("--recompute-every applies to --recompute layer; add it or drop --recompute-every");
+  if (r->recompute_modules_given && rc != MODEL_RECOMPUTE_MODULES)
+    FAIL("--recompute-modules applies to --recompute modules; add it or drop --recompute-modules");
+  if ((r->recompute_modules & MODEL_RC_MOE_ACT) && rc == MODEL_RECOMPUTE_MODULES)
+    FAIL("--recompute-modules moe_act recomputes the experts' activation and this model has no experts; use "
+         "core_attn, mlp or layernorm");
+  plan->ac = own_policy ? rc : MODEL_RECOMPUTE_NONE;
+  plan->recompute_every = rc == MODEL_RECOMPUTE_LAYER ? (r->recompute_every ? r->recompute_every : 2) : 0;
+  plan->recompute_modules =
+      rc == MODEL_RECOMPUTE_MODULES ? (r->recompute_modules_given ? r->recompute_modules : MODEL_RC_CORE_ATTN) : 0;
   if (!(r->tokens >= 0) || !isfinite(r->tokens))
     FAIL("--tokens must be a positive number of training tokens");
   if (!r->network_given) /* the default: flows where the cluster describes its fabric and the schedule carries them */
@@ -722,6 +746,18 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     plan->attention_given = TRUE;
   }
   plan->framework = r->framework_given ? r->framework : MODEL_FRAMEWORK_MEGATRON;
+  if (!r->memory_reserve_given && !own && !r->zero &&
+      (plan->framework == MODEL_FRAMEWORK_EAGER || plan->ac != MODEL_RECOMPUTE_NONE)) {
+    /* the reserve from its mechanisms: the CUDA context, NCCL's buffers for
+     * each communicator the rank is in (tensor, data or FSDP with the
+     * context-parallel ranks, context, and the pipeline's two peers); the
+     * caching allocator's rounding is counted with the activations */
+    guint groups = (plan->tp > 1) + (plan->dp * plan->cp > 1) + (plan->cp > 1);
+    plan->memory_context_bytes = SIM_CUDA_CONTEXT_GIB * 1073741824.0;
+    plan->memory_nccl_bytes = groups * SIM_NCCL_COLL_CHANNELS * SIM_NCCL_CHANNEL_BYTES +
+                              (plan->pp > 1 ? 2.0 * MAX(cluster->net.p2p_net_channels, 1u) * 4194304.0 : 0);
+    plan->memory_reserve_bytes = plan->memory_context_bytes + plan->memory_nccl_bytes;
+  }
   if ((r->framework_given || r->host_op_given || r->cuda_graphs) && own)
     FAIL("--framework, --host-op-us and --cuda-graphs do not apply to %s, which runs its own code; drop them", with);
   if (r->cuda_graphs && r->host_op_given)
@@ -850,4 +886,37 @@ const ModelProfile *sim_request_clock_profile(const SimPlanRequest *r, const Top
   *scratch = *profile;
   scratch->sustained_clock_ratio = model_power_clock_ratio(profile, cap);
   return scratch;
+}
+
+gboolean sim_recompute_modules_parse(const char *text, guint *bits, GError **error) {
+  /* Megatron-Core's names (transformer_config.py, recompute_modules) */
+  static const PtdWord names[] = {{"core_attn", MODEL_RC_CORE_ATTN},
+                                  {"mlp", MODEL_RC_MLP},
+                                  {"layernorm", MODEL_RC_LAYERNORM},
+                                  {"moe_act", MODEL_RC_MOE_ACT},
+                                  {NULL, 0}};
+  *bits = 0;
+  if (strcmp(text, "none") == 0)
+    return TRUE;
+  gchar **parts = g_strsplit(text, ",", -1);
+  gboolean ok = parts[0] != NULL;
+  for (guint i = 0; ok && parts[i]; i++) {
+    int v = 0;
+    ok = ptd_word_value(names, parts[i], &v);
+    if (ok)
+      *bits |= (guint)v;
+    else {
+      char *echo = ptd_echo(parts[i], PTD_ECHO_MAX, FALSE);
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "--recompute-modules: unknown module '%s'; give a comma list of core_attn, mlp, layernorm, moe_act, "
+                  "or none",
+                  echo);
+      g_free(echo);
+    }
+  }
+  if (ok && parts[0] == NULL)
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--recompute-modules is empty; give a comma list of core_attn, mlp, layernorm, moe_act, or none");
+  g_strfreev(parts);
+  return ok;
 }

@@ -31,6 +31,9 @@ gboolean sim_plan_activation_limit_check(const SimScheduleInfo *row, gboolean li
 gboolean sim_slow_parse(const char *text, gboolean links, SimSlow *out, guint *n, GError **error);
 gboolean sim_stage_times_parse(const char *text, double ms[4], GError **error);
 gboolean sim_gpu_speed_parse(const char *text, double *sigma, GError **error);
+/* --recompute-modules: Megatron-Core's module names, comma separated
+ * (core_attn, mlp, layernorm, moe_act), or none, into MODEL_RC_* bits. */
+gboolean sim_recompute_modules_parse(const char *text, guint *bits, GError **error);
 /* --slices auto | uniform:N | L1,L2,... into the request's slices
  * (slices_given set; slices_text left as it is); sim_plan_build checks them
  * against the sequence and --granularity.  One-line errors. */

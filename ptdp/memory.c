@@ -21,8 +21,31 @@ static void wgrad_share(const SimPlan *pl, const ModelProfile *profile, double *
                             .sequence_parallel = pl->sequence_parallel,
                             .flash = lo.attention == MODEL_ATTENTION_FLASH,
                             .fp8 = lo.fp8};
+  sim_ptdp_policy_request(pl, sim_plan_stage_layers(pl, 0), &req);
   *full = model_layer_held_bytes(&local, &req);
-  *kept = pl->recompute ? *full : model_layer_wgrad_kept_bytes(&local, &req);
+  *kept = pl->recompute || model_memory_op_list(&local, &req) ? *full : model_layer_wgrad_kept_bytes(&local, &req);
+}
+
+double sim_ptdp_policy_recompute_s(const SimPlan *pl, const ModelLayerCost *c) {
+  if (pl->ac == MODEL_RECOMPUTE_OP)
+    return c->fwd.op_sac_s;
+  if (pl->ac != MODEL_RECOMPUTE_MODULES)
+    return 0;
+  guint r = pl->recompute_modules;
+  return (r & MODEL_RC_CORE_ATTN ? c->core.seg_s[0] : 0) + (r & MODEL_RC_MLP ? c->fwd.mlp_s : 0) +
+         (r & MODEL_RC_LAYERNORM ? c->fwd.norms_s : 0);
+}
+
+gboolean sim_ptdp_layer_checkpointed(const SimPlan *pl, guint layer) {
+  return pl->ac == MODEL_RECOMPUTE_LAYER && (layer + 1) % pl->recompute_every == 0;
+}
+
+void sim_ptdp_policy_request(const SimPlan *pl, guint stage_layers, ModelMemoryRequest *req) {
+  req->eager = pl->framework == MODEL_FRAMEWORK_EAGER;
+  req->ac = pl->ac;
+  req->every = pl->recompute_every;
+  req->modules = pl->recompute_modules;
+  req->stage_layers = stage_layers;
 }
 
 /* Memory of stage s: the peak number of (layer x microbatch) activations the
@@ -86,6 +109,7 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
                             .flash = lo.attention == MODEL_ATTENTION_FLASH,
                             .fp8 = lo.fp8,
                             .fp8_weight_params = (guint64)layers * model_layer_local_params(&pl->model, pl->tp)};
+  sim_ptdp_policy_request(pl, layers, &req);
   guint64 experts = 0;
   guint moe = 0;
   if (model_is_moe(&pl->model))
@@ -104,7 +128,7 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
     double T = (double)pl->micro_batch * pl->model.seq_len / ((double)pl->tp * sim_plan_cp(pl));
     out->activations += (pl->recompute ? MAX(delta, 0.0) : delta * peak * moe / layers) +
                         2.0 * T * pl->model.topk * pl->model.hidden * 2.0;
-    out->total = out->weights + out->gradients + out->optimizer + out->activations;
+    out->total = out->weights + out->gradients + out->optimizer + out->activations + out->allocator;
   }
   if (pl->fsdp)
     sim_fsdp_state_memory(pl, s, out);
@@ -128,7 +152,7 @@ void sim_fsdp_state_memory(const SimPlan *pl, guint s, ModelMemory *out) {
   out->weights = 4.0 * Ps / shard + 2.0 * (pl->reshard_after_forward ? root + MIN(2.0, (double)layers) * Lp : Ps);
   gboolean accumulate = pl->pp > 1 && pl->microbatches > 1; /* unsharded until the last microbatch */
   out->gradients = 4.0 * Ps / shard + 2.0 * (accumulate ? Ps : Lp) + (pl->fsdp_reduce_fp32 ? 4.0 * Lp : 0);
-  out->total = out->weights + out->gradients + out->optimizer + out->activations;
+  out->total = out->weights + out->gradients + out->optimizer + out->activations + out->allocator;
 }
 
 static gboolean heuristic(const SimPlan *pl) { return sim_schedule_info(pl->schedule)->timed; }
@@ -148,6 +172,11 @@ void sim_ptdp_pass_times(const SimPlan *pl, const ModelProfile *profile, SimPass
     t->layer_w += c.bwd.wgrad_s[j];
   }
   t->layer_recompute = pl->recompute ? t->layer_f : pl->selective ? c.core.seg_s[0] : 0;
+  if (pl->ac == MODEL_RECOMPUTE_LAYER) /* the share of the layers checkpointed whole, on average */
+    t->layer_recompute = t->layer_f * floor((double)sim_plan_stage_layers(pl, 0) / pl->recompute_every) /
+                         MAX(sim_plan_stage_layers(pl, 0), 1u);
+  else if (pl->ac != MODEL_RECOMPUTE_NONE)
+    t->layer_recompute = sim_ptdp_policy_recompute_s(pl, &c);
 }
 
 /* Every stage's order for m microbatches.  ZB's heuristics order by each

@@ -426,7 +426,8 @@ void sim_ptdp_emit_item(PtdpBuild *b, guint s, guint k, guint idx) {
           b->join[i] = fsdp_ops[l * b->ts + i];
       }
       gboolean moe = b->moe_layer && b->moe_layer[(s * b->v + it.chunk) * b->lmax + l];
-      if (pl->recompute) {
+      double policy_s = sim_ptdp_policy_recompute_s(pl, &b->layer);
+      if (pl->recompute || sim_ptdp_layer_checkpointed(pl, (guint)t.layer)) {
         t.pass = SIM_PASS_RECOMPUTE;
         if (moe)
           sim_ptdp_moe_pass(b, s, k, &t, FALSE);
@@ -439,6 +440,8 @@ void sim_ptdp_emit_item(PtdpBuild *b, guint s, guint k, guint idx) {
         t.pass = SIM_PASS_BACKWARD;
       } else if (pl->selective) /* the attention core again, no communication */
         sim_ptdp_add_compute(b, SIM_PART_ATTENTION, t.layer, SIM_PASS_RECOMPUTE, b->layer.core.seg_s[0]);
+      else if (policy_s > 0) /* the ops a framework's policy runs again (no communication modelled) */
+        sim_ptdp_add_compute(b, SIM_PART_ATTENTION, t.layer, SIM_PASS_RECOMPUTE, policy_s);
       if (moe)
         sim_ptdp_moe_pass(b, s, k, &t, TRUE);
       else

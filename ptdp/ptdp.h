@@ -42,6 +42,15 @@ double sim_phased_bandwidth(guint n, const int64_t *start_ns, const int64_t *end
 /* FSDP2's parameter, gradient and optimizer state on a GPU of stage s
  * (ptdp/memory.c gives the formulas); out->activations as computed. */
 void sim_fsdp_state_memory(const SimPlan *plan, guint s, ModelMemory *out);
+/* The memory request's framework and recomputation policy (models/memory.h)
+ * for a stage of `stage_layers` layers. */
+void sim_ptdp_policy_request(const SimPlan *plan, guint stage_layers, ModelMemoryRequest *req);
+/* The time a layer's recomputation takes under --recompute op or modules
+ * (ModelPass's shares; 0 for the other policies), and whether the rank's
+ * layer `layer` (from 0) is checkpointed whole under --recompute layer
+ * (torchtitan's count from 1 a multiple of k). */
+double sim_ptdp_policy_recompute_s(const SimPlan *plan, const ModelLayerCost *c);
+gboolean sim_ptdp_layer_checkpointed(const SimPlan *plan, guint layer);
 /* The plan's schedule as a CSV of per-rank actions (sim_schedule_csv_orders),
  * ZB's heuristics ordered as a run on `profile` orders them. */
 char *sim_ptdp_schedule_csv(const SimPlan *plan, const ModelProfile *profile);

@@ -118,7 +118,19 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                                 "code)",
                                 NULL},
     [SEARCH_OPT_RECOMPUTE] = {"recompute", SEARCH_OPT_TEXT, "MODE",
-                              "Activation recomputation: full, selective (the attention core only) or none (default full)", recomputes},
+                              "Activation recomputation: full, selective (the attention core only), none, op "
+                              "(torchtitan's per-op selective checkpointing; --framework eager), layer (torchtitan's "
+                              "selective layer checkpointing: every --recompute-every'th layer whole) or modules "
+                              "(Megatron-Core's --recompute-modules) (default full)",
+                              recomputes},
+    [SEARCH_OPT_RECOMPUTE_EVERY] = {"recompute-every", SEARCH_OPT_COUNT, "K",
+                                    "--recompute layer: every K-th layer of a rank checkpointed whole (torchtitan's "
+                                    "selective_ac_option; default 2)",
+                                    NULL},
+    [SEARCH_OPT_RECOMPUTE_MODULES] = {"recompute-modules", SEARCH_OPT_TEXT, "LIST",
+                                      "--recompute modules: Megatron-Core's modules recomputed, comma separated: "
+                                      "core_attn, mlp, layernorm, moe_act, or none (default core_attn)",
+                                      NULL},
     [SEARCH_OPT_NO_SCATTER_GATHER] = {"no-scatter-gather", SEARCH_OPT_FLAG, NULL,
                                       "Send whole activations from every tensor-parallel rank instead of 1/t each "
                                       "plus an NVLink all-gather",
@@ -508,6 +520,8 @@ static gboolean text_value_check(SearchOptId id, const char *value, GError **err
     return interval_opt(value, &every, error);
   case SEARCH_OPT_SCHEDULE_FILE:
     return schedule_file_check(value, error);
+  case SEARCH_OPT_RECOMPUTE_MODULES:
+    return sim_recompute_modules_parse(value, &n, error);
   default:
     return TRUE;
   }
@@ -806,6 +820,12 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   }
   WORD_OPT(c, SEARCH_OPT_DDP, ddp, error);
   WORD_OPT(c, SEARCH_OPT_RECOMPUTE, recompute, error);
+  r->recompute_every = count_or(c, SEARCH_OPT_RECOMPUTE_EVERY, 0);
+  if (c->text[SEARCH_OPT_RECOMPUTE_MODULES]) {
+    if (!sim_recompute_modules_parse(c->text[SEARCH_OPT_RECOMPUTE_MODULES], &r->recompute_modules, error))
+      return FALSE;
+    r->recompute_modules_given = TRUE;
+  }
   WORD_OPT(c, SEARCH_OPT_NETWORK, network, error);
   WORD_OPT(c, SEARCH_OPT_PLACEMENT, placement, error);
   WORD_OPT(c, SEARCH_OPT_WORKLOAD, workload, error);

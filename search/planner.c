@@ -137,7 +137,7 @@ static void search_schedules(Search *s) {
 static const char *schedule_word(SimSchedule s) { return sim_schedule_name(s); }
 
 const char *search_recompute_word(ModelRecompute r) {
-  return r == MODEL_RECOMPUTE_FULL ? "full" : r == MODEL_RECOMPUTE_SELECTIVE ? "selective" : "none";
+  return ptd_word_of(sim_recompute_words, (int)r);
 }
 
 /* The candidate's options: the user's, with the searched ones set. */
@@ -705,12 +705,14 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
       if (pinned(cfg, SEARCH_OPT_MICRO_BATCH, &pin) ? b != pin : per_replica % b != 0)
         continue;
       guint mb = per_replica / b;
-      /* full, selective, none: most memory saved first */
-      static const ModelRecompute modes[] = {MODEL_RECOMPUTE_FULL, MODEL_RECOMPUTE_SELECTIVE, MODEL_RECOMPUTE_NONE};
+      /* full, selective, none: most memory saved first; the frameworks'
+       * own policies only where --recompute pins one */
+      static const ModelRecompute modes[] = {MODEL_RECOMPUTE_FULL, MODEL_RECOMPUTE_SELECTIVE, MODEL_RECOMPUTE_NONE,
+                                             MODEL_RECOMPUTE_OP,   MODEL_RECOMPUTE_LAYER,     MODEL_RECOMPUTE_MODULES};
       for (guint mi = 0; mi < G_N_ELEMENTS(modes); mi++) {
         ModelRecompute rc = modes[mi];
         const char *want = cfg->text[SEARCH_OPT_RECOMPUTE];
-        if (want && strcmp(want, search_recompute_word(rc)) != 0)
+        if (want ? strcmp(want, search_recompute_word(rc)) != 0 : mi >= 3)
           continue;
         for (guint v = 1; ptdp_ok && v <= lps; v++) {
           /* v = 1: 1F1B (or GPipe, pinned); v >= 2: interleaved, which needs

@@ -604,6 +604,7 @@ static void stage_memory(const SimPlan *pl, const SimTeraPipeSlicing *sl, guint 
   out->gradients = 2 * P;
   out->optimizer = 12 * P;
   out->activations = act;
+  out->allocator = 0;
   out->total = out->weights + out->gradients + out->optimizer + act;
 }
 

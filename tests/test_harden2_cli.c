@@ -302,7 +302,7 @@ static void test_plan_unknown_word(void) {
                "unknown --schedule 'x'; use gpipe, 1f1b, interleaved, terapipe, zb-h1, zb-h2, interleaved-zb, zb-v, "
                "zb-1p, zb-2p, zb-auto, dualpipe or dualpipev");
   expect_error("plan --model gpt3-1b --gpus 8 --global-batch 8 --recompute sometimes",
-               "unknown --recompute 'sometimes'; use full, selective or none");
+               "unknown --recompute 'sometimes'; use full, selective, none, op, layer or modules");
 }
 
 /* --- 8. traces read with bounds --- */

@@ -1624,6 +1624,68 @@ static void test_host_gate(void) {
   model_profile_free(p);
 }
 
+/* The frameworks' saved sets, written out tensor by tensor from the op
+ * lists (models/memory.h) at a small Llama shape: h 64, a 4 heads of d 16,
+ * g 2, f 160, s 32, b 2, t 2, FlashAttention, bf16. */
+static double saved(const ModelShape *m, const ModelMemoryRequest *r, ModelRecompute ac) {
+  double b[MODEL_MAX_SAVED], sum = 0;
+  guint n = model_layer_saved_tensors(m, r, ac, b);
+  g_assert_cmpuint(n, <=, MODEL_MAX_SAVED);
+  for (guint i = 0; i < n; i++)
+    sum += b[i];
+  return sum;
+}
+
+static void test_saved_sets(void) {
+  ModelShape m = {.layers = 4, .hidden = 64, .heads = 4, .seq_len = 32, .vocab = 1000, .ffn_hidden = 160,
+                  .query_groups = 2, .kv_channels = 16, .mlp = MODEL_MLP_SWIGLU, .norm = MODEL_NORM_RMSNORM,
+                  .position = MODEL_POSITION_ROTARY, .untied = TRUE, .no_bias = TRUE};
+  const double T = 64, h = 64, t = 2, qw = 64, kvw = 32, f = 160, a = 4; /* T = s b tokens */
+  for (guint sp = 0; sp < 2; sp++) {
+    ModelMemoryRequest r = {.t = 2, .b = 2, .flash = TRUE, .sequence_parallel = sp};
+    double rep = sp ? h / t : h, tok = sp ? T / t : T;
+    /* Megatron-Core: per norm its input, rstd and output; q, k, v; the
+     * attention output; the log-sum-exp; fc1's 2f and SwiGLU's f */
+    double norms = 2 * (2 * rep * T + 4 * tok + 2 * rep * T);
+    double attn = 2 * (qw + 2 * kvw) * T / t + 2 * qw * T / t, lse = 4 * a * T / t;
+    double mlp = 2 * 2 * f * T / t + 2 * f * T / t;
+    g_assert_cmpfloat(saved(&m, &r, MODEL_RECOMPUTE_NONE), ==, norms + attn + lse + mlp);
+    g_assert_cmpfloat(saved(&m, &r, MODEL_RECOMPUTE_FULL), ==, 2 * rep * T);
+    g_assert_cmpfloat(saved(&m, &r, MODEL_RECOMPUTE_SELECTIVE), ==, norms + attn + mlp);
+    r.modules = MODEL_RC_CORE_ATTN;
+    g_assert_cmpfloat(saved(&m, &r, MODEL_RECOMPUTE_MODULES), ==, norms + attn + mlp);
+    r.modules = MODEL_RC_MLP;
+    g_assert_cmpfloat(saved(&m, &r, MODEL_RECOMPUTE_MODULES), ==, norms + attn + lse);
+    r.modules = MODEL_RC_LAYERNORM;
+    g_assert_cmpfloat(saved(&m, &r, MODEL_RECOMPUTE_MODULES), ==, norms - 2 * 2 * rep * T + attn + lse + mlp);
+    r.modules = MODEL_RC_CORE_ATTN | MODEL_RC_MLP | MODEL_RC_LAYERNORM;
+    g_assert_cmpfloat(saved(&m, &r, MODEL_RECOMPUTE_MODULES), ==, norms - 2 * 2 * rep * T + attn);
+    /* PyTorch eager: per RMSNorm the fp32 upcast, rstd, the normalized
+     * bf16 and the output; SDPA's q, k, v, output, log-sum-exp; SwiGLU's
+     * w1, silu, w3 and product */
+    r.eager = TRUE;
+    double enorms = 2 * (4 * rep * T + 4 * tok + 2 * rep * T + 2 * rep * T);
+    g_assert_cmpfloat(saved(&m, &r, MODEL_RECOMPUTE_NONE), ==, enorms + attn + lse + 4 * 2 * f * T / t);
+    /* torchtitan's op SAC: the layer input; mm 1, 3, 5, 7 (wq, wv, w1, and
+     * w2's partial sums, h wide with t = 2); SDPA's output and lse; under
+     * sequence parallelism the two reduce-scatters' outputs */
+    double op = 2 * rep * T + 2 * qw * T / t + 2 * kvw * T / t + 2 * qw * T / t + lse + 2 * f * T / t + 2 * h * T +
+                (sp ? 2 * 2 * rep * T : 0);
+    g_assert_cmpfloat(saved(&m, &r, MODEL_RECOMPUTE_OP), ==, op);
+    /* --recompute layer, k = 2 over 3 layers: one layer checkpointed */
+    r.ac = MODEL_RECOMPUTE_LAYER;
+    r.every = 2;
+    r.stage_layers = 3;
+    double none = saved(&m, &r, MODEL_RECOMPUTE_NONE);
+    g_assert_cmpfloat(fabs(model_layer_held_bytes(&m, &r) - (2 * none + 2 * rep * T) / 3), <, 1e-9 * none);
+  }
+  /* the caching allocator: 512-byte blocks, 2 MiB segments from 10 MiB */
+  g_assert_cmpfloat(model_allocator_block_bytes(1), ==, 512);
+  g_assert_cmpfloat(model_allocator_block_bytes(513), ==, 1024);
+  g_assert_cmpfloat(model_allocator_block_bytes(3 * 1048576 + 1), ==, 3 * 1048576 + 512);
+  g_assert_cmpfloat(model_allocator_block_bytes(10 * 1048576 + 1), ==, 12 * 1048576);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/models/transformer/lookup", test_model_lookup);
@@ -1651,6 +1713,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/models/comm/p2p", test_p2p);
   g_test_add_func("/models/comm/p2p-channels", test_p2p_channels);
   g_test_add_func("/models/memory/model-state-and-activations", test_memory);
+  g_test_add_func("/models/memory/saved-sets", test_saved_sets);
   g_test_add_func("/models/layer/flash-attention", test_flash_attention);
   g_test_add_func("/models/layer/fp8", test_fp8);
   g_test_add_func("/models/flash-waves", test_flash_waves);

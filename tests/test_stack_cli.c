@@ -704,7 +704,7 @@ static const CliBadCase bad_cases[] = {
     {"selective-zero", M8 " --gpus 8 --tp 1 --pp 1 --zero 2 --recompute selective", "use full or none with --zero"},
     {"selective-terapipe", "run --model gpt3-1b --cluster aws-p3-16xlarge --gpus 8 --tp 1 --pp 8 --dp 1 "
      "--global-batch 8 --schedule terapipe --recompute selective", "use full or none with --schedule terapipe"},
-    {"recompute-unknown", M8 " --gpus 8 --recompute some", "use full, selective or none"},
+    {"recompute-unknown", M8 " --gpus 8 --recompute some", "use full, selective, none, op, layer or modules"},
     {"sp-without-tp", M8 " --gpus 8 --tp 1 --sequence-parallel", "use it with --tp 2 or more"},
     {"sp-zero", M8 " --gpus 8 --tp 1 --pp 1 --zero 1 --sequence-parallel", "for PTD-P: drop it"},
     {"sp-no-scatter-gather", M8 " --gpus 8 --tp 2 --sequence-parallel --no-scatter-gather",

@@ -30,7 +30,7 @@ static guint count_lines(const char *text) {
 /* A small grid of PTD-P configurations: 2 x 3 x 2 x 3 = 36 points, some
  * out of memory, some invalid (t = 8 does not divide 20 heads... here 16 do). */
 #define GRID "sweep --layers 8 --hidden 1024 --heads 16 --seq-len 512 --vocab 4096 --gpus 16 --global-batch 32 " \
-             "--tp 2,4 --pp 1..4x2 --micro-batch 1,4 --recompute all --network analytic"
+             "--tp 2,4 --pp 1..4x2 --micro-batch 1,4 --recompute full,selective,none --network analytic"
 
 /* Why: one row per configuration of the grid, in grid order (the last
  * option varying fastest), for CSV and JSONL alike. */
@@ -38,6 +38,12 @@ static void test_row_count(void) {
   Proc p = run_line(GRID);
   g_assert_cmpint(p.status, ==, 0);
   g_assert_cmpuint(count_lines(p.out), ==, 1 + 2 * 3 * 2 * 3);
+  /* `all` is every word of the option: --recompute's six */
+  Proc all = run_line("sweep --layers 8 --hidden 1024 --heads 16 --seq-len 512 --vocab 4096 --gpus 16 --global-batch 32 "
+                      "--tp 2 --pp 2 --micro-batch 1 --recompute all --network analytic");
+  g_assert_cmpint(all.status, ==, 0);
+  g_assert_cmpuint(count_lines(all.out), ==, 1 + 6);
+  proc_clear(&all);
   g_assert_true(g_str_has_prefix(p.out, "index,layers,hidden,heads,seq-len,vocab,gpus,tp,pp,global-batch,micro-batch,"
                                         "recompute,network,status,reason,config.layers,"));
   /* point 1 differs from point 0 in the last option only */
@@ -411,7 +417,7 @@ static void test_file_and_zip(void) {
   g_assert_true(g_file_set_contents(
       file,
       "{\"options\": {\"layers\": 8, \"hidden\": 1024, \"heads\": 16, \"seq-len\": 512, \"vocab\": 4096, \"gpus\": 16,"
-      " \"global-batch\": 32, \"tp\": [2, 4], \"pp\": \"1..4x2\", \"micro-batch\": [1, 4], \"recompute\": \"all\","
+      " \"global-batch\": 32, \"tp\": [2, 4], \"pp\": \"1..4x2\", \"micro-batch\": [1, 4], \"recompute\": [\"full\", \"selective\", \"none\"],"
       " \"network\": \"analytic\"}}",
       -1, &error));
   g_assert_no_error(error);

@@ -89,6 +89,17 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   /* ZeRO runs no pipeline: one stage accumulates its microbatches */
   cJSON_AddStringToObject(cfg, "schedule", pl->zero ? "zero" : sim_schedule_name(pl->schedule));
   cJSON_AddStringToObject(cfg, "recompute", sim_recompute_name(pl));
+  if (pl->recompute_every)
+    cJSON_AddNumberToObject(cfg, "recompute_every", pl->recompute_every);
+  if (pl->ac == MODEL_RECOMPUTE_MODULES) {
+    static const char *const names[] = {"core_attn", "mlp", "layernorm", "moe_act"};
+    GString *list = g_string_new(NULL);
+    for (guint i = 0; i < G_N_ELEMENTS(names); i++)
+      if (pl->recompute_modules & (1u << i))
+        g_string_append_printf(list, "%s%s", list->len ? "," : "", names[i]);
+    cJSON_AddStringToObject(cfg, "recompute_modules", list->len ? list->str : "none");
+    g_string_free(list, TRUE);
+  }
   cJSON_AddStringToObject(cfg, "ddp", ptd_word_of(sim_ddp_words, (int)pl->ddp));
   cJSON_AddBoolToObject(cfg, "distributed_optimizer", pl->distributed_optimizer);
   cJSON_AddBoolToObject(cfg, "sequence_parallel", pl->sequence_parallel);
@@ -214,12 +225,20 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddNumberToObject(mem, "total", r->memory.total / GIB);
   cJSON_AddNumberToObject(mem, "stage", r->memory_stage);
   cJSON_AddNumberToObject(mem, "reserve", pl->memory_reserve_bytes / GIB);
+  /* the reserve's and the allocator's mechanisms, where counted */
+  if (r->memory.allocator > 0)
+    cJSON_AddNumberToObject(mem, "allocator_rounding", r->memory.allocator / GIB);
+  if (pl->memory_context_bytes > 0)
+    cJSON_AddNumberToObject(mem, "cuda_context", pl->memory_context_bytes / GIB);
+  if (pl->memory_nccl_bytes > 0)
+    cJSON_AddNumberToObject(mem, "nccl_buffers", pl->memory_nccl_bytes / GIB);
   cJSON_AddBoolToObject(o, "fits_in_memory", r->fits_in_memory);
   if (!r->fits_in_memory) {
     char *why = g_strdup_printf("stage %u needs %.1f GiB, more than the %.1f GiB usable of %s's %.0f GiB (%.1f GiB "
-                                "kept back, --memory-reserve)",
+                                "kept back%s)",
                                 r->memory_stage, r->memory.total / GIB, sim_plan_usable_bytes(pl, profile) / GIB,
-                                profile->name, profile->memory_bytes / GIB, pl->memory_reserve_bytes / GIB);
+                                profile->name, profile->memory_bytes / GIB, pl->memory_reserve_bytes / GIB,
+                                pl->memory_context_bytes > 0 ? ": the CUDA context and NCCL's buffers" : ", --memory-reserve");
     cJSON_AddStringToObject(o, "memory_note", why);
     g_free(why);
   }

@@ -82,6 +82,10 @@ cJSON *trace_request_json(const SimPlanRequest *r, const TopoCluster *cluster, c
   add_str(o, "schedule", r->schedule_given ? sim_schedule_name(r->schedule) : NULL);
   add_str(o, "ddp", r->ddp_given ? ptd_word_of(sim_ddp_words, (int)r->ddp) : NULL);
   add_str(o, "recompute", r->recompute_given ? ptd_word_of(sim_recompute_words, (int)r->recompute) : NULL);
+  if (r->recompute_every) /* the policies' parameters, where given */
+    cJSON_AddNumberToObject(o, "recompute_every", r->recompute_every);
+  if (r->recompute_modules_given)
+    cJSON_AddNumberToObject(o, "recompute_modules_bits", r->recompute_modules);
   char *slices = sim_slices_text(r);
   add_str(o, "slices", slices);
   g_free(slices);

@@ -751,6 +751,7 @@ void sim_zero_memory(const SimPlan *pl, const ModelProfile *profile, ModelMemory
   ModelMemory act;
   model_memory(m, &req, &act);
   mem->activations = act.activations;
+  mem->allocator = 0;
   mem->optimizer = 12 * P / d;
   mem->gradients = pl->zero >= 2 ? 2 * P / d : 2 * P;
   if (pl->zero == 3) {

@@ -1,0 +1,156 @@
+/* End-to-end tests of the frameworks' recomputation policies and memory,
+ * through the real binary: each policy's memory and time in the order its
+ * saved set and its recomputed ops give, the reserve from its mechanisms
+ * only where asked for, and the options' refusals. */
+#include <string.h>
+
+#include "cli_harness.h"
+
+/* A small Llama-shaped model with FSDP2 on 8 H100s, as torchtitan runs it. */
+#define EAGER                                                                                                        \
+  "run --cluster dgx-h100-superpod --profile h100-sxm5-80gb-measured --gpus 8 --fsdp --global-batch 8 "             \
+  "--micro-batch 1 --layers 4 --hidden 1024 --heads 8 --num-query-groups 2 --ffn-hidden 3584 --vocab 32000 "       \
+  "--seq-len 2048 --norm rmsnorm --position-embedding rope --swiglu --untie-embeddings --no-bias --allow-oom "      \
+  "--format json --framework eager"
+#define MEGATRON                                                                                                     \
+  "run --model llama3-8b --cluster dgx-h100-superpod --profile h100-sxm5-80gb-measured --gpus 8 --tp 8 "            \
+  "--sequence-parallel --global-batch 8 --micro-batch 1 --seq-len 2048 --allow-oom --format json"
+
+typedef struct {
+  double total, activations, time, reserve;
+} Mem;
+
+static Mem run_mem(const char *base, const char *extra) {
+  char *args = g_strdup_printf("%s %s", base, extra);
+  cJSON *j = run_json(args);
+  const cJSON *m = obj(j, "memory_per_gpu_GiB");
+  Mem r = {num(m, "total"), num(m, "activations"), num(j, "iteration_time_s"), num(m, "reserve")};
+  cJSON_Delete(j);
+  g_free(args);
+  return r;
+}
+
+/* torchtitan's policies with eager: memory none > layer (k = 2) > layer
+ * (k = 1, every layer) = full, and none > op > full; time the other way,
+ * each recomputation costing more than none's zero and less than full's
+ * whole forward. */
+static void test_eager_order(void) {
+  Mem none = run_mem(EAGER, "--recompute none"), op = run_mem(EAGER, "--recompute op"),
+      full = run_mem(EAGER, "--recompute full"), l2 = run_mem(EAGER, "--recompute layer"),
+      l1 = run_mem(EAGER, "--recompute layer --recompute-every 1"),
+      l4 = run_mem(EAGER, "--recompute layer --recompute-every 4");
+  g_assert_cmpfloat(none.activations, >, l4.activations);
+  g_assert_cmpfloat(l4.activations, >, l2.activations);
+  g_assert_cmpfloat(l2.activations, >, l1.activations);
+  g_assert_cmpfloat(none.activations, >, op.activations);
+  g_assert_cmpfloat(op.activations, >, full.activations);
+  g_assert_cmpfloat(l1.activations, ==, full.activations);
+  g_assert_cmpfloat(none.time, <, op.time);
+  g_assert_cmpfloat(op.time, <, full.time);
+  g_assert_cmpfloat(none.time, <, l4.time);
+  g_assert_cmpfloat(l4.time, <, l2.time);
+  g_assert_cmpfloat(l2.time, <, l1.time);
+  g_assert_cmpfloat(l1.time, ==, full.time);
+}
+
+/* Megatron-Core's modules: each module recomputed keeps less and costs
+ * more than none; core_attn, mlp and layernorm together keep the least of
+ * them.  Its none keeps less than the default --recompute none, whose
+ * formula counts GPT's dropout masks, which a Llama recipe has not. */
+static void test_megatron_modules(void) {
+  Mem legacy = run_mem(MEGATRON, "--recompute none");
+  Mem none = run_mem(MEGATRON, "--recompute modules --recompute-modules none");
+  Mem all = run_mem(MEGATRON, "--recompute modules --recompute-modules core_attn,mlp,layernorm");
+  static const char *const one[] = {"core_attn", "mlp", "layernorm"};
+  g_assert_cmpfloat(none.activations, <, legacy.activations);
+  for (guint i = 0; i < G_N_ELEMENTS(one); i++) {
+    char *extra = g_strdup_printf("--recompute modules --recompute-modules %s", one[i]);
+    Mem m = run_mem(MEGATRON, extra);
+    g_free(extra);
+    g_assert_cmpfloat(m.activations, <, none.activations);
+    g_assert_cmpfloat(m.activations, >, all.activations);
+    g_assert_cmpfloat(m.time, >, none.time);
+    g_assert_cmpfloat(m.time, <, all.time);
+  }
+  /* the default list is Megatron-Core's ["core_attn"] */
+  Mem dflt = run_mem(MEGATRON, "--recompute modules");
+  Mem core = run_mem(MEGATRON, "--recompute modules --recompute-modules core_attn");
+  g_assert_cmpfloat(dflt.activations, ==, core.activations);
+  g_assert_cmpfloat(dflt.time, ==, core.time);
+}
+
+/* The reserve: the flat 3 GiB for the default framework and policies;
+ * from its mechanisms (the CUDA context and NCCL's buffers, listed) with
+ * eager or a framework's policy; --memory-reserve overrides both. */
+static void test_reserve(void) {
+  cJSON *dflt = run_json(MEGATRON " --recompute full");
+  const cJSON *m = obj(dflt, "memory_per_gpu_GiB");
+  g_assert_cmpfloat(num(m, "reserve"), ==, 3);
+  g_assert_null(cJSON_GetObjectItemCaseSensitive(m, "cuda_context"));
+  g_assert_null(cJSON_GetObjectItemCaseSensitive(m, "nccl_buffers"));
+  g_assert_null(cJSON_GetObjectItemCaseSensitive(m, "allocator_rounding"));
+  cJSON_Delete(dflt);
+  cJSON *eager = run_json(EAGER " --recompute op");
+  m = obj(eager, "memory_per_gpu_GiB");
+  double ctx = num(m, "cuda_context"), nccl = num(m, "nccl_buffers");
+  g_assert_cmpfloat(ctx, >, 0);
+  g_assert_cmpfloat(nccl, >, 0);
+  g_assert_cmpfloat(num(m, "reserve"), ==, ctx + nccl);
+  g_assert_cmpstr(str(obj(eager, "config"), "recompute"), ==, "op");
+  cJSON_Delete(eager);
+  Mem given = run_mem(EAGER, "--recompute op --memory-reserve 2");
+  g_assert_cmpfloat(given.reserve, ==, 2);
+}
+
+/* plan searches a pinned policy with its parameter and says it in each
+ * row's command; unpinned, it searches full, selective and none only. */
+static void test_plan(void) {
+  cJSON *j = run_json("plan --model llama3-8b --gpus 8 --global-batch 16 --seq-len 2048 --framework eager "
+                      "--recompute layer --recompute-every 4 --top 2 --format json");
+  const cJSON *row;
+  guint n = 0;
+  cJSON_ArrayForEach(row, arr(j, "rows")) {
+    g_assert_cmpstr(str(row, "recompute"), ==, "layer");
+    g_assert_nonnull(strstr(str(row, "command"), "--recompute layer --recompute-every 4"));
+    n++;
+  }
+  g_assert_cmpuint(n, >, 0);
+  cJSON_Delete(j);
+  j = run_json("plan --model llama3-8b --gpus 8 --global-batch 16 --seq-len 2048 --top 50 --format json");
+  cJSON_ArrayForEach(row, arr(j, "rows")) {
+    const char *rc = str(row, "recompute");
+    g_assert_true(strcmp(rc, "full") == 0 || strcmp(rc, "selective") == 0 || strcmp(rc, "none") == 0);
+  }
+  cJSON_Delete(j);
+}
+
+static const CliBadCase bad[] = {
+    {"op-megatron", MEGATRON " --recompute op", "--framework eager"},
+    {"modules-eager", EAGER " --recompute modules", "--recompute-modules"},
+    {"every-without-layer", EAGER " --recompute op --recompute-every 2", "--recompute layer"},
+    {"every-zero", EAGER " --recompute layer --recompute-every 0", "--recompute-every"},
+    {"modules-without-modules", MEGATRON " --recompute full --recompute-modules mlp", "--recompute modules"},
+    {"modules-unknown", MEGATRON " --recompute modules --recompute-modules attn", "unknown module 'attn'"},
+    {"modules-empty", MEGATRON " --recompute modules --recompute-modules ,", "--recompute-modules"},
+    {"moe-act-dense", MEGATRON " --recompute modules --recompute-modules moe_act", "no experts"},
+    {"op-zero", "run --model gpt3-1b --gpus 8 --tp 1 --pp 1 --global-batch 8 --micro-batch 1 --zero 1 --framework eager "
+                "--recompute op",
+     "--zero"},
+    {"unknown-policy", MEGATRON " --recompute sometimes", "--recompute"},
+};
+
+int main(int argc, char **argv) {
+  g_test_init(&argc, &argv, NULL);
+  if (!cli_harness_init())
+    return 1;
+  g_test_add_func("/memory/eager-order", test_eager_order);
+  g_test_add_func("/memory/megatron-modules", test_megatron_modules);
+  g_test_add_func("/memory/reserve", test_reserve);
+  g_test_add_func("/memory/plan", test_plan);
+  for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+    char *name = g_strdup_printf("/memory/bad/%s", bad[i].name);
+    g_test_add_data_func(name, &bad[i], cli_test_bad);
+    g_free(name);
+  }
+  return g_test_run();
+}
