@@ -86,6 +86,13 @@ static void linear(Acc *a, guint64 m, guint64 n, guint64 k, gboolean cast) {
   kernel(a, model_gemm_fp8_time_s(a->p, &g, a->backward), FALSE);
 }
 
+/* A linear layer's GEMM time alone, at the rate linear() runs it (no cast,
+ * nothing charged): what a recomputation share counts. */
+static double linear_s(const Acc *a, guint64 m, guint64 n, guint64 k) {
+  ModelGemm g = {1, m, n, k};
+  return a->fp8 ? model_gemm_fp8_time_s(a->p, &g, a->backward) : model_gemm_time_s(a->p, &g);
+}
+
 /* PyTorch eager's AccumulateGrad after a weight-gradient GEMM: the new
  * gradient added into the parameter's .grad kept from the backward before
  * (reads both, writes one, 16-bit: 6 bytes per parameter). */
@@ -157,19 +164,6 @@ static Dims dims(const ModelShape *m, guint t, guint b, guint q, guint kv) {
   if (d.mla) /* the rotary channels: each head's query part and the one shared key */
     d.Nr = (double)d.bs * ((double)m->heads * d.rope / t + d.rope);
   return d;
-}
-
-static const char *const framework_names[MODEL_FRAMEWORK_N] = {"megatron", "eager"};
-
-const char *model_framework_name(ModelFramework f) {
-  return f < MODEL_FRAMEWORK_N ? framework_names[f] : "?";
-}
-
-ModelFramework model_framework_lookup(const char *name) {
-  for (guint f = 0; f < MODEL_FRAMEWORK_N; f++)
-    if (g_strcmp0(name, framework_names[f]) == 0)
-      return (ModelFramework)f;
-  return MODEL_FRAMEWORK_N;
 }
 
 /* Scale-mask-softmax without the fused kernel.  Megatron-LM's
@@ -323,8 +317,7 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
   ps->norms_s += mark(a) - t0;
   ps->op_sac_s += mark(a) - t0;
   if (!d->mla) { /* the key GEMM's share of QKV's */
-    ModelGemm wk = {1, d->bs, (d->qkv_t - d->ht) / 2, d->h};
-    ps->op_sac_s += model_gemm_time_s(a->p, &wk);
+    ps->op_sac_s += linear_s(a, d->bs, (d->qkv_t - d->ht) / 2, d->h);
   }
   span_begin(a, &ps->tp_gemm[0]);
   if (d->mla) { /* down-projections (whole on every rank), their norms, up-projections (split) */
@@ -369,8 +362,7 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
   if (d->swiglu) {
     linear(a, d->bs, 2 * d->ffn_t, d->h, TRUE); /* MLP gate and up, h -> 2f */
     span_end(a, &ps->tp_gemm[2]);
-    ModelGemm w3 = {1, d->bs, d->ffn_t, d->h};
-    ps->op_sac_s += model_gemm_time_s(a->p, &w3);
+    ps->op_sac_s += linear_s(a, d->bs, d->ffn_t, d->h);
     t0 = mark(a);
     if (a->eager) { /* silu(gate) * up: two kernels */
       memop(a, MODEL_MEM_ACTIVATION, 4 * d->Nm);

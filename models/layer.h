@@ -102,9 +102,6 @@ typedef enum {
  * add, one SwiGLU kernel, vocab-parallel cross entropy), or PyTorch eager
  * as a plain model runs it (layer.c lists each aten op's kernels). */
 typedef enum { MODEL_FRAMEWORK_MEGATRON, MODEL_FRAMEWORK_EAGER, MODEL_FRAMEWORK_N } ModelFramework;
-const char *model_framework_name(ModelFramework f);
-/* The framework named `name`, or MODEL_FRAMEWORK_N. */
-ModelFramework model_framework_lookup(const char *name);
 
 typedef struct {
   gboolean fused;            /* the element-wise kernels fused (--no-fusion: not) */
@@ -114,9 +111,9 @@ typedef struct {
   guint cp;                  /* context parallelism: each rank holds s/cp of the tokens (0 or 1: none) */
   ModelFramework framework;
   /* Host time to launch one kernel (the framework's dispatch and the launch
-   * call), 0: the host never holds the GPU back.  Each pass's kernels are
-   * issued one after another from a host that starts the pass with them:
-   * kernel i starts at max(end of kernel i - 1, i x host_op_s). */
+   * call), 0: the host never holds the GPU back.  Each layer pass's kernels
+   * are issued one after another from a host that starts the pass with no
+   * lead: kernel i starts at max(end of kernel i - 1, i x host_op_s). */
   double host_op_s;
   /* Every memory-bound kernel free: the report prices them as the
    * difference this makes. */

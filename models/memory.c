@@ -31,7 +31,9 @@ double model_layer_activation_bytes(const ModelShape *m, guint t, guint b, gbool
 
 gboolean model_memory_op_list(const ModelShape *m, const ModelMemoryRequest *r) {
   gboolean own = r->ac == MODEL_RECOMPUTE_OP || r->ac == MODEL_RECOMPUTE_LAYER || r->ac == MODEL_RECOMPUTE_MODULES;
-  return (r->eager || own) && !model_is_mla(m);
+  /* (a mixture of experts keeps the closed form: ptdp/memory.c prices its
+   * MLP block against the dense one's there) */
+  return (r->eager || own) && !model_is_mla(m) && !model_is_moe(m);
 }
 
 double model_allocator_block_bytes(double bytes) {

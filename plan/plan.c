@@ -398,6 +398,21 @@ ModelLayerOptions sim_plan_layer_options(const SimPlan *pl, const ModelProfile *
                              .free_membound = pl->free_membound};
 }
 
+double sim_plan_contention(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster, guint tp,
+                           guint group, gboolean tp_overlap) {
+  const TopoNet *net = &cluster->net;
+  if (pl->no_contention || net->collective_channels == 0 || (group <= 1 && !tp_overlap))
+    return 1;
+  double rate = tp_overlap ? net->nvlink_busbw : 0;
+  if (group > 1)
+    rate = MAX(rate, (guint64)tp * group <= cluster->gpus_per_node
+                         ? net->nvlink_busbw
+                         : net->nic_bw * net->nics_per_node / net->gpus_per_node);
+  ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
+  return model_layer_contention(profile, &pl->model, tp, pl->micro_batch, &lo, net->collective_channels,
+                                2 * rate / (profile->hbm_bytes_per_s * profile->memory_efficiency));
+}
+
 gboolean sim_plan_check_device(const SimPlan *pl, const ModelProfile *profile, GError **error) {
   const char *want = sim_precision_name(sim_plan_precision(pl, profile));
   if (profile->kind == MODEL_PROFILE_ANALYTIC && !model_profile_supports(profile, want)) {

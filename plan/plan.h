@@ -141,9 +141,10 @@ typedef struct {
   gboolean distributed_optimizer; /* Megatron's: optimizer state sharded over d, gradients reduce-scattered */
   gboolean sequence_parallel;     /* Megatron's: norms and dropouts over s/t, all-reduces as reduce-scatter + all-gather */
   double memory_reserve_bytes;    /* GPU memory kept back from the model (CUDA context, NCCL, fragmentation) */
-  /* Where the reserve is counted from its mechanisms (sim_plan_memory_mechanisms;
-   * 0 where it is the flat rule of thumb or --memory-reserve): the CUDA
-   * context, and NCCL's buffers for the rank's communicators */
+  /* Where the reserve is counted from its mechanisms (sim_plan_build, with
+   * --framework eager or a recompute policy; 0 where it is the flat rule of
+   * thumb or --memory-reserve): the CUDA context, and NCCL's buffers for the
+   * rank's communicators */
   double memory_context_bytes, memory_nccl_bytes;
   gboolean attention_given;       /* --attention; else the device profile's default */
   ModelAttention attention;
@@ -353,13 +354,24 @@ double sim_plan_peak_flops(const SimPlan *plan, const ModelProfile *profile);
 const char *sim_plan_attention_ran(const SimPlan *plan, const ModelProfile *profile);
 /* The layer options of a run on `profile`. */
 ModelLayerOptions sim_plan_layer_options(const SimPlan *plan, const ModelProfile *profile);
+/* How much longer the compute of a rank with `tp` tensor-parallel ranks
+ * takes beside a collective whose kernels hold SMs of its GPU (the
+ * cluster's nccl.collective_channels): a data-parallel group of `group`
+ * members (1: none runs beside the compute) and, with `tp_overlap`,
+ * tensor-parallel communication pipelined with its GEMMs.  The
+ * collective's bytes pass through HBM at its bus rate, read as sent and
+ * written as received: NVLink inside a node, the GPU's share of its node's
+ * NICs across nodes (models/layer.h model_layer_contention).  1 where
+ * nothing runs beside the compute, the cluster holds no SMs or the plan
+ * asks for none (no_contention). */
+double sim_plan_contention(const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster, guint tp,
+                           guint group, gboolean tp_overlap);
 /* What the plan asks of the device that the profile cannot give (flash
  * attention without its figures): one-line error. */
 gboolean sim_plan_check_device(const SimPlan *plan, const ModelProfile *profile, GError **error);
 /* The memory a GPU has for the model: the profile's less the reserve. */
 double sim_plan_usable_bytes(const SimPlan *plan, const ModelProfile *profile);
-/* Whether the plan's reserve is counted from its mechanisms: PyTorch eager
- * or a framework's own recomputation policy, without --memory-reserve. */
+/* The word of the plan's recomputation (--recompute's). */
 const char *sim_recompute_name(const SimPlan *plan);
 
 /* The room for SimResult's symmetry_declined. */
@@ -412,6 +424,7 @@ typedef struct {
    * host work their framework code does (ZeRO-3's per-rank views and copies) */
   guint64 shard_gathers, shard_reductions;
   double shard_gather_bytes, shard_reduce_bytes, shard_host_s;
+  double contention; /* sim_plan_contention of the run's compute (1: none) */
   ModelMemory memory; /* the GPU that needs the most */
   guint memory_stage;
   gboolean fits_in_memory;

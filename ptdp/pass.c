@@ -440,8 +440,14 @@ void sim_ptdp_emit_item(PtdpBuild *b, guint s, guint k, guint idx) {
         t.pass = SIM_PASS_BACKWARD;
       } else if (pl->selective) /* the attention core again, no communication */
         sim_ptdp_add_compute(b, SIM_PART_ATTENTION, t.layer, SIM_PASS_RECOMPUTE, b->layer.core.seg_s[0]);
-      else if (policy_s > 0) /* the ops a framework's policy runs again (no communication modelled) */
-        sim_ptdp_add_compute(b, SIM_PART_ATTENTION, t.layer, SIM_PASS_RECOMPUTE, policy_s);
+      else if (policy_s > 0) { /* the ops a framework's policy runs again (no communication modelled) */
+        double mlp_s = pl->ac == MODEL_RECOMPUTE_MODULES && (pl->recompute_modules & MODEL_RC_MLP) ? b->layer.fwd.mlp_s
+                                                                                                  : 0;
+        if (policy_s > mlp_s)
+          sim_ptdp_add_compute(b, SIM_PART_ATTENTION, t.layer, SIM_PASS_RECOMPUTE, policy_s - mlp_s);
+        if (mlp_s > 0)
+          sim_ptdp_add_compute(b, SIM_PART_MLP, t.layer, SIM_PASS_RECOMPUTE, mlp_s);
+      }
       if (moe)
         sim_ptdp_moe_pass(b, s, k, &t, TRUE);
       else

@@ -223,24 +223,9 @@ static void build_costs(PtdpBuild *b) {
   /* the collectives that run beside compute: gradients reduced during the
    * backward, parameters gathered ahead of the forward, sharded data
    * parallelism, tensor-parallel communication pipelined with its GEMMs */
-  gboolean beside = !pl->no_contention &&
-                    ((b->dpc > 1 && (pl->ddp == SIM_DDP_TORCH || pl->overlap_param_gather || pl->fsdp)) ||
-                     (pl->tp > 1 && pl->tp_comm_overlap));
-  b->contention = 1;
-  if (beside) {
-    /* what the collective moves through each GPU's HBM: the bytes it sends
-     * read and those it receives written, at its bus rate (NVLink inside a
-     * node; the GPU's share of the node's NICs across nodes) */
-    const TopoNet *net = &b->cluster->net;
-    double rate = pl->tp > 1 && pl->tp_comm_overlap ? net->nvlink_busbw : 0;
-    if (b->dpc > 1)
-      rate = MAX(rate, pl->tp * b->dpc <= b->cluster->gpus_per_node
-                           ? net->nvlink_busbw
-                           : net->nic_bw * net->nics_per_node / net->gpus_per_node);
-    b->contention = model_layer_contention(profile, &pl->model, pl->tp, pl->micro_batch, &lo,
-                                           net->collective_channels,
-                                           2 * rate / (profile->hbm_bytes_per_s * profile->memory_efficiency));
-  }
+  gboolean dp_beside = pl->ddp == SIM_DDP_TORCH || pl->overlap_param_gather || pl->fsdp;
+  b->contention = sim_plan_contention(pl, profile, b->cluster, pl->tp, dp_beside ? b->dpc : 1,
+                                      pl->tp > 1 && pl->tp_comm_overlap);
   ModelShape local = ptdp_rank_shape(pl);
   model_embedding_cost_with(profile, &local, pl->tp, pl->micro_batch, &lo, &b->emb_fwd, &b->emb_bwd);
   model_head_cost_with(profile, &local, pl->tp, pl->micro_batch, &lo, &b->head_fwd, &b->head_bwd);
@@ -601,6 +586,7 @@ static gboolean ptdp_run(const SimPlan *pl, const ModelProfile *profile, const T
   gboolean ok = build_init(&b, r, error);
   if (ok)
     build_costs(&b);
+  r->contention = ok ? b.contention : 1;
   /* The shortcuts the first attempt takes: a short run standing for the
    * plan's microbatches (the steady state, steady.h), and coarse items
    * whose transfers the flow network fixes at their time alone. */

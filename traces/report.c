@@ -108,7 +108,7 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddStringToObject(cfg, "attention", sim_plan_attention_ran(pl, profile));
   if (pl->framework != MODEL_FRAMEWORK_MEGATRON || pl->host_op_s > 0 || pl->clock != SIM_CLOCK_SUSTAINED) {
     /* the step as a framework runs it (written where it is not the default) */
-    cJSON_AddStringToObject(cfg, "framework", model_framework_name(pl->framework));
+    cJSON_AddStringToObject(cfg, "framework", ptd_word_of(sim_framework_words, (int)pl->framework));
     cJSON_AddNumberToObject(cfg, "host_op_us", pl->host_op_s * 1e6);
     cJSON_AddStringToObject(cfg, "clock", ptd_word_of(sim_clock_words, (int)pl->clock));
   }

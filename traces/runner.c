@@ -211,7 +211,7 @@ static gboolean add_step_effects(cJSON *json, const SimPlan *plan, const ModelPr
     boost.sustained_clock_ratio = 1;
     *alt = *plan;
     if ((e == CLOCK && profile->sustained_clock_ratio >= 1) || (e == HOST && plan->host_op_s <= 0) ||
-        (e == CONTENTION && cluster->net.collective_channels == 0)) {
+        (e == CONTENTION && !(res->contention > 1))) {
       cJSON_AddNumberToObject(o, names[e], 0);
       continue;
     }

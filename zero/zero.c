@@ -824,19 +824,10 @@ gboolean sim_zero_run(const SimPlan *pl, const ModelProfile *profile, const Topo
   b.e = sim_engine_new();
   for (guint kind = 0; kind < N_STREAMS; kind++)
     sim_engine_add_stream(b.e, 0);
-  b.contention = 1;
-  if (pl->dp > 1 && cluster->net.collective_channels > 0 && !pl->no_contention) {
-    /* the gathers and reductions beside the compute (ptdp/run.c prices the
-     * same contention): NCCL's blocks on SMs, their bytes through HBM at
-     * the group's bus rate */
-    const TopoNet *net = &cluster->net;
-    double rate = b.nodes == 1 ? net->nvlink_busbw : net->nic_bw * net->nics_per_node / net->gpus_per_node;
-    ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
-    b.contention = model_layer_contention(profile, &pl->model, 1, pl->micro_batch, &lo, net->collective_channels,
-                                          2 * rate / (profile->hbm_bytes_per_s * profile->memory_efficiency));
-    if (b.contention > 1)
-      sim_engine_set_stream_holds_sms(b.e, SIM_STREAM_DP);
-  }
+  /* the gathers and reductions run beside the compute */
+  b.contention = sim_plan_contention(pl, profile, cluster, 1, pl->dp, FALSE);
+  if (b.contention > 1)
+    sim_engine_set_stream_holds_sms(b.e, SIM_STREAM_DP);
   if (pl->zero == 3)
     stage3_begin(&b);
   b.comm = g_array_new(FALSE, FALSE, sizeof(guint));
@@ -861,6 +852,7 @@ gboolean sim_zero_run(const SimPlan *pl, const ModelProfile *profile, const Topo
   if (ok) {
     SimTime makespan = sim_engine_makespan(b.e);
     r->iteration_time_s = (double)makespan * 1e-9;
+    r->contention = b.contention;
     sim_plan_rates(pl, profile, r);
     /* no pipeline: the only idle time is waiting for parameters */
     GArray *edges = sim_exposed_edges_new();
