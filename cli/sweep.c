@@ -475,7 +475,7 @@ static void on_signal(int sig) { g_atomic_int_set(&stop_signal, sig); }
 int cli_sweep(int argc, char **argv) {
   Parse parse = {search_grid_new(), g_ptr_array_new_with_free_func(g_free)};
   char *format = NULL, *output = NULL, *jobs_text = NULL;
-  gboolean do_resume = FALSE;
+  gboolean do_resume = FALSE, step_effects = FALSE;
   GOptionEntry entries[] = {
       {"format", 0, 0, G_OPTION_ARG_STRING, &format, "csv (default) or jsonl", "FMT"},
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output,
@@ -483,6 +483,10 @@ int cli_sweep(int argc, char **argv) {
       {"resume", 0, 0, G_OPTION_ARG_NONE, &do_resume,
        "Continue the sweep that wrote -o FILE: its rows are checked against this grid and kept, the rest run", NULL},
       {"jobs", 'j', 0, G_OPTION_ARG_STRING, &jobs_text, "Threads (default: all cores)", "N"},
+      {"step-effects", 0, 0, G_OPTION_ARG_NONE, &step_effects,
+       "Also price what the clock, the framework's kernels, the host and the collectives sharing the GPU each add "
+       "to every row (step_effects_s, as ptdsim run reports it: up to four more simulations a row)",
+       NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   CliArgs args;
   cli_args_init(&args, "- simulate every configuration of a grid, one row each");
@@ -533,6 +537,7 @@ int cli_sweep(int argc, char **argv) {
     g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--resume continues an output file; give it with -o");
     goto fail;
   }
+  search_grid_set_step_effects(parse.grid, step_effects);
   if (!search_grid_prepare(parse.grid, &error))
     goto fail;
   /* what every configuration needs */

@@ -46,7 +46,11 @@ struct _SearchGrid {
   GPtrArray *columns;  /* Member*: options in table order, then set keys in the order given (prepare) */
   GPtrArray *machines; /* Machine*, owned (prepare), by machine index */
   guint64 points;
+  gboolean step_effects; /* rows price the step's effects (sweep --step-effects) */
 };
+
+void search_grid_set_step_effects(SearchGrid *g, gboolean on) { g->step_effects = on; }
+gboolean search_grid_step_effects(const SearchGrid *g) { return g->step_effects; }
 
 static gboolean spec_error(GError **error, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
 static gboolean spec_error(GError **error, const char *fmt, ...) {

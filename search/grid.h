@@ -41,6 +41,10 @@ typedef struct _SearchGrid SearchGrid;
 
 SearchGrid *search_grid_new(void);
 void search_grid_free(SearchGrid *g);
+/* Whether each row also prices the step's effects (step_effects_s: a run
+ * without each effect, as ptdsim run does); off, those columns are empty. */
+void search_grid_set_step_effects(SearchGrid *g, gboolean on);
+gboolean search_grid_step_effects(const SearchGrid *g);
 /* Adds option `id` with its values (the text after the option, or NULL for
  * a bare flag).  One-line errors name the option and what is wrong. */
 gboolean search_grid_add_option(SearchGrid *g, SearchOptId id, const char *spec, GError **error);

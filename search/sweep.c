@@ -107,7 +107,7 @@ char *search_sweep_row(const SearchGrid *g, guint64 k, SearchSweepFormat f, Sear
   cJSON *run = NULL;
   if (search_grid_point(g, k, &cfg, &cluster, &profile, &error) && search_config_request(&cfg, &req, &error) &&
       search_config_runtime(&cfg, &rt, &error)) {
-    req.step_effects = TRUE; /* each row is the run, its breakdown of the step included */
+    req.step_effects = search_grid_step_effects(g); /* the step's breakdown: a run per effect, on request */
     run = trace_run_full(&req, &rt, cluster, profile, NULL, 0, &error);
   }
   *status = run ? SEARCH_SWEEP_OK

@@ -91,11 +91,24 @@ static char *canonical(const cJSON *j) {
  * with run's own error as its reason. */
 static void test_rows_are_runs(void) {
   static const char *grids[] = {
-      GRID " --format jsonl",
+      GRID " --format jsonl --step-effects",
       "sweep --model gpt3-1b --cluster aws-p3-16xlarge --gpus 16 --tp 2 --pp 8 --dp 1 --global-batch 2 "
-      "--schedule terapipe --slices auto;uniform:4;1024,1024 --format jsonl",
+      "--schedule terapipe --slices auto;uniform:4;1024,1024 --format jsonl --step-effects",
       "sweep --model gpt3-1b --gpus 8 --tp 1 --pp 1 --global-batch 16 --micro-batch 2 --zero 1..3 --no-fusion=false,true "
-      "--tokens 1B --format jsonl"};
+      "--tokens 1B --format jsonl --step-effects"};
+  /* without --step-effects a row is the run less its step breakdown (the
+   * runs without each effect are not made) */
+  Proc plain = run_line(GRID " --format jsonl");
+  g_assert_cmpint(plain.status, ==, 0);
+  char *nl = strchr(plain.out, '\n');
+  g_assert_nonnull(nl);
+  *nl = 0;
+  cJSON *first = cJSON_Parse(plain.out);
+  g_assert_nonnull(first);
+  g_assert_nonnull(cJSON_GetObjectItemCaseSensitive(first, "result"));
+  g_assert_null(cJSON_GetObjectItemCaseSensitive(obj(first, "result"), "step_effects_s"));
+  cJSON_Delete(first);
+  proc_clear(&plain);
   for (guint g = 0; g < G_N_ELEMENTS(grids); g++) {
     Proc p = run_line(grids[g]);
     g_assert_cmpint(p.status, ==, 0);
