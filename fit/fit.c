@@ -7,6 +7,7 @@
 
 #include "../models/compute.h"
 #include "../models/layer.h"
+#include "../base/ranges.h"
 #include "nls.h"
 
 /* --- output helpers --- */
@@ -843,22 +844,32 @@ static const ModelFlashPass default_flash[2] = {{128, 128, 0, 0}, {64, 128, 0, 0
 
 /* The base's attention block on a profile of another peak: its shares of
  * peak scaled by base peak / this peak, so that attention runs at the same
- * rate. */
-static void rescale_attention(cJSON *root, double ratio, cJSON *prov) {
+ * rate.  FALSE (a one-line error) where a share falls below what a profile
+ * holds (the measurements' peak is then far above the base's). */
+static gboolean rescale_attention(cJSON *root, double ratio, cJSON *prov, GError **error) {
   if (fabs(ratio - 1) < 1e-12)
-    return;
+    return TRUE;
   cJSON *a = cJSON_GetObjectItemCaseSensitive(root, "attention");
   static const char *flat[] = {"flash_forward_efficiency", "flash_backward_efficiency"};
-  for (guint i = 0; i < G_N_ELEMENTS(flat); i++) {
-    cJSON *e = cJSON_GetObjectItemCaseSensitive(a, flat[i]);
-    if (cJSON_IsNumber(e))
-      cJSON_SetNumberValue(e, round_sig(fmin(1.0, e->valuedouble * ratio), 6));
-  }
+  cJSON *shares[4] = {NULL};
+  for (guint i = 0; i < G_N_ELEMENTS(flat); i++)
+    shares[i] = cJSON_GetObjectItemCaseSensitive(a, flat[i]);
   static const char *passes[] = {"forward", "backward"};
-  for (guint i = 0; i < G_N_ELEMENTS(passes); i++) {
-    cJSON *e = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(a, passes[i]), "efficiency");
-    if (cJSON_IsNumber(e))
-      cJSON_SetNumberValue(e, round_sig(fmin(1.0, e->valuedouble * ratio), 6));
+  for (guint i = 0; i < G_N_ELEMENTS(passes); i++)
+    shares[2 + i] = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(a, passes[i]), "efficiency");
+  for (guint i = 0; i < G_N_ELEMENTS(shares); i++) {
+    if (!cJSON_IsNumber(shares[i]))
+      continue;
+    double v = round_sig(fmin(1.0, shares[i]->valuedouble * ratio), 6);
+    if (v < ptd_range_efficiency.lo) {
+      g_set_error(error, CALIB_ERROR, CALIB_ERROR_TOO_FEW,
+                  "the measurements' peak is %.3g times the base profile's, which would leave its flash attention "
+                  "%.3g of peak, below the %g a profile holds; check device.peak_tflops, or measure attention "
+                  "(ptdsim-calibrate --mode attention)",
+                  1 / ratio, v, ptd_range_efficiency.lo);
+      return FALSE;
+    }
+    cJSON_SetNumberValue(shares[i], v);
   }
   const cJSON *pa = cJSON_GetObjectItemCaseSensitive(prov, "attention");
   char *text = g_strdup_printf("%s; its shares of peak scaled by %.6g (the base's peak over this profile's), so that "
@@ -866,6 +877,7 @@ static void rescale_attention(cJSON *root, double ratio, cJSON *prov) {
                                cJSON_IsString(pa) ? pa->valuestring : "", ratio);
   put_str(prov, "attention", text);
   g_free(text);
+  return TRUE;
 }
 
 /* --- the power model (models/profile.h) --- */
@@ -1452,7 +1464,8 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
     g_free(gp);
   } else if (base && (base->flash_forward_efficiency > 0 || base->flash_waves)) {
     prov_from_base(prov, base_prov, base_name, "attention");
-    rescale_attention(root, base->peak_flops / (peak_tflops * 1e12), prov);
+    if (power_ok) /* (one error at a time: a failed power fit has set it) */
+      power_ok = rescale_attention(root, base->peak_flops / (peak_tflops * 1e12), prov, error);
   }
   cJSON *mb = cJSON_CreateObject();
   for (int c = 0; c < MODEL_MEM_N && prof.has_membound; c++) {
