@@ -654,8 +654,6 @@ void model_embedding_cost_with(const ModelProfile *p, const ModelShape *m, guint
              mem(p, o, MODEL_MEM_POINTWISE, 6 * table);
     return;
   }
-  if (o && o->free_membound)
-    return;
   /* Forward: gather word rows (read + write 4N), add positions (6N), mask
    * the vocab shard and all-reduce (on the tp stream; folded in here as a
    * memory pass of 4N), dropout (5N).  Backward: dropout (5N), scatter-add
@@ -663,14 +661,14 @@ void model_embedding_cost_with(const ModelProfile *p, const ModelShape *m, guint
   if (m->position == MODEL_POSITION_ROTARY) {
     /* No position embedding to add or to update (the rotation is in each
      * layer); the word gradient's scatter-add reads and writes 6N. */
-    *fwd_s = model_mem_time_s(p, MODEL_MEM_COPY, 4 * N) + model_mem_time_s(p, MODEL_MEM_COPY, 4 * N) +
-             model_mem_time_s(p, MODEL_MEM_POINTWISE, 5 * N);
-    *bwd_s = model_mem_time_s(p, MODEL_MEM_POINTWISE, 5 * N) + model_mem_time_s(p, MODEL_MEM_COPY, 6 * N);
+    *fwd_s = mem(p, o, MODEL_MEM_COPY, 4 * N) + mem(p, o, MODEL_MEM_COPY, 4 * N) +
+             mem(p, o, MODEL_MEM_POINTWISE, 5 * N);
+    *bwd_s = mem(p, o, MODEL_MEM_POINTWISE, 5 * N) + mem(p, o, MODEL_MEM_COPY, 6 * N);
     return;
   }
-  *fwd_s = model_mem_time_s(p, MODEL_MEM_COPY, 4 * N) + model_mem_time_s(p, MODEL_MEM_POINTWISE, 6 * N) +
-           model_mem_time_s(p, MODEL_MEM_COPY, 4 * N) + model_mem_time_s(p, MODEL_MEM_POINTWISE, 5 * N);
-  *bwd_s = model_mem_time_s(p, MODEL_MEM_POINTWISE, 5 * N) + model_mem_time_s(p, MODEL_MEM_COPY, 8 * N);
+  *fwd_s = mem(p, o, MODEL_MEM_COPY, 4 * N) + mem(p, o, MODEL_MEM_POINTWISE, 6 * N) +
+           mem(p, o, MODEL_MEM_COPY, 4 * N) + mem(p, o, MODEL_MEM_POINTWISE, 5 * N);
+  *bwd_s = mem(p, o, MODEL_MEM_POINTWISE, 5 * N) + mem(p, o, MODEL_MEM_COPY, 8 * N);
 }
 
 void model_head_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, double *fwd_s, double *bwd_s) {
@@ -704,20 +702,15 @@ void model_head_cost_with(const ModelProfile *p, const ModelShape *m, guint t, g
              mem(p, o, MODEL_MEM_NORM, 4 * N);
     return;
   }
-  if (o && o->free_membound) {
-    *fwd_s = model_gemm_time_s(p, &logits);
-    *bwd_s = model_gemm_time_s(p, &dgrad) + model_gemm_time_s(p, &wgrad);
-    return;
-  }
   /* Vocab-parallel cross entropy in fp32 (Megatron's
    * _VocabParallelCrossEntropy): max, subtract, exp, sum and the target
    * gather, about four fp32 passes over the logit shard read and written
    * (8 bytes each) plus reading the fp16 logits; backward writes the fp16
    * gradient from the saved softmax (6 bytes). */
-  *fwd_s = model_mem_time_s(p, MODEL_MEM_NORM, 4 * N) + model_gemm_time_s(p, &logits) +
-           model_mem_time_s(p, MODEL_MEM_CROSS_ENTROPY, 2 * L) + 3 * model_mem_time_s(p, MODEL_MEM_CROSS_ENTROPY, 8 * L);
-  *bwd_s = model_mem_time_s(p, MODEL_MEM_CROSS_ENTROPY, 6 * L) + model_gemm_time_s(p, &dgrad) +
-           model_gemm_time_s(p, &wgrad) + model_mem_time_s(p, MODEL_MEM_NORM, 6 * N);
+  *fwd_s = mem(p, o, MODEL_MEM_NORM, 4 * N) + model_gemm_time_s(p, &logits) +
+           mem(p, o, MODEL_MEM_CROSS_ENTROPY, 2 * L) + 3 * mem(p, o, MODEL_MEM_CROSS_ENTROPY, 8 * L);
+  *bwd_s = mem(p, o, MODEL_MEM_CROSS_ENTROPY, 6 * L) + model_gemm_time_s(p, &dgrad) +
+           model_gemm_time_s(p, &wgrad) + mem(p, o, MODEL_MEM_NORM, 6 * N);
 }
 
 double model_head_wgrad_s(const ModelProfile *p, const ModelShape *m, guint t, guint b) {

@@ -49,7 +49,7 @@ typedef enum { SIM_CLOCK_SUSTAINED, SIM_CLOCK_BURST } SimClock;
  * launches on a thread in the shipped PyTorch step traces of an H100
  * (ptdsim fit --profiler-trace calibrate/measurements/h100-step-trace-*.json.gz:
  * 28.8 and 30.3 us; their mean). */
-#define SIM_EAGER_HOST_OP_US 29.5
+#define SIM_EAGER_HOST_OP_US 29.6
 
 /* How the layers are split over the pipeline stages (Megatron-LM's
  * --decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers,

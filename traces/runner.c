@@ -206,9 +206,9 @@ static gboolean add_step_effects(cJSON *json, const SimPlan *plan, const ModelPr
   SimPlan *alt = g_new(SimPlan, 1);
   cJSON *o = cJSON_CreateObject();
   gboolean ok = TRUE;
+  ModelProfile boost = *profile; /* the clock's counterfactual: GEMMs at the boost clock */
+  boost.sustained_clock_ratio = 1;
   for (guint e = 0; ok && e < N_EFFECTS; e++) {
-    ModelProfile boost = *profile;
-    boost.sustained_clock_ratio = 1;
     *alt = *plan;
     if ((e == CLOCK && profile->sustained_clock_ratio >= 1) || (e == HOST && plan->host_op_s <= 0) ||
         (e == CONTENTION && !(res->contention > 1))) {
