@@ -1,6 +1,7 @@
 /* ptdsim — transformer shapes, parameter and FLOP counts (see transformer.h). */
 #include "transformer.h"
 
+#include <math.h>
 #include <string.h>
 
 guint model_ffn(const ModelShape *m) { return m->ffn_hidden ? m->ffn_hidden : 4 * m->hidden; }
@@ -191,6 +192,31 @@ double model_hardware_flops_per_iteration(const ModelShape *m, guint64 global_ba
     layers += (double)(m->layers + m->mtp) * model_attention_core_flops(m, 1) * (double)global_batch;
   /* each MTP module has its own logits against the shared head */
   return layers + 3.0 * (1.0 + m->mtp) * model_logit_forward_flops(m, global_batch);
+}
+
+double model_policy_recompute_flops(const ModelShape *m, guint64 global_batch, ModelRecompute ac, guint modules,
+                                    guint every) {
+  double bs = (double)global_batch * m->seq_len, h = m->hidden, f = model_ffn(m), L = m->layers;
+  double mlp = model_is_gpt(m) ? 16.0 * bs * h * h : 2.0 * bs * h * f * (m->mlp == MODEL_MLP_SWIGLU ? 3.0 : 2.0);
+  switch (ac) {
+  case MODEL_RECOMPUTE_OP: {
+    /* torchtitan parallelize_llama.py (_custom_policy): the mm outputs are
+     * saved but every second one, so the recomputation runs mm 2 (wk), 4
+     * (wo) and 6 (w3) of wq, wk, wv, wo, w1, w3, w2 */
+    double q = model_is_gpt(m) ? h : (double)m->heads * model_head_dim(m);
+    double kv = model_is_gpt(m) ? h : (double)model_groups(m) * model_head_dim(m);
+    double key = model_is_mla(m) ? 0 : 2.0 * bs * h * kv;
+    double up = m->mlp == MODEL_MLP_SWIGLU ? 2.0 * bs * h * f : 0;
+    return L * (key + 2.0 * bs * q * h + up);
+  }
+  case MODEL_RECOMPUTE_MODULES:
+    return L * ((modules & MODEL_RC_CORE_ATTN ? model_attention_core_flops(m, 1) * (double)global_batch : 0) +
+                (modules & MODEL_RC_MLP ? mlp : 0));
+  case MODEL_RECOMPUTE_LAYER:
+    return every ? floor(L / every) * model_layer_forward_flops(m, 1) * (double)global_batch : 0;
+  default:
+    return 0;
+  }
 }
 
 double model_model_flops_per_iteration(const ModelShape *m, guint64 global_batch) {

@@ -114,6 +114,16 @@ double model_flops_per_iteration(const ModelShape *m, guint64 global_batch);
  * recomputation is off; with the attention core's GEMMs (4 b s^2 a d per
  * layer) in its place when selective. */
 double model_hardware_flops_per_iteration(const ModelShape *m, guint64 global_batch, ModelRecompute recompute);
+/* The forward FLOPs a framework's own checkpointing policy runs again per
+ * iteration (global_batch sequences, all layers of a dense model), as
+ * models/layer.c prices their time: `op` (torchtitan's per-op policy,
+ * every second mm recomputed) the key and output projections and SwiGLU's
+ * up projection; `modules` the attention core and the MLP among `modules`
+ * (the norms run no GEMM); `layer` every `every`-th layer's whole forward.
+ * 0 for the other settings (model_hardware_flops_per_iteration counts
+ * full and selective). */
+double model_policy_recompute_flops(const ModelShape *m, guint64 global_batch, ModelRecompute ac, guint modules,
+                                    guint every);
 /* Forward FLOPs of one layer's attention core for b sequences: the scores
  * and the attention over values, 4 b s^2 a d. */
 double model_attention_core_flops(const ModelShape *m, guint b);

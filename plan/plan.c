@@ -474,7 +474,9 @@ void sim_plan_rates(const SimPlan *pl, const ModelProfile *profile, SimResult *r
     counted.vocab = 0; /* no logit layer */
   double per_gpu = r->iteration_time_s * pl->gpus * 1e12;
   double F = model_flops_per_iteration(&counted, pl->global_batch);
-  double Fhw = model_hardware_flops_per_iteration(&counted, pl->global_batch, sim_plan_recompute(pl));
+  double Fhw = model_hardware_flops_per_iteration(&counted, pl->global_batch, sim_plan_recompute(pl)) +
+               model_policy_recompute_flops(&counted, pl->global_batch, pl->ac, pl->recompute_modules,
+                                            pl->recompute_every);
   double Fmodel = model_model_flops_per_iteration(&counted, pl->global_batch);
   r->tflops_per_gpu = F / r->iteration_time_s / pl->gpus / 1e12;
   r->hardware_tflops_per_gpu = Fhw / r->iteration_time_s / pl->gpus / 1e12;

@@ -2,6 +2,7 @@
  * through the real binary: each policy's memory and time in the order its
  * saved set and its recomputed ops give, the reserve from its mechanisms
  * only where asked for, and the options' refusals. */
+#include <math.h>
 #include <string.h>
 
 #include "cli_harness.h"
@@ -97,6 +98,15 @@ static void test_reserve(void) {
   g_assert_cmpfloat(nccl, >, 0);
   g_assert_cmpfloat(num(m, "reserve"), ==, ctx + nccl);
   g_assert_cmpstr(str(obj(eager, "config"), "recompute"), ==, "op");
+  /* the executed FLOPs count the policy's recomputed GEMMs: per layer and
+   * sequence wk, wo and w3 (2 s h n each: n = 256, 1024, 3584) over the
+   * model's forward, backward and logits (3 passes of 2 s h (1024 + 256 +
+   * 256 + 1024 + 3 x 3584) per layer, 4 s^2 h for the scores, 2 s h V) */
+  double s = 2048, h = 1024, layer = 2 * s * h * (1024 + 2 * 256 + 1024 + 3 * 3584) + 4 * s * s * h;
+  double model = 3 * (4 * layer + 2 * s * h * 32000), again = 4 * 2 * s * h * (256 + 1024 + 3584);
+  g_assert_cmpfloat(fabs(num(eager, "hardware_tflops_per_gpu") / num(eager, "model_tflops_per_gpu") -
+                         (model + again) / model),
+                    <, 1e-9);
   cJSON_Delete(eager);
   Mem given = run_mem(EAGER, "--recompute op --memory-reserve 2");
   g_assert_cmpfloat(given.reserve, ==, 2);

@@ -454,6 +454,29 @@ static void test_gemm_wave_exact(void) {
  * 108 SMs; with 8 held they need two, the second of 8 tiles: twice the
  * time.  With 54 held, exactly two full waves: twice again.  Memory-bound
  * kernels get the HBM bandwidth the collective leaves. */
+/* A framework's own checkpointing policy's recomputed FLOPs, by hand for
+ * Llama 3 8B (h 4096, 32 heads of 128, 8 key/value heads, FFN 14336
+ * SwiGLU, 32 layers): op the wk, wo and w3 GEMMs (2 s h n each, n their
+ * widths), modules the attention core (4 s^2 a d) and the MLP (3 GEMMs of
+ * 2 s h f), layer every k-th layer's forward. */
+static void test_policy_recompute_flops(void) {
+  ModelShape m = lookup("llama3-8b");
+  double s = m.seq_len, h = 4096, kv = 8 * 128, f = 14336, L = 32, B = 3;
+  double op = L * B * (2 * s * h * kv + 2 * s * h * h + 2 * s * h * f);
+  assert_rel(model_policy_recompute_flops(&m, 3, MODEL_RECOMPUTE_OP, 0, 0), op, REL_EPS);
+  double core = 4 * s * s * 32 * 128, mlp = 3 * 2 * s * h * f;
+  assert_rel(model_policy_recompute_flops(&m, 3, MODEL_RECOMPUTE_MODULES, MODEL_RC_CORE_ATTN, 0), L * B * core,
+             REL_EPS);
+  assert_rel(model_policy_recompute_flops(&m, 3, MODEL_RECOMPUTE_MODULES, MODEL_RC_CORE_ATTN | MODEL_RC_MLP, 0),
+             L * B * (core + mlp), REL_EPS);
+  g_assert_cmpfloat(model_policy_recompute_flops(&m, 3, MODEL_RECOMPUTE_MODULES, MODEL_RC_LAYERNORM, 0), ==, 0);
+  /* 32 layers, every 3rd: layers 3, 6, ..., 30 */
+  assert_rel(model_policy_recompute_flops(&m, 3, MODEL_RECOMPUTE_LAYER, 0, 3), 10 * model_layer_forward_flops(&m, 3),
+             REL_EPS);
+  g_assert_cmpfloat(model_policy_recompute_flops(&m, 3, MODEL_RECOMPUTE_FULL, 0, 0), ==, 0);
+  g_assert_cmpfloat(model_policy_recompute_flops(&m, 3, MODEL_RECOMPUTE_NONE, 0, 0), ==, 0);
+}
+
 static void test_gemm_sms_held(void) {
   ModelProfile p = one_tile_profile();
   ModelGemm full = {1, 128 * 108, 128, 4096};
@@ -1721,6 +1744,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/models/mem-2021", test_mem_2021);
   g_test_add_func("/models/framework-kernels", test_framework_kernels);
   g_test_add_func("/models/host-gate", test_host_gate);
+  g_test_add_func("/models/policy-recompute-flops", test_policy_recompute_flops);
   g_test_add_func("/models/gemm-sms-held", test_gemm_sms_held);
   g_test_add_func("/models/load/shipped", test_load_shipped);
   g_test_add_func("/models/load/bad-keys", test_load_bad_keys);
