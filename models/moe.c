@@ -19,8 +19,10 @@ double model_moe_a2a_wire_bytes(const ModelShape *m, const ModelMoeOptions *o) {
 typedef struct {
   const ModelProfile *p;
   double s, flops;
+  gboolean fp8, backward; /* the experts' GEMMs in FP8; the backward pass */
 } Acc;
 
+/* A 16-bit GEMM (the router's, in every precision). */
 static void gemm(Acc *a, double m, double n, double k) {
   if (m < 1 || n < 1 || k < 1)
     return;
@@ -34,21 +36,43 @@ static void mem(Acc *a, ModelMemClass c, double bytes) {
     a->s += model_mem_time_s(a->p, c, bytes);
 }
 
+/* An expert's (or a shared expert's) GEMM: Transformer Engine's linear,
+ * in FP8 as models/layer.c prices a dense one (GroupedLinear runs each
+ * local expert's GEMM over its m_splits rows the same way): the operand
+ * that changes (the input forward, the output gradient for dgrad) cast to
+ * FP8 with its transpose, reading 2 bytes and writing 1 + 1 per element of
+ * the m x k operand, then the GEMM at the FP8 rate, with fp32 promotion of
+ * the partial sums for the gradients; the weight gradient reuses the casts. */
+static void linear(Acc *a, double m, double n, double k, gboolean cast) {
+  if (!a->fp8) {
+    gemm(a, m, n, k);
+    return;
+  }
+  if (m < 1 || n < 1 || k < 1)
+    return;
+  if (cast)
+    mem(a, MODEL_MEM_POINTWISE, 4.0 * m * k);
+  ModelGemm g = {1, (guint64)m, (guint64)n, (guint64)k};
+  a->s += model_gemm_fp8_time_s(a->p, &g, a->backward);
+  a->flops += model_gemm_flops(&g);
+}
+
 /* An MLP of width f on n tokens: forward h -> f (2f gated), the activation,
  * f -> h; backward the input- and weight-gradient GEMM of each. */
 static void mlp(Acc *a, const ModelShape *m, double n, double f, gboolean backward) {
   double h = m->hidden, up = m->mlp == MODEL_MLP_SWIGLU ? 2 * f : f;
+  a->backward = backward;
   if (!backward) {
-    gemm(a, n, up, h);
+    linear(a, n, up, h, TRUE);
     mem(a, MODEL_MEM_ACTIVATION, (m->mlp == MODEL_MLP_SWIGLU ? 6.0 : 4.0) * n * f);
-    gemm(a, n, h, f);
+    linear(a, n, h, f, TRUE);
     return;
   }
-  gemm(a, n, f, h); /* down: dgrad */
-  gemm(a, f, h, n); /*       wgrad */
+  linear(a, n, f, h, TRUE);   /* down: dgrad */
+  linear(a, f, h, n, FALSE);  /*       wgrad */
   mem(a, MODEL_MEM_ACTIVATION, (m->mlp == MODEL_MLP_SWIGLU ? 10.0 : 6.0) * n * f);
-  gemm(a, n, h, up); /* up: dgrad */
-  gemm(a, h, up, n); /*     wgrad */
+  linear(a, n, h, up, TRUE);  /* up: dgrad */
+  linear(a, h, up, n, FALSE); /*     wgrad */
 }
 
 void model_moe_cost(const ModelProfile *p, const ModelShape *m, const ModelMoeOptions *o, ModelMoeCost *out) {
@@ -76,7 +100,7 @@ void model_moe_cost(const ModelProfile *p, const ModelShape *m, const ModelMoeOp
   /* shared experts: tensor-parallel over t on the t T tokens of the
    * sequence-parallel group, the same work as their T tokens at full width */
   double fs = m->shared_ffn;
-  Acc a = {p, 0, 0};
+  Acc a = {p, 0, 0, o->fp8, FALSE};
   /* forward */
   gemm(&a, T, E, h);                          /* router: gate logits */
   mem(&a, MODEL_MEM_NORM, 8.0 * T * E);       /* score function and top-k over fp32 logits */
@@ -95,7 +119,7 @@ void model_moe_cost(const ModelProfile *p, const ModelShape *m, const ModelMoeOp
   out->fwd_unpermute_s = a.s;
   out->fwd_flops = a.flops;
   /* backward */
-  a = (Acc){p, 0, 0};
+  a = (Acc){p, 0, 0, o->fp8, TRUE};
   mem(&a, MODEL_MEM_POINTWISE, 2.0 * T * h + 2.0 * rows * h + 2.0 * rows * h); /* unpermute: rows' and probs' grads */
   out->bwd_unpermute_s = a.s;
   a.s = 0;
@@ -124,15 +148,23 @@ guint64 model_moe_local_params(const ModelShape *m, guint t, guint ep, guint etp
          (m->router_bias ? m->experts : 0);
 }
 
+/* Bytes per element of width f an MLP keeps: the first GEMM's output (2f
+ * gated, 16-bit) and the activation's output, the second GEMM's input (16
+ * bits, or its FP8 copy alone: Transformer Engine saves the cast input). */
+static double mlp_kept(const ModelShape *m, gboolean fp8) {
+  return (m->mlp == MODEL_MLP_SWIGLU ? 4.0 : 2.0) + (fp8 ? 1.0 : 2.0);
+}
+
 double model_moe_activation_bytes(const ModelShape *m, const ModelMoeOptions *o) {
   double T = (double)o->b * m->seq_len / ((double)MAX(o->t, 1u) * MAX(o->cp, 1u));
   double rows = model_moe_expert_tokens(m, o) * (m->experts / MAX(o->ep, 1u));
-  double h = m->hidden, fe = (double)model_moe_ffn(m) / MAX(o->etp, 1u);
-  double act = m->mlp == MODEL_MLP_SWIGLU ? 6.0 : 4.0;
-  return rows * (2.0 * h + act * fe + 2.0 * h) + 8.0 * T * m->experts +
+  double h = m->hidden, fe = (double)model_moe_ffn(m) / MAX(o->etp, 1u), act = mlp_kept(m, o->fp8);
+  /* the permuted rows: the experts' input (its FP8 copy in FP8) and
+   * output, kept for the unpermute's probability gradient */
+  return rows * ((o->fp8 ? 1.0 : 2.0) * h + act * fe + 2.0 * h) + 8.0 * T * m->experts +
          act * (double)m->shared_ffn * o->b * m->seq_len / ((double)MAX(o->t, 1u) * MAX(o->cp, 1u));
 }
 
-double model_dense_mlp_activation_bytes(const ModelShape *m, guint t, guint b) {
-  return (m->mlp == MODEL_MLP_SWIGLU ? 6.0 : 4.0) * model_ffn(m) * (double)m->seq_len * b / t;
+double model_dense_mlp_activation_bytes(const ModelShape *m, guint t, guint b, gboolean fp8) {
+  return mlp_kept(m, fp8) * model_ffn(m) * (double)m->seq_len * b / t;
 }

@@ -28,6 +28,13 @@
  *   unpermute: the k expert outputs of each token weighted and summed.
  * Backward runs each in reverse: input- and weight-gradient GEMMs for every
  * forward GEMM, the all-to-alls in the other direction.
+ *
+ * In FP8 (Transformer Engine's GroupedLinear for the experts, its Linear
+ * for the shared experts) every expert and shared-expert GEMM casts its
+ * changing operand and runs at the FP8 rate as a dense layer's does
+ * (models/layer.c); the router (a plain 16-bit linear in router.py), the
+ * score function, permute, unpermute and the token communication stay
+ * 16-bit.
  */
 #pragma once
 
@@ -41,6 +48,7 @@ typedef struct {
   double imbalance;   /* >= 1: the busiest rank's tokens over the average */
   double capacity;    /* 0: dropless; else the capacity factor */
   ModelMoeDispatcher dispatcher;
+  gboolean fp8;       /* the experts' and shared experts' GEMMs in FP8 (the router's stay 16-bit) */
 } ModelMoeOptions;
 
 typedef struct {
@@ -78,8 +86,10 @@ guint64 model_moe_local_expert_params(const ModelShape *m, guint ep, guint etp);
  * outputs and SwiGLU's (6 moe_ffn / etp per row), their outputs for the
  * unpermute (2h per row), the fp32 router logits and probabilities
  * (8 E per token) and the shared experts' MLP (6 shared_ffn / t per token of
- * the sequence). */
+ * the sequence).  In FP8 the experts' inputs and their second GEMM's
+ * inputs are kept as their FP8 copies (1 byte). */
 double model_moe_activation_bytes(const ModelShape *m, const ModelMoeOptions *o);
 /* The dense MLP's share of model_layer_activation_bytes that an MoE layer
- * does not keep: (6 or 4) f s b / t. */
-double model_dense_mlp_activation_bytes(const ModelShape *m, guint t, guint b);
+ * does not keep: (6 or 4) f s b / t, one byte less per f in FP8 (the
+ * second GEMM's input kept as its FP8 copy). */
+double model_dense_mlp_activation_bytes(const ModelShape *m, guint t, guint b, gboolean fp8);

@@ -61,8 +61,6 @@ gboolean sim_moe_build(const SimPlanRequest *r, SimPlan *plan, GError **error) {
     FAIL("--tp-comm-overlap is not modelled for MoE layers; drop it");
   if (plan->placement != SIM_PLACEMENT_TP_DP_PP)
     FAIL("MoE layers follow Megatron-Core's rank order (tp-cp-ep-dp-pp); drop --placement");
-  if (plan->precision_given && plan->precision == MODEL_PRECISION_FP8)
-    FAIL("--precision fp8 is not modelled for MoE layers (their grouped GEMMs are priced in bf16); use bf16");
   if (plan->ddp == SIM_DDP_TORCH)
     FAIL("--ddp torch is not modelled with MoE layers (their expert gradients have their own group); use --ddp "
          "local");

@@ -112,8 +112,15 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
   sim_ptdp_policy_request(pl, layers, &req);
   guint64 experts = 0;
   guint moe = 0;
-  if (model_is_moe(&pl->model))
+  if (model_is_moe(&pl->model)) {
     req.params = sim_moe_stage_params(pl, s, &experts, &moe);
+    /* FP8's weight copies: every linear layer of the stage, experts
+     * included; not the embedding, the logits or the routers */
+    const ModelShape *m = &pl->model;
+    double routers = (double)moe * ((double)m->experts * m->hidden + (m->router_bias ? m->experts : 0));
+    double outside = (double)params - (double)req.fp8_weight_params; /* the embedding and the logits */
+    req.fp8_weight_params = (guint64)MAX(0.0, (double)req.params - outside - routers);
+  }
   model_memory(&local, &req, out);
   if (moe) {
     /* the expert parameters' optimizer state over their expert-data-
@@ -123,8 +130,9 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
     guint eshards = pl->distributed_optimizer ? pl->edp : 1;
     out->optimizer = 12.0 * (double)(req.params - experts) / shards + 12.0 * (double)experts / eshards;
     ModelMoeOptions mo = sim_moe_options(pl);
+    mo.fp8 = lo.fp8;
     double delta = model_moe_activation_bytes(&pl->model, &mo) -
-                   model_dense_mlp_activation_bytes(&pl->model, pl->tp, pl->micro_batch);
+                   model_dense_mlp_activation_bytes(&pl->model, pl->tp, pl->micro_batch, lo.fp8);
     double T = (double)pl->micro_batch * pl->model.seq_len / ((double)pl->tp * sim_plan_cp(pl));
     out->activations += (pl->recompute ? MAX(delta, 0.0) : delta * peak * moe / layers) +
                         2.0 * T * pl->model.topk * pl->model.hidden * 2.0;

@@ -213,6 +213,7 @@ static void build_costs(PtdpBuild *b) {
   if (model_is_moe(&pl->model)) {
     model_layer_attention_cost(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &b->moe_attn);
     ModelMoeOptions mo = sim_moe_options(pl);
+    mo.fp8 = lo.fp8;
     model_moe_cost(profile, &pl->model, &mo, &b->moe);
     b->moe_layer = g_new0(guint8, (gsize)b->p * b->v * b->lmax);
     for (guint s = 0; s < b->p; s++)

@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "../models/comm.h"
+#include "../models/compute.h"
 #include "../models/memory.h"
 #include "../models/moe.h"
 #include "../models/transformer.h"
@@ -172,7 +173,7 @@ static void test_memory(void) {
   ModelMoeOptions o = {.t = 1, .cp = 1, .ep = 8, .etp = 1, .b = 1, .imbalance = 1};
   double T = 4096, rows = T * 8; /* every token's k rows land on some rank: T k per rank on average */
   g_assert_cmpfloat(model_moe_activation_bytes(&m, &o), ==, rows * (2.0 * 2048 + 6.0 * 768 + 2.0 * 2048) + 8 * T * 128);
-  g_assert_cmpfloat(model_dense_mlp_activation_bytes(&m, 2, 1), ==, 6.0 * 6144 * 4096 / 2);
+  g_assert_cmpfloat(model_dense_mlp_activation_bytes(&m, 2, 1, FALSE), ==, 6.0 * 6144 * 4096 / 2);
   /* latent attention: queries and keys of 192 channels, values and context
    * of 128 per head, split over t; the latents (1536, 512 + 64) whole, before
    * and after their norms; the dense MLP and the replicated 10 s b h */
@@ -180,6 +181,49 @@ static void test_memory(void) {
   double s = 4096, h = 7168, per_token = 10 * h + 4.0 * (1536 + 512 + 64) +
                                          (2.0 * 128 * (2 * 192 + 2 * 128) + 6.0 * 18432) / 2 + 5.0 * 128 * s / 2;
   g_assert_cmpfloat(fabs(model_layer_activation_bytes(&d, 2, 1, FALSE) - s * per_token), <=, 1e-9 * s * per_token);
+}
+
+/* FP8 experts (Transformer Engine's GroupedLinear): each local expert's
+ * GEMMs at the FP8 rate (fp32 promotion for the gradients) after the cast
+ * of the operand that changes, 4 bytes per element of it; the weight
+ * gradients reuse the casts; the router stays 16-bit.  Composed by hand from
+ * the measured H100's GEMM and memory-bound rates, Mixtral 8x7B (no shared
+ * experts) at t 2, ep 4.  Memory: the experts' inputs and the SwiGLU
+ * outputs kept as 1-byte copies. */
+static void test_fp8_experts(void) {
+  GError *error = NULL;
+  ModelProfile *p = model_profile_load("h100-sxm5-80gb-measured", &error);
+  g_assert_no_error(error);
+  ModelShape m = get("mixtral-8x7b");
+  ModelMoeOptions o = {.t = 2, .cp = 1, .ep = 4, .etp = 1, .b = 1, .imbalance = 1};
+  ModelMoeCost c16, c8;
+  model_moe_cost(p, &m, &o, &c16);
+  o.fp8 = TRUE;
+  model_moe_cost(p, &m, &o, &c8);
+  double n = model_moe_expert_tokens(&m, &o), h = 4096, f = 14336;
+  ModelGemm up = {1, (guint64)n, (guint64)(2 * f), (guint64)h}, down = {1, (guint64)n, (guint64)h, (guint64)f};
+  double fwd = model_mem_time_s(p, MODEL_MEM_POINTWISE, 4 * n * h) + model_gemm_fp8_time_s(p, &up, FALSE) +
+               model_mem_time_s(p, MODEL_MEM_ACTIVATION, 6 * n * f) +
+               model_mem_time_s(p, MODEL_MEM_POINTWISE, 4 * n * f) + model_gemm_fp8_time_s(p, &down, FALSE);
+  g_assert_cmpfloat(fabs(c8.fwd_experts_s - 2 * fwd), <=, 1e-12 * fwd);
+  ModelGemm dd = {1, (guint64)n, (guint64)f, (guint64)h}, dw = {1, (guint64)f, (guint64)h, (guint64)n},
+            ud = {1, (guint64)n, (guint64)h, (guint64)(2 * f)}, uw = {1, (guint64)h, (guint64)(2 * f), (guint64)n};
+  double bwd = model_mem_time_s(p, MODEL_MEM_POINTWISE, 4 * n * h) + model_gemm_fp8_time_s(p, &dd, TRUE) +
+               model_gemm_fp8_time_s(p, &dw, TRUE) + model_mem_time_s(p, MODEL_MEM_ACTIVATION, 10 * n * f) +
+               model_mem_time_s(p, MODEL_MEM_POINTWISE, 4 * n * 2 * f) + model_gemm_fp8_time_s(p, &ud, TRUE) +
+               model_gemm_fp8_time_s(p, &uw, TRUE);
+  g_assert_cmpfloat(fabs(c8.bwd_experts_s - 2 * bwd), <=, 1e-12 * bwd);
+  g_assert_cmpfloat(c8.fwd_experts_s, <, c16.fwd_experts_s);
+  g_assert_cmpfloat(c8.fwd_route_s, ==, c16.fwd_route_s); /* the router's GEMM and the permute: 16-bit */
+  g_assert_cmpfloat(c8.bwd_route_s, ==, c16.bwd_route_s);
+  g_assert_cmpfloat(c8.fwd_flops, ==, c16.fwd_flops);
+  double rows = n * 2;
+  g_assert_cmpfloat(model_moe_activation_bytes(&m, &(ModelMoeOptions){.t = 2, .cp = 1, .ep = 4, .etp = 1, .b = 1,
+                                                                       .imbalance = 1}) -
+                        model_moe_activation_bytes(&m, &o),
+                    ==, rows * (h + f));
+  g_assert_cmpfloat(model_dense_mlp_activation_bytes(&m, 2, 1, TRUE), ==, 5.0 * f * 4096 / 2);
+  model_profile_free(p);
 }
 
 int main(int argc, char **argv) {
@@ -191,5 +235,6 @@ int main(int argc, char **argv) {
   g_test_add_func("/moe/alltoall-analytic", test_alltoall_analytic);
   g_test_add_func("/moe/folding", test_folding);
   g_test_add_func("/moe/memory", test_memory);
+  g_test_add_func("/moe/fp8-experts", test_fp8_experts);
   return g_test_run();
 }

@@ -151,6 +151,29 @@ static void test_plan(void) {
   cJSON_Delete(j);
 }
 
+/* Why: FP8 experts run (Transformer Engine's GroupedLinear): the run says
+ * fp8, its experts' GEMMs are faster than bf16's while the token bytes stay
+ * 16-bit, and the GPU holds FP8 copies of its linear weights (more than
+ * bf16's weights, less than twice: the embedding, logits and routers have
+ * none). */
+static void test_fp8(void) {
+  const char *base = "run --model mixtral-8x7b --cluster dgx-h100-superpod --profile h100-sxm5-80gb-measured "
+                     "--gpus 64 --tp 2 --pp 4 --ep 8 --sequence-parallel --global-batch 64 --distributed-optimizer "
+                     "--format json --precision";
+  char *a = g_strdup_printf("%s bf16", base), *b = g_strdup_printf("%s fp8", base);
+  cJSON *x = run_json(a), *y = run_json(b);
+  g_assert_cmpstr(str(obj(y, "config"), "precision"), ==, "fp8");
+  g_assert_cmpfloat(num(y, "iteration_time_s"), <, num(x, "iteration_time_s"));
+  g_assert_cmpfloat(num(obj(y, "bytes_per_iteration"), "ep"), ==, num(obj(x, "bytes_per_iteration"), "ep"));
+  double w16 = num(obj(x, "memory_per_gpu_GiB"), "weights"), w8 = num(obj(y, "memory_per_gpu_GiB"), "weights");
+  g_assert_cmpfloat(w8, >, w16);
+  g_assert_cmpfloat(w8, <, 2 * w16);
+  cJSON_Delete(x);
+  cJSON_Delete(y);
+  g_free(a);
+  g_free(b);
+}
+
 static void test_errors(void) {
   static const CliBadCase cases[] = {
       {NULL, MIXTRAL " --ep 3", "does not divide the 8 experts"},
@@ -180,5 +203,6 @@ int main(int argc, char **argv) {
   g_test_add_func("/moe-cli/plan", test_plan);
   g_test_add_func("/moe-cli/ideal-bubble", test_ideal_bubble);
   g_test_add_func("/moe-cli/errors", test_errors);
+  g_test_add_func("/moe-cli/fp8", test_fp8);
   return g_test_run();
 }
