@@ -20,13 +20,17 @@ gboolean sim_moe_build(const SimPlanRequest *r, SimPlan *plan, GError **error) {
   plan->moe_imbalance = 1;
   plan->moe_capacity = 0;
   plan->moe_allgather = FALSE;
+  plan->moe_a2a_overlap = FALSE;
   if (!model_is_moe(m)) {
-    if (r->ep || r->expert_tp || r->moe_imbalance || r->moe_capacity || r->moe_dispatcher_given)
+    if (r->ep || r->expert_tp || r->moe_imbalance || r->moe_capacity || r->moe_dispatcher_given || r->moe_a2a_overlap)
       FAIL("--%s is about mixture-of-experts layers, but the model is dense; give --num-experts or an MoE --model "
            "(see ptdsim models)",
-           r->ep ? "ep" : r->expert_tp ? "expert-tp" : r->moe_imbalance ? "moe-imbalance"
-                                                  : r->moe_capacity ? "moe-expert-capacity-factor"
-                                                                    : "moe-token-dispatcher");
+           r->ep                  ? "ep"
+           : r->expert_tp         ? "expert-tp"
+           : r->moe_imbalance     ? "moe-imbalance"
+           : r->moe_capacity      ? "moe-expert-capacity-factor"
+           : r->moe_dispatcher_given ? "moe-token-dispatcher"
+                                  : "overlap-moe-expert-parallel-comm");
     return TRUE;
   }
   if (m->topk < 1 || m->topk > m->experts)
@@ -74,6 +78,21 @@ gboolean sim_moe_build(const SimPlanRequest *r, SimPlan *plan, GError **error) {
   plan->moe_imbalance = r->moe_imbalance ? r->moe_imbalance : 1;
   plan->moe_capacity = r->moe_capacity;
   plan->moe_allgather = r->moe_dispatcher_given && r->moe_dispatcher == SIM_DISPATCH_ALLGATHER;
+  if (r->moe_a2a_overlap) {
+    /* Megatron-Core's rules for it (transformer_config.py) */
+    if (ep < 2)
+      FAIL("--overlap-moe-expert-parallel-comm overlaps the expert-parallel all-to-all, and --ep is 1; give --ep > 1");
+    if (plan->moe_allgather)
+      FAIL("--overlap-moe-expert-parallel-comm runs with the alltoall dispatcher; drop --moe-token-dispatcher "
+           "allgather");
+    if (plan->recompute)
+      FAIL("--overlap-moe-expert-parallel-comm cannot run with full recomputation (Megatron-Core refuses it); use "
+           "--recompute selective or none");
+    if (plan->pp > 1 ? plan->schedule != SIM_SCHEDULE_INTERLEAVED : plan->schedule != SIM_SCHEDULE_1F1B)
+      FAIL("--overlap-moe-expert-parallel-comm pairs the 1F1B steady state's passes: with --pp > 1 it needs "
+           "--schedule interleaved (virtual stages, as Megatron-Core requires), with --pp 1 the default 1f1b");
+    plan->moe_a2a_overlap = TRUE;
+  }
   return TRUE;
 }
 

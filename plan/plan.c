@@ -401,9 +401,13 @@ ModelLayerOptions sim_plan_layer_options(const SimPlan *pl, const ModelProfile *
 double sim_plan_contention(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster, guint tp,
                            guint group, gboolean tp_overlap) {
   const TopoNet *net = &cluster->net;
-  if (pl->no_contention || net->collective_channels == 0 || (group <= 1 && !tp_overlap))
+  if (pl->no_contention || net->collective_channels == 0 || (group <= 1 && !tp_overlap && !pl->moe_a2a_overlap))
     return 1;
   double rate = tp_overlap ? net->nvlink_busbw : 0;
+  if (pl->moe_a2a_overlap) /* the all-to-all over the expert-parallel ranks, folded tp-fastest */
+    rate = MAX(rate, (guint64)pl->etp * pl->ep <= cluster->gpus_per_node
+                         ? net->nvlink_busbw
+                         : net->nic_bw * net->nics_per_node / net->gpus_per_node);
   if (group > 1)
     rate = MAX(rate, (guint64)tp * group <= cluster->gpus_per_node
                          ? net->nvlink_busbw

@@ -175,6 +175,10 @@ typedef struct {
   double moe_imbalance;  /* >= 1 */
   double moe_capacity;   /* 0: dropless */
   gboolean moe_allgather; /* --moe-token-dispatcher allgather */
+  /* --overlap-moe-expert-parallel-comm: the steady state's forwards each
+   * paired with the backward after it (SimItem.paired), as Megatron-Core's
+   * combined 1F1B runs them */
+  gboolean moe_a2a_overlap;
   const SimScheduleFile *schedule_file; /* SIM_SCHEDULE_FILE: the user's (alive for the process) */
   /* --stage-times F,B,W,COMM: each stage's forward, input-gradient and
    * weight-gradient time per microbatch and a pipeline hop's, in seconds,
@@ -265,6 +269,7 @@ typedef struct {
   double moe_capacity;            /* --moe-expert-capacity-factor; 0: dropless */
   SimDispatcher moe_dispatcher;   /* not given: alltoall */
   gboolean moe_dispatcher_given;
+  gboolean moe_a2a_overlap;       /* --overlap-moe-expert-parallel-comm */
   const char *schedule_file;      /* --schedule-file CSV; NULL: none */
   gboolean stage_times;           /* --stage-times F,B,W,COMM; FALSE: the cost model */
   double stage_times_ms[4];       /* its F, B, W and COMM in ms (sim_stage_times_parse) */
@@ -358,7 +363,8 @@ ModelLayerOptions sim_plan_layer_options(const SimPlan *plan, const ModelProfile
  * takes beside a collective whose kernels hold SMs of its GPU (the
  * cluster's nccl.collective_channels): a data-parallel group of `group`
  * members (1: none runs beside the compute) and, with `tp_overlap`,
- * tensor-parallel communication pipelined with its GEMMs.  The
+ * tensor-parallel communication pipelined with its GEMMs; with
+ * --overlap-moe-expert-parallel-comm the expert-parallel all-to-all.  The
  * collective's bytes pass through HBM at its bus rate, read as sent and
  * written as received: NVLink inside a node, the GPU's share of its node's
  * NICs across nodes (models/layer.h model_layer_contention).  1 where

@@ -18,6 +18,34 @@ static void plan_order(const SimPlan *plan, guint m, guint stage, GArray *out) {
   sim_schedule_order(plan->schedule, plan->pp, m, plan->chunks, stage, out);
 }
 
+/* Megatron-Core's EP all-to-all overlap (--overlap-moe-expert-parallel-
+ * comm; pipeline_parallel/combined_1f1b.py): in the 1F1B steady state a
+ * forward runs together with the backward after it, each one's token
+ * dispatch and combine behind the other's compute.  A forward is paired
+ * only with the backward of another microbatch (its own needs it done:
+ * the interleaved schedule's warm-up puts other microbatches' backwards
+ * there, which is why Megatron-Core asks for virtual stages with p > 1).
+ * Without a pipeline the forward of microbatch i + 1 goes before the
+ * backward of i and runs with it. */
+static void pair_steady(GArray *order, gboolean one_stage) {
+  if (one_stage)
+    for (guint j = 1; j + 1 < order->len; j += 2) { /* F0 B0 F1 B1 ... -> F0 F1 B0 F2 B1 ... */
+      SimItem *a = &g_array_index(order, SimItem, j), *b = &g_array_index(order, SimItem, j + 1);
+      if (a->forward || !b->forward)
+        break;
+      SimItem t = *a;
+      *a = *b;
+      *b = t;
+    }
+  for (guint j = 0; j + 1 < order->len; j++) {
+    SimItem *f = &g_array_index(order, SimItem, j), *b = &g_array_index(order, SimItem, j + 1);
+    if (f->forward && !b->forward && b->grad != SIM_GRAD_WEIGHT && b->microbatch != f->microbatch) {
+      f->paired = 1;
+      j++;
+    }
+  }
+}
+
 void sim_plan_orders_timed(const SimPlan *plan, guint m, const double *tf, const double *tb, const double *tw,
                            double tc, double mem_f, double mem_w, GArray **orders) {
   guint p = plan->pp;
@@ -25,8 +53,11 @@ void sim_plan_orders_timed(const SimPlan *plan, guint m, const double *tf, const
     sim_schedule_zb_auto(p, m, tf, tb, tw, tc, mem_f, mem_w, sim_plan_zb_limit(plan), orders);
     return;
   }
-  for (guint s = 0; s < p; s++)
+  for (guint s = 0; s < p; s++) {
     plan_order(plan, m, s, orders[s]);
+    if (plan->moe_a2a_overlap)
+      pair_steady(orders[s], p == 1);
+  }
 }
 
 guint sim_plan_route_len(const SimPlan *plan) {

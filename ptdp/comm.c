@@ -135,9 +135,12 @@ static void emit_transfers_of(PtdpBuild *b, guint s, guint k, guint idx) {
     sim_engine_add_dep(b->e, b->items[((k * b->p + s) * b->n_items + idx) * b->ts + i].last, xfer[i]);
     /* Megatron's point-to-point calls are blocking (batch_isend_irecv, then
      * wait): the sender goes on only once its send is done.  (The receiver's
-     * side of the rendezvous is its receive-stream order.) */
-    if (b->blocking && idx + 1 < b->len[s])
-      sim_engine_add_dep(b->e, xfer[i], b->items[((k * b->p + s) * b->n_items + idx + 1) * b->ts + i].first);
+     * side of the rendezvous is its receive-stream order.)  A forward run
+     * with the backward after it (combined 1F1B) waits at the pair's end:
+     * the item after the pair goes on once both sends are done. */
+    guint next = idx + (it.forward && it.paired ? 2 : 1);
+    if (b->blocking && next < b->len[s])
+      sim_engine_add_dep(b->e, xfer[i], b->items[((k * b->p + s) * b->n_items + next) * b->ts + i].first);
   }
   sim_ptdp_account(b, SIM_CAT_PP, per_rank * pl->tp * pl->dp / b->ds * b->cp);
   const PtdpItemOps *dst = &b->items[((k * b->p + ds_) * b->n_items + didx) * b->ts];

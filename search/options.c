@@ -262,6 +262,12 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                                         NULL},
     [SEARCH_OPT_MOE_TOKEN_DISPATCHER] = {"moe-token-dispatcher", SEARCH_OPT_TEXT, "KIND",
                                          "alltoall (default) or allgather: how tokens reach their experts", dispatchers},
+    [SEARCH_OPT_OVERLAP_MOE_EP_COMM] = {"overlap-moe-expert-parallel-comm", SEARCH_OPT_FLAG, NULL,
+                                        "Megatron-Core's EP all-to-all overlap: in the 1F1B steady state a forward "
+                                        "and the backward after it run together, each one's token dispatch and "
+                                        "combine behind the other's compute (needs --ep > 1; with --pp > 1 the "
+                                        "interleaved schedule)",
+                                        NULL},
     [SEARCH_OPT_SLOW] = {"slow", SEARCH_OPT_TEXT, "WHO=F,...",
                          "Stragglers: GPUs running at F of their speed (0 < F <= 1): RANK=F (a global GPU index), "
                          "node:N=F (every GPU of node N) or stage:S=F (every GPU of pipeline stage S); "
@@ -750,6 +756,7 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   if (!c->given[SEARCH_OPT_MOE_CAPACITY_FACTOR])
     r->moe_capacity = 0;
   WORD_OPT(c, SEARCH_OPT_MOE_TOKEN_DISPATCHER, moe_dispatcher, error);
+  r->moe_a2a_overlap = c->given[SEARCH_OPT_OVERLAP_MOE_EP_COMM];
   if (c->given[SEARCH_OPT_SWIGLU])
     r->model.mlp = MODEL_MLP_SWIGLU;
   if (c->given[SEARCH_OPT_UNTIE])

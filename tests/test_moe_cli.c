@@ -2,7 +2,10 @@
  * all-to-all's nccl-tests table, an MoE run's token communication counted
  * exactly, the folding's refusals as one line each. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+
+#include <glib/gstdio.h>
 
 #include "cli_harness.h"
 
@@ -174,6 +177,56 @@ static void test_fp8(void) {
   g_free(b);
 }
 
+/* Why: --overlap-moe-expert-parallel-comm runs the 1F1B steady state's
+ * forwards each with the backward after it (Megatron-Core's combined
+ * 1F1B): with the all-to-all exposed the iteration is shorter, the
+ * shortcuts still give the same answer, the dumped schedule holds the
+ * pairs, each of two microbatches; without a pipeline the next forward
+ * goes ahead of a backward, so one more microbatch's activations are held. */
+static void test_a2a_overlap(void) {
+  const char *pipe = "run --model qwen3-30b-a3b --cluster dgx-h100-superpod --gpus 64 --pp 4 --ep 16 --schedule "
+                     "interleaved --chunks 4 --global-batch 256 --distributed-optimizer --recompute none --format json";
+  char *a = g_strdup_printf("%s --overlap-moe-expert-parallel-comm", pipe), *b = g_strconcat(a, " --exact", NULL);
+  cJSON *off = run_json(pipe), *on = run_json(a), *exact = run_json(b);
+  g_assert_cmpfloat(num(on, "iteration_time_s"), <, num(off, "iteration_time_s"));
+  g_assert_cmpfloat(num(on, "iteration_time_s"), ==, num(exact, "iteration_time_s"));
+  g_assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(obj(on, "config"), "overlap_moe_expert_parallel_comm")));
+  g_assert_null(cJSON_GetObjectItemCaseSensitive(obj(off, "config"), "overlap_moe_expert_parallel_comm"));
+  char *dir = g_dir_make_tmp("ptdsim-a2a-XXXXXX", NULL), *csv = g_build_filename(dir, "s.csv", NULL);
+  char *dump = g_strdup_printf("%s --dump-schedule %s", a, csv);
+  run_line_ok(dump);
+  char *text = slurp(csv, NULL);
+  guint pairs = 0;
+  for (const char *at = strstr(text, "("); at; at = strstr(at + 1, "(")) {
+    guint vf, mf, vb, mb;
+    g_assert_cmpint(sscanf(at, "(%uF%u;%uB%u)OVERLAP_F_B", &vf, &mf, &vb, &mb), ==, 4);
+    g_assert_cmpuint(mf, !=, mb);
+    pairs++;
+  }
+  g_assert_cmpuint(pairs, >, 0);
+  const char *one = "run --model qwen3-30b-a3b --cluster dgx-h100-superpod --gpus 16 --ep 16 --layers 4 "
+                    "--global-batch 64 --recompute none --allow-oom --format json";
+  char *c = g_strdup_printf("%s --overlap-moe-expert-parallel-comm", one);
+  cJSON *x = run_json(one), *y = run_json(c);
+  g_assert_cmpfloat(num(y, "iteration_time_s"), <, num(x, "iteration_time_s"));
+  g_assert_cmpfloat(num(obj(y, "memory_per_gpu_GiB"), "activations"), >,
+                    num(obj(x, "memory_per_gpu_GiB"), "activations"));
+  cJSON_Delete(off);
+  cJSON_Delete(on);
+  cJSON_Delete(exact);
+  cJSON_Delete(x);
+  cJSON_Delete(y);
+  g_remove(csv);
+  g_rmdir(dir);
+  g_free(text);
+  g_free(dump);
+  g_free(csv);
+  g_free(dir);
+  g_free(a);
+  g_free(b);
+  g_free(c);
+}
+
 static void test_errors(void) {
   static const CliBadCase cases[] = {
       {NULL, MIXTRAL " --ep 3", "does not divide the 8 experts"},
@@ -188,6 +241,14 @@ static void test_errors(void) {
       {NULL, "run --model mixtral-8x7b --gpus 8 --global-batch 8 --zero 1", "ZeRO"},
       {NULL, "run --model mixtral-8x7b --gpus 8 --pp 2 --global-batch 8 --schedule terapipe", "TeraPipe"},
       {NULL, "run --model llama2-7b --gpus 8 --global-batch 8 --ep 2", "dense"},
+      {NULL, "run --model llama2-7b --gpus 8 --global-batch 8 --overlap-moe-expert-parallel-comm", "dense"},
+      {NULL, MIXTRAL " --overlap-moe-expert-parallel-comm --schedule interleaved --chunks 2", "--ep > 1"},
+      {NULL, MIXTRAL " --ep 8 --overlap-moe-expert-parallel-comm --schedule interleaved --chunks 2 --recompute full",
+       "full recomputation"},
+      {NULL, MIXTRAL " --ep 8 --overlap-moe-expert-parallel-comm --schedule interleaved --chunks 2 "
+                     "--moe-token-dispatcher allgather",
+       "alltoall"},
+      {NULL, MIXTRAL " --ep 8 --overlap-moe-expert-parallel-comm --recompute none", "--schedule interleaved"},
   };
   cli_test_bad_each(cases, G_N_ELEMENTS(cases));
 }
@@ -204,5 +265,6 @@ int main(int argc, char **argv) {
   g_test_add_func("/moe-cli/ideal-bubble", test_ideal_bubble);
   g_test_add_func("/moe-cli/errors", test_errors);
   g_test_add_func("/moe-cli/fp8", test_fp8);
+  g_test_add_func("/moe-cli/a2a-overlap", test_a2a_overlap);
   return g_test_run();
 }

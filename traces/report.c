@@ -146,6 +146,8 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
     cJSON_AddStringToObject(cfg, "moe_token_dispatcher", pl->moe_allgather ? "allgather" : "alltoall");
     cJSON_AddNumberToObject(cfg, "moe_imbalance", pl->moe_imbalance);
     cJSON_AddNumberToObject(cfg, "moe_capacity_factor", pl->moe_capacity); /* 0: dropless */
+    if (pl->moe_a2a_overlap) /* (only where given: older outputs keep their bytes) */
+      cJSON_AddBoolToObject(cfg, "overlap_moe_expert_parallel_comm", TRUE);
   }
   if (pl->stage_times) { /* --stage-times: the times in place of the cost model's, ms */
     cJSON *st = cJSON_AddArrayToObject(cfg, "stage_times_ms");
@@ -542,12 +544,16 @@ void trace_report_text(GString *out, const cJSON *run) {
     if (cf > 0)
       g_snprintf(drop, sizeof drop, "capacity factor %.2f", cf);
     g_string_append_printf(out, "experts    %u routed experts of width %u, top %u, in %u of %u layers%s; per stage "
-                                "expert-tp %u x ep %u x expert-dp %u;\n           %s dispatcher, imbalance %.2f, %s\n",
+                                "expert-tp %u x ep %u x expert-dp %u;\n           %s dispatcher%s, imbalance %.2f, %s\n",
                            count(cfg, "experts"), count(cfg, "moe_ffn_hidden"), count(cfg, "moe_topk"),
                            count(cfg, "moe_layers"), count(cfg, "layers"),
                            num(cfg, "moe_shared_ffn_hidden") > 0 ? " (and shared experts)" : "",
                            count(cfg, "expert_tp"), count(cfg, "ep"), count(cfg, "expert_dp"),
-                           str(cfg, "moe_token_dispatcher"), num(cfg, "moe_imbalance"), drop);
+                           str(cfg, "moe_token_dispatcher"),
+                           flag(cfg, "overlap_moe_expert_parallel_comm")
+                               ? " (each all-to-all behind another microbatch's compute, combined 1F1B)"
+                               : "",
+                           num(cfg, "moe_imbalance"), drop);
   }
   if (cp > 1)
     g_string_append_printf(out, "           context parallel: each GPU holds %u of every sequence's %u tokens, "
