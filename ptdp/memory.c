@@ -110,6 +110,12 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
                             .fp8 = lo.fp8,
                             .fp8_weight_params = (guint64)layers * model_layer_local_params(&pl->model, pl->tp)};
   sim_ptdp_policy_request(pl, layers, &req);
+  if (req.eager && p > 1) {
+    /* the rank's stages (its chunks), the last of them maybe the model's */
+    guint stages = (guint)(sim_plan_route_len(pl) / p);
+    req.pipeline_mbs = pl->microbatches;
+    req.pipeline_outputs = pl->microbatches * (stages - (last ? 1 : 0));
+  }
   guint64 experts = 0;
   guint moe = 0;
   if (model_is_moe(&pl->model))
@@ -142,7 +148,9 @@ void sim_fsdp_state_memory(const SimPlan *pl, guint s, ModelMemory *out) {
    * prefetched, with the root's; without reshard_after_forward all of the
    * stage's from forward to backward); the bf16 unsharded gradients (a
    * block's, or the whole stage's while they accumulate over microbatches
-   * reduced after the last) and a block's fp32 copy for the reduction. */
+   * reduced after the last: with an fp32 reduce_dtype FSDPParam's
+   * to_accumulated_grad_if_needed upcasts them, so they accumulate in fp32)
+   * and a block's fp32 copy for the reduction. */
   guint layers = sim_plan_stage_layers(pl, s);
   double shard = (double)pl->dp * sim_plan_cp(pl) / pl->hsdp_replicas;
   double Ps = (double)model_stage_params(&pl->model, pl->tp, pl->pp, s, layers);
@@ -151,7 +159,11 @@ void sim_fsdp_state_memory(const SimPlan *pl, guint s, ModelMemory *out) {
   out->optimizer = 8.0 * Ps / shard;
   out->weights = 4.0 * Ps / shard + 2.0 * (pl->reshard_after_forward ? root + MIN(2.0, (double)layers) * Lp : Ps);
   gboolean accumulate = pl->pp > 1 && pl->microbatches > 1; /* unsharded until the last microbatch */
-  out->gradients = 4.0 * Ps / shard + 2.0 * (accumulate ? Ps : Lp) + (pl->fsdp_reduce_fp32 ? 4.0 * Lp : 0);
+  /* (counted so under --framework eager alone, which models the torch
+   * code; the default framework's figures keep bf16) */
+  gboolean upcast = pl->fsdp_reduce_fp32 && pl->framework == MODEL_FRAMEWORK_EAGER;
+  double acc = accumulate ? (upcast ? 4.0 : 2.0) * Ps : 2.0 * Lp;
+  out->gradients = 4.0 * Ps / shard + acc + (pl->fsdp_reduce_fp32 ? 4.0 * Lp : 0);
   out->total = out->weights + out->gradients + out->optimizer + out->activations + out->allocator;
 }
 

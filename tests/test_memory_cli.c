@@ -2,6 +2,7 @@
  * through the real binary: each policy's memory and time in the order its
  * saved set and its recomputed ops give, the reserve from its mechanisms
  * only where asked for, and the options' refusals. */
+#include <math.h>
 #include <string.h>
 
 #include "cli_harness.h"
@@ -51,6 +52,36 @@ static void test_eager_order(void) {
   g_assert_cmpfloat(l4.time, <, l2.time);
   g_assert_cmpfloat(l2.time, <, l1.time);
   g_assert_cmpfloat(l1.time, ==, full.time);
+}
+
+/* FSDP2 with a pipeline: the unsharded gradients accumulate over the
+ * microbatches, upcast to fp32 where the reduction is fp32.  Without a
+ * pipeline the two reduce dtypes differ by a block's fp32 copy (4 Lp);
+ * with one, by that and 2 bytes more per stage parameter, whose bf16 copy
+ * gathered whole (2 Ps) plus its fp32 shard over 4 ranks (Ps) is bf16's
+ * gradient figure, 3 Ps. */
+static double grads(const char *extra, double *weights, int *stage) {
+  char *args = g_strdup_printf("%s --recompute full %s", EAGER, extra);
+  cJSON *j = run_json(args);
+  const cJSON *m = obj(j, "memory_per_gpu_GiB");
+  double g = num(m, "gradients");
+  if (weights)
+    *weights = num(m, "weights");
+  *stage = (int)num(m, "stage");
+  cJSON_Delete(j);
+  g_free(args);
+  return g;
+}
+
+static void test_fsdp_accumulation(void) {
+  int s1, s2, s3, s4;
+  double d1 = grads("--fsdp-reduce-dtype fp32", NULL, &s1) - grads("--fsdp-reduce-dtype bf16", NULL, &s2);
+  double g16 = grads("--pp 2 --fsdp-reduce-dtype bf16", NULL, &s4);
+  double d2 = grads("--pp 2 --fsdp-reduce-dtype fp32", NULL, &s3) - g16;
+  g_assert_cmpint(s1, ==, s2);
+  g_assert_cmpint(s3, ==, s4);
+  g_assert_cmpfloat(d1, >, 0);
+  g_assert_cmpfloat(fabs(d2 - d1 - 2.0 / 3.0 * g16), <, 1e-9 * g16);
 }
 
 /* Megatron-Core's modules: each module recomputed keeps less and costs
@@ -145,6 +176,7 @@ int main(int argc, char **argv) {
     return 1;
   g_test_add_func("/memory/eager-order", test_eager_order);
   g_test_add_func("/memory/megatron-modules", test_megatron_modules);
+  g_test_add_func("/memory/fsdp-accumulation", test_fsdp_accumulation);
   g_test_add_func("/memory/reserve", test_reserve);
   g_test_add_func("/memory/plan", test_plan);
   for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {

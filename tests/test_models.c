@@ -1686,6 +1686,43 @@ static void test_saved_sets(void) {
   g_assert_cmpfloat(model_allocator_block_bytes(10 * 1048576 + 1), ==, 12 * 1048576);
 }
 
+/* The caching allocator's pool with expandable segments, and the loss's
+ * reserved memory as eager PyTorch runs it (in units of 2 MiB, exact). */
+static void test_allocator_pool(void) {
+  const double M = 2 * 1048576.0, u = 16 * M; /* u: 32 MiB, 2 MiB multiples */
+  /* a hole too small for the next tensor: the segment grows at its end */
+  double grow[] = {u, 2 * u, u, -2.0, 3 * u};
+  g_assert_cmpfloat(model_allocator_reserved_bytes(grow, 5), ==, 7 * u);
+  /* the best fit: the smaller of two holes that hold it, split at its start */
+  double fit[] = {2 * u, u, 3 * u, u, -1.0, -3.0, 2 * u, u, 3 * u};
+  g_assert_cmpfloat(model_allocator_reserved_bytes(fit, 9), ==, 7 * u + 3 * u);
+  /* a freed neighbour merges; a free block at the end grows in place */
+  double merge[] = {u, u, -1.0, -2.0, 3 * u};
+  g_assert_cmpfloat(model_allocator_reserved_bytes(merge, 5), ==, 3 * u);
+  double tail[] = {u, u, -2.0, 2 * u};
+  g_assert_cmpfloat(model_allocator_reserved_bytes(tail, 4), ==, 3 * u);
+  /* rounding: 10 MiB and over to 2 MiB multiples */
+  double odd[] = {10 * 1048576.0 + 1};
+  g_assert_cmpfloat(model_allocator_reserved_bytes(odd, 1), ==, 12 * 1048576.0);
+  /* the loss, e elements of logits (2 MiB multiples of bytes): plain,
+   * without a pipeline: bf16 A (2e), fp32 copy B (4e), log_softmax C (4e);
+   * B and then A freed leave 6e, nll's gradient takes 4e of it, and
+   * log_softmax's gradient (4e) finds only 2e: the segment grows to
+   * A + B + C + 4e = 14e where at most 12e are allocated at once */
+  const double e = 4 * M;
+  g_assert_cmpfloat(model_eager_loss_reserved_bytes(e, FALSE, 1), ==, 14 * e);
+  /* loss_parallel: A, B, x - max (4e), exp (4e) then the result in exp's
+   * place (A B S R, 14e); B and S freed with A leave 10e before R; the
+   * backward's zeros (4e) and exp (4e) fill 8e of it, their sum (4e) grows
+   * the segment past R: 14e + 4e */
+  g_assert_cmpfloat(model_eager_loss_reserved_bytes(e, TRUE, 1), ==, 18 * e);
+  /* a pipeline's last stage keeps each microbatch's logits (A): one
+   * microbatch, the hole is B alone (4e) for nll's gradient, log_softmax's
+   * grows the segment: A B C D' = 14e; the second microbatch's logits and
+   * loss reuse the freed blocks around them */
+  g_assert_cmpfloat(model_eager_loss_reserved_bytes(e, FALSE, 2), ==, 16 * e);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/models/transformer/lookup", test_model_lookup);
@@ -1714,6 +1751,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/models/comm/p2p-channels", test_p2p_channels);
   g_test_add_func("/models/memory/model-state-and-activations", test_memory);
   g_test_add_func("/models/memory/saved-sets", test_saved_sets);
+  g_test_add_func("/models/memory/allocator-pool", test_allocator_pool);
   g_test_add_func("/models/layer/flash-attention", test_flash_attention);
   g_test_add_func("/models/layer/fp8", test_fp8);
   g_test_add_func("/models/flash-waves", test_flash_waves);
