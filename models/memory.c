@@ -117,6 +117,7 @@ double model_eager_loss_reserved_bytes(double elems, gboolean parallel, guint mb
   double A = 2 * elems, F = 4 * elems;
   GArray *seq = g_array_new(FALSE, FALSE, sizeof(double));
   double peak = 0;
+  gboolean keep = mbs > 0;
   mbs = MAX(mbs, 1u);
 #define ALLOC(x) (g_array_append_val(seq, (x)), seq->len - 1)
 #define FREE(i) G_STMT_START { double f_ = -(double)(i) - 1; g_array_append_val(seq, f_); } G_STMT_END
@@ -130,7 +131,7 @@ double model_eager_loss_reserved_bytes(double elems, gboolean parallel, guint mb
     } else
       out = ALLOC(F);
     FREE(x);
-    if (mbs == 1) /* train.py: del pred before loss.backward() */
+    if (!keep) /* train.py: del pred before loss.backward() */
       FREE(a);
     guint g0 = ALLOC(F), grad;
     if (parallel) {
@@ -195,8 +196,8 @@ guint model_layer_saved_tensors(const ModelShape *m, const ModelMemoryRequest *r
       KEEP(2 * rep * T);                         /* its input */
       KEEP((m->norm == MODEL_NORM_LAYERNORM ? 8 : 4) * tok); /* rstd (and the mean) */
     }
-    if (!drop_norm)
-      KEEP(lin * rep * T);                       /* its output, the GEMMs' input */
+    if (!drop_norm)                              /* its output, the GEMMs' input (eager: gathered) */
+      KEEP(lin * (r->eager && t > 1 ? h : rep) * T);
     if (j == 0) {
       KEEP(2 * (qw + 2 * kvw) * T / t);          /* query, key and value */
       KEEP(2 * qw * T / t);                      /* the attention's output, the projection's input */
@@ -301,16 +302,25 @@ void model_memory(const ModelShape *m, const ModelMemoryRequest *r, ModelMemory 
       /* the loss as the caching allocator holds it
        * (model_eager_loss_reserved_bytes), its blocks free again before the
        * last layer's recomputation, whose working set is the other candidate
-       * for the peak; a pipeline's last stage keeps every microbatch's bf16
-       * logits to the step's end (torch.distributed.pipelining's
-       * output_chunks, December 2024) */
-      guint mbs = MAX(r->pipeline_mbs, 1u);
-      double kept = mbs > 1 ? 2.0 * sb * V * mbs : 0;
-      act += r->last_stage ? MAX(model_eager_loss_reserved_bytes(sb * V, r->t > 1, mbs), kept + working) : working;
-      /* the rank's other stages: each microbatch's output, kept to the
-       * step's end as well, and its gradient's receive buffer, which a
-       * stage allocates once per microbatch (_prepare_backward_infra) */
-      act += 2.0 * 2.0 * sb * (r->sequence_parallel ? m->hidden / r->t : m->hidden) * r->pipeline_outputs;
+       * for the peak; a pipeline's last stage keeps the logits it has made */
+      double kept = 2.0 * sb * V * r->pipeline_logits;
+      act += r->last_stage ? MAX(model_eager_loss_reserved_bytes(sb * V, r->t > 1, r->pipeline_logits), kept + working)
+                           : working;
+      /* the rank's other stages' outputs and gradient buffers, s/t of the
+       * tokens under sequence parallelism (torchtitan's layers end in
+       * RowwiseParallel to Shard(1)) */
+      double rep = r->sequence_parallel ? m->hidden / (double)r->t : m->hidden;
+      act += 2.0 * sb * rep * r->pipeline_outputs;
+      if (r->last_stage) {
+        /* the head's saved tensors beside the loss: the final RMSNorm's
+         * (its fp32 upcast, rstd, the normalized bf16; the shard of the
+         * sequence under sequence parallelism) and the output layer's
+         * input, gathered whole with tensor parallelism (torchtitan's plan:
+         * ColwiseParallel from Shard(1)) */
+        double tok = r->sequence_parallel ? sb / r->t : sb;
+        act += (m->norm == MODEL_NORM_RMSNORM ? 6.0 * rep * sb + 4.0 * tok : 2.0 * rep * sb + 8.0 * tok) +
+               2.0 * m->hidden * sb;
+      }
     } else {
       act += working + (r->last_stage ? 6.0 * sb * V : 0);
       if (r->first_stage && m->norm == MODEL_NORM_LAYERNORM) /* the embedding's dropout mask */

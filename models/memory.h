@@ -68,11 +68,14 @@ typedef struct {
   gboolean eager;
   ModelRecompute ac;
   guint every, stage_layers, modules;
-  /* eager with a pipeline (torch.distributed.pipelining): the step's
-   * microbatches, each stage's outputs of every one kept to the step's end;
-   * 0 or 1: no pipeline, the logits freed before the backward */
-  guint pipeline_mbs;
-  guint pipeline_outputs; /* outputs of stages before the last this rank keeps: microbatches x such stages */
+  /* eager with a pipeline (torch.distributed.pipelining, December 2024,
+   * before pytorch#153383): the last stage's microbatches whose bf16 logits
+   * it keeps at its peak (output_chunks, to the step's end), the current
+   * one's included, 0 without a pipeline (torchtitan frees the logits before
+   * the backward); and the stage outputs of the rank's other stages held
+   * then (kept likewise) with their gradients' receive buffers (one a
+   * microbatch, allocated once, _prepare_backward_infra) */
+  guint pipeline_logits, pipeline_outputs;
 } ModelMemoryRequest;
 
 /* Whether a request is counted from the frameworks' op lists of saved
@@ -114,7 +117,11 @@ gboolean model_memory_op_list(const ModelShape *m, const ModelMemoryRequest *req
  * and left out); SDPA keeps the rotated query and key, the value, its
  * output and the log-sum-exp; SwiGLU keeps w1's output (silu's input),
  * silu's output and w3's output (the mul's two inputs) and their product
- * (w2's input); the layer input is kept by nothing.
+ * (w2's input); the layer input is kept by nothing.  With tensor
+ * parallelism the GEMMs' input is each norm's output gathered whole
+ * (torchtitan's plan: PrepareModuleInput to Replicate before the attention
+ * and the feed-forward, DTensor's all-gather kept by the column-parallel
+ * mm's backward), h wide under sequence parallelism too.
  *
  * torchtitan's selective op checkpointing (torchtitan/models/llama3/infra/
  * parallelize.py, _save_list and _custom_policy; torch.utils.checkpoint's
@@ -146,7 +153,8 @@ double model_allocator_block_bytes(double bytes);
 double model_allocator_reserved_bytes(const double *ev, guint n);
 
 /* The reserved memory of the loss as PyTorch eager runs it on the last
- * stage, over `mbs` microbatches (1 without a pipeline), for logits of
+ * stage, over `mbs` microbatches whose logits a pipeline keeps (0: no
+ * pipeline, one microbatch, its logits freed first), for logits of
  * `elems` elements (tokens x V/t) a microbatch; `parallel`: DTensor's
  * loss_parallel over vocabulary shards (t > 1).  The allocator's sequence
  * (model_allocator_reserved_bytes): the bf16 logits, their fp32 copy

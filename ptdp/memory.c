@@ -48,6 +48,45 @@ void sim_ptdp_policy_request(const SimPlan *pl, guint stage_layers, ModelMemoryR
   req->stage_layers = stage_layers;
 }
 
+/* Eager with a pipeline (torch.distributed.pipelining, December 2024):
+ * each virtual stage keeps its output of every microbatch to the step's end
+ * (output_chunks; the last one its logits), so the stage's peak is walked
+ * again with them, a microbatch's layers (`layer` bytes a layer) held from
+ * its F to its backward (`keep` of them to W where it is split, as
+ * stage_memory walks them), its output from its F on: the moment the most is
+ * held gives the layers in flight, the logits kept (the current one's
+ * included) and the outputs; each virtual stage before the model's last
+ * holds a gradient receive buffer per microbatch throughout. */
+static void eager_pipeline_peak(const SimPlan *pl, GArray *order, guint s, gboolean last, double layer, double keep,
+                                ModelMemoryRequest *req) {
+  ModelShape loc = ptdp_rank_shape(pl);
+  double sb = (double)loc.seq_len * pl->micro_batch;
+  double out = 2.0 * sb * (pl->sequence_parallel ? loc.hidden / (double)pl->tp : loc.hidden);
+  double logits = 2.0 * sb * (double)(loc.vocab / pl->tp);
+  guint route = sim_plan_route_len(pl), stages = route / pl->pp;
+  double held = 0, best = -1;
+  guint lg = 0, outs = 0;
+  for (guint j = 0; j < order->len; j++) {
+    SimItem it = g_array_index(order, SimItem, j);
+    double d = it.forward ? 1 : it.grad == SIM_GRAD_INPUT ? -(1 - keep) : it.grad == SIM_GRAD_WEIGHT ? -keep : -1;
+    held += d * sim_plan_chunk_layers(pl, s, it.chunk);
+    if (it.forward && sim_plan_vstage(pl, s, it.chunk, it.microbatch) == route - 1)
+      lg++;
+    else if (it.forward)
+      outs++;
+    double v = held * layer + lg * logits + outs * out;
+    if (v > best) {
+      best = v;
+      req->inflight_layer_mbs = held;
+      req->pipeline_logits = lg;
+      req->pipeline_outputs = outs;
+    }
+  }
+  if (last)
+    req->pipeline_logits = MAX(req->pipeline_logits, 1u);
+  req->pipeline_outputs += pl->microbatches * (stages - (last ? 1 : 0));
+}
+
 /* Memory of stage s: the peak number of (layer x microbatch) activations the
  * schedule holds, walked from its order. */
 /* The stage's items run one after another on its compute stream, so its
@@ -110,12 +149,8 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
                             .fp8 = lo.fp8,
                             .fp8_weight_params = (guint64)layers * model_layer_local_params(&pl->model, pl->tp)};
   sim_ptdp_policy_request(pl, layers, &req);
-  if (req.eager && p > 1) {
-    /* the rank's stages (its chunks), the last of them maybe the model's */
-    guint stages = (guint)(sim_plan_route_len(pl) / p);
-    req.pipeline_mbs = pl->microbatches;
-    req.pipeline_outputs = pl->microbatches * (stages - (last ? 1 : 0));
-  }
+  if (req.eager && p > 1)
+    eager_pipeline_peak(pl, order, s, last, model_layer_held_bytes(&local, &req), keep, &req);
   guint64 experts = 0;
   guint moe = 0;
   if (model_is_moe(&pl->model))
