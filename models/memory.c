@@ -42,6 +42,121 @@ double model_allocator_block_bytes(double bytes) {
   return bytes <= 0 ? 0 : ceil(bytes / q) * q;
 }
 
+typedef struct {
+  double addr, size;
+  gint owner; /* the tensor's event index; -1: free */
+} Block;
+
+double model_allocator_reserved_bytes(const double *ev, guint n) {
+  /* c10/cuda/CUDACachingAllocator.cpp: get_free_block's best fit over the
+   * pool's free blocks ordered by size then address, alloc_found_block's
+   * split, free_block's merge with free neighbours, and with expandable
+   * segments find_expandable_block's growth at the segment's end */
+  GArray *b = g_array_new(FALSE, FALSE, sizeof(Block));
+  double end = 0, peak = 0;
+  for (guint i = 0; i < n; i++) {
+    if (ev[i] < 0) {
+      guint j = 0, id = (guint)(-ev[i] - 1);
+      while (j < b->len && g_array_index(b, Block, j).owner != (gint)id)
+        j++;
+      if (j == b->len)
+        continue;
+      g_array_index(b, Block, j).owner = -1;
+      if (j + 1 < b->len && g_array_index(b, Block, j + 1).owner < 0) {
+        g_array_index(b, Block, j).size += g_array_index(b, Block, j + 1).size;
+        g_array_remove_index(b, j + 1);
+      }
+      if (j > 0 && g_array_index(b, Block, j - 1).owner < 0) {
+        g_array_index(b, Block, j - 1).size += g_array_index(b, Block, j).size;
+        g_array_remove_index(b, j);
+      }
+      continue;
+    }
+    double size = model_allocator_block_bytes(ev[i]);
+    gint best = -1;
+    for (guint j = 0; j < b->len; j++) {
+      Block *k = &g_array_index(b, Block, j);
+      if (k->owner < 0 && k->size >= size && (best < 0 || k->size < g_array_index(b, Block, best).size))
+        best = (gint)j;
+    }
+    if (best < 0) { /* grow: the free block at the end, or a new one */
+      if (b->len && g_array_index(b, Block, b->len - 1).owner < 0) {
+        Block *last = &g_array_index(b, Block, b->len - 1);
+        end += size - last->size;
+        last->size = size;
+      } else {
+        Block k = {end, size, -1};
+        g_array_append_val(b, k);
+        end += size;
+      }
+      best = (gint)b->len - 1;
+    }
+    Block *k = &g_array_index(b, Block, best);
+    if (k->size > size) {
+      Block rest = {k->addr + size, k->size - size, -1};
+      k->size = size;
+      g_array_insert_val(b, (guint)best + 1, rest);
+      k = &g_array_index(b, Block, best);
+    }
+    k->owner = (gint)i;
+    peak = MAX(peak, end);
+  }
+  g_array_free(b, TRUE);
+  return peak;
+}
+
+double model_eager_loss_reserved_bytes(double elems, gboolean parallel, guint mbs) {
+  /* torchtitan's loss_fn (train.py at its December 2024 benchmark,
+   * 9dec370): cross_entropy(pred.flatten(0, 1).float(), labels); aten's
+   * cross_entropy is log_softmax then nll_loss, whose backwards allocate a
+   * zeroed gradient and log_softmax's; under loss_parallel
+   * (torch/distributed/tensor/parallel/loss.py) _log_softmax makes x - max,
+   * exp of it and the result, and _nll_loss_backward_handler returns
+   * (zeros scattered + exp(x)) * grad_output; _to_copy's backward casts the
+   * gradient back to bf16 */
+  double A = 2 * elems, F = 4 * elems;
+  GArray *seq = g_array_new(FALSE, FALSE, sizeof(double));
+  double peak = 0;
+  gboolean keep = mbs > 0;
+  mbs = MAX(mbs, 1u);
+#define ALLOC(x) (g_array_append_val(seq, (x)), seq->len - 1)
+#define FREE(i) G_STMT_START { double f_ = -(double)(i) - 1; g_array_append_val(seq, f_); } G_STMT_END
+  for (guint k = 0; k < mbs; k++) {
+    guint a = ALLOC(A), x = ALLOC(F), out;
+    if (parallel) {
+      guint sh = ALLOC(F), ex = ALLOC(F);
+      FREE(ex);
+      out = ALLOC(F);
+      FREE(sh);
+    } else
+      out = ALLOC(F);
+    FREE(x);
+    if (!keep) /* train.py: del pred before loss.backward() */
+      FREE(a);
+    guint g0 = ALLOC(F), grad;
+    if (parallel) {
+      guint ex = ALLOC(F), sum = ALLOC(F);
+      FREE(ex);
+      grad = ALLOC(F);
+      FREE(sum);
+      FREE(g0);
+      FREE(out);
+    } else {
+      grad = ALLOC(F);
+      FREE(g0);
+      FREE(out);
+    }
+    guint cast = ALLOC(A);
+    FREE(grad);
+    FREE(cast);
+  }
+#undef ALLOC
+#undef FREE
+  peak = model_allocator_reserved_bytes((const double *)seq->data, seq->len);
+  g_array_free(seq, TRUE);
+  return peak;
+}
+
 guint model_layer_saved_tensors(const ModelShape *m, const ModelMemoryRequest *r, ModelRecompute ac, double *out) {
   double T = (double)m->seq_len * r->b, t = r->t, h = m->hidden, a = m->heads;
   double rep = r->sequence_parallel ? h / t : h, tok = r->sequence_parallel ? T / t : T; /* the replicated part */
@@ -81,8 +196,8 @@ guint model_layer_saved_tensors(const ModelShape *m, const ModelMemoryRequest *r
       KEEP(2 * rep * T);                         /* its input */
       KEEP((m->norm == MODEL_NORM_LAYERNORM ? 8 : 4) * tok); /* rstd (and the mean) */
     }
-    if (!drop_norm)
-      KEEP(lin * rep * T);                       /* its output, the GEMMs' input */
+    if (!drop_norm)                              /* its output, the GEMMs' input (eager: gathered) */
+      KEEP(lin * (r->eager && t > 1 ? h : rep) * T);
     if (j == 0) {
       KEEP(2 * (qw + 2 * kvw) * T / t);          /* query, key and value */
       KEEP(2 * qw * T / t);                      /* the attention's output, the projection's input */
@@ -184,13 +299,28 @@ void model_memory(const ModelShape *m, const ModelMemoryRequest *r, ModelMemory 
     double act = layer * r->inflight_layer_mbs, V = (double)(m->vocab / r->t), sb = (double)m->seq_len * r->b;
     out->allocator = (rounded - layer) * r->inflight_layer_mbs;
     if (r->eager) {
-      /* the loss as a plain model runs it: the bf16 logits made fp32
-       * (.float()), log_softmax's fp32 output kept for its backward; at the
-       * backward's start nll_loss's fp32 gradient, log_softmax's backward
-       * output and its saved output are alive together, 12 s b V/t bytes;
-       * they are freed before the last layer's recomputation, whose working
-       * set is the other candidate for the peak */
-      act += MAX(r->last_stage ? 12.0 * sb * V : 0, working);
+      /* the loss as the caching allocator holds it
+       * (model_eager_loss_reserved_bytes), its blocks free again before the
+       * last layer's recomputation, whose working set is the other candidate
+       * for the peak; a pipeline's last stage keeps the logits it has made */
+      double kept = 2.0 * sb * V * r->pipeline_logits;
+      act += r->last_stage ? MAX(model_eager_loss_reserved_bytes(sb * V, r->t > 1, r->pipeline_logits), kept + working)
+                           : working;
+      /* the rank's other stages' outputs and gradient buffers, s/t of the
+       * tokens under sequence parallelism (torchtitan's layers end in
+       * RowwiseParallel to Shard(1)) */
+      double rep = r->sequence_parallel ? m->hidden / (double)r->t : m->hidden;
+      act += 2.0 * sb * rep * r->pipeline_outputs;
+      if (r->last_stage) {
+        /* the head's saved tensors beside the loss: the final RMSNorm's
+         * (its fp32 upcast, rstd, the normalized bf16; the shard of the
+         * sequence under sequence parallelism) and the output layer's
+         * input, gathered whole with tensor parallelism (torchtitan's plan:
+         * ColwiseParallel from Shard(1)) */
+        double tok = r->sequence_parallel ? sb / r->t : sb;
+        act += (m->norm == MODEL_NORM_RMSNORM ? 6.0 * rep * sb + 4.0 * tok : 2.0 * rep * sb + 8.0 * tok) +
+               2.0 * m->hidden * sb;
+      }
     } else {
       act += working + (r->last_stage ? 6.0 * sb * V : 0);
       if (r->first_stage && m->norm == MODEL_NORM_LAYERNORM) /* the embedding's dropout mask */

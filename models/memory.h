@@ -68,6 +68,14 @@ typedef struct {
   gboolean eager;
   ModelRecompute ac;
   guint every, stage_layers, modules;
+  /* eager with a pipeline (torch.distributed.pipelining, December 2024,
+   * before pytorch#153383): the last stage's microbatches whose bf16 logits
+   * it keeps at its peak (output_chunks, to the step's end), the current
+   * one's included, 0 without a pipeline (torchtitan frees the logits before
+   * the backward); and the stage outputs of the rank's other stages held
+   * then (kept likewise) with their gradients' receive buffers (one a
+   * microbatch, allocated once, _prepare_backward_infra) */
+  guint pipeline_logits, pipeline_outputs;
 } ModelMemoryRequest;
 
 /* Whether a request is counted from the frameworks' op lists of saved
@@ -109,7 +117,11 @@ gboolean model_memory_op_list(const ModelShape *m, const ModelMemoryRequest *req
  * and left out); SDPA keeps the rotated query and key, the value, its
  * output and the log-sum-exp; SwiGLU keeps w1's output (silu's input),
  * silu's output and w3's output (the mul's two inputs) and their product
- * (w2's input); the layer input is kept by nothing.
+ * (w2's input); the layer input is kept by nothing.  With tensor
+ * parallelism the GEMMs' input is each norm's output gathered whole
+ * (torchtitan's plan: PrepareModuleInput to Replicate before the attention
+ * and the feed-forward, DTensor's all-gather kept by the column-parallel
+ * mm's backward), h wide under sequence parallelism too.
  *
  * torchtitan's selective op checkpointing (torchtitan/models/llama3/infra/
  * parallelize.py, _save_list and _custom_policy; torch.utils.checkpoint's
@@ -128,6 +140,31 @@ guint model_layer_saved_tensors(const ModelShape *m, const ModelMemoryRequest *r
  * and for a tensor of 10 MiB or more (kMinLargeAlloc), which gets a segment
  * of its own, that segment's 2 MiB multiple (kRoundLarge). */
 double model_allocator_block_bytes(double bytes);
+
+/* One pool of the caching allocator with expandable segments
+ * (PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, as torchtitan's launch
+ * script sets it): a tensor goes to the smallest free block that holds it
+ * (the lowest address among equals), split at its start; a freed block
+ * merges with free neighbours; where none holds it the segment grows at its
+ * end, taking in a free block there.  `ev[i]` > 0 allocates that many bytes
+ * (rounded, model_allocator_block_bytes) as tensor i; `ev[i]` = -(j + 1)
+ * frees tensor j.  Returns the most the segment spanned: the reserved
+ * memory, which never shrinks without torch.cuda.empty_cache(). */
+double model_allocator_reserved_bytes(const double *ev, guint n);
+
+/* The reserved memory of the loss as PyTorch eager runs it on the last
+ * stage, over `mbs` microbatches whose logits a pipeline keeps (0: no
+ * pipeline, one microbatch, its logits freed first), for logits of
+ * `elems` elements (tokens x V/t) a microbatch; `parallel`: DTensor's
+ * loss_parallel over vocabulary shards (t > 1).  The allocator's sequence
+ * (model_allocator_reserved_bytes): the bf16 logits, their fp32 copy
+ * (.float()), log_softmax's fp32 output (loss_parallel: x - max and exp's
+ * temporary as well); in the backward nll_loss's fp32 gradient and
+ * log_softmax's (loss_parallel: one fused handler, zeros scattered, exp of
+ * the saved output, their sum and its product with the output gradient).
+ * Without a pipeline torchtitan's train.py frees the logits (del pred)
+ * before the backward; a pipeline stage keeps every microbatch's. */
+double model_eager_loss_reserved_bytes(double elems, gboolean parallel, guint mbs);
 
 double model_layer_activation_bytes(const ModelShape *m, guint t, guint b, gboolean fp32_softmax);
 /* The attention core's s x s part of it: 5 a s^2 b / t (7 with the fp32

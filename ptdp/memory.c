@@ -48,6 +48,45 @@ void sim_ptdp_policy_request(const SimPlan *pl, guint stage_layers, ModelMemoryR
   req->stage_layers = stage_layers;
 }
 
+/* Eager with a pipeline (torch.distributed.pipelining, December 2024):
+ * each virtual stage keeps its output of every microbatch to the step's end
+ * (output_chunks; the last one its logits), so the stage's peak is walked
+ * again with them, a microbatch's layers (`layer` bytes a layer) held from
+ * its F to its backward (`keep` of them to W where it is split, as
+ * stage_memory walks them), its output from its F on: the moment the most is
+ * held gives the layers in flight, the logits kept (the current one's
+ * included) and the outputs; each virtual stage before the model's last
+ * holds a gradient receive buffer per microbatch throughout. */
+static void eager_pipeline_peak(const SimPlan *pl, GArray *order, guint s, gboolean last, double layer, double keep,
+                                ModelMemoryRequest *req) {
+  ModelShape loc = ptdp_rank_shape(pl);
+  double sb = (double)loc.seq_len * pl->micro_batch;
+  double out = 2.0 * sb * (pl->sequence_parallel ? loc.hidden / (double)pl->tp : loc.hidden);
+  double logits = 2.0 * sb * (double)(loc.vocab / pl->tp);
+  guint route = sim_plan_route_len(pl), stages = route / pl->pp;
+  double held = 0, best = -1;
+  guint lg = 0, outs = 0;
+  for (guint j = 0; j < order->len; j++) {
+    SimItem it = g_array_index(order, SimItem, j);
+    double d = it.forward ? 1 : it.grad == SIM_GRAD_INPUT ? -(1 - keep) : it.grad == SIM_GRAD_WEIGHT ? -keep : -1;
+    held += d * sim_plan_chunk_layers(pl, s, it.chunk);
+    if (it.forward && sim_plan_vstage(pl, s, it.chunk, it.microbatch) == route - 1)
+      lg++;
+    else if (it.forward)
+      outs++;
+    double v = held * layer + lg * logits + outs * out;
+    if (v > best) {
+      best = v;
+      req->inflight_layer_mbs = held;
+      req->pipeline_logits = lg;
+      req->pipeline_outputs = outs;
+    }
+  }
+  if (last)
+    req->pipeline_logits = MAX(req->pipeline_logits, 1u);
+  req->pipeline_outputs += pl->microbatches * (stages - (last ? 1 : 0));
+}
+
 /* Memory of stage s: the peak number of (layer x microbatch) activations the
  * schedule holds, walked from its order. */
 /* The stage's items run one after another on its compute stream, so its
@@ -110,6 +149,8 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
                             .fp8 = lo.fp8,
                             .fp8_weight_params = (guint64)layers * model_layer_local_params(&pl->model, pl->tp)};
   sim_ptdp_policy_request(pl, layers, &req);
+  if (req.eager && p > 1)
+    eager_pipeline_peak(pl, order, s, last, model_layer_held_bytes(&local, &req), keep, &req);
   guint64 experts = 0;
   guint moe = 0;
   if (model_is_moe(&pl->model)) {
@@ -150,7 +191,9 @@ void sim_fsdp_state_memory(const SimPlan *pl, guint s, ModelMemory *out) {
    * prefetched, with the root's; without reshard_after_forward all of the
    * stage's from forward to backward); the bf16 unsharded gradients (a
    * block's, or the whole stage's while they accumulate over microbatches
-   * reduced after the last) and a block's fp32 copy for the reduction. */
+   * reduced after the last: with an fp32 reduce_dtype FSDPParam's
+   * to_accumulated_grad_if_needed upcasts them, so they accumulate in fp32)
+   * and a block's fp32 copy for the reduction. */
   guint layers = sim_plan_stage_layers(pl, s);
   double shard = (double)pl->dp * sim_plan_cp(pl) / pl->hsdp_replicas;
   double Ps = (double)model_stage_params(&pl->model, pl->tp, pl->pp, s, layers);
@@ -159,7 +202,11 @@ void sim_fsdp_state_memory(const SimPlan *pl, guint s, ModelMemory *out) {
   out->optimizer = 8.0 * Ps / shard;
   out->weights = 4.0 * Ps / shard + 2.0 * (pl->reshard_after_forward ? root + MIN(2.0, (double)layers) * Lp : Ps);
   gboolean accumulate = pl->pp > 1 && pl->microbatches > 1; /* unsharded until the last microbatch */
-  out->gradients = 4.0 * Ps / shard + 2.0 * (accumulate ? Ps : Lp) + (pl->fsdp_reduce_fp32 ? 4.0 * Lp : 0);
+  /* (counted so under --framework eager alone, which models the torch
+   * code; the default framework's figures keep bf16) */
+  gboolean upcast = pl->fsdp_reduce_fp32 && pl->framework == MODEL_FRAMEWORK_EAGER;
+  double acc = accumulate ? (upcast ? 4.0 : 2.0) * Ps : 2.0 * Lp;
+  out->gradients = 4.0 * Ps / shard + acc + (pl->fsdp_reduce_fp32 ? 4.0 * Lp : 0);
   out->total = out->weights + out->gradients + out->optimizer + out->activations + out->allocator;
 }
 

@@ -54,6 +54,58 @@ static void test_eager_order(void) {
   g_assert_cmpfloat(l1.time, ==, full.time);
 }
 
+/* FSDP2 with a pipeline: the unsharded gradients accumulate over the
+ * microbatches, upcast to fp32 where the reduction is fp32.  Without a
+ * pipeline the two reduce dtypes differ by a block's fp32 copy (4 Lp);
+ * with one, by that and 2 bytes more per stage parameter, whose bf16 copy
+ * gathered whole (2 Ps) plus its fp32 shard over 4 ranks (Ps) is bf16's
+ * gradient figure, 3 Ps. */
+static double grads(const char *extra, double *weights, int *stage) {
+  char *args = g_strdup_printf("%s --recompute full %s", EAGER, extra);
+  cJSON *j = run_json(args);
+  const cJSON *m = obj(j, "memory_per_gpu_GiB");
+  double g = num(m, "gradients");
+  if (weights)
+    *weights = num(m, "weights");
+  *stage = (int)num(m, "stage");
+  cJSON_Delete(j);
+  g_free(args);
+  return g;
+}
+
+static void test_fsdp_accumulation(void) {
+  int s1, s2, s3, s4;
+  double d1 = grads("--fsdp-reduce-dtype fp32", NULL, &s1) - grads("--fsdp-reduce-dtype bf16", NULL, &s2);
+  double g16 = grads("--pp 2 --fsdp-reduce-dtype bf16", NULL, &s4);
+  double d2 = grads("--pp 2 --fsdp-reduce-dtype fp32", NULL, &s3) - g16;
+  g_assert_cmpint(s1, ==, s2);
+  g_assert_cmpint(s3, ==, s4);
+  g_assert_cmpfloat(d1, >, 0);
+  g_assert_cmpfloat(fabs(d2 - d1 - 2.0 / 3.0 * g16), <, 1e-9 * g16);
+}
+
+/* A pipeline in eager keeps each microbatch's logits on its last stage to
+ * the step's end (torch.distributed.pipelining's output_chunks): doubling
+ * the microbatches from 2 to 4 adds at least two microbatches' bf16
+ * logits, 2 s b V bytes each (s 2048, b 1, V 32000), where the default
+ * framework's 1F1B holds the same. */
+static void test_pipeline_logits(void) {
+  const char *base = "run --cluster dgx-h100-superpod --profile h100-sxm5-80gb-measured --gpus 8 --fsdp --micro-batch 1 "
+                     "--layers 4 --hidden 1024 --heads 8 --num-query-groups 2 --ffn-hidden 3584 --vocab 32000 "
+                     "--seq-len 2048 --norm rmsnorm --position-embedding rope --swiglu --untie-embeddings --no-bias "
+                     "--allow-oom --format json --pp 2 --recompute full";
+  Mem m[2][2];
+  for (guint f = 0; f < 2; f++)
+    for (guint k = 0; k < 2; k++) {
+      char *extra = g_strdup_printf("--framework %s --global-batch %u", f ? "megatron" : "eager", k ? 16 : 8);
+      m[f][k] = run_mem(base, extra);
+      g_free(extra);
+    }
+  double logits = 2.0 * 2048 * 32000 / 1073741824.0;
+  g_assert_cmpfloat(m[0][1].activations - m[0][0].activations, >=, 2 * logits * (1 - 1e-12));
+  g_assert_cmpfloat(m[1][1].activations, ==, m[1][0].activations);
+}
+
 /* Megatron-Core's modules: each module recomputed keeps less and costs
  * more than none; core_attn, mlp and layernorm together keep the least of
  * them.  Its none keeps less than the default --recompute none, whose
@@ -155,6 +207,8 @@ int main(int argc, char **argv) {
     return 1;
   g_test_add_func("/memory/eager-order", test_eager_order);
   g_test_add_func("/memory/megatron-modules", test_megatron_modules);
+  g_test_add_func("/memory/fsdp-accumulation", test_fsdp_accumulation);
+  g_test_add_func("/memory/pipeline-logits", test_pipeline_logits);
   g_test_add_func("/memory/reserve", test_reserve);
   g_test_add_func("/memory/plan", test_plan);
   for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {

@@ -1684,10 +1684,11 @@ static void test_saved_sets(void) {
     r.modules = MODEL_RC_CORE_ATTN | MODEL_RC_MLP | MODEL_RC_LAYERNORM;
     g_assert_cmpfloat(saved(&m, &r, MODEL_RECOMPUTE_MODULES), ==, norms - 2 * 2 * rep * T + attn);
     /* PyTorch eager: per RMSNorm the fp32 upcast, rstd, the normalized
-     * bf16 and the output; SDPA's q, k, v, output, log-sum-exp; SwiGLU's
-     * w1, silu, w3 and product */
+     * bf16 and the output, gathered whole (h wide) with t = 2 under
+     * sequence parallelism too; SDPA's q, k, v, output, log-sum-exp;
+     * SwiGLU's w1, silu, w3 and product */
     r.eager = TRUE;
-    double enorms = 2 * (4 * rep * T + 4 * tok + 2 * rep * T + 2 * rep * T);
+    double enorms = 2 * (4 * rep * T + 4 * tok + 2 * rep * T + 2 * h * T);
     g_assert_cmpfloat(saved(&m, &r, MODEL_RECOMPUTE_NONE), ==, enorms + attn + lse + 4 * 2 * f * T / t);
     /* torchtitan's op SAC: the layer input; mm 1, 3, 5, 7 (wq, wv, w1, and
      * w2's partial sums, h wide with t = 2); SDPA's output and lse; under
@@ -1707,6 +1708,82 @@ static void test_saved_sets(void) {
   g_assert_cmpfloat(model_allocator_block_bytes(513), ==, 1024);
   g_assert_cmpfloat(model_allocator_block_bytes(3 * 1048576 + 1), ==, 3 * 1048576 + 512);
   g_assert_cmpfloat(model_allocator_block_bytes(10 * 1048576 + 1), ==, 12 * 1048576);
+}
+
+/* The caching allocator's pool with expandable segments, and the loss's
+ * reserved memory as eager PyTorch runs it (in units of 2 MiB, exact). */
+static void test_allocator_pool(void) {
+  const double M = 2 * 1048576.0, u = 16 * M; /* u: 32 MiB, 2 MiB multiples */
+  /* a hole too small for the next tensor: the segment grows at its end */
+  double grow[] = {u, 2 * u, u, -2.0, 3 * u};
+  g_assert_cmpfloat(model_allocator_reserved_bytes(grow, 5), ==, 7 * u);
+  /* the best fit: the smaller of two holes that hold it, split at its start */
+  double fit[] = {2 * u, u, 3 * u, u, -1.0, -3.0, 2 * u, u, 3 * u};
+  g_assert_cmpfloat(model_allocator_reserved_bytes(fit, 9), ==, 7 * u + 3 * u);
+  /* a freed neighbour merges; a free block at the end grows in place */
+  double merge[] = {u, u, -1.0, -2.0, 3 * u};
+  g_assert_cmpfloat(model_allocator_reserved_bytes(merge, 5), ==, 3 * u);
+  double tail[] = {u, u, -2.0, 2 * u};
+  g_assert_cmpfloat(model_allocator_reserved_bytes(tail, 4), ==, 3 * u);
+  /* rounding: 10 MiB and over to 2 MiB multiples */
+  double odd[] = {10 * 1048576.0 + 1};
+  g_assert_cmpfloat(model_allocator_reserved_bytes(odd, 1), ==, 12 * 1048576.0);
+  /* the loss, e elements of logits (2 MiB multiples of bytes): plain,
+   * without a pipeline: bf16 A (2e), fp32 copy B (4e), log_softmax C (4e);
+   * B and then A freed leave 6e, nll's gradient takes 4e of it, and
+   * log_softmax's gradient (4e) finds only 2e: the segment grows to
+   * A + B + C + 4e = 14e where at most 12e are allocated at once */
+  const double e = 4 * M;
+  g_assert_cmpfloat(model_eager_loss_reserved_bytes(e, FALSE, 0), ==, 14 * e);
+  /* loss_parallel: A, B, x - max (4e), exp (4e) then the result in exp's
+   * place (A B S R, 14e); B and S freed with A leave 10e before R; the
+   * backward's zeros (4e) and exp (4e) fill 8e of it, their sum (4e) grows
+   * the segment past R: 14e + 4e */
+  g_assert_cmpfloat(model_eager_loss_reserved_bytes(e, TRUE, 0), ==, 18 * e);
+  /* a pipeline's last stage keeps each microbatch's logits (A): with one,
+   * the hole is B alone (4e) for nll's gradient and log_softmax's grows
+   * the segment to the same 14e (18e parallel); the second microbatch's A,
+   * B and C fill the 12e freed above the first A, and its log_softmax
+   * gradient grows the 2e left at the end by 2e */
+  g_assert_cmpfloat(model_eager_loss_reserved_bytes(e, FALSE, 1), ==, 14 * e);
+  g_assert_cmpfloat(model_eager_loss_reserved_bytes(e, TRUE, 1), ==, 18 * e);
+  g_assert_cmpfloat(model_eager_loss_reserved_bytes(e, FALSE, 2), ==, 16 * e);
+}
+
+/* Eager's activations on a stage, term by term at test_saved_sets' shape
+ * (t 2, sequence parallelism, full recomputation, 3 layers in flight):
+ * the layers' checkpoint inputs, then on the last stage the larger of the
+ * loss's reserved memory and the last layer's recomputation, and the
+ * head's saved tensors (the final norm's on s/t of the tokens, the output
+ * layer's input gathered whole); on a pipeline's other stages the
+ * outputs and gradient buffers it holds. */
+static void test_eager_stage_memory(void) {
+  ModelShape m = {.layers = 4, .hidden = 64, .heads = 4, .seq_len = 32, .vocab = 1000, .ffn_hidden = 160,
+                  .query_groups = 2, .kv_channels = 16, .mlp = MODEL_MLP_SWIGLU, .norm = MODEL_NORM_RMSNORM,
+                  .position = MODEL_POSITION_ROTARY, .untied = TRUE, .no_bias = TRUE};
+  const double T = 64, h = 64, t = 2, V = 500, rep = h / t, tok = T / t;
+  ModelMemoryRequest r = {.t = 2, .b = 2, .flash = TRUE, .sequence_parallel = TRUE, .eager = TRUE,
+                          .ac = MODEL_RECOMPUTE_FULL, .inflight_layer_mbs = 3, .last_stage = TRUE};
+  double kept = saved(&m, &r, MODEL_RECOMPUTE_FULL), work = saved(&m, &r, MODEL_RECOMPUTE_NONE) - kept;
+  g_assert_cmpfloat(kept, ==, 2 * rep * T);
+  double head = 4 * rep * T + 4 * tok + 2 * rep * T + 2 * h * T;
+  ModelMemory mm;
+  model_memory(&m, &r, &mm);
+  g_assert_cmpfloat(mm.activations, ==, 3 * kept + MAX(model_eager_loss_reserved_bytes(T * V, TRUE, 0), work) + head);
+  /* the loss parallel over t: 18 bytes an element of the local logits
+   * (2 T V and 4 T V are whole 512-byte blocks) */
+  g_assert_cmpfloat(model_eager_loss_reserved_bytes(T * V, TRUE, 0), ==, 18 * T * V);
+  /* a pipeline's last stage holding 4 microbatches' logits */
+  r.pipeline_logits = 4;
+  model_memory(&m, &r, &mm);
+  g_assert_cmpfloat(mm.activations, ==,
+                    3 * kept + MAX(model_eager_loss_reserved_bytes(T * V, TRUE, 4), 4 * 2 * T * V + work) + head);
+  /* a stage before the last holding 5 outputs and 4 gradient buffers */
+  r.last_stage = FALSE;
+  r.pipeline_logits = 0;
+  r.pipeline_outputs = 9;
+  model_memory(&m, &r, &mm);
+  g_assert_cmpfloat(mm.activations, ==, 3 * kept + work + 9 * 2 * rep * T);
 }
 
 int main(int argc, char **argv) {
@@ -1737,6 +1814,8 @@ int main(int argc, char **argv) {
   g_test_add_func("/models/comm/p2p-channels", test_p2p_channels);
   g_test_add_func("/models/memory/model-state-and-activations", test_memory);
   g_test_add_func("/models/memory/saved-sets", test_saved_sets);
+  g_test_add_func("/models/memory/allocator-pool", test_allocator_pool);
+  g_test_add_func("/models/memory/eager-stage", test_eager_stage_memory);
   g_test_add_func("/models/layer/flash-attention", test_flash_attention);
   g_test_add_func("/models/layer/fp8", test_fp8);
   g_test_add_func("/models/flash-waves", test_flash_waves);
