@@ -134,6 +134,53 @@ static void test_plan_sustained(void) {
   g_assert_cmpfloat_with_epsilon(est_s[1] - est_s[0], 80, 1e-9);
 }
 
+/* The overlap mode's plan in process: the block counts and the window are
+ * in the printed plan, the all-reduce only with more than one GPU; the
+ * estimate grows by the windows it counts, (2 + blocks x (1 + 4 outer))
+ * of them; a bad block list is refused in one line. */
+static void test_plan_overlap(void) {
+  static const double window_s[2] = {0.3, 1.3};
+  double est_s[2];
+  for (int i = 0; i < 2; i++) {
+    CalibPlanConfig cfg;
+    calib_plan_config_default(&cfg);
+    cfg.overlap_window_s = window_s[i];
+    cfg.gpus = i ? 1 : 8;
+    GError *error = NULL;
+    g_assert_true(calib_plan_parse_blocks("4,16", &cfg, &error));
+    g_assert_no_error(error);
+    g_assert_cmpuint(cfg.n_overlap_blocks, ==, 2);
+    CalibPlan *plan = calib_plan_new(&cfg, &error);
+    g_assert_no_error(error);
+    GString *out = g_string_new(NULL);
+    calib_plan_print(plan, "overlap", 10, 50, out);
+    char *want = g_strdup_printf("timed over a %.0f ms window alone and beside a holder kernel of 4, 16 thread blocks",
+                                 window_s[i] * 1e3);
+    g_assert_nonnull(strstr(out->str, want));
+    g_assert_nonnull(strstr(out->str, i ? "the all-reduce runs need two GPUs" : "NCCL all-reduce of 256 MiB over 8"));
+    g_assert_null(strstr(out->str, "gemm:"));
+    g_free(want);
+    g_string_free(out, TRUE);
+    est_s[i] = calib_plan_estimate_s(plan, "overlap", 10, 50, 1);
+    calib_plan_free(plan);
+  }
+  g_assert_cmpfloat_with_epsilon(est_s[1] - est_s[0], 1.0 * (2 + 2 * (1 + 4 * CALIB_OVERLAP_OUTER)), 1e-9);
+  CalibPlanConfig cfg;
+  calib_plan_config_default(&cfg);
+  const char *bad[] = {"", "4,,8", "0", "4,x", "1025", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17"};
+  for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+    GError *error = NULL;
+    g_assert_false(calib_plan_parse_blocks(bad[i], &cfg, &error));
+    g_assert_error(error, CALIB_ERROR, CALIB_ERROR_INVALID);
+    g_assert_nonnull(strstr(error->message, "--overlap-blocks"));
+    g_assert_null(strchr(error->message, '\n'));
+    g_error_free(error);
+  }
+  /* the default, untouched by a refused list */
+  g_assert_cmpuint(cfg.n_overlap_blocks, ==, 5);
+  g_assert_cmpuint(cfg.overlap_blocks[0], ==, 4);
+}
+
 /* The forward GEMMs of the plan's layer add up to Narayanan et al.'s
  * 24 b s h^2 + 4 b s^2 h per layer (SC21 Eq. 2's per-layer forward, before
  * the logit layer), divided by t; every backward pass is twice that. */
@@ -1656,6 +1703,16 @@ static void test_calibrate_dry_run(void) {
   expect_one_line_error(&p, "--power-limits '0'");
   p = run(bin, "--dry-run --mode sustained --power-limit 500 --power-limits 400");
   expect_one_line_error(&p, "not both");
+  /* the overlap mode: its block counts and window as given */
+  p = run(bin, "--dry-run --mode overlap --gpus 2 --overlap-blocks 8,24 --overlap-ms 500");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "a 500 ms window alone and beside a holder kernel of 8, 24 thread blocks"));
+  g_assert_nonnull(strstr(p.out, "over 2 GPUs"));
+  proc_clear(&p);
+  p = run(bin, "--dry-run --mode overlap --overlap-blocks 8,x");
+  expect_one_line_error(&p, "--overlap-blocks '8,x'");
+  p = run(bin, "--dry-run --mode overlap --overlap-ms 5");
+  expect_one_line_error(&p, "--overlap-ms 5 is out of range");
   p = run(bin, "--dry-run --mode layer --shapes 2304:24:2048:1:1,6144:48:2048:4:8");
   g_assert_cmpint(p.status, ==, 0);
   g_assert_nonnull(strstr(p.out, "plan for 2 layer shapes"));
@@ -1893,6 +1950,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/calibrate/cli-fit", test_cli_fit);
   g_test_add_func("/calibrate/calibrate-dry-run", test_calibrate_dry_run);
   g_test_add_func("/calibrate/plan-sustained", test_plan_sustained);
+  g_test_add_func("/calibrate/plan-overlap", test_plan_overlap);
   g_test_add_func("/calibrate/fit-power-block", test_fit_power_block);
   g_test_add_func("/calibrate/fit-no-power-block", test_fit_no_power_block);
   g_test_add_func("/calibrate/gemm-index", test_gemm_index);
