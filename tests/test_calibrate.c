@@ -647,8 +647,8 @@ static cJSON *overlap_runs(double sms, double stream_GBps, double k, double c) {
 }
 
 /* Overlap runs made from known k and c (the fitted profile's own SMs and
- * copy rate) are fitted back exactly (to the six significant digits the
- * profile keeps), written as the profile's "overlap" block with its
+ * copy rate) are read and written back unchanged, fitted back exactly (to
+ * the six significant digits the profile keeps), written as the profile's "overlap" block with its
  * provenance, loaded back; the holder's and the all-reduce's slowdowns are
  * in the fit record only; measurements without runs keep the defaults. */
 static void test_fit_overlap_exact(void) {
@@ -673,6 +673,11 @@ static void test_fit_overlap_exact(void) {
     CalibMeasurements *r = calib_measurements_load(path, &error);
     g_assert_no_error(error);
     g_assert_cmpuint(r->overlap->len, ==, 6);
+    /* written back as read */
+    cJSON *back = calib_measurements_to_json(r);
+    g_assert_true(cJSON_Compare(cJSON_GetObjectItemCaseSensitive(back, "overlap"),
+                                cJSON_GetObjectItemCaseSensitive(root, "overlap"), TRUE));
+    cJSON_Delete(back);
     cJSON *p = fit(r, 0, &error);
     g_assert_no_error(error);
     const cJSON *ov = cJSON_GetObjectItemCaseSensitive(p, "overlap");
