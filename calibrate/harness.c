@@ -195,7 +195,8 @@ static gboolean run_overlap(const Options *o, const CalibPlan *plan, int dev, in
              CALIB_OVERLAP_K);
   gboolean ok = gpu_failed(calib_gpu_overlap(dev, CALIB_OVERLAP_M, CALIB_OVERLAP_N, CALIB_OVERLAP_K,
                                              c->overlap_blocks, c->n_overlap_blocks, CALIB_OVERLAP_HOLDER_BYTES,
-                                             CALIB_OVERLAP_MEM_BYTES, c->overlap_window_s, CALIB_OVERLAP_OUTER, t, g,
+                                             CALIB_OVERLAP_MEM_BYTES, c->overlap_window_s, CALIB_OVERLAP_OUTER,
+                                             CALIB_OVERLAP_SETTLE_S, t, g,
                                              err, sizeof err),
                            err, label, error);
   for (guint i = 0; ok && i < c->n_overlap_blocks; i++) {
@@ -216,7 +217,7 @@ static gboolean run_overlap(const Options *o, const CalibPlan *plan, int dev, in
                CALIB_OVERLAP_N, CALIB_OVERLAP_K, ranks);
     ok = gpu_failed(calib_gpu_overlap_allreduce(ranks, CALIB_OVERLAP_M, CALIB_OVERLAP_N, CALIB_OVERLAP_K,
                                                 CALIB_OVERLAP_ALLREDUCE_BYTES, c->overlap_window_s,
-                                                CALIB_OVERLAP_OUTER, &a, err, sizeof err),
+                                                CALIB_OVERLAP_OUTER, CALIB_OVERLAP_SETTLE_S, &a, err, sizeof err),
                     err, label, error);
     if (ok) {
       CalibOverlap x = overlap_record("all_reduce", &a);

@@ -659,16 +659,17 @@ double calib_plan_estimate_s(const CalibPlan *p, const char *modes, guint warmup
              runs * 2.0 * CALIB_SUSTAINED_M * CALIB_SUSTAINED_N * CALIB_SUSTAINED_K / EST_GEMM_FLOPS +
              p->cfg.sustained_s;
   if (calib_plan_has_mode(modes, "overlap")) {
-    /* the checked burst; the GEMM and the probe alone (a window each); per
-     * block count the holder alone and four nested runs (an outer of
-     * CALIB_OVERLAP_OUTER windows each); the all-reduce alone and nested
-     * twice on more than one GPU */
+    /* the checked burst; the GEMM alone and looped until the clock
+     * settles; per block count the GEMM, the probe and the holder alone (a
+     * window each) and four nested runs (an outer of CALIB_OVERLAP_OUTER
+     * windows each); on more than one GPU the GEMM alone twice, its settling
+     * loop, the all-reduce alone and nested twice */
     double w = p->cfg.overlap_window_s, nested = 2.0 * CALIB_OVERLAP_OUTER * w;
     total += EST_SETUP_S + reps * EST_SPIN_S +
-             runs * 2.0 * CALIB_OVERLAP_M * CALIB_OVERLAP_N * CALIB_OVERLAP_K / EST_GEMM_FLOPS + 2 * w +
-             p->cfg.n_overlap_blocks * (EST_SETUP_S + w + 2 * nested);
+             runs * 2.0 * CALIB_OVERLAP_M * CALIB_OVERLAP_N * CALIB_OVERLAP_K / EST_GEMM_FLOPS + w +
+             CALIB_OVERLAP_SETTLE_S + p->cfg.n_overlap_blocks * (EST_SETUP_S + 3 * w + 2 * nested);
     if (gpus > 1)
-      total += EST_NCCL_INIT_S + w + nested;
+      total += EST_NCCL_INIT_S + CALIB_OVERLAP_SETTLE_S + 3 * w + nested;
   }
   if (calib_plan_has_mode(modes, "membw"))
     for (guint i = 0; i < p->membw_bytes->len; i++)
@@ -830,13 +831,15 @@ void calib_plan_print(const CalibPlan *p, const char *modes, guint warmup, guint
     GString *b = g_string_new(NULL);
     for (guint i = 0; i < c->n_overlap_blocks; i++)
       g_string_append_printf(b, "%s%u", i ? ", " : "", c->overlap_blocks[i]);
-    g_string_append_printf(o, "\noverlap: a bf16 %ux%ux%u cuBLASLt GEMM (TN), checked and timed as gemmlt times it, then "
-                              "timed over a %.0f ms window alone and beside a holder kernel of %s thread blocks (one "
+    g_string_append_printf(o, "\noverlap: a bf16 %ux%ux%u cuBLASLt GEMM (TN), checked and timed as gemmlt times it, "
+                              "looped for %.0f s for the clock to settle, then timed over a %.0f ms window alone and "
+                              "beside a holder kernel of %s thread blocks (one "
                               "run each; one block per SM, as NCCL runs one per channel) copying a %.0f MiB buffer HBM "
                               "to HBM over and over; the holder's bytes/s alone and beside the GEMM; a %.0f MiB "
                               "streaming copy (memory-bound work) alone and beside the holder; each run beside another "
                               "timed inside an outer run of %u windows, and refused unless it lies inside it",
-                           CALIB_OVERLAP_M, CALIB_OVERLAP_N, CALIB_OVERLAP_K, c->overlap_window_s * 1e3, b->str,
+                           CALIB_OVERLAP_M, CALIB_OVERLAP_N, CALIB_OVERLAP_K, CALIB_OVERLAP_SETTLE_S,
+                           c->overlap_window_s * 1e3, b->str,
                            CALIB_OVERLAP_HOLDER_BYTES / 1048576, CALIB_OVERLAP_MEM_BYTES / 1048576,
                            CALIB_OVERLAP_OUTER);
     if (c->gpus > 1)

@@ -69,6 +69,10 @@ typedef struct {
 /* A run beside another is timed inside it: the outer work is sized to last
  * this many windows at its own rate alone, the inner one window. */
 #define CALIB_OVERLAP_OUTER 3u
+/* Before the overlap runs the GEMM loops this long, seconds, so that a
+ * power-capped clock has settled (the H100's fell to its sustained value
+ * within two seconds: calibrate/measurements/h100-sxm5-80gb-sustained.json). */
+#define CALIB_OVERLAP_SETTLE_S 2.0
 
 typedef struct {
   char op[32];

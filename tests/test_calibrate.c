@@ -137,8 +137,8 @@ static void test_plan_sustained(void) {
 
 /* The overlap mode's plan in process: the block counts and the window are
  * in the printed plan, the all-reduce only with more than one GPU; the
- * estimate grows by the windows it counts, (2 + blocks x (1 + 4 outer))
- * of them; a bad block list is refused in one line. */
+ * estimate grows by the windows it counts, (1 + blocks x (3 + 4 outer))
+ * of them on one GPU; a bad block list is refused in one line. */
 static void test_plan_overlap(void) {
   static const double window_s[2] = {0.3, 1.3};
   double est_s[2];
@@ -155,7 +155,8 @@ static void test_plan_overlap(void) {
     g_assert_no_error(error);
     GString *out = g_string_new(NULL);
     calib_plan_print(plan, "overlap", 10, 50, out);
-    char *want = g_strdup_printf("timed over a %.0f ms window alone and beside a holder kernel of 4, 16 thread blocks",
+    char *want = g_strdup_printf("looped for 2 s for the clock to settle, then timed over a %.0f ms window alone and "
+                                 "beside a holder kernel of 4, 16 thread blocks",
                                  window_s[i] * 1e3);
     g_assert_nonnull(strstr(out->str, want));
     g_assert_nonnull(strstr(out->str, i ? "the all-reduce runs need two GPUs" : "NCCL all-reduce of 256 MiB over 8"));
@@ -165,7 +166,7 @@ static void test_plan_overlap(void) {
     est_s[i] = calib_plan_estimate_s(plan, "overlap", 10, 50, 1);
     calib_plan_free(plan);
   }
-  g_assert_cmpfloat_with_epsilon(est_s[1] - est_s[0], 1.0 * (2 + 2 * (1 + 4 * CALIB_OVERLAP_OUTER)), 1e-9);
+  g_assert_cmpfloat_with_epsilon(est_s[1] - est_s[0], 1.0 * (1 + 2 * (3 + 4 * CALIB_OVERLAP_OUTER)), 1e-9);
   CalibPlanConfig cfg;
   calib_plan_config_default(&cfg);
   const char *bad[] = {"", "4,,8", "0", "4,x", "1025", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17"};
