@@ -116,6 +116,41 @@ typedef struct {
 } CalibGpuSustained;
 int calib_gpu_sustained(int device, unsigned long long m, unsigned long long n, unsigned long long k, double seconds,
                         unsigned chunk, CalibGpuTiming *burst, CalibGpuSustained *out, char *err, size_t errlen);
+/* The overlap mode (gpu_overlap.cu): a bf16 m x n x k GEMM through
+ * cuBLASLt in the forward's layout, checked and timed as calib_gpu_gemmlt
+ * times it (`burst`), then timed over a window of at least window_s
+ * seconds: alone, and beside a holder kernel of `blocks` thread blocks (one
+ * SM each, as NCCL runs one block per channel) copying a holder_bytes
+ * buffer from HBM to HBM over and over on a second stream; the holder's
+ * rate alone and beside the GEMM; a memory-bound probe (a streaming copy
+ * of mem_bytes filling the GPU) alone and beside the holder, with the
+ * holder's rate beside it.  Each run beside another lies inside it: the
+ * outer one is sized to CALIB_OVERLAP_OUTER windows (passed as `outer`) at
+ * its rate alone, and an inner run that does not end inside it is an
+ * error.  First the GEMM loops for settle_s seconds, so that a
+ * power-capped clock has settled; each block count's GEMM and probe are
+ * timed alone just before they run beside the holder.  The copies are
+ * checked against their source. */
+typedef struct {
+  unsigned blocks;
+  double gemm_us, gemm_beside_us;       /* per product */
+  double moved_GBps, moved_beside_GBps; /* bytes copied per second (all-reduce: bus bandwidth) */
+  double mem_us, mem_beside_us;         /* per probe pass */
+  double moved_beside_mem_GBps;
+} CalibGpuOverlap;
+int calib_gpu_overlap(int device, unsigned long long m, unsigned long long n, unsigned long long k,
+                      const unsigned *blocks, unsigned n_blocks, double holder_bytes, double mem_bytes,
+                      double window_s, unsigned outer, double settle_s, CalibGpuTiming *burst,
+                      CalibGpuOverlap *out, char *err, size_t errlen);
+/* The same GEMM on GPU 0 alone and beside an NCCL all-reduce of `bytes`
+ * (float, nccl-tests' size) over GPUs 0 .. ranks-1 (ncclCommInitAll, one
+ * stream each), each nested in the other as above, after the GEMM's
+ * settle_s loop; the all-reduce's bus bandwidth alone and beside the GEMM
+ * in moved_GBps / moved_beside_GBps, its result checked.  out->blocks is
+ * 0; the mem fields are 0. */
+int calib_gpu_overlap_allreduce(int ranks, unsigned long long m, unsigned long long n, unsigned long long k,
+                                double bytes, double window_s, unsigned outer, double settle_s,
+                                CalibGpuOverlap *out, char *err, size_t errlen);
 /* NCCL over the first `ranks` visible GPUs (ncclCommInitAll); op 0..3 as
  * CalibCollOp (send/receive between GPUs 0 and 1 only); bytes in nccl-tests'
  * convention; float elements. */

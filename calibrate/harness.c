@@ -20,7 +20,8 @@
 typedef struct {
   char *modes, *output, *shapes;
   gboolean dry_run, keep_going;
-  gint64 hidden, heads, seq_len, micro_batch, tp, gpus, warmup, reps, device, nccl_max_bytes, sustained_s;
+  gint64 hidden, heads, seq_len, micro_batch, tp, gpus, warmup, reps, device, nccl_max_bytes, sustained_s, overlap_ms;
+  char *overlap_blocks; /* --overlap-blocks N1,N2,... (as given) */
   char *power_limit, *power_limits; /* --power-limit W, --power-limits W1,W2,... (as given) */
   guint n_caps;                     /* the sustained loops' power limits to set (0: the one in force) */
   double caps[CALIB_MAX_CAPS];
@@ -66,7 +67,7 @@ static gboolean check_modes(const char *modes, GError **error) {
     if (!known) {
       g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
                   "unknown mode '%s'; --mode takes a comma list of gemm, kernels, layer, nccl, membw, gemmlt, "
-                  "attention, membound, modern, sustained, or all",
+                  "attention, membound, modern, sustained, overlap, or all",
                   *m);
       ok = FALSE;
     }
@@ -168,6 +169,70 @@ static CalibTime timed(CalibGpuTiming *t) {
 
 static void row(const char *what, const CalibTime *t, const char *extra) {
   printf("  %-44s %11.2f %10.2f %10.2f  %s\n", what, t->median_us, t->p10_us, t->p90_us, extra);
+}
+
+static CalibOverlap overlap_record(const char *with, const CalibGpuOverlap *g) {
+  CalibOverlap x = {.m = CALIB_OVERLAP_M, .n = CALIB_OVERLAP_N, .k = CALIB_OVERLAP_K, .blocks = g->blocks,
+                    .ranks = 1, .gemm_us = g->gemm_us, .gemm_beside_us = g->gemm_beside_us,
+                    .moved_GBps = g->moved_GBps, .moved_beside_GBps = g->moved_beside_GBps};
+  g_strlcpy(x.dtype, "bf16", sizeof x.dtype);
+  g_strlcpy(x.with, with, sizeof x.with);
+  return x;
+}
+
+/* The overlap mode: the holder runs (one per block count), then, on more
+ * than one GPU, the all-reduce beside the GEMM. */
+static gboolean run_overlap(const Options *o, const CalibPlan *plan, int dev, int ranks, CalibGpuTiming *t,
+                            CalibMeasurements *m, GError **error) {
+  const CalibPlanConfig *c = &plan->cfg;
+  CalibGpuOverlap g[CALIB_MAX_OVERLAP_BLOCKS];
+  char err[512] = "", label[128];
+  printf("\noverlap: a bf16 %ux%ux%u GEMM alone and beside a holder of N blocks copying HBM to HBM (%.0f ms "
+         "windows)\n  %6s %12s %12s %9s %12s %12s %12s %12s\n",
+         CALIB_OVERLAP_M, CALIB_OVERLAP_N, CALIB_OVERLAP_K, c->overlap_window_s * 1e3, "blocks", "gemm us",
+         "beside us", "slowdown", "holder GB/s", "beside GEMM", "copy us", "beside us");
+  g_snprintf(label, sizeof label, "overlap bf16 %ux%ux%u beside a copy holder", CALIB_OVERLAP_M, CALIB_OVERLAP_N,
+             CALIB_OVERLAP_K);
+  gboolean ok = gpu_failed(calib_gpu_overlap(dev, CALIB_OVERLAP_M, CALIB_OVERLAP_N, CALIB_OVERLAP_K,
+                                             c->overlap_blocks, c->n_overlap_blocks, CALIB_OVERLAP_HOLDER_BYTES,
+                                             CALIB_OVERLAP_MEM_BYTES, c->overlap_window_s, CALIB_OVERLAP_OUTER,
+                                             CALIB_OVERLAP_SETTLE_S, t, g,
+                                             err, sizeof err),
+                           err, label, error);
+  for (guint i = 0; ok && i < c->n_overlap_blocks; i++) {
+    CalibOverlap x = overlap_record("copy", &g[i]);
+    x.bytes = CALIB_OVERLAP_HOLDER_BYTES;
+    x.mem_bytes = CALIB_OVERLAP_MEM_BYTES;
+    x.mem_us = g[i].mem_us;
+    x.mem_beside_us = g[i].mem_beside_us;
+    x.moved_beside_mem_GBps = g[i].moved_beside_mem_GBps;
+    g_array_append_val(m->overlap, x);
+    printf("  %6u %12.1f %12.1f %9.3f %12.1f %12.1f %12.1f %12.1f\n", x.blocks, x.gemm_us, x.gemm_beside_us,
+           x.gemm_beside_us / x.gemm_us, x.moved_GBps, x.moved_beside_GBps, x.mem_us, x.mem_beside_us);
+  }
+  ok = keep(o, ok, m, error);
+  if (ok && ranks > 1) {
+    CalibGpuOverlap a;
+    g_snprintf(label, sizeof label, "overlap bf16 %ux%ux%u beside an all-reduce on %d GPUs", CALIB_OVERLAP_M,
+               CALIB_OVERLAP_N, CALIB_OVERLAP_K, ranks);
+    ok = gpu_failed(calib_gpu_overlap_allreduce(ranks, CALIB_OVERLAP_M, CALIB_OVERLAP_N, CALIB_OVERLAP_K,
+                                                CALIB_OVERLAP_ALLREDUCE_BYTES, c->overlap_window_s,
+                                                CALIB_OVERLAP_OUTER, CALIB_OVERLAP_SETTLE_S, &a, err, sizeof err),
+                    err, label, error);
+    if (ok) {
+      CalibOverlap x = overlap_record("all_reduce", &a);
+      x.ranks = (guint)ranks;
+      x.bytes = CALIB_OVERLAP_ALLREDUCE_BYTES;
+      g_array_append_val(m->overlap, x);
+      printf("  all-reduce of %.0f MiB on %d GPUs: GEMM %.1f us alone, %.1f us beside (x%.3f); bus bandwidth %.1f "
+             "GB/s alone, %.1f GB/s beside the GEMM\n",
+             x.bytes / 1048576, ranks, x.gemm_us, x.gemm_beside_us, x.gemm_beside_us / x.gemm_us, x.moved_GBps,
+             x.moved_beside_GBps);
+    }
+    ok = keep(o, ok, m, error);
+  } else if (ok)
+    printf("  one GPU: the all-reduce beside the GEMM needs two and is skipped\n");
+  return ok;
 }
 
 static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
@@ -488,6 +553,8 @@ static gboolean run(const Options *o, const CalibPlan *plan, GError **error) {
     }
     ok = keep(o, ok, m, error);
   }
+  if (ok && calib_plan_has_mode(o->modes, "overlap"))
+    ok = run_overlap(o, plan, dev, ranks, &t, m, error);
   g_free(samples);
   if (ok)
     ok = calib_measurements_save(m, o->output, error);
@@ -514,11 +581,13 @@ int main(int argc, char **argv) {
   calib_plan_config_default(&dflt);
   /* 0: not given (then the shape comes from --shapes, default sc21) */
   Options o = {.hidden = 0, .heads = 0, .seq_len = 0, .micro_batch = 0, .tp = 0, .gpus = 0, .warmup = 10, .reps = 50,
-               .device = 0, .nccl_max_bytes = (gint64)dflt.nccl_max_bytes, .sustained_s = (gint64)dflt.sustained_s};
+               .device = 0, .nccl_max_bytes = (gint64)dflt.nccl_max_bytes, .sustained_s = (gint64)dflt.sustained_s,
+               .overlap_ms = (gint64)(dflt.overlap_window_s * 1e3)};
   GOptionEntry entries[] = {
       {"mode", 'm', 0, G_OPTION_ARG_STRING, &o.modes,
        "Comma list of gemm, kernels, layer, nccl, membw (the 2021 modes), gemmlt, attention, membound, modern "
-       "(today's), sustained (a GEMM looped until the clock settles), or all (default)",
+       "(today's), sustained (a GEMM looped until the clock settles), overlap (a GEMM beside SM-holding copies and an "
+       "all-reduce), or all (default)",
        "MODES"},
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &o.output, "Measurements file (default calibration.json)", "FILE"},
       {"dry-run", 'n', 0, G_OPTION_ARG_NONE, &o.dry_run, "Print the plan and exit; needs no GPU", NULL},
@@ -551,6 +620,10 @@ int main(int argc, char **argv) {
       {"power-limits", 0, 0, G_OPTION_ARG_STRING, &o.power_limits,
        "One sustained loop under each of these power limits (comma list of watts), for ptdsim fit's power curve",
        "W1,W2,..."},
+      {"overlap-blocks", 0, 0, G_OPTION_ARG_STRING, &o.overlap_blocks,
+       "The overlap mode's holder sizes: thread blocks (SMs held), one run each (default 4,8,16,24,32)", "N1,N2,..."},
+      {"overlap-ms", 0, 0, G_OPTION_ARG_INT64, &o.overlap_ms,
+       "The overlap mode's window: each timed interval lasts at least this long, ms (default 300)", "MS"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   GOptionContext *ctx = g_option_context_new("- measure GEMMs, kernels, a layer, NCCL and copies on this node");
   g_option_context_set_summary(
@@ -590,7 +663,8 @@ int main(int argc, char **argv) {
        range(o.gpus, 0, 64, "--gpus", &error) && range(o.warmup, 0, 10000, "--warmup", &error) &&
        range(o.reps, 1, 100000, "--reps", &error) && range(o.device, 0, 64, "--device", &error) &&
        range(o.nccl_max_bytes, 8, 8ll << 30, "--nccl-max-bytes", &error) &&
-       range(o.sustained_s, 1, 3600, "--sustained-seconds", &error) && parse_caps(&o, &error);
+       range(o.sustained_s, 1, 3600, "--sustained-seconds", &error) &&
+       range(o.overlap_ms, 10, 10000, "--overlap-ms", &error) && parse_caps(&o, &error);
   if (ok && o.n_caps && !calib_plan_has_mode(o.modes, "sustained")) {
     g_set_error(&error, CALIB_ERROR, CALIB_ERROR_INVALID,
                 "--power-limit and --power-limits apply to the sustained mode; add sustained to --mode");
@@ -608,6 +682,9 @@ int main(int argc, char **argv) {
     cfg.gpus = o.gpus > 0 ? (guint)o.gpus : 8;
     cfg.nccl_max_bytes = (guint64)o.nccl_max_bytes;
     cfg.sustained_s = (double)o.sustained_s;
+    cfg.overlap_window_s = (double)o.overlap_ms / 1e3;
+    if (ok && o.overlap_blocks)
+      ok = calib_plan_parse_blocks(o.overlap_blocks, &cfg, &error);
     ok = ok && (plan = calib_plan_new(&cfg, &error)) != NULL;
   }
   if (ok && o.dry_run) {
@@ -637,6 +714,7 @@ int main(int argc, char **argv) {
   g_free(o.shapes);
   g_free(o.power_limit);
   g_free(o.power_limits);
+  g_free(o.overlap_blocks);
   g_option_context_free(ctx);
   return ok ? 0 : 1;
 }

@@ -31,7 +31,10 @@ today=gemmlt,attention,membound,modern
 for preset in gpt3 llama3; do
   "$dir/ptdsim-calibrate" --dry-run --gpus "$gpus" --mode $today --shapes $preset "$@" >"$out/plan-$preset.txt" 2>&1
 done
+"$dir/ptdsim-calibrate" --dry-run --gpus "$gpus" --mode overlap "$@" >"$out/plan-overlap.txt" 2>&1
 start=$(date +%s)
+# every mode (all): the 2021 ones, today's, the sustained loop and the
+# overlap runs (beside an NCCL all-reduce too where there are two GPUs)
 "$dir/ptdsim-calibrate" --keep-going -o "$out/calibration.json" "$@" >"$out/calibrate.log" 2>&1
 rc=$?
 echo "ptdsim-calibrate exited $rc after $(($(date +%s) - start)) s on $gpus GPU(s)" >>"$out/calibrate.log"

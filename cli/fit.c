@@ -130,6 +130,12 @@ static void print_summary(const cJSON *profile, const char *path) {
   if (cJSON_IsString(prov_scr) && g_str_has_prefix(prov_scr->valuestring, "measured"))
     printf("%-34s %12.6g   (%s)\n", "sustained clock ratio", num_at(profile, "sustained_clock_ratio", NULL),
            prov_scr->valuestring + strlen("measured: "));
+  const cJSON *ov = cJSON_GetObjectItemCaseSensitive(fit, "overlap");
+  const cJSON *ovp = cJSON_GetObjectItemCaseSensitive(ov, "parameters");
+  if (ovp) {
+    print_param("SMs per NCCL channel (overlap)", ovp, "sms_per_channel", NULL);
+    print_param("HBM bytes per byte moved (overlap)", ovp, "hbm_bytes_per_byte", NULL);
+  }
   const cJSON *pw = cJSON_GetObjectItemCaseSensitive(profile, "power");
   if (pw)
     printf("%-34s rated %g W, idle %g W, SM clock %g MHz settled (boost %g), exponent %g\n", "power model",

@@ -194,6 +194,37 @@ static void compare_sustained(const CalibMeasurements *m, const ModelProfile *p,
   class_emit(list, &c, "sustained gemm", "settled, at the sustained clock");
 }
 
+/* The overlap mode's holder runs: the GEMM's and the probe copy's times
+ * beside the holder against their measured times alone times the slowdown
+ * the profile prices (its SMs per channel and HBM bytes per byte, or the
+ * defaults: model_profile_overlap), so that the class judges the
+ * contention model, not the GEMM model. */
+static void compare_overlap(const CalibMeasurements *m, const ModelProfile *p, cJSON *list) {
+  double k, c;
+  model_profile_overlap(p, &k, &c);
+  char label[128];
+  for (int probe = 0; probe < 2; probe++) {
+    Class cl;
+    class_init(&cl);
+    for (guint i = 0; i < m->overlap->len; i++) {
+      const CalibOverlap *x = &g_array_index(m->overlap, CalibOverlap, i);
+      if (strcmp(x->with, "copy") != 0 || k * x->blocks >= p->sms)
+        continue;
+      ModelProfile held = *p;
+      held.sms_held = k * x->blocks;
+      held.hbm_held = CLAMP(c * x->moved_GBps * 1e9 / (p->hbm_bytes_per_s * p->memory_efficiency), 0.0, 0.9);
+      ModelGemm mg = {1, x->m, x->n, x->k};
+      double ratio = probe ? model_mem_time_s(&held, MODEL_MEM_COPY, 2 * x->mem_bytes) /
+                                 model_mem_time_s(p, MODEL_MEM_COPY, 2 * x->mem_bytes)
+                           : model_gemm_time_s(&held, &mg) / model_gemm_time_s(p, &mg);
+      g_snprintf(label, sizeof label, "%s beside %u blocks", probe ? "copy" : "gemm", x->blocks);
+      class_add(&cl, probe ? x->mem_beside_us : x->gemm_beside_us, (probe ? x->mem_us : x->gemm_us) * ratio, label);
+    }
+    class_emit(list, &cl, "overlap",
+               probe ? "copy beside the holder" : "gemm beside the holder");
+  }
+}
+
 ModelProfile calib_profile_at_burst(const ModelProfile *p) {
   ModelProfile b = *p;
   b.sustained_clock_ratio = 1;
@@ -226,9 +257,9 @@ cJSON *calib_compare(const CalibMeasurements *m, const ModelProfile *p, GError *
     return NULL;
   }
   if (m->layers->len == 0 && m->gemm->len == 0 && m->attention->len == 0 && m->membound->len == 0 &&
-      m->sustained->len == 0) {
+      m->sustained->len == 0 && m->overlap->len == 0) {
     g_set_error(error, CALIB_ERROR, CALIB_ERROR_TOO_FEW,
-                "the measurements have no layer, gemm, attention, membound or sustained records to compare; run "
+                "the measurements have no layer, gemm, attention, membound, sustained or overlap records to compare; run "
                 "ptdsim-calibrate --mode gemmlt,attention,membound,modern");
     return NULL;
   }
@@ -244,6 +275,7 @@ cJSON *calib_compare(const CalibMeasurements *m, const ModelProfile *p, GError *
   compare_attention(m, p, classes);
   compare_membound(m, p, classes);
   compare_sustained(m, sustained_p, classes);
+  compare_overlap(m, p, classes);
   cJSON *layers = cJSON_AddArrayToObject(root, "layer");
   Class all;
   class_init(&all);

@@ -1064,6 +1064,151 @@ static gboolean fit_power(const CalibMeasurements *m, const ModelProfile *base, 
   return ok;
 }
 
+/* --- compute beside a collective (the overlap mode) --- */
+
+/* Least squares through the origin, y = b x: b, its standard error and
+ * the residuals' rms (n >= 1; the error is 0 for one point). */
+static void origin_fit(const double *x, const double *y, guint n, double *b, double *se, double *rms) {
+  double sxx = 0, sxy = 0, ssr_ = 0;
+  for (guint i = 0; i < n; i++)
+    sxx += x[i] * x[i], sxy += x[i] * y[i];
+  *b = sxy / sxx;
+  for (guint i = 0; i < n; i++)
+    ssr_ += (y[i] - *b * x[i]) * (y[i] - *b * x[i]);
+  *se = n > 1 ? sqrt(ssr_ / (n - 1) / sxx) : 0;
+  *rms = sqrt(ssr_ / n);
+}
+
+/* The "overlap" block from the overlap mode's holder runs ("copy" records)
+ * on the profile `p` being fitted (its SMs, HBM bandwidth and efficiency),
+ * its record in *record; the all-reduce runs add to the record only.
+ *
+ * sms_per_channel, k: the SMs one holder block takes from the GEMM.  The
+ * model deals a GEMM's tiles in waves over the SMs left, sms - held
+ * (models/compute.c); over a GEMM of many waves (the mode's has 14 on an
+ * H100) that is a rate in proportion to the SMs it has, so beside N blocks
+ * the share of its rate lost, y = 1 - t_alone / t_beside, is k N / sms:
+ * least squares through the origin over the runs.  (The wave count's steps
+ * are left out of the fit: fitted against them, every k inside one step
+ * would fit as well, and the measured GEMM's steps are cuBLASLt's, not the
+ * model's tiles'.)
+ *
+ * hbm_bytes_per_byte, c: the model prices memory-bound work beside a
+ * collective at the HBM bandwidth left, 1 - hbm_held, with hbm_held = c x
+ * the collective's rate / (hbm_GBps x memory_efficiency) (plan/plan.c): the
+ * probe copy's lost rate share 1 - t_alone / t_beside against x = the
+ * holder's rate alone / (hbm_GBps x memory_efficiency), least squares
+ * through the origin.  The probe also loses the holder's SMs, which a
+ * streaming copy hardly needs: c takes all of its slowdown.
+ *
+ * The other direction (the holder's and the all-reduce's rate beside the
+ * GEMM and beside the probe, over their rate alone) is recorded, measured,
+ * in the fit record only: the simulation runs a collective at its own rate
+ * beside compute, and a figure nothing uses is not a profile key. */
+static gboolean fit_overlap(const CalibMeasurements *m, const ModelProfile *p, cJSON *root, cJSON *prov,
+                            cJSON **record, GError **error) {
+  *record = NULL;
+  if (m->overlap->len == 0)
+    return TRUE;
+  guint n = 0, max_blocks = 0;
+  double *xk = g_new(double, m->overlap->len), *yk = g_new(double, m->overlap->len);
+  double *xc = g_new(double, m->overlap->len), *yc = g_new(double, m->overlap->len);
+  double stream = p->hbm_bytes_per_s * p->memory_efficiency / 1e9; /* GB/s */
+  const CalibOverlap *first = NULL;
+  cJSON *rec = cJSON_CreateObject(), *rows = cJSON_CreateArray(), *slow = cJSON_CreateArray();
+  for (guint i = 0; i < m->overlap->len; i++) {
+    const CalibOverlap *x = &g_array_index(m->overlap, CalibOverlap, i);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "with", x->with);
+    cJSON_AddNumberToObject(o, strcmp(x->with, "copy") == 0 ? "blocks" : "ranks",
+                            strcmp(x->with, "copy") == 0 ? x->blocks : x->ranks);
+    cJSON_AddNumberToObject(o, "gemm", x->gemm_beside_us / x->gemm_us);
+    cJSON_AddNumberToObject(o, "beside_gemm", x->moved_GBps / x->moved_beside_GBps);
+    if (strcmp(x->with, "copy") == 0)
+      cJSON_AddNumberToObject(o, "beside_probe", x->moved_GBps / x->moved_beside_mem_GBps);
+    cJSON_AddItemToArray(slow, o);
+    if (strcmp(x->with, "copy") != 0)
+      continue;
+    first = first ? first : x;
+    max_blocks = MAX(max_blocks, x->blocks);
+    xk[n] = (double)x->blocks / p->sms;
+    yk[n] = 1 - x->gemm_us / x->gemm_beside_us;
+    xc[n] = x->moved_GBps / stream;
+    yc[n] = 1 - x->mem_us / x->mem_beside_us;
+    n++;
+  }
+  double k = 0, c = 0, se_k = 0, se_c = 0, rms_k = 0, rms_c = 0;
+  if (n > 0) {
+    origin_fit(xk, yk, n, &k, &se_k, &rms_k);
+    origin_fit(xc, yc, n, &c, &se_c, &rms_c);
+    k = round_sig(k, 6), c = round_sig(c, 6);
+  }
+  gboolean ok = TRUE;
+  if (n > 0 && !(k > 0 && k <= 16 && k * max_blocks < p->sms))
+    ok = FALSE, g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
+                            "the overlap runs give %g SMs taken per holder block (from the GEMM's times beside %u to "
+                            "%u blocks), outside (0, 16] or more than the %u SMs at %u blocks; check their gemm_us and "
+                            "gemm_beside_us",
+                            k, first->blocks, max_blocks, p->sms, max_blocks);
+  else if (n > 0 && !(c > 0 && c <= 16))
+    ok = FALSE, g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
+                            "the overlap runs give %g HBM bytes displaced per byte the holder moves (from the probe "
+                            "copy's times beside it), outside (0, 16]; check their mem_us, mem_beside_us and moved_GBps",
+                            c);
+  if (ok && n > 0) {
+    cJSON *blk = cJSON_CreateObject();
+    cJSON_AddNumberToObject(blk, "sms_per_channel", k);
+    cJSON_AddNumberToObject(blk, "hbm_bytes_per_byte", c);
+    put(root, "overlap", blk);
+    char *why = g_strdup_printf(
+        "measured: %u runs of a %s %" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT "x%" G_GUINT64_FORMAT
+        " GEMM beside a holder kernel of %u to %u blocks copying HBM to HBM; sms_per_channel: least squares of the "
+        "GEMM's lost rate (1 - t_alone / t_beside) against blocks x k / %u SMs; hbm_bytes_per_byte: of a streaming "
+        "copy's lost rate against c x the holder's rate / %.0f GB/s (hbm_GBps x memory_efficiency) (fit record "
+        "\"overlap\")",
+        n, first->dtype, first->m, first->n, first->k, first->blocks, max_blocks, p->sms, stream);
+    cJSON_AddStringToObject(prov, "overlap", why);
+    g_free(why);
+    cJSON_AddStringToObject(rec, "model", "1 - t_alone / t_beside = k blocks / sms (the GEMM); = c rate / (hbm_GBps "
+                                          "memory_efficiency) (the probe copy)");
+    cJSON_AddNumberToObject(rec, "points", n);
+    cJSON *pp = cJSON_AddObjectToObject(rec, "parameters");
+    param(pp, "sms_per_channel", k, se_k);
+    param(pp, "hbm_bytes_per_byte", c, se_c);
+    cJSON_AddNumberToObject(rec, "rms_residual_gemm", rms_k);
+    cJSON_AddNumberToObject(rec, "rms_residual_probe", rms_c);
+    for (guint i = 0, j = 0; i < m->overlap->len; i++) {
+      const CalibOverlap *x = &g_array_index(m->overlap, CalibOverlap, i);
+      if (strcmp(x->with, "copy") != 0)
+        continue;
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddNumberToObject(o, "blocks", x->blocks);
+      cJSON_AddNumberToObject(o, "gemm_lost", yk[j]);
+      cJSON_AddNumberToObject(o, "gemm_lost_predicted", k * xk[j]);
+      cJSON_AddNumberToObject(o, "probe_lost", yc[j]);
+      cJSON_AddNumberToObject(o, "probe_lost_predicted", c * xc[j]);
+      cJSON_AddItemToArray(rows, o);
+      j++;
+    }
+  }
+  cJSON_AddItemToObject(rec, "residuals", rows);
+  cJSON_AddItemToObject(rec, "collective_slowdown", slow);
+  cJSON_AddStringToObject(rec, "collective_slowdown_note",
+                          "measured, not modelled: each run's time beside the GEMM (gemm) and the holder's or the "
+                          "all-reduce's rate alone over its rate beside the GEMM (beside_gemm) and beside the probe "
+                          "copy (beside_probe); the simulation runs collectives at their own rate beside compute");
+  g_free(xk);
+  g_free(yk);
+  g_free(xc);
+  g_free(yc);
+  if (!ok) {
+    cJSON_Delete(rec);
+    return FALSE;
+  }
+  *record = rec;
+  return TRUE;
+}
+
 cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError **error) {
   guint max_iter = opt->max_iterations ? opt->max_iterations : 200;
   const ModelProfile *base = opt->base;
@@ -1394,6 +1539,12 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
     cJSON_AddStringToObject(prov, "sustained_clock_ratio",
                             "1: the GEMMs were measured at the clocks the GPU ran during calibration");
   }
+  cJSON *overlap_record = NULL;
+  if (power_ok)
+    power_ok = fit_overlap(m, &prof, root, prov, &overlap_record, error);
+  if (power_ok && !cJSON_GetObjectItemCaseSensitive(prov, "overlap") &&
+      cJSON_GetObjectItemCaseSensitive(root, "overlap"))
+    prov_from_base(prov, base_prov, base_name, "overlap");
   if (l2 > 0) {
     put_num(root, "l2_MiB", l2 / 1048576.0);
     if (m->device.l2_MiB > 0)
@@ -1552,12 +1703,15 @@ cJSON *calib_fit(const CalibMeasurements *m, const CalibFitOptions *opt, GError 
   g_array_free(idx8g, TRUE);
   if (!power_ok || !fit_collectives(m, max_iter, root, fit, error)) {
     cJSON_Delete(power_record);
+    cJSON_Delete(overlap_record);
     cJSON_Delete(fit);
     cJSON_Delete(root);
     return NULL;
   }
   if (power_record)
     cJSON_AddItemToObject(fit, "power", power_record);
+  if (overlap_record)
+    cJSON_AddItemToObject(fit, "overlap", overlap_record);
   cJSON_AddItemToObject(root, "fit", fit);
   return root;
 }

@@ -87,6 +87,7 @@ CalibMeasurements *calib_measurements_new(void) {
   m->attention = g_array_new(FALSE, TRUE, sizeof(CalibAttention));
   m->membound = g_array_new(FALSE, TRUE, sizeof(CalibMembound));
   m->sustained = g_array_new(FALSE, TRUE, sizeof(CalibSustained));
+  m->overlap = g_array_new(FALSE, TRUE, sizeof(CalibOverlap));
   m->failures = g_ptr_array_new_with_free_func(g_free);
   m->skipped = g_ptr_array_new_with_free_func(g_free);
   return m;
@@ -108,6 +109,7 @@ void calib_measurements_free(CalibMeasurements *m) {
   g_array_free(m->attention, TRUE);
   g_array_free(m->membound, TRUE);
   g_array_free(m->sustained, TRUE);
+  g_array_free(m->overlap, TRUE);
   g_ptr_array_free(m->failures, TRUE);
   g_ptr_array_free(m->skipped, TRUE);
   g_free(m);
@@ -356,6 +358,34 @@ cJSON *calib_measurements_to_json(const CalibMeasurements *m) {
       if (x->power_limit_W > 0)
         cJSON_AddNumberToObject(o, "power_limit_W", x->power_limit_W);
       cJSON_AddNumberToObject(o, "sustained_tflops", calib_sustained_tflops(x));
+      cJSON_AddItemToArray(arr, o);
+    }
+  }
+  if (m->overlap->len > 0) {
+    arr = cJSON_AddArrayToObject(root, "overlap");
+    for (guint i = 0; i < m->overlap->len; i++) {
+      const CalibOverlap *x = &g_array_index(m->overlap, CalibOverlap, i);
+      cJSON *o = cJSON_CreateObject();
+      cJSON_AddStringToObject(o, "dtype", x->dtype);
+      cJSON_AddNumberToObject(o, "m", (double)x->m);
+      cJSON_AddNumberToObject(o, "n", (double)x->n);
+      cJSON_AddNumberToObject(o, "k", (double)x->k);
+      cJSON_AddStringToObject(o, "with", x->with);
+      if (strcmp(x->with, "copy") == 0)
+        cJSON_AddNumberToObject(o, "blocks", x->blocks);
+      else
+        cJSON_AddNumberToObject(o, "ranks", x->ranks);
+      cJSON_AddNumberToObject(o, "bytes", x->bytes);
+      cJSON_AddNumberToObject(o, "gemm_us", x->gemm_us);
+      cJSON_AddNumberToObject(o, "gemm_beside_us", x->gemm_beside_us);
+      cJSON_AddNumberToObject(o, "moved_GBps", x->moved_GBps);
+      cJSON_AddNumberToObject(o, "moved_beside_GBps", x->moved_beside_GBps);
+      if (x->mem_bytes > 0) {
+        cJSON_AddNumberToObject(o, "mem_bytes", x->mem_bytes);
+        cJSON_AddNumberToObject(o, "mem_us", x->mem_us);
+        cJSON_AddNumberToObject(o, "mem_beside_us", x->mem_beside_us);
+        cJSON_AddNumberToObject(o, "moved_beside_mem_GBps", x->moved_beside_mem_GBps);
+      }
       cJSON_AddItemToArray(arr, o);
     }
   }
@@ -748,6 +778,44 @@ static gboolean read_sustained(Reader *r, const cJSON *o, CalibMeasurements *m) 
   return TRUE;
 }
 
+static gboolean read_overlap(Reader *r, const cJSON *o, CalibMeasurements *m) {
+  CalibOverlap x = {.ranks = 1};
+  const char *dtype = get_str(r, o, "dtype"), *with = dtype ? get_str(r, o, "with") : NULL;
+  if (!with)
+    return FALSE;
+  if (strcmp(dtype, "bf16") != 0)
+    return bad(r, "dtype", "must be \"bf16\" (the overlap mode's GEMM)");
+  gboolean copy = strcmp(with, "copy") == 0;
+  if (!copy && strcmp(with, "all_reduce") != 0)
+    return bad(r, "with", "must be \"copy\" (the SM-holding copy kernel) or \"all_reduce\" (an NCCL all-reduce)");
+  g_strlcpy(x.dtype, dtype, sizeof x.dtype);
+  g_strlcpy(x.with, with, sizeof x.with);
+  guint64 n = 0;
+  if (!get_count(r, o, "m", &x.m) || !get_count(r, o, "n", &x.n) || !get_count(r, o, "k", &x.k) ||
+      !get_count(r, o, copy ? "blocks" : "ranks", &n) ||
+      !get_num(r, o, "bytes", &ptd_range_bytes, &x.bytes) ||
+      !get_num(r, o, "gemm_us", &ptd_range_time_us, &x.gemm_us) ||
+      !get_num(r, o, "gemm_beside_us", &ptd_range_time_us, &x.gemm_beside_us) ||
+      !get_num(r, o, "moved_GBps", &ptd_range_bandwidth_GBps, &x.moved_GBps) ||
+      !get_num(r, o, "moved_beside_GBps", &ptd_range_bandwidth_GBps, &x.moved_beside_GBps))
+    return FALSE;
+  if (copy && n >= m->device.sms)
+    return bad(r, "blocks", "must be fewer than the device's SMs (the GEMM needs some)");
+  if (!copy && n < 2)
+    return bad(r, "ranks", "must be at least 2 (an all-reduce between GPUs)");
+  if (copy) {
+    x.blocks = (guint)n;
+    if (!get_num(r, o, "mem_bytes", &ptd_range_bytes, &x.mem_bytes) ||
+        !get_num(r, o, "mem_us", &ptd_range_time_us, &x.mem_us) ||
+        !get_num(r, o, "mem_beside_us", &ptd_range_time_us, &x.mem_beside_us) ||
+        !get_num(r, o, "moved_beside_mem_GBps", &ptd_range_bandwidth_GBps, &x.moved_beside_mem_GBps))
+      return FALSE;
+  } else
+    x.ranks = (guint)n;
+  g_array_append_val(m->overlap, x);
+  return TRUE;
+}
+
 static gboolean read_kernel(Reader *r, const cJSON *o, CalibMeasurements *m) {
   CalibKernel k = {0};
   guint64 n;
@@ -850,7 +918,8 @@ CalibMeasurements *calib_measurements_from_json(const cJSON *root, const char *p
   } lists[] = {{"gemm", read_gemm, FALSE},        {"membw", read_membw, FALSE},
                {"kernels", read_kernel, FALSE},   {"layer", read_layer, FALSE},
                {"nccl", read_coll, FALSE},        {"attention", read_attention, TRUE},
-               {"membound", read_membound, TRUE}, {"sustained", read_sustained, TRUE}};
+               {"membound", read_membound, TRUE}, {"sustained", read_sustained, TRUE},
+               {"overlap", read_overlap, TRUE}};
   gboolean ok = read_header(&r, root, m);
   for (guint l = 0; ok && l < G_N_ELEMENTS(lists); l++) {
     if (lists[l].optional && !cJSON_GetObjectItemCaseSensitive(root, lists[l].key))
@@ -886,10 +955,10 @@ gboolean calib_measurements_merge(CalibMeasurements *into, const CalibMeasuremen
                 from_path, from->device.name, from->device.sms, into->device.name, into->device.sms);
     return FALSE;
   }
-  GArray *to[] = {into->gemm,     into->membw,     into->kernels,  into->layers,
-                  into->coll,     into->attention, into->membound, into->sustained};
-  const GArray *src[] = {from->gemm, from->membw,     from->kernels,  from->layers,
-                         from->coll, from->attention, from->membound, from->sustained};
+  GArray *to[] = {into->gemm,     into->membw,     into->kernels,   into->layers, into->coll,
+                  into->attention, into->membound, into->sustained, into->overlap};
+  const GArray *src[] = {from->gemm,      from->membw,     from->kernels,   from->layers, from->coll,
+                         from->attention, from->membound, from->sustained, from->overlap};
   for (guint i = 0; i < G_N_ELEMENTS(to); i++)
     g_array_append_vals(to[i], src[i]->data, src[i]->len);
   for (guint i = 0; i < from->failures->len; i++)

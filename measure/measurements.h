@@ -130,6 +130,30 @@ double calib_sustained_tflops(const CalibSustained *s);
 double calib_sustained_clock_MHz(const CalibSustained *s);
 double calib_sustained_power_W(const CalibSustained *s);
 
+/* The overlap mode: a bf16 GEMM timed alone and beside work that holds
+ * SMs and moves data as a collective's kernels do.  `with` "copy": a
+ * holder kernel of `blocks` thread blocks (one per SM, as NCCL runs one
+ * block per channel) copying a `bytes` buffer from HBM to HBM, over and
+ * over; its rate `moved_GBps` is bytes copied per second (each read once and
+ * written once).  Beside it, also a memory-bound probe (a streaming copy of
+ * mem_bytes, read and written: 2 mem_bytes of traffic) timed alone and
+ * beside the holder, with the holder's rate beside the probe.  `with`
+ * "all_reduce": an NCCL all-reduce of `bytes` (nccl-tests' size) over
+ * `ranks` GPUs, its rate the bus bandwidth; no probe (mem_bytes 0).  Times
+ * in microseconds per GEMM product or per probe pass, rates in GB/s, each
+ * the mean over a window of hundreds of milliseconds. */
+typedef struct {
+  char dtype[8]; /* "bf16" */
+  guint64 m, n, k;
+  char with[16]; /* "copy" or "all_reduce" */
+  guint blocks;  /* copy: the holder's thread blocks */
+  guint ranks;   /* all_reduce: its GPUs (copy: 1) */
+  double bytes;
+  double gemm_us, gemm_beside_us;
+  double moved_GBps, moved_beside_GBps;
+  double mem_bytes, mem_us, mem_beside_us, moved_beside_mem_GBps; /* copy only */
+} CalibOverlap;
+
 typedef enum { CALIB_ALLREDUCE, CALIB_ALLGATHER, CALIB_REDUCESCATTER, CALIB_SENDRECV, CALIB_N_COLL } CalibCollOp;
 
 typedef struct {
@@ -167,6 +191,7 @@ typedef struct {
   GArray *attention; /* CalibAttention (optional list "attention") */
   GArray *membound;  /* CalibMembound (optional list "membound") */
   GArray *sustained; /* CalibSustained (optional list "sustained") */
+  GArray *overlap;   /* CalibOverlap (optional list "overlap") */
   GPtrArray *failures; /* strings: measurements that failed under --keep-going (optional "failures" list) */
   GPtrArray *skipped;  /* strings: modes the device or its libraries cannot run (optional "skipped" list) */
 } CalibMeasurements;

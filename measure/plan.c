@@ -63,6 +63,36 @@ void calib_plan_config_default(CalibPlanConfig *c) {
   /* long enough for a power-capped GPU's clock to settle: the H100's fell
    * within two seconds and held (calibrate/measurements/h100-sxm5-80gb-sustained.json) */
   c->sustained_s = 20;
+  /* up to 32 channels, NCCL's default ceiling (NCCL_MAX_NCHANNELS 32,
+   * src/include/device.h), in the steps a collective's channel count takes */
+  static const guint blocks[] = {4, 8, 16, 24, 32};
+  memcpy(c->overlap_blocks, blocks, sizeof blocks);
+  c->n_overlap_blocks = G_N_ELEMENTS(blocks);
+  c->overlap_window_s = 0.3;
+}
+
+gboolean calib_plan_parse_blocks(const char *spec, CalibPlanConfig *cfg, GError **error) {
+  char **v = g_strsplit(spec, ",", -1);
+  guint n = 0, got[CALIB_MAX_OVERLAP_BLOCKS];
+  gboolean ok = v[0] != NULL;
+  for (char **w = v; ok && *w; w++) {
+    char *end = NULL;
+    guint64 x = g_ascii_strtoull(*w, &end, 10);
+    ok = n < CALIB_MAX_OVERLAP_BLOCKS && end != *w && *end == '\0' && x >= 1 && x <= 1024;
+    if (ok)
+      got[n++] = (guint)x;
+  }
+  g_strfreev(v);
+  if (!ok) {
+    g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
+                "--overlap-blocks '%s' is not a comma list of at most %u whole numbers from 1 to 1024; give e.g. "
+                "--overlap-blocks 4,8,16,24,32",
+                spec, CALIB_MAX_OVERLAP_BLOCKS);
+    return FALSE;
+  }
+  memcpy(cfg->overlap_blocks, got, n * sizeof *got);
+  cfg->n_overlap_blocks = n;
+  return TRUE;
 }
 
 void calib_layer_shape_label(const CalibLayerShape *s, char *buf, gsize len) {
@@ -488,7 +518,7 @@ gboolean calib_plan_coll_fits(CalibCollOp op, guint ranks, double bytes) {
 }
 
 const char *const calib_modes[] = {"gemm",      "kernels",  "layer",  "nccl",     "membw",
-                                   "gemmlt",    "attention", "membound", "modern", "sustained"};
+                                   "gemmlt",    "attention", "membound", "modern", "sustained", "overlap"};
 const guint calib_n_modes = G_N_ELEMENTS(calib_modes);
 
 gboolean calib_plan_has_mode(const char *modes, const char *mode) {
@@ -628,6 +658,19 @@ double calib_plan_estimate_s(const CalibPlan *p, const char *modes, guint warmup
     total += EST_SETUP_S + reps * EST_SPIN_S +
              runs * 2.0 * CALIB_SUSTAINED_M * CALIB_SUSTAINED_N * CALIB_SUSTAINED_K / EST_GEMM_FLOPS +
              p->cfg.sustained_s;
+  if (calib_plan_has_mode(modes, "overlap")) {
+    /* the checked burst; the GEMM alone and looped until the clock
+     * settles; per block count the GEMM, the probe and the holder alone (a
+     * window each) and four nested runs (an outer of CALIB_OVERLAP_OUTER
+     * windows each); on more than one GPU the GEMM alone twice, its settling
+     * loop, the all-reduce alone and nested twice */
+    double w = p->cfg.overlap_window_s, nested = 2.0 * CALIB_OVERLAP_OUTER * w;
+    total += EST_SETUP_S + reps * EST_SPIN_S +
+             runs * 2.0 * CALIB_OVERLAP_M * CALIB_OVERLAP_N * CALIB_OVERLAP_K / EST_GEMM_FLOPS + w +
+             CALIB_OVERLAP_SETTLE_S + p->cfg.n_overlap_blocks * (EST_SETUP_S + 3 * w + 2 * nested);
+    if (gpus > 1)
+      total += EST_NCCL_INIT_S + CALIB_OVERLAP_SETTLE_S + 3 * w + nested;
+  }
   if (calib_plan_has_mode(modes, "membw"))
     for (guint i = 0; i < p->membw_bytes->len; i++)
       total += EST_SETUP_S + reps * EST_SPIN_S + runs * 2 * g_array_index(p->membw_bytes, double, i) / EST_MEM_BPS;
@@ -784,6 +827,30 @@ void calib_plan_print(const CalibPlan *p, const char *modes, guint warmup, guint
                               "loads\n",
                            CALIB_SUSTAINED_M, CALIB_SUSTAINED_N, CALIB_SUSTAINED_K, c->sustained_s,
                            CALIB_SUSTAINED_CHUNK);
+  if (calib_plan_has_mode(modes, "overlap")) {
+    GString *b = g_string_new(NULL);
+    for (guint i = 0; i < c->n_overlap_blocks; i++)
+      g_string_append_printf(b, "%s%u", i ? ", " : "", c->overlap_blocks[i]);
+    g_string_append_printf(o, "\noverlap: a bf16 %ux%ux%u cuBLASLt GEMM (TN), checked and timed as gemmlt times it, "
+                              "looped for %.0f s for the clock to settle, then timed over a %.0f ms window alone and "
+                              "beside a holder kernel of %s thread blocks (one "
+                              "run each; one block per SM, as NCCL runs one per channel) copying a %.0f MiB buffer HBM "
+                              "to HBM over and over; the holder's bytes/s alone and beside the GEMM; a %.0f MiB "
+                              "streaming copy (memory-bound work) alone and beside the holder; each run beside another "
+                              "timed inside an outer run of %u windows, and refused unless it lies inside it",
+                           CALIB_OVERLAP_M, CALIB_OVERLAP_N, CALIB_OVERLAP_K, CALIB_OVERLAP_SETTLE_S,
+                           c->overlap_window_s * 1e3, b->str,
+                           CALIB_OVERLAP_HOLDER_BYTES / 1048576, CALIB_OVERLAP_MEM_BYTES / 1048576,
+                           CALIB_OVERLAP_OUTER);
+    if (c->gpus > 1)
+      g_string_append_printf(o, "; then beside an NCCL all-reduce of %.0f MiB over %u GPUs (the GEMM on GPU 0), its "
+                                "bus bandwidth alone and beside",
+                             CALIB_OVERLAP_ALLREDUCE_BYTES / 1048576, c->gpus);
+    else
+      g_string_append_printf(o, "; the all-reduce runs need two GPUs and are skipped");
+    g_string_append_printf(o, "\n");
+    g_string_free(b, TRUE);
+  }
   g_string_append_printf(o, "\nestimated wall time: at most about %.0f s on one H100-class GPU (NCCL on %u GPU%s), "
                             "assuming at least %.0f TFLOP/s for GEMMs, %.0f GB/s for memory-bound work, %.0f GB/s "
                             "NCCL bus bandwidth, %.0f ms of set-up per measurement and the %.1f ms (layer: %.0f ms) "

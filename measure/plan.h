@@ -29,6 +29,7 @@ typedef struct {
 } CalibLayerShape;
 
 #define CALIB_MAX_SHAPES 16
+#define CALIB_MAX_OVERLAP_BLOCKS 16
 
 typedef struct {
   /* The layer shapes: the gemm mode measures every shape's GEMMs, the
@@ -42,12 +43,36 @@ typedef struct {
    * through cuBLASLt for this many seconds, in chunks of
    * CALIB_SUSTAINED_CHUNK products. */
   double sustained_s;
+  /* The overlap mode: the holder's thread-block counts (one run each) and
+   * the window each timed interval lasts at least, seconds. */
+  guint overlap_blocks[CALIB_MAX_OVERLAP_BLOCKS];
+  guint n_overlap_blocks;
+  double overlap_window_s;
 } CalibPlanConfig;
 
 #define CALIB_SUSTAINED_M 8192u
 #define CALIB_SUSTAINED_N 8192u
 #define CALIB_SUSTAINED_K 8192u
 #define CALIB_SUSTAINED_CHUNK 100u
+/* The overlap mode's GEMM: the largest MLP GEMM of the llama3 preset's
+ * 70B layer at t = 8 (the forward of the gate and up projections of
+ * SwiGLU: 2 x 28672 / 8 = 7168 outputs, 8192 tokens, hidden 8192), bf16,
+ * in the forward's TN layout; the holder's buffer (bytes copied per pass),
+ * the memory-bound probe's (copied per pass) and the all-reduce's size
+ * (nccl-tests' convention). */
+#define CALIB_OVERLAP_M 7168u
+#define CALIB_OVERLAP_N 8192u
+#define CALIB_OVERLAP_K 8192u
+#define CALIB_OVERLAP_HOLDER_BYTES (256.0 * 1048576)
+#define CALIB_OVERLAP_MEM_BYTES (1024.0 * 1048576)
+#define CALIB_OVERLAP_ALLREDUCE_BYTES (256.0 * 1048576)
+/* A run beside another is timed inside it: the outer work is sized to last
+ * this many windows at its own rate alone, the inner one window. */
+#define CALIB_OVERLAP_OUTER 3u
+/* Before the overlap runs the GEMM loops this long, seconds, so that a
+ * power-capped clock has settled (the H100's fell to its sustained value
+ * within two seconds: calibrate/measurements/h100-sxm5-80gb-sustained.json). */
+#define CALIB_OVERLAP_SETTLE_S 2.0
 
 typedef struct {
   char op[32];
@@ -140,11 +165,15 @@ void calib_plan_free(CalibPlan *p);
 guint calib_plan_nccl_ranks(guint gpus, guint *out, guint max);
 /* Whether `op` on `ranks` ranks can move `bytes` (float elements split evenly). */
 gboolean calib_plan_coll_fits(CalibCollOp op, guint ranks, double bytes);
+/* Sets cfg's holder block counts from SPEC, a comma list of 1 to
+ * CALIB_MAX_OVERLAP_BLOCKS whole numbers from 1 to 1024 (the harness checks
+ * them against the device's SMs).  One-line errors. */
+gboolean calib_plan_parse_blocks(const char *spec, CalibPlanConfig *cfg, GError **error);
 /* The human-readable plan (--dry-run). */
 void calib_plan_print(const CalibPlan *p, const char *modes, guint warmup, guint reps, GString *out);
 /* The harness's modes, in the order it runs them: the 2021 ones (gemm,
  * kernels, layer, nccl, membw), today's (gemmlt, attention, membound,
- * modern) and the sustained loop. */
+ * modern), the sustained loop and the overlap runs. */
 extern const char *const calib_modes[];
 extern const guint calib_n_modes;
 /* Whether the comma list `modes` names `mode` (or is "all"). */

@@ -596,8 +596,8 @@ void model_layer_cost_with(const ModelProfile *p, const ModelShape *m, guint t, 
 static double pass_total(const ModelPass *ps) { return ps->seg_s[0] + ps->seg_s[1] + ps->seg_s[2]; }
 
 double model_layer_contention(const ModelProfile *p, const ModelShape *m, guint t, guint b,
-                              const ModelLayerOptions *o, guint held, double hbm_share) {
-  if (held == 0 || p->kind == MODEL_PROFILE_IDEAL || held >= p->sms)
+                              const ModelLayerOptions *o, double held, double hbm_share) {
+  if (!(held > 0) || p->kind == MODEL_PROFILE_IDEAL || held >= p->sms)
     return 1;
   ModelProfile less = *p;
   less.sms_held = held;

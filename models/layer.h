@@ -131,12 +131,13 @@ void model_layer_cost_with(const ModelProfile *p, const ModelShape *m, guint t, 
                            ModelLayerCost *out);
 /* How much longer the layer's forward and backward take while a
  * collective's kernels run beside them, holding `held` of the device's SMs
+ * (a whole number, or channels times a fitted share per channel)
  * and moving `hbm_share` of its HBM bandwidth: their time with the GEMMs'
  * and attention's waves over the SMs left and the memory-bound kernels on
  * the bandwidth left, over their time alone.  1 where nothing is held or
  * the profile is the ideal one. */
 double model_layer_contention(const ModelProfile *p, const ModelShape *m, guint t, guint b,
-                              const ModelLayerOptions *o, guint held, double hbm_share);
+                              const ModelLayerOptions *o, double held, double hbm_share);
 /* The same layer without its MLP: the attention block of an MoE layer
  * (whose MLP block is models/moe.h's), its norms and residual adds kept;
  * forward: attention | layernorm 2 and the dropout-add | the closing

@@ -331,6 +331,30 @@ static gboolean load_membound_2021(ModelProfile *p, const cJSON *root, const cha
   return TRUE;
 }
 
+/* The optional "overlap" block: {"sms_per_channel", "hbm_bytes_per_byte"},
+ * both or neither. */
+static gboolean load_overlap(ModelProfile *p, const cJSON *root, const char *file, GError **error) {
+  const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, "overlap");
+  if (!o)
+    return TRUE;
+  if (!cJSON_IsObject(o)) {
+    g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_INVALID, "%s: 'overlap' must be an object", file);
+    return FALSE;
+  }
+  if (!ptd_json_in(root, "overlap.sms_per_channel", file, &ptd_range_overlap_sms, &p->overlap_sms_per_channel,
+                   error) ||
+      !ptd_json_in(root, "overlap.hbm_bytes_per_byte", file, &ptd_range_overlap_bytes,
+                   &p->overlap_hbm_bytes_per_byte, error))
+    return FALSE;
+  p->has_overlap = TRUE;
+  return TRUE;
+}
+
+void model_profile_overlap(const ModelProfile *p, double *sms_per_channel, double *hbm_bytes_per_byte) {
+  *sms_per_channel = p->has_overlap ? p->overlap_sms_per_channel : MODEL_OVERLAP_SMS_PER_CHANNEL;
+  *hbm_bytes_per_byte = p->has_overlap ? p->overlap_hbm_bytes_per_byte : MODEL_OVERLAP_HBM_BYTES_PER_BYTE;
+}
+
 /* The optional "power" block: {"rated_W", "idle_W", "boost_clock_MHz",
  * "sustained_clock_MHz", "exponent"} (see profile.h). */
 static gboolean load_power(ModelProfile *p, const cJSON *root, const char *file, GError **error) {
@@ -452,7 +476,8 @@ static gboolean load_body(ModelProfile *p, const cJSON *root, const char *file, 
   return solve_anchor(p, gemm, file, error) && load_collectives(p, root, file, error) &&
          load_attention(p, root, file, error) && load_precisions(p, root, file, error) &&
          load_gemm_fp8(p, root, file, error) && load_membound(p, root, file, error) &&
-         load_membound_2021(p, root, file, error) && load_power(p, root, file, error);
+         load_membound_2021(p, root, file, error) && load_power(p, root, file, error) &&
+         load_overlap(p, root, file, error);
 }
 
 gboolean model_profile_supports(const ModelProfile *p, const char *precision) {

@@ -71,7 +71,7 @@ typedef struct {
    * and attention's thread blocks are dealt over the other sms - sms_held,
    * each at its SM's rate (models/layer.h model_layer_contention); 0 on a
    * loaded profile */
-  guint sms_held;
+  double sms_held; /* whole SMs, or k x channels with a fitted "overlap" block */
   /* The share of HBM bandwidth those kernels move (their sends read and
    * their receives written): memory-bound kernels and memory-bound GEMMs
    * get the rest; 0 on a loaded profile */
@@ -104,6 +104,15 @@ typedef struct {
    * conservation", Digital Communications and Networks 3(2), 2017):
    * exponent 3 unless measurements at several caps fit it (fit/fit.c). */
   gboolean has_power;
+  /* What a collective's kernels take from the compute beside them
+   * (optional "overlap" block, fitted from ptdsim-calibrate's overlap
+   * mode): the SMs one channel's thread block holds (sms_per_channel) and
+   * the HBM traffic of memory-bound work it displaces per byte the
+   * collective moves at its bus rate (hbm_bytes_per_byte).  Without it,
+   * MODEL_OVERLAP_SMS_PER_CHANNEL and MODEL_OVERLAP_HBM_BYTES_PER_BYTE
+   * (model_profile_overlap). */
+  gboolean has_overlap;
+  double overlap_sms_per_channel, overlap_hbm_bytes_per_byte;
   double power_rated_W, power_idle_W, power_boost_clock_MHz, power_sustained_clock_MHz, power_exponent;
   /* Ideal profile: forward time of one layer per token processed. */
   double ideal_layer_s_per_token;
@@ -168,5 +177,14 @@ double model_power_clock_MHz(const ModelProfile *p, double cap_W);
  * f(cap_W) / sustained_clock_MHz; exactly sustained_clock_ratio at the
  * rated cap, and at most 1 (the burst rates the profile was fitted at). */
 double model_power_clock_ratio(const ModelProfile *p, double cap_W);
+/* Without a measured "overlap" block: NCCL runs one thread block per
+ * channel, each on an SM of its own (its kernels are launched with
+ * nChannels blocks: src/enqueue.cc), and a collective's bytes pass through
+ * HBM twice, read as sent and written as received. */
+#define MODEL_OVERLAP_SMS_PER_CHANNEL 1.0
+#define MODEL_OVERLAP_HBM_BYTES_PER_BYTE 2.0
+/* The profile's SMs per channel and HBM bytes per byte moved: its
+ * "overlap" block's, else the defaults above. */
+void model_profile_overlap(const ModelProfile *p, double *sms_per_channel, double *hbm_bytes_per_byte);
 /* Whether the device runs `precision` ("fp16", "bf16", "fp8"). */
 gboolean model_profile_supports(const ModelProfile *p, const char *precision);

@@ -413,8 +413,11 @@ double sim_plan_contention(const SimPlan *pl, const ModelProfile *profile, const
                          ? net->nvlink_busbw
                          : net->nic_bw * net->nics_per_node / net->gpus_per_node);
   ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
-  return model_layer_contention(profile, &pl->model, tp, pl->micro_batch, &lo, net->collective_channels,
-                                2 * rate / (profile->hbm_bytes_per_s * profile->memory_efficiency));
+  double sms_per_channel, hbm_bytes_per_byte;
+  model_profile_overlap(profile, &sms_per_channel, &hbm_bytes_per_byte);
+  return model_layer_contention(profile, &pl->model, tp, pl->micro_batch, &lo,
+                                sms_per_channel * net->collective_channels,
+                                hbm_bytes_per_byte * rate / (profile->hbm_bytes_per_s * profile->memory_efficiency));
 }
 
 gboolean sim_plan_check_device(const SimPlan *pl, const ModelProfile *profile, GError **error) {

@@ -364,10 +364,13 @@ ModelLayerOptions sim_plan_layer_options(const SimPlan *plan, const ModelProfile
  * cluster's nccl.collective_channels): a data-parallel group of `group`
  * members (1: none runs beside the compute) and, with `tp_overlap`,
  * tensor-parallel communication pipelined with its GEMMs; with
- * --overlap-moe-expert-parallel-comm the expert-parallel all-to-all.  The
- * collective's bytes pass through HBM at its bus rate, read as sent and
- * written as received: NVLink inside a node, the GPU's share of its node's
- * NICs across nodes (models/layer.h model_layer_contention).  1 where
+ * --overlap-moe-expert-parallel-comm the expert-parallel all-to-all.  Each
+ * channel holds the profile's SMs per channel, and the collective displaces
+ * its HBM bytes per byte moved at its bus rate (model_profile_overlap: one
+ * SM, and two bytes, read as sent and written as received, where the
+ * profile has no measured "overlap" block): NVLink inside a node, the GPU's
+ * share of its node's NICs across nodes (models/layer.h
+ * model_layer_contention).  1 where
  * nothing runs beside the compute, the cluster holds no SMs or the plan
  * asks for none (no_contention). */
 double sim_plan_contention(const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster, guint tp,

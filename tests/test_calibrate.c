@@ -13,6 +13,7 @@
 #include "../calibrate/gemm_index.h"
 #include "../models/compute.h"
 #include "../base/jsonutil.h"
+#include "../plan/plan.h"
 #include "../topologies/cluster.h"
 #include "test_tmp.h"
 
@@ -132,6 +133,54 @@ static void test_plan_sustained(void) {
     calib_plan_free(plan);
   }
   g_assert_cmpfloat_with_epsilon(est_s[1] - est_s[0], 80, 1e-9);
+}
+
+/* The overlap mode's plan in process: the block counts and the window are
+ * in the printed plan, the all-reduce only with more than one GPU; the
+ * estimate grows by the windows it counts, (1 + blocks x (3 + 4 outer))
+ * of them on one GPU; a bad block list is refused in one line. */
+static void test_plan_overlap(void) {
+  static const double window_s[2] = {0.3, 1.3};
+  double est_s[2];
+  for (int i = 0; i < 2; i++) {
+    CalibPlanConfig cfg;
+    calib_plan_config_default(&cfg);
+    cfg.overlap_window_s = window_s[i];
+    cfg.gpus = i ? 1 : 8;
+    GError *error = NULL;
+    g_assert_true(calib_plan_parse_blocks("4,16", &cfg, &error));
+    g_assert_no_error(error);
+    g_assert_cmpuint(cfg.n_overlap_blocks, ==, 2);
+    CalibPlan *plan = calib_plan_new(&cfg, &error);
+    g_assert_no_error(error);
+    GString *out = g_string_new(NULL);
+    calib_plan_print(plan, "overlap", 10, 50, out);
+    char *want = g_strdup_printf("looped for 2 s for the clock to settle, then timed over a %.0f ms window alone and "
+                                 "beside a holder kernel of 4, 16 thread blocks",
+                                 window_s[i] * 1e3);
+    g_assert_nonnull(strstr(out->str, want));
+    g_assert_nonnull(strstr(out->str, i ? "the all-reduce runs need two GPUs" : "NCCL all-reduce of 256 MiB over 8"));
+    g_assert_null(strstr(out->str, "gemm:"));
+    g_free(want);
+    g_string_free(out, TRUE);
+    est_s[i] = calib_plan_estimate_s(plan, "overlap", 10, 50, 1);
+    calib_plan_free(plan);
+  }
+  g_assert_cmpfloat_with_epsilon(est_s[1] - est_s[0], 1.0 * (1 + 2 * (3 + 4 * CALIB_OVERLAP_OUTER)), 1e-9);
+  CalibPlanConfig cfg;
+  calib_plan_config_default(&cfg);
+  const char *bad[] = {"", "4,,8", "0", "4,x", "1025", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17"};
+  for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
+    GError *error = NULL;
+    g_assert_false(calib_plan_parse_blocks(bad[i], &cfg, &error));
+    g_assert_error(error, CALIB_ERROR, CALIB_ERROR_INVALID);
+    g_assert_nonnull(strstr(error->message, "--overlap-blocks"));
+    g_assert_null(strchr(error->message, '\n'));
+    g_error_free(error);
+  }
+  /* the default, untouched by a refused list */
+  g_assert_cmpuint(cfg.n_overlap_blocks, ==, 5);
+  g_assert_cmpuint(cfg.overlap_blocks[0], ==, 4);
 }
 
 /* The forward GEMMs of the plan's layer add up to Narayanan et al.'s
@@ -548,6 +597,171 @@ static void test_bad_files(void) {
 }
 
 /* --- the fitter --- */
+
+/* --- the overlap mode --- */
+
+/* One holder run of the overlap mode as the harness writes it. */
+static cJSON *overlap_copy(double blocks, double gemm_us, double gemm_beside_us, double moved_GBps,
+                           double moved_beside_GBps, double mem_us, double mem_beside_us, double beside_mem_GBps) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddStringToObject(o, "dtype", "bf16");
+  cJSON_AddNumberToObject(o, "m", CALIB_OVERLAP_M);
+  cJSON_AddNumberToObject(o, "n", CALIB_OVERLAP_N);
+  cJSON_AddNumberToObject(o, "k", CALIB_OVERLAP_K);
+  cJSON_AddStringToObject(o, "with", "copy");
+  cJSON_AddNumberToObject(o, "blocks", blocks);
+  cJSON_AddNumberToObject(o, "bytes", CALIB_OVERLAP_HOLDER_BYTES);
+  cJSON_AddNumberToObject(o, "gemm_us", gemm_us);
+  cJSON_AddNumberToObject(o, "gemm_beside_us", gemm_beside_us);
+  cJSON_AddNumberToObject(o, "moved_GBps", moved_GBps);
+  cJSON_AddNumberToObject(o, "moved_beside_GBps", moved_beside_GBps);
+  cJSON_AddNumberToObject(o, "mem_bytes", CALIB_OVERLAP_MEM_BYTES);
+  cJSON_AddNumberToObject(o, "mem_us", mem_us);
+  cJSON_AddNumberToObject(o, "mem_beside_us", mem_beside_us);
+  cJSON_AddNumberToObject(o, "moved_beside_mem_GBps", beside_mem_GBps);
+  return o;
+}
+
+/* The runs a device with `sms` SMs and copy rate `stream_GBps` (its
+ * hbm_GBps x memory_efficiency) gives when a holder block takes k SMs from
+ * the GEMM and displaces c bytes of HBM traffic per byte it moves (5 GB/s
+ * per block), as fit/fit.c fit_overlap models them: the GEMM's rate lost,
+ * 1 - t_alone / t_beside = k N / sms; the probe copy's, c x rate / stream.
+ * With an all-reduce run, which adds to the fit record only. */
+static cJSON *overlap_runs(double sms, double stream_GBps, double k, double c) {
+  static const double blocks[] = {4, 8, 16, 24, 32};
+  cJSON *l = cJSON_CreateArray();
+  for (guint i = 0; i < G_N_ELEMENTS(blocks); i++) {
+    double n = blocks[i], rate = 5 * n;
+    cJSON_AddItemToArray(l, overlap_copy(n, 1500, 1500 / (1 - k * n / sms), rate, 0.9 * rate, 800,
+                                         800 / (1 - c * rate / stream_GBps), 0.5 * rate));
+  }
+  cJSON *a = overlap_copy(0, 1500, 1650, 300, 250, 1, 1, 1);
+  cJSON_ReplaceItemInObject(a, "with", cJSON_CreateString("all_reduce"));
+  cJSON_DeleteItemFromObject(a, "blocks");
+  cJSON_AddNumberToObject(a, "ranks", 8);
+  static const char *copy_only[] = {"mem_bytes", "mem_us", "mem_beside_us", "moved_beside_mem_GBps"};
+  for (guint i = 0; i < G_N_ELEMENTS(copy_only); i++)
+    cJSON_DeleteItemFromObject(a, copy_only[i]);
+  cJSON_AddItemToArray(l, a);
+  return l;
+}
+
+/* Overlap runs made from known k and c (the fitted profile's own SMs and
+ * copy rate) are read and written back unchanged, fitted back exactly (to
+ * the six significant digits the profile keeps), written as the profile's "overlap" block with its
+ * provenance, loaded back; the holder's and the all-reduce's slowdowns are
+ * in the fit record only; measurements without runs keep the defaults. */
+static void test_fit_overlap_exact(void) {
+  CalibMeasurements *m = synth("a100-sxm4-80gb", 0, 1);
+  GError *error = NULL;
+  cJSON *p0 = fit(m, 0, &error);
+  g_assert_no_error(error);
+  g_assert_null(cJSON_GetObjectItemCaseSensitive(p0, "overlap"));
+  ModelProfile *f0 = profile_from_json(p0, "overlap0.json");
+  g_assert_false(f0->has_overlap);
+  double k0, c0;
+  model_profile_overlap(f0, &k0, &c0);
+  g_assert_cmpfloat(k0, ==, MODEL_OVERLAP_SMS_PER_CHANNEL);
+  g_assert_cmpfloat(c0, ==, MODEL_OVERLAP_HBM_BYTES_PER_BYTE);
+  static const double kc[][2] = {{1.25, 2.5}, {0.75, 1.8}, {2, 3.25}};
+  for (guint i = 0; i < G_N_ELEMENTS(kc); i++) {
+    cJSON *root = calib_measurements_to_json(m);
+    cJSON_AddItemToObject(root, "overlap",
+                          overlap_runs(f0->sms, f0->hbm_bytes_per_s * f0->memory_efficiency / 1e9, kc[i][0], kc[i][1]));
+    char *text = cJSON_Print(root), *path = tmp_path("overlap-meas.json");
+    g_assert_true(g_file_set_contents(path, text, -1, NULL));
+    CalibMeasurements *r = calib_measurements_load(path, &error);
+    g_assert_no_error(error);
+    g_assert_cmpuint(r->overlap->len, ==, 6);
+    /* written back as read */
+    cJSON *back = calib_measurements_to_json(r);
+    g_assert_true(cJSON_Compare(cJSON_GetObjectItemCaseSensitive(back, "overlap"),
+                                cJSON_GetObjectItemCaseSensitive(root, "overlap"), TRUE));
+    cJSON_Delete(back);
+    cJSON *p = fit(r, 0, &error);
+    g_assert_no_error(error);
+    const cJSON *ov = cJSON_GetObjectItemCaseSensitive(p, "overlap");
+    g_assert_cmpfloat(field(p, "overlap", "sms_per_channel"), ==, kc[i][0]);
+    g_assert_cmpfloat(field(p, "overlap", "hbm_bytes_per_byte"), ==, kc[i][1]);
+    g_assert_cmpint(cJSON_GetArraySize(ov), ==, 2);
+    const cJSON *prov = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "provenance"), "overlap");
+    g_assert_true(cJSON_IsString(prov));
+    g_assert_true(g_str_has_prefix(prov->valuestring, "measured: 5 runs of a bf16 7168x8192x8192 GEMM"));
+    g_assert_cmpfloat(param(p, "overlap", "sms_per_channel", "value"), ==, kc[i][0]);
+    g_assert_cmpfloat(param(p, "overlap", "sms_per_channel", "stderr"), <, 1e-9);
+    /* the other direction: measured, in the fit record, per run */
+    const cJSON *slow = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(p, "fit"), "overlap"), "collective_slowdown");
+    g_assert_cmpint(cJSON_GetArraySize(slow), ==, 6);
+    g_assert_cmpfloat_with_epsilon(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(slow, 0), "beside_gemm")
+                                       ->valuedouble,
+                                   1 / 0.9, 1e-12);
+    g_assert_cmpfloat_with_epsilon(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(slow, 5), "beside_gemm")
+                                       ->valuedouble,
+                                   300.0 / 250, 1e-12);
+    ModelProfile *q = profile_from_json(p, "overlap1.json");
+    g_assert_true(q->has_overlap);
+    double k, c;
+    model_profile_overlap(q, &k, &c);
+    g_assert_cmpfloat(k, ==, kc[i][0]);
+    g_assert_cmpfloat(c, ==, kc[i][1]);
+    model_profile_free(q);
+    cJSON_Delete(p);
+    calib_measurements_free(r);
+    g_unlink(path);
+    g_free(path);
+    cJSON_free(text);
+    cJSON_Delete(root);
+  }
+  model_profile_free(f0);
+  cJSON_Delete(p0);
+  calib_measurements_free(m);
+}
+
+/* The contention factor of a plan uses the profile's SMs per channel and
+ * HBM bytes per byte, exactly as model_layer_contention takes them; a
+ * block giving the defaults prices exactly what no block does. */
+static void test_overlap_contention(void) {
+  GError *error = NULL;
+  TopoCluster *cl = topo_cluster_load("dgx-h100-superpod", &error);
+  g_assert_no_error(error);
+  g_assert_cmpuint(cl->net.collective_channels, ==, 16);
+  ModelProfile *h = load_profile("h100-sxm5-80gb");
+  g_assert_false(h->has_overlap);
+  SimPlan pl = {0};
+  g_assert_true(model_lookup("llama3-70b", &pl.model));
+  pl.micro_batch = 1;
+  pl.fusion = TRUE;
+  pl.cp = 1;
+  ModelLayerOptions lo = sim_plan_layer_options(&pl, h);
+  /* 8 tensor-parallel ranks x 4 data-parallel: the group spans nodes, at
+   * the GPU's share of its node's NICs */
+  double rate = cl->net.nic_bw * cl->net.nics_per_node / cl->net.gpus_per_node;
+  double stream = h->hbm_bytes_per_s * h->memory_efficiency;
+  double dflt = sim_plan_contention(&pl, h, cl, 8, 4, FALSE);
+  g_assert_cmpfloat(dflt, ==, model_layer_contention(h, &pl.model, 8, 1, &lo, 16, 2 * rate / stream));
+  g_assert_cmpfloat(dflt, >, 1);
+  ModelProfile same = *h;
+  same.has_overlap = TRUE;
+  same.overlap_sms_per_channel = MODEL_OVERLAP_SMS_PER_CHANNEL;
+  same.overlap_hbm_bytes_per_byte = MODEL_OVERLAP_HBM_BYTES_PER_BYTE;
+  g_assert_cmpfloat(sim_plan_contention(&pl, &same, cl, 8, 4, FALSE), ==, dflt);
+  /* k, c, and whether the factor is above the default's (+1) or below (-1) */
+  static const double kc[][3] = {{1.5, 3, 1}, {0.5, 1, -1}, {2.25, 2, 1}, {1, 1, -1}};
+  for (guint i = 0; i < G_N_ELEMENTS(kc); i++) {
+    ModelProfile f = *h;
+    f.has_overlap = TRUE;
+    f.overlap_sms_per_channel = kc[i][0];
+    f.overlap_hbm_bytes_per_byte = kc[i][1];
+    double got = sim_plan_contention(&pl, &f, cl, 8, 4, FALSE);
+    g_assert_cmpfloat(got, ==, model_layer_contention(&f, &pl.model, 8, 1, &lo, kc[i][0] * 16, kc[i][1] * rate / stream));
+    /* more SMs or more bytes held: slower; fewer: faster */
+    g_assert_cmpfloat((got - dflt) * kc[i][2], >, 0);
+  }
+  model_profile_free(h);
+  topo_cluster_free(cl);
+}
 
 /* Without noise the fit returns the generating parameters (to the six
  * significant digits the profile keeps). */
@@ -1437,6 +1651,127 @@ static void test_cli_fit(void) {
 
 /* ptdsim fit --compare through the binary: a table regenerable from a
  * measurements file, JSON that parses, and one-line errors. */
+/* Through the real binary: measurements with overlap runs are fitted into
+ * an "overlap" block (the summary prints it), --compare shows the overlap
+ * class against the fitted profile and against one without the block;
+ * malformed runs and runs that give no physical figure are refused in one
+ * line, writing nothing and leaving an existing output file as it was. */
+static void test_cli_overlap(void) {
+  const char *bin = g_getenv("PTDSIM_BIN");
+  if (!bin) {
+    g_test_skip("PTDSIM_BIN is not set");
+    return;
+  }
+  char *meas = tmp_path("ov-meas.json"), *prof = tmp_path("ov-prof.json"), *bad = tmp_path("ov-bad.json");
+  char *args = g_strdup_printf("fit --synthesize a100-sxm4-80gb -o %s", meas);
+  Proc p = run(bin, args);
+  g_assert_cmpint(p.status, ==, 0);
+  proc_clear(&p);
+  g_free(args);
+  char *text = NULL;
+  g_assert_true(g_file_get_contents(meas, &text, NULL, NULL));
+  cJSON *root = cJSON_Parse(text);
+  g_free(text);
+  ModelProfile *a = load_profile("a100-sxm4-80gb");
+  cJSON_AddItemToObject(root, "overlap",
+                        overlap_runs(a->sms, a->hbm_bytes_per_s * a->memory_efficiency / 1e9, 1.25, 2.5));
+  text = cJSON_Print(root);
+  g_assert_true(g_file_set_contents(meas, text, -1, NULL));
+  cJSON_free(text);
+  args = g_strdup_printf("fit %s -o %s", meas, prof);
+  p = run(bin, args);
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "SMs per NCCL channel (overlap)"));
+  g_assert_nonnull(strstr(p.out, "HBM bytes per byte moved (overlap)"));
+  proc_clear(&p);
+  g_free(args);
+  ModelProfile *f = load_profile(prof);
+  g_assert_true(f->has_overlap);
+  g_assert_cmpfloat_with_epsilon(f->overlap_sms_per_channel, 1.25, 1e-12);
+  model_profile_free(f);
+  const char *against[] = {prof, "a100-sxm4-80gb"};
+  for (guint i = 0; i < G_N_ELEMENTS(against); i++) {
+    args = g_strdup_printf("fit --compare %s --profile %s --format json", meas, against[i]);
+    p = run(bin, args);
+    g_assert_cmpint(p.status, ==, 0);
+    cJSON *j = cJSON_Parse(p.out);
+    const cJSON *c;
+    guint found = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(j, "classes")) {
+      if (strcmp(cJSON_GetObjectItemCaseSensitive(c, "class")->valuestring, "overlap") != 0)
+        continue;
+      found++;
+      g_assert_cmpfloat(cJSON_GetObjectItemCaseSensitive(c, "count")->valuedouble, ==, 5);
+      const char *what = cJSON_GetObjectItemCaseSensitive(c, "what")->valuestring;
+      g_assert_true(strcmp(what, "gemm beside the holder") == 0 || strcmp(what, "copy beside the holder") == 0);
+    }
+    g_assert_cmpuint(found, ==, 2);
+    cJSON_Delete(j);
+    proc_clear(&p);
+    g_free(args);
+  }
+  model_profile_free(a);
+
+  /* malformed runs, each one way, in the file's last copy run or its all-reduce run */
+  static const struct {
+    int item; /* 0: the first copy run, 5: the all-reduce run */
+    const char *key, *value, *expect;
+  } cases[] = {
+      {0, "with", "\"nvlink\"", "overlap[0].'with' must be \"copy\""},
+      {0, "dtype", "\"fp16\"", "overlap[0].'dtype' must be \"bf16\""},
+      {0, "blocks", "108", "overlap[0].'blocks' must be fewer than the device's SMs"},
+      {0, "gemm_beside_us", "-1", "overlap[0].'gemm_beside_us' is -1, outside"},
+      {0, "mem_us", NULL, "overlap[0].'mem_us' is missing"},
+      {0, "moved_GBps", "\"fast\"", "overlap[0].'moved_GBps' must be a number"},
+      {5, "ranks", "1", "overlap[5].'ranks' must be at least 2"},
+      {5, "bytes", NULL, "overlap[5].'bytes' is missing"},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(cases) + 3; i++) {
+    cJSON *r = cJSON_Duplicate(root, TRUE);
+    cJSON *l = cJSON_GetObjectItemCaseSensitive(r, "overlap"), *o;
+    const char *expect;
+    if (i < G_N_ELEMENTS(cases)) {
+      o = cJSON_GetArrayItem(l, cases[i].item);
+      if (cases[i].value)
+        cJSON_ReplaceItemInObjectCaseSensitive(o, cases[i].key, cJSON_Parse(cases[i].value));
+      else
+        cJSON_DeleteItemFromObjectCaseSensitive(o, cases[i].key);
+      expect = cases[i].expect;
+    } else if (i == G_N_ELEMENTS(cases)) { /* the GEMM no slower beside any holder */
+      cJSON_ArrayForEach(o, l) cJSON_ReplaceItemInObjectCaseSensitive(o, "gemm_beside_us", cJSON_CreateNumber(1400));
+      expect = "SMs taken per holder block";
+    } else if (i == G_N_ELEMENTS(cases) + 1) { /* the probe no slower beside any holder */
+      cJSON_ArrayForEach(o, l) if (cJSON_GetObjectItemCaseSensitive(o, "mem_beside_us")) /* the copy runs' */
+          cJSON_ReplaceItemInObjectCaseSensitive(o, "mem_beside_us", cJSON_CreateNumber(700));
+      expect = "HBM bytes displaced per byte the holder moves";
+    } else {
+      cJSON_ReplaceItemInObjectCaseSensitive(r, "overlap", cJSON_CreateString("none"));
+      expect = "'overlap' must be a list";
+    }
+    text = cJSON_Print(r);
+    g_assert_true(g_file_set_contents(bad, text, -1, NULL));
+    cJSON_free(text);
+    cJSON_Delete(r);
+    char *before = NULL, *after = NULL;
+    g_assert_true(g_file_get_contents(prof, &before, NULL, NULL));
+    args = g_strdup_printf("fit %s -o %s", bad, prof);
+    p = run(bin, args);
+    expect_one_line_error(&p, expect);
+    g_assert_true(g_file_get_contents(prof, &after, NULL, NULL));
+    g_assert_cmpstr(before, ==, after);
+    g_free(before);
+    g_free(after);
+    g_free(args);
+  }
+  cJSON_Delete(root);
+  g_unlink(meas);
+  g_unlink(prof);
+  g_unlink(bad);
+  g_free(meas);
+  g_free(prof);
+  g_free(bad);
+}
+
 static void test_cli_compare(void) {
   const char *bin = g_getenv("PTDSIM_BIN");
   if (!bin) {
@@ -1656,6 +1991,16 @@ static void test_calibrate_dry_run(void) {
   expect_one_line_error(&p, "--power-limits '0'");
   p = run(bin, "--dry-run --mode sustained --power-limit 500 --power-limits 400");
   expect_one_line_error(&p, "not both");
+  /* the overlap mode: its block counts and window as given */
+  p = run(bin, "--dry-run --mode overlap --gpus 2 --overlap-blocks 8,24 --overlap-ms 500");
+  g_assert_cmpint(p.status, ==, 0);
+  g_assert_nonnull(strstr(p.out, "a 500 ms window alone and beside a holder kernel of 8, 24 thread blocks"));
+  g_assert_nonnull(strstr(p.out, "over 2 GPUs"));
+  proc_clear(&p);
+  p = run(bin, "--dry-run --mode overlap --overlap-blocks 8,x");
+  expect_one_line_error(&p, "--overlap-blocks '8,x'");
+  p = run(bin, "--dry-run --mode overlap --overlap-ms 5");
+  expect_one_line_error(&p, "--overlap-ms 5 is out of range");
   p = run(bin, "--dry-run --mode layer --shapes 2304:24:2048:1:1,6144:48:2048:4:8");
   g_assert_cmpint(p.status, ==, 0);
   g_assert_nonnull(strstr(p.out, "plan for 2 layer shapes"));
@@ -1893,6 +2238,10 @@ int main(int argc, char **argv) {
   g_test_add_func("/calibrate/cli-fit", test_cli_fit);
   g_test_add_func("/calibrate/calibrate-dry-run", test_calibrate_dry_run);
   g_test_add_func("/calibrate/plan-sustained", test_plan_sustained);
+  g_test_add_func("/calibrate/plan-overlap", test_plan_overlap);
+  g_test_add_func("/calibrate/fit-overlap-exact", test_fit_overlap_exact);
+  g_test_add_func("/calibrate/overlap-contention", test_overlap_contention);
+  g_test_add_func("/calibrate/cli-overlap", test_cli_overlap);
   g_test_add_func("/calibrate/fit-power-block", test_fit_power_block);
   g_test_add_func("/calibrate/fit-no-power-block", test_fit_no_power_block);
   g_test_add_func("/calibrate/gemm-index", test_gemm_index);

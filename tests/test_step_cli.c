@@ -223,6 +223,100 @@ static void test_contention(void) {
   g_free(dir);
 }
 
+/* The shipped H100 profile with an "overlap" block of k SMs per channel
+ * and c HBM bytes per byte (a NULL value: the block as given by `raw`),
+ * written to dir/NAME.json; returns the path. */
+static char *h100_with_overlap(const char *dir, const char *name, double k, double c, const char *raw) {
+  cJSON *p = load_shipped("calibrate/profiles", "h100-sxm5-80gb");
+  g_assert_null(cJSON_GetObjectItemCaseSensitive(p, "overlap"));
+  cJSON *o = raw ? cJSON_Parse(raw) : cJSON_CreateObject();
+  g_assert_nonnull(o);
+  if (!raw) {
+    cJSON_AddNumberToObject(o, "sms_per_channel", k);
+    cJSON_AddNumberToObject(o, "hbm_bytes_per_byte", c);
+  }
+  cJSON_AddItemToObject(p, "overlap", o);
+  char *file = g_strdup_printf("%s.json", name), *path = g_build_filename(dir, file, NULL);
+  char *printed = cJSON_Print(p);
+  write_bytes(path, printed, -1);
+  cJSON_free(printed);
+  cJSON_Delete(p);
+  g_free(file);
+  return path;
+}
+
+/* The profile's measured SMs per channel and HBM bytes per byte price
+ * collectives sharing the GPU: a block of the defaults (one SM per channel,
+ * two bytes) prices exactly what no block does; two SMs per channel on the
+ * 16-channel cluster exactly what one SM per channel does on the same
+ * cluster with 32 channels; more bytes per byte cost more; malformed
+ * blocks are refused in one line. */
+static void test_overlap_block(void) {
+  char *dir = g_dir_make_tmp("ptdsim-overlap-XXXXXX", NULL);
+  g_assert_nonnull(dir);
+  char *same = h100_with_overlap(dir, "same", 1, 2, NULL), *two = h100_with_overlap(dir, "two", 2, 2, NULL);
+  char *bytes4 = h100_with_overlap(dir, "bytes4", 1, 4, NULL);
+  char *cluster32 = g_build_filename(dir, "channels32.json", NULL);
+  cJSON *c = load_shipped("topologies", "dgx-h100-superpod");
+  cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "nccl"), "collective_channels",
+                                         cJSON_CreateNumber(32));
+  cJSON_ReplaceItemInObjectCaseSensitive(c, "name", cJSON_CreateString("channels32"));
+  char *printed = cJSON_Print(c);
+  write_bytes(cluster32, printed, -1);
+  cJSON_free(printed);
+  cJSON_Delete(c);
+#define SHARING " --model llama3-8b --gpus 64 --pp 2 --global-batch 256 --micro-batch 1 --fsdp --format json"
+  double base = iteration("run --cluster dgx-h100-superpod --profile h100-sxm5-80gb" SHARING);
+  char *args = g_strdup_printf("run --cluster dgx-h100-superpod --profile %s" SHARING, same);
+  cJSON *j = run_json(args);
+  g_assert_cmpfloat(num(j, "iteration_time_s"), ==, base);
+  double effect = num(obj(j, "step_effects_s"), "contention");
+  g_assert_cmpfloat(effect, >, 0);
+  cJSON_Delete(j);
+  g_free(args);
+  args = g_strdup_printf("run --cluster dgx-h100-superpod --profile %s" SHARING, two);
+  double t_two = iteration(args);
+  g_free(args);
+  args = g_strdup_printf("run --cluster %s --profile h100-sxm5-80gb" SHARING, cluster32);
+  g_assert_cmpfloat(t_two, ==, iteration(args));
+  g_assert_cmpfloat(t_two, >, base);
+  g_free(args);
+  args = g_strdup_printf("run --cluster dgx-h100-superpod --profile %s" SHARING, bytes4);
+  j = run_json(args);
+  g_assert_cmpfloat(num(obj(j, "step_effects_s"), "contention"), >, effect);
+  cJSON_Delete(j);
+  g_free(args);
+  static const struct {
+    const char *raw, *mention;
+  } bad_blocks[] = {
+      {"\"two\"", "'overlap' must be an object"},
+      {"{\"sms_per_channel\": 0, \"hbm_bytes_per_byte\": 2}", "'overlap.sms_per_channel' is 0"},
+      {"{\"sms_per_channel\": 1, \"hbm_bytes_per_byte\": 17}", "'overlap.hbm_bytes_per_byte' is 17"},
+      {"{\"sms_per_channel\": 1}", "'overlap.hbm_bytes_per_byte'"},
+      {"{\"sms_per_channel\": \"one\", \"hbm_bytes_per_byte\": 2}", "'overlap.sms_per_channel'"},
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(bad_blocks); i++) {
+    char *path = h100_with_overlap(dir, "bad", 0, 0, bad_blocks[i].raw);
+    args = g_strdup_printf("run --cluster dgx-h100-superpod --profile %s" SHARING, path);
+    Proc p = run_line(args);
+    assert_one_line_error(&p, bad_blocks[i].mention);
+    proc_clear(&p);
+    g_free(args);
+    g_assert_cmpint(g_remove(path), ==, 0);
+    g_free(path);
+  }
+#undef SHARING
+  const char *made[] = {same, two, bytes4, cluster32};
+  for (guint i = 0; i < G_N_ELEMENTS(made); i++)
+    g_assert_cmpint(g_remove(made[i]), ==, 0);
+  g_assert_cmpint(g_rmdir(dir), ==, 0);
+  g_free(same);
+  g_free(two);
+  g_free(bytes4);
+  g_free(cluster32);
+  g_free(dir);
+}
+
 static const CliBadCase bad[] = {
     {"framework-word", SMALL_TP " --framework torch", "--framework"},
     {"host-negative", SMALL_TP " --host-op-us -1", "--host-op-us"},
@@ -241,6 +335,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/step/measured-steps", test_measured_steps);
   g_test_add_func("/step/effects", test_effects);
   g_test_add_func("/step/contention", test_contention);
+  g_test_add_func("/step/overlap-block", test_overlap_block);
   for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
     char *name = g_strdup_printf("/step/bad/%s", bad[i].name);
     g_test_add_data_func(name, &bad[i], cli_test_bad);
