@@ -202,10 +202,7 @@ void sim_fsdp_state_memory(const SimPlan *pl, guint s, ModelMemory *out) {
   out->optimizer = 8.0 * Ps / shard;
   out->weights = 4.0 * Ps / shard + 2.0 * (pl->reshard_after_forward ? root + MIN(2.0, (double)layers) * Lp : Ps);
   gboolean accumulate = pl->pp > 1 && pl->microbatches > 1; /* unsharded until the last microbatch */
-  /* (counted so under --framework eager alone, which models the torch
-   * code; the default framework's figures keep bf16) */
-  gboolean upcast = pl->fsdp_reduce_fp32 && pl->framework == MODEL_FRAMEWORK_EAGER;
-  double acc = accumulate ? (upcast ? 4.0 : 2.0) * Ps : 2.0 * Lp;
+  double acc = accumulate ? (pl->fsdp_reduce_fp32 ? 4.0 : 2.0) * Ps : 2.0 * Lp;
   out->gradients = 4.0 * Ps / shard + acc + (pl->fsdp_reduce_fp32 ? 4.0 * Lp : 0);
   out->total = out->weights + out->gradients + out->optimizer + out->activations + out->allocator;
 }
