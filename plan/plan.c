@@ -42,6 +42,7 @@ const PtdWord sim_precision_words[] = {{"fp16", MODEL_PRECISION_FP16},
                                        {NULL, 0}};
 const PtdWord sim_dispatcher_words[] = {{"alltoall", SIM_DISPATCH_ALLTOALL},
                                         {"allgather", SIM_DISPATCH_ALLGATHER},
+                                        {"deepep", SIM_DISPATCH_DEEPEP},
                                         {NULL, 0}};
 
 #define FAIL(...)                                                                                                      \
