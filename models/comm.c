@@ -105,3 +105,12 @@ double model_alltoall_time_s(const ModelNet *net, double bytes, guint ranks, gui
   }
   return (nodes > 1 ? net->hw.p2p_latency_inter : net->hw.p2p_latency_intra) + t;
 }
+
+double model_deepep_time_s(const ModelNet *net, double ib_bytes, double nvl_bytes, guint nodes) {
+  if (net->free_comm || (ib_bytes <= 0 && nvl_bytes <= 0))
+    return 0;
+  double t = nvl_bytes / net->hw.nvlink_busbw;
+  if (nodes > 1)
+    t = fmax(t, ib_bytes / (net->hw.nic_bw * net->hw.nics_per_node / net->hw.gpus_per_node));
+  return (nodes > 1 ? net->hw.p2p_latency_inter : net->hw.p2p_latency_intra) + t;
+}

@@ -79,6 +79,14 @@ double model_collective_time_s(const ModelNet *net, ModelCollOp op, double bytes
  *   time = p2p latency + max((n-1)/n S / nvlink, (n - m)/n S / (NICs x rate / G)).
  * busbw = algbw (n-1)/n, as nccl-tests reports it. */
 double model_alltoall_time_s(const ModelNet *net, double bytes, guint ranks, guint nodes);
+/* Seconds for DeepEP's dispatch or combine (deepseek-ai/DeepEP, its
+ * internode normal kernels; the DeepSeek-V3 report, section 3.2.2): each
+ * rank sends `ib_bytes` across InfiniBand to the GPU of its own rail in
+ * the other nodes, while those forward what they received over NVLink,
+ * `nvl_bytes` leaving each rank, the two pipelined chunk by chunk:
+ *   time = p2p latency + max(ib / (NICs x rate / G), nvl / nvlink busbw)
+ * (no InfiniBand phase on one node: an NVLink exchange alone). */
+double model_deepep_time_s(const ModelNet *net, double ib_bytes, double nvl_bytes, guint nodes);
 /* Seconds for one point-to-point transfer of `bytes`.  Across nodes NCCL
  * (v2.12, src/group.cc and src/graph/paths.cc) cuts a send into pieces of
  * 512 KiB to 2 MiB dealt round-robin over the peer's channels (2 by

@@ -1,6 +1,9 @@
 /* ptdsim — an MoE layer's MLP block (see moe.h). */
 #include "moe.h"
 
+#include <math.h>
+#include <string.h>
+
 #include "compute.h"
 
 double model_moe_expert_tokens(const ModelShape *m, const ModelMoeOptions *o) {
@@ -14,6 +17,65 @@ double model_moe_expert_tokens(const ModelShape *m, const ModelMoeOptions *o) {
 double model_moe_a2a_wire_bytes(const ModelShape *m, const ModelMoeOptions *o) {
   double T = (double)o->b * m->seq_len / ((double)MAX(o->t, 1u) * MAX(o->cp, 1u));
   return T * m->topk * m->hidden * 2.0 * (o->ep - 1) / o->ep;
+}
+
+/* ln C(n, r); -inf where r is out of 0..n. */
+static double ln_choose(double n, double r) {
+  if (r < 0 || r > n)
+    return -INFINITY;
+  return lgamma(n + 1) - lgamma(r + 1) - lgamma(n - r + 1);
+}
+
+/* C(pool - x, k) / C(pool, k): none of k picks out of `pool` among x. */
+static double miss(double pool, double x, double k) {
+  double q = 1;
+  for (double i = 0; i < k && q > 0; i++)
+    q *= MAX(pool - x - i, 0.0) / (pool - i);
+  return q;
+}
+
+double model_moe_reach(const ModelShape *m, const ModelMoeOptions *o, guint units) {
+  guint E = m->experts, G = o->groups ? o->groups : 1, M = o->groups ? o->group_topk : 1;
+  if (units == 0 || E == 0 || E % units || E % G)
+    return 0;
+  guint w = E / G, c = E / units;
+  double pool = (double)M * w, lnall = ln_choose(G, M), reach = 0;
+  /* count[j * (c + 1) + x]: the sets of j of the unit's overlapping groups
+   * holding x of its experts */
+  double *count = g_new(double, (gsize)(M + 1) * (c + 1));
+  for (guint u = 0; u < units; u++) {
+    guint lo = u * c, hi = lo + c, first = lo / w, last = (hi - 1) / w, span = last - first + 1;
+    memset(count, 0, sizeof(double) * (M + 1) * (c + 1));
+    count[0] = 1;
+    for (guint g = first; g <= last; g++) {
+      guint o_g = MIN(hi, (g + 1) * w) - MAX(lo, g * w);
+      for (guint j = MIN(M, g - first + 1); j >= 1; j--)
+        for (guint x = c; x >= o_g; x--) {
+          count[j * (c + 1) + x] += count[(j - 1) * (c + 1) + x - o_g];
+          if (x == 0)
+            break;
+        }
+    }
+    double missed = 0;
+    for (guint j = 0; j <= MIN(M, span); j++) {
+      double pj = exp(ln_choose(G - span, M - j) - lnall);
+      for (guint x = 0; x <= c; x++)
+        if (count[j * (c + 1) + x] > 0)
+          missed += count[j * (c + 1) + x] * pj * miss(pool, x, m->topk);
+    }
+    reach += 1 - missed;
+  }
+  g_free(count);
+  return reach;
+}
+
+void model_moe_deepep_bytes(const ModelShape *m, const ModelMoeOptions *o, gboolean combine, double *ib,
+                            double *nvl) {
+  double T = (double)o->b * m->seq_len / ((double)MAX(o->t, 1u) * MAX(o->cp, 1u)), h = m->hidden;
+  guint ep = MAX(o->ep, 1u), nodes = CLAMP(o->ep_nodes, 1u, ep), per = ep / nodes;
+  double token = o->fp8 && !combine ? h + 4.0 * ceil(h / 128) : 2.0 * h;
+  *ib = nodes > 1 ? T * token * model_moe_reach(m, o, nodes) * (nodes - 1) / nodes : 0;
+  *nvl = per > 1 ? T * token * model_moe_reach(m, o, ep) * (per - 1) / per : 0;
 }
 
 typedef struct {
@@ -85,6 +147,11 @@ void model_moe_cost(const ModelProfile *p, const ModelShape *m, const ModelMoeOp
   out->expert_tokens = model_moe_expert_tokens(m, o);
   out->dispatch_bytes = o->dispatcher == MODEL_MOE_ALLGATHER ? T * h * 2.0 * o->ep : T * k * h * 2.0;
   out->etp_bytes = etp > 1 ? T * k * h * 2.0 * etp : 0;
+  if (o->dispatcher == MODEL_MOE_DEEPEP) {
+    model_moe_deepep_bytes(m, o, FALSE, &out->ib_bytes_d, &out->nvl_bytes_d);
+    model_moe_deepep_bytes(m, o, TRUE, &out->ib_bytes_c, &out->nvl_bytes_c);
+    out->dispatch_bytes = out->ib_bytes_d + out->nvl_bytes_d;
+  }
   if (p->kind == MODEL_PROFILE_IDEAL) {
     /* the ideal profile's rate (time per token of a dense layer, whatever
      * the shape) scaled by the MoE block's FLOPs over the dense layer's */

@@ -41,7 +41,7 @@
 #include "profile.h"
 #include "transformer.h"
 
-typedef enum { MODEL_MOE_ALLTOALL, MODEL_MOE_ALLGATHER } ModelMoeDispatcher;
+typedef enum { MODEL_MOE_ALLTOALL, MODEL_MOE_ALLGATHER, MODEL_MOE_DEEPEP } ModelMoeDispatcher;
 
 typedef struct {
   guint t, cp, ep, etp, b;
@@ -49,6 +49,14 @@ typedef struct {
   double capacity;    /* 0: dropless; else the capacity factor */
   ModelMoeDispatcher dispatcher;
   gboolean fp8;       /* the experts' and shared experts' GEMMs in FP8 (the router's stay 16-bit) */
+  /* group-limited routing (Megatron-Core's --moe-router-num-groups and
+   * --moe-router-group-topk): the experts dealt in `groups` equal groups,
+   * each token choosing `group_topk` of them, then its k experts among
+   * theirs; 0: plain top-k over all experts */
+  guint groups, group_topk;
+  /* MODEL_MOE_DEEPEP: the nodes an expert-parallel group spans, its ep
+   * ranks spread evenly over them (0 or 1: one node) */
+  guint ep_nodes;
 } ModelMoeOptions;
 
 typedef struct {
@@ -61,6 +69,11 @@ typedef struct {
   /* etp > 1: the expert-tensor all-gather's output (and the
    * reduce-scatter's input) per rank, T k h 2 etp; 0: none */
   double etp_bytes;
+  /* MODEL_MOE_DEEPEP, per rank and dispatch (d) or combine (c): the bytes
+   * that cross InfiniBand and the bytes forwarded over NVLink
+   * (model_moe_deepep_bytes); dispatch_bytes is then their sum for the
+   * dispatch */
+  double ib_bytes_d, nvl_bytes_d, ib_bytes_c, nvl_bytes_c;
   /* compute, in seconds: before the dispatch (router, shared experts,
    * permute), the local experts, after the combine (unpermute) */
   double fwd_route_s, fwd_experts_s, fwd_unpermute_s;
@@ -74,6 +87,36 @@ double model_moe_expert_tokens(const ModelShape *m, const ModelMoeOptions *o);
  * combine): T k h 2 (ep - 1)/ep (all-to-all). */
 double model_moe_a2a_wire_bytes(const ModelShape *m, const ModelMoeOptions *o);
 void model_moe_cost(const ModelProfile *p, const ModelShape *m, const ModelMoeOptions *o, ModelMoeCost *out);
+
+/* The expected number of distinct units a token's k experts lie on, the
+ * E experts dealt in order over `units` equal units (the ranks of an
+ * expert-parallel group, or its nodes: expert e on unit e / (E / units), as
+ * Megatron-Core places experts on ranks), under group-limited routing with
+ * o->groups and o->group_topk (none: one group, always chosen).  The
+ * assumption: routing balanced in expectation -- each token's M groups a
+ * uniform choice of M of the G, its k experts a uniform choice of k of the
+ * M E / G experts of those groups, without repetition.  A unit u holding x
+ * of the chosen groups' experts misses all k with probability
+ * C(P - x, k) / C(P, k), P = M E / G; x follows from which of the groups
+ * overlapping u are chosen, each set of j of its s overlapping groups with
+ * probability C(G - s, M - j) / C(G, M).  The sum over the units of
+ * 1 - E[miss]. */
+double model_moe_reach(const ModelShape *m, const ModelMoeOptions *o, guint units);
+/* DeepEP's bytes per rank of one dispatch (`combine` FALSE) or combine
+ * (deepseek-ai/DeepEP's internode kernels; the DeepSeek-V3 report, section
+ * 3.2.2): a token crosses InfiniBand once to each node other than its own
+ * that holds one of its experts (to the GPU of its own rail there), then
+ * that GPU forwards it over NVLink once to each other GPU of its node that
+ * holds one (not once per expert).  With N = o->ep_nodes nodes of m =
+ * ep / N ranks, and the source's node (GPU) any of the N (m) with equal
+ * chance:
+ *   ib  = T x token bytes x reach(N nodes) x (N - 1) / N
+ *   nvl = T x token bytes x reach(ep ranks) x (m - 1) / m
+ * a token 2h bytes (bf16), or with o->fp8 for the dispatch h bytes of FP8
+ * and an fp32 scale per 128 channels (DeepEP's FP8 dispatch, the report's
+ * section 3.3); the combine is bf16 on the reverse path. */
+void model_moe_deepep_bytes(const ModelShape *m, const ModelMoeOptions *o, gboolean combine, double *ib,
+                            double *nvl);
 
 /* Parameters of one MoE layer's MLP block on one GPU: E/ep experts split
  * over etp, the shared experts split over t, the router and its bias whole. */

@@ -221,6 +221,29 @@ void net_coll_plan_free(NetCollPlan *plan) {
   g_free(plan);
 }
 
+NetCollPlan *net_coll_plan_together(NetCollPlan *a, NetCollPlan *b) {
+  if (b->phases->len == 0) {
+    net_coll_plan_free(b);
+    return a;
+  }
+  if (a->phases->len == 0) {
+    net_coll_plan_free(a);
+    return b;
+  }
+  g_assert(a->phases->len == 1 && b->phases->len == 1);
+  Phase *pa = g_ptr_array_index(a->phases, 0), *pb = g_ptr_array_index(b->phases, 0);
+  g_assert(pa->chain_s == 0 && pb->chain_s == 0 && pa->net_steps == 0 && pb->net_steps == 0);
+  pa->latency_s = MAX(pa->latency_s, pb->latency_s);
+  pa->min_xfer_s = MAX(pa->min_xfer_s, pb->min_xfer_s);
+  for (guint j = 0; j < pb->flows->len; j++)
+    g_ptr_array_add(pa->flows, g_ptr_array_index(pb->flows, j));
+  g_ptr_array_set_size(pb->flows, 0);
+  for (guint d = 0; d < 2; d++)
+    a->crossing_bytes[d] += b->crossing_bytes[d];
+  net_coll_plan_free(b);
+  return a;
+}
+
 static NetCollPlan *plan_new(NetCollAlgo algo, TopoProto proto) {
   NetCollPlan *p = g_new0(NetCollPlan, 1);
   p->algo = algo;

@@ -92,6 +92,12 @@ NetCollPlan *net_coll_plan(NetModel *net, NetCollOp op, NetCollAlgo algo, int pr
 NetCollPlan *net_coll_plan_p2p(NetModel *net, const guint *src, const guint *dst, guint n_pairs, double bytes,
                                guint64 salt);
 void net_coll_plan_free(NetCollPlan *plan);
+/* Two plans of one phase each (or none) run as one: b's flows join a's
+ * phase, which waits the longer of their latencies and transfer floors
+ * and ends when the last flow of either does; their crossing bytes add.
+ * Takes both; returns the plan (DeepEP's InfiniBand and NVLink exchanges,
+ * concurrent). */
+NetCollPlan *net_coll_plan_together(NetCollPlan *a, NetCollPlan *b);
 /* Bisection accounting: with `side[gpu]` 0 or 1 for the GPUs on either side
  * of a cut (2: not counted), plans built afterwards count the data bytes of
  * their transfers that cross it (a ring edge, a tree edge, a send), per

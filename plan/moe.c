@@ -21,16 +21,21 @@ gboolean sim_moe_build(const SimPlanRequest *r, SimPlan *plan, GError **error) {
   plan->moe_capacity = 0;
   plan->moe_allgather = FALSE;
   plan->moe_a2a_overlap = FALSE;
+  plan->moe_deepep = FALSE;
+  plan->moe_groups = plan->moe_group_topk = 0;
   if (!model_is_moe(m)) {
-    if (r->ep || r->expert_tp || r->moe_imbalance || r->moe_capacity || r->moe_dispatcher_given || r->moe_a2a_overlap)
+    if (r->ep || r->expert_tp || r->moe_imbalance || r->moe_capacity || r->moe_dispatcher_given || r->moe_groups ||
+        r->moe_group_topk || r->moe_a2a_overlap)
       FAIL("--%s is about mixture-of-experts layers, but the model is dense; give --num-experts or an MoE --model "
            "(see ptdsim models)",
-           r->ep                  ? "ep"
-           : r->expert_tp         ? "expert-tp"
-           : r->moe_imbalance     ? "moe-imbalance"
-           : r->moe_capacity      ? "moe-expert-capacity-factor"
+           r->ep                     ? "ep"
+           : r->expert_tp            ? "expert-tp"
+           : r->moe_imbalance        ? "moe-imbalance"
+           : r->moe_capacity         ? "moe-expert-capacity-factor"
            : r->moe_dispatcher_given ? "moe-token-dispatcher"
-                                  : "overlap-moe-expert-parallel-comm");
+           : r->moe_groups           ? "moe-router-num-groups"
+           : r->moe_group_topk       ? "moe-router-group-topk"
+                                     : "overlap-moe-expert-parallel-comm");
     return TRUE;
   }
   if (m->topk < 1 || m->topk > m->experts)
@@ -72,19 +77,48 @@ gboolean sim_moe_build(const SimPlanRequest *r, SimPlan *plan, GError **error) {
     FAIL("MoE layers are simulated one GPU per stage (the symmetry shortcut); drop --no-symmetry");
   if (plan->workload != SIM_WORKLOAD_GPT)
     FAIL("--workload layers is TeraPipe's benchmark; drop it for an MoE model");
+  /* group-limited routing: Megatron-Core's TransformerConfig checks
+   * (transformer_config.py: both given, the groups dividing the experts,
+   * group_topk <= num_groups) and what top-k needs of the chosen groups */
+  if (r->moe_group_topk && !r->moe_groups)
+    FAIL("--moe-router-group-topk %u needs --moe-router-num-groups (the groups the experts are dealt in); give both",
+         r->moe_group_topk);
+  if (r->moe_groups) {
+    if (!r->moe_group_topk)
+      FAIL("--moe-router-num-groups %u needs --moe-router-group-topk (the groups each token may use); give both",
+           r->moe_groups);
+    if (m->experts % r->moe_groups)
+      FAIL("--moe-router-num-groups %u does not divide the %u experts; use a divisor of %u", r->moe_groups,
+           m->experts, m->experts);
+    if (r->moe_group_topk > r->moe_groups)
+      FAIL("--moe-router-group-topk %u is more than the %u groups of --moe-router-num-groups; use at most %u",
+           r->moe_group_topk, r->moe_groups, r->moe_groups);
+    if ((guint64)r->moe_group_topk * (m->experts / r->moe_groups) < m->topk)
+      FAIL("--moe-router-group-topk %u groups of %u experts hold fewer than the %u experts each token picks "
+           "(--moe-router-topk); choose more groups per token",
+           r->moe_group_topk, m->experts / r->moe_groups, m->topk);
+  }
+  gboolean deepep = r->moe_dispatcher_given && r->moe_dispatcher == SIM_DISPATCH_DEEPEP;
+  if (deepep && etp > 1)
+    FAIL("--moe-token-dispatcher deepep is modelled over the expert-parallel group alone, not with --expert-tp %u; "
+         "give --expert-tp 1 (or use alltoall)",
+         etp);
   plan->ep = ep;
   plan->etp = etp;
   plan->edp = stage / (ep * etp);
   plan->moe_imbalance = r->moe_imbalance ? r->moe_imbalance : 1;
   plan->moe_capacity = r->moe_capacity;
   plan->moe_allgather = r->moe_dispatcher_given && r->moe_dispatcher == SIM_DISPATCH_ALLGATHER;
+  plan->moe_deepep = deepep;
+  plan->moe_groups = r->moe_groups;
+  plan->moe_group_topk = r->moe_groups ? r->moe_group_topk : 0;
   if (r->moe_a2a_overlap) {
     /* Megatron-Core's rules for it (transformer_config.py) */
     if (ep < 2)
       FAIL("--overlap-moe-expert-parallel-comm overlaps the expert-parallel all-to-all, and --ep is 1; give --ep > 1");
     if (plan->moe_allgather)
-      FAIL("--overlap-moe-expert-parallel-comm runs with the alltoall dispatcher; drop --moe-token-dispatcher "
-           "allgather");
+      FAIL("--overlap-moe-expert-parallel-comm runs with the alltoall or deepep dispatcher (Megatron-Core's alltoall "
+           "and flex); drop --moe-token-dispatcher allgather");
     if (plan->recompute)
       FAIL("--overlap-moe-expert-parallel-comm cannot run with full recomputation (Megatron-Core refuses it); use "
            "--recompute selective or none");
@@ -144,6 +178,17 @@ guint64 sim_moe_stage_params(const SimPlan *pl, guint s, guint64 *experts, guint
   return n;
 }
 
+double sim_moe_deepep_contention(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
+                                 guint nodes) {
+  const TopoNet *net = &cluster->net;
+  if (pl->no_contention)
+    return 1;
+  double rate = nodes > 1 ? net->nic_bw * net->nics_per_node / net->gpus_per_node : net->nvlink_busbw;
+  ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
+  return model_layer_contention(profile, &pl->model, pl->tp, pl->micro_batch, &lo, SIM_DEEPEP_SMS,
+                                2 * rate / (profile->hbm_bytes_per_s * profile->memory_efficiency));
+}
+
 ModelMoeOptions sim_moe_options(const SimPlan *pl) {
   return (ModelMoeOptions){.t = pl->tp,
                            .cp = sim_plan_cp(pl),
@@ -152,7 +197,11 @@ ModelMoeOptions sim_moe_options(const SimPlan *pl) {
                            .b = pl->micro_batch,
                            .imbalance = pl->moe_imbalance,
                            .capacity = pl->moe_capacity,
-                           .dispatcher = pl->moe_allgather ? MODEL_MOE_ALLGATHER : MODEL_MOE_ALLTOALL};
+                           .dispatcher = pl->moe_allgather ? MODEL_MOE_ALLGATHER
+                                         : pl->moe_deepep  ? MODEL_MOE_DEEPEP
+                                                           : MODEL_MOE_ALLTOALL,
+                           .groups = pl->moe_groups,
+                           .group_topk = pl->moe_group_topk};
 }
 
 gboolean sim_moe_layer(const SimPlan *pl, guint s, guint c, guint l) {

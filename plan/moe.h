@@ -31,6 +31,18 @@ void sim_moe_edp_ranks(const SimPlan *plan, guint s, guint local, guint *out);
  * `experts` the part that is its local experts (what its expert-data-
  * parallel group shares); the stage's MoE layers in `moe_layers`. */
 guint64 sim_moe_stage_params(const SimPlan *plan, guint s, guint64 *experts, guint *moe_layers);
+/* The SMs DeepEP's dispatch and combine kernels hold: Megatron-Core's
+ * default for them (transformer_config.py, moe_deepep_num_sms: 20), the
+ * number the DeepSeek-V3 report (section 3.2.2) finds enough to fill
+ * InfiniBand and NVLink on H800s. */
+#define SIM_DEEPEP_SMS 20
+/* How much longer compute takes beside DeepEP's kernels, which hold
+ * SIM_DEEPEP_SMS SMs and move the tokens through HBM at the rate of the
+ * GPU's share of its node's NICs (nodes > 1) or of NVLink
+ * (model_layer_contention, as sim_plan_contention prices NCCL's); 1 with
+ * no_contention. */
+double sim_moe_deepep_contention(const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster,
+                                 guint nodes);
 /* The options of the plan's MoE layer cost. */
 ModelMoeOptions sim_moe_options(const SimPlan *plan);
 /* The global index of the first layer of pipeline stage s (chunk 0) and

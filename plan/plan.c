@@ -42,6 +42,7 @@ const PtdWord sim_precision_words[] = {{"fp16", MODEL_PRECISION_FP16},
                                        {NULL, 0}};
 const PtdWord sim_dispatcher_words[] = {{"alltoall", SIM_DISPATCH_ALLTOALL},
                                         {"allgather", SIM_DISPATCH_ALLGATHER},
+                                        {"deepep", SIM_DISPATCH_DEEPEP},
                                         {NULL, 0}};
 
 #define FAIL(...)                                                                                                      \
@@ -401,10 +402,14 @@ ModelLayerOptions sim_plan_layer_options(const SimPlan *pl, const ModelProfile *
 double sim_plan_contention(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster, guint tp,
                            guint group, gboolean tp_overlap) {
   const TopoNet *net = &cluster->net;
-  if (pl->no_contention || net->collective_channels == 0 || (group <= 1 && !tp_overlap && !pl->moe_a2a_overlap))
+  /* NCCL's all-to-all beside the compute: paired passes (the combined
+   * 1F1B, DualPipe's F&B); DeepEP's own kernels are priced apart
+   * (plan/moe.h sim_moe_deepep_contention) */
+  gboolean a2a = pl->ep > 1 && !pl->moe_deepep && (pl->moe_a2a_overlap || sim_schedule_info(pl->schedule)->paired);
+  if (pl->no_contention || net->collective_channels == 0 || (group <= 1 && !tp_overlap && !a2a))
     return 1;
   double rate = tp_overlap ? net->nvlink_busbw : 0;
-  if (pl->moe_a2a_overlap) /* the all-to-all over the expert-parallel ranks, folded tp-fastest */
+  if (a2a) /* the all-to-all over the expert-parallel ranks, folded tp-fastest */
     rate = MAX(rate, (guint64)pl->etp * pl->ep <= cluster->gpus_per_node
                          ? net->nvlink_busbw
                          : net->nic_bw * net->nics_per_node / net->gpus_per_node);

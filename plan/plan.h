@@ -34,7 +34,7 @@ typedef enum { SIM_NETWORK_FLOW, SIM_NETWORK_ANALYTIC } SimNetwork;
 typedef enum { SIM_REDUCE_FP32, SIM_REDUCE_BF16 } SimReduceDtype;
 typedef enum { SIM_RESHARD_DEFAULT, SIM_RESHARD_ALWAYS, SIM_RESHARD_NEVER } SimReshard;
 /* --moe-token-dispatcher */
-typedef enum { SIM_DISPATCH_ALLTOALL, SIM_DISPATCH_ALLGATHER } SimDispatcher;
+typedef enum { SIM_DISPATCH_ALLTOALL, SIM_DISPATCH_ALLGATHER, SIM_DISPATCH_DEEPEP } SimDispatcher;
 
 /* The words of the worded options and the values they stand for, in the
  * order the options list them (base/text.h). */
@@ -179,6 +179,8 @@ typedef struct {
    * paired with the backward after it (SimItem.paired), as Megatron-Core's
    * combined 1F1B runs them */
   gboolean moe_a2a_overlap;
+  gboolean moe_deepep;    /* --moe-token-dispatcher deepep */
+  guint moe_groups, moe_group_topk; /* group-limited routing (0: none) */
   const SimScheduleFile *schedule_file; /* SIM_SCHEDULE_FILE: the user's (alive for the process) */
   /* --stage-times F,B,W,COMM: each stage's forward, input-gradient and
    * weight-gradient time per microbatch and a pipeline hop's, in seconds,
@@ -270,6 +272,7 @@ typedef struct {
   SimDispatcher moe_dispatcher;   /* not given: alltoall */
   gboolean moe_dispatcher_given;
   gboolean moe_a2a_overlap;       /* --overlap-moe-expert-parallel-comm */
+  guint moe_groups, moe_group_topk; /* --moe-router-num-groups, --moe-router-group-topk; 0: not given */
   const char *schedule_file;      /* --schedule-file CSV; NULL: none */
   gboolean stage_times;           /* --stage-times F,B,W,COMM; FALSE: the cost model */
   double stage_times_ms[4];       /* its F, B, W and COMM in ms (sim_stage_times_parse) */
@@ -426,6 +429,7 @@ typedef struct {
    * them per iteration (each at its time alone); one dispatch's bytes a
    * rank sends off-rank; tokens per local expert on the busiest rank */
   double bytes_ep, moe_comm_s, moe_a2a_bytes_per_rank, moe_expert_tokens;
+  double moe_ib_bytes_per_rank, moe_nvl_bytes_per_rank; /* DeepEP's dispatch: its two parts */
   double bisection_pp_GBps, bisection_dp_GBps;
   /* Sharded data parallelism (ZeRO-3, FSDP2), per GPU per iteration: the
    * parameter all-gathers and gradient reductions issued, the bytes of

@@ -85,6 +85,11 @@ typedef struct {
   guint8 *moe_layer;
   ModelLayerCost moe_attn;
   ModelMoeCost moe;
+  /* --moe-token-dispatcher deepep: the nodes an expert-parallel group
+   * spans, and how much longer compute takes beside DeepEP's kernels (the
+   * SMs they hold) where DualPipe's F&B overlap them with it (0: none) */
+  guint moe_ep_nodes;
+  double deepep_contention;
 
   /* --- an attempt: its engine and tables (build_tables) --- */
   guint m; /* microbatches: the plan's, or the steady state's short run's */
@@ -319,6 +324,9 @@ void sim_ptdp_tp_stream_op(PtdpBuild *b, guint s, guint k, const SimOpTag *t, gu
  * combine, the experts' GEMMs. */
 guint sim_ptdp_moe_plan(PtdpBuild *b, guint s, guint kind);
 double sim_ptdp_moe_analytic_s(const PtdpBuild *b, guint s, guint kind);
+/* The nodes each expert-parallel group spans, for DeepEP; 0 (a one-line
+ * error) where a group holds unequal numbers of GPUs on its nodes. */
+guint sim_ptdp_moe_check(PtdpBuild *b, GError **error);
 void sim_ptdp_moe_pass(PtdpBuild *b, guint s, guint k, const SimOpTag *t, gboolean backward);
 
 /* comm.c: what crosses GPUs outside a pass -- pipeline transfers, the

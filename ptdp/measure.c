@@ -299,8 +299,14 @@ gboolean sim_ptdp_measure(PtdpBuild *b, SimResult *r) {
       if ((kind <= PTDP_MOE_COMBINE ? pl->ep : pl->etp) > 1)
         per += b->moe_ns[s * PTDP_MOE_N_COMM + kind];
     r->moe_comm_s = (double)per * 1e-9 * moe * pl->microbatches * (pl->recompute ? 3 : 2);
-    r->moe_a2a_bytes_per_rank = model_moe_a2a_wire_bytes(
-        &pl->model, &(ModelMoeOptions){.t = pl->tp, .cp = b->cp, .ep = pl->ep, .b = pl->micro_batch});
+    r->moe_a2a_bytes_per_rank = pl->moe_deepep ? b->moe.dispatch_bytes /* across InfiniBand and over NVLink */
+                                               : model_moe_a2a_wire_bytes(&pl->model, &(ModelMoeOptions){
+                                                                                          .t = pl->tp,
+                                                                                          .cp = b->cp,
+                                                                                          .ep = pl->ep,
+                                                                                          .b = pl->micro_batch});
+    r->moe_ib_bytes_per_rank = pl->moe_deepep ? b->moe.ib_bytes_d : 0;
+    r->moe_nvl_bytes_per_rank = pl->moe_deepep ? b->moe.nvl_bytes_d : 0;
     r->moe_expert_tokens = b->moe.expert_tokens;
   }
 

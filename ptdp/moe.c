@@ -45,15 +45,60 @@ static double moe_bytes(const PtdpBuild *b, guint kind) {
   return kind <= PTDP_MOE_COMBINE ? b->moe.dispatch_bytes : b->moe.etp_bytes;
 }
 
+/* DeepEP's dispatch or combine: the bytes per rank across InfiniBand and
+ * over NVLink (models/moe.h). */
+static gboolean deepep(const PtdpBuild *b, guint kind) { return b->plan->moe_deepep && kind <= PTDP_MOE_COMBINE; }
+
+static void deepep_bytes(const PtdpBuild *b, guint kind, double *ib, double *nvl) {
+  *ib = kind == PTDP_MOE_DISPATCH ? b->moe.ib_bytes_d : b->moe.ib_bytes_c;
+  *nvl = kind == PTDP_MOE_DISPATCH ? b->moe.nvl_bytes_d : b->moe.nvl_bytes_c;
+}
+
+/* DeepEP's two exchanges of stage s as one plan: across nodes, each rail's
+ * GPUs of an expert-parallel group (one per node) all-to-all, ib bytes
+ * leaving each to the N - 1 others; inside each node the group's m GPUs
+ * all-to-all, nvl bytes leaving each (net_coll_plan_together: both at
+ * once, as DeepEP's kernels forward chunk by chunk).  The groups' GPUs
+ * ascend, m of them on each of their N nodes (sim_ptdp_moe_check). */
+static guint deepep_plan(PtdpBuild *b, guint s, guint kind, const char *key) {
+  const SimPlan *pl = b->plan;
+  guint n = pl->ep, nodes = b->moe_ep_nodes, m = n / nodes, *gpus = g_new(guint, (gsize)pl->tp * b->cp * pl->dp);
+  guint groups = moe_groups(b, s, kind, gpus);
+  guint *rails = g_new(guint, (gsize)groups * n), *inside = g_new(guint, (gsize)groups * n);
+  for (guint g = 0; g < groups; g++)
+    for (guint i = 0; i < nodes; i++)
+      for (guint r = 0; r < m; r++) {
+        guint gpu = gpus[g * n + i * m + r];
+        rails[(g * m + r) * nodes + i] = gpu; /* group g's rail r: its node-i GPU */
+        inside[(g * nodes + i) * m + r] = gpu;
+      }
+  double ib, nvl;
+  deepep_bytes(b, kind, &ib, &nvl);
+  /* nccl-tests' size: bytes / n to each of the n ranks, (n - 1)/n leaving */
+  guint plan = sim_netops_alltoall_pair(b->flow->ops, key, rails, nodes, groups * m,
+                                        nodes > 1 ? ib * nodes / (nodes - 1) : 0, inside, m, groups * nodes,
+                                        m > 1 ? nvl * m / (m - 1) : 0, 1.0, NULL);
+  g_free(rails);
+  g_free(inside);
+  g_free(gpus);
+  return plan;
+}
+
 /* The flow plan of one MoE collective of stage s (every group at once). */
 guint sim_ptdp_moe_plan(PtdpBuild *b, guint s, guint kind) {
   guint *cached = &b->moe_plans[s * PTDP_MOE_N_COMM + kind];
   if (*cached != G_MAXUINT)
     return *cached;
   const SimPlan *pl = b->plan;
+  char key[64];
+  if (deepep(b, kind)) {
+    double ib, nvl;
+    deepep_bytes(b, kind, &ib, &nvl);
+    g_snprintf(key, sizeof key, "deepep%u:%u:%.0f:%.0f", kind, s, ib, nvl);
+    return *cached = deepep_plan(b, s, kind, key);
+  }
   guint n = kind <= PTDP_MOE_COMBINE ? pl->ep : pl->etp, *gpus = g_new(guint, (gsize)pl->tp * b->cp * pl->dp);
   guint groups = moe_groups(b, s, kind, gpus);
-  char key[64];
   g_snprintf(key, sizeof key, "moe%u:%u:%.0f", kind, s, moe_bytes(b, kind));
   *cached = sim_netops_coll_groups(b->flow->ops, key, moe_op(b, kind), gpus, n, groups, 1.0, moe_bytes(b, kind), NULL);
   g_free(gpus);
@@ -63,6 +108,11 @@ guint sim_ptdp_moe_plan(PtdpBuild *b, guint s, guint kind) {
 /* Its time on the analytic network: the slowest group's. */
 double sim_ptdp_moe_analytic_s(const PtdpBuild *b, guint s, guint kind) {
   const SimPlan *pl = b->plan;
+  if (deepep(b, kind)) { /* every group alike (sim_ptdp_moe_check) */
+    double ib, nvl;
+    deepep_bytes(b, kind, &ib, &nvl);
+    return pl->ep > 1 ? model_deepep_time_s(&b->net, ib, nvl, b->moe_ep_nodes) : 0;
+  }
   guint n = kind <= PTDP_MOE_COMBINE ? pl->ep : pl->etp, *gpus = g_new(guint, (gsize)pl->tp * b->cp * pl->dp);
   guint groups = moe_groups(b, s, kind, gpus), G = b->cluster->gpus_per_node;
   double worst = 0;
@@ -89,6 +139,12 @@ double sim_ptdp_moe_analytic_s(const PtdpBuild *b, guint s, guint kind) {
  * reduce-scatter (n-1)/n of its buffer from each rank. */
 static void count_moe(PtdpBuild *b, guint kind) {
   const SimPlan *pl = b->plan;
+  if (deepep(b, kind)) { /* what leaves each rank: across InfiniBand and over NVLink */
+    double ib, nvl;
+    deepep_bytes(b, kind, &ib, &nvl);
+    sim_ptdp_account(b, SIM_CAT_EP, (ib + nvl) * pl->tp * b->cp * pl->dp);
+    return;
+  }
   guint n = kind <= PTDP_MOE_COMBINE ? pl->ep : pl->etp;
   double ranks = (double)pl->tp * b->cp * pl->dp;
   sim_ptdp_account(b, SIM_CAT_EP, moe_bytes(b, kind) * (n - 1) / n * ranks);
@@ -110,6 +166,44 @@ static void moe_comm(PtdpBuild *b, guint s, guint k, const SimOpTag *t, guint ki
     return;
   }
   sim_ptdp_tp_stream_op(b, s, k, t, b->flow ? sim_ptdp_moe_plan(b, s, kind) : G_MAXUINT, dur);
+}
+
+guint sim_ptdp_moe_check(PtdpBuild *b, GError **error) {
+  const SimPlan *pl = b->plan;
+  guint n = pl->ep, G = b->cluster->gpus_per_node, *gpus = g_new(guint, (gsize)pl->tp * b->cp * pl->dp), nodes = 0;
+  gboolean even = TRUE;
+  for (guint s = 0; s < b->p && even; s++) {
+    guint groups = moe_groups(b, s, PTDP_MOE_DISPATCH, gpus);
+    for (guint g = 0; g < groups && even; g++) {
+      /* the group's GPUs ascend: a run of them per node */
+      guint runs = 0, first = 0, here = 0, last = G_MAXUINT;
+      for (guint j = 0; j <= n; j++) {
+        if (j == n || gpus[g * n + j] / G != last) {
+          if (runs == 1)
+            first = here;
+          else if (runs > 1)
+            even = even && here == first;
+          if (j == n)
+            break;
+          runs++;
+          here = 0;
+          last = gpus[g * n + j] / G;
+        }
+        here++;
+      }
+      even = even && (nodes == 0 || nodes == runs);
+      nodes = runs;
+    }
+  }
+  g_free(gpus);
+  if (!even) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--moe-token-dispatcher deepep needs each expert-parallel group to hold as many GPUs on every node it "
+                "spans (--ep %u on %u-GPU nodes does not); use an --ep that divides or is a multiple of %u",
+                n, G, G);
+    return 0;
+  }
+  return nodes;
 }
 
 /* An MoE layer's pass (models/moe.h): forward, the attention block, its

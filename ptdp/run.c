@@ -190,6 +190,8 @@ static gboolean build_init(PtdpBuild *b, SimResult *r, GError **error) {
                 several_why(b), pl->symmetry && pl->flow_network ? ", or --network analytic" : "");
     return FALSE;
   }
+  if (pl->moe_deepep && !(b->moe_ep_nodes = sim_ptdp_moe_check(b, error)))
+    return FALSE;
   return TRUE;
 }
 
@@ -214,7 +216,13 @@ static void build_costs(PtdpBuild *b) {
     model_layer_attention_cost(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &b->moe_attn);
     ModelMoeOptions mo = sim_moe_options(pl);
     mo.fp8 = lo.fp8;
+    mo.ep_nodes = b->moe_ep_nodes;
     model_moe_cost(profile, &pl->model, &mo, &b->moe);
+    /* DeepEP's kernels hold SMs while they run: that slows compute where
+     * compute runs beside them, paired passes (DualPipe's F&B, the
+     * combined 1F1B; sim_ptdp_overlap_pair) */
+    if (pl->moe_deepep && (sim_schedule_info(pl->schedule)->paired || pl->moe_a2a_overlap))
+      b->deepep_contention = sim_moe_deepep_contention(pl, profile, b->cluster, b->moe_ep_nodes);
     b->moe_layer = g_new0(guint8, (gsize)b->p * b->v * b->lmax);
     for (guint s = 0; s < b->p; s++)
       for (guint c = 0; c < b->v; c++)
@@ -225,8 +233,9 @@ static void build_costs(PtdpBuild *b) {
    * backward, parameters gathered ahead of the forward, sharded data
    * parallelism, tensor-parallel communication pipelined with its GEMMs */
   gboolean dp_beside = pl->ddp == SIM_DDP_TORCH || pl->overlap_param_gather || pl->fsdp;
-  b->contention = sim_plan_contention(pl, profile, b->cluster, pl->tp, dp_beside ? b->dpc : 1,
-                                      pl->tp > 1 && pl->tp_comm_overlap);
+  b->contention = MAX(sim_plan_contention(pl, profile, b->cluster, pl->tp, dp_beside ? b->dpc : 1,
+                                          pl->tp > 1 && pl->tp_comm_overlap),
+                      b->deepep_contention);
   ModelShape local = ptdp_rank_shape(pl);
   model_embedding_cost_with(profile, &local, pl->tp, pl->micro_batch, &lo, &b->emb_fwd, &b->emb_bwd);
   model_head_cost_with(profile, &local, pl->tp, pl->micro_batch, &lo, &b->head_fwd, &b->head_bwd);

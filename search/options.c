@@ -261,7 +261,18 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                                         "Drop tokens beyond X times an expert's balanced share (default: dropless)",
                                         NULL},
     [SEARCH_OPT_MOE_TOKEN_DISPATCHER] = {"moe-token-dispatcher", SEARCH_OPT_TEXT, "KIND",
-                                         "alltoall (default) or allgather: how tokens reach their experts", dispatchers},
+                                         "alltoall (default), allgather or deepep (DeepEP's kernels, Megatron-Core's "
+                                         "flex dispatcher with --moe-enable-deepep: a token crosses InfiniBand once "
+                                         "per node, then NVLink): how tokens reach their experts",
+                                         dispatchers},
+    [SEARCH_OPT_MOE_ROUTER_NUM_GROUPS] = {"moe-router-num-groups", SEARCH_OPT_COUNT, "G",
+                                          "Group-limited routing: the experts dealt in G equal groups (DeepSeek-V3: "
+                                          "one per node of the expert-parallel group); with --moe-router-group-topk",
+                                          NULL},
+    [SEARCH_OPT_MOE_ROUTER_GROUP_TOPK] = {"moe-router-group-topk", SEARCH_OPT_COUNT, "M",
+                                          "Group-limited routing: each token picks its top M groups, then its top-k "
+                                          "experts among theirs",
+                                          NULL},
     [SEARCH_OPT_OVERLAP_MOE_EP_COMM] = {"overlap-moe-expert-parallel-comm", SEARCH_OPT_FLAG, NULL,
                                         "Megatron-Core's EP all-to-all overlap: in the 1F1B steady state a forward "
                                         "and the backward after it run together, each one's token dispatch and "
@@ -757,6 +768,8 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
     r->moe_capacity = 0;
   WORD_OPT(c, SEARCH_OPT_MOE_TOKEN_DISPATCHER, moe_dispatcher, error);
   r->moe_a2a_overlap = c->given[SEARCH_OPT_OVERLAP_MOE_EP_COMM];
+  r->moe_groups = count_or(c, SEARCH_OPT_MOE_ROUTER_NUM_GROUPS, 0);
+  r->moe_group_topk = count_or(c, SEARCH_OPT_MOE_ROUTER_GROUP_TOPK, 0);
   if (c->given[SEARCH_OPT_SWIGLU])
     r->model.mlp = MODEL_MLP_SWIGLU;
   if (c->given[SEARCH_OPT_UNTIE])

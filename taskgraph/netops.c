@@ -141,6 +141,19 @@ guint sim_netops_coll_groups(SimNetOps *n, const char *key, NetCollOp op, const 
   return keep(n, key, p, copies);
 }
 
+guint sim_netops_alltoall_pair(SimNetOps *n, const char *key, const guint *gpus_a, guint na, guint ga, double bytes_a,
+                               const guint *gpus_b, guint nb, guint gb, double bytes_b, double copies,
+                               const guint8 *side) {
+  guint idx = lookup(n, key);
+  if (idx != G_MAXUINT)
+    return idx;
+  net_model_set_sides(n->net, side);
+  guint64 salt = key_salt(key);
+  NetCollPlan *a = net_coll_plan(n->net, NET_OP_ALLTOALL, NET_ALGO_AUTO, -1, gpus_a, na, ga, bytes_a, salt, NULL);
+  NetCollPlan *b = net_coll_plan(n->net, NET_OP_ALLTOALL, NET_ALGO_AUTO, -1, gpus_b, nb, gb, bytes_b, salt + 1, NULL);
+  return keep(n, key, net_coll_plan_together(a, b), copies);
+}
+
 guint sim_netops_p2p(SimNetOps *n, const char *key, guint src, guint dst, double copies, double bytes,
                      const guint8 *side) {
   guint idx = lookup(n, key);

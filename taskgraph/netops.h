@@ -46,6 +46,13 @@ guint sim_netops_coll(SimNetOps *n, const char *key, NetCollOp op, const guint *
  * together (the MoE all-to-alls). */
 guint sim_netops_coll_groups(SimNetOps *n, const char *key, NetCollOp op, const guint *gpus, guint count, guint groups,
                              double copies, double bytes, const guint8 *side);
+/* Two all-to-alls at once, one plan (net_coll_plan_together): `ga` groups
+ * of `na` GPUs of `bytes_a` per rank and `gb` groups of `nb` GPUs of
+ * `bytes_b` (DeepEP's exchange between the nodes' same-rail GPUs beside
+ * its exchange inside each node). */
+guint sim_netops_alltoall_pair(SimNetOps *n, const char *key, const guint *gpus_a, guint na, guint ga, double bytes_a,
+                               const guint *gpus_b, guint nb, guint gb, double bytes_b, double copies,
+                               const guint8 *side);
 guint sim_netops_p2p(SimNetOps *n, const char *key, guint src, guint dst, double copies, double bytes,
                      const guint8 *side);
 /* Adds an op on `streams` (at `positions`, or NULL: in issue order) that

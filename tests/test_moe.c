@@ -226,6 +226,107 @@ static void test_fp8_experts(void) {
   model_profile_free(p);
 }
 
+/* Group-limited routing's reach: the expected distinct units (nodes, GPUs)
+ * a token's k experts lie on, by hand for small cases -- units inside
+ * groups, groups inside units, units straddling groups, no groups. */
+static void test_router_reach(void) {
+  ModelShape m = {.experts = 8, .topk = 2};
+  ModelMoeOptions o = {.groups = 4, .group_topk = 2};
+  const double eps = 1e-12;
+  /* 4 units = the 4 groups of 2: a group chosen with C(3,1)/C(4,2) = 1/2,
+   * then missed by both picks out of the pool of 4 with C(2,2)/C(4,2) */
+  g_assert_cmpfloat(fabs(model_moe_reach(&m, &o, 4) - 4 * 0.5 * (1 - 1.0 / 6)), <=, eps);
+  /* 8 units of one expert: always k distinct */
+  g_assert_cmpfloat(fabs(model_moe_reach(&m, &o, 8) - 2), <=, eps);
+  /* 2 units of 2 groups: none of its groups chosen 1/6 (miss), one 4/6
+   * (miss 1/6), both 1/6 (a hit) */
+  g_assert_cmpfloat(fabs(model_moe_reach(&m, &o, 2) - 2 * (1 - (1.0 / 6 + 4.0 / 6 / 6))), <=, eps);
+  /* no groups: C(6,2)/C(8,2) = 15/28 misses a unit of 2 */
+  o.groups = o.group_topk = 0;
+  g_assert_cmpfloat(fabs(model_moe_reach(&m, &o, 4) - 4 * (13.0 / 28)), <=, eps);
+  /* units straddling groups: 12 experts, 3 groups of 4, one chosen; each
+   * unit of 6 holds 4 of one group and 2 of the middle one */
+  m.experts = 12;
+  o.groups = 3;
+  o.group_topk = 1;
+  g_assert_cmpfloat(fabs(model_moe_reach(&m, &o, 2) - 2 * (1 - (0 + 1.0 / 6 + 1) / 3)), <=, eps);
+}
+
+/* DeepEP's bytes per rank: Mixtral's 8 experts on ep 4 over 2 nodes, in 2
+ * groups of one node each, one group per token (node-limited to 1): every
+ * token crosses InfiniBand to the other node half the time, and reaches
+ * 4 x 1/2 x (1 - 1/6) = 5/3 GPUs, of which the forwarder is one of 2 in its
+ * node; FP8 dispatch (h bytes and an fp32 scale per 128 channels), bf16
+ * combine.  With the alltoall dispatcher grouping moves nothing: each rank
+ * still sends T k rows, as many to every peer in expectation. */
+static void test_deepep_bytes(void) {
+  ModelShape m = get("mixtral-8x7b");
+  ModelMoeOptions o = {.t = 1, .cp = 1, .ep = 4, .etp = 1, .b = 1, .imbalance = 1, .groups = 2, .group_topk = 1,
+                       .ep_nodes = 2, .dispatcher = MODEL_MOE_DEEPEP, .fp8 = TRUE};
+  double T = 4096, h = 4096, fp8 = h + 4 * 32, reach = 4 * 0.5 * (1 - 1.0 / 6), ib, nvl;
+  g_assert_cmpfloat(fabs(model_moe_reach(&m, &o, 2) - 1), <=, 1e-12);
+  model_moe_deepep_bytes(&m, &o, FALSE, &ib, &nvl);
+  g_assert_cmpfloat(fabs(ib - T * fp8 * 1 * 0.5), <=, 1e-9 * ib);
+  g_assert_cmpfloat(fabs(nvl - T * fp8 * reach * 0.5), <=, 1e-9 * nvl);
+  model_moe_deepep_bytes(&m, &o, TRUE, &ib, &nvl);
+  g_assert_cmpfloat(fabs(ib - T * 2 * h * 0.5), <=, 1e-9 * ib);
+  g_assert_cmpfloat(fabs(nvl - T * 2 * h * reach * 0.5), <=, 1e-9 * nvl);
+  ModelMoeCost c;
+  ModelProfile p = {0};
+  p.kind = MODEL_PROFILE_IDEAL;
+  model_moe_cost(&p, &m, &o, &c);
+  g_assert_cmpfloat(c.ib_bytes_c, ==, ib);
+  g_assert_cmpfloat(c.nvl_bytes_c, ==, nvl);
+  g_assert_cmpfloat(c.dispatch_bytes, ==, c.ib_bytes_d + c.nvl_bytes_d);
+  /* one node: no InfiniBand, NVLink to the 5/3 GPUs less the sender's own */
+  o.ep_nodes = 1;
+  o.fp8 = FALSE;
+  model_moe_deepep_bytes(&m, &o, FALSE, &ib, &nvl);
+  g_assert_cmpfloat(ib, ==, 0);
+  g_assert_cmpfloat(fabs(nvl - T * 2 * h * reach * 3 / 4), <=, 1e-9 * nvl);
+  /* DeepSeek-V3 at ep 64 over 8 nodes, 8 groups (one a node), 4 per token:
+   * a node reached with 1/2 x (1 - C(96,8)/C(128,8)), a GPU (4 experts)
+   * with 1/2 x (1 - C(124,8)/C(128,8)) */
+  m = get("deepseek-v3");
+  o = (ModelMoeOptions){.t = 1, .cp = 1, .ep = 64, .etp = 1, .b = 1, .imbalance = 1, .groups = 8, .group_topk = 4,
+                        .ep_nodes = 8, .dispatcher = MODEL_MOE_DEEPEP, .fp8 = TRUE};
+  double miss_node = 1, miss_gpu = 1;
+  for (int i = 0; i < 8; i++) {
+    miss_node *= (96.0 - i) / (128 - i);
+    miss_gpu *= (124.0 - i) / (128 - i);
+  }
+  double nodes = 8 * 0.5 * (1 - miss_node), gpus = 64 * 0.5 * (1 - miss_gpu), tok = 7168 + 4 * 56;
+  model_moe_deepep_bytes(&m, &o, FALSE, &ib, &nvl);
+  g_assert_cmpfloat(fabs(ib - 4096 * tok * nodes * 7 / 8), <=, 1e-9 * ib);
+  g_assert_cmpfloat(fabs(nvl - 4096 * tok * gpus * 7 / 8), <=, 1e-9 * nvl);
+  g_assert_cmpfloat(nodes, <, 4); /* node-limited: at most M = 4 nodes */
+  /* the alltoall dispatcher: the same T k h 2 bytes with or without groups */
+  ModelMoeCost a, g;
+  o.dispatcher = MODEL_MOE_ALLTOALL;
+  model_moe_cost(&p, &m, &o, &g);
+  o.groups = o.group_topk = 0;
+  model_moe_cost(&p, &m, &o, &a);
+  g_assert_cmpfloat(g.dispatch_bytes, ==, a.dispatch_bytes);
+  g_assert_cmpfloat(a.dispatch_bytes, ==, 4096.0 * 8 * 7168 * 2);
+}
+
+/* DeepEP on the analytic network: the InfiniBand and NVLink phases
+ * pipelined, the slower of the two plus a latency. */
+static void test_deepep_analytic(void) {
+  ModelNet net = {0};
+  net.hw.nvlink_busbw = 160e9;
+  net.hw.nic_bw = 50e9;
+  net.hw.nics_per_node = 8;
+  net.hw.gpus_per_node = 8;
+  net.hw.p2p_latency_intra = 1e-5;
+  net.hw.p2p_latency_inter = 2e-5;
+  g_assert_cmpfloat(model_deepep_time_s(&net, 100e6, 200e6, 8), ==, 2e-5 + 100e6 / 50e9);
+  g_assert_cmpfloat(model_deepep_time_s(&net, 10e6, 320e6, 8), ==, 2e-5 + 320e6 / 160e9);
+  g_assert_cmpfloat(model_deepep_time_s(&net, 0, 320e6, 1), ==, 1e-5 + 320e6 / 160e9);
+  net.free_comm = TRUE;
+  g_assert_cmpfloat(model_deepep_time_s(&net, 100e6, 200e6, 8), ==, 0);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   g_test_add_func("/moe/checkpoint-counts", test_checkpoint_counts);
@@ -236,5 +337,8 @@ int main(int argc, char **argv) {
   g_test_add_func("/moe/folding", test_folding);
   g_test_add_func("/moe/memory", test_memory);
   g_test_add_func("/moe/fp8-experts", test_fp8_experts);
+  g_test_add_func("/moe/router-reach", test_router_reach);
+  g_test_add_func("/moe/deepep-bytes", test_deepep_bytes);
+  g_test_add_func("/moe/deepep-analytic", test_deepep_analytic);
   return g_test_run();
 }

@@ -227,6 +227,89 @@ static void test_a2a_overlap(void) {
   g_free(c);
 }
 
+#define QWEN_EP16                                                                                                      \
+  "run --model qwen3-30b-a3b --cluster dgx-h100-superpod --gpus 32 --pp 2 --ep 16 --global-batch 64 --recompute full " \
+  "--distributed-optimizer --format json"
+#define NODE_LIMITED " --moe-token-dispatcher deepep --moe-router-num-groups 2 --moe-router-group-topk 1"
+
+/* Why: with node-limited routing (Qwen3-30B-A3B's 128 experts in 2 groups,
+ * one per node of an ep-16 group, each token to 1 group) DeepEP sends a
+ * token across InfiniBand at most once, to the other node half the time:
+ * T h 2 / 2 bytes per rank, where the all-to-all sends (16 - 8)/15 of its
+ * T k h 2 bytes off the node; over NVLink it reaches 16 x 1/2 x (1 -
+ * C(56,8)/C(64,8)) GPUs, 7/8 of them not the forwarder.  Fewer bytes
+ * across the slow links: a shorter iteration.  Every dispatch and combine
+ * of every MoE layer and microbatch, three passes under full recomputation,
+ * on the 16 ranks of each stage, is counted. */
+static void test_deepep_node_limited(void) {
+  cJSON *a = run_json(QWEN_EP16), *d = run_json(QWEN_EP16 NODE_LIMITED);
+  const cJSON *cfg = obj(d, "config"), *moe = obj(d, "moe");
+  g_assert_cmpstr(str(cfg, "moe_token_dispatcher"), ==, "deepep");
+  g_assert_cmpfloat(num(cfg, "moe_router_num_groups"), ==, 2);
+  g_assert_cmpfloat(num(cfg, "moe_router_group_topk"), ==, 1);
+  double T = num(cfg, "seq_len"), h = 2048, miss = 1;
+  for (int i = 0; i < 8; i++)
+    miss *= (56.0 - i) / (64 - i);
+  double ib = T * 2 * h / 2, nvl = T * 2 * h * 16 * 0.5 * (1 - miss) * 7 / 8;
+  g_assert_cmpfloat(num(moe, "dispatch_ib_bytes_per_rank"), ==, ib);
+  g_assert_cmpfloat(fabs(num(moe, "dispatch_nvlink_bytes_per_rank") - nvl), <=, 1e-9 * nvl);
+  double a2a_inter = num(obj(a, "moe"), "dispatch_bytes_per_rank") * 8 / 15;
+  g_assert_cmpfloat(a2a_inter, ==, T * 8 * h * 2 * 8 / 16);
+  g_assert_cmpfloat(ib, <, a2a_inter);
+  g_assert_cmpfloat(num(d, "iteration_time_s"), <, num(a, "iteration_time_s"));
+  g_assert_cmpfloat(num(obj(d, "moe"), "comm_s"), <, num(obj(a, "moe"), "comm_s"));
+  double want = num(cfg, "moe_layers") * num(cfg, "microbatches") * 3 * 2 * (ib + nvl) * 16;
+  double got = num(obj(d, "bytes_per_iteration"), "ep");
+  g_assert_cmpfloat(fabs(got - want), <=, 1e-9 * want);
+  /* the alltoall dispatcher moves the same bytes with or without groups */
+  cJSON *g = run_json(QWEN_EP16 " --moe-router-num-groups 2 --moe-router-group-topk 1");
+  g_assert_cmpfloat(num(obj(g, "bytes_per_iteration"), "ep"), ==, num(obj(a, "bytes_per_iteration"), "ep"));
+  g_assert_cmpfloat(num(g, "iteration_time_s"), ==, num(a, "iteration_time_s"));
+  cJSON_Delete(a);
+  cJSON_Delete(d);
+  cJSON_Delete(g);
+}
+
+/* Why: in FP8 DeepEP dispatches h bytes and an fp32 scale per 128 channels
+ * a token (combining in bf16), and DualPipe's F&B run compute beside its
+ * kernels, which hold SMs: the run reports a contention effect it has not
+ * under 1F1B, where nothing runs beside them. */
+static void test_deepep_fp8_and_sms(void) {
+  const char *prof = " --profile h100-sxm5-80gb-measured --precision";
+  char *a = g_strconcat(QWEN_EP16 NODE_LIMITED, prof, " bf16", NULL), *b = g_strconcat(QWEN_EP16 NODE_LIMITED, prof,
+                                                                                        " fp8", NULL);
+  cJSON *x = run_json(a), *y = run_json(b);
+  g_assert_cmpfloat(num(obj(y, "moe"), "dispatch_ib_bytes_per_rank") / num(obj(x, "moe"), "dispatch_ib_bytes_per_rank"),
+                    ==, (2048.0 + 4 * 16) / 4096);
+  cJSON_Delete(x);
+  cJSON_Delete(y);
+  x = run_json(QWEN_EP16 NODE_LIMITED " --schedule dualpipe");
+  y = run_json(QWEN_EP16 NODE_LIMITED);
+  g_assert_cmpfloat(num(obj(x, "step_effects_s"), "contention"), >, 0);
+  g_assert_cmpfloat(num(obj(y, "step_effects_s"), "contention"), ==, 0);
+  cJSON_Delete(x);
+  cJSON_Delete(y);
+  g_free(a);
+  g_free(b);
+}
+
+/* Why: DeepEP's exchanges take the same shortcuts as the all-to-all:
+ * --exact gives the same iteration and bytes, on both networks. */
+static void test_deepep_exact(void) {
+  const char *nets[] = {"analytic", "flow"};
+  for (guint i = 0; i < 2; i++) {
+    char *a = g_strdup_printf(QWEN_EP16 NODE_LIMITED " --network %s", nets[i]);
+    char *b = g_strconcat(a, " --exact", NULL);
+    cJSON *x = run_json(a), *y = run_json(b);
+    g_assert_cmpfloat(num(x, "iteration_time_s"), ==, num(y, "iteration_time_s"));
+    g_assert_cmpfloat(num(obj(x, "bytes_per_iteration"), "ep"), ==, num(obj(y, "bytes_per_iteration"), "ep"));
+    cJSON_Delete(x);
+    cJSON_Delete(y);
+    g_free(a);
+    g_free(b);
+  }
+}
+
 static void test_errors(void) {
   static const CliBadCase cases[] = {
       {NULL, MIXTRAL " --ep 3", "does not divide the 8 experts"},
@@ -249,6 +332,17 @@ static void test_errors(void) {
                      "--moe-token-dispatcher allgather",
        "alltoall"},
       {NULL, MIXTRAL " --ep 8 --overlap-moe-expert-parallel-comm --recompute none", "--schedule interleaved"},
+      {NULL, "run --model llama2-7b --gpus 8 --global-batch 8 --moe-router-num-groups 2", "dense"},
+      {NULL, MIXTRAL " --moe-router-num-groups 3 --moe-router-group-topk 1", "does not divide the 8 experts"},
+      {NULL, MIXTRAL " --moe-router-num-groups 4 --moe-router-group-topk 5", "more than the 4 groups"},
+      {NULL, MIXTRAL " --moe-router-num-groups 8 --moe-router-group-topk 1", "fewer than the 2 experts"},
+      {NULL, MIXTRAL " --moe-router-group-topk 2", "needs --moe-router-num-groups"},
+      {NULL, MIXTRAL " --moe-router-num-groups 2", "needs --moe-router-group-topk"},
+      {NULL, MIXTRAL " --tp 2 --sequence-parallel --ep 2 --moe-token-dispatcher deepep", "--expert-tp 1"},
+      {NULL,
+       "run --model llama2-7b --num-experts 24 --cluster dgx-h100-superpod --gpus 48 --global-batch 48 --ep 12 "
+       "--moe-token-dispatcher deepep --allow-oom",
+       "as many GPUs on every node"},
   };
   cli_test_bad_each(cases, G_N_ELEMENTS(cases));
 }
@@ -266,5 +360,8 @@ int main(int argc, char **argv) {
   g_test_add_func("/moe-cli/errors", test_errors);
   g_test_add_func("/moe-cli/fp8", test_fp8);
   g_test_add_func("/moe-cli/a2a-overlap", test_a2a_overlap);
+  g_test_add_func("/moe-cli/deepep-node-limited", test_deepep_node_limited);
+  g_test_add_func("/moe-cli/deepep-fp8-sms", test_deepep_fp8_and_sms);
+  g_test_add_func("/moe-cli/deepep-exact", test_deepep_exact);
   return g_test_run();
 }

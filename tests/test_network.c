@@ -3,6 +3,7 @@
  * by hand in the comments and checked exactly. */
 #include <glib.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../base/jsonutil.h"
@@ -737,6 +738,46 @@ static void test_alltoall_lumped(void) {
   topo_cluster_free(c);
 }
 
+/* Why: DeepEP's exchange is two all-to-alls at once, one among the rails'
+ * GPUs across nodes and one inside each node (net_coll_plan_together):
+ * on links they do not share, after the longer of the two latencies (the
+ * time of a 1-byte exchange), it transfers for the longer of the two
+ * alone, its flows both plans' flows; a plan with nothing to send adds
+ * nothing. */
+static void test_alltoalls_together(void) {
+  GError *error = NULL;
+  TopoCluster *c = topo_cluster_load("dgx-h100-superpod", &error);
+  g_assert_no_error(error);
+  NetModel *net = net_model_load(c, &error);
+  g_assert_no_error(error);
+  guint rails[] = {0, 8, 1, 9}, inside[] = {2, 3, 4, 5, 10, 11, 12, 13};
+  double S = 64.0 * 1024 * 1024;
+  NetCollPlan *la = net_coll_plan(net, NET_OP_ALLTOALL, NET_ALGO_AUTO, -1, rails, 2, 2, 1, 1, &error);
+  NetCollPlan *lb = net_coll_plan(net, NET_OP_ALLTOALL, NET_ALGO_AUTO, -1, inside, 4, 2, 1, 2, &error);
+  int64_t lat_a = net_coll_plan_ns(net, la), lat_b = net_coll_plan_ns(net, lb);
+  g_assert_cmpint(lat_a, >, lat_b); /* InfiniBand's latency over NVLink's */
+  for (guint k = 0; k < 2; k++) { /* the inter-node exchange the slower, then the NVLink one */
+    double Sb = k ? 40 * S : S;
+    NetCollPlan *a = net_coll_plan(net, NET_OP_ALLTOALL, NET_ALGO_AUTO, -1, rails, 2, 2, S, 1, &error);
+    NetCollPlan *b = net_coll_plan(net, NET_OP_ALLTOALL, NET_ALGO_AUTO, -1, inside, 4, 2, Sb, 2, &error);
+    int64_t ta = net_coll_plan_ns(net, a), tb = net_coll_plan_ns(net, b);
+    guint flows = net_coll_plan_n_flows(a) + net_coll_plan_n_flows(b);
+    g_assert_cmpint(k ? tb : ta, >, k ? ta : tb);
+    NetCollPlan *both = net_coll_plan_together(a, b);
+    g_assert_cmpuint(net_coll_plan_n_flows(both), ==, flows);
+    int64_t want = lat_a + MAX(ta - lat_a, tb - lat_b);
+    g_assert_cmpint(llabs(net_coll_plan_ns(net, both) - want), <=, 2);
+    NetCollPlan *none = net_coll_plan(net, NET_OP_ALLTOALL, NET_ALGO_AUTO, -1, rails, 1, 4, S, 1, &error);
+    both = net_coll_plan_together(none, both);
+    g_assert_cmpint(llabs(net_coll_plan_ns(net, both) - want), <=, 2);
+    net_coll_plan_free(both);
+  }
+  net_coll_plan_free(la);
+  net_coll_plan_free(lb);
+  net_model_free(net);
+  topo_cluster_free(c);
+}
+
 /* Why: bisection_bandwidth_GBps.dp is per phase: each stage's data-parallel
  * bytes over the union of its own transfers' intervals, summed over stages.
  * By hand: stage 0 moves 4 + 4 bytes over [0, 2) and [1, 3) s: 8 / 3 B/s;
@@ -1019,6 +1060,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/network/p2p-channels", test_p2p_channels_flow);
   g_test_add_func("/bisection/phased", test_phased_bandwidth);
   g_test_add_func("/network/alltoall-lumped", test_alltoall_lumped);
+  g_test_add_func("/network/alltoalls-together", test_alltoalls_together);
   g_test_add_func("/bisection/one-direction", test_crossing_one_direction);
   g_test_add_func("/fabric/selene-routes", test_selene_routes);
   g_test_add_func("/fabric/ecmp-adaptive", test_ecmp_and_adaptive);

@@ -143,7 +143,12 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
     cJSON_AddNumberToObject(cfg, "ep", pl->ep);
     cJSON_AddNumberToObject(cfg, "expert_tp", pl->etp);
     cJSON_AddNumberToObject(cfg, "expert_dp", pl->edp);
-    cJSON_AddStringToObject(cfg, "moe_token_dispatcher", pl->moe_allgather ? "allgather" : "alltoall");
+    cJSON_AddStringToObject(cfg, "moe_token_dispatcher",
+                            pl->moe_allgather ? "allgather" : pl->moe_deepep ? "deepep" : "alltoall");
+    if (pl->moe_groups) { /* group-limited routing */
+      cJSON_AddNumberToObject(cfg, "moe_router_num_groups", pl->moe_groups);
+      cJSON_AddNumberToObject(cfg, "moe_router_group_topk", pl->moe_group_topk);
+    }
     cJSON_AddNumberToObject(cfg, "moe_imbalance", pl->moe_imbalance);
     cJSON_AddNumberToObject(cfg, "moe_capacity_factor", pl->moe_capacity); /* 0: dropless */
     if (pl->moe_a2a_overlap) /* (only where given: older outputs keep their bytes) */
@@ -214,6 +219,10 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
     cJSON_AddNumberToObject(moe, "comm_s", r->moe_comm_s);
     cJSON_AddNumberToObject(moe, "comm_fraction", r->iteration_time_s > 0 ? r->moe_comm_s / r->iteration_time_s : 0);
     cJSON_AddNumberToObject(moe, "dispatch_bytes_per_rank", r->moe_a2a_bytes_per_rank);
+    if (pl->moe_deepep) { /* its InfiniBand and NVLink parts */
+      cJSON_AddNumberToObject(moe, "dispatch_ib_bytes_per_rank", r->moe_ib_bytes_per_rank);
+      cJSON_AddNumberToObject(moe, "dispatch_nvlink_bytes_per_rank", r->moe_nvl_bytes_per_rank);
+    }
     cJSON_AddNumberToObject(moe, "tokens_per_expert", r->moe_expert_tokens);
   }
   cJSON *bi = obj_add(o, "bisection_bandwidth_GBps");
@@ -550,10 +559,13 @@ void trace_report_text(GString *out, const cJSON *run) {
                            num(cfg, "moe_shared_ffn_hidden") > 0 ? " (and shared experts)" : "",
                            count(cfg, "expert_tp"), count(cfg, "ep"), count(cfg, "expert_dp"),
                            str(cfg, "moe_token_dispatcher"),
-                           flag(cfg, "overlap_moe_expert_parallel_comm")
+                           cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cfg, "overlap_moe_expert_parallel_comm"))
                                ? " (each all-to-all behind another microbatch's compute, combined 1F1B)"
                                : "",
                            num(cfg, "moe_imbalance"), drop);
+    if (cJSON_GetObjectItemCaseSensitive(cfg, "moe_router_num_groups"))
+      g_string_append_printf(out, "           group-limited routing: each token to experts of %u of %u groups\n",
+                             count(cfg, "moe_router_group_topk"), count(cfg, "moe_router_num_groups"));
   }
   if (cp > 1)
     g_string_append_printf(out, "           context parallel: each GPU holds %u of every sequence's %u tokens, "
@@ -703,6 +715,10 @@ void trace_report_text(GString *out, const cJSON *run) {
                            ptd_format_si(num(by, "ep"), "B", x, sizeof x),
                            ptd_format_si(num(moe, "dispatch_bytes_per_rank"), "B", y, sizeof y),
                            num(moe, "tokens_per_expert"));
+    if (cJSON_GetObjectItemCaseSensitive(moe, "dispatch_ib_bytes_per_rank"))
+      g_string_append_printf(out, "           DeepEP: of it %s across InfiniBand, %s forwarded over NVLink\n",
+                             ptd_format_si(num(moe, "dispatch_ib_bytes_per_rank"), "B", x, sizeof x),
+                             ptd_format_si(num(moe, "dispatch_nvlink_bytes_per_rank"), "B", y, sizeof y));
   }
   const cJSON *fx = cJSON_GetObjectItemCaseSensitive(run, "step_effects_s");
   if (fx) {
