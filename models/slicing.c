@@ -106,9 +106,8 @@ static GArray *grid(guint n, guint shift) {
     }
     last = i;
   }
-  if (shift == 0 && last < n - 2) /* the longest slice that has an inside */
-    for (guint j = 1; j <= 2; j++)
-      g_array_append_val(pts, ((Pt){n - 2, 1}));
+  if (shift == 0 && last < n - 2) /* the longest slice that has an inside (one context) */
+    g_array_append_val(pts, ((Pt){n - 2, 1}));
   return pts;
 }
 
