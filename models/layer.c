@@ -98,7 +98,7 @@ static double linear_s(const Acc *a, guint64 m, guint64 n, guint64 k) {
  * gradient added into the parameter's .grad kept from the backward before
  * (reads both, writes one, 16-bit: 6 bytes per parameter). */
 static void accumulate(Acc *a, guint64 rows, guint64 cols) {
-  if (a->eager && !a->cache) /* (TeraPipe adds every gradient after the pass: cache_backward) */
+  if (a->eager && !a->cache) /* (TeraPipe adds every gradient after the pass: cache_accumulate) */
     memop(a, MODEL_MEM_POINTWISE, 6.0 * (double)rows * (double)cols);
 }
 
@@ -286,7 +286,6 @@ static void norm_backward(Acc *a, const Dims *d) {
   memop(a, MODEL_MEM_POINTWISE, 6 * d->N);
 }
 
-/* The attention core's forward: what selective recomputation runs again. */
 /* TeraPipe's attention over its cache (transformer_models.py,
  * MultiheadLMAttentionWithCache.forward, PyTorch eager, fp16), per slice of
  * q = d->s tokens after c = kv - q earlier ones: q * scaling (2 + 2 bytes
@@ -315,6 +314,7 @@ static void cache_core(Acc *a, const Dims *d) {
   gemm(a, d->heads_t, d->s, d->d, d->kv);       /* attention over values */
 }
 
+/* The attention core's forward: what selective recomputation runs again. */
 static void attention_core(Acc *a, const Dims *d, gboolean fused_softmax) {
   if (a->cache) {
     cache_core(a, d);
