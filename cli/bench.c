@@ -119,7 +119,7 @@ static int bench_terapipe(guint repeat) {
     code = cli_fail(error);
   for (guint g = 8; !code && g >= 1; g = g == 8 ? 1 : 0) {
     ModelNet net = {.hw = cluster->net};
-    ModelCell cell = {profile, &plan.model, &net, plan.tp, 1, plan.model.layers / plan.pp, TRUE, TRUE, TRUE, TRUE};
+    ModelCell cell = {profile, &plan.model, &net, plan.tp, 1, plan.model.layers / plan.pp, TRUE, TRUE, TRUE, TRUE, {0}};
     ModelSliceCost cost;
     if (!model_slice_cost_fit(&cell, 1, plan.model.seq_len, g, &cost, &error)) {
       code = cli_fail(error);

@@ -12,6 +12,7 @@ typedef struct {
   gboolean backward; /* gradient GEMMs: FP8 with split accumulation */
   gboolean kernels_2021; /* Megatron's 2021 memory-bound kernels (a layer without flash attention) */
   gboolean eager;        /* PyTorch eager's kernel list (layer.h) */
+  gboolean cache;        /* TeraPipe's own layer over its attention cache (model_layer_slice_cost_with) */
   gboolean free_mem;     /* memory-bound kernels cost nothing (ModelLayerOptions.free_membound) */
   double host_op_s;      /* host time per launch */
   double host, gpu;      /* when the host issues the next kernel, when the GPU ends the last one */
@@ -97,7 +98,7 @@ static double linear_s(const Acc *a, guint64 m, guint64 n, guint64 k) {
  * gradient added into the parameter's .grad kept from the backward before
  * (reads both, writes one, 16-bit: 6 bytes per parameter). */
 static void accumulate(Acc *a, guint64 rows, guint64 cols) {
-  if (a->eager)
+  if (a->eager && !a->cache) /* (TeraPipe adds every gradient after the pass: cache_accumulate) */
     memop(a, MODEL_MEM_POINTWISE, 6.0 * (double)rows * (double)cols);
 }
 
@@ -119,6 +120,8 @@ typedef struct {
   double Nc; /* b*s*a*d/t: attention context shard */
   double Nr; /* b*s*(a+g)*d/t: the query and key shards rotary embeddings rotate */
   double Nq, Nk; /* b*s*a*d/t and b*s*g*d/t: the query shard and the key shard apart */
+  double Nf;     /* TeraPipe: b*L*g*d/t, the key (or value) cache of the whole sequence of L tokens */
+  gboolean last; /* TeraPipe: the slice ends the sequence */
 } Dims;
 
 static Dims dims(const ModelShape *m, guint t, guint b, guint q, guint kv) {
@@ -161,6 +164,8 @@ static Dims dims(const ModelShape *m, guint t, guint b, guint q, guint kv) {
   d.Nr = (double)d.bs * (qw + kvw) / t;
   d.Nq = (double)d.bs * qw / t;
   d.Nk = (double)d.bs * kvw / t;
+  d.Nf = (double)b * m->seq_len * kvw / t;
+  d.last = kv >= m->seq_len;
   if (d.mla) /* the rotary channels: each head's query part and the one shared key */
     d.Nr = (double)d.bs * ((double)m->heads * d.rope / t + d.rope);
   return d;
@@ -281,8 +286,40 @@ static void norm_backward(Acc *a, const Dims *d) {
   memop(a, MODEL_MEM_POINTWISE, 6 * d->N);
 }
 
+/* TeraPipe's attention over its cache (transformer_models.py,
+ * MultiheadLMAttentionWithCache.forward, PyTorch eager, fp16), per slice of
+ * q = d->s tokens after c = kv - q earlier ones: q * scaling (2 + 2 bytes
+ * per query element); the causal mask of the slice built (new_full writes
+ * 2 per q x q element, triu_ reads and writes 2 + 2); the slice's keys and
+ * values written into the caches (assign_cache_, copies of 2 + 2); the
+ * zeros for the context (2 per q x c element, no kernel without context)
+ * and the cat of the mask (2 + 2 per q x kv); the scores bmm; the mask
+ * added in place (2 + 2 per score); the softmax to fp32 (reads 2, writes
+ * 4: one kernel, PyTorch's half-to-float softmax); type_as back to fp16
+ * (4 + 2); the bmm over values.  No dropout. */
+static void cache_core(Acc *a, const Dims *d) {
+  double qq = (double)d->s * d->s, qc = (double)d->s * (d->kv - d->s);
+  memop(a, MODEL_MEM_POINTWISE, 4 * d->Nq);    /* q * scaling */
+  memop(a, MODEL_MEM_POINTWISE, 2 * qq);       /* new_full (the mask) */
+  memop(a, MODEL_MEM_POINTWISE, 4 * qq);       /* triu_ */
+  memop(a, MODEL_MEM_COPY, 4 * d->Nk);         /* keys into the cache */
+  memop(a, MODEL_MEM_COPY, 4 * d->Nk);         /* values into the cache */
+  if (qc > 0)
+    memop(a, MODEL_MEM_POINTWISE, 2 * qc);     /* new_zeros for the context */
+  memop(a, MODEL_MEM_COPY, 4 * (qq + qc));     /* cat: the mask over the context and the slice */
+  gemm(a, d->heads_t, d->s, d->kv, d->d);       /* scores Q K^T */
+  memop(a, MODEL_MEM_POINTWISE, 4 * d->Na);    /* += mask */
+  memop(a, MODEL_MEM_SOFTMAX, 6 * d->Na);      /* softmax to fp32 */
+  memop(a, MODEL_MEM_POINTWISE, 6 * d->Na);    /* type_as (fp16) */
+  gemm(a, d->heads_t, d->s, d->d, d->kv);       /* attention over values */
+}
+
 /* The attention core's forward: what selective recomputation runs again. */
 static void attention_core(Acc *a, const Dims *d, gboolean fused_softmax) {
+  if (a->cache) {
+    cache_core(a, d);
+    return;
+  }
   if (d->flash) {
     flash(a, d, FALSE);                         /* FlashAttention-2 forward */
     return;
@@ -339,7 +376,7 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
   span_begin(a, &ps->core);
   attention_core(a, d, fused_softmax);
   span_end(a, &ps->core);
-  if (!a->eager) /* (eager's attention writes [b, s, a, d], which the projection reads as is) */
+  if (!a->eager || a->cache) /* (eager's SDPA writes [b, s, a, d], which the projection reads as is) */
     memop(a, MODEL_MEM_COPY, 4 * d->Nc);        /* context to [s, b, h/t] */
   span_begin(a, &ps->tp_gemm[1]);
   linear(a, d->bs, d->h, d->ht, TRUE);          /* projection */
@@ -374,7 +411,9 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
     linear(a, d->bs, d->ffn_t, d->h, TRUE);     /* MLP h -> 4h */
     span_end(a, &ps->tp_gemm[2]);
     t0 = mark(a);
-    if (fused || a->eager) /* (eager: the bias in the GEMM's epilogue) */
+    if (a->cache)
+      memop(a, MODEL_MEM_POINTWISE, 4 * d->Nm);  /* TeraPipe's relu_ (in place) */
+    else if (fused || a->eager) /* (eager: the bias in the GEMM's epilogue) */
       memop(a, MODEL_MEM_ACTIVATION, 4 * d->Nm); /* bias+GeLU */
     else {
       memop(a, MODEL_MEM_POINTWISE, 4 * d->Nm); /* bias */
@@ -397,6 +436,47 @@ static void wlinear(Acc *a, guint64 m, guint64 n, guint64 k) {
   linear(a, m, n, k, FALSE);
   accumulate(a, m, n);
   a->pass->wgrad_s[a->seg] += a->pass->seg_s[a->seg] - before;
+}
+
+/* TeraPipe's linear layers keep their biases outside the GEMM's backward:
+ * autograd's addmm backward sums the output gradient's rows (reads 2 bytes
+ * per element of rows x cols). */
+static void bias_grad(Acc *a, double rows, double cols) {
+  if (a->cache)
+    memop(a, MODEL_MEM_NORM, 2 * rows * cols);
+}
+
+/* The backward of TeraPipe's cache, after the attention core's
+ * (transformer_models.py): for the keys and for the values, the slice
+ * k = cache[:, :kv] gives its gradient to the whole cache (a zero fill of
+ * the sequence's cache, 2 bytes per element, and a copy of the kv tokens'
+ * part, 2 + 2); unless the slice ends the sequence, the later slices'
+ * cache gradient is added to it (2 + 2 + 2); _AssignCache.backward clones
+ * it (2 + 2) and zeroes the slice's part (2).  Then the gradient of
+ * q * scaling (2 + 2). */
+static void cache_backward(Acc *a, const Dims *d) {
+  double kv = d->Nk * ((double)d->kv / d->s); /* the keys of the context and the slice */
+  for (guint j = 0; j < 2; j++) {
+    memop(a, MODEL_MEM_POINTWISE, 2 * d->Nf);  /* the slice's backward: zeros */
+    memop(a, MODEL_MEM_COPY, 4 * kv);          /*                       and its part */
+    if (!d->last)
+      memop(a, MODEL_MEM_POINTWISE, 6 * d->Nf); /* + the later slices' cache gradient */
+    memop(a, MODEL_MEM_COPY, 4 * d->Nf);       /* grad_cache_output.clone() */
+    memop(a, MODEL_MEM_POINTWISE, 2 * d->Nk);  /* grad_cache.data[index] = 0 */
+  }
+  memop(a, MODEL_MEM_POINTWISE, 4 * d->Nq);    /* q * scaling */
+}
+
+/* TeraPipe's per-slice gradient accumulation (test_transformer_terapipe.py,
+ * backward_step): after torch.autograd.grad, w.grad += grad_w for each of
+ * the layer's twelve tensors in parameters() order (norm weight and bias,
+ * QKV's weight and bias, the projection's, the second norm's, the two MLP
+ * linears'), each reading both and writing one, 2 bytes each. */
+static void cache_accumulate(Acc *a, const Dims *d) {
+  double h = (double)d->h;
+  const double n[] = {h, h, h * d->qkv_t, d->qkv_t, d->ht * h, h, h, h, h * d->ffn_t, d->ffn_t, d->ffn_t * h, h};
+  for (guint i = 0; i < G_N_ELEMENTS(n); i++)
+    memop(a, MODEL_MEM_POINTWISE, 6 * n[i]);
 }
 
 /* Backward, in reverse: every GEMM becomes an input-gradient and a
@@ -423,6 +503,7 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
   linear(a, d->bs, d->ffn_t, d->h, TRUE);       /* MLP 4h -> h: dgrad */
   span_end(a, &ps->tp_gemm[0]);
   wlinear(a, d->ffn_t, d->h, d->bs);      /*                wgrad */
+  bias_grad(a, d->bs, d->h);
   if (d->swiglu) {
     if (a->eager) { /* the mul's two gradients, silu's backward, the cat of the gate's and up's gradients */
       memop(a, MODEL_MEM_POINTWISE, 6 * d->Nm);
@@ -436,7 +517,9 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
     wlinear(a, d->h, 2 * d->ffn_t, d->bs); /*                wgrad */
     span_end(a, &ps->tp_gemm[1]);
   } else {
-    if (fused || a->eager)
+    if (a->cache)
+      memop(a, MODEL_MEM_POINTWISE, 6 * d->Nm);  /* relu_'s gradient */
+    else if (fused || a->eager)
       memop(a, MODEL_MEM_ACTIVATION, 6 * d->Nm); /* bias+GeLU */
     else {
       memop(a, MODEL_MEM_ACTIVATION, 6 * d->Nm); /* GeLU */
@@ -446,6 +529,7 @@ static void backward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softm
     span_begin(a, &ps->tp_gemm[1]);
     wlinear(a, d->h, d->ffn_t, d->bs);    /*                wgrad */
     span_end(a, &ps->tp_gemm[1]);
+    bias_grad(a, d->bs, d->ffn_t);
   }
 attention:
   a->seg = 1;                                   /* --- all-reduce --- */
@@ -462,6 +546,7 @@ attention:
   linear(a, d->bs, d->ht, d->h, TRUE);          /* projection: dgrad */
   span_end(a, &ps->tp_gemm[2]);
   wlinear(a, d->ht, d->h, d->bs);         /*             wgrad */
+  bias_grad(a, d->bs, d->h);
   if (!a->eager)
     memop(a, MODEL_MEM_COPY, 4 * d->Nc);        /* context layout */
   if (d->flash) {
@@ -476,17 +561,24 @@ attention:
   span_begin(a, &ps->core);
   gemm(a, d->heads_t, d->s, d->kv, d->d);       /* d(probs) = dC V^T */
   gemm(a, d->heads_t, d->kv, d->d, d->s);       /* dV = P^T dC */
-  memop(a, MODEL_MEM_POINTWISE, 5 * d->Na);    /* attention dropout */
-  if (fused_softmax)
-    memop(a, MODEL_MEM_SOFTMAX, 6 * d->Na);     /* scale-mask-softmax */
-  else
-    for (guint i = 0; i < G_N_ELEMENTS(softmax_fp32_bwd); i++)
-      memop(a, i == 1 ? MODEL_MEM_SOFTMAX : MODEL_MEM_POINTWISE,
-            softmax_fp32_bwd[i] * d->Na);       /* half, softmax, mask, scale, float */
+  if (a->cache) { /* type_as's gradient to fp32 (2 + 4), the softmax's to fp16 (4 + 4 in, 2 out) */
+    memop(a, MODEL_MEM_POINTWISE, 6 * d->Na);
+    memop(a, MODEL_MEM_SOFTMAX, 10 * d->Na);
+  } else {
+    memop(a, MODEL_MEM_POINTWISE, 5 * d->Na);  /* attention dropout */
+    if (fused_softmax)
+      memop(a, MODEL_MEM_SOFTMAX, 6 * d->Na);   /* scale-mask-softmax */
+    else
+      for (guint i = 0; i < G_N_ELEMENTS(softmax_fp32_bwd); i++)
+        memop(a, i == 1 ? MODEL_MEM_SOFTMAX : MODEL_MEM_POINTWISE,
+              softmax_fp32_bwd[i] * d->Na);     /* half, softmax, mask, scale, float */
+  }
   gemm(a, d->heads_t, d->s, d->d, d->kv);       /* dQ = dS K */
   gemm(a, d->heads_t, d->kv, d->d, d->s);       /* dK = dS^T Q */
   span_end(a, &ps->core);
   }
+  if (a->cache)
+    cache_backward(a, d);
   if (d->rotary)
     rotary(a, d, TRUE);                         /* rotary embedding's gradient */
   if (d->mla) { /* the up-projections', the norms' and the down-projections' gradients */
@@ -512,9 +604,12 @@ attention:
   span_begin(a, &ps->tp_gemm[3]);
   wlinear(a, d->qkv_t, d->h, d->bs);      /*      wgrad */
   span_end(a, &ps->tp_gemm[3]);
+  bias_grad(a, d->bs, d->qkv_t);
   }
   a->seg = 2;                                   /* --- all-reduce --- */
   norm_backward(a, d);                          /* layernorm 1, residual sum */
+  if (a->cache)
+    cache_accumulate(a, d);
 }
 
 static void ideal_pass(const ModelProfile *p, guint b, guint q, double scale, ModelPass *pass) {
@@ -523,7 +618,8 @@ static void ideal_pass(const ModelProfile *p, guint b, guint q, double scale, Mo
 
 static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens, guint context,
                        gboolean fused, gboolean fused_softmax, gboolean sp, gboolean use_flash, gboolean fp8,
-                       guint cp, gboolean no_mlp, const ModelLayerOptions *o, ModelLayerCost *out) {
+                       guint cp, gboolean no_mlp, gboolean slice, const ModelLayerOptions *o,
+                       ModelLayerCost *out) {
   *out = (ModelLayerCost){0};
   cp = MAX(cp, 1u);
   guint local = tokens / cp; /* the rank's tokens (context parallelism splits the sequence) */
@@ -564,6 +660,8 @@ static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guin
   gboolean k21 = !use_flash;
   Acc f = acc(p, &out->fwd, o, fp8, FALSE, k21), g = acc(p, &out->bwd, o, fp8, TRUE, k21),
       c = acc(p, &out->core, o, fp8, FALSE, k21);
+  /* a token slice run by PyTorch eager: TeraPipe's own layer */
+  f.cache = g.cache = c.cache = f.eager && slice;
   forward(&f, &d, fused, fused_softmax);
   backward(&g, &d, fused, fused_softmax);
   attention_core(&c, &d, fused_softmax);
@@ -573,7 +671,12 @@ static void layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guin
  * kernel and its shape rules, so `fused` applies to the softmax as given. */
 void model_layer_slice_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens,
                             guint context, gboolean fused, ModelLayerCost *out) {
-  layer_cost(p, m, t, b, tokens, context, fused, fused, FALSE, FALSE, FALSE, 1, FALSE, NULL, out);
+  layer_cost(p, m, t, b, tokens, context, fused, fused, FALSE, FALSE, FALSE, 1, FALSE, TRUE, NULL, out);
+}
+
+void model_layer_slice_cost_with(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens,
+                                 guint context, const ModelLayerOptions *o, ModelLayerCost *out) {
+  layer_cost(p, m, t, b, tokens, context, o->fused, o->fused, FALSE, FALSE, FALSE, 1, FALSE, TRUE, o, out);
 }
 
 gboolean model_softmax_fused(const ModelShape *m, guint t, guint b, gboolean fusion) {
@@ -590,7 +693,7 @@ void model_layer_cost_with(const ModelProfile *p, const ModelShape *m, guint t, 
                            ModelLayerCost *out) {
   gboolean flash_core = o->attention == MODEL_ATTENTION_FLASH;
   layer_cost(p, m, t, b, m->seq_len, 0, o->fused, !flash_core && !model_softmax_fp32(m, t, b, o),
-             o->sequence_parallel, flash_core, o->fp8, o->cp, FALSE, o, out);
+             o->sequence_parallel, flash_core, o->fp8, o->cp, FALSE, FALSE, o, out);
 }
 
 static double pass_total(const ModelPass *ps) { return ps->seg_s[0] + ps->seg_s[1] + ps->seg_s[2]; }
@@ -613,7 +716,7 @@ void model_layer_attention_cost(const ModelProfile *p, const ModelShape *m, guin
                                 const ModelLayerOptions *o, ModelLayerCost *out) {
   gboolean flash_core = o->attention == MODEL_ATTENTION_FLASH;
   layer_cost(p, m, t, b, m->seq_len, 0, o->fused, !flash_core && !model_softmax_fp32(m, t, b, o),
-             o->sequence_parallel, flash_core, o->fp8, o->cp, TRUE, o, out);
+             o->sequence_parallel, flash_core, o->fp8, o->cp, TRUE, FALSE, o, out);
 }
 
 void model_layer_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, gboolean fused,

@@ -174,6 +174,15 @@ gboolean model_softmax_fused(const ModelShape *m, guint t, guint b, gboolean fus
  * (model_softmax_fused); a slice takes `fused` for the softmax as given. */
 void model_layer_slice_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens,
                             guint context, gboolean fused, ModelLayerCost *out);
+/* The same as the options' framework runs it: with Megatron's, as above
+ * (o->fused for the softmax); with PyTorch eager, TeraPipe's own layer as
+ * its code runs it (transformer_models.py, test_transformer_terapipe.py:
+ * fp16, no dropout, ReLU, the mask added before an fp32 softmax, the keys
+ * and values written into a cache of the whole sequence whose gradient is
+ * cloned per slice, each weight's gradient added into .grad after the
+ * slice's backward), each kernel behind the host's launch (host_op_s). */
+void model_layer_slice_cost_with(const ModelProfile *p, const ModelShape *m, guint t, guint b, guint tokens,
+                                 guint context, const ModelLayerOptions *o, ModelLayerCost *out);
 /* Word + position embedding lookup, embedding dropout (first stage). */
 void model_embedding_cost(const ModelProfile *p, const ModelShape *m, guint t, guint b, double *fwd_s,
                           double *bwd_s);

@@ -2,14 +2,13 @@
  * DP and the batch knapsack (formulas and citations in slicing.h). */
 #include "slicing.h"
 
-#include <gsl/gsl_errno.h>
-#include <gsl/gsl_multifit.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "compute.h"
 #include "layer.h"
+
 
 G_DEFINE_QUARK(model-slicing-error-quark, model_slicing_error)
 
@@ -18,7 +17,11 @@ G_DEFINE_QUARK(model-slicing-error-quark, model_slicing_error)
 void model_cell_slice_time(const ModelCell *c, guint b, guint tokens, guint context, double *fwd_s, double *bwd_s,
                            double *tp_fwd_s, double *tp_bwd_s) {
   ModelLayerCost lc;
-  model_layer_slice_cost(c->profile, c->model, c->tp, b, tokens, context, c->fused, &lc);
+  gboolean eager = c->layer.framework == MODEL_FRAMEWORK_EAGER;
+  if (eager)
+    model_layer_slice_cost_with(c->profile, c->model, c->tp, b, tokens, context, &c->layer, &lc);
+  else
+    model_layer_slice_cost(c->profile, c->model, c->tp, b, tokens, context, c->fused, &lc);
   double f = lc.fwd.seg_s[0] + lc.fwd.seg_s[1] + lc.fwd.seg_s[2];
   double g = lc.bwd.seg_s[0] + lc.bwd.seg_s[1] + lc.bwd.seg_s[2];
   /* Two tensor-parallel all-reduces per pass (Megatron's f and g). */
@@ -28,7 +31,7 @@ void model_cell_slice_time(const ModelCell *c, guint b, guint tokens, guint cont
   double passes_bwd = c->recompute ? 2 : 1; /* recomputation forward, then the backward */
   *fwd_s = c->layers * f;
   *bwd_s = c->layers * (g + (c->recompute ? f : 0));
-  if (c->slice_grads && c->profile->kind == MODEL_PROFILE_ANALYTIC) {
+  if (c->slice_grads && !eager && c->profile->kind == MODEL_PROFILE_ANALYTIC) {
     double P = (double)model_layer_local_params(c->model, c->tp);
     double kv = (double)b * c->model->seq_len * c->model->hidden / c->tp;
     double accumulate = 12 * c->profile->kernel_launch_s + model_memop_time_s(c->profile, 6 * P) -
@@ -58,36 +61,73 @@ double model_cell_slice_total_s(const ModelCell *c, guint b, guint tokens, guint
 
 /* --- the fitted context term --- */
 
-void model_slice_cost_clear(ModelSliceCost *c) { g_clear_pointer(&c->t0, g_free); }
+void model_slice_cost_clear(ModelSliceCost *c) {
+  g_clear_pointer(&c->t0, g_free);
+  g_clear_pointer(&c->tend, g_free);
+  g_clear_pointer(&c->alpha, g_free);
+  g_clear_pointer(&c->beta, g_free);
+}
 
 double model_slice_cost_eval(const ModelSliceCost *c, guint len, guint start) {
-  double i = (double)len * c->granularity, j = (double)start * c->granularity;
-  return c->t0[len] + c->a[0] + c->a[1] * i + c->a[2] * j + c->a[3] * i * j;
+  if (start == 0)
+    return c->t0[len];
+  if (start + len == c->n)
+    return c->tend[len];
+  return c->t0[len] + c->alpha[len] + c->beta[len] * ((double)start * c->granularity);
 }
 
 typedef struct {
   guint i, j; /* granules */
 } Pt;
 
-/* A grid of (slice length, context) points, in granules: every pair when n
- * is small, else lengths on a geometric ladder (plus `shift`) and contexts
- * at eighths of the sequence. */
+/* A grid of (slice length, context) points, in granules, strictly inside
+ * the sequence (context at least one granule, ending before the last: the
+ * first and last slices are costed directly), in runs of equal length:
+ * every such pair when n is small, else lengths on a geometric ladder of
+ * ratio about 5/4 (plus `shift`; fine enough to follow the bend where the
+ * host stops holding the GPU back) and eight contexts spread over the room
+ * left. */
 static GArray *grid(guint n, guint shift) {
   GArray *pts = g_array_new(FALSE, FALSE, sizeof(Pt));
   if (n <= 32) {
     for (guint i = 1; i <= n; i++)
-      for (guint j = 0; i + j <= n; j++)
+      for (guint j = 1; i + j < n; j++)
         g_array_append_val(pts, ((Pt){i, j}));
     return pts;
   }
-  for (guint base = 1; base <= n; base = base * 3 / 2 + 1) {
+  guint last = 0;
+  for (guint base = 1; base <= n; base = base * 5 / 4 + 1) {
     guint i = MIN(n, base + shift);
+    if (n - i < 2)
+      continue;
     for (guint q = 0; q < 8; q++) {
-      guint j = (guint)((guint64)(n - i) * q / 7);
+      guint j = 1 + (guint)((guint64)(n - i - 2) * q / 7);
       g_array_append_val(pts, ((Pt){i, j}));
     }
+    last = i;
   }
+  if (shift == 0 && last < n - 2) /* the longest slice that has an inside (one context) */
+    g_array_append_val(pts, ((Pt){n - 2, 1}));
   return pts;
+}
+
+/* Weighted least squares of y = alpha + beta x over points r0..r1-1,
+ * weights w: closed form (a single x gives beta 0). */
+static void line_fit(const double *x, const double *y, const double *w, guint r0, guint r1, double *alpha,
+                     double *beta) {
+  double sw = 0, sx = 0, sy = 0;
+  for (guint r = r0; r < r1; r++) {
+    sw += w[r];
+    sx += w[r] * x[r];
+    sy += w[r] * y[r];
+  }
+  double mx = sx / sw, my = sy / sw, sxx = 0, sxy = 0;
+  for (guint r = r0; r < r1; r++) {
+    sxx += w[r] * (x[r] - mx) * (x[r] - mx);
+    sxy += w[r] * (x[r] - mx) * (y[r] - my);
+  }
+  *beta = sxx > 0 ? sxy / sxx : 0;
+  *alpha = my - *beta * mx;
 }
 
 gboolean model_slice_cost_fit(const ModelCell *c, guint b, guint seq_len, guint granularity, ModelSliceCost *out,
@@ -105,46 +145,63 @@ gboolean model_slice_cost_fit(const ModelCell *c, guint b, guint seq_len, guint 
   out->granularity = g;
   out->n = n;
   out->t0 = g_new0(double, n + 1);
-  for (guint k = 1; k <= n; k++)
+  out->tend = g_new0(double, n + 1);
+  out->alpha = g_new0(double, n + 1);
+  out->beta = g_new0(double, n + 1);
+  for (guint k = 1; k <= n; k++) {
     out->t0[k] = model_cell_slice_total_s(c, b, k * g, 0);
+    out->tend[k] = k == n ? out->t0[k] : model_cell_slice_total_s(c, b, k * g, (n - k) * g);
+  }
 
-  /* Weighted least squares on t(i, j) - t(i, 0), weights 1/t(i, j)^2 so the
-   * residuals are relative errors. */
+  /* For each length of the grid, weighted least squares of the context term
+   * t(i, j) - t(i, 0) on a line in j, weights 1/t(i, j)^2 so the residuals
+   * are relative errors; between the grid's lengths alpha and beta are
+   * interpolated linearly in i, beyond them held. */
   GArray *pts = grid(n, 0);
-  gsl_matrix *X = gsl_matrix_alloc(pts->len, 4);
-  gsl_vector *y = gsl_vector_alloc(pts->len), *w = gsl_vector_alloc(pts->len), *coef = gsl_vector_alloc(4);
-  gsl_matrix *cov = gsl_matrix_alloc(4, 4);
-  for (guint r = 0; r < pts->len; r++) {
+  guint np = pts->len;
+  double *x = g_new(double, MAX(np, 1u)), *y = g_new(double, MAX(np, 1u)), *w = g_new(double, MAX(np, 1u));
+  guint *fitted = g_new0(guint, n + 1); /* the grid's lengths, in ascending order */
+  guint nf = 0;
+  for (guint r = 0; r < np; r++) {
     Pt p = g_array_index(pts, Pt, r);
-    double i = (double)p.i * g, j = (double)p.j * g;
     double t = model_cell_slice_total_s(c, b, p.i * g, p.j * g);
-    gsl_matrix_set(X, r, 0, 1);
-    gsl_matrix_set(X, r, 1, i);
-    gsl_matrix_set(X, r, 2, j);
-    gsl_matrix_set(X, r, 3, i * j);
-    gsl_vector_set(y, r, t - out->t0[p.i]);
-    gsl_vector_set(w, r, t > 0 ? 1.0 / (t * t) : 1.0);
+    x[r] = (double)p.j * g;
+    y[r] = t - out->t0[p.i];
+    w[r] = t > 0 ? 1.0 / (t * t) : 1.0;
   }
-  double chisq;
-  gsl_error_handler_t *old = gsl_set_error_handler_off();
-  int status = GSL_EINVAL;
-  if (pts->len >= 1) {
-    gsl_multifit_linear_workspace *ws = gsl_multifit_linear_alloc(pts->len, 4);
-    status = gsl_multifit_wlinear(X, w, y, coef, cov, &chisq, ws);
-    gsl_multifit_linear_free(ws);
+  for (guint r0 = 0; r0 < np;) {
+    guint i = g_array_index(pts, Pt, r0).i, r1 = r0;
+    while (r1 < np && g_array_index(pts, Pt, r1).i == i)
+      r1++;
+    line_fit(x, y, w, r0, r1, &out->alpha[i], &out->beta[i]);
+    fitted[nf++] = i;
+    r0 = r1;
   }
-  gsl_set_error_handler(old);
-  for (guint k = 0; k < 4; k++)
-    out->a[k] = status == GSL_SUCCESS ? gsl_vector_get(coef, k) : 0;
-  gsl_matrix_free(X);
-  gsl_vector_free(y);
-  gsl_vector_free(w);
-  gsl_vector_free(coef);
-  gsl_matrix_free(cov);
+  for (guint k = 1, f = 0; nf > 0 && k <= n; k++) {
+    while (f + 1 < nf && fitted[f + 1] <= k)
+      f++;
+    guint lo = fitted[f];
+    if (k <= lo || f + 1 == nf) { /* at or outside the grid's lengths: held */
+      out->alpha[k] = out->alpha[lo];
+      out->beta[k] = out->beta[lo];
+      continue;
+    }
+    guint hi = fitted[f + 1];
+    double u = (double)(k - lo) / (hi - lo);
+    out->alpha[k] = (1 - u) * out->alpha[lo] + u * out->alpha[hi];
+    out->beta[k] = (1 - u) * out->beta[lo] + u * out->beta[hi];
+  }
+  g_free(x);
+  g_free(y);
+  g_free(w);
+  g_free(fitted);
   g_array_free(pts, TRUE);
-  if (status != GSL_SUCCESS || !isfinite(out->a[0] + out->a[1] + out->a[2] + out->a[3])) {
-    g_set_error(error, MODEL_SLICING_ERROR, MODEL_SLICING_ERROR_FIT, "the context-cost fit failed (%s)",
-                gsl_strerror(status));
+  gboolean finite = TRUE;
+  for (guint k = 0; k <= n; k++)
+    finite = finite && isfinite(out->alpha[k] + out->beta[k]);
+  if (!finite) {
+    g_set_error(error, MODEL_SLICING_ERROR, MODEL_SLICING_ERROR_FIT,
+                "the context-cost fit failed (a slice cost is not finite)");
     model_slice_cost_clear(out);
     return FALSE;
   }

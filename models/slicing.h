@@ -62,6 +62,7 @@
 #include <glib.h>
 
 #include "comm.h"
+#include "layer.h"
 #include "profile.h"
 #include "transformer.h"
 
@@ -84,6 +85,11 @@ typedef struct {
    * (transformer_models.py: grad_cache_output.clone()), b s h / t elements
    * each, read and written. */
   gboolean slice_grads;
+  /* The framework that runs the slices: zero, Megatron's kernels (`fused`
+   * for the softmax) with the per-slice gradient work above added; PyTorch
+   * eager, TeraPipe's own layer with that work among its kernels and every
+   * kernel behind the host (model_layer_slice_cost_with). */
+  ModelLayerOptions layer;
 } ModelCell;
 
 /* Direct cost of one slice on one cell: forward and backward (the backward
@@ -98,7 +104,11 @@ double model_cell_slice_total_s(const ModelCell *c, guint b, guint tokens, guint
 typedef struct {
   guint b, seq_len, granularity, n; /* n = seq_len / granularity positions */
   double *t0;                       /* [n + 1]: t(k g, 0), t0[0] = 0 */
-  double a[4];                      /* context term a0 + a1 i + a2 j + a3 i j (seconds, tokens) */
+  double *tend;                     /* [n + 1]: t(k g, L - k g), the slice ending the sequence; tend[0] = 0 */
+  /* [n + 1]: the context term of a slice of k granules, alpha[k] + beta[k] j
+   * (seconds, j in tokens); the paper's a0 + a1 i + a2 j + a3 i j is the
+   * case of alpha and beta linear in i */
+  double *alpha, *beta;
   double fit_max_rel_error;         /* against the direct cost on a check grid */
   double fit_mean_rel_error;
 } ModelSliceCost;
@@ -110,7 +120,9 @@ typedef enum { MODEL_SLICING_ERROR_INVALID, MODEL_SLICING_ERROR_FIT } ModelSlici
 gboolean model_slice_cost_fit(const ModelCell *c, guint b, guint seq_len, guint granularity, ModelSliceCost *out,
                               GError **error);
 void model_slice_cost_clear(ModelSliceCost *c);
-/* Fitted t for a slice of `len` granules starting at granule `start`. */
+/* t for a slice of `len` granules starting at granule `start`: the direct
+ * cost for the first slice of a sequence (t0) and the last (tend), the
+ * fitted context term on t0 between them. */
 double model_slice_cost_eval(const ModelSliceCost *c, guint len, guint start);
 
 /* A slice cost on the grid: `len` granules starting after `start` granules. */

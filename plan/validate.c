@@ -745,7 +745,8 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
       FAIL("--attention does not apply to %s, which runs its own attention code; drop it", with);
     plan->attention_given = TRUE;
   }
-  plan->framework = r->framework_given ? r->framework : MODEL_FRAMEWORK_MEGATRON;
+  /* TeraPipe's code is PyTorch eager (test_transformer_terapipe.py) */
+  plan->framework = r->framework_given ? r->framework : own ? MODEL_FRAMEWORK_EAGER : MODEL_FRAMEWORK_MEGATRON;
   if (!r->memory_reserve_given && !own && !r->zero &&
       (plan->framework == MODEL_FRAMEWORK_EAGER || plan->ac != MODEL_RECOMPUTE_NONE)) {
     /* the reserve from its mechanisms: the CUDA context, NCCL's buffers for
@@ -758,8 +759,8 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
                               (plan->pp > 1 ? 2.0 * MAX(cluster->net.p2p_net_channels, 1u) * 4194304.0 : 0);
     plan->memory_reserve_bytes = plan->memory_context_bytes + plan->memory_nccl_bytes;
   }
-  if ((r->framework_given || r->host_op_given || r->cuda_graphs) && own)
-    FAIL("--framework, --host-op-us and --cuda-graphs do not apply to %s, which runs its own code; drop them", with);
+  if (r->framework_given && own)
+    FAIL("--framework does not apply to %s, which runs its own PyTorch eager code; drop it", with);
   if (r->cuda_graphs && r->host_op_given)
     FAIL("--cuda-graphs replays the kernels without host launches, which --host-op-us prices; give one of them");
   plan->host_op_s = r->cuda_graphs ? 0

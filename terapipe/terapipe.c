@@ -155,7 +155,9 @@ static double mean_hop_s(const Build *b, guint seqs, guint tokens) {
 static ModelCell plan_cell(const SimPlan *pl, const ModelProfile *profile, const ModelNet *net,
                            const TopoCluster *cluster) {
   ModelCell c = {profile, &pl->model, net, pl->tp, (pl->tp + cluster->gpus_per_node - 1) / cluster->gpus_per_node,
-                 pl->model.layers / pl->pp, pl->recompute, pl->fusion, FALSE, TRUE};
+                 pl->model.layers / pl->pp, pl->recompute, pl->fusion, FALSE, TRUE,
+                 (ModelLayerOptions){.fused = pl->fusion, .framework = pl->framework, .host_op_s = pl->host_op_s,
+                                     .free_membound = pl->free_membound}};
   return c;
 }
 
@@ -192,6 +194,35 @@ static double dp_cell(guint len, guint start, gpointer data) {
 static double dp_hop(guint len, guint start, gpointer data) {
   (void)start;
   return ((DpCost *)data)->hop[len];
+}
+
+/* The best uniform slicing under the joint objective J (models/slicing.h):
+ * Bp / b equal batch slices of b sequences (b a divisor of Bp), each cut
+ * into m token slices as sim_terapipe_slicing_add_uniform cuts them, for
+ * every b and m.  Returns J and sets *b_out, *m_out. */
+static double best_uniform(const ModelPipeCost *pcs, guint K, guint Bp, guint n, guint *b_out, guint *m_out) {
+  double best = INFINITY;
+  for (guint b = 1; b <= Bp; b++) {
+    if (Bp % b)
+      continue;
+    const ModelPipeCost *pc = &pcs[b - 1];
+    for (guint m = 1; m <= n; m++) {
+      double sum = 0, dmax = 0;
+      for (guint x = 0, start = 0; x < m; x++) {
+        guint len = n / m + (x < n % m ? 1 : 0);
+        sum += pc->last(len, start, pc->data);
+        dmax = MAX(dmax, pc->cell(len, start, pc->data) + pc->hop(len, start, pc->data));
+        start += len;
+      }
+      double J = (Bp / b) * sum + (K - 1.0) * dmax;
+      if (J < best) {
+        best = J;
+        *b_out = b;
+        *m_out = m;
+      }
+    }
+  }
+  return best;
 }
 
 gboolean sim_terapipe_choose(const SimPlan *pl, const ModelProfile *profile, const TopoCluster *cluster,
@@ -252,6 +283,26 @@ gboolean sim_terapipe_choose(const SimPlan *pl, const ModelProfile *profile, con
     model_joint_slicing(Bp, L / g, pl->pp, 1e-4, pcs, sizes, tok, &js);
     out->predicted_s = js.J;
     out->candidates_solved = js.candidates_solved;
+    /* eps skips candidates, so the answer may lose to a uniform slicing
+     * under J itself (where slice costs are flat, the host holding the GPU
+     * back, many lie within eps); the uniform slicings are scored too and
+     * the better answer is kept */
+    guint ub = 1, um = 1;
+    double uJ = best_uniform(pcs, pl->pp, Bp, L / g, &ub, &um);
+    if (uJ < js.J) {
+      g_array_set_size(sizes, 0);
+      g_ptr_array_set_size(tok, 0);
+      for (guint k = 0; k < Bp / ub; k++) {
+        GArray *t = g_array_new(FALSE, FALSE, sizeof(guint));
+        for (guint x = 0; x < um; x++) {
+          guint len = (L / g) / um + (x < (L / g) % um ? 1 : 0);
+          g_array_append_val(t, len);
+        }
+        g_array_append_val(sizes, ub);
+        g_ptr_array_add(tok, t);
+      }
+      out->predicted_s = uJ;
+    }
     for (guint k = 0; k < sizes->len; k++) {
       GArray *t = g_ptr_array_index(tok, k);
       for (guint m = 0; m < t->len; m++)

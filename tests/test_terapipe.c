@@ -453,7 +453,7 @@ static void setting_plan(guint id, const char *slices, guint b, SimPlan *plan) {
 
 static ModelCell setting_cell(const SimPlan *pl) {
   /* without TeraPipe's per-slice gradient work: t(s, 0) is then one layer pass (slice-grads tests it) */
-  ModelCell c = {v100, &pl->model, &aws_net, pl->tp, 1, pl->model.layers / pl->pp, pl->recompute, pl->fusion, TRUE, FALSE};
+  ModelCell c = {v100, &pl->model, &aws_net, pl->tp, 1, pl->model.layers / pl->pp, pl->recompute, pl->fusion, TRUE, FALSE, {0}};
   return c;
 }
 
@@ -488,7 +488,8 @@ static void test_slice_cost_and_fit(void) {
     g_test_message("setting %u: context fit error max %.3f%% mean %.3f%%", id, 100 * cost.fit_max_rel_error,
                    100 * cost.fit_mean_rel_error);
     g_assert_cmpfloat(cost.fit_max_rel_error, <, 0.02);
-    g_assert_cmpfloat(cost.a[3], >, 0); /* attention work grows with i j */
+    /* attention work grows with i j: a long slice's context costs more per token than a short one's */
+    g_assert_cmpfloat(cost.beta[cost.n / 2], >, cost.beta[1]);
     model_slice_cost_clear(&cost);
   }
   /* a granularity that does not divide the sequence is an error */
@@ -841,6 +842,67 @@ static void test_all_settings_simulate(void) {
   }
 }
 
+/* Why: TeraPipe's slices are priced as its PyTorch eager code runs them,
+ * each kernel behind the host's launch (kernel i starts at
+ * max(end of kernel i - 1, i x U)), and the DP prices them with the same
+ * cost.  A host far slower than every kernel makes a pass (kernels - 1) U
+ * plus at most the GPU's own time; a free host leaves the GPU's time alone.
+ * Its code's kernel list shows in the counts: a slice with earlier context
+ * builds the zeros of the mask's context part (one kernel more forward),
+ * and a slice that ends the sequence has no later slice's cache gradient to
+ * add (two kernels fewer backward, keys and values).  The DP's cost is the
+ * simulated one at the first and the last slice of a sequence exactly. */
+static void test_eager_slices_host_gate(void) {
+  SimPlan pl;
+  setting_plan(5, "auto", 1, &pl);
+  const double U = 1.0;
+  ModelLayerOptions free_host = {.fused = TRUE, .framework = MODEL_FRAMEWORK_EAGER};
+  ModelLayerOptions slow_host = free_host;
+  slow_host.host_op_s = U;
+  ModelLayerCost a, b;
+  model_layer_slice_cost_with(v100, &pl.model, pl.tp, 1, 256, 512, &free_host, &a);
+  model_layer_slice_cost_with(v100, &pl.model, pl.tp, 1, 256, 512, &slow_host, &b);
+  const ModelPass *pa[] = {&a.fwd, &a.bwd}, *pb[] = {&b.fwd, &b.bwd};
+  for (guint x = 0; x < 2; x++) {
+    double ta = pa[x]->seg_s[0] + pa[x]->seg_s[1] + pa[x]->seg_s[2];
+    double tb = pb[x]->seg_s[0] + pb[x]->seg_s[1] + pb[x]->seg_s[2];
+    g_assert_cmpuint(pa[x]->kernels, ==, pb[x]->kernels);
+    g_assert_cmpfloat(pa[x]->host_wait_s, ==, 0);
+    g_assert_cmpfloat(tb, >=, (pb[x]->kernels - 1) * U);
+    g_assert_cmpfloat(tb, <=, (pb[x]->kernels - 1) * U + ta);
+    g_assert_cmpfloat(pb[x]->host_wait_s, >, (pb[x]->kernels - 2) * U);
+  }
+  ModelLayerCost first, mid, end;
+  model_layer_slice_cost_with(v100, &pl.model, pl.tp, 1, 256, 0, &free_host, &first);
+  model_layer_slice_cost_with(v100, &pl.model, pl.tp, 1, 256, 256, &free_host, &mid);
+  model_layer_slice_cost_with(v100, &pl.model, pl.tp, 1, 256, 2048 - 256, &free_host, &end);
+  g_assert_cmpuint(mid.fwd.kernels, ==, first.fwd.kernels + 1);
+  g_assert_cmpuint(end.fwd.kernels, ==, mid.fwd.kernels);
+  g_assert_cmpuint(end.bwd.kernels + 2, ==, mid.bwd.kernels);
+  g_assert_cmpuint(first.bwd.kernels, ==, mid.bwd.kernels);
+
+  /* the run's cell: the eager framework, the default host time */
+  g_assert_cmpint(pl.framework, ==, MODEL_FRAMEWORK_EAGER);
+  g_assert_cmpfloat(pl.host_op_s, ==, SIM_EAGER_HOST_OP_US * 1e-6);
+  ModelCell cell = {v100, &pl.model, &aws_net, pl.tp, 1, pl.model.layers / pl.pp, FALSE, TRUE, FALSE, TRUE,
+                    (ModelLayerOptions){.fused = TRUE, .framework = MODEL_FRAMEWORK_EAGER,
+                                        .host_op_s = pl.host_op_s}};
+  ModelCell no_host = cell;
+  no_host.layer.host_op_s = 0;
+  g_assert_cmpfloat(model_cell_slice_total_s(&cell, 1, 64, 0), >, model_cell_slice_total_s(&no_host, 1, 64, 0));
+  ModelSliceCost cost;
+  g_assert_true(model_slice_cost_fit(&cell, 1, 2048, 8, &cost, NULL));
+  for (guint k = 1; k <= cost.n; k += 17) {
+    g_assert_cmpfloat(model_slice_cost_eval(&cost, k, 0), ==, model_cell_slice_total_s(&cell, 1, 8 * k, 0));
+    g_assert_cmpfloat(model_slice_cost_eval(&cost, k, cost.n - k), ==,
+                      model_cell_slice_total_s(&cell, 1, 8 * k, 2048 - 8 * k));
+  }
+  g_test_message("setting 5, eager with the host: context fit error max %.3f%% mean %.3f%%",
+                 100 * cost.fit_max_rel_error, 100 * cost.fit_mean_rel_error);
+  g_assert_cmpfloat(cost.fit_max_rel_error, <, 0.02);
+  model_slice_cost_clear(&cost);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   GError *error = NULL;
@@ -860,6 +922,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/terapipe/as-its-code-runs", test_terapipe_as_its_code_runs);
   g_test_add_func("/terapipe/slice-grad-work", test_slice_grad_work);
   g_test_add_func("/terapipe/slice-cost-and-fit", test_slice_cost_and_fit);
+  g_test_add_func("/terapipe/eager-slices-host-gate", test_eager_slices_host_gate);
   g_test_add_func("/terapipe/dp-beats-uniform-every-setting", test_dp_beats_uniform_everywhere);
   g_test_add_func("/terapipe/ideal-idle-share", test_ideal_idle_share);
   g_test_add_func("/terapipe/ablation-shapes", test_ablation_shapes);

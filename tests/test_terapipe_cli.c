@@ -8,6 +8,7 @@
 
 #include "cli_harness.h"
 #include "test_plain.h"
+#include "../plan/plan.h"
 
 /* Setting 9 (GPT3-175B, 96 cells of t = 4) on the AWS cluster. */
 #define SETTING9 "run --model gpt3-175b --cluster aws-p3-16xlarge --gpus 384 --tp 4 --pp 96 --dp 1 --global-batch 2"
@@ -82,6 +83,37 @@ static void test_run_report(void) {
   g_assert_cmpfloat(num(tp, "token_slices_in_pipeline"), ==, 8);
   g_assert_cmpfloat_with_epsilon(num(tp, "analytic_idle_fraction"), 95.0 / 103, 1e-12);
   g_assert_cmpfloat_with_epsilon(num(j, "analytic_bubble_fraction"), 95.0 / 8, 1e-12);
+  cJSON_Delete(j);
+  proc_clear(&p);
+}
+
+/* Why: TeraPipe runs its own PyTorch eager code, so a run prices every
+ * slice's kernels behind the host's launch at the eager default (its JSON
+ * says so), --host-op-us sets that time (a free host is faster) and
+ * --cuda-graphs, launching nothing from the host, is the free host. */
+static void test_host(void) {
+  const char *base = SETTING9 " --schedule terapipe --slices uniform:16 --micro-batch 1 --format json";
+  Proc p = run_line(base);
+  cJSON *j = parse_json(&p);
+  const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(j, "config");
+  g_assert_cmpstr(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "framework")), ==, "eager");
+  g_assert_cmpfloat(num(cfg, "host_op_us"), ==, SIM_EAGER_HOST_OP_US);
+  double dflt = num(j, "iteration_time_s");
+  cJSON_Delete(j);
+  proc_clear(&p);
+  char *cmd = g_strdup_printf("%s --host-op-us 0", base);
+  p = run_line(cmd);
+  g_free(cmd);
+  j = parse_json(&p);
+  double free_host = num(j, "iteration_time_s");
+  g_assert_cmpfloat(free_host, <, dflt);
+  cJSON_Delete(j);
+  proc_clear(&p);
+  cmd = g_strdup_printf("%s --cuda-graphs", base);
+  p = run_line(cmd);
+  g_free(cmd);
+  j = parse_json(&p);
+  g_assert_cmpfloat(num(j, "iteration_time_s"), ==, free_host);
   cJSON_Delete(j);
   proc_clear(&p);
 }
@@ -309,6 +341,7 @@ int main(int argc, char **argv) {
     return 1;
   g_test_add_func("/terapipe-cli/run-report", test_run_report);
   g_test_add_func("/terapipe-cli/determinism", test_determinism);
+  g_test_add_func("/terapipe-cli/host", test_host);
   for (guint i = 0; i < G_N_ELEMENTS(bad_cases); i++) {
     char *path = g_strconcat("/terapipe-cli/bad-input/", bad_cases[i].name, NULL);
     g_test_add_data_func(path, &bad_cases[i], test_bad_input);
