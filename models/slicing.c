@@ -357,7 +357,7 @@ void model_token_dp_pipe(guint n, guint K, double eps_s, const ModelPipeCost *pc
       if (cf)
         cf[at] = pc->share(l, p, pc->data);
       bound[at] = cu[at] + ch[at];
-      if (l > 1 && bound[at] < bound[at - 1])
+      if (l > 1 && l < n - p && bound[at] < bound[at - 1])
         mono[p] = FALSE;
     }
   }
@@ -413,8 +413,8 @@ void model_token_dp_pipe(guint n, guint K, double eps_s, const ModelPipeCost *pc
         const double *c = cost + row[p], *d = cap + row[p];
         for (guint l = 1; l <= n - p; l++) {
           if (d[l - 1] > tmax) {
-            if (mono[p])
-              break;
+            if (mono[p]) /* none longer but the rest of the sequence, which the last slice's cost is */
+              l = MAX(l, n - p - 1);
             continue;
           }
           double v = S[p] + c[l - 1];
@@ -527,7 +527,7 @@ static void size_tables(guint n, const ModelPipeCost *pc, SizeTables *t) {
       double h = pc->hop ? pc->hop(l, p, pc->data) : 0;
       t->cost[at] = c;
       t->bound[at] = u + h;
-      if (l > 1 && t->bound[at] < t->bound[at - 1])
+      if (l > 1 && l < n - p && t->bound[at] < t->bound[at - 1])
         t->mono[p] = FALSE;
     }
   }
@@ -552,8 +552,8 @@ static double bounded_sum(const SizeTables *t, guint n, double tmax, double *S, 
     const double *c = t->cost + t->row[p], *d = t->bound + t->row[p];
     for (guint l = 1; l <= n - p; l++) {
       if (d[l - 1] > tmax) {
-        if (t->mono[p])
-          break;
+        if (t->mono[p]) /* none longer but the rest of the sequence, which the last slice's cost is */
+          l = MAX(l, n - p - 1);
         continue;
       }
       double v = S[p] + c[l - 1];
