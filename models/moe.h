@@ -34,7 +34,7 @@
  * changing operand and runs at the FP8 rate as a dense layer's does
  * (models/layer.c); the router (a plain 16-bit linear in router.py), the
  * score function, permute, unpermute and the token communication stay
- * 16-bit.
+ * 16-bit (but DeepEP's dispatch, FP8 with its scales: model_moe_deepep_bytes).
  */
 #pragma once
 

@@ -195,7 +195,7 @@ double model_hardware_flops_per_iteration(const ModelShape *m, guint64 global_ba
 }
 
 double model_policy_recompute_flops(const ModelShape *m, guint64 global_batch, ModelRecompute ac, guint modules,
-                                    guint every) {
+                                    guint checkpointed) {
   double bs = (double)global_batch * m->seq_len, h = m->hidden, f = model_ffn(m), L = m->layers;
   double mlp = model_is_gpt(m) ? 16.0 * bs * h * h : 2.0 * bs * h * f * (m->mlp == MODEL_MLP_SWIGLU ? 3.0 : 2.0);
   switch (ac) {
@@ -213,7 +213,7 @@ double model_policy_recompute_flops(const ModelShape *m, guint64 global_batch, M
     return L * ((modules & MODEL_RC_CORE_ATTN ? model_attention_core_flops(m, 1) * (double)global_batch : 0) +
                 (modules & MODEL_RC_MLP ? mlp : 0));
   case MODEL_RECOMPUTE_LAYER:
-    return every ? floor(L / every) * model_layer_forward_flops(m, 1) * (double)global_batch : 0;
+    return (double)checkpointed * model_layer_forward_flops(m, 1) * (double)global_batch;
   default:
     return 0;
   }

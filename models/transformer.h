@@ -119,11 +119,12 @@ double model_hardware_flops_per_iteration(const ModelShape *m, guint64 global_ba
  * models/layer.c prices their time: `op` (torchtitan's per-op policy,
  * every second mm recomputed) the key and output projections and SwiGLU's
  * up projection; `modules` the attention core and the MLP among `modules`
- * (the norms run no GEMM); `layer` every `every`-th layer's whole forward.
+ * (the norms run no GEMM); `layer` the whole forward of the `checkpointed`
+ * layers (every k-th of each pipeline stage's, counted by the caller).
  * 0 for the other settings (model_hardware_flops_per_iteration counts
  * full and selective). */
 double model_policy_recompute_flops(const ModelShape *m, guint64 global_batch, ModelRecompute ac, guint modules,
-                                    guint every);
+                                    guint checkpointed);
 /* Forward FLOPs of one layer's attention core for b sequences: the scores
  * and the attention over values, 4 b s^2 a d. */
 double model_attention_core_flops(const ModelShape *m, guint b);

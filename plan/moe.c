@@ -184,9 +184,7 @@ double sim_moe_deepep_contention(const SimPlan *pl, const ModelProfile *profile,
   if (pl->no_contention)
     return 1;
   double rate = nodes > 1 ? net->nic_bw * net->nics_per_node / net->gpus_per_node : net->nvlink_busbw;
-  ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
-  return model_layer_contention(profile, &pl->model, pl->tp, pl->micro_batch, &lo, SIM_DEEPEP_SMS,
-                                2 * rate / (profile->hbm_bytes_per_s * profile->memory_efficiency));
+  return sim_plan_contention_at(pl, profile, pl->tp, SIM_DEEPEP_SMS, rate);
 }
 
 ModelMoeOptions sim_moe_options(const SimPlan *pl) {

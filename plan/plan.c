@@ -417,11 +417,16 @@ double sim_plan_contention(const SimPlan *pl, const ModelProfile *profile, const
     rate = MAX(rate, (guint64)tp * group <= cluster->gpus_per_node
                          ? net->nvlink_busbw
                          : net->nic_bw * net->nics_per_node / net->gpus_per_node);
-  ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
   double sms_per_channel, hbm_bytes_per_byte;
   model_profile_overlap(profile, &sms_per_channel, &hbm_bytes_per_byte);
-  return model_layer_contention(profile, &pl->model, tp, pl->micro_batch, &lo,
-                                sms_per_channel * net->collective_channels,
+  return sim_plan_contention_at(pl, profile, tp, sms_per_channel * net->collective_channels, rate);
+}
+
+double sim_plan_contention_at(const SimPlan *pl, const ModelProfile *profile, guint tp, double sms, double rate) {
+  double sms_per_channel, hbm_bytes_per_byte;
+  model_profile_overlap(profile, &sms_per_channel, &hbm_bytes_per_byte);
+  ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
+  return model_layer_contention(profile, &pl->model, tp, pl->micro_batch, &lo, sms,
                                 hbm_bytes_per_byte * rate / (profile->hbm_bytes_per_s * profile->memory_efficiency));
 }
 
@@ -460,6 +465,13 @@ double sim_plan_usable_bytes(const SimPlan *pl, const ModelProfile *profile) {
   return profile->memory_bytes - pl->memory_reserve_bytes;
 }
 
+guint sim_plan_checkpointed_layers(const SimPlan *pl) {
+  guint n = 0;
+  for (guint s = 0; pl->ac == MODEL_RECOMPUTE_LAYER && pl->recompute_every && s < pl->pp; s++)
+    n += sim_plan_stage_layers(pl, s) / pl->recompute_every;
+  return n;
+}
+
 ModelRecompute sim_plan_recompute(const SimPlan *pl) {
   if (pl->ac != MODEL_RECOMPUTE_NONE)
     return pl->ac;
@@ -488,7 +500,7 @@ void sim_plan_rates(const SimPlan *pl, const ModelProfile *profile, SimResult *r
   double F = model_flops_per_iteration(&counted, pl->global_batch);
   double Fhw = model_hardware_flops_per_iteration(&counted, pl->global_batch, sim_plan_recompute(pl)) +
                model_policy_recompute_flops(&counted, pl->global_batch, pl->ac, pl->recompute_modules,
-                                            pl->recompute_every);
+                                            sim_plan_checkpointed_layers(pl));
   double Fmodel = model_model_flops_per_iteration(&counted, pl->global_batch);
   r->tflops_per_gpu = F / r->iteration_time_s / pl->gpus / 1e12;
   r->hardware_tflops_per_gpu = Fhw / r->iteration_time_s / pl->gpus / 1e12;

@@ -349,6 +349,9 @@ char *sim_split_options(const SimSplit *split);
 static inline guint sim_plan_cp(const SimPlan *plan) { return plan->cp ? plan->cp : 1; }
 /* The plan's recomputation as the models see it, and its word. */
 ModelRecompute sim_plan_recompute(const SimPlan *plan);
+/* The layers --recompute layer checkpoints whole: every k-th of each
+ * stage's, as torchtitan counts a rank's blocks (0 under other settings). */
+guint sim_plan_checkpointed_layers(const SimPlan *plan);
 /* The attention kernels a run uses on `profile`: --attention, else the
  * profile's default (flash where it says so, Megatron's kernels otherwise). */
 ModelAttention sim_plan_attention(const SimPlan *plan, const ModelProfile *profile);
@@ -378,6 +381,9 @@ ModelLayerOptions sim_plan_layer_options(const SimPlan *plan, const ModelProfile
  * asks for none (no_contention). */
 double sim_plan_contention(const SimPlan *plan, const ModelProfile *profile, const TopoCluster *cluster, guint tp,
                            guint group, gboolean tp_overlap);
+/* The same for kernels holding `sms` SMs whose bytes pass at `rate` (bytes
+ * per second sent and received), at the profile's HBM bytes per byte. */
+double sim_plan_contention_at(const SimPlan *plan, const ModelProfile *profile, guint tp, double sms, double rate);
 /* What the plan asks of the device that the profile cannot give (flash
  * attention without its figures): one-line error. */
 gboolean sim_plan_check_device(const SimPlan *plan, const ModelProfile *profile, GError **error);

@@ -233,7 +233,9 @@ void sim_ptdp_moe_pass(PtdpBuild *b, guint s, guint k, const SimOpTag *t, gboole
   moe_comm(b, s, k, t, PTDP_MOE_ETP_GATHER);
   sim_ptdp_add_compute(b, SIM_PART_MLP, l, pass, m->bwd_experts_s);
   moe_comm(b, s, k, t, PTDP_MOE_ETP_SCATTER);
-  moe_comm(b, s, k, t, PTDP_MOE_DISPATCH);
+  /* the dispatch's gradient: with DeepEP a combine of 16-bit gradients
+   * (FusedDispatch's backward calls buffer.combine), not an FP8 dispatch */
+  moe_comm(b, s, k, t, b->plan->moe_deepep ? PTDP_MOE_COMBINE : PTDP_MOE_DISPATCH);
   sim_ptdp_add_compute(b, SIM_PART_ATTENTION, l, pass, m->bwd_route_s + a->bwd.seg_s[1]);
   sim_ptdp_tp_allreduce(b, s, k, t);
   sim_ptdp_add_compute(b, SIM_PART_LAYERNORM, l, pass, a->bwd.seg_s[2]);

@@ -159,6 +159,19 @@ static void test_reserve(void) {
   g_assert_cmpfloat(fabs(num(eager, "hardware_tflops_per_gpu") / num(eager, "model_tflops_per_gpu") -
                          (model + again) / model),
                     <, 1e-9);
+  /* --recompute layer counts each stage's blocks apart, as torchtitan's
+   * ranks do: 32 layers on 4 stages, every 3rd of each stage's 8, is 8
+   * layers run again (a count over the whole model would say 10) */
+  gchar **parts = g_strsplit(EAGER " --pp 4 --recompute layer --recompute-every 3", "--layers 4 ", 2);
+  char *eager32 = g_strjoinv("--layers 32 ", parts);
+  cJSON *staged = run_json(eager32);
+  g_strfreev(parts);
+  g_free(eager32);
+  double model32 = 3 * (32 * layer + 2 * s * h * 32000);
+  g_assert_cmpfloat(fabs(num(staged, "hardware_tflops_per_gpu") / num(staged, "model_tflops_per_gpu") -
+                         (model32 + 8 * layer) / model32),
+                    <, 1e-9);
+  cJSON_Delete(staged);
   cJSON_Delete(eager);
   Mem given = run_mem(EAGER, "--recompute op --memory-reserve 2");
   g_assert_cmpfloat(given.reserve, ==, 2);

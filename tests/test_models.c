@@ -470,8 +470,8 @@ static void test_policy_recompute_flops(void) {
   assert_rel(model_policy_recompute_flops(&m, 3, MODEL_RECOMPUTE_MODULES, MODEL_RC_CORE_ATTN | MODEL_RC_MLP, 0),
              L * B * (core + mlp), REL_EPS);
   g_assert_cmpfloat(model_policy_recompute_flops(&m, 3, MODEL_RECOMPUTE_MODULES, MODEL_RC_LAYERNORM, 0), ==, 0);
-  /* 32 layers, every 3rd: layers 3, 6, ..., 30 */
-  assert_rel(model_policy_recompute_flops(&m, 3, MODEL_RECOMPUTE_LAYER, 0, 3), 10 * model_layer_forward_flops(&m, 3),
+  /* ten layers checkpointed: ten layers' forward again */
+  assert_rel(model_policy_recompute_flops(&m, 3, MODEL_RECOMPUTE_LAYER, 0, 10), 10 * model_layer_forward_flops(&m, 3),
              REL_EPS);
   g_assert_cmpfloat(model_policy_recompute_flops(&m, 3, MODEL_RECOMPUTE_FULL, 0, 0), ==, 0);
   g_assert_cmpfloat(model_policy_recompute_flops(&m, 3, MODEL_RECOMPUTE_NONE, 0, 0), ==, 0);
