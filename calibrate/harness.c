@@ -670,6 +670,12 @@ int main(int argc, char **argv) {
                 "--power-limit and --power-limits apply to the sustained mode; add sustained to --mode");
     ok = FALSE;
   }
+  if (ok && (o.overlap_blocks || o.overlap_ms != (gint64)(dflt.overlap_window_s * 1e3)) &&
+      !calib_plan_has_mode(o.modes, "overlap")) {
+    g_set_error(&error, CALIB_ERROR, CALIB_ERROR_INVALID,
+                "--overlap-blocks and --overlap-ms apply to the overlap mode; add overlap to --mode");
+    ok = FALSE;
+  }
   CalibPlan *plan = NULL;
   if (ok) {
     CalibPlanConfig cfg = dflt;

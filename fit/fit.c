@@ -1110,7 +1110,7 @@ static gboolean fit_overlap(const CalibMeasurements *m, const ModelProfile *p, c
   *record = NULL;
   if (m->overlap->len == 0)
     return TRUE;
-  guint n = 0, max_blocks = 0;
+  guint n = 0, min_blocks = G_MAXUINT, max_blocks = 0;
   double *xk = g_new(double, m->overlap->len), *yk = g_new(double, m->overlap->len);
   double *xc = g_new(double, m->overlap->len), *yc = g_new(double, m->overlap->len);
   double stream = p->hbm_bytes_per_s * p->memory_efficiency / 1e9; /* GB/s */
@@ -1130,6 +1130,7 @@ static gboolean fit_overlap(const CalibMeasurements *m, const ModelProfile *p, c
     if (strcmp(x->with, "copy") != 0)
       continue;
     first = first ? first : x;
+    min_blocks = MIN(min_blocks, x->blocks);
     max_blocks = MAX(max_blocks, x->blocks);
     xk[n] = (double)x->blocks / p->sms;
     yk[n] = 1 - x->gemm_us / x->gemm_beside_us;
@@ -1149,7 +1150,7 @@ static gboolean fit_overlap(const CalibMeasurements *m, const ModelProfile *p, c
                             "the overlap runs give %g SMs taken per holder block (from the GEMM's times beside %u to "
                             "%u blocks), outside (0, 16] or more than the %u SMs at %u blocks; check their gemm_us and "
                             "gemm_beside_us",
-                            k, first->blocks, max_blocks, p->sms, max_blocks);
+                            k, min_blocks, max_blocks, p->sms, max_blocks);
   else if (n > 0 && !(c > 0 && c <= 16))
     ok = FALSE, g_set_error(error, CALIB_ERROR, CALIB_ERROR_INVALID,
                             "the overlap runs give %g HBM bytes displaced per byte the holder moves (from the probe "
@@ -1166,7 +1167,7 @@ static gboolean fit_overlap(const CalibMeasurements *m, const ModelProfile *p, c
         "GEMM's lost rate (1 - t_alone / t_beside) against blocks x k / %u SMs; hbm_bytes_per_byte: of a streaming "
         "copy's lost rate against c x the holder's rate / %.0f GB/s (hbm_GBps x memory_efficiency) (fit record "
         "\"overlap\")",
-        n, first->dtype, first->m, first->n, first->k, first->blocks, max_blocks, p->sms, stream);
+        n, first->dtype, first->m, first->n, first->k, min_blocks, max_blocks, p->sms, stream);
     cJSON_AddStringToObject(prov, "overlap", why);
     g_free(why);
     cJSON_AddStringToObject(rec, "model", "1 - t_alone / t_beside = k blocks / sms (the GEMM); = c rate / (hbm_GBps "

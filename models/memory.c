@@ -43,7 +43,7 @@ double model_allocator_block_bytes(double bytes) {
 }
 
 typedef struct {
-  double addr, size;
+  double size;
   gint owner; /* the tensor's event index; -1: free */
 } Block;
 
@@ -53,7 +53,7 @@ double model_allocator_reserved_bytes(const double *ev, guint n) {
    * split, free_block's merge with free neighbours, and with expandable
    * segments find_expandable_block's growth at the segment's end */
   GArray *b = g_array_new(FALSE, FALSE, sizeof(Block));
-  double end = 0, peak = 0;
+  double end = 0; /* the pool's size: it grows and never shrinks */
   for (guint i = 0; i < n; i++) {
     if (ev[i] < 0) {
       guint j = 0, id = (guint)(-ev[i] - 1);
@@ -85,7 +85,7 @@ double model_allocator_reserved_bytes(const double *ev, guint n) {
         end += size - last->size;
         last->size = size;
       } else {
-        Block k = {end, size, -1};
+        Block k = {size, -1};
         g_array_append_val(b, k);
         end += size;
       }
@@ -93,16 +93,15 @@ double model_allocator_reserved_bytes(const double *ev, guint n) {
     }
     Block *k = &g_array_index(b, Block, best);
     if (k->size > size) {
-      Block rest = {k->addr + size, k->size - size, -1};
+      Block rest = {k->size - size, -1};
       k->size = size;
       g_array_insert_val(b, (guint)best + 1, rest);
       k = &g_array_index(b, Block, best);
     }
     k->owner = (gint)i;
-    peak = MAX(peak, end);
   }
   g_array_free(b, TRUE);
-  return peak;
+  return end;
 }
 
 double model_eager_loss_reserved_bytes(double elems, gboolean parallel, guint mbs) {

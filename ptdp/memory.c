@@ -175,7 +175,9 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
     double delta = model_moe_activation_bytes(&pl->model, &mo) -
                    model_dense_mlp_activation_bytes(&pl->model, pl->tp, pl->micro_batch, lo.fp8);
     double T = (double)pl->micro_batch * pl->model.seq_len / ((double)pl->tp * sim_plan_cp(pl));
-    out->activations += (pl->recompute ? MAX(delta, 0.0) : delta * peak * moe / layers) +
+    /* (at the moment the layers' peak is taken: eager_pipeline_peak's with
+     * a pipeline under eager) */
+    out->activations += (pl->recompute ? MAX(delta, 0.0) : delta * req.inflight_layer_mbs * moe / layers) +
                         2.0 * T * pl->model.topk * pl->model.hidden * 2.0;
     out->total = out->weights + out->gradients + out->optimizer + out->activations + out->allocator;
   }

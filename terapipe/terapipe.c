@@ -291,16 +291,8 @@ gboolean sim_terapipe_choose(const SimPlan *pl, const ModelProfile *profile, con
     double uJ = best_uniform(pcs, pl->pp, Bp, L / g, &ub, &um);
     if (uJ < js.J) {
       g_array_set_size(sizes, 0);
-      g_ptr_array_set_size(tok, 0);
-      for (guint k = 0; k < Bp / ub; k++) {
-        GArray *t = g_array_new(FALSE, FALSE, sizeof(guint));
-        for (guint x = 0; x < um; x++) {
-          guint len = (L / g) / um + (x < (L / g) % um ? 1 : 0);
-          g_array_append_val(t, len);
-        }
-        g_array_append_val(sizes, ub);
-        g_ptr_array_add(tok, t);
-      }
+      for (guint k = 0; k < Bp / ub; k++)
+        sim_terapipe_slicing_add_uniform(out, ub, L, g, um);
       out->predicted_s = uJ;
     }
     for (guint k = 0; k < sizes->len; k++) {

@@ -1983,6 +1983,10 @@ static void test_calibrate_dry_run(void) {
   proc_clear(&p);
   p = run(bin, "--dry-run --mode gemm --power-limit 500");
   expect_one_line_error(&p, "add sustained to --mode");
+  p = run(bin, "--dry-run --mode gemm --overlap-blocks 8");
+  expect_one_line_error(&p, "add overlap to --mode");
+  p = run(bin, "--dry-run --mode sustained --overlap-ms 500");
+  expect_one_line_error(&p, "add overlap to --mode");
   p = run(bin, "--dry-run --mode sustained --power-limit 500,400");
   expect_one_line_error(&p, "--power-limit '500,400' is not a number");
   p = run(bin, "--dry-run --mode sustained --power-limits 700,hot");

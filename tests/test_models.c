@@ -449,16 +449,11 @@ static void test_gemm_wave_exact(void) {
   assert_rel(model_gemm_efficiency(&p, &partial), 0.9 * (100.0 / 128.0) * kf, REL_EPS);
 }
 
-/* SMs held by a collective: a GEMM's tiles are dealt over the SMs left,
- * each wave at the rate of the SMs it runs on.  108 tiles fill one wave of
- * 108 SMs; with 8 held they need two, the second of 8 tiles: twice the
- * time.  With 54 held, exactly two full waves: twice again.  Memory-bound
- * kernels get the HBM bandwidth the collective leaves. */
 /* A framework's own checkpointing policy's recomputed FLOPs, by hand for
  * Llama 3 8B (h 4096, 32 heads of 128, 8 key/value heads, FFN 14336
  * SwiGLU, 32 layers): op the wk, wo and w3 GEMMs (2 s h n each, n their
  * widths), modules the attention core (4 s^2 a d) and the MLP (3 GEMMs of
- * 2 s h f), layer every k-th layer's forward. */
+ * 2 s h f), layer the checkpointed layers' forward. */
 static void test_policy_recompute_flops(void) {
   ModelShape m = lookup("llama3-8b");
   double s = m.seq_len, h = 4096, kv = 8 * 128, f = 14336, L = 32, B = 3;
@@ -477,6 +472,11 @@ static void test_policy_recompute_flops(void) {
   g_assert_cmpfloat(model_policy_recompute_flops(&m, 3, MODEL_RECOMPUTE_NONE, 0, 0), ==, 0);
 }
 
+/* SMs held by a collective: a GEMM's tiles are dealt over the SMs left,
+ * each wave at the rate of the SMs it runs on.  108 tiles fill one wave of
+ * 108 SMs; with 8 held they need two, the second of 8 tiles: twice the
+ * time.  With 54 held, exactly two full waves: twice again.  Memory-bound
+ * kernels get the HBM bandwidth the collective leaves. */
 static void test_gemm_sms_held(void) {
   ModelProfile p = one_tile_profile();
   ModelGemm full = {1, 128 * 108, 128, 4096};
