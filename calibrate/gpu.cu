@@ -28,15 +28,6 @@
 #include "gpu.h"
 #include "gpu_common.cuh"
 
-#define NCCL_OK(call)                                                                                                \
-  do {                                                                                                               \
-    ncclResult_t r_ = (call);                                                                                        \
-    if (r_ != ncclSuccess) {                                                                                         \
-      rc = fail(err, errlen, __FILE__, __LINE__, #call, ncclGetErrorString(r_));                                     \
-      goto done;                                                                                                     \
-    }                                                                                                                \
-  } while (0)
-
 // --- device information ---
 
 extern "C" int calib_gpu_info(int device, CalibGpuInfo *info, char *err, size_t errlen) {

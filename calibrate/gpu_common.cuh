@@ -50,6 +50,16 @@ static int failf(char *err, size_t n, const char *fmt, ...) {
       goto done;                                                                                                     \
     }                                                                                                                \
   } while (0)
+
+// An NCCL call (in files that include nccl.h).
+#define NCCL_OK(call)                                                                                                \
+  do {                                                                                                               \
+    ncclResult_t r_ = (call);                                                                                        \
+    if (r_ != ncclSuccess) {                                                                                         \
+      rc = fail(err, errlen, __FILE__, __LINE__, #call, ncclGetErrorString(r_));                                     \
+      goto done;                                                                                                     \
+    }                                                                                                                \
+  } while (0)
 #define CHECK_RC(expr)                                                                                               \
   do {                                                                                                               \
     if ((rc = (expr)) != 0)                                                                                          \

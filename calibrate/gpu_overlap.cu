@@ -28,15 +28,6 @@
 #include "gpu_common.cuh"
 #include "gpu_gemmlt.cuh"
 
-#define OV_NCCL_OK(call)                                                                                             \
-  do {                                                                                                               \
-    ncclResult_t r_ = (call);                                                                                        \
-    if (r_ != ncclSuccess) {                                                                                         \
-      rc = fail(err, errlen, __FILE__, __LINE__, #call, ncclGetErrorString(r_));                                     \
-      goto done;                                                                                                     \
-    }                                                                                                                \
-  } while (0)
-
 // Records a one-line error and jumps to the function's cleanup.
 #define OV_FAIL(...)                                                                                                 \
   do {                                                                                                               \
@@ -359,7 +350,7 @@ static int ov_reduce(int ranks, float **send, float **recv, size_t count, ncclCo
                      unsigned times, char *err, size_t errlen) {
   int rc = 0;
   for (unsigned t = 0; t < times; t++) {
-    OV_NCCL_OK(ncclGroupStart());
+    NCCL_OK(ncclGroupStart());
     for (int r = 0; r < ranks; r++) {
       ncclResult_t e = ncclAllReduce(send[r], recv[r], count, ncclFloat, ncclSum, comms[r], streams[r]);
       if (e != ncclSuccess) {
@@ -367,7 +358,7 @@ static int ov_reduce(int ranks, float **send, float **recv, size_t count, ncclCo
         OV_FAIL("ncclAllReduce on rank %d of %d failed: %s", r, ranks, ncclGetErrorString(e));
       }
     }
-    OV_NCCL_OK(ncclGroupEnd());
+    NCCL_OK(ncclGroupEnd());
   }
   CUDA_OK(cudaSetDevice(0));
 done:
@@ -409,7 +400,7 @@ extern "C" int calib_gpu_overlap_allreduce(int ranks, unsigned long long m, unsi
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaStreamSynchronize(streams[r]));
   }
-  OV_NCCL_OK(ncclCommInitAll(comms, ranks, devs));
+  NCCL_OK(ncclCommInitAll(comms, ranks, devs));
   CUDA_OK(cudaSetDevice(0));
   CUDA_OK(cudaStreamCreateWithFlags(&s_gemm, cudaStreamNonBlocking));
   for (int i = 0; i < 4; i++)
