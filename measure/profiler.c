@@ -245,11 +245,14 @@ static gboolean take_events(CalibProfTrace *t, const cJSON *root, const char *la
     if (at) {
       g->launch = (gint)(at - 1);
       g_array_index(t->api, CalibProfApi, at - 1).launched = TRUE;
-    } else if (t->api->len)
+    } else if (t->api->len) {
+      char *name = ptd_echo(g->name, PTD_ECHO_MAX, FALSE); /* the trace's bytes: one line whatever they hold */
       ok = fail(error, label,
                 "the %s '%s' (correlation id %" G_GINT64_FORMAT ") has no CUDA call that launched it; the trace "
                 "records launches, so one is missing (a damaged or filtered trace?)",
-                calib_prof_gpu_kind_name(g->kind), g->name, g->correlation);
+                calib_prof_gpu_kind_name(g->kind), name, g->correlation);
+      g_free(name);
+    }
   }
   g_hash_table_destroy(seen);
   g_hash_table_destroy(launch);
