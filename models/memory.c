@@ -156,6 +156,22 @@ double model_eager_loss_reserved_bytes(double elems, gboolean parallel, guint mb
   return peak;
 }
 
+/* What a norm keeps for its backward, T tokens of width `rep` (`tok` of
+ * them on this rank for its statistics): eager's RMSNorm its input's fp32
+ * upcast, rstd and the normalized 16-bit output before the weight; a fused
+ * norm its input and rstd (and the mean).  Returns the tensors written. */
+static guint norm_saved(const ModelShape *m, gboolean eager, double rep, double T, double tok, double *out) {
+  if (eager && m->norm == MODEL_NORM_RMSNORM) {
+    out[0] = 4 * rep * T;
+    out[1] = 4 * tok;
+    out[2] = 2 * rep * T;
+    return 3;
+  }
+  out[0] = 2 * rep * T;
+  out[1] = (m->norm == MODEL_NORM_LAYERNORM ? 8 : 4) * tok;
+  return 2;
+}
+
 guint model_layer_saved_tensors(const ModelShape *m, const ModelMemoryRequest *r, ModelRecompute ac, double *out) {
   double T = (double)m->seq_len * r->b, t = r->t, h = m->hidden, a = m->heads;
   double rep = r->sequence_parallel ? h / t : h, tok = r->sequence_parallel ? T / t : T; /* the replicated part */
@@ -187,14 +203,7 @@ guint model_layer_saved_tensors(const ModelShape *m, const ModelMemoryRequest *r
   gboolean drop_mlp = ac == MODEL_RECOMPUTE_MODULES && r->modules & MODEL_RC_MLP;
   gboolean drop_norm = ac == MODEL_RECOMPUTE_MODULES && r->modules & MODEL_RC_LAYERNORM;
   for (guint j = 0; j < 2; j++) { /* the two norms, the attention after the first and the MLP after the second */
-    if (r->eager && m->norm == MODEL_NORM_RMSNORM) {
-      KEEP(4 * rep * T);                         /* the fp32 upcast of its input */
-      KEEP(4 * tok);                             /* rstd */
-      KEEP(2 * rep * T);                         /* the normalized output, before the weight */
-    } else {
-      KEEP(2 * rep * T);                         /* its input */
-      KEEP((m->norm == MODEL_NORM_LAYERNORM ? 8 : 4) * tok); /* rstd (and the mean) */
-    }
+    n += norm_saved(m, r->eager, rep, T, tok, out + n);
     if (!drop_norm)                              /* its output, the GEMMs' input (eager: gathered) */
       KEEP(lin * (r->eager && t > 1 ? h : rep) * T);
     if (j == 0) {
@@ -316,9 +325,10 @@ void model_memory(const ModelShape *m, const ModelMemoryRequest *r, ModelMemory 
          * sequence under sequence parallelism) and the output layer's
          * input, gathered whole with tensor parallelism (torchtitan's plan:
          * ColwiseParallel from Shard(1)) */
-        double tok = r->sequence_parallel ? sb / r->t : sb;
-        act += (m->norm == MODEL_NORM_RMSNORM ? 6.0 * rep * sb + 4.0 * tok : 2.0 * rep * sb + 8.0 * tok) +
-               2.0 * m->hidden * sb;
+        double tok = r->sequence_parallel ? sb / r->t : sb, kept[3];
+        for (guint i = 0, k = norm_saved(m, TRUE, rep, sb, tok, kept); i < k; i++)
+          act += kept[i];
+        act += 2.0 * m->hidden * sb;
       }
     } else {
       act += working + (r->last_stage ? 6.0 * sb * V : 0);
