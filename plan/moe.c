@@ -19,9 +19,8 @@ gboolean sim_moe_build(const SimPlanRequest *r, SimPlan *plan, GError **error) {
   plan->edp = stage;
   plan->moe_imbalance = 1;
   plan->moe_capacity = 0;
-  plan->moe_allgather = FALSE;
+  plan->moe_dispatcher = SIM_DISPATCH_ALLTOALL;
   plan->moe_a2a_overlap = FALSE;
-  plan->moe_deepep = FALSE;
   plan->moe_groups = plan->moe_group_topk = 0;
   if (!model_is_moe(m)) {
     if (r->ep || r->expert_tp || r->moe_imbalance || r->moe_capacity || r->moe_dispatcher_given || r->moe_groups ||
@@ -108,15 +107,14 @@ gboolean sim_moe_build(const SimPlanRequest *r, SimPlan *plan, GError **error) {
   plan->edp = stage / (ep * etp);
   plan->moe_imbalance = r->moe_imbalance ? r->moe_imbalance : 1;
   plan->moe_capacity = r->moe_capacity;
-  plan->moe_allgather = r->moe_dispatcher_given && r->moe_dispatcher == SIM_DISPATCH_ALLGATHER;
-  plan->moe_deepep = deepep;
+  plan->moe_dispatcher = r->moe_dispatcher_given ? r->moe_dispatcher : SIM_DISPATCH_ALLTOALL;
   plan->moe_groups = r->moe_groups;
   plan->moe_group_topk = r->moe_groups ? r->moe_group_topk : 0;
   if (r->moe_a2a_overlap) {
     /* Megatron-Core's rules for it (transformer_config.py) */
     if (ep < 2)
       FAIL("--overlap-moe-expert-parallel-comm overlaps the expert-parallel all-to-all, and --ep is 1; give --ep > 1");
-    if (plan->moe_allgather)
+    if (plan->moe_dispatcher == SIM_DISPATCH_ALLGATHER)
       FAIL("--overlap-moe-expert-parallel-comm runs with the alltoall or deepep dispatcher (Megatron-Core's alltoall "
            "and flex); drop --moe-token-dispatcher allgather");
     if (plan->recompute)
@@ -195,9 +193,9 @@ ModelMoeOptions sim_moe_options(const SimPlan *pl) {
                            .b = pl->micro_batch,
                            .imbalance = pl->moe_imbalance,
                            .capacity = pl->moe_capacity,
-                           .dispatcher = pl->moe_allgather ? MODEL_MOE_ALLGATHER
-                                         : pl->moe_deepep  ? MODEL_MOE_DEEPEP
-                                                           : MODEL_MOE_ALLTOALL,
+                           .dispatcher = pl->moe_dispatcher == SIM_DISPATCH_ALLGATHER ? MODEL_MOE_ALLGATHER
+                                         : pl->moe_dispatcher == SIM_DISPATCH_DEEPEP  ? MODEL_MOE_DEEPEP
+                                                                                      : MODEL_MOE_ALLTOALL,
                            .groups = pl->moe_groups,
                            .group_topk = pl->moe_group_topk};
 }

@@ -405,7 +405,8 @@ double sim_plan_contention(const SimPlan *pl, const ModelProfile *profile, const
   /* NCCL's all-to-all beside the compute: paired passes (the combined
    * 1F1B, DualPipe's F&B); DeepEP's own kernels are priced apart
    * (plan/moe.h sim_moe_deepep_contention) */
-  gboolean a2a = pl->ep > 1 && !pl->moe_deepep && (pl->moe_a2a_overlap || sim_schedule_info(pl->schedule)->paired);
+  gboolean a2a = pl->ep > 1 && pl->moe_dispatcher != SIM_DISPATCH_DEEPEP &&
+                 (pl->moe_a2a_overlap || sim_schedule_info(pl->schedule)->paired);
   if (pl->no_contention || net->collective_channels == 0 || (group <= 1 && !tp_overlap && !a2a))
     return 1;
   double rate = tp_overlap ? net->nvlink_busbw : 0;

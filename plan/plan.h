@@ -174,12 +174,11 @@ typedef struct {
   guint ep, etp, edp;
   double moe_imbalance;  /* >= 1 */
   double moe_capacity;   /* 0: dropless */
-  gboolean moe_allgather; /* --moe-token-dispatcher allgather */
+  SimDispatcher moe_dispatcher; /* --moe-token-dispatcher (alltoall where not given) */
   /* --overlap-moe-expert-parallel-comm: the steady state's forwards each
    * paired with the backward after it (SimItem.paired), as Megatron-Core's
    * combined 1F1B runs them */
   gboolean moe_a2a_overlap;
-  gboolean moe_deepep;    /* --moe-token-dispatcher deepep */
   guint moe_groups, moe_group_topk; /* group-limited routing (0: none) */
   const SimScheduleFile *schedule_file; /* SIM_SCHEDULE_FILE: the user's (alive for the process) */
   /* --stage-times F,B,W,COMM: each stage's forward, input-gradient and

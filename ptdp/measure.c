@@ -294,19 +294,23 @@ gboolean sim_ptdp_measure(PtdpBuild *b, SimResult *r) {
     for (guint c = 0; c < b->v; c++)
       for (guint l = 0; l < ptdp_chunk_layers(b, s, c); l++)
         moe += b->moe_layer[(s * b->v + c) * b->lmax + l];
-    SimTime per = 0;
+    gboolean deepep = pl->moe_dispatcher == SIM_DISPATCH_DEEPEP;
+    SimTime fwd = 0, bwd = 0; /* (DeepEP's backward sends the dispatch's gradient as a combine: ptdp/moe.c) */
     for (guint kind = 0; kind < PTDP_MOE_N_COMM; kind++)
-      if ((kind <= PTDP_MOE_COMBINE ? pl->ep : pl->etp) > 1)
-        per += b->moe_ns[s * PTDP_MOE_N_COMM + kind];
-    r->moe_comm_s = (double)per * 1e-9 * moe * pl->microbatches * (pl->recompute ? 3 : 2);
-    r->moe_a2a_bytes_per_rank = pl->moe_deepep ? b->moe.dispatch_bytes /* across InfiniBand and over NVLink */
+      if ((kind <= PTDP_MOE_COMBINE ? pl->ep : pl->etp) > 1) {
+        fwd += b->moe_ns[s * PTDP_MOE_N_COMM + kind];
+        bwd += b->moe_ns[s * PTDP_MOE_N_COMM + (deepep && kind == PTDP_MOE_DISPATCH ? PTDP_MOE_COMBINE : kind)];
+      }
+    r->moe_comm_s = deepep ? ((double)fwd * (pl->recompute ? 2 : 1) + (double)bwd) * 1e-9 * moe * pl->microbatches
+                           : (double)fwd * 1e-9 * moe * pl->microbatches * (pl->recompute ? 3 : 2);
+    r->moe_a2a_bytes_per_rank = deepep ? b->moe.dispatch_bytes /* across InfiniBand and over NVLink */
                                                : model_moe_a2a_wire_bytes(&pl->model, &(ModelMoeOptions){
                                                                                           .t = pl->tp,
                                                                                           .cp = b->cp,
                                                                                           .ep = pl->ep,
                                                                                           .b = pl->micro_batch});
-    r->moe_ib_bytes_per_rank = pl->moe_deepep ? b->moe.ib_bytes_d : 0;
-    r->moe_nvl_bytes_per_rank = pl->moe_deepep ? b->moe.nvl_bytes_d : 0;
+    r->moe_ib_bytes_per_rank = deepep ? b->moe.ib_bytes_d : 0;
+    r->moe_nvl_bytes_per_rank = deepep ? b->moe.nvl_bytes_d : 0;
     r->moe_expert_tokens = b->moe.expert_tokens;
   }
 

@@ -36,7 +36,7 @@ static guint moe_groups(const PtdpBuild *b, guint s, guint kind, guint *out) {
 static NetCollOp moe_op(const PtdpBuild *b, guint kind) {
   if (kind >= PTDP_MOE_ETP_GATHER)
     return kind == PTDP_MOE_ETP_GATHER ? NET_OP_ALLGATHER : NET_OP_REDUCESCATTER;
-  if (b->plan->moe_allgather)
+  if (b->plan->moe_dispatcher == SIM_DISPATCH_ALLGATHER)
     return kind == PTDP_MOE_DISPATCH ? NET_OP_ALLGATHER : NET_OP_REDUCESCATTER;
   return NET_OP_ALLTOALL;
 }
@@ -47,7 +47,9 @@ static double moe_bytes(const PtdpBuild *b, guint kind) {
 
 /* DeepEP's dispatch or combine: the bytes per rank across InfiniBand and
  * over NVLink (models/moe.h). */
-static gboolean deepep(const PtdpBuild *b, guint kind) { return b->plan->moe_deepep && kind <= PTDP_MOE_COMBINE; }
+static gboolean deepep(const PtdpBuild *b, guint kind) {
+  return b->plan->moe_dispatcher == SIM_DISPATCH_DEEPEP && kind <= PTDP_MOE_COMBINE;
+}
 
 static void deepep_bytes(const PtdpBuild *b, guint kind, double *ib, double *nvl) {
   *ib = kind == PTDP_MOE_DISPATCH ? b->moe.ib_bytes_d : b->moe.ib_bytes_c;
@@ -235,7 +237,7 @@ void sim_ptdp_moe_pass(PtdpBuild *b, guint s, guint k, const SimOpTag *t, gboole
   moe_comm(b, s, k, t, PTDP_MOE_ETP_SCATTER);
   /* the dispatch's gradient: with DeepEP a combine of 16-bit gradients
    * (FusedDispatch's backward calls buffer.combine), not an FP8 dispatch */
-  moe_comm(b, s, k, t, b->plan->moe_deepep ? PTDP_MOE_COMBINE : PTDP_MOE_DISPATCH);
+  moe_comm(b, s, k, t, b->plan->moe_dispatcher == SIM_DISPATCH_DEEPEP ? PTDP_MOE_COMBINE : PTDP_MOE_DISPATCH);
   sim_ptdp_add_compute(b, SIM_PART_ATTENTION, l, pass, m->bwd_route_s + a->bwd.seg_s[1]);
   sim_ptdp_tp_allreduce(b, s, k, t);
   sim_ptdp_add_compute(b, SIM_PART_LAYERNORM, l, pass, a->bwd.seg_s[2]);

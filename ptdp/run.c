@@ -190,7 +190,7 @@ static gboolean build_init(PtdpBuild *b, SimResult *r, GError **error) {
                 several_why(b), pl->symmetry && pl->flow_network ? ", or --network analytic" : "");
     return FALSE;
   }
-  if (pl->moe_deepep && !(b->moe_ep_nodes = sim_ptdp_moe_check(b, error)))
+  if (pl->moe_dispatcher == SIM_DISPATCH_DEEPEP && !(b->moe_ep_nodes = sim_ptdp_moe_check(b, error)))
     return FALSE;
   return TRUE;
 }
@@ -221,7 +221,7 @@ static void build_costs(PtdpBuild *b) {
     /* DeepEP's kernels hold SMs while they run: that slows compute where
      * compute runs beside them, paired passes (DualPipe's F&B, the
      * combined 1F1B; sim_ptdp_overlap_pair) */
-    if (pl->moe_deepep && (sim_schedule_info(pl->schedule)->paired || pl->moe_a2a_overlap))
+    if (pl->moe_dispatcher == SIM_DISPATCH_DEEPEP && (sim_schedule_info(pl->schedule)->paired || pl->moe_a2a_overlap))
       b->deepep_contention = sim_moe_deepep_contention(pl, profile, b->cluster, b->moe_ep_nodes);
     b->moe_layer = g_new0(guint8, (gsize)b->p * b->v * b->lmax);
     for (guint s = 0; s < b->p; s++)

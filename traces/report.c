@@ -144,7 +144,7 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
     cJSON_AddNumberToObject(cfg, "expert_tp", pl->etp);
     cJSON_AddNumberToObject(cfg, "expert_dp", pl->edp);
     cJSON_AddStringToObject(cfg, "moe_token_dispatcher",
-                            pl->moe_allgather ? "allgather" : pl->moe_deepep ? "deepep" : "alltoall");
+                            ptd_word_of(sim_dispatcher_words, (int)pl->moe_dispatcher));
     if (pl->moe_groups) { /* group-limited routing */
       cJSON_AddNumberToObject(cfg, "moe_router_num_groups", pl->moe_groups);
       cJSON_AddNumberToObject(cfg, "moe_router_group_topk", pl->moe_group_topk);
@@ -219,7 +219,7 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
     cJSON_AddNumberToObject(moe, "comm_s", r->moe_comm_s);
     cJSON_AddNumberToObject(moe, "comm_fraction", r->iteration_time_s > 0 ? r->moe_comm_s / r->iteration_time_s : 0);
     cJSON_AddNumberToObject(moe, "dispatch_bytes_per_rank", r->moe_a2a_bytes_per_rank);
-    if (pl->moe_deepep) { /* its InfiniBand and NVLink parts */
+    if (pl->moe_dispatcher == SIM_DISPATCH_DEEPEP) { /* its InfiniBand and NVLink parts */
       cJSON_AddNumberToObject(moe, "dispatch_ib_bytes_per_rank", r->moe_ib_bytes_per_rank);
       cJSON_AddNumberToObject(moe, "dispatch_nvlink_bytes_per_rank", r->moe_nvl_bytes_per_rank);
     }
