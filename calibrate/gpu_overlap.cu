@@ -43,26 +43,9 @@
 #define OV_UNROLL 4
 #define OV_TILE ((size_t)OV_THREADS * OV_UNROLL) // int4 per tile
 
-// Block b copies src[b per .. (b + 1) per) to dst, `passes` times; per is a
-// multiple of OV_TILE.
-static __global__ void ov_holder(const int4 *src, int4 *dst, size_t per, unsigned passes) {
-  const int4 *s = src + blockIdx.x * per;
-  int4 *d = dst + blockIdx.x * per;
-  for (unsigned p = 0; p < passes; p++)
-    for (size_t i = threadIdx.x; i < per; i += OV_TILE) {
-      int4 v[OV_UNROLL];
-#pragma unroll
-      for (int u = 0; u < OV_UNROLL; u++)
-        v[u] = s[i + (size_t)u * OV_THREADS];
-#pragma unroll
-      for (int u = 0; u < OV_UNROLL; u++)
-        d[i + (size_t)u * OV_THREADS] = v[u];
-    }
-}
-
-// One pass of the probe: block b copies tile b (a grid of n / OV_TILE blocks).
-static __global__ void ov_probe(const int4 *src, int4 *dst) {
-  size_t at = blockIdx.x * OV_TILE + threadIdx.x;
+// One thread's share of a tile starting at `at`: OV_UNROLL 16-byte loads in
+// flight, then their stores.
+static __device__ __forceinline__ void ov_copy_tile(const int4 *src, int4 *dst, size_t at) {
   int4 v[OV_UNROLL];
 #pragma unroll
   for (int u = 0; u < OV_UNROLL; u++)
@@ -70,6 +53,21 @@ static __global__ void ov_probe(const int4 *src, int4 *dst) {
 #pragma unroll
   for (int u = 0; u < OV_UNROLL; u++)
     dst[at + (size_t)u * OV_THREADS] = v[u];
+}
+
+// Block b copies src[b per .. (b + 1) per) to dst, `passes` times; per is a
+// multiple of OV_TILE.
+static __global__ void ov_holder(const int4 *src, int4 *dst, size_t per, unsigned passes) {
+  const int4 *s = src + blockIdx.x * per;
+  int4 *d = dst + blockIdx.x * per;
+  for (unsigned p = 0; p < passes; p++)
+    for (size_t i = threadIdx.x; i < per; i += OV_TILE)
+      ov_copy_tile(s, d, i);
+}
+
+// One pass of the probe: block b copies tile b (a grid of n / OV_TILE blocks).
+static __global__ void ov_probe(const int4 *src, int4 *dst) {
+  ov_copy_tile(src, dst, blockIdx.x * OV_TILE + threadIdx.x);
 }
 
 static __global__ void ov_count_diff(const int4 *a, const int4 *b, size_t n, unsigned long long *bad) {

@@ -94,16 +94,13 @@ double model_p2p_time_s(const ModelNet *net, double bytes, gboolean same_node) {
 }
 
 double model_alltoall_time_s(const ModelNet *net, double bytes, guint ranks, guint nodes) {
-  if (net->free_comm || ranks <= 1 || bytes <= 0)
+  if (ranks <= 1 || bytes <= 0)
     return 0;
   nodes = CLAMP(nodes, 1, ranks);
+  /* (n - 1)/n of the buffer leaves the rank over NVLink, (n - m)/n of it
+   * to other nodes over the NICs: the two phases' bound */
   double n = ranks, m = n / nodes;
-  double t = (n - 1) / n * bytes / net->hw.nvlink_busbw;
-  if (nodes > 1) {
-    double per_gpu = net->hw.nic_bw * net->hw.nics_per_node / net->hw.gpus_per_node;
-    t = fmax(t, (n - m) / n * bytes / per_gpu);
-  }
-  return (nodes > 1 ? net->hw.p2p_latency_inter : net->hw.p2p_latency_intra) + t;
+  return model_deepep_time_s(net, (n - m) / n * bytes, (n - 1) / n * bytes, nodes);
 }
 
 double model_deepep_time_s(const ModelNet *net, double ib_bytes, double nvl_bytes, guint nodes) {

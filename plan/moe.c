@@ -185,7 +185,7 @@ double sim_moe_deepep_contention(const SimPlan *pl, const ModelProfile *profile,
   return sim_plan_contention_at(pl, profile, pl->tp, SIM_DEEPEP_SMS, rate);
 }
 
-ModelMoeOptions sim_moe_options(const SimPlan *pl) {
+ModelMoeOptions sim_moe_options(const SimPlan *pl, const ModelProfile *profile) {
   return (ModelMoeOptions){.t = pl->tp,
                            .cp = sim_plan_cp(pl),
                            .ep = pl->ep,
@@ -197,7 +197,8 @@ ModelMoeOptions sim_moe_options(const SimPlan *pl) {
                                          : pl->moe_dispatcher == SIM_DISPATCH_DEEPEP  ? MODEL_MOE_DEEPEP
                                                                                       : MODEL_MOE_ALLTOALL,
                            .groups = pl->moe_groups,
-                           .group_topk = pl->moe_group_topk};
+                           .group_topk = pl->moe_group_topk,
+                           .fp8 = sim_plan_precision(pl, profile) == MODEL_PRECISION_FP8};
 }
 
 gboolean sim_moe_layer(const SimPlan *pl, guint s, guint c, guint l) {

@@ -170,8 +170,7 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
     guint shards = pl->distributed_optimizer ? pl->dp * sim_plan_cp(pl) : 1;
     guint eshards = pl->distributed_optimizer ? pl->edp : 1;
     out->optimizer = 12.0 * (double)(req.params - experts) / shards + 12.0 * (double)experts / eshards;
-    ModelMoeOptions mo = sim_moe_options(pl);
-    mo.fp8 = lo.fp8;
+    ModelMoeOptions mo = sim_moe_options(pl, profile);
     double delta = model_moe_activation_bytes(&pl->model, &mo) -
                    model_dense_mlp_activation_bytes(&pl->model, pl->tp, pl->micro_batch, lo.fp8);
     double T = (double)pl->micro_batch * pl->model.seq_len / ((double)pl->tp * sim_plan_cp(pl));

@@ -214,8 +214,7 @@ static void build_costs(PtdpBuild *b) {
   model_layer_cost_with(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &b->layer);
   if (model_is_moe(&pl->model)) {
     model_layer_attention_cost(profile, &pl->model, pl->tp, pl->micro_batch, &lo, &b->moe_attn);
-    ModelMoeOptions mo = sim_moe_options(pl);
-    mo.fp8 = lo.fp8;
+    ModelMoeOptions mo = sim_moe_options(pl, profile);
     mo.ep_nodes = b->moe_ep_nodes;
     model_moe_cost(profile, &pl->model, &mo, &b->moe);
     /* DeepEP's kernels hold SMs while they run: that slows compute where

@@ -830,20 +830,18 @@ static void test_contention(void) {
   assert_span(e, c, 20, 60);
   assert_span(e, a, 0, 120);
   sim_engine_free(e);
-  /* not marked: the fixed durations */
-  e = contention_graph(FALSE, 1, 20, &a, &c);
-  run_ok(e);
-  assert_span(e, a, 0, 100);
-  sim_engine_free(e);
-  /* on another GPU, or on a stream that holds none */
-  e = contention_graph(TRUE, 2, 20, &a, &c);
-  run_ok(e);
-  assert_span(e, a, 0, 100);
-  sim_engine_free(e);
-  e = contention_graph(TRUE, 3, 20, &a, &c);
-  run_ok(e);
-  assert_span(e, a, 0, 100);
-  sim_engine_free(e);
+  /* not marked (the fixed durations); on another GPU, or on a stream that
+   * holds none */
+  static const struct {
+    gboolean marked;
+    guint where;
+  } free_pace[] = {{FALSE, 1}, {TRUE, 2}, {TRUE, 3}};
+  for (guint i = 0; i < G_N_ELEMENTS(free_pace); i++) {
+    e = contention_graph(free_pace[i].marked, free_pace[i].where, 20, &a, &c);
+    run_ok(e);
+    assert_span(e, a, 0, 100);
+    sim_engine_free(e);
+  }
   /* from the start: C at 0-40 then 60 of work at full pace: ends at 40 + 80 */
   e = contention_graph(TRUE, 1, 0, &a, &c);
   run_ok(e);

@@ -98,17 +98,24 @@ static void test_dispatch_bytes(void) {
   g_assert_cmpfloat(c.dispatch_bytes, ==, T * 4096 * 2 * 4);
 }
 
-/* The all-to-all on the analytic network: inside a node (n-1)/n of the
- * buffer over NVLink; across nodes the (n - m)/n bound elsewhere over a
- * GPU's share of the NICs, when that is the slower. */
-static void test_alltoall_analytic(void) {
+/* An analytic network of 8-GPU nodes, a NIC of 50 GB/s per GPU, latencies
+ * 10 us inside a node and 20 us across. */
+static ModelNet two_tier_net(double nvlink_busbw) {
   ModelNet net = {0};
-  net.hw.nvlink_busbw = 400e9;
+  net.hw.nvlink_busbw = nvlink_busbw;
   net.hw.nic_bw = 50e9;
   net.hw.nics_per_node = 8;
   net.hw.gpus_per_node = 8;
   net.hw.p2p_latency_intra = 1e-5;
   net.hw.p2p_latency_inter = 2e-5;
+  return net;
+}
+
+/* The all-to-all on the analytic network: inside a node (n-1)/n of the
+ * buffer over NVLink; across nodes the (n - m)/n bound elsewhere over a
+ * GPU's share of the NICs, when that is the slower. */
+static void test_alltoall_analytic(void) {
+  ModelNet net = two_tier_net(400e9);
   double S = 1 << 30;
   g_assert_cmpfloat(fabs(model_alltoall_time_s(&net, S, 8, 1) - (1e-5 + 7.0 / 8 * S / 400e9)), <, 1e-12);
   g_assert_cmpfloat(fabs(model_alltoall_time_s(&net, S, 16, 2) - (2e-5 + 8.0 / 16 * S / 50e9)), <, 1e-12);
@@ -313,13 +320,7 @@ static void test_deepep_bytes(void) {
 /* DeepEP on the analytic network: the InfiniBand and NVLink phases
  * pipelined, the slower of the two plus a latency. */
 static void test_deepep_analytic(void) {
-  ModelNet net = {0};
-  net.hw.nvlink_busbw = 160e9;
-  net.hw.nic_bw = 50e9;
-  net.hw.nics_per_node = 8;
-  net.hw.gpus_per_node = 8;
-  net.hw.p2p_latency_intra = 1e-5;
-  net.hw.p2p_latency_inter = 2e-5;
+  ModelNet net = two_tier_net(160e9);
   g_assert_cmpfloat(model_deepep_time_s(&net, 100e6, 200e6, 8), ==, 2e-5 + 100e6 / 50e9);
   g_assert_cmpfloat(model_deepep_time_s(&net, 10e6, 320e6, 8), ==, 2e-5 + 320e6 / 160e9);
   g_assert_cmpfloat(model_deepep_time_s(&net, 0, 320e6, 1), ==, 1e-5 + 320e6 / 160e9);
