@@ -1,5 +1,6 @@
 /* ptdsim — MoE folding and validation (see moe.h). */
 #include "moe.h"
+#include "route.h"
 
 #include <string.h>
 
@@ -155,9 +156,11 @@ void sim_moe_edp_ranks(const SimPlan *pl, guint s, guint local, guint *out) {
 guint64 sim_moe_stage_params(const SimPlan *pl, guint s, guint64 *experts, guint *moe_layers) {
   const ModelShape *m = &pl->model;
   guint v = pl->chunks ? pl->chunks : 1, layers = sim_plan_stage_layers(pl, s), moe = 0;
-  for (guint c = 0; c < v; c++)
-    for (guint l = 0; l < sim_plan_chunk_layers(pl, s, c); l++)
-      moe += sim_moe_layer(pl, s, c, l);
+  for (guint c = 0; c < v && model_is_moe(m); c++) {
+    guint first = sim_plan_chunk_first_layer(pl, s, c), n = sim_plan_chunk_layers(pl, s, c);
+    for (guint l = 0; l < n; l++)
+      moe += model_layer_is_moe(m, first + l);
+  }
   guint64 n = model_stage_params(m, pl->tp, pl->pp, s, layers);
   ModelLinears lin = model_layer_linears(m);
   guint64 dense_mlp = lin.up / pl->tp + (lin.down - lin.row_bias) / pl->tp + lin.row_bias;
@@ -166,8 +169,11 @@ guint64 sim_moe_stage_params(const SimPlan *pl, guint s, guint64 *experts, guint
   if (moe_layers)
     *moe_layers = moe;
   n = n - (guint64)moe * dense_mlp + (guint64)moe * moe_local;
-  if (m->mtp && s == pl->pp - 1 && model_layer_is_moe(m, m->layers - 1)) {
-    /* the MTP modules, on the last stage: an MoE layer, the 2h -> h
+  guint ms = pl->pp - 1, mc = 0;
+  if (pl->layout && pl->layout->mtps)
+    sim_plan_place(pl, pl->layout->mtp_vs, 0, &ms, &mc);
+  if (m->mtp && s == ms && model_layer_is_moe(m, m->layers - 1)) {
+    /* the MTP modules, on the last stage (or a layout's): an MoE layer, the 2h -> h
      * projection split over t, three norms */
     n += m->mtp * (model_layer_local_params(m, pl->tp) - dense_mlp + moe_local +
                    2ull * m->hidden * m->hidden / pl->tp + 3 * model_norm_params(m));
@@ -201,17 +207,3 @@ ModelMoeOptions sim_moe_options(const SimPlan *pl, const ModelProfile *profile) 
                            .fp8 = sim_plan_precision(pl, profile) == MODEL_PRECISION_FP8};
 }
 
-gboolean sim_moe_layer(const SimPlan *pl, guint s, guint c, guint l) {
-  if (!model_is_moe(&pl->model))
-    return FALSE;
-  /* Megatron's layer numbering: with interleaving, chunk c of stage s holds
-   * the virtual stage c p + s */
-  guint first = 0;
-  for (guint cc = 0; cc <= c; cc++)
-    for (guint ss = 0; ss < pl->pp; ss++) {
-      if (cc == c && ss == s)
-        return model_layer_is_moe(&pl->model, first + l);
-      first += sim_plan_chunk_layers(pl, ss, cc);
-    }
-  return FALSE;
-}

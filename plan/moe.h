@@ -46,6 +46,3 @@ double sim_moe_deepep_contention(const SimPlan *plan, const ModelProfile *profil
 /* The options of the plan's MoE layer cost on `profile` (FP8 where the
  * plan's precision on it is). */
 ModelMoeOptions sim_moe_options(const SimPlan *plan, const ModelProfile *profile);
-/* The global index of the first layer of pipeline stage s (chunk 0) and
- * whether layer `l` of chunk c of stage s is an MoE layer. */
-gboolean sim_moe_layer(const SimPlan *plan, guint s, guint c, guint l);

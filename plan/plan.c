@@ -1,6 +1,7 @@
 /* ptdsim — a plan's data: its pipeline split, stragglers, device choices
  * and rates (see plan.h). */
 #include "plan.h"
+#include "route.h"
 
 #include <math.h>
 #include <string.h>
@@ -246,7 +247,35 @@ guint sim_split_candidates(guint layers, guint p, SimSplit *out, guint max) {
   return kept;
 }
 
+guint sim_plan_chunk_vstage(const SimPlan *pl, guint s, guint c) {
+  const SimScheduleInfo *row = sim_schedule_info(pl->schedule);
+  if (row->copies) /* DualPipe: stage s of one direction, p-1-s of the other */
+    return c == 0 ? s : pl->pp - 1 - s;
+  return sim_plan_vstage(pl, s, c, 0);
+}
+
+guint sim_plan_mtp_vstage(const SimPlan *pl) {
+  return pl->layout && pl->layout->mtps ? pl->layout->mtp_vs : sim_plan_route_len(pl) - 1;
+}
+
+char *sim_plan_layout_text(const SimPlan *pl) {
+  if (pl->layout)
+    return g_strdup(pl->layout->text);
+  guint n = sim_plan_route_len(pl);
+  guint *t = g_new(guint, n);
+  for (guint vs = 0; vs < n; vs++) {
+    guint s, c;
+    sim_plan_place(pl, vs, 0, &s, &c);
+    t[vs] = sim_plan_chunk_layers(pl, s, c);
+  }
+  char *text = sim_layout_write(t, n, pl->model.mtp);
+  g_free(t);
+  return text;
+}
+
 guint sim_plan_chunk_layers(const SimPlan *pl, guint s, guint c) {
+  if (pl->layout)
+    return pl->layout->t[sim_plan_chunk_vstage(pl, s, c)];
   /* DualPipe: each chunk is a whole stage (s of one direction, p-1-s of the other) */
   const SimScheduleInfo *row = sim_schedule_info(pl->schedule);
   guint v = row->copies ? 1 : pl->chunks ? pl->chunks : 1;
@@ -270,6 +299,19 @@ guint sim_plan_chunk_layers(const SimPlan *pl, guint s, guint c) {
   if (pl->split_loss && s == pl->pp - 1 && c == v - 1)
     n--;
   return n;
+}
+
+guint sim_plan_chunk_first_layer(const SimPlan *pl, guint s, guint c) {
+  /* the layers of the virtual stages a microbatch passes before this one
+   * (Megatron-Core's layer numbering: with interleaving, chunk c of stage s
+   * is virtual stage c p + s) */
+  guint vs = sim_plan_chunk_vstage(pl, s, c), first = 0;
+  for (guint k = 0; k < vs; k++) {
+    guint ks, kc;
+    sim_plan_place(pl, k, 0, &ks, &kc);
+    first += sim_plan_chunk_layers(pl, ks, kc);
+  }
+  return first;
 }
 
 guint sim_plan_stage_layers(const SimPlan *pl, guint s) {

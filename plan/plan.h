@@ -11,6 +11,7 @@
 #include "../models/transformer.h"
 #include "../schedule/schedule.h"
 #include "../topologies/cluster.h"
+#include "layout.h"
 
 /* TeraPipe token slicing: chosen by the DP, n equal slices, or a list. */
 typedef enum { SIM_SLICES_AUTO, SIM_SLICES_UNIFORM, SIM_SLICES_LIST } SimSlicesMode;
@@ -166,6 +167,10 @@ typedef struct {
   guint split_first, split_mid, split_last;
   gboolean split_embedding, split_loss;
   SimSplit split; /* the options as given (all zero: the even split) */
+  /* --pipeline-model-parallel-layout (plan/layout.h; alive for the
+   * process): each virtual stage's pieces, in place of the split; NULL:
+   * none */
+  const SimLayout *layout;
   SimStragglers stragglers;
   /* Mixture of experts (Megatron-Core's parallel folding): the MoE layers
    * of a stage run on its t cp d ranks folded as expert-tp x ep x
@@ -260,6 +265,7 @@ typedef struct {
   gboolean tp_comm_overlap;       /* --tp-comm-overlap */
   gboolean overlap_param_gather;  /* --overlap-param-gather */
   SimSplit split;                 /* --first-stage-layers, --last-stage-layers, --account-for-embedding, --account-for-loss */
+  const char *layout;             /* --pipeline-model-parallel-layout; NULL: not given */
   /* --slow, --slow-link and --gpu-speed, parsed (sim_slow_parse,
    * sim_gpu_speed_parse); their indexes are checked against the run by
    * sim_plan_build; none: all zero.  The seed is --seed's, below. */
@@ -337,6 +343,19 @@ guint sim_split_candidates(guint layers, guint p, SimSplit *out, guint max);
 /* The transformer layers of model chunk c of stage s, of stage s, and the
  * stage-local index of chunk c's first layer. */
 guint sim_plan_chunk_layers(const SimPlan *plan, guint s, guint c);
+/* The virtual stage of a microbatch's route that chunk c of stage s runs
+ * (for DualPipe, in the direction that runs that chunk). */
+guint sim_plan_chunk_vstage(const SimPlan *plan, guint s, guint c);
+/* The model's index (from 0) of the first transformer layer of chunk c of
+ * stage s: the layers of the virtual stages before it on the route. */
+guint sim_plan_chunk_first_layer(const SimPlan *plan, guint s, guint c);
+/* The virtual stage that runs the MTP modules: the route's last (with the
+ * loss) unless a layout says otherwise.  The embedding runs in the first,
+ * the logits and the loss in the last. */
+guint sim_plan_mtp_vstage(const SimPlan *plan);
+/* The plan's pipeline layout in Megatron-Core's syntax: the one given, or
+ * the split written as one (g_free it). */
+char *sim_plan_layout_text(const SimPlan *plan);
 guint sim_plan_stage_layers(const SimPlan *plan, guint s);
 guint sim_plan_chunk_offset(const SimPlan *plan, guint s, guint c);
 /* Whether the stages hold different numbers of layers (or chunks do). */

@@ -450,8 +450,32 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   if (own && m->layers % r->pp) /* TeraPipe's cells hold equal layers: no uneven split to suggest */
     FAIL("--layers %u do not divide into --pp %u stages; use a pipeline size that divides the layer count", m->layers,
          r->pp);
-  guint split_first, split_mid, split_last; /* the stage layers; the chunks are checked with the schedule */
-  if (!sim_split_layers(&r->split, m->layers, r->pp, 1, &split_first, &split_mid, &split_last, error))
+  const SimLayout *lay = NULL;
+  if (r->layout) {
+    if (r->zero || own)
+      FAIL("--pipeline-model-parallel-layout splits Megatron's pipeline, for PTD-P; drop it with %s%s",
+           r->zero ? "--zero" : "--schedule ", r->zero ? "" : sim_schedule_name(r->schedule));
+    /* transformer_config.py: the layout replaces the other ways to split */
+    if (r->split.first || r->split.last || r->split.embedding || r->split.loss)
+      FAIL("give the pipeline split one way: --pipeline-model-parallel-layout, or --first-stage-layers/"
+           "--last-stage-layers, or --account-for-embedding/--account-for-loss, as Megatron-Core requires");
+    if (r->layers_per_chunk)
+      FAIL("--pipeline-model-parallel-layout sets the layers of each model chunk; drop --layers-per-chunk");
+    if (!(lay = sim_layout_parse(r->layout, error)))
+      return FALSE;
+    char *echo = ptd_echo(r->layout, PTD_ECHO_MAX, TRUE);
+    gboolean ok = lay->layers == m->layers && lay->mtps == m->mtp;
+    if (!ok)
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "--pipeline-model-parallel-layout '%s' holds %u transformer layers (t) and %u MTP modules (m), the "
+                  "model %u and %u; write each of its layers once",
+                  echo, lay->layers, lay->mtps, m->layers, m->mtp);
+    g_free(echo);
+    if (!ok)
+      return FALSE;
+  }
+  guint split_first = 0, split_mid = 0, split_last = 0; /* the stage layers; the chunks are checked with the schedule */
+  if (!lay && !sim_split_layers(&r->split, m->layers, r->pp, 1, &split_first, &split_mid, &split_last, error))
     return FALSE;
   guint64 per_step = (guint64)r->micro_batch * dp;
   if (r->global_batch % per_step)
@@ -461,7 +485,7 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
 
   SimSchedule sched;
   if (!r->schedule_given)
-    sched = sim_schedule_default(r->layers_per_chunk || r->chunks);
+    sched = sim_schedule_default(r->layers_per_chunk || r->chunks || (lay && lay->n > r->pp));
   else if (sim_schedule_info(r->schedule)->word)
     sched = r->schedule;
   else /* a request made by hand naming what --schedule cannot */
@@ -567,7 +591,9 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     if (r->overlap_param_gather)
       FAIL("%s is not modelled with --overlap-param-gather yet; drop it", name);
   }
-  if (row->chunks == SIM_CHUNKS_TWO) {
+  if (row->chunks == SIM_CHUNKS_TWO && lay)
+    v = 2;
+  else if (row->chunks == SIM_CHUNKS_TWO) {
     v = 2; /* V: virtual stages s and 2p-1-s; DualPipe: stage s and p-1-s, one per direction */
     guint parts = row->copies ? r->pp : 2 * r->pp;
     guint extras = (r->split.embedding ? 1 : 0) + (r->split.loss ? 1 : 0);
@@ -592,7 +618,7 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     FAIL("--schedule %s needs at least %up = %u microbatches (it has %u); raise --global-batch or lower "
          "--micro-batch",
          row->name, row->min_m_per_p, row->min_m_per_p * r->pp, m_mb);
-  if (row->chunks == SIM_CHUNKS_TWO) {
+  if (row->chunks == SIM_CHUNKS_TWO && !lay) {
     if (!row->copies &&
         !sim_split_layers(&r->split, m->layers, r->pp, v, &split_first, &split_mid, &split_last, error))
       return FALSE;
@@ -602,12 +628,12 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     if (!f)
       return FALSE;
     v = f->v;
-    if (m->layers % (r->pp * v))
+    if (!lay && m->layers % (r->pp * v))
       FAIL("--schedule-file runs %u stages per rank, which do not divide the %u layers evenly; give a model whose "
            "layers divide into %u stages",
            v, m->layers, r->pp * v);
     plan->schedule_file = f;
-    if (!sim_split_layers(&r->split, m->layers, r->pp, v, &split_first, &split_mid, &split_last, error))
+    if (!lay && !sim_split_layers(&r->split, m->layers, r->pp, v, &split_first, &split_mid, &split_last, error))
       return FALSE;
   }
   if (looped) {
@@ -626,9 +652,53 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
       v = split_mid / r->layers_per_chunk;
     } else if (r->chunks)
       v = r->chunks;
+    else if (lay)
+      v = lay->n / r->pp;
     else
       FAIL("the interleaved schedule needs --layers-per-chunk L or --chunks v");
-    if (!sim_split_layers(&r->split, m->layers, r->pp, v, &split_first, &split_mid, &split_last, error))
+    if (!lay && !sim_split_layers(&r->split, m->layers, r->pp, v, &split_first, &split_mid, &split_last, error))
+      return FALSE;
+  }
+  if (lay) {
+    /* pipeline_parallel_layer_layout.py: as many pieces as the pipeline
+     * runs virtual stages, the MTP modules in a rank's last one */
+    guint route = row->copies ? r->pp : r->pp * v;
+    char *echo = ptd_echo(r->layout, PTD_ECHO_MAX, TRUE);
+    char want[160];
+    if (row->copies)
+      g_snprintf(want, sizeof want, "--schedule %s runs --pp %u pieces in each direction (rank s holds piece s and "
+                 "piece p - 1 - s): list %u", row->name, r->pp, r->pp);
+    else if (looped && !r->chunks)
+      g_snprintf(want, sizeof want, "the interleaved schedule runs a whole number of virtual stages on each of --pp %u "
+                 "ranks: list a multiple of %u", r->pp, r->pp);
+    else if (v > 1)
+      g_snprintf(want, sizeof want, "--pp %u ranks of %u model chunks run %u virtual stages: list %u", r->pp, v,
+                 route, route);
+    else
+      g_snprintf(want, sizeof want, "--schedule %s runs one virtual stage on each of --pp %u ranks: list %u%s",
+                 row->word ? row->name : "--schedule-file", r->pp, r->pp,
+                 lay->n % r->pp == 0 && lay->n > r->pp ? ", or add --schedule interleaved" : "");
+    gboolean ok = lay->n == route && v >= 1;
+    if (!ok)
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "--pipeline-model-parallel-layout '%s' lists %u virtual stages; %s", echo, lay->n, want);
+    if (ok && lay->mtps && !row->copies) {
+      guint ms, mc;
+      if (plan->schedule_file) {
+        ms = plan->schedule_file->rank_of[lay->mtp_vs];
+        mc = plan->schedule_file->chunk_of[lay->mtp_vs];
+      } else
+        row->place(r->pp, v, m_mb, lay->mtp_vs, 0, &ms, &mc);
+      if (mc != v - 1) {
+        ok = FALSE;
+        g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                    "--pipeline-model-parallel-layout '%s' puts the MTP modules in model chunk %u of rank %u; "
+                    "Megatron-Core keeps them in a rank's last (chunk %u)",
+                    echo, mc, ms, v - 1);
+      }
+    }
+    g_free(echo);
+    if (!ok)
       return FALSE;
   }
   if (row->m_multiple_of_p) {
@@ -671,6 +741,7 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   plan->split_last = split_last;
   plan->split_embedding = r->split.embedding;
   plan->split_loss = r->split.loss;
+  plan->layout = lay;
 
   plan->ddp = r->ddp_given ? r->ddp : SIM_DDP_LOCAL;
   ModelRecompute rc = r->recompute_given ? r->recompute : MODEL_RECOMPUTE_FULL;

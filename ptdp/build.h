@@ -75,6 +75,11 @@ typedef struct {
    * (ptdp_contention; 1: not modelled) */
   double contention;
   double emb_fwd, emb_bwd, head_fwd, head_bwd;
+  /* The MTP modules' forward and backward where a layout runs them in a
+   * virtual stage of their own (mtp_vs; else they are in head_fwd and
+   * head_bwd and mtp_vs is G_MAXUINT) */
+  double mtp_fwd, mtp_bwd;
+  guint mtp_vs;
   ModelPass bwd_in;       /* the backward without its weight-gradient GEMMs (a split schedule's B) */
   double layer_w, head_w; /* the weight-gradient GEMMs of a layer, of the logit layer (its W) */
   guint route;            /* virtual stages a microbatch passes (sim_plan_route_len) */

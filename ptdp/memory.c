@@ -110,8 +110,10 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
     peak = MAX(peak, held);
     peak_mbs = MAX(peak_mbs, mbs);
   }
-  if (inflight) /* a microbatch passes route / p chunks of the stage */
-    *inflight = peak / ((double)sim_plan_route_len(pl) / p * sim_plan_chunk_layers(pl, s, 0));
+  if (inflight) { /* a microbatch passes route / p of the stage's v chunks (DualPipe's one of two) */
+    double per = (double)sim_plan_route_len(pl) / p * layers / (pl->chunks ? pl->chunks : 1);
+    *inflight = per > 0 ? peak / per : 0;
+  }
   ModelShape local = ptdp_rank_shape(pl);
   guint64 params = model_stage_params(&pl->model, pl->tp, p, s, layers);
   gboolean first = s == 0, last = s == p - 1;
@@ -176,7 +178,7 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
     double T = (double)pl->micro_batch * pl->model.seq_len / ((double)pl->tp * sim_plan_cp(pl));
     /* (at the moment the layers' peak is taken: eager_pipeline_peak's with
      * a pipeline under eager) */
-    out->activations += (pl->recompute ? MAX(delta, 0.0) : delta * req.inflight_layer_mbs * moe / layers) +
+    out->activations += (pl->recompute ? MAX(delta, 0.0) : delta * req.inflight_layer_mbs * moe / MAX(layers, 1u)) +
                         2.0 * T * pl->model.topk * pl->model.hidden * 2.0;
     out->total = out->weights + out->gradients + out->optimizer + out->activations + out->allocator;
   }

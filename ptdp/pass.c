@@ -387,6 +387,8 @@ void sim_ptdp_emit_item(PtdpBuild *b, guint s, guint k, guint idx) {
                     fsdp_ops + (l + 2) * b->ts);
       }
     }
+    if (vs == b->mtp_vs) /* a layout's standalone MTP modules, after the chunk's layers */
+      sim_ptdp_add_compute(b, SIM_PART_HEAD, -1, SIM_PASS_FORWARD, b->mtp_fwd);
     if (vs == last_vs)
       sim_ptdp_add_compute(b, SIM_PART_HEAD, -1, SIM_PASS_FORWARD, b->head_fwd);
   } else if (it.grad == SIM_GRAD_WEIGHT) {
@@ -414,10 +416,14 @@ void sim_ptdp_emit_item(PtdpBuild *b, guint s, guint k, guint idx) {
             sim_ptdp_fsdp_reduce(b, s, k, it.chunk, t.layer, (double)fsdp_layer, i, b->prev[i]);
       }
     }
+    if (vs == 0 && ptdp_chunk_layers(b, s, it.chunk) == 0) /* a layout's chunk of the embedding alone */
+      sim_ptdp_add_compute(b, SIM_PART_EMBEDDING, -1, SIM_PASS_WEIGHT, b->emb_bwd);
   } else {
     gboolean input = it.grad == SIM_GRAD_INPUT;
     if (vs == last_vs)
       sim_ptdp_add_compute(b, SIM_PART_HEAD, -1, SIM_PASS_BACKWARD, input ? b->head_bwd - b->head_w : b->head_bwd);
+    if (vs == b->mtp_vs) /* the MTP modules' backward runs whole in B (as an MoE layer's) */
+      sim_ptdp_add_compute(b, SIM_PART_HEAD, -1, SIM_PASS_BACKWARD, b->mtp_bwd);
     for (guint l = ptdp_chunk_layers(b, s, it.chunk); l-- > 0;) {
       t.layer = (gint32)(ptdp_chunk_first(b, s, it.chunk) + l);
       if (fsdp_g) { /* FSDP2's pre-backward hook: the block gathered again, before its recomputation */
@@ -471,6 +477,8 @@ void sim_ptdp_emit_item(PtdpBuild *b, guint s, guint k, guint idx) {
                              fsdp_ops + (l - 2) * b->ts);
       }
     }
+    if (vs == 0 && ptdp_chunk_layers(b, s, it.chunk) == 0 && !input) /* a layout's chunk of the embedding alone */
+      sim_ptdp_add_compute(b, SIM_PART_EMBEDDING, -1, SIM_PASS_BACKWARD, b->emb_bwd);
   }
   sim_ptdp_flush(b, s, k, &t, FALSE);
   g_free(fsdp_ops);

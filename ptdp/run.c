@@ -225,8 +225,8 @@ static void build_costs(PtdpBuild *b) {
     b->moe_layer = g_new0(guint8, (gsize)b->p * b->v * b->lmax);
     for (guint s = 0; s < b->p; s++)
       for (guint c = 0; c < b->v; c++)
-        for (guint l = 0; l < b->chunk_n[s * b->v + c]; l++)
-          b->moe_layer[(s * b->v + c) * b->lmax + l] = (guint8)sim_moe_layer(pl, s, c, l);
+        for (guint l = 0, first = sim_plan_chunk_first_layer(pl, s, c); l < b->chunk_n[s * b->v + c]; l++)
+          b->moe_layer[(s * b->v + c) * b->lmax + l] = (guint8)model_layer_is_moe(&pl->model, first + l);
   }
   /* the collectives that run beside compute: gradients reduced during the
    * backward, parameters gathered ahead of the forward, sharded data
@@ -237,6 +237,7 @@ static void build_costs(PtdpBuild *b) {
                       b->deepep_contention);
   ModelShape local = ptdp_rank_shape(pl);
   model_embedding_cost_with(profile, &local, pl->tp, pl->micro_batch, &lo, &b->emb_fwd, &b->emb_bwd);
+  b->mtp_vs = G_MAXUINT;
   model_head_cost_with(profile, &local, pl->tp, pl->micro_batch, &lo, &b->head_fwd, &b->head_bwd);
   if (b->moe_layer && pl->model.mtp && profile->kind != MODEL_PROFILE_IDEAL) {
     /* DeepSeek-V3's multi-token prediction modules, after the head on the
@@ -252,8 +253,14 @@ static void build_costs(PtdpBuild *b) {
     double bwd = a->bwd.seg_s[0] + a->bwd.seg_s[1] + a->bwd.seg_s[2] + mc->bwd_route_s + mc->bwd_experts_s +
                  mc->bwd_unpermute_s + model_gemm_time_s(profile, &eh_d) + model_gemm_time_s(profile, &eh_w);
     double hf = b->head_fwd, hb = b->head_bwd;
-    b->head_fwd += pl->model.mtp * (fwd + hf);
-    b->head_bwd += pl->model.mtp * (bwd + hb + (pl->recompute ? fwd : 0));
+    if (sim_plan_mtp_vstage(pl) == sim_plan_route_len(pl) - 1) { /* with the loss */
+      b->head_fwd += pl->model.mtp * (fwd + hf);
+      b->head_bwd += pl->model.mtp * (bwd + hb + (pl->recompute ? fwd : 0));
+    } else { /* a virtual stage of their own (Megatron-Core's standalone MTP) */
+      b->mtp_vs = sim_plan_mtp_vstage(pl);
+      b->mtp_fwd = pl->model.mtp * (fwd + hf);
+      b->mtp_bwd = pl->model.mtp * (bwd + hb + (pl->recompute ? fwd : 0));
+    }
   }
   b->bwd_in = b->layer.bwd;
   b->layer_w = 0;

@@ -262,7 +262,7 @@ gboolean search_grid_add_option(SearchGrid *g, SearchOptId id, const char *spec,
   const char *const *choices = id == SEARCH_OPT_MODEL ? model_names() : own;
   /* --slices (512,384,...) and --stage-times (F,B,W,COMM) take lists of
    * their own: their values are separated by ';' */
-  const char *sep = id == SEARCH_OPT_SLICES || id == SEARCH_OPT_STAGE_TIMES ? ";" : ",";
+  const char *sep = id == SEARCH_OPT_SLICES || id == SEARCH_OPT_STAGE_TIMES || id == SEARCH_OPT_PIPELINE_LAYOUT ? ";" : ",";
   gboolean ok = parse_values(what, o->kind == SEARCH_OPT_FLAG && !spec ? "true" : spec, kind, choices, sep,
                              m->values, error);
   /* every word of a closed set must be one of it */

@@ -109,6 +109,12 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                                  "Count the loss as a layer in the pipeline split: the last stage holds one layer "
                                  "fewer (Megatron's --account-for-loss-in-pipeline-split)",
                                  NULL},
+    [SEARCH_OPT_PIPELINE_LAYOUT] = {"pipeline-model-parallel-layout", SEARCH_OPT_TEXT, "LAYOUT",
+                                    "The model's pieces per virtual stage, as Megatron-Core writes them: E (embedding), "
+                                    "t (a layer), m (an MTP module), L (loss), '|' between virtual stages, (...)*N and "
+                                    "x*N repeat; e.g. \"Et*3|(tt|)*29,m|L\" (sets the chunks; in a sweep, separate "
+                                    "values with ';')",
+                                    NULL},
     [SEARCH_OPT_SLICES] = {"slices", SEARCH_OPT_TEXT, "SPEC",
                            "TeraPipe token slicing: auto (the DP, with batch slicing), uniform:N, or token counts "
                            "512,384,...",
@@ -533,6 +539,8 @@ static gboolean text_value_check(SearchOptId id, const char *value, GError **err
     return sim_gpu_speed_parse(value, &v, error);
   case SEARCH_OPT_STAGE_TIMES:
     return sim_stage_times_parse(value, ms, error);
+  case SEARCH_OPT_PIPELINE_LAYOUT:
+    return sim_layout_parse(value, error) != NULL;
   case SEARCH_OPT_CHECKPOINT_EVERY:
     return interval_opt(value, &every, error);
   case SEARCH_OPT_SCHEDULE_FILE:
@@ -798,6 +806,7 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->split.last = count_or(c, SEARCH_OPT_LAST_STAGE_LAYERS, 0);
   r->split.embedding = c->given[SEARCH_OPT_ACCOUNT_EMBEDDING];
   r->split.loss = c->given[SEARCH_OPT_ACCOUNT_LOSS];
+  r->layout = c->text[SEARCH_OPT_PIPELINE_LAYOUT];
   r->granularity = count_or(c, SEARCH_OPT_GRANULARITY, 0);
   r->zero = count_or(c, SEARCH_OPT_ZERO, 0);
   r->zero_prefetch_bucket = count_or(c, SEARCH_OPT_ZERO_PREFETCH_BUCKET, 0);

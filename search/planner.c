@@ -550,6 +550,11 @@ static guint splits_of(const Search *s, const SimPlanRequest *base, guint p, Sim
   guint f, mid, l;
   if (s->split_given) {
     out[0] = base->split;
+    const char *layout = s->req->config->text[SEARCH_OPT_PIPELINE_LAYOUT];
+    if (layout) { /* a layout's virtual stages: a multiple of p (sim_plan_build checks the rest) */
+      const SimLayout *l = sim_layout_parse(layout, NULL);
+      return l && l->n % p == 0 ? 1 : 0;
+    }
     return sim_split_layers(&base->split, base->model.layers, p, 1, &f, &mid, &l, NULL) ? 1 : 0;
   }
   guint n = 0;
@@ -574,7 +579,7 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
   gboolean base_ok = search_config_request(&plain, &base, error);
   search_config_clear(&plain);
   /* its texts pointed into the copy; none is read below */
-  base.slices_text = base.schedule_file = base.stage_times_text = NULL;
+  base.slices_text = base.schedule_file = base.stage_times_text = base.layout = NULL;
   if (!base_ok)
     return FALSE;
   const ModelShape *m = &base.model;
@@ -613,7 +618,8 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
   s->cluster = cluster;
   s->network = network;
   s->split_given = cfg->given[SEARCH_OPT_FIRST_STAGE_LAYERS] || cfg->given[SEARCH_OPT_LAST_STAGE_LAYERS] ||
-                   cfg->given[SEARCH_OPT_ACCOUNT_EMBEDDING] || cfg->given[SEARCH_OPT_ACCOUNT_LOSS];
+                   cfg->given[SEARCH_OPT_ACCOUNT_EMBEDDING] || cfg->given[SEARCH_OPT_ACCOUNT_LOSS] ||
+                   cfg->given[SEARCH_OPT_PIPELINE_LAYOUT];
   s->out = out;
   s->best = g_array_new(FALSE, FALSE, sizeof(double));
   search_schedules(s);
@@ -815,7 +821,7 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
                                              SEARCH_OPT_LAYERS_PER_CHUNK, SEARCH_OPT_RECOMPUTE, SEARCH_OPT_ZERO,
                                              SEARCH_OPT_DDP, SEARCH_OPT_FIRST_STAGE_LAYERS,
                                              SEARCH_OPT_LAST_STAGE_LAYERS, SEARCH_OPT_ACCOUNT_EMBEDDING,
-                                             SEARCH_OPT_ACCOUNT_LOSS};
+                                             SEARCH_OPT_ACCOUNT_LOSS, SEARCH_OPT_PIPELINE_LAYOUT};
       for (guint k = 0; k < G_N_ELEMENTS(pinnable); k++)
         if (pinnable[k] == i && cfg->given[i])
           g_string_append_printf(pins, "%s--%s", pins->len ? ", " : "", search_option((SearchOptId)i)->name);
