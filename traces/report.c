@@ -71,6 +71,13 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   cJSON_AddNumberToObject(cfg, "micro_batch", pl->micro_batch);
   cJSON_AddNumberToObject(cfg, "microbatches", pl->microbatches);
   cJSON_AddNumberToObject(cfg, "chunks", pl->chunks);
+  if (!pl->zero && pl->schedule != SIM_SCHEDULE_TERAPIPE && (pl->layout || sim_plan_uneven(pl))) {
+    /* the split in Megatron-Core's layout syntax: the one given, or the
+     * split options written as one */
+    char *layout = sim_plan_layout_text(pl);
+    cJSON_AddStringToObject(cfg, "pipeline_layout", layout);
+    g_free(layout);
+  }
   if (!pl->zero && pl->schedule != SIM_SCHEDULE_TERAPIPE && sim_plan_uneven(pl)) {
     /* the uneven pipeline split: each stage's layers, and with model
      * chunks each virtual stage's (c p + s: chunk c of stage s) */
@@ -598,6 +605,9 @@ void trace_report_text(GString *out, const cJSON *run) {
               " (an uneven split)");
   stages_text(out, cJSON_GetObjectItemCaseSensitive(cfg, "layers_per_virtual_stage"), "virtual stage",
               "           by model chunk: ", " (chunk c of stage s is virtual stage c p + s)");
+  if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(cfg, "pipeline_layout")))
+    g_string_append_printf(out, "           layout %s (Megatron-Core's --pipeline-model-parallel-layout)\n",
+                           str(cfg, "pipeline_layout"));
   if (zero)
     g_string_append_printf(out,
                            "schedule   ZeRO stage %u over %u GPUs (%s sharded), %u microbatch%s accumulated, recompute "

@@ -109,6 +109,8 @@ cJSON *trace_request_json(const SimPlanRequest *r, const TopoCluster *cluster, c
     cJSON_AddBoolToObject(o, "account_for_embedding", TRUE);
   if (r->split.loss)
     cJSON_AddBoolToObject(o, "account_for_loss", TRUE);
+  if (r->layout)
+    cJSON_AddStringToObject(o, "pipeline_model_parallel_layout", r->layout);
   /* a schedule study's times and a schedule of one's own, where given */
   if (r->stage_times && r->stage_times_text)
     cJSON_AddStringToObject(o, "stage_times", r->stage_times_text);
