@@ -583,9 +583,9 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
      * chunks and a file's own placement are laid out on an even split */
     gboolean takes = row->split == SIM_SPLIT_ANY || (row->split == SIM_SPLIT_ACCOUNT && split_extra && !split_ends);
     if ((split_ends || split_extra) && !takes)
-      FAIL("%s runs on an even split of the layers; drop --first-stage-layers, --last-stage-layers and "
-           "--account-for-* (zb-h1 and zb-h2 take them)",
-           name);
+      FAIL("%s takes %s; write the split as --pipeline-model-parallel-layout (any schedule takes one)", name,
+           row->split == SIM_SPLIT_ACCOUNT ? "of the split options only --account-for-embedding and --account-for-loss"
+                                           : "none of --first-stage-layers, --last-stage-layers and --account-for-*");
     if (cp > 1 || r->tp_comm_overlap)
       FAIL("%s is not modelled with %s yet; drop it", name, cp > 1 ? "--cp" : "--tp-comm-overlap");
     if (r->overlap_param_gather)

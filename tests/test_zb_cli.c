@@ -399,7 +399,7 @@ static void test_bad_options(void) {
       {BASE " --gpus 4 --pp 4 --global-batch 6 --schedule dualpipev", "at least 2p = 8"},
       {BASE " --gpus 1 --pp 1 --global-batch 8 --schedule zb-h1", "--pp of at least 2"},
       {BASE " --gpus 4 --pp 4 --global-batch 8 --schedule-file /nonexistent.csv", "cannot be read"},
-      {BASE " --gpus 4 --pp 4 --global-batch 8 --schedule zb-v --first-stage-layers 9", "even split"},
+      {BASE " --gpus 4 --pp 4 --global-batch 8 --schedule zb-v --first-stage-layers 9", "write the split as --pipeline-model-parallel-layout"},
       {BASE " --gpus 4 --pp 4 --global-batch 8 --schedule dualpipe --dump-schedule /tmp/never.csv", "cannot write"},
   };
   for (guint j = 0; j < G_N_ELEMENTS(cases); j++) {
