@@ -193,11 +193,8 @@ gboolean sim_split_layers(const SimSplit *sp, guint layers, guint p, guint v, gu
   guint n = total / p;
   if (n % v)
     FAIL("--chunks %u does not divide the %u layers of each stage (%s); pick a divisor", v, n, what);
-  if (n / v < 2)
-    FAIL("%s leaves the %s model chunk of stage %u no transformer layer (%u per chunk less one); ptdsim models "
-         "chunks of at least one layer: use fewer %s",
-         sp->embedding ? "--account-for-embedding" : "--account-for-loss", sp->embedding ? "first" : "last",
-         sp->embedding ? 0 : p - 1, n / v, v > 1 ? "--chunks" : "--pp stages");
+  /* n / v == 1: the first (last) chunk holds the embedding (the loss)
+   * alone, as Megatron-Core builds it */
   *first = *mid = *last = n;
   return TRUE;
 }
@@ -234,6 +231,8 @@ guint sim_split_candidates(guint layers, guint p, SimSplit *out, guint max) {
     if (!sim_split_layers(&c[i], layers, p, 1, &f, &mid, &l, NULL))
       continue;
     guint lay[3] = {f - c[i].embedding, mid, l - c[i].loss};
+    if (!lay[0] || !lay[2]) /* a stage of the embedding or the loss alone: no candidate of the planner's */
+      continue;
     if (p == 2)
       lay[1] = 0; /* no middle stage */
     gboolean dup = FALSE;

@@ -598,10 +598,6 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     guint parts = row->copies ? r->pp : 2 * r->pp;
     guint extras = (r->split.embedding ? 1 : 0) + (r->split.loss ? 1 : 0);
     if (!row->copies && extras) {
-      if ((m->layers + extras) % parts == 0 && (m->layers + extras) / parts < 2)
-        FAIL("--schedule %s with the embedding and loss counted as layers leaves stage 0's chunks no layer (%u + %u "
-             "layers in %u parts of 1); drop --account-for-embedding/--account-for-loss or use a smaller --pp",
-             row->name, m->layers, extras, parts);
       if ((m->layers + extras) % parts)
         FAIL("--schedule %s with the embedding and loss counted as layers cuts %u + %u into %u equal parts; use a "
              "--pp whose double divides that",

@@ -88,6 +88,27 @@ static void test_interleaved(void) {
   cJSON_Delete(j);
 }
 
+/* Why: Megatron-Core builds a chunk of the embedding (the loss) alone where
+ * the account-for split leaves one layer a chunk: 128 on 8 stages of 16
+ * chunks, virtual stage 0 and 127 with no transformer layer (the DGX Cloud
+ * 405B proxies' layout); it runs, and the shortcut agrees with --exact. */
+static void test_empty_chunks(void) {
+  const char *base = L405 " --gpus 2048 --pp 8 --chunks 16 --account-for-embedding --account-for-loss --network "
+                          "analytic --allow-oom --format json";
+  cJSON *j = run_json(base);
+  const cJSON *virt = arr(obj(j, "config"), "layers_per_virtual_stage");
+  g_assert_cmpint(cJSON_GetArraySize(virt), ==, 128);
+  for (int i = 0; i < 128; i++)
+    g_assert_cmpfloat(cJSON_GetArrayItem(virt, i)->valuedouble, ==, i == 0 || i == 127 ? 0 : 1);
+  assert_layers(j, 8, 15, 16, 15);
+  char *args = g_strconcat(base, " --exact", NULL);
+  cJSON *e = run_json(args);
+  g_assert_cmpfloat(num(j, "iteration_time_s"), ==, num(e, "iteration_time_s"));
+  g_free(args);
+  cJSON_Delete(e);
+  cJSON_Delete(j);
+}
+
 /* Why: a split whose stages come out equal is the even split, whatever
  * options made it: the same run to the byte, no per-stage keys. */
 static void test_even_is_even(void) {
@@ -170,7 +191,6 @@ static const CliBadCase bad_cases[] = {
     {"chunks-middle", "run --layers 26 --hidden 1024 --heads 16 --gpus 4 --pp 4 --global-batch 8 --chunks 2 "
                       "--first-stage-layers 4 --last-stage-layers 4",
      "--chunks 2 does not divide the 9 layers of each middle stage"},
-    {"empty-chunk", R405 " --chunks 16 --account-for-embedding --account-for-loss", "no transformer layer"},
     {"too-many", R405 " --first-stage-layers 200", "more than the model's 126 layers"},
     {"two-stages", L405 " --gpus 256 --pp 2 --first-stage-layers 60 --last-stage-layers 60", "must add up to 126"},
     {"middle-empty", R405 " --first-stage-layers 62 --last-stage-layers 62", "fewer than one each"},
@@ -303,6 +323,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/stages/llama405", test_llama405);
   g_test_add_func("/stages/interleaved", test_interleaved);
   g_test_add_func("/stages/even-is-even", test_even_is_even);
+  g_test_add_func("/stages/empty-chunks", test_empty_chunks);
   g_test_add_func("/stages/suggestions-run", test_suggestions_run);
   g_test_add_func("/stages/terapipe-no-hint", test_terapipe_no_hint);
   for (guint i = 0; i < G_N_ELEMENTS(bad_cases); i++) {
