@@ -75,11 +75,12 @@ typedef struct {
    * (ptdp_contention; 1: not modelled) */
   double contention;
   double emb_fwd, emb_bwd, head_fwd, head_bwd;
-  /* The MTP modules' forward and backward where a layout runs them in a
-   * virtual stage of their own (mtp_vs; else they are in head_fwd and
-   * head_bwd and mtp_vs is G_MAXUINT) */
-  double mtp_fwd, mtp_bwd;
-  guint mtp_vs;
+  /* The MTP modules (mtp_n of them, in virtual stage mtp_vs; 0 and
+   * G_MAXUINT: none): each one's 2h -> h projection forward and backward,
+   * its MoE layer (moe_attn, moe) and its logits and loss forward and
+   * backward */
+  guint mtp_n, mtp_vs;
+  double mtp_proj_f, mtp_proj_b, mtp_head_f, mtp_head_b;
   ModelPass bwd_in;       /* the backward without its weight-gradient GEMMs (a split schedule's B) */
   double layer_w, head_w; /* the weight-gradient GEMMs of a layer, of the logit layer (its W) */
   guint route;            /* virtual stages a microbatch passes (sim_plan_route_len) */

@@ -280,6 +280,32 @@ static void emit_pass_marked(PtdpBuild *b, guint s, guint k, const ModelPass *pa
   }
 }
 
+/* The MTP modules of a pass, after the chunk's layers: each its
+ * projection, an MoE layer with its token exchange, its logits and loss;
+ * backward the other way round, the MoE layer's forward again first under
+ * full recomputation. */
+static void emit_mtp(PtdpBuild *b, guint s, guint k, const SimOpTag *item, gboolean backward) {
+  SimOpTag t = *item;
+  t.layer = -1;
+  for (guint j = 0; j < b->mtp_n; j++) {
+    if (!backward) {
+      sim_ptdp_add_compute(b, SIM_PART_MLP, -1, t.pass, b->mtp_proj_f);
+      sim_ptdp_moe_pass(b, s, k, &t, FALSE);
+      sim_ptdp_add_compute(b, SIM_PART_HEAD, -1, t.pass, b->mtp_head_f);
+      continue;
+    }
+    sim_ptdp_add_compute(b, SIM_PART_HEAD, -1, SIM_PASS_BACKWARD, b->mtp_head_b);
+    if (b->plan->recompute) {
+      t.pass = SIM_PASS_RECOMPUTE;
+      sim_ptdp_add_compute(b, SIM_PART_MLP, -1, t.pass, b->mtp_proj_f);
+      sim_ptdp_moe_pass(b, s, k, &t, FALSE);
+      t.pass = SIM_PASS_BACKWARD;
+    }
+    sim_ptdp_moe_pass(b, s, k, &t, TRUE);
+    sim_ptdp_add_compute(b, SIM_PART_MLP, -1, SIM_PASS_BACKWARD, b->mtp_proj_b);
+  }
+}
+
 /* A layer's pass, marked where it has to be (emit_pass_marked). */
 static void emit_layer_pass(PtdpBuild *b, guint s, guint k, const ModelPass *pass, const SimOpTag *t) {
   if (b->cp > 1 || b->plan->tp_comm_overlap)
@@ -387,8 +413,8 @@ void sim_ptdp_emit_item(PtdpBuild *b, guint s, guint k, guint idx) {
                     fsdp_ops + (l + 2) * b->ts);
       }
     }
-    if (vs == b->mtp_vs) /* a layout's standalone MTP modules, after the chunk's layers */
-      sim_ptdp_add_compute(b, SIM_PART_HEAD, -1, SIM_PASS_FORWARD, b->mtp_fwd);
+    if (vs == b->mtp_vs)
+      emit_mtp(b, s, k, &t, FALSE);
     if (vs == last_vs)
       sim_ptdp_add_compute(b, SIM_PART_HEAD, -1, SIM_PASS_FORWARD, b->head_fwd);
   } else if (it.grad == SIM_GRAD_WEIGHT) {
@@ -423,7 +449,7 @@ void sim_ptdp_emit_item(PtdpBuild *b, guint s, guint k, guint idx) {
     if (vs == last_vs)
       sim_ptdp_add_compute(b, SIM_PART_HEAD, -1, SIM_PASS_BACKWARD, input ? b->head_bwd - b->head_w : b->head_bwd);
     if (vs == b->mtp_vs) /* the MTP modules' backward runs whole in B (as an MoE layer's) */
-      sim_ptdp_add_compute(b, SIM_PART_HEAD, -1, SIM_PASS_BACKWARD, b->mtp_bwd);
+      emit_mtp(b, s, k, &t, TRUE);
     for (guint l = ptdp_chunk_layers(b, s, it.chunk); l-- > 0;) {
       t.layer = (gint32)(ptdp_chunk_first(b, s, it.chunk) + l);
       if (fsdp_g) { /* FSDP2's pre-backward hook: the block gathered again, before its recomputation */

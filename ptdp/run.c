@@ -240,27 +240,19 @@ static void build_costs(PtdpBuild *b) {
   b->mtp_vs = G_MAXUINT;
   model_head_cost_with(profile, &local, pl->tp, pl->micro_batch, &lo, &b->head_fwd, &b->head_bwd);
   if (b->moe_layer && pl->model.mtp && profile->kind != MODEL_PROFILE_IDEAL) {
-    /* DeepSeek-V3's multi-token prediction modules, after the head on the
-     * last stage: each the 2h -> h projection of the normed hidden states
-     * and embeddings, an MoE layer's compute (its token communication is
-     * not simulated) and its own logits and loss */
-    const ModelLayerCost *a = &b->moe_attn;
-    const ModelMoeCost *mc = &b->moe;
+    /* DeepSeek-V3's multi-token prediction modules, in the virtual stage
+     * that holds them (the last, with the loss, unless a layout says
+     * otherwise): each the 2h -> h projection of the normed hidden states
+     * and embeddings, an MoE layer (its compute and its token exchange,
+     * sim_ptdp_emit_mtp) and its own logits and loss */
     guint64 bs = (guint64)pl->micro_batch * pl->model.seq_len / pl->tp, h = pl->model.hidden;
     ModelGemm eh = {1, bs, h, 2 * h}, eh_d = {1, bs, 2 * h, h}, eh_w = {1, 2 * h, h, bs};
-    double fwd = a->fwd.seg_s[0] + a->fwd.seg_s[1] + a->fwd.seg_s[2] + mc->fwd_route_s + mc->fwd_experts_s +
-                 mc->fwd_unpermute_s + model_gemm_time_s(profile, &eh);
-    double bwd = a->bwd.seg_s[0] + a->bwd.seg_s[1] + a->bwd.seg_s[2] + mc->bwd_route_s + mc->bwd_experts_s +
-                 mc->bwd_unpermute_s + model_gemm_time_s(profile, &eh_d) + model_gemm_time_s(profile, &eh_w);
-    double hf = b->head_fwd, hb = b->head_bwd;
-    if (sim_plan_mtp_vstage(pl) == sim_plan_route_len(pl) - 1) { /* with the loss */
-      b->head_fwd += pl->model.mtp * (fwd + hf);
-      b->head_bwd += pl->model.mtp * (bwd + hb + (pl->recompute ? fwd : 0));
-    } else { /* a virtual stage of their own (Megatron-Core's standalone MTP) */
-      b->mtp_vs = sim_plan_mtp_vstage(pl);
-      b->mtp_fwd = pl->model.mtp * (fwd + hf);
-      b->mtp_bwd = pl->model.mtp * (bwd + hb + (pl->recompute ? fwd : 0));
-    }
+    b->mtp_n = pl->model.mtp;
+    b->mtp_vs = sim_plan_mtp_vstage(pl);
+    b->mtp_proj_f = model_gemm_time_s(profile, &eh);
+    b->mtp_proj_b = model_gemm_time_s(profile, &eh_d) + model_gemm_time_s(profile, &eh_w);
+    b->mtp_head_f = b->head_fwd;
+    b->mtp_head_b = b->head_bwd;
   }
   b->bwd_in = b->layer.bwd;
   b->layer_w = 0;
