@@ -21,6 +21,7 @@ const PtdRange ptd_range_count = {1, 1e9, FALSE, TRUE, ""};
 const PtdRange ptd_range_repetitions = {0, 1e9, FALSE, TRUE, ""};
 const PtdRange ptd_range_seconds = {1e-3, 1e6, FALSE, FALSE, "s"};
 const PtdRange ptd_range_power_W = {1, 1e5, FALSE, FALSE, "W"};
+const PtdRange ptd_range_price = {0, 1e6, TRUE, FALSE, "dollars per GPU-hour"};
 const PtdRange ptd_range_clock_MHz = {1, 1e5, FALSE, FALSE, "MHz"};
 const PtdRange ptd_range_overlap_sms = {0, 16, TRUE, FALSE, "SMs per channel"};
 const PtdRange ptd_range_overlap_bytes = {0, 16, TRUE, FALSE, "HBM bytes per byte moved"};

@@ -30,6 +30,7 @@ extern const PtdRange ptd_range_tile;           /* a kernel's tile edge */
 extern const PtdRange ptd_range_ctas_per_sm;    /* thread blocks resident per SM */
 extern const PtdRange ptd_range_seconds;        /* a measurement loop's length */
 extern const PtdRange ptd_range_power_W;
+extern const PtdRange ptd_range_price;          /* a GPU-hour's price: above 0 */
 extern const PtdRange ptd_range_overlap_sms;    /* SMs a collective's channel holds */
 extern const PtdRange ptd_range_overlap_bytes;  /* HBM traffic per byte a collective moves */        /* board power and power limits */
 extern const PtdRange ptd_range_clock_MHz;      /* a device profile's clocks */

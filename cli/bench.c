@@ -351,7 +351,7 @@ static int bench_sweep(void) {
   int code = 0;
   for (guint pass = 0; pass < 2 && !code; pass++) {
     guint jobs = pass ? cores : 1;
-    SearchRequest req = {&cfg, FALSE, 0, jobs, FALSE};
+    SearchRequest req = {&cfg, FALSE, 0, jobs, FALSE, SEARCH_OBJECTIVE_TIME};
     SearchResult res;
     gint64 t0 = g_get_monotonic_time();
     if (!search_run(&req, profile, cluster, &res, &error)) {
@@ -505,7 +505,7 @@ static gboolean bench_targets(const SimPlanRequest *one_t, const TopoCluster *cl
   search_config_set(&cfg, SEARCH_OPT_MODEL, "gpt3-175b", NULL);
   search_config_set(&cfg, SEARCH_OPT_GPUS, "1024", NULL);
   search_config_set(&cfg, SEARCH_OPT_GLOBAL_BATCH, "1536", NULL);
-  SearchRequest req = {&cfg, FALSE, 0, 1, FALSE};
+  SearchRequest req = {&cfg, FALSE, 0, 1, FALSE, SEARCH_OBJECTIVE_TIME};
   SearchResult res;
   double t0 = cpu_seconds();
   gboolean ok = search_run(&req, profile, cluster, &res, error);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../base/text.h"
+#include "../base/units.h"
 #include "../plan/validate.h"
 #include "cli.h"
 #include "../search/planner.h"
@@ -15,7 +16,14 @@ static const char *status_word(SearchRowStatus s) {
   return words[s];
 }
 
-static void row_json(const SearchRow *r, gboolean tokens, cJSON *rows) {
+/* A row's tokens per second per GPU, and its cost per million tokens at
+ * `price` dollars a GPU-hour (0: no price). */
+static double row_tokens_per_gpu(const SearchRow *r) { return r->tokens_per_s / r->gpus; }
+static double row_cost_per_mtok(const SearchRow *r, double price) {
+  return price * r->gpus / 3600.0 / r->tokens_per_s * 1e6;
+}
+
+static void row_json(const SearchRow *r, gboolean tokens, double price, cJSON *rows) {
   cJSON *o = cJSON_CreateObject();
   cJSON_AddNumberToObject(o, "gpus", r->gpus);
   cJSON_AddNumberToObject(o, "tp", r->tp);
@@ -48,6 +56,9 @@ static void row_json(const SearchRow *r, gboolean tokens, cJSON *rows) {
     cJSON_AddNumberToObject(o, "iteration_time_s", r->iteration_time_s);
     cJSON_AddNumberToObject(o, "tflops_per_gpu", r->tflops_per_gpu);
     cJSON_AddNumberToObject(o, "tokens_per_s", r->tokens_per_s);
+    cJSON_AddNumberToObject(o, "tokens_per_s_per_gpu", row_tokens_per_gpu(r));
+    if (price > 0)
+      cJSON_AddNumberToObject(o, "cost_per_million_tokens", row_cost_per_mtok(r, price));
     cJSON_AddNumberToObject(o, "model_tflops_per_gpu", r->model_tflops_per_gpu);
     cJSON_AddNumberToObject(o, "mfu", r->mfu);
     cJSON_AddBoolToObject(o, "sc21_reproduction", r->sc21_reproduction);
@@ -58,6 +69,8 @@ static void row_json(const SearchRow *r, gboolean tokens, cJSON *rows) {
     cJSON_AddNumberToObject(o, "training_days", r->training_days);
     cJSON_AddNumberToObject(o, "whole_run_days", r->run_days);
     cJSON_AddNumberToObject(o, "effective_training_time", r->effective_training_time);
+    if (price > 0) /* the whole run's expected GPU-hours at the price */
+      cJSON_AddNumberToObject(o, "cost", r->run_days * 24 * r->gpus * price);
   }
   if (r->status != SEARCH_ROW_RANKED) {
     cJSON_AddStringToObject(o, "status", status_word(r->status));
@@ -80,8 +93,8 @@ static void layers_text(const SearchRow *r, char *buf, gsize len) {
     g_snprintf(buf, len, "%u/%u/%u", r->first_layers, r->mid_layers, r->last_layers);
 }
 
-static void row_text(GString *text, const char *label, const SearchRow *r, gboolean tokens, gboolean with_cp,
-                     gboolean with_layers, gboolean eq3) {
+static void row_text(GString *text, const char *label, const SearchRow *r, gboolean tokens, double price,
+                     gboolean with_cp, gboolean with_layers, gboolean eq3) {
   char sched[16];
   if (r->zero)
     g_snprintf(sched, sizeof sched, "zero-%u", r->zero);
@@ -111,9 +124,16 @@ static void row_text(GString *text, const char *label, const SearchRow *r, gbool
     else
       g_string_append_printf(text, " %11.4f %13.1f %5.1f%% %9.1f", r->iteration_time_s, r->model_tflops_per_gpu,
                              100 * r->mfu, r->memory_GiB);
+    g_string_append_printf(text, " %9.0f", row_tokens_per_gpu(r));
+    if (price > 0)
+      g_string_append_printf(text, " %7.3f", row_cost_per_mtok(r, price));
     if (tokens)
       g_string_append_printf(text, " %8.2f %8.2f %5.1f%%", r->training_days, r->run_days,
                              100 * r->effective_training_time);
+    if (tokens && price > 0) {
+      char a[32];
+      g_string_append_printf(text, " %9s", ptd_format_count(r->run_days * 24 * r->gpus * price, a, sizeof a));
+    }
   } else
     g_string_append_printf(text, "  %s: %s", status_word(r->status), r->reason);
   g_string_append_c(text, '\n');
@@ -123,7 +143,7 @@ int cli_plan(int argc, char **argv) {
   SearchConfig cfg;
   search_config_init(&cfg);
   gboolean allow_fewer = FALSE, show_all = FALSE;
-  char *format = NULL, *top_text = NULL, *jobs_text = NULL;
+  char *format = NULL, *top_text = NULL, *jobs_text = NULL, *objective_text = NULL;
   guint top = 10, jobs = search_pool_cores();
   GOptionEntry entries[] = {
       {"allow-fewer", 0, 0, G_OPTION_ARG_NONE, &allow_fewer, "Also consider t*p*d below the budget --gpus", NULL},
@@ -132,6 +152,11 @@ int cli_plan(int argc, char **argv) {
        "Also list every candidate not ranked (out of memory, infeasible, pruned) with the reason", NULL},
       {"jobs", 'j', 0, G_OPTION_ARG_STRING, &jobs_text, "Threads simulating (default: all cores)", "N"},
       {"format", 0, 0, G_OPTION_ARG_STRING, &format, "text or json (default text)", "FMT"},
+      {"objective", 0, 0, G_OPTION_ARG_STRING, &objective_text,
+       "Rank by time (the iteration time, default), cost (GPU-hours a token: with --tokens the whole run's, "
+       "failures included) or tokens-per-dollar (the same at the steady pace); cost and tokens-per-dollar differ "
+       "from time with --allow-fewer",
+       "WHAT"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   CliArgs args;
   cli_args_init(&args, "- rank the parallel configurations of a model on a GPU budget");
@@ -190,16 +215,32 @@ int cli_plan(int argc, char **argv) {
   const SimScheduleInfo *named = sim_schedule_find(cfg.text[SEARCH_OPT_SCHEDULE]);
   if (named && !sim_plan_activation_limit_check(named, cfg.given[SEARCH_OPT_ACTIVATION_LIMIT], &error))
     goto fail;
+  static const PtdWord objectives[] = {{"time", SEARCH_OBJECTIVE_TIME},
+                                       {"cost", SEARCH_OBJECTIVE_COST},
+                                       {"tokens-per-dollar", SEARCH_OBJECTIVE_TOKENS_PER_DOLLAR},
+                                       {NULL, 0}};
+  int objective = SEARCH_OBJECTIVE_TIME;
+  if (objective_text && !ptd_word_value(objectives, objective_text, &objective)) {
+    char *echo = ptd_echo(objective_text, PTD_ECHO_MAX, FALSE);
+    g_set_error(&error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "unknown --objective '%s'; use time, cost or tokens-per-dollar", echo);
+    g_free(echo);
+    goto fail;
+  }
   RtOptions rt;
   if (!cli_format(format, &fmt, &error) || !search_config_runtime(&cfg, &rt, &error) ||
       !cli_load_machine_sized(cfg.text[SEARCH_OPT_CLUSTER], cfg.count[SEARCH_OPT_NODES], cfg.text[SEARCH_OPT_PROFILE],
                               &cluster, &profile, &error))
     goto fail;
-  SearchRequest sreq = {&cfg, allow_fewer, top, jobs, show_all};
+  SearchRequest sreq = {&cfg, allow_fewer, top, jobs, show_all, (SearchObjective)objective};
   if (!search_run(&sreq, profile, cluster, &res, &error))
     goto fail;
   guint k = MIN(sreq.keep, res.rows->len);
   gboolean tokens = cfg.given[SEARCH_OPT_TOKENS];
+  /* a GPU-hour's price: --price-per-gpu-hour, else the cluster's (0: none) */
+  double price = cluster->price_per_gpu_hour;
+  if (cfg.text[SEARCH_OPT_PRICE])
+    ptd_parse_real(cfg.text[SEARCH_OPT_PRICE], &price); /* checked as it was given */
   const char *used = res.rows->len ? g_array_index(res.rows, SearchRow, 0).config.text[SEARCH_OPT_NETWORK] : "";
   /* The throughput shown: Eq. 3 when every row shown is an SC21
    * reproduction (comparable with the paper), else model FLOPs and MFU for
@@ -211,11 +252,11 @@ int cli_plan(int argc, char **argv) {
     cJSON *json = cJSON_CreateObject();
     cJSON *rows = cJSON_AddArrayToObject(json, "rows");
     for (guint i = 0; i < k; i++)
-      row_json(&g_array_index(res.rows, SearchRow, i), tokens, rows);
+      row_json(&g_array_index(res.rows, SearchRow, i), tokens, price, rows);
     if (show_all) {
       cJSON *rej = cJSON_AddArrayToObject(json, "rejected");
       for (guint i = 0; i < res.rejected->len; i++)
-        row_json(&g_array_index(res.rejected, SearchRow, i), tokens, rej);
+        row_json(&g_array_index(res.rejected, SearchRow, i), tokens, price, rej);
     }
     cJSON_AddNumberToObject(json, "searched", res.searched);
     cJSON_AddNumberToObject(json, "simulated", res.simulated);
@@ -224,7 +265,12 @@ int cli_plan(int argc, char **argv) {
     cJSON_AddNumberToObject(json, "pruned", res.pruned);
     cJSON_AddNumberToObject(json, "ranked", res.rows->len);
     cJSON_AddStringToObject(json, "network", used);
-    cJSON_AddStringToObject(json, "ranked_by", "iteration_time_s");
+    cJSON_AddStringToObject(json, "ranked_by", objective == SEARCH_OBJECTIVE_TIME ? "iteration_time_s"
+                                               : objective == SEARCH_OBJECTIVE_COST
+                                                   ? (tokens ? "whole_run_gpu_hours" : "gpu_seconds_per_iteration")
+                                                   : "gpu_seconds_per_iteration");
+    if (price > 0)
+      cJSON_AddNumberToObject(json, "price_per_gpu_hour", price);
     cJSON_AddStringToObject(json, "throughput", eq3 ? "tflops_per_gpu" : "model_tflops_per_gpu");
     cli_print_json(json);
     cJSON_Delete(json);
@@ -260,14 +306,20 @@ int cli_plan(int argc, char **argv) {
     if (eq3)
       g_string_append_printf(text, " %11s %9s", "Eq3_TFLOP/s", "mem_GiB");
     else
-      g_string_append_printf(text, " %13s %6s %9s", "model_TFLOP/s", "MFU", "mem_GiB");
+      g_string_append_printf(text, " %13s %6s %9s %9s", "model_TFLOP/s", "MFU", "mem_GiB", "tok/s/GPU");
+    if (eq3)
+      g_string_append_printf(text, " %9s", "tok/s/GPU");
+    if (price > 0)
+      g_string_append_printf(text, " %7s", "$/Mtok");
     if (tokens)
       g_string_append_printf(text, " %8s %8s %6s", "days", "run_days", "ETT");
+    if (tokens && price > 0)
+      g_string_append_printf(text, " %9s", "run_cost");
     g_string_append_c(text, '\n');
     for (guint i = 0; i < k; i++) {
       char label[16];
       g_snprintf(label, sizeof label, "%u", i + 1);
-      row_text(text, label, &g_array_index(res.rows, SearchRow, i), tokens, with_cp, with_layers, eq3);
+      row_text(text, label, &g_array_index(res.rows, SearchRow, i), tokens, price, with_cp, with_layers, eq3);
     }
     if (k && tokens)
       g_string_append(text, "\nrun_days: the whole run's expected days with failures, restarts and checkpoints; ETT: "
@@ -281,6 +333,14 @@ int cli_plan(int argc, char **argv) {
                                    "TFLOP/s\n",
                              profile->name, g_array_index(res.rows, SearchRow, 0).precision,
                              g_array_index(res.rows, SearchRow, 0).peak_tflops);
+    if (k && price > 0)
+      g_string_append_printf(text, "$/Mtok: dollars per million tokens at $%.2f per GPU-hour%s\n", price,
+                             tokens ? "; run_cost: the whole run's expected GPU-hours at that price" : "");
+    if (k && objective != SEARCH_OBJECTIVE_TIME)
+      g_string_append_printf(text, "ranked by %s\n",
+                             objective == SEARCH_OBJECTIVE_COST && tokens
+                                 ? "cost: the whole run's expected GPU-hours (failures and checkpoints included)"
+                                 : "GPU-hours per token (the cost of a token at any price)");
     g_string_append(text, "\nto reproduce a row:\n");
     for (guint i = 0; i < k; i++) {
       char *cmd = search_config_command(&g_array_index(res.rows, SearchRow, i).config);
@@ -290,7 +350,7 @@ int cli_plan(int argc, char **argv) {
     if (show_all && res.rejected->len) {
       g_string_append_printf(text, "\nnot ranked (%u):\n", res.rejected->len);
       for (guint i = 0; i < res.rejected->len; i++)
-        row_text(text, "-", &g_array_index(res.rejected, SearchRow, i), tokens, with_cp, with_layers, eq3);
+        row_text(text, "-", &g_array_index(res.rejected, SearchRow, i), tokens, price, with_cp, with_layers, eq3);
     }
     fputs(text->str, stdout);
     g_string_free(text, TRUE);

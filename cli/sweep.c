@@ -10,6 +10,7 @@
 #include "../base/text.h"
 #include "../search/pool.h"
 #include "../search/sweep.h"
+#include "../base/outfile.h"
 #include "cli.h"
 #include "sweep_mpi.h"
 
@@ -104,7 +105,14 @@ typedef struct {
   gboolean progress; /* stderr is a terminal */
   gboolean failed;
   int write_errno;
-  char *meta; /* an output file's first line (sweep_meta), with its newline */
+  /* The version and inputs (sweep_meta), with its newline: a JSONL
+   * file's first line; a CSV file's sidecar (sidecar, PATH.inputs.json, in
+   * the JSONL form), or its first line in files an older ptdsim wrote
+   * (meta_format CSV) */
+  char *meta;
+  SearchSweepFormat meta_format;
+  char *sidecar;             /* NULL: the meta is in the file itself */
+  gboolean sidecar_written;  /* this run wrote it (removed with a new file that got no row) */
 } Out;
 
 static gboolean write_all(int fd, const char *data, gsize len) {
@@ -223,10 +231,12 @@ static gboolean take_row(guint64 k, SweepRow *r, gpointer user) {
 
 /* --- resuming --- */
 
-/* An output file's first line: the version of ptdsim that wrote it and the
- * files its machines were made of ("# ptdsim 0.1.0 sweep; inputs: cluster
- * selene.json sha256 ..."; in JSONL, that text as {"ptdsim_sweep": ...}),
- * so that --resume never mixes two versions' or two inputs' results. */
+/* The version of ptdsim that wrote an output file and the files its
+ * machines were made of ("ptdsim 0.1.0 sweep; inputs: cluster selene.json
+ * sha256 ..."), as {"ptdsim_sweep": ...} (a JSONL file's first line, a CSV
+ * file's sidecar) or "# ..." (a CSV file's first line as an older ptdsim
+ * wrote it), so that --resume never mixes two versions' or two inputs'
+ * results. */
 static char *sweep_meta(const SearchGrid *g, SearchSweepFormat f) {
   char *inputs = search_grid_inputs(g);
   char *text = g_strdup_printf("ptdsim %s sweep; inputs: %s", PTDSIM_VERSION, inputs);
@@ -261,8 +271,8 @@ static char *meta_text(const char *line, SearchSweepFormat f) {
  * every input it records among this sweep's, unchanged (a sweep extended
  * with more values may have more). */
 static gboolean check_meta(const Out *o, const char *line, GError **error) {
-  char *theirs = meta_text(line, o->format), *ours_line = g_strndup(o->meta, strlen(o->meta) - 1);
-  char *ours = meta_text(ours_line, o->format);
+  char *theirs = meta_text(line, o->meta_format), *ours_line = g_strndup(o->meta, strlen(o->meta) - 1);
+  char *ours = meta_text(ours_line, o->meta_format);
   gboolean ok = TRUE;
   if (!theirs) {
     g_set_error(error, SEARCH_GRID_ERROR, SEARCH_GRID_ERROR_SPEC,
@@ -348,7 +358,22 @@ static gboolean resume(Out *o, GError **error) {
   const char *p = text, *end = text + len;
   guint64 k = 0;
   GArray *starts = g_array_new(FALSE, FALSE, sizeof(gsize)); /* of the rows, and past the last */
-  if (len > 0) {
+  if (o->sidecar) { /* a CSV file's version and inputs beside it */
+    char *side = NULL;
+    gsize side_len = 0;
+    if (!g_file_get_contents(o->sidecar, &side, &side_len, NULL) || side_len > (1u << 20) ||
+        !memchr(side, '\n', side_len)) {
+      g_set_error(error, SEARCH_GRID_ERROR, SEARCH_GRID_ERROR_SPEC,
+                  "--resume: %s is not there or not whole (the version and inputs ptdsim sweep -o writes beside a "
+                  "CSV file); start a new file with another -o",
+                  o->sidecar);
+      ok = FALSE;
+    } else {
+      *strchr(side, '\n') = '\0';
+      ok = check_meta(o, side, error);
+    }
+    g_free(side);
+  } else if (len > 0) {
     const char *nl = memchr(p, '\n', (gsize)(end - p));
     char *first = nl ? g_strndup(p, (gsize)(nl - p)) : NULL;
     ok = first ? check_meta(o, first, error) : TRUE; /* an incomplete first line is cut */
@@ -410,11 +435,13 @@ static gboolean resume(Out *o, GError **error) {
                 g_strerror(errno));
     return FALSE;
   }
-  /* a file cut before its header: the first line and the header again */
-  if (keep == 0 || (k == 0 && o->format == SEARCH_SWEEP_CSV && keep <= strlen(o->meta))) {
+  /* a file cut before its header: the first line (where it is in the
+   * file) and the header again */
+  const char *first = o->sidecar ? "" : o->meta;
+  if (keep == 0 || (k == 0 && o->format == SEARCH_SWEEP_CSV && keep <= strlen(first))) {
     char *h = search_sweep_header(o->grid, o->format);
     gboolean w = ftruncate(o->fd, 0) == 0 && lseek(o->fd, 0, SEEK_SET) == 0 &&
-                 write_all(o->fd, o->meta, strlen(o->meta)) && (!h || write_all(o->fd, h, strlen(h)));
+                 write_all(o->fd, first, strlen(first)) && (!h || write_all(o->fd, h, strlen(h)));
     g_free(h);
     if (!w) {
       g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "cannot write %s: %s", o->path,
@@ -429,6 +456,36 @@ static gboolean resume(Out *o, GError **error) {
 /* Rank 0: the output (a new file, or the one to resume, checked), and the
  * header of a new one. */
 static gboolean open_output(Out *out, const char *output, gboolean do_resume, int *fd, GError **error) {
+  if (output && out->format == SEARCH_SWEEP_CSV) {
+    /* a CSV file holds its header and rows only (pandas.read_csv opens it
+     * as it is); its version and inputs go beside it, but where an older
+     * ptdsim's file being resumed begins with them */
+    char *side = g_strconcat(output, ".inputs.json", NULL);
+    gboolean legacy = FALSE;
+    if (do_resume && !g_file_test(side, G_FILE_TEST_EXISTS)) {
+      char buf[10] = {0};
+      FILE *f = fopen(output, "r");
+      legacy = f && fread(buf, 1, 9, f) == 9 && strcmp(buf, "# ptdsim ") == 0;
+      if (f)
+        fclose(f);
+    }
+    if (legacy)
+      g_free(side);
+    else {
+      if (!do_resume && !g_file_test(output, G_FILE_TEST_EXISTS) && g_file_test(side, G_FILE_TEST_EXISTS)) {
+        g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                    "'%s' exists beside -o '%s'; give --resume to continue that sweep, or another name (ptdsim does "
+                    "not overwrite it)",
+                    side, output);
+        g_free(side);
+        return FALSE;
+      }
+      out->sidecar = side;
+      g_free(out->meta);
+      out->meta = sweep_meta(out->grid, SEARCH_SWEEP_JSONL);
+      out->meta_format = SEARCH_SWEEP_JSONL;
+    }
+  }
   if (output) {
     if (do_resume) {
       if (!g_file_test(output, G_FILE_TEST_IS_REGULAR)) {
@@ -457,12 +514,17 @@ static gboolean open_output(Out *out, const char *output, gboolean do_resume, in
       return resume(out, error);
   }
   char *header = search_sweep_header(out->grid, out->format);
-  gboolean ok = (!output || write_all(out->fd, out->meta, strlen(out->meta))) &&
+  gboolean ok = (!output || out->sidecar || write_all(out->fd, out->meta, strlen(out->meta))) &&
                 (!header || write_all(out->fd, header, strlen(header)));
   if (!ok)
     g_set_error(error, G_FILE_ERROR, g_file_error_from_errno(errno), "cannot write %s: %s",
                 output ? output : "stdout", g_strerror(errno));
   g_free(header);
+  if (ok && out->sidecar) {
+    const char *inputs[] = {output, NULL};
+    ok = out->sidecar_written =
+        ptd_write_file(out->sidecar, "the sweep's version and inputs", inputs, out->meta, strlen(out->meta), error);
+  }
   return ok;
 }
 
@@ -566,7 +628,7 @@ int cli_sweep(int argc, char **argv) {
   }
   out = (Out){.grid = parse.grid, .format = fmt, .fd = STDOUT_FILENO, .path = output,
               .total = search_grid_points(parse.grid), .progress = isatty(STDERR_FILENO) && sweep_mpi_is_writer(mpi),
-              .meta = sweep_meta(parse.grid, fmt)};
+              .meta = sweep_meta(parse.grid, fmt), .meta_format = fmt};
   gboolean ready = !sweep_mpi_is_writer(mpi) || open_output(&out, output, do_resume, &fd, &error);
   if (!sweep_mpi_agree(mpi, ready, &out.skipped))
     goto fail;
@@ -617,10 +679,14 @@ fail:
     code = 1;
   }
   /* a new output file that got no row is not kept */
-  if (fd >= 0 && !do_resume && out.written == 0 && output)
+  if (fd >= 0 && !do_resume && out.written == 0 && output) {
     g_unlink(output);
+    if (out.sidecar_written)
+      g_unlink(out.sidecar);
+  }
 done:
   g_free(out.meta);
+  g_free(out.sidecar);
   if (fd >= 0)
     close(fd);
   g_free(format);

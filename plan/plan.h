@@ -156,6 +156,7 @@ typedef struct {
   double host_op_s;               /* host time per kernel launch (0: never gates the GPU) */
   SimClock clock;                 /* which clock the GEMMs run at */
   double power_limit_W;           /* the GPUs' board power cap (--power-limit, or the cluster's); 0: none */
+  double price_per_gpu_hour;      /* dollars a GPU-hour (--price-per-gpu-hour, or the cluster's); 0: not known */
   gboolean free_membound;         /* memory-bound kernels free: the step-effects breakdown's counterfactual */
   gboolean no_contention;         /* compute not slowed by the collectives beside it: the same breakdown's */
   gboolean overlap_param_gather;  /* the distributed optimizer's all-gather overlapped with the next forward */
@@ -261,6 +262,7 @@ typedef struct {
   double power_limit_W;           /* --power-limit (W); not given: the cluster's gpu_power_limit_W, if any */
   gboolean power_limit_given;
   gboolean step_effects;          /* price each effect of the step by running without it (ptdsim run) */
+  double price_per_gpu_hour;      /* --price-per-gpu-hour (dollars); 0: not given (the cluster's, if any) */
   guint cp;                       /* --cp; 0: not given (1) */
   gboolean tp_comm_overlap;       /* --tp-comm-overlap */
   gboolean overlap_param_gather;  /* --overlap-param-gather */

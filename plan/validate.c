@@ -838,6 +838,7 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   if (r->power_limit_given && !(r->power_limit_W >= 1 && r->power_limit_W <= 1e5))
     FAIL("--power-limit %g W is outside 1 to 1e5; give the GPUs' board power cap in watts, e.g. 500", r->power_limit_W);
   plan->power_limit_W = r->power_limit_given ? r->power_limit_W : cluster->gpu_power_limit_W;
+  plan->price_per_gpu_hour = r->price_per_gpu_hour > 0 ? r->price_per_gpu_hour : cluster->price_per_gpu_hour;
   if (r->precision_given) {
     plan->precision = r->precision;
     if (plan->precision == MODEL_PRECISION_FP8 && (own || r->zero))

@@ -185,6 +185,10 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                               placements},
     [SEARCH_OPT_TOKENS] = {"tokens", SEARCH_OPT_TEXT, "T",
                            "Training budget in tokens, for training_days (300e9, 300B, 1.2T)", NULL},
+    [SEARCH_OPT_PRICE] = {"price-per-gpu-hour", SEARCH_OPT_TEXT, "USD",
+                          "What one GPU-hour costs, in dollars, for the cost per million tokens and of the run "
+                          "(default: the cluster file's price_per_gpu_hour, if any)",
+                          NULL},
     [SEARCH_OPT_NO_SYMMETRY] = {"no-symmetry", SEARCH_OPT_FLAG, NULL,
                                 "Simulate every GPU instead of one per tensor-parallel group and one replica (slow; a "
                                 "check)",
@@ -430,6 +434,7 @@ static const struct {
     {SEARCH_OPT_MEMORY_RESERVE, 0, 1024, FALSE, "a number of GiB from 0 to 1024", "3"},
     {SEARCH_OPT_HOST_OP, 0, 1e5, FALSE, "a number of microseconds from 0 to 1e5", "20"},
     {SEARCH_OPT_POWER_LIMIT, 1, 1e5, FALSE, "a number of watts from 1 to 1e5", "500"},
+    {SEARCH_OPT_PRICE, 0, 1e6, TRUE, "a number of dollars above 0, at most 1e6", "2.5"},
     {SEARCH_OPT_GPU_FAILURE_RATE, 0, 1e3, FALSE, "a failure rate from 0 to 1000 per hour", "1.3e-5"},
     {SEARCH_OPT_NODE_FAILURE_RATE, 0, 1e3, FALSE, "a failure rate from 0 to 1000 per hour", "4.4e-5"},
     {SEARCH_OPT_SWITCH_FAILURE_RATE, 0, 1e3, FALSE, "a failure rate from 0 to 1000 per hour", "2.6e-5"},
@@ -904,6 +909,8 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
       return FALSE;
     r->power_limit_given = TRUE;
   }
+  if (c->text[SEARCH_OPT_PRICE] && !real_opt(c, SEARCH_OPT_PRICE, &r->price_per_gpu_hour, error))
+    return FALSE;
   return TRUE;
 }
 

@@ -43,7 +43,7 @@ static int cmp_uint(guint a, guint b) { return a < b ? -1 : a > b ? 1 : 0; }
 
 int search_row_cmp(const SearchRow *a, const SearchRow *b) {
   int c;
-  if ((c = cmp_double(a->iteration_time_s, b->iteration_time_s)) || (c = cmp_double(a->memory_GiB, b->memory_GiB)) ||
+  if ((c = cmp_double(a->score, b->score)) || (c = cmp_double(a->iteration_time_s, b->iteration_time_s)) || (c = cmp_double(a->memory_GiB, b->memory_GiB)) ||
       (c = cmp_uint(a->gpus, b->gpus)) || (c = cmp_uint(a->tp, b->tp)) || (c = cmp_uint(a->pp, b->pp)) ||
       (c = cmp_uint(a->dp, b->dp)) || (c = cmp_uint(a->cp, b->cp)) || (c = cmp_uint(a->micro_batch, b->micro_batch)) ||
       (c = cmp_uint(a->schedule, b->schedule)) || (c = cmp_uint(a->chunks, b->chunks)) ||
@@ -59,6 +59,22 @@ int search_row_cmp(const SearchRow *a, const SearchRow *b) {
 }
 
 static int row_cmp(const void *a, const void *b) { return search_row_cmp(a, b); }
+
+/* The objective's value of a simulated row, and the least a candidate's
+ * can be given its bound on the iteration time. */
+static double objective_score(SearchObjective o, const SearchRow *r) {
+  if (o == SEARCH_OBJECTIVE_TIME)
+    return r->iteration_time_s;
+  double gpu_s = (double)r->gpus * r->iteration_time_s;
+  if (o == SEARCH_OBJECTIVE_COST && r->run_days > 0 && r->training_days > 0)
+    return gpu_s * (r->run_days / r->training_days);
+  return gpu_s;
+}
+
+static double objective_bound(SearchObjective o, const SearchRow *r) {
+  return o == SEARCH_OBJECTIVE_TIME ? r->bound_s : (double)r->gpus * r->bound_s;
+}
+
 
 typedef struct {
   guint t, p, d, cp;
@@ -421,6 +437,7 @@ static gpointer simulate(guint k, gpointer user) {
       row->run_days = whole.expected_days;
       row->effective_training_time = whole.effective_training_time;
     }
+    row->score = objective_score(s->req->objective, row);
   }
   g_free(plan);
   return row;
@@ -450,7 +467,7 @@ static void keep_time(Search *s, double t) {
 static gint by_bound(gconstpointer a, gconstpointer b, gpointer user) {
   const SearchRow *rows = user;
   guint i = *(const guint *)a, j = *(const guint *)b;
-  int c = cmp_double(rows[i].bound_s, rows[j].bound_s);
+  int c = cmp_double(rows[i].bound_score, rows[j].bound_score);
   return c ? c : cmp_uint(i, j);
 }
 
@@ -480,6 +497,8 @@ static void run_all(Search *s, const Candidate *cands, guint n_cands) {
   g_free(plan);
   guint n = kept->len, n_fit = fit->len, *order = (guint *)(gpointer)fit->data;
   SearchRow *rows = s->wave = (SearchRow *)(gpointer)kept->data;
+  for (guint j = 0; j < n_fit; j++)
+    rows[order[j]].bound_score = objective_bound(s->req->objective, &rows[order[j]]);
   if (s->req->keep)
     g_qsort_with_data(order, (gint)n_fit, sizeof *order, by_bound, rows);
   guint batch = s->req->keep ? PRUNED_BATCH : BATCH;
@@ -490,12 +509,17 @@ static void run_all(Search *s, const Candidate *cands, guint n_cands) {
                                                                   : INFINITY;
     for (guint j = at; j < MIN(at + batch, n_fit); j++) {
       SearchRow *row = &rows[order[j]];
-      if (row->bound_s > worst) {
+      if (row->bound_score > worst) {
         row->status = SEARCH_ROW_PRUNED;
-        row->reason = g_strdup_printf(row->bound_flops ? "at least %.4f s by its FLOPs at peak, slower than the %u best (%.4f s)"
-                                                       : "at least %.4f s by its compute at the device's rates with the "
-                                                         "pipeline's fill and drain, slower than the %u best (%.4f s)",
-                                      row->bound_s, s->req->keep, worst);
+        if (s->req->objective == SEARCH_OBJECTIVE_TIME)
+          row->reason = g_strdup_printf(row->bound_flops ? "at least %.4f s by its FLOPs at peak, slower than the %u best (%.4f s)"
+                                                         : "at least %.4f s by its compute at the device's rates with the "
+                                                           "pipeline's fill and drain, slower than the %u best (%.4f s)",
+                                        row->bound_s, s->req->keep, worst);
+        else
+          row->reason = g_strdup_printf("at least %.1f GPU-seconds an iteration (%.4f s on %u GPUs), costlier than "
+                                        "the %u best (%.1f)",
+                                        row->bound_score, row->bound_s, row->gpus, s->req->keep, worst);
       } else
         s->to_simulate[n_sim++] = order[j];
     }
@@ -503,7 +527,7 @@ static void run_all(Search *s, const Candidate *cands, guint n_cands) {
     search_pool_run(&pool);
     for (guint j = 0; j < n_sim && s->req->keep; j++)
       if (rows[s->to_simulate[j]].status == SEARCH_ROW_RANKED)
-        keep_time(s, rows[s->to_simulate[j]].iteration_time_s);
+        keep_time(s, rows[s->to_simulate[j]].score);
   }
   for (guint i = 0; i < n; i++) {
     SearchRow *row = &rows[i];

@@ -12,6 +12,14 @@
 #include "../plan/plan.h"
 #include "options.h"
 
+/* What plan ranks by: the iteration time (and so the time to train, the
+ * batch being fixed); the GPU-seconds an iteration takes (the cost of a
+ * token, whatever a GPU-hour's price: with --tokens, the whole run's
+ * expected GPU-hours, failures and checkpoints included); or the same at
+ * the steady pace (tokens per dollar).  They differ where the candidates'
+ * GPU counts do (--allow-fewer) or their runs' interruptions do. */
+typedef enum { SEARCH_OBJECTIVE_TIME, SEARCH_OBJECTIVE_COST, SEARCH_OBJECTIVE_TOKENS_PER_DOLLAR } SearchObjective;
+
 typedef struct {
   /* The user's options: model, gpus (the budget), global batch and any
    * other; tp, pp, dp, micro-batch, schedule, chunks or layers-per-chunk,
@@ -24,6 +32,7 @@ typedef struct {
                            pruned; 0: keep (and simulate) everything that fits */
   guint jobs;           /* threads simulating; 0 or 1: one */
   gboolean rejected;    /* also return the candidates not ranked, with their reason */
+  SearchObjective objective;
 } SearchRequest;
 
 typedef enum {
@@ -62,6 +71,11 @@ typedef struct {
    * that is not derived, its FLOPs at peak loosened by a slack: bound_flops) */
   double bound_s;
   gboolean bound_flops;
+  double bound_score; /* the least score bound_s allows (objective_bound) */
+  /* the objective's value (lower is better): the iteration time, or GPUs
+   * times it (times the whole run's days over its ideal days for the cost
+   * with --tokens); 0 where not simulated */
+  double score;
 } SearchRow;
 
 /* Context-parallel sizes plan tries unpinned: up to SEARCH_MAX_CP, each

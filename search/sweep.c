@@ -51,7 +51,10 @@ static const char *const result_columns[] = {
     "pipeline_schedule.peak_inflight_microbatches", "pipeline_schedule.peak_inflight_per_stage",
     /* the step as a framework runs it (doc/model.md) */
     "config.framework", "config.host_op_us", "config.clock", "step_effects_s.clock",
-    "step_effects_s.framework_kernels", "step_effects_s.host_launch", "step_effects_s.contention"};
+    "step_effects_s.framework_kernels", "step_effects_s.host_launch", "step_effects_s.contention",
+    /* the pipeline's layout; throughput per GPU and cost (doc/output.md) */
+    "config.pipeline_layout", "tokens_per_s_per_gpu", "price_per_gpu_hour", "cost_per_million_tokens", "cost",
+    "whole_run.expected.cost"};
 
 const char *const *search_sweep_result_columns(guint *n) {
   *n = G_N_ELEMENTS(result_columns);

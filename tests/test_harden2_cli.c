@@ -476,26 +476,29 @@ static void test_sweep_full_disk(void) {
 /* Why: --resume trusted the kept rows: a row edited by hand, or written by
  * another version, stayed in the final file. */
 static void test_sweep_resume_trust(void) {
-  char *path = in_tmp("kept.csv");
+  char *path = in_tmp("kept.csv"), *path_meta = in_tmp("kept.csv.inputs.json");
   char *line = g_strdup_printf(GRID " -o %s", path);
   run_line_ok(line);
   g_free(line);
   gsize len;
-  char *text = slurp(path, &len);
-  g_assert_true(g_str_has_prefix(text, "# ptdsim "));
-  g_assert_nonnull(strstr(text, "cluster selene.json sha256 "));
+  /* the CSV holds its header and rows; its version and inputs are beside it */
+  char *text = slurp(path, &len), *meta = slurp(path_meta, &len);
+  g_assert_true(g_str_has_prefix(text, "index,"));
+  g_assert_true(g_str_has_prefix(meta, "{\"ptdsim_sweep\":\"ptdsim "));
+  g_assert_nonnull(strstr(meta, "cluster selene.json sha256 "));
   char **lines = g_strsplit(text, "\n", -1);
-  char *part = in_tmp("part.csv");
-  /* the first line, the header and 5 rows, one of them edited: each of the 5 in turn */
-  char **cols = g_strsplit(lines[1], ",", -1);
+  char *part = in_tmp("part.csv"), *part_meta = in_tmp("part.csv.inputs.json");
+  write_bytes(part_meta, meta, -1);
+  /* the header and 5 rows, one of them edited: each of the 5 in turn */
+  char **cols = g_strsplit(lines[0], ",", -1);
   guint it = 0;
   while (cols[it] && strcmp(cols[it], "iteration_time_s") != 0)
     it++;
   g_assert_nonnull(cols[it]);
   for (guint edit = 0; edit < 5; edit++) {
     GString *s = g_string_new(NULL);
-    for (guint i = 0; i < 7; i++) {
-      if (i == 2 + edit) { /* an ok row (no quoted commas): its iteration time doubled */
+    for (guint i = 0; i < 6; i++) {
+      if (i == 1 + edit) { /* an ok row (no quoted commas): its iteration time doubled */
         char **f = g_strsplit(lines[i], ",", -1);
         g_assert_cmpuint(g_strv_length(f), ==, g_strv_length(cols));
         char *twice = g_strdup_printf("%.17g", 2 * g_ascii_strtod(f[it], NULL));
@@ -524,20 +527,28 @@ static void test_sweep_resume_trust(void) {
   g_strfreev(cols);
   /* another version's file */
   GString *s = g_string_new(NULL);
-  for (guint i = 0; i < 5; i++)
-    g_string_append_printf(s, "%s\n", i == 0 ? "# ptdsim 0.0.1 sweep; inputs: cluster selene.json sha256 0" : lines[i]);
-  write_bytes(part, s->str, (gssize)s->len);
-  line = g_strdup_printf(GRID " -o %s --resume", part);
-  expect_error(line, "was written by ptdsim 0.0.1, this is ptdsim");
-  g_free(line);
-  g_string_free(s, TRUE);
-  /* a file with no such first line (an older ptdsim's) */
-  s = g_string_new(NULL);
-  for (guint i = 1; i < 5; i++)
+  for (guint i = 0; i < 4; i++)
     g_string_append_printf(s, "%s\n", lines[i]);
   write_bytes(part, s->str, (gssize)s->len);
+  write_bytes(part_meta, "{\"ptdsim_sweep\":\"ptdsim 0.0.1 sweep; inputs: cluster selene.json sha256 0\"}\n", -1);
   line = g_strdup_printf(GRID " -o %s --resume", part);
-  expect_error(line, "does not begin with the line ptdsim sweep -o writes");
+  expect_error(line, "was written by ptdsim 0.0.1, this is ptdsim");
+  /* a file without its version and inputs */
+  g_unlink(part_meta);
+  expect_error(line, "part.csv.inputs.json is not there or not whole");
+  /* an older ptdsim's file, which begins with them: continued as it is */
+  char *first = g_strdup_printf("# %s", strchr(meta, ':') + 2);
+  *strrchr(first, '"') = '\0';
+  g_string_prepend(s, "\n");
+  g_string_prepend(s, first);
+  write_bytes(part, s->str, (gssize)s->len);
+  run_line_ok(line);
+  char *resumed = slurp(part, &len);
+  g_assert_true(g_str_has_prefix(resumed, first));
+  g_assert_cmpstr(strchr(resumed, '\n') + 1, ==, text);
+  g_assert_false(g_file_test(part_meta, G_FILE_TEST_EXISTS));
+  g_free(resumed);
+  g_free(first);
   g_free(line);
   g_string_free(s, TRUE);
   /* a cluster file changed since */
@@ -561,8 +572,11 @@ static void test_sweep_resume_trust(void) {
   g_free(src);
   g_strfreev(lines);
   g_free(text);
+  g_free(meta);
   g_free(part);
+  g_free(part_meta);
   g_free(path);
+  g_free(path_meta);
 }
 
 /* --- 11. figures interrupted --- */

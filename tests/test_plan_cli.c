@@ -410,12 +410,13 @@ static void test_headline_modern(void) {
   }
   Proc p = run_line(LLAMA3_70B_H100 " --tokens 15e12");
   g_assert_cmpint(p.status, ==, 0);
-  g_assert_nonnull(strstr(p.out, " iteration_s model_TFLOP/s    MFU   mem_GiB     days run_days    ETT\n"));
+  g_assert_nonnull(strstr(p.out, " iteration_s model_TFLOP/s    MFU   mem_GiB tok/s/GPU     days run_days    ETT\n"));
   g_assert_null(strstr(p.out, "Eq3"));
   row = cJSON_GetArrayItem(rows, 0);
-  char *first = g_strdup_printf(" %11.4f %13.1f %5.1f%% %9.1f %8.2f %8.2f %5.1f%%\n", num(row, "iteration_time_s"),
-                                num(row, "model_tflops_per_gpu"), 100 * num(row, "mfu"),
-                                num(row, "memory_per_gpu_GiB"), num(row, "training_days"),
+  char *first = g_strdup_printf(" %11.4f %13.1f %5.1f%% %9.1f %9.0f %8.2f %8.2f %5.1f%%\n",
+                                num(row, "iteration_time_s"), num(row, "model_tflops_per_gpu"), 100 * num(row, "mfu"),
+                                num(row, "memory_per_gpu_GiB"), num(row, "tokens_per_s_per_gpu"),
+                                num(row, "training_days"),
                                 num(row, "whole_run_days"), 100 * num(row, "effective_training_time"));
   const char *rank1 = strstr(p.out, "\n   1 ");
   g_assert_nonnull(rank1);
@@ -447,12 +448,13 @@ static void test_headline_sc21(void) {
       cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "sc21_reproduction")));
   Proc p = run_line(plan);
   g_assert_cmpint(p.status, ==, 0);
-  g_assert_nonnull(strstr(p.out, " iteration_s Eq3_TFLOP/s   mem_GiB\n"));
+  g_assert_nonnull(strstr(p.out, " iteration_s Eq3_TFLOP/s   mem_GiB tok/s/GPU\n"));
   g_assert_nonnull(strstr(p.out, "\nEq3_TFLOP/s: per GPU by SC21's Eq. 3, "));
   g_assert_null(strstr(p.out, "MFU"));
   row = cJSON_GetArrayItem(arr(j, "rows"), 0);
-  char *first = g_strdup_printf(" %11.4f %11.1f %9.1f\n", num(row, "iteration_time_s"), num(row, "tflops_per_gpu"),
-                                num(row, "memory_per_gpu_GiB"));
+  char *first = g_strdup_printf(" %11.4f %11.1f %9.1f %9.0f\n", num(row, "iteration_time_s"),
+                                num(row, "tflops_per_gpu"), num(row, "memory_per_gpu_GiB"),
+                                num(row, "tokens_per_s_per_gpu"));
   g_assert_nonnull(strstr(p.out, first));
   g_free(first);
   proc_clear(&p);

@@ -51,7 +51,7 @@ static void space_clear(Space *sp) {
 }
 
 static void search(const Space *sp, guint keep, SearchResult *res) {
-  SearchRequest req = {&sp->cfg, FALSE, keep, 1, FALSE};
+  SearchRequest req = {&sp->cfg, FALSE, keep, 1, FALSE, SEARCH_OBJECTIVE_TIME};
   GError *err = NULL;
   gboolean ok = search_run(&req, sp->profile, sp->cluster, res, &err);
   g_assert_no_error(err);

@@ -161,7 +161,11 @@ static void test_report_text(void) {
   g_assert_true(strstr(p.out, head) < strstr(p.out, eq3));
   g_assert_null(strstr(p.out, "by SC21's Eq. 3\n"));
   g_assert_nonnull(strstr(p.out, ": HFU "));
-  g_assert_nonnull(strstr(p.out, " tokens/s\n"));
+  char *per_gpu = g_strdup_printf(" tokens/s, %.0f per GPU\n", num(j, "tokens_per_s_per_gpu"));
+  g_assert_nonnull(strstr(p.out, per_gpu));
+  g_free(per_gpu);
+  g_assert_cmpfloat_with_epsilon(num(j, "tokens_per_s_per_gpu"),
+                                 num(j, "tokens_per_s") / num(obj(j, "config"), "gpus"), 1e-9);
   g_assert_nonnull(strstr(p.out, " GPU-hours\n"));
   g_free(head);
   g_free(eq3);
@@ -268,9 +272,10 @@ static void test_sc21_report_unchanged(void) {
       "           %.1f TFLOP/s per GPU executed (hardware): HFU %.1f%% of peak\n"
       "           MFU %.1f%% of peak: the model's FLOPs (forward and backward, attention included), no "
       "recomputation\n"
-      "tokens     %.0f tokens/s\n",
+      "tokens     %.0f tokens/s, %.0f per GPU\n",
       num(j, "iteration_time_s"), num(j, "tflops_per_gpu"), num(j, "percent_of_peak"), num(j, "aggregate_pflops"),
-      num(j, "hardware_tflops_per_gpu"), num(j, "hfu_percent"), num(j, "mfu_percent"), num(j, "tokens_per_s"));
+      num(j, "hardware_tflops_per_gpu"), num(j, "hfu_percent"), num(j, "mfu_percent"), num(j, "tokens_per_s"),
+      num(j, "tokens_per_s_per_gpu"));
   g_assert_nonnull(strstr(p.out, block));
   g_assert_null(strstr(p.out, "of model FLOPs"));
   g_free(block);

@@ -212,10 +212,13 @@ static void test_mpi(void) {
     g_assert_true(g_spawn_check_wait_status(status, NULL));
     gsize len;
     char *text = slurp(out, &len);
-    /* the file's first line names the version and the inputs; the rest is stdout's */
-    g_assert_true(g_str_has_prefix(text, "# ptdsim "));
-    g_assert_nonnull(strchr(text, '\n'));
-    g_assert_cmpstr(strchr(text, '\n') + 1, ==, one.out);
+    /* the file is stdout's; its version and inputs are beside it */
+    g_assert_cmpstr(text, ==, one.out);
+    char *side = g_strconcat(out, ".inputs.json", NULL), *meta = slurp(side, &len);
+    g_assert_true(g_str_has_prefix(meta, "{\"ptdsim_sweep\":\"ptdsim "));
+    g_unlink(side);
+    g_free(side);
+    g_free(meta);
     g_free(text);
     g_free(err);
     g_strfreev(env);
@@ -506,12 +509,15 @@ static void test_throughput_columns(void) {
   g_assert_nonnull(strstr(lines[0], ",status,reason,config.layers,"));
   guint n;
   const char *const *cols = search_sweep_result_columns(&n);
-  /* the mixture-of-experts columns after the stragglers', then the schedule's, then the step's */
-  const guint moe = 22, sched = 6, step = 7;
-  g_assert_cmpstr(cols[n - 1 - moe - sched - step], ==, "stragglers");
-  g_assert_cmpstr(cols[n - 1 - sched - step], ==, "moe.tokens_per_expert");
-  g_assert_cmpstr(cols[n - 1 - step], ==, "pipeline_schedule.peak_inflight_per_stage");
-  g_assert_cmpstr(cols[n - 1], ==, "step_effects_s.contention");
+  /* the mixture-of-experts columns after the stragglers', then the schedule's, then the step's, then the
+   * layout's, throughput per GPU and cost */
+  const guint moe = 22, sched = 6, step = 7, cost = 6;
+  g_assert_cmpstr(cols[n - 1 - moe - sched - step - cost], ==, "stragglers");
+  g_assert_cmpstr(cols[n - 1 - sched - step - cost], ==, "moe.tokens_per_expert");
+  g_assert_cmpstr(cols[n - 1 - step - cost], ==, "pipeline_schedule.peak_inflight_per_stage");
+  g_assert_cmpstr(cols[n - 1 - cost], ==, "step_effects_s.contention");
+  g_assert_cmpstr(cols[n - cost], ==, "config.pipeline_layout");
+  g_assert_cmpstr(cols[n - 1], ==, "whole_run.expected.cost");
   static const char *const sp[] = {"", " --sequence-parallel"};
   for (guint i = 0; i < 2; i++) {
     char **f = g_strsplit(lines[1 + i], ",", -1);

@@ -120,6 +120,9 @@ static gboolean load_body(TopoCluster *c, const cJSON *root, const char *file, G
   /* the board power cap its operator sets on every GPU (0: the part's own) */
   if (!ptd_json_in_or(root, "gpu_power_limit_W", file, &ptd_range_power_W, 0, &c->gpu_power_limit_W, error))
     return FALSE;
+  /* what a GPU-hour costs on it (0: not known) */
+  if (!ptd_json_in_or(root, "price_per_gpu_hour", file, &ptd_range_price, 0, &c->price_per_gpu_hour, error))
+    return FALSE;
   TopoNet *n = &c->net;
   double allreduce, p2p, p2p_lat_intra, nic, p2p_lat_inter;
   if (!topo_cluster_size_check(root, file, &c->nodes, &c->gpus_per_node, &n->nics_per_node, &c->gpus_per_host,

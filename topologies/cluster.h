@@ -105,6 +105,9 @@ typedef struct {
   /* "gpu_power_limit_W": the board power cap set on every GPU (W); 0 where
    * the file gives none (the part's rated cap) */
   double gpu_power_limit_W;
+  /* "price_per_gpu_hour": what one GPU-hour costs (dollars); 0 where the
+   * file gives none */
+  double price_per_gpu_hour;
   /* The simulator's view: a node is one NVLink domain, whose GPUs talk over
    * NVLink and whose NICs are those of all its hosts.  For a DGX, a domain is
    * one host (8 GPUs); for a GB200 NVL72 rack, 18 compute trays of 4. */

@@ -182,6 +182,13 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   }
   cJSON_AddBoolToObject(o, "sc21_reproduction", sim_plan_is_sc21_reproduction(pl, profile));
   cJSON_AddNumberToObject(o, "tokens_per_s", r->tokens_per_s);
+  cJSON_AddNumberToObject(o, "tokens_per_s_per_gpu", r->tokens_per_s / pl->gpus);
+  if (pl->price_per_gpu_hour > 0 && r->tokens_per_s > 0) {
+    /* what the GPUs' hours cost per million tokens at the steady pace */
+    cJSON_AddNumberToObject(o, "price_per_gpu_hour", pl->price_per_gpu_hour);
+    cJSON_AddNumberToObject(o, "cost_per_million_tokens",
+                            pl->price_per_gpu_hour * pl->gpus / 3600.0 / r->tokens_per_s * 1e6);
+  }
   if (!pl->stage_times)
     cJSON_AddNumberToObject(o, "aggregate_pflops", r->aggregate_pflops);
   cJSON_AddNumberToObject(o, "bubble_fraction", r->bubble_fraction);
@@ -264,6 +271,8 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
     cJSON_AddNumberToObject(o, "tokens", pl->tokens);
     cJSON_AddNumberToObject(o, "training_days", r->training_days);
     cJSON_AddNumberToObject(o, "gpu_hours", r->gpu_hours);
+    if (pl->price_per_gpu_hour > 0)
+      cJSON_AddNumberToObject(o, "cost", r->gpu_hours * pl->price_per_gpu_hour);
   }
   cJSON *sim = obj_add(o, "simulation");
   cJSON_AddNumberToObject(sim, "ops", (double)r->ops);
@@ -508,9 +517,12 @@ static void whole_run_text(GString *out, const cJSON *w) {
   const cJSON *mc = cJSON_GetObjectItemCaseSensitive(w, "monte_carlo");
   char a[32];
   g_string_append_printf(out, "whole run  %.1f days expected (%.1f without interruptions): effective training time "
-                              "%.1f%%, %s GPU-hours\n",
+                              "%.1f%%, %s GPU-hours",
                          num(e, "days"), num(e, "ideal_days"), 100 * num(e, "effective_training_time"),
                          ptd_format_count(num(e, "gpu_hours"), a, sizeof a));
+  if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(e, "cost")))
+    g_string_append_printf(out, ", $%s", ptd_format_count(num(e, "cost"), a, sizeof a));
+  g_string_append_c(out, '\n');
   g_string_append_printf(out, "           %.0f interruptions (one every %.2f h on %u nodes and %u switches), each %.0f s "
                               "to restart and read back, plus the work since the checkpoint\n",
                          num(e, "interruptions"), num(f, "mtbf_hours"), count(w, "nodes"), count(w, "switches"),
@@ -676,7 +688,14 @@ void trace_report_text(GString *out, const cJSON *run) {
                                 "recomputation forward always)\n",
                            num(run, "tflops_per_gpu"), num(run, "percent_of_peak"), fp8 ? "the 16-bit peak" : "peak");
   }
-  g_string_append_printf(out, "tokens     %.0f tokens/s\n", num(run, "tokens_per_s"));
+  /* (a trace written before tokens_per_s_per_gpu: from the GPUs) */
+  g_string_append_printf(out, "tokens     %.0f tokens/s, %.0f per GPU\n", num(run, "tokens_per_s"),
+                         cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(run, "tokens_per_s_per_gpu"))
+                             ? num(run, "tokens_per_s_per_gpu")
+                             : num(run, "tokens_per_s") / count(cfg, "gpus"));
+  if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(run, "cost_per_million_tokens")))
+    g_string_append_printf(out, "cost       $%.2f per million tokens at $%.2f per GPU-hour\n",
+                           num(run, "cost_per_million_tokens"), num(run, "price_per_gpu_hour"));
   double bubble = num(run, "bubble_fraction"), analytic = num(run, "analytic_bubble_fraction");
   const SimScheduleInfo *row = sim_schedule_find(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "schedule")));
   if (tera) {
@@ -789,10 +808,14 @@ void trace_report_text(GString *out, const cJSON *run) {
                          num(mem, "total"), count(mem, "stage"), num(mem, "weights"), num(mem, "gradients"),
                          num(mem, "optimizer"), num(mem, "activations"),
                          flag(run, "fits_in_memory") ? "fits" : "DOES NOT FIT");
-  if (num_or_0(run, "tokens") > 0)
-    g_string_append_printf(out, "training   %s tokens in %.1f days, %s GPU-hours\n",
+  if (num_or_0(run, "tokens") > 0) {
+    g_string_append_printf(out, "training   %s tokens in %.1f days, %s GPU-hours",
                            ptd_format_count(num(run, "tokens"), a, sizeof a), num(run, "training_days"),
                            ptd_format_count(num(run, "gpu_hours"), b, sizeof b));
+    if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(run, "cost")))
+      g_string_append_printf(out, ", $%s", ptd_format_count(num(run, "cost"), a, sizeof a));
+    g_string_append_c(out, '\n');
+  }
   const cJSON *st = cJSON_GetObjectItemCaseSensitive(run, "stragglers");
   if (st) {
     g_string_append_printf(out, "stragglers GPU %u (node %u, stage %u) the slowest at %.3f of its speed%s; critical "

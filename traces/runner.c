@@ -187,7 +187,11 @@ static gboolean add_whole_run(cJSON *json, const RtOptions *o, const SimPlan *pl
   RtResult r;
   if (!rt_run(&in, o, &r, error))
     return FALSE;
-  cJSON_AddItemToObject(json, "whole_run", trace_whole_run_json(o, &r));
+  cJSON *w = trace_whole_run_json(o, &r);
+  if (plan->price_per_gpu_hour > 0) /* the expected GPU-hours, failures and checkpoints included, at the price */
+    cJSON_AddNumberToObject(cJSON_GetObjectItemCaseSensitive(w, "expected"), "cost",
+                            r.gpu_hours * plan->price_per_gpu_hour);
+  cJSON_AddItemToObject(json, "whole_run", w);
   return TRUE;
 }
 
