@@ -266,41 +266,42 @@ static SimOpTag tag_of(guint16 category) {
 
 enum { CAT_GAP, CAT_CALL, CAT_LAG, CAT_GPU };
 
-/* For each GPU stream, the last op (in stream order) launched before each
- * query's time: `last[q * n_streams + s]`, -1 for none. */
-static gint *launched_before(Build *b, GArray *queries) {
-  const CalibProfTrace *t = b->t;
-  guint n = t->gpu->len, ns = b->n_streams;
-  gint64 *lend = g_new(gint64, n);
-  guint *order = g_new(guint, n);
+/* The GPU ops in the order their launch calls returned (ties by index),
+ * and those ends: the sweep of the queries (syncs, stream waits) in time
+ * order walks them. */
+typedef struct {
+  guint *order;
+  gint64 *lend;
+} Launched;
+
+static Launched launched(Build *b) {
+  guint n = b->t->gpu->len;
+  Launched l = {g_new(guint, n + 1), g_new(gint64, n + 1)};
   for (guint g = 0; g < n; g++) {
     const CalibProfApi *a = api(b, (guint)gpu(b, g)->launch);
-    lend[g] = a->start_ns + a->dur_ns;
-    order[g] = g;
+    l.lend[g] = a->start_ns + a->dur_ns;
+    l.order[g] = g;
   }
-  g_qsort_with_data(order, (gint)n, sizeof(guint), by_key, lend);
-  gint *cur = g_new(gint, ns);
-  for (guint s = 0; s < ns; s++)
-    cur[s] = -1;
-  gint *last = g_new(gint, (gsize)queries->len * ns + 1);
-  guint k = 0;
+  g_qsort_with_data(l.order, (gint)n, sizeof(guint), by_key, l.lend);
+  return l;
+}
+
+/* For each query, the latest trace end of the GPU ops launched before it
+ * (G_MININT64: none): what a synchronization waited for. */
+static gint64 *waited_until(Build *b, const Launched *l, GArray *queries) {
+  guint n = b->t->gpu->len, k = 0;
+  gint64 *w = g_new(gint64, queries->len + 1), end = G_MININT64;
   for (guint q = 0; q < queries->len; q++) {
     gint64 at = g_array_index(queries, Query, q).at;
-    for (; k < n && lend[order[k]] <= at; k++) {
-      guint g = order[k], s = b->gpu_stream[g];
-      if (cur[s] < 0 || b->gpu_pos[g] > b->gpu_pos[(guint)cur[s]])
-        cur[s] = (gint)g;
-    }
-    memcpy(last + (gsize)q * ns, cur, ns * sizeof(gint));
+    for (; k < n && l->lend[l->order[k]] <= at; k++)
+      end = MAX(end, gpu(b, l->order[k])->start_ns + gpu(b, l->order[k])->dur_ns);
+    w[q] = end;
   }
-  g_free(cur);
-  g_free(order);
-  g_free(lend);
-  return last;
+  return w;
 }
 
 /* The host streams: each replayed thread's gaps and calls. */
-static void host_ops(Build *b, const gint *sync_last, const guint *sync_of) {
+static void host_ops(Build *b, const gint64 *waited, const guint *query_of) {
   ReplayResult *r = b->r;
   gboolean graphs = b->o->cuda_graphs;
   for (guint h = 0; h < b->threads->len; h++) {
@@ -322,11 +323,7 @@ static void host_ops(Build *b, const gint *sync_last, const guint *sync_of) {
       SimOpTag tag = tag_of(CAT_CALL);
       if (c->kind == CALL_SYNC) {
         /* only the time after the GPU work it waited for */
-        gint64 w = G_MININT64;
-        const gint *last = sync_last + (gsize)sync_of[i] * b->n_streams;
-        for (guint s = 0; s < b->n_streams; s++)
-          if (last[s] >= 0)
-            w = MAX(w, gpu(b, (guint)last[s])->start_ns + gpu(b, (guint)last[s])->dur_ns);
+        gint64 w = waited[query_of[i]];
         gint64 res = clamp64(end - MAX(w, s0), 0, d);
         c->op = c->end_op = sim_engine_add_op1(b->e, res, th->stream, &tag);
         r->host_call_ns = sim_time_add(r->host_call_ns, res);
@@ -440,42 +437,67 @@ static void gpu_ops(Build *b) {
   g_free(engine_stream);
 }
 
-/* Synchronizing calls wait for each stream's last op launched before them;
- * a stream wait's next launched GPU op waits for the other streams' where
- * the trace agrees. */
-static void gpu_waits(Build *b, GArray *queries, const gint *last) {
+/* Synchronizing calls wait for each stream's last op launched before them
+ * (those a sync of the same thread waited for already need no second
+ * dependency); a stream wait's next launched GPU op waits for the other
+ * streams' where the trace agrees.  One sweep of the queries in time order
+ * over the ops in launch order. */
+static void gpu_waits(Build *b, const Launched *l, GArray *queries) {
   const CalibProfTrace *t = b->t;
   ReplayResult *r = b->r;
+  guint n = t->gpu->len, ns = b->n_streams, k = 0;
+  gint *cur = g_new(gint, ns);
+  gint *awaited = g_new(gint, (gsize)b->threads->len * ns + 1);
+  for (guint s = 0; s < ns; s++)
+    cur[s] = -1;
+  for (gsize x = 0; x < (gsize)b->threads->len * ns; x++)
+    awaited[x] = -1;
+  /* per call, the first GPU op of the next call of its thread that launched one */
+  gint *next = g_new(gint, t->api->len + 1);
+  for (guint h = 0; h < b->threads->len; h++) {
+    const Thread *th = &g_array_index(b->threads, Thread, h);
+    gint after = -1;
+    for (guint i = th->first + th->n; i-- > th->first;) {
+      next[i] = after;
+      if (b->calls[i].gpu >= 0)
+        after = b->calls[i].gpu;
+    }
+  }
   for (guint q = 0; q < queries->len; q++) {
-    guint i = g_array_index(queries, Query, q).call;
-    const gint *l = last + (gsize)q * b->n_streams;
-    Call *c = &b->calls[i];
+    const Query *qu = &g_array_index(queries, Query, q);
+    for (; k < n && l->lend[l->order[k]] <= qu->at; k++) {
+      guint g = l->order[k], s = b->gpu_stream[g];
+      if (cur[s] < 0 || b->gpu_pos[g] > b->gpu_pos[(guint)cur[s]])
+        cur[s] = (gint)g;
+    }
+    const Call *c = &b->calls[qu->call];
     if (c->kind == CALL_SYNC) {
-      for (guint s = 0; s < b->n_streams; s++)
-        if (l[s] >= 0)
-          sim_engine_add_dep(b->e, b->gpu_op[l[s]], c->op);
+      gint *mine = awaited + (gsize)c->thread * ns;
+      for (guint s = 0; s < ns; s++)
+        if (cur[s] >= 0 && cur[s] != mine[s]) {
+          sim_engine_add_dep(b->e, b->gpu_op[cur[s]], c->op);
+          mine[s] = cur[s];
+        }
       continue;
     }
-    /* a stream wait: the next call of its thread that launched a GPU op */
-    const Thread *th = &g_array_index(b->threads, Thread, c->thread);
-    gint x = -1;
-    for (guint j = i + 1; j < th->first + th->n && x < 0; j++)
-      x = b->calls[j].gpu;
+    gint x = next[qu->call];
     if (x < 0)
       continue;
     const CalibProfGpuOp *xo = gpu(b, (guint)x);
-    for (guint s = 0; s < b->n_streams; s++) {
-      if (l[s] < 0 || s == b->gpu_stream[x])
+    for (guint s = 0; s < ns; s++) {
+      if (cur[s] < 0 || s == b->gpu_stream[x])
         continue;
-      const CalibProfGpuOp *y = gpu(b, (guint)l[s]);
+      const CalibProfGpuOp *y = gpu(b, (guint)cur[s]);
       if (y->start_ns + y->dur_ns <= xo->start_ns) {
-        sim_engine_add_dep(b->e, b->gpu_op[l[s]], b->gpu_op[x]);
+        sim_engine_add_dep(b->e, b->gpu_op[cur[s]], b->gpu_op[x]);
         r->waits_kept++;
       } else
         r->waits_dropped++;
     }
   }
-  (void)t;
+  g_free(next);
+  g_free(awaited);
+  g_free(cur);
 }
 
 /* The replayed GPU's span and busy time: the union of its ops' intervals. */
@@ -524,10 +546,16 @@ gboolean replay_run(const CalibProfTrace *t, const ReplayOptions *o, ReplayResul
   b.prev_end = g_new(gint64, n + 1);
   gboolean ok = classify(&b, error);
   GArray *queries = g_array_new(FALSE, FALSE, sizeof(Query));
-  gint *last = NULL;
+  gint64 *waited = NULL;
   guint *query_of = NULL;
+  Launched lau = {NULL, NULL};
   if (ok) {
     streams(&b);
+    if (b.n_streams > REPLAY_MAX_STREAMS)
+      ok = fail(error, t, "its GPU ops are on %u CUDA streams; ptdsim replays up to %u (profile one process's step)",
+                b.n_streams, REPLAY_MAX_STREAMS);
+  }
+  if (ok) {
     /* the time 0 and the span: every replayed call and GPU op */
     gint64 lo = G_MAXINT64, hi = G_MININT64;
     for (guint i = 0; i < t->api->len; i++)
@@ -561,12 +589,13 @@ gboolean replay_run(const CalibProfTrace *t, const ReplayOptions *o, ReplayResul
     g_array_sort(queries, by_at);
     for (guint q = 0; q < queries->len; q++)
       query_of[g_array_index(queries, Query, q).call] = q;
-    last = launched_before(&b, queries);
+    lau = launched(&b);
+    waited = waited_until(&b, &lau, queries);
     b.e = sim_engine_new();
-    host_ops(&b, last, query_of);
+    host_ops(&b, waited, query_of);
     thread_deps(&b);
     gpu_ops(&b);
-    gpu_waits(&b, queries, last);
+    gpu_waits(&b, &lau, queries);
     GError *local = NULL;
     ok = sim_engine_run(b.e, &local);
     if (!ok) {
@@ -582,7 +611,9 @@ gboolean replay_run(const CalibProfTrace *t, const ReplayOptions *o, ReplayResul
   }
   if (b.e)
     sim_engine_free(b.e);
-  g_free(last);
+  g_free(waited);
+  g_free(lau.order);
+  g_free(lau.lend);
   g_free(query_of);
   g_array_unref(queries);
   if (b.stream_ops)

@@ -33,6 +33,9 @@
 #define REPLAY_FORMAT "ptdsim-replay-1"
 /* The most host threads a replay takes (threads that launch GPU work). */
 #define REPLAY_MAX_THREADS 256u
+/* The most CUDA streams (a rank's compute, copy and NCCL streams are a
+ * handful; the cap bounds the work per synchronization). */
+#define REPLAY_MAX_STREAMS 1024u
 
 #define REPLAY_ERROR (replay_error_quark())
 GQuark replay_error_quark(void);
@@ -77,7 +80,8 @@ typedef struct {
 
 /* Rebuilds the graph of `t` and runs it.  FALSE with one line in `error`
  * when the trace cannot be replayed (no CUDA calls, a GPU op without a
- * correlation id or its launch, too many threads, an ideal profile). */
+ * correlation id or its launch, too many threads or streams, an order no
+ * replay can follow, an ideal profile). */
 gboolean replay_run(const CalibProfTrace *t, const ReplayOptions *o, ReplayResult *r, GError **error);
 void replay_result_clear(ReplayResult *r);
 const char *replay_rate_name(ReplayRate k);

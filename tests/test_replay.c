@@ -404,6 +404,38 @@ static void test_bad(void) {
   g_free(out);
 }
 
+/* Beyond the threads or streams a replay takes: refused, naming the cap. */
+static void test_limits(void) {
+  static const struct {
+    guint threads, streams;
+    const char *mention;
+  } cases[] = {{REPLAY_MAX_THREADS + 1, 1, "host threads"}, {1, REPLAY_MAX_STREAMS + 1, "CUDA streams"}};
+  for (guint c = 0; c < G_N_ELEMENTS(cases); c++) {
+    guint n = MAX(cases[c].threads, cases[c].streams);
+    GString *s = g_string_new("{\"traceEvents\":[");
+    for (guint i = 0; i < n; i++)
+      g_string_append_printf(s,
+                             "%s{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"tid\":%u,"
+                             "\"ts\":%u,\"dur\":1,\"args\":{\"correlation\":%u}},"
+                             "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":%u,\"dur\":1,"
+                             "\"args\":{\"stream\":%u,\"correlation\":%u}}",
+                             i ? "," : "", cases[c].threads > 1 ? i : 0, 2 * i, i, 2 * i + 1,
+                             cases[c].streams > 1 ? i : 7, i);
+    g_string_append(s, "]}");
+    GError *error = NULL;
+    CalibProfTrace *t = calib_prof_parse(s->str, s->len, "many.json", &error);
+    g_assert_no_error(error);
+    ReplayOptions o = {FALSE, NULL, NULL};
+    ReplayResult r;
+    g_assert_false(replay_run(t, &o, &r, &error));
+    g_assert_error(error, REPLAY_ERROR, REPLAY_ERROR_INVALID);
+    g_assert_nonnull(strstr(error->message, cases[c].mention));
+    g_clear_error(&error);
+    calib_prof_free(t);
+    g_string_free(s, TRUE);
+  }
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   if (!cli_harness_init())
@@ -414,6 +446,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/replay/cross-stream-wait", test_cross_stream_wait);
   g_test_add_func("/replay/threads-sync-copy", test_threads_and_sync);
   g_test_add_func("/replay/profile-reprice", test_profile_reprice);
+  g_test_add_func("/replay/limits", test_limits);
   g_test_add_func("/replay/shipped-traces", test_shipped);
   g_test_add_func("/replay/bad-traces", test_bad);
   int rc = g_test_run();
