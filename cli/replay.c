@@ -71,7 +71,7 @@ static char *replay_text(const cJSON *j) {
 }
 
 typedef struct {
-  char *output, *format, *profile, *source;
+  char *output, *format, *profile, *source, *trace;
   gboolean cuda_graphs;
 } ReplayCli;
 
@@ -95,12 +95,24 @@ static gboolean replay(const ReplayCli *o, const char *path, GError **error) {
   }
   CalibProfTrace *t = calib_prof_load(path, error);
   ReplayOptions ro = {o->cuda_graphs, source, target};
-  ReplayResult r;
+  ReplayResult r = {0};
   gboolean ok = t && replay_run(t, &ro, &r, error);
   char *text = NULL;
+  if (ok && o->trace) {
+    /* the replayed timeline, its report inside */
+    cJSON *chrome = replay_chrome_trace(t, &r, replay_json(t, &ro, &r));
+    char *body = cJSON_PrintUnformatted(chrome);
+    cJSON_Delete(chrome);
+    const char *inputs[] = {path, NULL};
+    PtdOutFile *out = ptd_out_open(o->trace, "--trace", inputs, error);
+    ok = out && ptd_out_write(out, body, strlen(body), error) && ptd_out_write(out, "\n", 1, error) &&
+         ptd_out_commit(out, error);
+    if (out && !ok)
+      ptd_out_abort(out);
+    cJSON_free(body);
+  }
   if (ok) {
     cJSON *json = replay_json(t, &ro, &r);
-    replay_result_clear(&r);
     if (format == CLI_JSON) {
       char *body = cJSON_Print(json);
       text = g_strconcat(body, "\n", NULL);
@@ -109,6 +121,8 @@ static gboolean replay(const ReplayCli *o, const char *path, GError **error) {
       text = replay_text(json);
     cJSON_Delete(json);
   }
+  if (t && r.gpu_start_ns)
+    replay_result_clear(&r);
   calib_prof_free(t);
   model_profile_free(source);
   model_profile_free(target);
@@ -137,6 +151,9 @@ int cli_replay(int argc, char **argv) {
        "NAME|FILE"},
       {"source-profile", 0, 0, G_OPTION_ARG_STRING, &o.source,
        "With --profile: the GPU the trace was taken on (default " DEFAULT_SOURCE ")", "NAME|FILE"},
+      {"trace", 0, 0, G_OPTION_ARG_FILENAME, &o.trace,
+       "Also write the replayed timeline here as a Chrome trace (Perfetto opens it; ptdsim replay reads it back)",
+       "FILE"},
       {"format", 0, 0, G_OPTION_ARG_STRING, &o.format, "text (default) or json", "FMT"},
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &o.output, "Write the report here instead of standard output", "FILE"},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
@@ -167,6 +184,7 @@ int cli_replay(int argc, char **argv) {
   g_free(o.format);
   g_free(o.profile);
   g_free(o.source);
+  g_free(o.trace);
   cli_args_clear(&args);
   return code;
 }

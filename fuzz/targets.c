@@ -290,7 +290,8 @@ static void profiler_trace(const guint8 *data, gsize size) {
  * measured and under CUDA graphs: an accepted one's graph must hold
  * together (every GPU op within the step, the busy time within the GPU's
  * span), CUDA graphs (the same graph, no op longer) never slower, and its
- * report free of negative or non-finite numbers; a refusal is one line. */
+ * report and timeline free of negative or non-finite numbers; a refusal is
+ * one line. */
 static void replay_trace(const guint8 *data, gsize size) {
   char *path = as_file(data, size, "step.json");
   GError *error = NULL;
@@ -313,7 +314,7 @@ static void replay_trace(const guint8 *data, gsize size) {
                         G_GINT64_FORMAT ")\n", r.step_ns, rg.step_ns, r.gpu_first_ns, r.gpu_span_ns, r.gpu_busy_ns);
         abort();
       }
-      cJSON *json = replay_json(t, &o, &r);
+      cJSON *json = replay_chrome_trace(t, &r, replay_json(t, &o, &r));
       if (!numbers_ok(json)) {
         char *text = cJSON_PrintUnformatted(json);
         fprintf(stderr, "fuzz: a replay's report holds a negative or non-finite number: %s\n", text);

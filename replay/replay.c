@@ -14,8 +14,10 @@ static const char *const rate_names[REPLAY_RATE_N] = {"gemm", "gemm_fp8", "atten
 const char *replay_rate_name(ReplayRate k) { return k < REPLAY_RATE_N ? rate_names[k] : "?"; }
 
 void replay_result_clear(ReplayResult *r) {
-  g_free(r->gpu_start_ns);
-  r->gpu_start_ns = NULL;
+  g_clear_pointer(&r->gpu_start_ns, g_free);
+  g_clear_pointer(&r->gpu_end_ns, g_free);
+  g_clear_pointer(&r->call_start_ns, g_free);
+  g_clear_pointer(&r->call_end_ns, g_free);
 }
 
 /* What a CUDA call is to the replay. */
@@ -118,6 +120,7 @@ typedef struct {
   gint thread;     /* index into threads, -1: not replayed */
   guint op;        /* the call's op (a blocking call's launch part): its GPU ops start after it */
   guint end_op;    /* the call's last op on the host stream */
+  guint prev_op;   /* the op before it on its host stream, G_MAXUINT: none */
   gint gpu;        /* its first GPU op (index into t->gpu), -1 */
 } Call;
 
@@ -308,6 +311,7 @@ static void host_ops(Build *b, const gint64 *waited, const guint *query_of) {
     Thread *th = &g_array_index(b->threads, Thread, h);
     th->stream = sim_engine_add_stream(b->e, 0);
     gint64 cursor = r->origin_ns; /* the trace time this thread's ops cover so far */
+    guint last = G_MAXUINT;        /* the host stream's last op */
     for (guint i = th->first; i < th->first + th->n; i++) {
       const CalibProfApi *a = api(b, i);
       Call *c = &b->calls[i];
@@ -315,9 +319,10 @@ static void host_ops(Build *b, const gint64 *waited, const guint *query_of) {
       gint64 gap = MAX(0, a->start_ns - cursor);
       if (gap > 0) {
         SimOpTag tag = tag_of(CAT_GAP);
-        sim_engine_add_op1(b->e, keep ? gap : 0, th->stream, &tag);
+        last = sim_engine_add_op1(b->e, keep ? gap : 0, th->stream, &tag);
         r->host_gap_ns = sim_time_add(r->host_gap_ns, keep ? gap : 0);
       }
+      c->prev_op = last;
       gint64 s0 = MAX(a->start_ns, cursor), end = a->start_ns + a->dur_ns;
       gint64 d = MAX(0, end - s0);
       SimOpTag tag = tag_of(CAT_CALL);
@@ -340,6 +345,7 @@ static void host_ops(Build *b, const gint64 *waited, const guint *query_of) {
         r->host_call_ns = sim_time_add(r->host_call_ns, keep ? d : 0);
       }
       cursor = MAX(cursor, end);
+      last = c->end_op;
     }
   }
 }
@@ -509,7 +515,7 @@ static void measure(Build *b) {
   guint *order = g_new(guint, n + 1);
   for (guint g = 0; g < n; g++) {
     starts[g] = r->gpu_start_ns[g] = sim_engine_op_start(b->e, b->gpu_op[g]);
-    ends[g] = sim_engine_op_end(b->e, b->gpu_op[g]);
+    ends[g] = r->gpu_end_ns[g] = sim_engine_op_end(b->e, b->gpu_op[g]);
     order[g] = g;
   }
   g_qsort_with_data(order, (gint)n, sizeof(guint), by_key, starts);
@@ -521,6 +527,16 @@ static void measure(Build *b) {
     else if (e > end)
       r->gpu_busy_ns += e - end;
     end = MAX(end, e);
+  }
+  for (guint i = 0; i < t->api->len; i++) {
+    const Call *c = &b->calls[i];
+    r->call_start_ns[i] = r->call_end_ns[i] = -1;
+    if (c->thread < 0)
+      continue;
+    gboolean blocks = c->kind == CALL_SYNC || c->kind == CALL_BLOCKING;
+    r->call_start_ns[i] = blocks ? (c->prev_op == G_MAXUINT ? 0 : sim_engine_op_end(b->e, c->prev_op))
+                                 : sim_engine_op_start(b->e, c->op);
+    r->call_end_ns[i] = sim_engine_op_end(b->e, c->end_op);
   }
   r->gpu_first_ns = first;
   r->gpu_span_ns = n ? end - first : 0;
@@ -606,6 +622,9 @@ gboolean replay_run(const CalibProfTrace *t, const ReplayOptions *o, ReplayResul
       g_error_free(local);
     } else {
       r->gpu_start_ns = g_new(gint64, n + 1);
+      r->gpu_end_ns = g_new(gint64, n + 1);
+      r->call_start_ns = g_new(gint64, t->api->len + 1);
+      r->call_end_ns = g_new(gint64, t->api->len + 1);
       measure(&b);
     }
   }
@@ -725,5 +744,75 @@ cJSON *replay_json(const CalibProfTrace *t, const ReplayOptions *o, const Replay
     us(x, "replay_us", (double)r->class_ns[c]);
     cJSON_AddItemToArray(classes, x);
   }
+  return j;
+}
+
+static void add_event(cJSON *events, const char *cat, const char *name, double pid, gint64 tid, gint64 start,
+                      gint64 end, cJSON *args) {
+  cJSON *e = cJSON_CreateObject();
+  cJSON_AddStringToObject(e, "ph", "X");
+  cJSON_AddStringToObject(e, "cat", cat);
+  cJSON_AddStringToObject(e, "name", name);
+  cJSON_AddNumberToObject(e, "pid", pid);
+  cJSON_AddNumberToObject(e, "tid", (double)tid);
+  us(e, "ts", (double)start);
+  us(e, "dur", (double)(end - start));
+  cJSON_AddItemToObject(e, "args", args);
+  cJSON_AddItemToArray(events, e);
+}
+
+static void add_name(cJSON *events, const char *what, double pid, gint64 tid, const char *name) {
+  cJSON *e = cJSON_CreateObject();
+  cJSON_AddStringToObject(e, "ph", "M");
+  cJSON_AddStringToObject(e, "name", what);
+  cJSON_AddNumberToObject(e, "pid", pid);
+  cJSON_AddNumberToObject(e, "tid", (double)tid);
+  cJSON_AddStringToObject(cJSON_AddObjectToObject(e, "args"), "name", name);
+  cJSON_AddItemToArray(events, e);
+}
+
+/* pids: the host's threads, the GPU's streams */
+#define PID_HOST 1
+#define PID_GPU 2
+
+cJSON *replay_chrome_trace(const CalibProfTrace *t, const ReplayResult *r, cJSON *report) {
+  cJSON *j = cJSON_CreateObject();
+  cJSON *events = cJSON_AddArrayToObject(j, "traceEvents");
+  add_name(events, "process_name", PID_HOST, 0, "host (replayed)");
+  add_name(events, "process_name", PID_GPU, 0, t->device ? t->device : "GPU (replayed)");
+  gint64 prev_tid = -1;
+  for (guint i = 0; i < t->api->len; i++) {
+    const CalibProfApi *a = &g_array_index(t->api, CalibProfApi, i);
+    if (r->call_start_ns[i] < 0)
+      continue;
+    if (a->tid != prev_tid) { /* t->api is by thread */
+      char *nm = g_strdup_printf("thread %" G_GINT64_FORMAT, a->tid);
+      add_name(events, "thread_name", PID_HOST, a->tid, nm);
+      g_free(nm);
+      prev_tid = a->tid;
+    }
+    cJSON *args = cJSON_CreateObject();
+    if (a->correlation >= 0)
+      cJSON_AddNumberToObject(args, "correlation", (double)a->correlation);
+    add_event(events, "cuda_runtime", a->name, PID_HOST, a->tid, r->call_start_ns[i], r->call_end_ns[i], args);
+  }
+  GHashTable *named = g_hash_table_new(g_int64_hash, g_int64_equal);
+  for (guint g = 0; g < t->gpu->len; g++) {
+    const CalibProfGpuOp *op = &g_array_index(t->gpu, CalibProfGpuOp, g);
+    if (g_hash_table_add(named, (gpointer)&op->stream)) {
+      char *nm = g_strdup_printf("stream %" G_GINT64_FORMAT, op->stream);
+      add_name(events, "thread_name", PID_GPU, op->stream, nm);
+      g_free(nm);
+    }
+    cJSON *args = cJSON_CreateObject();
+    cJSON_AddNumberToObject(args, "stream", (double)op->stream);
+    cJSON_AddNumberToObject(args, "correlation", (double)op->correlation);
+    const char *cat = op->kind == CALIB_PROF_KERNEL ? "kernel" : op->kind == CALIB_PROF_MEMSET ? "gpu_memset" : "gpu_memcpy";
+    add_event(events, cat, op->name, PID_GPU, op->stream, r->gpu_start_ns[g], r->gpu_end_ns[g], args);
+  }
+  g_hash_table_destroy(named);
+  cJSON_AddStringToObject(j, "displayTimeUnit", "ns");
+  if (report)
+    cJSON_AddItemToObject(j, "ptdsim", report);
   return j;
 }

@@ -75,7 +75,10 @@ typedef struct {
   double ratio[REPLAY_RATE_N]; /* time multipliers applied (1 without another GPU) */
   guint repriced[REPLAY_RATE_N];
   guint ops;                  /* engine ops */
-  gint64 *gpu_start_ns;       /* per t->gpu op, its replayed start */
+  gint64 *gpu_start_ns, *gpu_end_ns; /* per t->gpu op, its replayed start and end */
+  /* per t->api call, its replayed start and end (-1: not replayed); a
+   * synchronizing call or blocking copy from when its thread reached it */
+  gint64 *call_start_ns, *call_end_ns;
 } ReplayResult;
 
 /* Rebuilds the graph of `t` and runs it.  FALSE with one line in `error`
@@ -87,3 +90,9 @@ void replay_result_clear(ReplayResult *r);
 const char *replay_rate_name(ReplayRate k);
 /* The report as JSON (times in microseconds). */
 cJSON *replay_json(const CalibProfTrace *t, const ReplayOptions *o, const ReplayResult *r);
+/* The replayed timeline as a Chrome trace (the format torch.profiler
+ * exports, which Perfetto opens and `ptdsim replay` reads back): the
+ * replayed threads' CUDA calls and the GPU ops, with their names,
+ * correlation ids and streams, times from the replay's 0; `report` (taken,
+ * or NULL) as its "ptdsim" member. */
+cJSON *replay_chrome_trace(const CalibProfTrace *t, const ReplayResult *r, cJSON *report);

@@ -69,6 +69,26 @@ static void test_two_kernels(void) {
   g_assert_cmpint(r.host_gap_ns, ==, 1000);
   g_assert_cmpuint(r.threads, ==, 1);
   g_assert_cmpuint(r.calls, ==, 2);
+  /* the replayed timeline as a Chrome trace: the calls and the kernels at
+   * their replayed times, named and tied as in the trace */
+  cJSON *chrome = replay_chrome_trace(t, &r, NULL);
+  const cJSON *e;
+  double ts[4] = {-1, -1, -1, -1}, dur[4] = {-1, -1, -1, -1};
+  guint k = 0;
+  cJSON_ArrayForEach(e, arr(chrome, "traceEvents")) {
+    if (strcmp(str(e, "ph"), "X") != 0)
+      continue;
+    g_assert_cmpuint(k, <, 4);
+    ts[k] = num(e, "ts");
+    dur[k++] = num(e, "dur");
+  }
+  g_assert_cmpuint(k, ==, 4);
+  const double want_ts[] = {0, 3, 2, 12}, want_dur[] = {2, 2, 10, 5}; /* L1, L2, K1, K2 */
+  for (guint i = 0; i < 4; i++) {
+    g_assert_cmpfloat(ts[i], ==, want_ts[i]);
+    g_assert_cmpfloat(dur[i], ==, want_dur[i]);
+  }
+  cJSON_Delete(chrome);
   replay_result_clear(&r);
   calib_prof_free(t);
   /* CUDA graphs: the launches cost nothing, the kernels run back to back */
@@ -286,6 +306,23 @@ static void test_shipped(void) {
     g_test_message("%s: --profile h200-sxm-141gb-measured %.3f ms", names[i], step_h / 1e3);
     g_assert_cmpfloat(step_h, <=, step);
     g_assert_cmpstr(str(obj(obj(jh, "what_if"), "profile"), "source"), ==, "h100-sxm5-80gb-measured");
+    /* the replayed timeline, written with --trace and replayed again: the
+     * same step, and it covers exactly that span */
+    char *chrome = in_tmp("replayed.json");
+    const char *argv_trace[] = {"replay", path, "--trace", chrome, "--format", "json", NULL};
+    Proc pt = run_argv(argv_trace);
+    cJSON *jt = parse_json(&pt);
+    g_assert_cmpfloat(num(obj(jt, "replay"), "step_us"), ==, step);
+    char *again_line = g_strdup_printf("replay %s --format json", chrome);
+    cJSON *again = run_json(again_line);
+    g_assert_cmpfloat(num(obj(again, "replay"), "step_us"), ==, step);
+    g_assert_cmpfloat(num(obj(again, "source"), "span_us"), ==, step);
+    cJSON_Delete(again);
+    g_free(again_line);
+    cJSON_Delete(jt);
+    proc_clear(&pt);
+    g_unlink(chrome);
+    g_free(chrome);
     /* text: deterministic, says what was replayed, -o writes what stdout shows */
     char *text_line = g_strdup_printf("replay %s --cuda-graphs", path);
     Proc a = run_line(text_line), b = run_line(text_line);
