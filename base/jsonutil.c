@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "text.h"
+
 G_DEFINE_QUARK(ptd-data-error-quark, ptd_data_error)
 
 const char *ptd_data_dir(void) {
@@ -94,8 +96,10 @@ gboolean ptd_json_unique_keys(const cJSON *node, const char *file, const char *w
   for (const cJSON *c = node->child; ok && c; c = c->next, i++) {
     char *sub = seen ? key_path(where, c->string) : g_strdup_printf("%s[%u]", where ? where : "", i);
     if (seen && !g_hash_table_add(seen, c->string)) {
+      char *echo = ptd_echo(sub, PTD_ECHO_MAX, TRUE); /* the file's bytes: one line whatever they hold */
       g_set_error(error, PTD_DATA_ERROR, PTD_DATA_ERROR_PARSE,
-                  "%s: key '%s' is given twice; keep one (JSON readers disagree on which would count)", file, sub);
+                  "%s: key '%s' is given twice; keep one (JSON readers disagree on which would count)", file, echo);
+      g_free(echo);
       ok = FALSE;
     } else
       ok = ptd_json_unique_keys(c, file, sub, error);

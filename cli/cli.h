@@ -59,6 +59,7 @@ int cli_report(int argc, char **argv);
 int cli_sweep(int argc, char **argv);
 int cli_models(int argc, char **argv);
 int cli_clusters(int argc, char **argv);
+int cli_replay(int argc, char **argv);
 /* A whole number option given as text (strictly decimal digits), lo..hi. */
 gboolean cli_count(const char *flag, const char *text, guint lo, guint hi, guint *out, GError **error);
 /* cli_count, or `dflt` when the option was not given (text NULL). */

@@ -26,6 +26,7 @@ static const Verb verbs[] = {
     {"plan", cli_plan, "search t, p, d, b, v and recomputation for a model and GPU budget; rank by time to train"},
     {"fit", cli_fit, "turn calibration measurements into a device profile (fit --synthesize: the reverse)"},
     {"collective", cli_collective, "predict an nccl-tests table for one collective on the cluster's network"},
+    {"replay", cli_replay, "replay one step of a torch.profiler trace on the engine; what-ifs: CUDA graphs, another GPU"},
     {"bench", cli_bench, "the simulator's own speed: events per second, seconds per configuration, memory"},
 };
 

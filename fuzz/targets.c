@@ -13,6 +13,7 @@
 #include "../fit/fit.h"
 #include "../fit/step.h"
 #include "../measure/profiler.h"
+#include "../replay/replay.h"
 #include "../search/grid.h"
 #include "../schedule/schedule.h"
 #include "../traces/report.h"
@@ -21,7 +22,7 @@
 
 static const char *const names[FUZZ_N_TARGETS] = {"cluster", "profile",  "measurements", "trace",      "sweep",
                                                    "trace-gz", "fit",     "schedule",     "slow",       "slow-link",
-                                                   "stage-times", "profiler-trace"};
+                                                   "stage-times", "profiler-trace", "replay"};
 
 const char *fuzz_target_name(FuzzTarget t) { return t < FUZZ_N_TARGETS ? names[t] : NULL; }
 
@@ -57,7 +58,7 @@ const char *const *fuzz_target_seeds(FuzzTarget t) {
          : t == FUZZ_PROFILE      ? profiles
          : t == FUZZ_MEASUREMENTS ? measurements
          : t == FUZZ_FIT          ? fit
-         : t == FUZZ_PROFILER_TRACE ? profiler
+         : t == FUZZ_PROFILER_TRACE || t == FUZZ_REPLAY ? profiler
                                   : none;
 }
 
@@ -285,6 +286,56 @@ static void profiler_trace(const guint8 *data, gsize size) {
   done_with_file(path);
 }
 
+/* A torch.profiler trace replayed as `ptdsim replay` replays it, as
+ * measured and under CUDA graphs: an accepted one's graph must hold
+ * together (every GPU op within the step, the busy time within the GPU's
+ * span), CUDA graphs (the same graph, no op longer) never slower, and its
+ * report and timeline free of negative or non-finite numbers; a refusal is
+ * one line. */
+static void replay_trace(const guint8 *data, gsize size) {
+  char *path = as_file(data, size, "step.json");
+  GError *error = NULL;
+  CalibProfTrace *t = calib_prof_load(path, &error);
+  if (t) {
+    ReplayOptions o = {FALSE, NULL, NULL}, og = {TRUE, NULL, NULL};
+    ReplayResult r, rg;
+    if (replay_run(t, &o, &r, &error)) {
+      if (!replay_run(t, &og, &rg, &error)) {
+        fprintf(stderr, "fuzz: a replayed trace is refused under CUDA graphs: %s\n", error->message);
+        abort();
+      }
+      gboolean within = r.gpu_busy_ns >= 0 && r.gpu_busy_ns <= r.gpu_span_ns && r.gpu_first_ns >= 0 &&
+                        r.gpu_first_ns + r.gpu_span_ns <= r.step_ns && rg.step_ns <= r.step_ns;
+      for (guint g = 0; within && g < t->gpu->len; g++)
+        within = r.gpu_start_ns[g] >= 0 && r.gpu_start_ns[g] <= r.step_ns;
+      if (!within) {
+        fprintf(stderr, "fuzz: a replay does not hold together (step %" G_GINT64_FORMAT " under CUDA graphs %"
+                        G_GINT64_FORMAT ", GPU first %" G_GINT64_FORMAT " span %" G_GINT64_FORMAT " busy %"
+                        G_GINT64_FORMAT ")\n", r.step_ns, rg.step_ns, r.gpu_first_ns, r.gpu_span_ns, r.gpu_busy_ns);
+        abort();
+      }
+      cJSON *json = replay_chrome_trace(t, &r, replay_json(t, &o, &r));
+      if (!numbers_ok(json)) {
+        char *text = cJSON_PrintUnformatted(json);
+        fprintf(stderr, "fuzz: a replay's report holds a negative or non-finite number: %s\n", text);
+        abort();
+      }
+      cJSON_Delete(json);
+      replay_result_clear(&r);
+      replay_result_clear(&rg);
+    }
+  }
+  if (!t || error) {
+    if (!error || strchr(error->message, '\n')) {
+      fprintf(stderr, "fuzz: a refused replay's message is not one line\n");
+      abort();
+    }
+  }
+  calib_prof_free(t);
+  g_clear_error(&error);
+  done_with_file(path);
+}
+
 void fuzz_target_run(FuzzTarget t, const guint8 *data, gsize size) {
   GError *error = NULL;
   if (t == FUZZ_SCHEDULE) {
@@ -293,6 +344,10 @@ void fuzz_target_run(FuzzTarget t, const guint8 *data, gsize size) {
   }
   if (t == FUZZ_PROFILER_TRACE) {
     profiler_trace(data, size);
+    return;
+  }
+  if (t == FUZZ_REPLAY) {
+    replay_trace(data, size);
     return;
   }
   if (t == FUZZ_SLOW || t == FUZZ_SLOW_LINK || t == FUZZ_STAGE_TIMES) {
