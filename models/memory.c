@@ -282,6 +282,19 @@ double model_layer_held_bytes(const ModelShape *m, const ModelMemoryRequest *r) 
     full += 4.0 * m->heads * m->seq_len * r->b / r->t - model_attention_score_bytes(m, r->t, r->b, r->fp32_softmax);
   else if (r->selective) /* the scores, softmax output, dropout mask and output are recomputed */
     full -= model_attention_score_bytes(m, r->t, r->b, r->fp32_softmax);
+  if (r->ac == MODEL_RECOMPUTE_MODULES) { /* (multi-head latent attention or experts: memory.h) */
+    double sb = (double)m->seq_len * r->b, t = r->t, lin = r->fp8 ? 1 : 2;
+    if (r->modules & MODEL_RC_CORE_ATTN) /* the log-sum-exp, or the s x s tensors */
+      full -= r->flash ? 4.0 * m->heads * sb / t : model_attention_score_bytes(m, r->t, r->b, r->fp32_softmax);
+    if (r->modules & MODEL_RC_LAYERNORM) /* both norms' outputs */
+      full -= 2.0 * lin * sb * (r->sequence_parallel ? m->hidden / t : m->hidden);
+    if (r->modules & MODEL_RC_MLP) /* fc1's and the activation's outputs */
+      full -= ((m->mlp == MODEL_MLP_SWIGLU ? 4.0 : 2.0) + lin) * model_ffn(m) * sb / t;
+    if ((r->modules & MODEL_RC_MLA_UP_PROJ) && model_is_mla(m)) { /* the query, key and value */
+      double dqk = (double)model_head_dim(m) + m->rope_dim, dv = m->v_dim ? m->v_dim : model_head_dim(m);
+      full -= 2.0 * m->heads * (2.0 * dqk + dv) * sb / t;
+    }
+  }
   return full;
 }
 

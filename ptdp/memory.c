@@ -33,7 +33,17 @@ double sim_ptdp_policy_recompute_s(const SimPlan *pl, const ModelLayerCost *c) {
     return 0;
   guint r = pl->recompute_modules;
   return (r & MODEL_RC_CORE_ATTN ? c->core.seg_s[0] : 0) + (r & MODEL_RC_MLP ? c->fwd.mlp_s : 0) +
-         (r & MODEL_RC_LAYERNORM ? c->fwd.norms_s : 0);
+         (r & MODEL_RC_LAYERNORM ? c->fwd.norms_s : 0) + (r & MODEL_RC_MLA_UP_PROJ ? c->fwd.mla_up_s : 0);
+}
+
+double sim_ptdp_policy_recompute_moe_s(const SimPlan *pl, const ModelLayerCost *attn, const ModelMoeCost *moe) {
+  if (pl->ac != MODEL_RECOMPUTE_MODULES)
+    return 0;
+  guint r = pl->recompute_modules;
+  double s = sim_ptdp_policy_recompute_s(pl, attn); /* (an MoE layer's attention block has no dense MLP) */
+  if (r & MODEL_RC_MOE) /* the block whole, the shared experts and the activation in it */
+    return s + moe->fwd_route_s + moe->fwd_experts_s + moe->fwd_unpermute_s;
+  return s + (r & MODEL_RC_SHARED_EXPERTS ? moe->fwd_shared_s : 0) + (r & MODEL_RC_MOE_ACT ? moe->fwd_act_s : 0);
 }
 
 gboolean sim_ptdp_layer_checkpointed(const SimPlan *pl, guint layer) {
@@ -173,8 +183,10 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
     guint eshards = pl->distributed_optimizer ? pl->edp : 1;
     out->optimizer = 12.0 * (double)(req.params - experts) / shards + 12.0 * (double)experts / eshards;
     ModelMoeOptions mo = sim_moe_options(pl, profile);
-    double delta = model_moe_activation_bytes(&pl->model, &mo) -
-                   model_dense_mlp_activation_bytes(&pl->model, pl->tp, pl->micro_batch, lo.fp8);
+    guint mods = pl->ac == MODEL_RECOMPUTE_MODULES ? pl->recompute_modules : 0;
+    /* (with the mlp module the dense layer's held bytes have no MLP to replace) */
+    double dense = mods & MODEL_RC_MLP ? 0 : model_dense_mlp_activation_bytes(&pl->model, pl->tp, pl->micro_batch, lo.fp8);
+    double delta = model_moe_activation_bytes(&pl->model, &mo, mods) - dense;
     double T = (double)pl->micro_batch * pl->model.seq_len / ((double)pl->tp * sim_plan_cp(pl));
     /* (at the moment the layers' peak is taken: eager_pipeline_peak's with
      * a pipeline under eager) */
