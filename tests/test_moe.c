@@ -294,6 +294,19 @@ static void test_recompute_modules(void) {
   g_assert_cmpfloat(model_layer_held_bytes(&d, &r), ==, none - 2 * 2 * T * h);
   r.modules = MODEL_RC_MLP;
   g_assert_cmpfloat(model_layer_held_bytes(&d, &r), ==, none - 6.0 * 18432 * T);
+  /* the recomputation's FLOPs per iteration (2 sequences): the up
+   * projections on all 61 layers, the MLP on the 3 dense ones, the MoE
+   * block (router, 8 routed and the shared expert) or the shared expert
+   * alone on the 58 MoE ones */
+  double bs = 2 * T, up = 2 * bs * 128 * (1536.0 * 192 + 512.0 * 256);
+  g_assert_cmpfloat(model_policy_recompute_flops(&d, 2, MODEL_RECOMPUTE_MODULES, MODEL_RC_MLA_UP_PROJ, 0), ==, 61 * up);
+  g_assert_cmpfloat(model_policy_recompute_flops(&d, 2, MODEL_RECOMPUTE_MODULES, MODEL_RC_MLP, 0), ==,
+                    3 * 2 * bs * h * 18432 * 3);
+  g_assert_cmpfloat(model_policy_recompute_flops(&d, 2, MODEL_RECOMPUTE_MODULES, MODEL_RC_MOE, 0), ==,
+                    58 * 2 * bs * h * (E + 3 * (8 * fe + fs)));
+  g_assert_cmpfloat(model_policy_recompute_flops(&d, 2, MODEL_RECOMPUTE_MODULES, MODEL_RC_SHARED_EXPERTS, 0), ==,
+                    58 * 2 * bs * h * 3 * fs);
+  g_assert_cmpfloat(model_policy_recompute_flops(&d, 2, MODEL_RECOMPUTE_MODULES, MODEL_RC_MOE_ACT, 0), ==, 0);
 }
 
 /* Group-limited routing's reach: the expected distinct units (nodes, GPUs)
