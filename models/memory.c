@@ -298,6 +298,14 @@ double model_layer_held_bytes(const ModelShape *m, const ModelMemoryRequest *r) 
   return full;
 }
 
+double model_layer_modules_working_bytes(const ModelShape *m, const ModelMemoryRequest *r) {
+  if (r->ac != MODEL_RECOMPUTE_MODULES || model_memory_op_list(m, r))
+    return 0;
+  ModelMemoryRequest none = *r;
+  none.ac = MODEL_RECOMPUTE_NONE;
+  return MAX(model_layer_held_bytes(m, &none) - model_layer_held_bytes(m, r), 0.0);
+}
+
 double model_layer_wgrad_kept_bytes(const ModelShape *m, const ModelMemoryRequest *r) {
   double sb = (double)m->seq_len * r->b, h = m->hidden, t = r->t;
   double rep = r->sequence_parallel ? h / t : h; /* the norm outputs and the output gradients of the projections */
@@ -356,6 +364,7 @@ void model_memory(const ModelShape *m, const ModelMemoryRequest *r, ModelMemory 
   if (r->sequence_parallel)
     sbh /= r->t;
   double act = r->recompute ? 2 * sbh * r->inflight_layer_mbs + full : full * r->inflight_layer_mbs;
+  act += model_layer_modules_working_bytes(m, r);
   if (r->last_stage)
     act += 6.0 * m->seq_len * r->b * (double)(m->vocab / r->t);
   if (r->first_stage)

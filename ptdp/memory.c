@@ -192,6 +192,19 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
      * a pipeline under eager) */
     out->activations += (pl->recompute ? MAX(delta, 0.0) : delta * req.inflight_layer_mbs * moe / MAX(layers, 1u)) +
                         2.0 * T * pl->model.topk * pl->model.hidden * 2.0;
+    if (mods) {
+      /* the modules' working set, one layer's (model_memory counted a dense
+       * layer's): an MoE layer's attention block's or its MLP block's, each
+       * recomputed as its own backward comes */
+      double dense_work = model_layer_modules_working_bytes(&local, &req);
+      double attn_work = MAX(dense_work - (mods & MODEL_RC_MLP ? model_dense_mlp_activation_bytes(
+                                                                     &pl->model, pl->tp, pl->micro_batch, lo.fp8)
+                                                                : 0),
+                             0.0);
+      double moe_work = model_moe_activation_bytes(&pl->model, &mo, 0) - model_moe_activation_bytes(&pl->model, &mo, mods);
+      double work = MAX(moe < layers ? dense_work : 0, MAX(attn_work, moe_work));
+      out->activations += work - dense_work;
+    }
     out->total = out->weights + out->gradients + out->optimizer + out->activations + out->allocator;
   }
   if (pl->fsdp)

@@ -288,6 +288,8 @@ static void test_recompute_modules(void) {
   g_assert_cmpfloat(model_layer_held_bytes(&d, &r), ==, none);
   r.modules = MODEL_RC_MLA_UP_PROJ;
   g_assert_cmpfloat(model_layer_held_bytes(&d, &r), ==, none - 2.0 * 128 * (2 * 192 + 128) * T);
+  /* held again while one layer's backward recomputes them */
+  g_assert_cmpfloat(model_layer_modules_working_bytes(&d, &r), ==, 2.0 * 128 * (2 * 192 + 128) * T);
   r.modules = MODEL_RC_CORE_ATTN;
   g_assert_cmpfloat(model_layer_held_bytes(&d, &r), ==, none - 4.0 * 128 * T);
   r.modules = MODEL_RC_LAYERNORM;
