@@ -124,7 +124,8 @@ double model_hardware_flops_per_iteration(const ModelShape *m, guint64 global_ba
  * up projection; `modules` the attention core, multi-head latent
  * attention's up projections (mla_up_proj), the dense layers' MLP (mlp),
  * an MoE layer's block (moe: router, experts and shared experts) or its
- * shared experts among `modules` (the norms and activations run no GEMM); `layer` the whole forward of the `checkpointed`
+ * shared experts among `modules` (the norms and activations run no GEMM);
+ * `layer` the whole forward of the `checkpointed`
  * layers (every k-th of each pipeline stage's, counted by the caller).
  * 0 for the other settings (model_hardware_flops_per_iteration counts
  * full and selective). */

@@ -185,7 +185,8 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
     ModelMoeOptions mo = sim_moe_options(pl, profile);
     guint mods = pl->ac == MODEL_RECOMPUTE_MODULES ? pl->recompute_modules : 0;
     /* (with the mlp module the dense layer's held bytes have no MLP to replace) */
-    double dense = mods & MODEL_RC_MLP ? 0 : model_dense_mlp_activation_bytes(&pl->model, pl->tp, pl->micro_batch, lo.fp8);
+    double dense_mlp = model_dense_mlp_activation_bytes(&pl->model, pl->tp, pl->micro_batch, lo.fp8);
+    double dense = mods & MODEL_RC_MLP ? 0 : dense_mlp;
     double delta = model_moe_activation_bytes(&pl->model, &mo, mods) - dense;
     double T = (double)pl->micro_batch * pl->model.seq_len / ((double)pl->tp * sim_plan_cp(pl));
     /* (at the moment the layers' peak is taken: eager_pipeline_peak's with
@@ -197,11 +198,9 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
        * layer's): an MoE layer's attention block's or its MLP block's, each
        * recomputed as its own backward comes */
       double dense_work = model_layer_modules_working_bytes(&local, &req);
-      double attn_work = MAX(dense_work - (mods & MODEL_RC_MLP ? model_dense_mlp_activation_bytes(
-                                                                     &pl->model, pl->tp, pl->micro_batch, lo.fp8)
-                                                                : 0),
-                             0.0);
-      double moe_work = model_moe_activation_bytes(&pl->model, &mo, 0) - model_moe_activation_bytes(&pl->model, &mo, mods);
+      double attn_work = MAX(dense_work - (mods & MODEL_RC_MLP ? dense_mlp : 0), 0.0);
+      double moe_work =
+          model_moe_activation_bytes(&pl->model, &mo, 0) - model_moe_activation_bytes(&pl->model, &mo, mods);
       double work = MAX(moe < layers ? dense_work : 0, MAX(attn_work, moe_work));
       out->activations += work - dense_work;
     }

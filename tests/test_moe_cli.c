@@ -302,13 +302,14 @@ static void test_recipes_fit(void) {
       "--micro-batch 1 --recompute modules --recompute-modules mla_up_proj --pipeline-model-parallel-layout "
       "Et*4|(t*4|)*14,tmL --distributed-optimizer --network analytic --format json",
       "run --model deepseek-v3 --cluster dgx-h100-superpod --gpus 1024 --tp 2 --pp 8 --chunks 4 --ep 64 --expert-tp 1 "
-      "--sequence-parallel --global-batch 16384 --micro-batch 1 --recompute modules --recompute-modules mla_up_proj,mlp "
-      "--pipeline-model-parallel-layout Et|(tt|)*30mL --distributed-optimizer --network analytic --format json",
+      "--sequence-parallel --global-batch 16384 --micro-batch 1 --recompute modules "
+      "--recompute-modules mla_up_proj,mlp --pipeline-model-parallel-layout Et|(tt|)*30mL --distributed-optimizer "
+      "--network analytic --format json",
       "run --model qwen3-235b-a22b --cluster dgx-b200 --gpus 64 --tp 1 --pp 8 --chunks 4 --ep 8 --expert-tp 1 "
       "--global-batch 2048 --micro-batch 1 --recompute none --account-for-embedding --account-for-loss "
       "--distributed-optimizer --network analytic --format json",
-      "run --model qwen3-235b-a22b --cluster dgx-h100-superpod --gpus 256 --tp 2 --pp 8 --chunks 4 --ep 32 --expert-tp 1 "
-      "--sequence-parallel --global-batch 8192 --micro-batch 1 --recompute none --account-for-embedding "
+      "run --model qwen3-235b-a22b --cluster dgx-h100-superpod --gpus 256 --tp 2 --pp 8 --chunks 4 --ep 32 "
+      "--expert-tp 1 --sequence-parallel --global-batch 8192 --micro-batch 1 --recompute none --account-for-embedding "
       "--account-for-loss --distributed-optimizer --network analytic --format json",
       "run --model qwen3-30b-a3b --cluster dgx-h100-superpod --gpus 16 --tp 1 --pp 1 --ep 16 --expert-tp 1 "
       "--global-batch 1024 --micro-batch 1 --recompute none --distributed-optimizer --network analytic --format json",
@@ -390,7 +391,8 @@ static void test_errors(void) {
        "as many GPUs on every node"},
       {NULL, MIXTRAL " --recompute modules --recompute-modules mla_up_proj", "mla_up_proj"},
       {NULL, MIXTRAL " --recompute modules --recompute-modules shared_experts", "no shared experts"},
-      {NULL, "run --model qwen3-30b-a3b --gpus 16 --ep 16 --global-batch 16 --recompute modules --recompute-modules mlp",
+      {NULL,
+       "run --model qwen3-30b-a3b --gpus 16 --ep 16 --global-batch 16 --recompute modules --recompute-modules mlp",
        "every layer of this model is a mixture of experts"},
       {NULL, "run --model llama2-7b --gpus 8 --global-batch 8 --recompute modules --recompute-modules moe",
        "no experts"},
