@@ -358,14 +358,21 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
   }
   span_begin(a, &ps->tp_gemm[0]);
   if (d->mla) { /* down-projections (whole on every rank), their norms, up-projections (split) */
+    double q0 = mark(a);
     linear(a, d->bs, d->q_lora ? d->q_lora : d->q_up_t, d->h, TRUE);
+    if (!d->q_lora) /* no query latent: its projection is in the checkpoint */
+      ps->mla_up_s += mark(a) - q0;
     if (d->q_lora) {
       memop(a, MODEL_MEM_NORM, 4.0 * d->bs * d->q_lora);
+      double u0 = mark(a);
       linear(a, d->bs, d->q_up_t, d->q_lora, TRUE);
+      ps->mla_up_s += mark(a) - u0;
     }
     linear(a, d->bs, d->kv_lora + d->rope, d->h, FALSE);
     memop(a, MODEL_MEM_NORM, 4.0 * d->bs * d->kv_lora);
+    double u1 = mark(a);
     linear(a, d->bs, d->kv_up_t, d->kv_lora, TRUE);
+    ps->mla_up_s += mark(a) - u1;
   } else
     linear(a, d->bs, d->qkv_t, d->h, TRUE);     /* QKV, bias in the epilogue */
   span_end(a, &ps->tp_gemm[0]);
@@ -373,6 +380,8 @@ static void forward(Acc *a, const Dims *d, gboolean fused, gboolean fused_softma
   if (d->rotary)
     rotary(a, d, FALSE);                        /* rotary embedding of Q and K */
   ps->op_sac_s += mark(a) - t0;
+  if (d->mla)
+    ps->mla_up_s += mark(a) - t0;
   span_begin(a, &ps->core);
   attention_core(a, d, fused_softmax);
   span_end(a, &ps->core);

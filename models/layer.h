@@ -64,6 +64,10 @@ typedef struct {
    * product; the saved GEMMs and SDPA are not run again, nor what follows
    * the last tensor the backward needs (early stop). */
   double norms_s, mlp_s, op_sac_s;
+  /* multi-head latent attention's up projections of the query and the
+   * key/value latents and the rotary embedding (Megatron-Core's
+   * mla_up_proj module) */
+  double mla_up_s;
   ModelSpan tp_gemm[4]; /* the GEMMs the tensor-parallel communication can overlap, in pass order */
 } ModelPass;
 

@@ -282,7 +282,28 @@ double model_layer_held_bytes(const ModelShape *m, const ModelMemoryRequest *r) 
     full += 4.0 * m->heads * m->seq_len * r->b / r->t - model_attention_score_bytes(m, r->t, r->b, r->fp32_softmax);
   else if (r->selective) /* the scores, softmax output, dropout mask and output are recomputed */
     full -= model_attention_score_bytes(m, r->t, r->b, r->fp32_softmax);
+  if (r->ac == MODEL_RECOMPUTE_MODULES) { /* (multi-head latent attention or experts: memory.h) */
+    double sb = (double)m->seq_len * r->b, t = r->t, lin = r->fp8 ? 1 : 2;
+    if (r->modules & MODEL_RC_CORE_ATTN) /* the log-sum-exp, or the s x s tensors */
+      full -= r->flash ? 4.0 * m->heads * sb / t : model_attention_score_bytes(m, r->t, r->b, r->fp32_softmax);
+    if (r->modules & MODEL_RC_LAYERNORM) /* both norms' outputs */
+      full -= 2.0 * lin * sb * (r->sequence_parallel ? m->hidden / t : m->hidden);
+    if (r->modules & MODEL_RC_MLP) /* fc1's and the activation's outputs */
+      full -= ((m->mlp == MODEL_MLP_SWIGLU ? 4.0 : 2.0) + lin) * model_ffn(m) * sb / t;
+    if ((r->modules & MODEL_RC_MLA_UP_PROJ) && model_is_mla(m)) { /* the query, key and value */
+      double dqk = (double)model_head_dim(m) + m->rope_dim, dv = m->v_dim ? m->v_dim : model_head_dim(m);
+      full -= 2.0 * m->heads * (2.0 * dqk + dv) * sb / t;
+    }
+  }
   return full;
+}
+
+double model_layer_modules_working_bytes(const ModelShape *m, const ModelMemoryRequest *r) {
+  if (r->ac != MODEL_RECOMPUTE_MODULES || model_memory_op_list(m, r))
+    return 0;
+  ModelMemoryRequest none = *r;
+  none.ac = MODEL_RECOMPUTE_NONE;
+  return MAX(model_layer_held_bytes(m, &none) - model_layer_held_bytes(m, r), 0.0);
 }
 
 double model_layer_wgrad_kept_bytes(const ModelShape *m, const ModelMemoryRequest *r) {
@@ -343,6 +364,7 @@ void model_memory(const ModelShape *m, const ModelMemoryRequest *r, ModelMemory 
   if (r->sequence_parallel)
     sbh /= r->t;
   double act = r->recompute ? 2 * sbh * r->inflight_layer_mbs + full : full * r->inflight_layer_mbs;
+  act += model_layer_modules_working_bytes(m, r);
   if (r->last_stage)
     act += 6.0 * m->seq_len * r->b * (double)(m->vocab / r->t);
   if (r->first_stage)

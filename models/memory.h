@@ -174,6 +174,12 @@ double model_attention_score_bytes(const ModelShape *m, guint t, guint b, gboole
  * without recomputation (sequence parallelism, FlashAttention, selective
  * recomputation and FP8 applied), in bytes. */
 double model_layer_held_bytes(const ModelShape *m, const ModelMemoryRequest *req);
+/* Under --recompute modules in the closed form (multi-head latent
+ * attention and MoE models, model_memory_op_list FALSE): what a layer's
+ * recomputed modules hold again while its backward runs, the most of them
+ * at once being one layer's: its held bytes without recomputation less
+ * with.  0 otherwise. */
+double model_layer_modules_working_bytes(const ModelShape *m, const ModelMemoryRequest *req);
 /* What of them a split backward keeps from its input gradient (B) to its
  * weight gradient (W): the inputs of the four weight GEMMs (the two norm
  * outputs, the context, the down projection's input) and the gradients of

@@ -171,14 +171,19 @@ void model_moe_cost(const ModelProfile *p, const ModelShape *m, const ModelMoeOp
   /* forward */
   gemm(&a, T, E, h);                          /* router: gate logits */
   mem(&a, MODEL_MEM_NORM, 8.0 * T * E);       /* score function and top-k over fp32 logits */
+  double s0 = a.s;
   if (fs > 0)
     mlp(&a, m, T, fs, FALSE);                 /* shared experts */
+  out->fwd_shared_s = a.s - s0;
   mem(&a, MODEL_MEM_COPY, 4.0 * rows * h);    /* permute: gather the rows in expert order */
   out->fwd_route_s = a.s;
   a.s = 0;
   for (guint e = 0; e < out->local_experts; e++)
     mlp(&a, m, n, fe, FALSE);                 /* grouped GEMMs of the local experts */
   out->fwd_experts_s = a.s;
+  if (n * fe > 0) /* their activations (mlp's memory-bound pass) */
+    out->fwd_act_s = out->local_experts *
+                     model_mem_time_s(p, MODEL_MEM_ACTIVATION, (m->mlp == MODEL_MLP_SWIGLU ? 6.0 : 4.0) * n * fe);
   a.s = 0;
   mem(&a, MODEL_MEM_POINTWISE, 2.0 * rows * h + 4.0 * rows + 2.0 * T * h); /* unpermute: weighted sum of k rows */
   if (fs > 0)
@@ -222,14 +227,34 @@ static double mlp_kept(const ModelShape *m, gboolean fp8) {
   return (m->mlp == MODEL_MLP_SWIGLU ? 4.0 : 2.0) + (fp8 ? 1.0 : 2.0);
 }
 
-double model_moe_activation_bytes(const ModelShape *m, const ModelMoeOptions *o) {
-  double T = (double)o->b * m->seq_len / ((double)MAX(o->t, 1u) * MAX(o->cp, 1u));
-  double rows = model_moe_expert_tokens(m, o) * (m->experts / MAX(o->ep, 1u));
-  double h = m->hidden, fe = (double)model_moe_ffn(m) / MAX(o->etp, 1u), act = mlp_kept(m, o->fp8);
-  /* the permuted rows: the experts' input (its FP8 copy in FP8) and
-   * output, kept for the unpermute's probability gradient */
-  return rows * ((o->fp8 ? 1.0 : 2.0) * h + act * fe + 2.0 * h) + 8.0 * T * m->experts +
-         act * (double)m->shared_ffn * o->b * m->seq_len / ((double)MAX(o->t, 1u) * MAX(o->cp, 1u));
+void model_moe_saved_tensors(const ModelShape *m, const ModelMoeOptions *o, guint modules, ModelMoeSaved *out) {
+  *out = (ModelMoeSaved){0};
+  double T = (double)o->b * m->seq_len / ((double)MAX(o->t, 1u) * MAX(o->cp, 1u)), h = m->hidden, E = m->experts;
+  guint local = m->experts / MAX(o->ep, 1u);
+  double rows = model_moe_expert_tokens(m, o) * local;
+  double fe = (double)model_moe_ffn(m) / MAX(o->etp, 1u), fs = m->shared_ffn;
+  double lin = o->fp8 ? 1.0 : 2.0, up = m->mlp == MODEL_MLP_SWIGLU ? 2.0 : 1.0;
+  gboolean whole = (modules & MODEL_RC_MOE) != 0, norm = (modules & MODEL_RC_LAYERNORM) != 0;
+  if (o->fp8 && !norm) /* the pre-MLP norm's output: 16-bit where the dense layer's FP8 copy was counted */
+    out->norm_output = T * h * (whole ? 1.0 : 1.0 + (fs > 0 && !(modules & MODEL_RC_SHARED_EXPERTS) ? 1.0 : 0.0));
+  if (whole) /* the checkpoint keeps its input alone */
+    return;
+  out->router = 8.0 * T * E;
+  out->permute_map = 4.0 * T * (2.0 * E + 1.0);
+  out->sort_maps = local > 1 ? 2.0 * 4.0 * rows : 0;
+  out->fc1_input = rows * lin * h;
+  out->fc1_output = rows * 2.0 * up * fe;
+  out->probs = rows * 4.0;
+  out->fc2_input = modules & MODEL_RC_MOE_ACT ? 0 : rows * lin * fe;
+  if (fs > 0 && !(modules & MODEL_RC_SHARED_EXPERTS))
+    out->shared = T * fs * mlp_kept(m, o->fp8);
+}
+
+double model_moe_activation_bytes(const ModelShape *m, const ModelMoeOptions *o, guint modules) {
+  ModelMoeSaved k;
+  model_moe_saved_tensors(m, o, modules, &k);
+  return k.norm_output + k.router + k.permute_map + k.sort_maps + k.fc1_input + k.fc1_output + k.probs + k.fc2_input +
+         k.shared;
 }
 
 double model_dense_mlp_activation_bytes(const ModelShape *m, guint t, guint b, gboolean fp8) {

@@ -79,6 +79,10 @@ typedef struct {
   double fwd_route_s, fwd_experts_s, fwd_unpermute_s;
   double bwd_unpermute_s, bwd_experts_s, bwd_route_s;
   double fwd_flops, bwd_flops; /* executed by this rank, GEMMs only */
+  /* parts of the forward that Megatron-Core's recompute_modules run again:
+   * the shared experts' MLP (in fwd_route_s) and the local experts'
+   * activation kernels (in fwd_experts_s) */
+  double fwd_shared_s, fwd_act_s;
 } ModelMoeCost;
 
 /* Tokens per local expert on the busiest rank (n above). */
@@ -123,15 +127,54 @@ void model_moe_deepep_bytes(const ModelShape *m, const ModelMoeOptions *o, gbool
 guint64 model_moe_local_params(const ModelShape *m, guint t, guint ep, guint etp);
 /* The expert part of it (what the expert-data-parallel ranks share). */
 guint64 model_moe_local_expert_params(const ModelShape *m, guint ep, guint etp);
-/* Activation bytes one MoE layer keeps for its backward per microbatch on
- * the busiest rank, beyond what its attention block keeps: the permuted
- * inputs of the experts (n E/ep rows of h, 2 bytes), their first GEMM's
- * outputs and SwiGLU's (6 moe_ffn / etp per row), their outputs for the
- * unpermute (2h per row), the fp32 router logits and probabilities
- * (8 E per token) and the shared experts' MLP (6 shared_ffn / t per token of
- * the sequence).  In FP8 the experts' inputs and their second GEMM's
- * inputs are kept as their FP8 copies (1 byte). */
-double model_moe_activation_bytes(const ModelShape *m, const ModelMoeOptions *o);
+/* The tensors one MoE layer's MLP block keeps for its backward per
+ * microbatch on the busiest rank, beyond what its attention block and norms
+ * keep (model_layer_held_bytes), in bytes, as Megatron-Core with Transformer
+ * Engine holds them (--moe-permute-fusion and --moe-grouped-gemm, the
+ * alltoall dispatcher's path; megatron/core/transformer/moe/):
+ *   router: the fp32 logits and scores of the T tokens over the E experts,
+ *     8 T E (router_gating_linear in moe_utils.py saves the 16-bit norm
+ *     output, already counted, and returns router_dtype fp32);
+ *   permute_map: the fused permute's row_id_map, int32 [T, 2E + 1]
+ *     (transformer_engine/pytorch/permutation.py,
+ *     _moe_permute_mask_map_setup_context saves it alone, not the tokens;
+ *     the unpermute, called without probs by MoEAlltoAllTokenDispatcher.
+ *     combine_postprocess, saves the same map);
+ *   sort_maps: with more than one local expert, the two chunk sorts'
+ *     int32 maps, one per received row each (_moe_chunk_sort_setup_context);
+ *   fc1_input: the experts' first grouped GEMM's input, n E/ep rows of h
+ *     (TE's GroupedLinear saves its input; in FP8 its FP8 copy, 1 byte);
+ *   fc1_output: its output, 2 x 2 moe_ffn / etp per row with SwiGLU,
+ *     saved by the weighted activation (fused_bias_swiglu.py,
+ *     WeightedSwiGLUFunction saves its input and the probabilities);
+ *   probs: those per-row probabilities, fp32 (the router's dtype): the
+ *     routing weights are applied in the activation (experts.py,
+ *     TEGroupedMLP.forward's bias_act_func), so nothing keeps the experts'
+ *     outputs for the unpermute;
+ *   fc2_input: the activation's output, moe_ffn / etp per row (2 bytes, or
+ *     its FP8 copy);
+ *   shared: the shared experts' MLP (a tensor-parallel MLP on the
+ *     sequence-parallel tokens: its first GEMM's output and the activation's,
+ *     T shared_ffn (4 + 2) bytes with SwiGLU, one byte less in FP8);
+ *   norm_output: in FP8, the pre-MLP norm's 16-bit output that the router
+ *     keeps where the dense layer's formula counted its FP8 copy (1 byte
+ *     more per element), and the shared experts' first GEMM's own FP8 copy
+ *     of it (1 byte more).
+ * `modules` (Megatron-Core's recompute_modules, MODEL_RC_*): moe_act drops
+ * fc2_input (experts.py: the activation under CheckpointWithoutOutput, its
+ * output discarded once fc2 has run; in FP8 fc2 saves that 16-bit output,
+ * set_save_original_input); shared_experts drops shared (the shared
+ * experts under tensor_parallel.checkpoint in moe_layer.py); moe drops all
+ * but the checkpoint's input (moe_layer.py: the whole forward under
+ * tensor_parallel.checkpoint); layernorm leaves norm_output to the norm's
+ * own recomputation (transformer_layer.py, pre_mlp_layernorm under
+ * CheckpointWithoutOutput). */
+typedef struct {
+  double router, permute_map, sort_maps, fc1_input, fc1_output, probs, fc2_input, shared, norm_output;
+} ModelMoeSaved;
+void model_moe_saved_tensors(const ModelShape *m, const ModelMoeOptions *o, guint modules, ModelMoeSaved *out);
+/* Their sum. */
+double model_moe_activation_bytes(const ModelShape *m, const ModelMoeOptions *o, guint modules);
 /* The dense MLP's share of model_layer_activation_bytes that an MoE layer
  * does not keep: (6 or 4) f s b / t, one byte less per f in FP8 (the
  * second GEMM's input kept as its FP8 copy). */

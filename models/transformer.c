@@ -209,9 +209,25 @@ double model_policy_recompute_flops(const ModelShape *m, guint64 global_batch, M
     double up = m->mlp == MODEL_MLP_SWIGLU ? 2.0 * bs * h * f : 0;
     return L * (key + 2.0 * bs * q * h + up);
   }
-  case MODEL_RECOMPUTE_MODULES:
+  case MODEL_RECOMPUTE_MODULES: {
+    double moe = 0, dense = L; /* an MoE model's layers of each kind */
+    if (model_is_moe(m)) {
+      for (guint i = 0; i < m->layers; i++)
+        moe += model_layer_is_moe(m, i);
+      dense = L - moe;
+    }
+    double mult = m->mlp == MODEL_MLP_SWIGLU ? 3.0 : 2.0, up = 0;
+    if (model_is_mla(m)) { /* the query's and the key/value latents' up projections */
+      double dqk = (double)model_head_dim(m) + m->rope_dim, dv = m->v_dim ? m->v_dim : model_head_dim(m);
+      up = 2.0 * bs * m->heads * ((m->q_lora ? m->q_lora : h) * dqk + (double)m->kv_lora * (model_head_dim(m) + dv));
+    }
+    double block = 2.0 * bs * h * (m->experts + mult * ((double)m->topk * model_moe_ffn(m) + m->shared_ffn));
+    double shared = 2.0 * bs * h * mult * m->shared_ffn;
     return L * ((modules & MODEL_RC_CORE_ATTN ? model_attention_core_flops(m, 1) * (double)global_batch : 0) +
-                (modules & MODEL_RC_MLP ? mlp : 0));
+                (modules & MODEL_RC_MLA_UP_PROJ ? up : 0)) +
+           dense * (modules & MODEL_RC_MLP ? mlp : 0) +
+           moe * (modules & MODEL_RC_MOE ? block : modules & MODEL_RC_SHARED_EXPERTS ? shared : 0);
+  }
   case MODEL_RECOMPUTE_LAYER:
     return (double)checkpointed * model_layer_forward_flops(m, 1) * (double)global_batch;
   default:

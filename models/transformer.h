@@ -46,7 +46,10 @@ enum {
   MODEL_RC_CORE_ATTN = 1u << 0, /* the attention core */
   MODEL_RC_MLP = 1u << 1,       /* the dense MLP block: fc1, the activation, fc2 */
   MODEL_RC_LAYERNORM = 1u << 2, /* input_layernorm and pre_mlp_layernorm */
-  MODEL_RC_MOE_ACT = 1u << 3    /* the MLP's activation function alone */
+  MODEL_RC_MOE_ACT = 1u << 3,   /* the routed experts' activation function alone */
+  MODEL_RC_MLA_UP_PROJ = 1u << 4, /* multi-head latent attention's up projections and rotary */
+  MODEL_RC_MOE = 1u << 5,         /* an MoE layer's MLP block whole: router, dispatch, experts, combine */
+  MODEL_RC_SHARED_EXPERTS = 1u << 6 /* an MoE layer's shared experts */
 };
 /* The precision of the linear layers' GEMMs: fp16 or bf16 (same rate), or
  * fp8 with Transformer Engine (weights and the rest in bf16). */
@@ -118,8 +121,11 @@ double model_hardware_flops_per_iteration(const ModelShape *m, guint64 global_ba
  * iteration (global_batch sequences, all layers of a dense model), as
  * models/layer.c prices their time: `op` (torchtitan's per-op policy,
  * every second mm recomputed) the key and output projections and SwiGLU's
- * up projection; `modules` the attention core and the MLP among `modules`
- * (the norms run no GEMM); `layer` the whole forward of the `checkpointed`
+ * up projection; `modules` the attention core, multi-head latent
+ * attention's up projections (mla_up_proj), the dense layers' MLP (mlp),
+ * an MoE layer's block (moe: router, experts and shared experts) or its
+ * shared experts among `modules` (the norms and activations run no GEMM);
+ * `layer` the whole forward of the `checkpointed`
  * layers (every k-th of each pipeline stage's, counted by the caller).
  * 0 for the other settings (model_hardware_flops_per_iteration counts
  * full and selective). */

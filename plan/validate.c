@@ -751,8 +751,9 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   if (own_policy && (r->zero || own))
     FAIL("--recompute %s is modelled for PTD-P and FSDP2 runs; use full or none with %s", rc_word,
          r->zero ? "--zero" : with);
-  if (own_policy && model_is_moe(&r->model))
-    FAIL("--recompute %s is not modelled for mixture-of-experts models yet; use full, selective or none", rc_word);
+  if (own_policy && rc != MODEL_RECOMPUTE_MODULES && model_is_moe(&r->model))
+    FAIL("--recompute %s is not modelled for mixture-of-experts models yet; use modules, full, selective or none",
+         rc_word);
   if (rc == MODEL_RECOMPUTE_OP && fw != MODEL_FRAMEWORK_EAGER)
     FAIL("--recompute op is torchtitan's per-op checkpointing of PyTorch's eager ops; add --framework eager");
   if (rc == MODEL_RECOMPUTE_MODULES && fw != MODEL_FRAMEWORK_MEGATRON)
@@ -762,9 +763,26 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     FAIL("--recompute-every applies to --recompute layer; add it or drop --recompute-every");
   if (r->recompute_modules_given && rc != MODEL_RECOMPUTE_MODULES)
     FAIL("--recompute-modules applies to --recompute modules; add it or drop --recompute-modules");
-  if ((r->recompute_modules & MODEL_RC_MOE_ACT) && rc == MODEL_RECOMPUTE_MODULES)
-    FAIL("--recompute-modules moe_act recomputes the experts' activation and this model has no experts; use "
-         "core_attn, mlp or layernorm");
+  if (rc == MODEL_RECOMPUTE_MODULES) { /* as transformer_config.py refuses them, and what would do nothing */
+    guint mods = r->recompute_modules;
+    const ModelShape *mm = &r->model;
+    if ((mods & (MODEL_RC_MOE_ACT | MODEL_RC_MOE | MODEL_RC_SHARED_EXPERTS)) && !model_is_moe(mm))
+      FAIL("--recompute-modules %s recomputes part of a mixture-of-experts layer and this model has no experts; use "
+           "core_attn, mlp%s or layernorm",
+           mods & MODEL_RC_MOE_ACT ? "moe_act" : mods & MODEL_RC_MOE ? "moe" : "shared_experts",
+           model_is_mla(mm) ? ", mla_up_proj" : "");
+    if ((mods & MODEL_RC_SHARED_EXPERTS) && mm->shared_ffn == 0)
+      FAIL("--recompute-modules shared_experts: this model has no shared experts; drop it");
+    if ((mods & MODEL_RC_MLA_UP_PROJ) && !model_is_mla(mm))
+      FAIL("--recompute-modules mla_up_proj recomputes multi-head latent attention's up projections and this model "
+           "has none; use core_attn or layernorm");
+    gboolean dense = FALSE;
+    for (guint i = 0; i < mm->layers && !dense; i++)
+      dense = !model_layer_is_moe(mm, i);
+    if ((mods & MODEL_RC_MLP) && !dense)
+      FAIL("--recompute-modules mlp recomputes dense MLPs and every layer of this model is a mixture of experts; use "
+           "moe, moe_act or shared_experts");
+  }
   plan->ac = own_policy ? rc : MODEL_RECOMPUTE_NONE;
   plan->recompute_every = rc == MODEL_RECOMPUTE_LAYER ? (r->recompute_every ? r->recompute_every : 2) : 0;
   plan->recompute_modules =
@@ -960,6 +978,9 @@ gboolean sim_recompute_modules_parse(const char *text, guint *bits, GError **err
                                   {"mlp", MODEL_RC_MLP},
                                   {"layernorm", MODEL_RC_LAYERNORM},
                                   {"moe_act", MODEL_RC_MOE_ACT},
+                                  {"mla_up_proj", MODEL_RC_MLA_UP_PROJ},
+                                  {"moe", MODEL_RC_MOE},
+                                  {"shared_experts", MODEL_RC_SHARED_EXPERTS},
                                   {NULL, 0}};
   *bits = 0;
   if (strcmp(text, "none") == 0)
@@ -975,14 +996,15 @@ gboolean sim_recompute_modules_parse(const char *text, guint *bits, GError **err
       char *echo = ptd_echo(parts[i], PTD_ECHO_MAX, FALSE);
       g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
                   "--recompute-modules: unknown module '%s'; give a comma list of core_attn, mlp, layernorm, moe_act, "
-                  "or none",
+                  "mla_up_proj, moe, shared_experts, or none",
                   echo);
       g_free(echo);
     }
   }
   if (ok && parts[0] == NULL)
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
-                "--recompute-modules is empty; give a comma list of core_attn, mlp, layernorm, moe_act, or none");
+                "--recompute-modules is empty; give a comma list of core_attn, mlp, layernorm, moe_act, mla_up_proj, "
+                "moe, shared_experts, or none");
   g_strfreev(parts);
   return ok;
 }

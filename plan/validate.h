@@ -32,7 +32,8 @@ gboolean sim_slow_parse(const char *text, gboolean links, SimSlow *out, guint *n
 gboolean sim_stage_times_parse(const char *text, double ms[4], GError **error);
 gboolean sim_gpu_speed_parse(const char *text, double *sigma, GError **error);
 /* --recompute-modules: Megatron-Core's module names, comma separated
- * (core_attn, mlp, layernorm, moe_act), or none, into MODEL_RC_* bits. */
+ * (core_attn, mlp, layernorm, moe_act, mla_up_proj, moe, shared_experts),
+ * or none, into MODEL_RC_* bits. */
 gboolean sim_recompute_modules_parse(const char *text, guint *bits, GError **error);
 /* --slices auto | uniform:N | L1,L2,... into the request's slices
  * (slices_given set; slices_text left as it is); sim_plan_build checks them

@@ -334,6 +334,9 @@ double sim_ptdp_moe_analytic_s(const PtdpBuild *b, guint s, guint kind);
  * error) where a group holds unequal numbers of GPUs on its nodes. */
 guint sim_ptdp_moe_check(PtdpBuild *b, GError **error);
 void sim_ptdp_moe_pass(PtdpBuild *b, guint s, guint k, const SimOpTag *t, gboolean backward);
+/* Its MLP block's forward again, with its token communication, in t's pass
+ * (the moe recompute module). */
+void sim_ptdp_moe_recompute(PtdpBuild *b, guint s, guint k, const SimOpTag *t);
 
 /* comm.c: what crosses GPUs outside a pass -- pipeline transfers, the
  * data-parallel groups and their collectives, FSDP2's, the optimizer step;

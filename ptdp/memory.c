@@ -33,7 +33,17 @@ double sim_ptdp_policy_recompute_s(const SimPlan *pl, const ModelLayerCost *c) {
     return 0;
   guint r = pl->recompute_modules;
   return (r & MODEL_RC_CORE_ATTN ? c->core.seg_s[0] : 0) + (r & MODEL_RC_MLP ? c->fwd.mlp_s : 0) +
-         (r & MODEL_RC_LAYERNORM ? c->fwd.norms_s : 0);
+         (r & MODEL_RC_LAYERNORM ? c->fwd.norms_s : 0) + (r & MODEL_RC_MLA_UP_PROJ ? c->fwd.mla_up_s : 0);
+}
+
+double sim_ptdp_policy_recompute_moe_s(const SimPlan *pl, const ModelLayerCost *attn, const ModelMoeCost *moe) {
+  if (pl->ac != MODEL_RECOMPUTE_MODULES)
+    return 0;
+  guint r = pl->recompute_modules;
+  double s = sim_ptdp_policy_recompute_s(pl, attn); /* (an MoE layer's attention block has no dense MLP) */
+  if (r & MODEL_RC_MOE) /* the block whole, the shared experts and the activation in it */
+    return s + moe->fwd_route_s + moe->fwd_experts_s + moe->fwd_unpermute_s;
+  return s + (r & MODEL_RC_SHARED_EXPERTS ? moe->fwd_shared_s : 0) + (r & MODEL_RC_MOE_ACT ? moe->fwd_act_s : 0);
 }
 
 gboolean sim_ptdp_layer_checkpointed(const SimPlan *pl, guint layer) {
@@ -173,13 +183,27 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
     guint eshards = pl->distributed_optimizer ? pl->edp : 1;
     out->optimizer = 12.0 * (double)(req.params - experts) / shards + 12.0 * (double)experts / eshards;
     ModelMoeOptions mo = sim_moe_options(pl, profile);
-    double delta = model_moe_activation_bytes(&pl->model, &mo) -
-                   model_dense_mlp_activation_bytes(&pl->model, pl->tp, pl->micro_batch, lo.fp8);
+    guint mods = pl->ac == MODEL_RECOMPUTE_MODULES ? pl->recompute_modules : 0;
+    /* (with the mlp module the dense layer's held bytes have no MLP to replace) */
+    double dense_mlp = model_dense_mlp_activation_bytes(&pl->model, pl->tp, pl->micro_batch, lo.fp8);
+    double dense = mods & MODEL_RC_MLP ? 0 : dense_mlp;
+    double delta = model_moe_activation_bytes(&pl->model, &mo, mods) - dense;
     double T = (double)pl->micro_batch * pl->model.seq_len / ((double)pl->tp * sim_plan_cp(pl));
     /* (at the moment the layers' peak is taken: eager_pipeline_peak's with
      * a pipeline under eager) */
     out->activations += (pl->recompute ? MAX(delta, 0.0) : delta * req.inflight_layer_mbs * moe / MAX(layers, 1u)) +
                         2.0 * T * pl->model.topk * pl->model.hidden * 2.0;
+    if (mods) {
+      /* the modules' working set, one layer's (model_memory counted a dense
+       * layer's): an MoE layer's attention block's or its MLP block's, each
+       * recomputed as its own backward comes */
+      double dense_work = model_layer_modules_working_bytes(&local, &req);
+      double attn_work = MAX(dense_work - (mods & MODEL_RC_MLP ? dense_mlp : 0), 0.0);
+      double moe_work =
+          model_moe_activation_bytes(&pl->model, &mo, 0) - model_moe_activation_bytes(&pl->model, &mo, mods);
+      double work = MAX(moe < layers ? dense_work : 0, MAX(attn_work, moe_work));
+      out->activations += work - dense_work;
+    }
     out->total = out->weights + out->gradients + out->optimizer + out->activations + out->allocator;
   }
   if (pl->fsdp)

@@ -242,3 +242,18 @@ void sim_ptdp_moe_pass(PtdpBuild *b, guint s, guint k, const SimOpTag *t, gboole
   sim_ptdp_tp_allreduce(b, s, k, t);
   sim_ptdp_add_compute(b, SIM_PART_LAYERNORM, l, pass, a->bwd.seg_s[2]);
 }
+
+/* An MoE layer's MLP block run again before its backward (Megatron-Core's
+ * moe module: moe_layer.py checkpoints the whole forward, its dispatch and
+ * combine included): router, permute, dispatch, experts, combine,
+ * unpermute, as the forward runs them. */
+void sim_ptdp_moe_recompute(PtdpBuild *b, guint s, guint k, const SimOpTag *t) {
+  const ModelMoeCost *m = &b->moe;
+  sim_ptdp_add_compute(b, SIM_PART_MLP, t->layer, t->pass, m->fwd_route_s);
+  moe_comm(b, s, k, t, PTDP_MOE_DISPATCH);
+  moe_comm(b, s, k, t, PTDP_MOE_ETP_GATHER);
+  sim_ptdp_add_compute(b, SIM_PART_MLP, t->layer, t->pass, m->fwd_experts_s);
+  moe_comm(b, s, k, t, PTDP_MOE_ETP_SCATTER);
+  moe_comm(b, s, k, t, PTDP_MOE_COMBINE);
+  sim_ptdp_add_compute(b, SIM_PART_MLP, t->layer, t->pass, m->fwd_unpermute_s);
+}

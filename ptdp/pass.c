@@ -458,7 +458,8 @@ void sim_ptdp_emit_item(PtdpBuild *b, guint s, guint k, guint idx) {
           b->join[i] = fsdp_ops[l * b->ts + i];
       }
       gboolean moe = b->moe_layer && b->moe_layer[(s * b->v + it.chunk) * b->lmax + l];
-      double policy_s = sim_ptdp_policy_recompute_s(pl, &b->layer);
+      double policy_s = moe ? sim_ptdp_policy_recompute_moe_s(pl, &b->moe_attn, &b->moe)
+                            : sim_ptdp_policy_recompute_s(pl, &b->layer);
       if (pl->recompute || sim_ptdp_layer_checkpointed(pl, (guint)t.layer)) {
         t.pass = SIM_PASS_RECOMPUTE;
         if (moe)
@@ -472,7 +473,17 @@ void sim_ptdp_emit_item(PtdpBuild *b, guint s, guint k, guint idx) {
         t.pass = SIM_PASS_BACKWARD;
       } else if (pl->selective) /* the attention core again, no communication */
         sim_ptdp_add_compute(b, SIM_PART_ATTENTION, t.layer, SIM_PASS_RECOMPUTE, b->layer.core.seg_s[0]);
-      else if (policy_s > 0) { /* the ops a framework's policy runs again (no communication modelled) */
+      else if (policy_s > 0 && moe) { /* Megatron-Core's modules of an MoE layer: the MoE block's apart */
+        double attn_s = sim_ptdp_policy_recompute_s(pl, &b->moe_attn);
+        if (attn_s > 0)
+          sim_ptdp_add_compute(b, SIM_PART_ATTENTION, t.layer, SIM_PASS_RECOMPUTE, attn_s);
+        t.pass = SIM_PASS_RECOMPUTE;
+        if (pl->recompute_modules & MODEL_RC_MOE) /* with its dispatch and combine */
+          sim_ptdp_moe_recompute(b, s, k, &t);
+        else if (policy_s > attn_s)
+          sim_ptdp_add_compute(b, SIM_PART_MLP, t.layer, SIM_PASS_RECOMPUTE, policy_s - attn_s);
+        t.pass = SIM_PASS_BACKWARD;
+      } else if (policy_s > 0) { /* the ops a framework's policy runs again (no communication modelled) */
         double mlp_s = pl->ac == MODEL_RECOMPUTE_MODULES && (pl->recompute_modules & MODEL_RC_MLP) ? b->layer.fwd.mlp_s
                                                                                                   : 0;
         if (policy_s > mlp_s)

@@ -5,6 +5,7 @@
  * The builder's files share build.h. */
 #pragma once
 
+#include "../models/moe.h"
 #include "../plan/plan.h"
 #include "../taskgraph/timeline.h"
 
@@ -50,6 +51,12 @@ void sim_ptdp_policy_request(const SimPlan *plan, guint stage_layers, ModelMemor
  * layer `layer` (from 0) is checkpointed whole under --recompute layer
  * (torchtitan's count from 1 a multiple of k). */
 double sim_ptdp_policy_recompute_s(const SimPlan *plan, const ModelLayerCost *c);
+/* The same for an MoE layer under --recompute modules: its attention
+ * block's modules (`attn`) and the MoE block's (models/moe.h): moe the
+ * block's whole forward compute (its token communication runs again too,
+ * sim_ptdp_moe_recompute), shared_experts their MLP, moe_act the experts'
+ * activation kernels. */
+double sim_ptdp_policy_recompute_moe_s(const SimPlan *plan, const ModelLayerCost *attn, const ModelMoeCost *moe);
 gboolean sim_ptdp_layer_checkpointed(const SimPlan *plan, guint layer);
 /* The plan's schedule as a CSV of per-rank actions (sim_schedule_csv_orders),
  * ZB's heuristics ordered as a run on `profile` orders them. */

@@ -135,7 +135,8 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
                                     NULL},
     [SEARCH_OPT_RECOMPUTE_MODULES] = {"recompute-modules", SEARCH_OPT_TEXT, "LIST",
                                       "--recompute modules: Megatron-Core's modules recomputed, comma separated: "
-                                      "core_attn, mlp, layernorm, moe_act, or none (default core_attn)",
+                                      "core_attn, mlp, layernorm, moe_act, mla_up_proj, moe, shared_experts, or none "
+                                      "(default core_attn)",
                                       NULL},
     [SEARCH_OPT_NO_SCATTER_GATHER] = {"no-scatter-gather", SEARCH_OPT_FLAG, NULL,
                                       "Send whole activations from every tensor-parallel rank instead of 1/t each "

@@ -179,7 +179,11 @@ static void test_memory(void) {
   g_assert_cmpuint(model_moe_local_params(&m, 2, 8, 1), ==, 16ull * 3 * 2048 * 768 + 2048ull * 128);
   ModelMoeOptions o = {.t = 1, .cp = 1, .ep = 8, .etp = 1, .b = 1, .imbalance = 1};
   double T = 4096, rows = T * 8; /* every token's k rows land on some rank: T k per rank on average */
-  g_assert_cmpfloat(model_moe_activation_bytes(&m, &o), ==, rows * (2.0 * 2048 + 6.0 * 768 + 2.0 * 2048) + 8 * T * 128);
+  /* the router's fp32 logits and scores, the permute's int32 map [T, 2E + 1],
+   * the two chunk sorts' maps (16 local experts), and per row the experts'
+   * input, fc1's SwiGLU output, the fp32 probability and fc2's input */
+  g_assert_cmpfloat(model_moe_activation_bytes(&m, &o, 0), ==,
+                    8 * T * 128 + 4 * T * 257 + 8 * rows + rows * (2.0 * 2048 + 4.0 * 768 + 4 + 2.0 * 768));
   g_assert_cmpfloat(model_dense_mlp_activation_bytes(&m, 2, 1, FALSE), ==, 6.0 * 6144 * 4096 / 2);
   /* latent attention: queries and keys of 192 channels, values and context
    * of 128 per head, split over t; the latents (1536, 512 + 64) whole, before
@@ -224,13 +228,87 @@ static void test_fp8_experts(void) {
   g_assert_cmpfloat(c8.fwd_route_s, ==, c16.fwd_route_s); /* the router's GEMM and the permute: 16-bit */
   g_assert_cmpfloat(c8.bwd_route_s, ==, c16.bwd_route_s);
   g_assert_cmpfloat(c8.fwd_flops, ==, c16.fwd_flops);
-  double rows = n * 2;
+  /* the experts' inputs and fc2's as 1-byte copies; the router keeps the
+   * norm's 16-bit output where the dense formula counted its FP8 copy */
+  double rows = n * 2, T = 4096 / 2;
   g_assert_cmpfloat(model_moe_activation_bytes(&m, &(ModelMoeOptions){.t = 2, .cp = 1, .ep = 4, .etp = 1, .b = 1,
-                                                                       .imbalance = 1}) -
-                        model_moe_activation_bytes(&m, &o),
-                    ==, rows * (h + f));
+                                                                       .imbalance = 1},
+                                               0) -
+                        model_moe_activation_bytes(&m, &o, 0),
+                    ==, rows * (h + f) - T * h);
   g_assert_cmpfloat(model_dense_mlp_activation_bytes(&m, 2, 1, TRUE), ==, 5.0 * f * 4096 / 2);
   model_profile_free(p);
+}
+
+/* Megatron-Core's recompute_modules on DeepSeek-V3 (t 1, ep 8, one
+ * sequence of 4096): the MoE block's saved tensors each module drops, and
+ * the attention block's (model_layer_held_bytes under modules). */
+static void test_recompute_modules(void) {
+  ModelShape d = get("deepseek-v3");
+  ModelMoeOptions o = {.t = 1, .cp = 1, .ep = 8, .etp = 1, .b = 1, .imbalance = 1};
+  double T = 4096, h = 7168, E = 256, rows = T * 8, fe = 2048, fs = 2048;
+  ModelMoeSaved k;
+  model_moe_saved_tensors(&d, &o, 0, &k);
+  g_assert_cmpfloat(k.router, ==, 8 * T * E);
+  g_assert_cmpfloat(k.permute_map, ==, 4 * T * (2 * E + 1));
+  g_assert_cmpfloat(k.sort_maps, ==, 2 * 4 * rows); /* 32 local experts */
+  g_assert_cmpfloat(k.fc1_input, ==, rows * 2 * h);
+  g_assert_cmpfloat(k.fc1_output, ==, rows * 4 * fe);
+  g_assert_cmpfloat(k.probs, ==, rows * 4);
+  g_assert_cmpfloat(k.fc2_input, ==, rows * 2 * fe);
+  g_assert_cmpfloat(k.shared, ==, T * 6 * fs);
+  g_assert_cmpfloat(k.norm_output, ==, 0);
+  double all = k.router + k.permute_map + k.sort_maps + k.fc1_input + k.fc1_output + k.probs + k.fc2_input + k.shared;
+  g_assert_cmpfloat(model_moe_activation_bytes(&d, &o, 0), ==, all);
+  g_assert_cmpfloat(model_moe_activation_bytes(&d, &o, MODEL_RC_MOE_ACT), ==, all - rows * 2 * fe);
+  g_assert_cmpfloat(model_moe_activation_bytes(&d, &o, MODEL_RC_SHARED_EXPERTS), ==, all - T * 6 * fs);
+  g_assert_cmpfloat(model_moe_activation_bytes(&d, &o, MODEL_RC_MOE), ==, 0);
+  g_assert_cmpfloat(model_moe_activation_bytes(&d, &o, MODEL_RC_CORE_ATTN | MODEL_RC_MLA_UP_PROJ), ==, all);
+  /* FP8: 1-byte copies of the experts' inputs; the norm's 16-bit output
+   * kept by the router (1 byte over the dense formula's FP8 copy) and the
+   * shared experts' own FP8 copy of it; the moe checkpoint's 16-bit input */
+  o.fp8 = TRUE;
+  model_moe_saved_tensors(&d, &o, 0, &k);
+  g_assert_cmpfloat(k.fc1_input, ==, rows * h);
+  g_assert_cmpfloat(k.fc2_input, ==, rows * fe);
+  g_assert_cmpfloat(k.shared, ==, T * 5 * fs);
+  g_assert_cmpfloat(k.norm_output, ==, 2 * T * h);
+  g_assert_cmpfloat(model_moe_activation_bytes(&d, &o, MODEL_RC_MOE), ==, T * h);
+  g_assert_cmpfloat(model_moe_activation_bytes(&d, &o, MODEL_RC_MOE | MODEL_RC_LAYERNORM), ==, 0);
+  model_moe_saved_tensors(&d, &o, MODEL_RC_MOE_ACT | MODEL_RC_SHARED_EXPERTS, &k);
+  g_assert_cmpfloat(k.fc2_input, ==, 0);
+  g_assert_cmpfloat(k.shared, ==, 0);
+  g_assert_cmpfloat(k.norm_output, ==, T * h);
+  /* the attention block: mla_up_proj drops the query and key (192 channels
+   * a head) and the value (128), core_attn FlashAttention's fp32 log-sum-exp
+   * per head, layernorm both norms' outputs, mlp the dense MLP's */
+  ModelMemoryRequest r = {.t = 1, .b = 1, .flash = TRUE};
+  double none = model_layer_held_bytes(&d, &r);
+  r.ac = MODEL_RECOMPUTE_MODULES;
+  g_assert_cmpfloat(model_layer_held_bytes(&d, &r), ==, none);
+  r.modules = MODEL_RC_MLA_UP_PROJ;
+  g_assert_cmpfloat(model_layer_held_bytes(&d, &r), ==, none - 2.0 * 128 * (2 * 192 + 128) * T);
+  /* held again while one layer's backward recomputes them */
+  g_assert_cmpfloat(model_layer_modules_working_bytes(&d, &r), ==, 2.0 * 128 * (2 * 192 + 128) * T);
+  r.modules = MODEL_RC_CORE_ATTN;
+  g_assert_cmpfloat(model_layer_held_bytes(&d, &r), ==, none - 4.0 * 128 * T);
+  r.modules = MODEL_RC_LAYERNORM;
+  g_assert_cmpfloat(model_layer_held_bytes(&d, &r), ==, none - 2 * 2 * T * h);
+  r.modules = MODEL_RC_MLP;
+  g_assert_cmpfloat(model_layer_held_bytes(&d, &r), ==, none - 6.0 * 18432 * T);
+  /* the recomputation's FLOPs per iteration (2 sequences): the up
+   * projections on all 61 layers, the MLP on the 3 dense ones, the MoE
+   * block (router, 8 routed and the shared expert) or the shared expert
+   * alone on the 58 MoE ones */
+  double bs = 2 * T, up = 2 * bs * 128 * (1536.0 * 192 + 512.0 * 256);
+  g_assert_cmpfloat(model_policy_recompute_flops(&d, 2, MODEL_RECOMPUTE_MODULES, MODEL_RC_MLA_UP_PROJ, 0), ==, 61 * up);
+  g_assert_cmpfloat(model_policy_recompute_flops(&d, 2, MODEL_RECOMPUTE_MODULES, MODEL_RC_MLP, 0), ==,
+                    3 * 2 * bs * h * 18432 * 3);
+  g_assert_cmpfloat(model_policy_recompute_flops(&d, 2, MODEL_RECOMPUTE_MODULES, MODEL_RC_MOE, 0), ==,
+                    58 * 2 * bs * h * (E + 3 * (8 * fe + fs)));
+  g_assert_cmpfloat(model_policy_recompute_flops(&d, 2, MODEL_RECOMPUTE_MODULES, MODEL_RC_SHARED_EXPERTS, 0), ==,
+                    58 * 2 * bs * h * 3 * fs);
+  g_assert_cmpfloat(model_policy_recompute_flops(&d, 2, MODEL_RECOMPUTE_MODULES, MODEL_RC_MOE_ACT, 0), ==, 0);
 }
 
 /* Group-limited routing's reach: the expected distinct units (nodes, GPUs)
@@ -338,6 +416,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/moe/folding", test_folding);
   g_test_add_func("/moe/memory", test_memory);
   g_test_add_func("/moe/fp8-experts", test_fp8_experts);
+  g_test_add_func("/moe/recompute-modules", test_recompute_modules);
   g_test_add_func("/moe/router-reach", test_router_reach);
   g_test_add_func("/moe/deepep-bytes", test_deepep_bytes);
   g_test_add_func("/moe/deepep-analytic", test_deepep_analytic);

@@ -292,6 +292,70 @@ static void test_deepep_fp8_and_sms(void) {
   g_free(b);
 }
 
+/* NVIDIA's published recipes (Megatron-Bridge's perf_recipes: DeepSeek-V3
+ * on 256 B200s and 1,024 H100s with their recompute_modules and layouts,
+ * Qwen3-235B-A22B on 64 B200s and 256 H100s, Qwen3-30B-A3B on 16 H100s)
+ * ran on those machines, so each fits as ptdsim holds the memory. */
+static void test_recipes_fit(void) {
+  static const char *const recipes[] = {
+      "run --model deepseek-v3 --cluster dgx-b200 --gpus 256 --tp 1 --pp 16 --ep 8 --expert-tp 1 --global-batch 4096 "
+      "--micro-batch 1 --recompute modules --recompute-modules mla_up_proj --pipeline-model-parallel-layout "
+      "Et*4|(t*4|)*14,tmL --distributed-optimizer --network analytic --format json",
+      "run --model deepseek-v3 --cluster dgx-h100-superpod --gpus 1024 --tp 2 --pp 8 --chunks 4 --ep 64 --expert-tp 1 "
+      "--sequence-parallel --global-batch 16384 --micro-batch 1 --recompute modules "
+      "--recompute-modules mla_up_proj,mlp --pipeline-model-parallel-layout Et|(tt|)*30mL --distributed-optimizer "
+      "--network analytic --format json",
+      "run --model qwen3-235b-a22b --cluster dgx-b200 --gpus 64 --tp 1 --pp 8 --chunks 4 --ep 8 --expert-tp 1 "
+      "--global-batch 2048 --micro-batch 1 --recompute none --account-for-embedding --account-for-loss "
+      "--distributed-optimizer --network analytic --format json",
+      "run --model qwen3-235b-a22b --cluster dgx-h100-superpod --gpus 256 --tp 2 --pp 8 --chunks 4 --ep 32 "
+      "--expert-tp 1 --sequence-parallel --global-batch 8192 --micro-batch 1 --recompute none --account-for-embedding "
+      "--account-for-loss --distributed-optimizer --network analytic --format json",
+      "run --model qwen3-30b-a3b --cluster dgx-h100-superpod --gpus 16 --tp 1 --pp 1 --ep 16 --expert-tp 1 "
+      "--global-batch 1024 --micro-batch 1 --recompute none --distributed-optimizer --network analytic --format json",
+  };
+  for (guint i = 0; i < G_N_ELEMENTS(recipes); i++) {
+    cJSON *j = run_json(recipes[i]);
+    g_test_message("recipe %u: %.1f GiB", i, num(obj(j, "memory_per_gpu_GiB"), "total"));
+    g_assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "fits_in_memory")));
+    cJSON_Delete(j);
+  }
+}
+
+/* --recompute modules on an MoE model with latent attention and shared
+ * experts (DeepSeek-V3's shape, 8 layers: 3 dense, 5 MoE): each module
+ * keeps less than none and costs time against it; moe keeps the least of
+ * the MoE block's and costs the most of them (its dispatch and combine run
+ * again). */
+static void test_modules_moe(void) {
+#define DS8                                                                                                          \
+  "run --model deepseek-v3 --layers 8 --cluster dgx-h100-superpod --gpus 8 --ep 8 --global-batch 8 --micro-batch 1 " \
+  "--network analytic --allow-oom --format json --recompute modules --recompute-modules "
+  static const char *const one[] = {"core_attn", "layernorm", "mla_up_proj", "mlp", "moe_act", "shared_experts", "moe"};
+  double act[G_N_ELEMENTS(one)], time[G_N_ELEMENTS(one)];
+  cJSON *j = run_json(DS8 "none");
+  double none_act = num(obj(j, "memory_per_gpu_GiB"), "activations"), none_t = num(j, "iteration_time_s");
+  cJSON_Delete(j);
+  for (guint i = 0; i < G_N_ELEMENTS(one); i++) {
+    char *line = g_strdup_printf(DS8 "%s", one[i]);
+    j = run_json(line);
+    act[i] = num(obj(j, "memory_per_gpu_GiB"), "activations");
+    time[i] = num(j, "iteration_time_s");
+    g_assert_cmpstr(str(obj(j, "config"), "recompute_modules"), ==, one[i]);
+    g_test_message("%s: activations %.3f GiB (none %.3f), %.4f s (none %.4f)", one[i], act[i], none_act, time[i],
+                   none_t);
+    g_assert_cmpfloat(act[i], <, none_act);
+    g_assert_cmpfloat(time[i], >, none_t);
+    cJSON_Delete(j);
+    g_free(line);
+  }
+  g_assert_cmpfloat(act[6], <, act[4]); /* moe under moe_act and shared_experts */
+  g_assert_cmpfloat(act[6], <, act[5]);
+  g_assert_cmpfloat(time[6], >, time[4]);
+  g_assert_cmpfloat(time[6], >, time[5]);
+#undef DS8
+}
+
 static void test_errors(void) {
   static const CliBadCase cases[] = {
       {NULL, MIXTRAL " --ep 3", "does not divide the 8 experts"},
@@ -325,6 +389,13 @@ static void test_errors(void) {
        "run --model llama2-7b --num-experts 24 --cluster dgx-h100-superpod --gpus 48 --global-batch 48 --ep 12 "
        "--moe-token-dispatcher deepep --allow-oom",
        "as many GPUs on every node"},
+      {NULL, MIXTRAL " --recompute modules --recompute-modules mla_up_proj", "mla_up_proj"},
+      {NULL, MIXTRAL " --recompute modules --recompute-modules shared_experts", "no shared experts"},
+      {NULL,
+       "run --model qwen3-30b-a3b --gpus 16 --ep 16 --global-batch 16 --recompute modules --recompute-modules mlp",
+       "every layer of this model is a mixture of experts"},
+      {NULL, "run --model llama2-7b --gpus 8 --global-batch 8 --recompute modules --recompute-modules moe",
+       "no experts"},
   };
   cli_test_bad_each(cases, G_N_ELEMENTS(cases));
 }
@@ -340,6 +411,8 @@ int main(int argc, char **argv) {
   g_test_add_func("/moe-cli/plan", test_plan);
   g_test_add_func("/moe-cli/ideal-bubble", test_ideal_bubble);
   g_test_add_func("/moe-cli/errors", test_errors);
+  g_test_add_func("/moe-cli/recipes-fit", test_recipes_fit);
+  g_test_add_func("/moe-cli/modules", test_modules_moe);
   g_test_add_func("/moe-cli/fp8", test_fp8);
   g_test_add_func("/moe-cli/a2a-overlap", test_a2a_overlap);
   g_test_add_func("/moe-cli/deepep-node-limited", test_deepep_node_limited);

@@ -99,7 +99,8 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
   if (pl->recompute_every)
     cJSON_AddNumberToObject(cfg, "recompute_every", pl->recompute_every);
   if (pl->ac == MODEL_RECOMPUTE_MODULES) {
-    static const char *const names[] = {"core_attn", "mlp", "layernorm", "moe_act"};
+    static const char *const names[] = {"core_attn", "mlp",         "layernorm",     "moe_act",
+                                         "mla_up_proj", "moe", "shared_experts"};
     GString *list = g_string_new(NULL);
     for (guint i = 0; i < G_N_ELEMENTS(names); i++)
       if (pl->recompute_modules & (1u << i))
