@@ -9,6 +9,7 @@
 
 #include "../base/text.h"
 #include "../search/pool.h"
+#include "../search/keys.h"
 #include "../search/sweep.h"
 #include "../base/outfile.h"
 #include "cli.h"
@@ -528,6 +529,39 @@ static gboolean open_output(Out *out, const char *output, gboolean do_resume, in
   return ok;
 }
 
+/* --list-keys: the numbers of the grid's first cluster and profile (the
+ * defaults where it names none) and what each moves (search/keys.h). */
+static gboolean print_keys(SearchGrid *g, GError **error) {
+  if (!search_grid_prepare(g, error))
+    return FALSE;
+  const char *cname = "selene", *pname = NULL;
+  for (guint c = 0; c < search_grid_n_columns(g); c++) {
+    if (strcmp(search_grid_column(g, c), "cluster") == 0)
+      cname = search_grid_value(g, 0, c);
+    if (strcmp(search_grid_column(g, c), "profile") == 0)
+      pname = search_grid_value(g, 0, c);
+  }
+  char *cpath = ptd_data_resolve("topologies", cname, "cluster", error), *ppath = NULL;
+  cJSON *cj = cpath ? ptd_json_load(cpath, error) : NULL, *pj = NULL;
+  if (cj && !pname)
+    pname = ptd_json_string(cj, "gpu_profile", cpath, error);
+  if (pname)
+    ppath = ptd_data_resolve("calibrate/profiles", pname, "profile", error);
+  if (ppath)
+    pj = ptd_json_load(ppath, error);
+  gboolean ok = pj != NULL;
+  if (ok) {
+    char *text = search_set_keys_list(cj, cname, pj, pname);
+    fputs(text, stdout);
+    g_free(text);
+  }
+  cJSON_Delete(cj);
+  cJSON_Delete(pj);
+  g_free(cpath);
+  g_free(ppath);
+  return ok;
+}
+
 /* --- signals: stop starting rows, finish and write those in flight --- */
 
 static volatile gint stop_signal = 0;
@@ -537,7 +571,7 @@ static void on_signal(int sig) { g_atomic_int_set(&stop_signal, sig); }
 int cli_sweep(int argc, char **argv) {
   Parse parse = {search_grid_new(), g_ptr_array_new_with_free_func(g_free)};
   char *format = NULL, *output = NULL, *jobs_text = NULL;
-  gboolean do_resume = FALSE, step_effects = FALSE;
+  gboolean do_resume = FALSE, step_effects = FALSE, list_keys = FALSE;
   GOptionEntry entries[] = {
       {"format", 0, 0, G_OPTION_ARG_STRING, &format, "csv (default) or jsonl", "FMT"},
       {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output,
@@ -548,6 +582,10 @@ int cli_sweep(int argc, char **argv) {
       {"step-effects", 0, 0, G_OPTION_ARG_NONE, &step_effects,
        "Also price what the clock, the framework's kernels, the host and the collectives sharing the GPU each add "
        "to every row (step_effects_s, as ptdsim run reports it: up to four more simulations a row)",
+       NULL},
+      {"list-keys", 0, 0, G_OPTION_ARG_NONE, &list_keys,
+       "List every number --set can change in the cluster and profile given (default selene and its GPU), with what "
+       "each moves, and stop",
        NULL},
       {NULL, 0, 0, 0, NULL, NULL, NULL}};
   CliArgs args;
@@ -593,6 +631,11 @@ int cli_sweep(int argc, char **argv) {
     goto fail;
   }
   fmt = format && strcmp(format, "jsonl") == 0 ? SEARCH_SWEEP_JSONL : SEARCH_SWEEP_CSV;
+  if (list_keys) {
+    if (!print_keys(parse.grid, &error))
+      goto fail;
+    goto done;
+  }
   if (jobs_text && !cli_count("--jobs", jobs_text, 1, 4096, &jobs, &error))
     goto fail;
   if (do_resume && !output) {

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "../search/keys.h"
 #include "../search/sweep.h"
 #include "cli_harness.h"
 #include "test_plain.h"
@@ -635,6 +636,85 @@ static void test_exact_same_results(void) {
   g_assert_cmpuint(compared, ==, 128 + 32 + 8 + 64 + 12 + (test_sanitized() ? 0 : 32 + 32 + 8));
 }
 
+/* Every number below `o` (its object path from `path`) has a line saying
+ * what it moves; the count of numbers seen. */
+static guint assert_keys_described(const cJSON *o, const char *path) {
+  guint n = 0;
+  const cJSON *c;
+  cJSON_ArrayForEach(c, o) {
+    if (!c->string)
+      continue;
+    char *key = g_strconcat(path, ".", c->string, NULL);
+    if (cJSON_IsObject(c))
+      n += assert_keys_described(c, key);
+    else if (cJSON_IsNumber(c)) {
+      if (!search_set_key_doc(key))
+        g_error("--set key %s has no line in search/keys.c", key);
+      n++;
+    }
+    g_free(key);
+  }
+  return n;
+}
+
+/* Why: every what-if key says what it moves, and the GEMM rate's key is
+ * named where a user looks (beside peak_tflops, which moves MFU's
+ * denominator): every number of every shipped cluster and profile has its
+ * line, and --list-keys prints them, each a key --set takes. */
+static void test_list_keys(void) {
+  static const char *const dirs[][2] = {{"topologies", "cluster"}, {"calibrate/profiles", "profile"}};
+  for (guint d = 0; d < G_N_ELEMENTS(dirs); d++) {
+    char *dir = data_file(dirs[d][0]);
+    GDir *gd = g_dir_open(dir, 0, NULL);
+    g_assert_nonnull(gd);
+    const char *name;
+    guint files = 0;
+    while ((name = g_dir_read_name(gd))) {
+      if (!g_str_has_suffix(name, ".json"))
+        continue;
+      char *path = g_build_filename(dir, name, NULL);
+      gsize len;
+      char *text = slurp(path, &len);
+      cJSON *j = cJSON_Parse(text);
+      g_assert_nonnull(j);
+      g_assert_cmpuint(assert_keys_described(j, dirs[d][1]), >, 0);
+      files++;
+      cJSON_Delete(j);
+      g_free(text);
+      g_free(path);
+    }
+    g_assert_cmpuint(files, >, 0);
+    g_dir_close(gd);
+    g_free(dir);
+  }
+  Proc p = run_line("sweep --list-keys --cluster dgx-h100-superpod");
+  g_assert_cmpint(p.status, ==, 0);
+  const char *peak = strstr(p.out, "\n  profile.peak_tflops=989\n");
+  g_assert_nonnull(peak);
+  char *line = g_strndup(peak + 1, (gsize)(strchr(strchr(peak + 1, '\n') + 1, '\n') - peak));
+  g_assert_nonnull(strstr(line, "MFU's denominator"));
+  g_assert_nonnull(strstr(line, "gemm.anchor.tflops"));
+  g_free(line);
+  g_assert_nonnull(strstr(p.out, "\n  cluster.network.nic_GBps="));
+  g_assert_null(strstr(p.out, "no line here"));
+  proc_clear(&p);
+  /* a listed key is one --set takes: the GEMM rate moves the iteration */
+  const char *grid = "sweep --model llama3-8b --cluster dgx-h100-superpod --gpus 8 --tp 8 --global-batch 8 "
+                     "--network analytic --format jsonl --set profile.gemm.anchor.tflops=794.5,900";
+  p = run_line(grid);
+  g_assert_cmpint(p.status, ==, 0);
+  char **rows = g_strsplit(p.out, "\n", -1);
+  cJSON *a = cJSON_Parse(rows[0]), *b = cJSON_Parse(rows[1]);
+  g_assert_cmpfloat(num(obj(b, "result"), "iteration_time_s"), <, num(obj(a, "result"), "iteration_time_s"));
+  cJSON_Delete(a);
+  cJSON_Delete(b);
+  g_strfreev(rows);
+  proc_clear(&p);
+  p = run_line("sweep --list-keys --cluster no-such-cluster");
+  assert_one_line_error(&p, "no-such-cluster");
+  proc_clear(&p);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   if (!cli_harness_init())
@@ -651,6 +731,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/sweep/file-and-zip", test_file_and_zip);
   g_test_add_func("/sweep/columns-cover-run", test_columns_cover_run);
   g_test_add_func("/sweep/throughput-columns", test_throughput_columns);
+  g_test_add_func("/sweep/list-keys", test_list_keys);
   int rc = g_test_run();
   rm_rf(tmpdir);
   g_free(tmpdir);
