@@ -28,16 +28,20 @@
     guint i = 0, m = *n;                                                                                       \
     if (m == 0)                                                                                                \
       return top;                                                                                              \
-    for (;;) {                                                                                                 \
-      guint c = 2 * i + 1;                                                                                     \
-      if (c >= m)                                                                                              \
-        break;                                                                                                 \
-      if (c + 1 < m && before(&a[c + 1], &a[c]))                                                               \
-        c++;                                                                                                   \
-      if (!before(&a[c], &last))                                                                               \
-        break;                                                                                                 \
+    /* bottom-up: the hole down the path of lesser children to a leaf, then                                  \
+     * `last` up from there (it belongs near the bottom: few steps), one                                      \
+     * comparison a level instead of two */                                                                   \
+    for (guint c; (c = 2 * i + 1) < m; i = c) {                                                               \
+      if (c + 1 < m)                                                                                           \
+        c += (guint)before(&a[c + 1], &a[c]);                                                                  \
       a[i] = a[c];                                                                                             \
-      i = c;                                                                                                   \
+    }                                                                                                          \
+    while (i > 0) {                                                                                            \
+      guint p = (i - 1) / 2;                                                                                   \
+      if (!before(&last, &a[p]))                                                                               \
+        break;                                                                                                 \
+      a[i] = a[p];                                                                                             \
+      i = p;                                                                                                   \
     }                                                                                                          \
     a[i] = last;                                                                                               \
     return top;                                                                                                \

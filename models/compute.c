@@ -45,12 +45,36 @@ static double tile_math_time_at(const ModelProfile *p, const ModelGemmParams *q,
   return model_gemm_flops(g) / (peak * e_max * tile_efficiency(q, i, peak, bytes) * q_share * kf);
 }
 
-/* The best tile's math time. */
+/* The best tile's math time: the least of tile_math_time_at over the
+ * tiles, the same number computed with what does not depend on the tile
+ * computed once.  Each tile's time is the FLOPs over a rate; where every
+ * rate is positive the least time is the FLOPs over the greatest rate
+ * (a correctly rounded division is monotone in its divisor), one division
+ * instead of one per tile. */
 static double best_math(const ModelProfile *p, const ModelGemmParams *q, const ModelGemm *g, double e_max, double peak,
                         double bytes) {
+  double flops = model_gemm_flops(g);
+  double useful = (double)g->batch * (double)g->m * (double)g->n;
+  double kf = (double)g->k / ((double)g->k + q->k_half);
+  double rate[MODEL_PROFILE_MAX_TILES], top = 0;
+  gboolean positive = TRUE;
+  for (guint i = 0; i < q->n_tiles; i++) { /* tile_math_time_at's divisor */
+    double tm = q->tile_m[i], tn = q->tile_n[i];
+    double tiles = (double)g->batch * ceil((double)g->m / tm) * ceil((double)g->n / tn);
+    double waves = ceil(tiles / (p->sms - p->sms_held));
+    double launched = waves * p->sms * tm * tn;
+    double q_share = useful / launched;
+    rate[i] = peak * e_max * tile_efficiency(q, i, peak, bytes) * q_share * kf;
+    positive = positive && rate[i] > 0;
+    top = fmax(top, rate[i]);
+  }
+  if (q->n_tiles == 0)
+    return INFINITY;
+  if (positive && flops > 0)
+    return flops / top;
   double best = INFINITY;
   for (guint i = 0; i < q->n_tiles; i++)
-    best = fmin(best, tile_math_time_at(p, q, g, i, e_max, peak, bytes));
+    best = fmin(best, flops / rate[i]);
   return best;
 }
 

@@ -325,6 +325,129 @@ static int cmp_double(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* Sorts a[0..n) ascending: a least-significant-digit radix sort of the
+ * values' bit patterns, mapped so that unsigned order is numeric order
+ * (negatives' bits flipped, the sign bit set on the rest), eight passes of
+ * a byte, a pass skipped where every value has the same byte.  No NaN or
+ * negative zero (Sorted sends those to qsort). */
+static void radix_sort(double *a, gsize n) {
+  const guint64 sign = G_GUINT64_CONSTANT(1) << 63;
+  if (n < 2)
+    return;
+  gsize *count = g_new0(gsize, 8 * 256); /* per byte d, per value v: count[256 * d + v] */
+  for (gsize i = 0; i < n; i++) {
+    guint64 u;
+    memcpy(&u, &a[i], sizeof u);
+    u = u & sign ? ~u : u | sign;
+    memcpy(&a[i], &u, sizeof u); /* the key, in place */
+    for (guint d = 0; d < 8; d++)
+      count[256 * d + ((u >> (8 * d)) & 0xff)]++;
+  }
+  double *tmp = g_new(double, n), *from = a, *to = tmp;
+  for (guint d = 0; d < 8; d++) {
+    guint64 u0;
+    memcpy(&u0, &from[0], sizeof u0);
+    if (count[256 * d + ((u0 >> (8 * d)) & 0xff)] == n)
+      continue; /* one byte value throughout: the order stands */
+    gsize at = 0;
+    for (guint v = 0; v < 256; v++) {
+      gsize c = count[256 * d + v];
+      count[256 * d + v] = at;
+      at += c;
+    }
+    for (gsize i = 0; i < n; i++) {
+      guint64 u;
+      memcpy(&u, &from[i], sizeof u);
+      memcpy(&to[count[256 * d + ((u >> (8 * d)) & 0xff)]++], &u, sizeof u);
+    }
+    double *x = from;
+    from = to;
+    to = x;
+  }
+  for (gsize i = 0; i < n; i++) {
+    guint64 u;
+    memcpy(&u, &from[i], sizeof u);
+    u = u & sign ? u & ~sign : ~u;
+    memcpy(&a[i], &u, sizeof u);
+  }
+  g_free(tmp);
+  g_free(count);
+}
+
+static void swap_d(double *a, gsize i, gsize j) {
+  double t = a[i];
+  a[i] = a[j];
+  a[j] = t;
+}
+
+/* Rearranges a[0..n) so that a[0..k) holds its k smallest values (in any
+ * order): quickselect with a median-of-three pivot and a three-way
+ * partition (runs of equal values cost one pass); past a depth of 64 the
+ * range left is sorted outright. */
+static void select_smallest(double *a, gsize n, gsize k) {
+  gsize lo = 0, hi = n;
+  for (guint depth = 0; hi - lo > 16 && k > lo && k < hi; depth++) {
+    if (depth == 64) {
+      radix_sort(a + lo, hi - lo);
+      return;
+    }
+    double x = a[lo], y = a[lo + (hi - lo) / 2], z = a[hi - 1];
+    double p = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+    gsize lt = lo, i = lo, gt = hi; /* [lo, lt) < p, [lt, i) == p, [gt, hi) > p */
+    while (i < gt) {
+      if (a[i] < p)
+        swap_d(a, lt++, i++);
+      else if (a[i] > p)
+        swap_d(a, i, --gt);
+      else
+        i++;
+    }
+    if (k < lt)
+      hi = lt;
+    else if (k > gt)
+      lo = gt;
+    else
+      return; /* the cut falls among the pivot's equals */
+  }
+  if (k > lo && k < hi)
+    radix_sort(a + lo, hi - lo);
+}
+
+/* A list of candidates read in ascending order, sorted as far as read:
+ * the DP stops long before the end of its millions of candidates, so
+ * chunks of the smallest values left are selected and sorted as reading
+ * reaches them.  The values read are those of qsort with cmp_double on the
+ * whole list; a NaN or a negative zero (whose order among equals qsort
+ * leaves to its input) sends the whole list to qsort at once. */
+typedef struct {
+  double *a;
+  gsize n, ready; /* a[0..ready) sorted, none larger than the rest */
+} Sorted;
+
+static void sorted_init(Sorted *s, double *a, gsize n) {
+  const guint64 neg_zero = G_GUINT64_CONSTANT(1) << 63;
+  *s = (Sorted){a, n, 0};
+  for (gsize i = 0; i < n; i++) {
+    guint64 u;
+    memcpy(&u, &a[i], sizeof u);
+    if (isnan(a[i]) || u == neg_zero) {
+      qsort(a, n, sizeof(double), cmp_double);
+      s->ready = n;
+      return;
+    }
+  }
+}
+
+static double sorted_at(Sorted *s, gsize i) {
+  if (i >= s->ready) {
+    gsize k = MIN(s->n, MAX(i + 1, s->ready + MAX(s->n / 16, (gsize)4096)));
+    select_smallest(s->a + s->ready, s->n - s->ready, k - s->ready);
+    radix_sort(s->a + s->ready, k - s->ready);
+    s->ready = k;
+  }
+  return s->a[i];
+}
+
 void model_token_dp(guint n, guint K, double eps_s, ModelSliceFn fn, gpointer data, ModelSlicing *out) {
   ModelPipeCost pc = {fn, NULL, NULL, NULL, data, FALSE};
   model_token_dp_pipe(n, K, eps_s, &pc, out);
@@ -362,7 +485,8 @@ void model_token_dp_pipe(guint n, guint K, double eps_s, const ModelPipeCost *pc
     }
   }
   double *cand = g_memdup2(bound, cells * sizeof(double));
-  qsort(cand, cells, sizeof(double), cmp_double);
+  Sorted sorted;
+  sorted_init(&sorted, cand, cells);
   /* Algorithm 1 proper (t_m = u_m = c_m, no hops): an optimum whose largest
    * slice costs t_max has T >= K t_max.  Otherwise T >= (K - 1) t_max. */
   gboolean plain = !pc->cell && !pc->hop && !pc->path;
@@ -388,11 +512,11 @@ void model_token_dp_pipe(guint n, guint K, double eps_s, const ModelPipeCost *pc
     if (family == 1) {
       cap = cap2;
       memcpy(cand, cap2, cells * sizeof(double));
-      qsort(cand, cells, sizeof(double), cmp_double);
+      sorted_init(&sorted, cand, cells);
     }
     double last = -INFINITY, eps = family ? (K - 1.0) * eps_s : eps_s;
     for (gsize ci = 0; ci < cells; ci++) {
-      double tmax = cand[ci];
+      double tmax = sorted_at(&sorted, ci);
       if (ci > 0 && tmax == cand[ci - 1])
         continue;
       if (tmax < last + eps)
@@ -596,7 +720,8 @@ void model_joint_slicing(guint B, guint n, guint K, double eps_s, const ModelPip
     size_tables(n, &per_b[b], &tab[b]);
     memcpy(cand + cells * b, tab[b].bound, cells * sizeof(double));
   }
-  qsort(cand, cells * B, sizeof(double), cmp_double);
+  Sorted sorted;
+  sorted_init(&sorted, cand, cells * B);
   double *S = g_new(double, n + 1), *sum_b = g_new(double, B), *best = g_new(double, B + 1);
   guint *choice = g_new(guint, n + 1), *pick = g_new(guint, B + 1);
   /* The unbounded optimum: a lower bound of the summed part at any t_max. */
@@ -605,7 +730,7 @@ void model_joint_slicing(guint B, guint n, guint K, double eps_s, const ModelPip
   double floor_sum = knapsack(sum_b, B, best, pick);
   double last = -INFINITY, best_t = 0;
   for (gsize ci = 0; ci < cells * B; ci++) {
-    double tmax = cand[ci];
+    double tmax = sorted_at(&sorted, ci);
     if ((ci > 0 && tmax == cand[ci - 1]) || tmax < last + eps_s)
       continue;
     if ((K - 1.0) * tmax + floor_sum >= out->J)

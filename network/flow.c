@@ -342,7 +342,15 @@ static void fill(NetFlows *net) {
   }
   for (guint i = 0; i < nf; i++)
     d->f_next[i] = INFINITY;
-  while (net->sat->len > 0) {
+  /* Once every flow on a link is frozen the links left in the heap change
+   * nothing that the re-solve reads (only their weights, which nothing
+   * reads after): a re-solve's few flows often span hundreds of links, and
+   * their last bottleneck comes early.  (A flow on no link is never
+   * frozen: it keeps its infinite rate.) */
+  guint unfrozen = 0;
+  for (guint i = 0; i < nf; i++)
+    unfrozen += d->fh_start[i + 1] > d->fh_start[i];
+  while (net->sat->len > 0 && unfrozen > 0) {
     Sat s = sat_pop(net->sat);
     guint c = s.link;
     if (d->l_weight[c] <= 1e-12)
@@ -358,6 +366,7 @@ static void fill(NetFlows *net) {
       if (d->f_frozen[i])
         continue;
       d->f_frozen[i] = 1;
+      unfrozen--;
       d->f_next[i] = level;
       for (guint h = d->fh_start[i]; h < d->fh_start[i + 1]; h++) {
         d->l_load[d->fh_link[h]] += d->fh_coef[h] * level;

@@ -436,6 +436,92 @@ static void test_joint_pure_batch(void) {
   g_ptr_array_free(tok, TRUE);
 }
 
+/* Costs of few distinct values (the integers 1..levels), arbitrary in
+ * the slice length: long runs of equal candidate bounds. */
+static Table tied_table(guint n, guint32 seed, guint levels) {
+  Table t = {n, g_new0(double, (gsize)(n + 1) * (n + 1))};
+  GRand *r = g_rand_new_with_seed(seed);
+  for (guint p = 0; p < n; p++)
+    for (guint l = 1; p + l <= n; l++)
+      t.c[p * (n + 1) + l] = g_rand_int_range(r, 1, (gint32)levels + 1);
+  g_rand_free(r);
+  return t;
+}
+
+/* The least sum of c over slicings of the sequence whose every slice has
+ * d <= v (INFINITY if none). */
+static double bounded_min_sum(const Table *c, const Table *d, double v) {
+  guint n = c->n;
+  double *S = g_new(double, n + 1);
+  S[0] = 0;
+  for (guint i = 1; i <= n; i++)
+    S[i] = INFINITY;
+  for (guint p = 0; p < n; p++)
+    for (guint l = 1; p + l <= n; l++)
+      if (table_cost(l, p, (gpointer)d) <= v)
+        S[p + l] = MIN(S[p + l], S[p] + table_cost(l, p, (gpointer)c));
+  double sum = S[n];
+  g_free(S);
+  return sum;
+}
+
+/* Why: the DPs read their candidate bounds (up to millions) in ascending
+ * order, sorted only as far as they read (models/slicing.c).  On lists
+ * longer than one sorted chunk, with long runs of equal bounds, they must
+ * still find the exact optimum (eps = 0): the least, over every value v a
+ * bound takes, of the least sum of slicings within v plus (K - 1) v, for
+ * the token DP and, with a knapsack over batch partitions, the joint one.
+ * Integer costs: the sums are exact. */
+static void test_dp_long_candidate_lists(void) {
+  static const guint Ks[] = {1, 3, 24}, levels[] = {3, 1000};
+  const guint n = 100, B = 3; /* 5050 bounds per size: past one chunk */
+  for (guint li = 0; li < G_N_ELEMENTS(levels); li++) {
+    guint L = levels[li];
+    Table t = tied_table(n, 7 + L, L), c[3], d[3];
+    ModelPipeCost pc[3];
+    JointPair pairs[3];
+    for (guint b = 0; b < B; b++) {
+      c[b] = tied_table(n, 100 + 10 * L + b, L);
+      d[b] = tied_table(n, 200 + 10 * L + b, L);
+      pairs[b] = (JointPair){&c[b], &d[b]};
+      pc[b] = (ModelPipeCost){pair_c, pair_d, NULL, NULL, &pairs[b], FALSE};
+    }
+    double want[G_N_ELEMENTS(Ks)], want_joint[G_N_ELEMENTS(Ks)];
+    for (guint k = 0; k < G_N_ELEMENTS(Ks); k++)
+      want[k] = want_joint[k] = INFINITY;
+    for (guint v = 1; v <= L; v++) {
+      double sum = bounded_min_sum(&t, &t, v), sum_b[3], best[4] = {0, INFINITY, INFINITY, INFINITY};
+      for (guint b = 0; b < B; b++)
+        sum_b[b] = bounded_min_sum(&c[b], &d[b], v);
+      for (guint x = 1; x <= B; x++)
+        for (guint b = 1; b <= x; b++)
+          best[x] = MIN(best[x], best[x - b] + sum_b[b - 1]);
+      for (guint k = 0; k < G_N_ELEMENTS(Ks); k++) {
+        want[k] = MIN(want[k], sum + (Ks[k] - 1.0) * v);
+        want_joint[k] = MIN(want_joint[k], best[B] + (Ks[k] - 1.0) * v);
+      }
+    }
+    for (guint k = 0; k < G_N_ELEMENTS(Ks); k++) {
+      ModelSlicing s;
+      model_token_dp(n, Ks[k], 0, table_cost, &t, &s);
+      g_assert_cmpfloat(s.T, ==, want[k]);
+      model_slicing_clear(&s);
+      GArray *sizes = g_array_new(FALSE, FALSE, sizeof(guint));
+      GPtrArray *tok = g_ptr_array_new_with_free_func((GDestroyNotify)g_array_unref);
+      ModelJointSlicing js;
+      model_joint_slicing(B, n, Ks[k], 0, pc, sizes, tok, &js);
+      g_assert_cmpfloat(js.J, ==, want_joint[k]);
+      g_array_free(sizes, TRUE);
+      g_ptr_array_free(tok, TRUE);
+    }
+    g_free(t.c);
+    for (guint b = 0; b < B; b++) {
+      g_free(c[b].c);
+      g_free(d[b].c);
+    }
+  }
+}
+
 /* --- on the shipped machine --- */
 
 static TopoCluster *aws;
@@ -919,6 +1005,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/terapipe/dp-uniform-when-linear", test_dp_uniform_when_linear);
   g_test_add_func("/terapipe/joint-brute-force", test_joint_brute_force);
   g_test_add_func("/terapipe/joint-pure-batch", test_joint_pure_batch);
+  g_test_add_func("/terapipe/dp-long-candidate-lists", test_dp_long_candidate_lists);
   g_test_add_func("/terapipe/as-its-code-runs", test_terapipe_as_its_code_runs);
   g_test_add_func("/terapipe/slice-grad-work", test_slice_grad_work);
   g_test_add_func("/terapipe/slice-cost-and-fit", test_slice_cost_and_fit);
