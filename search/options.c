@@ -9,6 +9,7 @@
 #include "../base/jsonutil.h"
 #include "../base/text.h"
 #include "../base/units.h"
+#include "../models/modelfile.h"
 #include "../plan/validate.h"
 
 /* The closed sets of words of the options the plan reads are plan/'s
@@ -30,9 +31,11 @@ static const PtdWord positions[] = {{"learned", MODEL_POSITION_LEARNED}, {"rope"
 static const PtdWord checkpoints[] = {{"sync", 0}, {"async", 1}, {NULL, 0}};
 
 static const SearchOption options[SEARCH_N_OPTIONS] = {
-    [SEARCH_OPT_MODEL] = {"model", SEARCH_OPT_TEXT, "NAME",
-                          "Built-in model (gpt3-175b, megatron-1t, llama3-70b, ...; `ptdsim models` lists them); the "
-                          "shape options below override its values",
+    [SEARCH_OPT_MODEL] = {"model", SEARCH_OPT_TEXT, "NAME|FILE",
+                          "Model: a built-in's name (gpt3-175b, llama3-70b, ...; `ptdsim models` lists them), or a "
+                          "JSON file's path (with a '/' or ending in .json): ptdsim's model JSON or a Hugging Face "
+                          "config.json (Llama, Qwen3, Mixtral, DeepSeek-V3); the shape options below override its "
+                          "values",
                           NULL},
     [SEARCH_OPT_LAYERS] = {"layers", SEARCH_OPT_COUNT, "L", "Transformer layers l", NULL},
     [SEARCH_OPT_HIDDEN] = {"hidden", SEARCH_OPT_COUNT, "H", "Hidden size h", NULL},
@@ -547,6 +550,10 @@ static gboolean text_value_check(SearchOptId id, const char *value, GError **err
     return schedule_file_check(value, error);
   case SEARCH_OPT_RECOMPUTE_MODULES:
     return sim_recompute_modules_parse(value, &n, error);
+  case SEARCH_OPT_MODEL: { /* a model file is read where it arrives: a bad one is refused before any run */
+    ModelShape m;
+    return !ptd_is_path(value) || model_file_read(value, &m, error);
+  }
   default:
     return TRUE;
   }
@@ -713,7 +720,10 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   memset(r, 0, sizeof *r);
   ModelShape named = {.seq_len = 2048, .vocab = 51200};
   const char *model = c->text[SEARCH_OPT_MODEL];
-  if (model && !model_lookup(model, &named)) {
+  if (model && ptd_is_path(model)) {
+    if (!model_file_read(model, &named, error))
+      return FALSE;
+  } else if (model && !model_lookup(model, &named)) {
     GString *names = g_string_new(NULL);
     for (const char *const *n = model_names(); *n; n++)
       g_string_append_printf(names, "%s%s", names->len ? ", " : "", *n);
