@@ -1,7 +1,9 @@
 /* ptdsim — the user's own files and names, end to end through the real
- * binary: a model from a Hugging Face config.json or ptdsim's model JSON. */
+ * binary: a model from a Hugging Face config.json or ptdsim's model JSON;
+ * Megatron-LM's option names; torchtitan's local batch. */
 #include <string.h>
 
+#include "../search/options.h"
 #include "cli_harness.h"
 #include "test_tmp.h"
 
@@ -180,6 +182,109 @@ static void test_sweep_files(void) {
   g_free(file);
 }
 
+
+/* Each of Megatron-LM's names runs exactly as ptdsim's own: the same JSON,
+ * byte for byte.  Every alias has its case here (a new alias without one
+ * fails). */
+static void test_alias_same_run(void) {
+  static const char *const dense = "run --model gpt3-1b --gpus 8 --allow-oom --format json";
+  static const char *const moe =
+      "run --model mixtral-8x7b --layers 4 --seq-len 1024 --gpus 8 --allow-oom --format json";
+  static const struct {
+    const char *alias, *base, *rest, *own, *theirs;
+  } cases[] = {
+      {"tensor-model-parallel-size", NULL, NULL, "--tp 2", "--tensor-model-parallel-size 2"},
+      {"pipeline-model-parallel-size", NULL, NULL, "--pp 2", "--pipeline-model-parallel-size 2"},
+      {"context-parallel-size", NULL, "--attention flash", "--cp 2", "--context-parallel-size 2"},
+      {"expert-model-parallel-size", moe, NULL, "--ep 8", "--expert-model-parallel-size 8"},
+      {"expert-tensor-parallel-size", moe, "--ep 4", "--expert-tp 2", "--expert-tensor-parallel-size 2"},
+      {"num-layers", NULL, NULL, "--layers 12", "--num-layers 12"},
+      {"hidden-size", NULL, NULL, "--hidden 1024", "--hidden-size 1024"},
+      {"num-attention-heads", NULL, NULL, "--heads 8", "--num-attention-heads 8"},
+      {"ffn-hidden-size", NULL, NULL, "--ffn-hidden 4096", "--ffn-hidden-size 4096"},
+      {"seq-length", NULL, NULL, "--seq-len 1024", "--seq-length 1024"},
+      {"untie-embeddings-and-output-weights", NULL, NULL, "--untie-embeddings", "--untie-embeddings-and-output-weights"},
+      {"disable-bias-linear", NULL, NULL, "--no-bias", "--disable-bias-linear"},
+      {"global-batch-size", NULL, NULL, "--global-batch 32", "--global-batch-size 32"},
+      {"micro-batch-size", NULL, NULL, "--micro-batch 2", "--micro-batch-size 2"},
+      {"num-layers-per-virtual-pipeline-stage", NULL, "--pp 2", "--layers-per-chunk 3",
+       "--num-layers-per-virtual-pipeline-stage 3"},
+      {"num-virtual-stages-per-pipeline-rank", NULL, "--pp 2", "--chunks 2", "--num-virtual-stages-per-pipeline-rank 2"},
+      {"decoder-first-pipeline-num-layers", NULL, "--pp 2", "--first-stage-layers 10",
+       "--decoder-first-pipeline-num-layers 10"},
+      {"decoder-last-pipeline-num-layers", NULL, "--pp 2", "--last-stage-layers 10",
+       "--decoder-last-pipeline-num-layers 10"},
+      {"account-for-embedding-in-pipeline-split", NULL, "--pp 2 --account-for-loss", "--account-for-embedding",
+       "--account-for-embedding-in-pipeline-split"},
+      {"account-for-loss-in-pipeline-split", NULL, "--pp 2 --account-for-embedding", "--account-for-loss",
+       "--account-for-loss-in-pipeline-split"},
+      {"fp8-format", NULL, "--profile h100-sxm5-80gb", "--precision fp8", "--fp8-format hybrid"},
+      {"use-distributed-optimizer", NULL, NULL, "--distributed-optimizer", "--use-distributed-optimizer"},
+      {"moe-token-dispatcher-type", moe, "--ep 8", "--moe-token-dispatcher allgather",
+       "--moe-token-dispatcher-type allgather"},
+  };
+  for (const SearchAlias *a = search_aliases(); a->name; a++) {
+    gboolean found = FALSE;
+    for (guint i = 0; i < G_N_ELEMENTS(cases) && !found; i++)
+      found = strcmp(cases[i].alias, a->name) == 0;
+    if (!found)
+      g_error("--%s has no case here", a->name);
+  }
+  for (guint i = 0; i < G_N_ELEMENTS(cases); i++) {
+    const char *batch = strstr(cases[i].own, "--global-batch") ? "" : "--global-batch 16";
+    const char *base = cases[i].base ? cases[i].base : dense, *rest = cases[i].rest ? cases[i].rest : "";
+    char *a = g_strjoin(" ", base, batch, rest, cases[i].own, NULL);
+    char *b = g_strjoin(" ", base, batch, rest, cases[i].theirs, NULL);
+    for (char *line = a; line; line = line == a ? b : NULL) { /* run_line splits on each space */
+      char *two;
+      while ((two = strstr(line, "  ")))
+        memmove(two, two + 1, strlen(two));
+    }
+    char *ta = run_text(a), *tb = run_text(b);
+    if (strcmp(ta, tb) != 0)
+      g_error("--%s runs otherwise than %s", cases[i].alias, cases[i].own);
+    g_free(ta);
+    g_free(tb);
+    g_free(a);
+    g_free(b);
+  }
+}
+
+#define SMALL "run --model gpt3-1b --gpus 8 --global-batch 16"
+/* An option under both names is given twice; a name near an alias is
+ * suggested the alias; an alias's words are its tool's. */
+static const CliBadCase alias_bad[] = {
+    {"alias-and-name", SMALL " --tp 2 --tensor-model-parallel-size 2",
+     "--tp is given twice, as --tp and --tensor-model-parallel-size"},
+    {"name-and-alias", SMALL " --num-layers 8 --layers 8", "--layers is given twice, as --num-layers and --layers"},
+    {"alias-twice", SMALL " --seq-length 8 --seq-length 8", "--seq-len is given twice;"},
+    {"fp8-format-and-precision", SMALL " --fp8-format e4m3 --precision bf16", "--precision is given twice"},
+    {"suggests-alias", SMALL " --tensor-parallel-size 2", "did you mean --tensor-model-parallel-size?"},
+    {"suggests-alias-prefix", SMALL " --fp8", "did you mean --fp8-format?"},
+    {"suggests-alias-typo", SMALL " --num-atention-heads 8", "did you mean --num-attention-heads?"},
+    {"fp8-format-word", SMALL " --fp8-format e5m2", "unknown --fp8-format 'e5m2'; use e4m3 or hybrid"},
+    {"sweep-alias-and-name", "sweep --model gpt3-1b --gpus 8 --global-batch 16 --tp 1,2 --tensor-model-parallel-size 4",
+     "--tp is given twice"},
+    {"local-and-global", SMALL " --local-batch 2", "--local-batch and --global-batch are both given"},
+    {"local-not-whole", "run --model gpt3-1b --gpus 8 --tp 3 --local-batch 2", "not a multiple of tp x pp x cp = 3"},
+    {"local-in-plan", "plan --model gpt3-1b --gpus 8 --local-batch 2", "plan searches"},
+};
+
+/* torchtitan's local batch: the global batch is it times the
+ * data-parallel size, the GPUs over tp x pp x cp, or --dp. */
+static void test_local_batch(void) {
+  char *a = run_text("run --model gpt3-1b --gpus 16 --tp 2 --pp 2 --global-batch 12 --allow-oom --format json");
+  char *b = run_text("run --model gpt3-1b --gpus 16 --tp 2 --pp 2 --local-batch 3 --allow-oom --format json");
+  g_assert_cmpstr(a, ==, b);
+  g_free(a);
+  g_free(b);
+  a = run_text("run --model gpt3-1b --gpus 16 --cp 2 --attention flash --global-batch 16 --allow-oom --format json");
+  b = run_text("run --model gpt3-1b --gpus 16 --cp 2 --attention flash --local-batch 2 --allow-oom --format json");
+  g_assert_cmpstr(a, ==, b);
+  g_free(a);
+  g_free(b);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   if (!cli_harness_init())
@@ -190,6 +295,13 @@ int main(int argc, char **argv) {
   g_test_add_func("/userlang/own-round-trip", test_own_round_trip);
   g_test_add_func("/userlang/bad-model-files", test_bad_files);
   g_test_add_func("/userlang/sweep-model-files", test_sweep_files);
+  g_test_add_func("/userlang/alias-same-run", test_alias_same_run);
+  for (guint i = 0; i < G_N_ELEMENTS(alias_bad); i++) {
+    char *path = g_strdup_printf("/userlang/bad/%s", alias_bad[i].name);
+    g_test_add_data_func(path, &alias_bad[i], cli_test_bad);
+    g_free(path);
+  }
+  g_test_add_func("/userlang/local-batch", test_local_batch);
   int rc = g_test_run();
   test_rm_rf(dir);
   g_free(dir);
