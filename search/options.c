@@ -786,8 +786,10 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
     for (const char *const *n = model_names(); *n; n++)
       g_string_append_printf(names, "%s%s", names->len ? ", " : "", *n);
     char *echo = ptd_echo(model, PTD_ECHO_MAX, FALSE);
-    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --model '%s'; built-in models: %s", echo,
-                names->str);
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --model '%s'; built-in models: %s%s%s%s", echo,
+                names->str, g_file_test(model, G_FILE_TEST_IS_REGULAR) ? " (for the file of that name, write ./" : "",
+                g_file_test(model, G_FILE_TEST_IS_REGULAR) ? echo : "",
+                g_file_test(model, G_FILE_TEST_IS_REGULAR) ? ")" : "");
     g_free(echo);
     g_string_free(names, TRUE);
     return FALSE;

@@ -152,6 +152,14 @@ static void test_bad_files(void) {
   proc_clear(&p);
   p = run_line("run --gpus 8 --global-batch 8 --model llama9");
   assert_one_line_error(&p, "unknown --model 'llama9'");
+  g_assert_null(strstr(p.err, "./llama9"));
+  proc_clear(&p);
+  /* a name is a built-in's even where a file of that name is at hand: the
+   * refusal says how to name the file */
+  p = run_sh_in(dir, "cd \"$T\" && cp missing.json llama9 && \"$PTDSIM_BIN\" run --gpus 8 --global-batch 8 "
+                     "--model llama9; rc=$?; rm -f llama9; exit $rc",
+                30);
+  assert_one_line_error(&p, "(for the file of that name, write ./llama9)");
   proc_clear(&p);
 }
 
