@@ -132,8 +132,21 @@ static void normalise(ModelShape *m) {
     m->kv_channels = 0;
 }
 
+/* The most weights one kind of matrix of a model file may add up to
+ * (every layer's, every expert's): the counts stay exact in 64 bits. */
+#define MAX_WEIGHTS 1e17
+
 /* What every shape must hold before it is counted. */
 static gboolean shape_check(const ModelShape *m, const char *file, GError **error) {
+  double h = m->hidden, d = model_head_dim(m) + (double)m->rope_dim + m->v_dim, widest = MAX(model_ffn(m), m->shared_ffn);
+  double sizes[] = {(double)m->layers * h * ((double)m->heads + 2.0 * model_groups(m)) * d,
+                    (double)m->layers * h * widest * 3.0,
+                    (double)m->layers * h * (double)m->experts * (3.0 * model_moe_ffn(m) + 1.0),
+                    (double)m->layers * ((double)m->q_lora + m->kv_lora) * ((double)m->heads * d + h),
+                    (double)m->vocab * h * 2.0 + (double)m->seq_len * h};
+  for (guint i = 0; i < G_N_ELEMENTS(sizes); i++)
+    if (sizes[i] > MAX_WEIGHTS)
+      return fail(error, file, NULL, "the model has more than %g parameters, more than ptdsim counts", MAX_WEIGHTS);
   if (!m->kv_channels && m->hidden % m->heads)
     return fail(error, file, NULL,
                 "the hidden size %u is not a multiple of the %u attention heads, and no head dimension is given",
@@ -349,7 +362,9 @@ static gboolean hf_model(const cJSON *o, const char *file, ModelShape *m, GError
     return FALSE;
   /* Qwen3's head_dim defaults to 128, the others' to hidden / heads */
   guint dflt_head = fam == HF_QWEN3 || fam == HF_QWEN3_MOE ? 128 : m->hidden / m->heads;
-  if (fam != HF_DEEPSEEK_V3 && !whole(o, "head_dim", file, &r_width, dflt_head ? dflt_head : 1, &head_dim, error))
+  if (fam != HF_DEEPSEEK_V3 && !item(o, "head_dim") && dflt_head == 0)
+    return fail(error, file, "num_attention_heads", "is more than hidden_size, and no head_dim is given");
+  if (fam != HF_DEEPSEEK_V3 && !whole(o, "head_dim", file, &r_width, dflt_head, &head_dim, error))
     return FALSE;
   /* the MLP: every family here gates with SiLU (SwiGLU) */
   const cJSON *act = item(o, "hidden_act");

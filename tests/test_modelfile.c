@@ -109,6 +109,9 @@ static void test_refusals(void) {
       {"{\"architectures\": [\"GPT2LMHeadModel\"]}", "not a class ptdsim reads"},
       {"{\"model_type\": \"llama\", \"architectures\": [\"MixtralForCausalLM\"]}", "with this model_type"},
       {"{\"model_type\": \"llama\", \"hidden_size\": 64}", "key 'num_hidden_layers' is missing"},
+      {"{\"layers\": 100000, \"hidden\": 1048576, \"heads\": 16, \"experts\": 1048576, \"moe_topk\": 1, "
+       "\"moe_ffn_hidden\": 16777216}",
+       "more than 1e+17 parameters"},
   };
   for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
     GError *error = NULL;
@@ -142,6 +145,7 @@ static void test_hf_refusals(void) {
       {"deepseek-v3", "kv_lora_rank", "-1", "key 'kv_lora_rank' is -1, outside"},
       {"deepseek-v3", "first_k_dense_replace", "61", "no layer is a mixture-of-experts layer"},
       {"llama3-70b", "num_key_value_heads", "7", "the 7 key/value heads do not divide the 64"},
+      {"llama3-8b", "num_attention_heads", "8192", "key 'num_attention_heads' is more than hidden_size"},
   };
   for (guint i = 0; i < G_N_ELEMENTS(bad); i++) {
     char *path = g_strdup_printf("%s/fuzz/seeds/model/%s.json", ptd_data_dir(), bad[i].file);
