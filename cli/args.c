@@ -100,6 +100,13 @@ static GOptionEntry *as_bytes(const GOptionEntry *entries) {
   return copy;
 }
 
+/* Whether entry e is the configuration option an alias names: run's,
+ * plan's and sweep's configuration options are callbacks (cli_config_add,
+ * sweep's grid), a verb's own options of the same name (fit --tp) are not. */
+static gboolean aliased(const SearchAlias *s, const GOptionEntry *e) {
+  return e->arg == G_OPTION_ARG_CALLBACK && strcmp(search_option(s->id)->name, e->long_name) == 0;
+}
+
 /* The entries and, after them, an entry for each alias of a configuration
  * option among them: hidden, its value handed on by alias_arg; the
  * option's help names the alias.  canonical[i]: the own name of entry i
@@ -111,14 +118,14 @@ static GOptionEntry *with_aliases(CliArgs *a, const GOptionEntry *entries, const
   const SearchAlias *al = search_aliases();
   for (gsize i = 0; i < n; i++)
     for (const SearchAlias *s = al; s->name; s++)
-      extra += strcmp(search_option(s->id)->name, entries[i].long_name) == 0;
+      extra += aliased(s, &entries[i]);
   GOptionEntry *out = g_new0(GOptionEntry, n + extra + 1);
   *canonical = g_new0(const char *, n + extra + 1);
   memcpy(out, entries, n * sizeof *out);
   gsize k = n;
   for (gsize i = 0; i < n; i++)
     for (const SearchAlias *s = al; s->name; s++) {
-      if (strcmp(search_option(s->id)->name, entries[i].long_name) != 0)
+      if (!aliased(s, &entries[i]))
         continue;
       char *flag = g_strdup_printf("--%s", s->name);
       if (!out[i].description || !strstr(out[i].description, flag)) { /* its help may name it already */
@@ -132,23 +139,21 @@ static GOptionEntry *with_aliases(CliArgs *a, const GOptionEntry *entries, const
       out[k].flags |= G_OPTION_FLAG_HIDDEN;
       out[k].description = out[k].arg_description = NULL;
       (*canonical)[k] = entries[i].long_name;
-      if (entries[i].arg == G_OPTION_ARG_CALLBACK) {
-        if (!alias_calls)
-          alias_calls = g_hash_table_new(g_str_hash, g_str_equal);
-        char *key = g_strdup_printf("--%s", s->name);
-        AliasCall *c = g_hash_table_lookup(alias_calls, key);
-        if (!c) {
-          c = g_new0(AliasCall, 1);
-          g_hash_table_insert(alias_calls, key, c);
-        } else
-          g_free(key);
-        g_free(c->own_name);
-        c->alias = s;
-        c->own.p = entries[i].arg_data;
-        c->own_name = g_strdup_printf("--%s", entries[i].long_name);
-        Callback cb = {.f = alias_arg};
-        out[k].arg_data = cb.p;
-      }
+      if (!alias_calls)
+        alias_calls = g_hash_table_new(g_str_hash, g_str_equal);
+      char *key = g_strdup_printf("--%s", s->name);
+      AliasCall *c = g_hash_table_lookup(alias_calls, key);
+      if (!c) {
+        c = g_new0(AliasCall, 1);
+        g_hash_table_insert(alias_calls, key, c);
+      } else
+        g_free(key);
+      g_free(c->own_name);
+      c->alias = s;
+      c->own.p = entries[i].arg_data;
+      c->own_name = g_strdup_printf("--%s", entries[i].long_name);
+      Callback cb = {.f = alias_arg};
+      out[k].arg_data = cb.p;
       k++;
     }
   return out;
