@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "../base/jsonutil.h"
+#include "../base/text.h"
 
 /* The ranges of a model file's numbers: those plan/validate.c accepts. */
 static const PtdRange r_layers = {1, 100000, FALSE, TRUE, "layers"};
@@ -178,10 +179,14 @@ static gboolean own_model(const cJSON *o, const char *file, gboolean strict, Mod
       gboolean known = FALSE;
       for (guint k = 0; own_keys[k] && !known; k++)
         known = strcmp(own_keys[k], c->string) == 0;
-      if (!known)
-        return fail(error, file, c->string,
-                    "is not a model key; a model file has layers, hidden, heads and the optional keys doc/usage.md "
-                    "lists (or is a Hugging Face config.json, with model_type)");
+      if (!known) {
+        char *echo = ptd_echo(c->string, PTD_ECHO_MAX, FALSE); /* a key is the user's bytes: escaped */
+        fail(error, file, echo,
+             "is not a model key; a model file has layers, hidden, heads and the optional keys doc/usage.md lists (or "
+             "is a Hugging Face config.json, with model_type)");
+        g_free(echo);
+        return FALSE;
+      }
     }
   }
   static const char *const mlps[] = {"gelu", "swiglu", NULL}, *const norms[] = {"layernorm", "rmsnorm", NULL},
@@ -318,8 +323,8 @@ static gboolean hf_family(const cJSON *o, const char *file, HfFamily *out, GErro
       if (strcmp(type->valuestring, families[f].model_type) == 0)
         by_type = (gint)f;
     if (by_type < 0) {
-      char *echo = g_strescape(type->valuestring, NULL);
-      ok = fail(error, file, "model_type", "is '%.64s', not a family ptdsim reads: %s", echo, known->str);
+      char *echo = ptd_echo(type->valuestring, PTD_ECHO_MAX, FALSE);
+      ok = fail(error, file, "model_type", "is '%s', not a family ptdsim reads: %s", echo, known->str);
       g_free(echo);
     }
   }
@@ -332,8 +337,8 @@ static gboolean hf_family(const cJSON *o, const char *file, HfFamily *out, GErro
         if (strcmp(a->valuestring, families[f].architecture) == 0)
           by_arch = (gint)f;
       if (by_arch < 0 || (by_type >= 0 && by_arch != by_type)) {
-        char *echo = g_strescape(a->valuestring, NULL);
-        ok = fail(error, file, "architectures", "is ['%.64s'], not a class ptdsim reads%s: %s", echo,
+        char *echo = ptd_echo(a->valuestring, PTD_ECHO_MAX, FALSE);
+        ok = fail(error, file, "architectures", "is ['%s'], not a class ptdsim reads%s: %s", echo,
                   by_arch >= 0 ? " with this model_type" : "", known->str);
         g_free(echo);
       }
