@@ -1,7 +1,11 @@
 /* ptdsim — a verb's command line (see cli.h): GOption, plus the two checks
  * it lacks.  GOption lets a repeated option silently override the first and
  * reports an unknown option without a hint; both are checked here, before
- * GOption parses, against the names of every entry the verb registered. */
+ * GOption parses, against the names of every entry the verb registered.
+ * Other tools' names for the configuration options (search_aliases:
+ * Megatron-LM's) are registered beside them, hidden from --help (each
+ * option's help names its alias), and handed to the option's own callback
+ * under its own name. */
 #include <string.h>
 
 #include "cli.h"
@@ -11,30 +15,59 @@ typedef struct {
   char short_name; /* 0: none */
   gboolean takes_value;
   gboolean repeatable;
+  char *canonical; /* an alias: the option's own name; NULL otherwise */
 } Known;
 
 void cli_args_init(CliArgs *a, const char *parameter_string) {
   a->ctx = g_option_context_new(parameter_string);
   a->known = g_ptr_array_new();
+  a->strings = g_ptr_array_new_with_free_func(g_free);
 }
 
 static void known_free(gpointer p) {
   Known *k = p;
   g_free(k->long_name);
+  g_free(k->canonical);
   g_free(k);
 }
 
 void cli_args_clear(CliArgs *a) {
   g_ptr_array_set_free_func(a->known, known_free);
   g_ptr_array_free(a->known, TRUE);
+  g_ptr_array_free(a->strings, TRUE);
   g_option_context_free(a->ctx);
   memset(a, 0, sizeof *a);
 }
 
-static void remember(CliArgs *a, const GOptionEntry *entries) {
+typedef union {
+  GOptionArgFunc f;
+  gpointer p;
+} Callback; /* GOption keeps a callback as data */
+
+/* An alias's callback: its option's own, called with the option's own name
+ * and the value in the option's words.  One table for the process (the
+ * callbacks get no CliArgs), filled as verbs register their options. */
+typedef struct {
+  const SearchAlias *alias;
+  Callback own;
+  char *own_name; /* "--tp" */
+} AliasCall;
+static GHashTable *alias_calls; /* "--tensor-model-parallel-size" -> AliasCall */
+
+static gboolean alias_arg(const char *option_name, const char *value, gpointer data, GError **error) {
+  const AliasCall *c = alias_calls ? g_hash_table_lookup(alias_calls, option_name) : NULL;
+  g_return_val_if_fail(c != NULL, FALSE);
+  const char *v = value ? search_alias_value(c->alias, value, error) : NULL;
+  if (value && !v)
+    return FALSE;
+  return c->own.f(c->own_name, v, data, error);
+}
+
+static void remember(CliArgs *a, const GOptionEntry *entries, const char *const *canonical) {
   for (const GOptionEntry *e = entries; e->long_name; e++) {
     Known *k = g_new0(Known, 1);
     k->long_name = g_strdup(e->long_name);
+    k->canonical = g_strdup(canonical[e - entries]);
     k->short_name = e->short_name;
     /* an optional value is only ever inline: --name=value */
     k->takes_value =
@@ -67,18 +100,83 @@ static GOptionEntry *as_bytes(const GOptionEntry *entries) {
   return copy;
 }
 
-void cli_args_add(CliArgs *a, const GOptionEntry *entries) {
-  GOptionEntry *copy = as_bytes(entries);
-  g_option_context_add_main_entries(a->ctx, copy, NULL);
-  g_free(copy);
-  remember(a, entries);
+/* Whether entry e is the configuration option an alias names: run's,
+ * plan's and sweep's configuration options are callbacks (cli_config_add,
+ * sweep's grid), a verb's own options of the same name (fit --tp) are not. */
+static gboolean aliased(const SearchAlias *s, const GOptionEntry *e) {
+  return e->arg == G_OPTION_ARG_CALLBACK && strcmp(search_option(s->id)->name, e->long_name) == 0;
 }
 
-void cli_args_add_group(CliArgs *a, GOptionGroup *group, const GOptionEntry *entries) {
-  GOptionEntry *copy = as_bytes(entries);
-  g_option_group_add_entries(group, copy);
+/* The entries and, after them, an entry for each alias of a configuration
+ * option among them: hidden, its value handed on by alias_arg; the
+ * option's help names the alias.  canonical[i]: the own name of entry i
+ * when it is an alias. */
+static GOptionEntry *with_aliases(CliArgs *a, const GOptionEntry *entries, const char ***canonical) {
+  gsize n = 0, extra = 0;
+  while (entries[n].long_name)
+    n++;
+  const SearchAlias *al = search_aliases();
+  for (gsize i = 0; i < n; i++)
+    for (const SearchAlias *s = al; s->name; s++)
+      extra += aliased(s, &entries[i]);
+  GOptionEntry *out = g_new0(GOptionEntry, n + extra + 1);
+  *canonical = g_new0(const char *, n + extra + 1);
+  memcpy(out, entries, n * sizeof *out);
+  gsize k = n;
+  for (gsize i = 0; i < n; i++)
+    for (const SearchAlias *s = al; s->name; s++) {
+      if (!aliased(s, &entries[i]))
+        continue;
+      char *flag = g_strdup_printf("--%s", s->name);
+      if (!out[i].description || !strstr(out[i].description, flag)) { /* its help may name it already */
+        char *help = g_strdup_printf("%s (%s: %s)", out[i].description ? out[i].description : "", s->tool, flag);
+        g_ptr_array_add(a->strings, help);
+        out[i].description = help;
+      }
+      g_free(flag);
+      out[k] = entries[i];
+      out[k].long_name = s->name;
+      out[k].flags |= G_OPTION_FLAG_HIDDEN;
+      out[k].description = out[k].arg_description = NULL;
+      (*canonical)[k] = entries[i].long_name;
+      if (!alias_calls)
+        alias_calls = g_hash_table_new(g_str_hash, g_str_equal);
+      char *key = g_strdup_printf("--%s", s->name);
+      AliasCall *c = g_hash_table_lookup(alias_calls, key);
+      if (!c) {
+        c = g_new0(AliasCall, 1);
+        g_hash_table_insert(alias_calls, key, c);
+      } else
+        g_free(key);
+      g_free(c->own_name);
+      c->alias = s;
+      c->own.p = entries[i].arg_data;
+      c->own_name = g_strdup_printf("--%s", entries[i].long_name);
+      Callback cb = {.f = alias_arg};
+      out[k].arg_data = cb.p;
+      k++;
+    }
+  return out;
+}
+
+static void add_entries(CliArgs *a, GOptionGroup *group, const GOptionEntry *entries) {
+  const char **canonical;
+  GOptionEntry *all = with_aliases(a, entries, &canonical);
+  GOptionEntry *copy = as_bytes(all);
+  if (group)
+    g_option_group_add_entries(group, copy);
+  else
+    g_option_context_add_main_entries(a->ctx, copy, NULL);
   g_free(copy);
-  remember(a, entries);
+  remember(a, all, canonical);
+  g_free(canonical);
+  g_free(all);
+}
+
+void cli_args_add(CliArgs *a, const GOptionEntry *entries) { add_entries(a, NULL, entries); }
+
+void cli_args_add_group(CliArgs *a, GOptionGroup *group, const GOptionEntry *entries) {
+  add_entries(a, group, entries);
 }
 
 void cli_args_repeatable(CliArgs *a, const char *long_name) {
@@ -136,7 +234,9 @@ static const char *nearest(const CliArgs *a, const char *name, gsize len) {
     if (!prefixed && len >= 2 && strncmp(k->long_name, name, len) == 0)
       prefixed = k->long_name;
   }
-  if (best && best_d <= MAX(2u, (guint)len / 3))
+  /* one edit away, or a longer typo that no name begins with (--fp8 is
+   * --fp8-format cut short, not --tp mistyped) */
+  if (best && (best_d <= 1 || (best_d <= MAX(2u, (guint)len / 3) && !prefixed)))
     return best;
   return prefixed;
 }
@@ -176,15 +276,22 @@ gboolean cli_args_parse(CliArgs *a, int *argc, char ***argv, GError **error) {
       ok = FALSE;
       break;
     }
-    /* -o and --output are one option. */
-    const char *key = k->long_name;
-    if (!k->repeatable && g_hash_table_contains(seen, key)) {
-      g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
-                  "--%s is given twice; give each option once (the second would silently replace the first)", key);
+    /* -o and --output are one option, and so are an alias and its option. */
+    const char *key = k->canonical ? k->canonical : k->long_name;
+    const char *first = g_hash_table_lookup(seen, key);
+    if (!k->repeatable && first) {
+      if (strcmp(first, k->long_name) != 0)
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
+                    "--%s is given twice, as --%s and --%s; give each option once (the second would silently replace "
+                    "the first)",
+                    key, first, k->long_name);
+      else
+        g_set_error(error, G_OPTION_ERROR, G_OPTION_ERROR_FAILED,
+                    "--%s is given twice; give each option once (the second would silently replace the first)", key);
       ok = FALSE;
       break;
     }
-    g_hash_table_add(seen, (gpointer)key);
+    g_hash_table_insert(seen, (gpointer)key, k->long_name);
     if (k->takes_value && !inline_value)
       i++; /* its value, whatever it looks like */
   }

@@ -16,6 +16,7 @@ typedef enum { CLI_TEXT, CLI_JSON } CliFormat;
 typedef struct {
   GOptionContext *ctx;
   GPtrArray *known;
+  GPtrArray *strings; /* help texts made here, which GOption points to */
 } CliArgs;
 
 void cli_args_init(CliArgs *a, const char *parameter_string);

@@ -19,10 +19,12 @@
 #include "../traces/report.h"
 #include "../traces/runner.h"
 #include "../plan/validate.h"
+#include "../models/modelfile.h"
 
 static const char *const names[FUZZ_N_TARGETS] = {"cluster", "profile",  "measurements", "trace",      "sweep",
                                                    "trace-gz", "fit",     "schedule",     "slow",       "slow-link",
-                                                   "stage-times", "profiler-trace", "replay"};
+                                                   "stage-times", "profiler-trace", "replay",
+                                                   "model"};
 
 const char *fuzz_target_name(FuzzTarget t) { return t < FUZZ_N_TARGETS ? names[t] : NULL; }
 
@@ -336,6 +338,39 @@ static void replay_trace(const guint8 *data, gsize size) {
   done_with_file(path);
 }
 
+/* A model file, read from memory as --model reads it after loading: a
+ * refusal is one line; an accepted shape's counts are whole and its FLOPs
+ * finite, and the plan validator takes it on one GPU or refuses it in one
+ * line. */
+static void model_file(cJSON *root) {
+  GError *error = NULL;
+  ModelShape m;
+  if (!model_file_from_json(root, "fuzz.json", &m, &error)) {
+    if (!error || strchr(error->message, '\n')) {
+      fprintf(stderr, "fuzz: a refused model file's message is not one line\n");
+      abort();
+    }
+    g_error_free(error);
+    return;
+  }
+  guint64 all = model_param_count(&m), active = model_active_param_count(&m);
+  double flops = model_model_flops_per_iteration(&m, 1);
+  if (all == 0 || active == 0 || active > all || !(isfinite(flops) && flops > 0)) {
+    fprintf(stderr, "fuzz: an accepted model has %" G_GUINT64_FORMAT " parameters (%" G_GUINT64_FORMAT
+                    " active) and %g FLOPs per sequence\n",
+            all, active, flops);
+    abort();
+  }
+  SimPlanRequest req = {.model = m, .gpus = 1, .tp = 1, .pp = 1, .global_batch = 1, .micro_batch = 1,
+                        .allow_oom = TRUE};
+  SimPlan plan;
+  if (!sim_plan_build(&req, selene(), &plan, &error) && (!error || strchr(error->message, '\n'))) {
+    fprintf(stderr, "fuzz: the plan of an accepted model is refused without one line\n");
+    abort();
+  }
+  g_clear_error(&error);
+}
+
 void fuzz_target_run(FuzzTarget t, const guint8 *data, gsize size) {
   GError *error = NULL;
   if (t == FUZZ_SCHEDULE) {
@@ -385,6 +420,8 @@ void fuzz_target_run(FuzzTarget t, const guint8 *data, gsize size) {
     if (p)
       small_run(selene(), p);
     model_profile_free(p);
+  } else if (root && t == FUZZ_MODEL) {
+    model_file(root);
   } else if (root && (t == FUZZ_MEASUREMENTS || t == FUZZ_FIT)) {
     CalibMeasurements *m = calib_measurements_from_json(root, "fuzz.json", &error);
     if (m && t == FUZZ_FIT)

@@ -1,6 +1,7 @@
 /* ptdsim — the fuzz targets: every reader of a file a user hands ptdsim
  * (clusters, device profiles, calibration measurements and the fit made
- * of them, traces plain and gzip, torch.profiler traces and their replay, sweep files, schedule files) and the
+ * of them, traces plain and gzip, torch.profiler traces and their replay, sweep files, schedule files, model
+ * files) and the
  * option values with a syntax of their own (--slow, --slow-link,
  * --stage-times), fed arbitrary bytes.  The same entry points serve libFuzzer
  * (fuzz_main.c, built by tools/fuzz with clang) and the regression test
@@ -31,6 +32,7 @@ typedef enum {
   FUZZ_STAGE_TIMES, /* a --stage-times value, likewise */
   FUZZ_PROFILER_TRACE, /* a torch.profiler trace (plain or gzip) and the step's figures made of it */
   FUZZ_REPLAY,         /* a torch.profiler trace replayed on the engine, as measured and under CUDA graphs */
+  FUZZ_MODEL,          /* a --model FILE: ptdsim's model JSON or a Hugging Face config.json */
   FUZZ_N_TARGETS
 } FuzzTarget;
 

@@ -268,7 +268,7 @@ gboolean search_grid_add_option(SearchGrid *g, SearchOptId id, const char *spec,
   /* every word of a closed set must be one of it */
   for (guint i = 0; ok && choices && i < m->values->len; i++) {
     const char *v = g_ptr_array_index(m->values, i);
-    gboolean known = FALSE;
+    gboolean known = id == SEARCH_OPT_MODEL && ptd_is_path(v); /* a model file (search_value_check reads it) */
     for (const char *const *w = choices; *w && !known; w++)
       known = strcmp(*w, v) == 0;
     if (!known) {

@@ -9,6 +9,7 @@
 #include "../base/jsonutil.h"
 #include "../base/text.h"
 #include "../base/units.h"
+#include "../models/modelfile.h"
 #include "../plan/validate.h"
 
 /* The closed sets of words of the options the plan reads are plan/'s
@@ -30,9 +31,11 @@ static const PtdWord positions[] = {{"learned", MODEL_POSITION_LEARNED}, {"rope"
 static const PtdWord checkpoints[] = {{"sync", 0}, {"async", 1}, {NULL, 0}};
 
 static const SearchOption options[SEARCH_N_OPTIONS] = {
-    [SEARCH_OPT_MODEL] = {"model", SEARCH_OPT_TEXT, "NAME",
-                          "Built-in model (gpt3-175b, megatron-1t, llama3-70b, ...; `ptdsim models` lists them); the "
-                          "shape options below override its values",
+    [SEARCH_OPT_MODEL] = {"model", SEARCH_OPT_TEXT, "NAME|FILE",
+                          "Model: a built-in's name (gpt3-175b, llama3-70b, ...; `ptdsim models` lists them), or a "
+                          "JSON file's path (with a '/' or ending in .json): ptdsim's model JSON or a Hugging Face "
+                          "config.json (Llama, Qwen3, Mixtral, DeepSeek-V3); the shape options below override its "
+                          "values",
                           NULL},
     [SEARCH_OPT_LAYERS] = {"layers", SEARCH_OPT_COUNT, "L", "Transformer layers l", NULL},
     [SEARCH_OPT_HIDDEN] = {"hidden", SEARCH_OPT_COUNT, "H", "Hidden size h", NULL},
@@ -71,6 +74,11 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
     [SEARCH_OPT_PP] = {"pp", SEARCH_OPT_COUNT, "P", "Pipeline-parallel size p", NULL},
     [SEARCH_OPT_DP] = {"dp", SEARCH_OPT_COUNT, "D", "Data-parallel size d (default n/(t*p))", NULL},
     [SEARCH_OPT_GLOBAL_BATCH] = {"global-batch", SEARCH_OPT_COUNT, "B", "Global batch B in sequences", NULL},
+    [SEARCH_OPT_LOCAL_BATCH] = {"local-batch", SEARCH_OPT_COUNT, "N",
+                                "Sequences per data-parallel rank per step (torchtitan's local_batch_size) in place of "
+                                "--global-batch: the global batch is N x the data-parallel size (gpus / (tp x pp x "
+                                "cp), or --dp); run only (plan searches the data-parallel size)",
+                                NULL},
     [SEARCH_OPT_MICRO_BATCH] = {"micro-batch", SEARCH_OPT_COUNT, "b", "Microbatch size b", NULL},
     /* its help and words come from the schedules' table (schedule_option) */
     [SEARCH_OPT_SCHEDULE] = {"schedule", SEARCH_OPT_TEXT, "NAME", NULL, NULL},
@@ -414,6 +422,59 @@ const SearchOption *search_option(SearchOptId id) {
   return id == SEARCH_OPT_SCHEDULE ? schedule_option() : &options[id];
 }
 
+/* Megatron-LM's argument names (megatron/training/arguments.py, and the
+ * fields of megatron/core's ModelParallelConfig, TransformerConfig and
+ * DistributedDataParallelConfig that it turns into arguments) for ptdsim's
+ * options of the same meaning; doc/options.md lists them with their
+ * differences. */
+static const char *const fp8_formats[][2] = {{"e4m3", "fp8"}, {"hybrid", "fp8"}, {NULL, NULL}};
+static const SearchAlias aliases[] = {
+    {"tensor-model-parallel-size", SEARCH_OPT_TP, "Megatron-LM", NULL},
+    {"pipeline-model-parallel-size", SEARCH_OPT_PP, "Megatron-LM", NULL},
+    {"context-parallel-size", SEARCH_OPT_CP, "Megatron-LM", NULL},
+    {"expert-model-parallel-size", SEARCH_OPT_EP, "Megatron-LM", NULL},
+    {"expert-tensor-parallel-size", SEARCH_OPT_EXPERT_TP, "Megatron-LM", NULL},
+    {"num-layers", SEARCH_OPT_LAYERS, "Megatron-LM", NULL},
+    {"hidden-size", SEARCH_OPT_HIDDEN, "Megatron-LM", NULL},
+    {"num-attention-heads", SEARCH_OPT_HEADS, "Megatron-LM", NULL},
+    {"ffn-hidden-size", SEARCH_OPT_FFN_HIDDEN, "Megatron-LM", NULL},
+    {"seq-length", SEARCH_OPT_SEQ_LEN, "Megatron-LM", NULL},
+    {"untie-embeddings-and-output-weights", SEARCH_OPT_UNTIE, "Megatron-LM", NULL},
+    {"disable-bias-linear", SEARCH_OPT_NO_BIAS, "Megatron-LM", NULL},
+    {"global-batch-size", SEARCH_OPT_GLOBAL_BATCH, "Megatron-LM", NULL},
+    {"micro-batch-size", SEARCH_OPT_MICRO_BATCH, "Megatron-LM", NULL},
+    {"num-layers-per-virtual-pipeline-stage", SEARCH_OPT_LAYERS_PER_CHUNK, "Megatron-LM", NULL},
+    {"num-virtual-stages-per-pipeline-rank", SEARCH_OPT_CHUNKS, "Megatron-LM", NULL},
+    {"decoder-first-pipeline-num-layers", SEARCH_OPT_FIRST_STAGE_LAYERS, "Megatron-LM", NULL},
+    {"decoder-last-pipeline-num-layers", SEARCH_OPT_LAST_STAGE_LAYERS, "Megatron-LM", NULL},
+    {"account-for-embedding-in-pipeline-split", SEARCH_OPT_ACCOUNT_EMBEDDING, "Megatron-LM", NULL},
+    {"account-for-loss-in-pipeline-split", SEARCH_OPT_ACCOUNT_LOSS, "Megatron-LM", NULL},
+    {"fp8-format", SEARCH_OPT_PRECISION, "Megatron-LM", fp8_formats},
+    {"use-distributed-optimizer", SEARCH_OPT_DISTRIBUTED_OPTIMIZER, "Megatron-LM", NULL},
+    {"moe-token-dispatcher-type", SEARCH_OPT_MOE_TOKEN_DISPATCHER, "Megatron-LM", NULL},
+    {NULL, 0, NULL, NULL}};
+
+const SearchAlias *search_aliases(void) { return aliases; }
+
+const char *search_alias_value(const SearchAlias *a, const char *value, GError **error) {
+  if (!a->values)
+    return value;
+  GString *words = g_string_new(NULL);
+  for (guint i = 0; a->values[i][0]; i++) {
+    if (value && strcmp(value, a->values[i][0]) == 0) {
+      g_string_free(words, TRUE);
+      return a->values[i][1];
+    }
+    g_string_append_printf(words, "%s%s", i ? " or " : "", a->values[i][0]);
+  }
+  char *echo = ptd_echo(value ? value : "", PTD_ECHO_MAX, FALSE);
+  g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --%s '%s'; use %s (--%s %s)", a->name, echo,
+              words->str, options[a->id].name, a->values[0][1]);
+  g_free(echo);
+  g_string_free(words, TRUE);
+  return NULL;
+}
+
 gint search_option_find(const char *name) {
   for (guint i = 0; i < SEARCH_N_OPTIONS; i++)
     if (strcmp(options[i].name, name) == 0)
@@ -553,6 +614,10 @@ static gboolean text_value_check(SearchOptId id, const char *value, GError **err
     return schedule_file_check(value, error);
   case SEARCH_OPT_RECOMPUTE_MODULES:
     return sim_recompute_modules_parse(value, &n, error);
+  case SEARCH_OPT_MODEL: { /* a model file is read where it arrives: a bad one is refused before any run */
+    ModelShape m;
+    return !ptd_is_path(value) || model_file_read(value, &m, error);
+  }
   default:
     return TRUE;
   }
@@ -719,13 +784,18 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   memset(r, 0, sizeof *r);
   ModelShape named = {.seq_len = 2048, .vocab = 51200};
   const char *model = c->text[SEARCH_OPT_MODEL];
-  if (model && !model_lookup(model, &named)) {
+  if (model && ptd_is_path(model)) {
+    if (!model_file_read(model, &named, error))
+      return FALSE;
+  } else if (model && !model_lookup(model, &named)) {
     GString *names = g_string_new(NULL);
     for (const char *const *n = model_names(); *n; n++)
       g_string_append_printf(names, "%s%s", names->len ? ", " : "", *n);
     char *echo = ptd_echo(model, PTD_ECHO_MAX, FALSE);
-    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --model '%s'; built-in models: %s", echo,
-                names->str);
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "unknown --model '%s'; built-in models: %s%s%s%s", echo,
+                names->str, g_file_test(model, G_FILE_TEST_IS_REGULAR) ? " (for the file of that name, write ./" : "",
+                g_file_test(model, G_FILE_TEST_IS_REGULAR) ? echo : "",
+                g_file_test(model, G_FILE_TEST_IS_REGULAR) ? ")" : "");
     g_free(echo);
     g_string_free(names, TRUE);
     return FALSE;
@@ -739,7 +809,13 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--gpus is required");
     return FALSE;
   }
-  if (!c->given[SEARCH_OPT_GLOBAL_BATCH]) {
+  if (c->given[SEARCH_OPT_GLOBAL_BATCH] && c->given[SEARCH_OPT_LOCAL_BATCH]) {
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--local-batch and --global-batch are both given; give one (the global batch is the local batch x "
+                "the data-parallel size)");
+    return FALSE;
+  }
+  if (!c->given[SEARCH_OPT_GLOBAL_BATCH] && !c->given[SEARCH_OPT_LOCAL_BATCH]) {
     g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID, "--global-batch is required");
     return FALSE;
   }
@@ -805,6 +881,27 @@ gboolean search_config_request(const SearchConfig *c, SimPlanRequest *r, GError 
   r->pp = count_or(c, SEARCH_OPT_PP, 1);
   r->dp = count_or(c, SEARCH_OPT_DP, 0);
   r->global_batch = c->count[SEARCH_OPT_GLOBAL_BATCH];
+  if (c->given[SEARCH_OPT_LOCAL_BATCH]) {
+    /* torchtitan: global_batch_size = local_batch_size x the data-parallel
+     * degree (dp_shard x dp_replicate, the GPUs over tp x pp x cp) */
+    guint64 mp = (guint64)r->tp * r->pp * count_or(c, SEARCH_OPT_CP, 1);
+    guint64 dp = c->given[SEARCH_OPT_DP] ? c->count[SEARCH_OPT_DP] : r->gpus / mp;
+    if (!c->given[SEARCH_OPT_DP] && (r->gpus % mp || dp == 0)) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "--local-batch needs a whole data-parallel size, but --gpus %u is not a multiple of tp x pp x cp = "
+                  "%" G_GUINT64_FORMAT "; give --global-batch, or --gpus a multiple",
+                  r->gpus, mp);
+      return FALSE;
+    }
+    guint64 global = dp * c->count[SEARCH_OPT_LOCAL_BATCH];
+    if (global > G_MAXINT32) {
+      g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                  "--local-batch %u x %" G_GUINT64_FORMAT " data-parallel ranks is more than %d sequences",
+                  c->count[SEARCH_OPT_LOCAL_BATCH], dp, G_MAXINT32);
+      return FALSE;
+    }
+    r->global_batch = (guint)global;
+  }
   r->micro_batch = count_or(c, SEARCH_OPT_MICRO_BATCH, 1);
   r->layers_per_chunk = count_or(c, SEARCH_OPT_LAYERS_PER_CHUNK, 0);
   r->chunks = count_or(c, SEARCH_OPT_CHUNKS, 0);

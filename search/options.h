@@ -42,6 +42,7 @@ typedef enum {
   SEARCH_OPT_PP,
   SEARCH_OPT_DP,
   SEARCH_OPT_GLOBAL_BATCH,
+  SEARCH_OPT_LOCAL_BATCH,
   SEARCH_OPT_MICRO_BATCH,
   SEARCH_OPT_SCHEDULE,
   SEARCH_OPT_SCHEDULE_FILE,
@@ -145,6 +146,23 @@ typedef struct {
 const SearchOption *search_option(SearchOptId id);
 /* The option of that long name (without dashes), or -1. */
 gint search_option_find(const char *name);
+
+/* Another tool's name for an option of the same meaning (Megatron-LM's
+ * --tensor-model-parallel-size for --tp): the command line takes it in the
+ * option's place (an option given under both names is given twice); what
+ * ptdsim prints is always its own name.  `values` maps the other tool's
+ * words onto the option's ("e4m3" -> "fp8"; NULL: the value as given). */
+typedef struct {
+  const char *name; /* without dashes */
+  SearchOptId id;
+  const char *tool; /* whose name it is: "Megatron-LM" */
+  const char *const (*values)[2]; /* pairs, ending in {NULL, NULL} */
+} SearchAlias;
+/* The aliases, ending in {NULL}. */
+const SearchAlias *search_aliases(void);
+/* The value under alias `a` as the option's own word, or NULL with a
+ * one-line error naming the alias and its words. */
+const char *search_alias_value(const SearchAlias *a, const char *value, GError **error);
 
 /* The values given for one configuration. */
 typedef struct {

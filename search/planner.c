@@ -597,6 +597,11 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
    * (--schedule all is plan's word for every schedule, which no run takes) */
   SimPlanRequest base;
   SearchConfig plain;
+  if (cfg->given[SEARCH_OPT_LOCAL_BATCH]) { /* its global batch would change with each candidate's d */
+    g_set_error(error, SIM_PLAN_ERROR, SIM_PLAN_ERROR_INVALID,
+                "--local-batch fixes the batch per data-parallel rank, whose number plan searches; give --global-batch");
+    return FALSE;
+  }
   search_config_copy(&plain, cfg);
   if (plain.text[SEARCH_OPT_SCHEDULE] && strcmp(plain.text[SEARCH_OPT_SCHEDULE], "all") == 0)
     search_config_unset(&plain, SEARCH_OPT_SCHEDULE);
