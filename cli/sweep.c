@@ -648,12 +648,13 @@ int cli_sweep(int argc, char **argv) {
   /* what every configuration needs */
   static const struct {
     const char *name, *why;
-  } needed[] = {{"gpus", "--gpus"}, {"global-batch", "--global-batch"}};
+  } needed[] = {{"gpus", "--gpus"}, {"global-batch", "--global-batch (or --local-batch)"}};
   gboolean have[2] = {FALSE, FALSE}, model = FALSE, shape[3] = {FALSE, FALSE, FALSE};
   for (guint c = 0; c < search_grid_n_columns(parse.grid); c++) {
     const char *col = search_grid_column(parse.grid, c);
     for (guint i = 0; i < 2; i++)
       have[i] |= strcmp(col, needed[i].name) == 0;
+    have[1] |= strcmp(col, "local-batch") == 0; /* torchtitan's: the global batch is it times d */
     model |= strcmp(col, "model") == 0;
     shape[0] |= strcmp(col, "layers") == 0;
     shape[1] |= strcmp(col, "hidden") == 0;

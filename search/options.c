@@ -77,7 +77,7 @@ static const SearchOption options[SEARCH_N_OPTIONS] = {
     [SEARCH_OPT_LOCAL_BATCH] = {"local-batch", SEARCH_OPT_COUNT, "N",
                                 "Sequences per data-parallel rank per step (torchtitan's local_batch_size) in place of "
                                 "--global-batch: the global batch is N x the data-parallel size (gpus / (tp x pp x "
-                                "cp), or --dp); run only (plan searches the data-parallel size)",
+                                "cp), or --dp); run and sweep (plan searches the data-parallel size)",
                                 NULL},
     [SEARCH_OPT_MICRO_BATCH] = {"micro-batch", SEARCH_OPT_COUNT, "b", "Microbatch size b", NULL},
     /* its help and words come from the schedules' table (schedule_option) */

@@ -715,6 +715,24 @@ static void test_list_keys(void) {
   proc_clear(&p);
 }
 
+/* Why: torchtitan's users think in local batch; a sweep takes it in place
+ * of the global batch, which is then the local batch times d. */
+static void test_local_batch(void) {
+  Proc p = run_line("sweep --model llama3-8b --cluster dgx-h100-superpod --gpus 64 --tp 8 --local-batch 2,4 --network "
+                    "analytic --format jsonl");
+  g_assert_cmpint(p.status, ==, 0);
+  char **rows = g_strsplit(p.out, "\n", -1);
+  for (guint i = 0; i < 2; i++) {
+    cJSON *r = cJSON_Parse(rows[i]);
+    g_assert_nonnull(r);
+    const cJSON *cfg = obj(obj(r, "result"), "config");
+    g_assert_cmpfloat(num(cfg, "global_batch"), ==, (i ? 4 : 2) * num(cfg, "dp"));
+    cJSON_Delete(r);
+  }
+  g_strfreev(rows);
+  proc_clear(&p);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   if (!cli_harness_init())
@@ -732,6 +750,7 @@ int main(int argc, char **argv) {
   g_test_add_func("/sweep/columns-cover-run", test_columns_cover_run);
   g_test_add_func("/sweep/throughput-columns", test_throughput_columns);
   g_test_add_func("/sweep/list-keys", test_list_keys);
+  g_test_add_func("/sweep/local-batch", test_local_batch);
   int rc = g_test_run();
   rm_rf(tmpdir);
   g_free(tmpdir);
