@@ -236,6 +236,17 @@ int cli_plan(int argc, char **argv) {
   if (!search_run(&sreq, profile, cluster, &res, &error))
     goto fail;
   guint k = MIN(sreq.keep, res.rows->len);
+  /* the model searched: its parameters (checked by the search) */
+  SimPlanRequest model_req;
+  guint64 params = 0, active = 0;
+  gboolean moe = FALSE;
+  ModelShape shape = {0};
+  if (search_config_request(&cfg, &model_req, NULL)) {
+    shape = model_req.model;
+    params = model_param_count(&shape);
+    moe = model_is_moe(&shape);
+    active = moe ? model_active_param_count(&shape) : params;
+  }
   gboolean tokens = cfg.given[SEARCH_OPT_TOKENS];
   /* a GPU-hour's price: --price-per-gpu-hour, else the cluster's (0: none) */
   double price = cluster->price_per_gpu_hour;
@@ -258,6 +269,11 @@ int cli_plan(int argc, char **argv) {
       for (guint i = 0; i < res.rejected->len; i++)
         row_json(&g_array_index(res.rejected, SearchRow, i), tokens, price, rej);
     }
+    if (params) {
+      cJSON_AddNumberToObject(json, "parameters", (double)params);
+      if (moe)
+        cJSON_AddNumberToObject(json, "active_parameters", (double)active);
+    }
     cJSON_AddNumberToObject(json, "searched", res.searched);
     cJSON_AddNumberToObject(json, "simulated", res.simulated);
     cJSON_AddNumberToObject(json, "infeasible", res.infeasible);
@@ -276,6 +292,13 @@ int cli_plan(int argc, char **argv) {
     cJSON_Delete(json);
   } else {
     GString *text = g_string_new(NULL);
+    if (params) {
+      g_string_append_printf(text, "model      %u layers, hidden %u, %u heads, seq %u, vocab %u: %.2fB parameters",
+                             shape.layers, shape.hidden, shape.heads, shape.seq_len, shape.vocab, params / 1e9);
+      if (moe)
+        g_string_append_printf(text, " (%.2fB active)", active / 1e9);
+      g_string_append_c(text, '\n');
+    }
     g_string_append_printf(text,
                            "%u configurations searched: %u simulated, %u out of memory, %u infeasible, %u pruned "
                            "(network %s%s)\n",

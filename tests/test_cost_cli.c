@@ -133,8 +133,17 @@ static void test_plan_objective(void) {
   /* the cheapest per token is no costlier than the fastest */
   const cJSON *c0 = cJSON_GetArrayItem(arr(c, "rows"), 0), *t0 = cJSON_GetArrayItem(arr(t, "rows"), 0);
   g_assert_cmpfloat(num(c0, "cost_per_million_tokens"), <=, num(t0, "cost_per_million_tokens"));
+  /* plan names the model's parameters as run does */
+  cJSON *r = run_json(RUN);
+  g_assert_cmpfloat(num(t, "parameters"), ==, num(obj(r, "config"), "parameters"));
+  cJSON_Delete(r);
   cJSON_Delete(c);
   cJSON_Delete(t);
+  Proc q = run_line("plan --model llama3-8b --cluster dgx-h100-superpod --gpus 64 --global-batch 128 --top 1");
+  g_assert_cmpint(q.status, ==, 0);
+  g_assert_true(g_str_has_prefix(q.out, "model      32 layers, hidden 4096, 32 heads, seq 8192, vocab 128256: 8.03B "
+                                        "parameters\n"));
+  proc_clear(&q);
   Proc p = run_line(PLAN " --objective money");
   assert_one_line_error(&p, "unknown --objective 'money'");
   proc_clear(&p);
