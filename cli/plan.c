@@ -48,9 +48,7 @@ static void row_json(const SearchRow *r, gboolean tokens, double price, cJSON *r
   if (r->uneven) { /* as run's config has it */
     cJSON *per = cJSON_AddArrayToObject(o, "layers_per_stage");
     for (guint s = 0; s < r->pp; s++)
-      cJSON_AddItemToArray(per, cJSON_CreateNumber(s == 0            ? r->first_layers
-                                                   : s == r->pp - 1 ? r->last_layers
-                                                                    : r->mid_layers));
+      cJSON_AddItemToArray(per, cJSON_CreateNumber(r->stage_layers[s]));
   }
   if (r->status == SEARCH_ROW_RANKED) {
     cJSON_AddNumberToObject(o, "iteration_time_s", r->iteration_time_s);
@@ -70,7 +68,7 @@ static void row_json(const SearchRow *r, gboolean tokens, double price, cJSON *r
     cJSON_AddNumberToObject(o, "whole_run_days", r->run_days);
     cJSON_AddNumberToObject(o, "effective_training_time", r->effective_training_time);
     if (price > 0) /* the whole run's expected GPU-hours at the price */
-      cJSON_AddNumberToObject(o, "cost", r->run_days * 24 * r->gpus * price);
+      cJSON_AddNumberToObject(o, "whole_run_cost", r->run_days * 24 * r->gpus * price);
   }
   if (r->status != SEARCH_ROW_RANKED) {
     cJSON_AddStringToObject(o, "status", status_word(r->status));
@@ -83,14 +81,21 @@ static void row_json(const SearchRow *r, gboolean tokens, double price, cJSON *r
 }
 
 /* A row's layers per stage: "16" when even, else first/middle/last
- * ("15/16/15"; "62/64" on two stages). */
+ * ("15/16/15"; "62/64" on two stages; "9/10-11/10" where the middle
+ * stages differ). */
 static void layers_text(const SearchRow *r, char *buf, gsize len) {
+  const guint *l = r->stage_layers, p = r->pp;
+  guint lo = G_MAXUINT, hi = 0;
+  for (guint s = 1; s + 1 < p; s++)
+    lo = MIN(lo, l[s]), hi = MAX(hi, l[s]);
   if (!r->uneven)
-    g_snprintf(buf, len, "%u", r->first_layers);
-  else if (r->pp == 2)
-    g_snprintf(buf, len, "%u/%u", r->first_layers, r->last_layers);
+    g_snprintf(buf, len, "%u", l[0]);
+  else if (p == 2)
+    g_snprintf(buf, len, "%u/%u", l[0], l[1]);
+  else if (lo == hi)
+    g_snprintf(buf, len, "%u/%u/%u", l[0], lo, l[p - 1]);
   else
-    g_snprintf(buf, len, "%u/%u/%u", r->first_layers, r->mid_layers, r->last_layers);
+    g_snprintf(buf, len, "%u/%u-%u/%u", l[0], lo, hi, l[p - 1]);
 }
 
 static void row_text(GString *text, const char *label, const SearchRow *r, gboolean tokens, double price,
@@ -111,7 +116,7 @@ static void row_text(GString *text, const char *label, const SearchRow *r, gbool
     g_string_append_printf(text, " %3u %3u", r->ep, r->expert_tp);
   if (with_layers) {
     char layers[40] = "-";
-    if (!r->zero && r->first_layers)
+    if (!r->zero && r->stage_layers)
       layers_text(r, layers, sizeof layers);
     g_string_append_printf(text, " %-11s", layers);
   }
@@ -236,22 +241,14 @@ int cli_plan(int argc, char **argv) {
   if (!search_run(&sreq, profile, cluster, &res, &error))
     goto fail;
   guint k = MIN(sreq.keep, res.rows->len);
-  /* the model searched: its parameters (checked by the search) */
-  SimPlanRequest model_req;
-  guint64 params = 0, active = 0;
-  gboolean moe = FALSE;
-  ModelShape shape = {0};
-  if (search_config_request(&cfg, &model_req, NULL)) {
-    shape = model_req.model;
-    params = model_param_count(&shape);
-    moe = model_is_moe(&shape);
-    active = moe ? model_active_param_count(&shape) : params;
-  }
+  /* the model searched and its parameters */
+  ModelShape shape = res.model;
+  guint64 params = model_param_count(&shape);
+  gboolean moe = model_is_moe(&shape);
+  guint64 active = moe ? model_active_param_count(&shape) : params;
   gboolean tokens = cfg.given[SEARCH_OPT_TOKENS];
-  /* a GPU-hour's price: --price-per-gpu-hour, else the cluster's (0: none) */
-  double price = cluster->price_per_gpu_hour;
-  if (cfg.text[SEARCH_OPT_PRICE])
-    ptd_parse_real(cfg.text[SEARCH_OPT_PRICE], &price); /* checked as it was given */
+  /* a GPU-hour's price, as every candidate's plan resolved it (0: none) */
+  double price = res.rows->len ? g_array_index(res.rows, SearchRow, 0).price_per_gpu_hour : 0;
   const char *used = res.rows->len ? g_array_index(res.rows, SearchRow, 0).config.text[SEARCH_OPT_NETWORK] : "";
   /* The throughput shown: Eq. 3 when every row shown is an SC21
    * reproduction (comparable with the paper), else model FLOPs and MFU for

@@ -169,15 +169,17 @@ guint64 sim_moe_stage_params(const SimPlan *pl, guint s, guint64 *experts, guint
   if (moe_layers)
     *moe_layers = moe;
   n = n - (guint64)moe * dense_mlp + (guint64)moe * moe_local;
-  guint ms = pl->pp - 1, mc = 0;
-  if (pl->layout && pl->layout->mtps)
-    sim_plan_place(pl, pl->layout->mtp_vs, 0, &ms, &mc);
-  if (m->mtp && s == ms && model_layer_is_moe(m, m->layers - 1)) {
-    /* the MTP modules, on the last stage (or a layout's): an MoE layer, the 2h -> h
-     * projection split over t, three norms */
-    n += m->mtp * (model_layer_local_params(m, pl->tp) - dense_mlp + moe_local +
-                   2ull * m->hidden * m->hidden / pl->tp + 3 * model_norm_params(m));
-    *experts += m->mtp * model_moe_local_expert_params(m, pl->ep, pl->etp);
+  /* the MTP modules, where the virtual stage that runs them is (the
+   * route's last, or a layout's; DualPipe's two directions each keep a
+   * copy): an MoE layer, the 2h -> h projection split over t, three norms */
+  guint copies = 0;
+  for (guint c = 0; m->mtp && c < v; c++)
+    copies += sim_plan_chunk_vstage(pl, s, c) == sim_plan_mtp_vstage(pl);
+  if (copies && model_layer_is_moe(m, m->layers - 1)) {
+    n += copies * m->mtp *
+         (model_layer_local_params(m, pl->tp) - dense_mlp + moe_local + 2ull * m->hidden * m->hidden / pl->tp +
+          3 * model_norm_params(m));
+    *experts += copies * m->mtp * model_moe_local_expert_params(m, pl->ep, pl->etp);
   }
   return n;
 }

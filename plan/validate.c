@@ -378,6 +378,10 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
       !need(r->global_batch, "--global-batch", MAX_BATCH, error) ||
       !need(r->micro_batch, "--micro-batch", MAX_BATCH, error))
     return FALSE;
+  /* multi-token prediction runs as DeepSeek-V3's: an MoE layer per module */
+  if (m->mtp && !model_is_moe(m))
+    FAIL("multi-token prediction modules are modelled on mixture-of-experts models (DeepSeek-V3's), and this "
+         "model has no experts; drop its MTP modules");
   if (!m->kv_channels && m->hidden % m->heads)
     FAIL("--hidden %u is not a multiple of --heads %u; pick sizes whose head dimension is whole, or give "
          "--kv-channels",
@@ -922,6 +926,16 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
   if (!sim_moe_build(r, plan, error))
     return FALSE;
 
+  /* A model chunk of no transformer layer (the embedding's or the loss's
+   * alone) has no block to hang FSDP2's root gather and reduction on, nor
+   * the distributed optimizer's overlapped gather */
+  if ((plan->fsdp || plan->overlap_param_gather) && !r->zero && !own)
+    for (guint s = 0; s < r->pp; s++)
+      for (guint c = 0; c < (row->copies ? 2u : v); c++)
+        if (sim_plan_chunk_layers(plan, s, c) == 0)
+          FAIL("model chunk %u of stage %u holds no transformer layer, which %s is not modelled with; give every "
+               "chunk a layer",
+               c, s, plan->fsdp ? "FSDP2" : "--overlap-param-gather");
   /* Keep the task graph within what one process can hold. */
   double stage_items = 2.0 * m_mb * v;
   double per_layer = 6.0 + (cp > 1 ? 6.0 * cp : 0) + (r->tp_comm_overlap ? 8.0 * r->tp : 0) +

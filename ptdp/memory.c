@@ -129,9 +129,8 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
   gboolean first = s == 0, last = s == p - 1;
   const SimScheduleInfo *row = sim_schedule_info(pl->schedule);
   if (row->copies) { /* two copies: stage s of one direction, p-1-s of the other */
-    guint half = layers / 2;
-    params =
-        model_stage_params(&pl->model, pl->tp, p, s, half) + model_stage_params(&pl->model, pl->tp, p, p - 1 - s, half);
+    params = model_stage_params(&pl->model, pl->tp, p, s, sim_plan_chunk_layers(pl, s, 0)) +
+             model_stage_params(&pl->model, pl->tp, p, p - 1 - s, sim_plan_chunk_layers(pl, s, 1));
     first = last = s == 0 || s == p - 1;
   } else if (!row->megatron_2021) {
     /* where the route puts the embedding (its first virtual stage) and the

@@ -68,15 +68,17 @@ static const KeyDoc docs[] = {
     {"cluster.fabric.network.units_per_pod", "flow network: scalable units per pod (above them, the core)"},
     {"cluster.fabric.network.switch_ports", "flow network: ports per switch (the spines' count)"},
     /* the device profile */
-    {"profile.peak_tflops", "the dense 16-bit peak: MFU's denominator and the attention kernels' rate per SM; not the "
-                            "GEMMs' rate where the profile gives a GEMM anchor (gemm.anchor.tflops is that rate)"},
+    {"profile.peak_tflops", "the dense 16-bit peak: MFU's denominator and the attention kernels' rate per SM; the "
+                            "GEMMs' rate only where the profile gives gemm.efficiency_max (a fitted profile), not "
+                            "where it gives a GEMM anchor (gemm.anchor.tflops is that rate)"},
     {"profile.peak_fp8_tflops", "the FP8 peak: FP8 MFU's denominator; FP8 GEMMs run at gemm_fp8.anchor.tflops where "
                                 "given"},
     {"profile.sms", "SMs: GEMM and attention waves, and the share of the GPU a collective's SMs take"},
     {"profile.memory_GiB", "device memory: whether a configuration fits"},
-    {"profile.hbm_GBps", "HBM bandwidth: memory-bound kernels (times memory_efficiency) where no membound class "
-                         "gives its own, GEMMs' memory bound"},
-    {"profile.memory_efficiency", "the share of hbm_GBps a streaming kernel reaches"},
+    {"profile.hbm_GBps", "HBM bandwidth (times memory_efficiency): memory-bound kernels where no membound class gives "
+                         "its own, GEMMs' memory bound, ZeRO's memory passes, the HBM a collective takes from the "
+                         "compute beside it"},
+    {"profile.memory_efficiency", "the share of hbm_GBps a streaming kernel reaches: the same uses as hbm_GBps"},
     {"profile.l2_MiB", "L2 size: which memory-bound kernels run at their L2 rate"},
     {"profile.kernel_launch_us", "the gap every kernel pays"},
     {"profile.sustained_clock_ratio", "the share of the boost-clock GEMM rate a long run sustains: every GEMM's and "

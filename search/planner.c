@@ -361,6 +361,7 @@ static void classify(Search *s, const Candidate *c, SearchRow *row, SimPlan *pla
     return;
   }
   row->attention = sim_plan_attention_ran(plan, s->profile);
+  row->price_per_gpu_hour = plan->price_per_gpu_hour;
   row->microbatches = plan->microbatches;
   row->chunks = plan->chunks;
   row->split = plan->split;
@@ -368,6 +369,9 @@ static void classify(Search *s, const Candidate *c, SearchRow *row, SimPlan *pla
   row->first_layers = sim_plan_stage_layers(plan, 0);
   row->mid_layers = plan->pp > 2 ? sim_plan_stage_layers(plan, 1) : 0;
   row->last_layers = sim_plan_stage_layers(plan, plan->pp - 1);
+  row->stage_layers = g_new(guint, plan->pp);
+  for (guint st = 0; st < plan->pp; st++)
+    row->stage_layers[st] = sim_plan_stage_layers(plan, st);
   ModelMemory mem;
   guint stage;
   if (c->zero)
@@ -433,10 +437,15 @@ static gpointer simulate(guint k, gpointer user) {
     RtResult whole;
     rt_checkpoint_bytes(plan, &res, &in.checkpoint_bytes, &in.rank_bytes);
     /* the options were checked before the search (search_run) */
-    if (plan->tokens > 0 && search_config_runtime(&row->config, &rt, NULL) && rt_run(&in, &rt, &whole, NULL)) {
+    GError *rt_err = NULL;
+    if (plan->tokens > 0 && search_config_runtime(&row->config, &rt, &rt_err) && rt_run(&in, &rt, &whole, &rt_err)) {
       row->run_days = whole.expected_days;
       row->effective_training_time = whole.effective_training_time;
+    } else if (plan->tokens > 0) { /* the whole run cannot be priced (as run would refuse it): not ranked */
+      row->status = SEARCH_ROW_INFEASIBLE;
+      row->reason = g_strdup(rt_err ? rt_err->message : "the whole run cannot be priced");
     }
+    g_clear_error(&rt_err);
     row->score = objective_score(s->req->objective, row);
   }
   g_free(plan);
@@ -451,6 +460,7 @@ static gboolean simulated(guint k, gpointer result, gpointer user) {
 static void row_clear(SearchRow *r) {
   search_config_clear(&r->config);
   g_clear_pointer(&r->reason, g_free);
+  g_clear_pointer(&r->stage_layers, g_free);
 }
 
 static void keep_time(Search *s, double t) {
@@ -611,6 +621,7 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
   base.slices_text = base.schedule_file = base.stage_times_text = base.layout = NULL;
   if (!base_ok)
     return FALSE;
+  out->model = base.model;
   const ModelShape *m = &base.model;
   guint n = base.gpus, B = base.global_batch;
   if (n > topo_cluster_gpus(cluster)) {
@@ -749,12 +760,19 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
         const char *want = cfg->text[SEARCH_OPT_RECOMPUTE];
         if (want ? strcmp(want, search_recompute_word(rc)) != 0 : mi >= 3)
           continue;
-        for (guint v = 1; ptdp_ok && v <= lps; v++) {
+        /* a given layout's chunks: its pieces over p (the V's and DualPipe's
+         * own placements are searched at v = 1) */
+        const SimLayout *lay = cfg->text[SEARCH_OPT_PIPELINE_LAYOUT]
+                                   ? sim_layout_parse(cfg->text[SEARCH_OPT_PIPELINE_LAYOUT], NULL)
+                                   : NULL;
+        guint layout_v = lay ? lay->n / p : 0;
+        for (guint v = 1; ptdp_ok && v <= MAX(lps, layout_v); v++) {
           /* v = 1: 1F1B (or GPipe, pinned); v >= 2: interleaved, which needs
            * p >= 2 and m a multiple of p. */
-          if (lps % v || (v > 1 && (p < 2 || mb % p)) ||
-              (v > 1 && (ends || split.embedding || split.loss) &&
-               !sim_split_layers(&split, m->layers, p, v, &f_v, &m_v, &l_v, NULL)))
+          if (lay ? (v != 1 && v != layout_v) || (v > 1 && (p < 2 || mb % p))
+                  : lps % v || (v > 1 && (p < 2 || mb % p)) ||
+                        (v > 1 && (ends || split.embedding || split.loss) &&
+                         !sim_split_layers(&split, m->layers, p, v, &f_v, &m_v, &l_v, NULL)))
             continue;
           /* the schedules of v chunks: 1F1B (GPipe when pinned) or
            * interleaved 1F1B; with --schedule all, or one of them named,

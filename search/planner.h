@@ -58,6 +58,7 @@ typedef struct {
   SimSplit split;        /* the pipeline split (all zero: even) */
   gboolean uneven;       /* its stages hold different numbers of layers (or its chunks do) */
   guint first_layers, mid_layers, last_layers; /* stage 0's, a middle stage's and stage p - 1's layers */
+  guint *stage_layers;   /* every stage's layers (pp of them; NULL where no plan was made) */
   double iteration_time_s, tflops_per_gpu, memory_GiB, training_days, tokens_per_s; /* memory: also when OOM */
   double model_tflops_per_gpu, mfu; /* model FLOPs per second per GPU, and over the peak (a fraction) */
   double peak_tflops;               /* the peak MFU is measured against: the run's precision's */
@@ -76,6 +77,7 @@ typedef struct {
    * times it (times the whole run's days over its ideal days for the cost
    * with --tokens); 0 where not simulated */
   double score;
+  double price_per_gpu_hour; /* the plan's (--price-per-gpu-hour, or the cluster's); 0: none */
 } SearchRow;
 
 /* Context-parallel sizes plan tries unpinned: up to SEARCH_MAX_CP, each
@@ -100,6 +102,7 @@ typedef struct {
   guint infeasible;    /* rejected by the plan checks */
   guint pruned;        /* fit, but could not enter the best `keep` */
   char *first_infeasible; /* the reason of the first infeasible candidate, or NULL */
+  ModelShape model;       /* the model searched */
 } SearchResult;
 
 /* Enumerates (largest GPU count first), checks memory, prunes, simulates

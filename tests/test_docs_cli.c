@@ -1,9 +1,10 @@
 /* The docs' example outputs against the tool: every example in README.md
  * and the pages of doc/ written as a `build/ptdsim ...` command block followed by
  * its output block is run as written (from the repository's root, through
- * /bin/sh, so pipes work) and its output must hold the block's lines, in
- * order (a "..." line stands for lines left out; timings and rates, which
- * differ run to run, are compared as words).  Examples that write files,
+ * /bin/sh, so pipes work) and must print the block's lines (blank lines
+ * aside), or where a "..." line stands for lines left out, the block's lines
+ * in order among its own; timings and rates, which differ run to run, are
+ * compared as words.  Examples that write files,
  * read a file an earlier block made, or time the machine (bench) are not
  * run; nor are those whose pipe needs a program this machine lacks.
  * tools/doc-examples writes the blocks again from the tool.
@@ -47,41 +48,49 @@ static const char *skip_reason(const char *cmd) {
   return NULL;
 }
 
-/* Whether `want`'s lines appear in `got`, in order. */
-static gboolean holds(const char *got, const char *want, char **missing) {
-  char **g = g_strsplit(got, "\n", -1), **w = g_strsplit(want, "\n", -1);
-  guint i = 0, ng = g_strv_length(g);
-  gboolean ok = TRUE;
-  for (guint j = 0; w[j] && ok; j++) {
-    char *line = normal(w[j]);
-    if (!*line || strcmp(line, "...") == 0) {
-      g_free(line);
-      continue;
-    }
-    while (i < ng) {
-      char *have = normal(g[i++]);
-      gboolean same = strcmp(have, line) == 0;
-      g_free(have);
-      if (same)
-        break;
-      if (i == ng) {
-        ok = FALSE;
-        *missing = g_strdup(line);
-      }
-    }
-    if (i == ng && ok && w[j + 1] && *w[j + 1]) { /* lines still wanted after the output's last */
-      gboolean rest = FALSE;
-      for (guint k = j + 1; w[k]; k++)
-        rest = rest || (*w[k] && strcmp(w[k], "...") != 0);
-      if (rest) {
-        ok = FALSE;
-        *missing = g_strdup(w[j + 1]);
-      }
-    }
-    g_free(line);
+/* The non-blank lines of `text`, normalized. */
+static GPtrArray *lines_of(const char *text) {
+  GPtrArray *a = g_ptr_array_new_with_free_func(g_free);
+  char **l = g_strsplit(text, "\n", -1);
+  for (guint i = 0; l[i]; i++) {
+    char *n = normal(l[i]);
+    if (*n)
+      g_ptr_array_add(a, n);
+    else
+      g_free(n);
   }
-  g_strfreev(g);
-  g_strfreev(w);
+  g_strfreev(l);
+  return a;
+}
+
+/* Whether `got` prints what `want` shows: the same lines, or where `want`
+ * leaves lines out ("..."), its lines in order among `got`'s.  *missing:
+ * the first line shown and not printed (or the first printed and not
+ * shown). */
+static gboolean holds(const char *got, const char *want, char **missing) {
+  GPtrArray *g = lines_of(got), *w = lines_of(want);
+  gboolean excerpt = FALSE, ok = TRUE;
+  for (guint j = 0; j < w->len; j++)
+    excerpt = excerpt || strcmp(g_ptr_array_index(w, j), "...") == 0;
+  guint i = 0;
+  for (guint j = 0; j < w->len && ok; j++) {
+    const char *line = g_ptr_array_index(w, j);
+    if (strcmp(line, "...") == 0)
+      continue;
+    while (i < g->len && strcmp(g_ptr_array_index(g, i), line) != 0 && excerpt)
+      i++;
+    if (i == g->len || strcmp(g_ptr_array_index(g, i), line) != 0) {
+      ok = FALSE;
+      *missing = g_strdup(line);
+    }
+    i++;
+  }
+  if (ok && !excerpt && i < g->len) {
+    ok = FALSE;
+    *missing = g_strdup_printf("(printed, not shown) %s", (const char *)g_ptr_array_index(g, i));
+  }
+  g_ptr_array_unref(g);
+  g_ptr_array_unref(w);
   return ok;
 }
 
@@ -120,8 +129,15 @@ static void check_file(const char *root, const char *rel) {
         g_string_append_c(script, *c++);
     }
     Proc r = run_sh_in(root, script->str, 120);
+    /* standard output, or with its standard error where the page shows that too */
     char *both = g_strconcat(r.out, r.err, NULL), *missing = NULL;
-    if (!holds(both, want, &missing))
+    gboolean ok = holds(r.out, want, &missing);
+    if (!ok) {
+      g_free(missing);
+      missing = NULL;
+      ok = holds(both, want, &missing);
+    }
+    if (!ok)
       g_error("%s: the example `%s` no longer prints what the page shows: first missing line \"%s\" (write the page's "
               "blocks again with tools/doc-examples)",
               rel, cmd, missing);

@@ -616,8 +616,14 @@ void trace_report_text(GString *out, const cJSON *run) {
                            count(cfg, "microbatches") == 1 ? "" : "es");
   stages_text(out, cJSON_GetObjectItemCaseSensitive(cfg, "layers_per_stage"), "stage", "layers     ",
               " (an uneven split)");
+  /* where the route's virtual stages run, as the schedule places them */
+  const SimScheduleInfo *placed = sim_schedule_find(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(cfg, "schedule")));
   stages_text(out, cJSON_GetObjectItemCaseSensitive(cfg, "layers_per_virtual_stage"), "virtual stage",
-              "           by model chunk: ", " (chunk c of stage s is virtual stage c p + s)");
+              "           by model chunk: ",
+              placed && placed->chunks == SIM_CHUNKS_TWO
+                  ? (placed->copies ? " (stage s holds virtual stages s and p - 1 - s, one per direction)"
+                                    : " (stage s holds virtual stages s and 2p - 1 - s)")
+                  : " (chunk c of stage s is virtual stage c p + s)");
   if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(cfg, "pipeline_layout")))
     g_string_append_printf(out, "           layout %s (Megatron-Core's --pipeline-model-parallel-layout)\n",
                            str(cfg, "pipeline_layout"));
