@@ -149,6 +149,47 @@ static void test_plan_objective(void) {
   proc_clear(&p);
 }
 
+/* Why: pruning keeps the best rows of every objective: the top 3 of a
+ * pruned search are the first 3 of the search that simulates everything. */
+static void test_pruning_per_objective(void) {
+  static const char *const objectives[] = {"time", "cost", "tokens-per-dollar"};
+  for (guint o = 0; o < G_N_ELEMENTS(objectives); o++) {
+    for (guint t = 0; t < 2; t++) {
+      const char *base = "plan --model gpt3-1b --gpus 16 --global-batch 16 --allow-fewer --format json";
+      char *pruned = g_strdup_printf("%s --objective %s --top 3%s", base, objectives[o], t ? " --tokens 1B" : "");
+      char *all = g_strdup_printf("%s --objective %s --top 100000%s", base, objectives[o], t ? " --tokens 1B" : "");
+      cJSON *a = run_json(pruned), *b = run_json(all);
+      g_assert_cmpfloat(num(a, "pruned"), >, 0);
+      for (int i = 0; i < 3; i++)
+        g_assert_cmpstr(str(cJSON_GetArrayItem(arr(a, "rows"), i), "command"), ==,
+                        str(cJSON_GetArrayItem(arr(b, "rows"), i), "command"));
+      cJSON_Delete(a);
+      cJSON_Delete(b);
+      g_free(pruned);
+      g_free(all);
+    }
+  }
+}
+
+/* Why: plan searches a given layout at its own chunks (its pieces over p),
+ * and reports each row's stages as the layout makes them. */
+static void test_plan_layout(void) {
+  cJSON *j = run_json("plan --model llama3-8b --cluster dgx-h100-superpod --gpus 64 --global-batch 128 --format json "
+                      "--top 5 --pp 4 --pipeline-model-parallel-layout Et*2|(t*3|)*10,L");
+  gboolean v2 = FALSE;
+  const cJSON *row;
+  cJSON_ArrayForEach(row, arr(j, "rows")) {
+    v2 = v2 || (num(row, "pp") == 4 && num(row, "chunks") == 3); /* 12 pieces on 4 stages: 3 chunks, not dividing 8 */
+    const cJSON *per = cJSON_GetObjectItemCaseSensitive(row, "layers_per_stage"), *x;
+    double sum = 0;
+    cJSON_ArrayForEach(x, per) sum += x->valuedouble;
+    if (per)
+      g_assert_cmpfloat(sum, ==, 32);
+  }
+  g_assert_true(v2);
+  cJSON_Delete(j);
+}
+
 int main(int argc, char **argv) {
   g_test_init(&argc, &argv, NULL);
   if (!cli_harness_init())
@@ -157,6 +198,8 @@ int main(int argc, char **argv) {
   g_test_add_func("/cost/run", test_run_cost);
   g_test_add_func("/cost/cluster-price", test_cluster_price);
   g_test_add_func("/cost/plan-objective", test_plan_objective);
+  g_test_add_func("/cost/pruning-per-objective", test_pruning_per_objective);
+  g_test_add_func("/cost/plan-layout", test_plan_layout);
   int rc = g_test_run();
   g_rmdir(tmpdir);
   g_free(tmpdir);
