@@ -470,6 +470,16 @@ static gboolean open_output(Out *out, const char *output, gboolean do_resume, in
       if (f)
         fclose(f);
     }
+    /* a new file that a crash cut before its sidecar was written holds at
+     * most its header: nothing to check it against, so write the sidecar */
+    gboolean orphan = FALSE;
+    if (do_resume && !legacy && !g_file_test(side, G_FILE_TEST_EXISTS)) {
+      char *body = NULL;
+      gsize len = 0;
+      orphan = g_file_get_contents(output, &body, &len, NULL) &&
+               (!memchr(body, '\n', len) || memchr(body, '\n', len) == body + len - 1);
+      g_free(body);
+    }
     if (legacy)
       g_free(side);
     else {
@@ -485,6 +495,11 @@ static gboolean open_output(Out *out, const char *output, gboolean do_resume, in
       g_free(out->meta);
       out->meta = sweep_meta(out->grid, SEARCH_SWEEP_JSONL);
       out->meta_format = SEARCH_SWEEP_JSONL;
+      if (orphan) {
+        const char *inputs[] = {output, NULL};
+        if (!ptd_write_file(side, "the sweep's version and inputs", inputs, out->meta, strlen(out->meta), error))
+          return FALSE;
+      }
     }
   }
   if (output) {

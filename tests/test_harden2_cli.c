@@ -548,6 +548,15 @@ static void test_sweep_resume_trust(void) {
   g_assert_cmpstr(strchr(resumed, '\n') + 1, ==, text);
   g_assert_false(g_file_test(part_meta, G_FILE_TEST_EXISTS));
   g_free(resumed);
+  /* a new file cut before its sidecar was written (its header alone): continued, the sidecar written */
+  char *header_only = g_strdup_printf("%s\n", lines[0]);
+  write_bytes(part, header_only, -1);
+  run_line_ok(line);
+  resumed = slurp(part, &len);
+  g_assert_cmpstr(resumed, ==, text);
+  g_assert_true(g_file_test(part_meta, G_FILE_TEST_EXISTS));
+  g_free(resumed);
+  g_free(header_only);
   g_free(first);
   g_free(line);
   g_string_free(s, TRUE);
