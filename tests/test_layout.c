@@ -108,12 +108,18 @@ static void test_refusals(void) {
   }
 }
 
-/* A plan of an 8-layer GPT (or `layers`) on Selene, p stages of `schedule`
+/* A plan of an 8-layer GPT (or `layers`; DeepSeek-V3 cut to them with `mtp` MTP modules) on Selene, p stages of `schedule`
  * with `layout`; FALSE with the error where it is refused. */
 static gboolean layout_plan(const char *schedule, guint layers, guint p, guint chunks, const char *layout, guint mtp,
                             SimPlan *plan, GError **error) {
   SimPlanRequest r = {0};
-  r.model = (ModelShape){.layers = layers, .hidden = 1024, .heads = 16, .seq_len = 1024, .vocab = 51200, .mtp = mtp};
+  r.model = (ModelShape){.layers = layers, .hidden = 1024, .heads = 16, .seq_len = 1024, .vocab = 51200};
+  if (mtp) { /* multi-token prediction as DeepSeek-V3 runs it, on its mixture of experts */
+    g_assert_true(model_lookup("deepseek-v3", &r.model));
+    r.model.layers = layers;
+    r.model.seq_len = 1024;
+    r.model.mtp = mtp;
+  }
   r.tp = 1;
   r.pp = p;
   r.gpus = p;
@@ -178,6 +184,13 @@ static void test_placements(void) {
   g_assert_true(layout_plan(NULL, 8, 4, 0, "E|t*3|(t|)*3tt|m|L", 1, &pl, &error));
   g_assert_no_error(error);
   g_assert_cmpuint(sim_plan_mtp_vstage(&pl), ==, 6);
+  /* an MTP module runs as DeepSeek-V3's, an MoE layer: a dense model with one is refused */
+  SimPlanRequest r = {0};
+  r.model = (ModelShape){.layers = 8, .hidden = 1024, .heads = 16, .seq_len = 1024, .vocab = 51200, .mtp = 1};
+  r.tp = r.pp = r.gpus = r.micro_batch = r.global_batch = 1;
+  g_assert_false(sim_plan_build(&r, selene, &pl, &error));
+  g_assert_nonnull(strstr(error->message, "modelled on mixture-of-experts models"));
+  g_clear_error(&error);
 }
 
 typedef struct {
