@@ -1,6 +1,9 @@
 /* ptdsim — the end-to-end tests' runner and JSON readers (cli_harness.h). */
 #include "cli_harness.h"
 
+#include <glib/gstdio.h>
+#include <zlib.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -199,4 +202,18 @@ double profile_peak_tflops(const cJSON *run) {
   double peak = num(prof, strcmp(str(c, "precision"), "fp8") == 0 ? "peak_fp8_tflops" : "peak_tflops");
   cJSON_Delete(prof);
   return peak;
+}
+
+void write_gz(const char *path, const char *text, gsize cut) {
+  char *full = g_strconcat(path, ".whole.gz", NULL);
+  gzFile z = gzopen(full, "wb");
+  g_assert_nonnull(z);
+  g_assert_cmpint(gzwrite(z, text, (unsigned)strlen(text)), ==, (int)strlen(text));
+  g_assert_cmpint(gzclose(z), ==, Z_OK);
+  gsize n = 0;
+  char *bytes = slurp(full, &n);
+  g_assert_true(g_file_set_contents(path, bytes, (gssize)(cut ? MIN(cut, n) : n), NULL));
+  g_unlink(full);
+  g_free(bytes);
+  g_free(full);
 }

@@ -58,6 +58,9 @@ void cli_test_bad_each(const CliBadCase *cases, gsize n);
 cJSON *load_shipped(const char *subdir, const char *name);
 /* $PTDSIM_DATA_DIR/REL (caller frees). */
 char *data_file(const char *rel);
+/* Writes `text` gzipped to `path`, its first `cut` bytes only where `cut`
+ * is not 0 (a truncated gzip) (asserted). */
+void write_gz(const char *path, const char *text, gsize cut);
 /* Writes `len` bytes of `text` (-1: up to its NUL) to `path` (asserted). */
 void write_bytes(const char *path, const char *text, gssize len);
 /* Writes the shipped dgx-h100-superpod cluster with `nics` NICs per node

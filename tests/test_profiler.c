@@ -271,20 +271,6 @@ static void test_shipped(void) {
   g_free(steps_path);
 }
 
-static void write_gz(const char *path, const char *text, gsize cut) {
-  char *full = in_tmp("whole.gz");
-  gzFile z = gzopen(full, "wb");
-  g_assert_nonnull(z);
-  g_assert_cmpint(gzwrite(z, text, (unsigned)strlen(text)), ==, (int)strlen(text));
-  g_assert_cmpint(gzclose(z), ==, Z_OK);
-  gsize n = 0;
-  char *bytes = slurp(full, &n);
-  g_assert_true(g_file_set_contents(path, bytes, (gssize)(cut ? MIN(cut, n) : n), NULL));
-  g_unlink(full);
-  g_free(bytes);
-  g_free(full);
-}
-
 #define K(corr, ts) "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"k\",\"ts\":" #ts ",\"dur\":1,\"args\":{\"stream\":7,\"correlation\":" #corr "}}"
 #define L(corr, ts) "{\"ph\":\"X\",\"cat\":\"cuda_runtime\",\"name\":\"cudaLaunchKernel\",\"tid\":1,\"ts\":" #ts ",\"dur\":1,\"args\":{\"correlation\":" #corr "}}"
 
