@@ -385,6 +385,7 @@ done:
   search_config_clear(&cfg);
   g_free(format);
   g_free(top_text);
+  g_free(objective_text);
   g_free(jobs_text);
   cli_args_clear(&args);
   return code;

@@ -927,15 +927,14 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
     return FALSE;
 
   /* A model chunk of no transformer layer (the embedding's or the loss's
-   * alone) has no block to hang FSDP2's root gather and reduction on, nor
-   * the distributed optimizer's overlapped gather */
-  if ((plan->fsdp || plan->overlap_param_gather) && !r->zero && !own)
+   * alone) has no block to hang FSDP2's root gather and reduction on */
+  if (plan->fsdp && !r->zero && !own)
     for (guint s = 0; s < r->pp; s++)
       for (guint c = 0; c < (row->copies ? 2u : v); c++)
         if (sim_plan_chunk_layers(plan, s, c) == 0)
-          FAIL("model chunk %u of stage %u holds no transformer layer, which %s is not modelled with; give every "
+          FAIL("model chunk %u of stage %u holds no transformer layer, which FSDP2 is not modelled with; give every "
                "chunk a layer",
-               c, s, plan->fsdp ? "FSDP2" : "--overlap-param-gather");
+               c, s);
   /* Keep the task graph within what one process can hold. */
   double stage_items = 2.0 * m_mb * v;
   double per_layer = 6.0 + (cp > 1 ? 6.0 * cp : 0) + (r->tp_comm_overlap ? 8.0 * r->tp : 0) +

@@ -300,7 +300,8 @@ static guint dp_collective(PtdpBuild *b, NetCollOp kind, guint i, guint s, doubl
  * the next forward reaches them, not after the step.  An iteration here
  * starts with those all-gathers, one per layer in forward order on each
  * stage's data-parallel stream (the stage's embedding and logit parameters
- * with its first layer), and a layer's first forward waits for its own. */
+ * with its first layer in forward order, whichever chunk holds it), and a
+ * layer's first forward waits for its own. */
 void sim_ptdp_emit_param_gathers(PtdpBuild *b) {
   const SimPlan *pl = b->plan;
   b->param_gather = g_new(guint, (gsize)b->p * b->v * b->lmax * b->ts);
@@ -308,14 +309,17 @@ void sim_ptdp_emit_param_gathers(PtdpBuild *b) {
   for (guint s = 0; s < b->p; s++) {
     guint64 extra = model_stage_params(&pl->model, pl->tp, b->p, s, ptdp_stage_layers(b, s)) -
                     layer_params * ptdp_stage_layers(b, s);
-    for (guint i = 0; i < b->ts; i++)
+    for (guint i = 0; i < b->ts; i++) {
+      gboolean first = TRUE;
       for (guint c = 0; c < b->v; c++)
         for (guint l = 0; l < ptdp_chunk_layers(b, s, c); l++) {
           SimOpTag t = ptdp_tag(SIM_CAT_DP, SIM_PASS_OTHER, s, c, 0, (gint)(ptdp_chunk_first(b, s, c) + l));
-          double params = (double)layer_params + (c == 0 && l == 0 ? (double)extra : 0);
+          double params = (double)layer_params + (first ? (double)extra : 0);
+          first = FALSE;
           b->param_gather[((s * b->v + c) * b->lmax + l) * b->ts + i] =
               dp_collective(b, NET_OP_ALLGATHER, i, s, 2.0 * params, NULL, 0, &t);
         }
+    }
   }
 }
 
