@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli_harness.h"
+#include "test_plain.h"
 #include "test_tmp.h"
 
 static char *tmpdir;
@@ -152,6 +153,8 @@ static void test_plan_objective(void) {
 /* Why: pruning keeps the best rows of every objective: the top 3 of a
  * pruned search are the first 3 of the search that simulates everything. */
 static void test_pruning_per_objective(void) {
+  if (test_plain_only("twelve searches, half of them unpruned"))
+    return;
   static const char *const objectives[] = {"time", "cost", "tokens-per-dollar"};
   for (guint o = 0; o < G_N_ELEMENTS(objectives); o++) {
     for (guint t = 0; t < 2; t++) {
