@@ -108,21 +108,31 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
                          double *inflight) {
   ModelLayerOptions lo = sim_plan_layer_options(pl, profile);
   guint p = pl->pp, layers = sim_plan_stage_layers(pl, s);
-  double held = 0, peak = 0, mbs = 0, peak_mbs = 0, full, kept;
+  /* the MTP modules of each chunk (an MoE layer's activations each, where
+   * the chunk runs them) */
+  guint nc = pl->chunks ? pl->chunks : 1, mtp_stage = 0;
+  guint *mtp_c = g_new0(guint, nc);
+  for (guint c = 0; c < nc && pl->model.mtp && model_is_moe(&pl->model); c++)
+    if (sim_plan_chunk_vstage(pl, s, c) == sim_plan_mtp_vstage(pl))
+      mtp_stage += mtp_c[c] = pl->model.mtp;
+  double held = 0, peak = 0, held_layers = 0, peak_layers = 0, mbs = 0, peak_mbs = 0, full, kept;
   wgrad_share(pl, profile, &full, &kept);
   double keep = full > 0 ? kept / full : 1;
   for (guint j = 0; j < order->len; j++) {
     SimItem it = g_array_index(order, SimItem, j);
     double d = it.forward ? 1 : it.grad == SIM_GRAD_INPUT ? -(1 - keep) : it.grad == SIM_GRAD_WEIGHT ? -keep : -1;
-    held += d * sim_plan_chunk_layers(pl, s, it.chunk);
+    held_layers += d * sim_plan_chunk_layers(pl, s, it.chunk);
+    held += d * (sim_plan_chunk_layers(pl, s, it.chunk) + mtp_c[it.chunk]);
     if (it.chunk == 0 && it.grad != SIM_GRAD_INPUT) /* the embedding's output: to the microbatch's end */
       mbs += it.forward ? 1 : -1;
     peak = MAX(peak, held);
+    peak_layers = MAX(peak_layers, held_layers);
     peak_mbs = MAX(peak_mbs, mbs);
   }
+  g_free(mtp_c);
   if (inflight) { /* a microbatch passes route / p of the stage's v chunks (DualPipe's one of two) */
-    double per = (double)sim_plan_route_len(pl) / p * layers / (pl->chunks ? pl->chunks : 1);
-    *inflight = per > 0 ? peak / per : 0;
+    double per = (double)sim_plan_route_len(pl) / p * layers / nc;
+    *inflight = per > 0 ? peak_layers / per : 0;
   }
   ModelShape local = ptdp_rank_shape(pl);
   guint64 params = model_stage_params(&pl->model, pl->tp, p, s, layers);
@@ -190,7 +200,9 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
     double T = (double)pl->micro_batch * pl->model.seq_len / ((double)pl->tp * sim_plan_cp(pl));
     /* (at the moment the layers' peak is taken: eager_pipeline_peak's with
      * a pipeline under eager) */
-    out->activations += (pl->recompute ? MAX(delta, 0.0) : delta * req.inflight_layer_mbs * moe / MAX(layers, 1u)) +
+    moe += mtp_stage; /* the MTP modules are MoE layers */
+    out->activations += (pl->recompute ? MAX(delta, 0.0)
+                                       : delta * req.inflight_layer_mbs * moe / MAX(layers + mtp_stage, 1u)) +
                         2.0 * T * pl->model.topk * pl->model.hidden * 2.0;
     if (mods) {
       /* the modules' working set, one layer's (model_memory counted a dense
