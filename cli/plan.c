@@ -20,7 +20,7 @@ static const char *status_word(SearchRowStatus s) {
  * `price` dollars a GPU-hour (0: no price). */
 static double row_tokens_per_gpu(const SearchRow *r) { return r->tokens_per_s / r->gpus; }
 static double row_cost_per_mtok(const SearchRow *r, double price) {
-  return price * r->gpus / 3600.0 / r->tokens_per_s * 1e6;
+  return sim_cost_per_million_tokens(price, r->gpus, r->tokens_per_s);
 }
 
 static void row_json(const SearchRow *r, gboolean tokens, double price, cJSON *rows) {

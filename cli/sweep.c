@@ -545,36 +545,21 @@ static gboolean open_output(Out *out, const char *output, gboolean do_resume, in
 }
 
 /* --list-keys: the numbers of the grid's first cluster and profile (the
- * defaults where it names none) and what each moves (search/keys.h). */
+ * defaults where it names none, --set values written in) and what each
+ * moves (search/keys.h). */
 static gboolean print_keys(SearchGrid *g, GError **error) {
-  if (!search_grid_prepare(g, error))
+  cJSON *cj = NULL, *pj = NULL;
+  char *cpath = NULL, *ppath = NULL;
+  if (!search_grid_prepare(g, error) || !search_grid_machine_json(g, 0, &cj, &cpath, &pj, &ppath, error))
     return FALSE;
-  const char *cname = "selene", *pname = NULL;
-  for (guint c = 0; c < search_grid_n_columns(g); c++) {
-    if (strcmp(search_grid_column(g, c), "cluster") == 0)
-      cname = search_grid_value(g, 0, c);
-    if (strcmp(search_grid_column(g, c), "profile") == 0)
-      pname = search_grid_value(g, 0, c);
-  }
-  char *cpath = ptd_data_resolve("topologies", cname, "cluster", error), *ppath = NULL;
-  cJSON *cj = cpath ? ptd_json_load(cpath, error) : NULL, *pj = NULL;
-  if (cj && !pname)
-    pname = ptd_json_string(cj, "gpu_profile", cpath, error);
-  if (pname)
-    ppath = ptd_data_resolve("calibrate/profiles", pname, "profile", error);
-  if (ppath)
-    pj = ptd_json_load(ppath, error);
-  gboolean ok = pj != NULL;
-  if (ok) {
-    char *text = search_set_keys_list(cj, cname, pj, pname);
-    fputs(text, stdout);
-    g_free(text);
-  }
+  char *text = search_set_keys_list(cj, cpath, pj, ppath);
+  fputs(text, stdout);
+  g_free(text);
   cJSON_Delete(cj);
   cJSON_Delete(pj);
   g_free(cpath);
   g_free(ppath);
-  return ok;
+  return TRUE;
 }
 
 /* --- signals: stop starting rows, finish and write those in flight --- */

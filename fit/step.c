@@ -138,11 +138,9 @@ void calib_step_figures(const CalibProfTrace *t, CalibStepFigures *f) {
 
 static cJSON *us(cJSON *obj, const char *key, double ns) { return cJSON_AddNumberToObject(obj, key, ns / 1000.0); }
 
-cJSON *calib_step_json(const CalibProfTrace *t, const CalibStepFigures *f) {
-  cJSON *j = cJSON_CreateObject();
-  cJSON_AddStringToObject(j, "format", CALIB_STEP_FORMAT);
-  cJSON *src = cJSON_AddObjectToObject(j, "source");
-  cJSON_AddStringToObject(src, "what", "a torch.profiler trace of one step (export_chrome_trace's JSON)");
+cJSON *calib_step_source_json(cJSON *parent, const char *what, const CalibProfTrace *t, const CalibStepFigures *f) {
+  cJSON *src = cJSON_AddObjectToObject(parent, "source");
+  cJSON_AddStringToObject(src, "what", what);
   cJSON_AddStringToObject(src, "file", t->path);
   if (t->sha256)
     cJSON_AddStringToObject(src, "sha256", t->sha256);
@@ -156,6 +154,14 @@ cJSON *calib_step_json(const CalibProfTrace *t, const CalibStepFigures *f) {
   cJSON_AddNumberToObject(src, "cpu_ops", t->cpu->len);
   if (t->has_window)
     us(src, "profiler_window_us", (double)t->window_dur_ns);
+  return src;
+}
+
+cJSON *calib_step_json(const CalibProfTrace *t, const CalibStepFigures *f) {
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddStringToObject(j, "format", CALIB_STEP_FORMAT);
+  cJSON *src =
+      calib_step_source_json(j, "a torch.profiler trace of one step (export_chrome_trace's JSON)", t, f);
   cJSON_AddStringToObject(src, "classes_by",
                           "kernel-name patterns of PyTorch's ATen, cuBLAS and cuDNN kernels (doc/calibration.md)");
   double span = (double)f->span_ns;

@@ -48,5 +48,9 @@ typedef struct {
 } CalibStepFigures;
 
 void calib_step_figures(const CalibProfTrace *t, CalibStepFigures *f);
+/* The trace's provenance and counts as the "source" object of `parent`
+ * (what it is, said as `what`; its file, SHA-256, device, ops, streams,
+ * calls, the profiler's window), returned for more keys. */
+cJSON *calib_step_source_json(cJSON *parent, const char *what, const CalibProfTrace *t, const CalibStepFigures *f);
 /* The figures and their provenance as JSON (times in microseconds). */
 cJSON *calib_step_json(const CalibProfTrace *t, const CalibStepFigures *f);

@@ -172,14 +172,13 @@ guint64 sim_moe_stage_params(const SimPlan *pl, guint s, guint64 *experts, guint
   /* the MTP modules, where the virtual stage that runs them is (the
    * route's last, or a layout's; DualPipe's two directions each keep a
    * copy): an MoE layer, the 2h -> h projection split over t, three norms */
-  guint copies = 0;
-  for (guint c = 0; m->mtp && c < v; c++)
-    copies += sim_plan_chunk_vstage(pl, s, c) == sim_plan_mtp_vstage(pl);
-  if (copies && model_layer_is_moe(m, m->layers - 1)) {
-    n += copies * m->mtp *
-         (model_layer_local_params(m, pl->tp) - dense_mlp + moe_local + 2ull * m->hidden * m->hidden / pl->tp +
-          3 * model_norm_params(m));
-    *experts += copies * m->mtp * model_moe_local_expert_params(m, pl->ep, pl->etp);
+  guint mtp = 0;
+  for (guint c = 0; c < v; c++)
+    mtp += sim_plan_chunk_mtp(pl, s, c);
+  if (mtp && model_layer_is_moe(m, m->layers - 1)) {
+    n += mtp * (model_layer_local_params(m, pl->tp) - dense_mlp + moe_local + 2ull * m->hidden * m->hidden / pl->tp +
+                3 * model_norm_params(m));
+    *experts += mtp * model_moe_local_expert_params(m, pl->ep, pl->etp);
   }
   return n;
 }

@@ -257,6 +257,16 @@ guint sim_plan_mtp_vstage(const SimPlan *pl) {
   return pl->layout && pl->layout->mtps ? pl->layout->mtp_vs : sim_plan_route_len(pl) - 1;
 }
 
+double sim_cost_per_million_tokens(double price, guint gpus, double tokens_per_s) {
+  return price * gpus / 3600.0 / tokens_per_s * 1e6;
+}
+
+guint sim_plan_chunk_mtp(const SimPlan *pl, guint s, guint c) {
+  return pl->model.mtp && model_is_moe(&pl->model) && sim_plan_chunk_vstage(pl, s, c) == sim_plan_mtp_vstage(pl)
+             ? pl->model.mtp
+             : 0;
+}
+
 char *sim_plan_layout_text(const SimPlan *pl) {
   if (pl->layout)
     return g_strdup(pl->layout->text);

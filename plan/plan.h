@@ -355,6 +355,13 @@ guint sim_plan_chunk_first_layer(const SimPlan *plan, guint s, guint c);
  * loss) unless a layout says otherwise.  The embedding runs in the first,
  * the logits and the loss in the last. */
 guint sim_plan_mtp_vstage(const SimPlan *plan);
+/* What a million tokens cost at `price` dollars a GPU-hour on `gpus` GPUs
+ * making `tokens_per_s`. */
+double sim_cost_per_million_tokens(double price, guint gpus, double tokens_per_s);
+/* The MTP modules chunk c of stage s runs (each an MoE layer, as DeepSeek-V3
+ * runs them): the model's where the chunk is that virtual stage (both of
+ * DualPipe's copies), else 0. */
+guint sim_plan_chunk_mtp(const SimPlan *plan, guint s, guint c);
 /* The plan's pipeline layout in Megatron-Core's syntax: the one given, or
  * the split written as one (g_free it). */
 char *sim_plan_layout_text(const SimPlan *plan);

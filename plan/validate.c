@@ -930,7 +930,7 @@ gboolean sim_plan_build(const SimPlanRequest *r, const TopoCluster *cluster, Sim
    * alone) has no block to hang FSDP2's root gather and reduction on */
   if (plan->fsdp && !r->zero && !own)
     for (guint s = 0; s < r->pp; s++)
-      for (guint c = 0; c < (row->copies ? 2u : v); c++)
+      for (guint c = 0; c < v; c++)
         if (sim_plan_chunk_layers(plan, s, c) == 0)
           FAIL("model chunk %u of stage %u holds no transformer layer, which FSDP2 is not modelled with; give every "
                "chunk a layer",

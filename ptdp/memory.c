@@ -112,9 +112,8 @@ static void stage_memory(const SimPlan *pl, const ModelProfile *profile, GArray 
    * the chunk runs them) */
   guint nc = pl->chunks ? pl->chunks : 1, mtp_stage = 0;
   guint *mtp_c = g_new0(guint, nc);
-  for (guint c = 0; c < nc && pl->model.mtp && model_is_moe(&pl->model); c++)
-    if (sim_plan_chunk_vstage(pl, s, c) == sim_plan_mtp_vstage(pl))
-      mtp_stage += mtp_c[c] = pl->model.mtp;
+  for (guint c = 0; c < nc; c++)
+    mtp_stage += mtp_c[c] = sim_plan_chunk_mtp(pl, s, c);
   double held = 0, peak = 0, held_layers = 0, peak_layers = 0, mbs = 0, peak_mbs = 0, full, kept;
   wgrad_share(pl, profile, &full, &kept);
   double keep = full > 0 ? kept / full : 1;

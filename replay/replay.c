@@ -124,7 +124,8 @@ typedef struct {
   gint gpu;        /* its first GPU op (index into t->gpu), -1 */
 } Call;
 
-/* A query of the GPU work launched before a time: syncs and stream waits. */
+/* A call at a time: a query of the GPU work launched before it (syncs and
+ * stream waits), or a call's end; ordered by time, ties by call. */
 typedef struct {
   gint64 at;
   guint call;
@@ -350,16 +351,6 @@ static void host_ops(Build *b, const gint64 *waited, const guint *query_of) {
   }
 }
 
-typedef struct {
-  gint64 end;
-  guint call;
-} Ended;
-
-static int by_end(gconstpointer pa, gconstpointer pb) {
-  const Ended *a = pa, *b = pb;
-  return a->end != b->end ? (a->end < b->end ? -1 : 1) : (a->call < b->call ? -1 : a->call > b->call);
-}
-
 /* A thread waits for another where the trace shows it resuming after the
  * other's call: for each call, the latest call of each other thread that
  * ended after this thread's previous call began and before this one began. */
@@ -368,13 +359,13 @@ static void thread_deps(Build *b) {
   guint nt = b->threads->len;
   if (nt < 2)
     return;
-  GArray *ended = g_array_new(FALSE, FALSE, sizeof(Ended));
+  GArray *ended = g_array_new(FALSE, FALSE, sizeof(Query));
   for (guint i = 0; i < t->api->len; i++)
     if (b->calls[i].thread >= 0) {
-      Ended x = {api(b, i)->start_ns + api(b, i)->dur_ns, i};
+      Query x = {api(b, i)->start_ns + api(b, i)->dur_ns, i};
       g_array_append_val(ended, x);
     }
-  g_array_sort(ended, by_end);
+  g_array_sort(ended, by_at);
   gint *latest = g_new(gint, nt);
   for (guint h = 0; h < nt; h++) {
     const Thread *th = &g_array_index(b->threads, Thread, h);
@@ -384,15 +375,15 @@ static void thread_deps(Build *b) {
       guint lo = 0, hi = ended->len;
       while (lo < hi) {
         guint mid = lo + (hi - lo) / 2;
-        if (g_array_index(ended, Ended, mid).end <= from)
+        if (g_array_index(ended, Query, mid).at <= from)
           lo = mid + 1;
         else
           hi = mid;
       }
       for (guint k = 0; k < nt; k++)
         latest[k] = -1;
-      for (guint k = lo; k < ended->len && g_array_index(ended, Ended, k).end <= to; k++) {
-        guint call = g_array_index(ended, Ended, k).call;
+      for (guint k = lo; k < ended->len && g_array_index(ended, Query, k).at <= to; k++) {
+        guint call = g_array_index(ended, Query, k).call;
         gint other = b->calls[call].thread;
         if ((guint)other != h)
           latest[other] = (gint)call;
@@ -654,21 +645,7 @@ static void us(cJSON *obj, const char *key, double ns) { cJSON_AddNumberToObject
 cJSON *replay_json(const CalibProfTrace *t, const ReplayOptions *o, const ReplayResult *r) {
   cJSON *j = cJSON_CreateObject();
   cJSON_AddStringToObject(j, "format", REPLAY_FORMAT);
-  cJSON *src = cJSON_AddObjectToObject(j, "source");
-  cJSON_AddStringToObject(src, "what", "a torch.profiler trace (export_chrome_trace's JSON)");
-  cJSON_AddStringToObject(src, "file", t->path);
-  if (t->sha256)
-    cJSON_AddStringToObject(src, "sha256", t->sha256);
-  if (t->device)
-    cJSON_AddStringToObject(src, "device", t->device);
-  cJSON_AddNumberToObject(src, "kernels", r->trace.kernels);
-  cJSON_AddNumberToObject(src, "memsets", r->trace.memsets);
-  cJSON_AddNumberToObject(src, "memcpys", r->trace.memcpys);
-  cJSON_AddNumberToObject(src, "streams", r->trace.streams);
-  cJSON_AddNumberToObject(src, "cuda_calls", t->api->len);
-  cJSON_AddNumberToObject(src, "cpu_ops", t->cpu->len);
-  if (t->has_window)
-    us(src, "profiler_window_us", (double)t->window_dur_ns);
+  cJSON *src = calib_step_source_json(j, "a torch.profiler trace (export_chrome_trace's JSON)", t, &r->trace);
   us(src, "span_us", (double)r->trace_span_ns);
   us(src, "gpu_span_us", (double)r->trace.span_ns);
   us(src, "gpu_busy_us", (double)r->trace.busy_ns);

@@ -471,13 +471,12 @@ static const char *member_value(const SearchGrid *g, const Member *m, guint64 k)
   return g_ptr_array_index(m->values, value_on(g, k, m->axis));
 }
 
-/* Loads the machine of point k (cluster and profile with the set values). */
-static Machine *load_machine(const SearchGrid *g, guint64 k, GError **error) {
+gboolean search_grid_machine_json(const SearchGrid *g, guint64 k, cJSON **cluster, char **cluster_path,
+                                  cJSON **profile, char **profile_path, GError **error) {
   const Member *cm = find(g, "cluster"), *pm = find(g, "profile");
   const char *cluster_name = cm ? member_value(g, cm, k) : "selene";
   char *cpath = ptd_data_resolve("topologies", cluster_name, "cluster", error);
   cJSON *croot = cpath ? ptd_json_load(cpath, error) : NULL;
-  Machine *mach = NULL;
   gboolean ok = croot != NULL;
   cJSON *proot = NULL;
   char *ppath = NULL;
@@ -513,6 +512,26 @@ static Machine *load_machine(const SearchGrid *g, guint64 k, GError **error) {
     else
       cJSON_SetNumberValue(n, g_ascii_strtod(member_value(g, m, k), NULL));
   }
+  if (!ok) {
+    cJSON_Delete(croot);
+    cJSON_Delete(proot);
+    g_free(cpath);
+    g_free(ppath);
+    return FALSE;
+  }
+  *cluster = croot;
+  *cluster_path = cpath;
+  *profile = proot;
+  *profile_path = ppath;
+  return TRUE;
+}
+
+/* Loads the machine of point k (cluster and profile with the set values). */
+static Machine *load_machine(const SearchGrid *g, guint64 k, GError **error) {
+  cJSON *croot = NULL, *proot = NULL;
+  char *cpath = NULL, *ppath = NULL;
+  Machine *mach = NULL;
+  gboolean ok = search_grid_machine_json(g, k, &croot, &cpath, &proot, &ppath, error);
   if (ok) {
     mach = g_new0(Machine, 1);
     GError *local = NULL;

@@ -62,6 +62,11 @@ gboolean search_grid_add_file(SearchGrid *g, const char *path, GError **error);
 gboolean search_grid_prepare(SearchGrid *g, GError **error);
 
 guint64 search_grid_points(const SearchGrid *g);
+/* The cluster and profile files of point k as JSON, the point's --set
+ * values written in, with the paths they came from (free all four);
+ * FALSE with a one-line error. */
+gboolean search_grid_machine_json(const SearchGrid *g, guint64 k, cJSON **cluster, char **cluster_path,
+                                  cJSON **profile, char **profile_path, GError **error);
 /* The columns that describe a point: every option given, in table order,
  * then the set keys in the order given. */
 guint search_grid_n_columns(const SearchGrid *g);

@@ -162,12 +162,12 @@ static void list_numbers(GString *out, const cJSON *o, const char *path) {
   }
 }
 
-char *search_set_keys_list(const cJSON *cluster, const char *cluster_name, const cJSON *profile,
-                           const char *profile_name) {
+char *search_set_keys_list(const cJSON *cluster, const char *cluster_from, const cJSON *profile,
+                           const char *profile_from) {
   GString *out = g_string_new(NULL);
-  g_string_append_printf(out, "cluster %s (--set cluster.KEY=VALUES):\n", cluster_name);
+  g_string_append_printf(out, "cluster %s (--set cluster.KEY=VALUES):\n", cluster_from);
   list_numbers(out, cluster, "cluster");
-  g_string_append_printf(out, "profile %s (--set profile.KEY=VALUES):\n", profile_name);
+  g_string_append_printf(out, "profile %s (--set profile.KEY=VALUES):\n", profile_from);
   list_numbers(out, profile, "profile");
   return g_string_free(out, FALSE);
 }

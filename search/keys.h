@@ -11,7 +11,7 @@
 const char *search_set_key_doc(const char *key);
 /* Every number of `cluster` and `profile` (their files as read) that --set
  * can change (object paths; numbers inside lists are not settable), one
- * per line: the key, its value and what it moves; `cluster_name` and
- * `profile_name` head each part (g_free it). */
-char *search_set_keys_list(const cJSON *cluster, const char *cluster_name, const cJSON *profile,
-                           const char *profile_name);
+ * per line: the key, its value and what it moves; each part headed by where
+ * its file came from (g_free it). */
+char *search_set_keys_list(const cJSON *cluster, const char *cluster_from, const cJSON *profile,
+                           const char *profile_from);

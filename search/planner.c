@@ -116,6 +116,7 @@ typedef struct {
   const TopoCluster *cluster;
   const char *network; /* the network every candidate runs on */
   gboolean split_given; /* the user's options pin the pipeline split */
+  const SimLayout *layout; /* --pipeline-model-parallel-layout, parsed once; NULL: none */
   SearchResult *out;
   GArray *best; /* the `keep` smallest iteration times so far, ascending */
   SearchRow *wave; /* every candidate's row, in search order */
@@ -584,11 +585,9 @@ static guint splits_of(const Search *s, const SimPlanRequest *base, guint p, Sim
   guint f, mid, l;
   if (s->split_given) {
     out[0] = base->split;
-    const char *layout = s->req->config->text[SEARCH_OPT_PIPELINE_LAYOUT];
-    if (layout) { /* a layout's virtual stages: a multiple of p (sim_plan_build checks the rest) */
-      const SimLayout *l = sim_layout_parse(layout, NULL);
-      return l && l->n % p == 0 ? 1 : 0;
-    }
+    /* a layout's virtual stages: a multiple of p (sim_plan_build checks the rest) */
+    if (s->req->config->given[SEARCH_OPT_PIPELINE_LAYOUT])
+      return s->layout && s->layout->n % p == 0 ? 1 : 0;
     return sim_split_layers(&base->split, base->model.layers, p, 1, &f, &mid, &l, NULL) ? 1 : 0;
   }
   guint n = 0;
@@ -660,6 +659,8 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
   s->split_given = cfg->given[SEARCH_OPT_FIRST_STAGE_LAYERS] || cfg->given[SEARCH_OPT_LAST_STAGE_LAYERS] ||
                    cfg->given[SEARCH_OPT_ACCOUNT_EMBEDDING] || cfg->given[SEARCH_OPT_ACCOUNT_LOSS] ||
                    cfg->given[SEARCH_OPT_PIPELINE_LAYOUT];
+  s->layout = cfg->text[SEARCH_OPT_PIPELINE_LAYOUT] ? sim_layout_parse(cfg->text[SEARCH_OPT_PIPELINE_LAYOUT], NULL)
+                                                      : NULL;
   s->out = out;
   s->best = g_array_new(FALSE, FALSE, sizeof(double));
   search_schedules(s);
@@ -762,9 +763,7 @@ gboolean search_run(const SearchRequest *req, const ModelProfile *profile, const
           continue;
         /* a given layout's chunks: its pieces over p (the V's and DualPipe's
          * own placements are searched at v = 1) */
-        const SimLayout *lay = cfg->text[SEARCH_OPT_PIPELINE_LAYOUT]
-                                   ? sim_layout_parse(cfg->text[SEARCH_OPT_PIPELINE_LAYOUT], NULL)
-                                   : NULL;
+        const SimLayout *lay = s->layout;
         guint layout_v = lay ? lay->n / p : 0;
         for (guint v = 1; ptdp_ok && v <= MAX(lps, layout_v); v++) {
           /* v = 1: 1F1B (or GPipe, pinned); v >= 2: interleaved, which needs

@@ -14,7 +14,6 @@
 
 static char *tmp;
 
-static char *data_path(const char *rel) { return g_build_filename(g_getenv("PTDSIM_DATA_DIR"), rel, NULL); }
 static char *in_tmp(const char *name) { return g_build_filename(tmp, name, NULL); }
 
 /* One step, times in microseconds (see the figures in test_exact_figures):
@@ -203,14 +202,14 @@ static void test_classes(void) {
  * and the GPU's span lies within the profiler's own window. */
 static void test_shipped(void) {
   static const char *const names[] = {"qwen-like-14b-l4", "llama70b-t4-shard-l4"};
-  char *steps_path = data_path("calibrate/measurements/h100-sustained-gemm-and-steps.json");
+  char *steps_path = data_file("calibrate/measurements/h100-sustained-gemm-and-steps.json");
   gsize len = 0;
   char *steps_text = slurp(steps_path, &len);
   cJSON *steps = cJSON_Parse(steps_text);
   g_assert_nonnull(steps);
   for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
     char *rel = g_strdup_printf("calibrate/measurements/h100-step-trace-%s.json.gz", names[i]);
-    char *path = data_path(rel);
+    char *path = data_file(rel);
     char *line = g_strdup_printf("fit --profiler-trace %s --format json", path);
     cJSON *j = run_json(line);
     const cJSON *src = obj(j, "source"), *gpu = obj(j, "gpu"), *host = obj(j, "host");

@@ -14,7 +14,6 @@
 
 static char *tmp;
 
-static char *data_path(const char *rel) { return g_build_filename(g_getenv("PTDSIM_DATA_DIR"), rel, NULL); }
 static char *in_tmp(const char *name) { return g_build_filename(tmp, name, NULL); }
 
 /* Events, times in microseconds: a CUDA call on thread TID, and a GPU op
@@ -258,14 +257,14 @@ static void test_profile_reprice(void) {
  * another GPU's figures; deterministic text, -o. */
 static void test_shipped(void) {
   static const char *const names[] = {"qwen-like-14b-l4", "llama70b-t4-shard-l4"};
-  char *steps_path = data_path("calibrate/measurements/h100-sustained-gemm-and-steps.json");
+  char *steps_path = data_file("calibrate/measurements/h100-sustained-gemm-and-steps.json");
   gsize len = 0;
   char *steps_text = slurp(steps_path, &len);
   cJSON *steps = cJSON_Parse(steps_text);
   g_assert_nonnull(steps);
   for (guint i = 0; i < G_N_ELEMENTS(names); i++) {
     char *rel = g_strdup_printf("calibrate/measurements/h100-step-trace-%s.json.gz", names[i]);
-    char *path = data_path(rel);
+    char *path = data_file(rel);
     char *line = g_strdup_printf("replay %s --format json", path);
     cJSON *j = run_json(line);
     g_assert_cmpstr(str(j, "format"), ==, REPLAY_FORMAT);

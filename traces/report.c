@@ -188,7 +188,7 @@ cJSON *trace_result_json(const SimPlan *pl, const ModelProfile *profile, const T
     /* what the GPUs' hours cost per million tokens at the steady pace */
     cJSON_AddNumberToObject(o, "price_per_gpu_hour", pl->price_per_gpu_hour);
     cJSON_AddNumberToObject(o, "cost_per_million_tokens",
-                            pl->price_per_gpu_hour * pl->gpus / 3600.0 / r->tokens_per_s * 1e6);
+                            sim_cost_per_million_tokens(pl->price_per_gpu_hour, pl->gpus, r->tokens_per_s));
   }
   if (!pl->stage_times)
     cJSON_AddNumberToObject(o, "aggregate_pflops", r->aggregate_pflops);
